@@ -1,0 +1,57 @@
+/* Plain-C fp32 reference ops: the specification every kernel is checked
+ * against. Row-major; shapes in comments; no allocation inside an op except
+ * where a scratch argument says otherwise. GEMMs go through CBLAS. */
+#ifndef REF_H
+#define REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* y (T, dim) = table[tok[t]] for table (n_rows, dim). tok must be < n_rows
+ * (caller validates); returns -1 on an out-of-range id, else 0. */
+int ref_embedding(float *y, const float *table, const int32_t *tok, int T, int dim, int n_rows);
+
+/* y (T, dim) = x / sqrt(mean(x^2) + eps) * w. y may alias x. */
+void ref_rmsnorm(float *y, const float *x, const float *w, int T, int dim, float eps);
+
+/* Inverse frequencies for RoPE: inv_freq[i] = theta^(-2i/rot_dim), i < rot_dim/2,
+ * then scaled: scaling 0 none, 1 linear (divide by factor), 2 Llama-3.1
+ * (low/high freq factors, original context). */
+void ref_rope_freqs(float *inv_freq, int rot_dim, float theta, int scaling, float factor,
+                    float low_freq_factor, float high_freq_factor, int orig_ctx);
+/* In place on x (T, n_heads, head_dim): for each head, pairs (x[2i], x[2i+1]),
+ * i < rot_dim/2, rotated by angle pos[t] * inv_freq[i] (GGUF/ggml "normal" mode). */
+void ref_rope(float *x, const int32_t *pos, int T, int n_heads, int head_dim, int rot_dim,
+              const float *inv_freq);
+
+/* Attention of a block of T new queries over n_ctx cached keys plus the block's
+ * own T keys.
+ *   q   (T, n_heads, head_dim)
+ *   k,v (n_ctx + T, n_kv_heads, head_dim): slots 0..n_ctx-1 = context, slots
+ *       n_ctx+j = block token j (already written by the caller)
+ *   mask: NULL = causal inside the block; else T rows of (T+63)/64 uint64 words,
+ *       bit j of row i set <=> block key j is visible to query i (ancestors and
+ *       self). Every context key is visible to every query.
+ *   out (T, n_heads, head_dim); scale 1/sqrt(head_dim); head h reads kv head
+ *       h / (n_heads / n_kv_heads). scratch: at least n_ctx + T floats. */
+void ref_attention(float *out, const float *q, const float *k, const float *v, int T, int n_ctx,
+                   int n_heads, int n_kv_heads, int head_dim, const uint64_t *mask, float *scratch);
+
+/* y (n) = silu(gate) * up, silu(x) = x / (1 + exp(-x)). */
+void ref_swiglu(float *y, const float *gate, const float *up, size_t n);
+
+/* y (n) = a + b. y may alias a or b. */
+void ref_add(float *y, const float *a, const float *b, size_t n);
+
+/* y (T, n_out) = x (T, n_in) @ w^T for w (n_out, n_in): sgemm. */
+void ref_matmul(float *y, const float *x, const float *w, int T, int n_in, int n_out);
+
+/* out (T, dim) = w_down @ (silu(w_gate @ x) * (w_up @ x)); scratch 2*T*ffn floats. */
+void ref_mlp_swiglu(float *out, const float *x, const float *w_gate, const float *w_up,
+                    const float *w_down, int T, int dim, int ffn, float *scratch);
+
+/* logits (T, vocab) = rmsnorm(x, norm_w, eps) @ lm_head^T; scratch T*dim floats. */
+void ref_lm_head(float *logits, const float *x, const float *norm_w, const float *lm_head, int T,
+                 int dim, int vocab, float eps, float *scratch);
+
+#endif

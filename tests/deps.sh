@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what building and testing need, only when missing: Debian packages
+# (CMocka, OpenBLAS, a text corpus) and a Python venv with the independent
+# reference tokenizer. Idempotent; quiet when everything is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+[ -f /usr/include/cmocka.h ] || need+=(libcmocka-dev)
+ls /usr/include/*/cblas.h /usr/include/cblas.h >/dev/null 2>&1 && ldconfig -p | grep -q libopenblas || need+=(libopenblas-dev)
+command -v clang >/dev/null || need+=(clang)
+if [ ${#need[@]} -gt 0 ]; then
+	echo "deps: installing ${need[*]}"
+	SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# Python side: only independent reference implementations live here (HF
+# tokenizers for the tokenizer check). Kept in build/venv, git-ignored.
+VENV=build/venv
+PY_PKGS="numpy gguf tokenizers==0.22.1 transformers==4.57.1 sentencepiece protobuf"
+if [ ! -f $VENV/.ok ] || [ "$(cat $VENV/.ok)" != "$PY_PKGS" ]; then
+	echo "deps: creating $VENV ($PY_PKGS)"
+	python3 -m venv $VENV
+	$VENV/bin/pip install -q --disable-pip-version-check $PY_PKGS
+	echo "$PY_PKGS" > $VENV/.ok
+fi
