@@ -113,4 +113,23 @@ int gguf_writer_save(gguf_writer *w, const char *path, sw_err *err); /* temp fil
  * round-to-nearest as ggml's reference quantizers do. Returns bytes written. */
 uint64_t gguf_quantize(uint32_t type, const float *x, uint64_t n, void *out);
 
+/* Added by the implementation (gguf.c); nothing above changed. */
+/* Numeric array values (gguf_arr_data) are an aligned copy owned by the
+ * gguf_file, so they may be indexed as uint32_t/float arrays directly. */
+/* Scalar metadata of any non-string type (u8 i8 u16 i16 u64 i64 f64 ...);
+ * v points at one host value of that type. */
+void gguf_w_scalar(gguf_writer *w, const char *key, uint32_t type, const void *v);
+/* The file gguf_writer_save would write, in a malloc'd buffer (caller frees). */
+int gguf_writer_to_mem(gguf_writer *w, void **out, size_t *size, sw_err *err);
+/* Conversions, round to nearest even (ggml's). */
+float gguf_f16_to_f32(uint16_t h);
+uint16_t gguf_f32_to_f16(float f);
+float gguf_bf16_to_f32(uint16_t h);
+uint16_t gguf_f32_to_bf16(float f);
+bool gguf_dtype_can_dequantize(uint32_t type);
+/* Dequantizes n elements (a multiple of the block size) of raw blocks, no
+ * file needed: 0, SW_ENOTSUP for types without a dequantizer, SW_EINVAL for
+ * a partial block. */
+int gguf_dequantize(uint32_t type, const void *src, uint64_t n, float *out);
+
 #endif

@@ -1,0 +1,338 @@
+/* Llama weights and config from a GGUF file (llama.cpp tensor and key names).
+ * Everything is dequantized to fp32 into one arena; ggml's ne = [in, out] is
+ * already the row-major (out, in) layout rt_weights wants, and Q/K rows stay
+ * in GGUF order (the engine uses GGUF's RoPE pairing). Not a converter. */
+#include "model_gguf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ARCH "llama"
+/* Loose sanity bounds: large enough for any Llama, small enough that every
+ * size product below fits comfortably in 64 bits. */
+#define MAX_DIM (1 << 24)
+
+static int get_dim(const gguf_file *f, const char *key, int *out, bool required, int def, int max, sw_err *err)
+{
+	uint32_t v;
+	int rc = gguf_get_u32(f, key, &v, err);
+	if (rc == SW_ENOENT_KEY && !required) {
+		*out = def;
+		return 0;
+	}
+	if (rc)
+		return rc;
+	if (v < 1 || v > (uint32_t)max)
+		return sw_errf(err, SW_EINVAL, "%s: metadata key '%s': expected a value in 1..%d, found %u",
+			       f->path, key, max, v);
+	*out = (int)v;
+	return 0;
+}
+
+static int get_float(const gguf_file *f, const char *key, float *out, bool required, float def, sw_err *err)
+{
+	int rc = gguf_get_f32(f, key, out, err);
+	if (rc == SW_ENOENT_KEY && !required) {
+		*out = def;
+		return 0;
+	}
+	if (rc)
+		return rc;
+	if (!(*out > 0) || *out > 1e30f) /* also rejects NaN */
+		return sw_errf(err, SW_EINVAL, "%s: metadata key '%s': expected a positive finite number, found %g",
+			       f->path, key, (double)*out);
+	return 0;
+}
+
+static int get_token_id(const gguf_file *f, const char *key, int vocab, int *out, sw_err *err)
+{
+	uint32_t v;
+	int rc = gguf_get_u32(f, key, &v, err);
+	if (rc == SW_ENOENT_KEY) {
+		*out = -1;
+		return 0;
+	}
+	if (rc)
+		return rc;
+	if (v >= (uint32_t)vocab)
+		return sw_errf(err, SW_EINVAL, "%s: metadata key '%s': token id %u is outside the vocabulary (0..%d)",
+			       f->path, key, v, vocab - 1);
+	*out = (int)v;
+	return 0;
+}
+
+static int rope_scaling(const gguf_file *f, rt_config *c, sw_err *err)
+{
+	gguf_str type;
+	int rc;
+
+	c->rope_scaling = RT_ROPE_SCALING_NONE;
+	c->rope_factor = 1.0f;
+	c->rope_low_freq_factor = 1.0f;
+	c->rope_high_freq_factor = 4.0f;
+	c->rope_orig_ctx = c->max_ctx;
+
+	rc = gguf_get_str(f, ARCH ".rope.scaling.type", &type, err);
+	if (rc == SW_ENOENT_KEY) {
+		/* older files: a bare linear factor */
+		rc = get_float(f, ARCH ".rope.scale_linear", &c->rope_factor, false, 1.0f, err);
+		if (!rc && c->rope_factor != 1.0f)
+			c->rope_scaling = RT_ROPE_SCALING_LINEAR;
+		goto check_freqs;
+	}
+	if (rc)
+		return rc;
+	if (type.n == 4 && !memcmp(type.p, "none", 4))
+		goto check_freqs;
+	if (type.n == 6 && !memcmp(type.p, "linear", 6)) {
+		c->rope_scaling = RT_ROPE_SCALING_LINEAR;
+		rc = get_float(f, ARCH ".rope.scaling.factor", &c->rope_factor, true, 1.0f, err);
+		goto check_freqs;
+	}
+	if (type.n == 6 && !memcmp(type.p, "llama3", 6)) {
+		c->rope_scaling = RT_ROPE_SCALING_LLAMA3;
+		/* defaults are Llama-3.1's published values */
+		if ((rc = get_float(f, ARCH ".rope.scaling.factor", &c->rope_factor, true, 8.0f, err)) ||
+		    (rc = get_float(f, ARCH ".rope.scaling.low_freq_factor", &c->rope_low_freq_factor, false, 1.0f, err)) ||
+		    (rc = get_float(f, ARCH ".rope.scaling.high_freq_factor", &c->rope_high_freq_factor, false, 4.0f, err)) ||
+		    (rc = get_dim(f, ARCH ".rope.scaling.original_context_length", &c->rope_orig_ctx, false, 8192, INT32_MAX, err)))
+			return rc;
+		if (!(c->rope_high_freq_factor > c->rope_low_freq_factor))
+			return sw_errf(err, SW_EINVAL, "%s: rope.scaling: high_freq_factor (%g) must exceed low_freq_factor (%g)",
+				       f->path, (double)c->rope_high_freq_factor, (double)c->rope_low_freq_factor);
+		return 0;
+	}
+	return sw_errf(err, SW_ENOTSUP, "%s: metadata key '" ARCH ".rope.scaling.type': expected \"none\", \"linear\" or \"llama3\", found \"%.*s\"",
+		       f->path, (int)(type.n < 64 ? type.n : 64), type.p);
+check_freqs:
+	if (rc)
+		return rc;
+	/* llama.cpp stores Llama-3.1 scaling only as precomputed per-frequency
+	 * factors; ignoring them would silently change every position. */
+	if (gguf_tensor_find(f, "rope_freqs.weight"))
+		return sw_errf(err, SW_ENOTSUP, "%s: tensor 'rope_freqs.weight' (precomputed RoPE factors) is not supported; "
+			       "set " ARCH ".rope.scaling.type = \"llama3\" with its factors instead", f->path);
+	return 0;
+}
+
+int rt_llama_config_from_gguf(const gguf_file *f, rt_config *cfg, sw_err *err)
+{
+	rt_config c;
+	gguf_str arch;
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	rc = gguf_get_str(f, "general.architecture", &arch, err);
+	if (rc)
+		return rc;
+	if (arch.n != strlen(ARCH) || memcmp(arch.p, ARCH, arch.n))
+		return sw_errf(err, SW_ENOTSUP, "%s: metadata key 'general.architecture': expected \"" ARCH "\", found \"%.*s\"",
+			       f->path, (int)(arch.n < 64 ? arch.n : 64), arch.p);
+
+	if ((rc = get_dim(f, ARCH ".block_count", &c.n_layers, true, 0, 4096, err)) ||
+	    (rc = get_dim(f, ARCH ".embedding_length", &c.dim, true, 0, MAX_DIM, err)) ||
+	    (rc = get_dim(f, ARCH ".feed_forward_length", &c.ffn_dim, true, 0, MAX_DIM, err)) ||
+	    (rc = get_dim(f, ARCH ".attention.head_count", &c.n_heads, true, 0, 65536, err)) ||
+	    (rc = get_dim(f, ARCH ".attention.head_count_kv", &c.n_kv_heads, false, c.n_heads, 65536, err)) ||
+	    (rc = get_dim(f, ARCH ".context_length", &c.max_ctx, true, 0, INT32_MAX, err)) ||
+	    (rc = get_float(f, ARCH ".rope.freq_base", &c.rope_theta, false, 10000.0f, err)) ||
+	    (rc = get_float(f, ARCH ".attention.layer_norm_rms_epsilon", &c.norm_eps, true, 0, err)))
+		return rc;
+	if (c.n_heads % c.n_kv_heads)
+		return sw_errf(err, SW_EINVAL, "%s: attention.head_count (%d) must be a multiple of attention.head_count_kv (%d)",
+			       f->path, c.n_heads, c.n_kv_heads);
+
+	/* head_dim: explicit key_length when present, else dim / n_heads */
+	int kl, vl;
+	if ((rc = get_dim(f, ARCH ".attention.key_length", &kl, false, 0, MAX_DIM, err)) ||
+	    (rc = get_dim(f, ARCH ".attention.value_length", &vl, false, kl, MAX_DIM, err)))
+		return rc;
+	if (kl) {
+		if (vl != kl)
+			return sw_errf(err, SW_ENOTSUP, "%s: attention.key_length (%d) != attention.value_length (%d) is not supported",
+				       f->path, kl, vl);
+		c.head_dim = kl;
+	} else {
+		if (c.dim % c.n_heads)
+			return sw_errf(err, SW_EINVAL, "%s: embedding_length (%d) is not a multiple of attention.head_count (%d)",
+				       f->path, c.dim, c.n_heads);
+		c.head_dim = c.dim / c.n_heads;
+	}
+	if (c.head_dim % 2 || (uint64_t)c.head_dim * (uint64_t)c.n_heads > MAX_DIM)
+		return sw_errf(err, SW_EINVAL, "%s: head_dim %d (x %d heads) must be even and at most %d in total",
+			       f->path, c.head_dim, c.n_heads, MAX_DIM);
+	int rope_dim;
+	if ((rc = get_dim(f, ARCH ".rope.dimension_count", &rope_dim, false, c.head_dim, MAX_DIM, err)))
+		return rc;
+	if (rope_dim != c.head_dim)
+		return sw_errf(err, SW_ENOTSUP, "%s: metadata key '" ARCH ".rope.dimension_count': expected %d (head_dim; partial RoPE is not supported), found %d",
+			       f->path, c.head_dim, rope_dim);
+
+	const gguf_tensor *te = gguf_tensor_find(f, "token_embd.weight");
+	rc = get_dim(f, ARCH ".vocab_size", &c.vocab, false, 0, MAX_DIM, err);
+	if (rc)
+		return rc;
+	if (!c.vocab) {
+		if (!te)
+			return sw_errf(err, SW_EINVAL, "%s: no '" ARCH ".vocab_size' key and no tensor 'token_embd.weight' to take it from",
+				       f->path);
+		if (te->n_dims < 2 || te->ne[1] > MAX_DIM)
+			return sw_errf(err, SW_EINVAL, "%s: tensor 'token_embd.weight': expected 2 dims with at most %d rows",
+				       f->path, MAX_DIM);
+		c.vocab = (int)te->ne[1];
+	}
+	if ((rc = rope_scaling(f, &c, err)))
+		return rc;
+	if ((rc = get_token_id(f, "tokenizer.ggml.bos_token_id", c.vocab, &c.bos_id, err)) ||
+	    (rc = get_token_id(f, "tokenizer.ggml.eos_token_id", c.vocab, &c.eos_id, err)))
+		return rc;
+	c.tied_embd = gguf_tensor_find(f, "output.weight") == NULL;
+	*cfg = c;
+	return 0;
+}
+
+/* ---- weights ------------------------------------------------------------ */
+
+struct want {
+	char name[48];
+	uint64_t ne0, ne1;  /* ggml order; ne1 == 0 for a vector */
+	float **dst;
+	const gguf_tensor *t;
+	size_t off;         /* in the arena */
+};
+
+static void shape_str(char *b, size_t n, const gguf_tensor *t)
+{
+	int k = snprintf(b, n, "[");
+	for (uint32_t d = 0; d < t->n_dims && k > 0 && (size_t)k < n; d++)
+		k += snprintf(b + k, n - (size_t)k, "%s%llu", d ? ", " : "", (unsigned long long)t->ne[d]);
+	if (k > 0 && (size_t)k < n)
+		snprintf(b + k, n - (size_t)k, "]");
+}
+
+static int check_tensor(const gguf_file *f, struct want *q, sw_err *err)
+{
+	const gguf_tensor *t = gguf_tensor_find(f, q->name);
+	char found[96], expected[64];
+
+	if (!t)
+		return sw_errf(err, SW_EINVAL, "%s: missing tensor '%s'", f->path, q->name);
+	/* trailing dimensions of 1 are the same shape */
+	uint32_t nd = t->n_dims;
+	while (nd > 1 && t->ne[nd - 1] == 1)
+		nd--;
+	bool ok = q->ne1 ? (nd <= 2 && t->ne[0] == q->ne0 && t->ne[1] == q->ne1)
+			 : (nd == 1 && t->ne[0] == q->ne0);
+	if (!ok) {
+		shape_str(found, sizeof(found), t);
+		if (q->ne1)
+			snprintf(expected, sizeof(expected), "[%llu, %llu]", (unsigned long long)q->ne0,
+				 (unsigned long long)q->ne1);
+		else
+			snprintf(expected, sizeof(expected), "[%llu]", (unsigned long long)q->ne0);
+		return sw_errf(err, SW_EINVAL, "%s: tensor '%s': expected shape %s (ggml order: in, out), found %s",
+			       f->path, q->name, expected, found);
+	}
+	if (!gguf_dtype_can_dequantize(t->type))
+		return sw_errf(err, SW_ENOTSUP, "%s: tensor '%s' has type %s, which cannot be dequantized",
+			       f->path, q->name, ggml_dtype_name(t->type));
+	q->t = t;
+	return 0;
+}
+
+static void want_add(struct want *q, size_t *n, const char *name, uint64_t ne0, uint64_t ne1, float **dst)
+{
+	struct want *x = &q[(*n)++];
+	snprintf(x->name, sizeof(x->name), "%s", name);
+	x->ne0 = ne0;
+	x->ne1 = ne1;
+	x->dst = dst;
+	x->t = NULL;
+}
+
+int rt_llama_load_gguf(const gguf_file *f, rt_config *cfg, rt_weights *w, sw_err *err)
+{
+	rt_config c;
+	rt_layer_weights *lw;
+	struct want *q;
+	size_t n = 0;
+	char name[48];
+	int rc;
+
+	memset(w, 0, sizeof(*w));
+	if ((rc = rt_llama_config_from_gguf(f, &c, err)))
+		return rc;
+
+	/* Layer table first, then each tensor 64-byte aligned, all in one arena. */
+	size_t n_want = 3 + 9 * (size_t)c.n_layers;
+	q = calloc(n_want, sizeof(*q));
+	lw = calloc((size_t)c.n_layers, sizeof(*lw)); /* staging; copied into the arena */
+	if (!q || !lw) {
+		rc = sw_errf(err, SW_ENOMEM, "%s: out of memory", f->path);
+		goto out_free_q;
+	}
+	uint64_t D = (uint64_t)c.dim, QD = (uint64_t)c.n_heads * (uint64_t)c.head_dim,
+		 KVD = (uint64_t)c.n_kv_heads * (uint64_t)c.head_dim, F = (uint64_t)c.ffn_dim,
+		 V = (uint64_t)c.vocab;
+	want_add(q, &n, "token_embd.weight", D, V, &w->tok_embd);
+	for (int l = 0; l < c.n_layers; l++) {
+		rt_layer_weights *L = &lw[l];
+#define W(field, suffix, ne0, ne1) \
+		snprintf(name, sizeof(name), "blk.%d." suffix ".weight", l); \
+		want_add(q, &n, name, ne0, ne1, &L->field)
+		W(attn_norm, "attn_norm", D, 0);
+		W(wq, "attn_q", D, QD);
+		W(wk, "attn_k", D, KVD);
+		W(wv, "attn_v", D, KVD);
+		W(wo, "attn_output", QD, D);
+		W(ffn_norm, "ffn_norm", D, 0);
+		W(w_gate, "ffn_gate", D, F);
+		W(w_up, "ffn_up", D, F);
+		W(w_down, "ffn_down", F, D);
+#undef W
+	}
+	want_add(q, &n, "output_norm.weight", D, 0, &w->out_norm);
+	if (!c.tied_embd)
+		want_add(q, &n, "output.weight", D, V, &w->lm_head);
+
+	size_t total = ((size_t)c.n_layers * sizeof(*lw) + 63) & ~(size_t)63;
+	for (size_t i = 0; i < n; i++) {
+		if ((rc = check_tensor(f, &q[i], err)))
+			goto out_free_q;
+		/* bounded: every extent is below MAX_DIM^2, n below 40k */
+		uint64_t bytes = (q[i].t->n_elems * sizeof(float) + 63) & ~(uint64_t)63;
+		if (bytes > SIZE_MAX - total) {
+			rc = sw_errf(err, SW_ENOMEM, "%s: weights do not fit in the address space", f->path);
+			goto out_free_q;
+		}
+		q[i].off = total;
+		total += (size_t)bytes;
+	}
+
+	uint8_t *arena = aligned_alloc(64, total);
+	if (!arena) {
+		rc = sw_errf(err, SW_ENOMEM, "%s: cannot allocate %zu bytes for fp32 weights", f->path, total);
+		goto out_free_q;
+	}
+	w->arena = arena;
+	w->arena_bytes = total;
+	w->layers = (rt_layer_weights *)arena;
+	for (size_t i = 0; i < n; i++) {
+		float *dst = (float *)(arena + q[i].off);
+		if ((rc = gguf_tensor_to_f32(f, q[i].t, dst, err))) {
+			rt_weights_free(w);
+			goto out_free_q;
+		}
+		*q[i].dst = dst;
+	}
+	memcpy(w->layers, lw, (size_t)c.n_layers * sizeof(*lw));
+	if (c.tied_embd)
+		w->lm_head = w->tok_embd;
+	*cfg = c;
+	rc = 0;
+out_free_q:
+	free(lw);
+	free(q);
+	return rc;
+}
