@@ -9,6 +9,7 @@ need=()
 [ -f /usr/include/cmocka.h ] || need+=(libcmocka-dev)
 ls /usr/include/*/cblas.h /usr/include/cblas.h >/dev/null 2>&1 && ldconfig -p | grep -q libopenblas || need+=(libopenblas-dev)
 command -v clang >/dev/null || need+=(clang)
+command -v bible >/dev/null || need+=(bible-kjv)  # tokenizer test corpus (KJV text, >4 MB)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "deps: installing ${need[*]}"
 	SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
