@@ -16,7 +16,7 @@ RUN_ARGS  ?= --draft layerskip:8 --gamma 4 --chat -n 128
 FUZZ_SECONDS ?= 60
 TEST_FILTER  ?=
 
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(WARN) -Iruntime -Ikernels -Ikernels/ref -Igen
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(WARN) -Iruntime -Ikernels -Ikernels/ref -Igen -Itests/util
 LDLIBS     = $(BLAS_LIBS) -lm -lpthread -ldl
 
 LIB_SRC  := $(sort $(wildcard runtime/*.c kernels/*.c kernels/ref/*.c gen/*.c))
@@ -45,7 +45,7 @@ $(BUILD)/specwright: $(BUILD)/obj/runtime/main.o $(BUILD)/libspecwright.a
 
 $(BUILD)/tests/%: tests/%.c $(TEST_UTIL_OBJ) $(BUILD)/libspecwright.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(TEST_UTIL_OBJ) $(BUILD)/libspecwright.a -lcmocka $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -Itests -Itests/util -o $@ $< $(TEST_UTIL_OBJ) $(BUILD)/libspecwright.a -lcmocka $(LDLIBS)
 
 test-build: $(BUILD)/specwright $(TEST_BIN)
 

@@ -26,6 +26,21 @@ int sw_err_prefix(sw_err *e, const char *fmt, ...)
 	vsnprintf(head, sizeof(head), fmt, ap);
 	va_end(ap);
 	memcpy(old, e->msg, sizeof(old));
-	snprintf(e->msg, sizeof(e->msg), "%s: %s", head, old);
+	/* Truncation of an over-long message is acceptable here, so copy by
+	 * hand rather than have snprintf warn about it. */
+	size_t hn = strlen(head), cap = sizeof(e->msg) - 1;
+	if (hn > cap)
+		hn = cap;
+	memcpy(e->msg, head, hn);
+	size_t n = hn;
+	if (n + 2 <= cap) {
+		memcpy(e->msg + n, ": ", 2);
+		n += 2;
+	}
+	size_t on = strlen(old);
+	if (on > cap - n)
+		on = cap - n;
+	memcpy(e->msg + n, old, on);
+	e->msg[n + on] = '\0';
 	return e->code ? e->code : SW_EINVAL;
 }

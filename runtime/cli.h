@@ -1,0 +1,56 @@
+/* Command-line plumbing shared by the subcommands: option parsing with clear
+ * errors, loading target/draft/tokenizer from the options, and printing
+ * stats. The subcommands themselves live in main.c and bench.c. */
+#ifndef RT_CLI_H
+#define RT_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ctx.h"
+#include "spec.h"
+#include "tokenizer.h"
+
+typedef struct cli_opts {
+	const char *model;     /* positional */
+	const char *prompt;
+	const char *prompt_file;
+	const char *tokenizer; /* GGUF to take the tokenizer from (default: the model) */
+	const char *draft;     /* none | layerskip:N | model:PATH | ngram[:MIN:MAX] */
+	const char *dump;      /* eval: output file */
+	int gamma;
+	float temperature;
+	int top_k;
+	float top_p;
+	uint64_t seed;
+	int max_new;
+	int chat;              /* -1: default for the command */
+	int ctx;
+	bool json;
+	bool baseline;
+	int n_prompts;         /* bench */
+	const char *corpus;    /* bench */
+} cli_opts;
+
+/* Parses argv[first..argc); returns 0 or prints the error and returns 2. */
+int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o);
+
+typedef struct cli_session {
+	rt_model *target;
+	rt_model *draft_model;  /* owned: separate model or layer-skip view */
+	rt_tokenizer *tok;
+	rt_drafter *drafter;    /* NULL: target only */
+	rt_ctx *tctx;
+} cli_session;
+
+int cli_session_open(cli_session *s, const cli_opts *o, sw_err *err);
+void cli_session_close(cli_session *s);
+/* Drafter from a --draft string (NULL for "none"). */
+int cli_make_drafter(cli_session *s, const char *spec, int max_ctx, rt_drafter **out, sw_err *err);
+/* Prompt text -> ids (chat template applied when asked). */
+int cli_encode_prompt(const cli_session *s, const char *text, bool chat, int32_t *ids, int cap, sw_err *err);
+void cli_print_stats(FILE *f, const char *label, const rt_stats *st, int gamma, bool json);
+bool cli_is_eog(const void *tok, int32_t id);
+
+#endif

@@ -1,0 +1,236 @@
+/* specwright: the command-line entry. `run` decodes speculatively (and
+ * measures target-only decoding in the same run), `generate` is target-only,
+ * `eval` dumps greedy tokens and logits for the reference check, `bench`
+ * compares drafters over a corpus. Only main() calls exit codes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+int cli_bench(const cli_opts *o);
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: specwright COMMAND MODEL [options]\n"
+	        "commands:\n"
+	        "  run       speculative decoding, text to stdout, stats to stderr\n"
+	        "  generate  target-only decoding\n"
+	        "  eval      greedy target-only decoding, writes ids and logits to --dump FILE\n"
+	        "  bench     target-only vs each drafter over a corpus, T=0 and T=0.8\n"
+	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
+	        "options:\n"
+	        "  -p, --prompt TEXT      prompt text            -f, --prompt-file FILE\n"
+	        "  --draft SPEC           none | layerskip:N | model:PATH | ngram[:MIN:MAX] (default layerskip:8)\n"
+	        "  -g, --gamma K          draft tokens per iteration (default 4)\n"
+	        "  -t, --temp T           temperature, 0 = greedy (default 0)\n"
+	        "  --top-k K, --top-p P   truncation of the target (and draft) distribution\n"
+	        "  --seed S               Philox seed (default 1234)\n"
+	        "  -n, --max-tokens N     tokens to generate (default 128)\n"
+	        "  --chat / --no-chat     apply the model's chat template (default: on for run/generate)\n"
+	        "  --ctx N                context length (default 2048)\n"
+	        "  --tokenizer GGUF       take the tokenizer from this file\n"
+	        "  --json                 machine-readable stats on stderr\n"
+	        "  --no-baseline          run: skip the target-only comparison\n"
+	        "  --prompts N, --corpus FILE   bench: number of prompts and their source\n");
+}
+
+static char *read_file(const char *path, sw_err *err)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		sw_errf(err, SW_EIO, "%s: cannot open the prompt file", path);
+		return NULL;
+	}
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	while (buf) {
+		size_t r = fread(buf + n, 1, cap - n - 1, f);
+		n += r;
+		if (n + 1 < cap)
+			break;
+		char *nb = realloc(buf, cap *= 2);
+		if (!nb) {
+			free(buf);
+			buf = NULL;
+		}
+		buf = nb;
+	}
+	fclose(f);
+	if (!buf) {
+		sw_errf(err, SW_ENOMEM, "%s: out of memory", path);
+		return NULL;
+	}
+	buf[n] = 0;
+	return buf;
+}
+
+struct stream {
+	const rt_tokenizer *tok;
+	rt_detok dt;
+	char buf[4096];
+};
+
+static int stream_cb(void *user, const int32_t *tok, int n)
+{
+	struct stream *s = user;
+	for (int i = 0; i < n; i++) {
+		int k = rt_detok_push(&s->dt, s->tok, tok[i], s->buf, sizeof(s->buf));
+		if (k > 0)
+			fwrite(s->buf, 1, (size_t)k, stdout);
+	}
+	fflush(stdout);
+	return 0;
+}
+
+static int cmd_decode(const char *cmd, cli_opts *o)
+{
+	sw_err err = { 0 };
+	cli_session s;
+	int rc = 1;
+	char *ptext = NULL;
+	int32_t *ids = NULL, *out = NULL, *out2 = NULL;
+	bool spec = !strcmp(cmd, "run");
+	bool dump = !strcmp(cmd, "eval");
+	if (dump && !o->dump) {
+		fprintf(stderr, "specwright eval: --dump FILE is required\n");
+		return 2;
+	}
+	if (cli_session_open(&s, o, &err))
+		goto out_err;
+	if (o->prompt_file) {
+		ptext = read_file(o->prompt_file, &err);
+		if (!ptext)
+			goto out_err;
+	} else {
+		ptext = strdup(o->prompt ? o->prompt : "Hello");
+	}
+	bool chat = o->chat < 0 ? !dump : o->chat;
+	int cap = o->ctx + 1;
+	ids = malloc((size_t)cap * sizeof(*ids));
+	out = malloc((size_t)(o->max_new + 1) * sizeof(*out));
+	out2 = malloc((size_t)(o->max_new + 1) * sizeof(*out2));
+	if (!ids || !out || !out2) {
+		sw_errf(&err, SW_ENOMEM, "out of memory");
+		goto out_err;
+	}
+	int n_prompt = cli_encode_prompt(&s, ptext, chat, ids, cap, &err);
+	if (n_prompt < 0)
+		goto out_err;
+	if (n_prompt >= o->ctx) {
+		sw_errf(&err, SW_ERANGE, "prompt has %d tokens, more than the context of %d allows (need at least one free position; raise --ctx)",
+		        n_prompt, o->ctx);
+		goto out_err;
+	}
+	if (spec && cli_make_drafter(&s, o->draft, o->ctx, &s.drafter, &err))
+		goto out_err;
+	struct stream st_out = { .tok = s.tok };
+	rt_detok_init(&st_out.dt);
+	rt_gen_cfg cfg = {
+		.samp = { o->temperature, o->top_k, o->top_p },
+		.gamma = o->gamma,
+		.seed = o->seed,
+		.max_new = o->max_new,
+		.is_eog = dump ? NULL : cli_is_eog,
+		.eog_user = s.tok,
+		.on_tokens = dump ? NULL : stream_cb,
+		.cb_user = &st_out,
+	};
+	rt_stats st;
+	int n;
+	if (spec && s.drafter)
+		n = rt_generate_spec(s.tctx, s.drafter, ids, n_prompt, &cfg, out, &st, &err);
+	else
+		n = rt_generate_target(s.tctx, ids, n_prompt, &cfg, out, &st, &err);
+	if (n < 0)
+		goto out_err;
+	char tail[8];
+	int k = rt_detok_flush(&st_out.dt, tail, sizeof(tail));
+	if (!dump) {
+		fwrite(tail, 1, (size_t)(k > 0 ? k : 0), stdout);
+		printf("\n");
+		fflush(stdout);
+	}
+	const char *label = spec && s.drafter ? o->draft : "target";
+	cli_print_stats(stderr, label, &st, o->gamma, o->json);
+	if (spec && s.drafter && o->baseline) {
+		/* Target-only decoding of the same number of tokens in the same run:
+		 * the speedup the user actually gets on this machine. */
+		rt_ctx_truncate(s.tctx, 0);
+		rt_gen_cfg bc = cfg;
+		bc.is_eog = NULL;
+		bc.on_tokens = NULL;
+		bc.max_new = n;
+		rt_stats bs;
+		int nb = rt_generate_target(s.tctx, ids, n_prompt, &bc, out2, &bs, &err);
+		if (nb < 0)
+			goto out_err;
+		cli_print_stats(stderr, "target-only", &bs, 0, o->json);
+		double a = (st.t_total - st.t_prefill), b = (bs.t_total - bs.t_prefill);
+		if (a > 0 && b > 0 && o->json)
+			fprintf(stderr, "{\"speedup\":%.4f}\n", b / a);
+		else if (a > 0 && b > 0)
+			fprintf(stderr, "speedup over target-only: %.2fx%s\n", b / a,
+			        o->temperature <= 0 && memcmp(out, out2, (size_t)n * sizeof(*out)) == 0
+			                ? " (greedy outputs identical)" : "");
+	}
+	if (dump) {
+		/* eval: rerun with the logits kept: ids, then n rows of V floats. */
+		FILE *f = fopen(o->dump, "wb");
+		if (!f) {
+			sw_errf(&err, SW_EIO, "%s: cannot open for writing", o->dump);
+			goto out_err;
+		}
+		int V = s.target->cfg.vocab;
+		float *lg = malloc((size_t)V * sizeof(*lg));
+		rt_ctx_truncate(s.tctx, 0);
+		int32_t hdr[3] = { n_prompt, n, V };
+		fwrite(hdr, sizeof(hdr), 1, f);
+		fwrite(ids, sizeof(*ids), (size_t)n_prompt, f);
+		fwrite(out, sizeof(*out), (size_t)n, f);
+		int rc2 = lg ? rt_ctx_feed(s.tctx, ids, n_prompt, lg, &err) : SW_ENOMEM;
+		for (int i = 0; rc2 == 0 && i < n; i++) {
+			fwrite(lg, sizeof(*lg), (size_t)V, f);
+			if (i + 1 < n)
+				rc2 = rt_ctx_feed(s.tctx, &out[i], 1, lg, &err);
+		}
+		free(lg);
+		if (fclose(f) || rc2) {
+			if (!rc2)
+				sw_errf(&err, SW_EIO, "%s: write failed", o->dump);
+			goto out_err;
+		}
+	}
+	rc = 0;
+	goto out_free;
+out_err:
+	fprintf(stderr, "specwright %s: error: %s\n", cmd, err.msg);
+out_free:
+	free(ids);
+	free(out);
+	free(out2);
+	free(ptext);
+	cli_session_close(&s);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	const char *cmd = argv[1];
+	cli_opts o;
+	if (!strcmp(cmd, "run") || !strcmp(cmd, "generate") || !strcmp(cmd, "eval") || !strcmp(cmd, "bench")) {
+		if (cli_parse(argc, argv, 2, cmd, &o))
+			return 2;
+		if (!strcmp(cmd, "bench"))
+			return cli_bench(&o);
+		return cmd_decode(cmd, &o);
+	}
+	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval or bench)\n", cmd);
+	usage(stderr);
+	return 2;
+}

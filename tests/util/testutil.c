@@ -1,0 +1,198 @@
+/* Test helpers (see testutil.h). */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t tu_rand(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+double tu_uniform(uint64_t *s) { return ((tu_rand(s) >> 11) + 0.5) * 0x1.0p-53; }
+
+void tu_random_table(float *t, int rows, int V, double zero_frac, uint64_t seed)
+{
+	uint64_t s = seed;
+	for (int r = 0; r < rows; r++) {
+		double sum = 0;
+		for (int v = 0; v < V; v++) {
+			double x = tu_uniform(&s) < zero_frac ? 0.0 : 0.05 + tu_uniform(&s);
+			t[(size_t)r * V + v] = (float)x;
+			sum += x;
+		}
+		if (sum == 0) {
+			t[(size_t)r * V + (int)(tu_rand(&s) % (uint64_t)V)] = 1.0f;
+			sum = 1;
+		}
+		for (int v = 0; v < V; v++)
+			t[(size_t)r * V + v] = (float)(t[(size_t)r * V + v] / sum);
+	}
+}
+
+rt_model *tu_tiny_llama(int vocab, int dim, int n_layers, int n_heads, int n_kv_heads, int ffn,
+                        uint64_t seed)
+{
+	rt_config c;
+	memset(&c, 0, sizeof(c));
+	c.n_layers = n_layers;
+	c.dim = dim;
+	c.n_heads = n_heads;
+	c.n_kv_heads = n_kv_heads;
+	c.head_dim = dim / n_heads;
+	c.ffn_dim = ffn;
+	c.vocab = vocab;
+	c.max_ctx = 4096;
+	c.rope_theta = 10000.0f;
+	c.norm_eps = 1e-5f;
+	c.bos_id = c.eos_id = -1;
+	int qd = n_heads * c.head_dim, kvd = n_kv_heads * c.head_dim;
+	size_t per_layer = 2 * (size_t)dim + (size_t)qd * dim * 2 + (size_t)kvd * dim * 2 + 3 * (size_t)ffn * dim;
+	size_t total = (size_t)vocab * dim * 2 + dim + per_layer * n_layers;
+	rt_weights w;
+	memset(&w, 0, sizeof(w));
+	size_t layer_bytes = (size_t)n_layers * sizeof(rt_layer_weights);
+	w.arena = malloc(layer_bytes + total * sizeof(float));
+	w.arena_bytes = layer_bytes + total * sizeof(float);
+	w.layers = w.arena;
+	float *p = (float *)((char *)w.arena + layer_bytes);
+	uint64_t s = seed;
+	/* Scales keep logits O(1..3) so distributions are neither flat nor one-hot. */
+#define TAKE(ptr, n, scale, bias)                                                       \
+	do {                                                                                \
+		ptr = p;                                                                        \
+		for (size_t i_ = 0; i_ < (size_t)(n); i_++)                                     \
+			p[i_] = (float)((bias) + (scale) * (2 * tu_uniform(&s) - 1));               \
+		p += (n);                                                                       \
+	} while (0)
+	TAKE(w.tok_embd, (size_t)vocab * dim, 1.0, 0.0);
+	for (int l = 0; l < n_layers; l++) {
+		rt_layer_weights *L = &w.layers[l];
+		double ws = 1.0 / sqrt((double)dim);
+		TAKE(L->attn_norm, dim, 0.2, 1.0);
+		TAKE(L->wq, (size_t)qd * dim, 2 * ws, 0.0);
+		TAKE(L->wk, (size_t)kvd * dim, 2 * ws, 0.0);
+		TAKE(L->wv, (size_t)kvd * dim, ws, 0.0);
+		TAKE(L->wo, (size_t)dim * qd, ws, 0.0);
+		TAKE(L->ffn_norm, dim, 0.2, 1.0);
+		TAKE(L->w_gate, (size_t)ffn * dim, ws, 0.0);
+		TAKE(L->w_up, (size_t)ffn * dim, ws, 0.0);
+		TAKE(L->w_down, (size_t)dim * ffn, 1.0 / sqrt((double)ffn), 0.0);
+	}
+	TAKE(w.out_norm, dim, 0.2, 1.0);
+	TAKE(w.lm_head, (size_t)vocab * dim, 1.5, 0.0);
+#undef TAKE
+	sw_err err;
+	return rt_model_from_weights(&c, &w, "tiny-llama", &err);
+}
+
+static void seq_rec(rt_ctx *c, int V, int depth, int n, const rt_sampling *s, double pr, size_t idx,
+                    float *logits, float *probs, int *sidx, double *out)
+{
+	/* logits hold the distribution after the current sequence */
+	float *p = probs + (size_t)depth * V;
+	rt_probs(p, logits + (size_t)depth * V, V, s, sidx);
+	for (int v = 0; v < V; v++) {
+		if (p[v] == 0.0f)
+			continue;
+		size_t id = idx * V + v;
+		if (depth + 1 == n) {
+			out[id] += pr * p[v];
+			continue;
+		}
+		int len = c->len;
+		sw_err err;
+		int32_t t = v;
+		rt_ctx_feed(c, &t, 1, logits + (size_t)(depth + 1) * V, &err);
+		seq_rec(c, V, depth + 1, n, s, pr * p[v], id, logits, probs, sidx, out);
+		rt_ctx_truncate(c, len);
+	}
+}
+
+void tu_seq_dist(const rt_model *m, const int32_t *prompt, int n_prompt, int n, const rt_sampling *s,
+                 double *probs)
+{
+	int V = m->cfg.vocab;
+	size_t K = 1;
+	for (int i = 0; i < n; i++)
+		K *= (size_t)V;
+	memset(probs, 0, K * sizeof(*probs));
+	sw_err err;
+	rt_ctx *c = rt_ctx_new(m, n_prompt + n + 8, n_prompt + n + 8, &err);
+	float *logits = malloc((size_t)(n + 1) * V * sizeof(float));
+	float *pb = malloc((size_t)(n + 1) * V * sizeof(float));
+	int *sidx = malloc((size_t)V * sizeof(int));
+	rt_ctx_feed(c, prompt, n_prompt, logits, &err);
+	seq_rec(c, V, 0, n, s, 1.0, 0, logits, pb, sidx, probs);
+	free(logits);
+	free(pb);
+	free(sidx);
+	rt_ctx_free(c);
+}
+
+double tu_norm_quantile(double p)
+{
+	/* Upper quantile: returns z with P(Z > z) = p, via Acklam's algorithm
+	 * for the lower quantile of 1 - p (relative error < 1.2e-9). */
+	static const double a[] = { -3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+	                            1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00 };
+	static const double b[] = { -5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+	                            6.680131188771972e+01, -1.328068155288572e+01 };
+	static const double c[] = { -7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+	                            -2.549732539343734e+00, 4.374664141464968e+00, 2.938163982698783e+00 };
+	static const double d[] = { 7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+	                            3.754408661907416e+00 };
+	double q = p; /* lower tail of -z */
+	double x;
+	if (q < 0.02425) {
+		double r = sqrt(-2 * log(q));
+		x = (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5]) /
+		    ((((d[0] * r + d[1]) * r + d[2]) * r + d[3]) * r + 1);
+	} else {
+		double r = q - 0.5, t = r * r;
+		x = (((((a[0] * t + a[1]) * t + a[2]) * t + a[3]) * t + a[4]) * t + a[5]) * r /
+		    (((((b[0] * t + b[1]) * t + b[2]) * t + b[3]) * t + b[4]) * t + 1);
+	}
+	return -x;
+}
+
+double tu_chi2_crit(int df, double alpha)
+{
+	double z = tu_norm_quantile(alpha);
+	double k = 2.0 / (9.0 * df);
+	double t = 1 - k + z * sqrt(k);
+	return df * t * t * t;
+}
+
+double tu_chi2(const uint64_t *counts, const double *probs, int k, uint64_t n, int *df)
+{
+	double stat = 0, pool_e = 0, pool_o = 0;
+	int cats = 0;
+	for (int i = 0; i < k; i++) {
+		double e = probs[i] * (double)n;
+		if (probs[i] <= 0) {
+			if (counts[i]) {
+				*df = 1;
+				return INFINITY;
+			}
+			continue;
+		}
+		if (e < 5) {
+			pool_e += e;
+			pool_o += (double)counts[i];
+			continue;
+		}
+		stat += ((double)counts[i] - e) * ((double)counts[i] - e) / e;
+		cats++;
+	}
+	if (pool_e > 0) {
+		stat += (pool_o - pool_e) * (pool_o - pool_e) / pool_e;
+		cats++;
+	}
+	*df = cats > 1 ? cats - 1 : 1;
+	return stat;
+}

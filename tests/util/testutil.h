@@ -1,0 +1,38 @@
+/* Shared test helpers: tiny synthetic models (random Markov tables, random
+ * tiny Llama weights), exact sequence distributions by enumeration, and the
+ * chi-square machinery with its stated critical values. */
+#ifndef TESTUTIL_H
+#define TESTUTIL_H
+
+#include <stdint.h>
+
+#include "ctx.h"
+#include "sampler.h"
+
+/* Deterministic test RNG (splitmix64), independent of the engine's Philox. */
+uint64_t tu_rand(uint64_t *s);
+double tu_uniform(uint64_t *s);
+
+/* Row-stochastic random table (rows, V); about zero_frac of entries are 0
+ * (at least one positive entry per row). */
+void tu_random_table(float *t, int rows, int V, double zero_frac, uint64_t seed);
+/* A tiny Llama model with random weights (deterministic in seed). */
+rt_model *tu_tiny_llama(int vocab, int dim, int n_layers, int n_heads, int n_kv_heads, int ffn,
+                        uint64_t seed);
+
+/* Exact distribution of the next n tokens after prompt under model m with
+ * sampling s: probs over V^n sequences, index = sum tok_i * V^(n-1-i). */
+void tu_seq_dist(const rt_model *m, const int32_t *prompt, int n_prompt, int n, const rt_sampling *s,
+                 double *probs);
+
+/* Upper critical value of chi-square with df degrees of freedom at level
+ * alpha (Wilson-Hilferty; z from the normal quantile). */
+double tu_chi2_crit(int df, double alpha);
+/* Pearson statistic of counts vs expected probabilities; categories with
+ * expected count < 5 are pooled into one. *df receives the degrees of
+ * freedom used. Observations in a zero-probability category give +inf. */
+double tu_chi2(const uint64_t *counts, const double *probs, int k, uint64_t n, int *df);
+/* Standard normal upper quantile for alpha (Acklam's rational approx.). */
+double tu_norm_quantile(double p);
+
+#endif
