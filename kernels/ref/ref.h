@@ -8,7 +8,8 @@
 #include <stdint.h>
 
 /* y (T, dim) = table[tok[t]] for table (n_rows, dim). tok must be < n_rows
- * (caller validates); returns -1 on an out-of-range id, else 0. */
+ * (caller validates); returns -1 on an out-of-range id (y then untouched),
+ * else 0. */
 int ref_embedding(float *y, const float *table, const int32_t *tok, int T, int dim, int n_rows);
 
 /* y (T, dim) = x / sqrt(mean(x^2) + eps) * w. y may alias x. */
@@ -33,11 +34,13 @@ void ref_rope(float *x, const int32_t *pos, int T, int n_heads, int head_dim, in
  *       bit j of row i set <=> block key j is visible to query i (ancestors and
  *       self). Every context key is visible to every query.
  *   out (T, n_heads, head_dim); scale 1/sqrt(head_dim); head h reads kv head
- *       h / (n_heads / n_kv_heads). scratch: at least n_ctx + T floats. */
+ *       h / (n_heads / n_kv_heads). scratch: at least n_ctx + T floats.
+ *   A query with no visible key (only possible with a mask and n_ctx = 0)
+ *   gets a zero row. K/V of invisible block slots are never read. */
 void ref_attention(float *out, const float *q, const float *k, const float *v, int T, int n_ctx,
                    int n_heads, int n_kv_heads, int head_dim, const uint64_t *mask, float *scratch);
 
-/* y (n) = silu(gate) * up, silu(x) = x / (1 + exp(-x)). */
+/* y (n) = silu(gate) * up, silu(x) = x / (1 + exp(-x)). y may alias gate or up. */
 void ref_swiglu(float *y, const float *gate, const float *up, size_t n);
 
 /* y (n) = a + b. y may alias a or b. */
@@ -46,7 +49,8 @@ void ref_add(float *y, const float *a, const float *b, size_t n);
 /* y (T, n_out) = x (T, n_in) @ w^T for w (n_out, n_in): sgemm. */
 void ref_matmul(float *y, const float *x, const float *w, int T, int n_in, int n_out);
 
-/* out (T, dim) = w_down @ (silu(w_gate @ x) * (w_up @ x)); scratch 2*T*ffn floats. */
+/* out (T, dim) = w_down @ (silu(w_gate @ x) * (w_up @ x)); w_gate, w_up (ffn, dim),
+ * w_down (dim, ffn) as for ref_matmul; scratch 2*T*ffn floats. */
 void ref_mlp_swiglu(float *out, const float *x, const float *w_gate, const float *w_up,
                     const float *w_down, int T, int dim, int ffn, float *scratch);
 
