@@ -729,8 +729,9 @@ rt_tokenizer *rt_tokenizer_from_gguf(const gguf_file *f, sw_err *err)
 	if (!t)
 		sw_err_prefix(err, "%s", f->path);
 out:
-	if (rc && rc != SW_ENOENT_KEY && err && !err->code)
-		err->code = rc;
+	/* a required key that is absent is a malformed file, not a default */
+	if (rc == SW_ENOENT_KEY && err)
+		err->code = SW_EINVAL;
 	free(tokens);
 	free(token_lens);
 	free(merges);
