@@ -74,6 +74,12 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 			NEED_VALUE(); o->draft = v;
 		} else if (!strcmp(a, "--dump")) {
 			NEED_VALUE(); o->dump = v;
+		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+			NEED_VALUE(); o->output = v;
+		} else if (!strcmp(a, "--layers")) {
+			NEED_VALUE(); o->layers = v;
+		} else if (!strcmp(a, "--type")) {
+			NEED_VALUE(); o->wtype = v;
 		} else if (!strcmp(a, "--corpus")) {
 			NEED_VALUE(); o->corpus = v;
 		} else if (!strcmp(a, "-g") || !strcmp(a, "--gamma")) {

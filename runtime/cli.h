@@ -31,6 +31,9 @@ typedef struct cli_opts {
 	bool baseline;
 	int n_prompts;         /* bench */
 	const char *corpus;    /* bench */
+	const char *output;    /* derive-draft: -o FILE */
+	const char *layers;    /* derive-draft: layer list as in layerskip: */
+	const char *wtype;     /* derive-draft: f32 f16 bf16 q8_0 q4_0 q4_1 */
 } cli_opts;
 
 /* Parses argv[first..argc); returns 0 or prints the error and returns 2. */

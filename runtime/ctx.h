@@ -105,6 +105,11 @@ static inline int rt_model_vocab(const rt_model *m) { return m->cfg.vocab; }
 
 
 
+/* Writes m's run layers (layer-skip views included) as a Llama GGUF with
+ * matrices encoded as `type` (enum ggml_dtype: F32, F16, BF16, Q8_0, Q4_0,
+ * Q4_1). Used to derive a separate draft model from a target. */
+int rt_llama_save_gguf(const rt_model *m, const char *path, uint32_t type, sw_err *err);
+
 /* Saves a table model as GGUF (general.architecture "markov"). */
 int rt_table_save(const char *path, int vocab, int order, const float *table, sw_err *err);
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "gguf.h"
 
 int cli_bench(const cli_opts *o);
 
@@ -19,6 +20,7 @@ static void usage(FILE *f)
 	        "  generate  target-only decoding\n"
 	        "  eval      greedy target-only decoding, writes ids and logits to --dump FILE\n"
 	        "  bench     target-only vs each drafter over a corpus, T=0 and T=0.8\n"
+	        "  derive-draft  write a draft model GGUF from the target: --layers SPEC --type T -o FILE\n"
 	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
 	        "options:\n"
 	        "  -p, --prompt TEXT      prompt text            -f, --prompt-file FILE\n"
@@ -215,6 +217,54 @@ out_free:
 	return rc;
 }
 
+static int cmd_derive(cli_opts *o)
+{
+	static const struct { const char *name; uint32_t type; } types[] = {
+		{ "f32", GGML_T_F32 }, { "f16", GGML_T_F16 }, { "bf16", GGML_T_BF16 },
+		{ "q8_0", GGML_T_Q8_0 }, { "q4_0", GGML_T_Q4_0 }, { "q4_1", GGML_T_Q4_1 },
+	};
+	sw_err err = { 0 };
+	if (!o->output || !o->layers) {
+		fprintf(stderr, "specwright derive-draft: -o FILE and --layers SPEC are required\n");
+		return 2;
+	}
+	uint32_t type = GGML_T_Q8_0;
+	if (o->wtype) {
+		size_t i;
+		for (i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+			if (!strcmp(o->wtype, types[i].name))
+				break;
+		if (i == sizeof(types) / sizeof(types[0])) {
+			fprintf(stderr, "specwright derive-draft: --type '%s': expected f32, f16, bf16, q8_0, q4_0 or q4_1\n",
+			        o->wtype);
+			return 2;
+		}
+		type = types[i].type;
+	}
+	rt_model *m = rt_model_load(o->model, &err), *v = NULL;
+	int rc = 1;
+	if (!m)
+		goto out_err;
+	v = rt_model_layerskip_parse(m, o->layers, &err);
+	if (!v)
+		goto out_err;
+	if (v->vocab_limit) {
+		sw_errf(&err, SW_EINVAL, "--layers %s: a vocabulary limit cannot be baked into a file", o->layers);
+		goto out_err;
+	}
+	if (rt_llama_save_gguf(v, o->output, type, &err))
+		goto out_err;
+	fprintf(stderr, "wrote %s: %d of %d layers of %s\n", o->output, v->n_layers_run, m->cfg.n_layers, o->model);
+	rc = 0;
+	goto out_free;
+out_err:
+	fprintf(stderr, "specwright derive-draft: error: %s\n", err.msg);
+out_free:
+	rt_model_free(v);
+	rt_model_free(m);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -223,14 +273,17 @@ int main(int argc, char **argv)
 	}
 	const char *cmd = argv[1];
 	cli_opts o;
-	if (!strcmp(cmd, "run") || !strcmp(cmd, "generate") || !strcmp(cmd, "eval") || !strcmp(cmd, "bench")) {
+	if (!strcmp(cmd, "run") || !strcmp(cmd, "generate") || !strcmp(cmd, "eval") || !strcmp(cmd, "bench") ||
+	    !strcmp(cmd, "derive-draft")) {
 		if (cli_parse(argc, argv, 2, cmd, &o))
 			return 2;
 		if (!strcmp(cmd, "bench"))
 			return cli_bench(&o);
+		if (!strcmp(cmd, "derive-draft"))
+			return cmd_derive(&o);
 		return cmd_decode(cmd, &o);
 	}
-	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval or bench)\n", cmd);
+	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench or derive-draft)\n", cmd);
 	usage(stderr);
 	return 2;
 }
