@@ -12,7 +12,8 @@
 #include "model.h"
 
 /* Reads dir/config.json and dir/model.safetensors[.index.json] into cfg and w
- * (w is zeroed first; release with rt_weights_free). When lm_head.weight is
+ * (w is zeroed first; everything, the layer table included, lives in
+ * w->arena: release with rt_weights_free). When lm_head.weight is
  * absent or tie_word_embeddings is true, w->lm_head == w->tok_embd and
  * cfg->tied_embd is set. */
 int rt_llama_load_hf(const char *dir, rt_config *cfg, rt_weights *w, sw_err *err);
