@@ -31,7 +31,8 @@ rt_ctx *rt_ctx_new(const rt_model *m, int max_ctx, int max_block, sw_err *err)
 	c->max_block = max_block;
 	c->tokens = calloc((size_t)max_ctx, sizeof(*c->tokens));
 	c->blk_tok = calloc((size_t)max_block, sizeof(*c->blk_tok));
-	c->blk_mask = calloc((size_t)max_block * ((max_block + 63) / 64), sizeof(*c->blk_mask));
+	c->mask_words = (max_block + 63) / 64;
+	c->blk_mask = calloc((size_t)max_block * c->mask_words, sizeof(*c->blk_mask));
 	if (!c->tokens || !c->blk_tok || !c->blk_mask)
 		goto out_free_ctx;
 	if (m->ops->ctx_init(c, err))
@@ -64,26 +65,43 @@ void rt_ctx_free(rt_ctx *c)
 int rt_ctx_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
                 float *logits, float *hidden, sw_err *err)
 {
-	if (T < 1 || T > c->max_block)
-		return sw_errf(err, SW_ERANGE, "eval: block of %d tokens, this context allows 1..%d",
-		               T, c->max_block);
-	if (c->len + T > c->max_ctx)
+	c->blk_T = 0;
+	return rt_ctx_eval_append(c, tok, pos, T, mask, logits, hidden, err);
+}
+
+int rt_ctx_eval_append(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
+                       float *logits, float *hidden, sw_err *err)
+{
+	int off = c->blk_T, n_blk = off + T;
+	if (T < 1 || n_blk > c->max_block)
+		return sw_errf(err, SW_ERANGE, "eval: block of %d tokens after %d staged, this context allows %d in all",
+		               T, off, c->max_block);
+	if (c->len + n_blk > c->max_ctx)
 		return sw_errf(err, SW_ERANGE, "eval: %d committed + %d new tokens exceed the context of %d",
-		               c->len, T, c->max_ctx);
+		               c->len, n_blk, c->max_ctx);
 	for (int i = 0; i < T; i++) {
 		if (tok[i] < 0 || tok[i] >= c->m->cfg.vocab)
 			return sw_errf(err, SW_EINVAL, "eval: token id %d at block index %d outside the vocabulary [0, %d)",
-			               tok[i], i, c->m->cfg.vocab);
+			               tok[i], off + i, c->m->cfg.vocab);
 		if (pos[i] < 0 || pos[i] >= c->max_ctx)
 			return sw_errf(err, SW_ERANGE, "eval: position %d at block index %d outside [0, %d)",
-			               pos[i], i, c->max_ctx);
+			               pos[i], off + i, c->max_ctx);
 	}
-	int words = (T + 63) / 64;
-	memcpy(c->blk_tok, tok, (size_t)T * sizeof(*tok));
-	if (mask)
-		memcpy(c->blk_mask, mask, (size_t)T * words * sizeof(*mask));
-	c->blk_T = T;
+	int words = (n_blk + 63) / 64;
+	for (int i = 0; i < T; i++) {
+		uint64_t *row = c->blk_mask + (size_t)(off + i) * c->mask_words;
+		memset(row, 0, (size_t)c->mask_words * sizeof(*row));
+		if (mask) {
+			memcpy(row, mask + (size_t)i * words, (size_t)words * sizeof(*mask));
+		} else {
+			for (int j = 0; j <= off + i; j++)
+				row[j / 64] |= 1ull << (j % 64);
+		}
+		c->blk_tok[off + i] = tok[i];
+	}
+	c->blk_off = off;
 	int rc = c->m->ops->eval(c, tok, pos, T, mask, logits, hidden, err);
+	c->blk_T = rc ? off : n_blk;
 	c->n_evals++;
 	c->n_eval_tokens += (uint64_t)T;
 	return rc;

@@ -26,10 +26,11 @@ struct rt_model_ops {
 	/* tok (T), pos (T) absolute positions, mask: NULL = causal, else T rows of
 	 * (T+63)/64 words (bit j of row i: block token j visible to i, self
 	 * included). logits (T, vocab); hidden (T, dim) after the final norm, or
-	 * NULL. The block's state is staged, not committed. */
+	 * NULL. The block's state is staged, not committed. The new entries
+	 * follow c->blk_off already staged ones; mask rows span all of them. */
 	int (*eval)(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
 	            float *logits, float *hidden, sw_err *err);
-	/* Moves staged block entries keep[0..n) (strictly increasing) to the
+	/* Moves staged block entries keep[0..n) (keep[i] >= i, increasing) to the
 	 * committed slots len..len+n-1. */
 	void (*commit_kv)(rt_ctx *c, const int *keep, int n);
 	void (*free)(rt_model *m);
@@ -62,7 +63,9 @@ struct rt_ctx {
 	int32_t *tokens;     /* (max_ctx) committed tokens */
 	int32_t *blk_tok;    /* (max_block) staged block tokens */
 	int blk_T;           /* staged block size */
-	uint64_t *blk_mask;  /* staged mask copy (max_block rows) or unused */
+	int blk_off;         /* during eval: staged entries before this append */
+	int mask_words;      /* (max_block + 63) / 64: row stride of blk_mask */
+	uint64_t *blk_mask;  /* (max_block, mask_words) visibility of staged entries */
 	/* Llama state */
 	float *k_cache, *v_cache; /* (n_layers_run, max_ctx, n_kv_heads*head_dim) */
 	float *scratch;      /* activations for one block */
@@ -78,6 +81,12 @@ rt_ctx *rt_ctx_new(const rt_model *m, int max_ctx, int max_block, sw_err *err);
 void rt_ctx_free(rt_ctx *c);
 int rt_ctx_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
                 float *logits, float *hidden, sw_err *err);
+/* Appends T entries to the staged block (tree drafting, level by level):
+ * mask has T rows of (blk_T + T + 63)/64 words over ALL staged entries
+ * (NULL: causal over the whole staged block). rt_ctx_eval is this after
+ * dropping what was staged. */
+int rt_ctx_eval_append(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
+                       float *logits, float *hidden, sw_err *err);
 /* Causal block at positions len..len+T-1, committed entirely; logits (V
  * floats, or NULL) receives the distribution after the last token. */
 int rt_ctx_feed(rt_ctx *c, const int32_t *tok, int T, float *logits, sw_err *err);

@@ -22,7 +22,7 @@ static int llama_ctx_init(rt_ctx *c, sw_err *err)
 	size_t T = (size_t)c->max_block;
 	size_t qd = (size_t)cfg->n_heads * cfg->head_dim;
 	/* x, h, o: T*dim each; q, att: T*qd; mlp: 2*T*ffn; attention: max_ctx */
-	c->scratch_floats = 3 * T * cfg->dim + 2 * T * qd + 2 * T * cfg->ffn_dim + c->max_ctx;
+	c->scratch_floats = 3 * T * cfg->dim + 2 * T * qd + 2 * T * cfg->ffn_dim + c->max_ctx + T;
 	c->k_cache = malloc(kv * sizeof(float));
 	c->v_cache = malloc(kv * sizeof(float));
 	c->scratch = malloc(c->scratch_floats * sizeof(float));
@@ -65,7 +65,8 @@ static int llama_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, 
 		const rt_layer_weights *L = &w->layers[m->layer_map[l]];
 		float *kc = c->k_cache + (size_t)l * c->max_ctx * kvd;
 		float *vc = c->v_cache + (size_t)l * c->max_ctx * kvd;
-		float *kb = kc + (size_t)c->len * kvd, *vb = vc + (size_t)c->len * kvd;
+		size_t first = (size_t)c->len + c->blk_off; /* slot of the first new entry */
+		float *kb = kc + first * kvd, *vb = vc + first * kvd;
 
 		ref_rmsnorm(h, x, L->attn_norm, T, dim, cfg->norm_eps);
 		ref_matmul(q, h, L->wq, T, dim, qd);
@@ -73,7 +74,7 @@ static int llama_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, 
 		ref_matmul(vb, h, L->wv, T, dim, kvd);
 		ref_rope(q, pos, T, nh, hd, hd, m->inv_freq);
 		ref_rope(kb, pos, T, nkv, hd, hd, m->inv_freq);
-		ref_attention(att, q, kc, vc, T, c->len, nh, nkv, hd, mask, att_scratch);
+		ref_attention_append(att, q, kc, vc, T, c->len, c->blk_off + T, nh, nkv, hd, mask, att_scratch);
 		ref_matmul(o, att, L->wo, T, qd, dim);
 		ref_add(x, x, o, (size_t)T * dim);
 

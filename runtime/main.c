@@ -78,6 +78,8 @@ static int stream_cb(void *user, const int32_t *tok, int n)
 {
 	struct stream *s = user;
 	for (int i = 0; i < n; i++) {
+		if (rt_token_type(s->tok, tok[i]) == RT_TT_CONTROL)
+			continue; /* <|im_end|> and friends end the text, they are not part of it */
 		int k = rt_detok_push(&s->dt, s->tok, tok[i], s->buf, sizeof(s->buf));
 		if (k > 0)
 			fwrite(s->buf, 1, (size_t)k, stdout);

@@ -12,38 +12,16 @@
 #include "ctx.h"
 #include "gguf.h"
 
-/* The token preceding block index i: its nearest ancestor in the block (the
- * highest-index visible earlier node, since parents precede children), else
- * the committed history. `back` = 1 for the parent, 2 for the grandparent. */
-static int32_t prev_token(const rt_ctx *c, const int32_t *tok, int i, int T, const uint64_t *mask,
-                          int back)
+/* The token preceding staged block entry b: its nearest visible earlier
+ * entry (the parent, since parents precede children), else the last
+ * committed token; missing history reads as token 0. */
+static int32_t prev_token(const rt_ctx *c, int b)
 {
-	int words = (T + 63) / 64;
-	int j = i, from_hist = 0;
-	for (int b = 0; b < back; b++) {
-		if (from_hist) {
-			from_hist++;
-			continue;
-		}
-		int p = -1;
-		if (!mask) {
-			p = j - 1;
-		} else {
-			for (int k = j - 1; k >= 0; k--)
-				if (mask[(size_t)i * words + k / 64] >> (k % 64) & 1) {
-					p = k;
-					break;
-				}
-		}
-		if (p < 0)
-			from_hist = 1;
-		else
-			j = p;
-	}
-	if (!from_hist)
-		return tok[j];
-	int h = c->len - from_hist;
-	return h >= 0 ? c->tokens[h] : 0; /* missing history reads as token 0 */
+	const uint64_t *row = c->blk_mask + (size_t)b * c->mask_words;
+	for (int k = b - 1; k >= 0; k--)
+		if (row[k / 64] >> (k % 64) & 1)
+			return c->blk_tok[k];
+	return c->len > 0 ? c->tokens[c->len - 1] : 0;
 }
 
 static int table_ctx_init(rt_ctx *c, sw_err *err) { return 0; }
@@ -58,7 +36,7 @@ static int table_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, 
 	for (int i = 0; i < T; i++) {
 		size_t row = (size_t)tok[i];
 		if (m->table_order == 2)
-			row += (size_t)prev_token(c, tok, i, T, mask, 1) * V;
+			row += (size_t)prev_token(c, c->blk_off + i) * V;
 		if (logits && c->logits_last_only && i == T - 1)
 			memcpy(logits, m->log_table + row * V, (size_t)V * sizeof(float));
 		else if (logits && !c->logits_last_only)

@@ -42,8 +42,16 @@ static inline void axpy_f32(float *restrict o, float p, const float *restrict v,
 void ref_attention(float *out, const float *q, const float *k, const float *v, int T, int n_ctx,
                    int n_heads, int n_kv_heads, int head_dim, const uint64_t *mask, float *scratch)
 {
+	ref_attention_append(out, q, k, v, T, n_ctx, T, n_heads, n_kv_heads, head_dim, mask, scratch);
+}
+
+void ref_attention_append(float *out, const float *q, const float *k, const float *v, int T, int n_ctx,
+                          int n_blk, int n_heads, int n_kv_heads, int head_dim, const uint64_t *mask,
+                          float *scratch)
+{
 	const int group = n_heads / n_kv_heads;
-	const int words = (T + 63) / 64;
+	const int words = (n_blk + 63) / 64;
+	const int first = n_blk - T; /* block index of query 0 */
 	const size_t kv_row = (size_t)n_kv_heads * head_dim; /* stride between key slots */
 	const float scale = 1.0f / sqrtf((float)head_dim);
 
@@ -55,8 +63,8 @@ void ref_attention(float *out, const float *q, const float *k, const float *v, i
 			const float *qr = q + ((size_t)t * n_heads + h) * head_dim;
 			float *o = out + ((size_t)t * n_heads + h) * head_dim;
 			const uint64_t *mrow = mask ? mask + (size_t)t * words : NULL;
-			/* Causal: block keys after t are never visible, so stop there. */
-			const int n_keys = n_ctx + (mask ? T : t + 1);
+			/* Causal: block keys after the query are never visible. */
+			const int n_keys = n_ctx + (mask ? n_blk : first + t + 1);
 			float m = -INFINITY;
 
 			for (int j = 0; j < n_keys; j++) {

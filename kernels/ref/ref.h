@@ -40,6 +40,15 @@ void ref_rope(float *x, const int32_t *pos, int T, int n_heads, int head_dim, in
 void ref_attention(float *out, const float *q, const float *k, const float *v, int T, int n_ctx,
                    int n_heads, int n_kv_heads, int head_dim, const uint64_t *mask, float *scratch);
 
+/* The same for T queries appended to a staged block: the block holds n_blk
+ * entries (slots n_ctx..n_ctx+n_blk-1), the queries are its LAST T entries,
+ * and mask has T rows of (n_blk+63)/64 words over all n_blk entries (NULL:
+ * causal). ref_attention is the case n_blk == T. Used to draft a tree level
+ * by level over the levels already staged. */
+void ref_attention_append(float *out, const float *q, const float *k, const float *v, int T, int n_ctx,
+                          int n_blk, int n_heads, int n_kv_heads, int head_dim, const uint64_t *mask,
+                          float *scratch);
+
 /* y (n) = silu(gate) * up, silu(x) = x / (1 + exp(-x)). y may alias gate or up. */
 void ref_swiglu(float *y, const float *gate, const float *up, size_t n);
 
