@@ -11,8 +11,8 @@ BLAS_LIBS ?= -lopenblas
 CUDA_HOME ?= /usr/local/cuda
 MODEL_DIR ?= models/cache
 MODEL     ?= $(MODEL_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
-PROMPT    ?= Write a short story about a robot who learns to paint.
-RUN_ARGS  ?= --draft layerskip:8 --gamma 4 --chat -n 128
+PROMPT    ?= Here is a sentence: "The old lighthouse keeper climbed the stairs every night to light the lamp." Repeat it, then explain why a lighthouse needs a keeper.
+RUN_ARGS  ?= --draft ngram --gamma 6 -n 160
 FUZZ_SECONDS ?= 60
 TEST_FILTER  ?=
 

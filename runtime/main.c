@@ -111,7 +111,9 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 		ptext = strdup(o->prompt ? o->prompt : "Hello");
 	}
 	bool chat = o->chat < 0 ? !dump : o->chat;
-	int cap = o->ctx + 1;
+	/* A token covers at least one byte, so this never truncates and an
+	 * over-long prompt gets its real token count in the error. */
+	int cap = (int)strlen(ptext) + 4096;
 	ids = malloc((size_t)cap * sizeof(*ids));
 	out = malloc((size_t)(o->max_new + 1) * sizeof(*out));
 	out2 = malloc((size_t)(o->max_new + 1) * sizeof(*out2));

@@ -1,0 +1,122 @@
+/* The CLI refuses bad input with a clear message and a non-zero exit, never
+ * a crash: unknown commands and options, out-of-range values, missing and
+ * malformed model files, bad draft specs, prompts longer than the context.
+ * Runs build/specwright (BUILD overrides the directory) as a subprocess. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ctx.h"
+#include "testutil.h"
+
+static char g_out[1 << 16];
+
+/* Runs the CLI with args (a shell-quoted string), captures stdout+stderr. */
+static int run(const char *args)
+{
+	const char *b = getenv("BUILD");
+	char cmd[4096];
+	snprintf(cmd, sizeof(cmd), "%s/specwright %s 2>&1", b ? b : "build", args);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	size_t n = fread(g_out, 1, sizeof(g_out) - 1, p);
+	g_out[n] = 0;
+	int st = pclose(p);
+	assert_true(WIFEXITED(st)); /* a signal (crash) fails the test */
+	return WEXITSTATUS(st);
+}
+
+static const char *model(void)
+{
+	const char *p = getenv("SW_MODEL");
+	return p ? p : "models/cache/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+#define EXPECT(rc_expected, needle, ...)                                                  \
+	do {                                                                                  \
+		char a_[2048];                                                                    \
+		snprintf(a_, sizeof(a_), __VA_ARGS__);                                            \
+		int rc_ = run(a_);                                                                \
+		if (rc_ != (rc_expected) || !strstr(g_out, needle))                               \
+			fail_msg("`specwright %s` -> exit %d, output:\n%s\nexpected exit %d and '%s'", \
+			         a_, rc_, g_out, rc_expected, needle);                                \
+	} while (0)
+
+static void test_usage_errors(void **state)
+{
+	EXPECT(2, "unknown command 'frobnicate'", "frobnicate x");
+	EXPECT(2, "unknown option '--bogus'", "run %s --bogus", model());
+	EXPECT(2, "option --gamma expects an integer in [1, 64], found '0'", "run %s --gamma 0", model());
+	EXPECT(2, "option -t expects a number in [0, 100], found 'hot'", "run %s -t hot", model());
+	EXPECT(2, "option --top-p expects a number", "run %s --top-p 1.5", model());
+	EXPECT(2, "option -p needs a value", "run %s -p", model());
+	EXPECT(2, "missing the model argument", "run -p hi");
+	EXPECT(2, "give either -p or -f", "run %s -p a -f b", model());
+	EXPECT(0, "usage: specwright", "help");
+}
+
+static void test_bad_files(void **state)
+{
+	EXPECT(1, "/nonexistent/m.gguf", "run /nonexistent/m.gguf -p hi");
+	char path[] = "/tmp/sw_bad_XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "GGUF\x03\0\0\0garbage", 15), 15);
+	close(fd);
+	EXPECT(1, path, "run %s -p hi", path);
+	unlink(path);
+	EXPECT(1, "cannot open the prompt file", "run %s -f /nonexistent/prompt.txt", model());
+}
+
+static void test_bad_requests(void **state)
+{
+	/* 3000 words cannot fit a context of 64 */
+	char ppath[] = "/tmp/sw_prompt_XXXXXX";
+	int pfd = mkstemp(ppath);
+	assert_true(pfd >= 0);
+	for (int i = 0; i < 3000; i++)
+		assert_int_equal(write(pfd, "word ", 5), 5);
+	close(pfd);
+	EXPECT(1, "more than the context of 64 allows", "run %s --ctx 64 -f %s", model(), ppath);
+	unlink(ppath);
+	EXPECT(1, "exceeds the model's trained context of 8192", "run %s --ctx 100000 -p hi", model());
+	EXPECT(1, "layers must lie in [0, 30)", "run %s --draft layerskip:0-40 -p hi", model());
+	EXPECT(1, "expected none, layerskip:N, model:PATH or ngram", "run %s --draft magic -p hi", model());
+	/* a draft whose vocabulary differs from the target's */
+	float P[25];
+	tu_random_table(P, 5, 5, 0.0, 1);
+	char tpath[] = "/tmp/sw_tab_XXXXXX";
+	int fd = mkstemp(tpath);
+	close(fd);
+	sw_err err;
+	assert_int_equal(rt_table_save(tpath, 5, 1, P, &err), 0);
+	EXPECT(1, "draft vocabulary 5 differs from the target's 49152", "run %s --draft model:%s -p hi", model(), tpath);
+	unlink(tpath);
+	EXPECT(2, "--dump FILE is required", "eval %s -p hi", model());
+}
+
+/* The happy path works end to end and reports its stats as JSON. */
+static void test_run_json(void **state)
+{
+	EXPECT(0, "\"tau\":", "run %s --draft ngram -n 8 --json -p 'Say hello.'", model());
+	assert_non_null(strstr(g_out, "\"label\":\"target-only\""));
+	assert_non_null(strstr(g_out, "\"speedup\":"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_usage_errors),
+		cmocka_unit_test(test_bad_files),
+		cmocka_unit_test(test_bad_requests),
+		cmocka_unit_test(test_run_json),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
