@@ -65,7 +65,7 @@ model:
 	@models/fetch.sh $(MODEL_DIR)
 
 run: deps model $(BUILD)/specwright
-	$(BUILD)/specwright run $(MODEL) $(RUN_ARGS) -p "$(PROMPT)"
+	$(BUILD)/specwright run $(MODEL) $(RUN_ARGS) -p '$(PROMPT)'
 
 bench: deps model $(BUILD)/specwright
 	$(BUILD)/specwright bench $(MODEL)
