@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "philox.h"
+#include "spec_loop.h"
 
 double rt_now(void)
 {
@@ -57,7 +58,7 @@ int rt_verify_chain(const float *logits, const rt_sampling *s, const float *q, c
 
 /* Emits tokens: appends to out/hist, stops at max_new or end-of-generation,
  * streams through the callback. Returns true when generation must stop. */
-static bool emit(const rt_gen_cfg *cfg, const int32_t *tok, int n, int32_t *out, int *n_out,
+bool rt_loop_emit(const rt_gen_cfg *cfg, const int32_t *tok, int n, int32_t *out, int *n_out,
                  int32_t *hist, int *n_hist, rt_stats *st)
 {
 	bool stop = false;
@@ -78,14 +79,7 @@ static bool emit(const rt_gen_cfg *cfg, const int32_t *tok, int n, int32_t *out,
 	return stop || *n_out >= cfg->max_new;
 }
 
-struct loop {
-	int32_t *hist;
-	int n_hist;
-	float *logits, *q, *p, *tmp;
-	int *idx;
-};
-
-static void loop_free(struct loop *L)
+void rt_loop_free(struct rt_loop *L)
 {
 	free(L->hist);
 	free(L->logits);
@@ -95,7 +89,7 @@ static void loop_free(struct loop *L)
 	free(L->idx);
 }
 
-static int loop_init(struct loop *L, rt_ctx *tc, const int32_t *prompt, int n_prompt,
+int rt_loop_init(struct rt_loop *L, rt_ctx *tc, const int32_t *prompt, int n_prompt,
                      const rt_gen_cfg *cfg, int gamma, rt_stats *st, sw_err *err)
 {
 	int V = tc->m->cfg.vocab;
@@ -111,21 +105,21 @@ static int loop_init(struct loop *L, rt_ctx *tc, const int32_t *prompt, int n_pr
 		               n_prompt, tc->max_ctx);
 	if (cfg->max_new < 0)
 		return sw_errf(err, SW_EINVAL, "generate: max_new %d is negative", cfg->max_new);
-	if (gamma < 0 || gamma > RT_MAX_GAMMA || gamma + 1 > tc->max_block)
-		return sw_errf(err, SW_ERANGE, "generate: gamma %d outside [1, %d]", gamma,
-		               tc->max_block - 1 < RT_MAX_GAMMA ? tc->max_block - 1 : RT_MAX_GAMMA);
+	if (gamma < 0 || gamma + 1 > tc->max_block)
+		return sw_errf(err, SW_ERANGE, "generate: %d draft tokens per iteration, the target context's blocks hold at most %d",
+		               gamma, tc->max_block - 1);
 	for (int i = 0; i < n_prompt; i++)
 		if (prompt[i] < 0 || prompt[i] >= V)
 			return sw_errf(err, SW_EINVAL, "generate: prompt token %d at index %d outside the vocabulary [0, %d)",
 			               prompt[i], i, V);
-	L->hist = malloc((size_t)(tc->max_ctx + RT_MAX_GAMMA + 1) * sizeof(*L->hist));
+	L->hist = malloc((size_t)(tc->max_ctx + gamma + 1) * sizeof(*L->hist));
 	L->logits = malloc((size_t)(gamma + 1) * V * sizeof(float));
-	L->q = malloc((size_t)(gamma > 0 ? gamma : 1) * V * sizeof(float));
+	L->q = malloc((size_t)(gamma + 1) * V * sizeof(float));
 	L->p = malloc((size_t)V * sizeof(float));
 	L->tmp = malloc((size_t)V * sizeof(float));
 	L->idx = malloc((size_t)V * sizeof(int));
 	if (!L->hist || !L->logits || !L->q || !L->p || !L->tmp || !L->idx) {
-		loop_free(L);
+		rt_loop_free(L);
 		return sw_errf(err, SW_ENOMEM, "generate: out of memory");
 	}
 	memcpy(L->hist, prompt, (size_t)n_prompt * sizeof(*prompt));
@@ -136,7 +130,7 @@ static int loop_init(struct loop *L, rt_ctx *tc, const int32_t *prompt, int n_pr
 	if (n_prompt > 1) {
 		int rc = rt_ctx_feed(tc, prompt, n_prompt - 1, NULL, err);
 		if (rc) {
-			loop_free(L);
+			rt_loop_free(L);
 			return rc;
 		}
 	}
@@ -147,9 +141,9 @@ static int loop_init(struct loop *L, rt_ctx *tc, const int32_t *prompt, int n_pr
 int rt_generate_target(rt_ctx *tc, const int32_t *prompt, int n_prompt, const rt_gen_cfg *cfg,
                        int32_t *out, rt_stats *st, sw_err *err)
 {
-	struct loop L;
+	struct rt_loop L;
 	int V = tc->m->cfg.vocab;
-	int rc = loop_init(&L, tc, prompt, n_prompt, cfg, 0, st, err);
+	int rc = rt_loop_init(&L, tc, prompt, n_prompt, cfg, 0, st, err);
 	if (rc)
 		return rc;
 	double t0 = rt_now();
@@ -176,23 +170,23 @@ int rt_generate_target(rt_ctx *tc, const int32_t *prompt, int n_prompt, const rt
 			t = rt_sample_cdf(L.p, V, sw_uniform_double(cfg->seed, it, 0, SW_RNG_TARGET_SAMPLE));
 		}
 		st->n_iters++;
-		stop = emit(cfg, &t, 1, out, &n_out, L.hist, &L.n_hist, st);
+		stop = rt_loop_emit(cfg, &t, 1, out, &n_out, L.hist, &L.n_hist, st);
 	}
 	rc = n_out;
 out:
 	st->t_total = rt_now() - t0 + st->t_prefill;
-	loop_free(&L);
+	rt_loop_free(&L);
 	return rc;
 }
 
 int rt_generate_spec(rt_ctx *tc, rt_drafter *d, const int32_t *prompt, int n_prompt,
                      const rt_gen_cfg *cfg, int32_t *out, rt_stats *st, sw_err *err)
 {
-	struct loop L;
+	struct rt_loop L;
 	int V = tc->m->cfg.vocab;
-	if (cfg->gamma < 1)
-		return sw_errf(err, SW_ERANGE, "speculative decoding: gamma %d, expected >= 1", cfg->gamma);
-	int rc = loop_init(&L, tc, prompt, n_prompt, cfg, cfg->gamma, st, err);
+	if (cfg->gamma < 1 || cfg->gamma > RT_MAX_GAMMA)
+		return sw_errf(err, SW_ERANGE, "speculative decoding: gamma %d, expected 1..%d", cfg->gamma, RT_MAX_GAMMA);
+	int rc = rt_loop_init(&L, tc, prompt, n_prompt, cfg, cfg->gamma, st, err);
 	if (rc)
 		return rc;
 	double t0 = rt_now();
@@ -249,11 +243,11 @@ int rt_generate_spec(rt_ctx *tc, rt_drafter *d, const int32_t *prompt, int n_pro
 		}
 		memcpy(emitted, blk + 1, (size_t)n_acc * sizeof(*emitted));
 		emitted[n_acc] = final;
-		stop = emit(cfg, emitted, n_acc + 1, out, &n_out, L.hist, &L.n_hist, st);
+		stop = rt_loop_emit(cfg, emitted, n_acc + 1, out, &n_out, L.hist, &L.n_hist, st);
 	}
 	rc = n_out;
 out:
 	st->t_total = rt_now() - t0 + st->t_prefill;
-	loop_free(&L);
+	rt_loop_free(&L);
 	return rc;
 }

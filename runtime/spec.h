@@ -50,6 +50,8 @@ typedef struct rt_stats {
 	uint64_t n_drafted;       /* tokens proposed */
 	uint64_t n_accepted;      /* proposed tokens accepted */
 	uint64_t pos_tried[RT_MAX_GAMMA], pos_accepted[RT_MAX_GAMMA];
+	uint64_t rank_accepted[8]; /* trees: accepted children by sibling rank (0 = first draft) */
+	uint64_t rank_tried[8];    /* trees: siblings of that rank that were tested */
 	double t_total, t_prefill, t_target, t_draft; /* seconds */
 	int n_prompt;
 	bool stopped_eos, stopped_ctx;
@@ -86,6 +88,22 @@ int rt_generate_spec(rt_ctx *tc, rt_drafter *d, const int32_t *prompt, int n_pro
 int rt_verify_chain(const float *logits, const rt_sampling *s, const float *q, const int32_t *xd,
                     int g, int V, uint64_t seed, uint32_t iter, int32_t *final, float *p, float *tmp,
                     int *idx);
+
+/* Tree speculative decoding: each iteration drafts the whole static tree
+ * level by level with the draft model (children of a node drawn by `rule`
+ * from the draft's warped distribution there), verifies all nodes in one
+ * target forward with the ancestor mask, and accepts a path with `method`
+ * (tree_verify.h). At temperature 0 the expansion is top-k by draft logits
+ * and the verification greedy, whatever rule/method say. */
+struct gen_tree;
+typedef struct rt_tree_cfg {
+	const struct gen_tree *tree;
+	int rule;   /* enum rt_expand_rule */
+	int method; /* enum rt_verify_method */
+} rt_tree_cfg;
+
+int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg, const int32_t *prompt,
+                     int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st, sw_err *err);
 
 double rt_now(void);
 
