@@ -1,0 +1,120 @@
+/* Token-tree drafting rules and verification methods on the host
+ * (ALGORITHMS.txt items 1c, 2, 3, 4, 5, 9): per-node child expansion from a
+ * draft distribution, and the walk that accepts a path through a drafted tree
+ * exactly (output distributed as the target's warped distribution). These are
+ * the specification the fused GPU verification kernel is checked against. */
+#ifndef RT_TREE_VERIFY_H
+#define RT_TREE_VERIFY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sampler.h"
+#include "tree.h"
+
+enum rt_expand_rule {
+	RT_EXPAND_TOPK = 0,   /* deterministic: child r = r-th most likely token (ties: lower id) */
+	RT_EXPAND_SAMPLE,     /* i.i.d. samples from q (with replacement) */
+	RT_EXPAND_SAMPLE_WOR, /* without replacement: exponential-race top-k, order = sampling order */
+	RT_EXPAND_SPECHUB,    /* SpecHub pair (2 children): hub a = argmax q, ALGORITHMS.txt 4 */
+};
+
+enum rt_verify_method {
+	RT_VERIFY_GREEDY = 0, /* longest path matching the target argmax (T = 0) */
+	RT_VERIFY_RRS,        /* recursive rejection sampling with replacement (SpecInfer) */
+	RT_VERIFY_RRSW,       /* RRS without replacement (Jeon/MCSD/Sequoia) */
+	RT_VERIFY_SPECHUB,    /* SpecHub on nodes with 2 children, plain RS on 1 child */
+	RT_VERIFY_ONEHOT,     /* deterministic drafts: q = one-hot per child (item 1c) */
+};
+
+/* Parses "topk", "sample", "sample-wor", "spechub" / "greedy", "rrs",
+ * "rrsw", "spechub", "onehot"; -1 when unknown. Names for printing. */
+int rt_expand_rule_parse(const char *s);
+int rt_verify_method_parse(const char *s);
+const char *rt_expand_rule_name(int rule);
+const char *rt_verify_method_name(int method);
+/* Whether (rule, method) is exact: SAMPLE->RRS, SAMPLE_WOR->RRSW,
+ * SPECHUB->SPECHUB, and ONEHOT with every rule (the one-hot rule is exact for
+ * any fixed children, so for children drawn independently of the
+ * verification uniforms; it is the exact rule for TOPK). GREEDY pairs with
+ * every rule but only when greedy (temperature 0). False for e.g. TOPK+RRS
+ * or SAMPLE_WOR+RRS. */
+bool rt_verify_compatible(int rule, int method, bool greedy);
+
+/* Draws k children for a node from its draft distribution q (V floats, sums
+ * to 1). Writes tok[0..k) in rank order. Uniform keying (the GPU kernel must
+ * reproduce it bit for bit): the uniform for lane L is
+ *   w = philox4x32_10(ctr = {iter, node, purpose, L}, key = seed),
+ *   u = sw_u64_to_uniform_double(w[0], w[1])
+ * (lane 0 is sw_uniform_double(seed, iter, node, purpose)).
+ *   TOPK:       no uniforms; descending q, ties to the lower id.
+ *   SAMPLE:     draw i uses lane i, purpose SW_RNG_EXPAND, then
+ *               rt_sample_cdf(q, V, u) (first index with cumsum > u*sum).
+ *   SAMPLE_WOR: lane v (the vocabulary id), purpose SW_RNG_EXPAND, for each v
+ *               with q(v) > 0; key(v) = log(u_v) / (double)q(v); the k
+ *               largest keys in descending order (ties: lower id first).
+ *   SPECHUB:    lane v, purpose SW_RNG_SPECHUB2, same keys; a = rt_argmax(q);
+ *               tok[0] = largest key; tok[1] = a if tok[0] != a, else the
+ *               largest key among v != a.
+ * Returns 0, or SW_EINVAL when q has no mass, k is outside [0, 255], k
+ * exceeds the number of tokens with q > 0 for TOPK / SAMPLE_WOR / SPECHUB
+ * (refuse rather than draft tokens with q = 0), or k > 2 for SPECHUB.
+ * fscratch / iscratch: unused by the host reference (the top-k lists live in
+ * a local array of GEN_TREE_MAX_NODES doubles); may be NULL. */
+int rt_expand_node(int rule, const float *q, int V, int k, uint64_t seed, uint32_t iter, uint32_t node,
+                   int32_t *tok, float *fscratch, int *iscratch);
+
+typedef struct rt_tree_result {
+	int path[GEN_TREE_MAX_DEPTH + 1]; /* accepted nodes, path[0] = 0 (root) */
+	int n_path;                       /* accepted draft nodes + 1 */
+	int32_t final;                    /* the residual / bonus token */
+	/* Acceptance diagnostics for benchmarks: per depth, nodes tried and
+	 * whether a child was accepted at the first or second sibling. */
+	int accepted_sibling[GEN_TREE_MAX_DEPTH + 1]; /* rank of the accepted child per step, -1 none */
+} rt_tree_result;
+
+/* Verifies a drafted tree.
+ *   tok (n):   tok[0] = root token, tok[u] = node u's token
+ *   p (n, V):  the target's warped distribution after node u's path
+ *   q (n, V):  the draft distribution u's children were drawn from (before
+ *              any without-replacement removal); unused by GREEDY/ONEHOT
+ *              (may be NULL for them)
+ * Walks from the root testing children in rank order with the method's rule
+ * (ALGORITHMS.txt 1c, 2, 3, 4); accepted path and final token in *res.
+ * Uniform keying (all sw_uniform_double, lane 0):
+ *   the accept test of child c:          (seed, iter, c, SW_RNG_ACCEPT),
+ *     accepted iff q > 0 and u * q <= p in double (q, p: the method's
+ *     current draft/residual values; ONEHOT: q = 1; SpecHub's second tests
+ *     are u * S_ia <= ra and u * S_ai <= p(a), keyed by the child tested);
+ *   the residual or bonus draw at the node u where the walk stops:
+ *                                        (seed, iter, u, SW_RNG_RESIDUAL),
+ *     then rt_sample_cdf over the (normalised) residual, or over p_u at a
+ *     leaf. A residual with no mass falls back to the distribution it was
+ *     computed from (p itself up to rounding).
+ * GREEDY takes the deepest node whose whole path matches the argmax of its
+ * parent's p (ties: lowest node id) and final = argmax of that node's p.
+ * Returns 0 or SW_EINVAL: a token outside [0, V), or for SPECHUB a node with
+ * > 2 children or a 2-child node that is not a SpecHub pair (exactly one
+ * child the hub argmax q, q(hub) < 1), checked for every node up front.
+ * scratch: 2*V floats. */
+int rt_verify_tree(const gen_tree *t, int method, const int32_t *tok, const float *p, const float *q,
+                   int V, uint64_t seed, uint32_t iter, rt_tree_result *res, float *scratch);
+
+/* Lossy relaxation (Yin et al., ALGORITHMS.txt 5, whose p and q are our q
+ * and p): chain verification like rt_verify_chain (same arguments, scratch
+ * and uniform keying) but accepting the draft x with min(1, (p(x) + eps) /
+ * q(x)) and resampling rejections from their Theorem 4 optimum, which for
+ * this rule is the SD residual norm(relu(p - q)). eps <= 0 or greedy
+ * sampling: exactly rt_verify_chain. Biased: each position's output is
+ * within rt_lossy_tv_bound of p in total variation. Only reachable from
+ * options whose name contains "lossy". */
+int rt_verify_chain_lossy(const float *logits, const rt_sampling *s, const float *q, const int32_t *xd,
+                          int g, int V, float eps, uint64_t seed, uint32_t iter, int32_t *final, float *p,
+                          float *tmp, int *idx);
+
+/* TV(O, p) for one position of the lossy rule, exactly:
+ * O(x) = min(q(x), p(x) + eps) + P_rej norm(relu(p - q))(x),
+ * P_rej = 1 - sum_x min(q(x), p(x) + eps). Equals sum_x min(eps, relu(q - p)). */
+double rt_lossy_tv_bound(const float *p, const float *q, int V, float eps);
+
+#endif
