@@ -68,9 +68,10 @@ typedef struct rt_tree_result {
 	int path[GEN_TREE_MAX_DEPTH + 1]; /* accepted nodes, path[0] = 0 (root) */
 	int n_path;                       /* accepted draft nodes + 1 */
 	int32_t final;                    /* the residual / bonus token */
-	/* Acceptance diagnostics for benchmarks: per depth, nodes tried and
-	 * whether a child was accepted at the first or second sibling. */
-	int accepted_sibling[GEN_TREE_MAX_DEPTH + 1]; /* rank of the accepted child per step, -1 none */
+	/* Acceptance diagnostics for benchmarks: accepted_sibling[d] = rank of
+	 * the child accepted at the step from depth d (d < n_path - 1); -1 at
+	 * the step where the walk stopped and beyond. */
+	int accepted_sibling[GEN_TREE_MAX_DEPTH + 1];
 } rt_tree_result;
 
 /* Verifies a drafted tree.
