@@ -299,6 +299,8 @@ int rt_verify_tree(const gen_tree *t, int method, const int32_t *tok, const floa
 
 	if (method < 0 || method >= N_METHODS || t->n < 1 || t->n > GEN_TREE_MAX_NODES || V < 1)
 		return SW_EINVAL;
+	if (!q && method != RT_VERIFY_GREEDY && method != RT_VERIFY_ONEHOT)
+		return SW_EINVAL;
 	for (int u = 1; u < t->n; u++)
 		if (tok[u] < 0 || tok[u] >= V)
 			return SW_EINVAL;

@@ -94,9 +94,10 @@ typedef struct rt_tree_result {
  *     computed from (p itself up to rounding).
  * GREEDY takes the deepest node whose whole path matches the argmax of its
  * parent's p (ties: lowest node id) and final = argmax of that node's p.
- * Returns 0 or SW_EINVAL: a token outside [0, V), or for SPECHUB a node with
- * > 2 children or a 2-child node that is not a SpecHub pair (exactly one
- * child the hub argmax q, q(hub) < 1), checked for every node up front.
+ * Returns 0 or SW_EINVAL: a token outside [0, V), q == NULL for RRS / RRSW
+ * / SPECHUB, or for SPECHUB a node with > 2 children or a 2-child node that
+ * is not a SpecHub pair (exactly one child the hub argmax q, q(hub) < 1),
+ * checked for every node up front.
  * scratch: 2*V floats. */
 int rt_verify_tree(const gen_tree *t, int method, const int32_t *tok, const float *p, const float *q,
                    int V, uint64_t seed, uint32_t iter, rt_tree_result *res, float *scratch);
