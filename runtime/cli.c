@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "gguf.h"
+#include "tree.h"
+#include "tree_verify.h"
 
 static int bad(const char *cmd, const char *fmt, const char *a, const char *b)
 {
@@ -80,6 +82,12 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 			NEED_VALUE(); o->layers = v;
 		} else if (!strcmp(a, "--type")) {
 			NEED_VALUE(); o->wtype = v;
+		} else if (!strcmp(a, "--tree")) {
+			NEED_VALUE(); o->tree = v;
+		} else if (!strcmp(a, "--verify")) {
+			NEED_VALUE(); o->verify = v;
+		} else if (!strcmp(a, "--expand")) {
+			NEED_VALUE(); o->expand = v;
 		} else if (!strcmp(a, "--corpus")) {
 			NEED_VALUE(); o->corpus = v;
 		} else if (!strcmp(a, "-g") || !strcmp(a, "--gamma")) {
@@ -119,6 +127,8 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 	}
 	if (!o->model)
 		return bad(cmd, "missing the model argument (a .gguf file or an HF directory)%s%s", "", "");
+	if ((o->verify || o->expand) && !o->tree)
+		return bad(cmd, "--verify and --expand need --tree%s%s", "", "");
 	if (o->prompt && o->prompt_file)
 		return bad(cmd, "give either -p or -f, not both%s%s", "", "");
 	return 0;
@@ -248,4 +258,56 @@ void cli_print_stats(FILE *f, const char *label, const rt_stats *st, int gamma, 
 		        st->t_target, (unsigned long long)st->n_target_calls, st->t_draft,
 		        (unsigned long long)st->n_draft_calls);
 	}
+}
+
+int cli_tree_setup(const cli_opts *o, cli_session *s, rt_tree_cfg *tcfg, sw_err *err)
+{
+	if (!s->draft_model)
+		return sw_errf(err, SW_EINVAL, "--tree needs a draft model: --draft layerskip:... or model:PATH (found '%s')",
+		               o->draft);
+	gen_tree *t = (gen_tree *)tcfg->tree;
+	int rc = gen_tree_parse(o->tree, NULL, t, err);
+	if (rc)
+		return rc;
+	int rule = -1, method = -1;
+	if (o->expand && (rule = rt_expand_rule_parse(o->expand)) < 0)
+		return sw_errf(err, SW_EINVAL, "--expand '%s': expected topk, sample, sample-wor or spechub", o->expand);
+	if (o->verify && (method = rt_verify_method_parse(o->verify)) < 0)
+		return sw_errf(err, SW_EINVAL, "--verify '%s': expected greedy, rrs, rrsw, spechub or onehot", o->verify);
+	static const int pair[][2] = {
+		{ RT_EXPAND_SAMPLE, RT_VERIFY_RRS },     { RT_EXPAND_SAMPLE_WOR, RT_VERIFY_RRSW },
+		{ RT_EXPAND_TOPK, RT_VERIFY_ONEHOT },    { RT_EXPAND_SPECHUB, RT_VERIFY_SPECHUB },
+		{ RT_EXPAND_TOPK, RT_VERIFY_GREEDY },
+	};
+	if (rule < 0 && method < 0) {
+		rule = RT_EXPAND_SAMPLE;
+		method = RT_VERIFY_RRS;
+	}
+	for (size_t i = 0; i < sizeof(pair) / sizeof(pair[0]) && (rule < 0 || method < 0); i++) {
+		if (rule < 0 && pair[i][1] == method)
+			rule = pair[i][0];
+		if (method < 0 && pair[i][0] == rule)
+			method = pair[i][1];
+	}
+	bool greedy = o->temperature <= 0;
+	if (!rt_verify_compatible(rule, method, greedy))
+		return sw_errf(err, SW_EINVAL, "--verify %s is not exact with --expand %s at temperature %g",
+		               rt_verify_method_name(method), rt_expand_rule_name(rule), o->temperature);
+	tcfg->rule = rule;
+	tcfg->method = method;
+	if (t->n > s->tctx->max_block)
+		return sw_errf(err, SW_ERANGE, "--tree %s has %d nodes, more than the verification block of %d",
+		               o->tree, t->n, s->tctx->max_block);
+	return 0;
+}
+
+void cli_print_tree_stats(FILE *f, const rt_stats *st, bool json)
+{
+	double r0 = st->rank_tried[0] ? (double)st->rank_accepted[0] / st->rank_tried[0] : 0;
+	double r1 = st->rank_tried[1] ? (double)st->rank_accepted[1] / st->rank_tried[1] : 0;
+	if (json)
+		fprintf(f, "{\"first_draft_acceptance\":%.4f,\"second_draft_acceptance\":%.4f}\n", r0, r1);
+	else
+		fprintf(f, "[tree] first-draft acceptance %.3f, second-draft acceptance %.3f (given the first was rejected)\n",
+		        r0, r1);
 }

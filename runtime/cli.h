@@ -34,6 +34,9 @@ typedef struct cli_opts {
 	const char *output;    /* derive-draft: -o FILE */
 	const char *layers;    /* derive-draft: layer list as in layerskip: */
 	const char *wtype;     /* derive-draft: f32 f16 bf16 q8_0 q4_0 q4_1 */
+	const char *tree;      /* run: tree spec (preset, file, chain:K, kary:K:D, ...) */
+	const char *verify;    /* run: tree verification method */
+	const char *expand;    /* run: tree expansion rule */
 } cli_opts;
 
 /* Parses argv[first..argc); returns 0 or prints the error and returns 2. */
@@ -55,5 +58,12 @@ int cli_make_drafter(cli_session *s, const char *spec, int max_ctx, rt_drafter *
 int cli_encode_prompt(const cli_session *s, const char *text, bool chat, int32_t *ids, int cap, sw_err *err);
 void cli_print_stats(FILE *f, const char *label, const rt_stats *st, int gamma, bool json);
 bool cli_is_eog(const void *tok, int32_t id);
+/* --tree/--expand/--verify into a tree config (tcfg->tree must point to
+ * storage); needs a draft model (layerskip: or model:). Defaults pair the
+ * rule and method exactly: sample+rrs, sample-wor+rrsw, topk+onehot,
+ * spechub+spechub. */
+struct rt_tree_cfg;
+int cli_tree_setup(const cli_opts *o, cli_session *s, struct rt_tree_cfg *tcfg, sw_err *err);
+void cli_print_tree_stats(FILE *f, const rt_stats *st, bool json);
 
 #endif

@@ -8,6 +8,8 @@
 
 #include "cli.h"
 #include "gguf.h"
+#include "tree.h"
+#include "tree_verify.h"
 
 int cli_bench(const cli_opts *o);
 
@@ -35,6 +37,10 @@ static void usage(FILE *f)
 	        "  --tokenizer GGUF       take the tokenizer from this file\n"
 	        "  --json                 machine-readable stats on stderr\n"
 	        "  --no-baseline          run: skip the target-only comparison\n"
+	        "  --tree SPEC            tree drafting: preset (medusa63 eagle25 sequoia63 biseq8 biseq16),\n"
+	        "                         FILE.json, chain:K, kary:K:D, branch:b1,b2,.., batch:M:L\n"
+	        "  --expand RULE          topk | sample | sample-wor | spechub (default: matches --verify)\n"
+	        "  --verify METHOD        greedy | rrs | rrsw | spechub | onehot (default: matches --expand)\n"
 	        "  --prompts N, --corpus FILE   bench: number of prompts and their source\n");
 }
 
@@ -131,6 +137,11 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	}
 	if (spec && cli_make_drafter(&s, o->draft, o->ctx, &s.drafter, &err))
 		goto out_err;
+	gen_tree tree;
+	rt_tree_cfg tcfg = { &tree, RT_EXPAND_SAMPLE, RT_VERIFY_RRS };
+	bool use_tree = spec && o->tree;
+	if (use_tree && cli_tree_setup(o, &s, &tcfg, &err))
+		goto out_err;
 	struct stream st_out = { .tok = s.tok };
 	rt_detok_init(&st_out.dt);
 	rt_gen_cfg cfg = {
@@ -145,7 +156,9 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	};
 	rt_stats st;
 	int n;
-	if (spec && s.drafter)
+	if (use_tree)
+		n = rt_generate_tree(s.tctx, s.draft_model, &tcfg, ids, n_prompt, &cfg, out, &st, &err);
+	else if (spec && s.drafter)
 		n = rt_generate_spec(s.tctx, s.drafter, ids, n_prompt, &cfg, out, &st, &err);
 	else
 		n = rt_generate_target(s.tctx, ids, n_prompt, &cfg, out, &st, &err);
@@ -158,9 +171,16 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 		printf("\n");
 		fflush(stdout);
 	}
-	const char *label = spec && s.drafter ? o->draft : "target";
-	cli_print_stats(stderr, label, &st, o->gamma, o->json);
-	if (spec && s.drafter && o->baseline) {
+	char label[256];
+	if (use_tree)
+		snprintf(label, sizeof(label), "%s tree %s %s/%s", o->draft, tree.name,
+		         rt_expand_rule_name(tcfg.rule), rt_verify_method_name(tcfg.method));
+	else
+		snprintf(label, sizeof(label), "%s", spec && s.drafter ? o->draft : "target");
+	cli_print_stats(stderr, label, &st, use_tree ? tree.depth_max : o->gamma, o->json);
+	if (use_tree)
+		cli_print_tree_stats(stderr, &st, o->json);
+	if (spec && (s.drafter || use_tree) && o->baseline) {
 		/* Target-only decoding of the same number of tokens in the same run:
 		 * the speedup the user actually gets on this machine. */
 		rt_ctx_truncate(s.tctx, 0);

@@ -100,6 +100,11 @@ static void test_bad_requests(void **state)
 	EXPECT(1, "draft vocabulary 5 differs from the target's 49152", "run %s --draft model:%s -p hi", model(), tpath);
 	unlink(tpath);
 	EXPECT(2, "--dump FILE is required", "eval %s -p hi", model());
+	EXPECT(2, "--verify and --expand need --tree", "run %s --verify rrs -p hi", model());
+	EXPECT(1, "--tree needs a draft model", "run %s --draft ngram --tree eagle25 -p hi", model());
+	EXPECT(1, "nope", "run %s --draft layerskip:4 --tree nope -p hi", model());
+	EXPECT(1, "--expand 'shuffle'", "run %s --draft layerskip:4 --tree chain:3 --expand shuffle -p hi", model());
+	EXPECT(1, "is not exact with --expand topk", "run %s --draft layerskip:4 --tree kary:2:2 --expand topk --verify rrs -t 1 -p hi", model());
 }
 
 /* The happy path works end to end and reports its stats as JSON. */

@@ -16,6 +16,8 @@
 #include "gguf.h"
 #include "spec.h"
 #include "tokenizer.h"
+#include "tree.h"
+#include "tree_verify.h"
 
 static const char *model_path(void)
 {
@@ -189,12 +191,42 @@ static void test_bad_requests(void **state)
 	rt_ctx_free(tc);
 }
 
+/* Greedy tree decoding on the real model equals greedy target-only decoding. */
+static void test_greedy_tree_equals_target(void **state)
+{
+	struct fixture *f = *state;
+	sw_err err;
+	rt_model *ls = rt_model_layerskip_parse(f->m, "0-9,20-29@8192", &err);
+	assert_non_null(ls);
+	rt_ctx *tc = rt_ctx_new(f->m, 512, 256, &err);
+	const char *trees[2] = { "eagle25", "biseq8" };
+	for (int ti = 0; ti < 2; ti++) {
+		gen_tree *t = malloc(sizeof(*t));
+		assert_int_equal(gen_tree_parse(trees[ti], NULL, t, &err), 0);
+		rt_tree_cfg tcfg = { t, RT_EXPAND_TOPK, RT_VERIFY_GREEDY };
+		int32_t ids[256], ref[16], out[16];
+		int n = encode_chat(f->tok, PROMPTS[ti], ids, 256);
+		rt_gen_cfg cfg = { .samp = { 0.0f, 0, 1.0f }, .gamma = 1, .seed = 1, .max_new = 16 };
+		rt_stats st;
+		rt_ctx_truncate(tc, 0);
+		assert_int_equal(rt_generate_target(tc, ids, n, &cfg, ref, &st, &err), 16);
+		rt_ctx_truncate(tc, 0);
+		assert_int_equal(rt_generate_tree(tc, ls, &tcfg, ids, n, &cfg, out, &st, &err), 16);
+		printf("  tree %s: tau %.2f\n", trees[ti], (double)st.n_tokens / st.n_target_calls);
+		assert_memory_equal(out, ref, sizeof(ref));
+		free(t);
+	}
+	rt_ctx_free(tc);
+	rt_model_free(ls);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_requests),
 		cmocka_unit_test(test_stochastic_repeatable),
 		cmocka_unit_test(test_greedy_spec_equals_target),
+		cmocka_unit_test(test_greedy_tree_equals_target),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
