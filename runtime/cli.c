@@ -82,6 +82,8 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 			NEED_VALUE(); o->layers = v;
 		} else if (!strcmp(a, "--type")) {
 			NEED_VALUE(); o->wtype = v;
+		} else if (!strcmp(a, "--lossy-eps")) {
+			NEED_VALUE(); if (parse_float(cmd, a, v, 0, 1, &o->lossy_eps)) return 2;
 		} else if (!strcmp(a, "--tree")) {
 			NEED_VALUE(); o->tree = v;
 		} else if (!strcmp(a, "--verify")) {
@@ -127,6 +129,8 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 	}
 	if (!o->model)
 		return bad(cmd, "missing the model argument (a .gguf file or an HF directory)%s%s", "", "");
+	if (o->lossy_eps > 0 && o->tree)
+		return bad(cmd, "--lossy-eps applies to chain drafting only, not with --tree%s%s", "", "");
 	if ((o->verify || o->expand) && !o->tree)
 		return bad(cmd, "--verify and --expand need --tree%s%s", "", "");
 	if (o->prompt && o->prompt_file)

@@ -30,6 +30,7 @@ typedef struct cli_opts {
 	bool json;
 	bool baseline;
 	int n_prompts;         /* bench */
+	float lossy_eps;       /* run: --lossy-eps, the biased relaxation */
 	const char *corpus;    /* bench */
 	const char *output;    /* derive-draft: -o FILE */
 	const char *layers;    /* derive-draft: layer list as in layerskip: */

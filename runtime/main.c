@@ -37,6 +37,7 @@ static void usage(FILE *f)
 	        "  --tokenizer GGUF       take the tokenizer from this file\n"
 	        "  --json                 machine-readable stats on stderr\n"
 	        "  --no-baseline          run: skip the target-only comparison\n"
+	        "  --lossy-eps EPS        LOSSY: accept with min(1,(p+eps)/q) (Yin et al.); biased, reports the TV bound\n"
 	        "  --tree SPEC            tree drafting: preset (medusa63 eagle25 sequoia63 biseq8 biseq16),\n"
 	        "                         FILE.json, chain:K, kary:K:D, branch:b1,b2,.., batch:M:L\n"
 	        "  --expand RULE          topk | sample | sample-wor | spechub (default: matches --verify)\n"
@@ -149,6 +150,7 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 		.gamma = o->gamma,
 		.seed = o->seed,
 		.max_new = o->max_new,
+		.lossy_eps = o->lossy_eps,
 		.is_eog = dump ? NULL : cli_is_eog,
 		.eog_user = s.tok,
 		.on_tokens = dump ? NULL : stream_cb,
@@ -180,6 +182,9 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	cli_print_stats(stderr, label, &st, use_tree ? tree.depth_max : o->gamma, o->json);
 	if (use_tree)
 		cli_print_tree_stats(stderr, &st, o->json);
+	if (o->lossy_eps > 0 && spec && s.drafter)
+		fprintf(stderr, "LOSSY (eps %g): the output is NOT the target's distribution; the summed per-position TV bias bound is %.4f over %llu tokens\n",
+		        o->lossy_eps, st.lossy_tv_sum, (unsigned long long)st.n_tokens);
 	if (spec && (s.drafter || use_tree) && o->baseline) {
 		/* Target-only decoding of the same number of tokens in the same run:
 		 * the speedup the user actually gets on this machine. */

@@ -11,6 +11,7 @@
 
 #include "philox.h"
 #include "spec_loop.h"
+#include "tree_verify.h"
 
 double rt_now(void)
 {
@@ -226,8 +227,20 @@ int rt_generate_spec(rt_ctx *tc, rt_drafter *d, const int32_t *prompt, int n_pro
 		if (rc)
 			goto out;
 		int32_t final;
-		int n_acc = rt_verify_chain(L.logits, &cfg->samp, d->deterministic ? NULL : L.q, blk + 1, nd, V,
-		                            cfg->seed, it, &final, L.p, L.tmp, L.idx);
+		int n_acc;
+		if (cfg->lossy_eps > 0.0f && !d->deterministic && !rt_sampling_greedy(&cfg->samp)) {
+			n_acc = rt_verify_chain_lossy(L.logits, &cfg->samp, L.q, blk + 1, nd, V, cfg->lossy_eps, cfg->seed,
+			                              it, &final, L.p, L.tmp, L.idx);
+			/* bias bound of each tested position (the residual position included) */
+			for (int j = 0; j <= n_acc && j < nd; j++) {
+				rt_probs(L.p, L.logits + (size_t)j * V, V, &cfg->samp, L.idx);
+				st->lossy_tv_sum += rt_lossy_tv_bound(L.p, L.q + (size_t)j * V, V, cfg->lossy_eps);
+			}
+		} else {
+			n_acc = rt_verify_chain(L.logits, &cfg->samp, d->deterministic ? NULL : L.q, blk + 1, nd, V,
+			                        cfg->seed, it, &final, L.p, L.tmp, L.idx);
+		}
+		st->n_rejections += n_acc < nd;
 		for (int i = 0; i <= n_acc; i++)
 			keep[i] = i;
 		rt_ctx_commit(tc, keep, n_acc + 1);

@@ -49,10 +49,12 @@ typedef struct rt_stats {
 	uint64_t n_draft_calls;   /* draft forwards (N_draft) */
 	uint64_t n_drafted;       /* tokens proposed */
 	uint64_t n_accepted;      /* proposed tokens accepted */
+	uint64_t n_rejections;    /* iterations that ended in a rejection (not a bonus token) */
 	uint64_t pos_tried[RT_MAX_GAMMA], pos_accepted[RT_MAX_GAMMA];
 	uint64_t rank_accepted[8]; /* trees: accepted children by sibling rank (0 = first draft) */
 	uint64_t rank_tried[8];    /* trees: siblings of that rank that were tested */
 	double t_total, t_prefill, t_target, t_draft; /* seconds */
+	double lossy_tv_sum;       /* lossy runs: sum over tested positions of the TV bias bound */
 	int n_prompt;
 	bool stopped_eos, stopped_ctx;
 } rt_stats;
@@ -66,6 +68,8 @@ typedef struct rt_gen_cfg {
 	int gamma;            /* draft tokens per iteration, 1..RT_MAX_GAMMA */
 	uint64_t seed;
 	int max_new;          /* tokens to emit at most */
+	float lossy_eps;      /* > 0: LOSSY relaxation of Yin et al. (accept with
+	                       * min(1, (p + eps)/q)); biased, off by default */
 	rt_eog_fn is_eog;     /* optional: end-of-generation test */
 	const void *eog_user;
 	rt_token_cb on_tokens; /* optional streaming callback */

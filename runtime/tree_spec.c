@@ -174,6 +174,7 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
 		st->n_iters++;
 		st->n_drafted += (uint64_t)(n - 1);
 		st->n_accepted += (uint64_t)(res.n_path - 1);
+		st->n_rejections += t->n_children[res.path[res.n_path - 1]] > 0;
 		/* per depth: a node at depth d+1 was tried when the walk reached depth d */
 		for (int d = 0; d < res.n_path && d < RT_MAX_GAMMA; d++) {
 			int u = res.path[d];
