@@ -67,8 +67,11 @@ model:
 run: deps model $(BUILD)/specwright
 	$(BUILD)/specwright run $(MODEL) $(RUN_ARGS) -p '$(PROMPT)'
 
+BENCH_ARGS ?= -n 64
 bench: deps model $(BUILD)/specwright
-	$(BUILD)/specwright bench $(MODEL)
+	@mkdir -p $(BUILD)
+	@bible gen1:1-rev22:21 > $(BUILD)/bench_corpus.txt
+	$(BUILD)/specwright bench $(MODEL) --corpus $(BUILD)/bench_corpus.txt $(BENCH_ARGS)
 
 # Independent check of the forward pass against llama.cpp (built from the
 # llama-cpp-python sdist); slow, so outside the suite.
