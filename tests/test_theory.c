@@ -323,7 +323,7 @@ static int tree_count_cb(void *user, const int32_t *tok, int k)
 /* Power: the "wrong" column is Theorem 1's value (single-draft SD), which
  * the batch must beat for M > 1 (z 8.0, 16.9, 18.2 at M = 2, 4, 3); for
  * M = 1 the engine's raw n_rejections, which also counts past max_new, is
-  * the wrong value (z 82.2). Last case, L = T - 1: the engine is NOT
+ * the wrong value (z 82.2). Last case, L = T - 1: the engine is NOT
  * Algorithm 4 there (bonus at position T); recorded, not asserted. */
 static void test_alg4_batch(void **state)
 {
