@@ -1,0 +1,253 @@
+/* Device vocabulary for the SIMT emulator (kernels/emu.c): the same kernel
+ * source that prelude_cuda.h compiles for NVRTC, compiled by the C compiler
+ * and run with each CUDA thread a fiber. Every name here has a twin in
+ * prelude_cuda.h with the same meaning; a template may use nothing else
+ * (plus C11/C++ common arithmetic and the float math functions).
+ * Shared memory goes through SHARED/DYN_SHARED and its accesses through
+ * SLD/SST (plain loads/stores on the GPU), which is how the emulator sees
+ * races and uninitialised reads. Not for host code. */
+#ifndef SW_PRELUDE_EMU_H
+#define SW_PRELUDE_EMU_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "emu.h"
+
+#define SW_EMU 1
+
+/* The emulator context of this translation unit; KERNEL's descriptor binds
+ * it at launch, so a dlopen'ed kernel module needs no host symbols. */
+static emu_ctx *emu__ctx;
+static __attribute__((unused)) void emu__bind(emu_ctx *c)
+{
+	emu__ctx = c;
+}
+
+/* ---- parameter lists: KERNEL(name, (type, name), ...) ---- */
+#define SW_NARGS(...) SW_NARGS_(__VA_ARGS__, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define SW_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, N, ...) N
+#define SW_CAT(a, b) SW_CAT_(a, b)
+#define SW_CAT_(a, b) a##b
+#define SW_TYPE(T, n) T
+#define SW_DECL(T, n) T n
+#define SW_PARAMS(...) SW_CAT(SW_P_, SW_NARGS(__VA_ARGS__))(__VA_ARGS__)
+#define SW_P_1(a) SW_DECL a
+#define SW_P_2(a, ...) SW_DECL a, SW_P_1(__VA_ARGS__)
+#define SW_P_3(a, ...) SW_DECL a, SW_P_2(__VA_ARGS__)
+#define SW_P_4(a, ...) SW_DECL a, SW_P_3(__VA_ARGS__)
+#define SW_P_5(a, ...) SW_DECL a, SW_P_4(__VA_ARGS__)
+#define SW_P_6(a, ...) SW_DECL a, SW_P_5(__VA_ARGS__)
+#define SW_P_7(a, ...) SW_DECL a, SW_P_6(__VA_ARGS__)
+#define SW_P_8(a, ...) SW_DECL a, SW_P_7(__VA_ARGS__)
+#define SW_P_9(a, ...) SW_DECL a, SW_P_8(__VA_ARGS__)
+#define SW_P_10(a, ...) SW_DECL a, SW_P_9(__VA_ARGS__)
+#define SW_P_11(a, ...) SW_DECL a, SW_P_10(__VA_ARGS__)
+#define SW_P_12(a, ...) SW_DECL a, SW_P_11(__VA_ARGS__)
+#define SW_UNPACK(A, ...) SW_CAT(SW_U_, SW_NARGS(__VA_ARGS__))(A, __VA_ARGS__)
+#define SW_ARG(A, i, p) (*(SW_TYPE p *)(A)[i])
+#define SW_U_1(A, p0) SW_ARG(A, 0, p0)
+#define SW_U_2(A, p0, p1) SW_ARG(A, 0, p0), SW_ARG(A, 1, p1)
+#define SW_U_3(A, p0, p1, p2) SW_ARG(A, 0, p0), SW_ARG(A, 1, p1), SW_ARG(A, 2, p2)
+#define SW_U_4(A, p0, p1, p2, p3) SW_ARG(A, 0, p0), SW_ARG(A, 1, p1), SW_ARG(A, 2, p2), SW_ARG(A, 3, p3)
+#define SW_U_5(A, p0, p1, p2, p3, p4) SW_ARG(A, 0, p0), SW_ARG(A, 1, p1), SW_ARG(A, 2, p2), SW_ARG(A, 3, p3), SW_ARG(A, 4, p4)
+#define SW_U_6(A, p0, p1, p2, p3, p4, p5) SW_ARG(A, 0, p0), SW_ARG(A, 1, p1), SW_ARG(A, 2, p2), SW_ARG(A, 3, p3), SW_ARG(A, 4, p4), SW_ARG(A, 5, p5)
+#define SW_U_7(A, p0, p1, p2, p3, p4, p5, p6) SW_ARG(A, 0, p0), SW_ARG(A, 1, p1), SW_ARG(A, 2, p2), SW_ARG(A, 3, p3), SW_ARG(A, 4, p4), SW_ARG(A, 5, p5), SW_ARG(A, 6, p6)
+#define SW_U_8(A, p0, p1, p2, p3, p4, p5, p6, p7) SW_ARG(A, 0, p0), SW_ARG(A, 1, p1), SW_ARG(A, 2, p2), SW_ARG(A, 3, p3), SW_ARG(A, 4, p4), SW_ARG(A, 5, p5), SW_ARG(A, 6, p6), SW_ARG(A, 7, p7)
+#define SW_U_9(A, p0, p1, p2, p3, p4, p5, p6, p7, p8) SW_ARG(A, 0, p0), SW_ARG(A, 1, p1), SW_ARG(A, 2, p2), SW_ARG(A, 3, p3), SW_ARG(A, 4, p4), SW_ARG(A, 5, p5), SW_ARG(A, 6, p6), SW_ARG(A, 7, p7), SW_ARG(A, 8, p8)
+#define SW_U_10(A, p0, p1, p2, p3, p4, p5, p6, p7, p8, p9) SW_ARG(A, 0, p0), SW_ARG(A, 1, p1), SW_ARG(A, 2, p2), SW_ARG(A, 3, p3), SW_ARG(A, 4, p4), SW_ARG(A, 5, p5), SW_ARG(A, 6, p6), SW_ARG(A, 7, p7), SW_ARG(A, 8, p8), SW_ARG(A, 9, p9)
+#define SW_U_11(A, p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10) SW_ARG(A, 0, p0), SW_ARG(A, 1, p1), SW_ARG(A, 2, p2), SW_ARG(A, 3, p3), SW_ARG(A, 4, p4), SW_ARG(A, 5, p5), SW_ARG(A, 6, p6), SW_ARG(A, 7, p7), SW_ARG(A, 8, p8), SW_ARG(A, 9, p9), SW_ARG(A, 10, p10)
+#define SW_U_12(A, p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11) SW_ARG(A, 0, p0), SW_ARG(A, 1, p1), SW_ARG(A, 2, p2), SW_ARG(A, 3, p3), SW_ARG(A, 4, p4), SW_ARG(A, 5, p5), SW_ARG(A, 6, p6), SW_ARG(A, 7, p7), SW_ARG(A, 8, p8), SW_ARG(A, 9, p9), SW_ARG(A, 10, p10), SW_ARG(A, 11, p11)
+
+/* KERNEL(name, (T0, a0), (T1, a1), ...) { body }: the kernel function plus
+ * `const emu_kernel name_emu`, whose trampoline takes void **args like
+ * cuLaunchKernel. KERNEL_LB adds __launch_bounds__(max_threads) on the GPU. */
+#define KERNEL(name, ...)                                                              \
+	static void name(SW_PARAMS(__VA_ARGS__));                                      \
+	static void name##_emu_tramp(void **emu__a)                                    \
+	{                                                                              \
+		name(SW_UNPACK(emu__a, __VA_ARGS__));                                  \
+	}                                                                              \
+	const emu_kernel name##_emu = {#name, name##_emu_tramp, emu__bind,             \
+	                               SW_NARGS(__VA_ARGS__)};                        \
+	static void name(SW_PARAMS(__VA_ARGS__))
+#define KERNEL_LB(max_threads, name, ...) KERNEL(name, __VA_ARGS__)
+#define DEV static inline __attribute__((unused))
+#define RESTRICT __restrict__
+
+/* ---- thread geometry ---- */
+#define TID_X (emu__ctx->tid.x)
+#define TID_Y (emu__ctx->tid.y)
+#define TID_Z (emu__ctx->tid.z)
+#define BID_X (emu__ctx->bid.x)
+#define BID_Y (emu__ctx->bid.y)
+#define BID_Z (emu__ctx->bid.z)
+#define BDIM_X (emu__ctx->bdim.x)
+#define BDIM_Y (emu__ctx->bdim.y)
+#define BDIM_Z (emu__ctx->bdim.z)
+#define GDIM_X (emu__ctx->gdim.x)
+#define GDIM_Y (emu__ctx->gdim.y)
+#define GDIM_Z (emu__ctx->gdim.z)
+#define WARP_SIZE 32
+#define TID_LINEAR (TID_X + BDIM_X * (TID_Y + BDIM_Y * TID_Z))
+#define LANE_ID ((int)(TID_LINEAR & 31u))
+#define WARP_ID ((int)(TID_LINEAR >> 5))
+
+/* ---- block barrier ---- */
+#define SYNC() emu__ctx->sync(__FILE__, __LINE__)
+
+/* ---- shared memory ---- */
+/* SHARED(T, name, n): block-wide array of n T (16-byte aligned). */
+#define SHARED(T, name, n)                                                             \
+	static const char name##_emu_site;                                             \
+	T *name = (T *)emu__ctx->shared(&name##_emu_site, #name, sizeof(T) * (size_t)(n))
+/* DYN_SHARED(T, name): the launch's dynamic shared memory as T *. */
+#define DYN_SHARED(T, name) T *name = (T *)emu__ctx->dyn_shared()
+/* Checked shared loads/stores: SLD(a, i) is a[i], SST(a, i, v) is a[i] = v. */
+#define SLD(a, i)                                                                      \
+	(*(__typeof__(&(a)[0]))emu__ctx->sh_access((void *)&(a)[i], sizeof((a)[0]),       \
+	                                           EMU_SH_READ, __FILE__, __LINE__))
+#define SST(a, i, v)                                                                   \
+	(*(__typeof__(&(a)[0]))emu__ctx->sh_access((void *)&(a)[i], sizeof((a)[0]),       \
+	                                           EMU_SH_WRITE, __FILE__, __LINE__) = (v))
+
+/* ---- warp shuffles (full mask) ---- */
+DEV uint64_t emu__shfl(uint64_t v, int kind, int arg, const char *f, int l)
+{
+	return emu__ctx->shfl(v, kind, arg, f, l);
+}
+DEV float emu__shfl_f32(float v, int kind, int arg, const char *f, int l)
+{
+	uint32_t u;
+	memcpy(&u, &v, 4);
+	u = (uint32_t)emu__shfl(u, kind, arg, f, l);
+	memcpy(&v, &u, 4);
+	return v;
+}
+DEV int32_t emu__shfl_i32(int32_t v, int kind, int arg, const char *f, int l)
+{
+	return (int32_t)(uint32_t)emu__shfl((uint32_t)v, kind, arg, f, l);
+}
+DEV uint32_t emu__shfl_u32(uint32_t v, int kind, int arg, const char *f, int l)
+{
+	return (uint32_t)emu__shfl(v, kind, arg, f, l);
+}
+#define EMU__SHFL(v, kind, arg)                                                        \
+	_Generic((v), float: emu__shfl_f32, int32_t: emu__shfl_i32, uint32_t: emu__shfl_u32)( \
+		(v), kind, (int)(arg), __FILE__, __LINE__)
+#define SHFL_XOR(v, m) EMU__SHFL(v, EMU_SHFL_XOR, m)
+#define SHFL_DOWN(v, d) EMU__SHFL(v, EMU_SHFL_DOWN, d)
+#define SHFL_UP(v, d) EMU__SHFL(v, EMU_SHFL_UP, d)
+#define SHFL_IDX(v, src) EMU__SHFL(v, EMU_SHFL_IDX, src)
+
+/* ---- atomics (fibers never interleave inside one, so plain RMW; the
+ * shared-memory tracker sees them as atomic, not as racing accesses) ---- */
+#define EMU__AT(p) ((__typeof__(p))emu__ctx->sh_access((void *)(p), sizeof(*(p)), EMU_SH_ATOMIC, \
+                                                       __FILE__, __LINE__))
+DEV float emu__atomic_add_f32(float *p, float v) { float o = *p; *p = o + v; return o; }
+DEV int32_t emu__atomic_add_i32(int32_t *p, int32_t v) { int32_t o = *p; *p = (int32_t)((uint32_t)o + (uint32_t)v); return o; }
+DEV uint32_t emu__atomic_add_u32(uint32_t *p, uint32_t v) { uint32_t o = *p; *p = o + v; return o; }
+DEV int32_t emu__atomic_max_i32(int32_t *p, int32_t v) { int32_t o = *p; if (v > o) *p = v; return o; }
+DEV uint32_t emu__atomic_max_u32(uint32_t *p, uint32_t v) { uint32_t o = *p; if (v > o) *p = v; return o; }
+DEV int32_t emu__atomic_min_i32(int32_t *p, int32_t v) { int32_t o = *p; if (v < o) *p = v; return o; }
+DEV uint32_t emu__atomic_cas_u32(uint32_t *p, uint32_t cmp, uint32_t v) { uint32_t o = *p; if (o == cmp) *p = v; return o; }
+DEV uint32_t emu__atomic_exch_u32(uint32_t *p, uint32_t v) { uint32_t o = *p; *p = v; return o; }
+#define ATOMIC_ADD_F32(p, v) emu__atomic_add_f32(EMU__AT(p), (v))
+#define ATOMIC_ADD_I32(p, v) emu__atomic_add_i32(EMU__AT(p), (v))
+#define ATOMIC_ADD_U32(p, v) emu__atomic_add_u32(EMU__AT(p), (v))
+#define ATOMIC_MAX_I32(p, v) emu__atomic_max_i32(EMU__AT(p), (v))
+#define ATOMIC_MAX_U32(p, v) emu__atomic_max_u32(EMU__AT(p), (v))
+#define ATOMIC_MIN_I32(p, v) emu__atomic_min_i32(EMU__AT(p), (v))
+#define ATOMIC_CAS_U32(p, c, v) emu__atomic_cas_u32(EMU__AT(p), (c), (v))
+#define ATOMIC_EXCH_U32(p, v) emu__atomic_exch_u32(EMU__AT(p), (v))
+
+/* ---- bit casts and bf16/fp16 (round to nearest even, bit-exact with
+ * __float2bfloat16_rn / __float2half_rn, NaN -> canonical 0x7fff) ---- */
+DEV uint32_t F32_BITS(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+DEV float BITS_F32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+DEV float BF16_TO_F32(uint16_t h) { return BITS_F32((uint32_t)h << 16); }
+DEV uint16_t F32_TO_BF16(float f)
+{
+	uint32_t u = F32_BITS(f);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return 0x7fffu;
+	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+DEV float F16_TO_F32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+	if (e == 0) /* zero or subnormal: m * 2^-24 is exact in fp32 */
+		return BITS_F32(sign) + (sign ? -1.0f : 1.0f) * (float)m * 0x1p-24f;
+	if (e == 31)
+		return BITS_F32(sign | 0x7f800000u | m << 13);
+	return BITS_F32(sign | (e + 112u) << 23 | m << 13);
+}
+DEV uint16_t F32_TO_F16(float f)
+{
+	uint32_t x = F32_BITS(f), u = x & 0x7fffffffu;
+	uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+	if (u > 0x7f800000u)
+		return 0x7fffu;
+	if (u >= 0x47800000u) /* >= 65536 */
+		return sign | 0x7c00u;
+	if (u < 0x38800000u) /* half subnormal or zero: a * 2^24 exact, rint is RNE */
+		return sign | (uint16_t)rintf(BITS_F32(u) * 0x1p24f);
+	u -= 112u << 23;
+	u += 0xfffu + ((u >> 13) & 1u);
+	return sign | (uint16_t)(u >> 13); /* a carry into exponent 31 gives inf */
+}
+
+/* ---- 16-byte and 8-byte vectors (alignment checked, as the GPU faults) ---- */
+typedef struct f32x4 { float x, y, z, w; } __attribute__((aligned(16))) f32x4;
+typedef struct f32x2 { float x, y; } __attribute__((aligned(8))) f32x2;
+typedef struct u32x4 { uint32_t x, y, z, w; } __attribute__((aligned(16))) u32x4;
+typedef struct u32x2 { uint32_t x, y; } __attribute__((aligned(8))) u32x2;
+DEV const void *emu__aligned(const void *p, size_t a, const char *f, int l)
+{
+	if ((uintptr_t)p & (a - 1))
+		emu__ctx->align_fail(p, a, f, l);
+	return p;
+}
+#define LD_F32X4(p) (*(const f32x4 *)emu__aligned((p), 16, __FILE__, __LINE__))
+#define LD_F32X2(p) (*(const f32x2 *)emu__aligned((p), 8, __FILE__, __LINE__))
+#define LD_U32X4(p) (*(const u32x4 *)emu__aligned((p), 16, __FILE__, __LINE__))
+#define LD_U32X2(p) (*(const u32x2 *)emu__aligned((p), 8, __FILE__, __LINE__))
+#define ST_F32X4(p, v) (*(f32x4 *)emu__aligned((p), 16, __FILE__, __LINE__) = (v))
+#define ST_F32X2(p, v) (*(f32x2 *)emu__aligned((p), 8, __FILE__, __LINE__) = (v))
+#define ST_U32X4(p, v) (*(u32x4 *)emu__aligned((p), 16, __FILE__, __LINE__) = (v))
+#define ST_U32X2(p, v) (*(u32x2 *)emu__aligned((p), 8, __FILE__, __LINE__) = (v))
+DEV f32x4 MAKE_F32X4(float x, float y, float z, float w) { f32x4 r = {x, y, z, w}; return r; }
+DEV f32x2 MAKE_F32X2(float x, float y) { f32x2 r = {x, y}; return r; }
+DEV u32x4 MAKE_U32X4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { u32x4 r = {x, y, z, w}; return r; }
+DEV u32x2 MAKE_U32X2(uint32_t x, uint32_t y) { u32x2 r = {x, y}; return r; }
+
+/* ---- math ---- */
+#define SW_INF INFINITY
+#define SINCOSF(a, s, c) (*(s) = sinf(a), *(c) = cosf(a))
+/* Device-side trap: the emulator reports it with the site. */
+#define DEV_TRAP(msg) emu__ctx->fail(EMU_EINVAL, __FILE__, __LINE__, (msg))
+
+/* ---- warp reductions: xor butterfly, every lane gets the result; the
+ * same order on both backends, so the same rounding ---- */
+DEV float WARP_SUM(float v)
+{
+	for (int m = 16; m > 0; m >>= 1)
+		v += SHFL_XOR(v, m);
+	return v;
+}
+DEV float WARP_MAX(float v)
+{
+	for (int m = 16; m > 0; m >>= 1)
+		v = fmaxf(v, SHFL_XOR(v, m));
+	return v;
+}
+DEV int32_t WARP_SUM_I32(int32_t v)
+{
+	for (int m = 16; m > 0; m >>= 1)
+		v += SHFL_XOR(v, m);
+	return v;
+}
+
+#endif
