@@ -92,6 +92,12 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 			NEED_VALUE(); o->expand = v;
 		} else if (!strcmp(a, "--corpus")) {
 			NEED_VALUE(); o->corpus = v;
+		} else if (!strcmp(a, "--adaptive")) {
+			NEED_VALUE(); o->adaptive = v;
+		} else if (!strcmp(a, "--acc-head")) {
+			NEED_VALUE(); o->acc_head = v;
+		} else if (!strcmp(a, "--tokens")) {
+			NEED_VALUE(); if (parse_int(cmd, a, v, 16, 1 << 24, &o->n_tokens)) return 2;
 		} else if (!strcmp(a, "-g") || !strcmp(a, "--gamma")) {
 			NEED_VALUE(); if (parse_int(cmd, a, v, 1, RT_MAX_GAMMA, &o->gamma)) return 2;
 		} else if (!strcmp(a, "-t") || !strcmp(a, "--temp") || !strcmp(a, "--temperature")) {
@@ -131,6 +137,8 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 		return bad(cmd, "missing the model argument (a .gguf file or an HF directory)%s%s", "", "");
 	if (o->lossy_eps > 0 && o->tree)
 		return bad(cmd, "--lossy-eps applies to chain drafting only, not with --tree%s%s", "", "");
+	if ((o->adaptive || o->acc_head) && o->tree)
+		return bad(cmd, "--adaptive and --acc-head apply to chain drafting only, not with --tree%s%s", "", "");
 	if ((o->verify || o->expand) && !o->tree)
 		return bad(cmd, "--verify and --expand need --tree%s%s", "", "");
 	if (o->prompt && o->prompt_file)

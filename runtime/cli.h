@@ -38,6 +38,9 @@ typedef struct cli_opts {
 	const char *tree;      /* run: tree spec (preset, file, chain:K, kary:K:D, ...) */
 	const char *verify;    /* run: tree verification method */
 	const char *expand;    /* run: tree expansion rule */
+	const char *adaptive;  /* run: SpecDec++ stop rule h[:min:max] */
+	const char *acc_head;  /* run: acceptance head (safetensors); absent: q(Y) proxy */
+	int n_tokens;          /* train-head: labelled positions */
 } cli_opts;
 
 /* Parses argv[first..argc); returns 0 or prints the error and returns 2. */
@@ -66,5 +69,13 @@ bool cli_is_eog(const void *tok, int32_t id);
 struct rt_tree_cfg;
 int cli_tree_setup(const cli_opts *o, cli_session *s, struct rt_tree_cfg *tcfg, sw_err *err);
 void cli_print_tree_stats(FILE *f, const rt_stats *st, bool json);
+
+/* SpecDec++ (acchead_cli.c): --adaptive/--acc-head onto the session's
+ * drafter (sets cfg->gamma to the bound's max; *head is the caller's to
+ * free), its time-model line, and the train-head command. */
+struct rt_acchead;
+int cli_adaptive_setup(const cli_opts *o, cli_session *s, rt_gen_cfg *cfg, struct rt_acchead **head, sw_err *err);
+void cli_print_time_model(FILE *f, const rt_stats *st, bool json);
+int cli_train_head(const cli_opts *o);
 
 #endif

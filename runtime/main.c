@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acchead.h"
 #include "cli.h"
 #include "gguf.h"
 #include "tree.h"
@@ -23,6 +24,8 @@ static void usage(FILE *f)
 	        "  eval      greedy target-only decoding, writes ids and logits to --dump FILE\n"
 	        "  bench     target-only vs each drafter over a corpus, T=0 and T=0.8\n"
 	        "  derive-draft  write a draft model GGUF from the target: --layers SPEC --type T -o FILE\n"
+	        "  train-head    train a SpecDec++ acceptance head: --draft layerskip:SPEC -o HEAD.safetensors\n"
+	        "                [--tokens N] [--layers k] [--corpus FILE]\n"
 	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
 	        "options:\n"
 	        "  -p, --prompt TEXT      prompt text            -f, --prompt-file FILE\n"
@@ -37,6 +40,9 @@ static void usage(FILE *f)
 	        "  --tokenizer GGUF       take the tokenizer from this file\n"
 	        "  --json                 machine-readable stats on stderr\n"
 	        "  --no-baseline          run: skip the target-only comparison\n"
+	        "  --adaptive h[:min:max] SpecDec++: stop drafting once P(a rejection) > h (bounds default 2:20;\n"
+	        "                         gamma becomes max)\n"
+	        "  --acc-head FILE        acceptance head from train-head (default: the draft's q(Y) as predictor)\n"
 	        "  --lossy-eps EPS        LOSSY: accept with min(1,(p+eps)/q) (Yin et al.); biased, reports the TV bound\n"
 	        "  --tree SPEC            tree drafting: preset (medusa63 eagle25 sequoia63 biseq8 biseq16),\n"
 	        "                         FILE.json, chain:K, kary:K:D, branch:b1,b2,.., batch:M:L\n"
@@ -102,6 +108,7 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	int rc = 1;
 	char *ptext = NULL;
 	int32_t *ids = NULL, *out = NULL, *out2 = NULL;
+	rt_acchead *head = NULL;
 	bool spec = !strcmp(cmd, "run");
 	bool dump = !strcmp(cmd, "eval");
 	if (dump && !o->dump) {
@@ -156,6 +163,8 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 		.on_tokens = dump ? NULL : stream_cb,
 		.cb_user = &st_out,
 	};
+	if (spec && !use_tree && cli_adaptive_setup(o, &s, &cfg, &head, &err))
+		goto out_err;
 	rt_stats st;
 	int n;
 	if (use_tree)
@@ -182,6 +191,8 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	cli_print_stats(stderr, label, &st, use_tree ? tree.depth_max : o->gamma, o->json);
 	if (use_tree)
 		cli_print_tree_stats(stderr, &st, o->json);
+	if (spec && o->adaptive && !use_tree)
+		cli_print_time_model(stderr, &st, o->json);
 	if (o->lossy_eps > 0 && spec && s.drafter)
 		fprintf(stderr, "LOSSY (eps %g): the output is NOT the target's distribution; the summed per-position TV bias bound is %.4f over %llu tokens\n",
 		        o->lossy_eps, st.lossy_tv_sum, (unsigned long long)st.n_tokens);
@@ -242,6 +253,7 @@ out_free:
 	free(out);
 	free(out2);
 	free(ptext);
+	rt_acchead_free(head);
 	cli_session_close(&s);
 	return rc;
 }
@@ -303,16 +315,18 @@ int main(int argc, char **argv)
 	const char *cmd = argv[1];
 	cli_opts o;
 	if (!strcmp(cmd, "run") || !strcmp(cmd, "generate") || !strcmp(cmd, "eval") || !strcmp(cmd, "bench") ||
-	    !strcmp(cmd, "derive-draft")) {
+	    !strcmp(cmd, "derive-draft") || !strcmp(cmd, "train-head")) {
 		if (cli_parse(argc, argv, 2, cmd, &o))
 			return 2;
 		if (!strcmp(cmd, "bench"))
 			return cli_bench(&o);
 		if (!strcmp(cmd, "derive-draft"))
 			return cmd_derive(&o);
+		if (!strcmp(cmd, "train-head"))
+			return cli_train_head(&o);
 		return cmd_decode(cmd, &o);
 	}
-	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench or derive-draft)\n", cmd);
+	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench, derive-draft or train-head)\n", cmd);
 	usage(stderr);
 	return 2;
 }
