@@ -76,6 +76,7 @@ static __attribute__((unused)) void emu__bind(emu_ctx *c)
 #define KERNEL_LB(max_threads, name, ...) KERNEL(name, __VA_ARGS__)
 #define DEV static inline __attribute__((unused))
 #define RESTRICT __restrict__
+#define UNROLL 
 
 /* ---- thread geometry ---- */
 #define TID_X (emu__ctx->tid.x)
@@ -247,6 +248,35 @@ DEV int32_t WARP_SUM_I32(int32_t v)
 {
 	for (int m = 16; m > 0; m >>= 1)
 		v += SHFL_XOR(v, m);
+	return v;
+}
+
+/* Block-wide sum (every thread gets it). Needs a block of whole warps; ends
+ * with a barrier so that the scratch may be reused by the next call. */
+DEV float BLOCK_SUM(float v)
+{
+	SHARED(float, sw_block_red, 32);
+	const int nw = (int)((BDIM_X * BDIM_Y * BDIM_Z + 31u) >> 5);
+	v = WARP_SUM(v);
+	if (LANE_ID == 0)
+		SST(sw_block_red, WARP_ID, v);
+	SYNC();
+	v = LANE_ID < nw ? SLD(sw_block_red, LANE_ID) : 0.0f;
+	v = WARP_SUM(v);
+	SYNC();
+	return v;
+}
+DEV float BLOCK_MAX(float v)
+{
+	SHARED(float, sw_block_red, 32);
+	const int nw = (int)((BDIM_X * BDIM_Y * BDIM_Z + 31u) >> 5);
+	v = WARP_MAX(v);
+	if (LANE_ID == 0)
+		SST(sw_block_red, WARP_ID, v);
+	SYNC();
+	v = LANE_ID < nw ? SLD(sw_block_red, LANE_ID) : -SW_INF;
+	v = WARP_MAX(v);
+	SYNC();
 	return v;
 }
 

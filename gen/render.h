@@ -1,0 +1,54 @@
+/* Template renderer: replaces {{NAME}} placeholders in a kernel template with
+ * typed constants (ints, floats, identifiers) and nothing else; templates hold
+ * no logic in placeholders. Also the specialisation key (one pure function of
+ * all parameters, filename-safe, used as the kernel name) and the emulator
+ * path: compile a rendered source with prelude_emu.h into a shared object and
+ * load it. Not the NVRTC driver (gen/nvrtc.h). */
+#ifndef GEN_RENDER_H
+#define GEN_RENDER_H
+
+#include <stddef.h>
+
+#include "err.h"
+
+typedef enum gen_param_type {
+	GEN_PARAM_INT,   /* printed in decimal (LL suffix outside int32), negatives in parens */
+	GEN_PARAM_FLOAT, /* an fp32 value, printed exactly as a hex literal with f suffix */
+	GEN_PARAM_IDENT, /* a C identifier: [A-Za-z_][A-Za-z0-9_]* */
+} gen_param_type;
+
+typedef struct gen_param {
+	const char *name; /* placeholder name, {{name}} in the template */
+	gen_param_type type;
+	long long i;
+	float f;
+	const char *s;
+} gen_param;
+
+/* Renders tmpl into *out (malloc'ed, NUL-terminated; caller frees), first
+ * line "generated from <tmpl_name>...". Fails with SW_EINVAL, naming the
+ * template, line and placeholder, when the template uses a name the table
+ * lacks, the table has a name the template never uses, a name appears twice
+ * in the table, a placeholder is malformed or unterminated, an identifier is
+ * not one, or a float is not finite. */
+int gen_render(const char *tmpl, const char *tmpl_name, const gen_param *p, int n, char **out,
+               sw_err *err);
+/* The same, reading the template from a file. */
+int gen_render_file(const char *path, const gen_param *p, int n, char **out, sw_err *err);
+
+/* Specialisation key: op, then for each parameter in order "_<name><value>"
+ * (name lower-cased; ints in decimal, "m" for a minus sign; floats as their
+ * 8 hex bit digits; identifiers as themselves, without the name). Parameters
+ * named "NAME" are skipped (that is where the key goes). Returns 0, or
+ * SW_ERANGE if it does not fit in n bytes. */
+int gen_key(char *buf, size_t n, const char *op, const gen_param *p, int np);
+
+/* Emulator build: compiles src (a rendered source) as C11 with
+ * -include prelude_emu.h (found in kernels_dir) into
+ * cache_dir/<key>-<hash>.so, the hash covering src, the prelude, emu.h and
+ * the command, so a stale entry is a miss; written to a temp file and renamed.
+ * Loads it into *handle (dlopen). Compiler: $CC, else cc. */
+int gen_emu_module_build(const char *src, const char *key, const char *kernels_dir,
+                         const char *cache_dir, void **handle, sw_err *err);
+
+#endif

@@ -1,0 +1,192 @@
+/* Device vocabulary for NVRTC: the CUDA twin of prelude_emu.h (same names,
+ * same meaning; see there). Prepended to every generated kernel source.
+ * NVRTC has no libc headers, so the fixed-width types are defined here
+ * (kernels/philox.h relies on them). Needs sm_80+ (bf16 conversions). */
+#ifndef SW_PRELUDE_CUDA_H
+#define SW_PRELUDE_CUDA_H
+
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+typedef unsigned long long uintptr_t;
+
+#define SW_CUDA 1
+
+/* ---- parameter lists: KERNEL(name, (type, name), ...) ---- */
+#define SW_NARGS(...) SW_NARGS_(__VA_ARGS__, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define SW_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, N, ...) N
+#define SW_CAT(a, b) SW_CAT_(a, b)
+#define SW_CAT_(a, b) a##b
+#define SW_TYPE(T, n) T
+#define SW_DECL(T, n) T n
+#define SW_PARAMS(...) SW_CAT(SW_P_, SW_NARGS(__VA_ARGS__))(__VA_ARGS__)
+#define SW_P_1(a) SW_DECL a
+#define SW_P_2(a, ...) SW_DECL a, SW_P_1(__VA_ARGS__)
+#define SW_P_3(a, ...) SW_DECL a, SW_P_2(__VA_ARGS__)
+#define SW_P_4(a, ...) SW_DECL a, SW_P_3(__VA_ARGS__)
+#define SW_P_5(a, ...) SW_DECL a, SW_P_4(__VA_ARGS__)
+#define SW_P_6(a, ...) SW_DECL a, SW_P_5(__VA_ARGS__)
+#define SW_P_7(a, ...) SW_DECL a, SW_P_6(__VA_ARGS__)
+#define SW_P_8(a, ...) SW_DECL a, SW_P_7(__VA_ARGS__)
+#define SW_P_9(a, ...) SW_DECL a, SW_P_8(__VA_ARGS__)
+#define SW_P_10(a, ...) SW_DECL a, SW_P_9(__VA_ARGS__)
+#define SW_P_11(a, ...) SW_DECL a, SW_P_10(__VA_ARGS__)
+#define SW_P_12(a, ...) SW_DECL a, SW_P_11(__VA_ARGS__)
+
+/* The launch takes void **args (cuLaunchKernel) natively: no trampoline. */
+#define KERNEL(name, ...) extern "C" __global__ void name(SW_PARAMS(__VA_ARGS__))
+#define KERNEL_LB(max_threads, name, ...)                                              \
+	extern "C" __global__ void __launch_bounds__(max_threads) name(SW_PARAMS(__VA_ARGS__))
+#define DEV static __device__ __forceinline__
+#define RESTRICT __restrict__
+#define UNROLL _Pragma("unroll")
+
+/* ---- thread geometry ---- */
+#define TID_X threadIdx.x
+#define TID_Y threadIdx.y
+#define TID_Z threadIdx.z
+#define BID_X blockIdx.x
+#define BID_Y blockIdx.y
+#define BID_Z blockIdx.z
+#define BDIM_X blockDim.x
+#define BDIM_Y blockDim.y
+#define BDIM_Z blockDim.z
+#define GDIM_X gridDim.x
+#define GDIM_Y gridDim.y
+#define GDIM_Z gridDim.z
+#define WARP_SIZE 32
+#define TID_LINEAR (TID_X + BDIM_X * (TID_Y + BDIM_Y * TID_Z))
+#define LANE_ID ((int)(TID_LINEAR & 31u))
+#define WARP_ID ((int)(TID_LINEAR >> 5))
+
+#define SYNC() __syncthreads()
+
+/* ---- shared memory ---- */
+#define SHARED(T, name, n) __shared__ __align__(16) T name[n]
+#define DYN_SHARED(T, name)                                                            \
+	extern __shared__ __align__(16) unsigned char sw_dyn_smem[];                   \
+	T *name = (T *)sw_dyn_smem
+#define SLD(a, i) ((a)[i])
+#define SST(a, i, v) ((a)[i] = (v))
+
+/* ---- warp shuffles (full mask) ---- */
+#define SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
+#define SHFL_DOWN(v, d) __shfl_down_sync(0xffffffffu, (v), (d))
+#define SHFL_UP(v, d) __shfl_up_sync(0xffffffffu, (v), (d))
+#define SHFL_IDX(v, src) __shfl_sync(0xffffffffu, (v), (src))
+
+/* ---- atomics ---- */
+#define ATOMIC_ADD_F32(p, v) atomicAdd((float *)(p), (float)(v))
+#define ATOMIC_ADD_I32(p, v) atomicAdd((int *)(p), (int)(v))
+#define ATOMIC_ADD_U32(p, v) atomicAdd((unsigned *)(p), (unsigned)(v))
+#define ATOMIC_MAX_I32(p, v) atomicMax((int *)(p), (int)(v))
+#define ATOMIC_MAX_U32(p, v) atomicMax((unsigned *)(p), (unsigned)(v))
+#define ATOMIC_MIN_I32(p, v) atomicMin((int *)(p), (int)(v))
+#define ATOMIC_CAS_U32(p, c, v) atomicCAS((unsigned *)(p), (unsigned)(c), (unsigned)(v))
+#define ATOMIC_EXCH_U32(p, v) atomicExch((unsigned *)(p), (unsigned)(v))
+
+/* ---- bit casts and bf16/fp16: the cvt.rn instructions that
+ * __float2bfloat16_rn / __float2half_rn compile to, without the headers ---- */
+DEV uint32_t F32_BITS(float f) { return __float_as_uint(f); }
+DEV float BITS_F32(uint32_t u) { return __uint_as_float(u); }
+DEV float BF16_TO_F32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+DEV uint16_t F32_TO_BF16(float f)
+{
+	uint16_t r;
+	asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
+	return r;
+}
+DEV float F16_TO_F32(uint16_t h)
+{
+	float f;
+	asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+	return f;
+}
+DEV uint16_t F32_TO_F16(float f)
+{
+	uint16_t r;
+	asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
+	return r;
+}
+
+/* ---- 16-byte and 8-byte vectors ---- */
+typedef float4 f32x4;
+typedef float2 f32x2;
+typedef uint4 u32x4;
+typedef uint2 u32x2;
+#define LD_F32X4(p) (*(const f32x4 *)(p))
+#define LD_F32X2(p) (*(const f32x2 *)(p))
+#define LD_U32X4(p) (*(const u32x4 *)(p))
+#define LD_U32X2(p) (*(const u32x2 *)(p))
+#define ST_F32X4(p, v) (*(f32x4 *)(p) = (v))
+#define ST_F32X2(p, v) (*(f32x2 *)(p) = (v))
+#define ST_U32X4(p, v) (*(u32x4 *)(p) = (v))
+#define ST_U32X2(p, v) (*(u32x2 *)(p) = (v))
+#define MAKE_F32X4(x, y, z, w) make_float4((x), (y), (z), (w))
+#define MAKE_F32X2(x, y) make_float2((x), (y))
+#define MAKE_U32X4(x, y, z, w) make_uint4((x), (y), (z), (w))
+#define MAKE_U32X2(x, y) make_uint2((x), (y))
+
+/* ---- math ---- */
+#define SW_INF __int_as_float(0x7f800000)
+#define SINCOSF(a, s, c) sincosf((a), (s), (c))
+#define DEV_TRAP(msg) __trap()
+
+/* ---- warp reductions (same butterfly as the emulator) ---- */
+DEV float WARP_SUM(float v)
+{
+#pragma unroll
+	for (int m = 16; m > 0; m >>= 1)
+		v += SHFL_XOR(v, m);
+	return v;
+}
+DEV float WARP_MAX(float v)
+{
+#pragma unroll
+	for (int m = 16; m > 0; m >>= 1)
+		v = fmaxf(v, SHFL_XOR(v, m));
+	return v;
+}
+DEV int32_t WARP_SUM_I32(int32_t v)
+{
+#pragma unroll
+	for (int m = 16; m > 0; m >>= 1)
+		v += SHFL_XOR(v, m);
+	return v;
+}
+
+/* Block-wide sum (every thread gets it). Needs a block of whole warps; ends
+ * with a barrier so that the scratch may be reused by the next call. */
+DEV float BLOCK_SUM(float v)
+{
+	SHARED(float, sw_block_red, 32);
+	const int nw = (int)((BDIM_X * BDIM_Y * BDIM_Z + 31u) >> 5);
+	v = WARP_SUM(v);
+	if (LANE_ID == 0)
+		SST(sw_block_red, WARP_ID, v);
+	SYNC();
+	v = LANE_ID < nw ? SLD(sw_block_red, LANE_ID) : 0.0f;
+	v = WARP_SUM(v);
+	SYNC();
+	return v;
+}
+DEV float BLOCK_MAX(float v)
+{
+	SHARED(float, sw_block_red, 32);
+	const int nw = (int)((BDIM_X * BDIM_Y * BDIM_Z + 31u) >> 5);
+	v = WARP_MAX(v);
+	if (LANE_ID == 0)
+		SST(sw_block_red, WARP_ID, v);
+	SYNC();
+	v = LANE_ID < nw ? SLD(sw_block_red, LANE_ID) : -SW_INF;
+	v = WARP_MAX(v);
+	SYNC();
+	return v;
+}
+
+#endif
