@@ -172,11 +172,17 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
 		st->t_target += rt_now() - tb;
 		st->n_target_calls++;
 		st->n_iters++;
+		/* Statistics count only positions inside the max_new budget: the
+		 * static tree is drafted whole, but tests past the budget emit
+		 * nothing (Yin et al.'s rejection count is over emitted positions). */
+		int budget = cfg->max_new - n_out; /* >= 1 here */
+		bool cut = res.n_path > budget;    /* path + final exceed the budget */
+		int n_acc = cut ? budget : res.n_path - 1;
 		st->n_drafted += (uint64_t)(n - 1);
-		st->n_accepted += (uint64_t)(res.n_path - 1);
-		st->n_rejections += t->n_children[res.path[res.n_path - 1]] > 0;
+		st->n_accepted += (uint64_t)n_acc;
+		st->n_rejections += !cut && t->n_children[res.path[res.n_path - 1]] > 0;
 		/* per depth: a node at depth d+1 was tried when the walk reached depth d */
-		for (int d = 0; d < res.n_path && d < RT_MAX_GAMMA; d++) {
+		for (int d = 0; d < res.n_path && d < RT_MAX_GAMMA && d < budget; d++) {
 			int u = res.path[d];
 			if (t->n_children[u] == 0)
 				break;
