@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-[ -f /usr/include/cmocka.h ] || need+=(libcmocka-dev)
-ls /usr/include/*/cblas.h /usr/include/cblas.h >/dev/null 2>&1 && ldconfig -p | grep -q libopenblas || need+=(libopenblas-dev)
+have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
+have libcmocka-dev || need+=(libcmocka-dev)
+have libopenblas-dev || need+=(libopenblas-dev)
 command -v clang >/dev/null || need+=(clang)
 command -v bible >/dev/null || need+=(bible-kjv)  # tokenizer test corpus (KJV text, >4 MB)
 if [ ${#need[@]} -gt 0 ]; then
@@ -20,7 +21,7 @@ fi
 # Python side: only independent reference implementations live here (HF
 # tokenizers for the tokenizer check). Kept in build/venv, git-ignored.
 VENV=build/venv
-PY_PKGS="numpy gguf tokenizers==0.22.1 transformers==4.57.1 sentencepiece protobuf"
+PY_PKGS="numpy gguf tokenizers==0.22.1 sentencepiece protobuf"
 if [ ! -f $VENV/.ok ] || [ "$(cat $VENV/.ok)" != "$PY_PKGS" ]; then
 	echo "deps: creating $VENV ($PY_PKGS)"
 	python3 -m venv $VENV
