@@ -36,16 +36,16 @@
 void rt_acchead_train_defaults(rt_acchead_train_cfg *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->n_tokens = 2048;
+	c->n_tokens = 6144;
 	c->n_layers = 1;
 	c->ctx_len = 32;
 	c->cont_len = 96;
 	c->mix_ratio = 0.15f;
 	c->w_rej = 6.0f;
 	c->w_acc = 1.0f;
-	c->epochs = 8;
+	c->epochs = 4;
 	c->batch = 32;
-	c->lr = 3e-4f;
+	c->lr = 1e-4f;
 	c->holdout = 0.15f;
 	c->seed = 1;
 }
