@@ -89,7 +89,7 @@ fuzz: deps $(FUZZ_BIN)
 	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 tests/fuzz/corpus/$$n tests/fuzz/seeds/$$n 2>&1 | tail -n 3 || exit 1; done
 
 asan:
-	$(MAKE) BUILD=build-asan OPT=-O1 CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" test
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan OPT=-O1 CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" test
 
 clean:
 	rm -rf $(BUILD) build-asan
