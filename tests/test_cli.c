@@ -100,6 +100,9 @@ static void test_bad_requests(void **state)
 	EXPECT(1, "draft vocabulary 5 differs from the target's 49152", "run %s --draft model:%s -p hi", model(), tpath);
 	unlink(tpath);
 	EXPECT(2, "--dump FILE is required", "eval %s -p hi", model());
+	EXPECT(1, "--adaptive '1.5': expected h[:min:max] with h in [0, 1]", "run %s --adaptive 1.5 -p hi", model());
+	EXPECT(1, "/nonexistent.st: cannot open", "run %s --adaptive 0.3 --acc-head /nonexistent.st -p hi", model());
+	EXPECT(1, "--adaptive needs a draft model", "run %s --draft ngram --adaptive 0.3 -p hi", model());
 	EXPECT(2, "--verify and --expand need --tree", "run %s --verify rrs -p hi", model());
 	EXPECT(1, "--tree needs a draft model", "run %s --draft ngram --tree eagle25 -p hi", model());
 	EXPECT(1, "nope", "run %s --draft layerskip:4 --tree nope -p hi", model());
