@@ -7,8 +7,10 @@
 #include <string.h>
 
 #include "acchead.h"
+#include "build.h"
 #include "cli.h"
 #include "gguf.h"
+#include "inspect.h"
 #include "tree.h"
 #include "tree_verify.h"
 
@@ -26,7 +28,8 @@ static void usage(FILE *f)
 	        "  derive-draft  write a draft model GGUF from the target: --layers SPEC --type T -o FILE\n"
 	        "  train-head    train a SpecDec++ acceptance head: --draft layerskip:SPEC -o HEAD.safetensors\n"
 	        "                [--tokens N] [--layers k] [--corpus FILE]\n"
-	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
+	        "  build     SPEC.json -o ENGINE_DIR [--no-compile] [--cache DIR]: plan, render, NVRTC-compile an engine\n"
+	        "  inspect   ENGINE_DIR [--tau T]: kernel resources and the H100 roofline projection\n"	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
 	        "options:\n"
 	        "  -p, --prompt TEXT      prompt text            -f, --prompt-file FILE\n"
 	        "  --draft SPEC           none | layerskip:N | model:PATH | ngram[:MIN:MAX] (default layerskip:8)\n"
@@ -314,6 +317,10 @@ int main(int argc, char **argv)
 	}
 	const char *cmd = argv[1];
 	cli_opts o;
+	if (!strcmp(cmd, "build"))
+		return gen_build_main(argc, argv);
+	if (!strcmp(cmd, "inspect"))
+		return gen_inspect_main(argc, argv);
 	if (!strcmp(cmd, "run") || !strcmp(cmd, "generate") || !strcmp(cmd, "eval") || !strcmp(cmd, "bench") ||
 	    !strcmp(cmd, "derive-draft") || !strcmp(cmd, "train-head")) {
 		if (cli_parse(argc, argv, 2, cmd, &o))
@@ -326,7 +333,7 @@ int main(int argc, char **argv)
 			return cli_train_head(&o);
 		return cmd_decode(cmd, &o);
 	}
-	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench, derive-draft or train-head)\n", cmd);
+	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench, derive-draft, train-head, build or inspect)\n", cmd);
 	usage(stderr);
 	return 2;
 }

@@ -1,0 +1,600 @@
+/* Engine directory writer, NVRTC driving and the compile cache (build.h).
+ * The cubin compiles go through gen/nvrtc.c; the PTX and NVRTC's version come
+ * from the few extra entry points dlsym'ed here (gen/nvrtc.h does not expose
+ * them). Every file is written to a temp name and renamed into place. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "build.h"
+#include "nvrtc.h"
+#include "plan.h"
+#include "render.h"
+
+/* Mirrors the options gen_nvrtc_compile passes (plus the arch); part of the
+ * cache key, so bump the tag when nvrtc.c's options change. */
+#define BUILD_NVRTC_OPTS "--std=c++17 --ptxas-options=-v -default-device --restrict|nvrtc.c/1"
+#define BUILD_PTX_OPTS "--std=c++17 -default-device --restrict|ptx/1"
+#define CACHE_MAGIC "SWNVRTC1"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *s = NULL;
+	long n;
+	if (!f)
+		return NULL;
+	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
+	    (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n) {
+		s[n] = 0;
+		if (len)
+			*len = (size_t)n;
+	} else {
+		free(s);
+		s = NULL;
+	}
+	fclose(f);
+	return s;
+}
+
+static int mkdirs(const char *dir)
+{
+	char tmp[1024];
+	snprintf(tmp, sizeof(tmp), "%s", dir);
+	for (char *c = tmp + 1; *c; c++)
+		if (*c == '/') {
+			*c = 0;
+			if (mkdir(tmp, 0777) && errno != EEXIST)
+				return -1;
+			*c = '/';
+		}
+	return mkdir(tmp, 0777) && errno != EEXIST ? -1 : 0;
+}
+
+/* Writes the parts to path.tmp<pid> then renames: readers see the old file
+ * or the whole new one. */
+static int write_atomic(const char *path, const void *const *parts, const size_t *lens, int n,
+                        sw_err *err)
+{
+	char tmp[1100];
+	snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
+	FILE *f = fopen(tmp, "wb");
+	if (!f)
+		return sw_errf(err, SW_EIO, "%s: cannot write: %s", tmp, strerror(errno));
+	int bad = 0;
+	for (int i = 0; i < n; i++)
+		bad |= lens[i] && fwrite(parts[i], 1, lens[i], f) != lens[i];
+	if (fclose(f) || bad) {
+		unlink(tmp);
+		return sw_errf(err, SW_EIO, "%s: write failed: %s", tmp, strerror(errno));
+	}
+	if (rename(tmp, path)) {
+		unlink(tmp);
+		return sw_errf(err, SW_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
+	}
+	return 0;
+}
+
+static int write_file1(const char *path, const void *p, size_t n, sw_err *err)
+{
+	const void *parts[1] = {p};
+	return write_atomic(path, parts, &n, 1, err);
+}
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *s = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ s[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* --- the bits of NVRTC gen/nvrtc.c does not expose ------------------------ */
+
+typedef struct nvx {
+	void *lib;
+	int (*version)(int *, int *);
+	int (*create)(void **, const char *, const char *, int, const char *const *,
+	              const char *const *);
+	int (*destroy)(void **);
+	int (*compile)(void *, int, const char *const *);
+	int (*ptx_size)(void *, size_t *);
+	int (*get_ptx)(void *, char *);
+	int (*log_size)(void *, size_t *);
+	int (*get_log)(void *, char *);
+} nvx;
+
+static int nvx_open(nvx *x)
+{
+	char path[512];
+	const char *home = getenv("CUDA_HOME");
+	const char *cands[5];
+	int nc = 0;
+	memset(x, 0, sizeof(*x));
+	if (home && *home) {
+		snprintf(path, sizeof(path), "%s/lib64/libnvrtc.so", home);
+		cands[nc++] = path;
+	}
+	cands[nc++] = "/usr/local/cuda/lib64/libnvrtc.so";
+	cands[nc++] = "libnvrtc.so";
+	cands[nc++] = "libnvrtc.so.13";
+	cands[nc++] = "libnvrtc.so.12";
+	for (int i = 0; i < nc && !x->lib; i++)
+		x->lib = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
+	if (!x->lib)
+		return -1;
+	*(void **)&x->version = dlsym(x->lib, "nvrtcVersion");
+	*(void **)&x->create = dlsym(x->lib, "nvrtcCreateProgram");
+	*(void **)&x->destroy = dlsym(x->lib, "nvrtcDestroyProgram");
+	*(void **)&x->compile = dlsym(x->lib, "nvrtcCompileProgram");
+	*(void **)&x->ptx_size = dlsym(x->lib, "nvrtcGetPTXSize");
+	*(void **)&x->get_ptx = dlsym(x->lib, "nvrtcGetPTX");
+	*(void **)&x->log_size = dlsym(x->lib, "nvrtcGetProgramLogSize");
+	*(void **)&x->get_log = dlsym(x->lib, "nvrtcGetProgramLog");
+	return x->version && x->create && x->destroy && x->compile && x->ptx_size && x->get_ptx &&
+	       x->log_size && x->get_log ? 0 : -1;
+}
+
+static int nvx_ptx(nvx *x, const char *text, const char *arch, char **ptx, size_t *n, sw_err *err)
+{
+	char ao[64];
+	void *prog = NULL;
+	snprintf(ao, sizeof(ao), "--gpu-architecture=%s", arch);
+	const char *opts[] = {ao, "--std=c++17", "-default-device", "--restrict"};
+	*ptx = NULL;
+	if (x->create(&prog, text, "kernels.cu", 0, NULL, NULL))
+		return sw_errf(err, SW_EINVAL, "kernels.cu (%s): nvrtcCreateProgram failed", arch);
+	int r = x->compile(prog, 4, opts);
+	size_t ls = 0;
+	if (r) {
+		char *lg = NULL;
+		if (!x->log_size(prog, &ls) && (lg = calloc(1, ls + 1)))
+			x->get_log(prog, lg);
+		sw_errf(err, SW_EINVAL, "kernels.cu (%s): NVRTC compile failed:\n%.800s", arch,
+		        lg ? lg : "");
+		free(lg);
+		x->destroy(&prog);
+		return SW_EINVAL;
+	}
+	if (x->ptx_size(prog, n) || !(*ptx = malloc(*n + 1)) || x->get_ptx(prog, *ptx)) {
+		free(*ptx);
+		*ptx = NULL;
+		x->destroy(&prog);
+		return sw_errf(err, SW_EINVAL, "kernels.cu (%s): cannot read the PTX", arch);
+	}
+	/* the PTX ends with its NUL; do not store it */
+	while (*n && (*ptx)[*n - 1] == 0)
+		(*n)--;
+	x->destroy(&prog);
+	return 0;
+}
+
+/* --- compile cache -------------------------------------------------------- */
+
+/* Entry: magic, u64 key[2], u64 payload_len, u64 log_len, payload, log,
+ * u64 fnv1a of everything before it. Anything else is a miss. */
+static int cache_get(const char *path, const uint64_t key[2], void **payload, size_t *plen,
+                     char **log)
+{
+	size_t n = 0;
+	unsigned char *b = (unsigned char *)slurp(path, &n);
+	uint64_t hdr[4], sum;
+	const size_t H = 8 + sizeof(hdr);
+
+	*payload = NULL;
+	*log = NULL;
+	if (!b)
+		return -1;
+	if (n < H + 8 || memcmp(b, CACHE_MAGIC, 8))
+		goto out_miss;
+	memcpy(hdr, b + 8, sizeof(hdr));
+	if (hdr[0] != key[0] || hdr[1] != key[1] || hdr[2] > n || hdr[3] > n ||
+	    H + hdr[2] + hdr[3] + 8 != n)
+		goto out_miss;
+	memcpy(&sum, b + n - 8, 8);
+	if (fnv1a(0xcbf29ce484222325ull, b, n - 8) != sum)
+		goto out_miss;
+	*payload = malloc(hdr[2] ? hdr[2] : 1);
+	*log = malloc(hdr[3] + 1);
+	if (!*payload || !*log) {
+		free(*payload);
+		free(*log);
+		*payload = NULL;
+		*log = NULL;
+		goto out_miss;
+	}
+	memcpy(*payload, b + H, hdr[2]);
+	memcpy(*log, b + H + hdr[2], hdr[3]);
+	(*log)[hdr[3]] = 0;
+	*plen = hdr[2];
+	free(b);
+	return 0;
+out_miss:
+	free(b);
+	return -1;
+}
+
+static int cache_put(const char *path, const uint64_t key[2], const void *payload, size_t plen,
+                     const char *log, sw_err *err)
+{
+	uint64_t hdr[4] = {key[0], key[1], plen, strlen(log)}, sum;
+	sum = fnv1a(0xcbf29ce484222325ull, CACHE_MAGIC, 8);
+	sum = fnv1a(sum, hdr, sizeof(hdr));
+	sum = fnv1a(sum, payload, plen);
+	sum = fnv1a(sum, log, hdr[3]);
+	const void *parts[] = {CACHE_MAGIC, hdr, payload, log, &sum};
+	size_t lens[] = {8, sizeof(hdr), plen, hdr[3], 8};
+	return write_atomic(path, parts, lens, 5, err);
+}
+
+static void cache_key(uint64_t key[2], const char *prelude, const char *src, const char *opts,
+                      const char *arch, const char *ver)
+{
+	const char *parts[] = {prelude, "\n--src--\n", src, "\n--opts--\n", opts, "\n--arch--\n",
+	                       arch, "\n--nvrtc--\n", ver};
+	key[0] = 0xcbf29ce484222325ull;
+	key[1] = 0x84222325cbf29ce4ull; /* a second basis: 128 bits between them */
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		key[0] = fnv1a(key[0], parts[i], strlen(parts[i]));
+		key[1] = fnv1a(key[1] ^ (i + 1), parts[i], strlen(parts[i]));
+	}
+}
+
+const char *gen_build_cache_dir(const gen_build_opts *o)
+{
+	const char *e = getenv("SPECWRIGHT_CACHE");
+	if (o && o->cache_dir && *o->cache_dir)
+		return o->cache_dir;
+	return e && *e ? e : "build/cache";
+}
+
+/* --- the build ------------------------------------------------------------ */
+
+typedef struct res_table {
+	int n_archs, n_kernels;
+	gen_kernel_res *r; /* [arch][kernel], by plan kernel order; regs 0 = not reported */
+} res_table;
+
+static int write_resources(const char *path, const gen_plan *p, const res_table *rt, sw_err *err)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		return sw_errf(err, SW_ENOMEM, "%s: out of memory", path);
+	fprintf(f, "{\n  \"generated\": \"by specwright build from ptxas -v; do not edit\",\n"
+	        "  \"kernels\": [\n");
+	for (int k = 0; k < p->n_kernels; k++) {
+		fprintf(f, "    {\"uri\": \"%s\", \"archs\": {", p->kernels[k].uri);
+		for (int a = 0; a < rt->n_archs; a++) {
+			const gen_kernel_res *r = &rt->r[a * rt->n_kernels + k];
+			fprintf(f, "%s\n      \"%s\": {\"registers\": %d, \"spill_stores\": %d, "
+			        "\"spill_loads\": %d, \"stack\": %d, \"smem\": %d, \"barriers\": %d, "
+			        "\"cmem0\": %d}", a ? "," : "", p->spec->archs[a], r->regs, r->spill_stores,
+			        r->spill_loads, r->stack, r->smem, r->barriers, r->cmem0);
+		}
+		fprintf(f, "}}%s\n", k + 1 < p->n_kernels ? "," : "");
+	}
+	fprintf(f, "  ]\n}\n");
+	fclose(f);
+	int rc = buf ? write_file1(path, buf, len, err) : sw_errf(err, SW_ENOMEM, "out of memory");
+	free(buf);
+	return rc;
+}
+
+/* Renders every planned kernel into one source: header line first. */
+static int render_all(const gen_plan *p, const char *src_dir, char **out, size_t *out_len,
+                      sw_err *err)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	int rc = 0;
+	if (!f)
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	fprintf(f, "/* GENERATED by specwright build (engine \"%s\"): %d kernels; DO NOT EDIT. "
+	        "Compiled with kernels/prelude_cuda.h prepended (NVRTC) or prelude_emu.h "
+	        "(emulator). */\n", p->spec->name, p->n_kernels);
+	for (int k = 0; k < p->n_kernels && !rc; k++) {
+		gen_kernel kk = p->kernels[k];
+		char path[1024], *src = NULL;
+		for (int i = 0; i < kk.n_params; i++)
+			if (!strcmp(kk.params[i].name, "NAME"))
+				kk.params[i].s = kk.uri;
+		snprintf(path, sizeof(path), "%s/templates/%s", src_dir, kk.tmpl);
+		if (!(rc = gen_render_file(path, kk.params, kk.n_params, &src, err)))
+			fprintf(f, "\n/* ---- %s ---- */\n%s", kk.uri, src);
+		free(src);
+	}
+	fclose(f);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	if (!buf)
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	*out = buf;
+	*out_len = len;
+	return 0;
+}
+
+int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, sw_err *err)
+{
+	const char *src_dir = o->src_dir ? o->src_dir : getenv("SW_SRC_DIR");
+	const char *cache = gen_build_cache_dir(o);
+	char path[1100];
+	gen_plan plan;
+	char *src = NULL, *prelude = NULL, *json = NULL;
+	size_t src_len = 0, json_len = 0;
+	gen_nvrtc *nv = NULL;
+	nvx x = {0};
+	res_table rt = {0};
+	int rc;
+	double t0 = now_s();
+
+	if (!src_dir || !*src_dir)
+		src_dir = ".";
+	memset(st, 0, sizeof(*st));
+	if (mkdirs(o->out_dir))
+		return sw_errf(err, SW_EIO, "%s: cannot create the engine directory: %s", o->out_dir,
+		               strerror(errno));
+	if ((rc = gen_plan_build(s, &plan, err)))
+		return rc;
+	st->n_kernels = plan.n_kernels;
+	st->n_ops = plan.n_ops;
+
+	/* engine.json */
+	FILE *f = open_memstream(&json, &json_len);
+	if (!f) {
+		rc = sw_errf(err, SW_ENOMEM, "out of memory");
+		goto out_free_plan;
+	}
+	rc = gen_plan_write_json(&plan, f);
+	fclose(f);
+	if (rc || !json) {
+		rc = sw_errf(err, SW_ENOMEM, "engine.json: cannot format");
+		goto out_free;
+	}
+	snprintf(path, sizeof(path), "%s/engine.json", o->out_dir);
+	if ((rc = write_file1(path, json, json_len, err)))
+		goto out_free;
+
+	/* kernels.cu */
+	if ((rc = render_all(&plan, src_dir, &src, &src_len, err)))
+		goto out_free;
+	snprintf(path, sizeof(path), "%s/kernels.cu", o->out_dir);
+	if ((rc = write_file1(path, src, src_len, err)))
+		goto out_free;
+	if (o->log)
+		fprintf(o->log, "build: %s: %d phases, %d ops, %d kernels, arena %.3f GiB\n", s->name,
+		        plan.n_phases, plan.n_ops, plan.n_kernels, plan.arena_bytes / 1073741824.0);
+	if (o->no_compile)
+		goto out_done;
+
+	/* NVRTC */
+	nv = gen_nvrtc_open(err);
+	if (!nv) {
+		rc = sw_err_prefix(err, "cannot compile the engine's kernels (use --no-compile to "
+		                   "plan and render without NVRTC)");
+		goto out_free;
+	}
+	if (nvx_open(&x)) {
+		rc = sw_errf(err, SW_ENOTSUP, "libnvrtc lacks nvrtcVersion/nvrtcGetPTX (use "
+		             "--no-compile to plan and render without NVRTC)");
+		goto out_free;
+	}
+	int maj = 0, min = 0;
+	x.version(&maj, &min);
+	snprintf(st->nvrtc_version, sizeof(st->nvrtc_version), "%d.%d", maj, min);
+	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_dir);
+	if (!(prelude = slurp(path, NULL))) {
+		rc = sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
+		goto out_free;
+	}
+	if (mkdirs(cache)) {
+		rc = sw_errf(err, SW_EIO, "%s: cannot create the compile cache: %s", cache,
+		             strerror(errno));
+		goto out_free;
+	}
+	rt.n_archs = s->n_archs;
+	rt.n_kernels = plan.n_kernels;
+	rt.r = calloc((size_t)s->n_archs * (plan.n_kernels ? plan.n_kernels : 1), sizeof(*rt.r));
+	int max_res = plan.n_kernels + 16;
+	gen_kernel_res *res = calloc((size_t)max_res, sizeof(*res));
+	if (!rt.r || !res) {
+		free(res);
+		rc = sw_errf(err, SW_ENOMEM, "out of memory");
+		goto out_free;
+	}
+	double tc = now_s();
+	for (int a = 0; a < s->n_archs && !rc; a++) {
+		uint64_t key[2];
+		void *cubin = NULL;
+		size_t cubin_len = 0;
+		char *log = NULL;
+		char cpath[1200];
+		cache_key(key, prelude, src, BUILD_NVRTC_OPTS, s->archs[a], st->nvrtc_version);
+		snprintf(cpath, sizeof(cpath), "%s/%016" PRIx64 "%016" PRIx64 ".%s.cubin.entry", cache,
+		         key[0], key[1], s->archs[a]);
+		if (!cache_get(cpath, key, &cubin, &cubin_len, &log)) {
+			st->cache_hits++;
+		} else {
+			st->cache_misses++;
+			if (o->log)
+				fprintf(o->log, "build: NVRTC %s (%s) for %s ...\n", st->nvrtc_version,
+				        "miss", s->archs[a]);
+			rc = gen_nvrtc_compile(nv, prelude, src, "kernels.cu", s->archs[a], &cubin,
+			                       &cubin_len, NULL, 0, NULL, &log, err);
+			if (!rc && !log)
+				log = calloc(1, 1);
+			if (!rc)
+				rc = cache_put(cpath, key, cubin, cubin_len, log, err);
+		}
+		if (!rc) {
+			int n = gen_nvrtc_parse_resources(log, res, max_res);
+			for (int k = 0; k < plan.n_kernels; k++) {
+				gen_kernel_res *dst = &rt.r[a * plan.n_kernels + k];
+				for (int i = 0; i < n; i++)
+					if (!strcmp(res[i].name, plan.kernels[k].uri))
+						*dst = res[i];
+				if (!dst->name[0])
+					rc = sw_errf(err, SW_EINVAL, "%s (%s): ptxas reported no resources "
+					             "for kernel %s", "kernels.cu", s->archs[a],
+					             plan.kernels[k].uri);
+				int sp = dst->spill_stores > dst->spill_loads ? dst->spill_stores
+				                                              : dst->spill_loads;
+				if (sp > st->max_spill_bytes)
+					st->max_spill_bytes = sp;
+			}
+		}
+		if (!rc) {
+			snprintf(path, sizeof(path), "%s/kernels.%s.cubin", o->out_dir, s->archs[a]);
+			rc = write_file1(path, cubin, cubin_len, err);
+		}
+		free(cubin);
+		free(log);
+	}
+	free(res);
+	if (rc)
+		goto out_free;
+
+	/* PTX for the lowest arch: the JIT fallback on GPUs without a cubin */
+	{
+		int lo = 0;
+		for (int a = 1; a < s->n_archs; a++)
+			if (atoi(s->archs[a] + 3) < atoi(s->archs[lo] + 3))
+				lo = a;
+		char varch[24], cpath[1200], *log = NULL;
+		void *ptx = NULL;
+		size_t ptx_len = 0;
+		uint64_t key[2];
+		snprintf(varch, sizeof(varch), "compute_%s", s->archs[lo] + 3);
+		cache_key(key, prelude, src, BUILD_PTX_OPTS, varch, st->nvrtc_version);
+		snprintf(cpath, sizeof(cpath), "%s/%016" PRIx64 "%016" PRIx64 ".%s.ptx.entry", cache,
+		         key[0], key[1], varch);
+		if (!cache_get(cpath, key, &ptx, &ptx_len, &log)) {
+			st->cache_hits++;
+		} else {
+			st->cache_misses++;
+			size_t pl = strlen(prelude), sl = strlen(src);
+			char *text = malloc(pl + sl + 2);
+			if (!text) {
+				rc = sw_errf(err, SW_ENOMEM, "out of memory");
+				goto out_free;
+			}
+			memcpy(text, prelude, pl);
+			text[pl] = '\n';
+			memcpy(text + pl + 1, src, sl + 1);
+			char *pt = NULL;
+			rc = nvx_ptx(&x, text, varch, &pt, &ptx_len, err);
+			free(text);
+			ptx = pt;
+			if (!rc)
+				rc = cache_put(cpath, key, ptx, ptx_len, "", err);
+		}
+		if (!rc) {
+			snprintf(path, sizeof(path), "%s/kernels.ptx", o->out_dir);
+			rc = write_file1(path, ptx, ptx_len, err);
+		}
+		free(ptx);
+		free(log);
+		if (rc)
+			goto out_free;
+	}
+	st->compile_seconds = now_s() - tc;
+
+	snprintf(path, sizeof(path), "%s/resources.json", o->out_dir);
+	if ((rc = write_resources(path, &plan, &rt, err)))
+		goto out_free;
+	if (st->max_spill_bytes && !s->allow_spills) {
+		for (int a = 0; a < s->n_archs; a++)
+			for (int k = 0; k < plan.n_kernels; k++) {
+				const gen_kernel_res *r = &rt.r[a * plan.n_kernels + k];
+				if (r->spill_stores || r->spill_loads) {
+					rc = sw_errf(err, SW_ERANGE, "%s: kernel %s spills on %s (%d bytes "
+					             "stores, %d bytes loads); set \"allow_spills\": true to "
+					             "accept it (see %s/resources.json)", s->file, r->name,
+					             s->archs[a], r->spill_stores, r->spill_loads, o->out_dir);
+					goto out_free;
+				}
+			}
+	}
+out_done:
+	st->seconds = now_s() - t0;
+	if (o->log)
+		fprintf(o->log, "build: %s written in %.2f s (NVRTC %s: %d cache hits, %d misses, "
+		        "%.2f s compiling)\n", o->out_dir, st->seconds,
+		        st->nvrtc_version[0] ? st->nvrtc_version : "not run", st->cache_hits,
+		        st->cache_misses, st->compile_seconds);
+	rc = 0;
+out_free:
+	free(rt.r);
+	free(prelude);
+	if (x.lib)
+		dlclose(x.lib);
+	gen_nvrtc_close(nv);
+	free(src);
+	free(json);
+out_free_plan:
+	gen_plan_free(&plan);
+	return rc;
+}
+
+/* --- `specwright build SPEC.json -o DIR [--no-compile] [--cache DIR]` ------- */
+
+int gen_build_main(int argc, char **argv)
+{
+	const char *spec_path = NULL;
+	gen_build_opts o = {.log = stderr};
+	gen_build_stats st;
+	sw_err err = {0};
+	gen_spec *s;
+
+	for (int i = 2; i < argc; i++) {
+		if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) && i + 1 < argc)
+			o.out_dir = argv[++i];
+		else if (!strcmp(argv[i], "--cache") && i + 1 < argc)
+			o.cache_dir = argv[++i];
+		else if (!strcmp(argv[i], "--no-compile"))
+			o.no_compile = true;
+		else if (argv[i][0] != '-' && !spec_path)
+			spec_path = argv[i];
+		else {
+			fprintf(stderr, "specwright build: unexpected argument '%s'\n", argv[i]);
+			spec_path = NULL;
+			break;
+		}
+	}
+	if (!spec_path || !o.out_dir) {
+		fprintf(stderr, "usage: specwright build SPEC.json -o ENGINE_DIR [--no-compile] "
+		        "[--cache DIR]\n  (cache default: $SPECWRIGHT_CACHE, else build/cache)\n");
+		return 2;
+	}
+	if (!(s = malloc(sizeof(*s)))) {
+		fprintf(stderr, "specwright build: out of memory\n");
+		return 1;
+	}
+	int rc = gen_spec_load(spec_path, NULL, s, &err);
+	if (!rc)
+		rc = gen_build(s, &o, &st, &err);
+	free(s);
+	if (rc) {
+		fprintf(stderr, "specwright build: error: %s\n", err.msg);
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,95 @@
+/* Planner: turns a validated spec into the static iteration, i.e. every
+ * device buffer (shape, dtype, bytes, 256-byte aligned offset in one arena)
+ * and the op schedule of each phase (prefill chunk, draft level 0..D-1,
+ * verify, accept, commit) with its kernel URI, launch shape and bytes/flops
+ * estimates. Pure and deterministic: the same spec gives the same plan and
+ * the same engine.json bytes. Ops whose template does not exist yet
+ * (attention, tree expansion, fused verification, KV commit) are planned with
+ * their shapes and costs but marked pending; GEMMs are cuBLASLt calls.
+ * Not the renderer or the compiler (gen/build.h). */
+#ifndef GEN_PLAN_H
+#define GEN_PLAN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "err.h"
+#include "render.h"
+#include "spec.h"
+
+#define GEN_PLAN_ALIGN 256
+#define GEN_OP_MAX_ARGS 8
+#define GEN_KERNEL_MAX_PARAMS 8
+
+enum gen_exec {
+	GEN_EXEC_KERNEL = 0, /* a rendered template from kernels.cu */
+	GEN_EXEC_CUBLASLT,   /* a GEMM: cuBLASLt matmul, A (m,k) x B^T (n,k) -> C (m,n) fp32 */
+	GEN_EXEC_PENDING,    /* a kernel whose template comes with the next issue */
+	GEN_EXEC_MEMSET,     /* a graph memset node */
+};
+
+typedef struct gen_buf {
+	char name[48];
+	const char *kind;  /* "weight", "kv", "activation", "state" */
+	const char *dtype; /* "bf16", "fp16", "f32", "i32", "u64" */
+	int rank;
+	int64_t shape[4];
+	int64_t bytes, offset; /* offset in the arena, a multiple of GEN_PLAN_ALIGN */
+} gen_buf;
+
+typedef struct gen_arg {
+	int buf;        /* index into plan->bufs */
+	int64_t offset; /* bytes from the buffer's start (per-layer stride added at run time) */
+} gen_arg;
+
+typedef struct gen_kernel {
+	char uri[192];          /* gen_key of (op, params): the kernel's name */
+	const char *tmpl;       /* "rmsnorm_residual.cu.tmpl" */
+	int n_params;           /* params[0] is NAME (its .s set when rendering) */
+	gen_param params[GEN_KERNEL_MAX_PARAMS];
+} gen_kernel;
+
+typedef struct gen_op {
+	char name[48];      /* what it computes, e.g. "attn_norm", "wq" */
+	const char *op;     /* op type: "rmsnorm_residual", "gemm", "attention", ... */
+	int exec;           /* enum gen_exec */
+	int kernel;         /* index into plan->kernels for GEN_EXEC_KERNEL, else -1 */
+	char uri[192];      /* kernel URI, or the pending specialisation's key */
+	int grid[3], block[3]; /* 0s when not known yet (pending, cuBLASLt) */
+	int repeat;         /* launches: 1, or the layers of a per-layer op */
+	const char *layers; /* "target", "draft" (layer ids through the draft map) or NULL */
+	int64_t m, n, k;    /* GEN_EXEC_CUBLASLT */
+	int n_args;
+	gen_arg args[GEN_OP_MAX_ARGS];
+	double bytes, flops; /* per launch: DRAM bytes moved, arithmetic ops */
+} gen_op;
+
+typedef struct gen_phase {
+	char name[32];
+	int rows;           /* token rows processed */
+	int first_op, n_ops;
+} gen_phase;
+
+typedef struct gen_plan {
+	const gen_spec *spec;   /* borrowed: must outlive the plan */
+	rt_config draft_cfg;    /* the draft's forward shapes (layerskip: target's, fewer layers) */
+	int n_bufs, n_ops, n_kernels, n_phases;
+	gen_buf *bufs;
+	gen_op *ops;
+	gen_kernel *kernels;
+	gen_phase phases[GEN_TREE_MAX_DEPTH + 8];
+	int64_t arena_bytes;
+	int cap_bufs, cap_ops, cap_kernels;
+} gen_plan;
+
+int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err);
+void gen_plan_free(gen_plan *p);
+
+/* Index of a buffer by name, or -1. */
+int gen_plan_find_buf(const gen_plan *p, const char *name);
+
+/* engine.json: spec echo, shapes, buffers, kernels, ops per phase. The
+ * output depends on nothing but the plan (no time, no host names). */
+int gen_plan_write_json(const gen_plan *p, FILE *f);
+
+#endif

@@ -1,0 +1,568 @@
+/* Engine spec parsing and validation (spec.h). Structure first (unknown keys,
+ * types, ranges, via runtime/json.h), then cross-field rules (verification
+ * pair, GQA, layer lists, context vs tree), each with its own message. */
+#include <ctype.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "gguf.h"
+#include "json.h"
+#include "model_gguf.h"
+#include "model_hf.h"
+#include "spec.h"
+#include "tree_verify.h"
+
+const char *gen_dtype_name(int dtype)
+{
+	return dtype == GEN_DTYPE_FP16 ? "fp16" : "bf16";
+}
+
+int gen_dtype_size(int dtype)
+{
+	(void)dtype;
+	return 2;
+}
+
+/* "file:line:col: $.path: expected E, found F" for a value the typed getters
+ * accepted but a rule refuses. */
+static int bad(sw_err *err, const json_value *v, const char *path, const char *expected,
+               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int bad(sw_err *err, const json_value *v, const char *path, const char *expected,
+               const char *fmt, ...)
+{
+	char found[384];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(found, sizeof(found), fmt, ap);
+	va_end(ap);
+	return sw_errf(err, SW_EINVAL, "%s:%d:%d: %s: expected %s, found %s", v->file, v->line,
+	               v->col, path, expected, found);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *s = NULL;
+	long n;
+	if (!f)
+		return NULL;
+	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
+	    (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n) {
+		s[n] = 0;
+		*len = (size_t)n;
+	} else {
+		free(s);
+		s = NULL;
+	}
+	fclose(f);
+	return s;
+}
+
+/* Shapes from a model file's metadata (no weights read). */
+static int model_from_path(const json_value *v, const char *path, const char *mpath,
+                           rt_config *cfg, sw_err *err)
+{
+	struct stat st;
+	char p[600];
+	int rc;
+
+	if (stat(mpath, &st))
+		return bad(err, v, path, "a GGUF file or an HF model directory", "\"%s\" (%s)", mpath,
+		           strerror(errno));
+	if (S_ISDIR(st.st_mode)) {
+		size_t n = 0;
+		snprintf(p, sizeof(p), "%s/config.json", mpath);
+		char *t = slurp(p, &n);
+		if (!t)
+			return bad(err, v, path, "an HF directory with config.json", "\"%s\" without one",
+			           mpath);
+		rc = rt_llama_config_from_hf_json(t, n, p, cfg, err);
+		free(t);
+	} else {
+		gguf_file *f = gguf_open(mpath, err);
+		if (!f)
+			return sw_err_prefix(err, "%s:%d:%d: %s", v->file, v->line, v->col, path);
+		rc = rt_llama_config_from_gguf(f, cfg, err);
+		gguf_close(f);
+	}
+	if (rc)
+		return sw_err_prefix(err, "%s:%d:%d: %s", v->file, v->line, v->col, path);
+	return 0;
+}
+
+static int get_int(const json_value *o, const char *key, const char *path, int64_t lo, int64_t hi,
+                   int *out, sw_err *err)
+{
+	int64_t x;
+	int rc = json_get_int(o, key, path, lo, hi, &x, err);
+	if (!rc)
+		*out = (int)x;
+	return rc;
+}
+
+static int opt_int(const json_value *o, const char *key, const char *path, int64_t lo, int64_t hi,
+                   int *out, sw_err *err)
+{
+	return json_get(o, key) ? get_int(o, key, path, lo, hi, out, err) : 0;
+}
+
+static int shape_parse(const json_value *sh, const char *path, rt_config *c, sw_err *err)
+{
+	static const char *const keys[] = {"n_layers", "dim", "n_heads", "n_kv_heads", "head_dim",
+	                                   "ffn_dim", "vocab", "rope_theta", "norm_eps",
+	                                   "tied_embd", "max_ctx", NULL};
+	char kp[256];
+	double d;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	if ((rc = json_as_object(sh, path, err)) || (rc = json_check_keys(sh, path, keys, err)) ||
+	    (rc = get_int(sh, "n_layers", path, 1, GEN_SPEC_MAX_LAYERS, &c->n_layers, err)) ||
+	    (rc = get_int(sh, "dim", path, 1, 1 << 16, &c->dim, err)) ||
+	    (rc = get_int(sh, "n_heads", path, 1, 1024, &c->n_heads, err)) ||
+	    (rc = get_int(sh, "ffn_dim", path, 1, 1 << 18, &c->ffn_dim, err)) ||
+	    (rc = get_int(sh, "vocab", path, 2, 1 << 22, &c->vocab, err)))
+		return rc;
+	c->n_kv_heads = c->n_heads;
+	c->head_dim = c->dim / c->n_heads;
+	c->rope_theta = 10000.0f;
+	c->norm_eps = 1e-5f;
+	c->max_ctx = 0;
+	c->bos_id = c->eos_id = -1;
+	if ((rc = opt_int(sh, "n_kv_heads", path, 1, 1024, &c->n_kv_heads, err)) ||
+	    (rc = opt_int(sh, "head_dim", path, 2, 1024, &c->head_dim, err)) ||
+	    (rc = opt_int(sh, "max_ctx", path, 1, 1 << 24, &c->max_ctx, err)))
+		return rc;
+	if (json_get(sh, "rope_theta")) {
+		if ((rc = json_get_number(sh, "rope_theta", path, 1.0, 1e12, &d, err)))
+			return rc;
+		c->rope_theta = (float)d;
+	}
+	if (json_get(sh, "norm_eps")) {
+		if ((rc = json_get_number(sh, "norm_eps", path, 1e-12, 1.0, &d, err)))
+			return rc;
+		c->norm_eps = (float)d;
+	}
+	if (json_get(sh, "tied_embd") && (rc = json_get_bool(sh, "tied_embd", path, &c->tied_embd, err)))
+		return rc;
+	if (!json_get(sh, "head_dim") && c->dim % c->n_heads)
+		return bad(err, json_get(sh, "dim"), json_path_key(kp, sizeof(kp), path, "dim"),
+		           "a multiple of n_heads (or give head_dim)", "%d with n_heads %d", c->dim,
+		           c->n_heads);
+	return 0;
+}
+
+/* Shape rules every model must meet, whether read from a file or the spec. */
+static int shape_check(const json_value *v, const char *path, const rt_config *c, sw_err *err)
+{
+	if (c->n_heads % c->n_kv_heads)
+		return bad(err, v, path, "n_heads a multiple of n_kv_heads (GQA)",
+		           "n_heads %d, n_kv_heads %d", c->n_heads, c->n_kv_heads);
+	if (c->head_dim % 2)
+		return bad(err, v, path, "an even head_dim (RoPE rotates pairs)", "head_dim %d",
+		           c->head_dim);
+	return 0;
+}
+
+/* {"path": P} or {"shape": {...}}, exactly one. */
+static int model_parse(const json_value *m, const char *path, gen_model_src *src, sw_err *err)
+{
+	char kp[256];
+	const char *p;
+	int rc;
+	const json_value *pv = json_get(m, "path"), *sv = json_get(m, "shape");
+
+	memset(src, 0, sizeof(*src));
+	if (pv && sv)
+		return bad(err, m, path, "exactly one of \"path\" and \"shape\"", "both");
+	if (!pv && !sv)
+		return bad(err, m, path, "exactly one of \"path\" and \"shape\"", "neither");
+	if (sv) {
+		src->from_shape = true;
+		if ((rc = shape_parse(sv, json_path_key(kp, sizeof(kp), path, "shape"), &src->cfg, err)))
+			return rc;
+		return shape_check(sv, kp, &src->cfg, err);
+	}
+	if ((rc = json_get_string(m, "path", path, &p, err)))
+		return rc;
+	json_path_key(kp, sizeof(kp), path, "path");
+	if (strlen(p) >= sizeof(src->path))
+		return bad(err, pv, kp, "a path shorter than 512 bytes", "%zu bytes", strlen(p));
+	snprintf(src->path, sizeof(src->path), "%s", p);
+	if ((rc = model_from_path(pv, kp, p, &src->cfg, err)))
+		return rc;
+	return shape_check(pv, kp, &src->cfg, err);
+}
+
+/* "N" (first N layers) or "a-b,c,..." (increasing), optionally "@V". */
+static int layerskip_parse(const json_value *v, const char *path, const char *s, int n_layers,
+                           int vocab, gen_spec *sp, sw_err *err)
+{
+	const char *at = strchr(s, '@');
+	char list[256];
+	size_t ln = at ? (size_t)(at - s) : strlen(s);
+	int prev = -1;
+
+	sp->n_skip_layers = 0;
+	sp->draft_vocab = vocab;
+	if (ln == 0 || ln >= sizeof(list))
+		return bad(err, v, path, "layerskip:N or layerskip:a-b,c,...[@V]", "\"layerskip:%s\"", s);
+	memcpy(list, s, ln);
+	list[ln] = 0;
+	if (at) {
+		char *e;
+		long vl = strtol(at + 1, &e, 10);
+		if (*e || e == at + 1 || vl < 2 || vl > vocab)
+			return bad(err, v, path, "a vocabulary limit @V with 2 <= V <= the target vocab",
+			           "\"@%s\" (vocab %d)", at + 1, vocab);
+		sp->draft_vocab = (int)vl;
+	}
+	if (!strpbrk(list, "-,")) {
+		char *e;
+		long k = strtol(list, &e, 10);
+		if (*e || k < 1 || k >= n_layers)
+			return bad(err, v, path, "a layer count 1 <= N < the target's layers",
+			           "\"%s\" (target has %d layers)", list, n_layers);
+		for (int i = 0; i < k; i++)
+			sp->skip_layers[sp->n_skip_layers++] = i;
+		return 0;
+	}
+	for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+		char *e;
+		long a = strtol(tok, &e, 10), b = a;
+		if (e == tok)
+			goto out_bad;
+		if (*e == '-') {
+			char *f = e + 1;
+			b = strtol(f, &e, 10);
+			if (e == f)
+				goto out_bad;
+		}
+		if (*e)
+			goto out_bad;
+		if (a < 0 || b >= n_layers || b < a || a <= prev)
+			return bad(err, v, path, "increasing layer ids in [0, n_layers)",
+			           "\"%s\" in \"%s\" (target has %d layers)", tok, s, n_layers);
+		for (long i = a; i <= b; i++)
+			sp->skip_layers[sp->n_skip_layers++] = (int)i;
+		prev = (int)b;
+	}
+	if (sp->n_skip_layers >= n_layers)
+		return bad(err, v, path, "a proper subset of the target's layers",
+		           "all %d layers", n_layers);
+	return 0;
+out_bad:
+	return bad(err, v, path, "layerskip:N or layerskip:a-b,c,...[@V]", "\"layerskip:%s\"", s);
+}
+
+static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
+{
+	static const char *const keys[] = {"method", "path", "shape", NULL};
+	const json_value *d = json_get(root, "draft");
+	const char *method;
+	char mp[64] = "$.draft";
+	int rc;
+
+	if (!d)
+		return json_get_object(root, "draft", "$", &d, err); /* the "missing" message */
+	if (d->type == JSON_STRING) {
+		method = d->str;
+	} else {
+		if (d->type != JSON_OBJECT)
+			return bad(err, d, "$.draft", "an object or a string", "%s", json_type_name(d->type));
+		if ((rc = json_check_keys(d, "$.draft", keys, err)) ||
+		    (rc = json_get_string(d, "method", "$.draft", &method, err)))
+			return rc;
+		snprintf(mp, sizeof(mp), "$.draft.method");
+	}
+	const json_value *mv = d->type == JSON_STRING ? d : json_get(d, "method");
+	snprintf(sp->draft_method, sizeof(sp->draft_method), "%s", method);
+	bool has_src = d->type == JSON_OBJECT && (json_get(d, "path") || json_get(d, "shape"));
+
+	if (!strncmp(method, "layerskip:", 10) || !strncmp(method, "ngram", 5)) {
+		if (has_src)
+			return bad(err, d, "$.draft", "\"path\"/\"shape\" only with method \"model\"",
+			           "them with \"%s\"", method);
+	}
+	if (!strncmp(method, "layerskip:", 10)) {
+		sp->draft_kind = GEN_DRAFT_LAYERSKIP;
+		return layerskip_parse(mv, mp, method + 10, sp->target.cfg.n_layers,
+		                       sp->target.cfg.vocab, sp, err);
+	}
+	if (!strcmp(method, "ngram") || !strncmp(method, "ngram:", 6)) {
+		sp->draft_kind = GEN_DRAFT_NGRAM;
+		sp->ngram_min = 1;
+		sp->ngram_max = 3;
+		char tail = 0;
+		if (method[5] == ':' &&
+		    (sscanf(method + 6, "%d:%d%c", &sp->ngram_min, &sp->ngram_max, &tail) != 2 ||
+		     sp->ngram_min < 1 || sp->ngram_max < sp->ngram_min || sp->ngram_max > 16))
+			return bad(err, mv, mp, "ngram or ngram:MIN:MAX with 1 <= MIN <= MAX <= 16",
+			           "\"%s\"", method);
+		sp->draft_vocab = 0;
+		return 0;
+	}
+	if (!strcmp(method, "model") || !strncmp(method, "model:", 6)) {
+		sp->draft_kind = GEN_DRAFT_MODEL;
+		if (method[5] == ':') {
+			if (has_src)
+				return bad(err, d, "$.draft", "the model given once", "\"%s\" and a "
+				           "path/shape field", method);
+			json_value fake = *mv;
+			char mpath[512];
+			snprintf(mpath, sizeof(mpath), "%s", method + 6);
+			memset(&sp->draft, 0, sizeof(sp->draft));
+			snprintf(sp->draft.path, sizeof(sp->draft.path), "%s", mpath);
+			if ((rc = model_from_path(&fake, mp, mpath, &sp->draft.cfg, err)) ||
+			    (rc = shape_check(mv, mp, &sp->draft.cfg, err)))
+				return rc;
+		} else {
+			if (d->type != JSON_OBJECT)
+				return bad(err, d, "$.draft", "model:PATH or {\"method\": \"model\", \"path\" | "
+				           "\"shape\": ...}", "\"model\"");
+			if ((rc = model_parse(d, "$.draft", &sp->draft, err)))
+				return rc;
+		}
+		if (sp->draft.cfg.vocab != sp->target.cfg.vocab)
+			return bad(err, d, "$.draft", "a draft vocabulary equal to the target's",
+			           "%d (target %d)", sp->draft.cfg.vocab, sp->target.cfg.vocab);
+		sp->draft_vocab = sp->draft.cfg.vocab;
+		return 0;
+	}
+	return bad(err, mv, mp, "layerskip:LAYERS, model, model:PATH, ngram or ngram:MIN:MAX",
+	           "\"%s\"", method);
+}
+
+static int arch_ok(const char *a)
+{
+	size_t n = strlen(a);
+	if (n < 5 || n > 7 || strncmp(a, "sm_", 3))
+		return 0;
+	for (size_t i = 3; i < n; i++)
+		if (!isdigit((unsigned char)a[i]) && !(i == n - 1 && a[i] == 'a' && i > 4))
+			return 0;
+	return atoi(a + 3) >= 70;
+}
+
+int gen_spec_parse(const char *text, size_t n, const char *file, const char *trees_dir,
+                   gen_spec *sp, sw_err *err)
+{
+	static const char *const keys[] = {"name", "target", "draft", "tree", "verify", "sampling",
+	                                   "max_context", "prefill_chunk", "dtype", "archs",
+	                                   "allow_spills", "roofline", NULL};
+	json_value *root;
+	const json_value *o, *v;
+	const char *s;
+	char kp[256];
+	int rc;
+
+	memset(sp, 0, sizeof(*sp));
+	snprintf(sp->file, sizeof(sp->file), "%s", file);
+	root = json_parse(text, n, file, err);
+	if (!root)
+		return err ? err->code : SW_EINVAL;
+	if ((rc = json_as_object(root, "$", err)) || (rc = json_check_keys(root, "$", keys, err)))
+		goto out_free;
+
+	snprintf(sp->name, sizeof(sp->name), "engine");
+	if ((v = json_get(root, "name"))) {
+		if ((rc = json_get_string(root, "name", "$", &s, err)))
+			goto out_free;
+		size_t l = strlen(s), ok = l > 0 && l < sizeof(sp->name);
+		for (size_t i = 0; i < l && ok; i++)
+			ok = isalnum((unsigned char)s[i]) || strchr("_.-", s[i]);
+		if (!ok) {
+			rc = bad(err, v, "$.name", "1-63 characters from [A-Za-z0-9_.-]", "\"%.80s\"", s);
+			goto out_free;
+		}
+		snprintf(sp->name, sizeof(sp->name), "%s", s);
+	}
+
+	static const char *const tkeys[] = {"path", "shape", NULL};
+	if ((rc = json_get_object(root, "target", "$", &o, err)) ||
+	    (rc = json_check_keys(o, "$.target", tkeys, err)) ||
+	    (rc = model_parse(o, "$.target", &sp->target, err)))
+		goto out_free;
+	if ((rc = draft_parse(root, sp, err)))
+		goto out_free;
+
+	if ((rc = json_get_string(root, "tree", "$", &s, err)))
+		goto out_free;
+	snprintf(sp->tree_spec, sizeof(sp->tree_spec), "%s", s);
+	if ((rc = gen_tree_parse(s, trees_dir, &sp->tree, err))) {
+		v = json_get(root, "tree");
+		sw_err_prefix(err, "%s:%d:%d: $.tree", v->file, v->line, v->col);
+		goto out_free;
+	}
+	if (sp->tree.n < 2) {
+		rc = bad(err, json_get(root, "tree"), "$.tree", "a tree with at least one draft node",
+		         "\"%s\" (root only)", s);
+		goto out_free;
+	}
+
+	static const char *const vkeys[] = {"method", "expand", NULL};
+	const char *ms, *es;
+	if ((rc = json_get_object(root, "verify", "$", &o, err)) ||
+	    (rc = json_check_keys(o, "$.verify", vkeys, err)) ||
+	    (rc = json_get_string(o, "method", "$.verify", &ms, err)) ||
+	    (rc = json_get_string(o, "expand", "$.verify", &es, err)))
+		goto out_free;
+	sp->verify_method = rt_verify_method_parse(ms);
+	sp->expand_rule = rt_expand_rule_parse(es);
+	if (sp->verify_method < 0) {
+		rc = bad(err, json_get(o, "method"), "$.verify.method",
+		         "greedy, rrs, rrsw, spechub or onehot", "\"%s\"", ms);
+		goto out_free;
+	}
+	if (sp->expand_rule < 0) {
+		rc = bad(err, json_get(o, "expand"), "$.verify.expand",
+		         "topk, sample, sample-wor or spechub", "\"%s\"", es);
+		goto out_free;
+	}
+
+	sp->top_p = 1.0f;
+	if ((o = json_get(root, "sampling"))) {
+		static const char *const skeys[] = {"temperature", "top_k", "top_p", NULL};
+		double d;
+		if ((rc = json_as_object(o, "$.sampling", err)) ||
+		    (rc = json_check_keys(o, "$.sampling", skeys, err)))
+			goto out_free;
+		if (json_get(o, "temperature")) {
+			if ((rc = json_get_number(o, "temperature", "$.sampling", 0.0, 100.0, &d, err)))
+				goto out_free;
+			sp->temperature = (float)d;
+		}
+		if ((rc = opt_int(o, "top_k", "$.sampling", 0, 1 << 22, &sp->top_k, err)))
+			goto out_free;
+		if (json_get(o, "top_p")) {
+			if ((rc = json_get_number(o, "top_p", "$.sampling", 0.0, 1.0, &d, err)))
+				goto out_free;
+			if (d <= 0.0) {
+				rc = bad(err, json_get(o, "top_p"), "$.sampling.top_p", "0 < top_p <= 1",
+				         "%g", d);
+				goto out_free;
+			}
+			sp->top_p = (float)d;
+		}
+	}
+	bool greedy = sp->temperature == 0.0f;
+	if (!rt_verify_compatible(sp->expand_rule, sp->verify_method, greedy)) {
+		o = json_get(root, "verify");
+		rc = bad(err, o, "$.verify", "an exact (expand, method) pair: sample+rrs, "
+		         "sample-wor+rrsw, spechub+spechub, any+onehot, any+greedy at temperature 0",
+		         "expand \"%s\" with method \"%s\" at temperature %g", es, ms,
+		         (double)sp->temperature);
+		goto out_free;
+	}
+	if (sp->draft_kind == GEN_DRAFT_NGRAM) {
+		for (int i = 0; i < sp->tree.n; i++)
+			if (sp->tree.n_children[i] > 1) {
+				rc = bad(err, json_get(root, "tree"), "$.tree", "a chain (ngram drafts one "
+				         "continuation)", "\"%s\" (node %d has %d children)", sp->tree_spec, i,
+				         sp->tree.n_children[i]);
+				goto out_free;
+			}
+		if (sp->verify_method != RT_VERIFY_GREEDY && sp->verify_method != RT_VERIFY_ONEHOT) {
+			rc = bad(err, json_get(root, "verify"), "$.verify.method", "greedy or onehot "
+			         "(ngram drafts have no draft distribution)", "\"%s\"", ms);
+			goto out_free;
+		}
+	}
+
+	if ((rc = get_int(root, "max_context", "$", 16, 1 << 20, &sp->max_context, err)))
+		goto out_free;
+	v = json_get(root, "max_context");
+	if (sp->target.cfg.max_ctx > 0 && sp->max_context > sp->target.cfg.max_ctx) {
+		rc = bad(err, v, "$.max_context", "at most the target's trained context",
+		         "%d (trained %d)", sp->max_context, sp->target.cfg.max_ctx);
+		goto out_free;
+	}
+	if (sp->max_context < 2 * sp->tree.n) {
+		rc = bad(err, v, "$.max_context", "room for at least two trees of nodes",
+		         "%d with a %d-node tree", sp->max_context, sp->tree.n);
+		goto out_free;
+	}
+	sp->prefill_chunk = sp->max_context < 128 ? sp->max_context : 128;
+	if ((rc = opt_int(root, "prefill_chunk", "$", 1, 1 << 20, &sp->prefill_chunk, err)))
+		goto out_free;
+	if (sp->prefill_chunk > sp->max_context) {
+		rc = bad(err, json_get(root, "prefill_chunk"), "$.prefill_chunk",
+		         "at most max_context", "%d (max_context %d)", sp->prefill_chunk, sp->max_context);
+		goto out_free;
+	}
+
+	if ((rc = json_get_string(root, "dtype", "$", &s, err)))
+		goto out_free;
+	if (!strcmp(s, "bf16")) {
+		sp->dtype = GEN_DTYPE_BF16;
+	} else if (!strcmp(s, "fp16")) {
+		sp->dtype = GEN_DTYPE_FP16;
+	} else {
+		rc = bad(err, json_get(root, "dtype"), "$.dtype", "\"bf16\" or \"fp16\"", "\"%.40s\"", s);
+		goto out_free;
+	}
+
+	if ((v = json_get(root, "archs"))) {
+		const json_value *a;
+		if ((rc = json_get_array(root, "archs", "$", 1, GEN_SPEC_MAX_ARCHS, &a, err)))
+			goto out_free;
+		for (size_t i = 0; i < a->n; i++) {
+			json_path_index(kp, sizeof(kp), "$.archs", i);
+			if ((rc = json_as_string(a->items[i], kp, &s, err)))
+				goto out_free;
+			if (!arch_ok(s)) {
+				rc = bad(err, a->items[i], kp, "an NVRTC real arch sm_XX (XX >= 70, e.g. "
+				         "sm_80, sm_90, sm_90a)", "\"%.40s\"", s);
+				goto out_free;
+			}
+			for (int j = 0; j < sp->n_archs; j++)
+				if (!strcmp(sp->archs[j], s)) {
+					rc = bad(err, a->items[i], kp, "each arch once", "\"%s\" again", s);
+					goto out_free;
+				}
+			snprintf(sp->archs[sp->n_archs++], sizeof(sp->archs[0]), "%s", s);
+		}
+	} else {
+		snprintf(sp->archs[0], sizeof(sp->archs[0]), "sm_80");
+		snprintf(sp->archs[1], sizeof(sp->archs[1]), "sm_90");
+		sp->n_archs = 2;
+	}
+	if (json_get(root, "allow_spills") &&
+	    (rc = json_get_bool(root, "allow_spills", "$", &sp->allow_spills, err)))
+		goto out_free;
+
+	sp->est_context = sp->max_context / 2;
+	if ((o = json_get(root, "roofline"))) {
+		static const char *const rkeys[] = {"tau", "context", NULL};
+		if ((rc = json_as_object(o, "$.roofline", err)) ||
+		    (rc = json_check_keys(o, "$.roofline", rkeys, err)))
+			goto out_free;
+		if (json_get(o, "tau")) {
+			double lim = sp->tree.depth_max + 1;
+			if ((rc = json_get_number(o, "tau", "$.roofline", 1.0, lim, &sp->tau, err)))
+				goto out_free;
+		}
+		if ((rc = opt_int(o, "context", "$.roofline", 1, sp->max_context, &sp->est_context,
+		                  err)))
+			goto out_free;
+	}
+	rc = 0;
+out_free:
+	json_free(root);
+	return rc;
+}
+
+int gen_spec_load(const char *path, const char *trees_dir, gen_spec *s, sw_err *err)
+{
+	size_t n = 0;
+	char *t = slurp(path, &n);
+	if (!t)
+		return sw_errf(err, SW_EIO, "%s: cannot read the spec: %s", path, strerror(errno));
+	int rc = gen_spec_parse(t, n, path, trees_dir, s, err);
+	free(t);
+	return rc;
+}

@@ -1,0 +1,89 @@
+/* Engine spec: the JSON document `specwright build` reads (target and draft
+ * models by path or by explicit shape, draft method, tree, verification pair,
+ * sampling, context, dtype, GPU archs), parsed and validated into gen_spec.
+ * Every error names the file, the JSON path, what was expected and what was
+ * found. Not the planner (gen/plan.h): nothing here decides buffers or ops.
+ *
+ *   {
+ *     "name": "smollm2-eagle25",                  optional, [A-Za-z0-9_.-]{1,63}
+ *     "target": {"path": "model.gguf"}            GGUF file or HF directory, or
+ *               {"shape": {"n_layers": 32, "dim": 4096, "n_heads": 32,
+ *                          "n_kv_heads": 8, "head_dim": 128, "ffn_dim": 14336,
+ *                          "vocab": 128256, "rope_theta": 500000,
+ *                          "norm_eps": 1e-5, "tied_embd": false}}
+ *               (n_kv_heads, head_dim, rope_theta, norm_eps, tied_embd optional)
+ *     "draft": {"method": "layerskip:0-7" | "model" | "ngram" | "ngram:1:3",
+ *               "path": ..., "shape": {...}}      path/shape only for "model";
+ *              or the string "model:PATH" / "layerskip:8" / "ngram"
+ *     "tree": "eagle25" | "chain:5" | "kary:2:3" | "path/tree.json" | ...
+ *     "verify": {"method": "greedy", "expand": "topk"}   an exact pair
+ *     "sampling": {"temperature": 0, "top_k": 0, "top_p": 1}   optional
+ *     "max_context": 2048,
+ *     "prefill_chunk": 128,                       optional, default min(128, max_context)
+ *     "dtype": "bf16" | "fp16",                   weights and GEMM activations; fp32 accumulation
+ *     "archs": ["sm_80", "sm_90"],                optional, this default
+ *     "allow_spills": false,                      optional
+ *     "roofline": {"tau": 3.2, "context": 1024}   optional: expected tokens per
+ *                                                 iteration and the context length
+ *                                                 the bytes estimates assume
+ *   }
+ */
+#ifndef GEN_SPEC_H
+#define GEN_SPEC_H
+
+#include <stdbool.h>
+
+#include "err.h"
+#include "model.h"
+#include "tree.h"
+
+#define GEN_SPEC_MAX_ARCHS 8
+#define GEN_SPEC_MAX_LAYERS 512
+
+enum gen_dtype { GEN_DTYPE_BF16 = 0, GEN_DTYPE_FP16 };
+enum gen_draft_kind { GEN_DRAFT_LAYERSKIP = 0, GEN_DRAFT_MODEL, GEN_DRAFT_NGRAM };
+
+typedef struct gen_model_src {
+	bool from_shape;  /* shape given in the spec, no weights needed to build */
+	char path[512];   /* when !from_shape: the file or directory read */
+	rt_config cfg;    /* shapes, from the file's metadata or the spec */
+} gen_model_src;
+
+typedef struct gen_spec {
+	char file[256];   /* the spec's name in messages */
+	char name[64];
+	gen_model_src target;
+	int draft_kind;            /* enum gen_draft_kind */
+	char draft_method[256];    /* as written, for the echo */
+	gen_model_src draft;       /* GEN_DRAFT_MODEL only */
+	int n_skip_layers;         /* LAYERSKIP: the target layers the draft runs, increasing */
+	int skip_layers[GEN_SPEC_MAX_LAYERS];
+	int draft_vocab;           /* LAYERSKIP "@V" limit, else the draft's vocab; 0 for NGRAM */
+	int ngram_min, ngram_max;  /* NGRAM */
+	char tree_spec[512];
+	gen_tree tree;
+	int verify_method, expand_rule; /* rt_verify_method / rt_expand_rule */
+	float temperature, top_p;
+	int top_k;
+	int max_context, prefill_chunk;
+	int dtype;                 /* enum gen_dtype */
+	int n_archs;
+	char archs[GEN_SPEC_MAX_ARCHS][16];
+	bool allow_spills;
+	double tau;                /* 0 when not given */
+	int est_context;           /* context length the bytes estimates assume */
+} gen_spec;
+
+/* Parses and validates spec text (n bytes; file names it in messages).
+ * trees_dir: where tree presets live (NULL: models/trees). Model paths are
+ * opened (metadata only) relative to the current directory. */
+int gen_spec_parse(const char *text, size_t n, const char *file, const char *trees_dir,
+                   gen_spec *s, sw_err *err);
+/* The same from a file. */
+int gen_spec_load(const char *path, const char *trees_dir, gen_spec *s, sw_err *err);
+
+const char *gen_dtype_name(int dtype);
+/* Bytes per element of the weight/activation dtype (2 for both). */
+int gen_dtype_size(int dtype);
+
+#endif
