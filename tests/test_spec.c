@@ -1,0 +1,223 @@
+/* Engine spec validation (gen/spec.h): every class of bad spec gives its own
+ * message naming the JSON path; the example specs in models/specs parse to
+ * the shapes they state. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "../gen/spec.h"
+#include "tree_verify.h"
+
+#define SHAPE7B "{\"shape\": {\"n_layers\": 4, \"dim\": 256, \"n_heads\": 8, \"n_kv_heads\": 2, " \
+                "\"ffn_dim\": 512, \"vocab\": 1000, \"max_ctx\": 4096}}"
+#define TAIL "\"max_context\": 2048, \"dtype\": \"bf16\""
+
+static gen_spec g_spec;
+
+static char *mk(const char *target, const char *draft, const char *tree, const char *verify,
+                const char *extra)
+{
+	static char buf[4096];
+	snprintf(buf, sizeof(buf), "{\"target\": %s, \"draft\": %s, \"tree\": \"%s\", "
+	         "\"verify\": %s%s%s}", target, draft, tree, verify, extra[0] ? ", " : "", extra);
+	return buf;
+}
+
+#define GOOD_T SHAPE7B
+#define GOOD_D "\"layerskip:2\""
+#define GOOD_V "{\"method\": \"greedy\", \"expand\": \"topk\"}"
+
+static void expect_err(const char *text, const char *want)
+{
+	sw_err err = {0};
+	int rc = gen_spec_parse(text, strlen(text), "t.json", NULL, &g_spec, &err);
+	if (rc == 0)
+		fail_msg("accepted a bad spec (want \"%s\"):\n%s", want, text);
+	if (!strstr(err.msg, want))
+		fail_msg("message \"%s\" lacks \"%s\"", err.msg, want);
+	assert_true(rc == SW_EINVAL || rc == SW_ERANGE);
+}
+
+static void expect_ok(const char *text)
+{
+	sw_err err = {0};
+	if (gen_spec_parse(text, strlen(text), "t.json", NULL, &g_spec, &err))
+		fail_msg("refused: %s\n%s", err.msg, text);
+}
+
+static void test_good_defaults(void **state)
+{
+	(void)state;
+	expect_ok(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL));
+	assert_int_equal(g_spec.target.cfg.head_dim, 32);
+	assert_int_equal(g_spec.target.cfg.n_kv_heads, 2);
+	assert_true(g_spec.target.from_shape);
+	assert_int_equal(g_spec.draft_kind, GEN_DRAFT_LAYERSKIP);
+	assert_int_equal(g_spec.n_skip_layers, 2);
+	assert_int_equal(g_spec.n_archs, 2);
+	assert_string_equal(g_spec.archs[0], "sm_80");
+	assert_string_equal(g_spec.archs[1], "sm_90");
+	assert_false(g_spec.allow_spills);
+	assert_int_equal(g_spec.prefill_chunk, 128);
+	assert_int_equal(g_spec.est_context, 1024);
+	assert_true(g_spec.top_p == 1.0f);
+	assert_int_equal(g_spec.tree.n, 5);
+	/* layer ranges, vocab limit, the object form of draft */
+	expect_ok(mk(GOOD_T, "{\"method\": \"layerskip:0,2-3@500\"}", "eagle25", GOOD_V, TAIL));
+	assert_int_equal(g_spec.n_skip_layers, 3);
+	assert_int_equal(g_spec.skip_layers[1], 2);
+	assert_int_equal(g_spec.draft_vocab, 500);
+	/* a model draft by shape */
+	expect_ok(mk(GOOD_T, "{\"method\": \"model\", \"shape\": {\"n_layers\": 1, \"dim\": 64, "
+	             "\"n_heads\": 2, \"ffn_dim\": 128, \"vocab\": 1000}}", "kary:2:2",
+	             "{\"method\": \"rrs\", \"expand\": \"sample\"}",
+	             TAIL ", \"sampling\": {\"temperature\": 0.7, \"top_k\": 40, \"top_p\": 0.9}"));
+	assert_int_equal(g_spec.draft_kind, GEN_DRAFT_MODEL);
+	assert_int_equal(g_spec.draft.cfg.dim, 64);
+	assert_int_equal(g_spec.verify_method, RT_VERIFY_RRS);
+	expect_ok(mk(GOOD_T, "\"ngram:1:4\"", "chain:5", GOOD_V, TAIL ", \"archs\": [\"sm_90a\"]"));
+	assert_int_equal(g_spec.draft_kind, GEN_DRAFT_NGRAM);
+	assert_int_equal(g_spec.ngram_max, 4);
+}
+
+/* One bad spec per class, each with the words its message must carry. */
+static void test_bad_specs(void **state)
+{
+	(void)state;
+	/* malformed JSON */
+	expect_err("{\"target\": ", "t.json:1:");
+	/* unknown keys, top level and nested */
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"treee\": 1"),
+	           "unknown field \"treee\"");
+	expect_err(mk("{\"shape\": {\"n_layers\": 4, \"dim\": 256, \"n_heads\": 8, \"ffn_dim\": 512, "
+	              "\"vocab\": 1000, \"n_kv_head\": 2}}", GOOD_D, "chain:4", GOOD_V, TAIL),
+	           "$.target.shape: unknown field \"n_kv_head\"");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", "{\"method\": \"greedy\", \"expand\": \"topk\", "
+	              "\"x\": 1}", TAIL), "$.verify: unknown field \"x\"");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"sampling\": {\"temp\": 0}"),
+	           "$.sampling: unknown field \"temp\"");
+	/* wrong type, missing field */
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, "\"max_context\": \"2048\", "
+	              "\"dtype\": \"bf16\""), "$.max_context: expected");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, "\"dtype\": \"bf16\""),
+	           "missing required field \"max_context\"");
+	expect_err("{\"target\": " SHAPE7B ", \"draft\": \"ngram\", \"verify\": " GOOD_V ", " TAIL "}",
+	           "missing required field \"tree\"");
+	expect_err(mk("{\"shape\": {\"dim\": 256, \"n_heads\": 8, \"ffn_dim\": 512, \"vocab\": 1000}}",
+	              GOOD_D, "chain:4", GOOD_V, TAIL), "missing required field \"n_layers\"");
+	/* model source: both, neither, a missing file */
+	expect_err(mk("{\"path\": \"x.gguf\", \"shape\": {}}", GOOD_D, "chain:4", GOOD_V, TAIL),
+	           "$.target: expected exactly one of \"path\" and \"shape\", found both");
+	expect_err(mk("{}", GOOD_D, "chain:4", GOOD_V, TAIL), "found neither");
+	expect_err(mk("{\"path\": \"/nonexistent/m.gguf\"}", GOOD_D, "chain:4", GOOD_V, TAIL),
+	           "$.target.path: expected a GGUF file or an HF model directory");
+	/* shapes */
+	expect_err(mk("{\"shape\": {\"n_layers\": 4, \"dim\": 256, \"n_heads\": 8, \"n_kv_heads\": 3, "
+	              "\"ffn_dim\": 512, \"vocab\": 1000}}", GOOD_D, "chain:4", GOOD_V, TAIL),
+	           "n_heads a multiple of n_kv_heads (GQA)");
+	expect_err(mk("{\"shape\": {\"n_layers\": 4, \"dim\": 250, \"n_heads\": 8, \"ffn_dim\": 512, "
+	              "\"vocab\": 1000}}", GOOD_D, "chain:4", GOOD_V, TAIL),
+	           "$.target.shape.dim: expected a multiple of n_heads");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, "\"max_context\": 8192, \"dtype\": \"bf16\""),
+	           "$.max_context: expected at most the target's trained context");
+	/* draft */
+	expect_err(mk(GOOD_T, "\"layerskip:0-9\"", "chain:4", GOOD_V, TAIL),
+	           "$.draft: expected increasing layer ids in [0, n_layers)");
+	expect_err(mk(GOOD_T, "\"layerskip:4\"", "chain:4", GOOD_V, TAIL),
+	           "a layer count 1 <= N < the target's layers");
+	expect_err(mk(GOOD_T, "\"layerskip:2@5000\"", "chain:4", GOOD_V, TAIL), "vocabulary limit");
+	expect_err(mk(GOOD_T, "{\"method\": \"layerskip:2\", \"path\": \"m.gguf\"}", "chain:4", GOOD_V,
+	              TAIL), "\"path\"/\"shape\" only with method \"model\"");
+	expect_err(mk(GOOD_T, "\"medusa\"", "chain:4", GOOD_V, TAIL),
+	           "$.draft: expected layerskip:LAYERS, model, model:PATH, ngram");
+	expect_err(mk(GOOD_T, "{\"method\": \"model\", \"shape\": {\"n_layers\": 1, \"dim\": 64, "
+	              "\"n_heads\": 2, \"ffn_dim\": 128, \"vocab\": 999}}", "chain:4", GOOD_V, TAIL),
+	           "a draft vocabulary equal to the target's");
+	expect_err(mk(GOOD_T, "\"ngram\"", "eagle25", GOOD_V, TAIL),
+	           "$.tree: expected a chain (ngram drafts one continuation)");
+	expect_err(mk(GOOD_T, "\"ngram\"", "chain:4", "{\"method\": \"rrs\", \"expand\": \"sample\"}",
+	              TAIL ", \"sampling\": {\"temperature\": 1}"), "greedy or onehot");
+	/* tree */
+	expect_err(mk(GOOD_T, GOOD_D, "kary:0:3", GOOD_V, TAIL), "$.tree");
+	expect_err(mk(GOOD_T, GOOD_D, "no_such_preset", GOOD_V, TAIL), "$.tree");
+	/* verification pair and names */
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", "{\"method\": \"rrs\", \"expand\": \"topk\"}",
+	              TAIL ", \"sampling\": {\"temperature\": 0.8}"),
+	           "$.verify: expected an exact (expand, method) pair");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"sampling\": {\"temperature\": 0.8}"),
+	           "expand \"topk\" with method \"greedy\" at temperature 0.8");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", "{\"method\": \"rrx\", \"expand\": \"topk\"}", TAIL),
+	           "$.verify.method: expected greedy, rrs, rrsw, spechub or onehot, found \"rrx\"");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", "{\"method\": \"greedy\", \"expand\": \"top1\"}", TAIL),
+	           "$.verify.expand: expected topk, sample, sample-wor or spechub");
+	/* sampling ranges */
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"sampling\": {\"top_p\": 0}"),
+	           "$.sampling.top_p: expected 0 < top_p <= 1");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"sampling\": {\"temperature\": -1}"),
+	           "$.sampling.temperature");
+	/* context, dtype, archs, spills, roofline */
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"prefill_chunk\": 4096"),
+	           "$.prefill_chunk: expected at most max_context");
+	expect_err(mk(GOOD_T, GOOD_D, "eagle25", GOOD_V, "\"max_context\": 40, \"dtype\": \"bf16\""),
+	           "room for at least two trees");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, "\"max_context\": 2048, \"dtype\": \"fp8\""),
+	           "$.dtype: expected \"bf16\" or \"fp16\", found \"fp8\"");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"archs\": [\"sm_80\", \"sm8\"]"),
+	           "$.archs[1]: expected an NVRTC real arch");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"archs\": [\"sm_90\", \"sm_90\"]"),
+	           "$.archs[1]: expected each arch once");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"archs\": []"), "$.archs");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"allow_spills\": 1"),
+	           "$.allow_spills: expected");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"roofline\": {\"tau\": 9}"),
+	           "$.roofline.tau");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"name\": \"a b\""),
+	           "$.name: expected 1-63 characters");
+}
+
+static void test_example_specs(void **state)
+{
+	(void)state;
+	sw_err err = {0};
+	if (gen_spec_load("models/specs/llama2-7b-eagle25.json", NULL, &g_spec, &err))
+		fail_msg("%s", err.msg);
+	assert_int_equal(g_spec.target.cfg.ffn_dim, 11008);
+	assert_int_equal(g_spec.target.cfg.vocab, 32000);
+	assert_int_equal(g_spec.target.cfg.head_dim, 128);
+	assert_int_equal(g_spec.dtype, GEN_DTYPE_FP16);
+	if (gen_spec_load("models/specs/llama3-8b-eagle25.json", NULL, &g_spec, &err))
+		fail_msg("%s", err.msg);
+	assert_int_equal(g_spec.target.cfg.n_heads / g_spec.target.cfg.n_kv_heads, 4);
+	assert_int_equal(g_spec.target.cfg.vocab, 128256);
+	assert_true(g_spec.target.cfg.rope_theta == 500000.0f);
+	assert_int_equal(g_spec.verify_method, RT_VERIFY_RRSW);
+	FILE *f = fopen("models/cache/SmolLM2-135M-Instruct.Q4_1.gguf", "rb");
+	if (!f) {
+		print_message("test_spec: SKIPPING the real-model spec: model not fetched (make model)\n");
+		return;
+	}
+	fclose(f);
+	if (gen_spec_load("models/specs/smollm2-eagle25.json", NULL, &g_spec, &err))
+		fail_msg("%s", err.msg);
+	assert_int_equal(g_spec.target.cfg.dim, 576);
+	assert_int_equal(g_spec.target.cfg.n_layers, 30);
+	assert_int_equal(g_spec.target.cfg.n_kv_heads, 3);
+	assert_int_equal(g_spec.target.cfg.vocab, 49152);
+	assert_int_equal(g_spec.n_skip_layers, 10);
+	assert_int_equal(g_spec.tree.n, 26);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_good_defaults),
+		cmocka_unit_test(test_bad_specs),
+		cmocka_unit_test(test_example_specs),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
