@@ -1,0 +1,217 @@
+/* Planner invariants (gen/plan.h): buffers aligned, inside the arena and
+ * disjoint; every op argument inside its buffer; phases as the tree says;
+ * the plan's GEMM bytes and flops equal a closed form computed here from the
+ * shapes alone (weights + activations); same spec, same engine.json bytes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "../gen/plan.h"
+#include "json.h"
+
+/* Awkward small shapes: GQA 3, odd vocab, ffn not a multiple of 8. */
+static const char SMALL[] =
+	"{\"name\": \"small\", \"target\": {\"shape\": {\"n_layers\": 3, \"dim\": 96, \"n_heads\": 6, "
+	"\"n_kv_heads\": 2, \"ffn_dim\": 260, \"vocab\": 111, \"max_ctx\": 512}}, "
+	"\"draft\": \"layerskip:0,2@101\", \"tree\": \"%s\", "
+	"\"verify\": {\"method\": \"greedy\", \"expand\": \"topk\"}, \"max_context\": 256, "
+	"\"prefill_chunk\": 33, \"dtype\": \"bf16\", \"roofline\": {\"context\": 100}}";
+
+static gen_spec *spec_of(const char *tree)
+{
+	char text[2048];
+	sw_err err = {0};
+	gen_spec *s = malloc(sizeof(*s));
+	assert_non_null(s);
+	snprintf(text, sizeof(text), SMALL, tree);
+	if (gen_spec_parse(text, strlen(text), "small.json", NULL, s, &err))
+		fail_msg("%s", err.msg);
+	return s;
+}
+
+static void check_invariants(const gen_plan *p)
+{
+	for (int i = 0; i < p->n_bufs; i++) {
+		const gen_buf *b = &p->bufs[i];
+		int64_t n = !strcmp(b->dtype, "f32") || !strcmp(b->dtype, "i32") ? 4
+		          : !strcmp(b->dtype, "u64") ? 8 : 2;
+		for (int d = 0; d < b->rank; d++)
+			n *= b->shape[d];
+		assert_int_equal(b->bytes, n);
+		assert_true(b->bytes > 0);
+		assert_int_equal(b->offset % 256, 0);
+		assert_true(b->offset + b->bytes <= p->arena_bytes);
+		for (int j = 0; j < i; j++) {
+			const gen_buf *c = &p->bufs[j];
+			if (!(b->offset >= c->offset + c->bytes || c->offset >= b->offset + b->bytes))
+				fail_msg("buffers %s and %s overlap", b->name, c->name);
+			if (!strcmp(b->name, c->name))
+				fail_msg("buffer %s twice", b->name);
+		}
+	}
+	for (int i = 0; i < p->n_kernels; i++)
+		for (int j = 0; j < i; j++)
+			assert_string_not_equal(p->kernels[i].uri, p->kernels[j].uri);
+	for (int i = 0; i < p->n_ops; i++) {
+		const gen_op *o = &p->ops[i];
+		for (int a = 0; a < o->n_args; a++) {
+			assert_true(o->args[a].buf >= 0 && o->args[a].buf < p->n_bufs);
+			if (o->args[a].offset >= p->bufs[o->args[a].buf].bytes)
+				fail_msg("op %s arg %d: offset %lld outside %s", o->name, a,
+				         (long long)o->args[a].offset, p->bufs[o->args[a].buf].name);
+		}
+		if (o->exec == GEN_EXEC_KERNEL) {
+			assert_true(o->kernel >= 0 && o->kernel < p->n_kernels);
+			assert_string_equal(o->uri, p->kernels[o->kernel].uri);
+			assert_true(o->grid[0] > 0 && o->block[0] % 32 == 0);
+		} else {
+			assert_int_equal(o->kernel, -1);
+		}
+		assert_true(o->bytes > 0);
+	}
+}
+
+static void test_plan_invariants(void **state)
+{
+	(void)state;
+	static const char *trees[] = {"chain:5", "eagle25", "kary:2:3", "batch:3:2"};
+	for (int t = 0; t < 4; t++) {
+		gen_spec *s = spec_of(trees[t]);
+		gen_plan p;
+		sw_err err = {0};
+		if (gen_plan_build(s, &p, &err))
+			fail_msg("%s", err.msg);
+		check_invariants(&p);
+		/* prefill, D draft levels, verify, accept, commit */
+		assert_int_equal(p.n_phases, s->tree.depth_max + 4);
+		assert_string_equal(p.phases[0].name, "prefill");
+		assert_int_equal(p.phases[0].rows, 33);
+		for (int d = 0; d < s->tree.depth_max; d++) {
+			char nm[32];
+			snprintf(nm, sizeof(nm), "draft_%d", d);
+			assert_string_equal(p.phases[1 + d].name, nm);
+			assert_int_equal(p.phases[1 + d].rows,
+			                 s->tree.level_start[d + 1] - s->tree.level_start[d]);
+		}
+		assert_string_equal(p.phases[s->tree.depth_max + 1].name, "verify");
+		assert_int_equal(p.phases[s->tree.depth_max + 1].rows, s->tree.n);
+		/* chains expand with the argmax kernel, real trees with tree_expand */
+		int argmax = 0, expand = 0;
+		for (int i = 0; i < p.n_ops; i++) {
+			argmax += !strcmp(p.ops[i].op, "argmax");
+			expand += !strcmp(p.ops[i].op, "tree_expand");
+		}
+		if (t == 0) {
+			assert_int_equal(argmax, 5);
+			assert_int_equal(expand, 0);
+		} else {
+			assert_true(expand > 0);
+		}
+		gen_plan_free(&p);
+		free(s);
+	}
+}
+
+/* Closed form of the verify phase's GEMMs for T tree nodes: per layer the
+ * weights (q, k, v, o, gate, up, down) in bf16, the bf16 inputs and the fp32
+ * outputs; then the LM head. Computed from the shapes, not from the plan. */
+static void test_plan_gemm_closed_form(void **state)
+{
+	(void)state;
+	gen_spec *s = spec_of("eagle25");
+	gen_plan p;
+	sw_err err = {0};
+	if (gen_plan_build(s, &p, &err))
+		fail_msg("%s", err.msg);
+	const double L = 3, D = 96, H = 6, KV = 2, hd = 16, F = 260, V = 111, T = 26;
+	const double qd = H * hd, kvd = KV * hd;
+	double w_elems = qd * D + 2 * kvd * D + D * qd + 2 * F * D + D * F;
+	double in_elems = T * (3 * D + qd + 2 * D + F);
+	double out_elems = T * (qd + 2 * kvd + D + 2 * F + D);
+	double want_bytes = L * (2 * w_elems + 2 * in_elems + 4 * out_elems) +
+	                    (2 * V * D + 2 * T * D + 4 * T * V);
+	double want_flops = L * 2 * T * w_elems + 2 * T * V * D;
+	double got_bytes = 0, got_flops = 0;
+	const gen_phase *ph = NULL;
+	for (int i = 0; i < p.n_phases; i++)
+		if (!strcmp(p.phases[i].name, "verify"))
+			ph = &p.phases[i];
+	assert_non_null(ph);
+	for (int i = ph->first_op; i < ph->first_op + ph->n_ops; i++)
+		if (p.ops[i].exec == GEN_EXEC_CUBLASLT) {
+			got_bytes += p.ops[i].bytes * p.ops[i].repeat;
+			got_flops += p.ops[i].flops * p.ops[i].repeat;
+		}
+	assert_true(got_bytes == want_bytes);
+	assert_true(got_flops == want_flops);
+
+	/* the target's weights in the arena: bf16 matrices, fp32 norms and rope table */
+	double wb = 0;
+	for (int i = 0; i < p.n_bufs; i++)
+		if (!strcmp(p.bufs[i].kind, "weight") && !strncmp(p.bufs[i].name, "target.", 7))
+			wb += (double)p.bufs[i].bytes;
+	double want_w = 2 * (L * w_elems + 2 * V * D) + 4 * (2 * L * D + D) + 4 * hd / 2;
+	assert_true(wb == want_w);
+	/* layerskip: no draft weights, a draft cache of 2 layers x max_context */
+	assert_int_equal(gen_plan_find_buf(&p, "draft.wq"), -1);
+	int kc = gen_plan_find_buf(&p, "draft.k_cache");
+	assert_true(kc >= 0);
+	assert_int_equal(p.bufs[kc].bytes, 2 * 256 * 2 * 16 * 2);
+	/* draft LM head limited to the @101 vocabulary */
+	for (int i = 0; i < p.n_ops; i++)
+		if (!strcmp(p.ops[i].name, "lm_head") && p.ops[i].layers == NULL &&
+		    i >= p.phases[1].first_op && i < p.phases[1].first_op + p.phases[1].n_ops)
+			assert_int_equal(p.ops[i].n, 101);
+	gen_plan_free(&p);
+	free(s);
+}
+
+static char *plan_json(const gen_spec *s, size_t *len)
+{
+	gen_plan p;
+	sw_err err = {0};
+	char *buf = NULL;
+	if (gen_plan_build(s, &p, &err))
+		fail_msg("%s", err.msg);
+	FILE *f = open_memstream(&buf, len);
+	assert_non_null(f);
+	assert_int_equal(gen_plan_write_json(&p, f), 0);
+	fclose(f);
+	gen_plan_free(&p);
+	return buf;
+}
+
+static void test_plan_deterministic(void **state)
+{
+	(void)state;
+	gen_spec *a = spec_of("eagle25"), *b = spec_of("eagle25");
+	size_t la = 0, lb = 0;
+	char *ja = plan_json(a, &la), *jb = plan_json(b, &lb);
+	assert_int_equal(la, lb);
+	assert_memory_equal(ja, jb, la);
+	/* and it is strict JSON */
+	sw_err err = {0};
+	json_value *v = json_parse(ja, la, "engine.json", &err);
+	if (!v)
+		fail_msg("%s", err.msg);
+	json_free(v);
+	free(ja);
+	free(jb);
+	free(a);
+	free(b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_plan_invariants),
+		cmocka_unit_test(test_plan_gemm_closed_form),
+		cmocka_unit_test(test_plan_deterministic),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
