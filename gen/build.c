@@ -241,6 +241,23 @@ static int cache_put(const char *path, const uint64_t key[2], const void *payloa
 	return write_atomic(path, parts, lens, 5, err);
 }
 
+/* ptxas prints "Compile time = 12.0 ms" lines: dropped, so an entry depends
+ * only on its key (and rebuilding one reproduces it byte for byte). */
+static void drop_timing_lines(char *log)
+{
+	char *w = log;
+	for (char *l = log; *l;) {
+		char *e = strchr(l, '\n');
+		size_t n = e ? (size_t)(e - l + 1) : strlen(l);
+		if (!memmem(l, n, "Compile time =", 14)) {
+			memmove(w, l, n);
+			w += n;
+		}
+		l += n;
+	}
+	*w = 0;
+}
+
 static void cache_key(uint64_t key[2], const char *prelude, const char *src, const char *opts,
                       const char *arch, const char *ver)
 {
@@ -441,6 +458,8 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 			                       &cubin_len, NULL, 0, NULL, &log, err);
 			if (!rc && !log)
 				log = calloc(1, 1);
+			if (log)
+				drop_timing_lines(log);
 			if (!rc)
 				rc = cache_put(cpath, key, cubin, cubin_len, log, err);
 		}

@@ -1,0 +1,352 @@
+/* `specwright build` end to end (gen/build.h, gen/inspect.h): the real-model
+ * engine (NVRTC for sm_80 and sm_90, resources recorded, zero spills), cold
+ * then cached (timed, byte-identical outputs), a truncated and a corrupted
+ * cache entry (misses that rebuild and rewrite the entry), the 7B-class shape
+ * specs, --no-compile, and the roofline projection's arithmetic. Uses a fresh
+ * cache directory so "cold" means cold. Skips the NVRTC parts, saying so,
+ * when libnvrtc cannot be loaded. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <dirent.h>
+#include <cmocka.h>
+
+#include "../gen/build.h"
+#include "../gen/inspect.h"
+#include "json.h"
+#include "nvrtc.h"
+
+static char g_tmp[256];
+static char g_cache[300];
+static bool g_nvrtc;
+
+static int setup(void **state)
+{
+	(void)state;
+	sw_err err = {0};
+	snprintf(g_tmp, sizeof(g_tmp), "/tmp/sw_test_build_XXXXXX");
+	if (!mkdtemp(g_tmp))
+		return -1;
+	snprintf(g_cache, sizeof(g_cache), "%s/cache", g_tmp);
+	gen_nvrtc *nv = gen_nvrtc_open(&err);
+	g_nvrtc = nv != NULL;
+	if (!nv)
+		fprintf(stderr, "test_build: SKIPPING NVRTC builds: %s\n", err.msg);
+	gen_nvrtc_close(nv);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_tmp);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *s = NULL;
+	long n;
+	if (!f)
+		return NULL;
+	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
+	    (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n) {
+		s[n] = 0;
+		if (len)
+			*len = (size_t)n;
+	}
+	fclose(f);
+	return s;
+}
+
+static void same_file(const char *a_dir, const char *b_dir, const char *name)
+{
+	char pa[512], pb[512];
+	size_t la = 0, lb = 0;
+	snprintf(pa, sizeof(pa), "%s/%s", a_dir, name);
+	snprintf(pb, sizeof(pb), "%s/%s", b_dir, name);
+	char *a = slurp(pa, &la), *b = slurp(pb, &lb);
+	if (!a || !b)
+		fail_msg("missing %s or %s", pa, pb);
+	if (la != lb || memcmp(a, b, la))
+		fail_msg("%s and %s differ", pa, pb);
+	free(a);
+	free(b);
+}
+
+static gen_spec *load(const char *path)
+{
+	gen_spec *s = malloc(sizeof(*s));
+	sw_err err = {0};
+	assert_non_null(s);
+	if (gen_spec_load(path, NULL, s, &err))
+		fail_msg("%s", err.msg);
+	return s;
+}
+
+static void build(const gen_spec *s, const char *out, bool no_compile, gen_build_stats *st)
+{
+	gen_build_opts o = {.out_dir = out, .cache_dir = g_cache, .no_compile = no_compile};
+	sw_err err = {0};
+	if (gen_build(s, &o, st, &err))
+		fail_msg("%s", err.msg);
+}
+
+/* resources.json: every kernel of engine.json, every arch, registers > 0,
+ * zero spills; prints the table. */
+static void check_resources(const char *dir, const gen_spec *s)
+{
+	char path[512];
+	size_t n = 0;
+	sw_err err = {0};
+	snprintf(path, sizeof(path), "%s/resources.json", dir);
+	char *t = slurp(path, &n);
+	assert_non_null(t);
+	json_value *r = json_parse(t, n, path, &err);
+	if (!r)
+		fail_msg("%s", err.msg);
+	snprintf(path, sizeof(path), "%s/engine.json", dir);
+	char *e = slurp(path, &n);
+	json_value *eng = json_parse(e, n, path, &err);
+	if (!eng)
+		fail_msg("%s", err.msg);
+	const json_value *ks = json_get(eng, "kernels"), *rk = json_get(r, "kernels");
+	assert_int_equal(ks->n, rk->n);
+	print_message("  %-58s %-6s regs spill stack smem bar\n", "kernel", "arch");
+	for (size_t i = 0; i < rk->n; i++) {
+		const json_value *k = rk->items[i], *archs = json_get(k, "archs");
+		assert_string_equal(json_get(k, "uri")->str, json_get(ks->items[i], "uri")->str);
+		assert_int_equal(archs->n, (size_t)s->n_archs);
+		for (size_t a = 0; a < archs->n; a++) {
+			const json_value *x = archs->members[a].value;
+			int regs = (int)json_get(x, "registers")->integer;
+			int ss = (int)json_get(x, "spill_stores")->integer;
+			int sl = (int)json_get(x, "spill_loads")->integer;
+			print_message("  %-58s %-6s %4d %2d/%-2d %5d %4d %3d\n", json_get(k, "uri")->str,
+			              archs->members[a].key, regs, ss, sl, (int)json_get(x, "stack")->integer,
+			              (int)json_get(x, "smem")->integer, (int)json_get(x, "barriers")->integer);
+			assert_true(regs > 0);
+			assert_int_equal(ss, 0);
+			assert_int_equal(sl, 0);
+		}
+	}
+	json_free(eng);
+	json_free(r);
+	free(e);
+	free(t);
+}
+
+static void check_engine_files(const char *dir, const gen_spec *s, bool compiled)
+{
+	char path[512];
+	size_t n = 0;
+	snprintf(path, sizeof(path), "%s/kernels.cu", dir);
+	char *src = slurp(path, &n);
+	assert_non_null(src);
+	char *nl = strchr(src, '\n');
+	assert_non_null(nl);
+	*nl = 0;
+	assert_non_null(strstr(src, "GENERATED"));
+	assert_non_null(strstr(src, "DO NOT EDIT"));
+	free(src);
+	for (int a = 0; a < s->n_archs; a++) {
+		snprintf(path, sizeof(path), "%s/kernels.%s.cubin", dir, s->archs[a]);
+		char *c = slurp(path, &n);
+		if (!compiled) {
+			assert_null(c);
+			continue;
+		}
+		assert_non_null(c);
+		assert_true(n > 4 && !memcmp(c, "\177ELF", 4));
+		free(c);
+	}
+	snprintf(path, sizeof(path), "%s/kernels.ptx", dir);
+	char *ptx = slurp(path, &n);
+	if (compiled) {
+		assert_non_null(ptx);
+		assert_non_null(strstr(ptx, ".entry"));
+	}
+	free(ptx);
+}
+
+static const char *entry_for(const char *suffix, char *out, size_t n)
+{
+	DIR *d = opendir(g_cache);
+	struct dirent *e;
+	out[0] = 0;
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		if (strstr(e->d_name, suffix) && !strstr(e->d_name, ".tmp"))
+			snprintf(out, n, "%s/%s", g_cache, e->d_name);
+	closedir(d);
+	return out;
+}
+
+static void test_build_real_model(void **state)
+{
+	(void)state;
+	const char *model = "models/cache/SmolLM2-135M-Instruct.Q4_1.gguf";
+	if (access(model, R_OK)) {
+		print_message("test_build: SKIPPING the real model: %s not fetched (make model)\n", model);
+		skip();
+	}
+	if (!g_nvrtc)
+		skip();
+	gen_spec *s = load("models/specs/smollm2-eagle25.json");
+	gen_build_stats cold, warm, again;
+	char d1[400], d2[400], d3[400];
+	snprintf(d1, sizeof(d1), "%s/smol1", g_tmp);
+	snprintf(d2, sizeof(d2), "%s/smol2", g_tmp);
+	snprintf(d3, sizeof(d3), "%s/smol3", g_tmp);
+
+	build(s, d1, false, &cold);
+	assert_int_equal(cold.cache_hits, 0);
+	assert_int_equal(cold.cache_misses, 3); /* sm_80, sm_90, PTX */
+	assert_int_equal(cold.max_spill_bytes, 0);
+	check_engine_files(d1, s, true);
+	check_resources(d1, s);
+
+	build(s, d2, false, &warm);
+	assert_int_equal(warm.cache_hits, 3);
+	assert_int_equal(warm.cache_misses, 0);
+	print_message("  real model (%s): %d kernels, %d ops; build cold %.3f s (NVRTC %s %.3f s), "
+	              "cached %.3f s\n", s->name, cold.n_kernels, cold.n_ops, cold.seconds,
+	              cold.nvrtc_version, cold.compile_seconds, warm.seconds);
+	static const char *files[] = {"engine.json", "kernels.cu", "kernels.sm_80.cubin",
+	                              "kernels.sm_90.cubin", "kernels.ptx", "resources.json"};
+	for (int i = 0; i < 6; i++)
+		same_file(d1, d2, files[i]);
+
+	/* a truncated entry and a flipped byte: both misses, rebuilt, rewritten */
+	char e90[600], e80[600];
+	entry_for(".sm_90.cubin.entry", e90, sizeof(e90));
+	entry_for(".sm_80.cubin.entry", e80, sizeof(e80));
+	assert_true(e90[0] && e80[0]);
+	size_t n90 = 0, n80 = 0;
+	char *orig90 = slurp(e90, &n90), *orig80 = slurp(e80, &n80);
+	assert_int_equal(truncate(e90, (off_t)(n90 / 2)), 0);
+	FILE *f = fopen(e80, "r+b");
+	assert_non_null(f);
+	fseek(f, (long)(n80 / 2), SEEK_SET);
+	fputc(orig80[n80 / 2] ^ 0x5a, f);
+	fclose(f);
+	build(s, d3, false, &again);
+	assert_int_equal(again.cache_misses, 2);
+	assert_int_equal(again.cache_hits, 1);
+	size_t m90 = 0, m80 = 0;
+	char *new90 = slurp(e90, &m90), *new80 = slurp(e80, &m80);
+	assert_int_equal(m90, n90);
+	assert_int_equal(m80, n80);
+	assert_memory_equal(new80, orig80, n80);
+	assert_memory_equal(new90, orig90, n90);
+	for (int i = 0; i < 6; i++)
+		same_file(d1, d3, files[i]);
+	build(s, d3, false, &again); /* the rewritten entries are valid */
+	assert_int_equal(again.cache_hits, 3);
+	assert_int_equal(again.cache_misses, 0);
+	free(orig90);
+	free(orig80);
+	free(new90);
+	free(new80);
+
+	/* inspect: the projection's arithmetic */
+	gen_inspect_summary sum;
+	sw_err err = {0};
+	FILE *devnull = fopen("/dev/null", "w");
+	if (gen_inspect(d1, 0, devnull, &sum, &err))
+		fail_msg("%s", err.msg);
+	fclose(devnull);
+	assert_true(sum.tau == 3.0);
+	double tot = 0;
+	for (int i = 0; i < sum.n_phases; i++)
+		if (strcmp(sum.phase[i], "prefill"))
+			tot += sum.phase_us[i];
+	assert_true(tot == sum.iter_us && tot > 0);
+	assert_true(sum.tokens_per_s == sum.tau / (sum.iter_us * 1e-6));
+	assert_int_equal(sum.n_phases, s->tree.depth_max + 4);
+	if (gen_inspect(d1, 2.5, NULL, &sum, &err))
+		fail_msg("%s", err.msg);
+	assert_true(sum.tau == 2.5);
+	free(s);
+}
+
+/* engine.json of a spec text with its tree replaced (for the chain:5 rows). */
+static gen_spec *with_tree(const char *path, const char *tree)
+{
+	size_t n = 0;
+	char *t = slurp(path, &n), out[4096];
+	sw_err err = {0};
+	assert_non_null(t);
+	char *p = strstr(t, "\"tree\": \"");
+	assert_non_null(p);
+	char *q = strchr(p + 9, '"');
+	snprintf(out, sizeof(out), "%.*s\"tree\": \"%s\"%s", (int)(p - t), t, tree, q + 1);
+	/* chain:5 has depth 5: a roofline.tau of the spec stays valid */
+	gen_spec *s = malloc(sizeof(*s));
+	assert_non_null(s);
+	if (gen_spec_parse(out, strlen(out), path, NULL, s, &err))
+		fail_msg("%s", err.msg);
+	free(t);
+	return s;
+}
+
+static void test_build_7b_shapes(void **state)
+{
+	(void)state;
+	static const char *specs[] = {"models/specs/llama2-7b-eagle25.json",
+	                              "models/specs/llama3-8b-eagle25.json",
+	                              "models/specs/smollm2-eagle25.json"};
+	for (int i = 0; i < 3; i++) {
+		if (i == 2 && access("models/cache/SmolLM2-135M-Instruct.Q4_1.gguf", R_OK))
+			continue;
+		char dir[400];
+		gen_build_stats st;
+		gen_spec *s = load(specs[i]);
+		snprintf(dir, sizeof(dir), "%s/shape%d", g_tmp, i);
+		if (i < 2 && g_nvrtc) {
+			build(s, dir, false, &st);
+			print_message("  %s: %d kernels, build %.3f s (%d misses)\n", s->name, st.n_kernels,
+			              st.seconds, st.cache_misses);
+			assert_int_equal(st.max_spill_bytes, 0);
+			check_engine_files(dir, s, true);
+			check_resources(dir, s);
+		}
+		/* the projected iteration: eagle25 as specified, and chain:5 */
+		for (int t = 0; t < 2; t++) {
+			gen_spec *ts = t ? with_tree(specs[i], "chain:5") : s;
+			char d2[420];
+			gen_inspect_summary sum;
+			sw_err err = {0};
+			snprintf(d2, sizeof(d2), "%s_%s", dir, t ? "chain5" : "tree");
+			build(ts, d2, true, &st);
+			check_engine_files(d2, ts, false);
+			if (gen_inspect(d2, 0, NULL, &sum, &err))
+				fail_msg("%s", err.msg);
+			print_message("  H100 projection %-36s %-8s iteration %8.1f us (verify %7.1f us), "
+			              "tau %.2f (%s) -> %6.0f tok/s\n", s->name, t ? "chain:5" : "eagle25",
+			              sum.iter_us, sum.phase_us[sum.n_phases - 3], sum.tau, sum.tau_src,
+			              sum.tokens_per_s);
+			assert_true(sum.iter_us > 0);
+			if (t)
+				free(ts);
+		}
+		free(s);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_build_real_model),
+		cmocka_unit_test(test_build_7b_shapes),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
