@@ -258,47 +258,6 @@ static void drop_timing_lines(char *log)
 	*w = 0;
 }
 
-/* The integer right before `what` in line, or -1. */
-static int num_before(const char *line, size_t n, const char *what)
-{
-	const char *q = memmem(line, n, what, strlen(what));
-	if (!q)
-		return -1;
-	while (q > line && q[-1] == ' ')
-		q--;
-	const char *e = q;
-	while (q > line && q[-1] >= '0' && q[-1] <= '9')
-		q--;
-	return q < e ? atoi(q) : -1;
-}
-
-/* Stack and spill bytes again, wherever the number sits on the line: CUDA 13's
- * ptxas prefixes it with "ptxas         .", which gen_nvrtc_parse_resources'
- * anchored sscanf does not match (it then reports 0 spills whatever the log
- * says). Kept here until nvrtc.c's parser is fixed; harmless after. */
-static void fix_spills(const char *log, gen_kernel_res *res, int n)
-{
-	gen_kernel_res *cur = NULL;
-	for (const char *l = log; l && *l;) {
-		const char *e = strchr(l, '\n');
-		size_t len = e ? (size_t)(e - l) : strlen(l);
-		const char *p = memmem(l, len, "Compiling entry function '", 26);
-		if (p) {
-			cur = NULL;
-			const char *nm = p + 26, *q = memchr(nm, '\'', len - (size_t)(nm - l));
-			for (int i = 0; q && i < n; i++)
-				if (strlen(res[i].name) == (size_t)(q - nm) && !memcmp(res[i].name, nm, (size_t)(q - nm)))
-					cur = &res[i];
-		} else if (cur && num_before(l, len, "bytes stack frame") >= 0) {
-			cur->stack = num_before(l, len, "bytes stack frame");
-			int ss = num_before(l, len, "bytes spill stores"), sl = num_before(l, len, "bytes spill loads");
-			cur->spill_stores = ss > 0 ? ss : 0;
-			cur->spill_loads = sl > 0 ? sl : 0;
-		}
-		l = e ? e + 1 : l + len;
-	}
-}
-
 static void cache_key(uint64_t key[2], const char *prelude, const char *src, const char *opts,
                       const char *arch, const char *ver)
 {
@@ -506,7 +465,6 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 		}
 		if (!rc) {
 			int n = gen_nvrtc_parse_resources(log, res, max_res);
-			fix_spills(log, res, n < max_res ? n : max_res);
 			for (int k = 0; k < plan.n_kernels; k++) {
 				gen_kernel_res *dst = &rt.r[a * plan.n_kernels + k];
 				for (int i = 0; i < n; i++)

@@ -89,6 +89,22 @@ void gen_nvrtc_close(gen_nvrtc *nv)
 	free(nv);
 }
 
+/* The integer written just before `phrase` in line (e.g. 32 in "32 bytes
+ * stack frame"), or 0 when the phrase is absent. ptxas prefixes these lines
+ * differently under nvcc ("    0 bytes stack frame") and NVRTC ("ptxas
+ * .   0 bytes stack frame"), so nothing may be anchored at the line start. */
+static int num_before(const char *line, const char *phrase)
+{
+	const char *q = strstr(line, phrase);
+	if (!q)
+		return 0;
+	while (q > line && q[-1] == ' ')
+		q--;
+	while (q > line && q[-1] >= '0' && q[-1] <= '9')
+		q--;
+	return atoi(q);
+}
+
 int gen_nvrtc_parse_resources(const char *log, gen_kernel_res *res, int max_res)
 {
 	int n = 0;
@@ -109,30 +125,18 @@ int gen_nvrtc_parse_resources(const char *log, gen_kernel_res *res, int max_res)
 				memset(cur, 0, sizeof(*cur));
 				snprintf(cur->name, sizeof(cur->name), "%s", nm);
 			}
-		} else if (cur && (p = strstr(line, "bytes stack frame"))) {
-			/* "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" */
-			sscanf(line, " %d bytes stack frame, %d bytes spill stores, %d bytes spill loads",
-			       &cur->stack, &cur->spill_stores, &cur->spill_loads);
+		} else if (cur && strstr(line, "bytes stack frame")) {
+			/* "... 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" */
+			cur->stack = num_before(line, "bytes stack frame");
+			cur->spill_stores = num_before(line, "bytes spill stores");
+			cur->spill_loads = num_before(line, "bytes spill loads");
 		} else if (cur && (p = strstr(line, "Used "))) {
-			/* "Used 16 registers, used 1 barriers, 128 bytes smem, 380 bytes cmem[0]" */
-			const char *q;
+			/* "Used 16 registers, used 1 barriers, 128 bytes smem, 380 bytes cmem[0]"
+			 * (sm_90 logs have no cmem[0] entry: it stays 0) */
 			sscanf(p, "Used %d registers", &cur->regs);
-			if ((q = strstr(p, "used ")) && strstr(q, "barriers"))
-				sscanf(q, "used %d barriers", &cur->barriers);
-			if ((q = strstr(p, "bytes smem"))) {
-				while (q > p && q[-1] == ' ')
-					q--;
-				while (q > p && q[-1] >= '0' && q[-1] <= '9')
-					q--;
-				cur->smem = atoi(q);
-			}
-			if ((q = strstr(p, "bytes cmem[0]"))) {
-				while (q > p && q[-1] == ' ')
-					q--;
-				while (q > p && q[-1] >= '0' && q[-1] <= '9')
-					q--;
-				cur->cmem0 = atoi(q);
-			}
+			cur->barriers = num_before(p, "barriers");
+			cur->smem = num_before(p, "bytes smem");
+			cur->cmem0 = num_before(p, "bytes cmem[0]");
 		}
 		l = e ? e + 1 : l + len;
 	}

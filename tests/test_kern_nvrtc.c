@@ -206,12 +206,58 @@ static void test_parse_resources(void **state)
 	assert_int_equal(r[1].regs, 12);
 	assert_int_equal(r[1].smem, 0);
 	assert_int_equal(r[1].cmem0, 368);
+	/* NVRTC prefixes the properties line ("ptxas         .     ..."): the
+	 * parser once read zero spills from it, which made every zero-spill
+	 * assertion vacuous. */
+	static const char nvrtc_log[] =
+		"ptxas info    : Compiling entry function 'k_c' for 'sm_90'\n"
+		"ptxas info    : Function properties for k_c\n"
+		"ptxas         .     32 bytes stack frame, 16 bytes spill stores, 24 bytes spill loads\n"
+		"ptxas info    : Used 255 registers, used 0 barriers, 32 bytes cumulative stack size\n";
+	assert_int_equal(gen_nvrtc_parse_resources(nvrtc_log, r, 4), 1);
+	assert_int_equal(r[0].stack, 32);
+	assert_int_equal(r[0].spill_stores, 16);
+	assert_int_equal(r[0].spill_loads, 24);
+	assert_int_equal(r[0].regs, 255);
+}
+
+/* End to end through NVRTC: a kernel squeezed to 32 registers by its launch
+ * bounds must be reported as spilling, so the zero-spill checks can fail. */
+static void test_nvrtc_detects_spills(void **state)
+{
+	(void)state;
+	if (!g_nv)
+		skip();
+	static const char src[] =
+		"extern \"C\" __global__ void __launch_bounds__(1024, 2) spill_k(float *y, const float *x, int n)\n"
+		"{\n"
+		"	float a[48];\n"
+		"#pragma unroll\n"
+		"	for (int i = 0; i < 48; i++) a[i] = x[threadIdx.x + i * n];\n"
+		"	float s = 0;\n"
+		"#pragma unroll\n"
+		"	for (int r = 0; r < 4; r++)\n"
+		"#pragma unroll\n"
+		"		for (int i = 0; i < 48; i++) s += a[i] * a[(i + r + 1) % 48];\n"
+		"#pragma unroll\n"
+		"	for (int i = 0; i < 48; i++) y[threadIdx.x + i * n] = a[i] * s;\n"
+		"}\n";
+	gen_kernel_res res[2];
+	int n = 0;
+	sw_err err = {0};
+	assert_int_equal(gen_nvrtc_compile(g_nv, "", src, "spill_k", "sm_80", NULL, NULL, res, 2, &n, NULL, &err), 0);
+	assert_int_equal(n, 1);
+	printf("  spill_k sm_80: %d regs, %d B spill stores, %d B spill loads\n", res[0].regs, res[0].spill_stores,
+	       res[0].spill_loads);
+	assert_true(res[0].spill_stores > 0);
+	assert_true(res[0].spill_loads > 0);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_resources),
+		cmocka_unit_test(test_nvrtc_detects_spills),
 		cmocka_unit_test(test_nvrtc_vocabulary),
 		cmocka_unit_test(test_nvrtc_templates),
 	};
