@@ -1,0 +1,23 @@
+/* How the kernel tests get a template into the emulator: render it with
+ * gen_render (the same renderer and parameter table the NVRTC path uses),
+ * compile the rendered text as C11 with -include prelude_emu.h into a cached
+ * build/gen/emu/<key>-<hash>.so (gen_emu_module_build), dlopen it and take
+ * <key>_emu. The tested source is byte for byte what NVRTC compiles, and no
+ * Makefile rule per template is needed. */
+#ifndef TESTS_KERN_UTIL_H
+#define TESTS_KERN_UTIL_H
+
+#include "check.h"
+#include "emu.h"
+#include "render.h"
+
+/* Repository root (SW_SRC_DIR, default "."). */
+const char *src_root(void);
+/* Renders templates/<tmpl> with p (its NAME entry is set to the URI key
+ * built from op and p), builds and loads it; fails the test on error. */
+const emu_kernel *load_kernel(const char *tmpl, const char *op, gen_param *p, int np);
+emu_dim3 d3(unsigned x, unsigned y, unsigned z);
+/* Launches and fails the test with the emulator's report on any error. */
+void launch(const emu_kernel *k, emu_dim3 g, emu_dim3 b, void **args);
+
+#endif
