@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "build.h"
 #include "nvrtc.h"
 #include "plan.h"
@@ -29,26 +30,6 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *s = NULL;
-	long n;
-	if (!f)
-		return NULL;
-	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
-	    (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n) {
-		s[n] = 0;
-		if (len)
-			*len = (size_t)n;
-	} else {
-		free(s);
-		s = NULL;
-	}
-	fclose(f);
-	return s;
 }
 
 static int mkdirs(const char *dir)
@@ -191,7 +172,7 @@ static int cache_get(const char *path, const uint64_t key[2], void **payload, si
                      char **log)
 {
 	size_t n = 0;
-	unsigned char *b = (unsigned char *)slurp(path, &n);
+	unsigned char *b = (unsigned char *)sw_read_file(path, &n);
 	uint64_t hdr[4], sum;
 	const size_t H = 8 + sizeof(hdr);
 
@@ -418,7 +399,7 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 	x.version(&maj, &min);
 	snprintf(st->nvrtc_version, sizeof(st->nvrtc_version), "%d.%d", maj, min);
 	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_dir);
-	if (!(prelude = slurp(path, NULL))) {
+	if (!(prelude = sw_read_file(path, NULL))) {
 		rc = sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
 		goto out_free;
 	}

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fileio.h"
 #include "gguf.h"
 #include "json.h"
 #include "model_gguf.h"
@@ -43,25 +44,6 @@ static int bad(sw_err *err, const json_value *v, const char *path, const char *e
 	               v->col, path, expected, found);
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *s = NULL;
-	long n;
-	if (!f)
-		return NULL;
-	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
-	    (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n) {
-		s[n] = 0;
-		*len = (size_t)n;
-	} else {
-		free(s);
-		s = NULL;
-	}
-	fclose(f);
-	return s;
-}
-
 /* Shapes from a model file's metadata (no weights read). */
 static int model_from_path(const json_value *v, const char *path, const char *mpath,
                            rt_config *cfg, sw_err *err)
@@ -76,7 +58,7 @@ static int model_from_path(const json_value *v, const char *path, const char *mp
 	if (S_ISDIR(st.st_mode)) {
 		size_t n = 0;
 		snprintf(p, sizeof(p), "%s/config.json", mpath);
-		char *t = slurp(p, &n);
+		char *t = sw_read_file(p, &n);
 		if (!t)
 			return bad(err, v, path, "an HF directory with config.json", "\"%s\" without one",
 			           mpath);
@@ -559,7 +541,7 @@ out_free:
 int gen_spec_load(const char *path, const char *trees_dir, gen_spec *s, sw_err *err)
 {
 	size_t n = 0;
-	char *t = slurp(path, &n);
+	char *t = sw_read_file(path, &n);
 	if (!t)
 		return sw_errf(err, SW_EIO, "%s: cannot read the spec: %s", path, strerror(errno));
 	int rc = gen_spec_parse(t, n, path, trees_dir, s, err);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "cli.h"
 #include "philox.h"
 #include "tree.h"
@@ -58,27 +59,6 @@ static int cut_prompts(const char *text, size_t len, int n, char **out)
 		out[got++] = p;
 	}
 	return got;
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *t = n > 0 ? malloc((size_t)n + 1) : NULL;
-	if (t && fread(t, 1, (size_t)n, f) != (size_t)n) {
-		free(t);
-		t = NULL;
-	}
-	fclose(f);
-	if (t) {
-		t[n] = 0;
-		*len = (size_t)n;
-	}
-	return t;
 }
 
 /* Pooled statistics of one configuration over several runs. */
@@ -254,7 +234,7 @@ int cli_bench(const cli_opts *o)
 		return bench_markov(o);
 	const char *corpus = o->corpus ? o->corpus : "/usr/share/games/fortunes/fortunes";
 	size_t len = 0;
-	text = slurp(corpus, &len);
+	text = sw_read_file(corpus, &len);
 	if (!text) {
 		fprintf(stderr, "specwright bench: cannot read corpus %s (give one with --corpus FILE)\n", corpus);
 		return 1;

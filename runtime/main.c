@@ -2,6 +2,7 @@
  * measures target-only decoding in the same run), `generate` is target-only,
  * `eval` dumps greedy tokens and logits for the reference check, `bench`
  * compares drafters over a corpus. Only main() calls exit codes. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "acchead.h"
 #include "build.h"
 #include "cli.h"
+#include "fileio.h"
 #include "gguf.h"
 #include "inspect.h"
 #include "tree.h"
@@ -56,32 +58,10 @@ static void usage(FILE *f)
 
 static char *read_file(const char *path, sw_err *err)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		sw_errf(err, SW_EIO, "%s: cannot open the prompt file", path);
-		return NULL;
-	}
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap);
-	while (buf) {
-		size_t r = fread(buf + n, 1, cap - n - 1, f);
-		n += r;
-		if (n + 1 < cap)
-			break;
-		char *nb = realloc(buf, cap *= 2);
-		if (!nb) {
-			free(buf);
-			buf = NULL;
-		}
-		buf = nb;
-	}
-	fclose(f);
-	if (!buf) {
-		sw_errf(err, SW_ENOMEM, "%s: out of memory", path);
-		return NULL;
-	}
-	buf[n] = 0;
-	return buf;
+	char *t = sw_read_file(path, NULL);
+	if (!t)
+		sw_errf(err, SW_EIO, "%s: cannot open the prompt file: %s", path, strerror(errno));
+	return t;
 }
 
 struct stream {

@@ -17,6 +17,7 @@
 #include <dirent.h>
 #include <cmocka.h>
 
+#include "fileio.h"
 #include "../gen/build.h"
 #include "../gen/inspect.h"
 #include "json.h"
@@ -50,30 +51,13 @@ static int teardown(void **state)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *s = NULL;
-	long n;
-	if (!f)
-		return NULL;
-	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
-	    (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n) {
-		s[n] = 0;
-		if (len)
-			*len = (size_t)n;
-	}
-	fclose(f);
-	return s;
-}
-
 static void same_file(const char *a_dir, const char *b_dir, const char *name)
 {
 	char pa[512], pb[512];
 	size_t la = 0, lb = 0;
 	snprintf(pa, sizeof(pa), "%s/%s", a_dir, name);
 	snprintf(pb, sizeof(pb), "%s/%s", b_dir, name);
-	char *a = slurp(pa, &la), *b = slurp(pb, &lb);
+	char *a = sw_read_file(pa, &la), *b = sw_read_file(pb, &lb);
 	if (!a || !b)
 		fail_msg("missing %s or %s", pa, pb);
 	if (la != lb || memcmp(a, b, la))
@@ -108,13 +92,13 @@ static void check_resources(const char *dir, const gen_spec *s)
 	size_t n = 0;
 	sw_err err = {0};
 	snprintf(path, sizeof(path), "%s/resources.json", dir);
-	char *t = slurp(path, &n);
+	char *t = sw_read_file(path, &n);
 	assert_non_null(t);
 	json_value *r = json_parse(t, n, path, &err);
 	if (!r)
 		fail_msg("%s", err.msg);
 	snprintf(path, sizeof(path), "%s/engine.json", dir);
-	char *e = slurp(path, &n);
+	char *e = sw_read_file(path, &n);
 	json_value *eng = json_parse(e, n, path, &err);
 	if (!eng)
 		fail_msg("%s", err.msg);
@@ -149,7 +133,7 @@ static void check_engine_files(const char *dir, const gen_spec *s, bool compiled
 	char path[512];
 	size_t n = 0;
 	snprintf(path, sizeof(path), "%s/kernels.cu", dir);
-	char *src = slurp(path, &n);
+	char *src = sw_read_file(path, &n);
 	assert_non_null(src);
 	char *nl = strchr(src, '\n');
 	assert_non_null(nl);
@@ -159,7 +143,7 @@ static void check_engine_files(const char *dir, const gen_spec *s, bool compiled
 	free(src);
 	for (int a = 0; a < s->n_archs; a++) {
 		snprintf(path, sizeof(path), "%s/kernels.%s.cubin", dir, s->archs[a]);
-		char *c = slurp(path, &n);
+		char *c = sw_read_file(path, &n);
 		if (!compiled) {
 			assert_null(c);
 			continue;
@@ -169,7 +153,7 @@ static void check_engine_files(const char *dir, const gen_spec *s, bool compiled
 		free(c);
 	}
 	snprintf(path, sizeof(path), "%s/kernels.ptx", dir);
-	char *ptx = slurp(path, &n);
+	char *ptx = sw_read_file(path, &n);
 	if (compiled) {
 		assert_non_null(ptx);
 		assert_non_null(strstr(ptx, ".entry"));
@@ -231,7 +215,7 @@ static void test_build_real_model(void **state)
 	entry_for(".sm_80.cubin.entry", e80, sizeof(e80));
 	assert_true(e90[0] && e80[0]);
 	size_t n90 = 0, n80 = 0;
-	char *orig90 = slurp(e90, &n90), *orig80 = slurp(e80, &n80);
+	char *orig90 = sw_read_file(e90, &n90), *orig80 = sw_read_file(e80, &n80);
 	assert_int_equal(truncate(e90, (off_t)(n90 / 2)), 0);
 	FILE *f = fopen(e80, "r+b");
 	assert_non_null(f);
@@ -242,7 +226,7 @@ static void test_build_real_model(void **state)
 	assert_int_equal(again.cache_misses, 2);
 	assert_int_equal(again.cache_hits, 1);
 	size_t m90 = 0, m80 = 0;
-	char *new90 = slurp(e90, &m90), *new80 = slurp(e80, &m80);
+	char *new90 = sw_read_file(e90, &m90), *new80 = sw_read_file(e80, &m80);
 	assert_int_equal(m90, n90);
 	assert_int_equal(m80, n80);
 	assert_memory_equal(new80, orig80, n80);
@@ -282,7 +266,7 @@ static void test_build_real_model(void **state)
 static gen_spec *with_tree(const char *path, const char *tree)
 {
 	size_t n = 0;
-	char *t = slurp(path, &n), out[4096];
+	char *t = sw_read_file(path, &n), out[4096];
 	sw_err err = {0};
 	assert_non_null(t);
 	char *p = strstr(t, "\"tree\": \"");

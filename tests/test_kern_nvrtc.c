@@ -12,6 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "fileio.h"
 #include "nvrtc.h"
 #include "render.h"
 
@@ -24,20 +25,6 @@ static const char *src_root(void)
 	return r && *r ? r : ".";
 }
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *s = NULL;
-	long n;
-	if (!f)
-		return NULL;
-	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
-	    (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n)
-		s[n] = 0;
-	fclose(f);
-	return s;
-}
-
 static int setup(void **state)
 {
 	sw_err err = {0};
@@ -47,7 +34,7 @@ static int setup(void **state)
 	if (!g_nv)
 		fprintf(stderr, "test_kern_nvrtc: SKIPPING: %s\n", err.msg);
 	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
-	g_prelude = slurp(path);
+	g_prelude = sw_read_file(path, NULL);
 	return g_prelude ? 0 : -1;
 }
 
@@ -141,7 +128,7 @@ static void test_nvrtc_vocabulary(void **state)
 		skip();
 	char path[512];
 	snprintf(path, sizeof(path), "%s/kernels/philox.h", src_root());
-	char *philox = slurp(path);
+	char *philox = sw_read_file(path, NULL);
 	assert_non_null(philox);
 	static const char body[] =
 		"KERNEL(vocab_probe, (float *RESTRICT, y), (uint32_t *, u), (int32_t *, k), (uint64_t, seed))\n"
