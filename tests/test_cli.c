@@ -110,6 +110,22 @@ static void test_bad_requests(void **state)
 	EXPECT(1, "is not exact with --expand topk", "run %s --draft layerskip:4 --tree kary:2:2 --expand topk --verify rrs -t 1 -p hi", model());
 }
 
+/* The generator's commands refuse bad specs and non-engine directories. */
+static void test_build_inspect_errors(void **state)
+{
+	EXPECT(1, "/nonexistent.json: cannot read the spec", "build /nonexistent.json -o /tmp/sw_eng_x");
+	char path[] = "/tmp/sw_spec_XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	const char *bad = "{\"name\": \"x\", \"bogus\": 1}";
+	assert_int_equal(write(fd, bad, strlen(bad)), (ssize_t)strlen(bad));
+	close(fd);
+	EXPECT(1, "$: unknown field \"bogus\"", "build %s -o /tmp/sw_eng_x", path);
+	unlink(path);
+	EXPECT(2, "usage: specwright build", "build models/specs/smollm2-eagle25.json");
+	EXPECT(1, "is /tmp an engine directory", "inspect /tmp");
+}
+
 /* The happy path works end to end and reports its stats as JSON. */
 static void test_run_json(void **state)
 {
@@ -124,6 +140,7 @@ int main(void)
 		cmocka_unit_test(test_usage_errors),
 		cmocka_unit_test(test_bad_files),
 		cmocka_unit_test(test_bad_requests),
+		cmocka_unit_test(test_build_inspect_errors),
 		cmocka_unit_test(test_run_json),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
