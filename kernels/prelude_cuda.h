@@ -189,4 +189,11 @@ DEV float BLOCK_MAX(float v)
 	return v;
 }
 
+/* ---- constant tables baked into a generated source (tree masks): file
+ * scope, read-only, in the constant bank (warp-uniform reads broadcast) ---- */
+#define DEV_CONST static __constant__ const
+/* ---- memory fence: this thread's global writes/reads ordered before its
+ * later ones as seen by the whole device (last-block-done patterns) ---- */
+#define FENCE() __threadfence()
+
 #endif

@@ -280,4 +280,10 @@ DEV float BLOCK_MAX(float v)
 	return v;
 }
 
+/* ---- constant tables baked into a generated source (tree masks): file
+ * scope, read-only ---- */
+#define DEV_CONST static const
+/* ---- memory fence: blocks run one at a time here, nothing to order ---- */
+#define FENCE() ((void)0)
+
 #endif

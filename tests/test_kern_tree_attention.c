@@ -1,0 +1,543 @@
+/* tree_attention template (both kernels: per-split partials, log-sum-exp
+ * merge) in the emulator vs an exact (double) attention on the dequantised
+ * bf16/fp16 inputs, with a derived per-element bound, and ref_attention_append
+ * on the same inputs within the same bound. Awkward cases: T = 1, chains,
+ * every tree preset, kary:2:6 (127 nodes: two mask words, two block splits),
+ * a tree level drafted over staged levels (T < N_BLK), causal prefill chunks,
+ * GQA 1, 3, 4, 8, head dims 64, 80, 128, contexts 0, 1, 37, 300 with splits
+ * of 64 and 128, bf16 and fp16. Unused cache slots and the partial buffers
+ * start as NaN (emu_alloc), so a read of a dead split or slot shows. Then
+ * NVRTC for sm_80 and sm_90 on the test variants and on real shapes
+ * (Llama-2-7B, Llama-3-8B with eagle25/sequoia63): zero spills, resources
+ * printed. */
+#include <dlfcn.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "emu.h"
+#include "gguf.h"
+#include "nvrtc.h"
+#include "ref.h"
+#include "render.h"
+#include "tree.h"
+
+/* ---- shared by the kernel tests (each file carries its own copy) ---- */
+static const char *src_root(void)
+{
+	const char *r = getenv("SW_SRC_DIR");
+	return r && *r ? r : ".";
+}
+
+static emu_dim3 d3(unsigned x, unsigned y, unsigned z)
+{
+	emu_dim3 d = {x, y, z};
+	return d;
+}
+
+static void launch(const emu_kernel *k, emu_dim3 g, emu_dim3 b, void **args)
+{
+	emu_report rep;
+	if (emu_launch(k, g, b, 0, args, &rep))
+		fail_msg("%s: %s", k->name, rep.msg);
+}
+
+#define U32 0x1p-24
+static inline double gamma_n(int n)
+{
+	return n * U32 / (1.0 - n * U32);
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static inline double rnd(void) /* splitmix64 -> [-1, 1) */
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return (double)(z >> 11) * 0x1p-52 - 1.0;
+}
+
+static inline void check_close(const char *what, const float *got, const double *ref,
+                               const double *bound, size_t n)
+{
+	double se = 0.0, sr = 0.0, sb = 0.0, max_abs = 0.0, max_bound = 0.0;
+	for (size_t i = 0; i < n; i++) {
+		if (!isfinite(got[i]))
+			fail_msg("%s[%zu]: %g is not finite (ref %g)", what, i, (double)got[i], ref[i]);
+		double d = fabs((double)got[i] - ref[i]);
+		if (!(d <= bound[i]))
+			fail_msg("%s[%zu]: got %.9g ref %.9g |diff| %.3g > bound %.3g", what, i,
+			         (double)got[i], ref[i], d, bound[i]);
+		se += d * d;
+		sr += ref[i] * ref[i];
+		sb += bound[i] * bound[i];
+		max_abs = fmax(max_abs, d);
+		max_bound = fmax(max_bound, bound[i]);
+	}
+	if (sr > 0.0 && !(se / sr <= sb / sr))
+		fail_msg("%s: NMSE %.3g > derived %.3g", what, se / sr, sb / sr);
+	if (!(max_abs <= max_bound))
+		fail_msg("%s: max |diff| %.3g > max bound %.3g", what, max_abs, max_bound);
+}
+/* ---- end of shared helpers ---- */
+
+/* One specialisation. tree: a gen_tree spec, "root" (T = 1, the root alone)
+ * or NULL (causal prefill chunk of n_blk tokens). level >= 0: draft that tree
+ * level over the levels before it (T < N_BLK). */
+typedef struct acase {
+	const char *tree;
+	int level;
+	int n_blk_causal;
+	int nh, nkv, hd, f16, split, max_ctx, warps;
+} acase;
+
+typedef struct aspec { /* the case made concrete */
+	int T, n_blk, mw;
+	uint64_t mask[GEN_TREE_MAX_NODES * GEN_TREE_WORDS]; /* T rows of mw words */
+	char tree_id[64];
+} aspec;
+
+static void make_spec(const acase *c, aspec *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (!c->tree) {
+		s->T = s->n_blk = c->n_blk_causal;
+		snprintf(s->tree_id, sizeof(s->tree_id), "causal");
+	} else if (!strcmp(c->tree, "root")) {
+		s->T = s->n_blk = 1;
+		s->mask[0] = 1;
+		snprintf(s->tree_id, sizeof(s->tree_id), "root");
+	} else {
+		gen_tree *t = malloc(sizeof(*t));
+		sw_err err = {0};
+		char dir[512];
+		snprintf(dir, sizeof(dir), "%s/models/trees", src_root());
+		if (gen_tree_parse(c->tree, dir, t, &err))
+			fail_msg("%s", err.msg);
+		int first = 0;
+		s->n_blk = t->n;
+		if (c->level >= 0) {
+			first = t->level_start[c->level];
+			s->n_blk = t->level_start[c->level + 1];
+		}
+		s->T = s->n_blk - first;
+		s->mw = (s->n_blk + 63) / 64;
+		for (int r = 0; r < s->T; r++)
+			for (int j = 0; j < s->n_blk; j++)
+				if (gen_tree_visible(t, first + r, j))
+					s->mask[r * s->mw + j / 64] |= 1ull << (j % 64);
+		int k = 0;
+		for (const char *p = c->tree; *p && k < 40; p++)
+			s->tree_id[k++] = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ? *p : '_';
+		if (c->level >= 0)
+			k += snprintf(s->tree_id + k, sizeof(s->tree_id) - (size_t)k, "_lv%d", c->level);
+		free(t);
+	}
+	s->mw = (s->n_blk + 63) / 64;
+}
+
+#define I(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
+#define NPARAM 14
+
+static void fill_params(const acase *c, const aspec *s, gen_param *p)
+{
+	gen_param q[NPARAM] = {
+		{.name = "NAME", .type = GEN_PARAM_IDENT},
+		{.name = "TREE", .type = GEN_PARAM_IDENT, .s = s->tree_id},
+		I("MASKED", c->tree != NULL),
+		I("IS_F16", c->f16),
+		I("HEAD_DIM", c->hd),
+		I("N_HEADS", c->nh),
+		I("N_KV_HEADS", c->nkv),
+		I("T", s->T),
+		I("N_BLK", s->n_blk),
+		I("MASK_WORDS", s->mw),
+		I("SPLIT", c->split),
+		I("MAX_CTX", c->max_ctx),
+		I("WARPS", c->warps),
+		I("MBLOCK", 128),
+	};
+	memcpy(p, q, sizeof(q));
+}
+
+/* Rendered source: the generated-from line, the baked mask table, the rest. */
+static char *render_case(const acase *c, const aspec *s, char *key, size_t nkey)
+{
+	gen_param p[NPARAM];
+	char path[512];
+	sw_err err = {0};
+	char *src = NULL;
+
+	fill_params(c, s, p);
+	assert_int_equal(gen_key(key, nkey, "tree_attn", p, NPARAM), 0);
+	/* The key is the identity, but gen_render cuts identifiers at 63
+	 * characters (its literal buffer), and these keys run to ~110: the
+	 * kernel name is the op plus a 64-bit FNV-1a of the key. */
+	uint64_t hsh = 0xcbf29ce484222325ull;
+	for (const char *ch = key; *ch; ch++)
+		hsh = (hsh ^ (unsigned char)*ch) * 0x100000001b3ull;
+	snprintf(key, nkey, "tree_attn_%016llx", (unsigned long long)hsh);
+	p[0].s = key;
+	snprintf(path, sizeof(path), "%s/templates/tree_attention.cu.tmpl", src_root());
+	if (gen_render_file(path, p, NPARAM, &src, &err))
+		fail_msg("%s", err.msg);
+	if (!c->tree)
+		return src;
+	size_t cap = strlen(src) + 64 + (size_t)s->T * s->mw * 24 + strlen(key), k = 0;
+	char *out = malloc(cap);
+	const char *nl = strchr(src, '\n');
+	size_t head = nl ? (size_t)(nl - src) + 1 : 0;
+	memcpy(out, src, head);
+	k = head;
+	k += (size_t)snprintf(out + k, cap - k, "DEV_CONST uint64_t %s_mask[%d] = {", key, s->T * s->mw);
+	for (int i = 0; i < s->T * s->mw; i++)
+		k += (size_t)snprintf(out + k, cap - k, "%s0x%llxull", i ? ", " : "",
+		                      (unsigned long long)s->mask[i]);
+	k += (size_t)snprintf(out + k, cap - k, "};\n");
+	snprintf(out + k, cap - k, "%s", src + head);
+	free(src);
+	return out;
+}
+
+static void load_case(const acase *c, const aspec *s, const emu_kernel **part,
+                      const emu_kernel **merge)
+{
+	char key[256], kdir[512], cache[512], sym[300];
+	const char *build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
+	sw_err err = {0};
+	void *h = NULL;
+	char *src = render_case(c, s, key, sizeof(key));
+
+	snprintf(kdir, sizeof(kdir), "%s/kernels", src_root());
+	snprintf(cache, sizeof(cache), "%s/gen/emu", build);
+	if (gen_emu_module_build(src, key, kdir, cache, &h, &err))
+		fail_msg("%s", err.msg);
+	free(src);
+	snprintf(sym, sizeof(sym), "%s_part_emu", key);
+	*part = dlsym(h, sym);
+	snprintf(sym, sizeof(sym), "%s_merge_emu", key);
+	*merge = dlsym(h, sym);
+	if (!*part || !*merge)
+		fail_msg("%s: missing kernel symbols", key);
+}
+
+static uint16_t to16(int f16, float x)
+{
+	return f16 ? gguf_f32_to_f16(x) : gguf_f32_to_bf16(x);
+}
+
+static float from16(int f16, uint16_t h)
+{
+	return f16 ? gguf_f16_to_f32(h) : gguf_bf16_to_f32(h);
+}
+
+/* The bound, per output element, against the exact attention of the
+ * dequantised inputs (see the report in the file header of the template for
+ * the kernel's arithmetic). Scores: an fp32 dot of hd terms (gamma_hd *
+ * sum |q k|) times the fp32 scale (one rounding, u |s|). Each weight
+ * e^(s_j - m) then passes through at most R + 2 exponentials/rescales (one
+ * per 32-key tile of a split, the first exp, the merge): each rounds its
+ * argument (|arg| <= 2 S, S = max |s_j|: u 2S), errs by up to 2 ulp (CUDA
+ * expf; <= 4u relative) and is multiplied in (u). So every weight carries a
+ * relative error <= eps = expm1(delta + (R + 2)(2S + 5)u). A ratio
+ * sum w' v / sum w' with relative weight errors <= eps moves by <= 2 eps /
+ * (1 - eps) * A, A = sum p_j |v_j|; the fp32 sums of N terms add gamma_N to
+ * numerator and denominator, the final 1/l and product 2u. Then the output
+ * rounds to the 16-bit dtype: u_out (|o| + that), u_out = 2^-8 (bf16) or
+ * 2^-11 (fp16), plus 2^-25 for fp16's subnormal spacing. */
+static void exact_attention(double *ref, double *bound, const float *qf, const float *kf,
+                            const float *vf, int T, int ctx, int n_blk, int nh, int nkv, int hd,
+                            const uint64_t *mask, int mw, int R, double u_out)
+{
+	const int G = nh / nkv, first = n_blk - T;
+	const float scale = 1.0f / sqrtf((float)hd);
+	const size_t kv_row = (size_t)nkv * hd;
+	double *s = malloc((size_t)(ctx + n_blk) * sizeof(*s)), *dl = malloc((size_t)(ctx + n_blk) * sizeof(*dl));
+	char *vis = malloc((size_t)(ctx + n_blk));
+
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < nh; h++) {
+			const float *q = qf + ((size_t)t * nh + h) * hd;
+			const size_t kh = (size_t)(h / G) * hd;
+			double m = -INFINITY, S = 0.0, delta = 0.0;
+			int N = 0;
+			for (int j = 0; j < ctx + n_blk; j++) {
+				int b = j - ctx;
+				vis[j] = b < 0 || (mask ? (mask[t * mw + b / 64] >> (b % 64)) & 1 : b <= first + t);
+				if (!vis[j])
+					continue;
+				double dot = 0.0, adot = 0.0;
+				for (int d = 0; d < hd; d++) {
+					dot += (double)q[d] * kf[j * kv_row + kh + d];
+					adot += fabs((double)q[d] * kf[j * kv_row + kh + d]);
+				}
+				s[j] = dot * scale;
+				dl[j] = gamma_n(hd) * adot * scale + U32 * fabs(s[j]);
+				m = fmax(m, s[j]);
+				S = fmax(S, fabs(s[j]));
+				delta = fmax(delta, dl[j]);
+				N++;
+			}
+			const double eps = expm1(delta + (R + 2) * (2.0 * S + 5.0) * U32);
+			const double rel = (2.0 * eps / (1.0 - eps) + 2.0 * gamma_n(N) + 2.0 * U32) *
+			                   (1.0 + 2.0 * eps + 2.0 * gamma_n(N));
+			for (int d = 0; d < hd; d++) {
+				double num = 0.0, den = 0.0, a = 0.0;
+				for (int j = 0; j < ctx + n_blk; j++) {
+					if (!vis[j])
+						continue;
+					double w = exp(s[j] - m), vv = vf[j * kv_row + kh + d];
+					num += w * vv;
+					den += w;
+					a += w * fabs(vv);
+				}
+				size_t i = ((size_t)t * nh + h) * hd + d;
+				ref[i] = N ? num / den : 0.0;
+				double e = N ? rel * a / den : 0.0;
+				bound[i] = e + u_out * (fabs(ref[i]) + e) + (u_out < 0x1p-9 ? 0x1p-25 : 0.0);
+			}
+		}
+	free(s);
+	free(dl);
+	free(vis);
+}
+
+static void run_case(const acase *c, const int *ctxs, int n_ctxs)
+{
+	aspec *s = malloc(sizeof(*s));
+	const emu_kernel *kp, *km;
+	make_spec(c, s);
+	load_case(c, s, &kp, &km);
+
+	const int T = s->T, nb = s->n_blk, nh = c->nh, nkv = c->nkv, hd = c->hd;
+	const int ctx_splits = (c->max_ctx + c->split - 1) / c->split;
+	const int n_splits = ctx_splits + (nb + c->split - 1) / c->split;
+	const size_t nq = (size_t)T * nh * hd, kv_row = (size_t)nkv * hd;
+	const double u_out = c->f16 ? 0x1p-11 : 0x1p-8;
+	const int R = c->split / 32;
+	uint16_t *q = emu_alloc(nq * 2, "q"), *out = emu_alloc(nq * 2, "out");
+	uint16_t *k = emu_alloc((size_t)c->max_ctx * kv_row * 2, "k_cache");
+	uint16_t *v = emu_alloc((size_t)c->max_ctx * kv_row * 2, "v_cache");
+	float *po = emu_alloc((size_t)n_splits * nq * sizeof(float), "part_o");
+	float *pml = emu_alloc((size_t)n_splits * T * nh * 2 * sizeof(float), "part_ml");
+	int32_t *ctx_len = emu_alloc(sizeof(int32_t), "ctx_len");
+	float *qf = malloc(nq * sizeof(float)), *got = malloc(nq * sizeof(float));
+	float *rout = malloc(nq * sizeof(float));
+	double *ref = malloc(nq * sizeof(double)), *bound = malloc(nq * sizeof(double));
+
+	for (int ci = 0; ci < n_ctxs; ci++) {
+		const int ctx = ctxs[ci], nk = ctx + nb;
+		char what[400];
+		assert_true(nk <= c->max_ctx);
+		float *kf = malloc((size_t)nk * kv_row * sizeof(float)), *vf = malloc((size_t)nk * kv_row * sizeof(float));
+		float *scratch = malloc((size_t)nk * sizeof(float));
+		/* Scores of a few units (q, k ~ 1.5 * sqrt(3) * U[-1,1)): a real
+		 * softmax, neither flat nor one-hot. Fresh NaN in every unused slot. */
+		memset(k, 0xff, (size_t)c->max_ctx * kv_row * 2);
+		memset(v, 0xff, (size_t)c->max_ctx * kv_row * 2);
+		memset(out, 0xff, nq * 2);
+		memset(po, 0xff, (size_t)n_splits * nq * sizeof(float));
+		memset(pml, 0xff, (size_t)n_splits * T * nh * 2 * sizeof(float));
+		for (size_t i = 0; i < nq; i++) {
+			q[i] = to16(c->f16, (float)(2.6 * rnd()));
+			qf[i] = from16(c->f16, q[i]);
+		}
+		for (size_t i = 0; i < (size_t)nk * kv_row; i++) {
+			k[i] = to16(c->f16, (float)(2.6 * rnd()));
+			v[i] = to16(c->f16, (float)rnd());
+			kf[i] = from16(c->f16, k[i]);
+			vf[i] = from16(c->f16, v[i]);
+		}
+		*ctx_len = ctx;
+		void *pa[] = {&po, &pml, &q, &k, &v, &ctx_len};
+		launch(kp, d3((unsigned)nkv, (unsigned)n_splits, (unsigned)((T + c->warps - 1) / c->warps)),
+		       d3(32u * (unsigned)c->warps, 1, 1), pa);
+		void *ma[] = {&out, &po, &pml, &ctx_len};
+		launch(km, d3((unsigned)T, 1, 1), d3(128, 1, 1), ma);
+		assert_int_equal(*ctx_len, ctx);
+
+		const uint64_t *mask = c->tree ? s->mask : NULL;
+		exact_attention(ref, bound, qf, kf, vf, T, ctx, nb, nh, nkv, hd, mask, s->mw, R, u_out);
+		for (size_t i = 0; i < nq; i++)
+			got[i] = from16(c->f16, out[i]);
+		snprintf(what, sizeof(what), "%s ctx %d", kp->name, ctx);
+		check_close(what, got, ref, bound, nq);
+		/* The fp32 host reference on the same inputs, within the bound
+		 * without the output rounding (recomputed with u_out = 0). */
+		ref_attention_append(rout, qf, kf, vf, T, ctx, nb, nh, nkv, hd, mask, scratch);
+		exact_attention(ref, bound, qf, kf, vf, T, ctx, nb, nh, nkv, hd, mask, s->mw, R, 0.0);
+		snprintf(what, sizeof(what), "ref_attention_append vs exact, %s ctx %d", s->tree_id, ctx);
+		check_close(what, rout, ref, bound, nq);
+		free(kf);
+		free(vf);
+		free(scratch);
+	}
+	emu_free(q);
+	emu_free(out);
+	emu_free(k);
+	emu_free(v);
+	emu_free(po);
+	emu_free(pml);
+	emu_free(ctx_len);
+	free(qf);
+	free(got);
+	free(rout);
+	free(ref);
+	free(bound);
+	free(s);
+}
+
+/* T = 1 (the root alone: a decode step), every context edge, GQA 1 and 4,
+ * both head dims, both dtypes. */
+static void test_tree_attention_single(void **state)
+{
+	static const int ctxs[] = {0, 1, 37, 64, 300};
+	(void)state;
+	for (int hdi = 0; hdi < 2; hdi++)
+		for (int f16 = 0; f16 < 2; f16++) {
+			acase c = {"root", -1, 0, 4, hdi ? 1 : 4, hdi ? 128 : 64, f16, 64, 384, 4};
+			run_case(&c, ctxs, 5);
+		}
+}
+
+/* Chains and every preset; GQA 4 over one or two KV heads; split 64 and 128. */
+static void test_tree_attention_presets(void **state)
+{
+	static const int ctxs[] = {0, 37, 300};
+	static const char *trees[] = {"chain:5", "eagle25", "sequoia63", "medusa63", "biseq8", "biseq16"};
+	(void)state;
+	for (int i = 0; i < 6; i++) {
+		acase c = {trees[i], -1, 0, 4, 1, i % 2 ? 128 : 64, i % 3 == 1, i % 2 ? 64 : 128, 448, 4};
+		run_case(&c, ctxs, 3);
+	}
+}
+
+/* kary:2:6: 127 nodes, two mask words per row, two block splits of 64. */
+static void test_tree_attention_wide(void **state)
+{
+	static const int ctxs[] = {1, 300};
+	(void)state;
+	acase c = {"kary:2:6", -1, 0, 2, 1, 64, 0, 64, 448, 4};
+	run_case(&c, ctxs, 2);
+	acase d = {"chain:64", -1, 0, 1, 1, 64, 1, 64, 192, 2}; /* deep: 65 nodes */
+	run_case(&d, ctxs, 1);
+}
+
+/* GQA 8 and 3, head dim 80, one and two warps per block. */
+static void test_tree_attention_gqa(void **state)
+{
+	static const int ctxs[] = {0, 37, 130};
+	(void)state;
+	acase a = {"eagle25", -1, 0, 8, 1, 64, 1, 64, 192, 4};
+	run_case(&a, ctxs, 3);
+	acase b = {"biseq8", -1, 0, 6, 2, 128, 0, 128, 256, 2};
+	run_case(&b, ctxs, 3);
+	acase d = {"chain:3", -1, 0, 3, 1, 80, 0, 64, 192, 1};
+	run_case(&d, ctxs, 3);
+}
+
+/* A draft level over the staged levels (T < N_BLK), and causal prefill. */
+static void test_tree_attention_append_causal(void **state)
+{
+	static const int ctxs[] = {0, 37, 100};
+	(void)state;
+	acase a = {"eagle25", 2, 0, 4, 1, 64, 0, 64, 256, 4};
+	run_case(&a, ctxs, 3);
+	acase b = {NULL, -1, 37, 4, 2, 64, 1, 64, 256, 4};
+	run_case(&b, ctxs, 3);
+	acase d = {NULL, -1, 1, 2, 1, 128, 0, 128, 256, 4};
+	run_case(&d, ctxs, 3);
+}
+
+/* ---- NVRTC ---- */
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *s = NULL;
+	long n;
+	if (!f)
+		return NULL;
+	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
+	    (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n)
+		s[n] = 0;
+	fclose(f);
+	return s;
+}
+
+static void nvrtc_case(gen_nvrtc *nv, const char *prelude, const acase *c)
+{
+	static const char *archs[] = {"sm_80", "sm_90"};
+	aspec *s = malloc(sizeof(*s));
+	char key[256];
+	make_spec(c, s);
+	char *src = render_case(c, s, key, sizeof(key));
+	for (int a = 0; a < 2; a++) {
+		gen_kernel_res res[4];
+		int n = 0;
+		sw_err err = {0};
+		if (gen_nvrtc_compile(nv, prelude, src, key, archs[a], NULL, NULL, res, 4, &n, NULL, &err))
+			fail_msg("%s", err.msg);
+		assert_int_equal(n, 2);
+		for (int i = 0; i < n; i++) {
+			print_message("  %-5s %-90s %3d regs %4d B stack %5d B smem, spills %d/%d\n", archs[a],
+			              res[i].name, res[i].regs, res[i].stack, res[i].smem,
+			              res[i].spill_stores, res[i].spill_loads);
+			if (res[i].spill_stores || res[i].spill_loads)
+				fail_msg("%s %s: spills %d/%d", res[i].name, archs[a], res[i].spill_stores,
+				         res[i].spill_loads);
+		}
+	}
+	free(src);
+	free(s);
+}
+
+static void test_tree_attention_nvrtc(void **state)
+{
+	sw_err err = {0};
+	(void)state;
+	gen_nvrtc *nv = gen_nvrtc_open(&err);
+	if (!nv) {
+		print_message("test_kern_tree_attention: SKIPPING NVRTC: %s\n", err.msg);
+		skip();
+	}
+	char path[512];
+	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
+	char *prelude = slurp(path);
+	assert_non_null(prelude);
+	static const acase cases[] = {
+		/* the emulated variants' kinds */
+		{"eagle25", -1, 0, 8, 1, 64, 1, 64, 192, 4},
+		{"chain:3", -1, 0, 3, 1, 80, 0, 64, 192, 1},
+		{"kary:2:6", -1, 0, 2, 1, 64, 0, 64, 448, 4},
+		{NULL, -1, 37, 4, 2, 64, 1, 64, 256, 4},
+		/* real shapes: Llama-2-7B (GQA 1), Llama-3-8B (GQA 4), 8K context */
+		{"chain:5", -1, 0, 32, 32, 128, 0, 64, 8192, 4},
+		{"eagle25", -1, 0, 32, 8, 128, 0, 512, 8192, 4},
+		{"sequoia63", -1, 0, 32, 8, 128, 1, 512, 8192, 4},
+		{NULL, -1, 256, 32, 8, 128, 0, 512, 8192, 4},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		nvrtc_case(nv, prelude, &cases[i]);
+	free(prelude);
+	gen_nvrtc_close(nv);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_tree_attention_single),
+		cmocka_unit_test(test_tree_attention_presets),
+		cmocka_unit_test(test_tree_attention_wide),
+		cmocka_unit_test(test_tree_attention_gqa),
+		cmocka_unit_test(test_tree_attention_append_causal),
+		cmocka_unit_test(test_tree_attention_nvrtc),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
