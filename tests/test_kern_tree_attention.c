@@ -168,7 +168,8 @@ static void fill_params(const acase *c, const aspec *s, gen_param *p)
 }
 
 /* Rendered source: the generated-from line, the baked mask table, the rest. */
-static char *render_case(const acase *c, const aspec *s, char *key, size_t nkey)
+static char *render_case(const acase *c, const aspec *s, char *key, size_t nkey, char *uri,
+                         size_t nuri)
 {
 	gen_param p[NPARAM];
 	char path[512];
@@ -180,6 +181,8 @@ static char *render_case(const acase *c, const aspec *s, char *key, size_t nkey)
 	/* The key is the identity, but gen_render cuts identifiers at 63
 	 * characters (its literal buffer), and these keys run to ~110: the
 	 * kernel name is the op plus a 64-bit FNV-1a of the key. */
+	if (uri)
+		snprintf(uri, nuri, "%s", key);
 	uint64_t hsh = 0xcbf29ce484222325ull;
 	for (const char *ch = key; *ch; ch++)
 		hsh = (hsh ^ (unsigned char)*ch) * 0x100000001b3ull;
@@ -213,7 +216,7 @@ static void load_case(const acase *c, const aspec *s, const emu_kernel **part,
 	const char *build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
 	sw_err err = {0};
 	void *h = NULL;
-	char *src = render_case(c, s, key, sizeof(key));
+	char *src = render_case(c, s, key, sizeof(key), NULL, 0);
 
 	snprintf(kdir, sizeof(kdir), "%s/kernels", src_root());
 	snprintf(cache, sizeof(cache), "%s/gen/emu", build);
@@ -475,9 +478,10 @@ static void nvrtc_case(gen_nvrtc *nv, const char *prelude, const acase *c)
 {
 	static const char *archs[] = {"sm_80", "sm_90"};
 	aspec *s = malloc(sizeof(*s));
-	char key[256];
+	char key[256], uri[256];
 	make_spec(c, s);
-	char *src = render_case(c, s, key, sizeof(key));
+	char *src = render_case(c, s, key, sizeof(key), uri, sizeof(uri));
+	print_message("  %s = %s\n", key, uri);
 	for (int a = 0; a < 2; a++) {
 		gen_kernel_res res[4];
 		int n = 0;
@@ -486,7 +490,7 @@ static void nvrtc_case(gen_nvrtc *nv, const char *prelude, const acase *c)
 			fail_msg("%s", err.msg);
 		assert_int_equal(n, 2);
 		for (int i = 0; i < n; i++) {
-			print_message("  %-5s %-90s %3d regs %4d B stack %5d B smem, spills %d/%d\n", archs[a],
+			print_message("  %-5s %-30s %3d regs %4d B stack %5d B smem, spills %d/%d\n", archs[a],
 			              res[i].name, res[i].regs, res[i].stack, res[i].smem,
 			              res[i].spill_stores, res[i].spill_loads);
 			if (res[i].spill_stores || res[i].spill_loads)
@@ -522,6 +526,7 @@ static void test_tree_attention_nvrtc(void **state)
 		{"eagle25", -1, 0, 32, 8, 128, 0, 512, 8192, 4},
 		{"sequoia63", -1, 0, 32, 8, 128, 1, 512, 8192, 4},
 		{NULL, -1, 256, 32, 8, 128, 0, 512, 8192, 4},
+		{"root", -1, 0, 32, 8, 128, 0, 64, 8192, 1}, /* T = 1 decode, bandwidth bound */
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		nvrtc_case(nv, prelude, &cases[i]);
