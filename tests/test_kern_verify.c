@@ -1,0 +1,485 @@
+/* verify template (fused tree verification, one block) in the emulator vs
+ * rt_verify_tree / rt_verify_chain on the same p, q, tokens and seed: the
+ * accepted path, the final token and the counts must be identical for every
+ * method, on the chain, EAGLE, Sequoia, binary-Sequoia and Medusa trees,
+ * vocabularies that are not powers of two, temperatures 0 / 0.6 / 1 with and
+ * without top-k / top-p. Also exactness of the kernel path (host expansion,
+ * kernel verification) by chi-square on Markov tables, and NVRTC for sm_80 /
+ * sm_90 with zero spills. */
+#include <dlfcn.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "emu.h"
+#include "nvrtc.h"
+#include "philox.h"
+#include "render.h"
+#include "sampler.h"
+#include "spec.h"
+#include "testutil.h"
+#include "tree.h"
+#include "tree_verify.h"
+
+/* ---- shared by the kernel tests (each file carries its own copy) ---- */
+static const char *src_root(void)
+{
+	const char *r = getenv("SW_SRC_DIR");
+	return r && *r ? r : ".";
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *s = NULL;
+	long n;
+	if (!f)
+		return NULL;
+	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
+	    (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n)
+		s[n] = 0;
+	fclose(f);
+	return s;
+}
+
+/* Renders tmpl with p (NAME set to the key); *key_out gets the key. */
+static char *render(const char *tmpl, const char *op, gen_param *p, int np, char *key, size_t nkey)
+{
+	char path[512];
+	sw_err err = {0};
+	char *src = NULL;
+	assert_int_equal(gen_key(key, nkey, op, p, np), 0);
+	for (int i = 0; i < np; i++)
+		if (!strcmp(p[i].name, "NAME"))
+			p[i].s = key;
+	snprintf(path, sizeof(path), "%s/templates/%s", src_root(), tmpl);
+	if (gen_render_file(path, p, np, &src, &err))
+		fail_msg("%s", err.msg);
+	/* The template draws from Philox: kernels/philox.h goes first, as the
+	 * generator prepends it (NVRTC has no include path). */
+	snprintf(path, sizeof(path), "%s/kernels/philox.h", src_root());
+	char *ph = slurp(path);
+	assert_non_null(ph);
+	size_t n = strlen(ph) + strlen(src) + 2;
+	char *all = malloc(n);
+	snprintf(all, n, "%s\n%s", ph, src);
+	free(ph);
+	free(src);
+	return all;
+}
+
+static const emu_kernel *load_kernel(const char *tmpl, const char *op, gen_param *p, int np)
+{
+	char key[256], kdir[512], cache[512], sym[300];
+	const char *build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
+	sw_err err = {0};
+	void *h = NULL;
+	char *src = render(tmpl, op, p, np, key, sizeof(key));
+	snprintf(kdir, sizeof(kdir), "%s/kernels", src_root());
+	snprintf(cache, sizeof(cache), "%s/gen/emu", build);
+	if (gen_emu_module_build(src, key, kdir, cache, &h, &err))
+		fail_msg("%s", err.msg);
+	free(src);
+	snprintf(sym, sizeof(sym), "%s_emu", key);
+	const emu_kernel *k = dlsym(h, sym);
+	if (!k)
+		fail_msg("%s: no symbol %s", key, sym);
+	return k;
+}
+
+static emu_dim3 d3(unsigned x, unsigned y, unsigned z)
+{
+	emu_dim3 d = {x, y, z};
+	return d;
+}
+
+static void launch(const emu_kernel *k, emu_dim3 g, emu_dim3 b, void **args)
+{
+	emu_report rep;
+	if (emu_launch(k, g, b, 0, args, &rep))
+		fail_msg("%s: %s", k->name, rep.msg);
+}
+
+/* NVRTC for sm_80 and sm_90: compiles, zero spill bytes, resources printed. */
+static void nvrtc_check(const char *tmpl, const char *op, gen_param *p, int np)
+{
+	static const char *archs[] = {"sm_80", "sm_90"};
+	char key[256], path[512];
+	sw_err err = {0};
+	gen_nvrtc *nv = gen_nvrtc_open(&err);
+	if (!nv) {
+		print_message("  NVRTC SKIPPED: %s\n", err.msg);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
+	char *prelude = slurp(path);
+	assert_non_null(prelude);
+	char *src = render(tmpl, op, p, np, key, sizeof(key));
+	for (int a = 0; a < 2; a++) {
+		gen_kernel_res res[4];
+		int n = 0;
+		void *cubin = NULL;
+		size_t cs = 0;
+		if (gen_nvrtc_compile(nv, prelude, src, key, archs[a], &cubin, &cs, res, 4, &n, NULL, &err))
+			fail_msg("%s", err.msg);
+		free(cubin);
+		assert_int_equal(n, 1);
+		print_message("  %-5s %-60s %3d regs %4d B stack %5d B smem, spills %d/%d\n", archs[a],
+		              res[0].name, res[0].regs, res[0].stack, res[0].smem, res[0].spill_stores,
+		              res[0].spill_loads);
+		if (res[0].spill_stores || res[0].spill_loads)
+			fail_msg("%s %s: spills %d/%d", res[0].name, archs[a], res[0].spill_stores,
+			         res[0].spill_loads);
+	}
+	free(src);
+	free(prelude);
+	gen_nvrtc_close(nv);
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static inline double rnd(void) /* splitmix64 -> [-1, 1) */
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return (double)(z >> 11) * 0x1p-52 - 1.0;
+}
+/* ---- end of shared helpers ---- */
+#define IP(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
+#define NM {.name = "NAME", .type = GEN_PARAM_IDENT}
+enum { M_CHAIN = 5 };
+
+static void tree_table(const gen_tree *t, int32_t *tb)
+{
+	int N = t->n;
+	for (int u = 0; u < N; u++) {
+		tb[u] = t->parent[u];
+		tb[N + u] = t->n_children[u];
+		tb[2 * N + u] = t->child_start[u];
+		tb[3 * N + u] = t->child_list[u];
+		tb[4 * N + u] = t->depth[u];
+	}
+}
+
+static const emu_kernel *verify_kernel(const gen_tree *t, int V, int method, int chain_q, int block)
+{
+	gen_param p[] = {NM, IP("N_NODES", t->n), IP("V", V), IP("METHOD", method),
+	                 IP("CHAIN_Q", chain_q), IP("BLOCK", block)};
+	return load_kernel("verify.cu.tmpl", "verify", p, 6);
+}
+
+/* Device buffers for one tree. */
+typedef struct vbuf {
+	int32_t *path, *otok, *counts, *tree, *tok;
+	float *p, *q, *scratch;
+	uint32_t *iter;
+} vbuf;
+
+static void vbuf_init(vbuf *b, const gen_tree *t, int V)
+{
+	size_t n = (size_t)t->n;
+	b->path = emu_alloc(n * sizeof(int32_t), "path");
+	b->otok = emu_alloc(n * sizeof(int32_t), "out_tok");
+	b->counts = emu_alloc(5 * sizeof(int32_t), "counts");
+	b->tree = emu_alloc(5 * n * sizeof(int32_t), "tree");
+	b->tok = emu_alloc(n * sizeof(int32_t), "tok");
+	b->p = emu_alloc(n * V * sizeof(float), "p");
+	b->q = emu_alloc(n * V * sizeof(float), "q");
+	b->scratch = emu_alloc(2 * (size_t)V * sizeof(float), "scratch");
+	b->iter = emu_alloc(sizeof(uint32_t), "iter");
+	memset(b->counts, 0, 5 * sizeof(int32_t));
+	tree_table(t, b->tree);
+}
+
+static void vbuf_free(vbuf *b)
+{
+	emu_free(b->path);
+	emu_free(b->otok);
+	emu_free(b->counts);
+	emu_free(b->tree);
+	emu_free(b->tok);
+	emu_free(b->p);
+	emu_free(b->q);
+	emu_free(b->scratch);
+	emu_free(b->iter);
+}
+
+static void vlaunch(const emu_kernel *k, vbuf *b, uint64_t seed, int block)
+{
+	void *args[] = {&b->path, &b->otok, &b->counts, &b->tree, &b->tok, &b->p, &b->q, &b->scratch,
+	                &seed, &b->iter};
+	launch(k, d3(1, 1, 1), d3((unsigned)block, 1, 1), args);
+}
+
+static int rule_for(int method)
+{
+	switch (method) {
+	case RT_VERIFY_RRS:
+	case M_CHAIN:
+		return RT_EXPAND_SAMPLE;
+	case RT_VERIFY_RRSW:
+		return RT_EXPAND_SAMPLE_WOR;
+	case RT_VERIFY_SPECHUB:
+		return RT_EXPAND_SPECHUB;
+	default:
+		return RT_EXPAND_TOPK;
+	}
+}
+
+static long g_runs, g_accepted, g_mismatch;
+
+/* One configuration, n_seeds seeds: fresh logits per seed; p = rt_probs of
+ * the target logits with s, q = rt_probs(draft logits) with the draft's own
+ * sampling (temperature max(T, 0.6), no top-k/top-p, so that every rule has
+ * enough support); children drawn by rt_expand_node with the method's rule. */
+static void check(const char *tree_spec, int method, int V, float temp, int top_k, float top_p,
+                  int n_seeds, int block)
+{
+	gen_tree t;
+	sw_err err = {0};
+	if (gen_tree_parse(tree_spec, NULL, &t, &err))
+		fail_msg("%s", err.msg);
+	const int chain_q = method != M_CHAIN || top_k != 1; /* top_k 1 marks a one-hot chain */
+	const emu_kernel *k = verify_kernel(&t, V, method, chain_q, block);
+	vbuf b;
+	vbuf_init(&b, &t, V);
+	size_t nv = (size_t)t.n * V;
+	float *zt = malloc(nv * sizeof(float)), *zd = malloc(nv * sizeof(float));
+	float *scr = malloc(2 * (size_t)V * sizeof(float)), *tmp = malloc((size_t)V * sizeof(float));
+	int *idx = malloc((size_t)V * sizeof(int));
+	rt_sampling s = {.temperature = temp, .top_k = method == M_CHAIN ? 0 : top_k, .top_p = top_p};
+	rt_sampling sd = {.temperature = temp > 0.6f ? temp : 0.6f, .top_k = 0, .top_p = 1.0f};
+
+	for (int sd_i = 0; sd_i < n_seeds; sd_i++) {
+		uint64_t seed = 0x5eed0000ull + (uint64_t)sd_i * 7919u + (uint64_t)V;
+		uint32_t iter = (uint32_t)(sd_i * 3 + 1);
+		for (size_t i = 0; i < nv; i++) {
+			zt[i] = (float)(3.0 * rnd());
+			zd[i] = zt[i] + (float)(0.5 * rnd());
+		}
+		for (int u = 0; u < t.n; u++) {
+			rt_probs(b.p + (size_t)u * V, zt + (size_t)u * V, V, &s, idx);
+			rt_probs(b.q + (size_t)u * V, zd + (size_t)u * V, V, &sd, idx);
+		}
+		b.tok[0] = (int32_t)(V / 3);
+		for (int u = 0; u < t.n; u++) {
+			int nc = t.n_children[u];
+			int32_t ct[GEN_TREE_MAX_NODES];
+			if (!nc)
+				continue;
+			/* Greedy/one-hot trees: half the time follow the target argmax so
+			 * that deep acceptances happen. */
+			if (rt_expand_node(rule_for(method), b.q + (size_t)u * V, V, nc, seed, iter, (uint32_t)u,
+			                   ct, NULL, NULL))
+				fail_msg("%s: expansion failed at node %d", tree_spec, u);
+			if ((method == RT_VERIFY_GREEDY || method == RT_VERIFY_ONEHOT) && (sd_i & 1))
+				ct[0] = rt_argmax(b.p + (size_t)u * V, V);
+			for (int i = 0; i < nc; i++)
+				b.tok[t.child_list[t.child_start[u] + i]] = ct[i];
+		}
+		*b.iter = iter;
+		vlaunch(k, &b, seed, block);
+
+		int want_acc;
+		int32_t want_fin;
+		int want_path[GEN_TREE_MAX_DEPTH + 1];
+		if (method == M_CHAIN) {
+			/* rt_verify_chain processes logits itself: the same rt_probs. */
+			int g = t.n - 1;
+			s.top_k = top_k == 1 ? 0 : top_k;
+			want_acc = rt_verify_chain(zt, &s, chain_q ? b.q : NULL, b.tok + 1, g, V, seed, iter,
+			                           &want_fin, scr, tmp, idx);
+			for (int i = 0; i <= want_acc; i++)
+				want_path[i] = i;
+		} else {
+			rt_tree_result res;
+			if (rt_verify_tree(&t, method, b.tok, b.p, b.q, V, seed, iter, &res, scr))
+				fail_msg("%s: rt_verify_tree failed", tree_spec);
+			want_acc = res.n_path - 1;
+			want_fin = res.final;
+			memcpy(want_path, res.path, sizeof(int) * (size_t)res.n_path);
+		}
+		int bad = b.counts[0] != want_acc || b.counts[2] != want_fin || b.counts[1] != want_acc + 1;
+		for (int i = 0; !bad && i <= want_acc; i++)
+			bad = b.path[i] != want_path[i] ||
+			      b.otok[i] != (i < want_acc ? b.tok[want_path[i + 1]] : want_fin);
+		if (bad) {
+			g_mismatch++;
+			print_message("  MISMATCH %s method %d V %d T %.2f k %d p %.2f seed %d: kernel %d "
+			              "accepted, final %d; host %d, final %d\n",
+			              tree_spec, method, V, (double)temp, top_k, (double)top_p, sd_i,
+			              b.counts[0], b.counts[2], want_acc, want_fin);
+		}
+		g_runs++;
+		g_accepted += want_acc;
+	}
+	if (b.counts[3] < 0 || b.counts[4] != b.counts[3])
+		fail_msg("accumulators %d %d", b.counts[3], b.counts[4]);
+	free(zt);
+	free(zd);
+	free(scr);
+	free(tmp);
+	free(idx);
+	vbuf_free(&b);
+}
+
+static void report(const char *what)
+{
+	print_message("  %s: %ld runs, %ld accepted draft tokens, %ld mismatches\n", what, g_runs,
+	              g_accepted, g_mismatch);
+	assert_int_equal(g_mismatch, 0);
+	g_runs = g_accepted = g_mismatch = 0;
+}
+
+static void test_verify_chain(void **state)
+{
+	(void)state;
+	static const float temps[] = {0.6f, 1.0f};
+	for (int a = 0; a < 2; a++) {
+		check("chain:1", M_CHAIN, 1000, temps[a], 0, 1.0f, 12, 64);
+		check("chain:5", M_CHAIN, 1000, temps[a], 0, 1.0f, 12, 64);
+		check("chain:5", M_CHAIN, 1000, temps[a], 1, 1.0f, 8, 64);  /* one-hot draft */
+		check("chain:5", M_CHAIN, 4099, temps[a], 0, 0.9f, 4, 128);
+		check("chain:5", RT_VERIFY_RRS, 1000, temps[a], 20, 0.9f, 8, 64);
+	}
+	check("chain:5", RT_VERIFY_GREEDY, 1000, 0.0f, 0, 1.0f, 8, 64);
+	check("chain:5", M_CHAIN, 1000, 0.0f, 0, 1.0f, 6, 64); /* T = 0: one-hot p */
+	report("chain");
+}
+
+static void test_verify_trees(void **state)
+{
+	(void)state;
+	static const float temps[] = {0.6f, 1.0f};
+	for (int a = 0; a < 2; a++) {
+		check("eagle25", RT_VERIFY_RRS, 1000, temps[a], 0, 1.0f, 6, 128);
+		check("eagle25", RT_VERIFY_RRSW, 1000, temps[a], 50, 0.9f, 6, 128);
+		check("eagle25", RT_VERIFY_ONEHOT, 1000, temps[a], 0, 0.8f, 6, 128);
+		check("sequoia63", RT_VERIFY_RRS, 1000, temps[a], 0, 1.0f, 4, 128);
+		check("sequoia63", RT_VERIFY_RRSW, 1000, temps[a], 0, 0.95f, 4, 128);
+		check("biseq8", RT_VERIFY_SPECHUB, 1000, temps[a], 0, 1.0f, 8, 64);
+		check("biseq16", RT_VERIFY_SPECHUB, 1000, temps[a], 30, 0.9f, 8, 64);
+		check("medusa63", RT_VERIFY_ONEHOT, 1000, temps[a], 0, 1.0f, 4, 128);
+	}
+	check("eagle25", RT_VERIFY_GREEDY, 1000, 0.0f, 0, 1.0f, 6, 128);
+	check("medusa63", RT_VERIFY_GREEDY, 1000, 0.0f, 0, 1.0f, 6, 128);
+	check("medusa63", RT_VERIFY_ONEHOT, 1000, 0.0f, 0, 1.0f, 4, 128);
+	check("sequoia63", RT_VERIFY_RRS, 1000, 0.0f, 0, 1.0f, 4, 128);
+	report("trees V=1000");
+}
+
+static void test_verify_vocab(void **state)
+{
+	(void)state;
+	check("eagle25", RT_VERIFY_RRSW, 4099, 1.0f, 0, 1.0f, 3, 256);
+	check("biseq16", RT_VERIFY_SPECHUB, 4099, 0.6f, 0, 1.0f, 3, 256);
+	check("sequoia63", RT_VERIFY_RRS, 4099, 0.6f, 40, 0.9f, 2, 256);
+	check("medusa63", RT_VERIFY_GREEDY, 4099, 0.0f, 0, 1.0f, 2, 256);
+	check("chain:5", M_CHAIN, 32003, 1.0f, 0, 1.0f, 2, 256);
+	check("eagle25", RT_VERIFY_RRSW, 32003, 0.6f, 0, 0.9f, 1, 256);
+	report("vocab 4099 / 32003");
+}
+
+/* Exactness of the kernel path: a Markov table (V = 5 or 6), root token
+ * fixed, children by the host expansion rule, verification by the kernel;
+ * the first emitted token must follow the target row p(. | root). */
+static void chi2_one(const char *tree_spec, int method, int V, int n)
+{
+	gen_tree t;
+	sw_err err = {0};
+	if (gen_tree_parse(tree_spec, NULL, &t, &err))
+		fail_msg("%s", err.msg);
+	const emu_kernel *k = verify_kernel(&t, V, method, 1, 64);
+	vbuf b;
+	vbuf_init(&b, &t, V);
+	float *P = malloc((size_t)V * V * sizeof(float)), *Q = malloc((size_t)V * V * sizeof(float));
+	tu_random_table(P, V, V, 0.2, 11u + (uint64_t)method);
+	tu_random_table(Q, V, V, 0.0, 23u + (uint64_t)method);
+	uint64_t counts[8] = {0};
+	const int root = 1;
+	for (int it = 0; it < n; it++) {
+		uint64_t seed = 77;
+		uint32_t iter = (uint32_t)it;
+		b.tok[0] = root;
+		for (int u = 0; u < t.n; u++) {
+			memcpy(b.p + (size_t)u * V, P + (size_t)b.tok[u] * V, (size_t)V * sizeof(float));
+			memcpy(b.q + (size_t)u * V, Q + (size_t)b.tok[u] * V, (size_t)V * sizeof(float));
+			int nc = t.n_children[u];
+			int32_t ct[GEN_TREE_MAX_NODES];
+			if (!nc)
+				continue;
+			if (rt_expand_node(rule_for(method), b.q + (size_t)u * V, V, nc, seed, iter, (uint32_t)u, ct,
+			                   NULL, NULL))
+				fail_msg("expansion failed");
+			for (int i = 0; i < nc; i++)
+				b.tok[t.child_list[t.child_start[u] + i]] = ct[i];
+		}
+		*b.iter = iter;
+		vlaunch(k, &b, seed, 64);
+		counts[b.otok[0]]++;
+	}
+	double probs[8];
+	for (int x = 0; x < V; x++)
+		probs[x] = P[(size_t)root * V + x];
+	int df;
+	double chi = tu_chi2(counts, probs, V, (uint64_t)n, &df);
+	double crit = tu_chi2_crit(df, 1e-4);
+	print_message("  %-8s method %d V %d: chi2 %.2f (df %d, crit %.2f at 1e-4)\n", tree_spec, method,
+	              V, chi, df, crit);
+	if (!(chi < crit))
+		fail_msg("%s method %d: chi2 %.2f >= %.2f", tree_spec, method, chi, crit);
+	free(P);
+	free(Q);
+	vbuf_free(&b);
+}
+
+static void test_verify_exact(void **state)
+{
+	(void)state;
+	chi2_one("eagle25", RT_VERIFY_RRS, 5, 3000);
+	chi2_one("eagle25", RT_VERIFY_RRSW, 5, 3000);
+	chi2_one("biseq8", RT_VERIFY_SPECHUB, 6, 3000);
+	chi2_one("chain:5", M_CHAIN, 6, 3000);
+}
+
+static void test_verify_nvrtc(void **state)
+{
+	(void)state;
+	static const char *trees[] = {"chain:5", "eagle25", "sequoia63", "biseq16", "medusa63"};
+	static const int methods[] = {M_CHAIN, RT_VERIFY_RRSW, RT_VERIFY_RRS, RT_VERIFY_SPECHUB,
+	                              RT_VERIFY_GREEDY};
+	for (int i = 0; i < 5; i++) {
+		gen_tree t;
+		sw_err err = {0};
+		if (gen_tree_parse(trees[i], NULL, &t, &err))
+			fail_msg("%s", err.msg);
+		gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", 32003), IP("METHOD", methods[i]),
+		                 IP("CHAIN_Q", 1), IP("BLOCK", 512)};
+		nvrtc_check("verify.cu.tmpl", "verify", p, 6);
+	}
+	gen_tree t;
+	sw_err err = {0};
+	assert_int_equal(gen_tree_parse("medusa63", NULL, &t, &err), 0);
+	gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", 128256), IP("METHOD", RT_VERIFY_ONEHOT),
+	                 IP("CHAIN_Q", 1), IP("BLOCK", 256)};
+	nvrtc_check("verify.cu.tmpl", "verify", p, 6);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_verify_chain),
+		cmocka_unit_test(test_verify_trees),
+		cmocka_unit_test(test_verify_vocab),
+		cmocka_unit_test(test_verify_exact),
+		cmocka_unit_test(test_verify_nvrtc),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
