@@ -1,0 +1,380 @@
+/* tree_expand template in the emulator vs rt_expand_node: identical child
+ * tokens for top-k, sampling with and without replacement and SpecHub pairs
+ * on the EAGLE, Sequoia, binary-Sequoia and Medusa trees (every level), with
+ * vocabularies that are not powers of two. Then the whole kernel path on
+ * Markov tables (V = 5, 6): expansion kernel level by level, verification
+ * kernel, first emitted token chi-squared against the target row at 1e-4.
+ * NVRTC sm_80 / sm_90 with zero spills. */
+#include <dlfcn.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "emu.h"
+#include "nvrtc.h"
+#include "philox.h"
+#include "render.h"
+#include "sampler.h"
+#include "testutil.h"
+#include "tree.h"
+#include "tree_verify.h"
+
+/* ---- shared by the kernel tests (each file carries its own copy) ---- */
+static const char *src_root(void)
+{
+	const char *r = getenv("SW_SRC_DIR");
+	return r && *r ? r : ".";
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *s = NULL;
+	long n;
+	if (!f)
+		return NULL;
+	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
+	    (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n)
+		s[n] = 0;
+	fclose(f);
+	return s;
+}
+
+/* Renders tmpl with p (NAME set to the key); *key_out gets the key. */
+static char *render(const char *tmpl, const char *op, gen_param *p, int np, char *key, size_t nkey)
+{
+	char path[512];
+	sw_err err = {0};
+	char *src = NULL;
+	assert_int_equal(gen_key(key, nkey, op, p, np), 0);
+	for (int i = 0; i < np; i++)
+		if (!strcmp(p[i].name, "NAME"))
+			p[i].s = key;
+	snprintf(path, sizeof(path), "%s/templates/%s", src_root(), tmpl);
+	if (gen_render_file(path, p, np, &src, &err))
+		fail_msg("%s", err.msg);
+	/* The template draws from Philox: kernels/philox.h goes first, as the
+	 * generator prepends it (NVRTC has no include path). */
+	snprintf(path, sizeof(path), "%s/kernels/philox.h", src_root());
+	char *ph = slurp(path);
+	assert_non_null(ph);
+	size_t n = strlen(ph) + strlen(src) + 2;
+	char *all = malloc(n);
+	snprintf(all, n, "%s\n%s", ph, src);
+	free(ph);
+	free(src);
+	return all;
+}
+
+static const emu_kernel *load_kernel(const char *tmpl, const char *op, gen_param *p, int np)
+{
+	char key[256], kdir[512], cache[512], sym[300];
+	const char *build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
+	sw_err err = {0};
+	void *h = NULL;
+	char *src = render(tmpl, op, p, np, key, sizeof(key));
+	snprintf(kdir, sizeof(kdir), "%s/kernels", src_root());
+	snprintf(cache, sizeof(cache), "%s/gen/emu", build);
+	if (gen_emu_module_build(src, key, kdir, cache, &h, &err))
+		fail_msg("%s", err.msg);
+	free(src);
+	snprintf(sym, sizeof(sym), "%s_emu", key);
+	const emu_kernel *k = dlsym(h, sym);
+	if (!k)
+		fail_msg("%s: no symbol %s", key, sym);
+	return k;
+}
+
+static emu_dim3 d3(unsigned x, unsigned y, unsigned z)
+{
+	emu_dim3 d = {x, y, z};
+	return d;
+}
+
+static void launch(const emu_kernel *k, emu_dim3 g, emu_dim3 b, void **args)
+{
+	emu_report rep;
+	if (emu_launch(k, g, b, 0, args, &rep))
+		fail_msg("%s: %s", k->name, rep.msg);
+}
+
+/* NVRTC for sm_80 and sm_90: compiles, zero spill bytes, resources printed. */
+static void nvrtc_check(const char *tmpl, const char *op, gen_param *p, int np)
+{
+	static const char *archs[] = {"sm_80", "sm_90"};
+	char key[256], path[512];
+	sw_err err = {0};
+	gen_nvrtc *nv = gen_nvrtc_open(&err);
+	if (!nv) {
+		print_message("  NVRTC SKIPPED: %s\n", err.msg);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
+	char *prelude = slurp(path);
+	assert_non_null(prelude);
+	char *src = render(tmpl, op, p, np, key, sizeof(key));
+	for (int a = 0; a < 2; a++) {
+		gen_kernel_res res[4];
+		int n = 0;
+		void *cubin = NULL;
+		size_t cs = 0;
+		if (gen_nvrtc_compile(nv, prelude, src, key, archs[a], &cubin, &cs, res, 4, &n, NULL, &err))
+			fail_msg("%s", err.msg);
+		free(cubin);
+		assert_int_equal(n, 1);
+		print_message("  %-5s %-60s %3d regs %4d B stack %5d B smem, spills %d/%d\n", archs[a],
+		              res[0].name, res[0].regs, res[0].stack, res[0].smem, res[0].spill_stores,
+		              res[0].spill_loads);
+		if (res[0].spill_stores || res[0].spill_loads)
+			fail_msg("%s %s: spills %d/%d", res[0].name, archs[a], res[0].spill_stores,
+			         res[0].spill_loads);
+	}
+	free(src);
+	free(prelude);
+	gen_nvrtc_close(nv);
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static inline double rnd(void) /* splitmix64 -> [-1, 1) */
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return (double)(z >> 11) * 0x1p-52 - 1.0;
+}
+/* ---- end of shared helpers ---- */
+#define IP(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
+#define NM {.name = "NAME", .type = GEN_PARAM_IDENT}
+
+static void tree_table(const gen_tree *t, int32_t *tb)
+{
+	int N = t->n;
+	for (int u = 0; u < N; u++) {
+		tb[u] = t->parent[u];
+		tb[N + u] = t->n_children[u];
+		tb[2 * N + u] = t->child_start[u];
+		tb[3 * N + u] = t->child_list[u];
+		tb[4 * N + u] = t->depth[u];
+	}
+}
+
+static const emu_kernel *expand_kernel(const gen_tree *t, int V, int rule, int level, int block)
+{
+	gen_param p[] = {NM, IP("N_NODES", t->n), IP("V", V), IP("RULE", rule),
+	                 IP("LEVEL_BEGIN", t->level_start[level]), IP("BLOCK", block)};
+	return load_kernel("tree_expand.cu.tmpl", "expand", p, 6);
+}
+
+/* Runs the expansion of every level that has children. */
+static void expand_all(const gen_tree *t, int V, int rule, int block, int32_t *tok, float *q,
+                       int32_t *tree, uint64_t seed, uint32_t *iter)
+{
+	for (int d = 0; d < t->depth_max; d++) {
+		const emu_kernel *k = expand_kernel(t, V, rule, d, block);
+		unsigned n = (unsigned)(t->level_start[d + 1] - t->level_start[d]);
+		void *args[] = {&tok, &q, &tree, &seed, &iter};
+		launch(k, d3(n, 1, 1), d3((unsigned)block, 1, 1), args);
+	}
+}
+
+static long g_nodes, g_tokens, g_mismatch;
+
+static void check(const char *tree_spec, int rule, int V, float temp, int n_seeds, int block)
+{
+	gen_tree t;
+	sw_err err = {0};
+	if (gen_tree_parse(tree_spec, NULL, &t, &err))
+		fail_msg("%s", err.msg);
+	size_t nv = (size_t)t.n * V;
+	int32_t *tok = emu_alloc((size_t)t.n * sizeof(int32_t), "tok");
+	int32_t *tree = emu_alloc(5 * (size_t)t.n * sizeof(int32_t), "tree");
+	float *q = emu_alloc(nv * sizeof(float), "q");
+	uint32_t *iter = emu_alloc(sizeof(uint32_t), "iter");
+	float *z = malloc((size_t)V * sizeof(float));
+	int *idx = malloc((size_t)V * sizeof(int));
+	rt_sampling s = {.temperature = temp, .top_k = 0, .top_p = 1.0f};
+	tree_table(&t, tree);
+	for (int sd = 0; sd < n_seeds; sd++) {
+		uint64_t seed = 0xe4a11dull * (uint64_t)(sd + 1) + (uint64_t)V;
+		*iter = (uint32_t)(sd * 5 + 2);
+		for (int u = 0; u < t.n; u++) {
+			for (int v = 0; v < V; v++)
+				z[v] = (float)(3.0 * rnd());
+			if (sd & 1) /* ties in q: top-k and the race must break them by id */
+				for (int v = 0; v < V; v++)
+					z[v] = floorf(z[v]);
+			rt_probs(q + (size_t)u * V, z, V, &s, idx);
+		}
+		for (int u = 0; u < t.n; u++)
+			tok[u] = -7;
+		expand_all(&t, V, rule, block, tok, q, tree, seed, iter);
+		for (int u = 0; u < t.n; u++) {
+			int nc = t.n_children[u];
+			int32_t want[GEN_TREE_MAX_NODES];
+			if (!nc)
+				continue;
+			if (rt_expand_node(rule, q + (size_t)u * V, V, nc, seed, *iter, (uint32_t)u, want, NULL,
+			                   NULL))
+				fail_msg("rt_expand_node failed");
+			for (int i = 0; i < nc; i++) {
+				int got = tok[t.child_list[t.child_start[u] + i]];
+				if (got != want[i]) {
+					g_mismatch++;
+					print_message("  MISMATCH %s rule %d V %d seed %d node %d child %d: %d vs host %d\n",
+					              tree_spec, rule, V, sd, u, i, got, want[i]);
+				}
+				g_tokens++;
+			}
+			g_nodes++;
+		}
+	}
+	free(z);
+	free(idx);
+	emu_free(tok);
+	emu_free(tree);
+	emu_free(q);
+	emu_free(iter);
+}
+
+static void report(const char *what)
+{
+	print_message("  %s: %ld nodes, %ld child tokens, %ld mismatches\n", what, g_nodes, g_tokens,
+	              g_mismatch);
+	assert_int_equal(g_mismatch, 0);
+	g_nodes = g_tokens = g_mismatch = 0;
+}
+
+static void test_expand_rules(void **state)
+{
+	(void)state;
+	for (int r = 0; r < 3; r++) {
+		check("eagle25", r, 1000, 1.0f, 4, 128);
+		check("medusa63", r, 1000, 0.6f, 2, 128);
+		check("sequoia63", r, 1000, 1.0f, 2, 128);
+	}
+	check("biseq8", RT_EXPAND_SPECHUB, 1000, 0.6f, 4, 64);
+	check("biseq16", RT_EXPAND_SPECHUB, 1000, 1.0f, 4, 64);
+	report("V=1000");
+	check("eagle25", RT_EXPAND_SAMPLE_WOR, 4099, 1.0f, 2, 256);
+	check("biseq16", RT_EXPAND_SPECHUB, 4099, 0.6f, 2, 256);
+	check("eagle25", RT_EXPAND_TOPK, 4099, 0.6f, 2, 256);
+	check("chain:5", RT_EXPAND_SAMPLE, 32003, 1.0f, 1, 256);
+	check("biseq8", RT_EXPAND_SPECHUB, 32003, 1.0f, 1, 256);
+	report("V=4099 / 32003");
+}
+
+/* The kernel path end to end on a Markov table: level by level, q rows of
+ * the level's nodes come from the table at each node's token (what the
+ * draft model would compute), the expansion kernel draws the children,
+ * then the verification kernel walks the tree. */
+static void chi2_one(const char *tree_spec, int rule, int method, int V, int n)
+{
+	gen_tree t;
+	sw_err err = {0};
+	if (gen_tree_parse(tree_spec, NULL, &t, &err))
+		fail_msg("%s", err.msg);
+	const int B = 64;
+	gen_param vp[] = {NM, IP("N_NODES", t.n), IP("V", V), IP("METHOD", method), IP("CHAIN_Q", 1),
+	                  IP("BLOCK", B)};
+	const emu_kernel *vk = load_kernel("verify.cu.tmpl", "verify", vp, 6);
+	const emu_kernel *ek[GEN_TREE_MAX_DEPTH];
+	for (int d = 0; d < t.depth_max; d++)
+		ek[d] = expand_kernel(&t, V, rule, d, B);
+	size_t nv = (size_t)t.n * V;
+	int32_t *path = emu_alloc((size_t)t.n * sizeof(int32_t), "path");
+	int32_t *otok = emu_alloc((size_t)t.n * sizeof(int32_t), "otok");
+	int32_t *counts = emu_alloc(5 * sizeof(int32_t), "counts");
+	int32_t *tree = emu_alloc(5 * (size_t)t.n * sizeof(int32_t), "tree");
+	int32_t *tok = emu_alloc((size_t)t.n * sizeof(int32_t), "tok");
+	float *p = emu_alloc(nv * sizeof(float), "p");
+	float *q = emu_alloc(nv * sizeof(float), "q");
+	float *scratch = emu_alloc(2 * (size_t)V * sizeof(float), "scratch");
+	uint32_t *iter = emu_alloc(sizeof(uint32_t), "iter");
+	float *P = malloc((size_t)V * V * sizeof(float)), *Q = malloc((size_t)V * V * sizeof(float));
+	tree_table(&t, tree);
+	memset(counts, 0, 5 * sizeof(int32_t));
+	tu_random_table(P, V, V, 0.2, 101u + (uint64_t)rule);
+	tu_random_table(Q, V, V, 0.0, 202u + (uint64_t)rule);
+	uint64_t hist[8] = {0};
+	const int root = 2;
+	uint64_t seed = 4242;
+	for (int it = 0; it < n; it++) {
+		*iter = (uint32_t)it;
+		tok[0] = root;
+		for (int d = 0; d <= t.depth_max; d++) {
+			for (int u = t.level_start[d]; u < t.level_start[d + 1]; u++) {
+				memcpy(p + (size_t)u * V, P + (size_t)tok[u] * V, (size_t)V * sizeof(float));
+				memcpy(q + (size_t)u * V, Q + (size_t)tok[u] * V, (size_t)V * sizeof(float));
+			}
+			if (d == t.depth_max)
+				break;
+			unsigned nl = (unsigned)(t.level_start[d + 1] - t.level_start[d]);
+			void *ea[] = {&tok, &q, &tree, &seed, &iter};
+			launch(ek[d], d3(nl, 1, 1), d3(B, 1, 1), ea);
+		}
+		void *va[] = {&path, &otok, &counts, &tree, &tok, &p, &q, &scratch, &seed, &iter};
+		launch(vk, d3(1, 1, 1), d3(B, 1, 1), va);
+		hist[otok[0]]++;
+	}
+	double probs[8];
+	for (int x = 0; x < V; x++)
+		probs[x] = P[(size_t)root * V + x];
+	int df;
+	double chi = tu_chi2(hist, probs, V, (uint64_t)n, &df);
+	double crit = tu_chi2_crit(df, 1e-4);
+	print_message("  %-8s rule %d method %d V %d: chi2 %.2f (df %d, crit %.2f at 1e-4), "
+	              "%.2f accepted per iteration\n", tree_spec, rule, method, V, chi, df, crit,
+	              (double)counts[3] / n);
+	if (!(chi < crit))
+		fail_msg("%s: chi2 %.2f >= %.2f", tree_spec, chi, crit);
+	free(P);
+	free(Q);
+	emu_free(path);
+	emu_free(otok);
+	emu_free(counts);
+	emu_free(tree);
+	emu_free(tok);
+	emu_free(p);
+	emu_free(q);
+	emu_free(scratch);
+	emu_free(iter);
+}
+
+static void test_expand_exact(void **state)
+{
+	(void)state;
+	chi2_one("eagle25", RT_EXPAND_SAMPLE, RT_VERIFY_RRS, 5, 2000);
+	chi2_one("eagle25", RT_EXPAND_SAMPLE_WOR, RT_VERIFY_RRSW, 5, 2000);
+	chi2_one("biseq16", RT_EXPAND_SPECHUB, RT_VERIFY_SPECHUB, 6, 2000);
+	chi2_one("eagle25", RT_EXPAND_TOPK, RT_VERIFY_ONEHOT, 6, 2000);
+}
+
+static void test_expand_nvrtc(void **state)
+{
+	(void)state;
+	gen_tree t;
+	sw_err err = {0};
+	assert_int_equal(gen_tree_parse("sequoia63", NULL, &t, &err), 0);
+	for (int r = 0; r < 4; r++) {
+		gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", 32003), IP("RULE", r),
+		                 IP("LEVEL_BEGIN", t.level_start[1]), IP("BLOCK", 256)};
+		nvrtc_check("tree_expand.cu.tmpl", "expand", p, 6);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_expand_rules),
+		cmocka_unit_test(test_expand_exact),
+		cmocka_unit_test(test_expand_nvrtc),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
