@@ -67,6 +67,9 @@ static int format_param(const gen_param *p, char *buf, size_t n, const char *tmp
 		if (!p->s || !is_ident(p->s, strlen(p->s)))
 			return sw_errf(err, SW_EINVAL, "%s: parameter %s = '%s' is not a C identifier",
 			               tmpl_name, p->name, p->s ? p->s : "(null)");
+		if (strlen(p->s) >= n) /* never cut a kernel name short */
+			return sw_errf(err, SW_EINVAL, "%s: parameter %s is an identifier of %zu characters, at most %zu are supported",
+			               tmpl_name, p->name, strlen(p->s), n - 1);
 		snprintf(buf, n, "%s", p->s);
 		return 0;
 	}
@@ -79,7 +82,7 @@ int gen_render(const char *tmpl, const char *tmpl_name, const gen_param *p, int 
 	sbuf b = {0};
 	int rc = 0, line = 1;
 	int *used = calloc((size_t)(n > 0 ? n : 1), sizeof(*used));
-	char lit[64];
+	char lit[512]; /* one literal: numbers need < 40, identifiers (URIs) more */
 
 	*out = NULL;
 	if (!used)

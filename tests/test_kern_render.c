@@ -72,6 +72,20 @@ static void test_render_refusals(void **state)
 	expect_error("x {{D}} {{1D}}", &d, 1, "malformed");
 	gen_param id = {.name = "N", .type = GEN_PARAM_IDENT, .s = "a-b"};
 	expect_error("{{N}}", &id, 1, "not a C identifier");
+	/* A long URI is rendered whole (it once was cut at 63 characters without
+	 * a word), and one beyond the supported length is refused. */
+	char longid[601];
+	memset(longid, 'k', 600);
+	longid[600] = 0;
+	longid[130] = 0;
+	gen_param mid = {.name = "N", .type = GEN_PARAM_IDENT, .s = longid};
+	char *r = NULL;
+	sw_err e2 = {0};
+	assert_int_equal(gen_render("{{N}}", "t.cu.tmpl", &mid, 1, &r, &e2), 0);
+	assert_non_null(strstr(r, longid));
+	free(r);
+	longid[130] = 'k';
+	expect_error("{{N}}", &mid, 1, "at most 511 are supported");
 	gen_param inf = {.name = "F", .type = GEN_PARAM_FLOAT, .f = INFINITY};
 	expect_error("{{F}}", &inf, 1, "only finite values");
 	sw_err err = {0};
