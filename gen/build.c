@@ -3,6 +3,7 @@
  * from the few extra entry points dlsym'ed here (gen/nvrtc.h does not expose
  * them). Every file is written to a temp name and renamed into place. */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -23,6 +24,7 @@
  * cache key, so bump the tag when nvrtc.c's options change. */
 #define BUILD_NVRTC_OPTS "--std=c++17 --ptxas-options=-v -default-device --restrict|nvrtc.c/1"
 #define BUILD_PTX_OPTS "--std=c++17 -default-device --restrict|ptx/1"
+#define BUILD_NVRTC_RDC_OPTS BUILD_NVRTC_OPTS " --relocatable-device-code=true|kernel/1"
 #define CACHE_MAGIC "SWNVRTC1"
 
 static double now_s(void)
@@ -267,25 +269,34 @@ typedef struct res_table {
 	gen_kernel_res *r; /* [arch][kernel], by plan kernel order; regs 0 = not reported */
 } res_table;
 
+/* One record per kernel entry (a __global__ function), with its kernel. */
 static int write_resources(const char *path, const gen_plan *p, const res_table *rt, sw_err *err)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
+	int n_out = 0, total = 0;
 	if (!f)
 		return sw_errf(err, SW_ENOMEM, "%s: out of memory", path);
+	for (int k = 0; k < p->n_kernels; k++)
+		total += p->kernels[k].n_entries;
 	fprintf(f, "{\n  \"generated\": \"by specwright build from ptxas -v; do not edit\",\n"
 	        "  \"kernels\": [\n");
 	for (int k = 0; k < p->n_kernels; k++) {
-		fprintf(f, "    {\"uri\": \"%s\", \"archs\": {", p->kernels[k].uri);
-		for (int a = 0; a < rt->n_archs; a++) {
-			const gen_kernel_res *r = &rt->r[a * rt->n_kernels + k];
-			fprintf(f, "%s\n      \"%s\": {\"registers\": %d, \"spill_stores\": %d, "
-			        "\"spill_loads\": %d, \"stack\": %d, \"smem\": %d, \"barriers\": %d, "
-			        "\"cmem0\": %d}", a ? "," : "", p->spec->archs[a], r->regs, r->spill_stores,
-			        r->spill_loads, r->stack, r->smem, r->barriers, r->cmem0);
+		const gen_kernel *K = &p->kernels[k];
+		for (int e = 0; e < K->n_entries; e++) {
+			fprintf(f, "    {\"name\": \"%s%s\", \"kernel\": \"%s\", \"archs\": {", K->uri,
+			        K->entry[e], K->uri);
+			for (int a = 0; a < rt->n_archs; a++) {
+				const gen_kernel_res *r = &rt->r[(a * rt->n_kernels + k) * 2 + e];
+				fprintf(f, "%s\n      \"%s\": {\"registers\": %d, \"spill_stores\": %d, "
+				        "\"spill_loads\": %d, \"stack\": %d, \"smem\": %d, \"barriers\": %d, "
+				        "\"cmem0\": %d}", a ? "," : "", p->spec->archs[a], r->regs,
+				        r->spill_stores, r->spill_loads, r->stack, r->smem, r->barriers,
+				        r->cmem0);
+			}
+			fprintf(f, "}}%s\n", ++n_out < total ? "," : "");
 		}
-		fprintf(f, "}}%s\n", k + 1 < p->n_kernels ? "," : "");
 	}
 	fprintf(f, "  ]\n}\n");
 	fclose(f);
@@ -294,29 +305,91 @@ static int write_resources(const char *path, const gen_plan *p, const res_table 
 	return rc;
 }
 
-/* Renders every planned kernel into one source: header line first. */
-static int render_all(const gen_plan *p, const char *src_dir, char **out, size_t *out_len,
-                      sw_err *err)
+static long long kparam(const gen_kernel *k, const char *name)
+{
+	for (int i = 0; i < k->n_params; i++)
+		if (!strcmp(k->params[i].name, name))
+			return k->params[i].i;
+	return 0;
+}
+
+/* One kernel's source as NVRTC compiles it on its own (the prelude goes in
+ * front at compile time): kernels/philox.h when it draws random numbers, the
+ * generated-from line, the baked mask table when it has one, the rendered
+ * template. with_philox false: the philox text is left to the caller (the
+ * whole kernels.cu has it once). */
+static int kernel_source(const gen_plan *p, int ki, const char *src_dir, const char *philox,
+                         bool with_philox, char **out, sw_err *err)
+{
+	gen_kernel kk = p->kernels[ki];
+	char path[1024], *src = NULL, *buf = NULL;
+	size_t len = 0;
+	int rc;
+	for (int i = 0; i < kk.n_params; i++) {
+		if (!strcmp(kk.params[i].name, "NAME"))
+			kk.params[i].s = kk.uri;
+		else if (!strcmp(kk.params[i].name, "TREE"))
+			kk.params[i].s = kk.tree_id;
+	}
+	snprintf(path, sizeof(path), "%s/templates/%s", src_dir, kk.tmpl);
+	if ((rc = gen_render_file(path, kk.params, kk.n_params, &src, err)))
+		return rc;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f) {
+		free(src);
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	}
+	if (with_philox && (kk.prefix & GEN_PREFIX_PHILOX))
+		fprintf(f, "%s\n", philox);
+	const char *nl = strchr(src, '\n');
+	size_t head = nl ? (size_t)(nl - src) + 1 : 0;
+	fwrite(src, 1, head, f);
+	if (kk.prefix & GEN_PREFIX_MASK) {
+		int T = (int)kparam(&kk, "T"), nb = (int)kparam(&kk, "N_BLK"), mw = (nb + 63) / 64;
+		uint64_t *rows = calloc((size_t)T * mw, sizeof(*rows));
+		if (rows) {
+			gen_plan_attn_mask(&p->spec->tree, T, nb, rows);
+			fprintf(f, "DEV_CONST uint64_t %s_mask[%d] = {", kk.uri, T * mw);
+			for (int i = 0; i < T * mw; i++)
+				fprintf(f, "%s0x%llxull", i ? ", " : "", (unsigned long long)rows[i]);
+			fprintf(f, "};\n");
+		}
+		free(rows);
+	}
+	fputs(src + head, f);
+	fclose(f);
+	free(src);
+	if (!buf)
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	*out = buf;
+	return 0;
+}
+
+/* kernels.cu: the header line, philox.h once when any kernel needs it, then
+ * every kernel with its mask. ksrc[k] gets each kernel's standalone source. */
+static int render_all(const gen_plan *p, const char *src_dir, const char *philox, char **ksrc,
+                      char **out, size_t *out_len, sw_err *err)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
-	int rc = 0;
+	int rc = 0, any_philox = 0;
 	if (!f)
 		return sw_errf(err, SW_ENOMEM, "out of memory");
+	for (int k = 0; k < p->n_kernels; k++)
+		any_philox |= p->kernels[k].prefix & GEN_PREFIX_PHILOX;
 	fprintf(f, "/* GENERATED by specwright build (engine \"%s\"): %d kernels; DO NOT EDIT. "
 	        "Compiled with kernels/prelude_cuda.h prepended (NVRTC) or prelude_emu.h "
 	        "(emulator). */\n", p->spec->name, p->n_kernels);
+	if (any_philox)
+		fprintf(f, "\n/* ---- kernels/philox.h ---- */\n%s\n", philox);
 	for (int k = 0; k < p->n_kernels && !rc; k++) {
-		gen_kernel kk = p->kernels[k];
-		char path[1024], *src = NULL;
-		for (int i = 0; i < kk.n_params; i++)
-			if (!strcmp(kk.params[i].name, "NAME"))
-				kk.params[i].s = kk.uri;
-		snprintf(path, sizeof(path), "%s/templates/%s", src_dir, kk.tmpl);
-		if (!(rc = gen_render_file(path, kk.params, kk.n_params, &src, err)))
-			fprintf(f, "\n/* ---- %s ---- */\n%s", kk.uri, src);
+		char *src = NULL;
+		if (!(rc = kernel_source(p, k, src_dir, philox, false, &src, err)))
+			fprintf(f, "\n/* ---- %s ---- */\n%s", p->kernels[k].uri, src);
 		free(src);
+		if (!rc)
+			rc = kernel_source(p, k, src_dir, philox, true, &ksrc[k], err);
 	}
 	fclose(f);
 	if (rc) {
@@ -330,13 +403,147 @@ static int render_all(const gen_plan *p, const char *src_dir, char **out, size_t
 	return 0;
 }
 
+/* --- per-kernel compiles (cached, in parallel) and the nvJitLink link ----- */
+
+typedef struct kjob {
+	int k, a;              /* kernel, arch */
+	char path[1200];       /* cache entry */
+	uint64_t key[2];
+	void *cubin;
+	size_t cubin_len;
+	char *log;
+	int rc;
+	sw_err err;
+} kjob;
+
+typedef struct kpool {
+	gen_nvrtc *nv;
+	const gen_plan *p;
+	const char *prelude;
+	char **ksrc;
+	kjob *jobs;
+	int n_jobs, next;
+	pthread_mutex_t mu;
+} kpool;
+
+static void *kpool_worker(void *arg)
+{
+	kpool *kp = arg;
+	for (;;) {
+		pthread_mutex_lock(&kp->mu);
+		int j = kp->next < kp->n_jobs ? kp->next++ : -1;
+		pthread_mutex_unlock(&kp->mu);
+		if (j < 0)
+			return NULL;
+		kjob *J = &kp->jobs[j];
+		if (J->cubin) /* a cache hit */
+			continue;
+		const char *uri = kp->p->kernels[J->k].uri;
+		J->rc = gen_nvrtc_compile_x(kp->nv, kp->prelude, kp->ksrc[J->k], uri,
+		                            kp->p->spec->archs[J->a], true, &J->cubin, &J->cubin_len,
+		                            NULL, 0, NULL, &J->log, &J->err);
+		if (!J->rc && !J->log)
+			J->log = calloc(1, 1);
+		if (J->log)
+			drop_timing_lines(J->log);
+		if (!J->rc)
+			J->rc = cache_put(J->path, J->key, J->cubin, J->cubin_len, J->log, &J->err);
+	}
+}
+
+typedef struct jitlink {
+	void *lib;
+	int (*create)(void **, uint32_t, const char **);
+	int (*add)(void *, int, const void *, size_t, const char *);
+	int (*complete)(void *);
+	int (*size)(void *, size_t *);
+	int (*get)(void *, void *);
+	int (*destroy)(void **);
+	int (*log_size)(void *, size_t *);
+	int (*get_log)(void *, char *);
+} jitlink;
+
+static int jitlink_open(jitlink *j)
+{
+	char path[512];
+	const char *home = getenv("CUDA_HOME");
+	const char *cands[5];
+	int nc = 0;
+	memset(j, 0, sizeof(*j));
+	if (home && *home) {
+		snprintf(path, sizeof(path), "%s/lib64/libnvJitLink.so", home);
+		cands[nc++] = path;
+	}
+	cands[nc++] = "/usr/local/cuda/lib64/libnvJitLink.so";
+	cands[nc++] = "libnvJitLink.so";
+	cands[nc++] = "libnvJitLink.so.13";
+	cands[nc++] = "libnvJitLink.so.12";
+	for (int i = 0; i < nc && !j->lib; i++)
+		j->lib = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
+	if (!j->lib)
+		return -1;
+	*(void **)&j->create = dlsym(j->lib, "nvJitLinkCreate");
+	*(void **)&j->add = dlsym(j->lib, "nvJitLinkAddData");
+	*(void **)&j->complete = dlsym(j->lib, "nvJitLinkComplete");
+	*(void **)&j->size = dlsym(j->lib, "nvJitLinkGetLinkedCubinSize");
+	*(void **)&j->get = dlsym(j->lib, "nvJitLinkGetLinkedCubin");
+	*(void **)&j->destroy = dlsym(j->lib, "nvJitLinkDestroy");
+	*(void **)&j->log_size = dlsym(j->lib, "nvJitLinkGetErrorLogSize");
+	*(void **)&j->get_log = dlsym(j->lib, "nvJitLinkGetErrorLog");
+	if (j->create && j->add && j->complete && j->size && j->get && j->destroy)
+		return 0;
+	dlclose(j->lib);
+	j->lib = NULL;
+	return -1;
+}
+
+/* Links the relocatable per-kernel cubins of one arch into one cubin. */
+static int jitlink_cubins(jitlink *j, const char *arch, kjob *jobs, int n, void **out,
+                          size_t *out_len, sw_err *err)
+{
+	char ao[32];
+	const char *opts[1] = {ao};
+	void *h = NULL;
+	int r;
+	snprintf(ao, sizeof(ao), "-arch=%s", arch);
+	*out = NULL;
+	if ((r = j->create(&h, 1, opts)))
+		return sw_errf(err, SW_EINVAL, "nvJitLinkCreate (%s) failed: %d", arch, r);
+	for (int i = 0; i < n && !r; i++)
+		r = j->add(h, 1 /* NVJITLINK_INPUT_CUBIN */, jobs[i].cubin, jobs[i].cubin_len,
+		           "kernel.cubin");
+	if (!r)
+		r = j->complete(h);
+	if (r) {
+		size_t ls = 0;
+		char *lg = NULL;
+		if (j->log_size && j->get_log && !j->log_size(h, &ls) && (lg = calloc(1, ls + 1)))
+			j->get_log(h, lg);
+		sw_errf(err, SW_EINVAL, "nvJitLink (%s) failed (%d): %.600s", arch, r, lg ? lg : "");
+		free(lg);
+		j->destroy(&h);
+		return SW_EINVAL;
+	}
+	if (j->size(h, out_len) || !(*out = malloc(*out_len ? *out_len : 1)) || j->get(h, *out)) {
+		free(*out);
+		*out = NULL;
+		j->destroy(&h);
+		return sw_errf(err, SW_EINVAL, "nvJitLink (%s): cannot read the linked cubin", arch);
+	}
+	j->destroy(&h);
+	return 0;
+}
+
 int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, sw_err *err)
 {
 	const char *src_dir = o->src_dir ? o->src_dir : getenv("SW_SRC_DIR");
 	const char *cache = gen_build_cache_dir(o);
 	char path[1100];
 	gen_plan plan;
-	char *src = NULL, *prelude = NULL, *json = NULL;
+	char *src = NULL, *prelude = NULL, *json = NULL, *philox = NULL, **ksrc = NULL;
+	kjob *jobs = NULL;
+	int n_jobs = 0;
+	jitlink jl = {0};
 	size_t src_len = 0, json_len = 0;
 	gen_nvrtc *nv = NULL;
 	nvx x = {0};
@@ -371,8 +578,17 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 	if ((rc = write_file1(path, json, json_len, err)))
 		goto out_free;
 
-	/* kernels.cu */
-	if ((rc = render_all(&plan, src_dir, &src, &src_len, err)))
+	/* kernels.cu, and each kernel's own source for the per-kernel compiles */
+	snprintf(path, sizeof(path), "%s/kernels/philox.h", src_dir);
+	if (!(philox = sw_read_file(path, NULL))) {
+		rc = sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
+		goto out_free;
+	}
+	if (!(ksrc = calloc((size_t)plan.n_kernels + 1, sizeof(*ksrc)))) {
+		rc = sw_errf(err, SW_ENOMEM, "out of memory");
+		goto out_free;
+	}
+	if ((rc = render_all(&plan, src_dir, philox, ksrc, &src, &src_len, err)))
 		goto out_free;
 	snprintf(path, sizeof(path), "%s/kernels.cu", o->out_dir);
 	if ((rc = write_file1(path, src, src_len, err)))
@@ -410,65 +626,95 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 	}
 	rt.n_archs = s->n_archs;
 	rt.n_kernels = plan.n_kernels;
-	rt.r = calloc((size_t)s->n_archs * (plan.n_kernels ? plan.n_kernels : 1), sizeof(*rt.r));
-	int max_res = plan.n_kernels + 16;
-	gen_kernel_res *res = calloc((size_t)max_res, sizeof(*res));
-	if (!rt.r || !res) {
-		free(res);
+	rt.r = calloc((size_t)s->n_archs * (plan.n_kernels ? plan.n_kernels : 1) * 2, sizeof(*rt.r));
+	n_jobs = s->n_archs * plan.n_kernels;
+	jobs = calloc((size_t)(n_jobs ? n_jobs : 1), sizeof(*jobs));
+	if (!rt.r || !jobs) {
 		rc = sw_errf(err, SW_ENOMEM, "out of memory");
 		goto out_free;
 	}
+	if (jitlink_open(&jl)) {
+		rc = sw_errf(err, SW_ENOTSUP, "libnvJitLink cannot be loaded: it links the per-kernel "
+		             "cubins into kernels.sm_XX.cubin (use --no-compile to plan and render "
+		             "only)");
+		goto out_free;
+	}
 	double tc = now_s();
-	for (int a = 0; a < s->n_archs && !rc; a++) {
-		uint64_t key[2];
-		void *cubin = NULL;
-		size_t cubin_len = 0;
-		char *log = NULL;
-		char cpath[1200];
-		cache_key(key, prelude, src, BUILD_NVRTC_OPTS, s->archs[a], st->nvrtc_version);
-		snprintf(cpath, sizeof(cpath), "%s/%016" PRIx64 "%016" PRIx64 ".%s.cubin.entry", cache,
-		         key[0], key[1], s->archs[a]);
-		if (!cache_get(cpath, key, &cubin, &cubin_len, &log)) {
-			st->cache_hits++;
-		} else {
-			st->cache_misses++;
-			if (o->log)
-				fprintf(o->log, "build: NVRTC %s (%s) for %s ...\n", st->nvrtc_version,
-				        "miss", s->archs[a]);
-			rc = gen_nvrtc_compile(nv, prelude, src, "kernels.cu", s->archs[a], &cubin,
-			                       &cubin_len, NULL, 0, NULL, &log, err);
-			if (!rc && !log)
-				log = calloc(1, 1);
-			if (log)
-				drop_timing_lines(log);
-			if (!rc)
-				rc = cache_put(cpath, key, cubin, cubin_len, log, err);
+	/* One NVRTC program per (kernel, arch), each a cache entry of its own:
+	 * engines that share a kernel (the same shapes under another tree, the
+	 * draft's and the target's identical layers) compile it once. */
+	for (int a = 0; a < s->n_archs; a++)
+		for (int k = 0; k < plan.n_kernels; k++) {
+			kjob *J = &jobs[a * plan.n_kernels + k];
+			J->k = k;
+			J->a = a;
+			cache_key(J->key, prelude, ksrc[k], BUILD_NVRTC_RDC_OPTS, s->archs[a],
+			          st->nvrtc_version);
+			snprintf(J->path, sizeof(J->path), "%s/%016" PRIx64 "%016" PRIx64 ".%s.kernel.entry",
+			         cache, J->key[0], J->key[1], s->archs[a]);
+			if (!cache_get(J->path, J->key, &J->cubin, &J->cubin_len, &J->log))
+				st->cache_hits++;
+			else
+				st->cache_misses++;
 		}
-		if (!rc) {
-			int n = gen_nvrtc_parse_resources(log, res, max_res);
-			for (int k = 0; k < plan.n_kernels; k++) {
-				gen_kernel_res *dst = &rt.r[a * plan.n_kernels + k];
+	if (st->cache_misses) {
+		kpool kp = {.nv = nv, .p = &plan, .prelude = prelude, .ksrc = ksrc, .jobs = jobs,
+		            .n_jobs = n_jobs};
+		long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+		int nt = nproc < 1 ? 1 : nproc > 16 ? 16 : (int)nproc;
+		nt = nt > st->cache_misses ? st->cache_misses : nt;
+		pthread_t th[16];
+		int started = 0;
+		if (o->log)
+			fprintf(o->log, "build: NVRTC %s: %d kernel compiles on %d threads ...\n",
+			        st->nvrtc_version, st->cache_misses, nt);
+		pthread_mutex_init(&kp.mu, NULL);
+		for (int i = 1; i < nt; i++)
+			started += !pthread_create(&th[started], NULL, kpool_worker, &kp);
+		kpool_worker(&kp);
+		for (int i = 0; i < started; i++)
+			pthread_join(th[i], NULL);
+		pthread_mutex_destroy(&kp.mu);
+		for (int j = 0; j < n_jobs && !rc; j++)
+			if (jobs[j].rc) {
+				*err = jobs[j].err;
+				rc = jobs[j].rc;
+			}
+		if (rc)
+			goto out_free;
+	}
+	gen_kernel_res res[4];
+	for (int a = 0; a < s->n_archs && !rc; a++) {
+		for (int k = 0; k < plan.n_kernels && !rc; k++) {
+			const gen_kernel *K = &plan.kernels[k];
+			int n = gen_nvrtc_parse_resources(jobs[a * plan.n_kernels + k].log, res, 4);
+			for (int e = 0; e < K->n_entries && !rc; e++) {
+				char ename[256];
+				gen_kernel_res *dst = &rt.r[(a * plan.n_kernels + k) * 2 + e];
+				snprintf(ename, sizeof(ename), "%s%s", K->uri, K->entry[e]);
 				for (int i = 0; i < n; i++)
-					if (!strcmp(res[i].name, plan.kernels[k].uri))
+					if (!strcmp(res[i].name, ename))
 						*dst = res[i];
 				if (!dst->name[0])
 					rc = sw_errf(err, SW_EINVAL, "%s (%s): ptxas reported no resources "
-					             "for kernel %s", "kernels.cu", s->archs[a],
-					             plan.kernels[k].uri);
+					             "for kernel %s", "kernels.cu", s->archs[a], ename);
 				int sp = dst->spill_stores > dst->spill_loads ? dst->spill_stores
 				                                              : dst->spill_loads;
 				if (sp > st->max_spill_bytes)
 					st->max_spill_bytes = sp;
 			}
 		}
+		void *cubin = NULL;
+		size_t cubin_len = 0;
+		if (!rc)
+			rc = jitlink_cubins(&jl, s->archs[a], jobs + a * plan.n_kernels, plan.n_kernels,
+			                    &cubin, &cubin_len, err);
 		if (!rc) {
 			snprintf(path, sizeof(path), "%s/kernels.%s.cubin", o->out_dir, s->archs[a]);
 			rc = write_file1(path, cubin, cubin_len, err);
 		}
 		free(cubin);
-		free(log);
 	}
-	free(res);
 	if (rc)
 		goto out_free;
 
@@ -522,8 +768,8 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 		goto out_free;
 	if (st->max_spill_bytes && !s->allow_spills) {
 		for (int a = 0; a < s->n_archs; a++)
-			for (int k = 0; k < plan.n_kernels; k++) {
-				const gen_kernel_res *r = &rt.r[a * plan.n_kernels + k];
+			for (int k = 0; k < 2 * plan.n_kernels; k++) {
+				const gen_kernel_res *r = &rt.r[a * plan.n_kernels * 2 + k];
 				if (r->spill_stores || r->spill_loads) {
 					rc = sw_errf(err, SW_ERANGE, "%s: kernel %s spills on %s (%d bytes "
 					             "stores, %d bytes loads); set \"allow_spills\": true to "
@@ -542,6 +788,18 @@ out_done:
 		        st->cache_misses, st->compile_seconds);
 	rc = 0;
 out_free:
+	for (int j = 0; j < n_jobs; j++) {
+		free(jobs[j].cubin);
+		free(jobs[j].log);
+	}
+	free(jobs);
+	if (ksrc)
+		for (int k = 0; k < plan.n_kernels; k++)
+			free(ksrc[k]);
+	free(ksrc);
+	free(philox);
+	if (jl.lib)
+		dlclose(jl.lib);
 	free(rt.r);
 	free(prelude);
 	if (x.lib)

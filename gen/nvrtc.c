@@ -113,12 +113,12 @@ int gen_nvrtc_parse_resources(const char *log, gen_kernel_res *res, int max_res)
 	for (const char *l = log; l && *l;) {
 		const char *e = strchr(l, '\n');
 		size_t len = e ? (size_t)(e - l) : strlen(l);
-		char line[512], nm[128];
+		char line[512], nm[256];
 		snprintf(line, sizeof(line), "%.*s", (int)(len < 511 ? len : 511), l);
 		const char *p;
 		/* "ptxas info    : Compiling entry function 'k' for 'sm_80'" */
 		if ((p = strstr(line, "Compiling entry function '")) &&
-		    sscanf(p, "Compiling entry function '%127[^']'", nm) == 1) {
+		    sscanf(p, "Compiling entry function '%255[^']'", nm) == 1) {
 			cur = NULL;
 			if (n < max_res) {
 				cur = &res[n++];
@@ -147,6 +147,14 @@ int gen_nvrtc_compile(gen_nvrtc *nv, const char *prelude, const char *src, const
                       const char *arch, void **cubin, size_t *cubin_size, gen_kernel_res *res,
                       int max_res, int *n_res, char **log, sw_err *err)
 {
+	return gen_nvrtc_compile_x(nv, prelude, src, name, arch, false, cubin, cubin_size, res,
+	                           max_res, n_res, log, err);
+}
+
+int gen_nvrtc_compile_x(gen_nvrtc *nv, const char *prelude, const char *src, const char *name,
+                        const char *arch, bool rdc, void **cubin, size_t *cubin_size,
+                        gen_kernel_res *res, int max_res, int *n_res, char **log, sw_err *err)
+{
 	char archopt[64];
 	nvrtcProgram prog = NULL;
 	nvrtcResult r;
@@ -167,10 +175,10 @@ int gen_nvrtc_compile(gen_nvrtc *nv, const char *prelude, const char *src, const
 	memcpy(text + pl + 1, src, sl + 1);
 	snprintf(archopt, sizeof(archopt), "--gpu-architecture=%s", arch);
 	const char *opts[] = {archopt, "--std=c++17", "--ptxas-options=-v", "-default-device",
-	                      "--restrict"};
+	                      "--restrict", "--relocatable-device-code=true"};
 	if ((rc = NVRTC_CHECK(nv->create(&prog, text, name, 0, NULL, NULL))))
 		goto out_free_text;
-	r = nv->compile(prog, (int)(sizeof(opts) / sizeof(opts[0])), opts);
+	r = nv->compile(prog, (int)(sizeof(opts) / sizeof(opts[0])) - (rdc ? 0 : 1), opts);
 	if (nv->log_size(prog, &ls) == 0 && (lg = malloc(ls + 1))) {
 		if (nv->get_log(prog, lg) != 0)
 			lg[0] = 0;

@@ -6,12 +6,13 @@
 #ifndef GEN_NVRTC_H
 #define GEN_NVRTC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "err.h"
 
 typedef struct gen_kernel_res {
-	char name[128];
+	char name[256];
 	int regs, barriers;
 	int stack, spill_stores, spill_loads; /* bytes */
 	int smem, cmem0;                      /* bytes (static smem; cmem[0] = params) */
@@ -31,6 +32,12 @@ void gen_nvrtc_close(gen_nvrtc *nv);
 int gen_nvrtc_compile(gen_nvrtc *nv, const char *prelude, const char *src, const char *name,
                       const char *arch, void **cubin, size_t *cubin_size, gen_kernel_res *res,
                       int max_res, int *n_res, char **log, sw_err *err);
+
+/* The same, with rdc: a relocatable cubin (--relocatable-device-code=true)
+ * that nvJitLink can link with others into one module. */
+int gen_nvrtc_compile_x(gen_nvrtc *nv, const char *prelude, const char *src, const char *name,
+                        const char *arch, bool rdc, void **cubin, size_t *cubin_size,
+                        gen_kernel_res *res, int max_res, int *n_res, char **log, sw_err *err);
 
 /* Parses ptxas -v output (exposed for tests). Returns the kernel count. */
 int gen_nvrtc_parse_resources(const char *log, gen_kernel_res *res, int max_res);

@@ -18,6 +18,7 @@
  * Known gap: the draft KV of an accepted depth-D leaf is not produced by any
  * draft level (the next issue's commit kernel must catch it up). */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,9 @@
 /* Block sizes: the ones test_kern_nvrtc checks for zero spills. */
 enum { BLK_EMB = 128, BLK_RMS = 256, BLK_ROPE = 128, BLK_SWIGLU = 256, BLK_ARGMAX = 512,
        BLK_CAST = 256 };
+/* The hot kernels' block sizes: the ones their tests compile without spills
+ * (test_kern_logits, _expand, _verify, _kv_commit, _tree_attention). */
+enum { BLK_LOGITS = 256, BLK_EXPAND = 256, BLK_VERIFY = 256, BLK_COMMIT = 128, BLK_MERGE = 128 };
 
 typedef struct model_ix {
 	const char *tag;     /* "target" / "draft" */
@@ -35,13 +39,40 @@ typedef struct model_ix {
 	int n_layers;        /* layers this forward runs */
 	int vocab_out;       /* LM head rows used */
 	int tok_embd, attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down, out_norm, lm_head;
-	int k_cache, v_cache, k_tree, v_tree, inv_freq;
+	int k_cache, v_cache, inv_freq;
+	int len_word;        /* state[len_word]: this cache's length (target 0, draft 1) */
 } model_ix;
 
 typedef struct act_ix {
-	int h, delta, xn, x16, q, k, v, attn, gate, up, pos, tokens, tree_tokens, tree_mask,
-	    logits, draft_logits, state, err, accept, out_ring, ngram_hist;
+	int h, delta, xn, x16, q, q16, k, v, attn, part_o, part_ml, gate, up, pos, tokens,
+	    tree_tokens, tree_table, logits, probs, draft_logits, draft_probs, state, iter, err,
+	    accept_path, emitted, counts, verify_scratch, kv_done, ngram_hist;
 } act_ix;
+
+/* Tree attention launch shape (templates/tree_attention.cu.tmpl's header
+ * has the arithmetic). SPLIT: a (KV head, split, token tile) block writes
+ * WARPS * GROUP * HEAD_DIM * 4 B of partials per token tile against SPLIT *
+ * HEAD_DIM * 2 * 2 B of K/V read, and all tiles together T * GROUP / SPLIT
+ * of the K/V bytes; SPLIT >= 2 * T * GROUP keeps that <= 1/2, clamped to
+ * [64, 512]: 64 at T = 1 (8 KV heads x 4096 / 64 = 512 blocks, enough for
+ * 132 SMs) and 512 at T = 64, GQA 4 (the header's choices). WARPS (tokens
+ * per block, each K/V tile reused by WARPS * GROUP rows): 1 at T = 1, 2 at
+ * T <= 3, else 4. */
+typedef struct attn_shape {
+	int T, n_blk, masked, split, warps, ctx_splits, blk_splits;
+} attn_shape;
+
+static attn_shape attn_choose(int T, int n_blk, int group, int max_ctx, bool masked)
+{
+	attn_shape a = {.T = T, .n_blk = n_blk, .masked = masked};
+	a.split = 64;
+	while (a.split < 512 && a.split < 2 * T * group)
+		a.split *= 2;
+	a.warps = T == 1 ? 1 : T <= 3 ? 2 : 4;
+	a.ctx_splits = (max_ctx + a.split - 1) / a.split;
+	a.blk_splits = (n_blk + a.split - 1) / a.split;
+	return a;
+}
 
 static int64_t align_up(int64_t x)
 {
@@ -97,16 +128,27 @@ int gen_plan_find_buf(const gen_plan *p, const char *name)
 	return -1;
 }
 
-/* A kernel specialisation, deduplicated by URI; returns its index. */
-static int add_kernel(gen_plan *p, const char *op, const char *tmpl, const gen_param *prm, int np)
+/* A kernel specialisation, deduplicated by URI; returns its index. two:
+ * the template defines <NAME>_part and <NAME>_merge (tree attention). */
+static int add_kernel(gen_plan *p, const char *op, const char *tmpl, const gen_param *prm, int np,
+                      int prefix, bool two, const char *tree_id)
 {
 	gen_kernel k;
 	memset(&k, 0, sizeof(k));
 	k.tmpl = tmpl;
 	k.n_params = np;
 	memcpy(k.params, prm, (size_t)np * sizeof(*prm));
+	k.prefix = prefix;
+	k.n_entries = two ? 2 : 1;
+	k.entry[0] = two ? "_part" : "";
+	k.entry[1] = two ? "_merge" : NULL;
+	if (tree_id)
+		snprintf(k.tree_id, sizeof(k.tree_id), "%s", tree_id);
 	if (gen_key(k.uri, sizeof(k.uri), op, prm, np))
 		return -1;
+	for (int i = 0; i < np; i++)
+		if (k.params[i].type == GEN_PARAM_IDENT)
+			k.params[i].s = NULL; /* NAME and TREE are filled when rendering */
 	for (int i = 0; i < p->n_kernels; i++)
 		if (!strcmp(p->kernels[i].uri, k.uri))
 			return i;
@@ -120,7 +162,8 @@ typedef struct op_desc {
 	const char *name, *op;
 	int exec, kernel;
 	const char *uri; /* pending/cuBLASLt key; kernels take theirs */
-	int gx, gy, block, repeat;
+	const char *entry; /* kernels with two entries: "_part" / "_merge" */
+	int gx, gy, gz, block, repeat;
 	const char *layers;
 	int64_t m, n, k;
 	double bytes, flops;
@@ -140,10 +183,11 @@ static int add_op(gen_plan *p, const op_desc *d)
 	o->kernel = d->exec == GEN_EXEC_KERNEL ? d->kernel : -1;
 	snprintf(o->uri, sizeof(o->uri), "%s",
 	         d->exec == GEN_EXEC_KERNEL ? p->kernels[d->kernel].uri : d->uri ? d->uri : "");
+	o->entry = d->exec == GEN_EXEC_KERNEL ? (d->entry ? d->entry : "") : NULL;
 	if (d->exec == GEN_EXEC_KERNEL) {
 		o->grid[0] = d->gx;
 		o->grid[1] = d->gy ? d->gy : 1;
-		o->grid[2] = 1;
+		o->grid[2] = d->gz ? d->gz : 1;
 		o->block[0] = d->block;
 		o->block[1] = o->block[2] = 1;
 	}
@@ -160,9 +204,11 @@ static int add_op(gen_plan *p, const op_desc *d)
 	return 0;
 }
 
-#define A(b, off) ((gen_arg){(b), (off)})
+#define A(b, off) ((gen_arg){.buf = (b), .offset = (off)})
 #define PI(n, v) ((gen_param){.name = (n), .type = GEN_PARAM_INT, .i = (v)})
 #define PNAME ((gen_param){.name = "NAME", .type = GEN_PARAM_IDENT})
+#define PF(n, v) ((gen_param){.name = (n), .type = GEN_PARAM_FLOAT, .f = (v)})
+#define SCALAR(nm) ((gen_arg){.buf = 0, .offset = 0, .scalar = (nm)})
 
 typedef struct ctx {
 	gen_plan *p;
@@ -179,9 +225,18 @@ static void emit(ctx *c, const op_desc *d)
 		c->rc = SW_ENOMEM;
 }
 
+static int kernel_x(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np,
+                    int prefix, bool two, const char *tree_id)
+{
+	int k = add_kernel(c->p, op, tmpl, prm, np, prefix, two, tree_id);
+	if (k < 0 && !c->rc)
+		c->rc = SW_ENOMEM;
+	return k < 0 ? 0 : k;
+}
+
 static int kernel(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np)
 {
-	int k = add_kernel(c->p, op, tmpl, prm, np);
+	int k = add_kernel(c->p, op, tmpl, prm, np, GEN_PREFIX_NONE, false, NULL);
 	if (k < 0 && !c->rc)
 		c->rc = SW_ENOMEM;
 	return k < 0 ? 0 : k;
@@ -230,6 +285,103 @@ static void op_rmsnorm(ctx *c, const char *name, const rt_config *cfg, int64_t r
 	emit(c, &d);
 }
 
+/* The tree's ancestor mask rows N_BLK-T .. N_BLK-1, columns 0 .. N_BLK-1:
+ * what the tree attention template reads from <NAME>_mask. */
+void gen_plan_attn_mask(const gen_tree *t, int T, int n_blk, uint64_t *rows)
+{
+	const int mw = (n_blk + 63) / 64, first = n_blk - T;
+	memset(rows, 0, (size_t)T * mw * sizeof(*rows));
+	for (int r = 0; r < T; r++)
+		for (int j = 0; j < n_blk; j++)
+			if (gen_tree_visible(t, first + r, j))
+				rows[r * mw + j / 64] |= 1ull << (j % 64);
+}
+
+/* The TREE identifier: "causal", or the tree's name (filename-safe) and a
+ * hash of the mask rows, so two trees that share a name (files) but not a
+ * shape get different kernels. */
+static void attn_tree_id(const gen_tree *t, const attn_shape *sh, char *id, size_t n)
+{
+	if (!sh->masked) {
+		snprintf(id, n, "causal");
+		return;
+	}
+	uint64_t rows[GEN_TREE_MAX_NODES * GEN_TREE_WORDS];
+	gen_plan_attn_mask(t, sh->T, sh->n_blk, rows);
+	uint64_t h = 0xcbf29ce484222325ull;
+	const unsigned char *b = (const unsigned char *)rows;
+	for (size_t i = 0; i < (size_t)sh->T * ((sh->n_blk + 63) / 64) * 8; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	char nm[25];
+	int k = 0;
+	for (const char *p = t->name; *p && k < 24; p++)
+		nm[k++] = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		          (*p >= '0' && *p <= '9') ? *p : '_';
+	nm[k] = 0;
+	snprintf(id, n, "%s_%08x", nm, (unsigned)(h ^ (h >> 32)));
+}
+
+/* Tree attention of one layer (repeat L): _part over (KV head, split, token
+ * tile), then _merge per token. Bytes: the K/V of est_context + N_BLK keys
+ * (each crosses HBM once; the token tiles re-read it from L2), q, and the
+ * partials of the live splits written by _part and read by _merge. Flops:
+ * QK and PV, 2 * 2 per (row, head dim, key), masked block keys included
+ * (they are multiplied by p = 0, not skipped). */
+static void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
+                         const char *layers)
+{
+	const act_ix *a = &c->a;
+	const rt_config *cfg = m->cfg;
+	const int hd = cfg->head_dim, nh = cfg->n_heads, nkv = cfg->n_kv_heads;
+	const int mw = (sh->n_blk + 63) / 64;
+	char tree_id[64];
+	attn_tree_id(&c->s->tree, sh, tree_id, sizeof(tree_id));
+	gen_param prm[] = {PNAME, {.name = "TREE", .type = GEN_PARAM_IDENT, .s = tree_id},
+	                   PI("MASKED", sh->masked), PI("IS_F16", c->cast_mode), PI("HEAD_DIM", hd),
+	                   PI("N_HEADS", nh), PI("N_KV_HEADS", nkv), PI("T", sh->T),
+	                   PI("N_BLK", sh->n_blk), PI("MASK_WORDS", mw), PI("SPLIT", sh->split),
+	                   PI("MAX_CTX", c->s->max_context), PI("WARPS", sh->warps),
+	                   PI("MBLOCK", BLK_MERGE)};
+	int k = kernel_x(c, "tree_attn", "tree_attention.cu.tmpl", prm, 14,
+	                 sh->masked ? GEN_PREFIX_MASK : GEN_PREFIX_NONE, true, tree_id);
+	const double ctx = c->s->est_context, keys = ctx + sh->n_blk;
+	const double live = ceil(ctx / sh->split) + sh->blk_splits;
+	const double part = live * sh->T * nh * (hd + 2) * 4.0;
+	const double rows16 = (double)sh->T * nh * hd * c->dt16;
+	op_desc pd = {.name = "attention", .op = "tree_attention", .exec = GEN_EXEC_KERNEL,
+	              .kernel = k, .entry = "_part", .gx = nkv, .gy = sh->ctx_splits + sh->blk_splits,
+	              .gz = (sh->T + sh->warps - 1) / sh->warps, .block = 32 * sh->warps, .repeat = L,
+	              .layers = layers, .n_args = 6,
+	              .args = {A(a->part_o, 0), A(a->part_ml, 0), A(a->q16, 0), A(m->k_cache, 0),
+	                       A(m->v_cache, 0), A(a->state, m->len_word * 4)},
+	              .bytes = 2.0 * keys * nkv * hd * c->dt16 + rows16 + part,
+	              .flops = 4.0 * sh->T * nh * hd * keys};
+	emit(c, &pd);
+	op_desc md = {.name = "attention_merge", .op = "tree_attention", .exec = GEN_EXEC_KERNEL,
+	              .kernel = k, .entry = "_merge", .gx = sh->T, .block = BLK_MERGE, .repeat = L,
+	              .layers = layers, .n_args = 4,
+	              .args = {A(a->attn, 0), A(a->part_o, 0), A(a->part_ml, 0),
+	                       A(a->state, m->len_word * 4)},
+	              .bytes = part + rows16, .flops = live * sh->T * nh * (3.0 * hd + 8)};
+	emit(c, &md);
+}
+
+/* Logits processing (temperature, top-k, top-p) of `rows` rows: one block
+ * per row. Bytes: the logits read and the probabilities written once; the
+ * radix passes (~4-6) re-read the row from L2 (a 128K-vocab row is 513 KB).
+ * Flops: ~24 per element (scaling, exp, 4-6 histogram passes). */
+static void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
+                      float temp, int top_k, float top_p)
+{
+	gen_param prm[] = {PNAME, PI("V", V), PI("BLOCK", BLK_LOGITS), PF("TEMP", temp),
+	                   PI("TOP_K", top_k), PF("TOP_P", top_p)};
+	op_desc d = {.name = name, .op = "logits_process", .exec = GEN_EXEC_KERNEL,
+	             .kernel = kernel(c, "logits", "logits_process.cu.tmpl", prm, 6), .gx = rows,
+	             .block = BLK_LOGITS, .n_args = 2, .args = {out, in},
+	             .bytes = 2.0 * rows * V * 4, .flops = 24.0 * rows * V};
+	emit(c, &d);
+}
+
 enum fwd_mode { FWD_PREFILL, FWD_TREE };
 
 /* One model forward over `rows` token rows starting at row0 of the tree (or
@@ -245,7 +397,6 @@ static void forward(ctx *c, const model_ix *m, int mode, int64_t rows, int64_t r
 	const int64_t qd = (int64_t)cfg->n_heads * hd, kvd = (int64_t)cfg->n_kv_heads * hd;
 	const int L = m->n_layers, dt = c->dt16;
 	const int tok_buf = mode == FWD_PREFILL ? a->tokens : a->tree_tokens;
-	const int64_t ctxlen = s->est_context;
 	char uri[192];
 
 	/* embedding: a 16-bit table gather (the fp32 template does not fit it) */
@@ -277,32 +428,24 @@ static void forward(ctx *c, const model_ix *m, int mode, int64_t rows, int64_t r
 		             .flops = 3.0 * rows * H * hd};
 		emit(c, &d);
 	}
-	/* new K/V rows: into the cache (prefill) or the tree scratch */
-	int kdst = mode == FWD_PREFILL ? m->k_cache : m->k_tree;
-	int vdst = mode == FWD_PREFILL ? m->v_cache : m->v_tree;
+	/* new K/V rows: into the cache at slots ctx + row0 .. ctx + row0 + rows - 1
+	 * (ctx = this cache's device-side length): the tree's K/V follow the
+	 * context, where attention reads them and KV commit compacts them */
 	snprintf(uri, sizeof(uri), "kv_store_%s_kvd%" PRId64 "_rows%" PRId64,
 	         gen_dtype_name(s->dtype), kvd, rows);
 	op_desc kv = {.name = "kv_store", .op = "kv_store", .exec = GEN_EXEC_PENDING, .uri = uri,
 	              .repeat = L, .layers = layers, .n_args = 5,
-	              .args = {A(kdst, row0 * kvd * dt), A(vdst, row0 * kvd * dt), A(a->k, 0),
-	                       A(a->v, 0), A(a->state, 0)},
+	              .args = {A(m->k_cache, row0 * kvd * dt), A(m->v_cache, row0 * kvd * dt),
+	                       A(a->k, 0), A(a->v, 0), A(a->state, m->len_word * 4)},
 	              .bytes = 2.0 * rows * kvd * (4 + dt)};
 	emit(c, &kv);
-	/* attention: cached context + the new rows (causal chunk or tree mask) */
-	int64_t tree_n = s->tree.n;
-	snprintf(uri, sizeof(uri), "%s_%s_hd%" PRId64 "_h%d_gqa%d_%s%" PRId64,
-	         mode == FWD_PREFILL ? "prefill_attn" : "tree_attn", gen_dtype_name(s->dtype), hd,
-	         cfg->n_heads, cfg->n_heads / cfg->n_kv_heads, mode == FWD_PREFILL ? "rows" : "t",
-	         mode == FWD_PREFILL ? rows : tree_n);
-	int64_t keys = ctxlen + (mode == FWD_PREFILL ? rows : tree_n);
-	op_desc at = {.name = "attention", .op = "attention", .exec = GEN_EXEC_PENDING, .uri = uri,
-	              .repeat = L, .layers = layers, .n_args = 7,
-	              .args = {A(a->attn, 0), A(a->q, 0), A(m->k_cache, 0), A(m->v_cache, 0),
-	                       A(m->k_tree, 0), A(m->v_tree, 0), A(a->tree_mask, 0)},
-	              .bytes = (double)rows * qd * 4 + 2.0 * keys * kvd * dt + (double)rows * qd * dt +
-	                       (mode == FWD_TREE ? (double)tree_n * s->tree.words * 8 : 0),
-	              .flops = 4.0 * rows * qd * keys};
-	emit(c, &at);
+	/* attention: cached context + the block's rows (causal chunk, or the
+	 * staged tree levels under the baked ancestor mask); q in 16 bits */
+	op_cast(c, "q_cast", rows, qd, A(a->q16, 0), A(a->q, 0), L, layers);
+	attn_shape sh = attn_choose((int)rows, (int)(mode == FWD_PREFILL ? rows : row0 + rows),
+	                            cfg->n_heads / cfg->n_kv_heads, s->max_context,
+	                            mode == FWD_TREE);
+	op_attention(c, m, &sh, L, layers);
 	op_gemm(c, "wo", rows, D, qd, A(a->delta, 0), A(a->attn, 0), A(m->wo, 0), L, layers);
 	op_rmsnorm(c, "ffn_norm", cfg, rows, A(m->ffn_norm, 0), L, layers);
 	op_cast(c, "ffn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), L, layers);
@@ -352,6 +495,7 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 	m->tag = tag;
 	m->cfg = cfg;
 	m->n_layers = n_layers;
+	m->len_word = shared ? 1 : 0;
 	if (own_weights) {
 		B(tok_embd, "weight", wdt, 2, cfg->vocab, D, 0, 0);
 		B(attn_norm, "weight", "f32", 2, L, D, 0, 0);
@@ -386,8 +530,6 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 	}
 	B(k_cache, "kv", wdt, 3, L, c->s->max_context, kvd, 0);
 	B(v_cache, "kv", wdt, 3, L, c->s->max_context, kvd, 0);
-	B(k_tree, "kv", wdt, 3, L, c->s->tree.n, kvd, 0);
-	B(v_tree, "kv", wdt, 3, L, c->s->tree.n, kvd, 0);
 #undef B
 	return 0;
 }
@@ -452,20 +594,57 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	ACT(xn, "activation", "f32", 2, rows, D);
 	ACT(x16, "activation", wdt, 2, rows, max64(D, max64(F, QD)));
 	ACT(q, "activation", "f32", 2, rows, QD);
+	ACT(q16, "activation", wdt, 2, rows, QD);
 	ACT(k, "activation", "f32", 2, rows, KVD);
 	ACT(v, "activation", "f32", 2, rows, KVD);
 	ACT(attn, "activation", wdt, 2, rows, QD);
+	{
+		/* tree attention partials: the largest (splits x T x heads) of the
+		 * prefill chunk, the verify tree and each draft level */
+		int64_t po = 0, pm = 0;
+		for (int mi = 0; mi < (has_draft_model ? 2 : 1); mi++) {
+			const rt_config *cf = mi ? dc : tc;
+			const int G = cf->n_heads / cf->n_kv_heads;
+			attn_shape shs[GEN_TREE_MAX_DEPTH + 2];
+			int ns = 0;
+			shs[ns++] = attn_choose(s->prefill_chunk, s->prefill_chunk, G, s->max_context,
+			                        false);
+			if (!mi)
+				shs[ns++] = attn_choose(t->n, t->n, G, s->max_context, true);
+			for (int d = 0; mi && d < t->depth_max; d++)
+				shs[ns++] = attn_choose(t->level_start[d + 1] - t->level_start[d],
+				                        t->level_start[d + 1], G, s->max_context, true);
+			for (int i = 0; i < ns; i++) {
+				int64_t rows_h = (int64_t)(shs[i].ctx_splits + shs[i].blk_splits) *
+				                 shs[i].T * cf->n_heads;
+				po = max64(po, rows_h * cf->head_dim);
+				pm = max64(pm, rows_h * 2);
+			}
+		}
+		ACT(part_o, "activation", "f32", 1, po, 0);
+		ACT(part_ml, "activation", "f32", 1, pm, 0);
+	}
 	ACT(gate, "activation", "f32", 2, rows, F);
 	ACT(up, "activation", "f32", 2, rows, F);
 	ACT(pos, "activation", "i32", 1, rows, 0);
 	ACT(tokens, "activation", "i32", 1, s->prefill_chunk, 0);
 	ACT(logits, "activation", "f32", 2, t->n, tc->vocab);
-	if (has_draft_model)
+	ACT(probs, "activation", "f32", 2, t->n, tc->vocab);
+	if (has_draft_model) {
 		ACT(draft_logits, "activation", "f32", 2, t->n, s->draft_vocab);
+		ACT(draft_probs, "activation", "f32", 2, t->n, s->draft_vocab);
+	}
 	ACT(tree_tokens, "state", "i32", 1, t->n, 0);
-	ACT(tree_mask, "state", "u64", 2, t->n, t->words);
-	ACT(accept, "state", "i32", 1, t->depth_max + 2, 0);
-	ACT(out_ring, "state", "i32", 1, 4 * (t->depth_max + 1), 0);
+	/* the tree for expansion and verification: parent, n_children,
+	 * child_start, child_list, depth (5 x nodes), shapes.tree in engine.json;
+	 * the runtime uploads it once */
+	ACT(tree_table, "const", "i32", 2, 5, t->n);
+	ACT(accept_path, "state", "i32", 1, t->n, 0);
+	ACT(emitted, "state", "i32", 1, t->n, 0);
+	ACT(counts, "state", "i32", 1, 5, 0);
+	ACT(verify_scratch, "activation", "f32", 1, 2 * (int64_t)tc->vocab, 0);
+	ACT(kv_done, "state", "i32", 1, 2, 0);
+	ACT(iter, "state", "i32", 1, 1, 0);
 	ACT(state, "state", "i32", 1, 8, 0);
 	ACT(err, "state", "i32", 1, 1, 0);
 	if (!has_draft_model)
@@ -488,6 +667,8 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	PHASE_END();
 
 	/* phases: draft levels */
+	const bool greedy = s->temperature <= 0.0f;
+	const int rule = greedy ? RT_EXPAND_TOPK : s->expand_rule; /* as tree_spec.c */
 	if (has_draft_model) {
 		for (int d = 0; d < t->depth_max; d++) {
 			char nm[32];
@@ -496,34 +677,30 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			PHASE(nm, nd);
 			forward(&c, &dm, FWD_TREE, nd, l0, nd, a->draft_logits,
 			        (int64_t)l0 * s->draft_vocab * 4, "draft");
-			bool one_child = true;
+			/* q: the draft's distribution the children are drawn from and the
+			 * verifier divides by, softmax(z / T) without top-k/top-p (full
+			 * support: tree_spec.c's rt_probs call); T = 1 when greedy */
+			op_logits(&c, "draft_probs", s->draft_vocab, nd,
+			          A(a->draft_probs, (int64_t)l0 * s->draft_vocab * 4),
+			          A(a->draft_logits, (int64_t)l0 * s->draft_vocab * 4),
+			          greedy ? 1.0f : s->temperature, 0, 1.0f);
+			gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", s->draft_vocab),
+			                   PI("RULE", rule), PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND)};
+			int kc = t->level_start[d + 2] - t->level_start[d + 1], kmax = 1;
 			for (int i = l0; i < l0 + nd; i++)
-				one_child &= t->n_children[i] == 1;
-			if (s->expand_rule == RT_EXPAND_TOPK && one_child) {
-				/* each node's single top-1 child: argmax rows land on the
-				 * children, which BFS numbers in the parents' order */
-				gen_param prm[] = {PNAME, PI("N", s->draft_vocab), PI("BLOCK", BLK_ARGMAX)};
-				op_desc od = {.name = "expand_top1", .op = "argmax", .exec = GEN_EXEC_KERNEL,
-				              .kernel = kernel(&c, "argmax_f32", "argmax.cu.tmpl", prm, 3),
-				              .gx = nd, .block = BLK_ARGMAX, .n_args = 2,
-				              .args = {A(a->tree_tokens, (int64_t)t->level_start[d + 1] * 4),
-				                       A(a->draft_logits, (int64_t)l0 * s->draft_vocab * 4)},
-				              .bytes = (double)nd * s->draft_vocab * 4 + nd * 4.0,
-				              .flops = (double)nd * s->draft_vocab};
-				emit(&c, &od);
-			} else {
-				char uri[192];
-				int nc = t->level_start[d + 2] - t->level_start[d + 1];
-				snprintf(uri, sizeof(uri), "tree_expand_%s_v%d_t%d_level%d",
-				         rt_expand_rule_name(s->expand_rule), s->draft_vocab, t->n, d);
-				op_desc od = {.name = "expand", .op = "tree_expand", .exec = GEN_EXEC_PENDING,
-				              .uri = uri, .n_args = 2,
-				              .args = {A(a->tree_tokens, (int64_t)t->level_start[d + 1] * 4),
-				                       A(a->draft_logits, (int64_t)l0 * s->draft_vocab * 4)},
-				              .bytes = 2.0 * nd * s->draft_vocab * 4 + nc * 4.0,
-				              .flops = 5.0 * nd * s->draft_vocab};
-				emit(&c, &od);
-			}
+				kmax = t->n_children[i] > kmax ? t->n_children[i] : kmax;
+			/* a block per node: the row once from HBM, k best-below passes
+			 * (top-k, race) or a CDF prefix from L2 */
+			op_desc od = {.name = "expand", .op = "tree_expand", .exec = GEN_EXEC_KERNEL,
+			              .kernel = kernel_x(&c, "expand", "tree_expand.cu.tmpl", prm, 6,
+			                                 GEN_PREFIX_PHILOX, false, NULL),
+			              .gx = nd, .block = BLK_EXPAND, .n_args = 5,
+			              .args = {A(a->tree_tokens, 0),
+			                       A(a->draft_probs, 0), A(a->tree_table, 0),
+			                       SCALAR("seed"), A(a->iter, 0)},
+			              .bytes = (double)nd * s->draft_vocab * 4 + kc * 4.0 + t->n * 20.0,
+			              .flops = (double)nd * s->draft_vocab * (20.0 + 4.0 * kmax)};
+			emit(&c, &od);
 			PHASE_END();
 		}
 	} else {
@@ -543,42 +720,65 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	/* phase: verify (target forward over the whole tree) */
 	PHASE("verify", t->n);
 	forward(&c, &tm, FWD_TREE, t->n, 0, t->n, a->logits, 0, "target");
+	op_logits(&c, "target_probs", tc->vocab, t->n, A(a->probs, 0), A(a->logits, 0),
+	          s->temperature, s->top_k, s->top_p);
 	PHASE_END();
 
-	/* phase: accept (fused verification walk) */
+	/* phase: accept (fused verification walk: one block) */
 	PHASE("accept", t->n);
 	{
-		char uri[192];
+		/* p and q share V in the kernel: a layerskip "@V" draft with a
+		 * narrower vocabulary keeps this op pending (q would need padding) */
+		bool same_v = !has_draft_model || s->draft_vocab == tc->vocab;
 		bool uses_q = s->verify_method != RT_VERIFY_GREEDY && s->verify_method != RT_VERIFY_ONEHOT;
-		snprintf(uri, sizeof(uri), "verify_%s_%s_v%d_t%d_d%d", rt_verify_method_name(s->verify_method),
-		         rt_expand_rule_name(s->expand_rule), tc->vocab, t->n, t->depth_max);
-		op_desc od = {.name = "verify", .op = "verify", .exec = GEN_EXEC_PENDING, .uri = uri,
-		              .n_args = 5,
-		              .args = {A(a->accept, 0), A(a->out_ring, 0), A(a->logits, 0),
-		                       A(has_draft_model ? a->draft_logits : a->tree_tokens, 0),
-		                       A(a->tree_tokens, 0)},
+		gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", tc->vocab),
+		                   PI("METHOD", s->verify_method), PI("CHAIN_Q", 1),
+		                   PI("BLOCK", BLK_VERIFY)};
+		char uri[192];
+		snprintf(uri, sizeof(uri), "verify_%s_v%d_t%d", rt_verify_method_name(s->verify_method),
+		         tc->vocab, t->n);
+		/* worst case the walk visits every node: p rows, q rows of the
+		 * children, the residual scratch written and read */
+		op_desc od = {.name = "verify", .op = "verify",
+		              .exec = same_v ? GEN_EXEC_KERNEL : GEN_EXEC_PENDING, .uri = uri,
+		              .kernel = same_v ? kernel_x(&c, "verify", "verify.cu.tmpl", prm, 6,
+		                                          GEN_PREFIX_PHILOX, false, NULL) : -1,
+		              .gx = 1, .block = BLK_VERIFY, .n_args = 10,
+		              .args = {A(a->accept_path, 0), A(a->emitted, 0), A(a->counts, 0),
+		                       A(a->tree_table, 0), A(a->tree_tokens, 0), A(a->probs, 0),
+		                       A(has_draft_model ? a->draft_probs : a->probs, 0),
+		                       A(a->verify_scratch, 0), SCALAR("seed"), A(a->iter, 0)},
 		              .bytes = (double)t->n * tc->vocab * 4 +
-		                       (uses_q ? (double)t->n * s->draft_vocab * 4 : 0) + t->n * 8.0,
-		              .flops = 5.0 * t->n * tc->vocab};
+		                       (uses_q ? (double)t->n * tc->vocab * 4 + (t->depth_max + 1) * 16.0 *
+		                                                                     tc->vocab : 0) +
+		                       t->n * 28.0,
+		              .flops = (uses_q ? 12.0 : 3.0) * t->n * tc->vocab};
 		emit(&c, &od);
 	}
 	PHASE_END();
 
-	/* phase: commit (accepted path's K/V into the caches, lengths, root) */
+	/* phase: commit (accepted path's K/V compacted in place in each cache,
+	 * lengths advanced by counts[1] = path nodes) */
 	PHASE("commit", t->depth_max + 1);
 	for (int mi = 0; mi < (has_draft_model ? 2 : 1); mi++) {
 		const model_ix *m = mi ? &dm : &tm;
 		const rt_config *cfg = m->cfg;
-		int64_t kvd = (int64_t)cfg->n_kv_heads * cfg->head_dim;
-		char uri[192];
-		snprintf(uri, sizeof(uri), "kv_commit_%s_kvd%" PRId64 "_t%d_d%d", wdt, kvd, t->n,
-		         t->depth_max);
+		const int64_t row_bytes = (int64_t)cfg->n_kv_heads * cfg->head_dim * c.dt16;
+		gen_param prm[] = {PNAME, PI("N_LAYERS", m->n_layers), PI("MAX_CTX", s->max_context),
+		                   PI("ROW_VEC", row_bytes / 16), PI("BLOCK", BLK_COMMIT)};
+		int64_t threads = 2 * (int64_t)m->n_layers * (row_bytes / 16);
 		op_desc od = {.name = mi ? "kv_commit_draft" : "kv_commit_target", .op = "kv_commit",
-		              .exec = GEN_EXEC_PENDING, .uri = uri, .repeat = m->n_layers,
+		              .exec = GEN_EXEC_KERNEL,
+		              .kernel = kernel(&c, "kv_commit", "kv_commit.cu.tmpl", prm, 5),
+		              .gx = (int)((threads + BLK_COMMIT - 1) / BLK_COMMIT), .block = BLK_COMMIT,
 		              .layers = m->tag, .n_args = 6,
-		              .args = {A(m->k_cache, 0), A(m->v_cache, 0), A(m->k_tree, 0),
-		                       A(m->v_tree, 0), A(a->accept, 0), A(a->state, 0)},
-		              .bytes = 2.0 * 2 * (t->depth_max + 1) * kvd * c.dt16};
+		              .args = {A(m->k_cache, 0), A(m->v_cache, 0), A(a->accept_path, 0),
+		                       A(a->counts, 4), A(a->state, m->len_word * 4),
+		                       A(a->kv_done, mi * 4)},
+		              /* every path row of every layer of K and V read and written
+		               * (the root's row moves onto itself: skipped by the loop
+		               * only on the host) */
+		              .bytes = 2.0 * 2 * m->n_layers * (t->depth_max + 1) * row_bytes};
 		emit(&c, &od);
 	}
 	PHASE_END();
@@ -649,7 +849,7 @@ static void write_params(FILE *f, const gen_kernel *k)
 		else if (q->type == GEN_PARAM_FLOAT)
 			fprintf(f, "%.9g", (double)q->f);
 		else
-			jstr(f, q->s ? q->s : "");
+			jstr(f, !strcmp(q->name, "TREE") ? k->tree_id : q->s ? q->s : "");
 	}
 	fputc('}', f);
 }
@@ -717,6 +917,19 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 	fprintf(f, ", \"nodes\": %d, \"depth\": %d, \"parent\": [", t->n, t->depth_max);
 	for (int i = 0; i < t->n; i++)
 		fprintf(f, "%s%d", i ? ", " : "", t->parent[i]);
+	/* the tree_table buffer's contents, row by row */
+	fprintf(f, "], \"n_children\": [");
+	for (int i = 0; i < t->n; i++)
+		fprintf(f, "%s%d", i ? ", " : "", t->n_children[i]);
+	fprintf(f, "], \"child_start\": [");
+	for (int i = 0; i < t->n; i++)
+		fprintf(f, "%s%d", i ? ", " : "", t->child_start[i]);
+	fprintf(f, "], \"child_list\": [");
+	for (int i = 0; i < t->n; i++)
+		fprintf(f, "%s%d", i ? ", " : "", t->child_list[i]);
+	fprintf(f, "], \"node_depth\": [");
+	for (int i = 0; i < t->n; i++)
+		fprintf(f, "%s%d", i ? ", " : "", t->depth[i]);
 	fprintf(f, "], \"level_start\": [");
 	for (int d = 0; d <= t->depth_max + 1; d++)
 		fprintf(f, "%s%d", d ? ", " : "", t->level_start[d]);
@@ -736,8 +949,14 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 	fprintf(f, "  ],\n  \"kernels\": [\n");
 	for (int i = 0; i < p->n_kernels; i++) {
 		const gen_kernel *k = &p->kernels[i];
-		fprintf(f, "    {\"uri\": \"%s\", \"template\": \"templates/%s\", \"params\": ", k->uri,
-		        k->tmpl);
+		fprintf(f, "    {\"uri\": \"%s\", \"template\": \"templates/%s\", \"entries\": [",
+		        k->uri, k->tmpl);
+		for (int e = 0; e < k->n_entries; e++)
+			fprintf(f, "%s\"%s%s\"", e ? ", " : "", k->uri, k->entry[e]);
+		fprintf(f, "], \"prefix\": [%s%s%s], \"params\": ",
+		        k->prefix & GEN_PREFIX_PHILOX ? "\"kernels/philox.h\"" : "",
+		        k->prefix == (GEN_PREFIX_PHILOX | GEN_PREFIX_MASK) ? ", " : "",
+		        k->prefix & GEN_PREFIX_MASK ? "\"mask\"" : "");
 		write_params(f, k);
 		fprintf(f, "}%s\n", i + 1 < p->n_kernels ? "," : "");
 	}
@@ -755,6 +974,8 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 			else
 				fprintf(f, "null");
 			if (o->exec == GEN_EXEC_KERNEL)
+				fprintf(f, ", \"entry\": \"%s%s\"", o->uri, o->entry ? o->entry : "");
+			if (o->exec == GEN_EXEC_KERNEL)
 				fprintf(f, ", \"grid\": [%d, %d, %d], \"block\": [%d, %d, %d]", o->grid[0],
 				        o->grid[1], o->grid[2], o->block[0], o->block[1], o->block[2]);
 			else
@@ -769,9 +990,14 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 				        ", \"a\": \"%s\", \"b\": \"%s\", \"c\": \"f32\"}", o->m, o->n, o->k,
 				        gen_dtype_name(s->dtype), gen_dtype_name(s->dtype));
 			fprintf(f, ",\n       \"args\": [");
-			for (int j = 0; j < o->n_args; j++)
-				fprintf(f, "%s{\"buf\": \"%s\", \"offset\": %" PRId64 "}", j ? ", " : "",
-				        p->bufs[o->args[j].buf].name, o->args[j].offset);
+			for (int j = 0; j < o->n_args; j++) {
+				if (o->args[j].scalar)
+					fprintf(f, "%s{\"scalar\": \"%s\", \"type\": \"u64\"}", j ? ", " : "",
+					        o->args[j].scalar);
+				else
+					fprintf(f, "%s{\"buf\": \"%s\", \"offset\": %" PRId64 "}",
+					        j ? ", " : "", p->bufs[o->args[j].buf].name, o->args[j].offset);
+			}
 			fprintf(f, "], \"bytes\": ");
 			jnum(f, o->bytes);
 			fprintf(f, ", \"flops\": ");

@@ -3,9 +3,11 @@
  * and the op schedule of each phase (prefill chunk, draft level 0..D-1,
  * verify, accept, commit) with its kernel URI, launch shape and bytes/flops
  * estimates. Pure and deterministic: the same spec gives the same plan and
- * the same engine.json bytes. Ops whose template does not exist yet
- * (attention, tree expansion, fused verification, KV commit) are planned with
- * their shapes and costs but marked pending; GEMMs are cuBLASLt calls.
+ * the same engine.json bytes. Every op of the static iteration is a rendered
+ * template (attention, logits processing, tree expansion, fused verification
+ * and KV commit included) or a cuBLASLt GEMM, except the 16-bit embedding
+ * gather and the K/V store, which are still planned with their shapes and
+ * costs but marked pending.
  * Not the renderer or the compiler (gen/build.h). */
 #ifndef GEN_PLAN_H
 #define GEN_PLAN_H
@@ -18,8 +20,8 @@
 #include "spec.h"
 
 #define GEN_PLAN_ALIGN 256
-#define GEN_OP_MAX_ARGS 8
-#define GEN_KERNEL_MAX_PARAMS 8
+#define GEN_OP_MAX_ARGS 12
+#define GEN_KERNEL_MAX_PARAMS 16
 
 enum gen_exec {
 	GEN_EXEC_KERNEL = 0, /* a rendered template from kernels.cu */
@@ -40,13 +42,29 @@ typedef struct gen_buf {
 typedef struct gen_arg {
 	int buf;        /* index into plan->bufs */
 	int64_t offset; /* bytes from the buffer's start (per-layer stride added at run time) */
+	const char *scalar; /* non-NULL: a by-value argument the runtime supplies
+	                     * ("seed", u64), not a buffer; buf is then 0 */
 } gen_arg;
+
+/* What a kernel's source needs before it (NVRTC has no include path). */
+enum gen_prefix {
+	GEN_PREFIX_NONE = 0,
+	GEN_PREFIX_PHILOX = 1, /* kernels/philox.h (tree_expand, verify) */
+	GEN_PREFIX_MASK = 2,   /* DEV_CONST uint64_t <uri>_mask[T * MASK_WORDS]: rows
+	                        * N_BLK-T .. N_BLK-1 of the tree's ancestor mask,
+	                        * columns 0 .. N_BLK-1 (tree attention, MASKED 1) */
+};
 
 typedef struct gen_kernel {
 	char uri[192];          /* gen_key of (op, params): the kernel's name */
 	const char *tmpl;       /* "rmsnorm_residual.cu.tmpl" */
 	int n_params;           /* params[0] is NAME (its .s set when rendering) */
 	gen_param params[GEN_KERNEL_MAX_PARAMS];
+	int prefix;             /* enum gen_prefix bits */
+	int n_entries;          /* __global__ functions: uri + entry[i] */
+	const char *entry[2];   /* suffixes: "" or "_part", "_merge" */
+	char tree_id[64];       /* the TREE identifier parameter's value, if any (params'
+	                         * .s pointers are only valid while planning) */
 } gen_kernel;
 
 typedef struct gen_op {
@@ -55,6 +73,7 @@ typedef struct gen_op {
 	int exec;           /* enum gen_exec */
 	int kernel;         /* index into plan->kernels for GEN_EXEC_KERNEL, else -1 */
 	char uri[192];      /* kernel URI, or the pending specialisation's key */
+	const char *entry;  /* GEN_EXEC_KERNEL: the entry's suffix (kernel uri + entry) */
 	int grid[3], block[3]; /* 0s when not known yet (pending, cuBLASLt) */
 	int repeat;         /* launches: 1, or the layers of a per-layer op */
 	const char *layers; /* "target", "draft" (layer ids through the draft map) or NULL */
@@ -87,6 +106,10 @@ void gen_plan_free(gen_plan *p);
 
 /* Index of a buffer by name, or -1. */
 int gen_plan_find_buf(const gen_plan *p, const char *name);
+
+/* Rows N_BLK-T .. N_BLK-1 of the tree's ancestor mask over columns 0 .. N_BLK-1,
+ * (N_BLK + 63) / 64 words per row: the table a tree attention kernel reads. */
+void gen_plan_attn_mask(const gen_tree *t, int T, int n_blk, uint64_t *rows);
 
 /* engine.json: spec echo, shapes, buffers, kernels, ops per phase. The
  * output depends on nothing but the plan (no time, no host names). */
