@@ -2,6 +2,7 @@
  * the engine directory, through the strict JSON parser, so it also checks
  * that engine.json and resources.json are well formed. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,43 @@ static void human(char *b, size_t n, double x, const char *unit)
 		snprintf(b, n, "%.2f k%s", x / 1e3, unit);
 	else
 		snprintf(b, n, "%.0f %s", x, unit);
+}
+
+/* min(1, blocks / SMs) of a kernel op's grid ([x, y, z]); 1 when unknown. */
+static double sm_share(const json_value *g)
+{
+	if (!g || g->type != JSON_ARRAY || g->n != 3)
+		return 1.0;
+	double b = 1;
+	for (size_t i = 0; i < 3; i++)
+		b *= g->items[i]->type == JSON_NUMBER && g->items[i]->number > 0 ? g->items[i]->number : 1;
+	return b >= GEN_H100_SMS ? 1.0 : b / GEN_H100_SMS;
+}
+
+/* The tree attention arithmetic of templates/tree_attention.cu.tmpl, per
+ * layer of the verify phase's target forward: K/V bytes, flops, intensity
+ * against the fp32 FMA ridge, and the bound that results. */
+static void attention_note(FILE *out, const json_value *eng, const json_value *phases)
+{
+	const json_value *spec = json_get(eng, "spec"), *tg = json_get(json_get(eng, "shapes"), "target");
+	const double ctx = num(json_get(spec, "roofline"), "context");
+	const double nkv = num(tg, "n_kv_heads"), nh = num(tg, "n_heads"), hd = num(tg, "head_dim");
+	const double el = !strcmp(str(spec, "dtype"), "fp16") || !strcmp(str(spec, "dtype"), "bf16")
+	                  ? 2 : 4;
+	for (size_t ph = 0; ph < phases->n; ph++) {
+		if (strcmp(str(phases->items[ph], "name"), "verify"))
+			continue;
+		const double T = num(phases->items[ph], "rows"), keys = ctx + T;
+		const double kv = 2 * keys * nkv * hd * el, fl = 4 * T * nh * hd * keys;
+		const double ridge = GEN_H100_FP32_FLOPS / GEN_H100_HBM_BPS;
+		const double tm = kv / GEN_H100_HBM_BPS * 1e6, tc = fl / GEN_H100_FP32_FLOPS * 1e6;
+		fprintf(out, "  tree attention, verify (T = %.0f, %.0f cached keys, per layer): K+V %.2f "
+		        "MB -> %.2f us at HBM peak; %.3f GFLOP (QK + PV) -> %.2f us at fp32 FMA peak;\n"
+		        "    %.1f FLOP/B against the fp32 ridge %.1f FLOP/B: %s bound, <= %.0f%% of HBM "
+		        "bandwidth (tensor-core mma would be needed beyond)\n", T, ctx, kv / 1e6, tm,
+		        fl / 1e9, tc, fl / kv, ridge, tc > tm ? "compute" : "bandwidth",
+		        100.0 * (tm < tc ? tm / tc : 1.0));
+	}
 }
 
 int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum, sw_err *err)
@@ -119,27 +157,39 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 			const char *uri = str(kernels->items[i], "uri");
 			fprintf(out, "  %s\n", uri);
 			const json_value *rk = res ? json_get(res, "kernels") : NULL, *hit = NULL;
-			for (size_t j = 0; rk && rk->type == JSON_ARRAY && j < rk->n; j++)
-				if (!strcmp(str(rk->items[j], "uri"), uri))
-					hit = json_get(rk->items[j], "archs");
-			if (!hit || hit->type != JSON_OBJECT) {
+			int found = 0;
+			/* one record per entry (tree attention: _part and _merge) */
+			for (size_t j = 0; rk && rk->type == JSON_ARRAY && j < rk->n; j++) {
+				if (strcmp(str(rk->items[j], "kernel"), uri))
+					continue;
+				hit = json_get(rk->items[j], "archs");
+				if (!hit || hit->type != JSON_OBJECT)
+					continue;
+				found++;
+				const char *nm = str(rk->items[j], "name");
+				for (size_t a = 0; a < hit->n; a++) {
+					const json_value *r = hit->members[a].value;
+					fprintf(out, "      %-7s %-6s %3d regs  spills %d/%d B  stack %d B  smem "
+					        "%5d B  %d barriers\n", strlen(nm) > strlen(uri) ? nm + strlen(uri)
+					                                                          : "",
+					        hit->members[a].key, (int)num(r, "registers"),
+					        (int)num(r, "spill_stores"), (int)num(r, "spill_loads"),
+					        (int)num(r, "stack"), (int)num(r, "smem"), (int)num(r, "barriers"));
+				}
+			}
+			if (!found)
 				fprintf(out, "      (not compiled: no resources.json entry)\n");
-				continue;
-			}
-			for (size_t a = 0; a < hit->n; a++) {
-				const json_value *r = hit->members[a].value;
-				fprintf(out, "      %-6s %3d regs  spills %d/%d B  stack %d B  smem %5d B  "
-				        "%d barriers\n", hit->members[a].key, (int)num(r, "registers"),
-				        (int)num(r, "spill_stores"), (int)num(r, "spill_loads"),
-				        (int)num(r, "stack"), (int)num(r, "smem"), (int)num(r, "barriers"));
-			}
 		}
-		fprintf(out, "\nroofline on H100 SXM: HBM %.2f TB/s, %.0f TFLOP/s dense bf16\n"
-		        "  per op: t = max(bytes / %.3g B/s, flops / %.3g flop/s) per launch, times "
-		        "the launches (repeat = layers)\n", GEN_H100_HBM_BPS / 1e12,
-		        GEN_H100_BF16_FLOPS / 1e12, GEN_H100_HBM_BPS, GEN_H100_BF16_FLOPS);
+		fprintf(out, "\nroofline on H100 SXM (%d SMs): HBM %.2f TB/s; cuBLASLt GEMMs at %.0f "
+		        "TFLOP/s dense bf16 (tensor cores), rendered kernels at %.0f TFLOP/s fp32 "
+		        "(CUDA-core FMA: none of them uses mma)\n"
+		        "  per op: t = max(bytes / HBM, flops / peak) / min(1, blocks / SMs) per "
+		        "launch (a grid of fewer blocks than SMs gets that share of the chip), "
+		        "times the launches (repeat = layers)\n", GEN_H100_SMS,
+		        GEN_H100_HBM_BPS / 1e12, GEN_H100_BF16_FLOPS / 1e12, GEN_H100_FP32_FLOPS / 1e12);
 		fprintf(out, "  exec: kernel = rendered template, cublaslt = GEMM call, pending = "
-		        "template in the next issue, memset = graph node\n");
+		        "no template yet (16-bit embedding gather, K/V store), memset = graph node\n");
+		attention_note(out, eng, phases);
 	}
 
 	for (size_t ph = 0; ph < phases->n; ph++) {
@@ -156,7 +206,10 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 		for (size_t i = 0; i < ops->n; i++) {
 			const json_value *o = ops->items[i];
 			double b = num(o, "bytes"), fl = num(o, "flops"), rep = num(o, "repeat");
-			double tm = b / GEN_H100_HBM_BPS * 1e6, tc = fl / GEN_H100_BF16_FLOPS * 1e6;
+			bool gemm = !strcmp(str(o, "exec"), "cublaslt");
+			double share = gemm ? 1.0 : sm_share(json_get(o, "grid"));
+			double tm = b / GEN_H100_HBM_BPS * 1e6 / share;
+			double tc = fl / (gemm ? GEN_H100_BF16_FLOPS : GEN_H100_FP32_FLOPS) * 1e6 / share;
 			double t = tm > tc ? tm : tc;
 			if (rep < 1)
 				rep = 1;

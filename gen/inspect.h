@@ -1,7 +1,8 @@
 /* `specwright inspect ENGINE_DIR`: reads engine.json (and resources.json when
  * the engine was compiled) and prints every kernel's resources and a roofline
- * projection on an H100 SXM: per op max(bytes / HBM bandwidth, flops / dense
- * bf16 peak), per phase, per iteration (draft levels + verify + accept +
+ * projection on an H100 SXM: per op max(bytes / HBM bandwidth, flops / peak),
+ * the peak dense bf16 for GEMMs and fp32 FMA for the rendered kernels, scaled
+ * by the share of SMs the op's grid can occupy, per phase, per iteration (draft levels + verify + accept +
  * commit) and tokens/s = tau / iteration time. A projection from the plan's
  * byte and flop counts, not a measurement: launch overheads, L2 reuse and
  * achieved bandwidth are not modelled. */
@@ -13,7 +14,9 @@
 #include "err.h"
 
 #define GEN_H100_HBM_BPS 3.35e12   /* bytes/s, H100 SXM HBM3 */
-#define GEN_H100_BF16_FLOPS 989e12 /* flop/s, dense bf16 tensor cores */
+#define GEN_H100_BF16_FLOPS 989e12 /* flop/s, dense bf16 tensor cores (cuBLASLt GEMMs) */
+#define GEN_H100_FP32_FLOPS 67e12  /* flop/s, fp32 FMA on CUDA cores (the rendered kernels) */
+#define GEN_H100_SMS 132
 #define GEN_INSPECT_MAX_PHASES 72
 
 typedef struct gen_inspect_summary {
