@@ -23,63 +23,16 @@
 #include "render.h"
 #include "tree.h"
 
-/* ---- shared by the kernel tests (each file carries its own copy) ---- */
-static const char *src_root(void)
-{
-	const char *r = getenv("SW_SRC_DIR");
-	return r && *r ? r : ".";
-}
+#include "fileio.h"
+#include "kern_util.h"
 
-static char *render(const char *tmpl, const char *op, gen_param *p, int np, char *key, size_t nkey)
-{
-	char path[512];
-	sw_err err = {0};
-	char *src = NULL;
-	assert_int_equal(gen_key(key, nkey, op, p, np), 0);
-	for (int i = 0; i < np; i++)
-		if (!strcmp(p[i].name, "NAME"))
-			p[i].s = key;
-	snprintf(path, sizeof(path), "%s/templates/%s", src_root(), tmpl);
-	if (gen_render_file(path, p, np, &src, &err))
-		fail_msg("%s", err.msg);
-	return src;
-}
-
-static const emu_kernel *load_kernel(const char *tmpl, const char *op, gen_param *p, int np)
-{
-	char key[256], kdir[512], cache[512], sym[300];
-	const char *build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
-	sw_err err = {0};
-	void *h = NULL;
-	char *src = render(tmpl, op, p, np, key, sizeof(key));
-
-	snprintf(kdir, sizeof(kdir), "%s/kernels", src_root());
-	snprintf(cache, sizeof(cache), "%s/gen/emu", build);
-	if (gen_emu_module_build(src, key, kdir, cache, &h, &err))
-		fail_msg("%s", err.msg);
-	free(src);
-	snprintf(sym, sizeof(sym), "%s_emu", key);
-	const emu_kernel *k = dlsym(h, sym);
-	if (!k)
-		fail_msg("%s: no symbol %s", key, sym);
-	return k;
-}
-
-static emu_dim3 d3(unsigned x, unsigned y, unsigned z)
-{
-	emu_dim3 d = {x, y, z};
-	return d;
-}
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static inline uint64_t rnd64(void) /* splitmix64 */
+static uint64_t rnd64(void) /* splitmix64 bits, from the shared state */
 {
 	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 	return z ^ (z >> 31);
 }
-/* ---- end of shared helpers ---- */
 
 #define I(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
 
@@ -238,20 +191,6 @@ static void test_kv_commit_edges(void **state)
 	cache_free(&c);
 }
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *s = NULL;
-	long n;
-	if (!f)
-		return NULL;
-	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
-	    (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n)
-		s[n] = 0;
-	fclose(f);
-	return s;
-}
-
 static void test_kv_commit_nvrtc(void **state)
 {
 	static const char *archs[] = {"sm_80", "sm_90"};
@@ -267,12 +206,12 @@ static void test_kv_commit_nvrtc(void **state)
 	}
 	char path[512], key[256];
 	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
-	char *prelude = slurp(path);
+	char *prelude = sw_read_file(path, NULL);
 	assert_non_null(prelude);
 	for (int s = 0; s < 3; s++) {
 		gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("N_LAYERS", shapes[s][0]),
 		                 I("MAX_CTX", shapes[s][1]), I("ROW_VEC", shapes[s][2]), I("BLOCK", 128)};
-		char *src = render("kv_commit.cu.tmpl", "kv_commit", p, 5, key, sizeof(key));
+		char *src = render_kernel("kv_commit.cu.tmpl", "kv_commit", p, 5, false, key, sizeof(key));
 		for (int a = 0; a < 2; a++) {
 			gen_kernel_res res[2];
 			int n = 0;

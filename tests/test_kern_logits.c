@@ -19,121 +19,8 @@
 #include "render.h"
 #include "sampler.h"
 
-/* ---- shared by the kernel tests (each file carries its own copy) ---- */
-static const char *src_root(void)
-{
-	const char *r = getenv("SW_SRC_DIR");
-	return r && *r ? r : ".";
-}
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *s = NULL;
-	long n;
-	if (!f)
-		return NULL;
-	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
-	    (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n)
-		s[n] = 0;
-	fclose(f);
-	return s;
-}
-
-/* Renders tmpl with p (NAME set to the key); *key_out gets the key. */
-static char *render(const char *tmpl, const char *op, gen_param *p, int np, char *key, size_t nkey)
-{
-	char path[512];
-	sw_err err = {0};
-	char *src = NULL;
-	assert_int_equal(gen_key(key, nkey, op, p, np), 0);
-	for (int i = 0; i < np; i++)
-		if (!strcmp(p[i].name, "NAME"))
-			p[i].s = key;
-	snprintf(path, sizeof(path), "%s/templates/%s", src_root(), tmpl);
-	if (gen_render_file(path, p, np, &src, &err))
-		fail_msg("%s", err.msg);
-	return src;
-}
-
-static const emu_kernel *load_kernel(const char *tmpl, const char *op, gen_param *p, int np)
-{
-	char key[256], kdir[512], cache[512], sym[300];
-	const char *build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
-	sw_err err = {0};
-	void *h = NULL;
-	char *src = render(tmpl, op, p, np, key, sizeof(key));
-	snprintf(kdir, sizeof(kdir), "%s/kernels", src_root());
-	snprintf(cache, sizeof(cache), "%s/gen/emu", build);
-	if (gen_emu_module_build(src, key, kdir, cache, &h, &err))
-		fail_msg("%s", err.msg);
-	free(src);
-	snprintf(sym, sizeof(sym), "%s_emu", key);
-	const emu_kernel *k = dlsym(h, sym);
-	if (!k)
-		fail_msg("%s: no symbol %s", key, sym);
-	return k;
-}
-
-static emu_dim3 d3(unsigned x, unsigned y, unsigned z)
-{
-	emu_dim3 d = {x, y, z};
-	return d;
-}
-
-static void launch(const emu_kernel *k, emu_dim3 g, emu_dim3 b, void **args)
-{
-	emu_report rep;
-	if (emu_launch(k, g, b, 0, args, &rep))
-		fail_msg("%s: %s", k->name, rep.msg);
-}
-
-/* NVRTC for sm_80 and sm_90: compiles, zero spill bytes, resources printed. */
-static void nvrtc_check(const char *tmpl, const char *op, gen_param *p, int np)
-{
-	static const char *archs[] = {"sm_80", "sm_90"};
-	char key[256], path[512];
-	sw_err err = {0};
-	gen_nvrtc *nv = gen_nvrtc_open(&err);
-	if (!nv) {
-		print_message("  NVRTC SKIPPED: %s\n", err.msg);
-		return;
-	}
-	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
-	char *prelude = slurp(path);
-	assert_non_null(prelude);
-	char *src = render(tmpl, op, p, np, key, sizeof(key));
-	for (int a = 0; a < 2; a++) {
-		gen_kernel_res res[4];
-		int n = 0;
-		void *cubin = NULL;
-		size_t cs = 0;
-		if (gen_nvrtc_compile(nv, prelude, src, key, archs[a], &cubin, &cs, res, 4, &n, NULL, &err))
-			fail_msg("%s", err.msg);
-		free(cubin);
-		assert_int_equal(n, 1);
-		print_message("  %-5s %-60s %3d regs %4d B stack %5d B smem, spills %d/%d\n", archs[a],
-		              res[0].name, res[0].regs, res[0].stack, res[0].smem, res[0].spill_stores,
-		              res[0].spill_loads);
-		if (res[0].spill_stores || res[0].spill_loads)
-			fail_msg("%s %s: spills %d/%d", res[0].name, archs[a], res[0].spill_stores,
-			         res[0].spill_loads);
-	}
-	free(src);
-	free(prelude);
-	gen_nvrtc_close(nv);
-}
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static inline double rnd(void) /* splitmix64 -> [-1, 1) */
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	z ^= z >> 31;
-	return (double)(z >> 11) * 0x1p-52 - 1.0;
-}
-/* ---- end of shared helpers ---- */
+#include "kern_util.h"
+#define nvrtc_check(t, o, p, n) nvrtc_check_ex(t, o, p, n, false)
 
 #define FP(n, v) {.name = n, .type = GEN_PARAM_FLOAT, .f = (v)}
 #define IP(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
@@ -164,7 +51,7 @@ static void check_row(const char *what, const float *got, const float *want, int
 /* mode 0: smooth (scale 4); 1: values on a grid of 7 (heavy ties, the
  * top-k/top-p boundary inside a tie); 2: 30% -inf; 3: sharp (scale 40,
  * e underflows to 0 for most tokens). */
-static void fill(float *x, int n, int mode)
+static void fill_logits(float *x, int n, int mode)
 {
 	for (int i = 0; i < n; i++) {
 		double r = rnd();
@@ -193,7 +80,7 @@ static void check(int V, int T, float temp, int top_k, float top_p, int block, i
 	rt_sampling s = {.temperature = temp, .top_k = top_k, .top_p = top_p};
 	char what[160];
 
-	fill(x, T * V, mode);
+	fill_logits(x, T * V, mode);
 	void *args[] = {&out, &x};
 	launch(k, d3((unsigned)T, 1, 1), d3((unsigned)block, 1, 1), args);
 	for (int t = 0; t < T; t++) {

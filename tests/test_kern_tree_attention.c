@@ -28,65 +28,8 @@
 #include "render.h"
 #include "tree.h"
 
-/* ---- shared by the kernel tests (each file carries its own copy) ---- */
-static const char *src_root(void)
-{
-	const char *r = getenv("SW_SRC_DIR");
-	return r && *r ? r : ".";
-}
-
-static emu_dim3 d3(unsigned x, unsigned y, unsigned z)
-{
-	emu_dim3 d = {x, y, z};
-	return d;
-}
-
-static void launch(const emu_kernel *k, emu_dim3 g, emu_dim3 b, void **args)
-{
-	emu_report rep;
-	if (emu_launch(k, g, b, 0, args, &rep))
-		fail_msg("%s: %s", k->name, rep.msg);
-}
-
-#define U32 0x1p-24
-static inline double gamma_n(int n)
-{
-	return n * U32 / (1.0 - n * U32);
-}
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static inline double rnd(void) /* splitmix64 -> [-1, 1) */
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	z ^= z >> 31;
-	return (double)(z >> 11) * 0x1p-52 - 1.0;
-}
-
-static inline void check_close(const char *what, const float *got, const double *ref,
-                               const double *bound, size_t n)
-{
-	double se = 0.0, sr = 0.0, sb = 0.0, max_abs = 0.0, max_bound = 0.0;
-	for (size_t i = 0; i < n; i++) {
-		if (!isfinite(got[i]))
-			fail_msg("%s[%zu]: %g is not finite (ref %g)", what, i, (double)got[i], ref[i]);
-		double d = fabs((double)got[i] - ref[i]);
-		if (!(d <= bound[i]))
-			fail_msg("%s[%zu]: got %.9g ref %.9g |diff| %.3g > bound %.3g", what, i,
-			         (double)got[i], ref[i], d, bound[i]);
-		se += d * d;
-		sr += ref[i] * ref[i];
-		sb += bound[i] * bound[i];
-		max_abs = fmax(max_abs, d);
-		max_bound = fmax(max_bound, bound[i]);
-	}
-	if (sr > 0.0 && !(se / sr <= sb / sr))
-		fail_msg("%s: NMSE %.3g > derived %.3g", what, se / sr, sb / sr);
-	if (!(max_abs <= max_bound))
-		fail_msg("%s: max |diff| %.3g > max bound %.3g", what, max_abs, max_bound);
-}
-/* ---- end of shared helpers ---- */
+#include "fileio.h"
+#include "kern_util.h"
 
 /* One specialisation. tree: a gen_tree spec, "root" (T = 1, the root alone)
  * or NULL (causal prefill chunk of n_blk tokens). level >= 0: draft that tree
@@ -460,20 +403,6 @@ static void test_tree_attention_append_causal(void **state)
 }
 
 /* ---- NVRTC ---- */
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *s = NULL;
-	long n;
-	if (!f)
-		return NULL;
-	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
-	    (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n)
-		s[n] = 0;
-	fclose(f);
-	return s;
-}
-
 static void nvrtc_case(gen_nvrtc *nv, const char *prelude, const acase *c)
 {
 	static const char *archs[] = {"sm_80", "sm_90"};
@@ -513,7 +442,7 @@ static void test_tree_attention_nvrtc(void **state)
 	}
 	char path[512];
 	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
-	char *prelude = slurp(path);
+	char *prelude = sw_read_file(path, NULL);
 	assert_non_null(prelude);
 	static const acase cases[] = {
 		/* the emulated variants' kinds */
