@@ -36,9 +36,6 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
-# The decode-shape matmul loop needs the vectoriser's full cost model.
-$(BUILD)/obj/kernels/ref/matmul.o: CFLAGS += -O3
-
 $(BUILD)/libspecwright.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
