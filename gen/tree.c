@@ -636,3 +636,15 @@ int gen_tree_parse(const char *spec, const char *trees_dir, gen_tree *t, sw_err 
 		return load_tree_file(path, t, err);
 	}
 }
+
+void gen_tree_table(const gen_tree *t, int32_t *tb)
+{
+	int n = t->n;
+	for (int u = 0; u < n; u++) {
+		tb[u] = t->parent[u];
+		tb[n + u] = t->n_children[u];
+		tb[2 * n + u] = t->child_start[u];
+		tb[3 * n + u] = t->child_list[u];
+		tb[4 * n + u] = t->depth[u];
+	}
+}

@@ -58,6 +58,10 @@ int gen_tree_parse(const char *spec, const char *trees_dir, gen_tree *t, sw_err 
 int gen_tree_from_json_text(const char *text, size_t n, const char *name, gen_tree *t,
                             sw_err *err);
 
+/* The tree as the device kernels (tree_expand, verify) read it: 5 rows of n
+ * int32 — parent, n_children, child_start, child_list, depth. tb holds 5*n. */
+void gen_tree_table(const gen_tree *t, int32_t *tb);
+
 static inline int gen_tree_visible(const gen_tree *t, int i, int j)
 {
 	return (int)(t->mask[(size_t)i * t->words + j / 64] >> (j % 64) & 1);

@@ -32,18 +32,6 @@
 #define IP(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
 #define NM {.name = "NAME", .type = GEN_PARAM_IDENT}
 
-static void tree_table(const gen_tree *t, int32_t *tb)
-{
-	int N = t->n;
-	for (int u = 0; u < N; u++) {
-		tb[u] = t->parent[u];
-		tb[N + u] = t->n_children[u];
-		tb[2 * N + u] = t->child_start[u];
-		tb[3 * N + u] = t->child_list[u];
-		tb[4 * N + u] = t->depth[u];
-	}
-}
-
 static const emu_kernel *expand_kernel(const gen_tree *t, int V, int rule, int level, int block)
 {
 	gen_param p[] = {NM, IP("N_NODES", t->n), IP("V", V), IP("RULE", rule),
@@ -79,7 +67,7 @@ static void check(const char *tree_spec, int rule, int V, float temp, int n_seed
 	float *z = malloc((size_t)V * sizeof(float));
 	int *idx = malloc((size_t)V * sizeof(int));
 	rt_sampling s = {.temperature = temp, .top_k = 0, .top_p = 1.0f};
-	tree_table(&t, tree);
+	gen_tree_table(&t, tree);
 	for (int sd = 0; sd < n_seeds; sd++) {
 		uint64_t seed = 0xe4a11dull * (uint64_t)(sd + 1) + (uint64_t)V;
 		*iter = (uint32_t)(sd * 5 + 2);
@@ -177,7 +165,7 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n)
 	float *scratch = emu_alloc(2 * (size_t)V * sizeof(float), "scratch");
 	uint32_t *iter = emu_alloc(sizeof(uint32_t), "iter");
 	float *P = malloc((size_t)V * V * sizeof(float)), *Q = malloc((size_t)V * V * sizeof(float));
-	tree_table(&t, tree);
+	gen_tree_table(&t, tree);
 	memset(counts, 0, 5 * sizeof(int32_t));
 	tu_random_table(P, V, V, 0.2, 101u + (uint64_t)rule);
 	tu_random_table(Q, V, V, 0.0, 202u + (uint64_t)rule);

@@ -35,18 +35,6 @@
 #define NM {.name = "NAME", .type = GEN_PARAM_IDENT}
 enum { M_CHAIN = 5 };
 
-static void tree_table(const gen_tree *t, int32_t *tb)
-{
-	int N = t->n;
-	for (int u = 0; u < N; u++) {
-		tb[u] = t->parent[u];
-		tb[N + u] = t->n_children[u];
-		tb[2 * N + u] = t->child_start[u];
-		tb[3 * N + u] = t->child_list[u];
-		tb[4 * N + u] = t->depth[u];
-	}
-}
-
 static const emu_kernel *verify_kernel(const gen_tree *t, int V, int method, int chain_q, int block)
 {
 	gen_param p[] = {NM, IP("N_NODES", t->n), IP("V", V), IP("METHOD", method),
@@ -74,7 +62,7 @@ static void vbuf_init(vbuf *b, const gen_tree *t, int V)
 	b->scratch = emu_alloc(2 * (size_t)V * sizeof(float), "scratch");
 	b->iter = emu_alloc(sizeof(uint32_t), "iter");
 	memset(b->counts, 0, 5 * sizeof(int32_t));
-	tree_table(t, b->tree);
+	gen_tree_table(t, b->tree);
 }
 
 static void vbuf_free(vbuf *b)
