@@ -1,0 +1,33 @@
+/* The device-resident state of a running engine: the layout shared by the
+ * planner (gen/plan.c sizes the buffer), the bookkeeping kernels
+ * (templates/step.cu.tmpl, kernels/ref/step.c) and the executor
+ * (runtime/engine.c). Everything one iteration needs lives here, so the
+ * captured graph replays with no host input; the host reads the header and
+ * the output ring once per iteration.
+ *
+ * Buffer "state": int32[RT_ST_WORDS + ring], the ring of emitted tokens right
+ * after the header so one download covers both. */
+#ifndef RT_ENGINE_STATE_H
+#define RT_ENGINE_STATE_H
+
+enum rt_state_word {
+	RT_ST_TLEN = 0,  /* target KV cache length (committed tokens) */
+	RT_ST_DLEN = 1,  /* draft KV cache length */
+	RT_ST_ROOT = 2,  /* next root: the last emitted token, not yet in any cache */
+	RT_ST_LAST = 3,  /* the last committed token (position TLEN-1), -1 if none */
+	RT_ST_NOUT = 4,  /* tokens emitted so far (ring writes) */
+	RT_ST_MAXNEW = 5, /* emit at most this many tokens */
+	RT_ST_EOS = 6,   /* end-of-generation id, -1 for none */
+	RT_ST_STOP = 7,  /* 0 running, else enum rt_stop */
+	RT_ST_ITER = 8,  /* iterations completed (not the Philox counter: buffer iter) */
+	RT_ST_WORDS = 16, /* header size; the ring follows */
+};
+
+enum rt_stop {
+	RT_STOP_NONE = 0,
+	RT_STOP_EOS = 1,    /* the EOS token was emitted (and is in the ring) */
+	RT_STOP_MAXNEW = 2, /* NOUT reached MAXNEW */
+	RT_STOP_CTX = 3,    /* the next iteration would not fit in MAX_CTX */
+};
+
+#endif
