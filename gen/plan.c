@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_state.h"
 #include "plan.h"
 #include "tree_verify.h"
 
@@ -32,6 +33,8 @@ enum { BLK_EMB = 128, BLK_RMS = 256, BLK_ROPE = 128, BLK_SWIGLU = 256, BLK_ARGMA
 /* The hot kernels' block sizes: the ones their tests compile without spills
  * (test_kern_logits, _expand, _verify, _kv_commit, _tree_attention). */
 enum { BLK_LOGITS = 256, BLK_EXPAND = 256, BLK_VERIFY = 256, BLK_COMMIT = 128, BLK_MERGE = 128 };
+/* The engine's own small kernels (test_kern_kv_store, _step, _ngram). */
+enum { BLK_KVSTORE = 128, BLK_STEP = 64, BLK_NGRAM = 128, RING = 256 };
 
 typedef struct model_ix {
 	const char *tag;     /* "target" / "draft" */
@@ -382,6 +385,27 @@ static void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, ge
 	emit(c, &d);
 }
 
+/* The engine's bookkeeping kernel (templates/step.cu.tmpl, layout in
+ * runtime/engine_state.h): MODE 0 tree_prep, 1 catchup_prep, 2 iter_end. One
+ * thread block; every mode takes the same ten arguments. */
+static void op_step(ctx *c, const char *name, int mode, bool has_hist)
+{
+	const act_ix *a = &c->a;
+	const gen_tree *t = &c->s->tree;
+	gen_param prm[] = {PNAME, PI("MODE", mode), PI("N_NODES", t->n), PI("RING", RING),
+	                   PI("MAX_CTX", c->s->max_context), PI("HAS_HIST", has_hist),
+	                   PI("BLOCK", BLK_STEP)};
+	op_desc d = {.name = name, .op = "step", .exec = GEN_EXEC_KERNEL,
+	             .kernel = kernel(c, "step", "step.cu.tmpl", prm, 7), .gx = 1, .block = BLK_STEP,
+	             .n_args = 10,
+	             .args = {A(a->state, 0), A(a->iter, 0), A(a->tree_tokens, 0), A(a->pos, 0),
+	                      A(a->tokens, 0), A(a->tree_table, 0), A(a->counts, 0),
+	                      A(a->accept_path, 0), A(a->emitted, 0),
+	                      A(has_hist ? a->ngram_hist : a->state, 0)},
+	             .bytes = 64.0 * 4 + t->n * 12.0, .flops = 0};
+	emit(c, &d);
+}
+
 enum fwd_mode { FWD_PREFILL, FWD_TREE };
 
 /* One model forward over `rows` token rows starting at row0 of the tree (or
@@ -397,15 +421,18 @@ static void forward(ctx *c, const model_ix *m, int mode, int64_t rows, int64_t r
 	const int64_t qd = (int64_t)cfg->n_heads * hd, kvd = (int64_t)cfg->n_kv_heads * hd;
 	const int L = m->n_layers, dt = c->dt16;
 	const int tok_buf = mode == FWD_PREFILL ? a->tokens : a->tree_tokens;
-	char uri[192];
 
-	/* embedding: a 16-bit table gather (the fp32 template does not fit it) */
-	snprintf(uri, sizeof(uri), "embedding_%s_dim%" PRId64 "_nrows%d", gen_dtype_name(s->dtype), D,
-	         cfg->vocab);
-	op_desc emb = {.name = "embedding", .op = "embedding", .exec = GEN_EXEC_PENDING, .uri = uri,
-	               .n_args = 3, .args = {A(a->h, 0), A(m->tok_embd, 0), A(tok_buf, row0 * 4)},
-	               .bytes = rows * 4.0 + (double)rows * D * dt + (double)rows * D * 4};
-	emit(c, &emb);
+	/* embedding: a 16-bit table gather into the fp32 residual stream */
+	{
+		gen_param prm[] = {PNAME, PI("DIM", D), PI("N_ROWS", cfg->vocab), PI("IS_F16", c->cast_mode),
+		                   PI("BLOCK", BLK_EMB)};
+		op_desc emb = {.name = "embedding", .op = "embedding16", .exec = GEN_EXEC_KERNEL,
+		               .kernel = kernel(c, "embedding16", "embedding16.cu.tmpl", prm, 5),
+		               .gx = (int)rows, .block = BLK_EMB, .n_args = 4,
+		               .args = {A(a->h, 0), A(m->tok_embd, 0), A(tok_buf, row0 * 4), A(a->err, 0)},
+		               .bytes = rows * 4.0 + (double)rows * D * dt + (double)rows * D * 4};
+		emit(c, &emb);
+	}
 	op_desc ms = {.name = "zero_delta", .op = "memset", .exec = GEN_EXEC_MEMSET, .n_args = 1,
 	              .args = {A(a->delta, 0)}, .bytes = (double)rows * D * 4};
 	emit(c, &ms);
@@ -431,14 +458,20 @@ static void forward(ctx *c, const model_ix *m, int mode, int64_t rows, int64_t r
 	/* new K/V rows: into the cache at slots ctx + row0 .. ctx + row0 + rows - 1
 	 * (ctx = this cache's device-side length): the tree's K/V follow the
 	 * context, where attention reads them and KV commit compacts them */
-	snprintf(uri, sizeof(uri), "kv_store_%s_kvd%" PRId64 "_rows%" PRId64,
-	         gen_dtype_name(s->dtype), kvd, rows);
-	op_desc kv = {.name = "kv_store", .op = "kv_store", .exec = GEN_EXEC_PENDING, .uri = uri,
-	              .repeat = L, .layers = layers, .n_args = 5,
-	              .args = {A(m->k_cache, row0 * kvd * dt), A(m->v_cache, row0 * kvd * dt),
-	                       A(a->k, 0), A(a->v, 0), A(a->state, m->len_word * 4)},
-	              .bytes = 2.0 * rows * kvd * (4 + dt)};
-	emit(c, &kv);
+	{
+		gen_param prm[] = {PNAME, PI("ROWS", rows), PI("KVD", kvd), PI("ROW0", row0),
+		                   PI("MAX_CTX", s->max_context), PI("IS_F16", c->cast_mode),
+		                   PI("BLOCK", BLK_KVSTORE)};
+		int64_t v8 = kvd % 8 == 0 ? 8 : 1;
+		op_desc kv = {.name = "kv_store", .op = "kv_store", .exec = GEN_EXEC_KERNEL,
+		              .kernel = kernel(c, "kv_store", "kv_store.cu.tmpl", prm, 7),
+		              .gx = (int)((rows * kvd / v8 + BLK_KVSTORE - 1) / BLK_KVSTORE),
+		              .block = BLK_KVSTORE, .repeat = L, .layers = layers, .n_args = 5,
+		              .args = {A(m->k_cache, row0 * kvd * dt), A(m->v_cache, row0 * kvd * dt),
+		                       A(a->k, 0), A(a->v, 0), A(a->state, m->len_word * 4)},
+		              .bytes = 2.0 * rows * kvd * (4 + dt)};
+		emit(c, &kv);
+	}
 	/* attention: cached context + the block's rows (causal chunk, or the
 	 * staged tree levels under the baked ancestor mask); q in 16 bits */
 	op_cast(c, "q_cast", rows, qd, A(a->q16, 0), A(a->q, 0), L, layers);
@@ -645,7 +678,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	ACT(verify_scratch, "activation", "f32", 1, 2 * (int64_t)tc->vocab, 0);
 	ACT(kv_done, "state", "i32", 1, 2, 0);
 	ACT(iter, "state", "i32", 1, 1, 0);
-	ACT(state, "state", "i32", 1, 8, 0);
+	ACT(state, "state", "i32", 1, RT_ST_WORDS + RING, 0);
 	ACT(err, "state", "i32", 1, 1, 0);
 	if (!has_draft_model)
 		ACT(ngram_hist, "state", "i32", 1, s->max_context, 0);
@@ -660,8 +693,12 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		p->phases[ph].first_op = p->n_ops;                                           \
 	} while (0)
 #define PHASE_END() (p->phases[ph].n_ops = p->n_ops - p->phases[ph].first_op, ph++)
+	/* The prompt's LAST token is not prefilled: it is the first iteration's
+	 * root, so prefill needs no logits and a partial last chunk only pads
+	 * rows after the real ones (their K/V land past the length and are
+	 * overwritten later). */
 	PHASE("prefill", s->prefill_chunk);
-	forward(&c, &tm, FWD_PREFILL, s->prefill_chunk, 0, 1, a->logits, 0, "target");
+	forward(&c, &tm, FWD_PREFILL, s->prefill_chunk, 0, 0, a->logits, 0, "target");
 	if (has_draft_model)
 		forward(&c, &dm, FWD_PREFILL, s->prefill_chunk, 0, 0, a->draft_logits, 0, "draft");
 	PHASE_END();
@@ -670,11 +707,21 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	const bool greedy = s->temperature <= 0.0f;
 	const int rule = greedy ? RT_EXPAND_TOPK : s->expand_rule; /* as tree_spec.c */
 	if (has_draft_model) {
+		/* catch-up: the draft never forwards a depth-D leaf, so the last
+		 * committed token is re-forwarded at position TLEN-1 each iteration
+		 * (its K/V rewritten in place when the draft already had it): one
+		 * fixed-shape row instead of a data-dependent branch. */
+		PHASE("draft_catchup", 1);
+		op_step(&c, "catchup_prep", 1, false);
+		forward(&c, &dm, FWD_PREFILL, 1, 0, 0, a->draft_logits, 0, "draft");
+		PHASE_END();
 		for (int d = 0; d < t->depth_max; d++) {
 			char nm[32];
 			int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
 			snprintf(nm, sizeof(nm), "draft_%d", d);
 			PHASE(nm, nd);
+			if (d == 0) /* root token, node positions, draft length */
+				op_step(&c, "tree_prep", 0, false);
 			forward(&c, &dm, FWD_TREE, nd, l0, nd, a->draft_logits,
 			        (int64_t)l0 * s->draft_vocab * 4, "draft");
 			/* q: the draft's distribution the children are drawn from and the
@@ -704,12 +751,14 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			PHASE_END();
 		}
 	} else {
-		char uri[192];
 		PHASE("draft_ngram", t->n - 1);
-		snprintf(uri, sizeof(uri), "ngram_lookup_n%d_%d_ctx%d_t%d", s->ngram_min, s->ngram_max,
-		         s->max_context, t->n);
-		op_desc od = {.name = "ngram_lookup", .op = "ngram_lookup", .exec = GEN_EXEC_PENDING,
-		              .uri = uri, .n_args = 3,
+		op_step(&c, "tree_prep", 0, false);
+		gen_param prm[] = {PNAME, PI("MIN_N", s->ngram_min), PI("MAX_N", s->ngram_max),
+		                   PI("N_DRAFT", t->n - 1), PI("MAX_CTX", s->max_context),
+		                   PI("BLOCK", BLK_NGRAM)};
+		op_desc od = {.name = "ngram_lookup", .op = "ngram_lookup", .exec = GEN_EXEC_KERNEL,
+		              .kernel = kernel(&c, "ngram", "ngram_lookup.cu.tmpl", prm, 6), .gx = 1,
+		              .block = BLK_NGRAM, .n_args = 3,
 		              .args = {A(a->tree_tokens, 4), A(a->ngram_hist, 0), A(a->state, 0)},
 		              .bytes = (double)s->est_context * 4,
 		              .flops = (double)s->est_context * s->ngram_max};
@@ -755,6 +804,8 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		              .flops = (uses_q ? 12.0 : 3.0) * t->n * tc->vocab};
 		emit(&c, &od);
 	}
+	/* ring, stop conditions, next root; zeroes the commit count once stopped */
+	op_step(&c, "iter_end", 2, !has_draft_model);
 	PHASE_END();
 
 	/* phase: commit (accepted path's K/V compacted in place in each cache,
