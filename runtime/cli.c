@@ -126,6 +126,25 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 			o->chat = 0;
 		} else if (!strcmp(a, "--json")) {
 			o->json = true;
+		} else if (!strcmp(a, "--backend")) {
+			if (!v)
+				return bad(cmd, "option %s needs a value%s", a, "");
+			if (strcmp(v, "auto") && strcmp(v, "host") && strcmp(v, "host-emulate") && strcmp(v, "cuda"))
+				return bad(cmd, "--backend expects auto, host, host-emulate or cuda, found '%s'%s", v, "");
+			o->backend = v;
+			i++;
+		} else if (!strcmp(a, "--model")) {
+			if (!v)
+				return bad(cmd, "option %s needs a value%s", a, "");
+			o->model_override = v;
+			i++;
+		} else if (!strcmp(a, "--draft-model")) {
+			if (!v)
+				return bad(cmd, "option %s needs a value%s", a, "");
+			o->draft_model = v;
+			i++;
+		} else if (!strcmp(a, "--eager")) {
+			o->eager = true;
 		} else if (!strcmp(a, "--no-baseline")) {
 			o->baseline = false;
 		} else {

@@ -41,7 +41,18 @@ typedef struct cli_opts {
 	const char *adaptive;  /* run: SpecDec++ stop rule h[:min:max] */
 	const char *acc_head;  /* run: acceptance head (safetensors); absent: q(Y) proxy */
 	int n_tokens;          /* train-head: labelled positions */
+	const char *backend;   /* run ENGINE_DIR: auto | host | host-emulate | cuda */
+	const char *model_override; /* run ENGINE_DIR: --model (else engine.json's target path) */
+	const char *draft_model; /* run ENGINE_DIR: --draft-model for a "model" draft */
+	bool eager;            /* run ENGINE_DIR: op by op, no graph */
 } cli_opts;
+
+/* `specwright run ENGINE_DIR` and `specwright profile ENGINE_DIR`
+ * (engine_cli.c); o->model is the engine directory. */
+int cli_engine_run(cli_opts *o);
+int cli_engine_profile(cli_opts *o);
+/* Whether path is an engine directory (holds engine.json). */
+bool cli_is_engine_dir(const char *path);
 
 /* Parses argv[first..argc); returns 0 or prints the error and returns 2. */
 int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o);

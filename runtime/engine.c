@@ -332,6 +332,7 @@ typedef struct eop {
 	int layers;               /* 0 none, 1 target, 2 draft */
 	int64_t m, n, k;
 	int64_t bytes;            /* memset: bytes zeroed (the op's "bytes") */
+	double est_bytes, est_flops; /* the planner's DRAM bytes / flops per launch */
 	int n_args;
 	int arg_buf[RT_OP_MAX_ARGS];      /* -1: scalar */
 	int64_t arg_off[RT_OP_MAX_ARGS];
@@ -389,8 +390,10 @@ static int parse_op(rt_engine *e, jctx *j, const json_value *o, const char *p, e
 			x->k = jint(j, gm, "k", pg, 1, INT32_MAX);
 		}
 	}
+	x->est_bytes = jnum(j, o, "bytes", p);
+	x->est_flops = jnum(j, o, "flops", p);
 	if (x->exec == 2)
-		x->bytes = (int64_t)jnum(j, o, "bytes", p);
+		x->bytes = (int64_t)x->est_bytes;
 	const json_value *as = jarr(j, o, "args", p, 0, RT_OP_MAX_ARGS);
 	for (int i = 0; as && i < (int)as->n && !j->rc; i++) {
 		char pa[128];
@@ -552,6 +555,7 @@ void rt_engine_free(rt_engine *e)
 	free(e->kernels);
 	free(e->bufs);
 	free(e->ops);
+	free(e->op_cost);
 	free(pv->plan.ops);
 	free(e);
 }
@@ -678,7 +682,8 @@ static int resolve_ops(rt_engine *e, sw_err *err)
 	for (int i = 0; i < pl->n_ops; i++)
 		total += pl->ops[i].repeat;
 	e->ops = calloc(total ? (size_t)total : 1, sizeof(*e->ops));
-	if (!e->ops)
+	e->op_cost = calloc(total ? (size_t)total : 1, 2 * sizeof(double));
+	if (!e->ops || !e->op_cost)
 		return sw_errf(err, SW_ENOMEM, "out of memory");
 	int n = 0;
 	for (int ph = 0; ph < e->n_phases; ph++) {
@@ -687,6 +692,8 @@ static int resolve_ops(rt_engine *e, sw_err *err)
 		for (int i = P->first; i < P->first + P->n; i++) {
 			const eop *x = &pl->ops[i];
 			for (int l = 0; l < x->repeat; l++) {
+				e->op_cost[2 * n] = x->est_bytes;
+				e->op_cost[2 * n + 1] = x->est_flops;
 				rt_op *o = &e->ops[n++];
 				o->kind = x->exec == 0 ? RT_OP_KERNEL : x->exec == 1 ? RT_OP_GEMM : RT_OP_MEMSET;
 				snprintf(o->name, sizeof(o->name), "%s", x->name);
@@ -937,4 +944,84 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 	st->stop = stop;
 	st->host_overhead_us = st->n_iters ? 1e6 * (st->t_decode - st->t_ops) / st->n_iters : 0;
 	return n_out;
+}
+
+/* --- profile ------------------------------------------------------------- */
+
+typedef struct prof_row {
+	char phase[32], name[48];
+	int launches;
+	double seconds, bytes, flops;
+} prof_row;
+
+int rt_engine_profile(rt_engine *e, const int32_t *prompt, int n_prompt, int iters, FILE *f,
+                      sw_err *err)
+{
+	rt_engine_stats st;
+	int32_t *out = malloc(sizeof(*out) * 2);
+	prof_row *rows = calloc((size_t)e->n_ops, sizeof(*rows));
+	int n_rows = 0, rc;
+	if (!out || !rows) {
+		free(out);
+		free(rows);
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	}
+	/* prefill and state set-up through generate (one token), then eager
+	 * iterations with a sync after every op; the device's own state keeps
+	 * advancing, so every iteration is a real one */
+	rt_engine_run r = {.prompt = prompt, .n_prompt = n_prompt, .max_new = 1 << 30, .eos = -1,
+	                   .eager = true};
+	r.max_new = 1;
+	if ((rc = rt_engine_generate(e, &r, out, &st, err)) < 0)
+		goto out;
+	int32_t big = 1 << 30;
+	if ((rc = upload_i32(e, "state", RT_ST_MAXNEW, &big, 1, err)))
+		goto out;
+	int32_t zero = 0;
+	if ((rc = upload_i32(e, "state", RT_ST_STOP, &zero, 1, err)))
+		goto out;
+	double t_all = 0;
+	for (int it = 0; it < iters && !rc; it++)
+		for (int ph = e->ph_iter_first; ph < e->n_phases && !rc; ph++)
+			for (int i = e->phases[ph].first; i < e->phases[ph].first + e->phases[ph].n; i++) {
+				double t0 = now_s();
+				if ((rc = e->dev->ops->launch(e->dev, &e->ops[i], err)) ||
+				    (rc = e->dev->ops->sync(e->dev, err)))
+					break;
+				double dt = now_s() - t0;
+				t_all += dt;
+				int k = 0;
+				while (k < n_rows && (strcmp(rows[k].phase, e->phases[ph].name) ||
+				                      strcmp(rows[k].name, e->ops[i].name)))
+					k++;
+				if (k == n_rows) {
+					snprintf(rows[k].phase, sizeof(rows[k].phase), "%s", e->phases[ph].name);
+					snprintf(rows[k].name, sizeof(rows[k].name), "%s", e->ops[i].name);
+					n_rows++;
+				}
+				rows[k].launches++;
+				rows[k].seconds += dt;
+				rows[k].bytes += e->op_cost[2 * i];
+				rows[k].flops += e->op_cost[2 * i + 1];
+			}
+	if (rc)
+		goto out;
+	fprintf(f, "profile of %s on %s: %d iterations, per iteration %.3f ms (synchronised after "
+	        "every op: launch latency included)\n", e->name, e->dev->desc, iters,
+	        iters ? 1e3 * t_all / iters : 0.0);
+	fprintf(f, "%-16s %-18s %8s %12s %10s %10s %6s\n", "phase", "op", "launches", "us/iter",
+	        "GB/s", "GFLOP/s", "share");
+	for (int k = 0; k < n_rows; k++) {
+		const prof_row *w = &rows[k];
+		fprintf(f, "%-16s %-18s %8d %12.2f %10.2f %10.2f %5.1f%%\n", w->phase, w->name,
+		        w->launches / (iters ? iters : 1), 1e6 * w->seconds / (iters ? iters : 1),
+		        w->seconds > 0 ? w->bytes / w->seconds * 1e-9 : 0.0,
+		        w->seconds > 0 ? w->flops / w->seconds * 1e-9 : 0.0,
+		        t_all > 0 ? 100.0 * w->seconds / t_all : 0.0);
+	}
+	rc = 0;
+out:
+	free(out);
+	free(rows);
+	return rc < 0 ? rc : 0;
 }

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ctx.h"
 #include "device.h"
@@ -60,6 +61,7 @@ typedef struct rt_engine {
 	rt_kernel_info *kernels;
 	int64_t arena_bytes;
 	rt_op *ops;               /* resolved launch records, phase by phase */
+	double *op_cost;          /* (n_ops, 2): the planner's bytes and flops per launch */
 	rt_engine_phase phases[RT_ENGINE_MAX_PHASES];
 	int ph_prefill, ph_iter_first; /* phases [ph_iter_first, n_phases) form one iteration */
 	int ring;                 /* output ring entries */
@@ -108,6 +110,12 @@ typedef struct rt_engine_run {
  * and returns their count or a negative error. */
 int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_engine_stats *st,
                        sw_err *err);
+
+/* Per-op timings: prefill, then `iters` iterations op by op with a sync
+ * after each, aggregated by (phase, op) with the planner's bytes and flops
+ * as achieved GB/s and GFLOP/s. */
+int rt_engine_profile(rt_engine *e, const int32_t *prompt, int n_prompt, int iters, FILE *f,
+                      sw_err *err);
 
 /* The index of a phase by name, or -1. */
 int rt_engine_phase_find(const rt_engine *e, const char *name);

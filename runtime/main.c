@@ -31,7 +31,11 @@ static void usage(FILE *f)
 	        "  train-head    train a SpecDec++ acceptance head: --draft layerskip:SPEC -o HEAD.safetensors\n"
 	        "                [--tokens N] [--layers k] [--corpus FILE]\n"
 	        "  build     SPEC.json -o ENGINE_DIR [--no-compile] [--cache DIR]: plan, render, NVRTC-compile an engine\n"
-	        "  inspect   ENGINE_DIR [--tau T]: kernel resources and the H100 roofline projection\n"	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
+	        "  inspect   ENGINE_DIR [--tau T]: kernel resources and the H100 roofline projection\n"
+	        "  run       ENGINE_DIR [--backend auto|host|host-emulate|cuda] [--model GGUF] [--eager]:\n"
+	        "            a built engine: prefill, then one replayed graph per iteration; greedy\n"
+	        "            engines are checked against the host reference path\n"
+	        "  profile   ENGINE_DIR [--backend B] [-n ITERS]: per-op timings, achieved GB/s\n"	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
 	        "options:\n"
 	        "  -p, --prompt TEXT      prompt text            -f, --prompt-file FILE\n"
 	        "  --draft SPEC           none | layerskip:N | model:PATH | ngram[:MIN:MAX] (default layerskip:8)\n"
@@ -301,6 +305,18 @@ int main(int argc, char **argv)
 		return gen_build_main(argc, argv);
 	if (!strcmp(cmd, "inspect"))
 		return gen_inspect_main(argc, argv);
+	if (!strcmp(cmd, "profile")) {
+		if (cli_parse(argc, argv, 2, cmd, &o))
+			return 2;
+		if (!o.model || !cli_is_engine_dir(o.model)) {
+			fprintf(stderr, "specwright profile: expected an engine directory (from `specwright "
+			        "build`), found '%s'\n", o.model ? o.model : "(none)");
+			return 2;
+		}
+		if (o.max_new == 128)
+			o.max_new = 8; /* -n: profiled iterations */
+		return cli_engine_profile(&o);
+	}
 	if (!strcmp(cmd, "run") || !strcmp(cmd, "generate") || !strcmp(cmd, "eval") || !strcmp(cmd, "bench") ||
 	    !strcmp(cmd, "derive-draft") || !strcmp(cmd, "train-head")) {
 		if (cli_parse(argc, argv, 2, cmd, &o))
@@ -311,6 +327,8 @@ int main(int argc, char **argv)
 			return cmd_derive(&o);
 		if (!strcmp(cmd, "train-head"))
 			return cli_train_head(&o);
+		if (!strcmp(cmd, "run") && cli_is_engine_dir(o.model))
+			return cli_engine_run(&o);
 		return cmd_decode(cmd, &o);
 	}
 	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench, derive-draft, train-head, build or inspect)\n", cmd);
