@@ -1,0 +1,471 @@
+/* The full run path: spec -> `specwright build` (plan + render, no NVRTC)
+ * -> engine loaded, bound to the host backend in native mode (kernels/ref
+ * ops) and emulate mode (the generated kernels in the SIMT emulator) ->
+ * chunked prefill -> one captured graph replayed per iteration. Checked
+ * against independent references:
+ *  - greedy engines emit the host reference path's target-only greedy tokens
+ *    (runtime/llama.c in fp32). The engine computes in 16 bits, so a
+ *    divergence is accepted only at a near-tie: the reference's top-2 logit
+ *    margin there must be below a bound derived from the dtype (below);
+ *  - native and emulate give identical tokens, greedy and stochastic (same
+ *    seed: every draw is Philox keyed by (seed, iter, node, purpose) on both
+ *    sides; a float-order difference between the exact native attention and
+ *    the split kernel could only flip a draw whose uniform lies within ~1e-6
+ *    of a CDF boundary, which these seeds do not hit: the test would say so);
+ *  - graph replay equals eager op-by-op execution;
+ *  - the real model (SmolLM2-135M) engine, emulated op by op, reproduces
+ *    the reference greedy tokens.
+ * Plus bad input: a missing or corrupted engine, a prompt too long, a model
+ * that does not match the engine. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "build.h"
+#include "device.h"
+#include "engine.h"
+#include "engine_state.h"
+#include "fileio.h"
+#include "gguf.h"
+#include "sampler.h"
+#include "spec.h"
+#include "testutil.h"
+
+static char g_dir[256];
+
+static const char *cache_dir(void)
+{
+	static char c[300];
+	snprintf(c, sizeof(c), "%s/cache", g_dir);
+	return c;
+}
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* Builds an engine (no NVRTC: the host backends need none) into dir. */
+static void build_engine(const char *spec_json, const char *dir)
+{
+	char sp[512];
+	sw_err err = {0};
+	gen_spec *s = malloc(sizeof(*s));
+	assert_non_null(s);
+	snprintf(sp, sizeof(sp), "%s.spec.json", dir);
+	write_text(sp, spec_json);
+	if (gen_spec_load(sp, NULL, s, &err))
+		fail_msg("%s", err.msg);
+	gen_build_opts o = {.out_dir = dir, .cache_dir = cache_dir(), .no_compile = true};
+	gen_build_stats st;
+	if (gen_build(s, &o, &st, &err))
+		fail_msg("%s", err.msg);
+	free(s);
+}
+
+static rt_dev *open_dev(int mode)
+{
+	sw_err err = {0};
+	rt_dev *d = rt_dev_host_new(mode, NULL, cache_dir(), &err);
+	if (!d)
+		fail_msg("host backend: %s", err.msg);
+	return d;
+}
+
+/* Runs the engine in dir on a fresh host device; returns the token count. */
+static int run_engine(const char *dir, int mode, const rt_model *m, uint64_t seed,
+                      const int32_t *prompt, int n_prompt, int max_new, bool eager, int32_t *out,
+                      rt_engine_stats *st)
+{
+	sw_err err = {0};
+	rt_engine *e = rt_engine_load(dir, &err);
+	if (!e)
+		fail_msg("%s", err.msg);
+	rt_dev *d = open_dev(mode);
+	if (rt_engine_bind(e, d, m, NULL, seed, &err))
+		fail_msg("bind (%s): %s", d->desc, err.msg);
+	rt_engine_run r = {.prompt = prompt, .n_prompt = n_prompt, .max_new = max_new, .eos = -1,
+	                   .eager = eager};
+	int n = rt_engine_generate(e, &r, out, st, &err);
+	if (n < 0)
+		fail_msg("generate (%s): %s", d->desc, err.msg);
+	print_message("  %-14s %s: %d tokens, %d iterations (tau %.2f), prefill %.3f s, decode %.3f s, "
+	              "host overhead %.2f us/iteration\n", d->desc, eager ? "eager" : "graph", n,
+	              st->n_iters, st->n_iters ? (double)n / st->n_iters : 0.0, st->t_prefill,
+	              st->t_decode, st->host_overhead_us);
+	rt_engine_free(e);
+	rt_dev_free(d);
+	return n;
+}
+
+/* Host fp32 target-only greedy tokens, and the top-2 margin at each step. */
+static void reference(const rt_model *m, const int32_t *prompt, int n_prompt, int n, int32_t *out,
+                      float *margin)
+{
+	sw_err err = {0};
+	const int V = m->cfg.vocab;
+	rt_ctx *c = rt_ctx_new(m, n_prompt + n + 8, n_prompt + 8, &err);
+	float *lg = malloc(sizeof(*lg) * (size_t)V);
+	assert_non_null(c);
+	assert_non_null(lg);
+	if (rt_ctx_feed(c, prompt, n_prompt, lg, &err))
+		fail_msg("%s", err.msg);
+	for (int i = 0; i < n; i++) {
+		out[i] = rt_argmax(lg, V);
+		float second = -INFINITY;
+		for (int v = 0; v < V; v++)
+			if (v != out[i] && lg[v] > second)
+				second = lg[v];
+		margin[i] = lg[out[i]] - second;
+		if (i + 1 < n && rt_ctx_feed(c, &out[i], 1, lg, &err))
+			fail_msg("%s", err.msg);
+	}
+	free(lg);
+	rt_ctx_free(c);
+}
+
+/* Greedy engine tokens vs the reference: identical, or the first
+ * divergence sits at a near-tie. Bound: each 16-bit rounding (weights,
+ * GEMM inputs, K/V, attention output) has relative error u (2^-9 bf16,
+ * 2^-12 fp16... taken as 2^-11 for fp16's 10+1 bits); a logit carries at
+ * most a few tens of them, so |dlogit| <= 64 u max|logit| is generous and
+ * still far below a typical margin. */
+static void check_greedy(const char *what, const int32_t *got, int n, const int32_t *ref,
+                         const float *margin, double u, double max_logit)
+{
+	int k = 0;
+	while (k < n && got[k] == ref[k])
+		k++;
+	if (k == n) {
+		print_message("  %s: %d/%d tokens identical to the host reference\n", what, n, n);
+		return;
+	}
+	double bound = 64.0 * u * max_logit;
+	print_message("  %s: diverges from the reference at token %d (margin %.5f, bound %.5f)\n", what,
+	              k, (double)margin[k], bound);
+	if (margin[k] > bound)
+		fail_msg("%s: token %d is %d, the reference's %d wins by %.5f > %.5f", what, k, got[k],
+		         ref[k], (double)margin[k], bound);
+}
+
+static double max_abs_logit(const rt_model *m, const int32_t *prompt, int n)
+{
+	sw_err err = {0};
+	const int V = m->cfg.vocab;
+	rt_ctx *c = rt_ctx_new(m, n + 8, n + 8, &err);
+	float *lg = malloc(sizeof(*lg) * (size_t)V);
+	assert_non_null(c);
+	assert_non_null(lg);
+	if (rt_ctx_feed(c, prompt, n, lg, &err))
+		fail_msg("%s", err.msg);
+	double mx = 0;
+	for (int v = 0; v < V; v++)
+		mx = fmax(mx, fabs(lg[v]));
+	free(lg);
+	rt_ctx_free(c);
+	return mx;
+}
+
+/* --- tiny synthetic model -------------------------------------------------- */
+
+static rt_model *g_tiny;
+static char g_tiny_path[300];
+
+static int setup(void **state)
+{
+	snprintf(g_dir, sizeof(g_dir), "build/test_engine.%d", (int)getpid());
+	mkdir("build", 0755);
+	mkdir(g_dir, 0755);
+	/* vocab 111 (not a power of two), head_dim 64, GQA 2 */
+	g_tiny = tu_tiny_llama(111, 256, 3, 4, 2, 384, 7);
+	if (!g_tiny)
+		return -1;
+	snprintf(g_tiny_path, sizeof(g_tiny_path), "%s/tiny.gguf", g_dir);
+	sw_err err = {0};
+	if (rt_llama_save_gguf(g_tiny, g_tiny_path, GGML_T_F32, &err)) {
+		fprintf(stderr, "%s\n", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	rt_model_free(g_tiny);
+	return 0;
+}
+
+static void tiny_spec(char *buf, size_t n, const char *draft, const char *tree, const char *verify,
+                      const char *expand, double temp, const char *dtype)
+{
+	snprintf(buf, n,
+	         "{\"name\": \"tiny\", \"target\": {\"path\": \"%s\"}, \"draft\": {\"method\": \"%s\"}, "
+	         "\"tree\": \"%s\", \"verify\": {\"method\": \"%s\", \"expand\": \"%s\"}, "
+	         "\"sampling\": {\"temperature\": %g, \"top_k\": 0, \"top_p\": 1}, "
+	         "\"max_context\": 192, \"prefill_chunk\": 16, \"dtype\": \"%s\", "
+	         "\"archs\": [\"sm_80\"]}",
+	         g_tiny_path, draft, tree, verify, expand, temp, dtype);
+}
+
+static void tiny_prompt(int32_t *p, int n)
+{
+	uint64_t s = 99;
+	for (int i = 0; i < n; i++) /* a repeating motif, so n-grams find matches */
+		p[i] = i >= 12 && (i % 3) ? p[i - 12] : (int32_t)(tu_rand(&s) % 111);
+}
+
+/* Greedy layer-skip tree engine: native, emulate, graph and eager agree and
+ * match the reference. 37 prompt tokens: two full chunks plus a tail. */
+static void test_tiny_greedy_tree(void **state)
+{
+	char spec[2048], dir[300];
+	const int P = 37, N = 40;
+	int32_t prompt[64], ref[64], a[64], b[64], c[64];
+	float margin[64];
+	rt_engine_stats st;
+	snprintf(dir, sizeof(dir), "%s/tiny_eagle", g_dir);
+	tiny_spec(spec, sizeof(spec), "layerskip:0", "eagle25", "greedy", "topk", 0, "fp16");
+	build_engine(spec, dir);
+	tiny_prompt(prompt, P);
+	reference(g_tiny, prompt, P, N, ref, margin);
+	double mx = max_abs_logit(g_tiny, prompt, P);
+	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, g_tiny, 1, prompt, P, N, false, a, &st), N);
+	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, g_tiny, 1, prompt, P, N, true, c, &st), N);
+	assert_memory_equal(a, c, sizeof(*a) * N);
+	assert_int_equal(run_engine(dir, RT_HOST_EMULATE, g_tiny, 1, prompt, P, N, false, b, &st), N);
+	assert_memory_equal(a, b, sizeof(*a) * N);
+	check_greedy("tiny eagle25 fp16", a, N, ref, margin, ldexp(1.0, -11), mx);
+	assert_true(st.n_iters < N); /* the tree accepted something */
+}
+
+/* Prompt-lookup drafting on the device (chain tree, one-hot verification)
+ * with a prompt shorter than one chunk; bf16. */
+static void test_tiny_ngram_chain(void **state)
+{
+	char spec[2048], dir[300];
+	const int P = 11, N = 24;
+	int32_t prompt[64], ref[64], a[64], b[64];
+	float margin[64];
+	rt_engine_stats st;
+	snprintf(dir, sizeof(dir), "%s/tiny_ngram", g_dir);
+	tiny_spec(spec, sizeof(spec), "ngram:1:3", "chain:4", "greedy", "topk", 0, "bf16");
+	build_engine(spec, dir);
+	tiny_prompt(prompt, P);
+	reference(g_tiny, prompt, P, N, ref, margin);
+	double mx = max_abs_logit(g_tiny, prompt, P);
+	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, g_tiny, 1, prompt, P, N, false, a, &st), N);
+	assert_int_equal(run_engine(dir, RT_HOST_EMULATE, g_tiny, 1, prompt, P, N, false, b, &st), N);
+	assert_memory_equal(a, b, sizeof(*a) * N);
+	check_greedy("tiny ngram chain bf16", a, N, ref, margin, ldexp(1.0, -8), mx);
+}
+
+/* Stochastic: sampling without replacement + RRSW on a binary tree, and
+ * SpecHub; native and emulate emit the same tokens for the same seed, and
+ * a different seed changes them (the seed reaches the kernels). */
+static void test_tiny_stochastic(void **state)
+{
+	static const char *const pairs[][3] = {{"biseq8", "rrsw", "sample-wor"},
+	                                       {"biseq16", "spechub", "spechub"},
+	                                       {"kary:3:2", "rrs", "sample"}};
+	for (int t = 0; t < 3; t++) {
+		char spec[2048], dir[300];
+		const int P = 19, N = 32;
+		int32_t prompt[64], a[64], b[64], c[64];
+		rt_engine_stats st;
+		snprintf(dir, sizeof(dir), "%s/tiny_stoch%d", g_dir, t);
+		tiny_spec(spec, sizeof(spec), "layerskip:0,2", pairs[t][0], pairs[t][1], pairs[t][2], 0.8,
+		          "fp16");
+		build_engine(spec, dir);
+		tiny_prompt(prompt, P);
+		assert_int_equal(run_engine(dir, RT_HOST_NATIVE, g_tiny, 5, prompt, P, N, false, a, &st), N);
+		assert_int_equal(run_engine(dir, RT_HOST_EMULATE, g_tiny, 5, prompt, P, N, false, b, &st), N);
+		assert_memory_equal(a, b, sizeof(*a) * N);
+		assert_int_equal(run_engine(dir, RT_HOST_NATIVE, g_tiny, 6, prompt, P, N, false, c, &st), N);
+		assert_true(memcmp(a, c, sizeof(*a) * N) != 0);
+	}
+}
+
+/* Device-side stops: EOS inside an accepted path ends the run with EOS as
+ * the last token; max_new cuts mid-path; a context that cannot take another
+ * tree stops with RT_STOP_CTX. */
+static void test_tiny_stops(void **state)
+{
+	char spec[2048], dir[300];
+	const int P = 37, N = 40;
+	int32_t prompt[64], ref[64], out[256];
+	float margin[64];
+	rt_engine_stats st;
+	sw_err err = {0};
+	snprintf(dir, sizeof(dir), "%s/tiny_eagle", g_dir); /* built by test_tiny_greedy_tree */
+	tiny_prompt(prompt, P);
+	reference(g_tiny, prompt, P, N, ref, margin);
+	rt_engine *e = rt_engine_load(dir, &err);
+	assert_non_null(e);
+	rt_dev *d = open_dev(RT_HOST_NATIVE);
+	if (rt_engine_bind(e, d, g_tiny, NULL, 1, &err))
+		fail_msg("%s", err.msg);
+	/* EOS = the reference's 10th token; the run ends at its first occurrence */
+	int k = 9;
+	for (int i = 8; i >= 0; i--)
+		if (ref[i] == ref[9])
+			k = i;
+	rt_engine_run r = {.prompt = prompt, .n_prompt = P, .max_new = N, .eos = ref[k]};
+	int n = rt_engine_generate(e, &r, out, &st, &err);
+	assert_int_equal(n, k + 1);
+	assert_int_equal(st.stop, RT_STOP_EOS);
+	assert_memory_equal(out, ref, sizeof(*out) * (size_t)n);
+	/* max_new 7: exactly 7, whatever the path lengths */
+	r.eos = -1;
+	r.max_new = 7;
+	assert_int_equal(rt_engine_generate(e, &r, out, &st, &err), 7);
+	assert_int_equal(st.stop, RT_STOP_MAXNEW);
+	assert_memory_equal(out, ref, sizeof(*out) * 7);
+	/* context 192, tree 25: a long request stops at the context */
+	r.max_new = 250;
+	n = rt_engine_generate(e, &r, out, &st, &err);
+	assert_true(n > 0);
+	assert_int_equal(st.stop, RT_STOP_CTX);
+	assert_true(P - 1 + n + 25 > 192); /* it stopped for a reason */
+	assert_true(P - 1 + n <= 192);     /* and never wrote past the cache */
+	rt_engine_free(e);
+	rt_dev_free(d);
+}
+
+/* Errors name the file and what was expected. */
+static void test_errors(void **state)
+{
+	char dir[300], path[400];
+	sw_err err = {0};
+	snprintf(dir, sizeof(dir), "%s/nonexistent", g_dir);
+	assert_null(rt_engine_load(dir, &err));
+	assert_non_null(strstr(err.msg, "engine.json"));
+
+	/* corrupted copies of a real engine.json */
+	char src[400];
+	snprintf(src, sizeof(src), "%s/tiny_eagle/engine.json", g_dir);
+	size_t n = 0;
+	char *text = sw_read_file(src, &n);
+	assert_non_null(text);
+	static const char *const cases[][3] = {
+		{"\"specwright-engine/1\"", "\"specwright-engine/9\"", "$.format"},
+		{"\"max_context\": 192", "\"max_context\": -4", "max_context"},
+		{"\"exec\": \"cublaslt\"", "\"exec\": \"magic\"", "exec \"magic\""},
+		{"\"buf\": \"xn\"", "\"buf\": \"nosuch\"", "no buffer \"nosuch\""},
+		{"\"dtype\": \"fp16\", \"archs\"", "\"dtype\": \"int4\", \"archs\"", "$.spec.dtype"},
+	};
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		char *hit = strstr(text, cases[c][0]);
+		if (!hit)
+			fail_msg("engine.json lacks %s", cases[c][0]);
+		snprintf(dir, sizeof(dir), "%s/bad%zu", g_dir, c);
+		mkdir(dir, 0755);
+		snprintf(path, sizeof(path), "%s/engine.json", dir);
+		FILE *f = fopen(path, "w");
+		assert_non_null(f);
+		fwrite(text, 1, (size_t)(hit - text), f);
+		fputs(cases[c][1], f);
+		fputs(hit + strlen(cases[c][0]), f);
+		fclose(f);
+		memset(&err, 0, sizeof(err));
+		assert_null(rt_engine_load(dir, &err));
+		if (!strstr(err.msg, cases[c][2]) || !strstr(err.msg, "engine.json"))
+			fail_msg("case %zu: message \"%s\" lacks \"%s\"", c, err.msg, cases[c][2]);
+	}
+	free(text);
+
+	/* a prompt that does not fit, a model that does not match */
+	snprintf(dir, sizeof(dir), "%s/tiny_eagle", g_dir);
+	rt_engine *e = rt_engine_load(dir, &err);
+	assert_non_null(e);
+	rt_dev *d = open_dev(RT_HOST_NATIVE);
+	rt_model *other = tu_tiny_llama(111, 256, 2, 4, 2, 384, 8);
+	assert_int_not_equal(rt_engine_bind(e, d, other, NULL, 1, &err), 0);
+	assert_non_null(strstr(err.msg, "n_layers"));
+	rt_model_free(other);
+	rt_engine_free(e);
+	e = rt_engine_load(dir, &err);
+	if (rt_engine_bind(e, d, g_tiny, NULL, 1, &err))
+		fail_msg("%s", err.msg);
+	int32_t big[200] = {0}, out[8];
+	rt_engine_stats st;
+	rt_engine_run r = {.prompt = big, .n_prompt = 180, .max_new = 4, .eos = -1};
+	assert_int_equal(rt_engine_generate(e, &r, out, &st, &err), SW_ERANGE);
+	assert_non_null(strstr(err.msg, "max_context 192"));
+	big[3] = 111;
+	r.n_prompt = 10;
+	assert_int_equal(rt_engine_generate(e, &r, out, &st, &err), SW_EINVAL);
+	assert_non_null(strstr(err.msg, "outside the vocabulary"));
+	rt_engine_free(e);
+	rt_dev_free(d);
+}
+
+/* --- the real model ------------------------------------------------------ */
+
+static const char *model_path(void)
+{
+	const char *p = getenv("SW_MODEL");
+	return p ? p : "models/cache/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+/* SmolLM2-135M, layer-skip draft, EAGLE-25 tree, fp16: the whole engine
+ * emulated op by op (and native) emits the reference greedy tokens. */
+static void test_real_model_engine(void **state)
+{
+	if (access(model_path(), R_OK)) {
+		print_message("real model %s missing (make model): skipped\n", model_path());
+		skip();
+	}
+	sw_err err = {0};
+	rt_model *m = rt_model_load(model_path(), &err);
+	if (!m)
+		fail_msg("%s", err.msg);
+	char spec[2048], dir[300];
+	snprintf(dir, sizeof(dir), "%s/smollm2", g_dir);
+	snprintf(spec, sizeof(spec),
+	         "{\"name\": \"smollm2-test\", \"target\": {\"path\": \"%s\"}, "
+	         "\"draft\": {\"method\": \"layerskip:0-14,22-29\"}, \"tree\": \"eagle25\", "
+	         "\"verify\": {\"method\": \"greedy\", \"expand\": \"topk\"}, "
+	         "\"max_context\": 128, \"prefill_chunk\": 16, \"dtype\": \"fp16\", "
+	         "\"archs\": [\"sm_80\"]}", model_path());
+	build_engine(spec, dir);
+	/* "The capital of France is" style prompt, ids from the model's tokenizer
+	 * would need the tokenizer; a fixed id sequence is as good a prompt */
+	static const int32_t prompt[] = {1, 504, 3575, 282, 4649, 314, 2, 198, 1, 9690, 198,
+	                                 504, 3575, 282, 4649, 314, 253};
+	const int P = (int)(sizeof(prompt) / sizeof(prompt[0])), N = 12;
+	int32_t ref[32], a[32], b[32];
+	float margin[32];
+	rt_engine_stats st;
+	reference(m, prompt, P, N, ref, margin);
+	double mx = max_abs_logit(m, prompt, P);
+	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, m, 1, prompt, P, N, false, a, &st), N);
+	check_greedy("SmolLM2 native", a, N, ref, margin, ldexp(1.0, -11), mx);
+	assert_int_equal(run_engine(dir, RT_HOST_EMULATE, m, 1, prompt, P, N, false, b, &st), N);
+	check_greedy("SmolLM2 emulated", b, N, ref, margin, ldexp(1.0, -11), mx);
+	assert_memory_equal(a, b, sizeof(*a) * N);
+	rt_model_free(m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_tiny_greedy_tree),
+		cmocka_unit_test(test_tiny_ngram_chain),
+		cmocka_unit_test(test_tiny_stochastic),
+		cmocka_unit_test(test_tiny_stops),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_real_model_engine),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
