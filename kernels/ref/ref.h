@@ -67,4 +67,40 @@ void ref_mlp_swiglu(float *out, const float *x, const float *w_gate, const float
 void ref_lm_head(float *logits, const float *x, const float *norm_w, const float *lm_head, int T,
                  int dim, int vocab, float eps, float *scratch);
 
+/* ---- the engine's own small ops (templates embedding16, kv_store, step,
+ * ngram_lookup). 16-bit values are raw uint16 bits, bf16 (is_f16 0) or fp16
+ * (is_f16 1), converted with runtime/gguf.h's round-to-nearest-even helpers. */
+
+/* y (T, dim) fp32 = table[tok[t]] widened, table (n_rows, dim) of 16-bit
+ * values. Returns -1 when some id is outside [0, n_rows) (that row of y is
+ * left untouched, the others are written), else 0. */
+int ref_embedding16(float *y, const uint16_t *table, const int32_t *tok, int T, int dim, int n_rows,
+                    int is_f16);
+
+/* New K/V rows into one layer's 16-bit cache. kc, vc point at slot row0 (the
+ * caller added row0 * kvd elements); k, v (rows, kvd) fp32. Row r goes to
+ * kc[(len + r) * kvd ...] when len + row0 + r < max_ctx, else it is skipped
+ * (never written). */
+void ref_kv_store(uint16_t *kc, uint16_t *vc, const float *k, const float *v, int len, int rows,
+                  int kvd, int row0, int max_ctx, int is_f16);
+
+/* The bookkeeping step of one iteration (layout: runtime/engine_state.h;
+ * the specification of templates/step.cu.tmpl, see kernels/ref/step.c):
+ * mode 0 tree_prep, 1 catchup_prep, 2 iter_end. tree_table is 5 * n_nodes
+ * int32 (gen_tree_table); the ring of `ring` entries follows the state
+ * header; hist (max_ctx entries, mode 2 with has_hist) is never written past
+ * its end. Arguments a mode does not use may be NULL. */
+void ref_step(int mode, int n_nodes, int ring, int max_ctx, int has_hist, int32_t *state,
+              int32_t *iter, int32_t *tree_tokens, int32_t *pos, int32_t *tokens,
+              const int32_t *tree_table, int32_t *counts, const int32_t *accept_path,
+              const int32_t *emitted, int32_t *hist);
+
+/* Prompt lookup over hist[0..S) (its last token is the root), as
+ * rt_drafter_ngram proposes: the longest suffix n-gram, n from max_n down to
+ * min_n (n < S), that occurred earlier; its most recent earlier occurrence;
+ * the up to n_draft tokens that followed it. out[0..n_draft) gets them, the
+ * rest repeat the last proposed token (hist[S-1] when none). Returns how
+ * many were proposed (0..n_draft). S >= 1. */
+int ref_ngram_lookup(int32_t *out, const int32_t *hist, int S, int min_n, int max_n, int n_draft);
+
 #endif

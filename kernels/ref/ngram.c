@@ -1,0 +1,30 @@
+/* Prompt-lookup drafting as one op: the specification of
+ * templates/ngram_lookup.cu.tmpl. Proposes what rt_drafter_ngram
+ * (runtime/drafter.c) proposes for the same sequence, then pads to the fixed
+ * draft length a chain tree needs (the verifier rejects padding like any
+ * other wrong guess, so padding never changes the output). */
+#include <string.h>
+
+#include "ref.h"
+
+int ref_ngram_lookup(int32_t *out, const int32_t *hist, int S, int min_n, int max_n, int n_draft)
+{
+	int k = 0;
+	for (int n = max_n; n >= min_n && k == 0 && n_draft > 0; n--) {
+		if (n >= S)
+			continue;
+		const int32_t *suf = hist + S - n;
+		for (int st = S - n - 1; st >= 0; st--) { /* the most recent occurrence */
+			if (memcmp(hist + st, suf, (size_t)n * sizeof(*suf)))
+				continue;
+			while (k < n_draft && st + n + k < S) {
+				out[k] = hist[st + n + k];
+				k++;
+			}
+			break; /* st + n <= S - 1, so k >= 1 */
+		}
+	}
+	for (int i = k; i < n_draft; i++)
+		out[i] = k > 0 ? out[k - 1] : hist[S - 1];
+	return k;
+}

@@ -1,0 +1,177 @@
+/* embedding16 template in the emulator vs ref_embedding16: bf16 and fp16
+ * tables of random 16-bit patterns (every class: normals, subnormals, zeros,
+ * infinities, NaNs with payloads), awkward dims on the vector path (576, 64)
+ * and the scalar one (33, 111), 1 and odd token counts, out-of-range ids.
+ * Widening is exact, so the bound is zero: bit equality over the whole
+ * output, untouched rows still holding emu_alloc's poison, guard zones
+ * checked by the emulator. Then NVRTC (sm_80, sm_90) at real shapes: zero
+ * spills, resources printed.
+ * Doubt admitted: the emulator's F16_TO_F32 and gguf_f16_to_f32 keep a NaN's
+ * payload; the GPU's cvt.f32.f16 may canonicalise it, which no test here can
+ * see (no GPU). */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "emu.h"
+#include "gguf.h"
+#include "ref.h"
+#include "render.h"
+
+#include "kern_util.h"
+
+#define I(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
+
+static uint64_t rnd64(void) /* splitmix64 bits, from the shared state */
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static const emu_kernel *kern(int dim, int n_rows, int is_f16, int block)
+{
+	gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("DIM", dim), I("N_ROWS", n_rows),
+	                 I("IS_F16", is_f16), I("BLOCK", block)};
+	return load_kernel("embedding16.cu.tmpl", "embedding16", p, 5);
+}
+
+/* T rows of dim from a table of n_rows; bad_at >= 0 puts an invalid id
+ * there (and a second one at bad_at + 2 when it exists). */
+static void check(int T, int dim, int is_f16, int block, int bad_at)
+{
+	const int n_rows = 50;
+	const emu_kernel *k = kern(dim, n_rows, is_f16, block);
+	const size_t ny = (size_t)T * dim;
+	uint16_t *table = emu_alloc((size_t)n_rows * dim * sizeof(*table), "table");
+	float *y = emu_alloc(ny * sizeof(*y), "y");
+	int32_t *tok = emu_alloc((size_t)T * sizeof(*tok), "tok");
+	int32_t *err = emu_alloc(sizeof(*err), "err");
+	float *ref = malloc(ny * sizeof(*ref));
+	bool *bad = calloc((size_t)T, sizeof(*bad));
+
+	for (size_t i = 0; i < (size_t)n_rows * dim; i++)
+		table[i] = (uint16_t)rnd64();
+	for (int t = 0; t < T; t++)
+		tok[t] = (int32_t)(rnd64() % (uint64_t)n_rows);
+	tok[T - 1] = n_rows - 1; /* the last row of the table */
+	if (bad_at >= 0) {
+		static const int32_t bad_ids[] = {-1, 50, 1 << 30, -2147483647 - 1};
+		tok[bad_at] = bad_ids[bad_at % 4];
+		bad[bad_at] = true;
+		if (bad_at + 2 < T) {
+			tok[bad_at + 2] = bad_ids[(bad_at + 1) % 4];
+			bad[bad_at + 2] = true;
+		}
+	}
+	*err = 0;
+	memset(ref, 0xff, ny * sizeof(*ref)); /* the poison emu_alloc leaves in y */
+	assert_int_equal(ref_embedding16(ref, table, tok, T, dim, n_rows, is_f16), bad_at >= 0 ? -1 : 0);
+	void *args[] = {&y, &table, &tok, &err};
+	launch(k, d3((unsigned)T, 1, 1), d3((unsigned)block, 1, 1), args);
+	for (size_t j = 0; j < ny; j++)
+		if (memcmp(&y[j], &ref[j], sizeof(float))) {
+			uint32_t a, b;
+			memcpy(&a, &y[j], 4);
+			memcpy(&b, &ref[j], 4);
+			fail_msg("%s T%d: y[%zu][%zu] = %08x, ref %08x (table %04x)%s", k->name, T, j / dim,
+			         j % dim, a, b, bad[j / dim] ? 0 : table[(size_t)tok[j / dim] * dim + j % dim],
+			         bad[j / dim] ? " (bad id: must stay untouched)" : "");
+		}
+	assert_int_equal(*err, bad_at >= 0);
+	emu_free(table);
+	emu_free(y);
+	emu_free(tok);
+	emu_free(err);
+	free(ref);
+	free(bad);
+}
+
+/* The widening helpers agree with the emulator's on every 16-bit pattern
+ * (so the table test's random sample cannot miss a class). */
+static void test_embedding16_all_patterns(void **state)
+{
+	(void)state;
+	for (int f16 = 0; f16 < 2; f16++) {
+		const int dim = 65536 / 64;
+		const emu_kernel *k = kern(dim, 64, f16, 128);
+		uint16_t *table = emu_alloc(65536 * sizeof(*table), "table");
+		float *y = emu_alloc(65536 * sizeof(*y), "y");
+		int32_t *tok = emu_alloc(64 * sizeof(*tok), "tok");
+		int32_t *err = emu_alloc(sizeof(*err), "err");
+		for (int i = 0; i < 65536; i++)
+			table[i] = (uint16_t)i;
+		for (int t = 0; t < 64; t++)
+			tok[t] = 63 - t;
+		*err = 0;
+		void *args[] = {&y, &table, &tok, &err};
+		launch(k, d3(64, 1, 1), d3(128, 1, 1), args);
+		for (int t = 0; t < 64; t++)
+			for (int i = 0; i < dim; i++) {
+				uint16_t h = (uint16_t)((63 - t) * dim + i);
+				float want = f16 ? gguf_f16_to_f32(h) : gguf_bf16_to_f32(h);
+				if (memcmp(&y[t * dim + i], &want, 4))
+					fail_msg("%s of %04x: %a, want %a", f16 ? "fp16" : "bf16", h,
+					         (double)y[t * dim + i], (double)want);
+			}
+		assert_int_equal(*err, 0);
+		emu_free(table);
+		emu_free(y);
+		emu_free(tok);
+		emu_free(err);
+	}
+}
+
+static void test_embedding16_shapes(void **state)
+{
+	static const int dims[] = {576, 64, 33, 111};
+	static const int Ts[] = {1, 3, 7};
+	(void)state;
+	for (int f16 = 0; f16 < 2; f16++)
+		for (int a = 0; a < 4; a++)
+			for (int b = 0; b < 3; b++)
+				check(Ts[b], dims[a], f16, a % 2 ? 32 : 128, -1);
+	check(2, 576, 0, 32, -1); /* 72 vectors over 32 threads: a partial third round */
+}
+
+static void test_embedding16_bad_id(void **state)
+{
+	(void)state;
+	for (int f16 = 0; f16 < 2; f16++) {
+		check(5, 111, f16, 32, 2);
+		check(5, 576, f16, 128, 1);
+		check(1, 33, f16, 128, 0);
+		check(7, 64, f16, 32, 3);
+	}
+}
+
+static void test_embedding16_nvrtc(void **state)
+{
+	/* SmolLM2-135M (576 x 49152, bf16), Llama-3-8B (4096 x 128256, fp16),
+	 * and the scalar path */
+	static const int shapes[][3] = {{576, 49152, 0}, {4096, 128256, 1}, {111, 50, 0}};
+	(void)state;
+	for (int s = 0; s < 3; s++) {
+		gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("DIM", shapes[s][0]),
+		                 I("N_ROWS", shapes[s][1]), I("IS_F16", shapes[s][2]), I("BLOCK", 128)};
+		nvrtc_check_ex("embedding16.cu.tmpl", "embedding16", p, 5, false);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_embedding16_all_patterns),
+		cmocka_unit_test(test_embedding16_shapes),
+		cmocka_unit_test(test_embedding16_bad_id),
+		cmocka_unit_test(test_embedding16_nvrtc),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
