@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_state.h"
 #include "gguf.h"
 #include "host_ops.h"
 #include "ref.h"
@@ -310,18 +311,11 @@ static int op_kv_commit(const rt_op *op, sw_err *err)
 /* (y, table16, tok, err); rows = grid.x */
 static int op_embedding16(const rt_op *op, sw_err *err)
 {
-	const int D = (int)PI_("DIM"), NR = (int)PI_("N_ROWS"), f16 = (int)PI_("IS_F16");
-	const uint16_t *tb = ARG(op, 1, const uint16_t *);
-	const int32_t *tok = ARG(op, 2, const int32_t *);
-	float *y = ARG(op, 0, float *);
-	for (unsigned t = 0; t < op->grid[0]; t++) {
-		if (tok[t] < 0 || tok[t] >= NR) {
-			int32_t *e = ARG(op, 3, int32_t *);
-			*e = *e > 1 ? *e : 1;
-			continue;
-		}
-		for (int i = 0; i < D; i++)
-			y[(size_t)t * D + i] = from16(tb[(size_t)tok[t] * D + i], f16);
+	if (ref_embedding16(ARG(op, 0, float *), ARG(op, 1, const uint16_t *),
+	                    ARG(op, 2, const int32_t *), (int)op->grid[0], (int)PI_("DIM"),
+	                    (int)PI_("N_ROWS"), (int)PI_("IS_F16"))) {
+		int32_t *e = ARG(op, 3, int32_t *);
+		*e = *e > 1 ? *e : 1; /* as the kernel's atomic max */
 	}
 	return 0;
 }
@@ -329,16 +323,30 @@ static int op_embedding16(const rt_op *op, sw_err *err)
 /* (kc, vc, k, v, len): rows into the 16-bit cache at slot len + ROW0 + r */
 static int op_kv_store(const rt_op *op, sw_err *err)
 {
-	const int rows = (int)PI_("ROWS"), kvd = (int)PI_("KVD"), row0 = (int)PI_("ROW0");
-	const int mc = (int)PI_("MAX_CTX"), f16 = (int)PI_("IS_F16");
-	uint16_t *kc = ARG(op, 0, uint16_t *), *vc = ARG(op, 1, uint16_t *);
-	const float *k = ARG(op, 2, const float *), *v = ARG(op, 3, const float *);
-	const int len = *ARG(op, 4, const int32_t *);
-	for (int r = 0; r < rows && len + row0 + r < mc; r++)
-		for (int c = 0; c < kvd; c++) {
-			kc[(size_t)(len + r) * kvd + c] = to16(k[(size_t)r * kvd + c], f16);
-			vc[(size_t)(len + r) * kvd + c] = to16(v[(size_t)r * kvd + c], f16);
-		}
+	ref_kv_store(ARG(op, 0, uint16_t *), ARG(op, 1, uint16_t *), ARG(op, 2, const float *),
+	             ARG(op, 3, const float *), *ARG(op, 4, const int32_t *), (int)PI_("ROWS"),
+	             (int)PI_("KVD"), (int)PI_("ROW0"), (int)PI_("MAX_CTX"), (int)PI_("IS_F16"));
+	return 0;
+}
+
+/* (state, iter, tree_tokens, pos, tokens, tree_table, counts, accept_path,
+ * emitted, hist): the engine's bookkeeping (runtime/engine_state.h) */
+static int op_step(const rt_op *op, sw_err *err)
+{
+	ref_step((int)PI_("MODE"), (int)PI_("N_NODES"), (int)PI_("RING"), (int)PI_("MAX_CTX"),
+	         (int)PI_("HAS_HIST"), ARG(op, 0, int32_t *), ARG(op, 1, int32_t *),
+	         ARG(op, 2, int32_t *), ARG(op, 3, int32_t *), ARG(op, 4, int32_t *),
+	         ARG(op, 5, const int32_t *), ARG(op, 6, int32_t *), ARG(op, 7, const int32_t *),
+	         ARG(op, 8, const int32_t *), ARG(op, 9, int32_t *));
+	return 0;
+}
+
+/* (out, hist, state): prompt lookup over hist[0 .. TLEN] */
+static int op_ngram_lookup(const rt_op *op, sw_err *err)
+{
+	const int32_t *state = ARG(op, 2, const int32_t *);
+	ref_ngram_lookup(ARG(op, 0, int32_t *), ARG(op, 1, const int32_t *), state[RT_ST_TLEN] + 1,
+	                 (int)PI_("MIN_N"), (int)PI_("MAX_N"), (int)PI_("N_DRAFT"));
 	return 0;
 }
 
@@ -359,6 +367,8 @@ static const host_op_entry registry[] = {
 	{"kv_commit", op_kv_commit},
 	{"embedding16", op_embedding16},
 	{"kv_store", op_kv_store},
+	{"step", op_step},
+	{"ngram_lookup", op_ngram_lookup},
 };
 
 static const host_op_entry *lookup(const rt_op *op)

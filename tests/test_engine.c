@@ -301,7 +301,7 @@ static void test_tiny_stochastic(void **state)
  * tree stops with RT_STOP_CTX. */
 static void test_tiny_stops(void **state)
 {
-	char spec[2048], dir[300];
+	char dir[300];
 	const int P = 37, N = 40;
 	int32_t prompt[64], ref[64], out[256];
 	float margin[64];
