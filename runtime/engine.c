@@ -675,6 +675,51 @@ static int upload_weights(rt_engine *e, const rt_engine_buf *b, const rt_model *
 	return rc;
 }
 
+/* Launch record n: planned op x for its l-th repetition. */
+static int resolve_one(rt_engine *e, const eop *x, int l, int n, sw_err *err)
+{
+	e->op_cost[2 * n] = x->est_bytes;
+	e->op_cost[2 * n + 1] = x->est_flops;
+	rt_op *o = &e->ops[n];
+	o->kind = x->exec == 0 ? RT_OP_KERNEL : x->exec == 1 ? RT_OP_GEMM : RT_OP_MEMSET;
+	snprintf(o->name, sizeof(o->name), "%s", x->name);
+	snprintf(o->op, sizeof(o->op), "%s", x->op);
+	snprintf(o->entry, sizeof(o->entry), "%s", x->entry);
+	o->kinfo = x->kernel >= 0 ? &e->kernels[x->kernel] : NULL;
+	memcpy(o->grid, x->grid, sizeof(o->grid));
+	memcpy(o->block, x->block, sizeof(o->block));
+	o->m = x->m;
+	o->n = x->n;
+	o->k = x->k;
+	o->dtype = e->dtype;
+	o->bytes = x->bytes;
+	o->layer = x->layers ? l : -1;
+	o->n_args = x->n_args;
+	rt_op_fix_argv(o);
+	for (int a = 0; a < x->n_args; a++) {
+		if (x->arg_buf[a] < 0) {
+			o->argval[a] = e->seed;
+			continue;
+		}
+		const rt_engine_buf *b = &e->bufs[x->arg_buf[a]];
+		rt_dptr p = e->arena + (rt_dptr)(b->offset + x->arg_off[a]);
+		bool w = !strcmp(b->kind, "weight"), kv = !strcmp(b->kind, "kv");
+		if (x->layers && (kv || (w && layered_field(strchr(b->name, '.') + 1)))) {
+			/* weights through the draft's layer map, caches by run layer */
+			int id = w && x->layers == 2 &&
+			                 e->draft_kind == RT_ENGINE_DRAFT_LAYERSKIP
+			             ? e->skip_layers[l] : l;
+			if (id >= b->shape[0])
+				return sw_errf(err, SW_EINVAL, "%s/engine.json: op %s layer %d: "
+				               "buffer %s has %lld layers", e->dir, x->name, id,
+				               b->name, (long long)b->shape[0]);
+			p += (rt_dptr)(id * (b->bytes / b->shape[0]));
+		}
+		o->argval[a] = p;
+	}
+	return 0;
+}
+
 static int resolve_ops(rt_engine *e, sw_err *err)
 {
 	const eplan *pl = &((struct rt_engine_priv *)(e + 1))->plan;
@@ -689,49 +734,24 @@ static int resolve_ops(rt_engine *e, sw_err *err)
 	for (int ph = 0; ph < e->n_phases; ph++) {
 		const rt_engine_phase *P = &e->phases[ph];
 		int first = n;
-		for (int i = P->first; i < P->first + P->n; i++) {
-			const eop *x = &pl->ops[i];
-			for (int l = 0; l < x->repeat; l++) {
-				e->op_cost[2 * n] = x->est_bytes;
-				e->op_cost[2 * n + 1] = x->est_flops;
-				rt_op *o = &e->ops[n++];
-				o->kind = x->exec == 0 ? RT_OP_KERNEL : x->exec == 1 ? RT_OP_GEMM : RT_OP_MEMSET;
-				snprintf(o->name, sizeof(o->name), "%s", x->name);
-				snprintf(o->op, sizeof(o->op), "%s", x->op);
-				snprintf(o->entry, sizeof(o->entry), "%s", x->entry);
-				o->kinfo = x->kernel >= 0 ? &e->kernels[x->kernel] : NULL;
-				memcpy(o->grid, x->grid, sizeof(o->grid));
-				memcpy(o->block, x->block, sizeof(o->block));
-				o->m = x->m;
-				o->n = x->n;
-				o->k = x->k;
-				o->dtype = e->dtype;
-				o->bytes = x->bytes;
-				o->layer = x->layers ? l : -1;
-				o->n_args = x->n_args;
-				rt_op_fix_argv(o);
-				for (int a = 0; a < x->n_args; a++) {
-					if (x->arg_buf[a] < 0) {
-						o->argval[a] = e->seed;
-						continue;
-					}
-					const rt_engine_buf *b = &e->bufs[x->arg_buf[a]];
-					rt_dptr p = e->arena + (rt_dptr)(b->offset + x->arg_off[a]);
-					bool w = !strcmp(b->kind, "weight"), kv = !strcmp(b->kind, "kv");
-					if (x->layers && (kv || (w && layered_field(strchr(b->name, '.') + 1)))) {
-						/* weights through the draft's layer map, caches by run layer */
-						int id = w && x->layers == 2 &&
-						                 e->draft_kind == RT_ENGINE_DRAFT_LAYERSKIP
-						             ? e->skip_layers[l] : l;
-						if (id >= b->shape[0])
-							return sw_errf(err, SW_EINVAL, "%s/engine.json: op %s layer %d: "
-							               "buffer %s has %lld layers", e->dir, x->name, id,
-							               b->name, (long long)b->shape[0]);
-						p += (rt_dptr)(id * (b->bytes / b->shape[0]));
-					}
-					o->argval[a] = p;
+		/* a run of consecutive per-layer ops (same repeat, same model) is
+		 * one transformer block: executed layer by layer, each op of the
+		 * block once per layer in plan order */
+		for (int i0 = P->first; i0 < P->first + P->n;) {
+			int i1 = i0 + 1;
+			while (pl->ops[i0].repeat > 1 && i1 < P->first + P->n &&
+			       pl->ops[i1].repeat == pl->ops[i0].repeat &&
+			       pl->ops[i1].layers == pl->ops[i0].layers)
+				i1++;
+			for (int l = 0; l < pl->ops[i0].repeat; l++)
+				for (int i = i0; i < i1; i++) {
+					const eop *x = &pl->ops[i];
+					int rc = resolve_one(e, x, l, n, err);
+					if (rc)
+						return rc;
+					n++;
 				}
-			}
+			i0 = i1;
 		}
 		e->phases[ph].first = first;
 		e->phases[ph].n = n - first;

@@ -235,7 +235,7 @@ static void test_tiny_greedy_tree(void **state)
 	float margin[64];
 	rt_engine_stats st;
 	snprintf(dir, sizeof(dir), "%s/tiny_eagle", g_dir);
-	tiny_spec(spec, sizeof(spec), "layerskip:0", "eagle25", "greedy", "topk", 0, "fp16");
+	tiny_spec(spec, sizeof(spec), "layerskip:1", "eagle25", "greedy", "topk", 0, "fp16");
 	build_engine(spec, dir);
 	tiny_prompt(prompt, P);
 	reference(g_tiny, prompt, P, N, ref, margin);
@@ -284,7 +284,7 @@ static void test_tiny_stochastic(void **state)
 		int32_t prompt[64], a[64], b[64], c[64];
 		rt_engine_stats st;
 		snprintf(dir, sizeof(dir), "%s/tiny_stoch%d", g_dir, t);
-		tiny_spec(spec, sizeof(spec), "layerskip:0,2", pairs[t][0], pairs[t][1], pairs[t][2], 0.8,
+		tiny_spec(spec, sizeof(spec), "layerskip:0-1", pairs[t][0], pairs[t][1], pairs[t][2], 0.8,
 		          "fp16");
 		build_engine(spec, dir);
 		tiny_prompt(prompt, P);
