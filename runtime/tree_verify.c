@@ -211,11 +211,16 @@ static int spechub_pair(const float *p, const float *q, int V, const int *ch, co
                         uint64_t seed, uint32_t iter, float *r)
 {
 	int a = rt_argmax(q, V);
-	double qa = q[a], S_ia = 0, S_ai = 0;
+	/* 1 - q(a) as the other tokens' mass: the normaliser the pair sampler
+	 * really draws the second child with, and nonzero where 1.0 - q(a)
+	 * rounds to 0 for a peaked q */
+	double qa = q[a], S_ia = 0, S_ai = 0, oma = 0;
+	for (int x = 0; x < V; x++)
+		oma += x == a ? 0.0 : (double)q[x];
 	for (int x = 0; x < V; x++) {
 		if (x == a)
 			continue;
-		double Qai = qa * q[x] / (1.0 - qa);
+		double Qai = qa * q[x] / oma;
 		double r1 = fmax(0.0, (double)p[x] - q[x]);
 		S_ia += fmax(0.0, (double)q[x] - p[x]);
 		S_ai += fmax(0.0, Qai - r1);
@@ -229,7 +234,7 @@ static int spechub_pair(const float *p, const float *q, int V, const int *ch, co
 		if (coin(seed, iter, ch[1], ra, S_ia))
 			return 1;
 	} else { /* pair (a, i): checked by spechub_valid */
-		double Qai = qa * q[y1] / (1.0 - qa);
+		double Qai = qa * q[y1] / oma;
 		if (coin(seed, iter, ch[1], fmax(0.0, (double)p[y1] - q[y1]), Qai))
 			return 1;
 		if (coin(seed, iter, ch[0], p[a], S_ai))
@@ -249,7 +254,7 @@ static int spechub_pair(const float *p, const float *q, int V, const int *ch, co
 
 /* A SpecHub tree must be made of pairs the SpecHub sampler can produce:
  * nodes with <= 2 children, and at 2 children exactly one of them the hub
- * with q(hub) < 1. Checked for every node up front so that an incompatible
+ * and some mass on the other tokens. Checked for every node up front so that an incompatible
  * tree fails whatever path the walk would take. */
 static bool spechub_valid(const gen_tree *t, const int32_t *tok, const float *q, int V)
 {
@@ -260,8 +265,9 @@ static bool spechub_valid(const gen_tree *t, const int32_t *tok, const float *q,
 			continue;
 		const float *qu = q + (size_t)u * V;
 		const int *ch = t->child_list + t->child_start[u];
-		int a = rt_argmax(qu, V);
-		if ((tok[ch[0]] == a) == (tok[ch[1]] == a) || !(qu[a] < 1.0f))
+		int a = rt_argmax(qu, V), other = tok[ch[0]] == a ? tok[ch[1]] : tok[ch[0]];
+		if ((tok[ch[0]] == a) == (tok[ch[1]] == a) || other < 0 || other >= V ||
+		    !(qu[other] > 0.0f))
 			return false;
 	}
 	return true;

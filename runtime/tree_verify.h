@@ -96,7 +96,7 @@ typedef struct rt_tree_result {
  * parent's p (ties: lowest node id) and final = argmax of that node's p.
  * Returns 0 or SW_EINVAL: a token outside [0, V), q == NULL for RRS / RRSW
  * / SPECHUB, or for SPECHUB a node with > 2 children or a 2-child node that
- * is not a SpecHub pair (exactly one child the hub argmax q, q(hub) < 1),
+ * is not a SpecHub pair (exactly one child the hub argmax q, the other child with q > 0),
  * checked for every node up front.
  * scratch: 2*V floats. */
 int rt_verify_tree(const gen_tree *t, int method, const int32_t *tok, const float *p, const float *q,

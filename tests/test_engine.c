@@ -7,11 +7,12 @@
  *    (runtime/llama.c in fp32). The engine computes in 16 bits, so a
  *    divergence is accepted only at a near-tie: the reference's top-2 logit
  *    margin there must be below a bound derived from the dtype (below);
- *  - native and emulate give identical tokens, greedy and stochastic (same
- *    seed: every draw is Philox keyed by (seed, iter, node, purpose) on both
- *    sides; a float-order difference between the exact native attention and
- *    the split kernel could only flip a draw whose uniform lies within ~1e-6
- *    of a CDF boundary, which these seeds do not hit: the test would say so);
+ *  - stochastic runs give identical tokens in native and emulate modes for
+ *    the same seed: every draw is Philox keyed by (seed, iter, node, purpose)
+ *    on both sides; a float-order difference between the exact native
+ *    attention and the split kernel could only flip a draw whose uniform
+ *    lies within ~1e-6 of a CDF boundary, which these seeds do not hit (a
+ *    failure here would say which). Greedy runs: see check_greedy;
  *  - graph replay equals eager op-by-op execution;
  *  - the real model (SmolLM2-135M) engine, emulated op by op, reproduces
  *    the reference greedy tokens.
@@ -136,11 +137,15 @@ static void reference(const rt_model *m, const int32_t *prompt, int n_prompt, in
 }
 
 /* Greedy engine tokens vs the reference: identical, or the first
- * divergence sits at a near-tie. Bound: each 16-bit rounding (weights,
- * GEMM inputs, K/V, attention output) has relative error u (2^-9 bf16,
- * 2^-12 fp16... taken as 2^-11 for fp16's 10+1 bits); a logit carries at
- * most a few tens of them, so |dlogit| <= 64 u max|logit| is generous and
- * still far below a typical margin. */
+ * divergence sits at a near-tie. Bound: every 16-bit rounding (weights, GEMM
+ * inputs, K/V, attention output) has relative error <= u (2^-8 bf16, 2^-11
+ * fp16: 8 and 11 significant bits); they reach a logit through normalised
+ * layers, so |dlogit| stays within a small multiple of u max|logit| (the
+ * measured fp16 SmolLM2 and tiny-model gaps are ~1.2 u max|logit|); 8 u
+ * max|logit| leaves room and is still far below a typical top-2 margin.
+ * Native and emulate differ in float order (exact vs split attention), so a
+ * near-tie may also flip between them: for greedy runs each is held to the
+ * reference this way, and their identity is reported, not asserted. */
 static void check_greedy(const char *what, const int32_t *got, int n, const int32_t *ref,
                          const float *margin, double u, double max_logit)
 {
@@ -151,7 +156,7 @@ static void check_greedy(const char *what, const int32_t *got, int n, const int3
 		print_message("  %s: %d/%d tokens identical to the host reference\n", what, n, n);
 		return;
 	}
-	double bound = 64.0 * u * max_logit;
+	double bound = 8.0 * u * max_logit;
 	print_message("  %s: diverges from the reference at token %d (margin %.5f, bound %.5f)\n", what,
 	              k, (double)margin[k], bound);
 	if (margin[k] > bound)
@@ -244,8 +249,8 @@ static void test_tiny_greedy_tree(void **state)
 	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, g_tiny, 1, prompt, P, N, true, c, &st), N);
 	assert_memory_equal(a, c, sizeof(*a) * N);
 	assert_int_equal(run_engine(dir, RT_HOST_EMULATE, g_tiny, 1, prompt, P, N, false, b, &st), N);
-	assert_memory_equal(a, b, sizeof(*a) * N);
-	check_greedy("tiny eagle25 fp16", a, N, ref, margin, ldexp(1.0, -11), mx);
+	check_greedy("tiny eagle25 fp16 native", a, N, ref, margin, ldexp(1.0, -11), mx);
+	check_greedy("tiny eagle25 fp16 emulated", b, N, ref, margin, ldexp(1.0, -11), mx);
 	assert_true(st.n_iters < N); /* the tree accepted something */
 }
 
@@ -266,8 +271,8 @@ static void test_tiny_ngram_chain(void **state)
 	double mx = max_abs_logit(g_tiny, prompt, P);
 	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, g_tiny, 1, prompt, P, N, false, a, &st), N);
 	assert_int_equal(run_engine(dir, RT_HOST_EMULATE, g_tiny, 1, prompt, P, N, false, b, &st), N);
-	assert_memory_equal(a, b, sizeof(*a) * N);
-	check_greedy("tiny ngram chain bf16", a, N, ref, margin, ldexp(1.0, -8), mx);
+	check_greedy("tiny ngram chain bf16 native", a, N, ref, margin, ldexp(1.0, -8), mx);
+	check_greedy("tiny ngram chain bf16 emulated", b, N, ref, margin, ldexp(1.0, -8), mx);
 }
 
 /* Stochastic: sampling without replacement + RRSW on a binary tree, and
@@ -453,7 +458,6 @@ static void test_real_model_engine(void **state)
 	check_greedy("SmolLM2 native", a, N, ref, margin, ldexp(1.0, -11), mx);
 	assert_int_equal(run_engine(dir, RT_HOST_EMULATE, m, 1, prompt, P, N, false, b, &st), N);
 	check_greedy("SmolLM2 emulated", b, N, ref, margin, ldexp(1.0, -11), mx);
-	assert_memory_equal(a, b, sizeof(*a) * N);
 	rt_model_free(m);
 }
 
