@@ -4,10 +4,10 @@
  * verify, accept, commit) with its kernel URI, launch shape and bytes/flops
  * estimates. Pure and deterministic: the same spec gives the same plan and
  * the same engine.json bytes. Every op of the static iteration is a rendered
- * template (attention, logits processing, tree expansion, fused verification
- * and KV commit included) or a cuBLASLt GEMM, except the 16-bit embedding
- * gather and the K/V store, which are still planned with their shapes and
- * costs but marked pending.
+ * template (embedding, K/V store, attention, logits processing, tree
+ * expansion, fused verification, KV commit, the bookkeeping steps of
+ * runtime/engine_state.h) or a cuBLASLt GEMM or a memset; only verification
+ * with a narrower "@V" draft vocabulary is still pending.
  * Not the renderer or the compiler (gen/build.h). */
 #ifndef GEN_PLAN_H
 #define GEN_PLAN_H

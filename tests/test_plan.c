@@ -87,21 +87,33 @@ static void test_plan_invariants(void **state)
 		if (gen_plan_build(s, &p, &err))
 			fail_msg("%s", err.msg);
 		check_invariants(&p);
-		/* prefill, D draft levels, verify, accept, commit */
-		assert_int_equal(p.n_phases, s->tree.depth_max + 4);
+		/* prefill, the draft's catch-up row, D draft levels, verify,
+		 * accept, commit */
+		assert_int_equal(p.n_phases, s->tree.depth_max + 5);
 		assert_string_equal(p.phases[0].name, "prefill");
 		assert_int_equal(p.phases[0].rows, 33);
+		assert_string_equal(p.phases[1].name, "draft_catchup");
+		assert_int_equal(p.phases[1].rows, 1);
 		for (int d = 0; d < s->tree.depth_max; d++) {
 			char nm[32];
 			snprintf(nm, sizeof(nm), "draft_%d", d);
-			assert_string_equal(p.phases[1 + d].name, nm);
-			assert_int_equal(p.phases[1 + d].rows,
+			assert_string_equal(p.phases[2 + d].name, nm);
+			assert_int_equal(p.phases[2 + d].rows,
 			                 s->tree.level_start[d + 1] - s->tree.level_start[d]);
 		}
-		assert_string_equal(p.phases[s->tree.depth_max + 1].name, "verify");
-		assert_int_equal(p.phases[s->tree.depth_max + 1].rows, s->tree.n);
+		assert_string_equal(p.phases[s->tree.depth_max + 2].name, "verify");
+		assert_int_equal(p.phases[s->tree.depth_max + 2].rows, s->tree.n);
+		/* the bookkeeping: catch-up prep, tree prep (first op of draft_0),
+		 * iter_end in accept; the state buffer holds the header and ring */
+		int steps = 0;
+		for (int i = 0; i < p.n_ops; i++)
+			steps += !strcmp(p.ops[i].op, "step");
+		assert_int_equal(steps, 3);
+		assert_string_equal(p.ops[p.phases[2].first_op].name, "tree_prep");
+		int sb = gen_plan_find_buf(&p, "state");
+		assert_true(sb >= 0 && p.bufs[sb].bytes >= 4 * (16 + 64));
 		/* every level expands with tree_expand, chains included; nothing
-		 * of the hot path is pending any more */
+		 * is pending any more but the "@V" verification below */
 		int expand = 0, verify = 0, commit = 0, logits = 0;
 		for (int i = 0; i < p.n_ops; i++) {
 			const gen_op *o = &p.ops[i];
@@ -109,8 +121,8 @@ static void test_plan_invariants(void **state)
 			verify += !strcmp(o->op, "verify") && o->exec == GEN_EXEC_KERNEL;
 			commit += !strcmp(o->op, "kv_commit") && o->exec == GEN_EXEC_KERNEL;
 			logits += !strcmp(o->op, "logits_process");
-			if (!strcmp(o->op, "tree_attention"))
-				assert_int_equal(o->exec, GEN_EXEC_KERNEL);
+			if (strcmp(o->op, "verify"))
+				assert_int_not_equal(o->exec, GEN_EXEC_PENDING);
 		}
 		assert_int_equal(expand, s->tree.depth_max);
 		/* a narrower "@V" draft vocabulary keeps verification pending (the
