@@ -1,0 +1,60 @@
+/* A fake CUDA driver and cuBLASLt for testing the cuda backend without a
+ * GPU: the entry points of rt_cu_api / rt_lt_api (runtime/dev_cuda_api.h)
+ * implemented on host memory. Device memory comes from emu_alloc (guard
+ * zones checked), kernels are emulator kernels a test registers by name,
+ * streams run work at once or record it while capturing, graphs replay in
+ * dependency order with IF nodes honoured (the set-conditional kernel is
+ * recognised by name and evaluated on the host), and the fake cuBLASLt
+ * computes D = op(A) op(B) in cuBLASLt's column-major terms from the
+ * descriptors it was given, so a wrong transpose or leading dimension
+ * shows. It also checks what a GPU would not forgive silently (graphs that
+ * are not a chain, i.e. could run concurrently; unaligned operands for the
+ * chosen algorithm; handles with no node; copies inside a capture) and
+ * records every call so tests can assert the sequence. Not thread-safe. */
+#ifndef TESTS_FAKE_CUDA_H
+#define TESTS_FAKE_CUDA_H
+
+#include <stdbool.h>
+
+#include "dev_cuda_api.h"
+#include "emu.h"
+
+typedef struct fake_cuda_cfg {
+	int n_devices;          /* 0: cuDeviceGetCount reports none */
+	int cc_major, cc_minor; /* compute capability */
+	const char *name;
+	bool no_conditionals;   /* a pre-12.3 driver: the conditional entry points are NULL */
+	CUresult init_result;   /* what cuInit returns */
+} fake_cuda_cfg;
+
+/* Forgets all state (memory, modules, graphs, the call log, registered
+ * kernels, injected failures) and applies cfg (NULL: one sm_90 device). */
+void fake_cuda_reset(const fake_cuda_cfg *cfg);
+/* Fills the tables with the fake's entry points. */
+void fake_cuda_api(rt_cu_api *cu, rt_lt_api *lt);
+
+/* cuModuleGetFunction(name) will resolve to k in any module. */
+void fake_cuda_register(const char *name, const emu_kernel *k);
+
+/* The call log: "cuName" or "cuName detail" (detail: the kernel name of a
+ * launch, "cubin"/"ptx" for a module load, "conditional" for a node add,
+ * "body" for a capture into an existing graph). */
+int fake_cuda_n_calls(void);
+const char *fake_cuda_call(int i);
+/* Entries matching pat ("cuName" matches "cuName ..." too). */
+int fake_cuda_count(const char *pat);
+/* Index of the first entry at or after from that matches pat, or -1. */
+int fake_cuda_find(const char *pat, int from);
+/* Whether the log holds pats[0..n) in this order (not necessarily adjacent);
+ * on failure *missing (if non-NULL) is the first pattern not found. */
+bool fake_cuda_has_seq(const char *const *pats, int n, const char **missing);
+void fake_cuda_print_log(void);
+
+/* What the fake objected to last (empty when nothing). */
+const char *fake_cuda_last_error(void);
+/* Device allocations still live (leak checks). */
+int fake_cuda_live_allocs(void);
+/* Makes the count-th next call named call return r (count 1: the next). */
+void fake_cuda_fail(const char *call, CUresult r, int count);
+
+#endif
