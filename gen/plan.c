@@ -15,8 +15,8 @@
  * each operand crosses HBM once): GEMM = weights + A + C; attention reads the
  * KV cache once per KV head (GQA groups share it) at est_context cached
  * tokens plus the new rows; elementwise ops read and write each element once.
- * Known gap: the draft KV of an accepted depth-D leaf is not produced by any
- * draft level (the next issue's commit kernel must catch it up). */
+ * The draft never forwards a depth-D leaf; the draft_catchup phase re-forwards
+ * the last committed token each iteration so its K/V is always present. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -682,6 +682,14 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	ACT(err, "state", "i32", 1, 1, 0);
 	if (!has_draft_model)
 		ACT(ngram_hist, "state", "i32", 1, s->max_context, 0);
+	int adapt_go = -1, adapt_cum = -1;
+	if (s->adaptive) {
+		/* adapt_go[d]: draft level d + 1 runs; adapt_cum: the running
+		 * product of predicted acceptances */
+		if ((adapt_go = add_buf(p, "adapt_go", "state", "i32", 1, t->depth_max, 0, 0, 0)) < 0 ||
+		    (adapt_cum = add_buf(p, "adapt_cum", "state", "f32", 1, 1, 0, 0, 0)) < 0)
+			goto out_nomem;
+	}
 #undef ACT
 
 	/* phase: prefill chunk (target, then the draft's cache) */
@@ -691,6 +699,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		snprintf(p->phases[ph].name, sizeof(p->phases[ph].name), "%s", nm);          \
 		p->phases[ph].rows = (r);                                                    \
 		p->phases[ph].first_op = p->n_ops;                                           \
+		p->phases[ph].gate_buf = -1;                                                 \
 	} while (0)
 #define PHASE_END() (p->phases[ph].n_ops = p->n_ops - p->phases[ph].first_op, ph++)
 	/* The prompt's LAST token is not prefilled: it is the first iteration's
@@ -720,6 +729,10 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
 			snprintf(nm, sizeof(nm), "draft_%d", d);
 			PHASE(nm, nd);
+			if (s->adaptive && d > 0) { /* SpecDec++: a conditional region */
+				p->phases[ph].gate_buf = adapt_go;
+				p->phases[ph].gate_word = d - 1;
+			}
 			if (d == 0) /* root token, node positions, draft length */
 				op_step(&c, "tree_prep", 0, false);
 			forward(&c, &dm, FWD_TREE, nd, l0, nd, a->draft_logits,
@@ -748,6 +761,20 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			              .bytes = (double)nd * s->draft_vocab * 4 + kc * 4.0 + t->n * 20.0,
 			              .flops = (double)nd * s->draft_vocab * (20.0 + 4.0 * kmax)};
 			emit(&c, &od);
+			if (s->adaptive && d + 1 < t->depth_max) {
+				/* decide whether level d + 1 runs; marks undrafted nodes -1 */
+				gen_param ap[] = {PNAME, PI("LEVEL", d), PI("N_NODES", t->n),
+				                  PI("DEPTH", t->depth_max), PI("V", s->draft_vocab),
+				                  PI("MIN_STEPS", s->adapt_min), PI("MAX_STEPS", s->adapt_max),
+				                  PF("H", s->adapt_h), PI("BLOCK", BLK_STEP)};
+				op_desc ad = {.name = "adapt", .op = "adapt", .exec = GEN_EXEC_KERNEL,
+				              .kernel = kernel(&c, "adapt", "adapt.cu.tmpl", ap, 9), .gx = 1,
+				              .block = BLK_STEP, .n_args = 5,
+				              .args = {A(adapt_go, 0), A(adapt_cum, 0), A(a->tree_tokens, 0),
+				                       A(a->draft_probs, 0), A(a->tree_table, 0)},
+				              .bytes = (double)s->draft_vocab * 4 + t->n * 4.0, .flops = 0};
+				emit(&c, &ad);
+			}
 			PHASE_END();
 		}
 	} else {
@@ -954,7 +981,11 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 		jnum(f, s->tau);
 	else
 		fprintf(f, "null");
-	fprintf(f, ", \"context\": %d}\n  },\n", s->est_context);
+	fprintf(f, ", \"context\": %d}", s->est_context);
+	if (s->adaptive)
+		fprintf(f, ",\n    \"adaptive\": {\"h\": %.9g, \"min\": %d, \"max\": %d}",
+		        (double)s->adapt_h, s->adapt_min, s->adapt_max);
+	fprintf(f, "\n  },\n");
 
 	fprintf(f, "  \"shapes\": {\n    \"target\": ");
 	write_cfg(f, &s->target.cfg, "    ");
@@ -1015,7 +1046,11 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 	fprintf(f, "  ],\n  \"phases\": [\n");
 	for (int ph = 0; ph < p->n_phases; ph++) {
 		const gen_phase *P = &p->phases[ph];
-		fprintf(f, "    {\"name\": \"%s\", \"rows\": %d, \"ops\": [\n", P->name, P->rows);
+		fprintf(f, "    {\"name\": \"%s\", \"rows\": %d, ", P->name, P->rows);
+		if (P->gate_buf >= 0)
+			fprintf(f, "\"if\": {\"buf\": \"%s\", \"word\": %d}, ", p->bufs[P->gate_buf].name,
+			        P->gate_word);
+		fprintf(f, "\"ops\": [\n");
 		for (int i = P->first_op; i < P->first_op + P->n_ops; i++) {
 			const gen_op *o = &p->ops[i];
 			fprintf(f, "      {\"name\": \"%s\", \"op\": \"%s\", \"exec\": \"%s\", \"uri\": ",

@@ -87,6 +87,8 @@ typedef struct gen_phase {
 	char name[32];
 	int rows;           /* token rows processed */
 	int first_op, n_ops;
+	int gate_buf;       /* -1, or: the phase runs only when int32 word gate_word of */
+	int gate_word;      /* this buffer is nonzero (a conditional graph node) */
 } gen_phase;
 
 typedef struct gen_plan {

@@ -335,7 +335,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 {
 	static const char *const keys[] = {"name", "target", "draft", "tree", "verify", "sampling",
 	                                   "max_context", "prefill_chunk", "dtype", "archs",
-	                                   "allow_spills", "roofline", NULL};
+	                                   "allow_spills", "roofline", "adaptive", NULL};
 	json_value *root;
 	const json_value *o, *v;
 	const char *s;
@@ -516,6 +516,32 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	if (json_get(root, "allow_spills") &&
 	    (rc = json_get_bool(root, "allow_spills", "$", &sp->allow_spills, err)))
 		goto out_free;
+
+	if ((o = json_get(root, "adaptive"))) {
+		static const char *const akeys[] = {"h", "min", "max", NULL};
+		double h = 0;
+		if ((rc = json_as_object(o, "$.adaptive", err)) ||
+		    (rc = json_check_keys(o, "$.adaptive", akeys, err)) ||
+		    (rc = json_get_number(o, "h", "$.adaptive", 0.0, 1.0, &h, err)))
+			goto out_free;
+		sp->adaptive = true;
+		sp->adapt_h = (float)h;
+		sp->adapt_min = 1;
+		sp->adapt_max = sp->tree.depth_max;
+		if ((rc = opt_int(o, "min", "$.adaptive", 1, sp->tree.depth_max, &sp->adapt_min, err)) ||
+		    (rc = opt_int(o, "max", "$.adaptive", sp->adapt_min, sp->tree.depth_max,
+		                  &sp->adapt_max, err)))
+			goto out_free;
+		bool chain = true;
+		for (int i = 0; i < sp->tree.n; i++)
+			chain &= sp->tree.n_children[i] <= 1;
+		if (!chain || sp->draft_kind == GEN_DRAFT_NGRAM) {
+			rc = bad(err, o, "$.adaptive", "a chain tree drafted by a model (layerskip or "
+			         "model)", "tree \"%s\" with draft \"%s\"", sp->tree_spec,
+			         sp->draft_method);
+			goto out_free;
+		}
+	}
 
 	sp->est_context = sp->max_context / 2;
 	if ((o = json_get(root, "roofline"))) {

@@ -23,6 +23,9 @@
  *     "dtype": "bf16" | "fp16",                   weights and GEMM activations; fp32 accumulation
  *     "archs": ["sm_80", "sm_90"],                optional, this default
  *     "allow_spills": false,                      optional
+ *     "adaptive": {"h": 0.3, "min": 1, "max": 6}  optional, chain trees with a draft
+ *                                                 model: SpecDec++ stop rule on the
+ *                                                 device, later levels as graph IFs
  *     "roofline": {"tau": 3.2, "context": 1024}   optional: expected tokens per
  *                                                 iteration and the context length
  *                                                 the bytes estimates assume
@@ -70,6 +73,9 @@ typedef struct gen_spec {
 	int n_archs;
 	char archs[GEN_SPEC_MAX_ARCHS][16];
 	bool allow_spills;
+	bool adaptive;             /* SpecDec++: stop drafting a chain early (device-side) */
+	float adapt_h;             /* stop once P(a rejection) > h, the draft's q(Y) as predictor */
+	int adapt_min, adapt_max;  /* draft at least / at most this many tokens */
 	double tau;                /* 0 when not given */
 	int est_context;           /* context length the bytes estimates assume */
 } gen_spec;

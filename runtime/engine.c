@@ -443,6 +443,18 @@ static int parse_phases(rt_engine *e, jctx *j, const json_value *root, eplan *pl
 		rt_engine_phase *P = &e->phases[i];
 		snprintf(P->name, sizeof(P->name), "%s", jstr(j, ph->items[i], "name", p));
 		P->rows = (int)jint(j, ph->items[i], "rows", p, 0, 1 << 20);
+		P->gate_buf = -1;
+		const json_value *g = json_get(ph->items[i], "if");
+		if (g && !j->rc) {
+			char pg[96];
+			snprintf(pg, sizeof(pg), "%s.if", p);
+			const char *bn = jstr(j, g, "buf", pg);
+			P->gate_word = (int)jint(j, g, "word", pg, 0, 1 << 20);
+			if (!j->rc && ((P->gate_buf = find_buf(e, bn)) < 0 ||
+			               4 * (int64_t)(P->gate_word + 1) > e->bufs[P->gate_buf].bytes))
+				j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s: word %d of buffer \"%s\" does not "
+				                "exist", j->file, pg, P->gate_word, bn);
+		}
 		const json_value *ops = jarr(j, ph->items[i], "ops", p, 0, 100000);
 		P->first = pl->n_ops;
 		for (int k = 0; ops && k < (int)ops->n && !j->rc; k++) {
@@ -811,15 +823,36 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_model *target, const rt_m
 
 /* --- running ------------------------------------------------------------- */
 
+/* Runs (or, while capturing, records) phases [ph0, ph1). A gated phase is
+ * a conditional region of the graph; run eagerly, its flag is read first. */
 static int run_phases(rt_engine *e, int ph0, int ph1, sw_err *err)
 {
-	for (int ph = ph0; ph < ph1; ph++)
-		for (int i = e->phases[ph].first; i < e->phases[ph].first + e->phases[ph].n; i++) {
-			int rc = e->dev->ops->launch(e->dev, &e->ops[i], err);
-			if (rc)
-				return sw_err_prefix(err, "phase %s, op %s", e->phases[ph].name,
-				                     e->ops[i].name);
+	rt_dev *d = e->dev;
+	for (int ph = ph0; ph < ph1; ph++) {
+		const rt_engine_phase *P = &e->phases[ph];
+		int rc = 0;
+		if (P->gate_buf >= 0) {
+			rt_dptr flag = e->arena + (rt_dptr)(e->bufs[P->gate_buf].offset + 4 * P->gate_word);
+			if (d->capturing) {
+				if (!d->ops->graph_if_begin)
+					return sw_errf(err, SW_ENOTSUP, "backend %s has no conditional graph "
+					               "regions (phase %s)", d->desc, P->name);
+				if ((rc = d->ops->graph_if_begin(d, flag, err)))
+					return sw_err_prefix(err, "phase %s", P->name);
+			} else {
+				int32_t go = 0;
+				if ((rc = d->ops->download(d, &go, flag, sizeof(go), err)))
+					return rc;
+				if (!go)
+					continue;
+			}
 		}
+		for (int i = P->first; i < P->first + P->n && !rc; i++)
+			if ((rc = d->ops->launch(d, &e->ops[i], err)))
+				return sw_err_prefix(err, "phase %s, op %s", P->name, e->ops[i].name);
+		if (P->gate_buf >= 0 && d->capturing && (rc = d->ops->graph_if_end(d, err)))
+			return sw_err_prefix(err, "phase %s", P->name);
+	}
 	return 0;
 }
 

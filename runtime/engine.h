@@ -35,6 +35,8 @@ typedef struct rt_engine_phase {
 	char name[32];
 	int rows;
 	int first, n;       /* resolved ops [first, first + n) */
+	int gate_buf;       /* -1, or the phase runs only when int32 word gate_word of */
+	int gate_word;      /* buffer gate_buf is nonzero (SpecDec++ draft levels) */
 } rt_engine_phase;
 
 enum rt_draft_kind { RT_ENGINE_DRAFT_NGRAM = 0, RT_ENGINE_DRAFT_LAYERSKIP, RT_ENGINE_DRAFT_MODEL };
