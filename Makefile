@@ -12,7 +12,11 @@ CUDA_HOME ?= /usr/local/cuda
 MODEL_DIR ?= models/cache
 MODEL     ?= $(MODEL_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
 PROMPT    ?= Here is a sentence: "The old lighthouse keeper climbed the stairs every night to light the lamp." Repeat it, then explain why a lighthouse needs a keeper.
-RUN_ARGS  ?= --draft ngram --gamma 6 -n 160
+RUN_ARGS  ?= -n 160
+ENGINE_SPEC ?= models/specs/smollm2-ngram.json
+ENGINE_DIR  ?= $(BUILD)/engines/$(basename $(notdir $(ENGINE_SPEC)))
+BACKEND   ?= auto
+HOST_RUN_ARGS ?= --draft ngram --gamma 6 -n 160
 FUZZ_SECONDS ?= 60
 TEST_FILTER  ?=
 
@@ -29,7 +33,7 @@ TEST_UTIL_OBJ := $(TEST_UTIL_SRC:%.c=$(BUILD)/obj/%.o)
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
-.PHONY: all test test-build run bench fuzz asan clean deps model check-reference
+.PHONY: all test test-build run run-host bench fuzz asan clean deps model check-reference
 all: $(BUILD)/specwright
 
 $(BUILD)/obj/%.o: %.c
@@ -61,8 +65,15 @@ deps:
 model:
 	@models/fetch.sh $(MODEL_DIR)
 
+# The main job: build the engine (plan, kernels, NVRTC; cached) and run it
+# on the best backend present: cuda with a driver and GPU, else host.
 run: deps model $(BUILD)/specwright
-	$(BUILD)/specwright run $(MODEL) $(RUN_ARGS) -p '$(PROMPT)'
+	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
+	$(BUILD)/specwright run $(ENGINE_DIR) --backend $(BACKEND) $(RUN_ARGS) -p '$(PROMPT)'
+
+# The host reference decoder (no engine): any drafter, tree or option.
+run-host: deps model $(BUILD)/specwright
+	$(BUILD)/specwright run $(MODEL) $(HOST_RUN_ARGS) -p '$(PROMPT)'
 
 BENCH_ARGS ?= -n 64
 bench: deps model $(BUILD)/specwright

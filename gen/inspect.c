@@ -2,6 +2,7 @@
  * the engine directory, through the strict JSON parser, so it also checks
  * that engine.json and resources.json are well formed. */
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,30 +74,115 @@ static double sm_share(const json_value *g)
 	return b >= GEN_H100_SMS ? 1.0 : b / GEN_H100_SMS;
 }
 
-/* The tree attention arithmetic of templates/tree_attention.cu.tmpl, per
- * layer of the verify phase's target forward: K/V bytes, flops, intensity
- * against the fp32 FMA ridge, and the bound that results. */
+/* Whether op o is tree attention's entry with this suffix (engine.json
+ * names the entry in full: uri + "_part" / "_merge"). */
+static bool attn_entry(const json_value *o, const char *suffix)
+{
+	const char *e = str(o, "entry");
+	size_t n = strlen(e), k = strlen(suffix);
+	return !strcmp(str(o, "op"), "tree_attention") && n >= k && !strcmp(e + n - k, suffix);
+}
+
+/* H100 SXM per-SM rates at the clock the dense bf16 peak implies (989e12 /
+ * (132 SMs x 4096 flop/clk) = 1.83 GHz): shared memory 128 B/clk, MUFU
+ * (ex2, one per expf) 16/clk. Tree attention's _part runs Q.K^T and P.V on
+ * mma.sync m16n8k16: a warp's 16 query rows take every 8-key (Q.K^T) or
+ * 8-dim (P.V) B fragment from shared memory once, 256 B of ldmatrix per
+ * 4096-flop mma, 16 flop per shared byte where the tensor cores need 32 at
+ * 128 B/clk: its mma pipe runs at most at half the dense peak. */
+#define H100_CLK (GEN_H100_BF16_FLOPS / (GEN_H100_SMS * 4096.0))
+#define H100_SMEM_BPS (128.0 * GEN_H100_SMS * H100_CLK)
+#define H100_MUFU_PER_S (16.0 * GEN_H100_SMS * H100_CLK)
+#define ATTN_MMA_FLOPS (16.0 * H100_SMEM_BPS)
+
+/* One layer of tree attention (templates/tree_attention.cu.tmpl) projected
+ * as the per-op lines do it: _part moves part_bytes (K+V, q, partials
+ * written), executes flops on the tensor cores and exps on MUFU, over a
+ * grid that fills share_p of the SMs; _merge moves merge_bytes over
+ * share_m. */
+static void attn_project(double part_bytes, double merge_bytes, double flops, double exps,
+                         double share_p, double share_m, double *t_part, double *t_merge)
+{
+	const double tm = part_bytes / GEN_H100_HBM_BPS, tc = flops / ATTN_MMA_FLOPS;
+	const double te = exps / H100_MUFU_PER_S;
+	*t_part = (tm > tc ? tm : tc) > te ? (tm > tc ? tm : tc) : te;
+	*t_part /= share_p;
+	*t_merge = merge_bytes / GEN_H100_HBM_BPS / share_m;
+}
+
+/* The tree attention arithmetic, per layer: the verify phase's target
+ * forward of this engine (its ops' bytes, flops and grids as the planner
+ * made them), then the reference shapes of the issue (ctx 4096, T = 64, 32
+ * query heads, GQA 4 and 8, head dims 64 and 128; SPLIT 512, 4 warps and
+ * a merge grid of T x N_HEADS * HEAD_DIM / 512 blocks, as the planner picks
+ * them at T = 64): K/V
+ * bytes, partials, mma flops at the dense bf16 peak and at the
+ * ldmatrix-fed half of it, exps, and the share of HBM bandwidth at which
+ * the K/V stream goes: K+V bytes at peak over the time of _part, and of
+ * _part + _merge. */
 static void attention_note(FILE *out, const json_value *eng, const json_value *phases)
 {
 	const json_value *spec = json_get(eng, "spec"), *tg = json_get(json_get(eng, "shapes"), "target");
 	const double ctx = num(json_get(spec, "roofline"), "context");
-	const double nkv = num(tg, "n_kv_heads"), nh = num(tg, "n_heads"), hd = num(tg, "head_dim");
+	const double nkv = num(tg, "n_kv_heads"), hd = num(tg, "head_dim");
 	const double el = !strcmp(str(spec, "dtype"), "fp16") || !strcmp(str(spec, "dtype"), "bf16")
 	                  ? 2 : 4;
+	fprintf(out, "  tree attention (_part: Q.K^T and P.V on mma.sync m16n8k16, 16 query rows per "
+	        "warp; mma at %.0f TFLOP/s dense bf16, fed by ldmatrix at 128 B/clk/SM: at most %.0f "
+	        "TFLOP/s; one expf per score on MUFU at %.2f T/s):\n", GEN_H100_BF16_FLOPS / 1e12,
+	        ATTN_MMA_FLOPS / 1e12, H100_MUFU_PER_S / 1e12);
 	for (size_t ph = 0; ph < phases->n; ph++) {
-		if (strcmp(str(phases->items[ph], "name"), "verify"))
+		const json_value *P = phases->items[ph], *ops = json_get(P, "ops");
+		if (strcmp(str(P, "name"), "verify") || !ops || ops->type != JSON_ARRAY)
 			continue;
-		const double T = num(phases->items[ph], "rows"), keys = ctx + T;
-		const double kv = 2 * keys * nkv * hd * el, fl = 4 * T * nh * hd * keys;
-		const double ridge = GEN_H100_FP32_FLOPS / GEN_H100_HBM_BPS;
-		const double tm = kv / GEN_H100_HBM_BPS * 1e6, tc = fl / GEN_H100_FP32_FLOPS * 1e6;
-		fprintf(out, "  tree attention, verify (T = %.0f, %.0f cached keys, per layer): K+V %.2f "
-		        "MB -> %.2f us at HBM peak; %.3f GFLOP (QK + PV) -> %.2f us at fp32 FMA peak;\n"
-		        "    %.1f FLOP/B against the fp32 ridge %.1f FLOP/B: %s bound, <= %.0f%% of HBM "
-		        "bandwidth (tensor-core mma would be needed beyond)\n", T, ctx, kv / 1e6, tm,
-		        fl / 1e9, tc, fl / kv, ridge, tc > tm ? "compute" : "bandwidth",
-		        100.0 * (tm < tc ? tm / tc : 1.0));
+		const json_value *po = NULL, *mo = NULL;
+		for (size_t i = 0; i < ops->n; i++)
+			if (!po && attn_entry(ops->items[i], "_part"))
+				po = ops->items[i];
+			else if (!mo && attn_entry(ops->items[i], "_merge"))
+				mo = ops->items[i];
+		if (!po || !mo)
+			continue;
+		const double T = num(P, "rows"), keys = ctx + T;
+		const double kv = 2 * keys * nkv * hd * el, fl = num(po, "flops");
+		/* one exp per score of every mma row (16-row padding included) */
+		const double exps = fl / (4 * ((int)(hd + 15) / 16 * 16));
+		double tp, tmg;
+		attn_project(num(po, "bytes"), num(mo, "bytes"), fl, exps, sm_share(json_get(po, "grid")),
+		             sm_share(json_get(mo, "grid")), &tp, &tmg);
+		fprintf(out, "    this engine, verify (T = %.0f, %.0f cached keys, per layer): K+V %.2f MB "
+		        "(%.2f us at HBM peak), _part %.2f MB, _merge %.2f MB; %.3f GFLOP mma -> %.2f us "
+		        "at peak, %.2f us fed; %.2f M exps -> %.2f us;\n      _part %.2f us, _merge %.2f "
+		        "us: K/V streamed at %.0f%% of HBM bandwidth (_part), %.0f%% (_part + _merge)\n",
+		        T, ctx, kv / 1e6, kv / GEN_H100_HBM_BPS * 1e6, num(po, "bytes") / 1e6,
+		        num(mo, "bytes") / 1e6, fl / 1e9, fl / GEN_H100_BF16_FLOPS * 1e6,
+		        fl / ATTN_MMA_FLOPS * 1e6, exps / 1e6, exps / H100_MUFU_PER_S * 1e6, tp * 1e6,
+		        tmg * 1e6, 100.0 * kv / GEN_H100_HBM_BPS / tp,
+		        100.0 * kv / GEN_H100_HBM_BPS / (tp + tmg));
 	}
+	fprintf(out, "    reference, ctx 4096, T = 64, 32 query heads, bf16:\n"
+	        "      GQA  hd  K+V MB  partials MB  GFLOP  t_mma peak/fed us  t_exp us  t_part us  "
+	        "t_merge us  HBM%% _part  HBM%% +merge\n");
+	for (int gq = 4; gq <= 8; gq += 4)
+		for (int h = 64; h <= 128; h += 64) {
+			const double T = 64, NH = 32, KV = NH / gq, K = 4096 + T;
+			const double kv = 2 * K * KV * h * 2, q16 = T * NH * h * 2;
+			const double part = (4096 / 512 + 1) * T * NH * (h + 2) * 4;
+			const double fl = 4 * KV * ((int)(T * gq + 15) / 16 * 16) * h * K;
+			const double tkv = kv / GEN_H100_HBM_BPS;
+			double tp, tmg;
+			const double merge_blocks = T * ceil(NH * h / 4 / 128.0);
+			attn_project(kv + q16 + part, part + q16, fl, fl / (4 * h), 1.0,
+			             merge_blocks < GEN_H100_SMS ? merge_blocks / GEN_H100_SMS : 1.0, &tp,
+			             &tmg);
+			fprintf(out, "      %3d %3d %7.2f %12.2f %6.2f %8.2f / %6.2f %9.2f %10.2f %11.2f %10.0f "
+			        "%12.0f\n", gq, h, kv / 1e6, part / 1e6, fl / 1e9,
+			        fl / GEN_H100_BF16_FLOPS * 1e6, fl / ATTN_MMA_FLOPS * 1e6,
+			        fl / (4 * h) / H100_MUFU_PER_S * 1e6, tp * 1e6, tmg * 1e6, 100.0 * tkv / tp,
+			        100.0 * tkv / (tp + tmg));
+		}
+	fprintf(out, "    not modelled: L2 hits (the row blocks re-read K/V from L2; partials may never "
+	        "leave L2, which would lift the share), load/compute overlap (no cp.async pipeline)\n");
 }
 
 int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum, sw_err *err)
@@ -181,12 +267,14 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 				fprintf(out, "      (not compiled: no resources.json entry)\n");
 		}
 		fprintf(out, "\nroofline on H100 SXM (%d SMs): HBM %.2f TB/s; cuBLASLt GEMMs at %.0f "
-		        "TFLOP/s dense bf16 (tensor cores), rendered kernels at %.0f TFLOP/s fp32 "
-		        "(CUDA-core FMA: none of them uses mma)\n"
+		        "TFLOP/s dense bf16 (tensor cores), tree attention's _part on mma at %.0f "
+		        "TFLOP/s (ldmatrix-fed, below), the other rendered kernels at %.0f TFLOP/s fp32 "
+		        "(CUDA-core FMA)\n"
 		        "  per op: t = max(bytes / HBM, flops / peak) / min(1, blocks / SMs) per "
 		        "launch (a grid of fewer blocks than SMs gets that share of the chip), "
 		        "times the launches (repeat = layers)\n", GEN_H100_SMS,
-		        GEN_H100_HBM_BPS / 1e12, GEN_H100_BF16_FLOPS / 1e12, GEN_H100_FP32_FLOPS / 1e12);
+		        GEN_H100_HBM_BPS / 1e12, GEN_H100_BF16_FLOPS / 1e12, ATTN_MMA_FLOPS / 1e12,
+		        GEN_H100_FP32_FLOPS / 1e12);
 		fprintf(out, "  exec: kernel = rendered template, cublaslt = GEMM call, pending = "
 		        "no template yet (16-bit embedding gather, K/V store), memset = graph node\n");
 		attention_note(out, eng, phases);
@@ -207,9 +295,11 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 			const json_value *o = ops->items[i];
 			double b = num(o, "bytes"), fl = num(o, "flops"), rep = num(o, "repeat");
 			bool gemm = !strcmp(str(o, "exec"), "cublaslt");
+			bool mma = attn_entry(o, "_part");
 			double share = gemm ? 1.0 : sm_share(json_get(o, "grid"));
 			double tm = b / GEN_H100_HBM_BPS * 1e6 / share;
-			double tc = fl / (gemm ? GEN_H100_BF16_FLOPS : GEN_H100_FP32_FLOPS) * 1e6 / share;
+			double tc = fl / (gemm ? GEN_H100_BF16_FLOPS : mma ? ATTN_MMA_FLOPS : GEN_H100_FP32_FLOPS) *
+			            1e6 / share;
 			double t = tm > tc ? tm : tc;
 			if (rep < 1)
 				rep = 1;

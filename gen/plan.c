@@ -53,25 +53,29 @@ typedef struct act_ix {
 } act_ix;
 
 /* Tree attention launch shape (templates/tree_attention.cu.tmpl's header
- * has the arithmetic). SPLIT: a (KV head, split, token tile) block writes
- * WARPS * GROUP * HEAD_DIM * 4 B of partials per token tile against SPLIT *
- * HEAD_DIM * 2 * 2 B of K/V read, and all tiles together T * GROUP / SPLIT
- * of the K/V bytes; SPLIT >= 2 * T * GROUP keeps that <= 1/2, clamped to
- * [64, 512]: 64 at T = 1 (8 KV heads x 4096 / 64 = 512 blocks, enough for
- * 132 SMs) and 512 at T = 64, GQA 4 (the header's choices). WARPS (tokens
- * per block, each K/V tile reused by WARPS * GROUP rows): 1 at T = 1, 2 at
- * T <= 3, else 4. */
+ * has the arithmetic). The T * GROUP query rows of a KV head go to warps
+ * of 16 rows (one mma fragment row block each): WARPS = min(4, row tiles)
+ * per block (four share each K/V tile in shared memory; more would leave
+ * 168 registers x threads too few blocks per SM), ZT = ceil(rows / (16 *
+ * WARPS)) row blocks on the grid's z axis. SPLIT: a (KV head, split, row
+ * block) writes fp32 partials of its rows against SPLIT * HEAD_DIM * 2 * 2 B
+ * of K/V read, all row blocks together T * GROUP / SPLIT of the K/V bytes;
+ * SPLIT >= 2 * T * GROUP keeps that <= 1/2, clamped to [64, 512]: 64 at
+ * T = 1 (8 KV heads x 4096 / 64 = 512 blocks for 132 SMs), 512 at T = 64,
+ * GQA 4 (8 x 9 x 4 = 288 blocks at 4096 cached keys). */
 typedef struct attn_shape {
-	int T, n_blk, masked, split, warps, ctx_splits, blk_splits;
+	int T, n_blk, masked, split, warps, zt, ctx_splits, blk_splits;
 } attn_shape;
 
 static attn_shape attn_choose(int T, int n_blk, int group, int max_ctx, bool masked)
 {
 	attn_shape a = {.T = T, .n_blk = n_blk, .masked = masked};
+	const int tiles = (T * group + 15) / 16;
 	a.split = 64;
 	while (a.split < 512 && a.split < 2 * T * group)
 		a.split *= 2;
-	a.warps = T == 1 ? 1 : T <= 3 ? 2 : 4;
+	a.warps = tiles < 4 ? tiles : 4;
+	a.zt = (tiles + a.warps - 1) / a.warps;
 	a.ctx_splits = (max_ctx + a.split - 1) / a.split;
 	a.blk_splits = (n_blk + a.split - 1) / a.split;
 	return a;
@@ -324,12 +328,15 @@ static void attn_tree_id(const gen_tree *t, const attn_shape *sh, char *id, size
 	snprintf(id, n, "%s_%08x", nm, (unsigned)(h ^ (h >> 32)));
 }
 
-/* Tree attention of one layer (repeat L): _part over (KV head, split, token
- * tile), then _merge per token. Bytes: the K/V of est_context + N_BLK keys
- * (each crosses HBM once; the token tiles re-read it from L2), q, and the
+/* Tree attention of one layer (repeat L): _part over (KV head, split, row
+ * block), then _merge over (token, BLK_MERGE-thread slices of the
+ * N_HEADS * HEAD_DIM / 4 float4 columns; T blocks alone would fill T of
+ * 132 SMs). Bytes: the K/V of est_context + N_BLK keys
+ * (each crosses HBM once; the row blocks re-read it from L2), q, and the
  * partials of the live splits written by _part and read by _merge. Flops:
- * QK and PV, 2 * 2 per (row, head dim, key), masked block keys included
- * (they are multiplied by p = 0, not skipped). */
+ * what the tensor cores execute, QK and PV, 2 * 2 per (row, head dim, key)
+ * over the rows padded to 16-row fragments and the head dim to 16, masked
+ * block keys included (multiplied by p = 0, not skipped). */
 static void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
                          const char *layers)
 {
@@ -351,17 +358,19 @@ static void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
 	const double live = ceil(ctx / sh->split) + sh->blk_splits;
 	const double part = live * sh->T * nh * (hd + 2) * 4.0;
 	const double rows16 = (double)sh->T * nh * hd * c->dt16;
+	const int mma_rows = (sh->T * (nh / nkv) + 15) / 16 * 16; /* per KV head */
 	op_desc pd = {.name = "attention", .op = "tree_attention", .exec = GEN_EXEC_KERNEL,
 	              .kernel = k, .entry = "_part", .gx = nkv, .gy = sh->ctx_splits + sh->blk_splits,
-	              .gz = (sh->T + sh->warps - 1) / sh->warps, .block = 32 * sh->warps, .repeat = L,
+	              .gz = sh->zt, .block = 32 * sh->warps, .repeat = L,
 	              .layers = layers, .n_args = 6,
 	              .args = {A(a->part_o, 0), A(a->part_ml, 0), A(a->q16, 0), A(m->k_cache, 0),
 	                       A(m->v_cache, 0), A(a->state, m->len_word * 4)},
 	              .bytes = 2.0 * keys * nkv * hd * c->dt16 + rows16 + part,
-	              .flops = 4.0 * sh->T * nh * hd * keys};
+	              .flops = 4.0 * nkv * mma_rows * ((hd + 15) / 16 * 16) * keys};
 	emit(c, &pd);
 	op_desc md = {.name = "attention_merge", .op = "tree_attention", .exec = GEN_EXEC_KERNEL,
-	              .kernel = k, .entry = "_merge", .gx = sh->T, .block = BLK_MERGE, .repeat = L,
+	              .kernel = k, .entry = "_merge", .gx = sh->T,
+	              .gy = (nh * hd / 4 + BLK_MERGE - 1) / BLK_MERGE, .block = BLK_MERGE, .repeat = L,
 	              .layers = layers, .n_args = 4,
 	              .args = {A(a->attn, 0), A(a->part_o, 0), A(a->part_ml, 0),
 	                       A(a->state, m->len_word * 4)},

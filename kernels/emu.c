@@ -92,7 +92,8 @@ struct emu_thread {
 	int line;
 	uint64_t n_sync;  /* barriers this thread has passed or reached */
 	uint64_t shfl_in, shfl_out;
-	int shfl_kind, shfl_arg;
+	int shfl_kind, shfl_arg; /* gather: arg = bytes */
+	const void *gin;         /* gather: this lane's contribution */
 };
 
 /* Shadow state of one 2-byte granule of shared memory, for the race and
@@ -136,6 +137,9 @@ static struct {
 	size_t dyn_off, dyn_bytes;
 	uint32_t epoch;
 	char uninit[256]; /* first uninitialised read of the interval */
+	/* warp gathers: one buffer per warp, overwritten only when all 32 lanes
+	 * have joined the warp's next collective, so after every read of it */
+	unsigned char gbuf[EMU_MAX_THREADS / 32][32 * EMU_GATHER_MAX];
 	/* results */
 	emu_report *rep;
 	int err;
@@ -234,6 +238,26 @@ static uint64_t api_shfl(uint64_t v, int kind, int arg, const char *file, int li
 	t->shfl_arg = arg;
 	yield();
 	return t->shfl_out;
+}
+
+static const void *api_gather(const void *in, size_t bytes, const char *file, int line)
+{
+	emu_thread *t = E.ctx.cur;
+	char b1[48];
+
+	if (bytes == 0 || bytes > EMU_GATHER_MAX) {
+		emu_failf(EMU_EINVAL, "%s: warp gather of %zu bytes at %s:%d (1..%d)",
+		          tstr(t, b1, sizeof(b1)), bytes, file, line, EMU_GATHER_MAX);
+		fail_here();
+	}
+	t->state = T_SHFL;
+	t->file = file;
+	t->line = line;
+	t->shfl_kind = EMU_WARP_GATHER;
+	t->shfl_arg = (int)bytes;
+	t->gin = in;
+	yield();
+	return E.gbuf[t->idx / 32];
 }
 
 static void *api_shared(const void *site, const char *name, size_t bytes)
@@ -399,10 +423,26 @@ static int resolve_shuffles(int *done)
 				                 first->idx - w0, tstr(first, b2, sizeof(b2)), first->file,
 				                 first->line);
 			if (t->file != first->file || t->line != first->line ||
-			    t->shfl_kind != first->shfl_kind)
+			    t->shfl_kind != first->shfl_kind ||
+			    (t->shfl_kind == EMU_WARP_GATHER && t->shfl_arg != first->shfl_arg))
 				return emu_failf(EMU_ESHFL, "warp divergence: lane %d at the shuffle at %s:%d, "
 				                 "lane %d at the one at %s:%d", first->idx - w0, first->file,
 				                 first->line, i - w0, t->file, t->line);
+		}
+		if (first->shfl_kind == EMU_WARP_GATHER) {
+			/* mma/ldmatrix need every lane: no partial warps */
+			if (w1 - w0 < 32)
+				return emu_failf(EMU_ESHFL, "warp gather (mma/ldmatrix) at %s:%d in a warp of %d "
+				                 "lanes: needs all 32 (block of %d threads)", first->file,
+				                 first->line, w1 - w0, E.n);
+			const size_t nb = (size_t)first->shfl_arg;
+			for (int i = w0; i < w1; i++) {
+				memcpy(E.gbuf[w0 / 32] + (size_t)(i - w0) * nb, E.th[i].gin, nb);
+				E.th[i].state = T_RUN;
+			}
+			E.shuffles++;
+			(*done)++;
+			continue;
 		}
 		for (int i = w0; i < w1; i++) {
 			emu_thread *t = &E.th[i];
@@ -564,6 +604,7 @@ static int emu_init(void)
 	E.ctx.sh_access = api_sh_access;
 	E.ctx.align_fail = api_align_fail;
 	E.ctx.fail = api_fail;
+	E.ctx.gather = api_gather;
 	return 0;
 }
 

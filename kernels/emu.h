@@ -77,7 +77,10 @@ int emu_check(emu_report *rep);
 typedef struct emu_thread emu_thread;
 
 enum { EMU_SH_READ = 0, EMU_SH_WRITE = 1, EMU_SH_ATOMIC = 2 };
-enum { EMU_SHFL_XOR = 0, EMU_SHFL_DOWN = 1, EMU_SHFL_UP = 2, EMU_SHFL_IDX = 3 };
+enum { EMU_SHFL_XOR = 0, EMU_SHFL_DOWN = 1, EMU_SHFL_UP = 2, EMU_SHFL_IDX = 3,
+       EMU_WARP_GATHER = 4 };
+/* Bytes one lane may contribute to a warp gather (an mma fragment set is 40). */
+#define EMU_GATHER_MAX 64
 
 typedef struct emu_ctx {
 	emu_thread *cur;        /* the running fiber */
@@ -89,6 +92,12 @@ typedef struct emu_ctx {
 	void *(*sh_access)(void *p, size_t bytes, int kind, const char *file, int line);
 	void (*align_fail)(const void *p, size_t align, const char *file, int line);
 	void (*fail)(int code, const char *file, int line, const char *msg);
+	/* Warp all-gather, the collective under the mma/ldmatrix vocabulary:
+	 * every lane of a full warp contributes `bytes` (<= EMU_GATHER_MAX, the
+	 * same at every lane) from `in`; each gets the 32 contributions, lane
+	 * after lane, valid until its own next warp collective. Joined like a
+	 * shuffle (same site, every lane, or EMU_ESHFL / EMU_EDEADLOCK). */
+	const void *(*gather)(const void *in, size_t bytes, const char *file, int line);
 } emu_ctx;
 
 #endif

@@ -189,6 +189,43 @@ DEV float BLOCK_MAX(float v)
 	return v;
 }
 
+/* ---- tensor-core fragments (sm_80+): mma.sync m16n8k16 with fp32
+ * accumulators and ldmatrix x4; fragment layouts and the emulator's
+ * summation order in prelude_emu.h. Warp-collective: call converged. ---- */
+DEV void MMA_16816_F32_BF16(float *d, const uint32_t *a, const uint32_t *b, const float *c)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+	             "{%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+	             : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+	               "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+DEV void MMA_16816_F32_F16(float *d, const uint32_t *a, const uint32_t *b, const float *c)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+	             "{%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+	             : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+	               "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+/* The 32-bit shared-window address ldmatrix takes. */
+DEV uint32_t sw_smem_addr(const void *p)
+{
+	return (uint32_t)__cvta_generic_to_shared(p);
+}
+DEV void LDMATRIX_X4(uint32_t *r, const void *row)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(sw_smem_addr(row)));
+}
+DEV void LDMATRIX_X4_TRANS(uint32_t *r, const void *row)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(sw_smem_addr(row)));
+}
+
 /* ---- constant tables baked into a generated source (tree masks): file
  * scope, read-only, in the constant bank (warp-uniform reads broadcast) ---- */
 #define DEV_CONST static __constant__ const

@@ -280,6 +280,93 @@ DEV float BLOCK_MAX(float v)
 	return v;
 }
 
+/* ---- tensor-core fragments: mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}
+ * and ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16, warp-collective
+ * (every lane of a full warp, converged; here a warp gather, emu.h).
+ * Lane l: g = l >> 2, q = l & 3; 16-bit pairs pack the lower column (or
+ * row) in the low half. The PTX ISA fragment layouts ("Matrix Fragments for
+ * mma.m16n8k16 with floating point type"):
+ *   A (16x16, row major), uint32_t a[4]: a[0] = A[g][2q..2q+1],
+ *     a[1] = A[g+8][2q..], a[2] = A[g][2q+8..], a[3] = A[g+8][2q+8..]
+ *   B (16x8, "col": k down, n across), uint32_t b[2]: b[0] = B[2q..2q+1][g],
+ *     b[1] = B[2q+8..2q+9][g]
+ *   C, D (16x8 fp32), float c[4]: c[0] = C[g][2q], c[1] = C[g][2q+1],
+ *     c[2] = C[g+8][2q], c[3] = C[g+8][2q+1]
+ * MMA_16816_F32_BF16(d, a, b, c) / _F16: d = c + A B; d may be c. Every
+ * product of two 16-bit values is exact in fp32 (8x8 or 11x11 significand
+ * bits, exponents in range), so only the additions round; here, in this
+ * documented order, each rounded to nearest in fp32:
+ *   d[i] = (((c[i] + p_0) + p_1) + ... + p_15),  p_k = A[row][k] * B[k][col].
+ * The GPU's order and rounding inside the tensor core are unspecified (not
+ * even round-to-nearest on every part), so a test of a kernel that uses mma
+ * derives its bound for ANY order with each addition's relative error up to
+ * 2u (u = 2^-24), not this order's exact result.
+ * LDMATRIX_X4(r, row) / _TRANS: lanes 8i..8i+7 give the 16-byte aligned
+ * shared addresses of rows 0..7 of 8x8 16-bit matrix i; r[i] receives
+ * M_i[g][2q..2q+1], or with _TRANS M_i[2q][g] (low) and M_i[2q+1][g]. ---- */
+typedef struct emu__mma_in {
+	uint32_t a[4], b[2];
+	float c[4];
+} emu__mma_in;
+DEV float emu__h16(uint32_t w, int hi, int f16)
+{
+	const uint16_t h = (uint16_t)(hi ? w >> 16 : w & 0xffffu);
+	return f16 ? F16_TO_F32(h) : BF16_TO_F32(h);
+}
+DEV void emu__mma16816(float *d, const uint32_t *a, const uint32_t *b, const float *c, int f16,
+                       const char *f, int l)
+{
+	emu__mma_in in;
+	memcpy(in.a, a, sizeof(in.a));
+	memcpy(in.b, b, sizeof(in.b));
+	memcpy(in.c, c, sizeof(in.c));
+	const emu__mma_in *all = (const emu__mma_in *)emu__ctx->gather(&in, sizeof(in), f, l);
+	const int g = LANE_ID >> 2, q = LANE_ID & 3;
+	float ar[2][16], bc[2][16], r[4];
+	for (int h = 0; h < 2; h++) /* rows g + 8h of A, columns 2q + h of B */
+		for (int k = 0; k < 16; k++) {
+			ar[h][k] = emu__h16(all[4 * g + (k & 7) / 2].a[h + 2 * (k >> 3)], k & 1, f16);
+			bc[h][k] = emu__h16(all[4 * (2 * q + h) + (k & 7) / 2].b[k >> 3], k & 1, f16);
+		}
+	for (int i = 0; i < 4; i++) {
+		float acc = in.c[i];
+		for (int k = 0; k < 16; k++) {
+			const float p = ar[i >> 1][k] * bc[i & 1][k]; /* exact */
+			acc = acc + p;
+		}
+		r[i] = acc;
+	}
+	memcpy(d, r, sizeof(r));
+}
+#define MMA_16816_F32_BF16(d, a, b, c) emu__mma16816((d), (a), (b), (c), 0, __FILE__, __LINE__)
+#define MMA_16816_F32_F16(d, a, b, c) emu__mma16816((d), (a), (b), (c), 1, __FILE__, __LINE__)
+DEV uint16_t emu__sld16(const void *p, const char *f, int l)
+{
+	uint16_t v;
+	memcpy(&v, emu__ctx->sh_access((void *)p, 2, EMU_SH_READ, f, l), 2);
+	return v;
+}
+DEV void emu__ldmatrix_x4(uint32_t *r, const void *row, int trans, const char *f, int l)
+{
+	emu__aligned(row, 16, f, l);
+	const unsigned char *const *all =
+		(const unsigned char *const *)emu__ctx->gather(&row, sizeof(row), f, l);
+	const int g = LANE_ID >> 2, q = LANE_ID & 3;
+	for (int i = 0; i < 4; i++) {
+		uint32_t lo, hi;
+		if (trans) {
+			lo = emu__sld16(all[8 * i + 2 * q] + 2 * g, f, l);
+			hi = emu__sld16(all[8 * i + 2 * q + 1] + 2 * g, f, l);
+		} else {
+			lo = emu__sld16(all[8 * i + g] + 4 * q, f, l);
+			hi = emu__sld16(all[8 * i + g] + 4 * q + 2, f, l);
+		}
+		r[i] = lo | hi << 16;
+	}
+}
+#define LDMATRIX_X4(r, row) emu__ldmatrix_x4((r), (row), 0, __FILE__, __LINE__)
+#define LDMATRIX_X4_TRANS(r, row) emu__ldmatrix_x4((r), (row), 1, __FILE__, __LINE__)
+
 /* ---- constant tables baked into a generated source (tree masks): file
  * scope, read-only ---- */
 #define DEV_CONST static const

@@ -1,17 +1,22 @@
-/* tree_attention template (both kernels: per-split partials, log-sum-exp
- * merge) in the emulator vs an exact (double) attention on the dequantised
- * bf16/fp16 inputs, with a derived per-element bound, and ref_attention_append
- * on the same inputs within the same bound. Awkward cases: T = 1, chains,
- * every tree preset, kary:2:6 (127 nodes: two mask words, two block splits),
- * a tree level drafted over staged levels (T < N_BLK), causal prefill chunks,
- * GQA 1, 3, 4, 8, head dims 64, 80, 128, contexts 0, 1, 37, 300 with splits
- * of 64 and 128, bf16 and fp16. Unused cache slots and the partial buffers
- * start as NaN (emu_alloc), so a read of a dead split or slot shows. Then
- * NVRTC for sm_80 and sm_90 on the test variants and on real shapes
- * (Llama-2-7B, Llama-3-8B with eagle25/sequoia63): zero spills, resources
- * printed. */
+/* tree_attention template (both kernels: per-split partials on the tensor
+ * cores, log-sum-exp merge) in the emulator, where every mma and ldmatrix
+ * is a warp collective computed lane by lane, vs an exact (double)
+ * attention on the dequantised bf16/fp16 inputs, with a per-element bound
+ * derived from the dtype (P rounded to 16 bits before P.V; see
+ * exact_attention), and ref_attention_append on the same inputs within the
+ * bound of fp32 P. Awkward cases: T = 1 (one warp, and four with three
+ * idle), chains, every tree preset, kary:2:6 (127 nodes: two mask words,
+ * two block splits), a tree level drafted over staged levels (T < N_BLK),
+ * causal prefill chunks, GQA 1, 2, 3, 4, 8 (a token's rows straddling
+ * 16-row fragments), head dims 40 (padded to 48), 64, 80, 128, contexts 0,
+ * 1, 37, 300, 513, 900 with splits of 64, 128 and 512, bf16 and fp16. Unused
+ * cache slots and the partial buffers start as NaN (emu_alloc), so a read
+ * of a dead split or slot shows. Then NVRTC for sm_80 and sm_90 on every
+ * emulated variant and on real shapes (Llama-2-7B, Llama-3-8B with
+ * eagle25/sequoia63, GQA 8): zero spills and zero stack, registers printed. */
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -184,23 +189,49 @@ static float from16(int f16, uint16_t h)
 	return f16 ? gguf_f16_to_f32(h) : gguf_bf16_to_f32(h);
 }
 
+/* Arithmetic of one run, for the bound: R rescales per split, n_splits
+ * partials merged, the output's unit roundoff u_out, and the rounding of
+ * the weights P to the 16-bit dtype before P.V (u_p relative, eta_p absolute
+ * in the subnormal range; 0, 0 for a reference that keeps P in fp32). */
+typedef struct anum {
+	int R, n_splits;
+	double u_out, u_p, eta_p;
+} anum;
+
+/* mma sums: any order, each addition off by <= 2u (round to nearest gives
+ * u; 2u admits tensor cores that truncate), Higham's gamma with 2u. */
+static double gamma2(int n)
+{
+	return n * 2.0 * U32 / (1.0 - n * 2.0 * U32);
+}
+
 /* The bound, per output element, against the exact attention of the
- * dequantised inputs (see the report in the file header of the template for
- * the kernel's arithmetic). Scores: an fp32 dot of hd terms (gamma_hd *
- * sum |q k|) times the fp32 scale (one rounding, u |s|). Each weight
- * e^(s_j - m) then passes through at most R + 2 exponentials/rescales (one
- * per 32-key tile of a split, the first exp, the merge): each rounds its
- * argument (|arg| <= 2 S, S = max |s_j|: u 2S), errs by up to 2 ulp (CUDA
- * expf; <= 4u relative) and is multiplied in (u). So every weight carries a
- * relative error <= eps = expm1(delta + (R + 2)(2S + 5)u). A ratio
- * sum w' v / sum w' with relative weight errors <= eps moves by <= 2 eps /
- * (1 - eps) * A, A = sum p_j |v_j|; the fp32 sums of N terms add gamma_N to
- * numerator and denominator, the final 1/l and product 2u. Then the output
- * rounds to the 16-bit dtype: u_out (|o| + that), u_out = 2^-8 (bf16) or
- * 2^-11 (fp16), plus 2^-25 for fp16's subnormal spacing. */
+ * dequantised inputs (see the file header of the template for the kernel's
+ * arithmetic). Scores: Q.K^T on the tensor cores, hd exact products summed
+ * in fp32 in an unspecified order (gamma2_hd * sum |q k|), times the fp32
+ * scale (u |s|). Each weight e^(s_j - m) then passes through at most R + 2
+ * exponentials/rescales (one per 32-key tile of a split, the first exp, the
+ * merge): each rounds its argument (|arg| <= 2 S, S = max |s_j|: u 2S), errs
+ * by up to 2 ulp (CUDA expf; <= 4u relative) and is multiplied in (u): a
+ * relative error <= eps = expm1(delta + (R + 2)(2S + 5)u). Rounding p to the
+ * 16-bit dtype before P.V multiplies it by (1 + d), |d| <= u_p (2^-8 bf16,
+ * 2^-11 fp16), or in the subnormal range adds up to eta_p (half the
+ * spacing: 2^-25 fp16, 2^-134 bf16); later rescales are <= 1 (running max),
+ * so the final weight is w_j (1 + e_j) + n_j, |e_j| <= eps' = (1 + eps)(1 +
+ * u_p) - 1, |n_j| <= eta' = eta_p (1 + eps). Both the numerator (mma) and l
+ * sum exactly these weights, so the kernel's ratio moves by
+ *   sum (w'_j - w_j)(v_j - o) / sum w'_j
+ *     <= [2 eps' A + eta' (V1 + N A) / W] / (1 - eps' - N eta' / W) =: e_w,
+ * with W = sum w_j >= 1 (the max weight is 1), A = sum w_j |v_j| / W >= |o|,
+ * V1 = sum |v_j| over the N visible keys. The fp32 sums add gamma2_Nt
+ * (numerator, mma) and gamma_Nt (l) relative to A + e_w, Nt = N + n_splits
+ * additions per chain, the final 1/l and product 2u; all of it inflated by
+ * (1 + 2 eps' + 2 gamma2_Nt) for second-order terms. Then the output rounds
+ * to the 16-bit dtype: u_out (|o| + that), plus 2^-25 for fp16's subnormal
+ * spacing. */
 static void exact_attention(double *ref, double *bound, const float *qf, const float *kf,
                             const float *vf, int T, int ctx, int n_blk, int nh, int nkv, int hd,
-                            const uint64_t *mask, int mw, int R, double u_out)
+                            const uint64_t *mask, int mw, const anum *an)
 {
 	const int G = nh / nkv, first = n_blk - T;
 	const float scale = 1.0f / sqrtf((float)hd);
@@ -225,17 +256,17 @@ static void exact_attention(double *ref, double *bound, const float *qf, const f
 					adot += fabs((double)q[d] * kf[j * kv_row + kh + d]);
 				}
 				s[j] = dot * scale;
-				dl[j] = gamma_n(hd) * adot * scale + U32 * fabs(s[j]);
+				dl[j] = gamma2(hd) * adot * scale + U32 * fabs(s[j]);
 				m = fmax(m, s[j]);
 				S = fmax(S, fabs(s[j]));
 				delta = fmax(delta, dl[j]);
 				N++;
 			}
-			const double eps = expm1(delta + (R + 2) * (2.0 * S + 5.0) * U32);
-			const double rel = (2.0 * eps / (1.0 - eps) + 2.0 * gamma_n(N) + 2.0 * U32) *
-			                   (1.0 + 2.0 * eps + 2.0 * gamma_n(N));
+			const int Nt = N + an->n_splits;
+			const double eps = expm1(delta + (an->R + 2) * (2.0 * S + 5.0) * U32);
+			const double epsp = (1.0 + eps) * (1.0 + an->u_p) - 1.0, etap = an->eta_p * (1.0 + eps);
 			for (int d = 0; d < hd; d++) {
-				double num = 0.0, den = 0.0, a = 0.0;
+				double num = 0.0, den = 0.0, a = 0.0, v1 = 0.0;
 				for (int j = 0; j < ctx + n_blk; j++) {
 					if (!vis[j])
 						continue;
@@ -243,11 +274,19 @@ static void exact_attention(double *ref, double *bound, const float *qf, const f
 					num += w * vv;
 					den += w;
 					a += w * fabs(vv);
+					v1 += fabs(vv);
 				}
 				size_t i = ((size_t)t * nh + h) * hd + d;
 				ref[i] = N ? num / den : 0.0;
-				double e = N ? rel * a / den : 0.0;
-				bound[i] = e + u_out * (fabs(ref[i]) + e) + (u_out < 0x1p-9 ? 0x1p-25 : 0.0);
+				double e = 0.0;
+				if (N) {
+					const double A = a / den;
+					const double ew = (2.0 * epsp * A + etap * (v1 + N * A) / den) /
+					                  (1.0 - epsp - N * etap / den);
+					e = (ew + (gamma2(Nt) + gamma_n(Nt) + 2.0 * U32) * (A + ew)) *
+					    (1.0 + 2.0 * epsp + 2.0 * gamma2(Nt));
+				}
+				bound[i] = e + an->u_out * (fabs(ref[i]) + e) + (an->u_out < 0x1p-9 ? 0x1p-25 : 0.0);
 			}
 		}
 	free(s);
@@ -266,8 +305,10 @@ static void run_case(const acase *c, const int *ctxs, int n_ctxs)
 	const int ctx_splits = (c->max_ctx + c->split - 1) / c->split;
 	const int n_splits = ctx_splits + (nb + c->split - 1) / c->split;
 	const size_t nq = (size_t)T * nh * hd, kv_row = (size_t)nkv * hd;
-	const double u_out = c->f16 ? 0x1p-11 : 0x1p-8;
-	const int R = c->split / 32;
+	/* the kernel: P rounded to the dtype; the host reference: fp32 P */
+	const anum an_k = {.R = c->split / 32, .n_splits = n_splits, .u_out = c->f16 ? 0x1p-11 : 0x1p-8,
+	                   .u_p = c->f16 ? 0x1p-11 : 0x1p-8, .eta_p = c->f16 ? 0x1p-25 : 0x1p-134};
+	const anum an_r = {.R = c->split / 32, .n_splits = n_splits};
 	uint16_t *q = emu_alloc(nq * 2, "q"), *out = emu_alloc(nq * 2, "out");
 	uint16_t *k = emu_alloc((size_t)c->max_ctx * kv_row * 2, "k_cache");
 	uint16_t *v = emu_alloc((size_t)c->max_ctx * kv_row * 2, "v_cache");
@@ -303,22 +344,28 @@ static void run_case(const acase *c, const int *ctxs, int n_ctxs)
 		}
 		*ctx_len = ctx;
 		void *pa[] = {&po, &pml, &q, &k, &v, &ctx_len};
-		launch(kp, d3((unsigned)nkv, (unsigned)n_splits, (unsigned)((T + c->warps - 1) / c->warps)),
-		       d3(32u * (unsigned)c->warps, 1, 1), pa);
+		const int rows = T * (nh / nkv); /* 16 query rows per warp */
+		const unsigned zt = (unsigned)((rows + 16 * c->warps - 1) / (16 * c->warps));
+		launch(kp, d3((unsigned)nkv, (unsigned)n_splits, zt), d3(32u * (unsigned)c->warps, 1, 1), pa);
 		void *ma[] = {&out, &po, &pml, &ctx_len};
-		launch(km, d3((unsigned)T, 1, 1), d3(128, 1, 1), ma);
+		launch(km, d3((unsigned)T, (unsigned)((nh * hd / 4 + 127) / 128), 1), d3(128, 1, 1), ma);
 		assert_int_equal(*ctx_len, ctx);
 
 		const uint64_t *mask = c->tree ? s->mask : NULL;
-		exact_attention(ref, bound, qf, kf, vf, T, ctx, nb, nh, nkv, hd, mask, s->mw, R, u_out);
+		exact_attention(ref, bound, qf, kf, vf, T, ctx, nb, nh, nkv, hd, mask, s->mw, &an_k);
 		for (size_t i = 0; i < nq; i++)
 			got[i] = from16(c->f16, out[i]);
 		snprintf(what, sizeof(what), "%s ctx %d", kp->name, ctx);
 		check_close(what, got, ref, bound, nq);
+		double worst = 0.0; /* how much of the derived bound the kernel uses */
+		for (size_t i = 0; i < nq; i++)
+			worst = fmax(worst, fabs(got[i] - ref[i]) / bound[i]);
+		print_message("  %-16s T %3d G %d hd %3d %s ctx %4d: max |err| / bound = %.3f\n",
+		              s->tree_id, T, nh / nkv, hd, c->f16 ? "f16 " : "bf16", ctx, worst);
 		/* The fp32 host reference on the same inputs, within the bound
-		 * without the output rounding (recomputed with u_out = 0). */
+		 * without the output rounding and with P in fp32 (an_r). */
 		ref_attention_append(rout, qf, kf, vf, T, ctx, nb, nh, nkv, hd, mask, scratch);
-		exact_attention(ref, bound, qf, kf, vf, T, ctx, nb, nh, nkv, hd, mask, s->mw, R, 0.0);
+		exact_attention(ref, bound, qf, kf, vf, T, ctx, nb, nh, nkv, hd, mask, s->mw, &an_r);
 		snprintf(what, sizeof(what), "ref_attention_append vs exact, %s ctx %d", s->tree_id, ctx);
 		check_close(what, rout, ref, bound, nq);
 		free(kf);
@@ -340,99 +387,152 @@ static void run_case(const acase *c, const int *ctxs, int n_ctxs)
 	free(s);
 }
 
+/* The emulated cases, one table per test; the NVRTC test compiles all of
+ * them. Fields: tree, level, causal n_blk, n_heads, n_kv_heads, head_dim,
+ * f16, split, max_ctx, warps (16 query rows each). */
+
 /* T = 1 (the root alone: a decode step), every context edge, GQA 1 and 4,
- * both head dims, both dtypes. */
+ * both head dims, both dtypes, one warp (the planner's choice) and four
+ * (three of them without rows). */
+static const acase single_cases[] = {
+	{"root", -1, 0, 4, 4, 64, 0, 64, 384, 1},
+	{"root", -1, 0, 4, 4, 64, 1, 64, 384, 4},
+	{"root", -1, 0, 4, 1, 128, 0, 64, 384, 4},
+	{"root", -1, 0, 4, 1, 128, 1, 64, 384, 1},
+};
+
+/* Chains and every preset; GQA 4 over one KV head (rows of 4 tokens per
+ * 16-row fragment; eagle25: 104 rows, the last warp of the second block
+ * idle); split 64 and 128. */
+static const acase preset_cases[] = {
+	{"chain:5", -1, 0, 4, 1, 64, 0, 128, 448, 4},
+	{"eagle25", -1, 0, 4, 1, 128, 1, 64, 448, 4},
+	{"sequoia63", -1, 0, 4, 1, 64, 0, 128, 448, 4},
+	{"medusa63", -1, 0, 4, 1, 128, 0, 64, 448, 4},
+	{"biseq8", -1, 0, 4, 1, 64, 1, 128, 448, 4},
+	{"biseq16", -1, 0, 4, 1, 128, 0, 64, 448, 4},
+};
+
+/* kary:2:6: 127 nodes, two mask words per row, two block splits of 64;
+ * chain:64: deep, 65 nodes, GQA 1. */
+static const acase wide_cases[] = {
+	{"kary:2:6", -1, 0, 2, 1, 64, 0, 64, 448, 4},
+	{"chain:64", -1, 0, 1, 1, 64, 1, 64, 192, 2},
+};
+
+/* GQA 8 and 3 (rows of a token straddle fragments), head dims 80 and 40
+ * (40: padded to 48 with zero dims), one and two warps per block. */
+static const acase gqa_cases[] = {
+	{"eagle25", -1, 0, 8, 1, 64, 1, 64, 192, 4},
+	{"biseq8", -1, 0, 6, 2, 128, 0, 128, 256, 2},
+	{"chain:3", -1, 0, 3, 1, 80, 0, 64, 192, 1},
+	{"chain:3", -1, 0, 4, 2, 40, 1, 64, 192, 1},
+};
+
+/* GQA 8 at T = 64 with head dim 128 and the real shapes' split of 512:
+ * 16 rescales per split, 512 rows per KV head (8 blocks of 4 warps). */
+static const acase long_cases[] = {
+	{"sequoia63", -1, 0, 8, 1, 128, 0, 512, 1024, 4},
+};
+
+/* A draft level over the staged levels (T < N_BLK), and causal prefill. */
+static const acase append_cases[] = {
+	{"eagle25", 2, 0, 4, 1, 64, 0, 64, 256, 4},
+	{NULL, -1, 37, 4, 2, 64, 1, 64, 256, 4},
+	{NULL, -1, 1, 2, 1, 128, 0, 128, 256, 4},
+};
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+static void run_table(const acase *cs, size_t n, const int *ctxs, int n_ctxs)
+{
+	for (size_t i = 0; i < n; i++)
+		run_case(&cs[i], ctxs, n_ctxs);
+}
+
 static void test_tree_attention_single(void **state)
 {
 	static const int ctxs[] = {0, 1, 37, 64, 300};
 	(void)state;
-	for (int hdi = 0; hdi < 2; hdi++)
-		for (int f16 = 0; f16 < 2; f16++) {
-			acase c = {"root", -1, 0, 4, hdi ? 1 : 4, hdi ? 128 : 64, f16, 64, 384, 4};
-			run_case(&c, ctxs, 5);
-		}
+	run_table(single_cases, N_OF(single_cases), ctxs, 5);
 }
 
-/* Chains and every preset; GQA 4 over one or two KV heads; split 64 and 128. */
 static void test_tree_attention_presets(void **state)
 {
 	static const int ctxs[] = {0, 37, 300};
-	static const char *trees[] = {"chain:5", "eagle25", "sequoia63", "medusa63", "biseq8", "biseq16"};
 	(void)state;
-	for (int i = 0; i < 6; i++) {
-		acase c = {trees[i], -1, 0, 4, 1, i % 2 ? 128 : 64, i % 3 == 1, i % 2 ? 64 : 128, 448, 4};
-		run_case(&c, ctxs, 3);
-	}
+	run_table(preset_cases, N_OF(preset_cases), ctxs, 3);
 }
 
-/* kary:2:6: 127 nodes, two mask words per row, two block splits of 64. */
 static void test_tree_attention_wide(void **state)
 {
 	static const int ctxs[] = {1, 300};
 	(void)state;
-	acase c = {"kary:2:6", -1, 0, 2, 1, 64, 0, 64, 448, 4};
-	run_case(&c, ctxs, 2);
-	acase d = {"chain:64", -1, 0, 1, 1, 64, 1, 64, 192, 2}; /* deep: 65 nodes */
-	run_case(&d, ctxs, 1);
+	run_case(&wide_cases[0], ctxs, 2);
+	run_case(&wide_cases[1], ctxs, 1);
 }
 
-/* GQA 8 and 3, head dim 80, one and two warps per block. */
 static void test_tree_attention_gqa(void **state)
 {
 	static const int ctxs[] = {0, 37, 130};
 	(void)state;
-	acase a = {"eagle25", -1, 0, 8, 1, 64, 1, 64, 192, 4};
-	run_case(&a, ctxs, 3);
-	acase b = {"biseq8", -1, 0, 6, 2, 128, 0, 128, 256, 2};
-	run_case(&b, ctxs, 3);
-	acase d = {"chain:3", -1, 0, 3, 1, 80, 0, 64, 192, 1};
-	run_case(&d, ctxs, 3);
+	run_table(gqa_cases, N_OF(gqa_cases), ctxs, 3);
 }
 
-/* A draft level over the staged levels (T < N_BLK), and causal prefill. */
+static void test_tree_attention_long(void **state)
+{
+	static const int ctxs[] = {513, 900};
+	(void)state;
+	run_table(long_cases, N_OF(long_cases), ctxs, 2);
+}
+
 static void test_tree_attention_append_causal(void **state)
 {
 	static const int ctxs[] = {0, 37, 100};
 	(void)state;
-	acase a = {"eagle25", 2, 0, 4, 1, 64, 0, 64, 256, 4};
-	run_case(&a, ctxs, 3);
-	acase b = {NULL, -1, 37, 4, 2, 64, 1, 64, 256, 4};
-	run_case(&b, ctxs, 3);
-	acase d = {NULL, -1, 1, 2, 1, 128, 0, 128, 256, 4};
-	run_case(&d, ctxs, 3);
+	run_table(append_cases, N_OF(append_cases), ctxs, 3);
 }
 
 /* ---- NVRTC ---- */
-static void nvrtc_case(gen_nvrtc *nv, const char *prelude, const acase *c)
+/* Every case above and the real shapes, rendered into ONE program per
+ * architecture (each specialisation has its own names), the two
+ * architectures compiled on two threads (ptxas dominates: ~1 s per mma
+ * specialisation); results checked on the main thread. */
+typedef struct nvrtc_job {
+	gen_nvrtc *nv;
+	const char *prelude, *src, *arch;
+	gen_kernel_res *res;
+	int max_res, n, rc;
+	sw_err err;
+} nvrtc_job;
+
+static void *nvrtc_job_run(void *p)
 {
-	static const char *archs[] = {"sm_80", "sm_90"};
-	aspec *s = malloc(sizeof(*s));
-	char key[256], uri[256];
-	make_spec(c, s);
-	char *src = render_case(c, s, key, sizeof(key), uri, sizeof(uri));
-	print_message("  %s = %s\n", key, uri);
-	for (int a = 0; a < 2; a++) {
-		gen_kernel_res res[4];
-		int n = 0;
-		sw_err err = {0};
-		if (gen_nvrtc_compile(nv, prelude, src, key, archs[a], NULL, NULL, res, 4, &n, NULL, &err))
-			fail_msg("%s", err.msg);
-		assert_int_equal(n, 2);
-		for (int i = 0; i < n; i++) {
-			print_message("  %-5s %-30s %3d regs %4d B stack %5d B smem, spills %d/%d\n", archs[a],
-			              res[i].name, res[i].regs, res[i].stack, res[i].smem,
-			              res[i].spill_stores, res[i].spill_loads);
-			if (res[i].spill_stores || res[i].spill_loads)
-				fail_msg("%s %s: spills %d/%d", res[i].name, archs[a], res[i].spill_stores,
-				         res[i].spill_loads);
-		}
-	}
-	free(src);
-	free(s);
+	nvrtc_job *j = p;
+	j->rc = gen_nvrtc_compile(j->nv, j->prelude, j->src, "tree_attn_matrix", j->arch, NULL, NULL,
+	                          j->res, j->max_res, &j->n, NULL, &j->err);
+	return NULL;
 }
 
 static void test_tree_attention_nvrtc(void **state)
 {
+	static const char *archs[] = {"sm_80", "sm_90"};
+	/* real shapes: Llama-2-7B (GQA 1), Llama-3-8B (GQA 4), 8K context */
+	static const acase real_cases[] = {
+		{"chain:5", -1, 0, 32, 32, 128, 0, 64, 8192, 1},
+		{"eagle25", -1, 0, 32, 8, 128, 0, 512, 8192, 4},
+		{"sequoia63", -1, 0, 32, 8, 128, 1, 512, 8192, 4},
+		{"sequoia63", -1, 0, 32, 4, 128, 0, 512, 8192, 4}, /* GQA 8 */
+		{NULL, -1, 256, 32, 8, 128, 0, 512, 8192, 4},
+		{"root", -1, 0, 32, 8, 128, 0, 64, 8192, 1}, /* T = 1 decode */
+	};
+	const struct {
+		const acase *c;
+		size_t n;
+	} tables[] = {{single_cases, N_OF(single_cases)}, {preset_cases, N_OF(preset_cases)},
+	              {wide_cases, N_OF(wide_cases)},     {gqa_cases, N_OF(gqa_cases)},
+	              {long_cases, N_OF(long_cases)},     {append_cases, N_OF(append_cases)},
+	              {real_cases, N_OF(real_cases)}};
 	sw_err err = {0};
 	(void)state;
 	gen_nvrtc *nv = gen_nvrtc_open(&err);
@@ -444,21 +544,62 @@ static void test_tree_attention_nvrtc(void **state)
 	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
 	char *prelude = sw_read_file(path, NULL);
 	assert_non_null(prelude);
-	static const acase cases[] = {
-		/* the emulated variants' kinds */
-		{"eagle25", -1, 0, 8, 1, 64, 1, 64, 192, 4},
-		{"chain:3", -1, 0, 3, 1, 80, 0, 64, 192, 1},
-		{"kary:2:6", -1, 0, 2, 1, 64, 0, 64, 448, 4},
-		{NULL, -1, 37, 4, 2, 64, 1, 64, 256, 4},
-		/* real shapes: Llama-2-7B (GQA 1), Llama-3-8B (GQA 4), 8K context */
-		{"chain:5", -1, 0, 32, 32, 128, 0, 64, 8192, 4},
-		{"eagle25", -1, 0, 32, 8, 128, 0, 512, 8192, 4},
-		{"sequoia63", -1, 0, 32, 8, 128, 1, 512, 8192, 4},
-		{NULL, -1, 256, 32, 8, 128, 0, 512, 8192, 4},
-		{"root", -1, 0, 32, 8, 128, 0, 64, 8192, 1}, /* T = 1 decode, bandwidth bound */
-	};
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-		nvrtc_case(nv, prelude, &cases[i]);
+	size_t cap = 1, len = 0;
+	char *all = calloc(1, 1);
+	int n_kernels = 0;
+	for (size_t t = 0; t < N_OF(tables); t++)
+		for (size_t i = 0; i < tables[t].n; i++) {
+			aspec *s = malloc(sizeof(*s));
+			char key[256], uri[256];
+			make_spec(&tables[t].c[i], s);
+			char *src = render_case(&tables[t].c[i], s, key, sizeof(key), uri, sizeof(uri));
+			print_message("  %s = %s\n", key, uri);
+			size_t n = strlen(src);
+			if (len + n + 2 > cap) {
+				cap = 2 * (len + n + 2);
+				all = realloc(all, cap);
+				assert_non_null(all);
+			}
+			memcpy(all + len, src, n);
+			len += n;
+			all[len++] = '\n';
+			all[len] = 0;
+			n_kernels += 2;
+			free(src);
+			free(s);
+		}
+	nvrtc_job jobs[2];
+	pthread_t th[2];
+	for (int a = 0; a < 2; a++) {
+		memset(&jobs[a], 0, sizeof(jobs[a]));
+		jobs[a].nv = nv;
+		jobs[a].prelude = prelude;
+		jobs[a].src = all;
+		jobs[a].arch = archs[a];
+		jobs[a].max_res = n_kernels + 1;
+		jobs[a].res = calloc((size_t)n_kernels + 1, sizeof(gen_kernel_res));
+		assert_non_null(jobs[a].res);
+		assert_int_equal(pthread_create(&th[a], NULL, nvrtc_job_run, &jobs[a]), 0);
+	}
+	for (int a = 0; a < 2; a++)
+		pthread_join(th[a], NULL);
+	for (int a = 0; a < 2; a++) {
+		const gen_kernel_res *res = jobs[a].res;
+		if (jobs[a].rc)
+			fail_msg("%s", jobs[a].err.msg);
+		assert_int_equal(jobs[a].n, n_kernels);
+		for (int i = 0; i < jobs[a].n; i++) {
+			print_message("  %-5s %-30s %3d regs %4d B stack %5d B smem, spills %d/%d\n", archs[a],
+			              res[i].name, res[i].regs, res[i].stack, res[i].smem,
+			              res[i].spill_stores, res[i].spill_loads);
+			if (res[i].spill_stores || res[i].spill_loads || res[i].stack)
+				fail_msg("%s %s: spills %d/%d, stack %d", res[i].name, archs[a],
+				         res[i].spill_stores, res[i].spill_loads, res[i].stack);
+		}
+	}
+	free(jobs[0].res);
+	free(jobs[1].res);
+	free(all);
 	free(prelude);
 	gen_nvrtc_close(nv);
 }
@@ -470,6 +611,7 @@ int main(void)
 		cmocka_unit_test(test_tree_attention_presets),
 		cmocka_unit_test(test_tree_attention_wide),
 		cmocka_unit_test(test_tree_attention_gqa),
+		cmocka_unit_test(test_tree_attention_long),
 		cmocka_unit_test(test_tree_attention_append_causal),
 		cmocka_unit_test(test_tree_attention_nvrtc),
 	};
