@@ -484,7 +484,6 @@ rt_engine *rt_engine_load(const char *dir, sw_err *err)
 {
 	char path[1100];
 	size_t len = 0;
-
 	snprintf(path, sizeof(path), "%s/engine.json", dir);
 	char *text = sw_read_file(path, &len);
 	if (!text) {
@@ -492,8 +491,16 @@ rt_engine *rt_engine_load(const char *dir, sw_err *err)
 		        "build`?)", path, dir);
 		return NULL;
 	}
-	json_value *root = json_parse(text, len, path, err);
+	rt_engine *e = rt_engine_parse(dir, text, len, err);
 	free(text);
+	return e;
+}
+
+rt_engine *rt_engine_parse(const char *dir, const char *text, size_t len, sw_err *err)
+{
+	char path[1100];
+	snprintf(path, sizeof(path), "%s/engine.json", dir);
+	json_value *root = json_parse(text, len, path, err);
 	if (!root)
 		return NULL;
 	rt_engine *e = calloc(1, sizeof(*e) + sizeof(struct rt_engine_priv));

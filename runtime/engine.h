@@ -11,6 +11,7 @@
 #define RT_ENGINE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -87,6 +88,8 @@ typedef struct rt_engine_stats {
 /* Parses dir/engine.json (every field checked; messages name the file and
  * JSON path). */
 rt_engine *rt_engine_load(const char *dir, sw_err *err);
+/* The same from engine.json's text in memory (dir names it in messages). */
+rt_engine *rt_engine_parse(const char *dir, const char *text, size_t len, sw_err *err);
 void rt_engine_free(rt_engine *e);
 
 /* Binds a loaded engine to a device: allocates the arena, uploads the
