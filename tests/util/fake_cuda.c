@@ -2,6 +2,7 @@
  * keep their dependencies; instantiation checks that every graph (and IF
  * body) is one chain, which is what the backend's single stream must
  * produce, and flattens it into a replay list. */
+#include <cblas.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,11 +11,10 @@
 #include "fake_cuda.h"
 #include "gguf.h"
 
-#define FK_MAX_CALLS 8192
 #define FK_MAX_DEPS 8
 #define FK_MAX_ARGS 16
 #define FK_MAX_HANDLES 256
-#define FK_MAX_KERNELS 64
+#define FK_MAX_KERNELS 1024
 
 enum { FK_KERNEL = 0, FK_MEMSET, FK_MATMUL, FK_COND };
 
@@ -31,6 +31,11 @@ struct CUfunc_st {
 struct CUmod_st {
 	bool cubin;
 	struct CUfunc_st *fns;
+	/* a real image (an ELF cubin, or PTX declaring entries): kept, so that
+	 * cuModuleGetFunction finds only the entries it defines; NULL for a
+	 * stand-in (PTX without .entry), where the registry alone decides */
+	unsigned char *image;
+	size_t image_n;
 };
 
 typedef struct fk_mm {
@@ -101,8 +106,8 @@ typedef struct fk_alloc {
 
 static struct {
 	fake_cuda_cfg cfg;
-	char *calls[FK_MAX_CALLS];
-	int n_calls;
+	char **calls;           /* grows: an engine run logs tens of thousands */
+	int n_calls, cap_calls;
 	char last_error[1024];
 	struct CUctx_st ctx;
 	fk_alloc *allocs;
@@ -115,6 +120,7 @@ static struct {
 	} kernels[FK_MAX_KERNELS];
 	int n_kernels;
 	uint64_t capture_ids;
+	uint64_t if_taken, if_skipped;
 	char fail_call[64];
 	CUresult fail_code;
 	int fail_count;
@@ -124,8 +130,14 @@ static struct {
 
 static void log_call(const char *name, const char *detail)
 {
-	if (F.n_calls == FK_MAX_CALLS)
-		return;
+	if (F.n_calls == F.cap_calls) {
+		int cap = F.cap_calls ? 2 * F.cap_calls : 1024;
+		char **c = realloc(F.calls, sizeof(*c) * (size_t)cap);
+		if (!c)
+			return;
+		F.calls = c;
+		F.cap_calls = cap;
+	}
 	size_t n = strlen(name) + (detail ? strlen(detail) + 1 : 0) + 1;
 	char *s = malloc(n);
 	if (!s)
@@ -184,6 +196,7 @@ void fake_cuda_reset(const fake_cuda_cfg *cfg)
 	                                  .name = "Fake H100"};
 	for (int i = 0; i < F.n_calls; i++)
 		free(F.calls[i]);
+	free(F.calls);
 	for (int i = 0; i < F.n_allocs; i++)
 		emu_free(F.allocs[i].p);
 	free(F.allocs);
@@ -267,6 +280,12 @@ const char *fake_cuda_last_error(void)
 int fake_cuda_live_allocs(void)
 {
 	return F.n_allocs;
+}
+
+void fake_cuda_if_counts(uint64_t *taken, uint64_t *skipped)
+{
+	*taken = F.if_taken;
+	*skipped = F.if_skipped;
 }
 
 void fake_cuda_fail(const char *call, CUresult r, int count)
@@ -452,7 +471,9 @@ static CUresult not_capturing(CUstream s, const char *what)
 
 static CUresult fk_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
-	ENTER(NULL);
+	char nb[24];
+	snprintf(nb, sizeof(nb), "%zu", n);
+	ENTER(nb);
 	CUresult r = not_capturing(s, "cuMemcpyHtoDAsync");
 	if (r)
 		return r;
@@ -465,7 +486,9 @@ static CUresult fk_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n,
 
 static CUresult fk_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
-	ENTER(NULL);
+	char nb[24];
+	snprintf(nb, sizeof(nb), "%zu", n);
+	ENTER(nb);
 	CUresult r = not_capturing(s, "cuMemcpyDtoHAsync");
 	if (r)
 		return r;
@@ -804,6 +827,62 @@ static CUresult fk_cuGraphDestroy(CUgraph g)
 
 /* ---- modules and kernels ---- */
 
+static uint64_t rd_le(const unsigned char *p, int n)
+{
+	uint64_t v = 0;
+	for (int i = n - 1; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* Bytes of an ELF64 image (the driver is given no size): the furthest end
+ * of its header tables and sections; 0 if it is not little-endian ELF64. */
+static size_t elf_size(const unsigned char *b)
+{
+	if (b[4] != 2 || b[5] != 1)
+		return 0;
+	const uint64_t phoff = rd_le(b + 0x20, 8), shoff = rd_le(b + 0x28, 8);
+	const uint64_t phes = rd_le(b + 0x36, 2), phn = rd_le(b + 0x38, 2);
+	const uint64_t shes = rd_le(b + 0x3a, 2), shn = rd_le(b + 0x3c, 2);
+	uint64_t end = 64;
+	if (phoff + phn * phes > end)
+		end = phoff + phn * phes;
+	if (shoff + shn * shes > end)
+		end = shoff + shn * shes;
+	if (shes < 0x28 || shn > 65535)
+		return 0;
+	for (uint64_t i = 0; i < shn; i++) {
+		const unsigned char *sh = b + shoff + i * shes;
+		const uint64_t type = rd_le(sh + 4, 4), off = rd_le(sh + 0x18, 8), sz = rd_le(sh + 0x20, 8);
+		if (type != 8 /* SHT_NOBITS */ && off + sz > end)
+			end = off + sz;
+	}
+	return end < ((uint64_t)1 << 32) ? (size_t)end : 0;
+}
+
+/* Whether a kept image defines entry name: PTX ".entry name(" (or
+ * whitespace), an ELF string "\0name\0" (its symbol table). */
+static bool image_defines(const struct CUmod_st *m, const char *name)
+{
+	const size_t n = strlen(name);
+	if (!m->cubin) {
+		for (const char *p = strstr((const char *)m->image, ".entry"); p;
+		     p = strstr(p + 6, ".entry")) {
+			const char *q = p + 6;
+			while (*q == ' ' || *q == '\t')
+				q++;
+			if (!strncmp(q, name, n) && (q[n] == '(' || q[n] == ' ' || q[n] == '\n' ||
+			                             q[n] == '\t'))
+				return true;
+		}
+		return false;
+	}
+	for (size_t i = 1; i + n + 1 <= m->image_n; i++)
+		if (m->image[i - 1] == 0 && m->image[i + n] == 0 && !memcmp(m->image + i, name, n))
+			return true;
+	return false;
+}
+
 static CUresult fk_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n_opts,
                                       CUjit_option *opts, void **vals)
 {
@@ -820,6 +899,11 @@ static CUresult fk_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n
 	if (!*m)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	(*m)->cubin = cubin;
+	size_t keep = cubin ? elf_size(b) : strstr(image, ".entry") ? strlen(image) + 1 : 0;
+	if (keep && ((*m)->image = malloc(keep))) {
+		memcpy((*m)->image, b, keep);
+		(*m)->image_n = keep;
+	}
 	return CUDA_SUCCESS;
 }
 
@@ -832,6 +916,7 @@ static CUresult fk_cuModuleUnload(CUmodule m)
 		nx = f->next;
 		free(f);
 	}
+	free(m->image);
 	free(m);
 	return CUDA_SUCCESS;
 }
@@ -846,6 +931,9 @@ static CUresult fk_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *na
 			k = F.kernels[i].k;
 	if (!m || (!set_cond && !k))
 		return fk_err(CUDA_ERROR_NOT_FOUND, "fake: no kernel named %s", name);
+	if (m->image && !image_defines(m, name))
+		return fk_err(CUDA_ERROR_NOT_FOUND, "fake: the module's %s defines no entry %s (a C++-"
+		              "mangled or misspelt name?)", m->cubin ? "cubin" : "PTX", name);
 	struct CUfunc_st *x = calloc(1, sizeof(*x));
 	if (!x)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -893,7 +981,10 @@ static CUresult fk_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsign
 	if (!f || !s || !params || extra)
 		return fk_err(CUDA_ERROR_INVALID_VALUE, "fake: launch needs a function, a stream and "
 		              "kernelParams");
-	if (!gx || !gy || !gz || !bx || !by || !bz || (uint64_t)bx * by * bz > 1024)
+	/* the hardware limits (every arch since sm_30): grid y, z <= 65535,
+	 * block z <= 64, 1024 threads */
+	if (!gx || !gy || !gz || !bx || !by || !bz || (uint64_t)bx * by * bz > 1024 ||
+	    gx > 0x7fffffffu || gy > 65535 || gz > 65535 || bz > 64)
 		return fk_err(CUDA_ERROR_INVALID_VALUE, "fake: launch of %s with grid (%u,%u,%u) block "
 		              "(%u,%u,%u)", f->name, gx, gy, gz, bx, by, bz);
 	struct CUgraphNode_st tmp, *x = &tmp;
@@ -954,9 +1045,51 @@ static float lt_get(int type, const void *p, size_t i)
 	return type == CUDA_R_16F ? gguf_f16_to_f32(h) : gguf_bf16_to_f32(h);
 }
 
-/* D (m,n) = alpha op(A) op(B) + beta C, column-major, in double. */
+/* An operand as a dense fp32 column-major (rows, cols) matrix, ld rows. */
+static float *mm_f32(int type, const void *p, uint64_t rows, uint64_t cols, int64_t ld)
+{
+	const uint64_t cnt = rows * cols;
+	float *f = malloc(sizeof(*f) * (size_t)(cnt ? cnt : 1));
+	if (f)
+		for (uint64_t j = 0; j < cols; j++)
+			for (uint64_t i = 0; i < rows; i++)
+				f[i + j * rows] = lt_get(type, p, i + j * (size_t)ld);
+	return f;
+}
+
+/* The host backend's order (fake_cuda_cfg.gemm_blas): both operands
+ * converted to fp32 as dev_host.c converts them, then ONE column-major
+ * cblas_sgemm with cuBLASLt's transposes. dev_host.c's row-major
+ * sgemm(N, T, m, n, k) is, inside CBLAS, exactly this column-major
+ * sgemm(T, N, n, m, k) on the same fp32 arrays, so the sums are the same
+ * float operations in the same order: bit-identical results. */
+static void mm_run_blas(const fk_mm *x)
+{
+	const uint64_t ar = x->transa ? x->k : x->m, ac = x->transa ? x->m : x->k;
+	const uint64_t br = x->transb ? x->n : x->k, bc = x->transb ? x->k : x->n;
+	float *a = mm_f32(x->atype, x->a, ar, ac, x->lda), *b = mm_f32(x->atype, x->b, br, bc, x->ldb);
+	float *d = x->d;
+	if (a && b) {
+		if (x->beta != 0 && x->c != x->d)
+			for (uint64_t j = 0; j < x->n; j++)
+				for (uint64_t i = 0; i < x->m; i++)
+					d[i + j * (size_t)x->ldc] = lt_get(x->ctype, x->c, i + j * (size_t)x->ldc);
+		cblas_sgemm(CblasColMajor, x->transa ? CblasTrans : CblasNoTrans,
+		            x->transb ? CblasTrans : CblasNoTrans, (int)x->m, (int)x->n, (int)x->k,
+		            x->alpha, a, (int)ar, b, (int)br, x->beta, d, (int)x->ldc);
+	}
+	free(a);
+	free(b);
+}
+
+/* D (m,n) = alpha op(A) op(B) + beta C, column-major, in double (or, with
+ * cfg.gemm_blas, in the host backend's fp32 order). */
 static void mm_run(const fk_mm *x)
 {
+	if (F.cfg.gemm_blas) {
+		mm_run_blas(x);
+		return;
+	}
 	for (uint64_t j = 0; j < x->n; j++)
 		for (uint64_t i = 0; i < x->m; i++) {
 			double acc = 0;
@@ -1236,6 +1369,7 @@ static CUresult run_steps(const fk_step *s, int n)
 			fk_handle *h = handle_get(x->h);
 			if (h->value)
 				r = run_steps(s[i].body, s[i].n_body);
+			*(h->value ? &F.if_taken : &F.if_skipped) += 1;
 			break;
 		}
 		}

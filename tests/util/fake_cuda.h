@@ -7,14 +7,18 @@
  * recognised by name and evaluated on the host), and the fake cuBLASLt
  * computes D = op(A) op(B) in cuBLASLt's column-major terms from the
  * descriptors it was given, so a wrong transpose or leading dimension
- * shows. It also checks what a GPU would not forgive silently (graphs that
- * are not a chain, i.e. could run concurrently; unaligned operands for the
- * chosen algorithm; handles with no node; copies inside a capture) and
- * records every call so tests can assert the sequence. Not thread-safe. */
+ * shows (in double, or in the host backend's fp32 order: cfg.gemm_blas).
+ * It also checks what a GPU would not forgive silently (graphs that are
+ * not a chain, i.e. could run concurrently; unaligned operands for the
+ * chosen algorithm; handles with no node; copies inside a capture; launch
+ * dimensions past the hardware limits; an entry a real module image does
+ * not define) and records every call so tests can assert the sequence.
+ * Not thread-safe. */
 #ifndef TESTS_FAKE_CUDA_H
 #define TESTS_FAKE_CUDA_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "dev_cuda_api.h"
 #include "emu.h"
@@ -25,6 +29,11 @@ typedef struct fake_cuda_cfg {
 	const char *name;
 	bool no_conditionals;   /* a pre-12.3 driver: the conditional entry points are NULL */
 	CUresult init_result;   /* what cuInit returns */
+	/* cuBLASLt's sums: false, in double (an exact-ish reference); true, in
+	 * fp32 through cblas_sgemm in the order the host backend uses, so a
+	 * GEMM here is bit-identical to rt_dev_host's (engines compared token
+	 * for token across backends) */
+	bool gemm_blas;
 } fake_cuda_cfg;
 
 /* Forgets all state (memory, modules, graphs, the call log, registered
@@ -33,12 +42,15 @@ void fake_cuda_reset(const fake_cuda_cfg *cfg);
 /* Fills the tables with the fake's entry points. */
 void fake_cuda_api(rt_cu_api *cu, rt_lt_api *lt);
 
-/* cuModuleGetFunction(name) will resolve to k in any module. */
+/* cuModuleGetFunction(name) will resolve to k in any module whose image
+ * defines name (an ELF cubin's symbol strings, PTX's ".entry name"), or in
+ * any module loaded from a stand-in PTX text without .entry lines. */
 void fake_cuda_register(const char *name, const emu_kernel *k);
 
 /* The call log: "cuName" or "cuName detail" (detail: the kernel name of a
  * launch, "cubin"/"ptx" for a module load, "conditional" for a node add,
- * "body" for a capture into an existing graph). */
+ * "body" for a capture into an existing graph, the byte count of a
+ * cuMemcpy*). Unbounded. */
 int fake_cuda_n_calls(void);
 const char *fake_cuda_call(int i);
 /* Entries matching pat ("cuName" matches "cuName ..." too). */
@@ -54,6 +66,9 @@ void fake_cuda_print_log(void);
 const char *fake_cuda_last_error(void);
 /* Device allocations still live (leak checks). */
 int fake_cuda_live_allocs(void);
+/* IF nodes evaluated by graph launches since the reset: bodies run and
+ * bodies skipped. */
+void fake_cuda_if_counts(uint64_t *taken, uint64_t *skipped);
 /* Makes the count-th next call named call return r (count 1: the next). */
 void fake_cuda_fail(const char *call, CUresult r, int count);
 

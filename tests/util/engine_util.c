@@ -1,0 +1,106 @@
+/* Engine tests' common ground (engine_util.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "build.h"
+#include "engine_util.h"
+#include "gguf.h"
+#include "testutil.h"
+
+void eu_work_dir(char *dir, size_t n, const char *name)
+{
+	char c[600];
+	snprintf(dir, n, "build/%s.%d", name, (int)getpid());
+	mkdir("build", 0755);
+	mkdir(dir, 0755);
+	snprintf(c, sizeof(c), "%s/cache", dir);
+	mkdir(c, 0755);
+}
+
+rt_model *eu_tiny_model(const char *dir, char *path, size_t n)
+{
+	sw_err err = {0};
+	rt_model *m = tu_tiny_llama(EU_TINY_VOCAB, 256, 3, 4, 2, 384, 7);
+	if (!m)
+		fail_msg("tu_tiny_llama failed");
+	snprintf(path, n, "%s/tiny.gguf", dir);
+	if (rt_llama_save_gguf(m, path, GGML_T_F32, &err))
+		fail_msg("%s: %s", path, err.msg);
+	return m;
+}
+
+void eu_tiny_spec(char *buf, size_t n, const char *model_path, const char *draft, const char *tree,
+                  const char *verify, const char *expand, double temp, const char *dtype,
+                  const char *extra)
+{
+	snprintf(buf, n,
+	         "{\"name\": \"tiny\", \"target\": {\"path\": \"%s\"}, \"draft\": {\"method\": \"%s\"}, "
+	         "\"tree\": \"%s\", \"verify\": {\"method\": \"%s\", \"expand\": \"%s\"}, "
+	         "\"sampling\": {\"temperature\": %g, \"top_k\": 0, \"top_p\": 1}, "
+	         "\"max_context\": 192, \"prefill_chunk\": 16, \"dtype\": \"%s\", "
+	         "\"archs\": [\"sm_80\"]%s%s}",
+	         model_path, draft, tree, verify, expand, temp, dtype, extra && *extra ? ", " : "",
+	         extra ? extra : "");
+}
+
+void eu_tiny_prompt(int32_t *p, int n)
+{
+	uint64_t s = 99;
+	for (int i = 0; i < n; i++)
+		p[i] = i >= 12 && (i % 3) ? p[i - 12] : (int32_t)(tu_rand(&s) % EU_TINY_VOCAB);
+}
+
+void eu_build(const char *spec_json, const char *dir, const char *cache_dir, bool compile)
+{
+	char sp[600];
+	sw_err err = {0};
+	gen_spec *s = malloc(sizeof(*s));
+	assert_non_null(s);
+	snprintf(sp, sizeof(sp), "%s.spec.json", dir);
+	FILE *f = fopen(sp, "w");
+	assert_non_null(f);
+	fputs(spec_json, f);
+	fclose(f);
+	if (gen_spec_load(sp, NULL, s, &err))
+		fail_msg("%s", err.msg);
+	gen_build_opts o = {.out_dir = dir, .cache_dir = cache_dir, .no_compile = !compile};
+	gen_build_stats st;
+	if (gen_build(s, &o, &st, &err))
+		fail_msg("build %s: %s", dir, err.msg);
+	free(s);
+}
+
+rt_engine *eu_bind(const char *dir, rt_dev *d, const rt_model *m, uint64_t seed)
+{
+	sw_err err = {0};
+	rt_engine *e = rt_engine_load(dir, &err);
+	if (!e)
+		fail_msg("%s", err.msg);
+	if (rt_engine_bind(e, d, m, NULL, seed, &err))
+		fail_msg("bind (%s): %s", d->desc, err.msg);
+	return e;
+}
+
+int eu_generate(rt_engine *e, const char *what, const int32_t *prompt, int n_prompt, int max_new,
+                bool eager, int32_t *out, rt_engine_stats *st)
+{
+	sw_err err = {0};
+	rt_engine_run r = {.prompt = prompt, .n_prompt = n_prompt, .max_new = max_new, .eos = -1,
+	                   .eager = eager};
+	int n = rt_engine_generate(e, &r, out, st, &err);
+	if (n < 0)
+		fail_msg("generate (%s, %s): %s", what, e->dev->desc, err.msg);
+	print_message("  %-30s %s: %d tokens, %d iterations (tau %.2f), prefill %.3f s, capture "
+	              "%.3f s, decode %.3f s\n", what, eager ? "eager" : "graph", n, st->n_iters,
+	              st->n_iters ? (double)n / st->n_iters : 0.0, st->t_prefill, st->t_capture,
+	              st->t_decode);
+	return n;
+}

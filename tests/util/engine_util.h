@@ -1,0 +1,44 @@
+/* Engine tests' common ground (tests/test_engine*.c): the tiny Llama the
+ * engines are built for (saved as GGUF, since a spec names its target by
+ * path), the spec text for it, a prompt with repeats (so n-grams match),
+ * `specwright build` without NVRTC, and load + bind + generate on any
+ * device. Each helper fails the running CMocka test on error. Not the
+ * references the engines are checked against (those stay in each test). */
+#ifndef TESTS_ENGINE_UTIL_H
+#define TESTS_ENGINE_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctx.h"
+#include "device.h"
+#include "engine.h"
+
+/* vocab 111 (not a power of two), dim 256, 3 layers, 4 heads, 2 KV heads
+ * (head_dim 64, GQA 2), ffn 384, seed 7: test_engine.c's model. */
+#define EU_TINY_VOCAB 111
+
+/* Makes build/<name>.<pid> (and its cache/ subdirectory) into dir. */
+void eu_work_dir(char *dir, size_t n, const char *name);
+/* The tiny model, also saved (f32) as dir/tiny.gguf into path. */
+rt_model *eu_tiny_model(const char *dir, char *path, size_t n);
+/* A spec for the tiny model at model_path: max_context 192, prefill chunk
+ * 16, archs sm_80; extra (NULL or "") is appended as more top-level JSON
+ * members, e.g. "\"adaptive\": {\"h\": 0.3}". */
+void eu_tiny_spec(char *buf, size_t n, const char *model_path, const char *draft, const char *tree,
+                  const char *verify, const char *expand, double temp, const char *dtype,
+                  const char *extra);
+/* n prompt tokens below EU_TINY_VOCAB: random, then repeating with period 12. */
+void eu_tiny_prompt(int32_t *p, int n);
+/* Writes spec_json to <dir>.spec.json and builds the engine into dir
+ * (plan + render; no NVRTC unless compile). */
+void eu_build(const char *spec_json, const char *dir, const char *cache_dir, bool compile);
+/* Loads the engine in dir and binds it to d (seed for Philox). */
+rt_engine *eu_bind(const char *dir, rt_dev *d, const rt_model *m, uint64_t seed);
+/* rt_engine_generate with no EOS; returns the token count; prints a line
+ * (what, tokens, iterations, tau, times). */
+int eu_generate(rt_engine *e, const char *what, const int32_t *prompt, int n_prompt, int max_new,
+                bool eager, int32_t *out, rt_engine_stats *st);
+
+#endif
