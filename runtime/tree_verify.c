@@ -254,8 +254,10 @@ static int spechub_pair(const float *p, const float *q, int V, const int *ch, co
 
 /* A SpecHub tree must be made of pairs the SpecHub sampler can produce:
  * nodes with <= 2 children, and at 2 children exactly one of them the hub
- * and some mass on the other tokens. Checked for every node up front so that an incompatible
- * tree fails whatever path the walk would take. */
+ * and some mass on the other tokens. A pair with an absent child is plain
+ * RS on the present one, so only its shape is checked. Checked for every
+ * node up front so that an incompatible tree fails whatever path the walk
+ * would take. */
 static bool spechub_valid(const gen_tree *t, const int32_t *tok, const float *q, int V)
 {
 	for (int u = 0; u < t->n; u++) {
@@ -265,6 +267,8 @@ static bool spechub_valid(const gen_tree *t, const int32_t *tok, const float *q,
 			continue;
 		const float *qu = q + (size_t)u * V;
 		const int *ch = t->child_list + t->child_start[u];
+		if (tok[ch[0]] < 0 || tok[ch[1]] < 0)
+			continue;
 		int a = rt_argmax(qu, V), other = tok[ch[0]] == a ? tok[ch[1]] : tok[ch[0]];
 		if ((tok[ch[0]] == a) == (tok[ch[1]] == a) || other < 0 || other >= V ||
 		    !(qu[other] > 0.0f))
@@ -277,7 +281,8 @@ static bool spechub_valid(const gen_tree *t, const int32_t *tok, const float *q,
  * (EAGLE/Medusa evaluate_posterior), ties to the lowest node id. With
  * distinct siblings this is the walk "move to the matching child"; with
  * duplicate siblings it also looks past the first matching one. One pass in
- * BFS order, the shape the GPU kernel uses. */
+ * BFS order, the shape the GPU kernel uses. An absent node (token < 0)
+ * never matches an argmax, so the path ends at its parent. */
 static void verify_greedy(const gen_tree *t, const int32_t *tok, const float *p, int V, rt_tree_result *res)
 {
 	bool ok[GEN_TREE_MAX_NODES];
@@ -308,7 +313,7 @@ int rt_verify_tree(const gen_tree *t, int method, const int32_t *tok, const floa
 	if (!q && method != RT_VERIFY_GREEDY && method != RT_VERIFY_ONEHOT)
 		return SW_EINVAL;
 	for (int u = 1; u < t->n; u++)
-		if (tok[u] < 0 || tok[u] >= V)
+		if (tok[u] >= V) /* < 0: absent, never tested */
 			return SW_EINVAL;
 	if (method == RT_VERIFY_SPECHUB && !spechub_valid(t, tok, q, V))
 		return SW_EINVAL;
@@ -325,17 +330,23 @@ int rt_verify_tree(const gen_tree *t, int method, const int32_t *tok, const floa
 	for (;;) {
 		const float *pu = p + (size_t)u * V, *qu = q ? q + (size_t)u * V : NULL;
 		const int *ch = t->child_list + t->child_start[u];
-		int k = t->n_children[u], acc = -1;
+		int k = t->n_children[u], acc = -1, present = 0;
 		const float *dist = r;
+		/* Absent children (token < 0: levels SpecDec++ stopped before) are
+		 * skipped everywhere below: no coin, no residual or q update. */
+		for (int i = 0; i < k; i++)
+			present += tok[ch[i]] >= 0;
 		memcpy(r, pu, (size_t)V * sizeof(*r));
-		if (k == 0) {
+		if (present == 0) {
 			dist = pu; /* bonus from the leaf's own p */
-		} else if (method == RT_VERIFY_RRS || (method == RT_VERIFY_SPECHUB && k == 1)) {
+		} else if (method == RT_VERIFY_RRS || (method == RT_VERIFY_SPECHUB && present == 1)) {
 			/* q never changes; a duplicate sibling is still tested (it
 			 * fails: r(y) = 0 after its first rejection) and still applies
 			 * the update: skipping it biases the output (2, PITFALL). */
 			for (int i = 0; i < k && acc < 0; i++) {
 				int y = tok[ch[i]];
+				if (y < 0)
+					continue;
 				if (coin(seed, iter, ch[i], r[y], qu[y]))
 					acc = i;
 				else
@@ -345,6 +356,8 @@ int rt_verify_tree(const gen_tree *t, int method, const int32_t *tok, const floa
 			memcpy(qq, qu, (size_t)V * sizeof(*qq));
 			for (int i = 0; i < k && acc < 0; i++) {
 				int y = tok[ch[i]];
+				if (y < 0)
+					continue;
 				if (coin(seed, iter, ch[i], r[y], qq[y])) {
 					acc = i;
 				} else {
@@ -355,12 +368,14 @@ int rt_verify_tree(const gen_tree *t, int method, const int32_t *tok, const floa
 		} else if (method == RT_VERIFY_ONEHOT) {
 			for (int i = 0; i < k && acc < 0; i++) {
 				int y = tok[ch[i]];
+				if (y < 0)
+					continue;
 				if (coin(seed, iter, ch[i], r[y], 1.0))
 					acc = i;
 				else
 					residual_update(r, NULL, y, V);
 			}
-		} else { /* SpecHub pair */
+		} else { /* SpecHub pair, both present */
 			acc = spechub_pair(pu, qu, V, ch, tok, seed, iter, r);
 		}
 		if (acc >= 0) {

@@ -82,6 +82,20 @@ typedef struct rt_tree_result {
  *              (may be NULL for them)
  * Walks from the root testing children in rank order with the method's rule
  * (ALGORITHMS.txt 1c, 2, 3, 4); accepted path and final token in *res.
+ * Absent nodes: a node whose token is negative was not drafted (SpecDec++
+ * stopped before its level; the adapt kernel writes -1). It is never
+ * tested and updates no residual or draft distribution; the present
+ * children keep their rank order; a node whose children are all absent is
+ * a leaf (bonus from its p; GREEDY: the path ends there, final = argmax of
+ * its p); a SpecHub pair with one absent child is plain RS on the other.
+ * This verifies exactly the smaller tree that was drafted, so it stays
+ * exact when which nodes are present depends only on draft-side values of
+ * their ancestors (whole levels, as SpecDec++ drops them). Within one
+ * node, RRS needs the absent set independent of the children's tokens,
+ * and RRSW / SPECHUB need the present children to be a prefix in rank
+ * order (the later draws of a without-replacement sequence, or a SpecHub
+ * pair's second child, are not ~ q on their own); ONEHOT takes any subset.
+ * accepted_sibling still counts ranks among all children.
  * Uniform keying (all sw_uniform_double, lane 0):
  *   the accept test of child c:          (seed, iter, c, SW_RNG_ACCEPT),
  *     accepted iff q > 0 and u * q <= p in double (q, p: the method's
@@ -94,10 +108,10 @@ typedef struct rt_tree_result {
  *     computed from (p itself up to rounding).
  * GREEDY takes the deepest node whose whole path matches the argmax of its
  * parent's p (ties: lowest node id) and final = argmax of that node's p.
- * Returns 0 or SW_EINVAL: a token outside [0, V), q == NULL for RRS / RRSW
- * / SPECHUB, or for SPECHUB a node with > 2 children or a 2-child node that
- * is not a SpecHub pair (exactly one child the hub argmax q, the other child with q > 0),
- * checked for every node up front.
+ * Returns 0 or SW_EINVAL: a token >= V, q == NULL for RRS / RRSW / SPECHUB,
+ * or for SPECHUB a node with > 2 children or a 2-child node with both
+ * children present that is not a SpecHub pair (exactly one child the hub
+ * argmax q, the other child with q > 0), checked for every node up front.
  * scratch: 2*V floats. */
 int rt_verify_tree(const gen_tree *t, int method, const int32_t *tok, const float *p, const float *q,
                    int V, uint64_t seed, uint32_t iter, rt_tree_result *res, float *scratch);

@@ -3,9 +3,11 @@
  * accepted path, the final token and the counts must be identical for every
  * method, on the chain, EAGLE, Sequoia, binary-Sequoia and Medusa trees,
  * vocabularies that are not powers of two, temperatures 0 / 0.6 / 1 with and
- * without top-k / top-p. Also exactness of the kernel path (host expansion,
- * kernel verification) by chi-square on Markov tables, and NVRTC for sm_80 /
- * sm_90 with zero spills. */
+ * without top-k / top-p; also with absent nodes (token -1: level cuts, the
+ * chain cut after every depth, the root's only child, random subsets of
+ * children). Also exactness of the kernel path (host expansion, kernel
+ * verification) by chi-square on Markov tables, with and without a random
+ * level cut, and NVRTC for sm_80 / sm_90 with zero spills. */
 #include <dlfcn.h>
 #include <math.h>
 #include <setjmp.h>
@@ -102,12 +104,25 @@ static int rule_for(int method)
 
 static long g_runs, g_accepted, g_mismatch;
 
+/* Absent nodes in check(): none; a level cut (every node deeper than a
+ * depth drawn per seed, 0 .. depth_max, is -1: the SpecDec++ shape, on a
+ * chain the cut after depth 0..D); or random subsets (each child absent
+ * with probability 1/3, its subtree left as drafted: unreachable). */
+enum { ABS_NONE = 0, ABS_LEVELS, ABS_SUBSETS };
+
+static void mark_absent(const gen_tree *t, int mode, int cut, int32_t *tok)
+{
+	for (int u = 1; u < t->n; u++)
+		if ((mode == ABS_LEVELS && t->depth[u] > cut) || (mode == ABS_SUBSETS && rnd() < -1.0 / 3))
+			tok[u] = -1;
+}
+
 /* One configuration, n_seeds seeds: fresh logits per seed; p = rt_probs of
  * the target logits with s, q = rt_probs(draft logits) with the draft's own
  * sampling (temperature max(T, 0.6), no top-k/top-p, so that every rule has
  * enough support); children drawn by rt_expand_node with the method's rule. */
-static void check(const char *tree_spec, int method, int V, float temp, int top_k, float top_p,
-                  int n_seeds, int block)
+static void check_ex(const char *tree_spec, int method, int V, float temp, int top_k, float top_p,
+                     int n_seeds, int block, int absent)
 {
 	gen_tree t;
 	sw_err err = {0};
@@ -151,6 +166,8 @@ static void check(const char *tree_spec, int method, int V, float temp, int top_
 			for (int i = 0; i < nc; i++)
 				b.tok[t.child_list[t.child_start[u] + i]] = ct[i];
 		}
+		const int cut = (sd_i / 2) % (t.depth_max + 1); /* both parities of sd_i per cut */
+		mark_absent(&t, absent, cut, b.tok);
 		*b.iter = iter;
 		vlaunch(k, &b, seed, block);
 
@@ -159,7 +176,10 @@ static void check(const char *tree_spec, int method, int V, float temp, int top_
 		int want_path[GEN_TREE_MAX_DEPTH + 1];
 		if (method == M_CHAIN) {
 			/* rt_verify_chain processes logits itself: the same rt_probs. */
-			int g = t.n - 1;
+			int g = absent == ABS_LEVELS && cut < t.n - 1 ? cut : t.n - 1; /* the drafted length */
+			if (absent == ABS_SUBSETS)
+				for (g = 0; g < t.n - 1 && b.tok[g + 1] >= 0;)
+					g++;
 			s.top_k = top_k == 1 ? 0 : top_k;
 			want_acc = rt_verify_chain(zt, &s, chain_q ? b.q : NULL, b.tok + 1, g, V, seed, iter,
 			                           &want_fin, scr, tmp, idx);
@@ -195,6 +215,12 @@ static void check(const char *tree_spec, int method, int V, float temp, int top_
 	free(tmp);
 	free(idx);
 	vbuf_free(&b);
+}
+
+static void check(const char *tree_spec, int method, int V, float temp, int top_k, float top_p,
+                  int n_seeds, int block)
+{
+	check_ex(tree_spec, method, V, temp, top_k, top_p, n_seeds, block, ABS_NONE);
 }
 
 static void report(const char *what)
@@ -254,10 +280,44 @@ static void test_verify_vocab(void **state)
 	report("vocab 4099 / 32003");
 }
 
+static void test_verify_absent(void **state)
+{
+	(void)state;
+	static const float temps[] = {0.6f, 1.0f};
+	for (int a = 0; a < 2; a++) {
+		check_ex("chain:1", M_CHAIN, 1000, temps[a], 0, 1.0f, 4, 64, ABS_LEVELS);
+		check_ex("chain:5", M_CHAIN, 1000, temps[a], 0, 1.0f, 12, 64, ABS_LEVELS);
+		check_ex("chain:5", M_CHAIN, 1000, temps[a], 1, 1.0f, 12, 64, ABS_LEVELS); /* one-hot */
+		check_ex("chain:5", M_CHAIN, 1000, temps[a], 0, 1.0f, 8, 64, ABS_SUBSETS);
+		for (int m = RT_VERIFY_RRS; m <= RT_VERIFY_ONEHOT; m++) {
+			check_ex("chain:1", m, 1000, temps[a], 0, 1.0f, 4, 64, ABS_LEVELS);
+			check_ex("chain:5", m, 1000, temps[a], 20, 0.9f, 12, 64, ABS_LEVELS);
+		}
+		check_ex("eagle25", RT_VERIFY_RRS, 1000, temps[a], 0, 1.0f, 8, 128, ABS_LEVELS);
+		check_ex("eagle25", RT_VERIFY_RRS, 1000, temps[a], 0, 1.0f, 6, 128, ABS_SUBSETS);
+		check_ex("eagle25", RT_VERIFY_RRSW, 1000, temps[a], 50, 0.9f, 8, 128, ABS_LEVELS);
+		check_ex("eagle25", RT_VERIFY_RRSW, 1000, temps[a], 50, 0.9f, 6, 128, ABS_SUBSETS);
+		check_ex("eagle25", RT_VERIFY_ONEHOT, 1000, temps[a], 0, 0.8f, 6, 128, ABS_SUBSETS);
+		check_ex("sequoia63", RT_VERIFY_RRS, 1000, temps[a], 0, 1.0f, 6, 128, ABS_SUBSETS);
+		check_ex("biseq8", RT_VERIFY_SPECHUB, 1000, temps[a], 0, 1.0f, 8, 64, ABS_LEVELS);
+		check_ex("biseq16", RT_VERIFY_SPECHUB, 1000, temps[a], 30, 0.9f, 10, 64, ABS_SUBSETS);
+		check_ex("medusa63", RT_VERIFY_ONEHOT, 1000, temps[a], 0, 1.0f, 6, 128, ABS_LEVELS);
+	}
+	check_ex("chain:1", RT_VERIFY_GREEDY, 1000, 0.0f, 0, 1.0f, 4, 64, ABS_LEVELS);
+	check_ex("chain:5", RT_VERIFY_GREEDY, 1000, 0.0f, 0, 1.0f, 12, 64, ABS_LEVELS);
+	check_ex("chain:5", M_CHAIN, 1000, 0.0f, 0, 1.0f, 12, 64, ABS_LEVELS);
+	check_ex("eagle25", RT_VERIFY_GREEDY, 1000, 0.0f, 0, 1.0f, 8, 128, ABS_SUBSETS);
+	check_ex("medusa63", RT_VERIFY_GREEDY, 1000, 0.0f, 0, 1.0f, 8, 128, ABS_LEVELS);
+	check_ex("biseq16", RT_VERIFY_SPECHUB, 4099, 0.6f, 0, 1.0f, 4, 256, ABS_SUBSETS);
+	report("absent nodes");
+}
+
 /* Exactness of the kernel path: a Markov table (V = 5 or 6), root token
  * fixed, children by the host expansion rule, verification by the kernel;
- * the first emitted token must follow the target row p(. | root). */
-static void chi2_one(const char *tree_spec, int method, int V, int n)
+ * the first emitted token must follow the target row p(. | root). With
+ * cut, every node deeper than a depth drawn per run (0 .. depth_max, from
+ * the test RNG) is absent. */
+static void chi2_cut(const char *tree_spec, int method, int V, int n, bool cut)
 {
 	gen_tree t;
 	sw_err err = {0};
@@ -288,6 +348,8 @@ static void chi2_one(const char *tree_spec, int method, int V, int n)
 			for (int i = 0; i < nc; i++)
 				b.tok[t.child_list[t.child_start[u] + i]] = ct[i];
 		}
+		if (cut)
+			mark_absent(&t, ABS_LEVELS, (int)((rnd() + 1.0) * 0.5 * (t.depth_max + 1)), b.tok);
 		*b.iter = iter;
 		vlaunch(k, &b, seed, 64);
 		counts[b.otok[0]]++;
@@ -298,13 +360,18 @@ static void chi2_one(const char *tree_spec, int method, int V, int n)
 	int df;
 	double chi = tu_chi2(counts, probs, V, (uint64_t)n, &df);
 	double crit = tu_chi2_crit(df, 1e-4);
-	print_message("  %-8s method %d V %d: chi2 %.2f (df %d, crit %.2f at 1e-4)\n", tree_spec, method,
-	              V, chi, df, crit);
+	print_message("  %-8s method %d V %d%s: chi2 %.2f (df %d, crit %.2f at 1e-4)\n", tree_spec, method,
+	              V, cut ? ", level cut" : "", chi, df, crit);
 	if (!(chi < crit))
 		fail_msg("%s method %d: chi2 %.2f >= %.2f", tree_spec, method, chi, crit);
 	free(P);
 	free(Q);
 	vbuf_free(&b);
+}
+
+static void chi2_one(const char *tree_spec, int method, int V, int n)
+{
+	chi2_cut(tree_spec, method, V, n, false);
 }
 
 static void test_verify_exact(void **state)
@@ -314,6 +381,11 @@ static void test_verify_exact(void **state)
 	chi2_one("eagle25", RT_VERIFY_RRSW, 5, 3000);
 	chi2_one("biseq8", RT_VERIFY_SPECHUB, 6, 3000);
 	chi2_one("chain:5", M_CHAIN, 6, 3000);
+	chi2_cut("eagle25", RT_VERIFY_RRS, 5, 3000, true);
+	chi2_cut("eagle25", RT_VERIFY_RRSW, 5, 3000, true);
+	chi2_cut("eagle25", RT_VERIFY_ONEHOT, 5, 3000, true);
+	chi2_cut("biseq8", RT_VERIFY_SPECHUB, 6, 3000, true);
+	chi2_cut("chain:5", M_CHAIN, 6, 3000, true);
 }
 
 static void test_verify_nvrtc(void **state)
@@ -345,6 +417,7 @@ int main(void)
 		cmocka_unit_test(test_verify_chain),
 		cmocka_unit_test(test_verify_trees),
 		cmocka_unit_test(test_verify_vocab),
+		cmocka_unit_test(test_verify_absent),
 		cmocka_unit_test(test_verify_exact),
 		cmocka_unit_test(test_verify_nvrtc),
 	};

@@ -1,8 +1,10 @@
 /* Tree verification is exact: for every exact (expansion rule, method) pair,
  * the tokens a tree step emits, continued by the target to L tokens, follow
  * the target's order-1 Markov chain (Pearson chi-square at significance 1e-4,
- * critical value by Wilson-Hilferty via tu_chi2_crit, stated per line). Also:
- * the duplicate-skipping RRS bug is caught (power), greedy equals a brute-force
+ * critical value by Wilson-Hilferty via tu_chi2_crit, stated per line), also
+ * when some nodes are absent (token -1: SpecDec++ stopped before their level,
+ * or a suffix / subset of a node's children undrafted). Also: the
+ * duplicate-skipping RRS bug is caught (power), greedy equals a brute-force
  * longest-match search, edge cases, and the lossy rule vs its closed form. */
 #include <math.h>
 #include <setjmp.h>
@@ -67,12 +69,40 @@ typedef struct tree_step {
 	rt_tree_result res;
 } tree_step;
 
-/* Expands t from root token r0 with the rule, verifies with the method, and
- * writes the first L emitted tokens to out, continuing from the target
- * table with the test RNG when the step emitted fewer (exact by
- * construction). Returns the accepted draft count. */
-static int tree_trial(const gen_tree *t, int rule, int method, const world *w, int r0, uint64_t seed,
-                      uint32_t iter, int L, int32_t *out, uint64_t *rng, tree_step *st)
+/* Which nodes a trial leaves undrafted (token -1), chosen from the test RNG,
+ * independently of the tokens and of the verification uniforms. */
+enum absent_mode {
+	ABSENT_NONE = 0,
+	ABSENT_PREFIX, /* per trial: a level cut (the SpecDec++ shape) or, per
+	                * node, a random number of present children in rank order
+	                * (exact for every method) */
+	ABSENT_SUBSET, /* also random subsets of a node's children (exact for
+	                * RRS, ONEHOT and GREEDY) */
+};
+
+static void mark_absent(const gen_tree *t, int mode, int32_t *tok, uint64_t *rng)
+{
+	if (mode == ABSENT_NONE)
+		return;
+	int kind = (int)(tu_rand(rng) % (mode == ABSENT_SUBSET ? 3 : 2));
+	int cut = (int)(tu_rand(rng) % (uint64_t)(t->depth_max + 1));
+	for (int u = 0; u < t->n; u++) {
+		int k = t->n_children[u], keep = (int)(tu_rand(rng) % (uint64_t)(k + 1));
+		for (int i = 0; i < k; i++) {
+			int c = t->child_list[t->child_start[u] + i];
+			bool gone = kind == 0 ? t->depth[c] > cut : kind == 1 ? i >= keep : tu_rand(rng) % 3 == 0;
+			if (gone || tok[u] < 0) /* undrafted below an undrafted node */
+				tok[c] = -1;
+		}
+	}
+}
+
+/* Expands t from root token r0 with the rule, leaves nodes absent by the
+ * mode, verifies with the method, and writes the first L emitted tokens to
+ * out, continuing from the target table with the test RNG when the step
+ * emitted fewer (exact by construction). Returns the accepted draft count. */
+static int tree_trial_absent(const gen_tree *t, int rule, int method, const world *w, int r0, uint64_t seed,
+                             uint32_t iter, int L, int32_t *out, uint64_t *rng, tree_step *st, int absent)
 {
 	int V = w->V;
 	float scratch[4 * VMAX];
@@ -88,7 +118,10 @@ static int tree_trial(const gen_tree *t, int rule, int method, const world *w, i
 		for (int r = 0; r < k; r++)
 			st->tok[t->child_list[t->child_start[u] + r]] = kids[r];
 	}
+	mark_absent(t, absent, st->tok, rng);
 	assert_int_equal(rt_verify_tree(t, method, st->tok, st->p, st->q, V, seed, iter, &st->res, scratch), 0);
+	for (int i = 1; i < st->res.n_path; i++)
+		assert_true(st->tok[st->res.path[i]] >= 0); /* an absent node is never accepted */
 	int n = 0;
 	for (int i = 1; i < st->res.n_path && n < L; i++)
 		out[n++] = st->tok[st->res.path[i]];
@@ -97,6 +130,12 @@ static int tree_trial(const gen_tree *t, int rule, int method, const world *w, i
 	while (n < L)
 		out[n] = rt_sample_cdf(w->P + out[n - 1] * V, V, tu_uniform(rng)), n++;
 	return st->res.n_path - 1;
+}
+
+static int tree_trial(const gen_tree *t, int rule, int method, const world *w, int r0, uint64_t seed,
+                      uint32_t iter, int L, int32_t *out, uint64_t *rng, tree_step *st)
+{
+	return tree_trial_absent(t, rule, method, w, r0, seed, iter, L, out, rng, st, ABSENT_NONE);
 }
 
 /* Exact law of L tokens after r0 under the target chain; index base V. */
@@ -131,8 +170,8 @@ static int seq_index(const int32_t *s, int L, int V)
 
 /* Chi-square of N tree steps against the chain; returns the statistic minus
  * the critical value (< 0: consistent). */
-static double check_tree(const gen_tree *t, int rule, int method, const world *w, int L, int N,
-                         uint64_t seed, const char *label)
+static double check_tree_absent(const gen_tree *t, int rule, int method, const world *w, int L, int N,
+                                uint64_t seed, const char *label, int absent)
 {
 	static tree_step st;
 	int V = w->V, K = (int)pow(V, L);
@@ -141,7 +180,7 @@ static double check_tree(const gen_tree *t, int rule, int method, const world *w
 	int32_t out[LMAX];
 	chain_probs(w, 0, L, probs);
 	for (int i = 0; i < N; i++) {
-		acc += (uint64_t)tree_trial(t, rule, method, w, 0, seed, (uint32_t)i, L, out, &rng, &st);
+		acc += (uint64_t)tree_trial_absent(t, rule, method, w, 0, seed, (uint32_t)i, L, out, &rng, &st, absent);
 		counts[seq_index(out, L, V)]++;
 	}
 	int df;
@@ -149,6 +188,12 @@ static double check_tree(const gen_tree *t, int rule, int method, const world *w
 	printf("  %-40s %-11s+%-8s chi2 %7.2f df %3d crit %6.2f  accepted/step %.3f\n", label,
 	       rt_expand_rule_name(rule), rt_verify_method_name(method), chi, df, crit, (double)acc / N);
 	return chi - crit;
+}
+
+static double check_tree(const gen_tree *t, int rule, int method, const world *w, int L, int N,
+                         uint64_t seed, const char *label)
+{
+	return check_tree_absent(t, rule, method, w, L, N, seed, label, ABSENT_NONE);
 }
 
 static double gauss(uint64_t *s)
@@ -217,6 +262,91 @@ static void run_exact(const world *w, const int *wide, int n_wide, const char *t
 	assert_int_equal(fails, 0);
 }
 
+/* The same pairs with nodes absent: every method with level cuts and
+ * per-node present prefixes; RRS and ONEHOT also with random subsets. */
+static void run_exact_absent(const world *w, const int *wide, int n_wide, const char *tag, uint64_t seed)
+{
+	gen_tree trees[4];
+	const char *names[4] = { "chain:3", "binary depth 2", "wide", "mixed 2/1/2" };
+	tree_from_parents(&trees[0], CHAIN3, 4);
+	tree_from_parents(&trees[1], BIN2, 7);
+	tree_from_parents(&trees[2], wide, n_wide);
+	tree_from_parents(&trees[3], MIXED, 7);
+	int fails = 0;
+	for (size_t e = 0; e < sizeof(EXACT) / sizeof(EXACT[0]); e++)
+		for (int ti = 0; ti < 4; ti++) {
+			int m = EXACT[e].method;
+			if (EXACT[e].rule == RT_EXPAND_SPECHUB && ti == 2)
+				continue;
+			int mode = m == RT_VERIFY_RRS || m == RT_VERIFY_ONEHOT ? ABSENT_SUBSET : ABSENT_PREFIX;
+			char label[96];
+			snprintf(label, sizeof(label), "%s %s, absent %s", tag, names[ti],
+			         mode == ABSENT_SUBSET ? "subsets" : "prefixes");
+			fails += check_tree_absent(&trees[ti], EXACT[e].rule, m, w, 3, 100000, seed + 7919 * e + ti,
+			                           label, mode) >= 0;
+		}
+	assert_int_equal(fails, 0);
+}
+
+static void test_exact_absent(void **state)
+{
+	world w = { .V = 5 };
+	tu_random_table(w.P, 5, 5, 0.2, 11);
+	tu_random_table(w.D, 5, 5, 0.0, 12);
+	run_exact_absent(&w, WIDE4, 8, "V5", 300);
+	warped_world(&w, 6, 21);
+	run_exact_absent(&w, WIDE3, 8, "V6 warped", 400);
+}
+
+/* The root's only child absent: a leaf, so every method emits the bonus
+ * from p(root) (GREEDY: its argmax) and accepts nothing. */
+static void test_absent_root(void **state)
+{
+	static tree_step st;
+	float scratch[4 * VMAX];
+	static const int ONE[] = { -1, 0 }, TWO[] = { -1, 0, 0 };
+	gen_tree t1, t2;
+	tree_from_parents(&t1, ONE, 2);
+	tree_from_parents(&t2, TWO, 3);
+	world w = { .V = 5 };
+	tu_random_table(w.P, 5, 5, 0.2, 51);
+	tu_random_table(w.D, 5, 5, 0.0, 52);
+	const int r0 = 2;
+	double probs[VMAX];
+	for (int x = 0; x < 5; x++)
+		probs[x] = w.P[r0 * 5 + x];
+	for (int m = RT_VERIFY_GREEDY; m <= RT_VERIFY_ONEHOT; m++) {
+		for (int ti = 0; ti < 2; ti++) {
+			const gen_tree *t = ti ? &t2 : &t1;
+			uint64_t counts[VMAX] = { 0 };
+			const int N = 40000;
+			for (uint32_t i = 0; i < (uint32_t)N; i++) {
+				st.tok[0] = r0;
+				for (int u = 0; u < t->n; u++) {
+					memcpy(st.p + u * 5, w.P + r0 * 5, 5 * sizeof(float));
+					memcpy(st.q + u * 5, w.D + r0 * 5, 5 * sizeof(float));
+				}
+				for (int u = 1; u < t->n; u++)
+					st.tok[u] = -1;
+				assert_int_equal(rt_verify_tree(t, m, st.tok, st.p, st.q, 5, 9 + 2 * (uint64_t)m + (uint64_t)ti, i,
+				                                &st.res, scratch), 0);
+				assert_int_equal(st.res.n_path, 1);
+				assert_int_equal(st.res.accepted_sibling[0], -1);
+				counts[st.res.final]++;
+			}
+			if (m == RT_VERIFY_GREEDY) {
+				assert_int_equal(counts[rt_argmax(w.P + r0 * 5, 5)], (uint64_t)N);
+				continue;
+			}
+			int df;
+			double chi = tu_chi2(counts, probs, 5, (uint64_t)N, &df);
+			printf("  root with %d absent child(ren), %-7s: bonus from p(root) chi2 %.2f df %d crit %.2f\n",
+			       t->n - 1, rt_verify_method_name(m), chi, df, tu_chi2_crit(df, ALPHA));
+			assert_true(chi < tu_chi2_crit(df, ALPHA));
+		}
+	}
+}
+
 static void test_exact_random_tables(void **state)
 {
 	world w = { .V = 5 };
@@ -265,6 +395,16 @@ static void test_exact_greedy(void **state)
 		}
 		printf("  greedy %-11s 5000 steps identical to target greedy, accepted/step %.3f\n",
 		       rt_expand_rule_name(rule), acc / 5000.0);
+		assert_true(acc > 0);
+		/* Absent nodes only shorten the matched path. */
+		acc = 0;
+		for (int i = 0; i < 5000; i++) {
+			acc += (uint64_t)tree_trial_absent(&t, rule, RT_VERIFY_GREEDY, &w, 0, 77, (uint32_t)i, LMAX, out,
+			                                   &rng, &st, ABSENT_SUBSET);
+			assert_memory_equal(out, want, sizeof(want));
+		}
+		printf("  greedy %-11s with absent nodes: identical, accepted/step %.3f\n", rt_expand_rule_name(rule),
+		       acc / 5000.0);
 		assert_true(acc > 0);
 	}
 }
@@ -444,6 +584,21 @@ static void test_edges(void **state)
 	assert_int_equal(rt_verify_tree(&t2, RT_VERIFY_SPECHUB, st.tok, st.p, st.q, 4, 1, 0, &st.res, scratch), 0);
 	st.tok[1] = 7;
 	assert_int_equal(rt_verify_tree(&t2, RT_VERIFY_RRS, st.tok, st.p, st.q, 4, 1, 0, &st.res, scratch), SW_EINVAL);
+	/* Absent children (token < 0) are accepted; tokens >= V stay an error.
+	 * A SpecHub pair with one absent child is plain RS on the other, hub or
+	 * not; more than 2 children stays refused even with some absent. */
+	for (int m = RT_VERIFY_GREEDY; m <= RT_VERIFY_ONEHOT; m++) {
+		st.tok[1] = 4, st.tok[2] = -1;
+		assert_int_equal(rt_verify_tree(&t2, m, st.tok, st.p, st.q, 4, 1, 0, &st.res, scratch), SW_EINVAL);
+		static const int32_t ok_pairs[][2] = { { 1, -1 }, { -1, 1 }, { 0, -1 }, { -1, 0 }, { -1, -1 }, { -5, 2 } };
+		for (int i = 0; i < 6; i++) {
+			st.tok[1] = ok_pairs[i][0], st.tok[2] = ok_pairs[i][1];
+			assert_int_equal(rt_verify_tree(&t2, m, st.tok, st.p, st.q, 4, 1, 0, &st.res, scratch), 0);
+			assert_true(st.res.n_path == 1 || st.tok[st.res.path[1]] >= 0);
+		}
+	}
+	st.tok[1] = 0, st.tok[2] = 1, st.tok[3] = -1;
+	assert_int_equal(rt_verify_tree(&t3, RT_VERIFY_SPECHUB, st.tok, st.p, st.q, 4, 1, 0, &st.res, scratch), SW_EINVAL);
 
 	/* Expansion refusals: more distinct children than tokens with q > 0. */
 	int32_t kids[8];
@@ -538,6 +693,8 @@ int main(void)
 		cmocka_unit_test(test_rrs_duplicates),
 		cmocka_unit_test(test_exact_random_tables),
 		cmocka_unit_test(test_exact_warped),
+		cmocka_unit_test(test_absent_root),
+		cmocka_unit_test(test_exact_absent),
 		cmocka_unit_test(test_lossy),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
