@@ -103,4 +103,17 @@ void ref_step(int mode, int n_nodes, int ring, int max_ctx, int has_hist, int32_
  * many were proposed (0..n_draft). S >= 1. */
 int ref_ngram_lookup(int32_t *out, const int32_t *hist, int S, int min_n, int max_n, int n_draft);
 
+/* SpecDec++ adaptive draft length on a chain tree (node i at depth i), the
+ * specification of templates/adapt.cu.tmpl (see kernels/ref/adapt.c): called
+ * after draft level `level` drew node level+1's token from draft_probs row
+ * level. level 0 first sets go[0..depth) = 1 and *cum = 1. Then, with
+ * step = level + 1, *cum = prod_{i=1..level} draft_probs[(i-1)*V +
+ * tree_tokens[i]] (computed in double, stored as float) and stop =
+ * (1 - cum) > h, forced true at step >= min(max_steps, depth), false at
+ * step < min_steps (rt_adaptive_stop). On stop, go[j] = 0 for j >= level
+ * (go[j] gates level j+1) and tree_tokens[j] = -1 for j > level+1.
+ * draft_probs: (n_nodes, V); go: depth entries. */
+void ref_adapt(int level, int n_nodes, int depth, int V, int min_steps, int max_steps, float h,
+               int32_t *go, float *cum, int32_t *tree_tokens, const float *draft_probs);
+
 #endif
