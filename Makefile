@@ -51,6 +51,9 @@ $(BUILD)/tests/%: tests/%.c $(TEST_UTIL_OBJ) $(BUILD)/libspecwright.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests -Itests/util -o $@ $< $(TEST_UTIL_OBJ) $(BUILD)/libspecwright.a -lcmocka $(LDLIBS)
 
+# the test helpers' objects are kept (make would delete them as intermediates)
+.SECONDARY: $(TEST_UTIL_OBJ)
+
 test-build: $(BUILD)/specwright $(TEST_BIN)
 
 # The whole suite: installs dependencies and the model, builds, runs every

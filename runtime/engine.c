@@ -575,8 +575,27 @@ void rt_engine_free(rt_engine *e)
 	free(e->bufs);
 	free(e->ops);
 	free(e->op_cost);
+	free(e->op_seed);
 	free(pv->plan.ops);
 	free(e);
+}
+
+int rt_engine_reseed(rt_engine *e, uint64_t seed, sw_err *err)
+{
+	if (!e->dev)
+		return sw_errf(err, SW_EINVAL, "%s: engine not bound to a device", e->dir);
+	/* the seed is a by-value kernel argument baked into the graph's launch
+	 * records: rewrite it in every resolved op, recapture on the next run */
+	for (int i = 0; i < e->n_ops; i++)
+		for (int a = 0; a < e->ops[i].n_args; a++)
+			if (e->op_seed[i] & (1u << a))
+				e->ops[i].argval[a] = seed;
+	e->seed = seed;
+	if (e->graph) {
+		e->dev->ops->graph_free(e->dev, e->graph);
+		e->graph = NULL;
+	}
+	return 0;
 }
 
 int rt_engine_phase_find(const rt_engine *e, const char *name)
@@ -718,6 +737,7 @@ static int resolve_one(rt_engine *e, const eop *x, int l, int n, sw_err *err)
 	for (int a = 0; a < x->n_args; a++) {
 		if (x->arg_buf[a] < 0) {
 			o->argval[a] = e->seed;
+			e->op_seed[n] |= 1u << a;
 			continue;
 		}
 		const rt_engine_buf *b = &e->bufs[x->arg_buf[a]];
@@ -747,7 +767,8 @@ static int resolve_ops(rt_engine *e, sw_err *err)
 		total += pl->ops[i].repeat;
 	e->ops = calloc(total ? (size_t)total : 1, sizeof(*e->ops));
 	e->op_cost = calloc(total ? (size_t)total : 1, 2 * sizeof(double));
-	if (!e->ops || !e->op_cost)
+	e->op_seed = calloc(total ? (size_t)total : 1, sizeof(*e->op_seed));
+	if (!e->ops || !e->op_cost || !e->op_seed)
 		return sw_errf(err, SW_ENOMEM, "out of memory");
 	int n = 0;
 	for (int ph = 0; ph < e->n_phases; ph++) {

@@ -65,6 +65,7 @@ typedef struct rt_engine {
 	int64_t arena_bytes;
 	rt_op *ops;               /* resolved launch records, phase by phase */
 	double *op_cost;          /* (n_ops, 2): the planner's bytes and flops per launch */
+	uint32_t *op_seed;        /* (n_ops): bit a set when argument a is the seed */
 	rt_engine_phase phases[RT_ENGINE_MAX_PHASES];
 	int ph_prefill, ph_iter_first; /* phases [ph_iter_first, n_phases) form one iteration */
 	int ring;                 /* output ring entries */
@@ -121,6 +122,10 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
  * as achieved GB/s and GFLOP/s. */
 int rt_engine_profile(rt_engine *e, const int32_t *prompt, int n_prompt, int iters, FILE *f,
                       sw_err *err);
+
+/* A new Philox seed for the next generate (rewrites the launch records and
+ * drops the captured graph, which is recaptured once). */
+int rt_engine_reseed(rt_engine *e, uint64_t seed, sw_err *err);
 
 /* The index of a phase by name, or -1. */
 int rt_engine_phase_find(const rt_engine *e, const char *name);

@@ -350,6 +350,17 @@ static int op_ngram_lookup(const rt_op *op, sw_err *err)
 	return 0;
 }
 
+/* (go, cum, tree_tokens, draft_probs, tree_table): SpecDec++ stop decision
+ * after draft level LEVEL of a chain */
+static int op_adapt(const rt_op *op, sw_err *err)
+{
+	ref_adapt((int)PI_("LEVEL"), (int)PI_("N_NODES"), (int)PI_("DEPTH"), (int)PI_("V"),
+	          (int)PI_("MIN_STEPS"), (int)PI_("MAX_STEPS"), (float)rt_op_param_f(op, "H", 0.0),
+	          ARG(op, 0, int32_t *), ARG(op, 1, float *), ARG(op, 2, int32_t *),
+	          ARG(op, 3, const float *));
+	return 0;
+}
+
 typedef struct host_op_entry {
 	const char *op;
 	int (*run)(const rt_op *op, sw_err *err);
@@ -369,6 +380,7 @@ static const host_op_entry registry[] = {
 	{"kv_store", op_kv_store},
 	{"step", op_step},
 	{"ngram_lookup", op_ngram_lookup},
+	{"adapt", op_adapt},
 };
 
 static const host_op_entry *lookup(const rt_op *op)
