@@ -418,6 +418,18 @@ static void test_tiny_stops(void **state)
 	assert_int_equal(st.stop, RT_STOP_CTX);
 	assert_true(P - 1 + n + 25 > 192); /* it stopped for a reason */
 	assert_true(P - 1 + n <= 192);     /* and never wrote past the cache */
+	/* a graph launch after the stop emits nothing and moves no length */
+	int32_t before[RT_ST_WORDS], after[RT_ST_WORDS];
+	const rt_dptr sp = rt_engine_buf_addr(e, "state");
+	assert_non_null(e->graph);
+	if (d->ops->download(d, before, sp, sizeof(before), &err) ||
+	    d->ops->graph_launch(d, e->graph, &err) || d->ops->graph_launch(d, e->graph, &err) ||
+	    d->ops->download(d, after, sp, sizeof(after), &err))
+		fail_msg("%s", err.msg);
+	assert_int_equal(after[RT_ST_NOUT], before[RT_ST_NOUT]);
+	assert_int_equal(after[RT_ST_TLEN], before[RT_ST_TLEN]);
+	assert_int_equal(after[RT_ST_DLEN], before[RT_ST_DLEN]);
+	assert_int_equal(after[RT_ST_STOP], RT_STOP_CTX);
 	rt_engine_free(e);
 	rt_dev_free(d);
 }
