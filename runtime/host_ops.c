@@ -126,59 +126,67 @@ static int op_tree_attention(const rt_op *op, sw_err *err)
 	const int ctx = *ARG(op, 5, const int32_t *);
 	const int G = H / KH, kvd = KH * hd, nk = ctx + nb;
 	const float scale = 1.0f / sqrtf((float)hd);
-	double *sc = malloc(sizeof(*sc) * (size_t)nk);
+	/* one KV head's keys and values widened once, then every query row of
+	 * its GQA group (the per-query widening dominated the native run) */
+	float *kf = malloc(sizeof(*kf) * (size_t)nk * hd * 2), *vf = kf + (size_t)nk * hd;
+	float *sc = malloc(sizeof(*sc) * (size_t)nk), *qf = malloc(sizeof(*qf) * (size_t)hd);
 	double *acc = malloc(sizeof(*acc) * (size_t)hd);
-	float *qf = malloc(sizeof(*qf) * (size_t)hd);
-	if (!sc || !acc || !qf) {
-		free(sc);
-		free(acc);
-		free(qf);
-		return sw_errf(err, SW_ENOMEM, "%s: out of memory", op->entry);
+	int rc = 0;
+	if (!kf || !sc || !qf || !acc) {
+		rc = sw_errf(err, SW_ENOMEM, "%s: out of memory", op->entry);
+		goto out;
 	}
-	for (int t = 0; t < T; t++) {
-		for (int h = 0; h < H; h++) {
-			const int kh = h / G;
-			for (int d = 0; d < hd; d++)
-				qf[d] = from16(q[((size_t)t * H + h) * hd + d], is_f16);
-			double mx = -INFINITY;
-			for (int j = 0; j < nk; j++) {
-				bool vis = j < ctx;
-				if (!vis) {
-					int b = j - ctx;
-					vis = masked ? (op->kinfo->mask[(size_t)t * mw + b / 64] >> (b % 64)) & 1
-					             : b <= nb - T + t;
-				}
-				if (!vis) {
-					sc[j] = -INFINITY;
-					continue;
-				}
-				const uint16_t *kr = k + (size_t)j * kvd + (size_t)kh * hd;
-				float s = 0.0f;
-				for (int d = 0; d < hd; d++)
-					s += qf[d] * from16(kr[d], is_f16);
-				sc[j] = (double)(s * scale);
-				mx = sc[j] > mx ? sc[j] : mx;
+	for (int kh = 0; kh < KH; kh++) {
+		for (int j = 0; j < nk; j++)
+			for (int d = 0; d < hd; d++) {
+				kf[(size_t)j * hd + d] = from16(k[(size_t)j * kvd + (size_t)kh * hd + d], is_f16);
+				vf[(size_t)j * hd + d] = from16(v[(size_t)j * kvd + (size_t)kh * hd + d], is_f16);
 			}
-			double den = 0.0;
-			memset(acc, 0, sizeof(*acc) * (size_t)hd);
-			for (int j = 0; mx > -INFINITY && j < nk; j++) {
-				if (sc[j] == -INFINITY)
-					continue;
-				double w = exp(sc[j] - mx);
-				den += w;
-				const uint16_t *vr = v + (size_t)j * kvd + (size_t)kh * hd;
+		for (int t = 0; t < T; t++)
+			for (int h = kh * G; h < (kh + 1) * G; h++) {
 				for (int d = 0; d < hd; d++)
-					acc[d] += w * from16(vr[d], is_f16);
+					qf[d] = from16(q[((size_t)t * H + h) * hd + d], is_f16);
+				float mx = -INFINITY;
+				for (int j = 0; j < nk; j++) {
+					bool vis = j < ctx;
+					if (!vis) {
+						int bk = j - ctx;
+						vis = masked ? (op->kinfo->mask[(size_t)t * mw + bk / 64] >> (bk % 64)) & 1
+						             : bk <= nb - T + t;
+					}
+					if (!vis) {
+						sc[j] = -INFINITY;
+						continue;
+					}
+					const float *kr = kf + (size_t)j * hd;
+					float s = 0.0f;
+					for (int d = 0; d < hd; d++)
+						s += qf[d] * kr[d];
+					sc[j] = s * scale;
+					mx = sc[j] > mx ? sc[j] : mx;
+				}
+				double den = 0.0;
+				memset(acc, 0, sizeof(*acc) * (size_t)hd);
+				for (int j = 0; mx > -INFINITY && j < nk; j++) {
+					if (sc[j] == -INFINITY)
+						continue;
+					const double w = exp((double)sc[j] - mx);
+					const float *vr = vf + (size_t)j * hd;
+					den += w;
+					for (int d = 0; d < hd; d++)
+						acc[d] += w * vr[d];
+				}
+				float *o = po + ((size_t)t * H + h) * hd;
+				for (int d = 0; d < hd; d++)
+					o[d] = den > 0.0 ? (float)(acc[d] / den) : 0.0f;
 			}
-			float *o = po + ((size_t)t * H + h) * hd;
-			for (int d = 0; d < hd; d++)
-				o[d] = den > 0.0 ? (float)(acc[d] / den) : 0.0f;
-		}
 	}
+out:
+	free(kf);
 	free(sc);
-	free(acc);
 	free(qf);
-	return 0;
+	free(acc);
+	return rc;
 }
 
 /* (probs, logits); rows = grid.x */
