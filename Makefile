@@ -80,9 +80,12 @@ run-host: deps model $(BUILD)/specwright
 
 BENCH_ARGS ?= -n 64
 bench: deps model $(BUILD)/specwright
+	@echo "bench: host reference decoders, then the engine $(ENGINE_SPEC) on backend $(BACKEND)"
 	@mkdir -p $(BUILD)
 	@bible gen1:1-rev22:21 > $(BUILD)/bench_corpus.txt
 	$(BUILD)/specwright bench $(MODEL) --corpus $(BUILD)/bench_corpus.txt $(BENCH_ARGS)
+	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
+	$(BUILD)/specwright bench $(ENGINE_DIR) --backend $(BACKEND) --corpus $(BUILD)/bench_corpus.txt $(BENCH_ARGS)
 
 # Independent check of the forward pass against llama.cpp (built from the
 # llama-cpp-python sdist); slow, so outside the suite.

@@ -24,7 +24,7 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static double median(double *v, int n)
+double cli_median(double *v, int n)
 {
 	if (n == 0)
 		return 0;
@@ -34,7 +34,7 @@ static double median(double *v, int n)
 
 /* Cuts n prompts of about 200-600 bytes at line boundaries, evenly spread
  * over the corpus. Returns the count found. */
-static int cut_prompts(const char *text, size_t len, int n, char **out)
+int cli_cut_prompts(const char *text, size_t len, int n, char **out)
 {
 	int got = 0;
 	for (int i = 0; i < n; i++) {
@@ -100,8 +100,8 @@ static double frac(uint64_t a, uint64_t b) { return b ? (double)a / b : 0.0; }
 static void pool_row(struct pool *P, const char *t, const char *what, bool greedy, bool tree)
 {
 	const rt_stats *s = &P->sum;
-	printf("| %s | %s | %.2f | %.2fx | %.3f | %.3f %.3f %.3f | ", t, what, median(P->tps, P->n),
-	       median(P->ratio, P->n), frac(s->n_tokens, s->n_target_calls), frac(s->pos_accepted[0], s->pos_tried[0]),
+	printf("| %s | %s | %.2f | %.2fx | %.3f | %.3f %.3f %.3f | ", t, what, cli_median(P->tps, P->n),
+	       cli_median(P->ratio, P->n), frac(s->n_tokens, s->n_target_calls), frac(s->pos_accepted[0], s->pos_tried[0]),
 	       frac(s->pos_accepted[1], s->pos_tried[1]), frac(s->pos_accepted[2], s->pos_tried[2]));
 	if (tree)
 		printf("%.3f | %.3f |", frac(s->rank_accepted[0], s->rank_tried[0]),
@@ -240,7 +240,7 @@ int cli_bench(const cli_opts *o)
 		return 1;
 	}
 	prompts = calloc((size_t)o->n_prompts, sizeof(*prompts));
-	np = prompts ? cut_prompts(text, len, o->n_prompts, prompts) : 0;
+	np = prompts ? cli_cut_prompts(text, len, o->n_prompts, prompts) : 0;
 	if (np < 1) {
 		fprintf(stderr, "specwright bench: no prompts could be cut from %s\n", corpus);
 		goto out_free;

@@ -51,6 +51,13 @@ typedef struct cli_opts {
  * (engine_cli.c); o->model is the engine directory. */
 int cli_engine_run(cli_opts *o);
 int cli_engine_profile(cli_opts *o);
+/* bench helpers (bench.c): n prompts of 200-600 bytes cut from a corpus at
+ * line boundaries (malloc'ed; returns the count), and the median (sorts v). */
+int cli_cut_prompts(const char *text, size_t len, int n, char **out);
+double cli_median(double *v, int n);
+/* `specwright bench ENGINE_DIR` (engine_cli.c). */
+int cli_engine_bench(cli_opts *o);
+
 /* Whether path is an engine directory (holds engine.json). */
 bool cli_is_engine_dir(const char *path);
 

@@ -244,3 +244,124 @@ out:
 	job_close(&j);
 	return rc;
 }
+
+/* `specwright bench ENGINE_DIR`: the engine against the host fp32
+ * target-only reference over prompts cut from a corpus: median tok/s of
+ * each, the median per-prompt ratio, tau, acceptance by depth, host overhead
+ * per iteration, and for greedy engines how many prompts kept the
+ * reference's tokens. Both decoders run in this process, one after the
+ * other on each prompt. */
+int cli_engine_bench(cli_opts *o)
+{
+	sw_err err = {0};
+	engine_job j;
+	int rc = 1, np = 0;
+	char **prompts = NULL, *text = NULL;
+	int32_t *out = NULL, *ref = NULL, *ids = NULL;
+	double *tps = NULL, *rtps = NULL, *ratio = NULL, *ovh = NULL;
+	const char *corpus = o->corpus ? o->corpus : "/usr/share/games/fortunes/fortunes";
+	memset(&j, 0, sizeof(j));
+	size_t len = 0;
+	if (!(text = sw_read_file(corpus, &len))) {
+		fprintf(stderr, "specwright bench: cannot read corpus %s (give one with --corpus FILE)\n",
+		        corpus);
+		return 1;
+	}
+	prompts = calloc((size_t)o->n_prompts, sizeof(*prompts));
+	np = prompts ? cli_cut_prompts(text, len, o->n_prompts, prompts) : 0;
+	if (np < 1) {
+		fprintf(stderr, "specwright bench: no prompts could be cut from %s\n", corpus);
+		goto out;
+	}
+	cli_opts jo = *o;
+	jo.prompt = prompts[0];
+	if (job_open(&j, &jo, &err))
+		goto out_err;
+	const int M = o->max_new, cap = (int)len + 4096;
+	out = malloc(sizeof(*out) * (size_t)(M + 1));
+	ref = malloc(sizeof(*ref) * (size_t)(M + 1));
+	ids = malloc(sizeof(*ids) * (size_t)cap);
+	tps = calloc((size_t)np * 4, sizeof(*tps));
+	if (!out || !ref || !ids || !tps) {
+		sw_errf(&err, SW_ENOMEM, "out of memory");
+		goto out_err;
+	}
+	rtps = tps + np;
+	ratio = rtps + np;
+	ovh = ratio + np;
+	const rt_engine *e = j.e;
+	const bool greedy = e->samp.temperature <= 0.0f;
+	const int32_t eos = rt_token_eos(j.s.tok);
+	uint64_t tried[RT_MAX_GAMMA] = {0}, acc[RT_MAX_GAMMA] = {0};
+	long toks = 0, iters = 0;
+	int same = 0, used = 0;
+	for (int i = 0; i < np; i++) {
+		free(j.ids);
+		j.ids = NULL;
+		int n_prompt = cli_encode_prompt(&j.s, prompts[i], o->chat < 0 ? true : o->chat, ids, cap,
+		                                 &err);
+		if (n_prompt < 0)
+			goto out_err;
+		if (n_prompt + e->n_nodes + M > e->max_ctx)
+			continue; /* does not fit the engine's context: skipped, counted below */
+		j.ids = malloc(sizeof(*j.ids) * (size_t)n_prompt);
+		if (!j.ids) {
+			sw_errf(&err, SW_ENOMEM, "out of memory");
+			goto out_err;
+		}
+		memcpy(j.ids, ids, sizeof(*ids) * (size_t)n_prompt);
+		j.n_prompt = n_prompt;
+		rt_engine_run r = {.prompt = j.ids, .n_prompt = n_prompt, .max_new = M, .eos = eos,
+		                   .is_eog = cli_is_eog, .eog_user = j.s.tok};
+		rt_engine_stats st;
+		int n = rt_engine_generate(j.e, &r, out, &st, &err);
+		if (n < 0)
+			goto out_err;
+		double t_ref = 0;
+		int n_ref = reference_greedy(&j, n, eos, ref, &t_ref, &err);
+		if (n_ref < 0)
+			goto out_err;
+		tps[used] = st.t_decode > 0 ? n / st.t_decode : 0;
+		rtps[used] = t_ref > 0 ? n_ref / t_ref : 0;
+		ratio[used] = rtps[used] > 0 ? tps[used] / rtps[used] : 0;
+		ovh[used] = st.host_overhead_us;
+		used++;
+		same += greedy && n == n_ref && !memcmp(out, ref, sizeof(*out) * (size_t)n);
+		toks += n;
+		iters += st.n_iters;
+		for (int d = 0; d < e->depth && d < RT_MAX_GAMMA; d++) {
+			tried[d] += st.pos_tried[d];
+			acc[d] += st.pos_accepted[d];
+		}
+	}
+	printf("### Engine %s on %s: %d of %d prompts from %s (the rest exceed max_context %d), "
+	       "%d new tokens\n\n", e->name, j.dev->desc, used, np, corpus, e->max_ctx, M);
+	printf("| engine | backend | median tok/s | reference tok/s | median speedup | tau | "
+	       "acceptance by depth | host overhead us/iter | greedy == reference |\n");
+	printf("|---|---|---|---|---|---|---|---|---|\n");
+	printf("| %s | %s | %.2f | %.2f | %.2fx | %.3f | ", e->name, j.dev->desc, cli_median(tps, used),
+	       cli_median(rtps, used), cli_median(ratio, used), iters ? (double)toks / iters : 0.0);
+	for (int d = 0; d < e->depth && d < 6; d++)
+		printf("%s%.3f", d ? " " : "", tried[d] ? (double)acc[d] / tried[d] : 0.0);
+	printf(" | %.2f | ", cli_median(ovh, used));
+	if (greedy)
+		printf("%d/%d |\n", same, used);
+	else
+		printf("- |\n");
+	rc = 0;
+	goto out;
+out_err:
+	fprintf(stderr, "specwright bench: error: %s\n", err.msg);
+	rc = 1;
+out:
+	job_close(&j);
+	for (int i = 0; prompts && i < np; i++)
+		free(prompts[i]);
+	free(prompts);
+	free(text);
+	free(out);
+	free(ref);
+	free(ids);
+	free(tps);
+	return rc;
+}

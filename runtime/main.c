@@ -322,7 +322,7 @@ int main(int argc, char **argv)
 		if (cli_parse(argc, argv, 2, cmd, &o))
 			return 2;
 		if (!strcmp(cmd, "bench"))
-			return cli_bench(&o);
+			return o.model && cli_is_engine_dir(o.model) ? cli_engine_bench(&o) : cli_bench(&o);
 		if (!strcmp(cmd, "derive-draft"))
 			return cmd_derive(&o);
 		if (!strcmp(cmd, "train-head"))
