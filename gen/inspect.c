@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_cost.h"
 #include "inspect.h"
 #include "json.h"
 
@@ -83,106 +84,104 @@ static bool attn_entry(const json_value *o, const char *suffix)
 	return !strcmp(str(o, "op"), "tree_attention") && n >= k && !strcmp(e + n - k, suffix);
 }
 
-/* H100 SXM per-SM rates at the clock the dense bf16 peak implies (989e12 /
- * (132 SMs x 4096 flop/clk) = 1.83 GHz): shared memory 128 B/clk, MUFU
- * (ex2, one per expf) 16/clk. Tree attention's _part runs Q.K^T and P.V on
- * mma.sync m16n8k16: a warp's 16 query rows take every 8-key (Q.K^T) or
- * 8-dim (P.V) B fragment from shared memory once, 256 B of ldmatrix per
- * 4096-flop mma, 16 flop per shared byte where the tensor cores need 32 at
- * 128 B/clk: its mma pipe runs at most at half the dense peak. */
-#define H100_CLK (GEN_H100_BF16_FLOPS / (GEN_H100_SMS * 4096.0))
-#define H100_SMEM_BPS (128.0 * GEN_H100_SMS * H100_CLK)
-#define H100_MUFU_PER_S (16.0 * GEN_H100_SMS * H100_CLK)
-#define ATTN_MMA_FLOPS (16.0 * H100_SMEM_BPS)
-
-/* One layer of tree attention (templates/tree_attention.cu.tmpl) projected
- * as the per-op lines do it: _part moves part_bytes (K+V, q, partials
- * written), executes flops on the tensor cores and exps on MUFU, over a
- * grid that fills share_p of the SMs; _merge moves merge_bytes over
- * share_m. */
-static void attn_project(double part_bytes, double merge_bytes, double flops, double exps,
-                         double share_p, double share_m, double *t_part, double *t_merge)
+/* The launch shape of a tree attention op (engine.json: the kernel's
+ * template parameters), for gen/attn_cost.h. false for an engine built
+ * before ROW_BLOCKS (a different kernel: left to the generic line). */
+static bool attn_geom(const json_value *eng, const json_value *op, gen_attn_geom *g)
 {
-	const double tm = part_bytes / GEN_H100_HBM_BPS, tc = flops / ATTN_MMA_FLOPS;
-	const double te = exps / H100_MUFU_PER_S;
-	*t_part = (tm > tc ? tm : tc) > te ? (tm > tc ? tm : tc) : te;
-	*t_part /= share_p;
-	*t_merge = merge_bytes / GEN_H100_HBM_BPS / share_m;
+	const json_value *ks = json_get(eng, "kernels"), *prm = NULL;
+	const char *uri = str(op, "uri"), *dt = str(json_get(eng, "spec"), "dtype");
+	for (size_t i = 0; ks && ks->type == JSON_ARRAY && i < ks->n && !prm; i++)
+		if (!strcmp(str(ks->items[i], "uri"), uri))
+			prm = json_get(ks->items[i], "params");
+	if (!prm || !json_get(prm, "ROW_BLOCKS"))
+		return false;
+	*g = (gen_attn_geom){.T = (int)num(prm, "T"), .n_blk = (int)num(prm, "N_BLK"),
+	                     .n_heads = (int)num(prm, "N_HEADS"),
+	                     .n_kv_heads = (int)num(prm, "N_KV_HEADS"),
+	                     .head_dim = (int)num(prm, "HEAD_DIM"),
+	                     .elt = !strcmp(dt, "bf16") || !strcmp(dt, "fp16") ? 2 : 4,
+	                     .max_ctx = (int)num(prm, "MAX_CTX"), .split = (int)num(prm, "SPLIT"),
+	                     .warps = (int)num(prm, "WARPS"),
+	                     .row_blocks = (int)num(prm, "ROW_BLOCKS"),
+	                     .mblock = (int)num(prm, "MBLOCK")};
+	return g->T > 0 && g->n_kv_heads > 0 && g->split > 0 && g->warps > 0 && g->row_blocks > 0 &&
+	       g->mblock > 0;
 }
 
-/* The tree attention arithmetic, per layer: the verify phase's target
- * forward of this engine (its ops' bytes, flops and grids as the planner
- * made them), then the reference shapes of the issue (ctx 4096, T = 64, 32
- * query heads, GQA 4 and 8, head dims 64 and 128; SPLIT 512, 4 warps and
- * a merge grid of T x N_HEADS * HEAD_DIM / 512 blocks, as the planner picks
- * them at T = 64): K/V
- * bytes, partials, mma flops at the dense bf16 peak and at the
- * ldmatrix-fed half of it, exps, and the share of HBM bandwidth at which
- * the K/V stream goes: K+V bytes at peak over the time of _part, and of
- * _part + _merge. */
+/* One projection as a table row: shape, bytes, the terms, the times and the
+ * share of HBM bandwidth the K/V stream gets (K+V bytes at peak over the
+ * time of _part, and of _part + _merge). */
+static void attn_row(FILE *out, const gen_attn_geom *g, const gen_attn_proj *p)
+{
+	const double tkv = p->kv / GEN_H100_HBM_BPS;
+	fprintf(out, " %2d %2d %5d %2d %4d %3.1f %6.2f %5.2f %5.1f  %5.2f %5.2f %5.2f %5.2f %5.2f  "
+	        "%4.2f %4.2f  %6.2f %6.2f %5.0f %7.0f\n", g->row_blocks, g->warps, g->split, p->zt,
+	        p->blocks, p->warps_sm, p->kv / 1e6, p->part / 1e6, p->l2 / 1e6, p->t_hbm * 1e6,
+	        p->t_l2 * 1e6, p->t_smem * 1e6, p->t_mma * 1e6, p->t_exp * 1e6, p->share_mem,
+	        p->share_sm, p->t_part * 1e6, p->t_merge * 1e6, 100.0 * tkv / p->t_part,
+	        100.0 * tkv / (p->t_part + p->t_merge));
+}
+
+static const char ATTN_COLS[] =
+	" RB  W SPLIT zt blks w/SM  K+V MB part MB L2 MB  t_hbm  t_l2 t_smem t_mma t_exp  "
+	"sh_m sh_sm  t_part t_merge HBM%  +merge\n";
+
+/* The tree attention arithmetic per layer (gen/attn_cost.h, the model the
+ * planner minimised): the verify phase's target forward of this engine at
+ * its roofline context, then the issue's reference shapes (Llama-3-8B-like:
+ * 32 query heads, bf16, max context 8192, ctx 4096; eagle25 T = 26 and
+ * sequoia63 T = 64, GQA 4 and 8, head dims 64 and 128) with the shape the
+ * planner picks for each. */
 static void attention_note(FILE *out, const json_value *eng, const json_value *phases)
 {
-	const json_value *spec = json_get(eng, "spec"), *tg = json_get(json_get(eng, "shapes"), "target");
+	const json_value *spec = json_get(eng, "spec");
 	const double ctx = num(json_get(spec, "roofline"), "context");
-	const double nkv = num(tg, "n_kv_heads"), hd = num(tg, "head_dim");
-	const double el = !strcmp(str(spec, "dtype"), "fp16") || !strcmp(str(spec, "dtype"), "bf16")
-	                  ? 2 : 4;
-	fprintf(out, "  tree attention (_part: Q.K^T and P.V on mma.sync m16n8k16, 16 query rows per "
-	        "warp; mma at %.0f TFLOP/s dense bf16, fed by ldmatrix at 128 B/clk/SM: at most %.0f "
-	        "TFLOP/s; one expf per score on MUFU at %.2f T/s):\n", GEN_H100_BF16_FLOPS / 1e12,
-	        ATTN_MMA_FLOPS / 1e12, H100_MUFU_PER_S / 1e12);
+	fprintf(out, "  tree attention (gen/attn_cost.h; times in us per layer): mma.sync at %.0f "
+	        "TFLOP/s (2/3 of dense: Hopper's rest needs wgmma), shared memory %.1f TB/s (cp.async "
+	        "fills + ldmatrix per warp), L2->SM %.1f TB/s (assumed: A100's 5120 B/clk), MUFU %.2f "
+	        "T ex2/s, HBM %.2f TB/s; memory terms over sh_m = min(1, blocks/SMs), SM terms over "
+	        "sh_sm (busiest SM's blocks, its warps with rows / 4):\n",
+	        GEN_ATTN_MMA_FLOPS / 1e12, GEN_ATTN_SMEM_BPS / 1e12, GEN_ATTN_L2_BPS / 1e12,
+	        GEN_ATTN_MUFU_PER_S / 1e12, GEN_H100_HBM_BPS / 1e12);
 	for (size_t ph = 0; ph < phases->n; ph++) {
 		const json_value *P = phases->items[ph], *ops = json_get(P, "ops");
 		if (strcmp(str(P, "name"), "verify") || !ops || ops->type != JSON_ARRAY)
 			continue;
-		const json_value *po = NULL, *mo = NULL;
-		for (size_t i = 0; i < ops->n; i++)
-			if (!po && attn_entry(ops->items[i], "_part"))
-				po = ops->items[i];
-			else if (!mo && attn_entry(ops->items[i], "_merge"))
-				mo = ops->items[i];
-		if (!po || !mo)
-			continue;
-		const double T = num(P, "rows"), keys = ctx + T;
-		const double kv = 2 * keys * nkv * hd * el, fl = num(po, "flops");
-		/* one exp per score of every mma row (16-row padding included) */
-		const double exps = fl / (4 * ((int)(hd + 15) / 16 * 16));
-		double tp, tmg;
-		attn_project(num(po, "bytes"), num(mo, "bytes"), fl, exps, sm_share(json_get(po, "grid")),
-		             sm_share(json_get(mo, "grid")), &tp, &tmg);
-		fprintf(out, "    this engine, verify (T = %.0f, %.0f cached keys, per layer): K+V %.2f MB "
-		        "(%.2f us at HBM peak), _part %.2f MB, _merge %.2f MB; %.3f GFLOP mma -> %.2f us "
-		        "at peak, %.2f us fed; %.2f M exps -> %.2f us;\n      _part %.2f us, _merge %.2f "
-		        "us: K/V streamed at %.0f%% of HBM bandwidth (_part), %.0f%% (_part + _merge)\n",
-		        T, ctx, kv / 1e6, kv / GEN_H100_HBM_BPS * 1e6, num(po, "bytes") / 1e6,
-		        num(mo, "bytes") / 1e6, fl / 1e9, fl / GEN_H100_BF16_FLOPS * 1e6,
-		        fl / ATTN_MMA_FLOPS * 1e6, exps / 1e6, exps / H100_MUFU_PER_S * 1e6, tp * 1e6,
-		        tmg * 1e6, 100.0 * kv / GEN_H100_HBM_BPS / tp,
-		        100.0 * kv / GEN_H100_HBM_BPS / (tp + tmg));
-	}
-	fprintf(out, "    reference, ctx 4096, T = 64, 32 query heads, bf16:\n"
-	        "      GQA  hd  K+V MB  partials MB  GFLOP  t_mma peak/fed us  t_exp us  t_part us  "
-	        "t_merge us  HBM%% _part  HBM%% +merge\n");
-	for (int gq = 4; gq <= 8; gq += 4)
-		for (int h = 64; h <= 128; h += 64) {
-			const double T = 64, NH = 32, KV = NH / gq, K = 4096 + T;
-			const double kv = 2 * K * KV * h * 2, q16 = T * NH * h * 2;
-			const double part = (4096 / 512 + 1) * T * NH * (h + 2) * 4;
-			const double fl = 4 * KV * ((int)(T * gq + 15) / 16 * 16) * h * K;
-			const double tkv = kv / GEN_H100_HBM_BPS;
-			double tp, tmg;
-			const double merge_blocks = T * ceil(NH * h / 4 / 128.0);
-			attn_project(kv + q16 + part, part + q16, fl, fl / (4 * h), 1.0,
-			             merge_blocks < GEN_H100_SMS ? merge_blocks / GEN_H100_SMS : 1.0, &tp,
-			             &tmg);
-			fprintf(out, "      %3d %3d %7.2f %12.2f %6.2f %8.2f / %6.2f %9.2f %10.2f %11.2f %10.0f "
-			        "%12.0f\n", gq, h, kv / 1e6, part / 1e6, fl / 1e9,
-			        fl / GEN_H100_BF16_FLOPS * 1e6, fl / ATTN_MMA_FLOPS * 1e6,
-			        fl / (4 * h) / H100_MUFU_PER_S * 1e6, tp * 1e6, tmg * 1e6, 100.0 * tkv / tp,
-			        100.0 * tkv / (tp + tmg));
+		for (size_t i = 0; i < ops->n; i++) {
+			gen_attn_geom g;
+			gen_attn_proj p;
+			if (!attn_entry(ops->items[i], "_part") || !attn_geom(eng, ops->items[i], &g))
+				continue;
+			gen_attn_project(&g, ctx, &p);
+			fprintf(out, "    this engine, verify: T = %d, GQA %d, head_dim %d, ctx %.0f\n     %s",
+			        g.T, g.n_heads / g.n_kv_heads, g.head_dim, ctx, ATTN_COLS);
+			fprintf(out, "     ");
+			attn_row(out, &g, &p);
+			break;
 		}
-	fprintf(out, "    not modelled: L2 hits (the row blocks re-read K/V from L2; partials may never "
-	        "leave L2, which would lift the share), load/compute overlap (no cp.async pipeline)\n");
+	}
+	fprintf(out, "    reference, ctx 4096, 32 query heads, bf16, the planner's shape for each:\n"
+	        "      tree       T GQA  hd%s", ATTN_COLS);
+	static const struct {
+		const char *tree;
+		int T;
+	} trees[] = {{"eagle25", 26}, {"sequoia63", 64}};
+	for (int t = 0; t < 2; t++)
+		for (int gq = 4; gq <= 8; gq += 4)
+			for (int h = 64; h <= 128; h += 64) {
+				const gen_attn_geom g =
+					gen_attn_choose(trees[t].T, trees[t].T, 32, 32 / gq, h, 2, 8192, 4096);
+				gen_attn_proj p;
+				gen_attn_project(&g, 4096, &p);
+				fprintf(out, "      %-9s %3d %3d %3d", trees[t].tree, trees[t].T, gq, h);
+				attn_row(out, &g, &p);
+			}
+	fprintf(out, "    not modelled: launch latency; HBM latency hiding by 1-2 cp.async tiles in "
+	        "flight per block; the softmax's CUDA-core instructions (~5 per score) sharing issue "
+	        "with the mma; unequal blocks (the last split's block keys, padded warps); partials "
+	        "kept in L2 from _part to _merge (counted as HBM both ways here: that would lift "
+	        "+merge); sm_80, which runs one fragment per pass\n");
 }
 
 int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum, sw_err *err)
@@ -267,14 +266,13 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 				fprintf(out, "      (not compiled: no resources.json entry)\n");
 		}
 		fprintf(out, "\nroofline on H100 SXM (%d SMs): HBM %.2f TB/s; cuBLASLt GEMMs at %.0f "
-		        "TFLOP/s dense bf16 (tensor cores), tree attention's _part on mma at %.0f "
-		        "TFLOP/s (ldmatrix-fed, below), the other rendered kernels at %.0f TFLOP/s fp32 "
-		        "(CUDA-core FMA)\n"
+		        "TFLOP/s dense bf16 (tensor cores), tree attention's _part by its own model "
+		        "(below), the other rendered kernels at %.0f TFLOP/s fp32 (CUDA-core FMA)\n"
 		        "  per op: t = max(bytes / HBM, flops / peak) / min(1, blocks / SMs) per "
 		        "launch (a grid of fewer blocks than SMs gets that share of the chip), "
-		        "times the launches (repeat = layers)\n", GEN_H100_SMS,
-		        GEN_H100_HBM_BPS / 1e12, GEN_H100_BF16_FLOPS / 1e12, ATTN_MMA_FLOPS / 1e12,
-		        GEN_H100_FP32_FLOPS / 1e12);
+		        "times the launches (repeat = layers); attention _part: t_mem = max(t_hbm, "
+		        "t_l2) / sh_m, t_flop = max(t_smem, t_mma, t_exp) / sh_sm\n", GEN_H100_SMS,
+		        GEN_H100_HBM_BPS / 1e12, GEN_H100_BF16_FLOPS / 1e12, GEN_H100_FP32_FLOPS / 1e12);
 		fprintf(out, "  exec: kernel = rendered template, cublaslt = GEMM call, pending = "
 		        "no template yet (16-bit embedding gather, K/V store), memset = graph node\n");
 		attention_note(out, eng, phases);
@@ -298,8 +296,16 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 			bool mma = attn_entry(o, "_part");
 			double share = gemm ? 1.0 : sm_share(json_get(o, "grid"));
 			double tm = b / GEN_H100_HBM_BPS * 1e6 / share;
-			double tc = fl / (gemm ? GEN_H100_BF16_FLOPS : mma ? ATTN_MMA_FLOPS : GEN_H100_FP32_FLOPS) *
+			double tc = fl / (gemm ? GEN_H100_BF16_FLOPS : mma ? GEN_ATTN_MMA_FLOPS : GEN_H100_FP32_FLOPS) *
 			            1e6 / share;
+			gen_attn_geom ag;
+			if (mma && attn_geom(eng, o, &ag)) { /* gen/attn_cost.h, as the planner saw it */
+				gen_attn_proj ap;
+				gen_attn_project(&ag, num(json_get(spec, "roofline"), "context"), &ap);
+				tm = (ap.t_hbm > ap.t_l2 ? ap.t_hbm : ap.t_l2) / ap.share_mem * 1e6;
+				tc = ap.t_smem > ap.t_mma ? ap.t_smem : ap.t_mma;
+				tc = (tc > ap.t_exp ? tc : ap.t_exp) / ap.share_sm * 1e6;
+			}
 			double t = tm > tc ? tm : tc;
 			if (rep < 1)
 				rep = 1;

@@ -1,8 +1,8 @@
 /* `specwright inspect ENGINE_DIR`: reads engine.json (and resources.json when
  * the engine was compiled) and prints every kernel's resources and a roofline
  * projection on an H100 SXM: per op max(bytes / HBM bandwidth, flops / peak),
- * the peak dense bf16 for GEMMs, the tensor-core rate tree attention's mma
- * can reach (shared-memory bound, gen/inspect.c) for its _part, and fp32 FMA
+ * the peak dense bf16 for GEMMs, tree attention's own model for its _part
+ * (gen/attn_cost.h: HBM, L2, shared memory, mma.sync, MUFU), and fp32 FMA
  * for the other rendered kernels, scaled by the share of SMs the op's grid can occupy, per phase, per iteration (draft levels + verify + accept +
  * commit) and tokens/s = tau / iteration time. A projection from the plan's
  * byte and flop counts, not a measurement: launch overheads, L2 reuse and

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_cost.h"
 #include "engine_state.h"
 #include "plan.h"
 #include "tree_verify.h"
@@ -52,32 +53,33 @@ typedef struct act_ix {
 	    accept_path, emitted, counts, verify_scratch, kv_done, ngram_hist;
 } act_ix;
 
-/* Tree attention launch shape (templates/tree_attention.cu.tmpl's header
- * has the arithmetic). The T * GROUP query rows of a KV head go to warps
- * of 16 rows (one mma fragment row block each): WARPS = min(4, row tiles)
- * per block (four share each K/V tile in shared memory; more would leave
- * 168 registers x threads too few blocks per SM), ZT = ceil(rows / (16 *
- * WARPS)) row blocks on the grid's z axis. SPLIT: a (KV head, split, row
- * block) writes fp32 partials of its rows against SPLIT * HEAD_DIM * 2 * 2 B
- * of K/V read, all row blocks together T * GROUP / SPLIT of the K/V bytes;
- * SPLIT >= 2 * T * GROUP keeps that <= 1/2, clamped to [64, 512]: 64 at
- * T = 1 (8 KV heads x 4096 / 64 = 512 blocks for 132 SMs), 512 at T = 64,
- * GQA 4 (8 x 9 x 4 = 288 blocks at 4096 cached keys). */
+/* Tree attention launch shape: the one of least projected _part + _merge
+ * time at est_context cached keys (gen/attn_cost.h: the H100 model, its
+ * terms and what it leaves out). The T * GROUP query rows of a KV head go
+ * to warps of ROW_BLOCKS 16-row mma fragments, WARPS per block, ZT =
+ * ceil(rows / (16 ROW_BLOCKS WARPS)) row blocks on the grid's z axis (each
+ * re-reads the split's K/V from L2); SPLIT keys per block along the
+ * context, the last live split also taking the N_BLK block keys (so
+ * blk_splits = 0: no partials of a block split of their own). Fewer splits
+ * shrink the fp32 partials, more row blocks cost L2 traffic, both buy
+ * blocks for 132 SMs; the model weighs them. E.g. Llama-3-8B at 4096:
+ * eagle25 (T = 26) ROW_BLOCKS 1, WARPS 4, SPLIT 512, ZT 2; sequoia63 (T =
+ * 64) 2, 2, 512, 4; a decode step (T = 1) 1, 1, 256. */
 typedef struct attn_shape {
-	int T, n_blk, masked, split, warps, zt, ctx_splits, blk_splits;
+	int T, n_blk, masked, split, warps, rb, mblock, zt, ctx_splits, blk_splits;
 } attn_shape;
 
-static attn_shape attn_choose(int T, int n_blk, int group, int max_ctx, bool masked)
+static attn_shape attn_choose(const rt_config *cfg, int T, int n_blk, const gen_spec *s, int elt,
+                              bool masked)
 {
-	attn_shape a = {.T = T, .n_blk = n_blk, .masked = masked};
-	const int tiles = (T * group + 15) / 16;
-	a.split = 64;
-	while (a.split < 512 && a.split < 2 * T * group)
-		a.split *= 2;
-	a.warps = tiles < 4 ? tiles : 4;
-	a.zt = (tiles + a.warps - 1) / a.warps;
-	a.ctx_splits = (max_ctx + a.split - 1) / a.split;
-	a.blk_splits = (n_blk + a.split - 1) / a.split;
+	const gen_attn_geom g = gen_attn_choose(T, n_blk, cfg->n_heads, cfg->n_kv_heads,
+	                                        cfg->head_dim, elt, s->max_context, s->est_context);
+	attn_shape a = {.T = T, .n_blk = n_blk, .masked = masked, .split = g.split, .warps = g.warps,
+	                .rb = g.row_blocks, .mblock = g.mblock};
+	const int tiles = (T * (cfg->n_heads / cfg->n_kv_heads) + 15) / 16;
+	a.zt = (tiles + a.rb * a.warps - 1) / (a.rb * a.warps);
+	a.ctx_splits = (s->max_context + a.split - 1) / a.split;
+	a.blk_splits = 0;
 	return a;
 }
 
@@ -328,15 +330,16 @@ static void attn_tree_id(const gen_tree *t, const attn_shape *sh, char *id, size
 	snprintf(id, n, "%s_%08x", nm, (unsigned)(h ^ (h >> 32)));
 }
 
-/* Tree attention of one layer (repeat L): _part over (KV head, split, row
- * block), then _merge over (token, BLK_MERGE-thread slices of the
+/* Tree attention of one layer (repeat L): _part over (KV head, context
+ * split, row block), then _merge over (token, MBLOCK-thread slices of the
  * N_HEADS * HEAD_DIM / 4 float4 columns; T blocks alone would fill T of
- * 132 SMs). Bytes: the K/V of est_context + N_BLK keys
- * (each crosses HBM once; the row blocks re-read it from L2), q, and the
- * partials of the live splits written by _part and read by _merge. Flops:
- * what the tensor cores execute, QK and PV, 2 * 2 per (row, head dim, key)
- * over the rows padded to 16-row fragments and the head dim to 16, masked
- * block keys included (multiplied by p = 0, not skipped). */
+ * 132 SMs). Bytes and flops as gen/attn_cost.h counts them at est_context:
+ * _part moves the K/V of est_context + N_BLK keys (each crosses HBM once;
+ * the row blocks re-read it from L2), q, and the fp32 partials of the live
+ * splits; flops are what the tensor cores execute, QK and PV, 2 * 2 per
+ * (row, head dim, key) over the rows padded to 16-row fragments and the
+ * head dim to 16, masked block keys included (multiplied by p = 0, not
+ * skipped). _merge reads the partials back and writes the 16-bit output. */
 static void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
                          const char *layers)
 {
@@ -351,30 +354,30 @@ static void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
 	                   PI("N_HEADS", nh), PI("N_KV_HEADS", nkv), PI("T", sh->T),
 	                   PI("N_BLK", sh->n_blk), PI("MASK_WORDS", mw), PI("SPLIT", sh->split),
 	                   PI("MAX_CTX", c->s->max_context), PI("WARPS", sh->warps),
-	                   PI("MBLOCK", BLK_MERGE)};
-	int k = kernel_x(c, "tree_attn", "tree_attention.cu.tmpl", prm, 14,
+	                   PI("ROW_BLOCKS", sh->rb), PI("MBLOCK", sh->mblock)};
+	int k = kernel_x(c, "tree_attn", "tree_attention.cu.tmpl", prm, 15,
 	                 sh->masked ? GEN_PREFIX_MASK : GEN_PREFIX_NONE, true, tree_id);
-	const double ctx = c->s->est_context, keys = ctx + sh->n_blk;
-	const double live = ceil(ctx / sh->split) + sh->blk_splits;
-	const double part = live * sh->T * nh * (hd + 2) * 4.0;
-	const double rows16 = (double)sh->T * nh * hd * c->dt16;
-	const int mma_rows = (sh->T * (nh / nkv) + 15) / 16 * 16; /* per KV head */
+	const gen_attn_geom g = {.T = sh->T, .n_blk = sh->n_blk, .n_heads = nh, .n_kv_heads = nkv,
+	                         .head_dim = hd, .elt = c->dt16, .max_ctx = c->s->max_context,
+	                         .split = sh->split, .warps = sh->warps, .row_blocks = sh->rb,
+	                         .mblock = sh->mblock};
+	gen_attn_proj pr;
+	gen_attn_project(&g, c->s->est_context, &pr);
 	op_desc pd = {.name = "attention", .op = "tree_attention", .exec = GEN_EXEC_KERNEL,
 	              .kernel = k, .entry = "_part", .gx = nkv, .gy = sh->ctx_splits + sh->blk_splits,
 	              .gz = sh->zt, .block = 32 * sh->warps, .repeat = L,
 	              .layers = layers, .n_args = 6,
 	              .args = {A(a->part_o, 0), A(a->part_ml, 0), A(a->q16, 0), A(m->k_cache, 0),
 	                       A(m->v_cache, 0), A(a->state, m->len_word * 4)},
-	              .bytes = 2.0 * keys * nkv * hd * c->dt16 + rows16 + part,
-	              .flops = 4.0 * nkv * mma_rows * ((hd + 15) / 16 * 16) * keys};
+	              .bytes = pr.kv + pr.q + pr.part, .flops = pr.flops};
 	emit(c, &pd);
 	op_desc md = {.name = "attention_merge", .op = "tree_attention", .exec = GEN_EXEC_KERNEL,
 	              .kernel = k, .entry = "_merge", .gx = sh->T,
-	              .gy = (nh * hd / 4 + BLK_MERGE - 1) / BLK_MERGE, .block = BLK_MERGE, .repeat = L,
-	              .layers = layers, .n_args = 4,
+	              .gy = (nh * hd / 4 + sh->mblock - 1) / sh->mblock, .block = sh->mblock,
+	              .repeat = L, .layers = layers, .n_args = 4,
 	              .args = {A(a->attn, 0), A(a->part_o, 0), A(a->part_ml, 0),
 	                       A(a->state, m->len_word * 4)},
-	              .bytes = part + rows16, .flops = live * sh->T * nh * (3.0 * hd + 8)};
+	              .bytes = pr.part + pr.out, .flops = (double)pr.live * sh->T * nh * (3.0 * hd + 8)};
 	emit(c, &md);
 }
 
@@ -484,9 +487,8 @@ static void forward(ctx *c, const model_ix *m, int mode, int64_t rows, int64_t r
 	/* attention: cached context + the block's rows (causal chunk, or the
 	 * staged tree levels under the baked ancestor mask); q in 16 bits */
 	op_cast(c, "q_cast", rows, qd, A(a->q16, 0), A(a->q, 0), L, layers);
-	attn_shape sh = attn_choose((int)rows, (int)(mode == FWD_PREFILL ? rows : row0 + rows),
-	                            cfg->n_heads / cfg->n_kv_heads, s->max_context,
-	                            mode == FWD_TREE);
+	attn_shape sh = attn_choose(cfg, (int)rows, (int)(mode == FWD_PREFILL ? rows : row0 + rows),
+	                            s, dt, mode == FWD_TREE);
 	op_attention(c, m, &sh, L, layers);
 	op_gemm(c, "wo", rows, D, qd, A(a->delta, 0), A(a->attn, 0), A(m->wo, 0), L, layers);
 	op_rmsnorm(c, "ffn_norm", cfg, rows, A(m->ffn_norm, 0), L, layers);
@@ -646,16 +648,14 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		int64_t po = 0, pm = 0;
 		for (int mi = 0; mi < (has_draft_model ? 2 : 1); mi++) {
 			const rt_config *cf = mi ? dc : tc;
-			const int G = cf->n_heads / cf->n_kv_heads;
 			attn_shape shs[GEN_TREE_MAX_DEPTH + 2];
 			int ns = 0;
-			shs[ns++] = attn_choose(s->prefill_chunk, s->prefill_chunk, G, s->max_context,
-			                        false);
+			shs[ns++] = attn_choose(cf, s->prefill_chunk, s->prefill_chunk, s, c.dt16, false);
 			if (!mi)
-				shs[ns++] = attn_choose(t->n, t->n, G, s->max_context, true);
+				shs[ns++] = attn_choose(cf, t->n, t->n, s, c.dt16, true);
 			for (int d = 0; mi && d < t->depth_max; d++)
-				shs[ns++] = attn_choose(t->level_start[d + 1] - t->level_start[d],
-				                        t->level_start[d + 1], G, s->max_context, true);
+				shs[ns++] = attn_choose(cf, t->level_start[d + 1] - t->level_start[d],
+				                        t->level_start[d + 1], s, c.dt16, true);
 			for (int i = 0; i < ns; i++) {
 				int64_t rows_h = (int64_t)(shs[i].ctx_splits + shs[i].blk_splits) *
 				                 shs[i].T * cf->n_heads;

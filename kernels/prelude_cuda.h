@@ -16,6 +16,9 @@ typedef unsigned long long uint64_t;
 typedef unsigned long long uintptr_t;
 
 #define SW_CUDA 1
+/* The compute capability compiled for, x100 (800, 900): for a template
+ * whose best shape differs per architecture (one source, one launch). */
+#define SW_ARCH __CUDA_ARCH__
 
 /* ---- parameter lists: KERNEL(name, (type, name), ...) ---- */
 #define SW_NARGS(...) SW_NARGS_(__VA_ARGS__, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
@@ -225,6 +228,19 @@ DEV void LDMATRIX_X4_TRANS(uint32_t *r, const void *row)
 	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
 	             : "r"(sw_smem_addr(row)));
 }
+
+/* ---- asynchronous global -> shared copies (sm_80+ cp.async, semantics in
+ * prelude_emu.h): 16 bytes, L1 bypassed (.cg: the data is used once per
+ * block, from shared memory); valid == 0 zero-fills without reading src ---- */
+DEV void CP_ASYNC_16(void *dst, const void *src, int valid)
+{
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+	             :
+	             : "r"(sw_smem_addr(dst)), "l"(__cvta_generic_to_global(src)), "r"(valid ? 16 : 0)
+	             : "memory");
+}
+#define CP_ASYNC_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+#define CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
 
 /* ---- constant tables baked into a generated source (tree masks): file
  * scope, read-only, in the constant bank (warp-uniform reads broadcast) ---- */

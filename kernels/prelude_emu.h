@@ -17,6 +17,10 @@
 #include "emu.h"
 
 #define SW_EMU 1
+/* The architecture whose code path the emulator runs (prelude_cuda.h:
+ * __CUDA_ARCH__): sm_90's; a test may #undef it and define 800 in the
+ * source to run sm_80's. */
+#define SW_ARCH 900
 
 /* The emulator context of this translation unit; KERNEL's descriptor binds
  * it at launch, so a dlopen'ed kernel module needs no host symbols. */
@@ -366,6 +370,91 @@ DEV void emu__ldmatrix_x4(uint32_t *r, const void *row, int trans, const char *f
 }
 #define LDMATRIX_X4(r, row) emu__ldmatrix_x4((r), (row), 0, __FILE__, __LINE__)
 #define LDMATRIX_X4_TRANS(r, row) emu__ldmatrix_x4((r), (row), 1, __FILE__, __LINE__)
+
+/* ---- asynchronous global -> shared copies: cp.async.cg.shared.global (16
+ * bytes), cp.async.commit_group, cp.async.wait_group N. CP_ASYNC_16(dst,
+ * src, valid) queues a copy of 16 bytes from src (or 16 zero bytes when
+ * valid == 0, src unread) to shared dst; CP_ASYNC_COMMIT() closes the
+ * thread's open copies into a group; CP_ASYNC_WAIT(n) completes every
+ * committed group but the newest n. Per thread, as on the GPU: another
+ * thread sees the data only after the issuing thread's wait and a SYNC().
+ * Here a copy lands at the wait (the latest moment the GPU allows), through
+ * the shared-memory checker, so reading it before the wait sees the block's
+ * 0xff poison (NaN in 16 and 32 bits) or the previous contents: wrong
+ * results; and the issue itself is checked as a write (the GPU may land it
+ * at once), so issuing into a buffer another thread still reads in the same
+ * barrier interval is a race. The source is read at issue (the kernels copy
+ * read-only data). A thread that exits with copies outstanding is reported
+ * at the next copy any thread of that module issues. ---- */
+#define EMU__CPA_MAX 128 /* outstanding copies per thread */
+typedef struct emu__cpa_entry {
+	void *dst;
+	unsigned char data[16];
+	uint32_t group; /* 0: not committed yet */
+} emu__cpa_entry;
+static struct emu__cpa_thread {
+	emu_dim3 bid;             /* block the entries belong to */
+	int n;
+	uint32_t committed;
+	emu__cpa_entry e[EMU__CPA_MAX];
+} emu__cpa[EMU_MAX_THREADS];
+static __attribute__((unused)) void emu__cp_async16(void *dst, const void *src, int valid,
+                                                    const char *f, int l)
+{
+	struct emu__cpa_thread *t = &emu__cpa[TID_LINEAR];
+	emu__aligned(dst, 16, f, l);
+	if (t->n && (t->bid.x != BID_X || t->bid.y != BID_Y || t->bid.z != BID_Z)) {
+		emu__ctx->fail(EMU_EINVAL, f, l, "cp.async: a thread of an earlier block exited with "
+		               "copies never completed by CP_ASYNC_WAIT");
+		return;
+	}
+	if (t->n == EMU__CPA_MAX) {
+		emu__ctx->fail(EMU_EINVAL, f, l, "cp.async: more than EMU__CPA_MAX copies outstanding");
+		return;
+	}
+	if (!t->n)
+		t->committed = 0;
+	t->bid = emu__ctx->bid;
+	emu__ctx->sh_access(dst, 16, EMU_SH_WRITE, f, l); /* the GPU may land it now */
+	emu__cpa_entry *e = &t->e[t->n++];
+	e->dst = dst;
+	e->group = 0;
+	if (valid)
+		memcpy(e->data, emu__aligned(src, 16, f, l), 16);
+	else
+		memset(e->data, 0, 16);
+}
+static __attribute__((unused)) void emu__cp_async_commit(void)
+{
+	struct emu__cpa_thread *t = &emu__cpa[TID_LINEAR];
+	int any = 0;
+	for (int i = 0; i < t->n; i++)
+		if (!t->e[i].group) {
+			t->e[i].group = t->committed + 1;
+			any = 1;
+		}
+	t->committed += (uint32_t)any; /* an empty group completes at once */
+}
+static __attribute__((unused)) void emu__cp_async_wait(int n, const char *f, int l)
+{
+	struct emu__cpa_thread *t = &emu__cpa[TID_LINEAR];
+	int k = 0;
+	if (n < 0) {
+		emu__ctx->fail(EMU_EINVAL, f, l, "cp.async: CP_ASYNC_WAIT of a negative count");
+		return;
+	}
+	for (int i = 0; i < t->n; i++) {
+		emu__cpa_entry *e = &t->e[i];
+		if (e->group && e->group + (uint32_t)n <= t->committed)
+			memcpy(emu__ctx->sh_access(e->dst, 16, EMU_SH_WRITE, f, l), e->data, 16);
+		else
+			t->e[k++] = *e;
+	}
+	t->n = k;
+}
+#define CP_ASYNC_16(dst, src, valid) emu__cp_async16((dst), (src), (valid), __FILE__, __LINE__)
+#define CP_ASYNC_COMMIT() emu__cp_async_commit()
+#define CP_ASYNC_WAIT(n) emu__cp_async_wait((n), __FILE__, __LINE__)
 
 /* ---- constant tables baked into a generated source (tree masks): file
  * scope, read-only ---- */

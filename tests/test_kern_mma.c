@@ -12,7 +12,12 @@
  * order; ldmatrix with scattered row addresses, then the two ways the
  * attention kernel feeds B (K rows via ldmatrix, V rows via ldmatrix.trans).
  * Misuse is reported: a divergent or partial warp, a misaligned or
- * non-shared ldmatrix address. */
+ * non-shared ldmatrix address. cp.async (CP_ASYNC_16/COMMIT/WAIT, the
+ * attention kernel's K/V pipeline): copies and zero-fills land by groups,
+ * visible to other threads after the wait and a SYNC(); in the emulator a
+ * read before the wait sees the poison (copies land at the wait), issuing
+ * into a buffer another thread reads in the same interval is a race, and a
+ * thread that exits with copies outstanding is reported. */
 #include <dlfcn.h>
 #include <math.h>
 #include <setjmp.h>
@@ -117,6 +122,25 @@ static const char *SRC =
 	"		c0[4 * l + i] = acc0[i];\n"
 	"		c1[4 * l + i] = acc1[i];\n"
 	"	}\n"
+	"}\n"
+	"\n"
+	"KERNEL(cpa_k, (u32x4 *RESTRICT, out), (const uint16_t *RESTRICT, src))\n"
+	"{\n"
+	"	SHARED(u32x4, sm, 3 * 32);\n"
+	"	const int l = LANE_ID;\n"
+	"	CP_ASYNC_16(sm + l, src + 8 * l, 1);\n"
+	"	CP_ASYNC_COMMIT();\n"
+	"	CP_ASYNC_16(sm + 32 + l, src + 8 * (32 + l), !(l & 1)); /* odd lanes: zeros */\n"
+	"	CP_ASYNC_COMMIT();\n"
+	"	CP_ASYNC_16(sm + 64 + l, src + 8 * (64 + l), 1);\n"
+	"	CP_ASYNC_COMMIT();\n"
+	"	CP_ASYNC_WAIT(1); /* groups 0 and 1 of this thread landed */\n"
+	"	SYNC();           /* ... and of every thread */\n"
+	"	out[l] = SLD(sm, (l + 1) & 31);\n"
+	"	out[32 + l] = SLD(sm, 32 + ((l + 1) & 31));\n"
+	"	CP_ASYNC_WAIT(0);\n"
+	"	SYNC();\n"
+	"	out[64 + l] = SLD(sm, 64 + ((l + 5) & 31));\n"
 	"}\n";
 
 /* Misuse, for the emulator only: lanes 0-15 and 16-31 at different mma
@@ -155,6 +179,33 @@ static const char *BAD_SRC =
 	"	uint32_t r[4];\n"
 	"	LDMATRIX_X4(r, m + 8 * LANE_ID);\n"
 	"	out[TID_X] = r[0];\n"
+	"}\n"
+	"KERNEL(cpa_nowait_k, (u32x4 *RESTRICT, out), (const uint16_t *RESTRICT, m))\n"
+	"{\n"
+	"	SHARED(u32x4, sm, 32);\n"
+	"	CP_ASYNC_16(sm + LANE_ID, m + 8 * LANE_ID, 1);\n"
+	"	CP_ASYNC_COMMIT();\n"
+	"	SYNC(); /* no CP_ASYNC_WAIT: nothing has to have landed */\n"
+	"	out[LANE_ID] = SLD(sm, (LANE_ID + 1) & 31);\n"
+	"	SYNC(); /* the copies may land only now: after the reads */\n"
+	"	CP_ASYNC_WAIT(0);\n"
+	"}\n"
+	"KERNEL(cpa_race_k, (u32x4 *RESTRICT, out), (const uint16_t *RESTRICT, m))\n"
+	"{\n"
+	"	SHARED(u32x4, sm, 32);\n"
+	"	SST(sm, LANE_ID, MAKE_U32X4(0u, 0u, 0u, 0u));\n"
+	"	SYNC();\n"
+	"	out[LANE_ID] = SLD(sm, (LANE_ID + 1) & 31); /* lane l reads l + 1's ... */\n"
+	"	CP_ASYNC_16(sm + LANE_ID, m + 8 * LANE_ID, 1); /* ... which l + 1 refills */\n"
+	"	CP_ASYNC_COMMIT();\n"
+	"	CP_ASYNC_WAIT(0);\n"
+	"}\n"
+	"KERNEL(cpa_exit_k, (u32x4 *RESTRICT, out), (const uint16_t *RESTRICT, m))\n"
+	"{\n"
+	"	SHARED(u32x4, sm, 32);\n"
+	"	CP_ASYNC_16(sm + LANE_ID, m + 8 * LANE_ID, 1);\n"
+	"	CP_ASYNC_COMMIT();\n"
+	"	out[LANE_ID] = MAKE_U32X4(0u, 0u, 0u, 0u); /* exits, copies outstanding */\n"
 	"}\n";
 
 static void *load_module(const char *src, const char *key)
@@ -460,6 +511,35 @@ static void test_ldmatrix(void **state)
 	emu_free(cols);
 }
 
+/* cp.async: three groups per thread, the middle one zero-filled on odd
+ * lanes; groups 0 and 1 read (another lane's) after WAIT(1) + SYNC, group
+ * 2 after WAIT(0) + SYNC. */
+static void test_cp_async(void **state)
+{
+	(void)state;
+	void *h = load_module(SRC, "mma_vocab");
+	const emu_kernel *k = sym(h, "cpa_k");
+	uint32_t *out = emu_alloc(96 * 16, "out");
+	uint16_t *src = emu_alloc(96 * 16, "src");
+	for (int i = 0; i < 96 * 8; i++)
+		src[i] = (uint16_t)(0x3000 + 7 * i);
+	void *args[] = {&out, &src};
+	launch(k, d3(1, 1, 1), d3(32, 1, 1), args);
+	for (int l = 0; l < 32; l++) {
+		const int v[3] = {(l + 1) & 31, 32 + ((l + 1) & 31), 64 + ((l + 5) & 31)};
+		for (int gi = 0; gi < 3; gi++) {
+			uint32_t want[4] = {0, 0, 0, 0};
+			if (gi != 1 || !(v[1] & 1))
+				memcpy(want, src + 8 * v[gi], 16);
+			if (memcmp(out + 4 * (32 * gi + l), want, 16))
+				fail_msg("cp.async lane %d group %d: %08x.., want %08x..", l, gi,
+				         out[4 * (32 * gi + l)], want[0]);
+		}
+	}
+	emu_free(out);
+	emu_free(src);
+}
+
 /* The attention kernel's two ways of feeding B, on one 16 x 32 x 8 GEMM. */
 static void test_gemm_both_b(void **state)
 {
@@ -530,6 +610,24 @@ static void test_mma_misuse(void **state)
 	expect_fail(sym(h, "bad_partial_k"), 48, a1, EMU_ESHFL, "needs all 32");
 	expect_fail(sym(h, "bad_align_k"), 32, a2, EMU_EALIGN, "not 16-byte aligned");
 	expect_fail(sym(h, "bad_global_k"), 32, a2, EMU_ESHARED, "not in shared memory");
+	/* cp.async: a read before the wait sees the block's poison, not the copy */
+	uint32_t *o4 = emu_alloc(32 * 16, "out4");
+	uint16_t *m4 = emu_alloc(32 * 16, "m4");
+	memset(m4, 0, 32 * 16);
+	void *a3[] = {&o4, &m4};
+	launch(sym(h, "cpa_nowait_k"), d3(1, 1, 1), d3(32, 1, 1), a3);
+	for (int i = 0; i < 32 * 4; i++)
+		assert_int_equal(o4[i], 0xffffffffu);
+	expect_fail(sym(h, "cpa_race_k"), 32, a3, EMU_ERACE, "no SYNC() between");
+	{
+		emu_report rep;
+		int rc = emu_launch(sym(h, "cpa_exit_k"), d3(2, 1, 1), d3(32, 1, 1), 0, a3, &rep);
+		if (rc != EMU_EINVAL || !strstr(rep.msg, "never completed"))
+			fail_msg("cpa_exit_k: expected EINVAL 'never completed', got %d: %s", rc, rep.msg);
+		print_message("  reported as expected: %s\n", rep.msg);
+	}
+	emu_free(o4);
+	emu_free(m4);
 	emu_free(d);
 	emu_free(out);
 	emu_free(m);
@@ -557,7 +655,7 @@ static void test_mma_nvrtc(void **state)
 		                      &log, &err))
 			fail_msg("%s", err.msg);
 		/* the inline PTX reached ptxas as the instructions named */
-		assert_int_equal(n, 3);
+		assert_int_equal(n, 4);
 		for (int i = 0; i < n; i++) {
 			print_message("  %-5s %-10s %3d regs %4d B stack %5d B smem, spills %d/%d\n",
 			              archs[a], res[i].name, res[i].regs, res[i].stack, res[i].smem,
@@ -579,6 +677,7 @@ int main(void)
 		cmocka_unit_test(test_mma_random),
 		cmocka_unit_test(test_ldmatrix),
 		cmocka_unit_test(test_gemm_both_b),
+		cmocka_unit_test(test_cp_async),
 		cmocka_unit_test(test_mma_misuse),
 		cmocka_unit_test(test_mma_nvrtc),
 	};
