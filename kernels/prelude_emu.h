@@ -232,7 +232,7 @@ DEV u32x2 MAKE_U32X2(uint32_t x, uint32_t y) { u32x2 r = {x, y}; return r; }
 #define SW_INF INFINITY
 #define SINCOSF(a, s, c) (*(s) = sinf(a), *(c) = cosf(a))
 /* Device-side trap: the emulator reports it with the site. */
-#define DEV_TRAP(msg) emu__ctx->fail(EMU_EINVAL, __FILE__, __LINE__, (msg))
+#define DEV_TRAP(msg) (emu__ctx->fail)(EMU_EINVAL, __FILE__, __LINE__, (msg))
 
 /* ---- warp reductions: xor butterfly, every lane gets the result; the
  * same order on both backends, so the same rounding ---- */
@@ -404,12 +404,12 @@ static __attribute__((unused)) void emu__cp_async16(void *dst, const void *src, 
 	struct emu__cpa_thread *t = &emu__cpa[TID_LINEAR];
 	emu__aligned(dst, 16, f, l);
 	if (t->n && (t->bid.x != BID_X || t->bid.y != BID_Y || t->bid.z != BID_Z)) {
-		emu__ctx->fail(EMU_EINVAL, f, l, "cp.async: a thread of an earlier block exited with "
+		(emu__ctx->fail)(EMU_EINVAL, f, l, "cp.async: a thread of an earlier block exited with "
 		               "copies never completed by CP_ASYNC_WAIT");
 		return;
 	}
 	if (t->n == EMU__CPA_MAX) {
-		emu__ctx->fail(EMU_EINVAL, f, l, "cp.async: more than EMU__CPA_MAX copies outstanding");
+		(emu__ctx->fail)(EMU_EINVAL, f, l, "cp.async: more than EMU__CPA_MAX copies outstanding");
 		return;
 	}
 	if (!t->n)
@@ -440,7 +440,7 @@ static __attribute__((unused)) void emu__cp_async_wait(int n, const char *f, int
 	struct emu__cpa_thread *t = &emu__cpa[TID_LINEAR];
 	int k = 0;
 	if (n < 0) {
-		emu__ctx->fail(EMU_EINVAL, f, l, "cp.async: CP_ASYNC_WAIT of a negative count");
+		(emu__ctx->fail)(EMU_EINVAL, f, l, "cp.async: CP_ASYNC_WAIT of a negative count");
 		return;
 	}
 	for (int i = 0; i < t->n; i++) {
