@@ -13,6 +13,11 @@ for t in "$@"; do
 	f=$(printf '%s\n' "$out" | grep -c '^\[  FAILED  \]')
 	f=$(( f > 0 ? f / 2 + f % 2 : 0 ))  # cmocka prints each failure twice (inline + summary)
 	pass=$((pass + p))
+	if [ $rc -eq 0 ] && [ $p -eq 0 ]; then
+		rc=1  # a binary that ran no test is a failure, not a pass
+		out="$out
+$name: ran no test"
+	fi
 	if [ $rc -ne 0 ]; then
 		[ $f -eq 0 ] && f=1
 		fail=$((fail + f)); bad+=("$name")

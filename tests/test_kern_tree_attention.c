@@ -20,7 +20,7 @@
  * variant and on real shapes (Llama-2-7B, Llama-3-8B with eagle25 /
  * sequoia63 / a 256-token prefill chunk / a decode step, GQA 8, in the
  * planner's shapes): zero spills and zero stack, registers printed.
- * TEST_FILTER='*nvrtc' (a cmocka glob) runs one test. */
+ * CMOCKA_FILTER='*nvrtc' (a cmocka glob) runs one test. */
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
@@ -659,7 +659,8 @@ int main(void)
 		cmocka_unit_test(test_tree_attention_append_causal),
 		cmocka_unit_test(test_tree_attention_nvrtc),
 	};
-	if (getenv("TEST_FILTER")) /* e.g. TEST_FILTER='*nvrtc' */
-		cmocka_set_test_filter(getenv("TEST_FILTER"));
+	/* e.g. CMOCKA_FILTER='*nvrtc' (TEST_FILTER is tests/run_all.sh's, by binary) */
+	if (getenv("CMOCKA_FILTER") && *getenv("CMOCKA_FILTER"))
+		cmocka_set_test_filter(getenv("CMOCKA_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
