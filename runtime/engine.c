@@ -1010,8 +1010,13 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 			}
 		}
 		st->n_iters++;
-		if (r->on_tokens && r->on_tokens(r->cb_user, out + first, n_out - first))
-			stop = stop ? stop : RT_STOP_EOS;
+		if (r->on_tokens) {
+			/* the caller's streaming (detokenise, write) is not engine overhead */
+			double tcb = now_s();
+			if (r->on_tokens(r->cb_user, out + first, n_out - first))
+				stop = stop ? stop : RT_STOP_EOS;
+			st->t_callback += now_s() - tcb;
+		}
 		if (hs[RT_ST_STOP])
 			stop = hs[RT_ST_STOP];
 		if (n_out >= r->max_new)
@@ -1023,7 +1028,8 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 	(void)ops0;
 	st->n_tokens = n_out;
 	st->stop = stop;
-	st->host_overhead_us = st->n_iters ? 1e6 * (st->t_decode - st->t_ops) / st->n_iters : 0;
+	st->host_overhead_us =
+		st->n_iters ? 1e6 * (st->t_decode - st->t_ops - st->t_callback) / st->n_iters : 0;
 	return n_out;
 }
 

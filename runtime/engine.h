@@ -83,7 +83,8 @@ typedef struct rt_engine_stats {
 	uint64_t pos_tried[RT_MAX_GAMMA], pos_accepted[RT_MAX_GAMMA]; /* by depth */
 	double t_prefill, t_decode, t_capture;
 	double t_ops;             /* host backends: seconds inside op execution */
-	double host_overhead_us;  /* per iteration: decode time minus op time */
+	double t_callback;        /* inside the caller's on_tokens (streaming output) */
+	double host_overhead_us;  /* per iteration: decode time minus op and callback time */
 } rt_engine_stats;
 
 /* Parses dir/engine.json (every field checked; messages name the file and

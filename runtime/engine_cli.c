@@ -167,6 +167,7 @@ int cli_engine_run(cli_opts *o)
 		fwrite(tail, 1, (size_t)k, stdout);
 	if (!o->json)
 		printf("\n");
+	fflush(stdout); /* the text before the statistics on stderr */
 	int n_ref = -1, match = -1;
 	double t_ref = 0;
 	if (o->baseline && greedy) {
