@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "build.h"
+#include "engine_util.h"
 #include "device.h"
 #include "engine.h"
 #include "engine_state.h"
@@ -49,30 +50,9 @@ static const char *cache_dir(void)
 	return c;
 }
 
-static void write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-}
-
-/* Builds an engine (no NVRTC: the host backends need none) into dir. */
 static void build_engine(const char *spec_json, const char *dir)
 {
-	char sp[512];
-	sw_err err = {0};
-	gen_spec *s = malloc(sizeof(*s));
-	assert_non_null(s);
-	snprintf(sp, sizeof(sp), "%s.spec.json", dir);
-	write_text(sp, spec_json);
-	if (gen_spec_load(sp, NULL, s, &err))
-		fail_msg("%s", err.msg);
-	gen_build_opts o = {.out_dir = dir, .cache_dir = cache_dir(), .no_compile = true};
-	gen_build_stats st;
-	if (gen_build(s, &o, &st, &err))
-		fail_msg("%s", err.msg);
-	free(s);
+	eu_build(spec_json, dir, cache_dir(), false);
 }
 
 static rt_dev *open_dev(int mode)
@@ -89,22 +69,10 @@ static int run_engine(const char *dir, int mode, const rt_model *m, uint64_t see
                       const int32_t *prompt, int n_prompt, int max_new, bool eager, int32_t *out,
                       rt_engine_stats *st)
 {
-	sw_err err = {0};
-	rt_engine *e = rt_engine_load(dir, &err);
-	if (!e)
-		fail_msg("%s", err.msg);
 	rt_dev *d = open_dev(mode);
-	if (rt_engine_bind(e, d, m, NULL, seed, &err))
-		fail_msg("bind (%s): %s", d->desc, err.msg);
-	rt_engine_run r = {.prompt = prompt, .n_prompt = n_prompt, .max_new = max_new, .eos = -1,
-	                   .eager = eager};
-	int n = rt_engine_generate(e, &r, out, st, &err);
-	if (n < 0)
-		fail_msg("generate (%s): %s", d->desc, err.msg);
-	print_message("  %-14s %s: %d tokens, %d iterations (tau %.2f), prefill %.3f s, decode %.3f s, "
-	              "host overhead %.2f us/iteration\n", d->desc, eager ? "eager" : "graph", n,
-	              st->n_iters, st->n_iters ? (double)n / st->n_iters : 0.0, st->t_prefill,
-	              st->t_decode, st->host_overhead_us);
+	rt_engine *e = eu_bind(dir, d, m, seed);
+	int n = eu_generate(e, d->desc, prompt, n_prompt, max_new, eager, out, st);
+	print_message("  %-30s host overhead %.2f us/iteration\n", "", st->host_overhead_us);
 	rt_engine_free(e);
 	rt_dev_free(d);
 	return n;
@@ -189,20 +157,9 @@ static char g_tiny_path[300];
 
 static int setup(void **state)
 {
-	snprintf(g_dir, sizeof(g_dir), "build/test_engine.%d", (int)getpid());
-	mkdir("build", 0755);
-	mkdir(g_dir, 0755);
-	/* vocab 111 (not a power of two), head_dim 64, GQA 2 */
-	g_tiny = tu_tiny_llama(111, 256, 3, 4, 2, 384, 7);
-	if (!g_tiny)
-		return -1;
-	snprintf(g_tiny_path, sizeof(g_tiny_path), "%s/tiny.gguf", g_dir);
-	sw_err err = {0};
-	if (rt_llama_save_gguf(g_tiny, g_tiny_path, GGML_T_F32, &err)) {
-		fprintf(stderr, "%s\n", err.msg);
-		return -1;
-	}
-	return 0;
+	eu_work_dir(g_dir, sizeof(g_dir), "test_engine");
+	g_tiny = eu_tiny_model(g_dir, g_tiny_path, sizeof(g_tiny_path));
+	return g_tiny ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -214,20 +171,12 @@ static int teardown(void **state)
 static void tiny_spec(char *buf, size_t n, const char *draft, const char *tree, const char *verify,
                       const char *expand, double temp, const char *dtype)
 {
-	snprintf(buf, n,
-	         "{\"name\": \"tiny\", \"target\": {\"path\": \"%s\"}, \"draft\": {\"method\": \"%s\"}, "
-	         "\"tree\": \"%s\", \"verify\": {\"method\": \"%s\", \"expand\": \"%s\"}, "
-	         "\"sampling\": {\"temperature\": %g, \"top_k\": 0, \"top_p\": 1}, "
-	         "\"max_context\": 192, \"prefill_chunk\": 16, \"dtype\": \"%s\", "
-	         "\"archs\": [\"sm_80\"]}",
-	         g_tiny_path, draft, tree, verify, expand, temp, dtype);
+	eu_tiny_spec(buf, n, g_tiny_path, draft, tree, verify, expand, temp, dtype, NULL);
 }
 
 static void tiny_prompt(int32_t *p, int n)
 {
-	uint64_t s = 99;
-	for (int i = 0; i < n; i++) /* a repeating motif, so n-grams find matches */
-		p[i] = i >= 12 && (i % 3) ? p[i - 12] : (int32_t)(tu_rand(&s) % 111);
+	eu_tiny_prompt(p, n);
 }
 
 /* Greedy layer-skip tree engine: native, emulate, graph and eager agree and

@@ -34,17 +34,15 @@
 #include "tree.h"
 
 #include "kern_util.h"
+#include "testutil.h"
 
 #define I(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
 #define F(n, v) {.name = n, .type = GEN_PARAM_FLOAT, .f = (v)}
 #define MAX_D 48
 
-static uint64_t rnd64(void) /* splitmix64 bits, from the shared state */
+static uint64_t rnd64(void) /* splitmix64 (tu_rand) on the shared state */
 {
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return tu_rand(&rng_state);
 }
 
 static int rnd_int(int n) { return (int)(rnd64() % (uint64_t)n); }

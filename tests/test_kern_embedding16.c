@@ -25,15 +25,13 @@
 #include "render.h"
 
 #include "kern_util.h"
+#include "testutil.h"
 
 #define I(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
 
-static uint64_t rnd64(void) /* splitmix64 bits, from the shared state */
+static uint64_t rnd64(void) /* splitmix64 (tu_rand) on the shared state */
 {
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return tu_rand(&rng_state);
 }
 
 static const emu_kernel *kern(int dim, int n_rows, int is_f16, int block)
