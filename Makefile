@@ -20,11 +20,12 @@ HOST_RUN_ARGS ?= --draft ngram --gamma 6 -n 160
 FUZZ_SECONDS ?= 60
 TEST_FILTER  ?=
 
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(WARN) -Iruntime -Ikernels -Ikernels/ref -Igen -Itests/util
+INCLUDES   = -I. -Iruntime
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(WARN) $(INCLUDES)
 LDLIBS     = $(BLAS_LIBS) -lm -lpthread -ldl
 
-LIB_SRC  := $(sort $(wildcard runtime/*.c kernels/*.c kernels/ref/*.c gen/*.c))
-LIB_SRC  := $(filter-out runtime/main.c,$(LIB_SRC))
+LIB_SRC  := $(sort $(wildcard runtime/*/*.c kernels/*.c kernels/ref/*.c gen/*.c gen/*/*.c))
+LIB_SRC  := $(filter-out runtime/cli/main.c,$(LIB_SRC))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -44,7 +45,7 @@ $(BUILD)/libspecwright.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/specwright: $(BUILD)/obj/runtime/main.o $(BUILD)/libspecwright.a
+$(BUILD)/specwright: $(BUILD)/obj/runtime/cli/main.o $(BUILD)/libspecwright.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(TEST_UTIL_OBJ) $(BUILD)/libspecwright.a
@@ -93,7 +94,7 @@ check-reference: deps model $(BUILD)/specwright
 	tests/reference/check.sh $(BUILD)/specwright $(MODEL)
 
 # libFuzzer targets over the file readers and the tokenizer, FUZZ_SECONDS each.
-FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Iruntime -Ikernels -Ikernels/ref -Igen
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined $(INCLUDES) -Itests/util
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRC)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)

@@ -14,9 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fileio.h"
+#include "core/fileio.h"
 #include "build.h"
-#include "nvrtc.h"
+#include "gen/jit/nvrtc.h"
 #include "plan.h"
 #include "render.h"
 

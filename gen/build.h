@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "err.h"
+#include "core/err.h"
 #include "spec.h"
 
 typedef struct gen_build_opts {

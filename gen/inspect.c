@@ -10,7 +10,7 @@
 
 #include "attn_cost.h"
 #include "inspect.h"
-#include "json.h"
+#include "core/json.h"
 
 static json_value *load_json(const char *dir, const char *file, bool must, sw_err *err)
 {

@@ -12,7 +12,7 @@
 
 #include <stdio.h>
 
-#include "err.h"
+#include "core/err.h"
 
 #define GEN_H100_HBM_BPS 3.35e12   /* bytes/s, H100 SXM HBM3 */
 #define GEN_H100_BF16_FLOPS 989e12 /* flop/s, dense bf16 tensor cores (cuBLASLt GEMMs) */

@@ -24,9 +24,9 @@
 #include <string.h>
 
 #include "attn_cost.h"
-#include "engine_state.h"
+#include "kernels/engine_state.h"
 #include "plan.h"
-#include "tree_verify.h"
+#include "decode/tree_verify.h"
 
 /* Block sizes: the ones test_kern_nvrtc checks for zero spills. */
 enum { BLK_EMB = 128, BLK_RMS = 256, BLK_ROPE = 128, BLK_SWIGLU = 256, BLK_ARGMAX = 512,

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "err.h"
+#include "core/err.h"
 #include "render.h"
 #include "spec.h"
 

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "err.h"
+#include "core/err.h"
 
 typedef enum gen_param_type {
 	GEN_PARAM_INT,   /* printed in decimal (LL suffix outside int32), negatives in parens */

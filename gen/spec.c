@@ -9,13 +9,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fileio.h"
-#include "gguf.h"
-#include "json.h"
-#include "model_gguf.h"
-#include "model_hf.h"
+#include "core/fileio.h"
+#include "formats/gguf.h"
+#include "core/json.h"
+#include "model/model_gguf.h"
+#include "model/model_hf.h"
 #include "spec.h"
-#include "tree_verify.h"
+#include "decode/tree_verify.h"
 
 const char *gen_dtype_name(int dtype)
 {

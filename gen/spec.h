@@ -36,9 +36,9 @@
 
 #include <stdbool.h>
 
-#include "err.h"
-#include "model.h"
-#include "tree.h"
+#include "core/err.h"
+#include "model/model.h"
+#include "decode/tree.h"
 
 #define GEN_SPEC_MAX_ARCHS 8
 #define GEN_SPEC_MAX_LAYERS 512

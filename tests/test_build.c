@@ -18,11 +18,11 @@
 #include <dirent.h>
 #include <cmocka.h>
 
-#include "fileio.h"
-#include "../gen/build.h"
-#include "../gen/inspect.h"
-#include "json.h"
-#include "nvrtc.h"
+#include "core/fileio.h"
+#include "gen/build.h"
+#include "gen/inspect.h"
+#include "core/json.h"
+#include "gen/jit/nvrtc.h"
 
 static char g_tmp[256];
 static char g_cache[300];

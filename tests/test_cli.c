@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "ctx.h"
+#include "model/ctx.h"
 #include "testutil.h"
 
 static char g_out[1 << 16];

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "ctx.h"
+#include "model/ctx.h"
 #include "testutil.h"
 
 enum { V = 11, NODES = 9 };

@@ -20,14 +20,14 @@
 
 #include <cmocka.h>
 
-#include "dev_cuda_api.h"
-#include "device.h"
+#include "device/dev_cuda_api.h"
+#include "device/device.h"
 #include "fake_cuda.h"
-#include "fileio.h"
-#include "gguf.h"
+#include "core/fileio.h"
+#include "formats/gguf.h"
 #include "kern_util.h"
-#include "nvrtc.h"
-#include "ref.h"
+#include "gen/jit/nvrtc.h"
+#include "kernels/ref/ref.h"
 
 static char g_dir[256];   /* the test "engine directory": kernels.cu, kernels.ptx, cubins */
 static char g_cache[300];

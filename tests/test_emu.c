@@ -14,7 +14,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "prelude_emu.h"
+#include "kernels/prelude_emu.h"
 
 static emu_dim3 d3(unsigned x, unsigned y, unsigned z)
 {

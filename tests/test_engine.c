@@ -30,15 +30,15 @@
 
 #include <cmocka.h>
 
-#include "build.h"
+#include "gen/build.h"
 #include "engine_util.h"
-#include "device.h"
-#include "engine.h"
-#include "engine_state.h"
-#include "fileio.h"
-#include "gguf.h"
-#include "sampler.h"
-#include "spec.h"
+#include "device/device.h"
+#include "engine/engine.h"
+#include "kernels/engine_state.h"
+#include "core/fileio.h"
+#include "formats/gguf.h"
+#include "decode/sampler.h"
+#include "decode/chain.h"
 #include "testutil.h"
 
 static char g_dir[256];

@@ -48,19 +48,19 @@
 
 #include <cmocka.h>
 
-#include "build.h"
-#include "dev_cuda_api.h"
-#include "device.h"
-#include "engine.h"
-#include "engine_state.h"
+#include "gen/build.h"
+#include "device/dev_cuda_api.h"
+#include "device/device.h"
+#include "engine/engine.h"
+#include "kernels/engine_state.h"
 #include "engine_util.h"
 #include "fake_cuda.h"
-#include "fileio.h"
-#include "gguf.h"
-#include "json.h"
+#include "core/fileio.h"
+#include "formats/gguf.h"
+#include "core/json.h"
 #include "kern_util.h"
-#include "nvrtc.h"
-#include "render.h"
+#include "gen/jit/nvrtc.h"
+#include "gen/render.h"
 #include "testutil.h"
 
 static char g_dir[256], g_cache[300];

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gguf.h"
+#include "formats/gguf.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 

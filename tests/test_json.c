@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "json.h"
+#include "core/json.h"
 
 static json_value *parse_ok(const char *s)
 {

@@ -27,11 +27,11 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "acchead.h"
-#include "emu.h"
-#include "ref.h"
-#include "render.h"
-#include "tree.h"
+#include "decode/acchead.h"
+#include "kernels/emu.h"
+#include "kernels/ref/ref.h"
+#include "gen/render.h"
+#include "decode/tree.h"
 
 #include "kern_util.h"
 #include "testutil.h"

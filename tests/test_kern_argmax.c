@@ -12,9 +12,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "emu.h"
-#include "ref.h"
-#include "render.h"
+#include "kernels/emu.h"
+#include "kernels/ref/ref.h"
+#include "gen/render.h"
 
 #include "kern_util.h"
 

@@ -14,11 +14,11 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "emu.h"
-#include "ref.h"
-#include "render.h"
+#include "kernels/emu.h"
+#include "kernels/ref/ref.h"
+#include "gen/render.h"
 
-#include "gguf.h"
+#include "formats/gguf.h"
 
 #include "kern_util.h"
 

@@ -19,10 +19,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "emu.h"
-#include "gguf.h"
-#include "ref.h"
-#include "render.h"
+#include "kernels/emu.h"
+#include "formats/gguf.h"
+#include "kernels/ref/ref.h"
+#include "gen/render.h"
 
 #include "kern_util.h"
 #include "testutil.h"

@@ -16,14 +16,14 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "emu.h"
-#include "nvrtc.h"
-#include "philox.h"
-#include "render.h"
-#include "sampler.h"
+#include "kernels/emu.h"
+#include "gen/jit/nvrtc.h"
+#include "kernels/philox.h"
+#include "gen/render.h"
+#include "decode/sampler.h"
 #include "testutil.h"
-#include "tree.h"
-#include "tree_verify.h"
+#include "decode/tree.h"
+#include "decode/tree_verify.h"
 
 #include "kern_util.h"
 /* These templates draw from Philox: philox.h is prepended to the source. */

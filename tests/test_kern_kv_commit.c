@@ -18,12 +18,12 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "emu.h"
-#include "nvrtc.h"
-#include "render.h"
-#include "tree.h"
+#include "kernels/emu.h"
+#include "gen/jit/nvrtc.h"
+#include "gen/render.h"
+#include "decode/tree.h"
 
-#include "fileio.h"
+#include "core/fileio.h"
 #include "kern_util.h"
 
 static uint64_t rnd64(void) /* splitmix64 bits, from the shared state */

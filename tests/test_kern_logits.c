@@ -14,10 +14,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "emu.h"
-#include "nvrtc.h"
-#include "render.h"
-#include "sampler.h"
+#include "kernels/emu.h"
+#include "gen/jit/nvrtc.h"
+#include "gen/render.h"
+#include "decode/sampler.h"
 
 #include "kern_util.h"
 #define nvrtc_check(t, o, p, n) nvrtc_check_ex(t, o, p, n, false)

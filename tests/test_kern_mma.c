@@ -29,12 +29,12 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "emu.h"
-#include "fileio.h"
-#include "gguf.h"
+#include "kernels/emu.h"
+#include "core/fileio.h"
+#include "formats/gguf.h"
 #include "kern_util.h"
-#include "nvrtc.h"
-#include "render.h"
+#include "gen/jit/nvrtc.h"
+#include "gen/render.h"
 
 /* One source for both backends. mma_k: warp w of the grid multiplies its own
  * fragments a (32 lanes x 4 u32), b (x 2), c (x 4 f32) into d. ldm_k: a

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "fileio.h"
-#include "nvrtc.h"
-#include "render.h"
+#include "core/fileio.h"
+#include "gen/jit/nvrtc.h"
+#include "gen/render.h"
 
 static gen_nvrtc *g_nv;
 static char *g_prelude;

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "render.h"
+#include "gen/render.h"
 
 static void expect_error(const char *tmpl, const gen_param *p, int n, const char *needle)
 {

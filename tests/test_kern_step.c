@@ -21,11 +21,11 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "emu.h"
-#include "engine_state.h"
-#include "ref.h"
-#include "render.h"
-#include "tree.h"
+#include "kernels/emu.h"
+#include "kernels/engine_state.h"
+#include "kernels/ref/ref.h"
+#include "gen/render.h"
+#include "decode/tree.h"
 
 #include "kern_util.h"
 #include "testutil.h"

@@ -33,14 +33,14 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "emu.h"
-#include "gguf.h"
-#include "nvrtc.h"
-#include "ref.h"
-#include "render.h"
-#include "tree.h"
+#include "kernels/emu.h"
+#include "formats/gguf.h"
+#include "gen/jit/nvrtc.h"
+#include "kernels/ref/ref.h"
+#include "gen/render.h"
+#include "decode/tree.h"
 
-#include "fileio.h"
+#include "core/fileio.h"
 #include "kern_util.h"
 
 /* One specialisation. tree: a gen_tree spec, "root" (T = 1, the root alone)

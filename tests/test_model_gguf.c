@@ -13,8 +13,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gguf.h"
-#include "model_gguf.h"
+#include "formats/gguf.h"
+#include "model/model_gguf.h"
 
 #define DEFAULT_MODEL "models/cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 

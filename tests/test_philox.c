@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <cmocka.h>
 
-#include "philox.h"
+#include "kernels/philox.h"
 
 /* From Random123 examples/kat_vectors ("philox4x32 10" lines): ctr[4] key[2]
  * -> out[4]. Cross-checked against three independent copies of the file. */

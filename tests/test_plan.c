@@ -11,8 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../gen/plan.h"
-#include "json.h"
+#include "gen/plan.h"
+#include "core/json.h"
 
 /* Awkward small shapes: GQA 3, odd vocab, ffn not a multiple of 8. */
 static const char SMALL[] =

@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gguf.h"
+#include "formats/gguf.h"
 
 #define PYTHON "build/venv/bin/python"
 #define DEFAULT_MODEL "models/cache/SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -13,11 +13,11 @@
 
 #include <cmocka.h>
 
-#include "gguf.h"
-#include "spec.h"
-#include "tokenizer.h"
-#include "tree.h"
-#include "tree_verify.h"
+#include "formats/gguf.h"
+#include "decode/chain.h"
+#include "formats/tokenizer.h"
+#include "decode/tree.h"
+#include "decode/tree_verify.h"
 
 static const char *model_path(void)
 {

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "ref.h"
+#include "kernels/ref/ref.h"
 
 #include "check.h"
 

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "ref.h"
+#include "kernels/ref/ref.h"
 
 #include "check.h"
 

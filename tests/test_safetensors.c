@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "model_hf.h"
-#include "safetensors.h"
+#include "model/model_hf.h"
+#include "formats/safetensors.h"
 
 /* ---- a minimal safetensors writer ---- */
 

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../gen/spec.h"
-#include "tree_verify.h"
+#include "gen/spec.h"
+#include "decode/tree_verify.h"
 
 #define SHAPE7B "{\"shape\": {\"n_layers\": 4, \"dim\": 256, \"n_heads\": 8, \"n_kv_heads\": 2, " \
                 "\"ffn_dim\": 512, \"vocab\": 1000, \"max_ctx\": 4096}}"

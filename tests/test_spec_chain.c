@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "philox.h"
-#include "spec.h"
+#include "kernels/philox.h"
+#include "decode/chain.h"
 #include "testutil.h"
 
 #define ALPHA 1e-4

@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "acchead.h"
-#include "spec.h"
+#include "decode/acchead.h"
+#include "decode/chain.h"
 #include "testutil.h"
 
 #define ALPHA 1e-4

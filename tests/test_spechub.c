@@ -14,10 +14,10 @@
 
 #include <cmocka.h>
 
-#include "err.h"
-#include "philox.h"
+#include "core/err.h"
+#include "kernels/philox.h"
 #include "testutil.h"
-#include "tree_verify.h"
+#include "decode/tree_verify.h"
 
 #define ALPHA 1e-4
 #define VMAX 32

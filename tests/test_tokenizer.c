@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gguf.h"
-#include "tokenizer.h"
+#include "formats/gguf.h"
+#include "formats/tokenizer.h"
 
 #define CORPUS_BYTES (1200 * 1000)
 

@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "json.h"
-#include "tree.h"
+#include "core/json.h"
+#include "decode/tree.h"
 
 #define TP_MAX 512 /* more than the builder accepts, for the too-many case */
 #define TP_LEN (GEN_TREE_MAX_DEPTH + 2)

@@ -15,10 +15,10 @@
 
 #include <cmocka.h>
 
-#include "spec.h"
+#include "decode/chain.h"
 #include "testutil.h"
-#include "tree.h"
-#include "tree_verify.h"
+#include "decode/tree.h"
+#include "decode/tree_verify.h"
 
 #define ALPHA 1e-4
 

@@ -16,11 +16,11 @@
 
 #include <cmocka.h>
 
-#include "err.h"
-#include "philox.h"
-#include "spec.h"
+#include "core/err.h"
+#include "kernels/philox.h"
+#include "decode/chain.h"
 #include "testutil.h"
-#include "tree_verify.h"
+#include "decode/tree_verify.h"
 
 #define ALPHA 1e-4
 #define VMAX 8

@@ -4,7 +4,7 @@
  * templates/kv_store.cu.tmpl; conversions are runtime/gguf.h's, bit-exact
  * with the preludes' for every non-NaN value (NaN payloads differ: see
  * tests/test_kern_kv_store.c). */
-#include "gguf.h"
+#include "formats/gguf.h"
 #include "ref.h"
 
 int ref_embedding16(float *y, const uint16_t *table, const int32_t *tok, int T, int dim, int n_rows,

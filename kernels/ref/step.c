@@ -7,7 +7,7 @@
  *   mode 2 iter_end: emitted tokens into the ring, stop conditions, the next
  *          root; once stopped it zeroes counts[1], so the KV commits that
  *          follow move nothing and advance nothing. */
-#include "engine_state.h"
+#include "kernels/engine_state.h"
 #include "ref.h"
 
 void ref_step(int mode, int n_nodes, int ring, int max_ctx, int has_hist, int32_t *state,

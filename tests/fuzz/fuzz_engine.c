@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "engine.h"
-#include "engine_state.h"
+#include "engine/engine.h"
+#include "kernels/engine_state.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "model_gguf.h"
+#include "formats/gguf.h"
+#include "model/model_gguf.h"
 
 #define ELEM_BUDGET (1u << 20)
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
+#include "core/json.h"
 
 static void walk(const json_value *v, const char *path, int depth)
 {

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_hf.h"
-#include "safetensors.h"
+#include "model/model_hf.h"
+#include "formats/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "tokenizer.h"
+#include "formats/gguf.h"
+#include "formats/tokenizer.h"
 
 static rt_tokenizer *bpe, *spm;
 static int bpe_has_byte[256];

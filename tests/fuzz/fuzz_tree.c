@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tree.h"
+#include "decode/tree.h"
 
 static void check(const gen_tree *t)
 {

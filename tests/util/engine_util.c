@@ -10,9 +10,9 @@
 
 #include <cmocka.h>
 
-#include "build.h"
+#include "gen/build.h"
 #include "engine_util.h"
-#include "gguf.h"
+#include "formats/gguf.h"
 #include "testutil.h"
 
 void eu_work_dir(char *dir, size_t n, const char *name)

@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ctx.h"
-#include "device.h"
-#include "engine.h"
+#include "model/ctx.h"
+#include "device/device.h"
+#include "engine/engine.h"
 
 /* vocab 111 (not a power of two), dim 256, 3 layers, 4 heads, 2 KV heads
  * (head_dim 64, GQA 2), ffn 384, seed 7: test_engine.c's model. */

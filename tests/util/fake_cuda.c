@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "fake_cuda.h"
-#include "gguf.h"
+#include "formats/gguf.h"
 
 #define FK_MAX_DEPS 8
 #define FK_MAX_ARGS 16

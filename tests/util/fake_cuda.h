@@ -20,8 +20,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "dev_cuda_api.h"
-#include "emu.h"
+#include "device/dev_cuda_api.h"
+#include "kernels/emu.h"
 
 typedef struct fake_cuda_cfg {
 	int n_devices;          /* 0: cuDeviceGetCount reports none */

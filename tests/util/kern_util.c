@@ -9,9 +9,9 @@
 
 #include <cmocka.h>
 
-#include "fileio.h"
+#include "core/fileio.h"
 #include "kern_util.h"
-#include "nvrtc.h"
+#include "gen/jit/nvrtc.h"
 
 const char *src_root(void)
 {

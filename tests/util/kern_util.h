@@ -10,8 +10,8 @@
 #include <stdbool.h>
 
 #include "check.h"
-#include "emu.h"
-#include "render.h"
+#include "kernels/emu.h"
+#include "gen/render.h"
 
 /* Repository root (SW_SRC_DIR, default "."). */
 const char *src_root(void);

@@ -6,8 +6,8 @@
 
 #include <stdint.h>
 
-#include "ctx.h"
-#include "sampler.h"
+#include "model/ctx.h"
+#include "decode/sampler.h"
 
 /* Deterministic test RNG (splitmix64), independent of the engine's Philox. */
 uint64_t tu_rand(uint64_t *s);

@@ -1,0 +1,382 @@
+/* `specwright bench`: speed and acceptance, measured (never asserted in
+ * tests). Three tables:
+ *   1. real model, chain drafting: target-only vs each drafter at T = 0 and
+ *      0.8 over prompts cut from a real corpus (median tok/s, median
+ *      per-prompt speedup, pooled tau and acceptance, greedy equality);
+ *   2. real model, trees: each tree x (expansion, verification) at T = 0,
+ *      0.6, 1.0 with a layer-skip draft (tau, per-level acceptance,
+ *      first/second-draft acceptance, tok/s, speedup);
+ *   3. a Markov pair with known TV: the same tree/method grid plus chain,
+ *      against the closed form 1 - TV. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "cli.h"
+#include "kernels/philox.h"
+#include "decode/tree.h"
+#include "decode/tree_verify.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+double cli_median(double *v, int n)
+{
+	if (n == 0)
+		return 0;
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Cuts n prompts of about 200-600 bytes at line boundaries, evenly spread
+ * over the corpus. Returns the count found. */
+int cli_cut_prompts(const char *text, size_t len, int n, char **out)
+{
+	int got = 0;
+	for (int i = 0; i < n; i++) {
+		size_t at = len / (size_t)n * (size_t)i;
+		while (at < len && text[at] != '\n')
+			at++;
+		while (at < len && (text[at] == '\n' || text[at] == ' '))
+			at++;
+		size_t end = at;
+		while (end < len && (end - at < 200 || text[end] != '\n') && end - at < 600)
+			end++;
+		if (end - at < 40)
+			continue;
+		const char *ask = "Rewrite the following passage in plain modern English:\n\n";
+		size_t k = strlen(ask);
+		char *p = malloc(k + (end - at) + 1);
+		if (!p)
+			break;
+		memcpy(p, ask, k);
+		memcpy(p + k, text + at, end - at);
+		p[k + end - at] = 0;
+		out[got++] = p;
+	}
+	return got;
+}
+
+/* Pooled statistics of one configuration over several runs. */
+struct pool {
+	rt_stats sum;
+	double tps[256], ratio[256];
+	int n;       /* samples kept for the medians (at most 256) */
+	int runs, same;
+};
+
+static void pool_add(struct pool *P, const rt_stats *st, double base_tps, bool same)
+{
+	rt_stats *s = &P->sum;
+	s->n_tokens += st->n_tokens;
+	s->n_target_calls += st->n_target_calls;
+	s->n_drafted += st->n_drafted;
+	s->n_accepted += st->n_accepted;
+	for (int j = 0; j < RT_MAX_GAMMA; j++) {
+		s->pos_tried[j] += st->pos_tried[j];
+		s->pos_accepted[j] += st->pos_accepted[j];
+	}
+	for (int r = 0; r < 8; r++) {
+		s->rank_tried[r] += st->rank_tried[r];
+		s->rank_accepted[r] += st->rank_accepted[r];
+	}
+	double gen = st->t_total - st->t_prefill;
+	double tps = gen > 0 ? st->n_tokens / gen : 0;
+	if (P->n < 256) {
+		P->tps[P->n] = tps;
+		P->ratio[P->n] = base_tps > 0 ? tps / base_tps : 0;
+		P->n++;
+	}
+	P->runs++;
+	P->same += same;
+}
+
+static double frac(uint64_t a, uint64_t b) { return b ? (double)a / b : 0.0; }
+
+static void pool_row(struct pool *P, const char *t, const char *what, bool greedy, bool tree)
+{
+	const rt_stats *s = &P->sum;
+	printf("| %s | %s | %.2f | %.2fx | %.3f | %.3f %.3f %.3f | ", t, what, cli_median(P->tps, P->n),
+	       cli_median(P->ratio, P->n), frac(s->n_tokens, s->n_target_calls), frac(s->pos_accepted[0], s->pos_tried[0]),
+	       frac(s->pos_accepted[1], s->pos_tried[1]), frac(s->pos_accepted[2], s->pos_tried[2]));
+	if (tree)
+		printf("%.3f | %.3f |", frac(s->rank_accepted[0], s->rank_tried[0]),
+		       frac(s->rank_accepted[1], s->rank_tried[1]));
+	else
+		printf("- | - |");
+	printf(" %s |\n", greedy ? (P->same == P->runs ? "yes" : "NO") : "-");
+	fflush(stdout);
+}
+
+static const char *TREES[][3] = {
+	/* tree, expansion, verification */
+	{ "eagle25", "sample", "rrs" },   { "eagle25", "sample-wor", "rrsw" }, { "eagle25", "topk", "onehot" },
+	{ "biseq16", "sample", "rrs" },   { "biseq16", "sample-wor", "rrsw" }, { "biseq16", "spechub", "spechub" },
+	{ "sequoia63", "sample-wor", "rrsw" },
+};
+#define N_TREES (int)(sizeof(TREES) / sizeof(TREES[0]))
+
+static int tree_cfg(const char *spec, const char *rule, const char *method, gen_tree *t, rt_tree_cfg *c,
+                    sw_err *err)
+{
+	int rc = gen_tree_parse(spec, NULL, t, err);
+	if (rc)
+		return rc;
+	c->tree = t;
+	c->rule = rt_expand_rule_parse(rule);
+	c->method = rt_verify_method_parse(method);
+	return 0;
+}
+
+/* Table 3: a Markov pair whose per-state TV is known in closed form: the
+ * draft is a mixture q = (1 - lam) p + lam u of the target row and a random
+ * row u, so TV(p, q) = lam * TV(p, u). */
+static int bench_markov(const cli_opts *o)
+{
+	enum { V = 24, NEW = 48, RUNS = 400 };
+	sw_err err;
+	float *P = malloc(sizeof(float) * V * V), *Q = malloc(sizeof(float) * V * V);
+	uint64_t s = 12345;
+	double tv_mean = 0;
+	for (int r = 0; r < V; r++) {
+		double sp = 0, su = 0, u[V], p[V];
+		for (int v = 0; v < V; v++) {
+			uint32_t w[4];
+			sw_rand_u32x4(s, (uint32_t)r, (uint32_t)v, 99, 0, w);
+			p[v] = pow(sw_u32_to_uniform(w[0]), 3.0); /* peaked rows */
+			u[v] = sw_u32_to_uniform(w[1]);
+			sp += p[v];
+			su += u[v];
+		}
+		double tv = 0;
+		for (int v = 0; v < V; v++) {
+			P[r * V + v] = (float)(p[v] / sp);
+			Q[r * V + v] = (float)(0.6 * p[v] / sp + 0.4 * u[v] / su);
+			tv += 0.5 * fabs(P[r * V + v] - Q[r * V + v]);
+		}
+		tv_mean += tv / V;
+	}
+	rt_model *tm = rt_model_table(V, 1, P, "markov-target", &err), *dm = rt_model_table(V, 1, Q, "markov-draft", &err);
+	free(P);
+	free(Q);
+	if (!tm || !dm) {
+		fprintf(stderr, "specwright bench: %s\n", err.msg);
+		return 1;
+	}
+	printf("\n### Markov pair (V = %d, draft = 0.6 target + 0.4 random, mean per-state TV %.3f => "
+	       "single-draft acceptance 1 - TV = %.3f), %d runs x %d tokens\n\n",
+	       V, tv_mean, 1 - tv_mean, RUNS, NEW);
+	printf("| T | method | median tok/s | median speedup | tau | acceptance at depth 1 2 3 | first-draft | second-draft | greedy == target |\n");
+	printf("|---|---|---|---|---|---|---|---|---|\n");
+	const float temps[3] = { 0.0f, 0.6f, 1.0f };
+	rt_ctx *tc = rt_ctx_new(tm, 512, 64, &err);
+	rt_drafter *chain = rt_drafter_model(dm, 512, &err);
+	int32_t out[NEW], ref[NEW];
+	for (int ti = 0; ti < 3; ti++) {
+		rt_sampling samp = { temps[ti], 0, 1.0f };
+		char tl[16];
+		snprintf(tl, sizeof(tl), "%.1f", temps[ti]);
+		for (int c = -1; c < N_TREES; c++) {
+			struct pool pl;
+			memset(&pl, 0, sizeof(pl));
+			gen_tree t;
+			rt_tree_cfg tcfg;
+			char what[96];
+			if (c >= 0 && tree_cfg(TREES[c][0], TREES[c][1], TREES[c][2], &t, &tcfg, &err))
+				goto out_err;
+			if (c < 0)
+				snprintf(what, sizeof(what), "chain gamma %d", o->gamma);
+			else
+				snprintf(what, sizeof(what), "%s %s/%s", TREES[c][0], TREES[c][1], TREES[c][2]);
+			for (int r = 0; r < RUNS; r++) {
+				int32_t prompt[1] = { r % V };
+				rt_gen_cfg cfg = { .samp = samp, .gamma = o->gamma, .seed = 500 + (uint64_t)r, .max_new = NEW };
+				rt_stats st, bs;
+				rt_ctx_truncate(tc, 0);
+				int n = c < 0 ? rt_generate_spec(tc, chain, prompt, 1, &cfg, out, &st, &err)
+				              : rt_generate_tree(tc, dm, &tcfg, prompt, 1, &cfg, out, &st, &err);
+				if (n < 0)
+					goto out_err;
+				rt_ctx_truncate(tc, 0);
+				if (rt_generate_target(tc, prompt, 1, &cfg, ref, &bs, &err) < 0)
+					goto out_err;
+				double bg = bs.t_total - bs.t_prefill;
+				pool_add(&pl, &st, bg > 0 ? bs.n_tokens / bg : 0, !memcmp(out, ref, sizeof(out)));
+			}
+			pool_row(&pl, tl, what, temps[ti] == 0, c >= 0);
+		}
+	}
+	rt_drafter_free(chain);
+	rt_ctx_free(tc);
+	rt_model_free(tm);
+	rt_model_free(dm);
+	return 0;
+out_err:
+	fprintf(stderr, "specwright bench: error: %s\n", err.msg);
+	return 1;
+}
+
+int cli_bench(const cli_opts *o)
+{
+	sw_err err = { 0 };
+	cli_session s;
+	int rc = 1, np = 0;
+	int32_t *ids = NULL, *out = NULL, *refs = NULL;
+	int *nref = NULL;
+	double *base = NULL;
+	char **prompts = NULL, *text = NULL;
+	memset(&s, 0, sizeof(s));
+	if (!strcmp(o->model, "markov"))
+		return bench_markov(o);
+	const char *corpus = o->corpus ? o->corpus : "/usr/share/games/fortunes/fortunes";
+	size_t len = 0;
+	text = sw_read_file(corpus, &len);
+	if (!text) {
+		fprintf(stderr, "specwright bench: cannot read corpus %s (give one with --corpus FILE)\n", corpus);
+		return 1;
+	}
+	prompts = calloc((size_t)o->n_prompts, sizeof(*prompts));
+	np = prompts ? cli_cut_prompts(text, len, o->n_prompts, prompts) : 0;
+	if (np < 1) {
+		fprintf(stderr, "specwright bench: no prompts could be cut from %s\n", corpus);
+		goto out_free;
+	}
+	if (cli_session_open(&s, o, &err))
+		goto out_err;
+	int M = o->max_new;
+	ids = malloc((size_t)o->ctx * sizeof(*ids));
+	out = malloc((size_t)(M + 1) * sizeof(*out));
+	refs = malloc((size_t)np * 2 * (M + 1) * sizeof(int32_t));
+	nref = malloc((size_t)np * 2 * sizeof(int));
+	base = malloc((size_t)np * 3 * sizeof(double));
+	if (!ids || !out || !refs || !nref || !base) {
+		sw_errf(&err, SW_ENOMEM, "out of memory");
+		goto out_err;
+	}
+
+	/* Table 1: chain drafters */
+	const char *drafters[8] = { "none", "ngram", "layerskip:0-14,22-29", "layerskip:0-9,20-29@8192" };
+	int nd = 4;
+	if (o->draft && strcmp(o->draft, "layerskip:8") && strcmp(o->draft, "none") && strcmp(o->draft, drafters[2]))
+		drafters[nd++] = o->draft;
+	printf("### Real model, chain drafting: %s, %d prompts from %s, %d new tokens, gamma %d, chat template on\n\n",
+	       o->model, np, corpus, M, o->gamma);
+	printf("| T | drafter | median tok/s | median speedup | tau | acceptance at position 1 2 3 | first-draft | second-draft | greedy == target |\n");
+	printf("|---|---|---|---|---|---|---|---|---|\n");
+	const float temps1[2] = { 0.0f, 0.8f };
+	for (int ti = 0; ti < 2; ti++) {
+		char tl[16];
+		snprintf(tl, sizeof(tl), "%.1f", temps1[ti]);
+		for (int di = 0; di < nd; di++) {
+			struct pool pl;
+			memset(&pl, 0, sizeof(pl));
+			for (int pi = 0; pi < np; pi++) {
+				int n_prompt = cli_encode_prompt(&s, prompts[pi], true, ids, o->ctx, &err);
+				if (n_prompt < 0)
+					goto out_err;
+				rt_drafter_free(s.drafter);
+				s.drafter = NULL;
+				rt_model_free(s.draft_model);
+				s.draft_model = NULL;
+				if (cli_make_drafter(&s, drafters[di], o->ctx, &s.drafter, &err))
+					goto out_err;
+				rt_gen_cfg cfg = { .samp = { temps1[ti], o->top_k, o->top_p }, .gamma = o->gamma,
+				                   .seed = o->seed + (uint64_t)pi, .max_new = M };
+				rt_stats st;
+				rt_ctx_truncate(s.tctx, 0);
+				int n = s.drafter ? rt_generate_spec(s.tctx, s.drafter, ids, n_prompt, &cfg, out, &st, &err)
+				                  : rt_generate_target(s.tctx, ids, n_prompt, &cfg, out, &st, &err);
+				if (n < 0)
+					goto out_err;
+				int32_t *r = refs + (size_t)(ti * np + pi) * (M + 1);
+				if (di == 0) {
+					double g = st.t_total - st.t_prefill;
+					base[ti * np + pi] = g > 0 ? n / g : 0;
+					nref[ti * np + pi] = n;
+					memcpy(r, out, (size_t)n * sizeof(*out));
+				}
+				pool_add(&pl, &st, base[ti * np + pi],
+				         n == nref[ti * np + pi] && !memcmp(out, r, (size_t)n * sizeof(*out)));
+			}
+			pool_row(&pl, tl, drafters[di], temps1[ti] == 0, false);
+		}
+	}
+
+	/* Table 2: trees on the real model, fewer prompts (each config drafts a
+	 * whole tree per iteration with a 23-layer draft). */
+	int npt = np < 4 ? np : 4, Mt = M < 32 ? M : 32;
+	const char *tdraft = "layerskip:0-14,22-29";
+	printf("\n### Real model, trees: draft %s, %d prompts, %d new tokens\n\n", tdraft, npt, Mt);
+	printf("| T | tree / expansion / verification | median tok/s | median speedup | tau | acceptance at depth 1 2 3 | first-draft | second-draft | greedy == target |\n");
+	printf("|---|---|---|---|---|---|---|---|---|\n");
+	rt_model_free(s.draft_model);
+	s.draft_model = rt_model_layerskip_parse(s.target, tdraft + 10, &err);
+	if (!s.draft_model)
+		goto out_err;
+	const float temps2[3] = { 0.0f, 0.6f, 1.0f };
+	for (int ti = 0; ti < 3; ti++) {
+		char tl[16];
+		snprintf(tl, sizeof(tl), "%.1f", temps2[ti]);
+		/* target-only baseline per prompt at this temperature */
+		for (int pi = 0; pi < npt; pi++) {
+			int n_prompt = cli_encode_prompt(&s, prompts[pi], true, ids, o->ctx, &err);
+			rt_gen_cfg cfg = { .samp = { temps2[ti], o->top_k, o->top_p }, .gamma = 1,
+			                   .seed = o->seed + (uint64_t)pi, .max_new = Mt };
+			rt_stats st;
+			rt_ctx_truncate(s.tctx, 0);
+			int n = rt_generate_target(s.tctx, ids, n_prompt, &cfg, refs + (size_t)pi * (M + 1), &st, &err);
+			if (n < 0)
+				goto out_err;
+			nref[pi] = n;
+			double g = st.t_total - st.t_prefill;
+			base[pi] = g > 0 ? n / g : 0;
+		}
+		for (int c = 0; c < N_TREES; c++) {
+			if (temps2[ti] == 0 && c > 0 && !strcmp(TREES[c][0], TREES[c - 1][0]))
+				continue; /* at T = 0 every method is greedy: one row per tree */
+			gen_tree t;
+			rt_tree_cfg tcfg;
+			if (tree_cfg(TREES[c][0], TREES[c][1], TREES[c][2], &t, &tcfg, &err))
+				goto out_err;
+			struct pool pl;
+			memset(&pl, 0, sizeof(pl));
+			for (int pi = 0; pi < npt; pi++) {
+				int n_prompt = cli_encode_prompt(&s, prompts[pi], true, ids, o->ctx, &err);
+				rt_gen_cfg cfg = { .samp = { temps2[ti], o->top_k, o->top_p }, .gamma = 1,
+				                   .seed = o->seed + (uint64_t)pi, .max_new = Mt };
+				rt_stats st;
+				rt_ctx_truncate(s.tctx, 0);
+				int n = rt_generate_tree(s.tctx, s.draft_model, &tcfg, ids, n_prompt, &cfg, out, &st, &err);
+				if (n < 0)
+					goto out_err;
+				pool_add(&pl, &st, base[pi], n == nref[pi] && !memcmp(out, refs + (size_t)pi * (M + 1), (size_t)n * sizeof(*out)));
+			}
+			char what[96];
+			if (temps2[ti] == 0)
+				snprintf(what, sizeof(what), "%s topk/greedy", TREES[c][0]);
+			else
+				snprintf(what, sizeof(what), "%s %s/%s", TREES[c][0], TREES[c][1], TREES[c][2]);
+			pool_row(&pl, tl, what, temps2[ti] == 0, true);
+		}
+	}
+	rc = bench_markov(o);
+	goto out_free;
+out_err:
+	fprintf(stderr, "specwright bench: error: %s\n", err.msg);
+out_free:
+	free(ids);
+	free(out);
+	free(refs);
+	free(nref);
+	free(base);
+	cli_session_close(&s);
+	for (int i = 0; i < np; i++)
+		free(prompts[i]);
+	free(prompts);
+	free(text);
+	return rc;
+}

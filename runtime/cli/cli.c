@@ -1,0 +1,344 @@
+/* Option parsing, session set-up and stats printing for the CLI (cli.h). */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/gguf.h"
+#include "decode/tree.h"
+#include "decode/tree_verify.h"
+
+static int bad(const char *cmd, const char *fmt, const char *a, const char *b)
+{
+	fprintf(stderr, "specwright %s: ", cmd);
+	fprintf(stderr, fmt, a, b);
+	fprintf(stderr, "\n(see `specwright help`)\n");
+	return 2;
+}
+
+static int parse_int(const char *cmd, const char *opt, const char *v, long lo, long hi, int *out)
+{
+	char *end;
+	errno = 0;
+	long x = strtol(v, &end, 10);
+	if (errno || *end || end == v || x < lo || x > hi) {
+		fprintf(stderr, "specwright %s: option %s expects an integer in [%ld, %ld], found '%s'\n",
+		        cmd, opt, lo, hi, v);
+		return 2;
+	}
+	*out = (int)x;
+	return 0;
+}
+
+static int parse_float(const char *cmd, const char *opt, const char *v, double lo, double hi, float *out)
+{
+	char *end;
+	errno = 0;
+	double x = strtod(v, &end);
+	if (errno || *end || end == v || !(x >= lo && x <= hi)) {
+		fprintf(stderr, "specwright %s: option %s expects a number in [%g, %g], found '%s'\n",
+		        cmd, opt, lo, hi, v);
+		return 2;
+	}
+	*out = (float)x;
+	return 0;
+}
+
+int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->draft = "layerskip:8";
+	o->gamma = 4;
+	o->temperature = 0.0f;
+	o->top_p = 1.0f;
+	o->seed = 1234;
+	o->max_new = 128;
+	o->chat = -1;
+	o->ctx = 2048;
+	o->baseline = true;
+	o->n_prompts = 20;
+	for (int i = first; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE() do { if (!v) return bad(cmd, "option %s needs a value%s", a, ""); i++; } while (0)
+		if (a[0] != '-' || a[1] == '\0') {
+			if (o->model)
+				return bad(cmd, "unexpected argument '%s' (the model is already '%s')", a, o->model);
+			o->model = a;
+		} else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+			NEED_VALUE(); o->prompt = v;
+		} else if (!strcmp(a, "-f") || !strcmp(a, "--prompt-file")) {
+			NEED_VALUE(); o->prompt_file = v;
+		} else if (!strcmp(a, "--tokenizer")) {
+			NEED_VALUE(); o->tokenizer = v;
+		} else if (!strcmp(a, "--draft")) {
+			NEED_VALUE(); o->draft = v;
+		} else if (!strcmp(a, "--dump")) {
+			NEED_VALUE(); o->dump = v;
+		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+			NEED_VALUE(); o->output = v;
+		} else if (!strcmp(a, "--layers")) {
+			NEED_VALUE(); o->layers = v;
+		} else if (!strcmp(a, "--type")) {
+			NEED_VALUE(); o->wtype = v;
+		} else if (!strcmp(a, "--lossy-eps")) {
+			NEED_VALUE(); if (parse_float(cmd, a, v, 0, 1, &o->lossy_eps)) return 2;
+		} else if (!strcmp(a, "--tree")) {
+			NEED_VALUE(); o->tree = v;
+		} else if (!strcmp(a, "--verify")) {
+			NEED_VALUE(); o->verify = v;
+		} else if (!strcmp(a, "--expand")) {
+			NEED_VALUE(); o->expand = v;
+		} else if (!strcmp(a, "--corpus")) {
+			NEED_VALUE(); o->corpus = v;
+		} else if (!strcmp(a, "--adaptive")) {
+			NEED_VALUE(); o->adaptive = v;
+		} else if (!strcmp(a, "--acc-head")) {
+			NEED_VALUE(); o->acc_head = v;
+		} else if (!strcmp(a, "--tokens")) {
+			NEED_VALUE(); if (parse_int(cmd, a, v, 16, 1 << 24, &o->n_tokens)) return 2;
+		} else if (!strcmp(a, "-g") || !strcmp(a, "--gamma")) {
+			NEED_VALUE(); if (parse_int(cmd, a, v, 1, RT_MAX_GAMMA, &o->gamma)) return 2;
+		} else if (!strcmp(a, "-t") || !strcmp(a, "--temp") || !strcmp(a, "--temperature")) {
+			NEED_VALUE(); if (parse_float(cmd, a, v, 0, 100, &o->temperature)) return 2;
+		} else if (!strcmp(a, "--top-k")) {
+			NEED_VALUE(); if (parse_int(cmd, a, v, 0, 1 << 30, &o->top_k)) return 2;
+		} else if (!strcmp(a, "--top-p")) {
+			NEED_VALUE(); if (parse_float(cmd, a, v, 1e-6, 1, &o->top_p)) return 2;
+		} else if (!strcmp(a, "--seed")) {
+			NEED_VALUE();
+			char *end;
+			errno = 0;
+			unsigned long long s = strtoull(v, &end, 0);
+			if (errno || *end || end == v || v[0] == '-')
+				return bad(cmd, "option %s expects a non-negative integer, found '%s'", a, v);
+			o->seed = s;
+		} else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) {
+			NEED_VALUE(); if (parse_int(cmd, a, v, 0, 1 << 20, &o->max_new)) return 2;
+		} else if (!strcmp(a, "--ctx")) {
+			NEED_VALUE(); if (parse_int(cmd, a, v, 2, 1 << 20, &o->ctx)) return 2;
+		} else if (!strcmp(a, "--prompts")) {
+			NEED_VALUE(); if (parse_int(cmd, a, v, 1, 10000, &o->n_prompts)) return 2;
+		} else if (!strcmp(a, "--chat")) {
+			o->chat = 1;
+		} else if (!strcmp(a, "--no-chat")) {
+			o->chat = 0;
+		} else if (!strcmp(a, "--json")) {
+			o->json = true;
+		} else if (!strcmp(a, "--backend")) {
+			if (!v)
+				return bad(cmd, "option %s needs a value%s", a, "");
+			if (strcmp(v, "auto") && strcmp(v, "host") && strcmp(v, "host-emulate") && strcmp(v, "cuda"))
+				return bad(cmd, "--backend expects auto, host, host-emulate or cuda, found '%s'%s", v, "");
+			o->backend = v;
+			i++;
+		} else if (!strcmp(a, "--model")) {
+			if (!v)
+				return bad(cmd, "option %s needs a value%s", a, "");
+			o->model_override = v;
+			i++;
+		} else if (!strcmp(a, "--draft-model")) {
+			if (!v)
+				return bad(cmd, "option %s needs a value%s", a, "");
+			o->draft_model = v;
+			i++;
+		} else if (!strcmp(a, "--eager")) {
+			o->eager = true;
+		} else if (!strcmp(a, "--no-baseline")) {
+			o->baseline = false;
+		} else {
+			return bad(cmd, "unknown option '%s'%s", a, "");
+		}
+#undef NEED_VALUE
+	}
+	if (!o->model)
+		return bad(cmd, "missing the model argument (a .gguf file or an HF directory)%s%s", "", "");
+	if (o->lossy_eps > 0 && o->tree)
+		return bad(cmd, "--lossy-eps applies to chain drafting only, not with --tree%s%s", "", "");
+	if ((o->adaptive || o->acc_head) && o->tree)
+		return bad(cmd, "--adaptive and --acc-head apply to chain drafting only, not with --tree%s%s", "", "");
+	if ((o->verify || o->expand) && !o->tree)
+		return bad(cmd, "--verify and --expand need --tree%s%s", "", "");
+	if (o->prompt && o->prompt_file)
+		return bad(cmd, "give either -p or -f, not both%s%s", "", "");
+	return 0;
+}
+
+bool cli_is_eog(const void *tok, int32_t id)
+{
+	return rt_token_is_eog((const rt_tokenizer *)tok, id);
+}
+
+int cli_make_drafter(cli_session *s, const char *spec, int max_ctx, rt_drafter **out, sw_err *err)
+{
+	*out = NULL;
+	if (!strcmp(spec, "none"))
+		return 0;
+	if (!strncmp(spec, "layerskip:", 10)) {
+		s->draft_model = rt_model_layerskip_parse(s->target, spec + 10, err);
+		if (!s->draft_model)
+			return SW_EINVAL;
+	} else if (!strncmp(spec, "model:", 6)) {
+		s->draft_model = rt_model_load(spec + 6, err);
+		if (!s->draft_model)
+			return sw_err_prefix(err, "--draft %s", spec);
+		if (s->draft_model->cfg.vocab != s->target->cfg.vocab)
+			return sw_errf(err, SW_EINVAL, "--draft %s: draft vocabulary %d differs from the target's %d",
+			               spec, s->draft_model->cfg.vocab, s->target->cfg.vocab);
+	} else if (!strncmp(spec, "ngram", 5)) {
+		int lo = 1, hi = 3;
+		if (spec[5] == ':' ) {
+			if (sscanf(spec + 6, "%d:%d", &lo, &hi) != 2)
+				return sw_errf(err, SW_EINVAL, "--draft %s: expected ngram or ngram:MIN:MAX", spec);
+		} else if (spec[5]) {
+			return sw_errf(err, SW_EINVAL, "--draft %s: expected ngram or ngram:MIN:MAX", spec);
+		}
+		*out = rt_drafter_ngram(lo, hi, err);
+		return *out ? 0 : SW_EINVAL;
+	} else {
+		return sw_errf(err, SW_EINVAL, "--draft '%s': expected none, layerskip:N, model:PATH or ngram[:MIN:MAX]", spec);
+	}
+	*out = rt_drafter_model(s->draft_model, max_ctx, err);
+	return *out ? 0 : SW_ENOMEM;
+}
+
+int cli_session_open(cli_session *s, const cli_opts *o, sw_err *err)
+{
+	memset(s, 0, sizeof(*s));
+	s->target = rt_model_load(o->model, err);
+	if (!s->target)
+		return SW_EINVAL;
+	const char *tpath = o->tokenizer ? o->tokenizer : o->model;
+	gguf_file *f = gguf_open(tpath, err);
+	if (!f)
+		return sw_err_prefix(err, "tokenizer (pass a GGUF with --tokenizer)");
+	s->tok = rt_tokenizer_from_gguf(f, err);
+	gguf_close(f);
+	if (!s->tok)
+		return SW_EINVAL;
+	if (rt_tokenizer_vocab(s->tok) > s->target->cfg.vocab)
+		return sw_errf(err, SW_EINVAL, "%s: tokenizer has %d tokens but the model only %d", tpath,
+		               rt_tokenizer_vocab(s->tok), s->target->cfg.vocab);
+	int ctx = o->ctx;
+	if (s->target->cfg.max_ctx > 0 && ctx > s->target->cfg.max_ctx)
+		return sw_errf(err, SW_ERANGE, "--ctx %d exceeds the model's trained context of %d", ctx,
+		               s->target->cfg.max_ctx);
+	s->tctx = rt_ctx_new(s->target, ctx, ctx < 256 ? ctx : 256, err);
+	if (!s->tctx)
+		return SW_ENOMEM;
+	return 0;
+}
+
+void cli_session_close(cli_session *s)
+{
+	rt_drafter_free(s->drafter);
+	rt_ctx_free(s->tctx);
+	rt_model_free(s->draft_model);
+	rt_tokenizer_free(s->tok);
+	rt_model_free(s->target);
+	memset(s, 0, sizeof(*s));
+}
+
+int cli_encode_prompt(const cli_session *s, const char *text, bool chat, int32_t *ids, int cap, sw_err *err)
+{
+	if (!chat)
+		return rt_tokenize(s->tok, text, strlen(text), false, false, ids, cap, err);
+	size_t n = strlen(text) + 4096;
+	char *buf = malloc(n);
+	if (!buf)
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	int len = rt_chat_format(s->tok, text, buf, n, err);
+	int rc = len < 0 ? len : rt_tokenize(s->tok, buf, (size_t)len, false, true, ids, cap, err);
+	free(buf);
+	return rc;
+}
+
+void cli_print_stats(FILE *f, const char *label, const rt_stats *st, int gamma, bool json)
+{
+	double N = st->n_tokens ? (double)st->n_tokens : 1;
+	double tau = st->n_target_calls ? (double)st->n_tokens / st->n_target_calls : 0;
+	double gen_s = st->t_total - st->t_prefill;
+	double tps = gen_s > 0 ? st->n_tokens / gen_s : 0;
+	double acc = st->n_drafted ? (double)st->n_accepted / st->n_drafted : 0;
+	if (json) {
+		fprintf(f, "{\"label\":\"%s\",\"tokens\":%llu,\"prompt_tokens\":%d,\"target_calls\":%llu,"
+		        "\"draft_calls\":%llu,\"drafted\":%llu,\"accepted\":%llu,\"tau\":%.4f,"
+		        "\"acceptance\":%.4f,\"discard_rate\":%.4f,\"verification_rate\":%.4f,"
+		        "\"tok_per_s\":%.3f,\"t_prefill\":%.4f,\"t_total\":%.4f,\"t_target\":%.4f,\"t_draft\":%.4f,"
+		        "\"per_position_acceptance\":[",
+		        label, (unsigned long long)st->n_tokens, st->n_prompt, (unsigned long long)st->n_target_calls,
+		        (unsigned long long)st->n_draft_calls, (unsigned long long)st->n_drafted,
+		        (unsigned long long)st->n_accepted, tau, acc, (st->n_drafted - st->n_accepted) / N,
+		        st->n_target_calls / N, tps, st->t_prefill, st->t_total, st->t_target, st->t_draft);
+		for (int j = 0; j < gamma && j < RT_MAX_GAMMA; j++)
+			fprintf(f, "%s%.4f", j ? "," : "",
+			        st->pos_tried[j] ? (double)st->pos_accepted[j] / st->pos_tried[j] : 0.0);
+		fprintf(f, "]}\n");
+		return;
+	}
+	fprintf(f, "[%s] %llu tokens in %.2fs (+%.2fs prefill of %d): %.2f tok/s, tau %.3f, "
+	        "acceptance %.3f, discard rate %.3f, verification rate %.3f\n",
+	        label, (unsigned long long)st->n_tokens, gen_s, st->t_prefill, st->n_prompt, tps, tau, acc,
+	        (st->n_drafted - st->n_accepted) / N, st->n_target_calls / N);
+	if (st->n_drafted) {
+		fprintf(f, "[%s] per-position acceptance:", label);
+		for (int j = 0; j < gamma && j < RT_MAX_GAMMA; j++)
+			fprintf(f, " %.3f", st->pos_tried[j] ? (double)st->pos_accepted[j] / st->pos_tried[j] : 0.0);
+		fprintf(f, "\n[%s] time: target %.2fs (%llu calls), draft %.2fs (%llu forwards)\n", label,
+		        st->t_target, (unsigned long long)st->n_target_calls, st->t_draft,
+		        (unsigned long long)st->n_draft_calls);
+	}
+}
+
+int cli_tree_setup(const cli_opts *o, cli_session *s, rt_tree_cfg *tcfg, sw_err *err)
+{
+	if (!s->draft_model)
+		return sw_errf(err, SW_EINVAL, "--tree needs a draft model: --draft layerskip:... or model:PATH (found '%s')",
+		               o->draft);
+	gen_tree *t = (gen_tree *)tcfg->tree;
+	int rc = gen_tree_parse(o->tree, NULL, t, err);
+	if (rc)
+		return rc;
+	int rule = -1, method = -1;
+	if (o->expand && (rule = rt_expand_rule_parse(o->expand)) < 0)
+		return sw_errf(err, SW_EINVAL, "--expand '%s': expected topk, sample, sample-wor or spechub", o->expand);
+	if (o->verify && (method = rt_verify_method_parse(o->verify)) < 0)
+		return sw_errf(err, SW_EINVAL, "--verify '%s': expected greedy, rrs, rrsw, spechub or onehot", o->verify);
+	static const int pair[][2] = {
+		{ RT_EXPAND_SAMPLE, RT_VERIFY_RRS },     { RT_EXPAND_SAMPLE_WOR, RT_VERIFY_RRSW },
+		{ RT_EXPAND_TOPK, RT_VERIFY_ONEHOT },    { RT_EXPAND_SPECHUB, RT_VERIFY_SPECHUB },
+		{ RT_EXPAND_TOPK, RT_VERIFY_GREEDY },
+	};
+	if (rule < 0 && method < 0) {
+		rule = RT_EXPAND_SAMPLE;
+		method = RT_VERIFY_RRS;
+	}
+	for (size_t i = 0; i < sizeof(pair) / sizeof(pair[0]) && (rule < 0 || method < 0); i++) {
+		if (rule < 0 && pair[i][1] == method)
+			rule = pair[i][0];
+		if (method < 0 && pair[i][0] == rule)
+			method = pair[i][1];
+	}
+	bool greedy = o->temperature <= 0;
+	if (!rt_verify_compatible(rule, method, greedy))
+		return sw_errf(err, SW_EINVAL, "--verify %s is not exact with --expand %s at temperature %g",
+		               rt_verify_method_name(method), rt_expand_rule_name(rule), o->temperature);
+	tcfg->rule = rule;
+	tcfg->method = method;
+	if (t->n > s->tctx->max_block)
+		return sw_errf(err, SW_ERANGE, "--tree %s has %d nodes, more than the verification block of %d",
+		               o->tree, t->n, s->tctx->max_block);
+	return 0;
+}
+
+void cli_print_tree_stats(FILE *f, const rt_stats *st, bool json)
+{
+	double r0 = st->rank_tried[0] ? (double)st->rank_accepted[0] / st->rank_tried[0] : 0;
+	double r1 = st->rank_tried[1] ? (double)st->rank_accepted[1] / st->rank_tried[1] : 0;
+	if (json)
+		fprintf(f, "{\"first_draft_acceptance\":%.4f,\"second_draft_acceptance\":%.4f}\n", r0, r1);
+	else
+		fprintf(f, "[tree] first-draft acceptance %.3f, second-draft acceptance %.3f (given the first was rejected)\n",
+		        r0, r1);
+}

@@ -1,0 +1,99 @@
+/* Command-line plumbing shared by the subcommands: option parsing with clear
+ * errors, loading target/draft/tokenizer from the options, and printing
+ * stats. The subcommands themselves live in main.c and bench.c. */
+#ifndef RT_CLI_H
+#define RT_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model/ctx.h"
+#include "decode/chain.h"
+#include "formats/tokenizer.h"
+
+typedef struct cli_opts {
+	const char *model;     /* positional */
+	const char *prompt;
+	const char *prompt_file;
+	const char *tokenizer; /* GGUF to take the tokenizer from (default: the model) */
+	const char *draft;     /* none | layerskip:N | model:PATH | ngram[:MIN:MAX] */
+	const char *dump;      /* eval: output file */
+	int gamma;
+	float temperature;
+	int top_k;
+	float top_p;
+	uint64_t seed;
+	int max_new;
+	int chat;              /* -1: default for the command */
+	int ctx;
+	bool json;
+	bool baseline;
+	int n_prompts;         /* bench */
+	float lossy_eps;       /* run: --lossy-eps, the biased relaxation */
+	const char *corpus;    /* bench */
+	const char *output;    /* derive-draft: -o FILE */
+	const char *layers;    /* derive-draft: layer list as in layerskip: */
+	const char *wtype;     /* derive-draft: f32 f16 bf16 q8_0 q4_0 q4_1 */
+	const char *tree;      /* run: tree spec (preset, file, chain:K, kary:K:D, ...) */
+	const char *verify;    /* run: tree verification method */
+	const char *expand;    /* run: tree expansion rule */
+	const char *adaptive;  /* run: SpecDec++ stop rule h[:min:max] */
+	const char *acc_head;  /* run: acceptance head (safetensors); absent: q(Y) proxy */
+	int n_tokens;          /* train-head: labelled positions */
+	const char *backend;   /* run ENGINE_DIR: auto | host | host-emulate | cuda */
+	const char *model_override; /* run ENGINE_DIR: --model (else engine.json's target path) */
+	const char *draft_model; /* run ENGINE_DIR: --draft-model for a "model" draft */
+	bool eager;            /* run ENGINE_DIR: op by op, no graph */
+} cli_opts;
+
+/* `specwright run ENGINE_DIR` and `specwright profile ENGINE_DIR`
+ * (engine_cli.c); o->model is the engine directory. */
+int cli_engine_run(cli_opts *o);
+int cli_engine_profile(cli_opts *o);
+/* bench helpers (bench.c): n prompts of 200-600 bytes cut from a corpus at
+ * line boundaries (malloc'ed; returns the count), and the median (sorts v). */
+int cli_cut_prompts(const char *text, size_t len, int n, char **out);
+double cli_median(double *v, int n);
+/* `specwright bench ENGINE_DIR` (engine_cli.c). */
+int cli_engine_bench(cli_opts *o);
+
+/* Whether path is an engine directory (holds engine.json). */
+bool cli_is_engine_dir(const char *path);
+
+/* Parses argv[first..argc); returns 0 or prints the error and returns 2. */
+int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o);
+
+typedef struct cli_session {
+	rt_model *target;
+	rt_model *draft_model;  /* owned: separate model or layer-skip view */
+	rt_tokenizer *tok;
+	rt_drafter *drafter;    /* NULL: target only */
+	rt_ctx *tctx;
+} cli_session;
+
+int cli_session_open(cli_session *s, const cli_opts *o, sw_err *err);
+void cli_session_close(cli_session *s);
+/* Drafter from a --draft string (NULL for "none"). */
+int cli_make_drafter(cli_session *s, const char *spec, int max_ctx, rt_drafter **out, sw_err *err);
+/* Prompt text -> ids (chat template applied when asked). */
+int cli_encode_prompt(const cli_session *s, const char *text, bool chat, int32_t *ids, int cap, sw_err *err);
+void cli_print_stats(FILE *f, const char *label, const rt_stats *st, int gamma, bool json);
+bool cli_is_eog(const void *tok, int32_t id);
+/* --tree/--expand/--verify into a tree config (tcfg->tree must point to
+ * storage); needs a draft model (layerskip: or model:). Defaults pair the
+ * rule and method exactly: sample+rrs, sample-wor+rrsw, topk+onehot,
+ * spechub+spechub. */
+struct rt_tree_cfg;
+int cli_tree_setup(const cli_opts *o, cli_session *s, struct rt_tree_cfg *tcfg, sw_err *err);
+void cli_print_tree_stats(FILE *f, const rt_stats *st, bool json);
+
+/* SpecDec++ (acchead_cli.c): --adaptive/--acc-head onto the session's
+ * drafter (sets cfg->gamma to the bound's max; *head is the caller's to
+ * free), its time-model line, and the train-head command. */
+struct rt_acchead;
+int cli_adaptive_setup(const cli_opts *o, cli_session *s, rt_gen_cfg *cfg, struct rt_acchead **head, sw_err *err);
+void cli_print_time_model(FILE *f, const rt_stats *st, bool json);
+int cli_train_head(const cli_opts *o);
+
+#endif

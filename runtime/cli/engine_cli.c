@@ -1,0 +1,368 @@
+/* `specwright run ENGINE_DIR` and `specwright profile ENGINE_DIR`: a built
+ * engine on a device backend (cuda when a driver and GPU are present, else
+ * host), with the host reference path as the baseline: greedy engines must
+ * reproduce its tokens, and the run says whether they did. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli.h"
+#include "engine/engine.h"
+#include "kernels/engine_state.h"
+#include "core/fileio.h"
+
+bool cli_is_engine_dir(const char *path)
+{
+	char p[1100];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/engine.json", path);
+	return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(p, &st) == 0;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct stream {
+	const rt_tokenizer *tok;
+	rt_detok dt;
+	bool quiet;
+} stream;
+
+static int on_tokens(void *user, const int32_t *tok, int n)
+{
+	stream *s = user;
+	char buf[512];
+	for (int i = 0; i < n && !s->quiet; i++) {
+		int k = rt_detok_push(&s->dt, s->tok, tok[i], buf, sizeof(buf));
+		if (k > 0)
+			fwrite(buf, 1, (size_t)k, stdout);
+	}
+	fflush(stdout);
+	return 0;
+}
+
+/* Everything both commands need: session (target, tokenizer, host ctx),
+ * engine bound to its device, prompt ids. */
+typedef struct engine_job {
+	cli_session s;
+	rt_model *draft;
+	rt_engine *e;
+	rt_dev *dev;
+	int32_t *ids;
+	int n_prompt;
+} engine_job;
+
+static void job_close(engine_job *j)
+{
+	rt_engine_free(j->e);
+	if (j->dev)
+		rt_dev_free(j->dev);
+	rt_model_free(j->draft);
+	cli_session_close(&j->s);
+	free(j->ids);
+}
+
+static int job_open(engine_job *j, cli_opts *o, sw_err *err)
+{
+	const char *dir = o->model;
+	memset(j, 0, sizeof(*j));
+	if (!(j->e = rt_engine_load(dir, err)))
+		return SW_EINVAL;
+	const char *mpath = o->model_override ? o->model_override : j->e->target_path;
+	if (!mpath[0])
+		return sw_errf(err, SW_EINVAL, "%s/engine.json: built from a shape, not a weights file: "
+		               "give the weights with --model PATH", dir);
+	cli_opts so = *o;
+	so.model = mpath;
+	if (so.ctx > j->e->max_ctx)
+		so.ctx = j->e->max_ctx;
+	if (cli_session_open(&j->s, &so, err))
+		return sw_err_prefix(err, "engine %s: target", dir);
+	if (j->e->draft_kind == RT_ENGINE_DRAFT_MODEL) {
+		const char *dp = o->draft_model ? o->draft_model : j->e->draft_path;
+		if (!dp[0])
+			return sw_errf(err, SW_EINVAL, "%s: the engine drafts with a separate model: give "
+			               "it with --draft-model PATH", dir);
+		if (!(j->draft = rt_model_load(dp, err)))
+			return SW_EINVAL;
+	}
+	if (!(j->dev = rt_dev_open(o->backend ? o->backend : "auto", err)))
+		return SW_EINVAL;
+	if (rt_engine_bind(j->e, j->dev, j->s.target, j->draft, o->seed, err))
+		return SW_EINVAL;
+	char *ptext = o->prompt_file ? sw_read_file(o->prompt_file, NULL)
+	                             : strdup(o->prompt ? o->prompt : "Hello");
+	if (!ptext)
+		return sw_errf(err, SW_EIO, "%s: cannot read the prompt file", o->prompt_file);
+	int cap = (int)strlen(ptext) + 4096;
+	j->ids = malloc(sizeof(*j->ids) * (size_t)cap);
+	if (!j->ids) {
+		free(ptext);
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	}
+	j->n_prompt = cli_encode_prompt(&j->s, ptext, o->chat < 0 ? true : o->chat, j->ids, cap, err);
+	free(ptext);
+	return j->n_prompt < 0 ? j->n_prompt : 0;
+}
+
+/* Target-only greedy decoding on the host reference path (fp32). */
+static int reference_greedy(engine_job *j, int n, int32_t eos, int32_t *out, double *secs,
+                            sw_err *err)
+{
+	rt_ctx *c = j->s.tctx;
+	const int V = j->s.target->cfg.vocab;
+	float *logits = malloc(sizeof(*logits) * (size_t)V);
+	int k = 0;
+	if (!logits)
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	double t0 = now_s();
+	rt_ctx_truncate(c, 0);
+	int rc = rt_ctx_feed(c, j->ids, j->n_prompt, logits, err);
+	while (!rc && k < n) {
+		out[k] = rt_argmax(logits, V);
+		if (out[k++] == eos || c->len + 1 >= c->max_ctx)
+			break;
+		rc = rt_ctx_feed(c, &out[k - 1], 1, logits, err);
+	}
+	*secs = now_s() - t0;
+	free(logits);
+	return rc ? rc : k;
+}
+
+int cli_engine_run(cli_opts *o)
+{
+	sw_err err = {0};
+	engine_job j;
+	int rc = 1;
+	int32_t *out = malloc(sizeof(*out) * (size_t)(o->max_new + 1));
+	int32_t *ref = malloc(sizeof(*ref) * (size_t)(o->max_new + 1));
+	if (!out || !ref) {
+		free(out);
+		free(ref);
+		fprintf(stderr, "specwright run: out of memory\n");
+		return 1;
+	}
+	if (job_open(&j, o, &err))
+		goto out_err;
+	const rt_engine *e = j.e;
+	const bool greedy = e->samp.temperature <= 0.0f;
+	const int32_t eos = rt_token_eos(j.s.tok);
+	stream sm = {.tok = j.s.tok, .quiet = o->json};
+	rt_engine_run r = {.prompt = j.ids, .n_prompt = j.n_prompt, .max_new = o->max_new, .eos = eos,
+	                   .is_eog = cli_is_eog, .eog_user = j.s.tok, .on_tokens = on_tokens,
+	                   .cb_user = &sm, .eager = o->eager};
+	rt_engine_stats st;
+	int n = rt_engine_generate(j.e, &r, out, &st, &err);
+	if (n < 0)
+		goto out_err;
+	char tail[64];
+	int k = rt_detok_flush(&sm.dt, tail, sizeof(tail));
+	if (k > 0 && !o->json)
+		fwrite(tail, 1, (size_t)k, stdout);
+	if (!o->json)
+		printf("\n");
+	fflush(stdout); /* the text before the statistics on stderr */
+	int n_ref = -1, match = -1;
+	double t_ref = 0;
+	if (o->baseline && greedy) {
+		n_ref = reference_greedy(&j, n, eos, ref, &t_ref, &err);
+		if (n_ref < 0)
+			goto out_err;
+		match = 0;
+		while (match < n && match < n_ref && out[match] == ref[match])
+			match++;
+	}
+	static const char *const stops[] = {"none", "eos", "max_new", "context"};
+	const double tau = st.n_iters ? (double)st.n_tokens / st.n_iters : 0;
+	const double tps = st.t_decode > 0 ? st.n_tokens / st.t_decode : 0;
+	FILE *f = o->json ? stdout : stderr;
+	if (o->json) {
+		fprintf(f, "{\"engine\": \"%s\", \"backend\": \"%s\", \"tokens\": [", e->name, j.dev->desc);
+		for (int i = 0; i < n; i++)
+			fprintf(f, "%s%d", i ? ", " : "", out[i]);
+		fprintf(f, "], \"n_prompt\": %d, \"n_tokens\": %d, \"iterations\": %d, \"tau\": %.4f, "
+		        "\"tok_per_s\": %.3f, \"prefill_s\": %.4f, \"decode_s\": %.4f, \"capture_s\": %.4f, "
+		        "\"host_overhead_us\": %.3f, \"stop\": \"%s\", \"acceptance\": [",
+		        st.n_prompt, st.n_tokens, st.n_iters, tau, tps, st.t_prefill, st.t_decode,
+		        st.t_capture, st.host_overhead_us, stops[st.stop & 3]);
+		for (int d = 0; d < e->depth && d < RT_MAX_GAMMA; d++)
+			fprintf(f, "%s%.4f", d ? ", " : "",
+			        st.pos_tried[d] ? (double)st.pos_accepted[d] / st.pos_tried[d] : 0.0);
+		fprintf(f, "]");
+		if (match >= 0)
+			fprintf(f, ", \"reference_tokens\": %d, \"greedy_match\": %d, \"reference_s\": %.4f",
+			        n_ref, match, t_ref);
+		fprintf(f, "}\n");
+	} else {
+		fprintf(f, "engine %s on %s: %d prompt tokens, %d tokens in %d iterations (tau %.3f), "
+		        "%.2f tok/s, prefill %.3f s, graph capture %.3f s, stop: %s\n", e->name,
+		        j.dev->desc, st.n_prompt, st.n_tokens, st.n_iters, tau, tps, st.t_prefill,
+		        st.t_capture, stops[st.stop & 3]);
+		fprintf(f, "acceptance by depth:");
+		for (int d = 0; d < e->depth && d < RT_MAX_GAMMA; d++)
+			fprintf(f, " %.3f", st.pos_tried[d] ? (double)st.pos_accepted[d] / st.pos_tried[d] : 0.0);
+		fprintf(f, "\nhost overhead per iteration (op execution excluded): %.2f us\n",
+		        st.host_overhead_us);
+		if (match >= 0)
+			fprintf(f, "greedy reference (host fp32, target only): %d of %d tokens identical%s, "
+			        "%.2f tok/s\n", match, n < n_ref ? n : n_ref,
+			        match == (n < n_ref ? n : n_ref) ? "" : " (diverged: see the note on dtype "
+			        "rounding in README)", t_ref > 0 ? n_ref / t_ref : 0.0);
+	}
+	rc = 0;
+	goto out;
+out_err:
+	fprintf(stderr, "specwright run: error: %s\n", err.msg);
+out:
+	job_close(&j);
+	free(out);
+	free(ref);
+	return rc;
+}
+
+int cli_engine_profile(cli_opts *o)
+{
+	sw_err err = {0};
+	engine_job j;
+	int rc = 1;
+	if (job_open(&j, o, &err))
+		goto out_err;
+	rc = rt_engine_profile(j.e, j.ids, j.n_prompt, o->max_new, o->json ? stdout : stderr, &err);
+	if (rc)
+		goto out_err;
+	rc = 0;
+	goto out;
+out_err:
+	fprintf(stderr, "specwright profile: error: %s\n", err.msg);
+	rc = 1;
+out:
+	job_close(&j);
+	return rc;
+}
+
+/* `specwright bench ENGINE_DIR`: the engine against the host fp32
+ * target-only reference over prompts cut from a corpus: median tok/s of
+ * each, the median per-prompt ratio, tau, acceptance by depth, host overhead
+ * per iteration, and for greedy engines how many prompts kept the
+ * reference's tokens. Both decoders run in this process, one after the
+ * other on each prompt. */
+int cli_engine_bench(cli_opts *o)
+{
+	sw_err err = {0};
+	engine_job j;
+	int rc = 1, np = 0;
+	char **prompts = NULL, *text = NULL;
+	int32_t *out = NULL, *ref = NULL, *ids = NULL;
+	double *tps = NULL, *rtps = NULL, *ratio = NULL, *ovh = NULL;
+	const char *corpus = o->corpus ? o->corpus : "/usr/share/games/fortunes/fortunes";
+	memset(&j, 0, sizeof(j));
+	size_t len = 0;
+	if (!(text = sw_read_file(corpus, &len))) {
+		fprintf(stderr, "specwright bench: cannot read corpus %s (give one with --corpus FILE)\n",
+		        corpus);
+		return 1;
+	}
+	prompts = calloc((size_t)o->n_prompts, sizeof(*prompts));
+	np = prompts ? cli_cut_prompts(text, len, o->n_prompts, prompts) : 0;
+	if (np < 1) {
+		fprintf(stderr, "specwright bench: no prompts could be cut from %s\n", corpus);
+		goto out;
+	}
+	cli_opts jo = *o;
+	jo.prompt = prompts[0];
+	if (job_open(&j, &jo, &err))
+		goto out_err;
+	const int M = o->max_new, cap = (int)len + 4096;
+	out = malloc(sizeof(*out) * (size_t)(M + 1));
+	ref = malloc(sizeof(*ref) * (size_t)(M + 1));
+	ids = malloc(sizeof(*ids) * (size_t)cap);
+	tps = calloc((size_t)np * 4, sizeof(*tps));
+	if (!out || !ref || !ids || !tps) {
+		sw_errf(&err, SW_ENOMEM, "out of memory");
+		goto out_err;
+	}
+	rtps = tps + np;
+	ratio = rtps + np;
+	ovh = ratio + np;
+	const rt_engine *e = j.e;
+	const bool greedy = e->samp.temperature <= 0.0f;
+	const int32_t eos = rt_token_eos(j.s.tok);
+	uint64_t tried[RT_MAX_GAMMA] = {0}, acc[RT_MAX_GAMMA] = {0};
+	long toks = 0, iters = 0;
+	int same = 0, used = 0;
+	for (int i = 0; i < np; i++) {
+		free(j.ids);
+		j.ids = NULL;
+		int n_prompt = cli_encode_prompt(&j.s, prompts[i], o->chat < 0 ? true : o->chat, ids, cap,
+		                                 &err);
+		if (n_prompt < 0)
+			goto out_err;
+		if (n_prompt + e->n_nodes + M > e->max_ctx)
+			continue; /* does not fit the engine's context: skipped, counted below */
+		j.ids = malloc(sizeof(*j.ids) * (size_t)n_prompt);
+		if (!j.ids) {
+			sw_errf(&err, SW_ENOMEM, "out of memory");
+			goto out_err;
+		}
+		memcpy(j.ids, ids, sizeof(*ids) * (size_t)n_prompt);
+		j.n_prompt = n_prompt;
+		rt_engine_run r = {.prompt = j.ids, .n_prompt = n_prompt, .max_new = M, .eos = eos,
+		                   .is_eog = cli_is_eog, .eog_user = j.s.tok};
+		rt_engine_stats st;
+		int n = rt_engine_generate(j.e, &r, out, &st, &err);
+		if (n < 0)
+			goto out_err;
+		double t_ref = 0;
+		int n_ref = reference_greedy(&j, n, eos, ref, &t_ref, &err);
+		if (n_ref < 0)
+			goto out_err;
+		tps[used] = st.t_decode > 0 ? n / st.t_decode : 0;
+		rtps[used] = t_ref > 0 ? n_ref / t_ref : 0;
+		ratio[used] = rtps[used] > 0 ? tps[used] / rtps[used] : 0;
+		ovh[used] = st.host_overhead_us;
+		used++;
+		same += greedy && n == n_ref && !memcmp(out, ref, sizeof(*out) * (size_t)n);
+		toks += n;
+		iters += st.n_iters;
+		for (int d = 0; d < e->depth && d < RT_MAX_GAMMA; d++) {
+			tried[d] += st.pos_tried[d];
+			acc[d] += st.pos_accepted[d];
+		}
+	}
+	printf("### Engine %s on %s: %d of %d prompts from %s (the rest exceed max_context %d), "
+	       "%d new tokens\n\n", e->name, j.dev->desc, used, np, corpus, e->max_ctx, M);
+	printf("| engine | backend | median tok/s | reference tok/s | median speedup | tau | "
+	       "acceptance by depth | host overhead us/iter | greedy == reference |\n");
+	printf("|---|---|---|---|---|---|---|---|---|\n");
+	printf("| %s | %s | %.2f | %.2f | %.2fx | %.3f | ", e->name, j.dev->desc, cli_median(tps, used),
+	       cli_median(rtps, used), cli_median(ratio, used), iters ? (double)toks / iters : 0.0);
+	for (int d = 0; d < e->depth && d < 6; d++)
+		printf("%s%.3f", d ? " " : "", tried[d] ? (double)acc[d] / tried[d] : 0.0);
+	printf(" | %.2f | ", cli_median(ovh, used));
+	if (greedy)
+		printf("%d/%d |\n", same, used);
+	else
+		printf("- |\n");
+	rc = 0;
+	goto out;
+out_err:
+	fprintf(stderr, "specwright bench: error: %s\n", err.msg);
+	rc = 1;
+out:
+	job_close(&j);
+	for (int i = 0; prompts && i < np; i++)
+		free(prompts[i]);
+	free(prompts);
+	free(text);
+	free(out);
+	free(ref);
+	free(ids);
+	free(tps);
+	return rc;
+}

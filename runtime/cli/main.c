@@ -1,0 +1,337 @@
+/* specwright: the command-line entry. `run` decodes speculatively (and
+ * measures target-only decoding in the same run), `generate` is target-only,
+ * `eval` dumps greedy tokens and logits for the reference check, `bench`
+ * compares drafters over a corpus. Only main() calls exit codes. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode/acchead.h"
+#include "gen/build.h"
+#include "cli.h"
+#include "core/fileio.h"
+#include "formats/gguf.h"
+#include "gen/inspect.h"
+#include "decode/tree.h"
+#include "decode/tree_verify.h"
+
+int cli_bench(const cli_opts *o);
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: specwright COMMAND MODEL [options]\n"
+	        "commands:\n"
+	        "  run       speculative decoding, text to stdout, stats to stderr\n"
+	        "  generate  target-only decoding\n"
+	        "  eval      greedy target-only decoding, writes ids and logits to --dump FILE\n"
+	        "  bench     target-only vs each drafter over a corpus, T=0 and T=0.8\n"
+	        "  derive-draft  write a draft model GGUF from the target: --layers SPEC --type T -o FILE\n"
+	        "  train-head    train a SpecDec++ acceptance head: --draft layerskip:SPEC -o HEAD.safetensors\n"
+	        "                [--tokens N] [--layers k] [--corpus FILE]\n"
+	        "  build     SPEC.json -o ENGINE_DIR [--no-compile] [--cache DIR]: plan, render, NVRTC-compile an engine\n"
+	        "  inspect   ENGINE_DIR [--tau T]: kernel resources and the H100 roofline projection\n"
+	        "  run       ENGINE_DIR [--backend auto|host|host-emulate|cuda] [--model GGUF] [--eager]:\n"
+	        "            a built engine: prefill, then one replayed graph per iteration; greedy\n"
+	        "            engines are checked against the host reference path\n"
+	        "  profile   ENGINE_DIR [--backend B] [-n ITERS]: per-op timings, achieved GB/s\n"	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
+	        "options:\n"
+	        "  -p, --prompt TEXT      prompt text            -f, --prompt-file FILE\n"
+	        "  --draft SPEC           none | layerskip:N | model:PATH | ngram[:MIN:MAX] (default layerskip:8)\n"
+	        "  -g, --gamma K          draft tokens per iteration (default 4)\n"
+	        "  -t, --temp T           temperature, 0 = greedy (default 0)\n"
+	        "  --top-k K, --top-p P   truncation of the target (and draft) distribution\n"
+	        "  --seed S               Philox seed (default 1234)\n"
+	        "  -n, --max-tokens N     tokens to generate (default 128)\n"
+	        "  --chat / --no-chat     apply the model's chat template (default: on for run/generate)\n"
+	        "  --ctx N                context length (default 2048)\n"
+	        "  --tokenizer GGUF       take the tokenizer from this file\n"
+	        "  --json                 machine-readable stats on stderr\n"
+	        "  --no-baseline          run: skip the target-only comparison\n"
+	        "  --adaptive h[:min:max] SpecDec++: stop drafting once P(a rejection) > h (bounds default 2:20;\n"
+	        "                         gamma becomes max)\n"
+	        "  --acc-head FILE        acceptance head from train-head (default: the draft's q(Y) as predictor)\n"
+	        "  --lossy-eps EPS        LOSSY: accept with min(1,(p+eps)/q) (Yin et al.); biased, reports the TV bound\n"
+	        "  --tree SPEC            tree drafting: preset (medusa63 eagle25 sequoia63 biseq8 biseq16),\n"
+	        "                         FILE.json, chain:K, kary:K:D, branch:b1,b2,.., batch:M:L\n"
+	        "  --expand RULE          topk | sample | sample-wor | spechub (default: matches --verify)\n"
+	        "  --verify METHOD        greedy | rrs | rrsw | spechub | onehot (default: matches --expand)\n"
+	        "  --prompts N, --corpus FILE   bench: number of prompts and their source\n");
+}
+
+static char *read_file(const char *path, sw_err *err)
+{
+	char *t = sw_read_file(path, NULL);
+	if (!t)
+		sw_errf(err, SW_EIO, "%s: cannot open the prompt file: %s", path, strerror(errno));
+	return t;
+}
+
+struct stream {
+	const rt_tokenizer *tok;
+	rt_detok dt;
+	char buf[4096];
+};
+
+static int stream_cb(void *user, const int32_t *tok, int n)
+{
+	struct stream *s = user;
+	for (int i = 0; i < n; i++) {
+		if (rt_token_type(s->tok, tok[i]) == RT_TT_CONTROL)
+			continue; /* <|im_end|> and friends end the text, they are not part of it */
+		int k = rt_detok_push(&s->dt, s->tok, tok[i], s->buf, sizeof(s->buf));
+		if (k > 0)
+			fwrite(s->buf, 1, (size_t)k, stdout);
+	}
+	fflush(stdout);
+	return 0;
+}
+
+static int cmd_decode(const char *cmd, cli_opts *o)
+{
+	sw_err err = { 0 };
+	cli_session s;
+	int rc = 1;
+	char *ptext = NULL;
+	int32_t *ids = NULL, *out = NULL, *out2 = NULL;
+	rt_acchead *head = NULL;
+	bool spec = !strcmp(cmd, "run");
+	bool dump = !strcmp(cmd, "eval");
+	if (dump && !o->dump) {
+		fprintf(stderr, "specwright eval: --dump FILE is required\n");
+		return 2;
+	}
+	if (cli_session_open(&s, o, &err))
+		goto out_err;
+	if (o->prompt_file) {
+		ptext = read_file(o->prompt_file, &err);
+		if (!ptext)
+			goto out_err;
+	} else {
+		ptext = strdup(o->prompt ? o->prompt : "Hello");
+	}
+	bool chat = o->chat < 0 ? !dump : o->chat;
+	/* A token covers at least one byte, so this never truncates and an
+	 * over-long prompt gets its real token count in the error. */
+	int cap = (int)strlen(ptext) + 4096;
+	ids = malloc((size_t)cap * sizeof(*ids));
+	out = malloc((size_t)(o->max_new + 1) * sizeof(*out));
+	out2 = malloc((size_t)(o->max_new + 1) * sizeof(*out2));
+	if (!ids || !out || !out2) {
+		sw_errf(&err, SW_ENOMEM, "out of memory");
+		goto out_err;
+	}
+	int n_prompt = cli_encode_prompt(&s, ptext, chat, ids, cap, &err);
+	if (n_prompt < 0)
+		goto out_err;
+	if (n_prompt >= o->ctx) {
+		sw_errf(&err, SW_ERANGE, "prompt has %d tokens, more than the context of %d allows (need at least one free position; raise --ctx)",
+		        n_prompt, o->ctx);
+		goto out_err;
+	}
+	if (spec && cli_make_drafter(&s, o->draft, o->ctx, &s.drafter, &err))
+		goto out_err;
+	gen_tree tree;
+	rt_tree_cfg tcfg = { &tree, RT_EXPAND_SAMPLE, RT_VERIFY_RRS };
+	bool use_tree = spec && o->tree;
+	if (use_tree && cli_tree_setup(o, &s, &tcfg, &err))
+		goto out_err;
+	struct stream st_out = { .tok = s.tok };
+	rt_detok_init(&st_out.dt);
+	rt_gen_cfg cfg = {
+		.samp = { o->temperature, o->top_k, o->top_p },
+		.gamma = o->gamma,
+		.seed = o->seed,
+		.max_new = o->max_new,
+		.lossy_eps = o->lossy_eps,
+		.is_eog = dump ? NULL : cli_is_eog,
+		.eog_user = s.tok,
+		.on_tokens = dump ? NULL : stream_cb,
+		.cb_user = &st_out,
+	};
+	if (spec && !use_tree && cli_adaptive_setup(o, &s, &cfg, &head, &err))
+		goto out_err;
+	rt_stats st;
+	int n;
+	if (use_tree)
+		n = rt_generate_tree(s.tctx, s.draft_model, &tcfg, ids, n_prompt, &cfg, out, &st, &err);
+	else if (spec && s.drafter)
+		n = rt_generate_spec(s.tctx, s.drafter, ids, n_prompt, &cfg, out, &st, &err);
+	else
+		n = rt_generate_target(s.tctx, ids, n_prompt, &cfg, out, &st, &err);
+	if (n < 0)
+		goto out_err;
+	char tail[8];
+	int k = rt_detok_flush(&st_out.dt, tail, sizeof(tail));
+	if (!dump) {
+		fwrite(tail, 1, (size_t)(k > 0 ? k : 0), stdout);
+		printf("\n");
+		fflush(stdout);
+	}
+	char label[256];
+	if (use_tree)
+		snprintf(label, sizeof(label), "%s tree %s %s/%s", o->draft, tree.name,
+		         rt_expand_rule_name(tcfg.rule), rt_verify_method_name(tcfg.method));
+	else
+		snprintf(label, sizeof(label), "%s", spec && s.drafter ? o->draft : "target");
+	cli_print_stats(stderr, label, &st, use_tree ? tree.depth_max : o->gamma, o->json);
+	if (use_tree)
+		cli_print_tree_stats(stderr, &st, o->json);
+	if (spec && o->adaptive && !use_tree)
+		cli_print_time_model(stderr, &st, o->json);
+	if (o->lossy_eps > 0 && spec && s.drafter)
+		fprintf(stderr, "LOSSY (eps %g): the output is NOT the target's distribution; the summed per-position TV bias bound is %.4f over %llu tokens\n",
+		        o->lossy_eps, st.lossy_tv_sum, (unsigned long long)st.n_tokens);
+	if (spec && (s.drafter || use_tree) && o->baseline) {
+		/* Target-only decoding of the same number of tokens in the same run:
+		 * the speedup the user actually gets on this machine. */
+		rt_ctx_truncate(s.tctx, 0);
+		rt_gen_cfg bc = cfg;
+		bc.is_eog = NULL;
+		bc.on_tokens = NULL;
+		bc.max_new = n;
+		rt_stats bs;
+		int nb = rt_generate_target(s.tctx, ids, n_prompt, &bc, out2, &bs, &err);
+		if (nb < 0)
+			goto out_err;
+		cli_print_stats(stderr, "target-only", &bs, 0, o->json);
+		double a = (st.t_total - st.t_prefill), b = (bs.t_total - bs.t_prefill);
+		if (a > 0 && b > 0 && o->json)
+			fprintf(stderr, "{\"speedup\":%.4f}\n", b / a);
+		else if (a > 0 && b > 0)
+			fprintf(stderr, "speedup over target-only: %.2fx%s\n", b / a,
+			        o->temperature <= 0 && memcmp(out, out2, (size_t)n * sizeof(*out)) == 0
+			                ? " (greedy outputs identical)" : "");
+	}
+	if (dump) {
+		/* eval: rerun with the logits kept: ids, then n rows of V floats. */
+		FILE *f = fopen(o->dump, "wb");
+		if (!f) {
+			sw_errf(&err, SW_EIO, "%s: cannot open for writing", o->dump);
+			goto out_err;
+		}
+		int V = s.target->cfg.vocab;
+		float *lg = malloc((size_t)V * sizeof(*lg));
+		rt_ctx_truncate(s.tctx, 0);
+		int32_t hdr[3] = { n_prompt, n, V };
+		fwrite(hdr, sizeof(hdr), 1, f);
+		fwrite(ids, sizeof(*ids), (size_t)n_prompt, f);
+		fwrite(out, sizeof(*out), (size_t)n, f);
+		int rc2 = lg ? rt_ctx_feed(s.tctx, ids, n_prompt, lg, &err) : SW_ENOMEM;
+		for (int i = 0; rc2 == 0 && i < n; i++) {
+			fwrite(lg, sizeof(*lg), (size_t)V, f);
+			if (i + 1 < n)
+				rc2 = rt_ctx_feed(s.tctx, &out[i], 1, lg, &err);
+		}
+		free(lg);
+		if (fclose(f) || rc2) {
+			if (!rc2)
+				sw_errf(&err, SW_EIO, "%s: write failed", o->dump);
+			goto out_err;
+		}
+	}
+	rc = 0;
+	goto out_free;
+out_err:
+	fprintf(stderr, "specwright %s: error: %s\n", cmd, err.msg);
+out_free:
+	free(ids);
+	free(out);
+	free(out2);
+	free(ptext);
+	rt_acchead_free(head);
+	cli_session_close(&s);
+	return rc;
+}
+
+static int cmd_derive(cli_opts *o)
+{
+	static const struct { const char *name; uint32_t type; } types[] = {
+		{ "f32", GGML_T_F32 }, { "f16", GGML_T_F16 }, { "bf16", GGML_T_BF16 },
+		{ "q8_0", GGML_T_Q8_0 }, { "q4_0", GGML_T_Q4_0 }, { "q4_1", GGML_T_Q4_1 },
+	};
+	sw_err err = { 0 };
+	if (!o->output || !o->layers) {
+		fprintf(stderr, "specwright derive-draft: -o FILE and --layers SPEC are required\n");
+		return 2;
+	}
+	uint32_t type = GGML_T_Q8_0;
+	if (o->wtype) {
+		size_t i;
+		for (i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+			if (!strcmp(o->wtype, types[i].name))
+				break;
+		if (i == sizeof(types) / sizeof(types[0])) {
+			fprintf(stderr, "specwright derive-draft: --type '%s': expected f32, f16, bf16, q8_0, q4_0 or q4_1\n",
+			        o->wtype);
+			return 2;
+		}
+		type = types[i].type;
+	}
+	rt_model *m = rt_model_load(o->model, &err), *v = NULL;
+	int rc = 1;
+	if (!m)
+		goto out_err;
+	v = rt_model_layerskip_parse(m, o->layers, &err);
+	if (!v)
+		goto out_err;
+	if (v->vocab_limit) {
+		sw_errf(&err, SW_EINVAL, "--layers %s: a vocabulary limit cannot be baked into a file", o->layers);
+		goto out_err;
+	}
+	if (rt_llama_save_gguf(v, o->output, type, &err))
+		goto out_err;
+	fprintf(stderr, "wrote %s: %d of %d layers of %s\n", o->output, v->n_layers_run, m->cfg.n_layers, o->model);
+	rc = 0;
+	goto out_free;
+out_err:
+	fprintf(stderr, "specwright derive-draft: error: %s\n", err.msg);
+out_free:
+	rt_model_free(v);
+	rt_model_free(m);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	const char *cmd = argv[1];
+	cli_opts o;
+	if (!strcmp(cmd, "build"))
+		return gen_build_main(argc, argv);
+	if (!strcmp(cmd, "inspect"))
+		return gen_inspect_main(argc, argv);
+	if (!strcmp(cmd, "profile")) {
+		if (cli_parse(argc, argv, 2, cmd, &o))
+			return 2;
+		if (!o.model || !cli_is_engine_dir(o.model)) {
+			fprintf(stderr, "specwright profile: expected an engine directory (from `specwright "
+			        "build`), found '%s'\n", o.model ? o.model : "(none)");
+			return 2;
+		}
+		if (o.max_new == 128)
+			o.max_new = 8; /* -n: profiled iterations */
+		return cli_engine_profile(&o);
+	}
+	if (!strcmp(cmd, "run") || !strcmp(cmd, "generate") || !strcmp(cmd, "eval") || !strcmp(cmd, "bench") ||
+	    !strcmp(cmd, "derive-draft") || !strcmp(cmd, "train-head")) {
+		if (cli_parse(argc, argv, 2, cmd, &o))
+			return 2;
+		if (!strcmp(cmd, "bench"))
+			return o.model && cli_is_engine_dir(o.model) ? cli_engine_bench(&o) : cli_bench(&o);
+		if (!strcmp(cmd, "derive-draft"))
+			return cmd_derive(&o);
+		if (!strcmp(cmd, "train-head"))
+			return cli_train_head(&o);
+		if (!strcmp(cmd, "run") && cli_is_engine_dir(o.model))
+			return cli_engine_run(&o);
+		return cmd_decode(cmd, &o);
+	}
+	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench, derive-draft, train-head, build or inspect)\n", cmd);
+	usage(stderr);
+	return 2;
+}

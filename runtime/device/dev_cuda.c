@@ -1,0 +1,1074 @@
+/* The cuda backend (device.h): the CUDA driver API and cuBLASLt, both
+ * dlopen'ed (dev_cuda_api.h), so one binary runs with or without a GPU.
+ * One non-blocking stream; kernels from the engine's cubin (PTX fallback);
+ * GEMMs through cuBLASLt with plans cached per shape; graphs by stream
+ * capture, conditional regions as CUDA IF nodes. Not the op schedule
+ * (engine.c) and not the kernels (kernels.cu). Everything here also runs
+ * against tests/util/fake_cuda.c, which is how it is tested without a GPU. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dev_cuda_api.h"
+#include "core/fileio.h"
+#include "gen/jit/nvrtc.h"
+
+#define CUDA_MAX_IF_DEPTH 8
+#define CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
+
+/* One cuBLASLt plan: the descriptors and the heuristic's algorithm for one
+ * (m, n, k, dtype) at one pointer alignment (cuBLASLt assumes 256-byte
+ * aligned operands unless told otherwise, and engine slices are not). */
+typedef struct gemm_plan {
+	int64_t m, n, k;
+	int dtype;
+	unsigned align_a, align_w, align_c;
+	cublasLtMatmulDesc_t desc;
+	cublasLtMatrixLayout_t lw, la, lc;
+	cublasLtMatmulAlgo_t algo;
+} gemm_plan;
+
+typedef struct cuda_dev {
+	rt_cu_api cu;
+	rt_lt_api lt;
+	bool own_libs;          /* the tables came from the dlopen loaders */
+	CUdevice dev;
+	CUcontext ctx;
+	bool ctx_retained;
+	CUstream stream;
+	/* capture: body streams of the open IF regions, innermost last */
+	CUstream body[CUDA_MAX_IF_DEPTH];
+	int depth;
+	CUdeviceptr ws;         /* cuBLASLt workspace, allocated once */
+	cublasLtHandle_t lth;
+	gemm_plan *plans;
+	int n_plans, cap_plans;
+	CUmodule *mods;
+	int n_mods;
+	CUmodule cond_mod;
+	CUfunction cond_fn;     /* sets an IF node's handle from an int32 in device memory */
+	char cond_why[700];     /* why conditionals are unavailable (cond_fn NULL) */
+	char cond_from[64];     /* "NVRTC cubin sm_90" / "embedded PTX" */
+} cuda_dev;
+
+typedef struct cuda_graph {
+	CUgraph g;
+	CUgraphExec x;
+} cuda_graph;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- checking: one helper, one macro per API family ---- */
+
+static int api_fail(sw_err *err, int code, const char *lib, const char *call, const char *what,
+                    const char *file, int line)
+{
+	return sw_errf(err, code, "%s: %s failed: %s (%s:%d)", lib, call, what, file, line);
+}
+
+static int cu_check(const rt_cu_api *cu, CUresult r, const char *call, const char *file, int line,
+                    sw_err *err)
+{
+	if (r == CUDA_SUCCESS)
+		return 0;
+	const char *name = NULL, *desc = NULL;
+	if (cu->cuGetErrorName && cu->cuGetErrorName(r, &name) != CUDA_SUCCESS)
+		name = NULL;
+	if (cu->cuGetErrorString && cu->cuGetErrorString(r, &desc) != CUDA_SUCCESS)
+		desc = NULL;
+	char what[300];
+	snprintf(what, sizeof(what), "%s (%d): %s", name ? name : "CUDA error", r,
+	         desc ? desc : "no description");
+	int code = r == CUDA_ERROR_OUT_OF_MEMORY ? SW_ENOMEM
+	         : r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_NO_DEVICE ? SW_ENOTSUP
+	         : r == CUDA_ERROR_INVALID_VALUE ? SW_EINVAL : SW_EIO;
+	return api_fail(err, code, "cuda", call, what, file, line);
+}
+
+static int lt_check(const rt_lt_api *lt, cublasStatus_t s, const char *call, const char *file,
+                    int line, sw_err *err)
+{
+	if (s == CUBLAS_STATUS_SUCCESS)
+		return 0;
+	char what[200];
+	snprintf(what, sizeof(what), "%s (%d)",
+	         lt->cublasLtGetStatusString ? lt->cublasLtGetStatusString(s) : "cuBLAS status", s);
+	return api_fail(err, s == CUBLAS_STATUS_NOT_SUPPORTED ? SW_ENOTSUP : SW_EIO, "cublasLt", call,
+	                what, file, line);
+}
+
+/* Each evaluates to 0 or the negative error it recorded; the caller decides
+ * whether to return. */
+#define CU_CHECK(c, call, err) cu_check(&(c)->cu, (call), #call, __FILE__, __LINE__, (err))
+#define CUBLASLT_CHECK(c, call, err) lt_check(&(c)->lt, (call), #call, __FILE__, __LINE__, (err))
+
+/* ---- loading the libraries ---- */
+
+typedef struct sym_entry {
+	size_t off;
+	const char *sym;
+	bool required;
+} sym_entry;
+
+#define CU_SYM(field, sym, req) {offsetof(rt_cu_api, field), sym, req}
+static const sym_entry cu_syms[] = {
+	CU_SYM(cuInit, "cuInit", true),
+	CU_SYM(cuDriverGetVersion, "cuDriverGetVersion", true),
+	CU_SYM(cuGetErrorName, "cuGetErrorName", true),
+	CU_SYM(cuGetErrorString, "cuGetErrorString", true),
+	CU_SYM(cuDeviceGetCount, "cuDeviceGetCount", true),
+	CU_SYM(cuDeviceGet, "cuDeviceGet", true),
+	CU_SYM(cuDeviceGetName, "cuDeviceGetName", true),
+	CU_SYM(cuDeviceGetAttribute, "cuDeviceGetAttribute", true),
+	CU_SYM(cuDeviceTotalMem, "cuDeviceTotalMem_v2", true),
+	CU_SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", true),
+	CU_SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", true),
+	CU_SYM(cuCtxSetCurrent, "cuCtxSetCurrent", true),
+	CU_SYM(cuMemAlloc, "cuMemAlloc_v2", true),
+	CU_SYM(cuMemFree, "cuMemFree_v2", true),
+	CU_SYM(cuMemHostAlloc, "cuMemHostAlloc", true),
+	CU_SYM(cuMemFreeHost, "cuMemFreeHost", true),
+	CU_SYM(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", true),
+	CU_SYM(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", true),
+	CU_SYM(cuMemsetD8Async, "cuMemsetD8Async", true),
+	CU_SYM(cuStreamCreate, "cuStreamCreate", true),
+	CU_SYM(cuStreamDestroy, "cuStreamDestroy_v2", true),
+	CU_SYM(cuStreamSynchronize, "cuStreamSynchronize", true),
+	CU_SYM(cuModuleLoadDataEx, "cuModuleLoadDataEx", true),
+	CU_SYM(cuModuleUnload, "cuModuleUnload", true),
+	CU_SYM(cuModuleGetFunction, "cuModuleGetFunction", true),
+	CU_SYM(cuLaunchKernel, "cuLaunchKernel", true),
+	CU_SYM(cuStreamBeginCapture, "cuStreamBeginCapture_v2", true),
+	CU_SYM(cuStreamEndCapture, "cuStreamEndCapture", true),
+	CU_SYM(cuGraphInstantiate, "cuGraphInstantiateWithFlags", true),
+	CU_SYM(cuGraphLaunch, "cuGraphLaunch", true),
+	CU_SYM(cuGraphExecDestroy, "cuGraphExecDestroy", true),
+	CU_SYM(cuGraphDestroy, "cuGraphDestroy", true),
+	CU_SYM(cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo_v3", false),
+	CU_SYM(cuStreamUpdateCaptureDependencies, "cuStreamUpdateCaptureDependencies_v2", false),
+	CU_SYM(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", false),
+	CU_SYM(cuGraphConditionalHandleCreate, "cuGraphConditionalHandleCreate", false),
+	CU_SYM(cuGraphAddNode, "cuGraphAddNode_v2", false),
+};
+
+#define LT_SYM(field) {offsetof(rt_lt_api, field), #field, true}
+static const sym_entry lt_syms[] = {
+	LT_SYM(cublasLtCreate),
+	LT_SYM(cublasLtDestroy),
+	LT_SYM(cublasLtGetStatusString),
+	LT_SYM(cublasLtMatmulDescCreate),
+	LT_SYM(cublasLtMatmulDescDestroy),
+	LT_SYM(cublasLtMatmulDescSetAttribute),
+	LT_SYM(cublasLtMatrixLayoutCreate),
+	LT_SYM(cublasLtMatrixLayoutDestroy),
+	LT_SYM(cublasLtMatmulPreferenceCreate),
+	LT_SYM(cublasLtMatmulPreferenceDestroy),
+	LT_SYM(cublasLtMatmulPreferenceSetAttribute),
+	LT_SYM(cublasLtMatmulAlgoGetHeuristic),
+	LT_SYM(cublasLtMatmul),
+};
+
+/* Fills the table at base from lib; the first missing required symbol's
+ * name, or NULL. */
+static const char *resolve(void *lib, void *base, const sym_entry *t, int n)
+{
+	for (int i = 0; i < n; i++) {
+		void *p = dlsym(lib, t[i].sym);
+		memcpy((char *)base + t[i].off, &p, sizeof(p));
+		if (!p && t[i].required)
+			return t[i].sym;
+	}
+	return NULL;
+}
+
+int rt_cu_api_load(rt_cu_api *api, sw_err *err)
+{
+	memset(api, 0, sizeof(*api));
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!lib)
+		return sw_errf(err, SW_ENOTSUP, "no CUDA driver: dlopen libcuda.so.1 failed: %s", dlerror());
+	const char *miss = resolve(lib, api, cu_syms, (int)(sizeof(cu_syms) / sizeof(cu_syms[0])));
+	if (miss) {
+		dlclose(lib);
+		memset(api, 0, sizeof(*api));
+		return sw_errf(err, SW_ENOTSUP, "CUDA driver too old: libcuda.so.1 has no %s "
+		               "(a driver for CUDA 12.0 or later is needed)", miss);
+	}
+	api->lib = lib;
+	return 0;
+}
+
+int rt_lt_api_load(rt_lt_api *api, sw_err *err)
+{
+	char home_path[600], tried[1200] = "";
+	const char *home = getenv("CUDA_HOME");
+	const char *cands[6];
+	int nc = 0;
+	void *lib = NULL;
+
+	memset(api, 0, sizeof(*api));
+	cands[nc++] = "libcublasLt.so.13";
+	cands[nc++] = "libcublasLt.so.12";
+	cands[nc++] = "libcublasLt.so";
+	snprintf(home_path, sizeof(home_path), "%s/lib64/libcublasLt.so", home && *home ? home :
+	         "/usr/local/cuda");
+	cands[nc++] = home_path;
+	for (int i = 0; i < nc && !lib; i++) {
+		lib = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
+		size_t k = strlen(tried);
+		snprintf(tried + k, sizeof(tried) - k, "%s%s", k ? ", " : "", cands[i]);
+	}
+	if (!lib)
+		return sw_errf(err, SW_ENOTSUP, "no cuBLASLt: tried %s: %s", tried, dlerror());
+	const char *miss = resolve(lib, api, lt_syms, (int)(sizeof(lt_syms) / sizeof(lt_syms[0])));
+	if (miss) {
+		dlclose(lib);
+		memset(api, 0, sizeof(*api));
+		return sw_errf(err, SW_ENOTSUP, "cuBLASLt lacks %s (CUDA 11.0 or later needed)", miss);
+	}
+	api->lib = lib;
+	return 0;
+}
+
+void rt_cu_api_unload(rt_cu_api *api)
+{
+	/* libcuda stays mapped too: after cuInit the driver owns threads and
+	 * atexit state that an unmapped library would leave dangling. */
+	memset(api, 0, sizeof(*api));
+}
+
+void rt_lt_api_unload(rt_lt_api *api)
+{
+	/* cuBLASLt stays mapped (its CUDA runtime registers atexit handlers);
+	 * the table is dropped, not the library. */
+	memset(api, 0, sizeof(*api));
+}
+
+/* ---- the set-conditional kernel ---- */
+
+/* CUDA's device-side cudaGraphSetConditional (cuda_device_runtime_api.h) is
+ * a __cudart_builtin__: the compiled code calls an undefined function that
+ * the driver binds when the module is loaded (a relocation in constant bank
+ * 4), so neither -rdc nor libcudadevrt is needed, and NVRTC, which has no
+ * CUDA headers, only needs the declaration. Checked with CUDA 13.0: NVRTC
+ * and ptxas both leave cudaGraphSetConditional as an undefined symbol of
+ * the cubin, as nvcc does for the documented samples. */
+static const char cond_cuda_src[] =
+	"/* graph_if_begin: sets an IF node's handle from an int32 in device memory */\n"
+	"extern \"C\" __device__ void cudaGraphSetConditional(unsigned long long handle,\n"
+	"                                                     unsigned int value);\n"
+	"extern \"C\" __global__ void " RT_CUDA_SET_COND_ENTRY "(unsigned long long handle,\n"
+	"                                             const int *flag)\n"
+	"{\n"
+	"\tcudaGraphSetConditional(handle, *flag != 0 ? 1u : 0u);\n"
+	"}\n";
+
+/* The same kernel as PTX (what NVRTC emits for it, at ISA 8.3, the first
+ * with conditional nodes), for when NVRTC is absent or lacks the device's
+ * arch: the driver JIT-compiles it for any sm_60+ device. */
+static const char cond_ptx[] =
+	".version 8.3\n"
+	".target sm_60\n"
+	".address_size 64\n"
+	".extern .func cudaGraphSetConditional\n"
+	"(\n"
+	"\t.param .b64 cudaGraphSetConditional_param_0,\n"
+	"\t.param .b32 cudaGraphSetConditional_param_1\n"
+	")\n"
+	";\n"
+	".visible .entry " RT_CUDA_SET_COND_ENTRY "(\n"
+	"\t.param .u64 handle,\n"
+	"\t.param .u64 flag\n"
+	")\n"
+	"{\n"
+	"\t.reg .pred %p<2>;\n"
+	"\t.reg .b32 %r<3>;\n"
+	"\t.reg .b64 %rd<4>;\n"
+	"\tld.param.u64 %rd1, [handle];\n"
+	"\tld.param.u64 %rd2, [flag];\n"
+	"\tcvta.to.global.u64 %rd3, %rd2;\n"
+	"\tld.global.u32 %r1, [%rd3];\n"
+	"\tsetp.ne.s32 %p1, %r1, 0;\n"
+	"\tselp.u32 %r2, 1, 0, %p1;\n"
+	"\t{\n"
+	"\t.param .b64 param0;\n"
+	"\tst.param.b64 [param0+0], %rd1;\n"
+	"\t.param .b32 param1;\n"
+	"\tst.param.b32 [param1+0], %r2;\n"
+	"\tcall.uni cudaGraphSetConditional, (param0, param1);\n"
+	"\t}\n"
+	"\tret;\n"
+	"}\n";
+
+const char *rt_cuda_cond_ptx(void)
+{
+	return cond_ptx;
+}
+
+/* Loads the set-conditional kernel once, at init: NVRTC's cubin for the
+ * device's arch, else (no NVRTC, an arch it lacks, a driver older than the
+ * cubin) the embedded PTX. Failure is not fatal: graph_if_begin then
+ * refuses with the reason kept in cond_why. */
+static void cond_kernel_load(cuda_dev *c, int arch, int cond_src)
+{
+	sw_err e = {0};
+	int ver = 0;
+	char why[2][300] = {"", ""};
+
+	if (!c->cu.cuStreamGetCaptureInfo || !c->cu.cuStreamUpdateCaptureDependencies ||
+	    !c->cu.cuStreamBeginCaptureToGraph || !c->cu.cuGraphConditionalHandleCreate ||
+	    !c->cu.cuGraphAddNode) {
+		if (c->cu.cuDriverGetVersion)
+			c->cu.cuDriverGetVersion(&ver);
+		snprintf(c->cond_why, sizeof(c->cond_why), "the CUDA driver (version %d.%d) lacks "
+		         "conditional graph nodes (cuGraphConditionalHandleCreate, cuGraphAddNode_v2, "
+		         "cuStreamBeginCaptureToGraph: driver 12.3 or later)", ver / 1000, ver % 1000 / 10);
+		return;
+	}
+	void *cubin = NULL;
+	char sm[16];
+	snprintf(sm, sizeof(sm), "sm_%d", arch);
+	if (cond_src == RT_CUDA_COND_AUTO) {
+		gen_nvrtc *nv = gen_nvrtc_open(&e);
+		if (!nv || gen_nvrtc_compile(nv, "", cond_cuda_src, "sw_graph_set_cond.cu", sm, &cubin,
+		                             NULL, NULL, 0, NULL, NULL, &e))
+			snprintf(why[0], sizeof(why[0]), "NVRTC: %.280s", e.msg);
+		gen_nvrtc_close(nv);
+	}
+	const void *images[2] = {cubin, cond_ptx};
+	for (int i = 0; i < 2 && !c->cond_fn; i++) {
+		if (!images[i])
+			continue;
+		snprintf(c->cond_from, sizeof(c->cond_from), i ? "embedded PTX" : "NVRTC cubin %s", sm);
+		int rc = CU_CHECK(c, c->cu.cuModuleLoadDataEx(&c->cond_mod, images[i], 0, NULL, NULL), &e);
+		if (!rc && (rc = CU_CHECK(c, c->cu.cuModuleGetFunction(&c->cond_fn, c->cond_mod,
+		                                                       RT_CUDA_SET_COND_ENTRY), &e))) {
+			c->cu.cuModuleUnload(c->cond_mod);
+			c->cond_mod = NULL;
+			c->cond_fn = NULL;
+		}
+		if (rc)
+			snprintf(why[i], sizeof(why[i]), "%.24s: %.270s", c->cond_from, e.msg);
+	}
+	if (!c->cond_fn)
+		snprintf(c->cond_why, sizeof(c->cond_why), "the set-conditional kernel did not load "
+		         "(%s%s%s)", why[0], why[0][0] ? "; " : "", why[1]);
+	free(cubin);
+}
+
+/* ---- memory ---- */
+
+static int refuse_capture(rt_dev *d, const char *what, sw_err *err)
+{
+	return sw_errf(err, SW_EINVAL, "%s: %s inside a graph capture (only launches can be "
+	               "captured)", d->desc, what);
+}
+
+static int cuda_alloc(rt_dev *d, size_t bytes, rt_dptr *out, sw_err *err)
+{
+	cuda_dev *c = d->impl;
+	CUdeviceptr p = 0;
+	int rc;
+	*out = 0;
+	if (d->capturing)
+		return refuse_capture(d, "alloc", err);
+	if (bytes == 0)
+		bytes = 256;
+	if ((rc = CU_CHECK(c, c->cu.cuMemAlloc(&p, bytes), err))) {
+		sw_err_prefix(err, "%s: alloc of %zu bytes", d->desc, bytes);
+		return rc;
+	}
+	/* the interface promises zeroed memory; cuMemAlloc does not */
+	if ((rc = CU_CHECK(c, c->cu.cuMemsetD8Async(p, 0, bytes, c->stream), err)) ||
+	    (rc = CU_CHECK(c, c->cu.cuStreamSynchronize(c->stream), err))) {
+		c->cu.cuMemFree(p);
+		return rc;
+	}
+	*out = (rt_dptr)p;
+	return 0;
+}
+
+static void cuda_free(rt_dev *d, rt_dptr p)
+{
+	cuda_dev *c = d->impl;
+	if (p)
+		c->cu.cuMemFree((CUdeviceptr)p); /* no error path: an invalid free is the caller's bug */
+}
+
+static void *cuda_alloc_host(rt_dev *d, size_t bytes)
+{
+	cuda_dev *c = d->impl;
+	void *p = NULL;
+	if (c->cu.cuMemHostAlloc(&p, bytes ? bytes : 1, 0) != CUDA_SUCCESS)
+		return NULL;
+	return p;
+}
+
+static void cuda_free_host(rt_dev *d, void *p)
+{
+	cuda_dev *c = d->impl;
+	if (p)
+		c->cu.cuMemFreeHost(p);
+}
+
+/* Copies go through the backend's stream (a non-blocking stream does not
+ * order against the legacy default stream a plain cuMemcpyHtoD uses), then
+ * wait for it: both calls are synchronous by contract. */
+static int cuda_upload(rt_dev *d, rt_dptr dst, const void *src, size_t bytes, sw_err *err)
+{
+	cuda_dev *c = d->impl;
+	int rc;
+	if (d->capturing)
+		return refuse_capture(d, "upload", err);
+	if (!bytes)
+		return 0;
+	if ((rc = CU_CHECK(c, c->cu.cuMemcpyHtoDAsync((CUdeviceptr)dst, src, bytes, c->stream), err)) ||
+	    (rc = CU_CHECK(c, c->cu.cuStreamSynchronize(c->stream), err))) {
+		sw_err_prefix(err, "%s: upload of %zu bytes", d->desc, bytes);
+		return rc;
+	}
+	d->stats.uploads++;
+	return 0;
+}
+
+static int cuda_download(rt_dev *d, void *dst, rt_dptr src, size_t bytes, sw_err *err)
+{
+	cuda_dev *c = d->impl;
+	int rc;
+	if (d->capturing)
+		return refuse_capture(d, "download", err);
+	if (!bytes)
+		return 0;
+	double t0 = now_s();
+	if ((rc = CU_CHECK(c, c->cu.cuMemcpyDtoHAsync(dst, (CUdeviceptr)src, bytes, c->stream), err)) ||
+	    (rc = CU_CHECK(c, c->cu.cuStreamSynchronize(c->stream), err))) {
+		sw_err_prefix(err, "%s: download of %zu bytes", d->desc, bytes);
+		return rc;
+	}
+	d->stats.downloads++;
+	d->stats.seconds_ops += now_s() - t0;
+	return 0;
+}
+
+/* ---- kernels ---- */
+
+static int load_image(cuda_dev *c, const char *path, const void *image, CUmodule *mod, sw_err *err)
+{
+	char elog[4096] = "";
+	CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+	void *vals[] = {elog, (void *)(uintptr_t)sizeof(elog)};
+	int rc = CU_CHECK(c, c->cu.cuModuleLoadDataEx(mod, image, 2, opts, vals), err);
+	if (rc) {
+		elog[sizeof(elog) - 1] = 0;
+		if (elog[0])
+			sw_err_prefix(err, "%s (JIT log: %.600s)", path, elog);
+		else
+			sw_err_prefix(err, "%s", path);
+	}
+	return rc;
+}
+
+static int cuda_load_kernels(rt_dev *d, const char *engine_dir, rt_op *ops, int n, sw_err *err)
+{
+	cuda_dev *c = d->impl;
+	char path[1200];
+	char *image = NULL;
+	int rc;
+
+	/* a cubin runs on its own major arch at an equal or higher minor
+	 * (sm_80 code on sm_86/89, never sm_80 code on sm_90) */
+	for (int a = d->arch; a >= d->arch / 10 * 10 && !image; a--) {
+		snprintf(path, sizeof(path), "%s/kernels.sm_%d.cubin", engine_dir, a);
+		image = sw_read_file(path, NULL);
+	}
+	if (!image) {
+		snprintf(path, sizeof(path), "%s/kernels.ptx", engine_dir);
+		image = sw_read_file(path, NULL);
+	}
+	if (!image)
+		return sw_errf(err, SW_EINVAL, "%s: neither kernels.sm_%d.cubin (or an sm_%d.. cubin) nor "
+		               "kernels.ptx: rebuild the engine with sm_%d among its archs", engine_dir,
+		               d->arch, d->arch / 10 * 10, d->arch);
+	CUmodule *mods = realloc(c->mods, sizeof(*mods) * (size_t)(c->n_mods + 1));
+	if (!mods) {
+		free(image);
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	}
+	c->mods = mods;
+	CUmodule mod = NULL;
+	rc = load_image(c, path, image, &mod, err);
+	free(image);
+	if (rc)
+		return rc;
+	c->mods[c->n_mods++] = mod;
+	for (int i = 0; i < n; i++) {
+		rt_op *o = &ops[i];
+		if (o->kind != RT_OP_KERNEL)
+			continue;
+		CUfunction f = NULL;
+		if ((rc = CU_CHECK(c, c->cu.cuModuleGetFunction(&f, mod, o->entry), err))) {
+			sw_err_prefix(err, "%s: op %s (%s): kernel entry %s", path, o->name, o->op, o->entry);
+			return rc;
+		}
+		o->fn = f;
+	}
+	return 0;
+}
+
+static bool cuda_supports_op(rt_dev *d, const rt_op *op)
+{
+	if (op->kind == RT_OP_GEMM)
+		return op->dtype == RT_BF16 || op->dtype == RT_FP16;
+	return op->kind == RT_OP_KERNEL || op->kind == RT_OP_MEMSET;
+}
+
+/* ---- GEMM through cuBLASLt ---- */
+
+static unsigned ptr_align(rt_dptr p)
+{
+	if (!p)
+		return 256;
+	unsigned a = (unsigned)(p & (~p + 1));
+	return a == 0 || a > 256 ? 256 : a;
+}
+
+static void plan_free(cuda_dev *c, gemm_plan *p)
+{
+	if (p->desc)
+		c->lt.cublasLtMatmulDescDestroy(p->desc);
+	if (p->lw)
+		c->lt.cublasLtMatrixLayoutDestroy(p->lw);
+	if (p->la)
+		c->lt.cublasLtMatrixLayoutDestroy(p->la);
+	if (p->lc)
+		c->lt.cublasLtMatrixLayoutDestroy(p->lc);
+	memset(p, 0, sizeof(*p));
+}
+
+/* C (m,n) f32 row-major = A (m,k) row-major x W (n,k)^T. cuBLASLt is
+ * column-major, where a row-major (r,c) matrix with leading dimension c is
+ * its (c,r) transpose. So the product is computed as C^T (n,m) = W (n,k) x
+ * A^T (k,m): cuBLASLt's A is W stored (k,n) ld k with op T, its B is A
+ * stored (k,m) ld k with op N, C/D are (n,m) ld n. This "TN" form is the
+ * layout cuBLASLt's 16-bit tensor-core kernels support best. */
+static int plan_make(cuda_dev *c, const rt_op *op, unsigned aa, unsigned aw, unsigned ac,
+                     gemm_plan *p, sw_err *err)
+{
+	const int ty = op->dtype == RT_FP16 ? CUDA_R_16F : CUDA_R_16BF;
+	const int32_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+	const uint64_t ws = CUDA_WORKSPACE_BYTES;
+	const uint32_t al[4] = {aw, aa, ac, ac};
+	cublasLtMatmulPreference_t pref = NULL;
+	cublasLtMatmulHeuristicResult_t res;
+	int got = 0, rc;
+
+	memset(p, 0, sizeof(*p));
+	memset(&res, 0, sizeof(res));
+	p->m = op->m;
+	p->n = op->n;
+	p->k = op->k;
+	p->dtype = op->dtype;
+	p->align_a = aa;
+	p->align_w = aw;
+	p->align_c = ac;
+	if ((rc = CUBLASLT_CHECK(c, c->lt.cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F,
+	                                                           CUDA_R_32F), err)) ||
+	    (rc = CUBLASLT_CHECK(c, c->lt.cublasLtMatmulDescSetAttribute(
+	                                 p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof(opT)), err)) ||
+	    (rc = CUBLASLT_CHECK(c, c->lt.cublasLtMatmulDescSetAttribute(
+	                                 p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof(opN)), err)) ||
+	    (rc = CUBLASLT_CHECK(c, c->lt.cublasLtMatrixLayoutCreate(&p->lw, ty, (uint64_t)op->k,
+	                                                             (uint64_t)op->n, op->k), err)) ||
+	    (rc = CUBLASLT_CHECK(c, c->lt.cublasLtMatrixLayoutCreate(&p->la, ty, (uint64_t)op->k,
+	                                                             (uint64_t)op->m, op->k), err)) ||
+	    (rc = CUBLASLT_CHECK(c, c->lt.cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F,
+	                                                             (uint64_t)op->n, (uint64_t)op->m,
+	                                                             op->n), err)) ||
+	    (rc = CUBLASLT_CHECK(c, c->lt.cublasLtMatmulPreferenceCreate(&pref), err)) ||
+	    (rc = CUBLASLT_CHECK(c, c->lt.cublasLtMatmulPreferenceSetAttribute(
+	                                 pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+	                         err)))
+		goto out;
+	for (int i = 0; i < 4; i++)
+		if ((rc = CUBLASLT_CHECK(c, c->lt.cublasLtMatmulPreferenceSetAttribute(
+		                                    pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i,
+		                                    &al[i], sizeof(al[i])), err)))
+			goto out;
+	if ((rc = CUBLASLT_CHECK(c, c->lt.cublasLtMatmulAlgoGetHeuristic(c->lth, p->desc, p->lw, p->la,
+	                                                                 p->lc, p->lc, pref, 1, &res,
+	                                                                 &got), err)))
+		goto out;
+	if (got < 1 || res.state != CUBLAS_STATUS_SUCCESS) {
+		rc = sw_errf(err, SW_ENOTSUP, "cublasLt: no algorithm for m=%lld n=%lld k=%lld %s "
+		             "(alignments A %u, W %u, C %u bytes)", (long long)op->m, (long long)op->n,
+		             (long long)op->k, op->dtype == RT_FP16 ? "fp16" : "bf16", aa, aw, ac);
+		goto out;
+	}
+	p->algo = res.algo;
+out:
+	if (pref)
+		c->lt.cublasLtMatmulPreferenceDestroy(pref);
+	if (rc)
+		plan_free(c, p);
+	return rc;
+}
+
+static int cuda_gemm(cuda_dev *c, const rt_op *op, CUstream s, sw_err *err)
+{
+	static const float one = 1.0f, zero = 0.0f;
+	const rt_dptr C = op->argval[0], A = op->argval[1], W = op->argval[2];
+	const unsigned aa = ptr_align(A), aw = ptr_align(W), ac = ptr_align(C);
+	int rc;
+
+	if (op->m <= 0 || op->n <= 0)
+		return 0;
+	if (op->k <= 0) /* an empty sum; cuBLASLt refuses k = 0 */
+		return CU_CHECK(c, c->cu.cuMemsetD8Async((CUdeviceptr)C, 0,
+		                                         sizeof(float) * (size_t)(op->m * op->n), s), err);
+	gemm_plan *p = NULL;
+	for (int i = 0; i < c->n_plans && !p; i++) {
+		gemm_plan *q = &c->plans[i];
+		if (q->m == op->m && q->n == op->n && q->k == op->k && q->dtype == op->dtype &&
+		    q->align_a == aa && q->align_w == aw && q->align_c == ac)
+			p = q;
+	}
+	if (!p) {
+		if (c->n_plans == c->cap_plans) {
+			int cap = c->cap_plans ? 2 * c->cap_plans : 16;
+			gemm_plan *np = realloc(c->plans, sizeof(*np) * (size_t)cap);
+			if (!np)
+				return sw_errf(err, SW_ENOMEM, "out of memory");
+			c->plans = np;
+			c->cap_plans = cap;
+		}
+		if ((rc = plan_make(c, op, aa, aw, ac, &c->plans[c->n_plans], err)))
+			return rc;
+		p = &c->plans[c->n_plans++];
+	}
+	return CUBLASLT_CHECK(c, c->lt.cublasLtMatmul(c->lth, p->desc, &one, (const void *)W, p->lw,
+	                                              (const void *)A, p->la, &zero, (const void *)C,
+	                                              p->lc, (void *)C, p->lc, &p->algo,
+	                                              (void *)c->ws, CUDA_WORKSPACE_BYTES, s), err);
+}
+
+/* ---- launch ---- */
+
+static CUstream cur_stream(cuda_dev *c)
+{
+	return c->depth ? c->body[c->depth - 1] : c->stream;
+}
+
+static int cuda_launch(rt_dev *d, const rt_op *op, sw_err *err)
+{
+	cuda_dev *c = d->impl;
+	CUstream s = cur_stream(c);
+	int rc;
+	double t0 = now_s();
+
+	switch (op->kind) {
+	case RT_OP_KERNEL: {
+		if (!op->fn)
+			return sw_errf(err, SW_EINVAL, "%s: op %s (%s): kernel %s not loaded (load_kernels "
+			               "first)", d->desc, op->name, op->op, op->entry);
+		/* argv rebuilt here: a copied op's own argv may point into the original */
+		void *argv[RT_OP_MAX_ARGS];
+		for (int i = 0; i < RT_OP_MAX_ARGS; i++)
+			argv[i] = (void *)&op->argval[i];
+		rc = CU_CHECK(c, c->cu.cuLaunchKernel((CUfunction)op->fn, op->grid[0], op->grid[1],
+		                                      op->grid[2], op->block[0], op->block[1],
+		                                      op->block[2], 0, s, argv, NULL), err);
+		break;
+	}
+	case RT_OP_GEMM:
+		if (!cuda_supports_op(d, op))
+			return sw_errf(err, SW_ENOTSUP, "%s: op %s: GEMM dtype %d (bf16 or fp16 expected)",
+			               d->desc, op->name, op->dtype);
+		rc = cuda_gemm(c, op, s, err);
+		d->stats.gemms++;
+		break;
+	case RT_OP_MEMSET:
+		rc = op->bytes <= 0 ? 0 : CU_CHECK(c, c->cu.cuMemsetD8Async((CUdeviceptr)op->argval[0], 0,
+		                                                            (size_t)op->bytes, s), err);
+		d->stats.memsets++;
+		break;
+	default:
+		return sw_errf(err, SW_EINVAL, "%s: op %s (%s): unknown op kind %d", d->desc, op->name,
+		               op->op, op->kind);
+	}
+	if (rc) {
+		char layer[24] = "";
+		if (op->layer >= 0)
+			snprintf(layer, sizeof(layer), ", layer %d", op->layer);
+		sw_err_prefix(err, "%s: op %s (%s%s)", d->desc, op->name, op->op, layer);
+		return rc;
+	}
+	d->stats.launches++;
+	d->stats.seconds_ops += now_s() - t0;
+	return 0;
+}
+
+/* ---- graphs ---- */
+
+static int cuda_graph_begin(rt_dev *d, sw_err *err)
+{
+	cuda_dev *c = d->impl;
+	int rc;
+	if (d->capturing)
+		return sw_errf(err, SW_EINVAL, "%s: graph_begin while already capturing", d->desc);
+	/* Relaxed: cuBLASLt may load a kernel module lazily the first time a
+	 * shape is captured, which the stricter modes refuse; the backend
+	 * itself refuses alloc/copy/sync while capturing. */
+	if ((rc = CU_CHECK(c, c->cu.cuStreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_RELAXED), err)))
+		return rc;
+	c->depth = 0;
+	d->capturing = true;
+	return 0;
+}
+
+/* An IF region inside a stream capture (the pattern of PyTorch's
+ * begin_capture_to_if_node):
+ *   1. the graph s is capturing into, from cuStreamGetCaptureInfo;
+ *   2. a conditional handle on it, default 0 re-applied at every launch;
+ *   3. the set-conditional kernel captured on s: handle = (*flag != 0);
+ *   4. the IF node added by hand after that kernel (cuGraphAddNode, deps =
+ *      s's capture frontier), and s's frontier moved onto the IF node so the
+ *      work after the region waits for it;
+ *   5. the region's ops captured into the IF node's body graph by a second
+ *      stream (cuStreamBeginCaptureToGraph) until graph_if_end.
+ * Nesting works the same way one level down (the handle is created on the
+ * body graph, "the graph or one of its children" as cuda.h requires). */
+static int cuda_graph_if_begin(rt_dev *d, rt_dptr flag, sw_err *err)
+{
+	cuda_dev *c = d->impl;
+	CUstream s = cur_stream(c);
+	CUgraph g = NULL;
+	const CUgraphNode *deps = NULL;
+	const CUgraphEdgeData *edges = NULL;
+	size_t nd = 0;
+	uint64_t id = 0;
+	int status = 0, rc;
+	CUgraphConditionalHandle h = 0;
+
+	if (!d->capturing)
+		return sw_errf(err, SW_EINVAL, "%s: graph_if_begin outside a graph capture", d->desc);
+	if (!c->cond_fn)
+		return sw_errf(err, SW_ENOTSUP, "%s: conditional graph regions unavailable: %s", d->desc,
+		               c->cond_why);
+	if (c->depth == CUDA_MAX_IF_DEPTH)
+		return sw_errf(err, SW_ERANGE, "%s: graph_if_begin: more than %d nested regions", d->desc,
+		               CUDA_MAX_IF_DEPTH);
+	if (!flag || flag % 4)
+		return sw_errf(err, SW_EINVAL, "%s: graph_if_begin: flag address %#llx is not an aligned "
+		               "int32", d->desc, (unsigned long long)flag);
+	if (!c->body[c->depth] &&
+	    (rc = CU_CHECK(c, c->cu.cuStreamCreate(&c->body[c->depth], CU_STREAM_NON_BLOCKING), err)))
+		return rc;
+	if ((rc = CU_CHECK(c, c->cu.cuStreamGetCaptureInfo(s, &status, &id, &g, NULL, NULL, NULL), err)))
+		return rc;
+	if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !g)
+		return sw_errf(err, SW_EINVAL, "%s: graph_if_begin: the stream is not capturing (status "
+		               "%d; an earlier error invalidated the capture?)", d->desc, status);
+	if ((rc = CU_CHECK(c, c->cu.cuGraphConditionalHandleCreate(&h, g, c->ctx, 0,
+	                                                           CU_GRAPH_COND_ASSIGN_DEFAULT), err)))
+		return rc;
+	void *args[2] = {&h, &flag};
+	if ((rc = CU_CHECK(c, c->cu.cuLaunchKernel(c->cond_fn, 1, 1, 1, 1, 1, 1, 0, s, args, NULL), err)))
+		return rc;
+	if ((rc = CU_CHECK(c, c->cu.cuStreamGetCaptureInfo(s, &status, &id, &g, &deps, &edges, &nd), err)))
+		return rc;
+	CUgraphNodeParams np;
+	memset(&np, 0, sizeof(np));
+	np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+	np.conditional.handle = h;
+	np.conditional.type = CU_GRAPH_COND_TYPE_IF;
+	np.conditional.size = 1;
+	np.conditional.ctx = c->ctx;
+	CUgraphNode node = NULL;
+	if ((rc = CU_CHECK(c, c->cu.cuGraphAddNode(&node, g, deps, edges, nd, &np), err)))
+		return rc;
+	if (!np.conditional.phGraph_out || !np.conditional.phGraph_out[0])
+		return sw_errf(err, SW_EIO, "%s: cuGraphAddNode returned no body graph for the IF node",
+		               d->desc);
+	if ((rc = CU_CHECK(c, c->cu.cuStreamUpdateCaptureDependencies(s, &node, NULL, 1,
+	                                                              CU_STREAM_SET_CAPTURE_DEPENDENCIES),
+	                   err)))
+		return rc;
+	if ((rc = CU_CHECK(c, c->cu.cuStreamBeginCaptureToGraph(c->body[c->depth],
+	                                                        np.conditional.phGraph_out[0], NULL,
+	                                                        NULL, 0, CU_STREAM_CAPTURE_MODE_RELAXED),
+	                   err)))
+		return rc;
+	c->depth++;
+	return 0;
+}
+
+static int cuda_graph_if_end(rt_dev *d, sw_err *err)
+{
+	cuda_dev *c = d->impl;
+	CUgraph body = NULL;
+	if (!d->capturing || c->depth == 0)
+		return sw_errf(err, SW_EINVAL, "%s: graph_if_end without a matching graph_if_begin",
+		               d->desc);
+	c->depth--;
+	/* the body graph belongs to the IF node: nothing to free */
+	return CU_CHECK(c, c->cu.cuStreamEndCapture(c->body[c->depth], &body), err);
+}
+
+static int cuda_graph_end(rt_dev *d, rt_graph **out, sw_err *err)
+{
+	cuda_dev *c = d->impl;
+	CUgraph g = NULL, body = NULL;
+	int rc = 0, open = c->depth;
+	*out = NULL;
+	if (!d->capturing)
+		return sw_errf(err, SW_EINVAL, "%s: graph_end without graph_begin", d->desc);
+	while (c->depth > 0)
+		c->cu.cuStreamEndCapture(c->body[--c->depth], &body);
+	d->capturing = false;
+	int rc_end = CU_CHECK(c, c->cu.cuStreamEndCapture(c->stream, &g), err);
+	if (open) {
+		if (g)
+			c->cu.cuGraphDestroy(g);
+		return sw_errf(err, SW_EINVAL, "%s: graph_end with %d graph_if region(s) still open",
+		               d->desc, open);
+	}
+	if (rc_end)
+		return rc_end;
+	cuda_graph *cg = calloc(1, sizeof(*cg));
+	if (!cg) {
+		c->cu.cuGraphDestroy(g);
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	}
+	cg->g = g;
+	if ((rc = CU_CHECK(c, c->cu.cuGraphInstantiate(&cg->x, g, 0), err))) {
+		c->cu.cuGraphDestroy(g);
+		free(cg);
+		return rc;
+	}
+	*out = (rt_graph *)cg;
+	return 0;
+}
+
+static int cuda_graph_launch(rt_dev *d, rt_graph *g, sw_err *err)
+{
+	cuda_dev *c = d->impl;
+	cuda_graph *cg = (cuda_graph *)g;
+	if (d->capturing)
+		return sw_errf(err, SW_EINVAL, "%s: graph_launch inside a graph capture", d->desc);
+	double t0 = now_s();
+	int rc = CU_CHECK(c, c->cu.cuGraphLaunch(cg->x, c->stream), err);
+	d->stats.graph_launches++;
+	d->stats.seconds_ops += now_s() - t0;
+	return rc;
+}
+
+static void cuda_graph_free(rt_dev *d, rt_graph *g)
+{
+	cuda_dev *c = d->impl;
+	cuda_graph *cg = (cuda_graph *)g;
+	if (!cg)
+		return;
+	if (cg->x)
+		c->cu.cuGraphExecDestroy(cg->x);
+	if (cg->g)
+		c->cu.cuGraphDestroy(cg->g);
+	free(cg);
+}
+
+/* seconds_ops on cuda: wall time inside the calls that feed or wait on the
+ * device (launches, graph launches, syncs, downloads), so that the engine's
+ * "host overhead" is the rest. */
+static int cuda_sync(rt_dev *d, sw_err *err)
+{
+	cuda_dev *c = d->impl;
+	if (d->capturing)
+		return refuse_capture(d, "sync", err);
+	double t0 = now_s();
+	int rc = CU_CHECK(c, c->cu.cuStreamSynchronize(c->stream), err);
+	d->stats.seconds_ops += now_s() - t0;
+	if (rc)
+		sw_err_prefix(err, "%s: sync (a queued launch failed)", d->desc);
+	return rc;
+}
+
+static void cuda_destroy(rt_dev *d)
+{
+	if (!d)
+		return;
+	cuda_dev *c = d->impl;
+	if (c) {
+		if (d->capturing) { /* abandoned mid-capture: end it, drop what it made */
+			CUgraph g = NULL;
+			while (c->depth > 0)
+				c->cu.cuStreamEndCapture(c->body[--c->depth], &g);
+			g = NULL;
+			if (c->cu.cuStreamEndCapture(c->stream, &g) == CUDA_SUCCESS && g)
+				c->cu.cuGraphDestroy(g);
+			d->capturing = false;
+		}
+		if (c->stream)
+			c->cu.cuStreamSynchronize(c->stream);
+		for (int i = 0; i < c->n_plans; i++)
+			plan_free(c, &c->plans[i]);
+		free(c->plans);
+		if (c->lth)
+			c->lt.cublasLtDestroy(c->lth);
+		if (c->ws)
+			c->cu.cuMemFree(c->ws);
+		for (int i = 0; i < c->n_mods; i++)
+			c->cu.cuModuleUnload(c->mods[i]);
+		free(c->mods);
+		if (c->cond_mod)
+			c->cu.cuModuleUnload(c->cond_mod);
+		for (int i = 0; i < CUDA_MAX_IF_DEPTH; i++)
+			if (c->body[i])
+				c->cu.cuStreamDestroy(c->body[i]);
+		if (c->stream)
+			c->cu.cuStreamDestroy(c->stream);
+		if (c->ctx_retained)
+			c->cu.cuDevicePrimaryCtxRelease(c->dev);
+		if (c->own_libs) {
+			rt_lt_api_unload(&c->lt);
+			rt_cu_api_unload(&c->cu);
+		}
+		free(c);
+	}
+	free(d);
+}
+
+static const struct rt_dev_ops cuda_ops = {
+	/* .name = */ "cuda",
+	/* .alloc = */ cuda_alloc,
+	/* .free = */ cuda_free,
+	/* .alloc_host = */ cuda_alloc_host,
+	/* .free_host = */ cuda_free_host,
+	/* .upload = */ cuda_upload,
+	/* .download = */ cuda_download,
+	/* .load_kernels = */ cuda_load_kernels,
+	/* .supports_op = */ cuda_supports_op,
+	/* .launch = */ cuda_launch,
+	/* .graph_begin = */ cuda_graph_begin,
+	/* .graph_end = */ cuda_graph_end,
+	/* .graph_if_begin = */ cuda_graph_if_begin,
+	/* .graph_if_end = */ cuda_graph_if_end,
+	/* .graph_launch = */ cuda_graph_launch,
+	/* .graph_free = */ cuda_graph_free,
+	/* .sync = */ cuda_sync,
+	/* .destroy = */ cuda_destroy,
+};
+
+/* ---- construction ---- */
+
+static int cuda_open(rt_dev *d, cuda_dev *c, const rt_cuda_cfg *cfg, sw_err *err)
+{
+	int n = 0, major = 0, minor = 0, rc;
+	char name[96] = "";
+	CUresult r = c->cu.cuInit(0);
+
+	if (r == CUDA_ERROR_NO_DEVICE)
+		return sw_errf(err, SW_ENOTSUP, "no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE)");
+	if (r == CUDA_ERROR_STUB_LIBRARY)
+		return sw_errf(err, SW_ENOTSUP, "no CUDA driver: libcuda.so.1 is the toolkit's stub "
+		               "library, not a driver");
+	if ((rc = CU_CHECK(c, r, err))) {
+		sw_err_prefix(err, "no usable CUDA driver");
+		if (err)
+			err->code = SW_ENOTSUP;
+		return SW_ENOTSUP;
+	}
+	if ((rc = CU_CHECK(c, c->cu.cuDeviceGetCount(&n), err)))
+		return rc;
+	if (n <= 0)
+		return sw_errf(err, SW_ENOTSUP, "no CUDA device (the driver reports none)");
+	if (cfg->ordinal < 0 || cfg->ordinal >= n)
+		return sw_errf(err, SW_EINVAL, "CUDA device %d: only %d device(s) present", cfg->ordinal, n);
+	if ((rc = CU_CHECK(c, c->cu.cuDeviceGet(&c->dev, cfg->ordinal), err)) ||
+	    (rc = CU_CHECK(c, c->cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+	                                                 c->dev), err)) ||
+	    (rc = CU_CHECK(c, c->cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+	                                                 c->dev), err)) ||
+	    (rc = CU_CHECK(c, c->cu.cuDeviceGetName(name, (int)sizeof(name) - 1, c->dev), err)))
+		return rc;
+	d->arch = 10 * major + minor;
+	snprintf(d->desc, sizeof(d->desc), "cuda: %s, sm_%d", name, d->arch);
+	/* the primary context: the one the CUDA runtime inside cuBLASLt uses too */
+	if ((rc = CU_CHECK(c, c->cu.cuDevicePrimaryCtxRetain(&c->ctx, c->dev), err)))
+		return rc;
+	c->ctx_retained = true;
+	if ((rc = CU_CHECK(c, c->cu.cuCtxSetCurrent(c->ctx), err)) ||
+	    (rc = CU_CHECK(c, c->cu.cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING), err)) ||
+	    (rc = CU_CHECK(c, c->cu.cuMemAlloc(&c->ws, CUDA_WORKSPACE_BYTES), err)) ||
+	    (rc = CUBLASLT_CHECK(c, c->lt.cublasLtCreate(&c->lth), err)))
+		return rc;
+	cond_kernel_load(c, d->arch, cfg->cond_src);
+	return 0;
+}
+
+rt_dev *rt_dev_cuda_new_with_api(const rt_cu_api *cu, const rt_lt_api *lt, const rt_cuda_cfg *cfg,
+                                 sw_err *err)
+{
+	static const rt_cuda_cfg defaults = {0};
+	rt_dev *d = calloc(1, sizeof(*d));
+	cuda_dev *c = calloc(1, sizeof(*c));
+	if (!d || !c) {
+		free(d);
+		free(c);
+		sw_errf(err, SW_ENOMEM, "out of memory");
+		return NULL;
+	}
+	c->cu = *cu;
+	c->lt = *lt;
+	d->ops = &cuda_ops;
+	d->impl = c;
+	snprintf(d->desc, sizeof(d->desc), "cuda");
+	if (cuda_open(d, c, cfg ? cfg : &defaults, err)) {
+		c->own_libs = false; /* the caller keeps its tables */
+		cuda_destroy(d);
+		return NULL;
+	}
+	return d;
+}
+
+rt_dev *rt_dev_cuda_new(int device_ordinal, sw_err *err)
+{
+	rt_cu_api cu;
+	rt_lt_api lt;
+	if (rt_cu_api_load(&cu, err))
+		return NULL;
+	if (rt_lt_api_load(&lt, err)) {
+		rt_cu_api_unload(&cu);
+		return NULL;
+	}
+	rt_cuda_cfg cfg = {.ordinal = device_ordinal};
+	rt_dev *d = rt_dev_cuda_new_with_api(&cu, &lt, &cfg, err);
+	if (!d) {
+		rt_lt_api_unload(&lt);
+		rt_cu_api_unload(&cu);
+		return NULL;
+	}
+	((cuda_dev *)d->impl)->own_libs = true;
+	return d;
+}
+
+bool rt_dev_cuda_available(void)
+{
+	static int cached = -1;
+	if (cached >= 0)
+		return cached;
+	rt_cu_api cu;
+	int n = 0;
+	cached = 0;
+	if (rt_cu_api_load(&cu, NULL))
+		return false;
+	if (cu.cuInit(0) == CUDA_SUCCESS && cu.cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0)
+		cached = 1;
+	rt_cu_api_unload(&cu);
+	return cached;
+}

@@ -1,0 +1,656 @@
+/* The host backend (device.h): device memory is host memory, GEMMs go to
+ * the BLAS in fp32, and kernels run either natively (runtime/host_ops.c:
+ * the kernels/ref specification of each op) or as the generated kernels
+ * themselves in the SIMT emulator (emulate mode: engine_dir/kernels.cu
+ * compiled against prelude_emu.h). A graph is the recorded op list, with
+ * IF regions, replayed. Not fast and not meant to be: it is the executable
+ * specification the cuda backend is compared with. */
+#include <cblas.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "device.h"
+#include "kernels/emu.h"
+#include "core/fileio.h"
+#include "formats/gguf.h"
+#include "host_ops.h"
+#include "gen/render.h"
+
+/* the cuda backend's limit too, so a graph that captures here captures there */
+#define HOST_MAX_IF_DEPTH 8
+
+/* A converted fp32 copy of a GEMM weight, keyed by its address and shape.
+ * Assumption: a GEMM's W operand is a weight, written only by upload (never
+ * by a kernel) after which it does not change; upload, memset and free of
+ * an overlapping range drop the entry. As a cheap guard against a kernel
+ * writing it anyway, 64 sampled 16-bit words are hashed at conversion and
+ * rechecked at each use (a mismatch reconverts); this catches most
+ * overwrites, not every one. */
+typedef struct wcache_ent {
+	uintptr_t w;
+	int64_t n, k;
+	int dtype;
+	uint64_t sample;
+	float *f;            /* (n, k) */
+} wcache_ent;
+
+typedef struct host_alloc {
+	uintptr_t p;
+	size_t bytes;
+} host_alloc;
+
+/* One recorded step: an op, or the start of an IF region that skips to
+ * record `end` when the int32 at flag is 0. */
+typedef struct host_rec {
+	bool is_if;
+	rt_op op;
+	rt_dptr flag;
+	int end;
+} host_rec;
+
+typedef struct host_graph {
+	host_rec *recs;
+	int n, cap;
+} host_graph;
+
+typedef struct host_dev {
+	int mode;                 /* enum rt_host_mode */
+	char src_dir[512], cache_dir[512];
+	host_alloc *allocs;
+	int n_allocs, cap_allocs;
+	wcache_ent *wc;
+	int n_wc, cap_wc;
+	size_t wc_bytes, wc_limit;
+	float *a32, *w32;         /* GEMM scratch: A always, W when not cached */
+	size_t a32_n, w32_n;
+	void **mods;              /* emulate: dlopen'ed kernel modules */
+	int n_mods;
+	host_graph *rec;          /* the graph being captured */
+	int if_stack[HOST_MAX_IF_DEPTH], depth;
+} host_dev;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int op_fail(rt_dev *d, const rt_op *op, int rc, sw_err *err)
+{
+	char layer[24] = "";
+	if (op->layer >= 0)
+		snprintf(layer, sizeof(layer), ", layer %d", op->layer);
+	sw_err_prefix(err, "%s: op %s (%s%s)", d->desc, op->name, op->op, layer);
+	return rc;
+}
+
+static int refuse_capture(rt_dev *d, const char *what, sw_err *err)
+{
+	return sw_errf(err, SW_EINVAL, "%s: %s inside a graph capture (only launches can be "
+	               "captured)", d->desc, what);
+}
+
+/* ---- weight cache ---- */
+
+static uint64_t w_sample(const uint16_t *w, size_t cnt)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (int i = 0; i < 64 && cnt; i++) {
+		size_t j = cnt == 1 ? 0 : (size_t)i * (cnt - 1) / 63;
+		h = (h ^ w[j]) * 0x100000001b3ull;
+	}
+	return h;
+}
+
+static void wc_drop(host_dev *h, int i)
+{
+	h->wc_bytes -= sizeof(float) * (size_t)(h->wc[i].n * h->wc[i].k);
+	free(h->wc[i].f);
+	h->wc[i] = h->wc[--h->n_wc];
+}
+
+/* Drops every cached weight overlapping [p, p + bytes). */
+static void wc_invalidate(host_dev *h, uintptr_t p, size_t bytes)
+{
+	for (int i = 0; i < h->n_wc;) {
+		const wcache_ent *e = &h->wc[i];
+		uintptr_t e_end = e->w + 2 * (size_t)(e->n * e->k);
+		if (e->w < p + bytes && p < e_end)
+			wc_drop(h, i);
+		else
+			i++;
+	}
+}
+
+static void to_f32(float *y, const uint16_t *x, size_t cnt, int dtype)
+{
+	if (dtype == RT_BF16) {
+		for (size_t i = 0; i < cnt; i++) {
+			uint32_t u = (uint32_t)x[i] << 16;
+			memcpy(&y[i], &u, sizeof(u));
+		}
+	} else {
+		for (size_t i = 0; i < cnt; i++)
+			y[i] = gguf_f16_to_f32(x[i]);
+	}
+}
+
+static float *grow(float **buf, size_t *have, size_t need)
+{
+	if (*have >= need)
+		return *buf;
+	float *p = realloc(*buf, sizeof(float) * need);
+	if (!p)
+		return NULL;
+	*buf = p;
+	*have = need;
+	return p;
+}
+
+/* W (n,k) as fp32: cached when it fits the budget, else converted into
+ * scratch for this call. */
+static const float *w_f32(host_dev *h, const uint16_t *w, int64_t n, int64_t k, int dtype)
+{
+	const size_t cnt = (size_t)(n * k);
+	const uint64_t smp = w_sample(w, cnt);
+	for (int i = 0; i < h->n_wc; i++) {
+		wcache_ent *e = &h->wc[i];
+		if (e->w == (uintptr_t)w && e->n == n && e->k == k && e->dtype == dtype) {
+			if (e->sample == smp)
+				return e->f;
+			wc_drop(h, i);
+			break;
+		}
+	}
+	const size_t bytes = sizeof(float) * cnt;
+	float *f = NULL;
+	if (h->wc_bytes + bytes <= h->wc_limit) {
+		if (h->n_wc == h->cap_wc) {
+			int cap = h->cap_wc ? 2 * h->cap_wc : 32;
+			wcache_ent *ne = realloc(h->wc, sizeof(*ne) * (size_t)cap);
+			if (ne) {
+				h->wc = ne;
+				h->cap_wc = cap;
+			}
+		}
+		if (h->n_wc < h->cap_wc && (f = malloc(bytes))) {
+			to_f32(f, w, cnt, dtype);
+			h->wc[h->n_wc++] = (wcache_ent){(uintptr_t)w, n, k, dtype, smp, f};
+			h->wc_bytes += bytes;
+			return f;
+		}
+	}
+	if (!grow(&h->w32, &h->w32_n, cnt))
+		return NULL;
+	to_f32(h->w32, w, cnt, dtype);
+	return h->w32;
+}
+
+static int host_gemm(rt_dev *d, const rt_op *op, sw_err *err)
+{
+	host_dev *h = d->impl;
+	const int64_t m = op->m, n = op->n, k = op->k;
+	float *C = (float *)(uintptr_t)op->argval[0];
+	const uint16_t *A = (const uint16_t *)(uintptr_t)op->argval[1];
+	const uint16_t *W = (const uint16_t *)(uintptr_t)op->argval[2];
+
+	if (op->dtype != RT_BF16 && op->dtype != RT_FP16)
+		return sw_errf(err, SW_ENOTSUP, "GEMM dtype %d (bf16 or fp16 expected)", op->dtype);
+	if (m < 0 || n < 0 || k < 0)
+		return sw_errf(err, SW_EINVAL, "GEMM shape m=%lld n=%lld k=%lld", (long long)m,
+		               (long long)n, (long long)k);
+	if (m == 0 || n == 0)
+		return 0;
+	if (k == 0) { /* an empty sum; some BLAS builds reject k = 0 */
+		memset(C, 0, sizeof(*C) * (size_t)(m * n));
+		return 0;
+	}
+	if (!grow(&h->a32, &h->a32_n, (size_t)(m * k)))
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	to_f32(h->a32, A, (size_t)(m * k), op->dtype);
+	const float *wf = w_f32(h, W, n, k, op->dtype);
+	if (!wf)
+		return sw_errf(err, SW_ENOMEM, "out of memory (fp32 copy of a %lld x %lld weight)",
+		               (long long)n, (long long)k);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.0f, h->a32,
+	            (int)k, wf, (int)k, 0.0f, C, (int)n);
+	return 0;
+}
+
+/* ---- memory ---- */
+
+static int host_alloc_fn(rt_dev *d, size_t bytes, rt_dptr *out, sw_err *err)
+{
+	host_dev *h = d->impl;
+	*out = 0;
+	if (d->capturing)
+		return refuse_capture(d, "alloc", err);
+	const size_t n = bytes ? (bytes + 255) / 256 * 256 : 256;
+	if (h->n_allocs == h->cap_allocs) {
+		int cap = h->cap_allocs ? 2 * h->cap_allocs : 16;
+		host_alloc *na = realloc(h->allocs, sizeof(*na) * (size_t)cap);
+		if (!na)
+			return sw_errf(err, SW_ENOMEM, "out of memory");
+		h->allocs = na;
+		h->cap_allocs = cap;
+	}
+	/* emulate: emu_alloc's guard zones catch a kernel writing past a buffer */
+	void *p = h->mode == RT_HOST_EMULATE ? emu_alloc(n, "device") : aligned_alloc(256, n);
+	if (!p)
+		return sw_errf(err, SW_ENOMEM, "%s: alloc of %zu bytes: out of memory", d->desc, bytes);
+	memset(p, 0, n); /* emu_alloc fills with 0xff */
+	h->allocs[h->n_allocs++] = (host_alloc){(uintptr_t)p, n};
+	*out = (rt_dptr)(uintptr_t)p;
+	return 0;
+}
+
+static void host_free_fn(rt_dev *d, rt_dptr p)
+{
+	host_dev *h = d->impl;
+	if (!p)
+		return;
+	for (int i = 0; i < h->n_allocs; i++)
+		if (h->allocs[i].p == (uintptr_t)p) {
+			wc_invalidate(h, h->allocs[i].p, h->allocs[i].bytes);
+			h->allocs[i] = h->allocs[--h->n_allocs];
+			break;
+		}
+	if (h->mode == RT_HOST_EMULATE)
+		emu_free((void *)(uintptr_t)p);
+	else
+		free((void *)(uintptr_t)p);
+}
+
+static int host_upload(rt_dev *d, rt_dptr dst, const void *src, size_t bytes, sw_err *err)
+{
+	if (d->capturing)
+		return refuse_capture(d, "upload", err);
+	if (!bytes)
+		return 0;
+	wc_invalidate(d->impl, (uintptr_t)dst, bytes);
+	memcpy((void *)(uintptr_t)dst, src, bytes);
+	d->stats.uploads++;
+	return 0;
+}
+
+static int host_download(rt_dev *d, void *dst, rt_dptr src, size_t bytes, sw_err *err)
+{
+	if (d->capturing)
+		return refuse_capture(d, "download", err);
+	if (bytes)
+		memcpy(dst, (const void *)(uintptr_t)src, bytes);
+	d->stats.downloads++;
+	return 0;
+}
+
+/* ---- kernels ---- */
+
+static int host_load_kernels(rt_dev *d, const char *engine_dir, rt_op *ops, int n, sw_err *err)
+{
+	host_dev *h = d->impl;
+	char path[1200], kdir[600], sym[260];
+	int rc = 0;
+
+	if (h->mode == RT_HOST_NATIVE) {
+		for (int i = 0; i < n; i++)
+			if (ops[i].kind == RT_OP_KERNEL && !rt_host_native_supports(&ops[i]))
+				return sw_errf(err, SW_ENOTSUP, "%s: op %s: no native host implementation of "
+				               "op type '%s' (entry %s); use host-emulate", d->desc, ops[i].name,
+				               ops[i].op, ops[i].entry);
+		return 0;
+	}
+	snprintf(path, sizeof(path), "%s/kernels.cu", engine_dir);
+	char *src = sw_read_file(path, NULL);
+	if (!src)
+		return sw_errf(err, SW_EIO, "%s: cannot read the generated kernels (host-emulate compiles "
+		               "them)", path);
+	void **mods = realloc(h->mods, sizeof(*mods) * (size_t)(h->n_mods + 1));
+	if (!mods) {
+		free(src);
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	}
+	h->mods = mods;
+	void *lib = NULL;
+	snprintf(kdir, sizeof(kdir), "%s/kernels", h->src_dir);
+	/* one key for every engine: the module's hash covers the source, so
+	 * engines with different kernels get different cache entries */
+	rc = gen_emu_module_build(src, "engine-kernels", kdir, h->cache_dir, &lib, err);
+	free(src);
+	if (rc)
+		return sw_err_prefix(err, "%s", path);
+	h->mods[h->n_mods++] = lib;
+	for (int i = 0; i < n; i++) {
+		rt_op *o = &ops[i];
+		if (o->kind != RT_OP_KERNEL)
+			continue;
+		snprintf(sym, sizeof(sym), "%s_emu", o->entry);
+		if (!(o->fn = dlsym(lib, sym)))
+			return sw_errf(err, SW_EINVAL, "%s: op %s (%s): no kernel %s in the generated source",
+			               path, o->name, o->op, o->entry);
+	}
+	return 0;
+}
+
+static bool host_supports_op(rt_dev *d, const rt_op *op)
+{
+	host_dev *h = d->impl;
+	switch (op->kind) {
+	case RT_OP_KERNEL:
+		return h->mode == RT_HOST_EMULATE || rt_host_native_supports(op);
+	case RT_OP_GEMM:
+		return op->dtype == RT_BF16 || op->dtype == RT_FP16;
+	case RT_OP_MEMSET:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Whether op can run; checked at launch and at capture, so a bad op in a
+ * graph fails when it is recorded, not on some later replay. */
+static int check_op(rt_dev *d, const rt_op *op, sw_err *err)
+{
+	host_dev *h = d->impl;
+	switch (op->kind) {
+	case RT_OP_KERNEL:
+		if (h->mode == RT_HOST_EMULATE && !op->fn)
+			return sw_errf(err, SW_EINVAL, "kernel %s not loaded (load_kernels first)", op->entry);
+		if (h->mode == RT_HOST_NATIVE && !rt_host_native_supports(op))
+			return sw_errf(err, SW_ENOTSUP, "no native host implementation of op type '%s'; use "
+			               "host-emulate", op->op);
+		return 0;
+	case RT_OP_GEMM:
+	case RT_OP_MEMSET:
+		return 0;
+	default:
+		return sw_errf(err, SW_EINVAL, "unknown op kind %d", op->kind);
+	}
+}
+
+/* timed: add the op's wall time to stats.seconds_ops (eager launches); a
+ * graph replay is timed once as a whole, like one cuGraphLaunch, so that
+ * the engine's "host overhead" is its own bookkeeping and not ~50 ns of
+ * clock reads per op. */
+static int exec_op(rt_dev *d, const rt_op *op, bool timed, sw_err *err)
+{
+	host_dev *h = d->impl;
+	int rc = 0;
+	double t0 = timed ? now_s() : 0.0;
+
+	if ((rc = check_op(d, op, err)))
+		return op_fail(d, op, rc, err);
+	switch (op->kind) {
+	case RT_OP_KERNEL:
+		if (h->mode == RT_HOST_NATIVE) {
+			rc = rt_host_native_run(op, err);
+		} else {
+			void *argv[RT_OP_MAX_ARGS];
+			for (int i = 0; i < RT_OP_MAX_ARGS; i++)
+				argv[i] = (void *)&op->argval[i];
+			emu_report rep;
+			memset(&rep, 0, sizeof(rep));
+			emu_dim3 g = {op->grid[0], op->grid[1], op->grid[2]};
+			emu_dim3 b = {op->block[0], op->block[1], op->block[2]};
+			if (emu_launch((const emu_kernel *)op->fn, g, b, 0, argv, &rep))
+				rc = sw_errf(err, SW_EINVAL, "kernel %s: emulator: %s", op->entry, rep.msg);
+		}
+		break;
+	case RT_OP_GEMM:
+		rc = host_gemm(d, op, err);
+		d->stats.gemms++;
+		break;
+	case RT_OP_MEMSET:
+		if (op->bytes > 0) {
+			wc_invalidate(h, (uintptr_t)op->argval[0], (size_t)op->bytes);
+			memset((void *)(uintptr_t)op->argval[0], 0, (size_t)op->bytes);
+		}
+		d->stats.memsets++;
+		break;
+	}
+	if (rc)
+		return op_fail(d, op, rc, err);
+	d->stats.launches++;
+	if (timed)
+		d->stats.seconds_ops += now_s() - t0;
+	return 0;
+}
+
+/* ---- graphs ---- */
+
+static host_rec *rec_push(host_graph *g)
+{
+	if (g->n == g->cap) {
+		int cap = g->cap ? 2 * g->cap : 64;
+		host_rec *r = realloc(g->recs, sizeof(*r) * (size_t)cap);
+		if (!r)
+			return NULL;
+		g->recs = r;
+		g->cap = cap;
+	}
+	host_rec *r = &g->recs[g->n++];
+	memset(r, 0, sizeof(*r));
+	return r;
+}
+
+static int host_launch(rt_dev *d, const rt_op *op, sw_err *err)
+{
+	host_dev *h = d->impl;
+	if (!d->capturing)
+		return exec_op(d, op, true, err);
+	int rc = check_op(d, op, err);
+	if (rc)
+		return op_fail(d, op, rc, err);
+	host_rec *r = rec_push(h->rec);
+	if (!r)
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	r->op = *op;
+	rt_op_fix_argv(&r->op);
+	return 0;
+}
+
+static void graph_free_impl(host_graph *g)
+{
+	if (g) {
+		free(g->recs);
+		free(g);
+	}
+}
+
+static int host_graph_begin(rt_dev *d, sw_err *err)
+{
+	host_dev *h = d->impl;
+	if (d->capturing)
+		return sw_errf(err, SW_EINVAL, "%s: graph_begin while already capturing", d->desc);
+	if (!(h->rec = calloc(1, sizeof(*h->rec))))
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	h->depth = 0;
+	d->capturing = true;
+	return 0;
+}
+
+static int host_graph_if_begin(rt_dev *d, rt_dptr flag, sw_err *err)
+{
+	host_dev *h = d->impl;
+	if (!d->capturing)
+		return sw_errf(err, SW_EINVAL, "%s: graph_if_begin outside a graph capture", d->desc);
+	if (h->depth == HOST_MAX_IF_DEPTH)
+		return sw_errf(err, SW_ERANGE, "%s: graph_if_begin: more than %d nested regions", d->desc,
+		               HOST_MAX_IF_DEPTH);
+	if (!flag || flag % 4)
+		return sw_errf(err, SW_EINVAL, "%s: graph_if_begin: flag address %#llx is not an aligned "
+		               "int32", d->desc, (unsigned long long)flag);
+	host_rec *r = rec_push(h->rec);
+	if (!r)
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	r->is_if = true;
+	r->flag = flag;
+	r->end = -1;
+	h->if_stack[h->depth++] = h->rec->n - 1;
+	return 0;
+}
+
+static int host_graph_if_end(rt_dev *d, sw_err *err)
+{
+	host_dev *h = d->impl;
+	if (!d->capturing || h->depth == 0)
+		return sw_errf(err, SW_EINVAL, "%s: graph_if_end without a matching graph_if_begin",
+		               d->desc);
+	h->rec->recs[h->if_stack[--h->depth]].end = h->rec->n;
+	return 0;
+}
+
+static int host_graph_end(rt_dev *d, rt_graph **out, sw_err *err)
+{
+	host_dev *h = d->impl;
+	*out = NULL;
+	if (!d->capturing)
+		return sw_errf(err, SW_EINVAL, "%s: graph_end without graph_begin", d->desc);
+	d->capturing = false;
+	host_graph *g = h->rec;
+	h->rec = NULL;
+	if (h->depth) {
+		int open = h->depth;
+		h->depth = 0;
+		graph_free_impl(g);
+		return sw_errf(err, SW_EINVAL, "%s: graph_end with %d graph_if region(s) still open",
+		               d->desc, open);
+	}
+	*out = (rt_graph *)g;
+	return 0;
+}
+
+static int host_graph_launch(rt_dev *d, rt_graph *gr, sw_err *err)
+{
+	host_graph *g = (host_graph *)gr;
+	if (d->capturing)
+		return sw_errf(err, SW_EINVAL, "%s: graph_launch inside a graph capture", d->desc);
+	d->stats.graph_launches++;
+	const double t0 = now_s();
+	for (int i = 0; i < g->n; i++) {
+		const host_rec *r = &g->recs[i];
+		if (r->is_if) {
+			int32_t v;
+			memcpy(&v, (const void *)(uintptr_t)r->flag, sizeof(v));
+			if (!v)
+				i = r->end - 1;
+			continue;
+		}
+		int rc = exec_op(d, &r->op, false, err);
+		if (rc) {
+			sw_err_prefix(err, "graph replay, step %d of %d", i, g->n);
+			return rc;
+		}
+	}
+	d->stats.seconds_ops += now_s() - t0;
+	return 0;
+}
+
+static void host_graph_free(rt_dev *d, rt_graph *g)
+{
+	graph_free_impl((host_graph *)g);
+}
+
+static int host_sync(rt_dev *d, sw_err *err)
+{
+	return d->capturing ? refuse_capture(d, "sync", err) : 0;
+}
+
+static void host_destroy(rt_dev *d)
+{
+	if (!d)
+		return;
+	host_dev *h = d->impl;
+	if (h) {
+		graph_free_impl(h->rec);
+		while (h->n_wc)
+			wc_drop(h, h->n_wc - 1);
+		free(h->wc);
+		for (int i = 0; i < h->n_allocs; i++) {
+			void *p = (void *)h->allocs[i].p;
+			if (h->mode == RT_HOST_EMULATE)
+				emu_free(p);
+			else
+				free(p);
+		}
+		free(h->allocs);
+		for (int i = 0; i < h->n_mods; i++)
+			dlclose(h->mods[i]);
+		free(h->mods);
+		free(h->a32);
+		free(h->w32);
+		free(h);
+	}
+	free(d);
+}
+
+static const struct rt_dev_ops host_ops = {
+	/* .name = */ "host",
+	/* .alloc = */ host_alloc_fn,
+	/* .free = */ host_free_fn,
+	/* .alloc_host = */ NULL,
+	/* .free_host = */ NULL,
+	/* .upload = */ host_upload,
+	/* .download = */ host_download,
+	/* .load_kernels = */ host_load_kernels,
+	/* .supports_op = */ host_supports_op,
+	/* .launch = */ host_launch,
+	/* .graph_begin = */ host_graph_begin,
+	/* .graph_end = */ host_graph_end,
+	/* .graph_if_begin = */ host_graph_if_begin,
+	/* .graph_if_end = */ host_graph_if_end,
+	/* .graph_launch = */ host_graph_launch,
+	/* .graph_free = */ host_graph_free,
+	/* .sync = */ host_sync,
+	/* .destroy = */ host_destroy,
+};
+
+/* The weight cache's budget: $SW_HOST_WCACHE_MB, else a quarter of RAM. */
+static size_t wcache_limit(void)
+{
+	const char *e = getenv("SW_HOST_WCACHE_MB");
+	if (e && *e)
+		return (size_t)strtoull(e, NULL, 10) << 20;
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	return pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 4 : (size_t)1 << 30;
+}
+
+rt_dev *rt_dev_host_new(int mode, const char *src_dir, const char *cache_dir, sw_err *err)
+{
+	if (mode != RT_HOST_NATIVE && mode != RT_HOST_EMULATE) {
+		sw_errf(err, SW_EINVAL, "host backend: mode %d (native 0 or emulate 1)", mode);
+		return NULL;
+	}
+	rt_dev *d = calloc(1, sizeof(*d));
+	host_dev *h = calloc(1, sizeof(*h));
+	if (!d || !h) {
+		free(d);
+		free(h);
+		sw_errf(err, SW_ENOMEM, "out of memory");
+		return NULL;
+	}
+	const char *s = src_dir ? src_dir : getenv("SW_SRC_DIR");
+	const char *c = cache_dir ? cache_dir : getenv("SPECWRIGHT_CACHE");
+	snprintf(h->src_dir, sizeof(h->src_dir), "%s", s && *s ? s : ".");
+	snprintf(h->cache_dir, sizeof(h->cache_dir), "%s", c && *c ? c : "build/cache");
+	h->mode = mode;
+	h->wc_limit = wcache_limit();
+	d->ops = &host_ops;
+	d->impl = h;
+	snprintf(d->desc, sizeof(d->desc), "host (%s)", mode == RT_HOST_NATIVE ? "native" : "emulate");
+	if (mode == RT_HOST_EMULATE) {
+		char p[600];
+		snprintf(p, sizeof(p), "%s/kernels/prelude_emu.h", h->src_dir);
+		if (access(p, R_OK) != 0) {
+			sw_errf(err, SW_EINVAL, "host-emulate: %s not found: run from the specwright source "
+			        "tree or set SW_SRC_DIR to it", p);
+			host_destroy(d);
+			return NULL;
+		}
+	}
+	return d;
+}

@@ -1,0 +1,149 @@
+/* The device interface: what the engine executor (runtime/engine.c) needs of
+ * a machine, as a small vtable in the ggml-backend manner. Two backends:
+ * `host` (runtime/dev_host.c: native kernels/ref ops, or the generated
+ * kernels in the SIMT emulator) and `cuda` (runtime/dev_cuda.c: driver API
+ * and cuBLASLt, both dlopen'ed). Not the op schedule (engine.h) and not the
+ * kernels themselves.
+ *
+ * Device addresses are rt_dptr (a CUdeviceptr on cuda, a host address on
+ * host). An op record names everything a launch needs, with its argument
+ * values already resolved, so replaying a recorded graph is a loop over
+ * records with no lookups. */
+#ifndef RT_DEVICE_H
+#define RT_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+
+typedef uint64_t rt_dptr;
+
+#define RT_OP_MAX_ARGS 16
+#define RT_OP_MAX_PARAMS 16
+
+enum rt_dtype { RT_BF16 = 0, RT_FP16 = 1, RT_F32 = 2 };
+
+/* One kernel parameter as engine.json states it (the template constants the
+ * kernel was rendered with): what the native host backend needs to run the
+ * same op with kernels/ref code. */
+typedef struct rt_kparam {
+	char name[24];
+	int64_t i;   /* ints */
+	double f;    /* floats (also set for ints) */
+} rt_kparam;
+
+/* A rendered kernel of the engine (one per engine.json "kernels" entry). */
+typedef struct rt_kernel_info {
+	char uri[192];
+	char tmpl[64];      /* "tree_attention.cu.tmpl" */
+	int n_params;
+	rt_kparam params[RT_OP_MAX_PARAMS];
+	uint64_t *mask;     /* tree attention MASKED: T * MASK_WORDS rows (engine-owned) */
+} rt_kernel_info;
+
+enum rt_op_kind {
+	RT_OP_KERNEL = 0, /* a generated kernel launch */
+	RT_OP_GEMM,       /* C (m,n) f32 = A (m,k) x W^T (W (n,k)); A, W of dtype */
+	RT_OP_MEMSET,     /* bytes zeroed at args[0] */
+};
+
+/* One launch, resolved: pointers are final device addresses (arena base +
+ * offset + layer stride), scalars are values. argv[i] points at argval[i]
+ * (the cuLaunchKernel convention), so a backend passes argv as is. */
+typedef struct rt_op {
+	int kind;                 /* enum rt_op_kind */
+	char name[48];            /* planner's op name ("wq", "attention") */
+	char op[32];              /* op type ("rmsnorm_residual", "tree_attention") */
+	char entry[208];          /* KERNEL: the __global__ name (uri + entry suffix) */
+	const rt_kernel_info *kinfo; /* KERNEL: its params (host native uses them) */
+	void *fn;                 /* KERNEL: the backend's handle (set by load_kernels) */
+	unsigned grid[3], block[3];
+	int n_args;
+	uint64_t argval[RT_OP_MAX_ARGS];
+	void *argv[RT_OP_MAX_ARGS];
+	int64_t m, n, k;          /* GEMM */
+	int dtype;                /* GEMM: enum rt_dtype of A and W */
+	int64_t bytes;            /* MEMSET */
+	int layer;                /* -1, or the layer this launch serves (diagnostics) */
+} rt_op;
+
+/* Re-point argv at argval (after copying an rt_op by value). */
+static inline void rt_op_fix_argv(rt_op *o)
+{
+	for (int i = 0; i < RT_OP_MAX_ARGS; i++)
+		o->argv[i] = &o->argval[i];
+}
+
+typedef struct rt_graph rt_graph;
+typedef struct rt_dev rt_dev;
+
+/* Per-launch timing a backend may collect (bench, tests/gpu). */
+typedef struct rt_dev_stats {
+	uint64_t launches, gemms, memsets, graph_launches, uploads, downloads;
+	double seconds_ops; /* wall time spent inside op execution (host backends) */
+} rt_dev_stats;
+
+struct rt_dev_ops {
+	const char *name;
+	/* Device memory: zero-filled. */
+	int (*alloc)(rt_dev *d, size_t bytes, rt_dptr *out, sw_err *err);
+	void (*free)(rt_dev *d, rt_dptr p);
+	/* Host memory the backend can copy to/from fastest (pinned on cuda); NULL slot: malloc. */
+	void *(*alloc_host)(rt_dev *d, size_t bytes);
+	void (*free_host)(rt_dev *d, void *p);
+	/* Synchronous copies. Refused while capturing. */
+	int (*upload)(rt_dev *d, rt_dptr dst, const void *src, size_t bytes, sw_err *err);
+	int (*download)(rt_dev *d, void *dst, rt_dptr src, size_t bytes, sw_err *err);
+	/* Makes every KERNEL op's fn valid: engine_dir holds kernels.sm_XX.cubin,
+	 * kernels.ptx and kernels.cu. ops[0..n) are filled in place. */
+	int (*load_kernels)(rt_dev *d, const char *engine_dir, rt_op *ops, int n, sw_err *err);
+	/* Whether this backend can execute op (host native: a registry entry). */
+	bool (*supports_op)(rt_dev *d, const rt_op *op);
+	/* Enqueues one op (KERNEL, GEMM or MEMSET); while capturing it is
+	 * recorded instead. Errors of an asynchronous device surface at sync. */
+	int (*launch)(rt_dev *d, const rt_op *op, sw_err *err);
+	/* Capture: ops launched between begin and end form a graph; inside, no
+	 * alloc, upload, download or sync (refused with an error). */
+	int (*graph_begin)(rt_dev *d, sw_err *err);
+	int (*graph_end)(rt_dev *d, rt_graph **out, sw_err *err);
+	/* Conditional region inside a capture: the ops up to graph_if_end run
+	 * only when the int32 at flag is nonzero at that point of the replay (a
+	 * device-side decision; CUDA conditional IF node). Optional (NULL). */
+	int (*graph_if_begin)(rt_dev *d, rt_dptr flag, sw_err *err);
+	int (*graph_if_end)(rt_dev *d, sw_err *err);
+	int (*graph_launch)(rt_dev *d, rt_graph *g, sw_err *err);
+	void (*graph_free)(rt_dev *d, rt_graph *g);
+	int (*sync)(rt_dev *d, sw_err *err);
+	void (*destroy)(rt_dev *d);
+};
+
+struct rt_dev {
+	const struct rt_dev_ops *ops;
+	char desc[128];      /* "host (native)", "cuda: NVIDIA H100 80GB HBM3, sm_90" */
+	int arch;            /* cuda: 80, 90, ...; host: 0 */
+	bool capturing;
+	rt_dev_stats stats;
+	void *impl;          /* backend state */
+};
+
+enum rt_host_mode { RT_HOST_NATIVE = 0, RT_HOST_EMULATE = 1 };
+
+/* Host backend. cache_dir: where emulate mode builds kernels.cu into a shared
+ * object (NULL: $SPECWRIGHT_CACHE or build/cache); src_dir holds kernels/
+ * (prelude_emu.h; NULL: $SW_SRC_DIR or "."). */
+rt_dev *rt_dev_host_new(int mode, const char *src_dir, const char *cache_dir, sw_err *err);
+
+/* CUDA backend: dlopen("libcuda.so.1") and libcublasLt; NULL with SW_ENOTSUP
+ * and a message saying what is missing when there is no driver or device. */
+rt_dev *rt_dev_cuda_new(int device_ordinal, sw_err *err);
+/* True when a CUDA driver with at least one device can be opened. */
+bool rt_dev_cuda_available(void);
+
+void rt_dev_free(rt_dev *d);
+
+/* "host", "host-emulate", "cuda", or "auto" (cuda when available, else host). */
+rt_dev *rt_dev_open(const char *backend, sw_err *err);
+
+#endif

@@ -1,0 +1,24 @@
+/* The host backend's native mode: one plain-C implementation per op type of
+ * an engine (rmsnorm_residual, cast, rope, tree_attention, logits_process,
+ * tree_expand, verify, kv_commit, embedding16, kv_store, step, ngram_lookup,
+ * ...), each a thin adapter that reads the op's resolved arguments and the
+ * kernel's template constants and calls kernels/ref (or the runtime's host
+ * specification: rt_probs, rt_expand_node, rt_verify_tree). A registry table,
+ * not a switch. GEMMs and memsets are not here (dev_host.c does them). */
+#ifndef RT_HOST_OPS_H
+#define RT_HOST_OPS_H
+
+#include <stdbool.h>
+
+#include "device.h"
+#include "core/err.h"
+
+/* Whether op (a RT_OP_KERNEL record) has a native implementation. */
+bool rt_host_native_supports(const rt_op *op);
+/* Runs it on host memory (argval pointers are host addresses). */
+int rt_host_native_run(const rt_op *op, sw_err *err);
+/* An integer template constant of op's kernel, or def when absent. */
+long long rt_op_param_i(const rt_op *op, const char *name, long long def);
+double rt_op_param_f(const rt_op *op, const char *name, double def);
+
+#endif

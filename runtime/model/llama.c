@@ -1,0 +1,301 @@
+/* The Llama-architecture forward pass on the host, composed from the
+ * kernels/ref ops: a block of T tokens at arbitrary positions with an ancestor
+ * mask, over the committed KV cache. This is the host backend's "native" path
+ * and the reference the generated kernels are checked against. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctx.h"
+#include "formats/gguf.h"
+#include "model_gguf.h"
+#include "kernels/ref/ref.h"
+
+static size_t kv_dim(const rt_config *c) { return (size_t)c->n_kv_heads * c->head_dim; }
+
+static int llama_ctx_init(rt_ctx *c, sw_err *err)
+{
+	const rt_model *m = c->m;
+	const rt_config *cfg = &m->cfg;
+	size_t kv = (size_t)m->n_layers_run * c->max_ctx * kv_dim(cfg);
+	size_t T = (size_t)c->max_block;
+	size_t qd = (size_t)cfg->n_heads * cfg->head_dim;
+	/* x, h, o: T*dim each; q, att: T*qd; mlp: 2*T*ffn; attention: max_ctx */
+	c->scratch_floats = 3 * T * cfg->dim + 2 * T * qd + 2 * T * cfg->ffn_dim + c->max_ctx + T;
+	c->k_cache = malloc(kv * sizeof(float));
+	c->v_cache = malloc(kv * sizeof(float));
+	c->scratch = malloc(c->scratch_floats * sizeof(float));
+	if (!c->k_cache || !c->v_cache || !c->scratch) {
+		free(c->k_cache);
+		free(c->v_cache);
+		free(c->scratch);
+		return sw_errf(err, SW_ENOMEM, "%s: cannot allocate a KV cache of %zu MB for context %d",
+		               m->name, 2 * kv * sizeof(float) >> 20, c->max_ctx);
+	}
+	return 0;
+}
+
+static void llama_ctx_free(rt_ctx *c)
+{
+	free(c->k_cache);
+	free(c->v_cache);
+	free(c->scratch);
+}
+
+static int llama_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
+                      float *logits, float *hidden, sw_err *err)
+{
+	const rt_model *m = c->m;
+	const rt_config *cfg = &m->cfg;
+	const rt_weights *w = &m->w;
+	const int dim = cfg->dim, hd = cfg->head_dim, nh = cfg->n_heads, nkv = cfg->n_kv_heads;
+	const int qd = nh * hd, kvd = nkv * hd;
+	float *x = c->scratch;
+	float *h = x + (size_t)T * dim;
+	float *o = h + (size_t)T * dim;
+	float *q = o + (size_t)T * dim;
+	float *att = q + (size_t)T * qd;
+	float *mlp = att + (size_t)T * qd;
+	float *att_scratch = mlp + 2 * (size_t)T * cfg->ffn_dim;
+
+	if (ref_embedding(x, w->tok_embd, tok, T, dim, cfg->vocab))
+		return sw_errf(err, SW_EINVAL, "%s: token id outside the vocabulary", m->name);
+	for (int l = 0; l < m->n_layers_run; l++) {
+		const rt_layer_weights *L = &w->layers[m->layer_map[l]];
+		float *kc = c->k_cache + (size_t)l * c->max_ctx * kvd;
+		float *vc = c->v_cache + (size_t)l * c->max_ctx * kvd;
+		size_t first = (size_t)c->len + c->blk_off; /* slot of the first new entry */
+		float *kb = kc + first * kvd, *vb = vc + first * kvd;
+
+		ref_rmsnorm(h, x, L->attn_norm, T, dim, cfg->norm_eps);
+		ref_matmul(q, h, L->wq, T, dim, qd);
+		ref_matmul(kb, h, L->wk, T, dim, kvd);
+		ref_matmul(vb, h, L->wv, T, dim, kvd);
+		ref_rope(q, pos, T, nh, hd, hd, m->inv_freq);
+		ref_rope(kb, pos, T, nkv, hd, hd, m->inv_freq);
+		ref_attention_append(att, q, kc, vc, T, c->len, c->blk_off + T, nh, nkv, hd, mask, att_scratch);
+		ref_matmul(o, att, L->wo, T, qd, dim);
+		ref_add(x, x, o, (size_t)T * dim);
+
+		ref_rmsnorm(h, x, L->ffn_norm, T, dim, cfg->norm_eps);
+		ref_mlp_swiglu(o, h, L->w_gate, L->w_up, L->w_down, T, dim, cfg->ffn_dim, mlp);
+		ref_add(x, x, o, (size_t)T * dim);
+	}
+	if (hidden)
+		ref_rmsnorm(hidden, x, w->out_norm, T, dim, cfg->norm_eps);
+	if (logits) {
+		int V = cfg->vocab, Vh = m->vocab_limit > 0 ? m->vocab_limit : V;
+		int rows = c->logits_last_only ? 1 : T;
+		const float *xs = x + (size_t)(T - rows) * dim;
+		if (Vh == V) {
+			ref_lm_head(logits, xs, w->out_norm, w->lm_head, rows, dim, V, cfg->norm_eps, h);
+		} else {
+			/* Row r's Vh logits land at r*V, computed one row at a time
+			 * (in place from the back would also work; rows are few). */
+			for (int r = 0; r < rows; r++) {
+				float *lr = logits + (size_t)r * V;
+				ref_lm_head(lr, xs + (size_t)r * dim, w->out_norm, w->lm_head, 1, dim, Vh,
+				            cfg->norm_eps, h);
+				for (int v = Vh; v < V; v++)
+					lr[v] = -INFINITY;
+			}
+		}
+	}
+	return 0;
+}
+
+static void llama_commit_kv(rt_ctx *c, const int *keep, int n)
+{
+	const rt_model *m = c->m;
+	size_t kvd = kv_dim(&m->cfg);
+	for (int l = 0; l < m->n_layers_run; l++) {
+		float *kc = c->k_cache + ((size_t)l * c->max_ctx + c->len) * kvd;
+		float *vc = c->v_cache + ((size_t)l * c->max_ctx + c->len) * kvd;
+		for (int i = 0; i < n; i++) {
+			if (keep[i] == i)
+				continue;
+			memcpy(kc + (size_t)i * kvd, kc + (size_t)keep[i] * kvd, kvd * sizeof(float));
+			memcpy(vc + (size_t)i * kvd, vc + (size_t)keep[i] * kvd, kvd * sizeof(float));
+		}
+	}
+}
+
+static void llama_free(rt_model *m)
+{
+	if (m->owns_weights)
+		rt_weights_free(&m->w);
+	free(m->inv_freq);
+	free(m->layer_map);
+	free(m);
+}
+
+static const struct rt_model_ops llama_ops = {
+	/* .ctx_init  = */ llama_ctx_init,
+	/* .ctx_free  = */ llama_ctx_free,
+	/* .eval      = */ llama_eval,
+	/* .commit_kv = */ llama_commit_kv,
+	/* .free      = */ llama_free,
+};
+
+static int llama_check_config(const rt_config *c, const char *name, sw_err *err)
+{
+	if (c->n_layers < 1 || c->dim < 1 || c->n_heads < 1 || c->n_kv_heads < 1 || c->head_dim < 2 ||
+	    c->ffn_dim < 1 || c->vocab < 1)
+		return sw_errf(err, SW_EINVAL, "%s: config has a non-positive dimension", name);
+	if (c->n_heads % c->n_kv_heads)
+		return sw_errf(err, SW_EINVAL, "%s: head count %d is not a multiple of the KV head count %d",
+		               name, c->n_heads, c->n_kv_heads);
+	if (c->head_dim % 2)
+		return sw_errf(err, SW_EINVAL, "%s: head_dim %d must be even for RoPE", name, c->head_dim);
+	return 0;
+}
+
+rt_model *rt_model_from_weights(const rt_config *cfg, rt_weights *w, const char *name, sw_err *err)
+{
+	if (llama_check_config(cfg, name, err))
+		goto out_free_w;
+	rt_model *m = calloc(1, sizeof(*m));
+	float *inv = malloc((size_t)cfg->head_dim / 2 * sizeof(*inv));
+	if (!m || !inv) {
+		free(m);
+		free(inv);
+		sw_errf(err, SW_ENOMEM, "%s: out of memory", name);
+		goto out_free_w;
+	}
+	m->ops = &llama_ops;
+	m->kind = RT_MODEL_LLAMA;
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	m->cfg = *cfg;
+	m->w = *w;
+	m->owns_weights = true;
+	m->n_layers_run = cfg->n_layers;
+	m->layer_map = malloc((size_t)cfg->n_layers * sizeof(*m->layer_map));
+	if (!m->layer_map) {
+		free(m);
+		free(inv);
+		sw_errf(err, SW_ENOMEM, "%s: out of memory", name);
+		goto out_free_w;
+	}
+	for (int l = 0; l < cfg->n_layers; l++)
+		m->layer_map[l] = l;
+	m->inv_freq = inv;
+	ref_rope_freqs(inv, cfg->head_dim, cfg->rope_theta, cfg->rope_scaling, cfg->rope_factor,
+	               cfg->rope_low_freq_factor, cfg->rope_high_freq_factor, cfg->rope_orig_ctx);
+	memset(w, 0, sizeof(*w));
+	return m;
+out_free_w:
+	rt_weights_free(w);
+	return NULL;
+}
+
+rt_model *rt_model_layerskip(const rt_model *src, const int *layers, int n, int vocab_limit, sw_err *err)
+{
+	if (src->kind != RT_MODEL_LLAMA) {
+		sw_errf(err, SW_EINVAL, "layer-skip drafting needs a transformer target; %s is not one", src->name);
+		return NULL;
+	}
+	if (n < 1 || n >= src->cfg.n_layers) {
+		sw_errf(err, SW_ERANGE, "layer-skip: %d layers requested, the target %s has %d (expected 1..%d)",
+		        n, src->name, src->cfg.n_layers, src->cfg.n_layers - 1);
+		return NULL;
+	}
+	for (int i = 0; i < n; i++)
+		if (layers[i] < 0 || layers[i] >= src->cfg.n_layers || (i > 0 && layers[i] <= layers[i - 1])) {
+			sw_errf(err, SW_EINVAL, "layer-skip: layer %d at index %d: expected increasing indices in [0, %d)",
+			        layers[i], i, src->cfg.n_layers);
+			return NULL;
+		}
+	if (vocab_limit < 0 || vocab_limit > src->cfg.vocab) {
+		sw_errf(err, SW_ERANGE, "layer-skip: vocabulary limit %d outside [0, %d]", vocab_limit, src->cfg.vocab);
+		return NULL;
+	}
+	rt_model *m = malloc(sizeof(*m));
+	float *inv = malloc((size_t)src->cfg.head_dim / 2 * sizeof(*inv));
+	int *map = malloc((size_t)n * sizeof(*map));
+	if (!m || !inv || !map) {
+		free(m);
+		free(inv);
+		free(map);
+		sw_errf(err, SW_ENOMEM, "layer-skip: out of memory");
+		return NULL;
+	}
+	*m = *src;
+	m->owns_weights = false;
+	m->n_layers_run = n;
+	memcpy(map, layers, (size_t)n * sizeof(*map));
+	m->layer_map = map;
+	m->vocab_limit = vocab_limit;
+	memcpy(inv, src->inv_freq, (size_t)src->cfg.head_dim / 2 * sizeof(*inv));
+	m->inv_freq = inv;
+	snprintf(m->name, sizeof(m->name), "%.200s[%d of %d layers]", src->name, n, src->cfg.n_layers);
+	return m;
+}
+
+rt_model *rt_model_layerskip_parse(const rt_model *src, const char *spec, sw_err *err)
+{
+	int layers[1024], n = 0, vlim = 0;
+	const char *p = spec;
+	char *end;
+	int L = src->cfg.n_layers;
+	long a = strtol(p, &end, 10);
+	if (end == p)
+		goto bad;
+	if (*end == '\0' || *end == '@') {
+		/* "N": the first N layers */
+		if (a < 1 || a >= L || a > 1024)
+			goto bad_range;
+		for (n = 0; n < a; n++)
+			layers[n] = n;
+		p = end;
+	} else {
+		for (;;) {
+			a = strtol(p, &end, 10);
+			if (end == p)
+				goto bad;
+			long b = a;
+			p = end;
+			if (*p == '-') {
+				b = strtol(p + 1, &end, 10);
+				if (end == p + 1)
+					goto bad;
+				p = end;
+			}
+			if (a < 0 || b < a || b >= L)
+				goto bad_range;
+			for (long i = a; i <= b && n < 1024; i++)
+				layers[n++] = (int)i;
+			if (*p != ',')
+				break;
+			p++;
+		}
+	}
+	if (*p == '@') {
+		long v = strtol(p + 1, &end, 10);
+		if (end == p + 1 || *end || v < 1 || v > src->cfg.vocab) {
+			sw_errf(err, SW_EINVAL, "layerskip:%s: vocabulary limit after '@' must be in [1, %d]", spec,
+			        src->cfg.vocab);
+			return NULL;
+		}
+		vlim = (int)v;
+	} else if (*p) {
+		goto bad;
+	}
+	return rt_model_layerskip(src, layers, n, vlim, err);
+bad:
+	sw_errf(err, SW_EINVAL, "layerskip:%s: expected N, or ranges like 0-11,24-29, optionally @VOCAB", spec);
+	return NULL;
+bad_range:
+	sw_errf(err, SW_ERANGE, "layerskip:%s: layers must lie in [0, %d) (the target has %d layers)", spec, L, L);
+	return NULL;
+}
+
+rt_model *rt_llama_from_gguf_file(gguf_file *f, sw_err *err)
+{
+	rt_config cfg;
+	rt_weights w;
+	memset(&w, 0, sizeof(w));
+	if (rt_llama_load_gguf(f, &cfg, &w, err))
+		return NULL;
+	return rt_model_from_weights(&cfg, &w, f->path, err);
+}

@@ -1,0 +1,66 @@
+/* Models as the decoding loop sees them: a config (shapes), weights
+ * (read-only, fp32 after dequantization) and a per-sequence context (KV cache
+ * plus the committed tokens). Two kinds share one interface: Llama-architecture
+ * transformers and Markov "table" models used by exactness tests. */
+#ifndef RT_MODEL_H
+#define RT_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+
+enum rt_rope_scaling {
+	RT_ROPE_SCALING_NONE = 0,
+	RT_ROPE_SCALING_LINEAR,  /* position / factor */
+	RT_ROPE_SCALING_LLAMA3,  /* Llama-3.1 frequency-dependent scaling */
+};
+
+typedef struct rt_config {
+	int n_layers;
+	int dim;          /* model width */
+	int n_heads;
+	int n_kv_heads;   /* GQA: n_heads % n_kv_heads == 0 */
+	int head_dim;     /* usually dim / n_heads */
+	int ffn_dim;
+	int vocab;
+	int max_ctx;      /* trained context length */
+	float rope_theta;
+	int rope_scaling; /* enum rt_rope_scaling */
+	float rope_factor;
+	float rope_low_freq_factor, rope_high_freq_factor; /* LLAMA3 only */
+	int rope_orig_ctx;                                  /* LLAMA3 only */
+	float norm_eps;
+	bool tied_embd;   /* lm_head == tok_embd */
+	int bos_id, eos_id; /* -1 when absent */
+} rt_config;
+
+/* Q and K projections are stored in the GGUF (llama.cpp) row order, where RoPE
+ * rotates adjacent pairs (x[2i], x[2i+1]). The safetensors loader permutes HF
+ * rows (rotate_half convention) into this order at load time, so exactly one
+ * RoPE convention exists in the engine. */
+typedef struct rt_layer_weights {
+	float *attn_norm; /* (dim) */
+	float *wq;        /* (n_heads*head_dim, dim) row-major: out x in */
+	float *wk;        /* (n_kv_heads*head_dim, dim) */
+	float *wv;        /* (n_kv_heads*head_dim, dim) */
+	float *wo;        /* (dim, n_heads*head_dim) */
+	float *ffn_norm;  /* (dim) */
+	float *w_gate;    /* (ffn_dim, dim) */
+	float *w_up;      /* (ffn_dim, dim) */
+	float *w_down;    /* (dim, ffn_dim) */
+} rt_layer_weights;
+
+typedef struct rt_weights {
+	float *tok_embd;  /* (vocab, dim) */
+	rt_layer_weights *layers; /* (n_layers) */
+	float *out_norm;  /* (dim) */
+	float *lm_head;   /* (vocab, dim); == tok_embd when tied */
+	void *arena;      /* owner of every array above (one allocation) */
+	size_t arena_bytes;
+} rt_weights;
+
+void rt_weights_free(rt_weights *w);
+
+#endif

@@ -1,0 +1,496 @@
+/* HF Llama checkpoint loader: config.json validation and the safetensors
+ * tensors of LlamaForCausalLM, converted to f32 in one arena with q/k rows in
+ * the GGUF RoPE order. Refuses other architectures (biases, other model_type,
+ * unknown RoPE scaling) rather than loading them half right. */
+#include "model_hf.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/json.h"
+#include "formats/safetensors.h"
+
+#define MAX_CONFIG_BYTES (4u << 20)
+
+/* An optional integer: absent or null gives def. */
+static int opt_int(const json_value *root, const char *key, int64_t def, int64_t min,
+		   int64_t max, int64_t *out, sw_err *err)
+{
+	const json_value *v = json_get(root, key);
+	if (!v || v->type == JSON_NULL) {
+		*out = def;
+		return 0;
+	}
+	return json_get_int(root, key, "$", min, max, out, err);
+}
+
+static int opt_number(const json_value *root, const char *key, double def, double min,
+		      double max, double *out, sw_err *err)
+{
+	const json_value *v = json_get(root, key);
+	if (!v || v->type == JSON_NULL) {
+		*out = def;
+		return 0;
+	}
+	return json_get_number(root, key, "$", min, max, out, err);
+}
+
+/* bos/eos: an int, an array of ints (the first is used: Llama 3.1 lists
+ * several eos ids, the first is the canonical one), or null/absent -> -1. */
+static int token_id(const json_value *root, const char *key, int64_t vocab, int *out,
+		    sw_err *err)
+{
+	const json_value *v = json_get(root, key);
+	char path[64];
+	int64_t id;
+	int rc;
+
+	*out = -1;
+	if (!v || v->type == JSON_NULL)
+		return 0;
+	snprintf(path, sizeof(path), "$.%s", key);
+	if (v->type == JSON_ARRAY) {
+		if (!v->n)
+			return 0;
+		for (size_t i = 0; i < v->n; i++) {
+			char ep[80];
+			json_path_index(ep, sizeof(ep), path, i);
+			if ((rc = json_as_int(v->items[i], ep, 0, vocab - 1, &id, err)))
+				return rc;
+			if (i == 0)
+				*out = (int)id;
+		}
+		return 0;
+	}
+	if ((rc = json_as_int(v, path, 0, vocab - 1, &id, err)))
+		return rc;
+	*out = (int)id;
+	return 0;
+}
+
+static int parse_rope_scaling(const json_value *root, rt_config *cfg, sw_err *err)
+{
+	const json_value *rs = json_get(root, "rope_scaling");
+	const char *path = "$.rope_scaling";
+	const char *type = NULL, *t2 = NULL;
+	double d;
+	int64_t i64;
+	int rc;
+
+	cfg->rope_scaling = RT_ROPE_SCALING_NONE;
+	cfg->rope_factor = 1.0f;
+	cfg->rope_low_freq_factor = cfg->rope_high_freq_factor = 0.0f;
+	cfg->rope_orig_ctx = 0;
+	if (!rs || rs->type == JSON_NULL)
+		return 0;
+	if ((rc = json_as_object(rs, path, err)))
+		return rc;
+	/* transformers renamed "type" to "rope_type"; both appear in the wild. */
+	if (json_get(rs, "rope_type") && (rc = json_get_string(rs, "rope_type", path, &type, err)))
+		return rc;
+	if (json_get(rs, "type") && (rc = json_get_string(rs, "type", path, &t2, err)))
+		return rc;
+	if (type && t2 && strcmp(type, t2))
+		return sw_errf(err, SW_EINVAL, "%s:%d:%d: %s: \"rope_type\" (%s) and \"type\" (%s) disagree",
+			       rs->file, rs->line, rs->col, path, type, t2);
+	if (!type)
+		type = t2;
+	if (!type)
+		return sw_errf(err, SW_EINVAL, "%s:%d:%d: %s: missing required field \"rope_type\" (or \"type\")",
+			       rs->file, rs->line, rs->col, path);
+
+	if (!strcmp(type, "default"))
+		return 0;
+	if (!strcmp(type, "linear")) {
+		if ((rc = json_get_number(rs, "factor", path, 1e-6, 1e6, &d, err)))
+			return rc;
+		cfg->rope_scaling = RT_ROPE_SCALING_LINEAR;
+		cfg->rope_factor = (float)d;
+		return 0;
+	}
+	if (!strcmp(type, "llama3")) {
+		double lo, hi;
+		if ((rc = json_get_number(rs, "factor", path, 1e-6, 1e6, &d, err)) ||
+		    (rc = json_get_number(rs, "low_freq_factor", path, 1e-6, 1e6, &lo, err)) ||
+		    (rc = json_get_number(rs, "high_freq_factor", path, 1e-6, 1e6, &hi, err)) ||
+		    (rc = json_get_int(rs, "original_max_position_embeddings", path, 1, INT32_MAX, &i64, err)))
+			return rc;
+		/* The smoothing term divides by (high - low). */
+		if (!(hi > lo))
+			return sw_errf(err, SW_EINVAL, "%s:%d:%d: %s: expected high_freq_factor > low_freq_factor, found %g <= %g",
+				       rs->file, rs->line, rs->col, path, hi, lo);
+		cfg->rope_scaling = RT_ROPE_SCALING_LLAMA3;
+		cfg->rope_factor = (float)d;
+		cfg->rope_low_freq_factor = (float)lo;
+		cfg->rope_high_freq_factor = (float)hi;
+		cfg->rope_orig_ctx = (int)i64;
+		return 0;
+	}
+	return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: %s: rope scaling \"%.32s\" is not supported (supported: default, linear, llama3)",
+		       rs->file, rs->line, rs->col, path, type);
+}
+
+static int check_arch(const json_value *root, sw_err *err)
+{
+	const json_value *v;
+	const char *mt, *act;
+	bool b;
+	int rc;
+
+	if ((rc = json_get_string(root, "model_type", "$", &mt, err)))
+		return rc;
+	if (strcmp(mt, "llama")) {
+		v = json_get(root, "model_type");
+		return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: $.model_type: expected \"llama\" (LlamaForCausalLM without biases), found \"%.32s\"",
+			       v->file, v->line, v->col, mt);
+	}
+	v = json_get(root, "architectures");
+	if (v && v->type != JSON_NULL) {
+		bool found = false;
+		if ((rc = json_as_array(v, "$.architectures", 1, 64, err)))
+			return rc;
+		for (size_t i = 0; i < v->n; i++)
+			if (v->items[i]->type == JSON_STRING && !strcmp(v->items[i]->str, "LlamaForCausalLM"))
+				found = true;
+		if (!found) {
+			char f[96];
+			snprintf(f, sizeof(f), "%s", v->items[0]->type == JSON_STRING ? v->items[0]->str : "?");
+			return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: $.architectures: expected [\"LlamaForCausalLM\"], found \"%.64s\"",
+				       v->file, v->line, v->col, f);
+		}
+	}
+	static const char *const biases[] = { "attention_bias", "mlp_bias", NULL };
+	for (const char *const *k = biases; *k; k++) {
+		v = json_get(root, *k);
+		if (!v || v->type == JSON_NULL)
+			continue;
+		if ((rc = json_get_bool(root, *k, "$", &b, err)))
+			return rc;
+		if (b)
+			return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: $.%s: expected false (biases are not supported), found true",
+				       v->file, v->line, v->col, *k);
+	}
+	v = json_get(root, "hidden_act");
+	if (v && v->type != JSON_NULL) {
+		if ((rc = json_get_string(root, "hidden_act", "$", &act, err)))
+			return rc;
+		if (strcmp(act, "silu"))
+			return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: $.hidden_act: expected \"silu\", found \"%.32s\"",
+				       v->file, v->line, v->col, act);
+	}
+	return 0;
+}
+
+int rt_llama_config_from_hf_json(const char *json_text, size_t n, const char *name,
+				 rt_config *cfg, sw_err *err)
+{
+	int64_t dim, ffn, heads, kv, layers, hd, vocab, ctx;
+	double eps, theta;
+	const json_value *v;
+	json_value *root;
+	bool tied = false;
+	int rc;
+
+	memset(cfg, 0, sizeof(*cfg));
+	root = json_parse(json_text, n, name, err);
+	if (!root)
+		return err ? err->code : SW_EINVAL;
+	if ((rc = json_as_object(root, "$", err)) || (rc = check_arch(root, err)))
+		goto out_free_root;
+
+	/* Bounds keep every product below (vocab*dim, layers*ffn*dim) far from
+	 * 64-bit overflow; real models are orders of magnitude inside them. */
+	if ((rc = json_get_int(root, "hidden_size", "$", 1, 1 << 20, &dim, err)) ||
+	    (rc = json_get_int(root, "intermediate_size", "$", 1, 1 << 22, &ffn, err)) ||
+	    (rc = json_get_int(root, "num_attention_heads", "$", 1, 4096, &heads, err)) ||
+	    (rc = opt_int(root, "num_key_value_heads", heads, 1, heads, &kv, err)) ||
+	    (rc = json_get_int(root, "num_hidden_layers", "$", 1, 4096, &layers, err)) ||
+	    (rc = json_get_int(root, "vocab_size", "$", 1, 1 << 24, &vocab, err)) ||
+	    (rc = opt_int(root, "max_position_embeddings", 2048, 1, INT32_MAX, &ctx, err)) ||
+	    (rc = opt_number(root, "rms_norm_eps", 1e-6, 0.0, 1.0, &eps, err)) ||
+	    (rc = opt_number(root, "rope_theta", 10000.0, 1e-3, 1e12, &theta, err)))
+		goto out_free_root;
+	if (heads % kv) {
+		v = json_get(root, "num_key_value_heads");
+		rc = sw_errf(err, SW_EINVAL, "%s:%d:%d: $.num_key_value_heads: expected a divisor of num_attention_heads (%" PRId64 "), found %" PRId64,
+			     v->file, v->line, v->col, heads, kv);
+		goto out_free_root;
+	}
+	v = json_get(root, "head_dim");
+	if (v && v->type != JSON_NULL) {
+		if ((rc = json_get_int(root, "head_dim", "$", 2, 4096, &hd, err)))
+			goto out_free_root;
+	} else {
+		if (dim % heads) {
+			rc = sw_errf(err, SW_EINVAL, "%s: $.hidden_size (%" PRId64 ") is not a multiple of num_attention_heads (%" PRId64 ") and head_dim is absent",
+				     root->file, dim, heads);
+			goto out_free_root;
+		}
+		hd = dim / heads;
+	}
+	/* RoPE rotates pairs: an odd head_dim has no valid permutation. */
+	if (hd % 2) {
+		rc = sw_errf(err, SW_EINVAL, "%s: head_dim %" PRId64 " must be even (RoPE rotates pairs)",
+			     root->file, hd);
+		goto out_free_root;
+	}
+	v = json_get(root, "tie_word_embeddings");
+	if (v && v->type != JSON_NULL && (rc = json_get_bool(root, "tie_word_embeddings", "$", &tied, err)))
+		goto out_free_root;
+
+	cfg->n_layers = (int)layers;
+	cfg->dim = (int)dim;
+	cfg->n_heads = (int)heads;
+	cfg->n_kv_heads = (int)kv;
+	cfg->head_dim = (int)hd;
+	cfg->ffn_dim = (int)ffn;
+	cfg->vocab = (int)vocab;
+	cfg->max_ctx = (int)ctx;
+	cfg->rope_theta = (float)theta;
+	cfg->norm_eps = (float)eps;
+	cfg->tied_embd = tied;
+	if ((rc = parse_rope_scaling(root, cfg, err)) ||
+	    (rc = token_id(root, "bos_token_id", vocab, &cfg->bos_id, err)) ||
+	    (rc = token_id(root, "eos_token_id", vocab, &cfg->eos_id, err)))
+		goto out_free_root;
+	rc = 0;
+
+out_free_root:
+	json_free(root);
+	if (rc)
+		memset(cfg, 0, sizeof(*cfg));
+	return rc;
+}
+
+int rt_hf_permute_qk(float *w, int n_head, int head_dim, int dim, sw_err *err)
+{
+	size_t half = (size_t)head_dim / 2, row = (size_t)dim;
+	float *tmp;
+
+	if (n_head <= 0 || head_dim <= 0 || head_dim % 2 || dim <= 0)
+		return sw_errf(err, SW_EINVAL, "q/k permutation: bad shape n_head=%d head_dim=%d dim=%d",
+			       n_head, head_dim, dim);
+	tmp = malloc((size_t)head_dim * row * sizeof(*tmp));
+	if (!tmp)
+		return sw_errf(err, SW_ENOMEM, "q/k permutation: out of memory");
+	for (size_t h = 0; h < (size_t)n_head; h++) {
+		float *head = w + h * (size_t)head_dim * row;
+		memcpy(tmp, head, (size_t)head_dim * row * sizeof(*tmp));
+		/* out row (i, j) of (hd/2, 2) = in row (j, i) of (2, hd/2) */
+		for (size_t i = 0; i < half; i++)
+			for (size_t j = 0; j < 2; j++)
+				memcpy(head + (2 * i + j) * row, tmp + (j * half + i) * row,
+				       row * sizeof(*tmp));
+	}
+	free(tmp);
+	return 0;
+}
+
+static int read_config(const char *dir, rt_config *cfg, sw_err *err)
+{
+	char path[4096];
+	struct stat st;
+	char *buf;
+	FILE *fp;
+	int rc;
+
+	if (snprintf(path, sizeof(path), "%s/config.json", dir) >= (int)sizeof(path))
+		return sw_errf(err, SW_EINVAL, "%s: path too long", dir);
+	fp = fopen(path, "rb");
+	if (!fp)
+		return sw_errf(err, SW_EIO, "%s: cannot open: %m", path);
+	if (fstat(fileno(fp), &st) || st.st_size < 0 || (uint64_t)st.st_size > MAX_CONFIG_BYTES) {
+		fclose(fp);
+		return sw_errf(err, SW_EINVAL, "%s: not a regular file under %u bytes", path, MAX_CONFIG_BYTES);
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		fclose(fp);
+		return sw_errf(err, SW_ENOMEM, "%s: out of memory", path);
+	}
+	if (fread(buf, 1, (size_t)st.st_size, fp) != (size_t)st.st_size) {
+		rc = sw_errf(err, SW_EIO, "%s: read failed", path);
+	} else {
+		rc = rt_llama_config_from_hf_json(buf, (size_t)st.st_size, path, cfg, err);
+	}
+	free(buf);
+	fclose(fp);
+	return rc;
+}
+
+/* One tensor to load: where it goes and the shape it must have. */
+struct hf_slot {
+	char name[96];
+	float **dst;
+	int n_dims;
+	int64_t shape[2];
+	int permute_heads; /* > 0: q/k with this many heads */
+	size_t off;        /* in the arena, bytes */
+};
+
+static int load_slot(const safetensors_ckpt *c, const rt_config *cfg, struct hf_slot *s,
+		     sw_err *err)
+{
+	const safetensors_tensor *t;
+	const safetensors_file *f;
+	char exp[64], got[160];
+	int rc;
+
+	if ((rc = safetensors_ckpt_find(c, s->name, &t, &f, err)))
+		return rc;
+	if (s->n_dims == 1)
+		snprintf(exp, sizeof(exp), "[%" PRId64 "]", s->shape[0]);
+	else
+		snprintf(exp, sizeof(exp), "[%" PRId64 ", %" PRId64 "]", s->shape[0], s->shape[1]);
+	if (!t)
+		return sw_errf(err, SW_EINVAL, "%s: tensor \"%s\" not found (expected shape %s)",
+			       c->dir, s->name, exp);
+	bool same = t->n_dims == s->n_dims;
+	for (int d = 0; same && d < s->n_dims; d++)
+		same = t->shape[d] == s->shape[d];
+	if (!same) {
+		size_t len = 0;
+		got[len++] = '[';
+		got[len] = 0;
+		for (int d = 0; d < t->n_dims && len < sizeof(got) - 24; d++)
+			len += (size_t)snprintf(got + len, sizeof(got) - len, "%s%" PRId64, d ? ", " : "", t->shape[d]);
+		snprintf(got + len, sizeof(got) - len, "]");
+		return sw_errf(err, SW_EINVAL, "%s: tensor \"%s\": expected shape %s, found %s",
+			       f->name, s->name, exp, got);
+	}
+	safetensors_to_f32(t, *s->dst);
+	if (s->permute_heads)
+		return rt_hf_permute_qk(*s->dst, s->permute_heads, cfg->head_dim, cfg->dim, err);
+	return 0;
+}
+
+/* Biases mean a different architecture (Qwen2, ...): refuse loudly instead of
+ * silently dropping them. */
+static int check_no_bias(const safetensors_ckpt *c, sw_err *err)
+{
+	for (size_t i = 0; i < c->n_files; i++) {
+		for (size_t k = 0; k < c->files[i]->n_tensors; k++) {
+			const char *n = c->files[i]->tensors[k].name;
+			size_t l = strlen(n);
+			if (l >= 5 && !strcmp(n + l - 5, ".bias"))
+				return sw_errf(err, SW_ENOTSUP, "%s: tensor \"%.128s\": biases are not supported (Llama architecture has none)",
+					       c->files[i]->name, n);
+		}
+	}
+	return 0;
+}
+
+int rt_llama_load_hf(const char *dir, rt_config *cfg, rt_weights *w, sw_err *err)
+{
+	safetensors_ckpt *c = NULL;
+	struct hf_slot *slots = NULL;
+	rt_layer_weights *lw = NULL;
+	const safetensors_tensor *lm;
+	size_t n_slots = 0, bytes = 0;
+	int rc;
+
+	memset(w, 0, sizeof(*w));
+	if ((rc = read_config(dir, cfg, err)))
+		return rc;
+	if ((rc = safetensors_ckpt_open(dir, &c, err)))
+		return rc;
+	if ((rc = check_no_bias(c, err)))
+		goto out_free_ckpt;
+	if ((rc = safetensors_ckpt_find(c, "lm_head.weight", &lm, NULL, err)))
+		goto out_free_ckpt;
+	if (!lm)
+		cfg->tied_embd = true;
+
+	const int64_t dim = cfg->dim, ffn = cfg->ffn_dim, vocab = cfg->vocab;
+	const int64_t q_rows = (int64_t)cfg->n_heads * cfg->head_dim;
+	const int64_t kv_rows = (int64_t)cfg->n_kv_heads * cfg->head_dim;
+	size_t max_slots = 3 + 9 * (size_t)cfg->n_layers;
+
+	/* rt_weights_free releases only the arena, so the layer table lives in
+	 * it too: staged here, copied to the arena's head once it exists. */
+	lw = calloc((size_t)cfg->n_layers, sizeof(*lw));
+	slots = calloc(max_slots, sizeof(*slots));
+	if (!lw || !slots) {
+		rc = sw_errf(err, SW_ENOMEM, "%s: out of memory", dir);
+		goto out_free_weights;
+	}
+
+#define SLOT(nm, dst_, nd, s0, s1, perm) do {                              \
+		struct hf_slot *s_ = &slots[n_slots++];                            \
+		snprintf(s_->name, sizeof(s_->name), "%s", nm);                    \
+		s_->dst = (dst_);                                                   \
+		s_->n_dims = (nd);                                                  \
+		s_->shape[0] = (s0);                                                \
+		s_->shape[1] = (s1);                                                \
+		s_->permute_heads = (perm);                                         \
+	} while (0)
+
+	SLOT("model.embed_tokens.weight", &w->tok_embd, 2, vocab, dim, 0);
+	for (int l = 0; l < cfg->n_layers; l++) {
+		rt_layer_weights *L = &lw[l];
+		char nm[96];
+#define LAYER(suffix, dst_, nd, s0, s1, perm) do {                                \
+		snprintf(nm, sizeof(nm), "model.layers.%d.%s.weight", l, suffix);   \
+		SLOT(nm, dst_, nd, s0, s1, perm);                                   \
+	} while (0)
+		LAYER("input_layernorm", &L->attn_norm, 1, dim, 0, 0);
+		LAYER("self_attn.q_proj", &L->wq, 2, q_rows, dim, cfg->n_heads);
+		LAYER("self_attn.k_proj", &L->wk, 2, kv_rows, dim, cfg->n_kv_heads);
+		LAYER("self_attn.v_proj", &L->wv, 2, kv_rows, dim, 0);
+		LAYER("self_attn.o_proj", &L->wo, 2, dim, q_rows, 0);
+		LAYER("post_attention_layernorm", &L->ffn_norm, 1, dim, 0, 0);
+		LAYER("mlp.gate_proj", &L->w_gate, 2, ffn, dim, 0);
+		LAYER("mlp.up_proj", &L->w_up, 2, ffn, dim, 0);
+		LAYER("mlp.down_proj", &L->w_down, 2, dim, ffn, 0);
+#undef LAYER
+	}
+	SLOT("model.norm.weight", &w->out_norm, 1, dim, 0, 0);
+	if (!cfg->tied_embd)
+		SLOT("lm_head.weight", &w->lm_head, 2, vocab, dim, 0);
+#undef SLOT
+
+	/* Arena layout: every array 64-byte aligned. The config bounds keep each
+	 * product far below 2^63; the running sum is still checked. */
+	bytes = ((size_t)cfg->n_layers * sizeof(*lw) + 63) & ~(size_t)63;
+	for (size_t i = 0; i < n_slots; i++) {
+		uint64_t numel = (uint64_t)slots[i].shape[0] * (uint64_t)(slots[i].n_dims == 2 ? slots[i].shape[1] : 1);
+		uint64_t nb = (numel * sizeof(float) + 63) & ~(uint64_t)63;
+		if (nb > SIZE_MAX - bytes) {
+			rc = sw_errf(err, SW_ENOMEM, "%s: weights do not fit in the address space", dir);
+			goto out_free_weights;
+		}
+		slots[i].off = bytes;
+		bytes += nb;
+	}
+	if (posix_memalign(&w->arena, 64, bytes ? bytes : 64)) {
+		w->arena = NULL;
+		rc = sw_errf(err, SW_ENOMEM, "%s: cannot allocate %zu bytes for f32 weights", dir, bytes);
+		goto out_free_weights;
+	}
+	w->arena_bytes = bytes;
+	for (size_t i = 0; i < n_slots; i++)
+		*slots[i].dst = (float *)((char *)w->arena + slots[i].off);
+	for (size_t i = 0; i < n_slots; i++)
+		if ((rc = load_slot(c, cfg, &slots[i], err)))
+			goto out_free_weights;
+	if (cfg->tied_embd)
+		w->lm_head = w->tok_embd;
+	w->layers = w->arena;
+	memcpy(w->layers, lw, (size_t)cfg->n_layers * sizeof(*lw));
+	rc = 0;
+	goto out_free_slots;
+
+out_free_weights:
+	free(w->arena);
+	memset(w, 0, sizeof(*w));
+out_free_slots:
+	free(slots);
+	free(lw);
+out_free_ckpt:
+	safetensors_ckpt_free(c);
+	return rc;
+}
