@@ -27,6 +27,7 @@
 #include "formats/gguf.h"
 #include "kern_util.h"
 #include "gen/jit/nvrtc.h"
+#include "gen/render.h"
 #include "kernels/ref/ref.h"
 
 static char g_dir[256];   /* the test "engine directory": kernels.cu, kernels.ptx, cubins */
@@ -97,14 +98,16 @@ static rt_dev *must_dev(rt_dev *d, const char *what, const sw_err *err)
 static rt_dev *open_native(void)
 {
 	sw_err err = {0};
-	return must_dev(rt_dev_host_new(RT_HOST_NATIVE, src_root(), g_cache, &err), "host", &err);
+	const rt_dev_opts o = {.src_dir = src_root(), .cache_dir = g_cache};
+	return must_dev(rt_dev_host_new(RT_HOST_NATIVE, &o, &err), "host", &err);
 }
 
 static rt_dev *open_emulate(void)
 {
 	sw_err err = {0};
-	return must_dev(rt_dev_host_new(RT_HOST_EMULATE, src_root(), g_cache, &err), "host-emulate",
-	                &err);
+	const rt_dev_opts o = {.src_dir = src_root(), .cache_dir = g_cache,
+	                       .emu_compile = gen_emu_module_build};
+	return must_dev(rt_dev_host_new(RT_HOST_EMULATE, &o, &err), "host-emulate", &err);
 }
 
 static rt_dev *open_fake_cfg(const fake_cuda_cfg *cfg, const rt_cuda_cfg *ccfg, sw_err *err)
@@ -825,11 +828,12 @@ static void test_cuda_fake_lifecycle(void **state)
 	rt_dev *d = open_fake();
 	assert_int_equal(d->arch, 90);
 	assert_string_equal(d->desc, "cuda: Fake H100, sm_90");
-	/* the set-conditional kernel: NVRTC's cubin when NVRTC is there */
+	/* the set-conditional kernel: the embedded PTX, JIT-compiled by the
+	 * driver; never an NVRTC cubin, even where NVRTC loads (the runtime does
+	 * not link it) */
 	const char *const init[] = {"cuInit", "cuDeviceGetCount", "cuDeviceGet",
 	                            "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuStreamCreate",
-	                            "cuMemAlloc", "cublasLtCreate",
-	                            have_nvrtc ? "cuModuleLoadDataEx cubin" : "cuModuleLoadDataEx ptx",
+	                            "cuMemAlloc", "cublasLtCreate", "cuModuleLoadDataEx ptx",
 	                            "cuModuleGetFunction " RT_CUDA_SET_COND_ENTRY};
 	const char *miss = NULL;
 	if (!fake_cuda_has_seq(init, 10, &miss)) {
@@ -837,11 +841,24 @@ static void test_cuda_fake_lifecycle(void **state)
 		fail_msg("init: fake driver log lacks %s", miss);
 	}
 	const int n_init = fake_cuda_n_calls();
+	assert_int_equal(fake_cuda_count("cuModuleLoadDataEx cubin"), 0);
+	assert_int_equal(fake_cuda_count("cuModuleLoadDataEx ptx"), 1);
+	print_message("  set-conditional kernel from the embedded PTX (NVRTC %s here, not used)\n",
+	              have_nvrtc ? "loads" : "absent");
 	rt_op kops[K_N];
 	load_kernels(d, kops);
 	const char *const load[] = {"cuModuleLoadDataEx ptx", "cuModuleGetFunction"};
 	assert_true(fake_cuda_has_seq(load, 2, NULL));
 	assert_true(fake_cuda_find("cuModuleLoadDataEx ptx", n_init) >= n_init);
+	/* the loaded kernel serves an IF region */
+	rt_dptr p = dalloc(d, 16);
+	MUST(d->ops->graph_begin(d, &err_));
+	MUST(d->ops->graph_if_begin(d, p, &err_));
+	MUST(d->ops->graph_if_end(d, &err_));
+	rt_graph *g = NULL;
+	MUST(d->ops->graph_end(d, &g, &err_));
+	d->ops->graph_free(d, g);
+	d->ops->free(d, p);
 	rt_dev_free(d);
 	const char *const fini[] = {"cuStreamSynchronize", "cublasLtDestroy", "cuMemFree",
 	                            "cuModuleUnload", "cuModuleUnload", "cuStreamDestroy",
@@ -852,49 +869,24 @@ static void test_cuda_fake_lifecycle(void **state)
 	}
 	assert_int_equal(fake_cuda_live_allocs(), 0);
 
-	/* the embedded-PTX path for the set-conditional kernel */
-	rt_cuda_cfg cc = {.cond_src = RT_CUDA_COND_PTX};
-	d = open_fake_cfg(NULL, &cc, &err);
-	assert_non_null(d);
-	const char *const ptx[] = {"cuModuleLoadDataEx ptx", "cuModuleGetFunction " RT_CUDA_SET_COND_ENTRY};
-	assert_true(fake_cuda_has_seq(ptx, 2, NULL));
-	assert_int_equal(fake_cuda_count("cuModuleLoadDataEx cubin"), 0);
-	rt_dev_free(d);
-
-	/* a cubin the driver refuses: the PTX is tried next */
+	/* the PTX image the driver refuses: the device works, IF regions are
+	 * refused with the reason */
 	rt_cu_api cu;
 	rt_lt_api lt;
-	if (have_nvrtc) {
-		fake_cuda_reset(NULL);
-		fake_cuda_api(&cu, &lt);
-		fake_cuda_fail("cuModuleLoadDataEx", CUDA_ERROR_INVALID_IMAGE, 1);
-		d = rt_dev_cuda_new_with_api(&cu, &lt, NULL, &err);
-		assert_non_null(d);
-		const char *const fb[] = {"cuModuleLoadDataEx cubin", "cuModuleLoadDataEx ptx",
-		                          "cuModuleGetFunction " RT_CUDA_SET_COND_ENTRY};
-		assert_true(fake_cuda_has_seq(fb, 3, NULL));
-		rt_dptr p = dalloc(d, 16);
-		MUST(d->ops->graph_begin(d, &err_));
-		MUST(d->ops->graph_if_begin(d, p, &err_));
-		MUST(d->ops->graph_if_end(d, &err_));
-		rt_graph *g = NULL;
-		MUST(d->ops->graph_end(d, &g, &err_));
-		d->ops->graph_free(d, g);
-		d->ops->free(d, p);
-		rt_dev_free(d);
-	}
-	/* no image loads: the device works, IF regions are refused with the reason */
 	fake_cuda_reset(NULL);
 	fake_cuda_api(&cu, &lt);
 	fake_cuda_fail("cuModuleLoadDataEx", CUDA_ERROR_INVALID_IMAGE, 1);
-	d = rt_dev_cuda_new_with_api(&cu, &lt, &cc, &err);
+	d = rt_dev_cuda_new_with_api(&cu, &lt, NULL, &err);
 	assert_non_null(d);
-	rt_dptr p = dalloc(d, 16);
+	const char *const tried[] = {"cuModuleLoadDataEx ptx"};
+	assert_true(fake_cuda_has_seq(tried, 1, NULL));
+	assert_int_equal(fake_cuda_count("cuModuleLoadDataEx cubin"), 0);
+	p = dalloc(d, 16);
 	MUST(d->ops->graph_begin(d, &err_));
 	assert_int_equal(d->ops->graph_if_begin(d, p, &err), SW_ENOTSUP);
 	assert_non_null(strstr(err.msg, "set-conditional kernel did not load"));
 	assert_non_null(strstr(err.msg, "CUDA_ERROR_INVALID_IMAGE"));
-	rt_graph *g = NULL;
+	g = NULL;
 	MUST(d->ops->graph_end(d, &g, &err_));
 	d->ops->graph_free(d, g);
 	d->ops->free(d, p);
@@ -990,11 +982,11 @@ static void test_cond_ptx_assembles(void **state)
 static void test_open(void **state)
 {
 	sw_err err = {0};
-	rt_dev *d = rt_dev_open("bogus", &err);
+	rt_dev *d = rt_dev_open("bogus", NULL, &err);
 	assert_null(d);
 	assert_int_equal(err.code, SW_EINVAL);
 	assert_non_null(strstr(err.msg, "host-emulate"));
-	d = rt_dev_open("host", &err);
+	d = rt_dev_open("host", NULL, &err);
 	assert_non_null(d);
 	assert_string_equal(d->desc, "host (native)");
 	rt_dev_free(d);
@@ -1009,9 +1001,9 @@ static void test_open(void **state)
 	if (strncmp(err.msg, "no CUDA", 7))
 		fail_msg("unexpected message: %s", err.msg);
 	print_message("  cuda: %s\n", err.msg);
-	assert_null(rt_dev_open("cuda", &err));
+	assert_null(rt_dev_open("cuda", NULL, &err));
 	assert_int_equal(err.code, SW_ENOTSUP);
-	d = rt_dev_open("auto", &err);
+	d = rt_dev_open("auto", NULL, &err);
 	assert_non_null(d);
 	assert_string_equal(d->desc, "host (native)");
 	rt_dev_free(d);

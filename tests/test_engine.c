@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "gen/build.h"
+#include "gen/render.h"
 #include "engine_util.h"
 #include "device/device.h"
 #include "engine/engine.h"
@@ -58,7 +59,8 @@ static void build_engine(const char *spec_json, const char *dir)
 static rt_dev *open_dev(int mode)
 {
 	sw_err err = {0};
-	rt_dev *d = rt_dev_host_new(mode, NULL, cache_dir(), &err);
+	const rt_dev_opts o = {.cache_dir = cache_dir(), .emu_compile = gen_emu_module_build};
+	rt_dev *d = rt_dev_host_new(mode, &o, &err);
 	if (!d)
 		fail_msg("host backend: %s", err.msg);
 	return d;
@@ -295,7 +297,7 @@ static void test_engine_exactness(void **state)
 		rt_engine *e = rt_engine_load(dir, &err);
 		assert_non_null(e);
 		rt_dev *d = open_dev(RT_HOST_NATIVE);
-		if (rt_engine_bind(e, d, m, NULL, 1, &err))
+		if (cli_engine_bind(e, d, m, NULL, 1, &err))
 			fail_msg("%s", err.msg);
 		memset(counts, 0, sizeof(*counts) * (size_t)K);
 		int iters = 0;
@@ -342,7 +344,7 @@ static void test_tiny_stops(void **state)
 	rt_engine *e = rt_engine_load(dir, &err);
 	assert_non_null(e);
 	rt_dev *d = open_dev(RT_HOST_NATIVE);
-	if (rt_engine_bind(e, d, g_tiny, NULL, 1, &err))
+	if (cli_engine_bind(e, d, g_tiny, NULL, 1, &err))
 		fail_msg("%s", err.msg);
 	/* EOS = the reference's 10th token; the run ends at its first occurrence */
 	int k = 9;
@@ -431,12 +433,12 @@ static void test_errors(void **state)
 	assert_non_null(e);
 	rt_dev *d = open_dev(RT_HOST_NATIVE);
 	rt_model *other = tu_tiny_llama(111, 256, 2, 4, 2, 384, 8);
-	assert_int_not_equal(rt_engine_bind(e, d, other, NULL, 1, &err), 0);
+	assert_int_not_equal(cli_engine_bind(e, d, other, NULL, 1, &err), 0);
 	assert_non_null(strstr(err.msg, "n_layers"));
 	rt_model_free(other);
 	rt_engine_free(e);
 	e = rt_engine_load(dir, &err);
-	if (rt_engine_bind(e, d, g_tiny, NULL, 1, &err))
+	if (cli_engine_bind(e, d, g_tiny, NULL, 1, &err))
 		fail_msg("%s", err.msg);
 	int32_t big[200] = {0}, out[8];
 	rt_engine_stats st;

@@ -159,7 +159,9 @@ static void engine_kernels_free(engine_kernels *ek)
 static rt_dev *open_emulate(void)
 {
 	sw_err err = {0};
-	rt_dev *d = rt_dev_host_new(RT_HOST_EMULATE, src_root(), g_cache, &err);
+	const rt_dev_opts o = {.src_dir = src_root(), .cache_dir = g_cache,
+	                       .emu_compile = gen_emu_module_build};
+	rt_dev *d = rt_dev_host_new(RT_HOST_EMULATE, &o, &err);
 	if (!d)
 		fail_msg("host-emulate: %s", err.msg);
 	return d;
@@ -168,7 +170,8 @@ static rt_dev *open_emulate(void)
 static rt_dev *open_native(void)
 {
 	sw_err err = {0};
-	rt_dev *d = rt_dev_host_new(RT_HOST_NATIVE, src_root(), g_cache, &err);
+	const rt_dev_opts o = {.src_dir = src_root(), .cache_dir = g_cache};
+	rt_dev *d = rt_dev_host_new(RT_HOST_NATIVE, &o, &err);
 	if (!d)
 		fail_msg("host: %s", err.msg);
 	return d;
@@ -176,8 +179,8 @@ static rt_dev *open_native(void)
 
 /* The cuda backend over a fresh fake (one device of arch 80 or 90,
  * cuBLASLt summing in the host's order); ek's kernels registered (ek may
- * be NULL). The set-conditional kernel from the embedded PTX, so no NVRTC
- * is needed. */
+ * be NULL). The set-conditional kernel comes from the embedded PTX (the
+ * backend never runs NVRTC). */
 static rt_dev *open_fake(const engine_kernels *ek, int arch)
 {
 	rt_cu_api cu;
@@ -189,7 +192,7 @@ static rt_dev *open_fake(const engine_kernels *ek, int arch)
 	fake_cuda_api(&cu, &lt);
 	for (int i = 0; ek && i < ek->n; i++)
 		fake_cuda_register(ek->entry[i], ek->k[i]);
-	rt_cuda_cfg cc = {.ordinal = 0, .cond_src = RT_CUDA_COND_PTX};
+	rt_cuda_cfg cc = {.ordinal = 0};
 	rt_dev *d = rt_dev_cuda_new_with_api(&cu, &lt, &cc, &err);
 	if (!d)
 		fail_msg("cuda (fake driver): %s (fake: %s)", err.msg, fake_cuda_last_error());
@@ -251,7 +254,8 @@ static op_counts count_ops(const rt_engine *e, int ph0, int ph1)
 {
 	op_counts c = {0};
 	for (int ph = ph0; ph < ph1; ph++)
-		for (int i = e->phases[ph].first; i < e->phases[ph].first + e->phases[ph].n; i++) {
+		for (int i = e->ph_ops[ph].first; i < e->ph_ops[ph].first + e->ph_ops[ph].n;
+		     i++) {
 			const rt_op *o = &e->ops[i];
 			if (o->kind == RT_OP_KERNEL)
 				c.kernels++;
@@ -284,7 +288,7 @@ static int engine_launches(int from, int to)
 static void check_graph_log(const rt_engine *e, const engine_kernels *ek, int from, int to,
                             int n_prompt, const rt_engine_stats *st, bool capture)
 {
-	const int hbytes = (int)sizeof(int32_t) * (RT_ST_WORDS + e->ring);
+	const int hbytes = (int)sizeof(int32_t) * (RT_ST_WORDS + e->man->ring);
 	char dtoh[64];
 	snprintf(dtoh, sizeof(dtoh), "cuMemcpyDtoHAsync %d", hbytes);
 	assert_true(hbytes <= 4096); /* "small": the header and the ring, nothing else */
@@ -296,9 +300,9 @@ static void check_graph_log(const rt_engine *e, const engine_kernels *ek, int fr
 	EXPECT_COUNT("cuModuleLoadDataEx", from, to, 0);
 	EXPECT_COUNT("cuModuleGetFunction", from, to, 0);
 
-	const op_counts pre = count_ops(e, e->ph_prefill, e->ph_prefill + 1);
-	const op_counts it = count_ops(e, e->ph_iter_first, e->n_phases);
-	const int chunks = n_chunks(n_prompt - 1, e->chunk);
+	const op_counts pre = count_ops(e, e->man->ph_prefill, e->man->ph_prefill + 1);
+	const op_counts it = count_ops(e, e->man->ph_iter_first, e->man->n_phases);
+	const int chunks = n_chunks(n_prompt - 1, e->man->chunk);
 	int after; /* first entry after the capture (or after the prefill) */
 
 	if (capture) {
@@ -364,7 +368,7 @@ static void check_graph_log(const rt_engine *e, const engine_kernels *ek, int fr
 static void check_eager_log(const rt_engine *e, const engine_kernels *ek, int from, int to,
                             int n_prompt, const rt_engine_stats *st)
 {
-	const int hbytes = (int)sizeof(int32_t) * (RT_ST_WORDS + e->ring);
+	const int hbytes = (int)sizeof(int32_t) * (RT_ST_WORDS + e->man->ring);
 	char dtoh[64];
 	snprintf(dtoh, sizeof(dtoh), "cuMemcpyDtoHAsync %d", hbytes);
 	EXPECT_COUNT("cuStreamBeginCapture", from, to, 0);
@@ -378,9 +382,9 @@ static void check_eager_log(const rt_engine *e, const engine_kernels *ek, int fr
 	EXPECT_COUNT(dtoh, from, to, st->n_iters);
 	EXPECT_COUNT("cuMemcpyDtoHAsync 4", from, to, st->n_iters * ek->n_gated);
 	EXPECT_COUNT("cuMemcpyDtoHAsync", from, to, st->n_iters * (1 + ek->n_gated));
-	const op_counts pre = count_ops(e, e->ph_prefill, e->ph_prefill + 1);
-	const op_counts it = count_ops(e, e->ph_iter_first, e->n_phases);
-	const int chunks = n_chunks(n_prompt - 1, e->chunk);
+	const op_counts pre = count_ops(e, e->man->ph_prefill, e->man->ph_prefill + 1);
+	const op_counts it = count_ops(e, e->man->ph_iter_first, e->man->n_phases);
+	const int chunks = n_chunks(n_prompt - 1, e->man->chunk);
 	const int got = engine_launches(from, to), base = chunks * pre.kernels;
 	if (!ek->n_gated) {
 		if (got != base + st->n_iters * it.kernels)
@@ -390,7 +394,7 @@ static void check_eager_log(const rt_engine *e, const engine_kernels *ek, int fr
 	} else {
 		/* gated levels run or not: between the ungated ops and all of them */
 		op_counts ungated = {0};
-		for (int ph = e->ph_iter_first; ph < e->n_phases; ph++)
+		for (int ph = e->man->ph_iter_first; ph < e->man->n_phases; ph++)
 			if (!ek->gated[ph]) {
 				op_counts c = count_ops(e, ph, ph + 1);
 				ungated.kernels += c.kernels;
@@ -508,7 +512,7 @@ static int run_case(const ecase *c)
 	 * stand-in PTX), every kernel op's function, the pinned state buffer */
 	EXPECT_COUNT("cuModuleLoadDataEx", m_open, m_bind, 1);
 	EXPECT_COUNT(nvrtc ? "cuModuleLoadDataEx cubin" : "cuModuleLoadDataEx ptx", m_open, m_bind, 1);
-	EXPECT_COUNT("cuModuleGetFunction", m_open, m_bind, count_ops(e, 0, e->n_phases).kernels);
+	EXPECT_COUNT("cuModuleGetFunction", m_open, m_bind, count_ops(e, 0, e->man->n_phases).kernels);
 	EXPECT_COUNT("cuMemHostAlloc", m_open, m_bind, 1);
 	for (int i = 0; i < ek.n; i++) {
 		char pat[260];
@@ -595,7 +599,7 @@ static void test_gemm_bit_identical(void **state)
 		sw_err err = {0};
 		fake_cuda_reset(&cfg);
 		fake_cuda_api(&cu, &lt);
-		rt_cuda_cfg cc = {.cond_src = RT_CUDA_COND_PTX};
+		rt_cuda_cfg cc = {.ordinal = 0};
 		rt_dev *d = rt_dev_cuda_new_with_api(&cu, &lt, &cc, &err);
 		if (!d)
 			fail_msg("%s", err.msg);

@@ -10,6 +10,7 @@
 
 #include "model/ctx.h"
 #include "decode/chain.h"
+#include "engine/engine.h"
 #include "formats/tokenizer.h"
 
 typedef struct cli_opts {
@@ -57,6 +58,15 @@ int cli_cut_prompts(const char *text, size_t len, int n, char **out);
 double cli_median(double *v, int n);
 /* `specwright bench ENGINE_DIR` (engine_cli.c). */
 int cli_engine_bench(cli_opts *o);
+
+/* The engine's weight source over a loaded Llama model (engine_cli.c): w
+ * points into m, which must outlive it. role ("target", "draft") names it in
+ * messages. */
+int cli_engine_weights(rt_engine_weights *w, const rt_model *m, const char *role, sw_err *err);
+/* rt_engine_bind with loaded models (draft NULL unless the engine drafts
+ * with a separate model). */
+int cli_engine_bind(rt_engine *e, rt_dev *dev, const rt_model *target, const rt_model *draft,
+                    uint64_t seed, sw_err *err);
 
 /* Whether path is an engine directory (holds engine.json). */
 bool cli_is_engine_dir(const char *path);

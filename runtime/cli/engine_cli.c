@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "engine/engine.h"
+#include "gen/render.h"
 #include "kernels/engine_state.h"
 #include "core/fileio.h"
 
@@ -19,6 +20,81 @@ bool cli_is_engine_dir(const char *path)
 	struct stat st;
 	snprintf(p, sizeof(p), "%s/engine.json", path);
 	return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(p, &st) == 0;
+}
+
+/* --- the engine's weights from a loaded model ------------------------------ */
+
+static int model_weight(void *user, const char *field, int l, const float **data, size_t *n,
+                        sw_err *err)
+{
+	const rt_model *m = user;
+	const rt_config *c = &m->cfg;
+	const size_t D = (size_t)c->dim, F = (size_t)c->ffn_dim,
+	             qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+	if (l >= c->n_layers)
+		return sw_errf(err, SW_EINVAL, "%s: weight %s: layer %d of %d", m->name, field, l,
+		               c->n_layers);
+	const rt_layer_weights *L = l >= 0 ? &m->w.layers[l] : NULL;
+	const struct {
+		const char *name;
+		const float *p;
+		size_t n;
+	} t[] = {
+		{"tok_embd", m->w.tok_embd, (size_t)c->vocab * D},
+		{"out_norm", m->w.out_norm, D},
+		{"lm_head", m->w.lm_head, (size_t)c->vocab * D},
+		{"inv_freq", m->inv_freq, (size_t)c->head_dim / 2},
+		{"attn_norm", L ? L->attn_norm : NULL, D},
+		{"ffn_norm", L ? L->ffn_norm : NULL, D},
+		{"wq", L ? L->wq : NULL, qd * D},
+		{"wk", L ? L->wk : NULL, kvd * D},
+		{"wv", L ? L->wv : NULL, kvd * D},
+		{"wo", L ? L->wo : NULL, D * qd},
+		{"w_gate", L ? L->w_gate : NULL, F * D},
+		{"w_up", L ? L->w_up : NULL, F * D},
+		{"w_down", L ? L->w_down : NULL, D * F},
+	};
+	/* an unknown field or a layered one asked without its layer gives NULL:
+	 * bind reports the buffer that has no source */
+	*data = NULL;
+	*n = 0;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (!strcmp(t[i].name, field)) {
+			*data = t[i].p;
+			*n = t[i].n;
+		}
+	return 0;
+}
+
+int cli_engine_weights(rt_engine_weights *w, const rt_model *m, const char *role, sw_err *err)
+{
+	const rt_config *c = &m->cfg;
+	if (m->kind != RT_MODEL_LLAMA)
+		return sw_errf(err, SW_EINVAL, "%s: the %s must be a Llama-architecture model", m->name,
+		               role);
+	memset(w, 0, sizeof(*w));
+	w->name = m->name;
+	w->shape = (rt_engine_shape){
+		.n_layers = c->n_layers, .dim = c->dim, .n_heads = c->n_heads,
+		.n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim, .ffn_dim = c->ffn_dim,
+		.vocab = c->vocab, .rope_theta = c->rope_theta, .norm_eps = c->norm_eps,
+		.tied_embd = c->tied_embd,
+	};
+	w->get = model_weight;
+	w->user = (void *)m;
+	return 0;
+}
+
+int cli_engine_bind(rt_engine *e, rt_dev *dev, const rt_model *target, const rt_model *draft,
+                    uint64_t seed, sw_err *err)
+{
+	rt_engine_weights tw, dw;
+	int rc;
+	if ((rc = cli_engine_weights(&tw, target, "target", err)))
+		return rc;
+	if (draft && (rc = cli_engine_weights(&dw, draft, "draft", err)))
+		return rc;
+	return rt_engine_bind(e, dev, &tw, draft ? &dw : NULL, seed, err);
 }
 
 static double now_s(void)
@@ -74,27 +150,29 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 	memset(j, 0, sizeof(*j));
 	if (!(j->e = rt_engine_load(dir, err)))
 		return SW_EINVAL;
-	const char *mpath = o->model_override ? o->model_override : j->e->target_path;
+	const char *mpath = o->model_override ? o->model_override : j->e->man->target_path;
 	if (!mpath[0])
 		return sw_errf(err, SW_EINVAL, "%s/engine.json: built from a shape, not a weights file: "
 		               "give the weights with --model PATH", dir);
 	cli_opts so = *o;
 	so.model = mpath;
-	if (so.ctx > j->e->max_ctx)
-		so.ctx = j->e->max_ctx;
+	if (so.ctx > j->e->man->max_ctx)
+		so.ctx = j->e->man->max_ctx;
 	if (cli_session_open(&j->s, &so, err))
 		return sw_err_prefix(err, "engine %s: target", dir);
-	if (j->e->draft_kind == RT_ENGINE_DRAFT_MODEL) {
-		const char *dp = o->draft_model ? o->draft_model : j->e->draft_path;
+	if (j->e->man->draft_kind == RT_ENGINE_DRAFT_MODEL) {
+		const char *dp = o->draft_model ? o->draft_model : j->e->man->draft_path;
 		if (!dp[0])
 			return sw_errf(err, SW_EINVAL, "%s: the engine drafts with a separate model: give "
 			               "it with --draft-model PATH", dir);
 		if (!(j->draft = rt_model_load(dp, err)))
 			return SW_EINVAL;
 	}
-	if (!(j->dev = rt_dev_open(o->backend ? o->backend : "auto", err)))
+	/* the CLI links the generator: host-emulate compiles with it */
+	const rt_dev_opts dopts = {.emu_compile = gen_emu_module_build};
+	if (!(j->dev = rt_dev_open(o->backend ? o->backend : "auto", &dopts, err)))
 		return SW_EINVAL;
-	if (rt_engine_bind(j->e, j->dev, j->s.target, j->draft, o->seed, err))
+	if (cli_engine_bind(j->e, j->dev, j->s.target, j->draft, o->seed, err))
 		return SW_EINVAL;
 	char *ptext = o->prompt_file ? sw_read_file(o->prompt_file, NULL)
 	                             : strdup(o->prompt ? o->prompt : "Hello");
@@ -151,7 +229,7 @@ int cli_engine_run(cli_opts *o)
 	if (job_open(&j, o, &err))
 		goto out_err;
 	const rt_engine *e = j.e;
-	const bool greedy = e->samp.temperature <= 0.0f;
+	const bool greedy = e->man->samp.temperature <= 0.0f;
 	const int32_t eos = rt_token_eos(j.s.tok);
 	stream sm = {.tok = j.s.tok, .quiet = o->json};
 	rt_engine_run r = {.prompt = j.ids, .n_prompt = j.n_prompt, .max_new = o->max_new, .eos = eos,
@@ -183,7 +261,8 @@ int cli_engine_run(cli_opts *o)
 	const double tps = st.t_decode > 0 ? st.n_tokens / st.t_decode : 0;
 	FILE *f = o->json ? stdout : stderr;
 	if (o->json) {
-		fprintf(f, "{\"engine\": \"%s\", \"backend\": \"%s\", \"tokens\": [", e->name, j.dev->desc);
+		fprintf(f, "{\"engine\": \"%s\", \"backend\": \"%s\", \"tokens\": [", e->man->name,
+		        j.dev->desc);
 		for (int i = 0; i < n; i++)
 			fprintf(f, "%s%d", i ? ", " : "", out[i]);
 		fprintf(f, "], \"n_prompt\": %d, \"n_tokens\": %d, \"iterations\": %d, \"tau\": %.4f, "
@@ -191,7 +270,7 @@ int cli_engine_run(cli_opts *o)
 		        "\"host_overhead_us\": %.3f, \"stop\": \"%s\", \"acceptance\": [",
 		        st.n_prompt, st.n_tokens, st.n_iters, tau, tps, st.t_prefill, st.t_decode,
 		        st.t_capture, st.host_overhead_us, stops[st.stop & 3]);
-		for (int d = 0; d < e->depth && d < RT_MAX_GAMMA; d++)
+		for (int d = 0; d < e->man->depth && d < RT_ENGINE_MAX_DEPTH; d++)
 			fprintf(f, "%s%.4f", d ? ", " : "",
 			        st.pos_tried[d] ? (double)st.pos_accepted[d] / st.pos_tried[d] : 0.0);
 		fprintf(f, "]");
@@ -201,11 +280,11 @@ int cli_engine_run(cli_opts *o)
 		fprintf(f, "}\n");
 	} else {
 		fprintf(f, "engine %s on %s: %d prompt tokens, %d tokens in %d iterations (tau %.3f), "
-		        "%.2f tok/s, prefill %.3f s, graph capture %.3f s, stop: %s\n", e->name,
+		        "%.2f tok/s, prefill %.3f s, graph capture %.3f s, stop: %s\n", e->man->name,
 		        j.dev->desc, st.n_prompt, st.n_tokens, st.n_iters, tau, tps, st.t_prefill,
 		        st.t_capture, stops[st.stop & 3]);
 		fprintf(f, "acceptance by depth:");
-		for (int d = 0; d < e->depth && d < RT_MAX_GAMMA; d++)
+		for (int d = 0; d < e->man->depth && d < RT_ENGINE_MAX_DEPTH; d++)
 			fprintf(f, " %.3f", st.pos_tried[d] ? (double)st.pos_accepted[d] / st.pos_tried[d] : 0.0);
 		fprintf(f, "\nhost overhead per iteration (op execution excluded): %.2f us\n",
 		        st.host_overhead_us);
@@ -291,9 +370,9 @@ int cli_engine_bench(cli_opts *o)
 	ratio = rtps + np;
 	ovh = ratio + np;
 	const rt_engine *e = j.e;
-	const bool greedy = e->samp.temperature <= 0.0f;
+	const bool greedy = e->man->samp.temperature <= 0.0f;
 	const int32_t eos = rt_token_eos(j.s.tok);
-	uint64_t tried[RT_MAX_GAMMA] = {0}, acc[RT_MAX_GAMMA] = {0};
+	uint64_t tried[RT_ENGINE_MAX_DEPTH] = {0}, acc[RT_ENGINE_MAX_DEPTH] = {0};
 	long toks = 0, iters = 0;
 	int same = 0, used = 0;
 	for (int i = 0; i < np; i++) {
@@ -303,7 +382,7 @@ int cli_engine_bench(cli_opts *o)
 		                                 &err);
 		if (n_prompt < 0)
 			goto out_err;
-		if (n_prompt + e->n_nodes + M > e->max_ctx)
+		if (n_prompt + e->man->n_nodes + M > e->man->max_ctx)
 			continue; /* does not fit the engine's context: skipped, counted below */
 		j.ids = malloc(sizeof(*j.ids) * (size_t)n_prompt);
 		if (!j.ids) {
@@ -330,19 +409,20 @@ int cli_engine_bench(cli_opts *o)
 		same += greedy && n == n_ref && !memcmp(out, ref, sizeof(*out) * (size_t)n);
 		toks += n;
 		iters += st.n_iters;
-		for (int d = 0; d < e->depth && d < RT_MAX_GAMMA; d++) {
+		for (int d = 0; d < e->man->depth && d < RT_ENGINE_MAX_DEPTH; d++) {
 			tried[d] += st.pos_tried[d];
 			acc[d] += st.pos_accepted[d];
 		}
 	}
 	printf("### Engine %s on %s: %d of %d prompts from %s (the rest exceed max_context %d), "
-	       "%d new tokens\n\n", e->name, j.dev->desc, used, np, corpus, e->max_ctx, M);
+	       "%d new tokens\n\n", e->man->name, j.dev->desc, used, np, corpus, e->man->max_ctx, M);
 	printf("| engine | backend | median tok/s | reference tok/s | median speedup | tau | "
 	       "acceptance by depth | host overhead us/iter | greedy == reference |\n");
 	printf("|---|---|---|---|---|---|---|---|---|\n");
-	printf("| %s | %s | %.2f | %.2f | %.2fx | %.3f | ", e->name, j.dev->desc, cli_median(tps, used),
+	printf("| %s | %s | %.2f | %.2f | %.2fx | %.3f | ", e->man->name, j.dev->desc,
+	       cli_median(tps, used),
 	       cli_median(rtps, used), cli_median(ratio, used), iters ? (double)toks / iters : 0.0);
-	for (int d = 0; d < e->depth && d < 6; d++)
+	for (int d = 0; d < e->man->depth && d < 6; d++)
 		printf("%s%.3f", d ? " " : "", tried[d] ? (double)acc[d] / tried[d] : 0.0);
 	printf(" | %.2f | ", cli_median(ovh, used));
 	if (greedy)

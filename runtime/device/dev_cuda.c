@@ -13,7 +13,6 @@
 
 #include "dev_cuda_api.h"
 #include "core/fileio.h"
-#include "gen/jit/nvrtc.h"
 
 #define CUDA_MAX_IF_DEPTH 8
 #define CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
@@ -50,7 +49,6 @@ typedef struct cuda_dev {
 	CUmodule cond_mod;
 	CUfunction cond_fn;     /* sets an IF node's handle from an int32 in device memory */
 	char cond_why[700];     /* why conditionals are unavailable (cond_fn NULL) */
-	char cond_from[64];     /* "NVRTC cubin sm_90" / "embedded PTX" */
 } cuda_dev;
 
 typedef struct cuda_graph {
@@ -253,26 +251,21 @@ void rt_lt_api_unload(rt_lt_api *api)
 
 /* ---- the set-conditional kernel ---- */
 
-/* CUDA's device-side cudaGraphSetConditional (cuda_device_runtime_api.h) is
+/* The set-conditional kernel, in CUDA C, is
+ *
+ *   extern "C" __device__ void cudaGraphSetConditional(unsigned long long handle,
+ *                                                      unsigned int value);
+ *   extern "C" __global__ void sw_graph_set_cond(unsigned long long handle,
+ *                                                const int *flag)
+ *   { cudaGraphSetConditional(handle, *flag != 0 ? 1u : 0u); }
+ *
+ * CUDA's device-side cudaGraphSetConditional (cuda_device_runtime_api.h) is
  * a __cudart_builtin__: the compiled code calls an undefined function that
  * the driver binds when the module is loaded (a relocation in constant bank
- * 4), so neither -rdc nor libcudadevrt is needed, and NVRTC, which has no
- * CUDA headers, only needs the declaration. Checked with CUDA 13.0: NVRTC
- * and ptxas both leave cudaGraphSetConditional as an undefined symbol of
- * the cubin, as nvcc does for the documented samples. */
-static const char cond_cuda_src[] =
-	"/* graph_if_begin: sets an IF node's handle from an int32 in device memory */\n"
-	"extern \"C\" __device__ void cudaGraphSetConditional(unsigned long long handle,\n"
-	"                                                     unsigned int value);\n"
-	"extern \"C\" __global__ void " RT_CUDA_SET_COND_ENTRY "(unsigned long long handle,\n"
-	"                                             const int *flag)\n"
-	"{\n"
-	"\tcudaGraphSetConditional(handle, *flag != 0 ? 1u : 0u);\n"
-	"}\n";
-
-/* The same kernel as PTX (what NVRTC emits for it, at ISA 8.3, the first
- * with conditional nodes), for when NVRTC is absent or lacks the device's
- * arch: the driver JIT-compiles it for any sm_60+ device. */
+ * 4), so neither -rdc nor libcudadevrt is needed. Below is the PTX NVRTC
+ * emits for it at ISA 8.3 (the first with conditional nodes; drivers that
+ * have conditional nodes read it), embedded so the runtime needs no NVRTC:
+ * cuModuleLoadDataEx JIT-compiles it for any sm_60+ device. */
 static const char cond_ptx[] =
 	".version 8.3\n"
 	".target sm_60\n"
@@ -312,15 +305,13 @@ const char *rt_cuda_cond_ptx(void)
 	return cond_ptx;
 }
 
-/* Loads the set-conditional kernel once, at init: NVRTC's cubin for the
- * device's arch, else (no NVRTC, an arch it lacks, a driver older than the
- * cubin) the embedded PTX. Failure is not fatal: graph_if_begin then
+/* Loads the set-conditional kernel once, at init, from the embedded PTX
+ * (the driver JIT-compiles it). Failure is not fatal: graph_if_begin then
  * refuses with the reason kept in cond_why. */
-static void cond_kernel_load(cuda_dev *c, int arch, int cond_src)
+static void cond_kernel_load(cuda_dev *c)
 {
 	sw_err e = {0};
 	int ver = 0;
-	char why[2][300] = {"", ""};
 
 	if (!c->cu.cuStreamGetCaptureInfo || !c->cu.cuStreamUpdateCaptureDependencies ||
 	    !c->cu.cuStreamBeginCaptureToGraph || !c->cu.cuGraphConditionalHandleCreate ||
@@ -332,35 +323,16 @@ static void cond_kernel_load(cuda_dev *c, int arch, int cond_src)
 		         "cuStreamBeginCaptureToGraph: driver 12.3 or later)", ver / 1000, ver % 1000 / 10);
 		return;
 	}
-	void *cubin = NULL;
-	char sm[16];
-	snprintf(sm, sizeof(sm), "sm_%d", arch);
-	if (cond_src == RT_CUDA_COND_AUTO) {
-		gen_nvrtc *nv = gen_nvrtc_open(&e);
-		if (!nv || gen_nvrtc_compile(nv, "", cond_cuda_src, "sw_graph_set_cond.cu", sm, &cubin,
-		                             NULL, NULL, 0, NULL, NULL, &e))
-			snprintf(why[0], sizeof(why[0]), "NVRTC: %.280s", e.msg);
-		gen_nvrtc_close(nv);
+	int rc = CU_CHECK(c, c->cu.cuModuleLoadDataEx(&c->cond_mod, cond_ptx, 0, NULL, NULL), &e);
+	if (!rc && (rc = CU_CHECK(c, c->cu.cuModuleGetFunction(&c->cond_fn, c->cond_mod,
+	                                                       RT_CUDA_SET_COND_ENTRY), &e))) {
+		c->cu.cuModuleUnload(c->cond_mod);
+		c->cond_mod = NULL;
+		c->cond_fn = NULL;
 	}
-	const void *images[2] = {cubin, cond_ptx};
-	for (int i = 0; i < 2 && !c->cond_fn; i++) {
-		if (!images[i])
-			continue;
-		snprintf(c->cond_from, sizeof(c->cond_from), i ? "embedded PTX" : "NVRTC cubin %s", sm);
-		int rc = CU_CHECK(c, c->cu.cuModuleLoadDataEx(&c->cond_mod, images[i], 0, NULL, NULL), &e);
-		if (!rc && (rc = CU_CHECK(c, c->cu.cuModuleGetFunction(&c->cond_fn, c->cond_mod,
-		                                                       RT_CUDA_SET_COND_ENTRY), &e))) {
-			c->cu.cuModuleUnload(c->cond_mod);
-			c->cond_mod = NULL;
-			c->cond_fn = NULL;
-		}
-		if (rc)
-			snprintf(why[i], sizeof(why[i]), "%.24s: %.270s", c->cond_from, e.msg);
-	}
-	if (!c->cond_fn)
+	if (rc)
 		snprintf(c->cond_why, sizeof(c->cond_why), "the set-conditional kernel did not load "
-		         "(%s%s%s)", why[0], why[0][0] ? "; " : "", why[1]);
-	free(cubin);
+		         "(embedded PTX: %.600s)", e.msg);
 }
 
 /* ---- memory ---- */
@@ -1007,7 +979,7 @@ static int cuda_open(rt_dev *d, cuda_dev *c, const rt_cuda_cfg *cfg, sw_err *err
 	    (rc = CU_CHECK(c, c->cu.cuMemAlloc(&c->ws, CUDA_WORKSPACE_BYTES), err)) ||
 	    (rc = CUBLASLT_CHECK(c, c->lt.cublasLtCreate(&c->lth), err)))
 		return rc;
-	cond_kernel_load(c, d->arch, cfg->cond_src);
+	cond_kernel_load(c);
 	return 0;
 }
 

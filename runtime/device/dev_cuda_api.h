@@ -224,14 +224,8 @@ int rt_lt_api_load(rt_lt_api *api, sw_err *err);
 void rt_cu_api_unload(rt_cu_api *api);
 void rt_lt_api_unload(rt_lt_api *api);
 
-/* Where the kernel that sets a conditional handle from device memory comes
- * from: NVRTC (a cubin for the device's arch) with the embedded PTX as the
- * fallback, or the embedded PTX only. */
-enum rt_cuda_cond_src { RT_CUDA_COND_AUTO = 0, RT_CUDA_COND_PTX = 1 };
-
 typedef struct rt_cuda_cfg {
 	int ordinal;    /* device */
-	int cond_src;   /* enum rt_cuda_cond_src */
 } rt_cuda_cfg;
 
 /* The backend over given tables (copied; a fake's tables stay the caller's
@@ -242,7 +236,8 @@ rt_dev *rt_dev_cuda_new_with_api(const rt_cu_api *cu, const rt_lt_api *lt, const
 
 /* The entry name of the set-conditional kernel: args (handle, const int32 *flag). */
 #define RT_CUDA_SET_COND_ENTRY "sw_graph_set_cond"
-/* Its embedded PTX (the fallback when NVRTC cannot make a cubin). */
+/* Its embedded PTX: the backend loads it at init (cuModuleLoadDataEx, which
+ * JIT-compiles PTX), so the runtime needs no NVRTC. */
 const char *rt_cuda_cond_ptx(void);
 
 #endif

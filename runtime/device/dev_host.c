@@ -18,7 +18,6 @@
 #include "core/fileio.h"
 #include "formats/gguf.h"
 #include "host_ops.h"
-#include "gen/render.h"
 
 /* the cuda backend's limit too, so a graph that captures here captures there */
 #define HOST_MAX_IF_DEPTH 8
@@ -60,6 +59,7 @@ typedef struct host_graph {
 typedef struct host_dev {
 	int mode;                 /* enum rt_host_mode */
 	char src_dir[512], cache_dir[512];
+	rt_emu_compile_fn emu_compile; /* emulate mode: kernels.cu -> loaded module */
 	host_alloc *allocs;
 	int n_allocs, cap_allocs;
 	wcache_ent *wc;
@@ -319,7 +319,7 @@ static int host_load_kernels(rt_dev *d, const char *engine_dir, rt_op *ops, int 
 	snprintf(kdir, sizeof(kdir), "%s/kernels", h->src_dir);
 	/* one key for every engine: the module's hash covers the source, so
 	 * engines with different kernels get different cache entries */
-	rc = gen_emu_module_build(src, "engine-kernels", kdir, h->cache_dir, &lib, err);
+	rc = h->emu_compile(src, "engine-kernels", kdir, h->cache_dir, &lib, err);
 	free(src);
 	if (rc)
 		return sw_err_prefix(err, "%s", path);
@@ -619,10 +619,19 @@ static size_t wcache_limit(void)
 	return pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 4 : (size_t)1 << 30;
 }
 
-rt_dev *rt_dev_host_new(int mode, const char *src_dir, const char *cache_dir, sw_err *err)
+rt_dev *rt_dev_host_new(int mode, const rt_dev_opts *o, sw_err *err)
 {
+	static const rt_dev_opts none;
+	if (!o)
+		o = &none;
 	if (mode != RT_HOST_NATIVE && mode != RT_HOST_EMULATE) {
 		sw_errf(err, SW_EINVAL, "host backend: mode %d (native 0 or emulate 1)", mode);
+		return NULL;
+	}
+	if (mode == RT_HOST_EMULATE && !o->emu_compile) {
+		sw_errf(err, SW_ENOTSUP, "host-emulate: no emulator compiler (rt_dev_opts.emu_compile "
+		        "is NULL): this program links the runtime without the generator, which builds "
+		        "kernels.cu for the emulator (gen_emu_module_build); use host or cuda");
 		return NULL;
 	}
 	rt_dev *d = calloc(1, sizeof(*d));
@@ -633,11 +642,12 @@ rt_dev *rt_dev_host_new(int mode, const char *src_dir, const char *cache_dir, sw
 		sw_errf(err, SW_ENOMEM, "out of memory");
 		return NULL;
 	}
-	const char *s = src_dir ? src_dir : getenv("SW_SRC_DIR");
-	const char *c = cache_dir ? cache_dir : getenv("SPECWRIGHT_CACHE");
+	const char *s = o->src_dir ? o->src_dir : getenv("SW_SRC_DIR");
+	const char *c = o->cache_dir ? o->cache_dir : getenv("SPECWRIGHT_CACHE");
 	snprintf(h->src_dir, sizeof(h->src_dir), "%s", s && *s ? s : ".");
 	snprintf(h->cache_dir, sizeof(h->cache_dir), "%s", c && *c ? c : "build/cache");
 	h->mode = mode;
+	h->emu_compile = o->emu_compile;
 	h->wc_limit = wcache_limit();
 	d->ops = &host_ops;
 	d->impl = h;

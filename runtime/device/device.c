@@ -25,15 +25,15 @@ static int cuda_ordinal(const char *name)
 	return *end || v < 0 || v > 1024 ? -1 : (int)v;
 }
 
-rt_dev *rt_dev_open(const char *backend, sw_err *err)
+rt_dev *rt_dev_open(const char *backend, const rt_dev_opts *o, sw_err *err)
 {
 	const char *b = backend && *backend ? backend : "auto";
 	int ord;
 
 	if (!strcmp(b, "host"))
-		return rt_dev_host_new(RT_HOST_NATIVE, NULL, NULL, err);
+		return rt_dev_host_new(RT_HOST_NATIVE, o, err);
 	if (!strcmp(b, "host-emulate"))
-		return rt_dev_host_new(RT_HOST_EMULATE, NULL, NULL, err);
+		return rt_dev_host_new(RT_HOST_EMULATE, o, err);
 	if ((ord = cuda_ordinal(b)) >= 0)
 		return rt_dev_cuda_new(ord, err);
 	if (!strcmp(b, "auto")) {
@@ -48,7 +48,7 @@ rt_dev *rt_dev_open(const char *backend, sw_err *err)
 				*err = e;
 			return NULL;
 		}
-		return rt_dev_host_new(RT_HOST_NATIVE, NULL, NULL, err);
+		return rt_dev_host_new(RT_HOST_NATIVE, o, err);
 	}
 	sw_errf(err, SW_EINVAL, "backend '%s': expected auto, host, host-emulate, cuda or cuda:N", b);
 	return NULL;

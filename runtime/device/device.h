@@ -1,8 +1,9 @@
-/* The device interface: what the engine executor (runtime/engine.c) needs of
- * a machine, as a small vtable in the ggml-backend manner. Two backends:
- * `host` (runtime/dev_host.c: native kernels/ref ops, or the generated
- * kernels in the SIMT emulator) and `cuda` (runtime/dev_cuda.c: driver API
- * and cuBLASLt, both dlopen'ed). Not the op schedule (engine.h) and not the
+/* The device interface: what the engine executor (runtime/engine/engine.c)
+ * needs of a machine, as a small vtable in the ggml-backend manner. Two
+ * backends: `host` (dev_host.c: native kernels/ref ops, or the generated
+ * kernels in the SIMT emulator, compiled by a caller-given rt_emu_compile_fn)
+ * and `cuda` (dev_cuda.c: driver API and cuBLASLt, both dlopen'ed; no
+ * NVRTC: modules come from the engine's cubin or PTX). Not the op schedule (engine.h) and not the
  * kernels themselves.
  *
  * Device addresses are rt_dptr (a CUdeviceptr on cuda, a host address on
@@ -130,10 +131,24 @@ struct rt_dev {
 
 enum rt_host_mode { RT_HOST_NATIVE = 0, RT_HOST_EMULATE = 1 };
 
-/* Host backend. cache_dir: where emulate mode builds kernels.cu into a shared
- * object (NULL: $SPECWRIGHT_CACHE or build/cache); src_dir holds kernels/
- * (prelude_emu.h; NULL: $SW_SRC_DIR or "."). */
-rt_dev *rt_dev_host_new(int mode, const char *src_dir, const char *cache_dir, sw_err *err);
+/* Compiles a rendered kernel source (kernels.cu) for the SIMT emulator with
+ * -include kernels_dir/prelude_emu.h into a shared object cached under
+ * cache_dir (key names the entry) and dlopens it into *handle. The device
+ * layer does not compile: the generator's gen_emu_module_build (gen/) is
+ * this function, and the caller that links the generator passes it. */
+typedef int (*rt_emu_compile_fn)(const char *src, const char *key, const char *kernels_dir,
+                                 const char *cache_dir, void **handle, sw_err *err);
+
+/* How to open a device; NULL or zeroed fields take the defaults. */
+typedef struct rt_dev_opts {
+	const char *src_dir;      /* holds kernels/ (prelude_emu.h): NULL: $SW_SRC_DIR or "." */
+	const char *cache_dir;    /* emulate builds: NULL: $SPECWRIGHT_CACHE or build/cache */
+	rt_emu_compile_fn emu_compile; /* host-emulate's compiler; NULL: host-emulate is
+	                                * refused (host native and cuda need none) */
+} rt_dev_opts;
+
+/* Host backend, native or emulate (see rt_dev_opts). */
+rt_dev *rt_dev_host_new(int mode, const rt_dev_opts *o, sw_err *err);
 
 /* CUDA backend: dlopen("libcuda.so.1") and libcublasLt; NULL with SW_ENOTSUP
  * and a message saying what is missing when there is no driver or device. */
@@ -143,7 +158,8 @@ bool rt_dev_cuda_available(void);
 
 void rt_dev_free(rt_dev *d);
 
-/* "host", "host-emulate", "cuda", or "auto" (cuda when available, else host). */
-rt_dev *rt_dev_open(const char *backend, sw_err *err);
+/* "host", "host-emulate", "cuda", or "auto" (cuda when available, else
+ * host); o as for rt_dev_host_new (NULL: defaults, no emulator compiler). */
+rt_dev *rt_dev_open(const char *backend, const rt_dev_opts *o, sw_err *err);
 
 #endif

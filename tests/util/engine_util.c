@@ -84,7 +84,7 @@ rt_engine *eu_bind(const char *dir, rt_dev *d, const rt_model *m, uint64_t seed)
 	rt_engine *e = rt_engine_load(dir, &err);
 	if (!e)
 		fail_msg("%s", err.msg);
-	if (rt_engine_bind(e, d, m, NULL, seed, &err))
+	if (cli_engine_bind(e, d, m, NULL, seed, &err))
 		fail_msg("bind (%s): %s", d->desc, err.msg);
 	return e;
 }

@@ -14,6 +14,7 @@
 #include "model/ctx.h"
 #include "device/device.h"
 #include "engine/engine.h"
+#include "cli/cli.h"
 
 /* vocab 111 (not a power of two), dim 256, 3 layers, 4 heads, 2 KV heads
  * (head_dim 64, GQA 2), ffn 384, seed 7: test_engine.c's model. */

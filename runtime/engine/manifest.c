@@ -1,0 +1,535 @@
+/* engine.json reader and validator (manifest.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "manifest.h"
+#include "core/fileio.h"
+#include "core/json.h"
+#include "device/host_ops.h"
+#include "kernels/engine_state.h"
+
+typedef struct jctx {
+	const char *file;
+	sw_err *err;
+	int rc;
+} jctx;
+
+static int64_t jint(jctx *j, const json_value *o, const char *key, const char *path, int64_t min,
+                    int64_t max)
+{
+	int64_t v = 0;
+	if (!j->rc)
+		j->rc = json_get_int(o, key, path, min, max, &v, j->err);
+	return v;
+}
+
+static double jnum(jctx *j, const json_value *o, const char *key, const char *path)
+{
+	double v = 0;
+	if (!j->rc)
+		j->rc = json_get_number(o, key, path, -1e300, 1e300, &v, j->err);
+	return v;
+}
+
+static const char *jstr(jctx *j, const json_value *o, const char *key, const char *path)
+{
+	static const char empty[1];
+	const char *s = NULL;
+	if (j->rc || json_get_string(o, key, path, &s, j->err)) {
+		j->rc = j->rc ? j->rc : SW_EINVAL;
+		return empty;
+	}
+	return s;
+}
+
+static const json_value *jarr(jctx *j, const json_value *o, const char *key, const char *path,
+                              size_t min, size_t max)
+{
+	const json_value *a = NULL;
+	if (!j->rc)
+		j->rc = json_get_array(o, key, path, min, max, &a, j->err);
+	return j->rc ? NULL : a;
+}
+
+static const json_value *jobj(jctx *j, const json_value *o, const char *key, const char *path)
+{
+	const json_value *a = NULL;
+	if (!j->rc)
+		j->rc = json_get_object(o, key, path, &a, j->err);
+	return j->rc ? NULL : a;
+}
+
+/* An int array of exactly n entries in [min, max]. */
+static void jints(jctx *j, const json_value *o, const char *key, const char *path, int n, int min,
+                  int max, int32_t *out)
+{
+	char p[160];
+	const json_value *a = jarr(j, o, key, path, (size_t)n, (size_t)n);
+	json_path_key(p, sizeof(p), path, key);
+	for (int i = 0; a && i < n && !j->rc; i++) {
+		int64_t v;
+		char pi[192];
+		j->rc = json_as_int(a->items[i], json_path_index(pi, sizeof(pi), p, (size_t)i), min, max,
+		                    &v, j->err);
+		out[i] = (int32_t)v;
+	}
+}
+
+static void read_cfg(jctx *j, const json_value *c, const char *path, rt_engine_shape *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->n_layers = (int)jint(j, c, "n_layers", path, 1, 1024);
+	cfg->dim = (int)jint(j, c, "dim", path, 1, 1 << 20);
+	cfg->n_heads = (int)jint(j, c, "n_heads", path, 1, 1024);
+	cfg->n_kv_heads = (int)jint(j, c, "n_kv_heads", path, 1, 1024);
+	cfg->head_dim = (int)jint(j, c, "head_dim", path, 1, 1024);
+	cfg->ffn_dim = (int)jint(j, c, "ffn_dim", path, 1, 1 << 22);
+	cfg->vocab = (int)jint(j, c, "vocab", path, 1, 1 << 24);
+	cfg->rope_theta = (float)jnum(j, c, "rope_theta", path);
+	cfg->norm_eps = (float)jnum(j, c, "norm_eps", path);
+	bool tied = false;
+	if (!j->rc)
+		j->rc = json_get_bool(c, "tied_embd", path, &tied, j->err);
+	cfg->tied_embd = tied;
+}
+
+static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
+{
+	const char *P = "$.spec";
+	snprintf(e->name, sizeof(e->name), "%s", jstr(j, spec, "name", P));
+	const json_value *t = jobj(j, spec, "target", P);
+	if (t && json_get(t, "path"))
+		snprintf(e->target_path, sizeof(e->target_path), "%s", jstr(j, t, "path", "$.spec.target"));
+	const json_value *d = jobj(j, spec, "draft", P);
+	if (d) {
+		const char *m = jstr(j, d, "method", "$.spec.draft");
+		if (!strncmp(m, "ngram", 5)) {
+			e->draft_kind = RT_ENGINE_DRAFT_NGRAM;
+		} else if (!strncmp(m, "layerskip", 9)) {
+			e->draft_kind = RT_ENGINE_DRAFT_LAYERSKIP;
+			const json_value *ls = jarr(j, d, "layers", "$.spec.draft", 1, 256);
+			if (ls) {
+				e->n_skip = (int)ls->n;
+				for (int i = 0; i < e->n_skip && !j->rc; i++) {
+					int64_t v;
+					char pi[64];
+					snprintf(pi, sizeof(pi), "$.spec.draft.layers[%d]", i);
+					j->rc = json_as_int(ls->items[i], pi, 0, 1023, &v, j->err);
+					e->skip_layers[i] = (int)v;
+				}
+			}
+			e->draft_vocab = (int)jint(j, d, "vocab", "$.spec.draft", 1, 1 << 24);
+		} else {
+			e->draft_kind = RT_ENGINE_DRAFT_MODEL;
+			if (json_get(d, "path"))
+				snprintf(e->draft_path, sizeof(e->draft_path), "%s",
+				         jstr(j, d, "path", "$.spec.draft"));
+		}
+	}
+	const json_value *v = jobj(j, spec, "verify", P);
+	if (v) {
+		snprintf(e->verify, sizeof(e->verify), "%s", jstr(j, v, "method", "$.spec.verify"));
+		snprintf(e->expand, sizeof(e->expand), "%s", jstr(j, v, "expand", "$.spec.verify"));
+	}
+	const json_value *s = jobj(j, spec, "sampling", P);
+	if (s) {
+		e->samp.temperature = (float)jnum(j, s, "temperature", "$.spec.sampling");
+		e->samp.top_k = (int)jint(j, s, "top_k", "$.spec.sampling", 0, 1 << 24);
+		e->samp.top_p = (float)jnum(j, s, "top_p", "$.spec.sampling");
+	}
+	e->max_ctx = (int)jint(j, spec, "max_context", P, 2, 1 << 24);
+	e->chunk = (int)jint(j, spec, "prefill_chunk", P, 1, 1 << 16);
+	const char *dt = jstr(j, spec, "dtype", P);
+	if (!j->rc) {
+		if (!strcmp(dt, "bf16"))
+			e->dtype = RT_BF16;
+		else if (!strcmp(dt, "fp16"))
+			e->dtype = RT_FP16;
+		else
+			j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.spec.dtype: expected \"bf16\" or \"fp16\", "
+			                "found \"%s\"", j->file, dt);
+	}
+	return j->rc;
+}
+
+static int parse_shapes(rt_manifest *e, jctx *j, const json_value *sh)
+{
+	const json_value *tc = jobj(j, sh, "target", "$.shapes");
+	if (tc)
+		read_cfg(j, tc, "$.shapes.target", &e->tcfg);
+	const json_value *dc = json_get(sh, "draft");
+	if (!j->rc && dc && dc->type == JSON_OBJECT)
+		read_cfg(j, dc, "$.shapes.draft", &e->dcfg);
+	const json_value *t = jobj(j, sh, "tree", "$.shapes");
+	if (!t)
+		return j->rc;
+	const char *P = "$.shapes.tree";
+	int n = (int)jint(j, t, "nodes", P, 1, RT_ENGINE_MAX_NODES);
+	int D = (int)jint(j, t, "depth", P, 0, RT_ENGINE_MAX_NODES - 1);
+	if (j->rc)
+		return j->rc;
+	e->n_nodes = n;
+	e->depth = D;
+	int32_t *tb = e->tree_table;
+	jints(j, t, "parent", P, n, -1, n - 1, tb);
+	jints(j, t, "n_children", P, n, 0, n - 1, tb + n);
+	jints(j, t, "child_start", P, n, 0, n, tb + 2 * n);
+	jints(j, t, "child_list", P, n, 0, n - 1, tb + 3 * n);
+	jints(j, t, "node_depth", P, n, 0, D, tb + 4 * n);
+	int32_t ls[RT_ENGINE_MAX_NODES + 2];
+	jints(j, t, "level_start", P, D + 2, 0, n, ls);
+	for (int i = 0; i < D + 2; i++)
+		e->level_start[i] = ls[i];
+	/* the executor relies on BFS order (parents first, levels contiguous) */
+	for (int i = 1; !j->rc && i < n; i++)
+		if (tb[i] >= i || tb[4 * n + i] != tb[4 * n + tb[i]] + 1)
+			j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s: node %d: parent %d / depth %d is not a "
+			                "BFS tree", j->file, P, i, tb[i], tb[4 * n + i]);
+	return j->rc;
+}
+
+static int parse_buffers(rt_manifest *e, jctx *j, const json_value *root)
+{
+	const json_value *ar = jobj(j, root, "arena", "$");
+	if (ar)
+		e->arena_bytes = jint(j, ar, "bytes", "$.arena", 1, INT64_MAX);
+	const json_value *b = jarr(j, root, "buffers", "$", 1, 100000);
+	if (!b)
+		return j->rc;
+	e->bufs = calloc(b->n, sizeof(*e->bufs));
+	if (!e->bufs)
+		return j->rc = sw_errf(j->err, SW_ENOMEM, "out of memory");
+	e->n_bufs = (int)b->n;
+	for (int i = 0; i < e->n_bufs && !j->rc; i++) {
+		char p[64];
+		snprintf(p, sizeof(p), "$.buffers[%d]", i);
+		rt_engine_buf *x = &e->bufs[i];
+		const json_value *o = b->items[i];
+		snprintf(x->name, sizeof(x->name), "%s", jstr(j, o, "name", p));
+		snprintf(x->kind, sizeof(x->kind), "%s", jstr(j, o, "kind", p));
+		snprintf(x->dtype, sizeof(x->dtype), "%s", jstr(j, o, "dtype", p));
+		const json_value *s = jarr(j, o, "shape", p, 1, 4);
+		for (int d = 0; s && d < (int)s->n && !j->rc; d++) {
+			char pd[96];
+			snprintf(pd, sizeof(pd), "%s.shape[%d]", p, d);
+			j->rc = json_as_int(s->items[d], pd, 0, INT64_MAX, &x->shape[d], j->err);
+		}
+		x->rank = s ? (int)s->n : 0;
+		x->bytes = jint(j, o, "bytes", p, 0, INT64_MAX);
+		x->offset = jint(j, o, "offset", p, 0, INT64_MAX);
+		if (!j->rc && x->offset + x->bytes > e->arena_bytes)
+			j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s (%s): offset %lld + %lld bytes exceeds the "
+			                "arena (%lld bytes)", j->file, p, x->name, (long long)x->offset,
+			                (long long)x->bytes, (long long)e->arena_bytes);
+	}
+	return j->rc;
+}
+
+int rt_manifest_buf_find(const rt_manifest *e, const char *name)
+{
+	for (int i = 0; i < e->n_bufs; i++)
+		if (!strcmp(e->bufs[i].name, name))
+			return i;
+	return -1;
+}
+
+static int find_kernel(const rt_manifest *e, const char *uri)
+{
+	for (int i = 0; i < e->n_kernels; i++)
+		if (!strcmp(e->kernels[i].uri, uri))
+			return i;
+	return -1;
+}
+
+/* Whether node j is node i or one of its ancestors. */
+static bool tree_visible(const rt_manifest *e, int i, int j)
+{
+	for (int u = i; u >= 0; u = e->tree_table[u])
+		if (u == j)
+			return true;
+	return false;
+}
+
+static int parse_kernels(rt_manifest *e, jctx *j, const json_value *root)
+{
+	const json_value *ks = jarr(j, root, "kernels", "$", 0, 100000);
+	if (!ks)
+		return j->rc;
+	e->kernels = calloc(ks->n ? ks->n : 1, sizeof(*e->kernels));
+	if (!e->kernels)
+		return j->rc = sw_errf(j->err, SW_ENOMEM, "out of memory");
+	e->n_kernels = (int)ks->n;
+	for (int i = 0; i < e->n_kernels && !j->rc; i++) {
+		char p[64];
+		snprintf(p, sizeof(p), "$.kernels[%d]", i);
+		rt_kernel_info *k = &e->kernels[i];
+		const json_value *o = ks->items[i];
+		snprintf(k->uri, sizeof(k->uri), "%s", jstr(j, o, "uri", p));
+		const char *tp = jstr(j, o, "template", p);
+		const char *sl = strrchr(tp, '/');
+		snprintf(k->tmpl, sizeof(k->tmpl), "%s", sl ? sl + 1 : tp);
+		const json_value *pr = jobj(j, o, "params", p);
+		for (size_t m = 0; pr && m < pr->n; m++) {
+			const json_value *v = pr->members[m].value;
+			if (v->type != JSON_NUMBER)
+				continue; /* identifiers (TREE) are in the uri already */
+			if (k->n_params == RT_OP_MAX_PARAMS) {
+				j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.params: more than %d numbers",
+				                j->file, p, RT_OP_MAX_PARAMS);
+				break;
+			}
+			rt_kparam *q = &k->params[k->n_params++];
+			snprintf(q->name, sizeof(q->name), "%s", pr->members[m].key);
+			q->f = v->number;
+			q->i = v->is_int ? v->integer : (int64_t)v->number;
+		}
+		if (j->rc)
+			break;
+		/* tree attention with a baked mask: rebuild the rows the kernel
+		 * has as a constant table (the native backend reads them) */
+		rt_op probe = {.kinfo = k};
+		if (strstr(k->tmpl, "tree_attention") && rt_op_param_i(&probe, "MASKED", 0) == 1) {
+			const int T = (int)rt_op_param_i(&probe, "T", 0),
+			          nb = (int)rt_op_param_i(&probe, "N_BLK", 0), mw = (nb + 63) / 64;
+			if (T < 1 || nb < T || nb > e->n_nodes)
+				return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s: tree attention T %d, N_BLK "
+				                       "%d do not fit the %d-node tree", j->file, p, T, nb,
+				                       e->n_nodes);
+			k->mask = calloc((size_t)T * mw, sizeof(*k->mask));
+			if (!k->mask)
+				return j->rc = sw_errf(j->err, SW_ENOMEM, "out of memory");
+			for (int r = 0; r < T; r++)
+				for (int c = 0; c < nb; c++)
+					if (tree_visible(e, nb - T + r, c))
+						k->mask[(size_t)r * mw + c / 64] |= 1ull << (c % 64);
+		}
+	}
+	return j->rc;
+}
+
+static int parse_op(rt_manifest *e, jctx *j, const json_value *o, const char *p, rt_engine_pop *x)
+{
+	memset(x, 0, sizeof(*x));
+	x->kernel = -1;
+	snprintf(x->name, sizeof(x->name), "%s", jstr(j, o, "name", p));
+	snprintf(x->op, sizeof(x->op), "%s", jstr(j, o, "op", p));
+	const char *ex = jstr(j, o, "exec", p);
+	if (j->rc)
+		return j->rc;
+	if (!strcmp(ex, "kernel"))
+		x->exec = RT_EXEC_KERNEL;
+	else if (!strcmp(ex, "cublaslt"))
+		x->exec = RT_EXEC_CUBLASLT;
+	else if (!strcmp(ex, "memset"))
+		x->exec = RT_EXEC_MEMSET;
+	else
+		return j->rc = sw_errf(j->err, SW_ENOTSUP, "%s: %s (%s): exec \"%s\": this runtime runs "
+		                       "\"kernel\", \"cublaslt\" and \"memset\" ops (rebuild the engine with "
+		                       "this specwright)", j->file, p, x->name, ex);
+	x->repeat = (int)jint(j, o, "repeat", p, 1, 1024);
+	const json_value *ly = json_get(o, "layers");
+	if (ly && ly->type == JSON_STRING)
+		x->layers = !strcmp(ly->str, "draft") ? 2 : 1;
+	if (x->exec == RT_EXEC_KERNEL) {
+		const char *uri = jstr(j, o, "uri", p);
+		snprintf(x->entry, sizeof(x->entry), "%s", jstr(j, o, "entry", p));
+		if (!j->rc && (x->kernel = find_kernel(e, uri)) < 0)
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.uri: kernel \"%s\" is not in "
+			                       "$.kernels", j->file, p, uri);
+		int32_t g[3] = {0}, b[3] = {0};
+		jints(j, o, "grid", p, 3, 1, INT32_MAX, g);
+		jints(j, o, "block", p, 3, 1, 1024, b);
+		for (int i = 0; i < 3; i++) {
+			x->grid[i] = (unsigned)g[i];
+			x->block[i] = (unsigned)b[i];
+		}
+	} else if (x->exec == RT_EXEC_CUBLASLT) {
+		const json_value *gm = jobj(j, o, "gemm", p);
+		char pg[160];
+		snprintf(pg, sizeof(pg), "%s.gemm", p);
+		if (gm) {
+			x->m = jint(j, gm, "m", pg, 1, INT32_MAX);
+			x->n = jint(j, gm, "n", pg, 1, INT32_MAX);
+			x->k = jint(j, gm, "k", pg, 1, INT32_MAX);
+		}
+	}
+	x->est_bytes = jnum(j, o, "bytes", p);
+	x->est_flops = jnum(j, o, "flops", p);
+	if (x->exec == RT_EXEC_MEMSET)
+		x->bytes = (int64_t)x->est_bytes;
+	const json_value *as = jarr(j, o, "args", p, 0, RT_OP_MAX_ARGS);
+	for (int i = 0; as && i < (int)as->n && !j->rc; i++) {
+		char pa[128];
+		snprintf(pa, sizeof(pa), "%s.args[%d]", p, i);
+		const json_value *a = as->items[i];
+		if (json_get(a, "scalar")) {
+			const char *sc = jstr(j, a, "scalar", pa);
+			if (!j->rc && strcmp(sc, "seed"))
+				return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.scalar: expected \"seed\", "
+				                       "found \"%s\"", j->file, pa, sc);
+			x->arg_buf[i] = -1;
+		} else {
+			const char *bn = jstr(j, a, "buf", pa);
+			x->arg_off[i] = jint(j, a, "offset", pa, 0, INT64_MAX);
+			if (!j->rc && (x->arg_buf[i] = rt_manifest_buf_find(e, bn)) < 0)
+				return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.buf: no buffer \"%s\"", j->file,
+				                       pa, bn);
+			if (!j->rc && x->arg_off[i] > e->bufs[x->arg_buf[i]].bytes)
+				return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.offset: %lld is past buffer %s "
+				                       "(%lld bytes)", j->file, pa, (long long)x->arg_off[i],
+				                       bn, (long long)e->bufs[x->arg_buf[i]].bytes);
+		}
+	}
+	x->n_args = as ? (int)as->n : 0;
+	return j->rc;
+}
+
+static int parse_phases(rt_manifest *e, jctx *j, const json_value *root)
+{
+	const json_value *ph = jarr(j, root, "phases", "$", 1, RT_ENGINE_MAX_PHASES);
+	if (!ph)
+		return j->rc;
+	int total = 0;
+	for (size_t i = 0; i < ph->n; i++) {
+		const json_value *ops = json_get(ph->items[i], "ops");
+		total += ops && ops->type == JSON_ARRAY ? (int)ops->n : 0;
+	}
+	e->ops = calloc(total ? (size_t)total : 1, sizeof(*e->ops));
+	if (!e->ops)
+		return j->rc = sw_errf(j->err, SW_ENOMEM, "out of memory");
+	e->n_phases = (int)ph->n;
+	e->ph_prefill = e->ph_iter_first = -1;
+	for (int i = 0; i < e->n_phases && !j->rc; i++) {
+		char p[64];
+		snprintf(p, sizeof(p), "$.phases[%d]", i);
+		rt_engine_phase *P = &e->phases[i];
+		snprintf(P->name, sizeof(P->name), "%s", jstr(j, ph->items[i], "name", p));
+		P->rows = (int)jint(j, ph->items[i], "rows", p, 0, 1 << 20);
+		P->gate_buf = -1;
+		const json_value *g = json_get(ph->items[i], "if");
+		if (g && !j->rc) {
+			char pg[96];
+			snprintf(pg, sizeof(pg), "%s.if", p);
+			const char *bn = jstr(j, g, "buf", pg);
+			P->gate_word = (int)jint(j, g, "word", pg, 0, 1 << 20);
+			if (!j->rc && ((P->gate_buf = rt_manifest_buf_find(e, bn)) < 0 ||
+			               4 * (int64_t)(P->gate_word + 1) > e->bufs[P->gate_buf].bytes))
+				j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s: word %d of buffer \"%s\" does not "
+				                "exist", j->file, pg, P->gate_word, bn);
+		}
+		const json_value *ops = jarr(j, ph->items[i], "ops", p, 0, 100000);
+		P->first = e->n_ops;
+		for (int k = 0; ops && k < (int)ops->n && !j->rc; k++) {
+			char po[96];
+			snprintf(po, sizeof(po), "%s.ops[%d]", p, k);
+			parse_op(e, j, ops->items[k], po, &e->ops[e->n_ops++]);
+		}
+		P->n = e->n_ops - P->first;
+		if (!strcmp(P->name, "prefill"))
+			e->ph_prefill = i;
+		else if (e->ph_iter_first < 0)
+			e->ph_iter_first = i;
+	}
+	if (!j->rc && (e->ph_prefill != 0 || e->ph_iter_first != 1))
+		j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.phases: expected \"prefill\" first and the "
+		                "iteration's phases after it", j->file);
+	return j->rc;
+}
+
+rt_manifest *rt_manifest_load(const char *dir, sw_err *err)
+{
+	char path[1100];
+	size_t len = 0;
+	snprintf(path, sizeof(path), "%s/engine.json", dir);
+	char *text = sw_read_file(path, &len);
+	if (!text) {
+		sw_errf(err, SW_EIO, "%s: cannot read (is %s an engine directory from `specwright "
+		        "build`?)", path, dir);
+		return NULL;
+	}
+	rt_manifest *e = rt_manifest_parse(dir, text, len, err);
+	free(text);
+	return e;
+}
+
+rt_manifest *rt_manifest_parse(const char *dir, const char *text, size_t len, sw_err *err)
+{
+	char path[1100];
+	snprintf(path, sizeof(path), "%s/engine.json", dir);
+	json_value *root = json_parse(text, len, path, err);
+	if (!root)
+		return NULL;
+	rt_manifest *e = calloc(1, sizeof(*e));
+	if (!e) {
+		json_free(root);
+		sw_errf(err, SW_ENOMEM, "out of memory");
+		return NULL;
+	}
+	snprintf(e->dir, sizeof(e->dir), "%s", dir);
+	jctx j = {.file = path, .err = err};
+	const char *fmt = jstr(&j, root, "format", "$");
+	if (!j.rc && strcmp(fmt, "specwright-engine/1"))
+		j.rc = sw_errf(err, SW_EINVAL, "%s: $.format: expected \"specwright-engine/1\", found "
+		               "\"%s\"", path, fmt);
+	const json_value *spec = jobj(&j, root, "spec", "$");
+	if (spec)
+		parse_spec(e, &j, spec);
+	const json_value *sh = jobj(&j, root, "shapes", "$");
+	if (sh)
+		parse_shapes(e, &j, sh);
+	if (!j.rc && e->draft_kind != RT_ENGINE_DRAFT_NGRAM && !e->dcfg.n_layers)
+		j.rc = sw_errf(err, SW_EINVAL, "%s: $.shapes.draft: null, but the draft is a model",
+		               path);
+	if (!j.rc && e->draft_kind == RT_ENGINE_DRAFT_LAYERSKIP && e->n_skip != e->dcfg.n_layers)
+		j.rc = sw_errf(err, SW_EINVAL, "%s: $.spec.draft.layers: %d layers, $.shapes.draft has "
+		               "%d", path, e->n_skip, e->dcfg.n_layers);
+	for (int i = 0; !j.rc && i < e->n_skip; i++)
+		if (e->skip_layers[i] >= e->tcfg.n_layers)
+			j.rc = sw_errf(err, SW_EINVAL, "%s: $.spec.draft.layers[%d]: %d, the target has %d "
+			               "layers", path, i, e->skip_layers[i], e->tcfg.n_layers);
+	if (!j.rc)
+		parse_buffers(e, &j, root);
+	if (!j.rc)
+		parse_kernels(e, &j, root);
+	if (!j.rc)
+		parse_phases(e, &j, root);
+	int si = j.rc ? -1 : rt_manifest_buf_find(e, "state");
+	if (!j.rc && (si < 0 || e->bufs[si].bytes < 4 * (RT_ST_WORDS + 8)))
+		j.rc = sw_errf(err, SW_EINVAL, "%s: $.buffers: no \"state\" buffer of at least %d words "
+		               "(an engine from an older specwright: rebuild it)", path, RT_ST_WORDS + 8);
+	if (!j.rc)
+		e->ring = (int)(e->bufs[si].bytes / 4 - RT_ST_WORDS);
+	json_free(root);
+	if (j.rc) {
+		rt_manifest_free(e);
+		return NULL;
+	}
+	return e;
+}
+
+void rt_manifest_free(rt_manifest *e)
+{
+	if (!e)
+		return;
+	for (int i = 0; i < e->n_kernels; i++)
+		free(e->kernels[i].mask);
+	free(e->kernels);
+	free(e->bufs);
+	free(e->ops);
+	free(e);
+}
+
+int rt_manifest_phase_find(const rt_manifest *e, const char *name)
+{
+	for (int i = 0; i < e->n_phases; i++)
+		if (!strcmp(e->phases[i].name, name))
+			return i;
+	return -1;
+}
+
+bool rt_manifest_field_layered(const char *f)
+{
+	return strcmp(f, "tok_embd") && strcmp(f, "out_norm") && strcmp(f, "lm_head") &&
+	       strcmp(f, "inv_freq");
+}

@@ -1,0 +1,113 @@
+/* engine.json, read and validated: the one interface between the generator
+ * (gen/build.c writes it) and the executor (engine.c). Every field is checked
+ * here, against its range and against the others (buffers inside the arena,
+ * args inside buffers, kernels named by ops, a BFS tree, gates on existing
+ * words); messages name the file and the JSON path. Nothing here touches a
+ * device: a manifest is plain data the executor resolves at bind time.
+ * Not the executor (engine.h) and not the planner (gen/plan.c). */
+#ifndef RT_MANIFEST_H
+#define RT_MANIFEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "device/device.h"
+
+#define RT_ENGINE_MAX_PHASES 48
+#define RT_ENGINE_MAX_NODES 256
+
+/* A Llama model's shapes as engine.json states them ($.shapes.target,
+ * $.shapes.draft); a weight source states its own the same way (engine.h). */
+typedef struct rt_engine_shape {
+	int n_layers, dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab;
+	float rope_theta, norm_eps;
+	bool tied_embd;            /* lm_head is tok_embd */
+} rt_engine_shape;
+
+/* Sampling the engine was built for (its kernels bake it in). */
+typedef struct rt_engine_sampling {
+	float temperature;         /* <= 0: greedy */
+	int top_k;                 /* <= 0: off */
+	float top_p;               /* >= 1: off */
+} rt_engine_sampling;
+
+typedef struct rt_engine_buf {
+	char name[48];
+	char kind[16];      /* weight, kv, activation, state, const */
+	char dtype[8];      /* bf16 fp16 f32 i32 u64 */
+	int rank;
+	int64_t shape[4];
+	int64_t bytes, offset;
+} rt_engine_buf;
+
+typedef struct rt_engine_phase {
+	char name[32];
+	int rows;
+	int first, n;       /* planned ops [first, first + n) of rt_manifest.ops */
+	int gate_buf;       /* -1, or the phase runs only when int32 word gate_word of */
+	int gate_word;      /* buffer gate_buf is nonzero (SpecDec++ draft levels) */
+} rt_engine_phase;
+
+enum rt_draft_kind { RT_ENGINE_DRAFT_NGRAM = 0, RT_ENGINE_DRAFT_LAYERSKIP, RT_ENGINE_DRAFT_MODEL };
+enum rt_engine_exec { RT_EXEC_KERNEL = 0, RT_EXEC_CUBLASLT, RT_EXEC_MEMSET };
+
+/* A planned op as engine.json states it, before addresses exist. */
+typedef struct rt_engine_pop {
+	char name[48], op[32], entry[208];
+	int exec;                 /* enum rt_engine_exec */
+	int kernel;               /* index into kernels, or -1 */
+	unsigned grid[3], block[3];
+	int repeat;
+	int layers;               /* 0 none, 1 target, 2 draft */
+	int64_t m, n, k;
+	int64_t bytes;            /* memset: bytes zeroed (the op's "bytes") */
+	double est_bytes, est_flops; /* the planner's DRAM bytes / flops per launch */
+	int n_args;
+	int arg_buf[RT_OP_MAX_ARGS];      /* -1: scalar (the seed) */
+	int64_t arg_off[RT_OP_MAX_ARGS];
+} rt_engine_pop;
+
+typedef struct rt_manifest {
+	char dir[1024];
+	char name[128];
+	/* spec echo */
+	char target_path[1024], draft_path[1024];
+	int draft_kind;           /* enum rt_draft_kind */
+	int skip_layers[256], n_skip;
+	int draft_vocab;
+	char verify[16], expand[16];
+	rt_engine_sampling samp;
+	int max_ctx, chunk, dtype; /* dtype: enum rt_dtype */
+	/* shapes */
+	rt_engine_shape tcfg, dcfg; /* dcfg all 0 for an n-gram draft */
+	int n_nodes, depth;
+	int32_t tree_table[5 * RT_ENGINE_MAX_NODES]; /* parent, n_children, child_start, child_list, depth */
+	int level_start[RT_ENGINE_MAX_NODES + 2];
+	/* plan */
+	int n_bufs, n_kernels, n_ops, n_phases;
+	rt_engine_buf *bufs;
+	rt_kernel_info *kernels;
+	int64_t arena_bytes;
+	rt_engine_pop *ops;       /* (n_ops) planned ops, phase by phase */
+	rt_engine_phase phases[RT_ENGINE_MAX_PHASES];
+	int ph_prefill, ph_iter_first; /* phases [ph_iter_first, n_phases) form one iteration */
+	int ring;                 /* output ring entries (the state buffer past its header) */
+} rt_manifest;
+
+/* Parses and validates dir/engine.json. */
+rt_manifest *rt_manifest_load(const char *dir, sw_err *err);
+/* The same from engine.json's text in memory (dir names it in messages). */
+rt_manifest *rt_manifest_parse(const char *dir, const char *text, size_t len, sw_err *err);
+void rt_manifest_free(rt_manifest *m);
+
+/* The index of buffer / phase `name`, or -1. */
+int rt_manifest_buf_find(const rt_manifest *m, const char *name);
+int rt_manifest_phase_find(const rt_manifest *m, const char *name);
+/* Whether weight field `field` ("wq", the part of a buffer name after
+ * "target."/"draft.") has one slice per layer (not tok_embd, out_norm,
+ * lm_head, inv_freq). */
+bool rt_manifest_field_layered(const char *field);
+
+#endif
