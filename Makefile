@@ -48,7 +48,7 @@ FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
 .PHONY: all test test-build run run-host bench fuzz asan clean deps model check-reference
-all: $(BUILD)/specwright
+all: $(BUILD)/specwright $(BUILD)/libspecwright_rt.a
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

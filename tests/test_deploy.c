@@ -167,6 +167,39 @@ static void test_tiny_program(void **state)
 	}
 }
 
+/* The tiny program refuses weights that do not fit the engine, naming the
+ * field and both values, and an engine directory that is not one. */
+static void test_tiny_program_errors(void **state)
+{
+	char other[400], cmd[2000], msg[4096];
+	sw_err err = {0};
+	snprintf(other, sizeof(other), "%s/other.gguf", g_dir);
+	rt_model *m = tu_tiny_llama(EU_TINY_VOCAB, 256, 2, 4, 2, 384, 8);
+	assert_non_null(m);
+	if (rt_llama_save_gguf(m, other, GGML_T_F32, &err))
+		fail_msg("%s", err.msg);
+	rt_model_free(m);
+	static const char *const cases[][3] = {
+		{"%s/eagle25", "other.gguf", "n_layers 2, engine"}, /* built by test_tiny_program */
+		{"%s/nosuch", "tiny.gguf", "engine.json: cannot read"},
+	};
+	for (int c = 0; c < 2; c++) {
+		char d[400];
+		snprintf(d, sizeof(d), cases[c][0], g_dir);
+		snprintf(cmd, sizeof(cmd), "%s/deploy/sw_tiny_run -n 4 '%s' '%s/%s' 1 2 3 2>&1",
+		         build_dir(), d, g_dir, cases[c][1]);
+		FILE *f = popen(cmd, "r");
+		assert_non_null(f);
+		size_t n = fread(msg, 1, sizeof(msg) - 1, f);
+		msg[n] = 0;
+		int st = pclose(f);
+		print_message("  %s -> %s", cases[c][1], msg);
+		assert_int_not_equal(st, 0);
+		if (!strstr(msg, cases[c][2]))
+			fail_msg("%s: the message lacks \"%s\"", cmd, cases[c][2]);
+	}
+}
+
 /* The GGUF weight source against the model loader: the same shapes and
  * every field, bit for bit (both dequantize with formats/gguf.c), on the
  * tiny f32 model and, when present, the real Q4_1 one. */
@@ -384,6 +417,7 @@ int main(void)
 		cmocka_unit_test(test_emulate_needs_compiler),
 		cmocka_unit_test(test_gguf_source),
 		cmocka_unit_test(test_tiny_program),
+		cmocka_unit_test(test_tiny_program_errors),
 		cmocka_unit_test(test_rt_archive_symbols),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
