@@ -133,22 +133,23 @@ static int gguf_get(void *user, const char *field, int layer, const float **data
                     sw_err *err)
 {
 	static const struct {
-		const char *field, *name; /* name: "%d" for the layer */
+		const char *field, *name; /* layered: the name after "blk.N." */
+		bool layered;
 		int ne0, ne1;             /* 'D' dim, 'Q' heads*head_dim, 'K' kv heads*head_dim,
 		                           * 'F' ffn, 'V' vocab, 0 none */
 	} map[] = {
-		{"tok_embd", "token_embd.weight", 'D', 'V'},
-		{"out_norm", "output_norm.weight", 'D', 0},
-		{"lm_head", "output.weight", 'D', 'V'},
-		{"attn_norm", "blk.%d.attn_norm.weight", 'D', 0},
-		{"wq", "blk.%d.attn_q.weight", 'D', 'Q'},
-		{"wk", "blk.%d.attn_k.weight", 'D', 'K'},
-		{"wv", "blk.%d.attn_v.weight", 'D', 'K'},
-		{"wo", "blk.%d.attn_output.weight", 'Q', 'D'},
-		{"ffn_norm", "blk.%d.ffn_norm.weight", 'D', 0},
-		{"w_gate", "blk.%d.ffn_gate.weight", 'D', 'F'},
-		{"w_up", "blk.%d.ffn_up.weight", 'D', 'F'},
-		{"w_down", "blk.%d.ffn_down.weight", 'F', 'D'},
+		{"tok_embd", "token_embd.weight", false, 'D', 'V'},
+		{"out_norm", "output_norm.weight", false, 'D', 0},
+		{"lm_head", "output.weight", false, 'D', 'V'},
+		{"attn_norm", "attn_norm.weight", true, 'D', 0},
+		{"wq", "attn_q.weight", true, 'D', 'Q'},
+		{"wk", "attn_k.weight", true, 'D', 'K'},
+		{"wv", "attn_v.weight", true, 'D', 'K'},
+		{"wo", "attn_output.weight", true, 'Q', 'D'},
+		{"ffn_norm", "ffn_norm.weight", true, 'D', 0},
+		{"w_gate", "ffn_gate.weight", true, 'D', 'F'},
+		{"w_up", "ffn_up.weight", true, 'D', 'F'},
+		{"w_down", "ffn_down.weight", true, 'F', 'D'},
 	};
 	rt_engine_gguf *g = user;
 	const rt_engine_shape *s = &g->shape;
@@ -164,11 +165,14 @@ static int gguf_get(void *user, const char *field, int layer, const float **data
 		return sw_errf(err, SW_EINVAL, "%s: the engine asks for weight field \"%s\", which a "
 		               "Llama GGUF does not have", g->f->path, field);
 	char name[64];
-	const char *tn = !strcmp(field, "lm_head") && s->tied_embd ? "token_embd.weight" : map[i].name;
-	snprintf(name, sizeof(name), tn, layer);
-	if (strchr(tn, '%') && (layer < 0 || layer >= s->n_layers))
+	if (map[i].layered && (layer < 0 || layer >= s->n_layers))
 		return sw_errf(err, SW_EINVAL, "%s: weight %s: layer %d of %d", g->f->path, field, layer,
 		               s->n_layers);
+	if (map[i].layered)
+		snprintf(name, sizeof(name), "blk.%d.%s", layer, map[i].name);
+	else
+		snprintf(name, sizeof(name), "%s", !strcmp(field, "lm_head") && s->tied_embd
+		                                       ? "token_embd.weight" : map[i].name);
 	const gguf_tensor *t = gguf_tensor_find(g->f, name);
 	const uint64_t D = (uint64_t)s->dim, Q = (uint64_t)s->n_heads * s->head_dim,
 	               K = (uint64_t)s->n_kv_heads * s->head_dim, F = (uint64_t)s->ffn_dim,
