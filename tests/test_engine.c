@@ -437,6 +437,16 @@ static void test_errors(void **state)
 	assert_non_null(strstr(err.msg, "n_layers"));
 	rt_model_free(other);
 	rt_engine_free(e);
+	/* the same shapes with another norm_eps (baked into the kernels) */
+	e = rt_engine_load(dir, &err);
+	assert_non_null(e);
+	rt_engine_weights w;
+	if (cli_engine_weights(&w, g_tiny, "target", &err))
+		fail_msg("%s", err.msg);
+	w.shape.norm_eps *= 2;
+	assert_int_equal(rt_engine_bind(e, d, &w, NULL, 1, &err), SW_EINVAL);
+	assert_non_null(strstr(err.msg, "norm_eps"));
+	rt_engine_free(e);
 	e = rt_engine_load(dir, &err);
 	if (cli_engine_bind(e, d, g_tiny, NULL, 1, &err))
 		fail_msg("%s", err.msg);

@@ -101,6 +101,14 @@ static int check_model(const rt_engine *e, const rt_engine_weights *w, const rt_
 	if (c->tied_embd != want->tied_embd)
 		return sw_errf(err, SW_EINVAL, "%s: %s tied_embd %d, engine expects %d", w->name, role,
 		               c->tied_embd, want->tied_embd);
+	/* engine.json writes both with 9 significant digits (exact for a
+	 * float); the kernels bake norm_eps in, so a model that differs would
+	 * run with the wrong one */
+	if (c->norm_eps != want->norm_eps || c->rope_theta != want->rope_theta)
+		return sw_errf(err, SW_EINVAL, "%s: %s norm_eps %.9g, rope_theta %.9g; engine "
+		               "%s/engine.json expects %.9g, %.9g", w->name, role, (double)c->norm_eps,
+		               (double)c->rope_theta, e->man->dir, (double)want->norm_eps,
+		               (double)want->rope_theta);
 	return 0;
 }
 
