@@ -5,7 +5,9 @@
  * one back to the scheduler, which resolves the waits (warp exchanges first,
  * then the block barrier) or reports why it cannot. Single-threaded: one
  * global emulator state, not reentrant. */
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,30 @@
 #include "emu.h"
 
 /* ---- context switch --------------------------------------------------- */
+
+/* AddressSanitizer must be told about every stack switch
+ * (__sanitizer_start/finish_switch_fiber), or it takes the fiber stacks for
+ * a signal stack and reports overflows that are not there; a stack reused
+ * for a new fiber is unpoisoned first (frames of fibers abandoned after an
+ * error leave their redzones behind). Both are no-ops without ASan. */
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+#ifdef EMU_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define ASAN_START(save, to) __sanitizer_start_switch_fiber((save), (to)->bottom, (to)->size)
+#define ASAN_FINISH(save) __sanitizer_finish_switch_fiber((save), NULL, NULL)
+#define ASAN_UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
+#else
+#define ASAN_START(save, to) ((void)(save), (void)(to))
+#define ASAN_FINISH(save) ((void)(save))
+#define ASAN_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
 
 #if defined(__x86_64__)
 /* Saves the callee-saved registers and rsp of the running context into
@@ -38,11 +64,17 @@ void sw_emu_switch(void **from, void *to);
 
 typedef struct fctx {
 	void *sp;
+	const void *bottom; /* the stack, for ASan */
+	size_t size;
 } fctx;
 
-static void fctx_switch(fctx *from, fctx *to)
+/* dying: `from` is never resumed (a finished or failed fiber) */
+static void fctx_switch(fctx *from, fctx *to, bool dying)
 {
+	void *fake = NULL;
+	ASAN_START(dying ? NULL : &fake, to);
 	sw_emu_switch(&from->sp, to->sp);
+	ASAN_FINISH(fake);
 }
 
 /* The first switch to a new fiber pops six zero registers and "returns"
@@ -51,6 +83,9 @@ static void fctx_init(fctx *c, char *stack, size_t size, void (*entry)(void))
 {
 	uint64_t *sp = (uint64_t *)(((uintptr_t)(stack + size)) & ~(uintptr_t)15);
 
+	ASAN_UNPOISON(stack, size);
+	c->bottom = stack;
+	c->size = size;
 	*--sp = 0; /* entry's return address: entry never returns */
 	*--sp = (uint64_t)(uintptr_t)entry;
 	for (int i = 0; i < 6; i++)
@@ -62,15 +97,23 @@ static void fctx_init(fctx *c, char *stack, size_t size, void (*entry)(void))
 #include <ucontext.h>
 typedef struct fctx {
 	ucontext_t uc;
+	const void *bottom;
+	size_t size;
 } fctx;
 
-static void fctx_switch(fctx *from, fctx *to)
+static void fctx_switch(fctx *from, fctx *to, bool dying)
 {
+	void *fake = NULL;
+	ASAN_START(dying ? NULL : &fake, to);
 	swapcontext(&from->uc, &to->uc);
+	ASAN_FINISH(fake);
 }
 
 static void fctx_init(fctx *c, char *stack, size_t size, void (*entry)(void))
 {
+	ASAN_UNPOISON(stack, size);
+	c->bottom = stack;
+	c->size = size;
 	getcontext(&c->uc);
 	c->uc.uc_stack.ss_sp = stack;
 	c->uc.uc_stack.ss_size = size;
@@ -177,7 +220,7 @@ static void go(emu_thread *from, emu_thread *to)
 	E.ctx.cur = to;
 	E.ctx.tid = to->tid;
 	E.switches++;
-	fctx_switch(&from->ctx, &to->ctx);
+	fctx_switch(&from->ctx, &to->ctx, from->state == T_DONE);
 }
 
 /* The running fiber stops (it blocked, exited or failed): on to the next
@@ -193,13 +236,15 @@ static void yield(void)
 				return;
 			}
 	E.switches++;
-	fctx_switch(&t->ctx, &E.sched);
+	/* a failed fiber is never resumed either: E.err ends the block */
+	fctx_switch(&t->ctx, &E.sched, t->state == T_DONE || E.err);
 }
 
 static void fiber_main(void)
 {
 	emu_thread *t = E.ctx.cur;
 
+	ASAN_FINISH(NULL); /* the first switch into a fiber lands here, not in fctx_switch */
 	E.k->tramp(E.args);
 	t->state = T_DONE;
 	yield();
@@ -509,6 +554,21 @@ static int resolve_barrier(void)
 	return 0;
 }
 
+/* The calling thread's stack, where the scheduler runs (ASan's switch
+ * annotations need its bounds to switch back to it). */
+static void sched_stack(void)
+{
+	pthread_attr_t a;
+	void *addr = NULL;
+	size_t size = 0;
+	if (pthread_getattr_np(pthread_self(), &a) == 0) {
+		pthread_attr_getstack(&a, &addr, &size);
+		pthread_attr_destroy(&a);
+	}
+	E.sched.bottom = addr;
+	E.sched.size = size;
+}
+
 static int run_block(emu_dim3 bid, emu_dim3 block, size_t dyn)
 {
 	E.ctx.bid = bid;
@@ -549,7 +609,7 @@ static int run_block(emu_dim3 bid, emu_dim3 block, size_t dyn)
 			E.ctx.cur = &E.th[any];
 			E.ctx.tid = E.th[any].tid;
 			E.switches++;
-			fctx_switch(&E.sched, &E.th[any].ctx);
+			fctx_switch(&E.sched, &E.th[any].ctx, false);
 			if (E.err)
 				return E.err;
 			continue;
@@ -636,6 +696,7 @@ int emu_launch(const emu_kernel *k, emu_dim3 grid, emu_dim3 block, size_t dyn_sm
 	E.k = k;
 	E.args = args;
 	E.n = (int)nthreads;
+	sched_stack();
 	E.ctx.bdim = block;
 	E.ctx.gdim = grid;
 	k->bind(&E.ctx);

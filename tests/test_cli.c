@@ -134,10 +134,58 @@ static void test_run_json(void **state)
 	assert_non_null(strstr(g_out, "\"speedup\":"));
 }
 
+/* Files a user names that are not plain files never block or crash: a FIFO
+ * (open() would wait for a writer forever), a directory, a NUL in a prompt;
+ * "-f -" reads standard input; a full disk during eval --dump leaves no
+ * truncated file (RLIMIT_FSIZE stands in for a full disk: the write fails
+ * with EFBIG once the file reaches 50 KB). */
+static void test_input_files(void **state)
+{
+	char dir[256], fifo[300], nul[300], dump[300];
+	snprintf(dir, sizeof(dir), "%s/cli_inputs.%d", getenv("BUILD") ? getenv("BUILD") : "build", (int)getpid());
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	snprintf(nul, sizeof(nul), "%s/nul.txt", dir);
+	snprintf(dump, sizeof(dump), "%s/dump.bin", dir);
+	char cmd[2600];
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s && mkfifo %s && printf 'ab\\000cd' > %s && echo 'The sky is' > %s/p.txt", dir, fifo, nul, dir);
+	assert_int_equal(system(cmd), 0);
+	alarm(300); /* a blocked open() must fail this test, not hang the suite */
+	EXPECT(1, "is a FIFO, not a regular file", "generate %s -f %s -n 2", model(), fifo);
+	EXPECT(1, "is a directory, not a regular file", "generate %s -f %s -n 2", model(), dir);
+	EXPECT(1, "holds a NUL byte at offset 2", "generate %s -f %s -n 2", model(), nul);
+	EXPECT(1, "is a FIFO, not a regular file", "generate %s -n 2", fifo);
+	EXPECT(1, "cannot read the spec: Is a directory", "build %s -o %s/e", dir, dir);
+	EXPECT(0, "2 tokens", "generate %s -n 2 --no-chat -f - < %s/p.txt", model(), dir); /* stdin */
+	EXPECT(1, "empty prompt", "generate %s -n 2 --no-chat -f - < /dev/null", model());
+	char a[1024];
+	snprintf(a, sizeof(a), "eval %s -p hi -n 3 --dump %s", model(), dump);
+	const char *b = getenv("BUILD");
+	snprintf(cmd, sizeof(cmd), "sh -c 'trap \"\" XFSZ; ulimit -f 100; exec %s/specwright %s' 2>&1", b ? b : "build", a);
+	FILE *p = popen(cmd, "r");
+	size_t n = fread(g_out, 1, sizeof(g_out) - 1, p);
+	g_out[n] = 0;
+	int st = pclose(p);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 1 || !strstr(g_out, "write failed"))
+		fail_msg("eval --dump over the file size limit: status %d, output:\n%s", st, g_out);
+	assert_int_equal(access(dump, F_OK), -1); /* nothing left behind, not even the temporary */
+	snprintf(cmd, sizeof(cmd), "ls %s | grep -c tmp", dir);
+	p = popen(cmd, "r");
+	n = fread(g_out, 1, sizeof(g_out) - 1, p);
+	g_out[n] = 0;
+	pclose(p);
+	assert_int_equal(atoi(g_out), 0);
+	EXPECT(0, "", "eval %s -p hi -n 2 --dump %s", model(), dump); /* and without the limit it is written */
+	assert_int_equal(access(dump, R_OK), 0);
+	alarm(0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_usage_errors),
+		cmocka_unit_test(test_input_files),
 		cmocka_unit_test(test_bad_files),
 		cmocka_unit_test(test_bad_requests),
 		cmocka_unit_test(test_build_inspect_errors),

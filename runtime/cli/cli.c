@@ -1,5 +1,6 @@
 /* Option parsing, session set-up and stats printing for the CLI (cli.h). */
 #include "cli.h"
+#include "core/fileio.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -238,6 +239,28 @@ void cli_session_close(cli_session *s)
 	rt_tokenizer_free(s->tok);
 	rt_model_free(s->target);
 	memset(s, 0, sizeof(*s));
+}
+
+char *cli_read_prompt(const cli_opts *o, sw_err *err)
+{
+	if (!o->prompt_file) {
+		char *t = strdup(o->prompt ? o->prompt : "Hello");
+		if (!t)
+			sw_errf(err, SW_ENOMEM, "out of memory");
+		return t;
+	}
+	size_t len = 0;
+	char *t = sw_read_input(o->prompt_file, &len, err);
+	if (!t)
+		return sw_err_prefix(err, "cannot open the prompt file (-f)"), NULL;
+	const char *nul = memchr(t, 0, len);
+	if (nul) {
+		sw_errf(err, SW_EINVAL, "%s: the prompt holds a NUL byte at offset %zu (a text prompt expected)",
+		        strcmp(o->prompt_file, "-") ? o->prompt_file : "standard input", (size_t)(nul - t));
+		free(t);
+		return NULL;
+	}
+	return t;
 }
 
 int cli_encode_prompt(const cli_session *s, const char *text, bool chat, int32_t *ids, int cap, sw_err *err)

@@ -86,6 +86,10 @@ int cli_session_open(cli_session *s, const cli_opts *o, sw_err *err);
 void cli_session_close(cli_session *s);
 /* Drafter from a --draft string (NULL for "none"). */
 int cli_make_drafter(cli_session *s, const char *spec, int max_ctx, rt_drafter **out, sw_err *err);
+/* The prompt text: -p TEXT, or -f FILE ("-" for standard input; only a
+ * regular file, never blocking on a FIFO); a NUL byte is refused, not cut.
+ * malloc'ed, or NULL with err set. */
+char *cli_read_prompt(const cli_opts *o, sw_err *err);
 /* Prompt text -> ids (chat template applied when asked). */
 int cli_encode_prompt(const cli_session *s, const char *text, bool chat, int32_t *ids, int cap, sw_err *err);
 void cli_print_stats(FILE *f, const char *label, const rt_stats *st, int gamma, bool json);

@@ -174,10 +174,9 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 		return SW_EINVAL;
 	if (cli_engine_bind(j->e, j->dev, j->s.target, j->draft, o->seed, err))
 		return SW_EINVAL;
-	char *ptext = o->prompt_file ? sw_read_file(o->prompt_file, NULL)
-	                             : strdup(o->prompt ? o->prompt : "Hello");
+	char *ptext = cli_read_prompt(o, err);
 	if (!ptext)
-		return sw_errf(err, SW_EIO, "%s: cannot read the prompt file", o->prompt_file);
+		return err->code;
 	int cap = (int)strlen(ptext) + 4096;
 	j->ids = malloc(sizeof(*j->ids) * (size_t)cap);
 	if (!j->ids) {

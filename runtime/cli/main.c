@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "decode/acchead.h"
 #include "gen/build.h"
@@ -60,14 +61,6 @@ static void usage(FILE *f)
 	        "  --prompts N, --corpus FILE   bench: number of prompts and their source\n");
 }
 
-static char *read_file(const char *path, sw_err *err)
-{
-	char *t = sw_read_file(path, NULL);
-	if (!t)
-		sw_errf(err, SW_EIO, "%s: cannot open the prompt file: %s", path, strerror(errno));
-	return t;
-}
-
 struct stream {
 	const rt_tokenizer *tok;
 	rt_detok dt;
@@ -104,13 +97,8 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	}
 	if (cli_session_open(&s, o, &err))
 		goto out_err;
-	if (o->prompt_file) {
-		ptext = read_file(o->prompt_file, &err);
-		if (!ptext)
-			goto out_err;
-	} else {
-		ptext = strdup(o->prompt ? o->prompt : "Hello");
-	}
+	if (!(ptext = cli_read_prompt(o, &err)))
+		goto out_err;
 	bool chat = o->chat < 0 ? !dump : o->chat;
 	/* A token covers at least one byte, so this never truncates and an
 	 * over-long prompt gets its real token count in the error. */
@@ -205,29 +193,44 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 			                ? " (greedy outputs identical)" : "");
 	}
 	if (dump) {
-		/* eval: rerun with the logits kept: ids, then n rows of V floats. */
-		FILE *f = fopen(o->dump, "wb");
+		/* eval: rerun with the logits kept: ids, then n rows of V floats,
+		 * written to a temporary name and renamed into place, every write
+		 * checked: a full disk leaves no truncated file behind. */
+		char tmp[4200];
+		snprintf(tmp, sizeof(tmp), "%s.tmp.%d", o->dump, (int)getpid());
+		FILE *f = fopen(tmp, "wb");
 		if (!f) {
-			sw_errf(&err, SW_EIO, "%s: cannot open for writing", o->dump);
+			sw_errf(&err, SW_EIO, "%s: cannot open for writing: %s", tmp, strerror(errno));
 			goto out_err;
 		}
 		int V = s.target->cfg.vocab;
 		float *lg = malloc((size_t)V * sizeof(*lg));
 		rt_ctx_truncate(s.tctx, 0);
 		int32_t hdr[3] = { n_prompt, n, V };
-		fwrite(hdr, sizeof(hdr), 1, f);
-		fwrite(ids, sizeof(*ids), (size_t)n_prompt, f);
-		fwrite(out, sizeof(*out), (size_t)n, f);
-		int rc2 = lg ? rt_ctx_feed(s.tctx, ids, n_prompt, lg, &err) : SW_ENOMEM;
-		for (int i = 0; rc2 == 0 && i < n; i++) {
-			fwrite(lg, sizeof(*lg), (size_t)V, f);
+		bool wok = fwrite(hdr, sizeof(hdr), 1, f) == 1 &&
+		           fwrite(ids, sizeof(*ids), (size_t)n_prompt, f) == (size_t)n_prompt &&
+		           fwrite(out, sizeof(*out), (size_t)n, f) == (size_t)n;
+		int rc2 = lg ? rt_ctx_feed(s.tctx, ids, n_prompt, lg, &err) : sw_errf(&err, SW_ENOMEM, "out of memory");
+		for (int i = 0; wok && rc2 == 0 && i < n; i++) {
+			wok = fwrite(lg, sizeof(*lg), (size_t)V, f) == (size_t)V;
 			if (i + 1 < n)
 				rc2 = rt_ctx_feed(s.tctx, &out[i], 1, lg, &err);
 		}
 		free(lg);
-		if (fclose(f) || rc2) {
+		int werr = wok ? 0 : errno;
+		if (fflush(f) || fsync(fileno(f)))
+			wok = false, werr = werr ? werr : errno;
+		if (fclose(f))
+			wok = false, werr = werr ? werr : errno;
+		if (!rc2 && wok && rename(tmp, o->dump)) {
+			wok = false;
+			werr = errno;
+		}
+		if (rc2 || !wok) {
+			unlink(tmp);
 			if (!rc2)
-				sw_errf(&err, SW_EIO, "%s: write failed", o->dump);
+				sw_errf(&err, SW_EIO, "%s: write failed: %s (nothing written)", o->dump,
+				        strerror(werr ? werr : EIO));
 			goto out_err;
 		}
 	}

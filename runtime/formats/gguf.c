@@ -4,6 +4,7 @@
  * read. Not a general ggml: no compute, and quantizers only for the simple
  * round-to-nearest block formats (Q4_0, Q4_1, Q8_0) that tests need. */
 #include "gguf.h"
+#include "core/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -563,11 +564,9 @@ gguf_file *gguf_open(const char *path, sw_err *err)
 {
 	struct stat st;
 	gguf_file *f = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		sw_errf(err, SW_EIO, "%s: cannot open: %s", path, strerror(errno));
+	int fd = sw_open_regular(path, err); /* never blocks on a FIFO */
+	if (fd < 0)
 		return NULL;
-	}
 	if (fstat(fd, &st) < 0) {
 		sw_errf(err, SW_EIO, "%s: cannot stat: %s", path, strerror(errno));
 		goto out_close_fd;

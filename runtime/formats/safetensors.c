@@ -3,6 +3,7 @@
  * never written and never trusted: a hostile header gets an error naming the
  * tensor and the field, not an out-of-bounds read. */
 #include "safetensors.h"
+#include "core/fileio.h"
 
 #include <fcntl.h>
 #include <stdbool.h>
@@ -293,9 +294,9 @@ int safetensors_open(const char *path, safetensors_file **out, sw_err *err)
 	int fd, rc;
 
 	*out = NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = sw_open_regular(path, err); /* never blocks on a FIFO */
 	if (fd < 0)
-		return sw_errf(err, SW_EIO, "%s: cannot open: %m", path);
+		return fd;
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		close(fd);
 		return sw_errf(err, SW_EIO, "%s: not a regular file", path);
