@@ -22,7 +22,7 @@ TEST_FILTER  ?=
 
 INCLUDES   = -I. -Iruntime
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(WARN) $(INCLUDES)
-LDLIBS     = $(BLAS_LIBS) -lm -lpthread -ldl
+LDLIBS     = $(BLAS_LIBS) -lmicrohttpd -lm -lpthread -ldl
 
 LIB_SRC  := $(sort $(wildcard runtime/*/*.c kernels/*.c kernels/ref/*.c gen/*.c gen/*/*.c))
 LIB_SRC  := $(filter-out runtime/cli/main.c,$(LIB_SRC))
