@@ -34,7 +34,7 @@ TEST_UTIL_OBJ := $(TEST_UTIL_SRC:%.c=$(BUILD)/obj/%.o)
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
-.PHONY: all test test-build run run-host bench fuzz asan clean deps model check-reference
+.PHONY: all test test-build run run-host bench fuzz asan clean deps model check-reference serve serve-load
 all: $(BUILD)/specwright
 
 $(BUILD)/obj/%.o: %.c
@@ -87,6 +87,21 @@ bench: deps model $(BUILD)/specwright
 	$(BUILD)/specwright bench $(MODEL) --corpus $(BUILD)/bench_corpus.txt $(BENCH_ARGS)
 	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
 	$(BUILD)/specwright bench $(ENGINE_DIR) --backend $(BACKEND) --corpus $(BUILD)/bench_corpus.txt $(BENCH_ARGS)
+
+# The OpenAI-compatible server over the main job's engine (Ctrl-C stops it).
+SERVE_ARGS ?= --port 8080
+serve: deps model $(BUILD)/specwright
+	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
+	$(BUILD)/specwright serve $(ENGINE_DIR) $(SERVE_ARGS)
+
+# The serving load test at full size (the suite runs 24 requests): the openai
+# client, curl, then LOAD_REQUESTS requests from 4 clients through nginx to two
+# servers, one killed mid-load; prints TTFT p50/p99 and tokens/s.
+LOAD_REQUESTS ?= 200
+serve-load: deps model $(BUILD)/specwright
+	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
+	$(BUILD)/venv/bin/python tests/serve/clients.py --specwright $(BUILD)/specwright --engine $(ENGINE_DIR) \
+	  --model $(MODEL) --requests $(LOAD_REQUESTS) --clients 4 --servers 2
 
 # Independent check of the forward pass against llama.cpp (built from the
 # llama-cpp-python sdist); slow, so outside the suite.
