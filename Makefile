@@ -23,6 +23,7 @@ TEST_FILTER  ?=
 INCLUDES   = -I. -Iruntime
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(WARN) $(INCLUDES)
 LDLIBS     = $(BLAS_LIBS) -lm -lpthread -ldl
+HTTP_LIBS  = -lmicrohttpd   # runtime/serve only: the deployable runtime does not link it
 
 LIB_SRC  := $(sort $(wildcard runtime/*/*.c kernels/*.c kernels/ref/*.c gen/*.c gen/*/*.c))
 LIB_SRC  := $(filter-out runtime/cli/main.c,$(LIB_SRC))
@@ -47,7 +48,7 @@ TEST_UTIL_OBJ := $(TEST_UTIL_SRC:%.c=$(BUILD)/obj/%.o)
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
-.PHONY: all test test-build run run-host bench fuzz asan clean deps model check-reference
+.PHONY: all test test-build run run-host bench fuzz asan clean deps model check-reference serve serve-load
 all: $(BUILD)/specwright $(BUILD)/libspecwright_rt.a
 
 $(BUILD)/obj/%.o: %.c
@@ -68,11 +69,11 @@ $(DEPLOY_BIN): $(BUILD)/obj/tests/deploy/sw_tiny_run.o $(BUILD)/libspecwright_rt
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/specwright: $(BUILD)/obj/runtime/cli/main.o $(BUILD)/libspecwright.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(HTTP_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(TEST_UTIL_OBJ) $(BUILD)/libspecwright.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests -Itests/util -o $@ $< $(TEST_UTIL_OBJ) $(BUILD)/libspecwright.a -lcmocka $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -Itests -Itests/util -o $@ $< $(TEST_UTIL_OBJ) $(BUILD)/libspecwright.a -lcmocka $(HTTP_LIBS) $(LDLIBS)
 
 # the test helpers' objects are kept (make would delete them as intermediates)
 .SECONDARY: $(TEST_UTIL_OBJ) $(BUILD)/obj/tests/deploy/sw_tiny_run.o
@@ -113,6 +114,21 @@ bench: deps model $(BUILD)/specwright
 	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
 	$(BUILD)/specwright bench $(ENGINE_DIR) --backend $(BACKEND) --corpus $(BUILD)/bench_corpus.txt $(BENCH_ARGS)
 
+# The OpenAI-compatible server over the main job's engine (Ctrl-C stops it).
+SERVE_ARGS ?= --port 8080
+serve: deps model $(BUILD)/specwright
+	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
+	$(BUILD)/specwright serve $(ENGINE_DIR) $(SERVE_ARGS)
+
+# The serving load test at full size (the suite runs 24 requests): the openai
+# client, curl, then LOAD_REQUESTS requests from 4 clients through nginx to two
+# servers, one killed mid-load; prints TTFT p50/p99 and tokens/s.
+LOAD_REQUESTS ?= 200
+serve-load: deps model $(BUILD)/specwright
+	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
+	$(BUILD)/venv/bin/python tests/serve/clients.py --specwright $(BUILD)/specwright --engine $(ENGINE_DIR) \
+	  --model $(MODEL) --requests $(LOAD_REQUESTS) --clients 4 --servers 2
+
 # Independent check of the forward pass against llama.cpp (built from the
 # llama-cpp-python sdist); slow, so outside the suite.
 check-reference: deps model $(BUILD)/specwright
@@ -122,7 +138,7 @@ check-reference: deps model $(BUILD)/specwright
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined $(INCLUDES) -Itests/util
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRC)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(HTTP_LIBS) $(LDLIBS)
 fuzz: deps $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p tests/fuzz/corpus/$$n; \
 	  echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \

@@ -56,6 +56,9 @@ int cli_engine_profile(cli_opts *o);
  * line boundaries (malloc'ed; returns the count), and the median (sorts v). */
 int cli_cut_prompts(const char *text, size_t len, int n, char **out);
 double cli_median(double *v, int n);
+/* `specwright serve ENGINE_DIR ...` (serve_cli.c): the OpenAI-compatible
+ * HTTP server; parses its own options from argv[2..). */
+int cli_serve(int argc, char **argv);
 /* `specwright bench ENGINE_DIR` (engine_cli.c). */
 int cli_engine_bench(cli_opts *o);
 

@@ -36,7 +36,9 @@ static void usage(FILE *f)
 	        "  run       ENGINE_DIR [--backend auto|host|host-emulate|cuda] [--model GGUF] [--eager]:\n"
 	        "            a built engine: prefill, then one replayed graph per iteration; greedy\n"
 	        "            engines are checked against the host reference path\n"
-	        "  profile   ENGINE_DIR [--backend B] [-n ITERS]: per-op timings, achieved GB/s\n"	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
+	        "  profile   ENGINE_DIR [--backend B] [-n ITERS]: per-op timings, achieved GB/s\n"
+	        "  serve     ENGINE_DIR [--host H] [--port P] [--queue N] [--backend B]: OpenAI-compatible\n"
+	        "            HTTP server (completions, chat, SSE streaming, /metrics); serve --help\n"	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
 	        "options:\n"
 	        "  -p, --prompt TEXT      prompt text            -f, --prompt-file FILE\n"
 	        "  --draft SPEC           none | layerskip:N | model:PATH | ngram[:MIN:MAX] (default layerskip:8)\n"
@@ -306,6 +308,8 @@ int main(int argc, char **argv)
 	cli_opts o;
 	if (!strcmp(cmd, "build"))
 		return gen_build_main(argc, argv);
+	if (!strcmp(cmd, "serve"))
+		return cli_serve(argc, argv);
 	if (!strcmp(cmd, "inspect"))
 		return gen_inspect_main(argc, argv);
 	if (!strcmp(cmd, "profile")) {

@@ -1271,15 +1271,34 @@ int rt_detok_flush(rt_detok *d, char *out, size_t cap)
 
 int rt_chat_format(const rt_tokenizer *t, const char *user_msg, char *out, size_t cap, sw_err *err)
 {
-	int n;
+	const char *role = "user";
+	return rt_chat_format_msgs(t, &role, &user_msg, 1, out, cap, err);
+}
+
+int rt_chat_format_msgs(const rt_tokenizer *t, const char *const *roles, const char *const *contents, int n_msgs,
+                        char *out, size_t cap, sw_err *err)
+{
 	if (!t->chatml)
 		return sw_errf(err, SW_ENOTSUP, "chat: the model's chat template is not chatml (<|im_start|>); only chatml is supported");
-	if (t->chat_system)
-		n = snprintf(out, cap, "<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n",
-			     t->chat_system, user_msg);
-	else
-		n = snprintf(out, cap, "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", user_msg);
-	if (n < 0 || (size_t)n >= cap)
-		return sw_errf(err, SW_ERANGE, "chat: prompt needs %d bytes, buffer holds %zu", n, cap);
-	return n;
+	size_t n = 0;
+	int w;
+	/* the template's default system turn unless the conversation brings its own */
+	if (t->chat_system && !(n_msgs > 0 && strcmp(roles[0], "system") == 0)) {
+		w = snprintf(out, cap, "<|im_start|>system\n%s<|im_end|>\n", t->chat_system);
+		if (w < 0 || (size_t)w >= cap)
+			goto too_long;
+		n = (size_t)w;
+	}
+	for (int i = 0; i < n_msgs; i++) {
+		w = snprintf(out + n, cap - n, "<|im_start|>%s\n%s<|im_end|>\n", roles[i], contents[i]);
+		if (w < 0 || (size_t)w >= cap - n)
+			goto too_long;
+		n += (size_t)w;
+	}
+	w = snprintf(out + n, cap - n, "<|im_start|>assistant\n");
+	if (w < 0 || (size_t)w >= cap - n)
+		goto too_long;
+	return (int)(n + (size_t)w);
+too_long:
+	return sw_errf(err, SW_ERANGE, "chat: the formatted prompt does not fit %zu bytes", cap);
 }

@@ -103,6 +103,11 @@ int rt_detok_flush(rt_detok *d, char *out, size_t cap);
  * its length, SW_ERANGE if cap is too small, SW_ENOTSUP for a template that
  * is not chatml. */
 int rt_chat_format(const rt_tokenizer *t, const char *user_msg, char *out, size_t cap, sw_err *err);
+/* The same for a whole conversation: roles[i] ("system", "user",
+ * "assistant") and contents[i], then the assistant's opening. The template's
+ * default system turn comes first unless roles[0] is "system". */
+int rt_chat_format_msgs(const rt_tokenizer *t, const char *const *roles, const char *const *contents, int n_msgs,
+                        char *out, size_t cap, sw_err *err);
 
 /* Validity of UTF-8 at s[0..n): length of the sequence starting at s (1..4)
  * and its code point; 0 if s holds a valid but incomplete prefix; -k for an

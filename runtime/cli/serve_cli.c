@@ -1,0 +1,272 @@
+/* `specwright serve ENGINE_DIR`: the HTTP server (runtime/serve) over one
+ * built engine on the best backend. The engine is loaded and its graph
+ * captured (one warm-up generation) while /health says "loading"; SIGTERM or
+ * SIGINT stops it gracefully (queued requests get 503, the running one
+ * finishes) and the process exits 0. */
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "engine/engine.h"
+#include "gen/render.h"
+#include "serve/server.h"
+
+typedef struct serve_ctx {
+	cli_session s;
+	rt_engine *e;
+	rt_dev *dev;
+	int32_t *out;
+	uint64_t base_seed, n_req;
+	uint64_t cur_seed;
+	sw_serve_backend b;
+} serve_ctx;
+
+static int be_encode(void *user, const sw_req *r, int32_t *ids, int cap, sw_err *err)
+{
+	serve_ctx *c = user;
+	if (r->kind == SW_REQ_COMPLETION)
+		return rt_tokenize(c->s.tok, r->prompt, strlen(r->prompt), false, false, ids, cap, err);
+	size_t n = 4096;
+	for (int i = 0; i < r->n_msgs; i++)
+		n += strlen(r->contents[i]) + 64;
+	char *buf = malloc(n);
+	if (!buf)
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	int len = rt_chat_format_msgs(c->s.tok, (const char *const *)r->roles, (const char *const *)r->contents,
+	                              r->n_msgs, buf, n, err);
+	/* parse_special: the template's own <|im_start|> markers become their ids */
+	int rc = len < 0 ? len : rt_tokenize(c->s.tok, buf, (size_t)len, false, true, ids, cap, err);
+	free(buf);
+	return rc;
+}
+
+/* The engine bakes its sampling in: a request may restate it, not change
+ * it (run-time sampling parameters are the serving issue's next step). */
+static int be_check_sampling(void *user, const sw_req *r, const char **param, sw_err *err)
+{
+	serve_ctx *c = user;
+	const rt_engine_sampling *sp = &c->e->man->samp;
+	if (r->has_temperature && fabs(r->temperature - sp->temperature) > 1e-6) {
+		*param = "temperature";
+		return sw_errf(err, SW_ENOTSUP,
+		               "this engine was built for temperature %g%s; it cannot sample at %g (omit "
+		               "temperature, or serve an engine built for it)",
+		               sp->temperature, sp->temperature <= 0 ? " (greedy)" : "", r->temperature);
+	}
+	if (r->has_top_p && fabs(r->top_p - (sp->top_p > 0 ? sp->top_p : 1.0)) > 1e-6 && sp->temperature > 0) {
+		*param = "top_p";
+		return sw_errf(err, SW_ENOTSUP, "this engine was built for top_p %g; it cannot use %g", sp->top_p,
+		               r->top_p);
+	}
+	if (r->has_top_k && r->top_k != sp->top_k && sp->temperature > 0) {
+		*param = "top_k";
+		return sw_errf(err, SW_ENOTSUP, "this engine was built for top_k %d; it cannot use %d", sp->top_k,
+		               r->top_k);
+	}
+	return 0;
+}
+
+static int be_piece(void *user, void *state, int32_t tok, char *out, size_t cap)
+{
+	serve_ctx *c = user;
+	rt_detok *dt = state;
+	if (tok < 0)
+		return rt_detok_flush(dt, out, cap);
+	if (rt_token_is_eog(c->s.tok, tok))
+		return -1;
+	if (rt_token_type(c->s.tok, tok) == RT_TT_CONTROL)
+		return 0; /* control tokens are not text */
+	int k = rt_detok_push(dt, c->s.tok, tok, out, cap);
+	return k > 0 ? k : 0;
+}
+
+static int be_generate(void *user, const sw_req *r, const int32_t *ids, int n_ids, int max_new,
+                       sw_serve_emit emit, void *sink, sw_serve_gen *g, sw_err *err)
+{
+	serve_ctx *c = user;
+	if (c->e->man->samp.temperature > 0) { /* sampled engines: the request's seed, else a fresh one */
+		uint64_t seed = r->has_seed ? r->seed : c->base_seed + 0x9E3779B97F4A7C15ull * ++c->n_req;
+		if (seed != c->cur_seed) {
+			int rc = rt_engine_reseed(c->e, seed, err);
+			if (rc)
+				return rc;
+			c->cur_seed = seed;
+		}
+	}
+	rt_engine_run run = {.prompt = ids, .n_prompt = n_ids, .max_new = max_new, .eos = rt_token_eos(c->s.tok),
+	                     .is_eog = cli_is_eog, .eog_user = c->s.tok, .on_tokens = emit, .cb_user = sink};
+	rt_engine_stats st;
+	int n = rt_engine_generate(c->e, &run, c->out, &st, err);
+	if (n < 0)
+		return n;
+	int nodes = c->e->man->n_nodes - 1; /* draft tokens per iteration */
+	g->n_prompt = n_ids;
+	g->n_drafts = (uint64_t)st.n_iters;
+	g->n_draft_tokens = (uint64_t)st.n_iters * (uint64_t)(nodes > 0 ? nodes : 0);
+	g->n_accepted = n > st.n_iters ? (uint64_t)(n - st.n_iters) : 0;
+	g->n_pos = c->e->man->depth < SW_SERVE_MAX_POS ? c->e->man->depth : SW_SERVE_MAX_POS;
+	for (int d = 0; d < g->n_pos; d++)
+		g->accepted_by_pos[d] = st.pos_accepted[d];
+	return n;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: specwright serve ENGINE_DIR [--host 127.0.0.1] [--port 8080] [--queue 16]\n"
+	           "         [--backend auto|host|host-emulate|cuda] [--model GGUF] [--max-body BYTES]\n"
+	           "         [--default-max-tokens N] [--seed N] [--quiet]\n"
+	           "OpenAI-compatible: POST /v1/completions, POST /v1/chat/completions (stream: true for\n"
+	           "server-sent events), GET /v1/models, GET /health, GET /metrics (Prometheus).\n");
+}
+
+static int arg_int(const char *opt, const char *v, long lo, long hi, long *out)
+{
+	char *end;
+	long x = v ? strtol(v, &end, 10) : 0;
+	if (!v || !*v || *end || x < lo || x > hi) {
+		fprintf(stderr, "specwright serve: %s expects an integer in [%ld, %ld], found \"%s\"\n", opt, lo, hi,
+		        v ? v : "(nothing)");
+		return -1;
+	}
+	*out = x;
+	return 0;
+}
+
+int cli_serve(int argc, char **argv)
+{
+	sw_server_opts so = {.host = "127.0.0.1", .port = 8080, .queue = 16, .max_body = 1 << 20,
+	                     .default_max_tokens = 256, .shutdown_grace_s = 30};
+	cli_opts o = {.chat = -1, .ctx = 1 << 30, .seed = 1234, .max_new = 64};
+	const char *dir = NULL;
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		long x;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(a, "--host") && v) {
+			so.host = v, i++;
+		} else if (!strcmp(a, "--port")) {
+			if (arg_int(a, v, 0, 65535, &x))
+				return 2;
+			so.port = (int)x, i++;
+		} else if (!strcmp(a, "--queue")) {
+			if (arg_int(a, v, 0, 100000, &x))
+				return 2;
+			so.queue = (int)x, i++;
+		} else if (!strcmp(a, "--max-body")) {
+			if (arg_int(a, v, 256, 1L << 30, &x))
+				return 2;
+			so.max_body = (size_t)x, i++;
+		} else if (!strcmp(a, "--default-max-tokens")) {
+			if (arg_int(a, v, 1, 1 << 24, &x))
+				return 2;
+			so.default_max_tokens = (int)x, i++;
+		} else if (!strcmp(a, "--seed")) {
+			if (arg_int(a, v, 0, 0x7fffffffffffffffL, &x))
+				return 2;
+			o.seed = (uint64_t)x, i++;
+		} else if (!strcmp(a, "--backend") && v) {
+			o.backend = v, i++;
+		} else if (!strcmp(a, "--model") && v) {
+			o.model_override = v, i++;
+		} else if (!strcmp(a, "--quiet")) {
+			so.quiet = true;
+		} else if (a[0] != '-' && !dir) {
+			dir = a;
+		} else {
+			fprintf(stderr, "specwright serve: unknown or incomplete option \"%s\"\n", a);
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!dir || !cli_is_engine_dir(dir)) {
+		fprintf(stderr, "specwright serve: expected an engine directory (from `specwright build`), found "
+		                "\"%s\"\n",
+		        dir ? dir : "(nothing)");
+		return 2;
+	}
+	/* SIGTERM/SIGINT are taken by sigwait below: block them before any thread starts */
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	sw_err err = {0};
+	sw_server *srv = sw_server_start(&so, &err);
+	if (!srv) {
+		fprintf(stderr, "specwright serve: %s\n", err.msg);
+		return 1;
+	}
+	fprintf(stderr, "serve: listening on http://%s:%d (loading %s)\n", so.host, sw_server_port(srv), dir);
+	serve_ctx c = {0};
+	int rc = 1;
+	if (!(c.e = rt_engine_load(dir, &err)))
+		goto out;
+	o.model = o.model_override ? o.model_override : c.e->man->target_path;
+	if (!o.model[0]) {
+		sw_errf(&err, SW_EINVAL, "%s/engine.json: built from a shape, not a weights file: give the weights "
+		                         "with --model PATH", dir);
+		goto out;
+	}
+	if (c.e->man->draft_kind == RT_ENGINE_DRAFT_MODEL) {
+		sw_errf(&err, SW_ENOTSUP, "%s: serving engines with a separate draft model is not supported yet", dir);
+		goto out;
+	}
+	o.ctx = c.e->man->max_ctx;
+	if (cli_session_open(&c.s, &o, &err)) {
+		sw_err_prefix(&err, "engine %s: target", dir);
+		goto out;
+	}
+	const rt_dev_opts dopts = {.emu_compile = gen_emu_module_build};
+	if (!(c.dev = rt_dev_open(o.backend ? o.backend : "auto", &dopts, &err)) ||
+	    cli_engine_bind(c.e, c.dev, c.s.target, NULL, o.seed, &err))
+		goto out;
+	c.base_seed = c.cur_seed = o.seed;
+	if (!(c.out = malloc(sizeof(*c.out) * (size_t)(c.e->man->max_ctx + 1)))) {
+		sw_errf(&err, SW_ENOMEM, "out of memory");
+		goto out;
+	}
+	/* warm-up: one short generation captures the graph before /health says ok */
+	{
+		int32_t bos = rt_token_eos(c.s.tok) >= 0 ? 1 : 0;
+		rt_engine_run run = {.prompt = &bos, .n_prompt = 1, .max_new = 2, .eos = -1};
+		rt_engine_stats st;
+		if (rt_engine_generate(c.e, &run, c.out, &st, &err) < 0)
+			goto out;
+	}
+	snprintf(c.b.model_id, sizeof(c.b.model_id), "%s", c.e->man->name);
+	c.b.user = &c;
+	c.b.max_ctx = c.e->man->max_ctx;
+	c.b.encode = be_encode;
+	c.b.check_sampling = be_check_sampling;
+	c.b.piece = be_piece;
+	c.b.piece_state_size = sizeof(rt_detok);
+	c.b.generate = be_generate;
+	sw_server_ready(srv, &c.b);
+	fprintf(stderr, "serve: ready: model \"%s\" on %s, context %d, queue %d\n", c.b.model_id, c.dev->desc,
+	        c.e->man->max_ctx, so.queue);
+	int sig = 0;
+	sigwait(&sigs, &sig);
+	fprintf(stderr, "serve: %s: stopping (queued requests get 503, the running one finishes)\n",
+	        sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	rc = 0;
+out:
+	if (rc)
+		fprintf(stderr, "specwright serve: %s\n", err.msg);
+	sw_server_stop(srv);
+	rt_engine_free(c.e);
+	if (c.dev)
+		rt_dev_free(c.dev);
+	cli_session_close(&c.s);
+	free(c.out);
+	if (!rc)
+		fprintf(stderr, "serve: stopped\n");
+	return rc;
+}

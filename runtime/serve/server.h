@@ -1,0 +1,78 @@
+/* The HTTP server (libmicrohttpd, one thread per connection) over one
+ * generator: OpenAI /v1/completions and /v1/chat/completions (JSON or
+ * server-sent events), /v1/models, /health, /metrics (Prometheus text).
+ * One sequence at a time: requests wait in a bounded FIFO, a full queue
+ * answers 429. The generator is a small vtable (sw_serve_backend) so the
+ * HTTP side is tested with a scripted backend and runs an engine in
+ * production (runtime/cli/serve_cli.c binds one). */
+#ifndef SW_SERVE_SERVER_H
+#define SW_SERVE_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "request.h"
+
+#define SW_SERVE_MAX_POS 64
+
+/* What the generator reports for one request (speculative counters in
+ * vLLM's schema: drafts = iterations that drafted, draft tokens proposed,
+ * accepted draft tokens, accepted by position). */
+typedef struct sw_serve_gen {
+	int n_prompt;
+	uint64_t n_drafts, n_draft_tokens, n_accepted;
+	uint64_t accepted_by_pos[SW_SERVE_MAX_POS];
+	int n_pos;
+} sw_serve_gen;
+
+/* Called by the generator as tokens are emitted; nonzero asks it to stop
+ * at the next iteration (stop string, end of generation, disconnect). */
+typedef int (*sw_serve_emit)(void *sink, const int32_t *tok, int n);
+
+typedef struct sw_serve_backend {
+	void *user;
+	char model_id[128];
+	int max_ctx;              /* prompt + generated tokens */
+	/* The request's prompt (completion text, or chat messages through the
+	 * model's template) to ids. Called from connection threads: must be
+	 * thread-safe. Returns the count or a negative error (err says why). */
+	int (*encode)(void *user, const sw_req *r, int32_t *ids, int cap, sw_err *err);
+	/* 0 when the request's sampling parameters (temperature, top_p, top_k)
+	 * can be honoured exactly; else nonzero with err naming the parameter
+	 * and the value the backend has. Thread-safe. */
+	int (*check_sampling)(void *user, const sw_req *r, const char **param, sw_err *err);
+	/* A token's text for streaming (UTF-8 safe, state in *dt, which the
+	 * server zero-initialises per request); returns bytes written, or -1
+	 * when the token ends the generation (EOS / end-of-turn / control). */
+	int (*piece)(void *user, void *dt, int32_t tok, char *out, size_t cap);
+	size_t piece_state_size;
+	/* Runs one request on the worker thread. Returns generated-token count
+	 * or a negative error. */
+	int (*generate)(void *user, const sw_req *r, const int32_t *ids, int n_ids, int max_new,
+	                sw_serve_emit emit, void *sink, sw_serve_gen *st, sw_err *err);
+} sw_serve_backend;
+
+typedef struct sw_server_opts {
+	const char *host;         /* "127.0.0.1" */
+	int port;                 /* 0: any free port (sw_server_port says which) */
+	int queue;                /* waiting requests before 429 */
+	size_t max_body;          /* bytes; larger bodies get 413 */
+	int default_max_tokens;   /* when a request gives none */
+	double shutdown_grace_s;  /* the running request may finish within this */
+	bool quiet;               /* no access log on stderr */
+} sw_server_opts;
+
+typedef struct sw_server sw_server;
+
+/* Listens at once; /health answers 503 "loading" until sw_server_ready. */
+sw_server *sw_server_start(const sw_server_opts *o, sw_err *err);
+void sw_server_ready(sw_server *s, sw_serve_backend *b);
+int sw_server_port(const sw_server *s);
+/* Graceful stop: no new connections, queued requests answered 503, the
+ * running one finishes (or is ended after the grace), then everything is
+ * released. */
+void sw_server_stop(sw_server *s);
+
+#endif

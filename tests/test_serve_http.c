@@ -1,0 +1,641 @@
+/* Tests for runtime/serve/server.c over real loopback sockets, with a
+ * scripted generator in place of an engine: token i of a generation is
+ * word "w<(i mod 7) + 1>", three tokens per iteration, so every expected text,
+ * usage count and speculative counter is computed here from that rule, not
+ * read back from the server. Covers the JSON and SSE answers, stop strings,
+ * errors (400/404/405/413/429/503), disconnects, /metrics and the graceful
+ * stop. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "core/json.h"
+#include "serve/server.h"
+
+#define PER_ITER 3
+#define MAX_CTX 64
+
+typedef struct script {
+	int iter_ms;
+	pthread_mutex_t mu;
+	int calls, iters_run, sink_stops;
+	bool running;
+} script;
+
+static script g_sc = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void word_of(int i, char *out, size_t n)
+{
+	snprintf(out, n, "w%d ", i % 7 + 1);
+}
+
+/* The text of the first n tokens by the script's rule. */
+static void expected_text(int n, char *out, size_t cap)
+{
+	out[0] = 0;
+	for (int i = 0; i < n; i++) {
+		char w[16];
+		word_of(i, w, sizeof(w));
+		strncat(out, w, cap - strlen(out) - 1);
+	}
+}
+
+static int sc_encode(void *user, const sw_req *r, int32_t *ids, int cap, sw_err *err)
+{
+	const char *t = r->kind == SW_REQ_COMPLETION ? r->prompt : r->contents[r->n_msgs - 1];
+	int n = 0;
+	for (const char *p = t; *p; p++)
+		if (*p != ' ' && (p == t || p[-1] == ' ')) {
+			if (n == cap)
+				return sw_errf(err, SW_ERANGE, "too long");
+			ids[n++] = strstr(p, "EOG") == p ? 100 : 1;
+		}
+	return n;
+}
+
+static int sc_check(void *user, const sw_req *r, const char **param, sw_err *err)
+{
+	if (r->has_temperature && r->temperature != 0) {
+		*param = "temperature";
+		return sw_errf(err, SW_ENOTSUP, "this engine was built for temperature 0 (greedy)");
+	}
+	return 0;
+}
+
+/* tokens: 1..7 words, 0 ends the generation */
+static int sc_piece(void *user, void *st, int32_t tok, char *out, size_t cap)
+{
+	if (tok < 0)
+		return 0;
+	if (tok == 0)
+		return -1;
+	return snprintf(out, cap, "w%d ", tok);
+}
+
+static int sc_generate(void *user, const sw_req *r, const int32_t *ids, int n_ids, int max_new, sw_serve_emit emit,
+                       void *sink, sw_serve_gen *g, sw_err *err)
+{
+	bool eog = false;
+	for (int i = 0; i < n_ids; i++)
+		eog |= ids[i] == 100;
+	pthread_mutex_lock(&g_sc.mu);
+	g_sc.calls++;
+	g_sc.running = true;
+	int ms = g_sc.iter_ms;
+	pthread_mutex_unlock(&g_sc.mu);
+	int n = 0, it = 0;
+	while (n < max_new) {
+		int32_t tok[PER_ITER];
+		int k = 0;
+		while (k < PER_ITER && n + k < max_new) {
+			tok[k] = eog && n + k == 5 ? 0 : (n + k) % 7 + 1;
+			k++;
+		}
+		if (ms) {
+			struct timespec ts = {0, ms * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+		it++;
+		n += k;
+		g->accepted_by_pos[0] += k > 1;
+		g->accepted_by_pos[1] += k > 2;
+		if (emit(sink, tok, k)) {
+			pthread_mutex_lock(&g_sc.mu);
+			g_sc.sink_stops++;
+			pthread_mutex_unlock(&g_sc.mu);
+			break;
+		}
+	}
+	g->n_prompt = n_ids;
+	g->n_drafts = (uint64_t)it;
+	g->n_draft_tokens = (uint64_t)it * 4;
+	g->n_accepted = (uint64_t)(n - it);
+	g->n_pos = 2;
+	pthread_mutex_lock(&g_sc.mu);
+	g_sc.iters_run += it;
+	g_sc.running = false;
+	pthread_mutex_unlock(&g_sc.mu);
+	return n;
+}
+
+static sw_serve_backend g_b = {.model_id = "tiny-script", .max_ctx = MAX_CTX, .encode = sc_encode,
+                               .check_sampling = sc_check, .piece = sc_piece, .generate = sc_generate};
+
+/* ---- a minimal HTTP/1.0 client (close-delimited bodies, no chunking) ---- */
+
+typedef struct resp {
+	int status;
+	char head[2048];
+	char *body;
+	size_t n;
+} resp;
+
+static int dial(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+static void send_req(int fd, const char *method, const char *path, const char *body)
+{
+	char head[512];
+	size_t bl = body ? strlen(body) : 0;
+	int n = snprintf(head, sizeof(head), "%s %s HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
+	                                     "Content-Length: %zu\r\n\r\n",
+	                 method, path, bl);
+	assert_int_equal(write(fd, head, (size_t)n), n);
+	size_t off = 0;
+	while (off < bl) {
+		ssize_t w = write(fd, body + off, bl - off);
+		assert_true(w > 0);
+		off += (size_t)w;
+	}
+}
+
+static void read_resp(int fd, resp *r)
+{
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap);
+	for (;;) {
+		if (n + 1024 > cap)
+			buf = realloc(buf, cap *= 2);
+		ssize_t k = read(fd, buf + n, cap - n - 1);
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+	}
+	buf[n] = 0;
+	close(fd);
+	char *sep = strstr(buf, "\r\n\r\n");
+	assert_non_null(sep);
+	size_t hl = (size_t)(sep - buf);
+	snprintf(r->head, sizeof(r->head), "%.*s", (int)(hl < sizeof(r->head) - 1 ? hl : sizeof(r->head) - 1), buf);
+	assert_int_equal(sscanf(buf, "HTTP/1.%*d %d", &r->status), 1);
+	r->n = n - hl - 4;
+	r->body = malloc(r->n + 1);
+	memcpy(r->body, sep + 4, r->n + 1);
+	free(buf);
+}
+
+static resp http(int port, const char *method, const char *path, const char *body)
+{
+	resp r = {0};
+	int fd = dial(port);
+	send_req(fd, method, path, body);
+	read_resp(fd, &r);
+	return r;
+}
+
+static json_value *parse(const char *s, size_t n)
+{
+	sw_err err = {0};
+	json_value *v = json_parse(s, n, "response", &err);
+	if (!v)
+		fail_msg("invalid JSON (%s): %.*s", err.msg, (int)n, s);
+	return v;
+}
+
+static const json_value *path(const json_value *v, const char *p)
+{
+	/* "a.b.0.c": object keys and array indexes */
+	char buf[128];
+	snprintf(buf, sizeof(buf), "%s", p);
+	for (char *tok = strtok(buf, "."); tok && v; tok = strtok(NULL, "."))
+		v = (tok[0] >= '0' && tok[0] <= '9') ? (v->type == JSON_ARRAY && (size_t)atoi(tok) < v->n
+		                                            ? v->items[atoi(tok)]
+		                                            : NULL)
+		                                     : json_get(v, tok);
+	if (!v)
+		fail_msg("no %s in the response", p);
+	return v;
+}
+
+static void expect_error(const resp *r, int status, const char *param, const char *code)
+{
+	if (r->status != status)
+		fail_msg("status %d, expected %d: %s", r->status, status, r->body);
+	json_value *v = parse(r->body, r->n);
+	const json_value *e = path(v, "error");
+	assert_int_equal(path(e, "message")->type, JSON_STRING);
+	assert_int_equal(path(e, "type")->type, JSON_STRING);
+	if (param)
+		assert_string_equal(path(e, "param")->str, param);
+	if (code)
+		assert_string_equal(path(e, "code")->str, code);
+	json_free(v);
+}
+
+/* The text of an SSE stream: every event parsed, deltas concatenated;
+ * checks the framing ("data: " lines, blank-line separated, [DONE] last). */
+static void sse_text(const resp *r, bool chat, char *text, size_t cap, char *finish, int *usage_completion,
+                     int *n_events)
+{
+	text[0] = 0;
+	finish[0] = 0;
+	*usage_completion = -1;
+	*n_events = 0;
+	bool done = false;
+	const char *p = r->body;
+	while (*p) {
+		const char *end = strstr(p, "\n\n");
+		assert_non_null(end);
+		assert_memory_equal(p, "data: ", 6);
+		assert_false(done); /* nothing after [DONE] */
+		if (!strncmp(p + 6, "[DONE]", 6)) {
+			done = true;
+		} else {
+			json_value *v = parse(p + 6, (size_t)(end - p - 6));
+			const json_value *ch = path(v, "choices");
+			if (ch->n == 0) {
+				*usage_completion = (int)path(v, "usage.completion_tokens")->number;
+			} else {
+				const json_value *c0 = ch->items[0];
+				const json_value *t = chat ? json_get(path(c0, "delta"), "content") : path(c0, "text");
+				if (t && t->type == JSON_STRING)
+					strncat(text, t->str, cap - strlen(text) - 1);
+				const json_value *f = path(c0, "finish_reason");
+				if (f->type == JSON_STRING)
+					snprintf(finish, 16, "%s", f->str);
+				if (chat && *n_events == 0)
+					assert_string_equal(path(c0, "delta.role")->str, "assistant");
+			}
+			json_free(v);
+		}
+		(*n_events)++;
+		p = end + 2;
+	}
+	assert_true(done);
+}
+
+static sw_server *start(int queue, size_t max_body)
+{
+	sw_server_opts o = {.host = "127.0.0.1", .port = 0, .queue = queue, .max_body = max_body,
+	                    .default_max_tokens = 10, .shutdown_grace_s = 30, .quiet = true};
+	sw_err err = {0};
+	sw_server *s = sw_server_start(&o, &err);
+	if (!s)
+		fail_msg("%s", err.msg);
+	return s;
+}
+
+static double metric(int port, const char *line_prefix)
+{
+	resp r = http(port, "GET", "/metrics", NULL);
+	assert_int_equal(r.status, 200);
+	const char *p = strstr(r.body, line_prefix);
+	double v = -1;
+	if (p)
+		sscanf(p + strlen(line_prefix), " %lf", &v);
+	free(r.body);
+	return v;
+}
+
+static void test_routes_and_loading(void **state)
+{
+	sw_server *s = start(4, 1 << 16);
+	int port = sw_server_port(s);
+	resp r = http(port, "GET", "/health", NULL);
+	assert_int_equal(r.status, 503);
+	assert_non_null(strstr(r.body, "loading"));
+	free(r.body);
+	r = http(port, "POST", "/v1/completions", "{\"prompt\": \"a\"}");
+	expect_error(&r, 503, NULL, "loading");
+	free(r.body);
+	sw_server_ready(s, &g_b);
+	r = http(port, "GET", "/health", NULL);
+	assert_int_equal(r.status, 200);
+	free(r.body);
+	r = http(port, "GET", "/v1/models", NULL);
+	assert_int_equal(r.status, 200);
+	json_value *v = parse(r.body, r.n);
+	assert_string_equal(path(v, "data.0.id")->str, "tiny-script");
+	json_free(v);
+	free(r.body);
+	r = http(port, "GET", "/v1/completions", NULL);
+	expect_error(&r, 405, NULL, "method_not_allowed");
+	free(r.body);
+	r = http(port, "GET", "/nope", NULL);
+	expect_error(&r, 404, NULL, "not_found");
+	free(r.body);
+	sw_server_stop(s);
+}
+
+static void test_json_and_stream(void **state)
+{
+	sw_server *s = start(4, 1 << 16);
+	sw_server_ready(s, &g_b);
+	int port = sw_server_port(s);
+	char want[512], text[512], finish[16];
+	expected_text(11, want, sizeof(want));
+
+	resp r = http(port, "POST", "/v1/completions", "{\"prompt\": \"a b c\", \"max_tokens\": 11}");
+	assert_int_equal(r.status, 200);
+	json_value *v = parse(r.body, r.n);
+	assert_string_equal(path(v, "object")->str, "text_completion");
+	assert_string_equal(path(v, "choices.0.text")->str, want);
+	assert_string_equal(path(v, "choices.0.finish_reason")->str, "length");
+	assert_int_equal((int)path(v, "usage.prompt_tokens")->number, 3);
+	assert_int_equal((int)path(v, "usage.completion_tokens")->number, 11);
+	assert_int_equal((int)path(v, "usage.total_tokens")->number, 14);
+	json_free(v);
+	free(r.body);
+
+	/* default max_tokens (the server's 10) */
+	r = http(port, "POST", "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}");
+	assert_int_equal(r.status, 200);
+	v = parse(r.body, r.n);
+	expected_text(10, want, sizeof(want));
+	assert_string_equal(path(v, "object")->str, "chat.completion");
+	assert_string_equal(path(v, "choices.0.message.role")->str, "assistant");
+	assert_string_equal(path(v, "choices.0.message.content")->str, want);
+	json_free(v);
+	free(r.body);
+
+	int uc, ne;
+	r = http(port, "POST", "/v1/completions",
+	         "{\"prompt\": \"a\", \"max_tokens\": 11, \"stream\": true, \"stream_options\": {\"include_usage\": true}}");
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.head, "text/event-stream"));
+	sse_text(&r, false, text, sizeof(text), finish, &uc, &ne);
+	expected_text(11, want, sizeof(want));
+	assert_string_equal(text, want);
+	assert_string_equal(finish, "length");
+	assert_int_equal(uc, 11);
+	free(r.body);
+
+	r = http(port, "POST", "/v1/chat/completions",
+	         "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 7, \"stream\": true}");
+	sse_text(&r, true, text, sizeof(text), finish, &uc, &ne);
+	expected_text(7, want, sizeof(want));
+	assert_string_equal(text, want);
+	assert_int_equal(uc, -1); /* no usage chunk unless asked */
+	free(r.body);
+	sw_server_stop(s);
+}
+
+static void test_stop_strings_and_eog(void **state)
+{
+	sw_server *s = start(4, 1 << 16);
+	sw_server_ready(s, &g_b);
+	int port = sw_server_port(s);
+	char text[512], finish[16];
+	int uc, ne;
+	/* "w4 w5" spans two tokens of one iteration and the next iteration */
+	resp r = http(port, "POST", "/v1/completions",
+	              "{\"prompt\": \"a\", \"max_tokens\": 30, \"stop\": [\"zz\", \"w4 w5\"]}");
+	json_value *v = parse(r.body, r.n);
+	assert_string_equal(path(v, "choices.0.text")->str, "w1 w2 w3 ");
+	assert_string_equal(path(v, "choices.0.finish_reason")->str, "stop");
+	json_free(v);
+	free(r.body);
+	/* streamed, with a stop string spanning two iterations and time between
+	 * them: the held-back "w3 " never reaches the client */
+	g_sc.iter_ms = 30;
+	r = http(port, "POST", "/v1/completions",
+	         "{\"prompt\": \"a\", \"max_tokens\": 30, \"stop\": \"w3 w4\", \"stream\": true}");
+	g_sc.iter_ms = 0;
+	sse_text(&r, false, text, sizeof(text), finish, &uc, &ne);
+	assert_string_equal(text, "w1 w2 ");
+	assert_string_equal(finish, "stop");
+	assert_null(strstr(r.body, "w3"));
+	free(r.body);
+	/* end-of-generation token after 5 tokens */
+	r = http(port, "POST", "/v1/completions", "{\"prompt\": \"EOG\", \"max_tokens\": 30}");
+	v = parse(r.body, r.n);
+	assert_string_equal(path(v, "choices.0.text")->str, "w1 w2 w3 w4 w5 ");
+	assert_string_equal(path(v, "choices.0.finish_reason")->str, "stop");
+	assert_int_equal((int)path(v, "usage.completion_tokens")->number, 6);
+	json_free(v);
+	free(r.body);
+	sw_server_stop(s);
+}
+
+static void test_errors(void **state)
+{
+	sw_server *s = start(4, 300);
+	sw_server_ready(s, &g_b);
+	int port = sw_server_port(s);
+	resp r = http(port, "POST", "/v1/completions", "{\"prompt\": ");
+	expect_error(&r, 400, NULL, NULL);
+	free(r.body);
+	r = http(port, "POST", "/v1/completions", "{\"prompt\": \"a\", \"model\": \"gpt-4\"}");
+	expect_error(&r, 404, "model", "model_not_found");
+	free(r.body);
+	r = http(port, "POST", "/v1/completions", "{\"prompt\": \"a\", \"model\": \"tiny-script\", \"temperature\": 0.7}");
+	expect_error(&r, 400, "temperature", "unsupported_parameter");
+	free(r.body);
+	char big[400];
+	strcpy(big, "{\"prompt\": \"");
+	for (int i = 0; i < 70; i++)
+		strcat(big, "x ");
+	strcat(big, "\"}");
+	r = http(port, "POST", "/v1/completions", big); /* 70 tokens > context 64 */
+	expect_error(&r, 400, "prompt", "context_length_exceeded");
+	free(r.body);
+	r = http(port, "POST", "/v1/completions", "{\"prompt\": \"a b\", \"max_tokens\": 63}");
+	expect_error(&r, 400, "max_tokens", "context_length_exceeded");
+	free(r.body);
+	r = http(port, "POST", "/v1/completions", "{\"prompt\": \"a b\", \"max_tokens\": 62}"); /* exactly fits */
+	assert_int_equal(r.status, 200);
+	free(r.body);
+	char huge[700];
+	memset(huge, ' ', sizeof(huge) - 1);
+	huge[sizeof(huge) - 1] = 0;
+	memcpy(huge, "{\"prompt\": \"a\"}", 15);
+	r = http(port, "POST", "/v1/completions", huge);
+	expect_error(&r, 413, NULL, "request_too_large");
+	free(r.body);
+	sw_server_stop(s);
+}
+
+typedef struct bg_req {
+	int port;
+	const char *path, *body;
+	resp r;
+	pthread_t th;
+} bg_req;
+
+static void *bg_main(void *arg)
+{
+	bg_req *b = arg;
+	b->r = http(b->port, "POST", b->path, b->body);
+	return NULL;
+}
+
+static void bg_start(bg_req *b, int port, const char *body)
+{
+	b->port = port;
+	b->path = "/v1/completions";
+	b->body = body;
+	pthread_create(&b->th, NULL, bg_main, b);
+}
+
+static void wait_metric(int port, const char *prefix, double want)
+{
+	for (int i = 0; i < 400; i++) {
+		if (metric(port, prefix) == want)
+			return;
+		usleep(10000);
+	}
+	fail_msg("%s never reached %g", prefix, want);
+}
+
+static void test_queue_full_and_disconnect(void **state)
+{
+	sw_server *s = start(1, 1 << 16);
+	sw_server_ready(s, &g_b);
+	int port = sw_server_port(s);
+	g_sc.iter_ms = 40;
+	bg_req a, b;
+	bg_start(&a, port, "{\"prompt\": \"a\", \"max_tokens\": 30}");
+	wait_metric(port, "vllm:num_requests_running{model_name=\"tiny-script\"}", 1);
+	bg_start(&b, port, "{\"prompt\": \"b\", \"max_tokens\": 3}");
+	wait_metric(port, "vllm:num_requests_waiting{model_name=\"tiny-script\"}", 1);
+	resp r = http(port, "POST", "/v1/completions", "{\"prompt\": \"c\"}");
+	expect_error(&r, 429, NULL, "queue_full");
+	assert_non_null(strstr(r.head, "Retry-After: 1"));
+	free(r.body);
+	pthread_join(a.th, NULL);
+	pthread_join(b.th, NULL);
+	assert_int_equal(a.r.status, 200);
+	assert_int_equal(b.r.status, 200);
+	free(a.r.body);
+	free(b.r.body);
+
+	/* a streaming client that leaves after the first event ends its request early */
+	int calls0 = g_sc.calls, stops0 = g_sc.sink_stops;
+	int fd = dial(port);
+	send_req(fd, "POST", "/v1/completions", "{\"prompt\": \"a\", \"max_tokens\": 60, \"stream\": true}");
+	char buf[256];
+	assert_true(read(fd, buf, sizeof(buf)) > 0);
+	close(fd);
+	wait_metric(port, "vllm:num_requests_running{model_name=\"tiny-script\"}", 0);
+	assert_int_equal(g_sc.calls, calls0 + 1);
+	assert_int_equal(g_sc.sink_stops, stops0 + 1); /* stopped by the sink, not by max_tokens */
+
+	/* a queued client that leaves is never run */
+	bg_start(&a, port, "{\"prompt\": \"a\", \"max_tokens\": 24}");
+	wait_metric(port, "vllm:num_requests_running{model_name=\"tiny-script\"}", 1);
+	fd = dial(port);
+	send_req(fd, "POST", "/v1/completions", "{\"prompt\": \"q\", \"max_tokens\": 3}");
+	wait_metric(port, "vllm:num_requests_waiting{model_name=\"tiny-script\"}", 1);
+	close(fd);
+	pthread_join(a.th, NULL);
+	free(a.r.body);
+	wait_metric(port, "vllm:num_requests_waiting{model_name=\"tiny-script\"}", 0);
+	wait_metric(port, "vllm:num_requests_running{model_name=\"tiny-script\"}", 0);
+	assert_int_equal(g_sc.calls, calls0 + 2); /* the queued one never reached the generator */
+	g_sc.iter_ms = 0;
+	sw_server_stop(s);
+}
+
+static void test_metrics_add_up(void **state)
+{
+	sw_server *s = start(4, 1 << 16);
+	sw_server_ready(s, &g_b);
+	int port = sw_server_port(s);
+	const int lens[] = {1, 5, 9, 12};
+	int total = 0, prompt = 0;
+	uint64_t drafts = 0, accepted = 0;
+	for (int i = 0; i < 4; i++) {
+		char body[128];
+		snprintf(body, sizeof(body), "{\"prompt\": \"a b\", \"max_tokens\": %d, \"stream\": %s}", lens[i],
+		         i % 2 ? "true" : "false");
+		resp r = http(port, "POST", "/v1/completions", body);
+		assert_int_equal(r.status, 200);
+		free(r.body);
+		total += lens[i];
+		prompt += 2;
+		int it = (lens[i] + PER_ITER - 1) / PER_ITER;
+		drafts += (uint64_t)it;
+		accepted += (uint64_t)(lens[i] - it);
+	}
+	resp r = http(port, "POST", "/v1/completions", "{\"prompt\": \"a\", \"n\": 3}"); /* one 400 */
+	free(r.body);
+	assert_int_equal((int)metric(port, "vllm:generation_tokens_total{model_name=\"tiny-script\"}"), total);
+	assert_int_equal((int)metric(port, "vllm:prompt_tokens_total{model_name=\"tiny-script\"}"), prompt);
+	assert_int_equal((int)metric(port, "vllm:spec_decode_num_drafts_total{model_name=\"tiny-script\"}"),
+	                 (int)drafts);
+	assert_int_equal((int)metric(port, "vllm:spec_decode_num_draft_tokens_total{model_name=\"tiny-script\"}"),
+	                 (int)drafts * 4);
+	assert_int_equal((int)metric(port, "vllm:spec_decode_num_accepted_tokens_total{model_name=\"tiny-script\"}"),
+	                 (int)accepted);
+	assert_int_equal((int)metric(port, "specwright_http_requests_total{endpoint=\"/v1/completions\",code=\"200\"}"),
+	                 4);
+	assert_int_equal((int)metric(port, "specwright_http_requests_total{endpoint=\"/v1/completions\",code=\"400\"}"),
+	                 1);
+	assert_int_equal((int)metric(port, "vllm:time_to_first_token_seconds_count{model_name=\"tiny-script\"}"), 4);
+	assert_int_equal(
+	    (int)metric(port, "vllm:request_success_total{model_name=\"tiny-script\",finished_reason=\"length\"}"), 4);
+	/* histogram buckets are cumulative and end at the count */
+	resp m = http(port, "GET", "/metrics", NULL);
+	assert_non_null(strstr(m.body, "# TYPE vllm:e2e_request_latency_seconds histogram"));
+	assert_non_null(strstr(m.body, "vllm:e2e_request_latency_seconds_bucket{model_name=\"tiny-script\",le=\"+Inf\"} 4"));
+	free(m.body);
+	sw_server_stop(s);
+}
+
+typedef struct stopper {
+	sw_server *s;
+	pthread_t th;
+} stopper;
+
+static void *stop_main(void *arg)
+{
+	sw_server_stop(((stopper *)arg)->s);
+	return NULL;
+}
+
+static void test_graceful_stop(void **state)
+{
+	sw_server *s = start(4, 1 << 16);
+	sw_server_ready(s, &g_b);
+	int port = sw_server_port(s);
+	g_sc.iter_ms = 40;
+	bg_req a, b;
+	bg_start(&a, port, "{\"prompt\": \"a\", \"max_tokens\": 24}");
+	wait_metric(port, "vllm:num_requests_running{model_name=\"tiny-script\"}", 1);
+	bg_start(&b, port, "{\"prompt\": \"b\", \"max_tokens\": 3}");
+	wait_metric(port, "vllm:num_requests_waiting{model_name=\"tiny-script\"}", 1);
+	stopper st = {.s = s};
+	pthread_create(&st.th, NULL, stop_main, &st);
+	pthread_join(a.th, NULL);
+	pthread_join(b.th, NULL);
+	pthread_join(st.th, NULL);
+	char want[512];
+	expected_text(24, want, sizeof(want));
+	assert_int_equal(a.r.status, 200); /* the running one finishes */
+	json_value *v = parse(a.r.body, a.r.n);
+	assert_string_equal(path(v, "choices.0.text")->str, want);
+	json_free(v);
+	expect_error(&b.r, 503, NULL, "shutting_down"); /* the queued one is answered 503 */
+	free(a.r.body);
+	free(b.r.body);
+	g_sc.iter_ms = 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_routes_and_loading),  cmocka_unit_test(test_json_and_stream),
+		cmocka_unit_test(test_stop_strings_and_eog), cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_queue_full_and_disconnect), cmocka_unit_test(test_metrics_add_up),
+		cmocka_unit_test(test_graceful_stop),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
