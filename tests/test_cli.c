@@ -100,8 +100,8 @@ static void test_bad_requests(void **state)
 	EXPECT(1, "draft vocabulary 5 differs from the target's 49152", "run %s --draft model:%s -p hi", model(), tpath);
 	unlink(tpath);
 	EXPECT(2, "--dump FILE is required", "eval %s -p hi", model());
-	EXPECT(1, "--adaptive '1.5': expected h[:min:max] with h in [0, 1]", "run %s --adaptive 1.5 -p hi", model());
-	EXPECT(1, "/nonexistent.st: cannot open", "run %s --adaptive 0.3 --acc-head /nonexistent.st -p hi", model());
+	EXPECT(1, "--adaptive '1.5': expected h[:min:max] with h in [0, 1]", "run %s --draft layerskip:8 --adaptive 1.5 -p hi", model());
+	EXPECT(1, "/nonexistent.st: cannot open", "run %s --draft layerskip:8 --adaptive 0.3 --acc-head /nonexistent.st -p hi", model());
 	EXPECT(1, "--adaptive needs a draft model", "run %s --draft ngram --adaptive 0.3 -p hi", model());
 	EXPECT(2, "--verify and --expand need --tree", "run %s --verify rrs -p hi", model());
 	EXPECT(1, "--tree needs a draft model", "run %s --draft ngram --tree eagle25 -p hi", model());
@@ -181,6 +181,38 @@ static void test_input_files(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* An engine fixes its drafter, tree, verification, context and sampling at
+ * build time: run/bench refuse options that would change them (naming the
+ * engine's value) instead of running the engine's own setting silently;
+ * restating the engine's value is fine. The engine's text has no control
+ * tokens (<|im_end|> ends it, it is not part of it). */
+static void test_engine_options(void **state)
+{
+	char dir[256];
+	snprintf(dir, sizeof(dir), "%s/cli_engine.%d", getenv("BUILD") ? getenv("BUILD") : "build", (int)getpid());
+	EXPECT(0, "written", "build models/specs/smollm2-ngram.json -o %s --no-compile", dir);
+	const char *bad[][2] = {
+		{"-t 0.8", "the engine samples at temperature 0 (greedy)"},
+		{"--top-k 5", "the engine's top-k is 0"},
+		{"--top-p 0.5", "the engine's top-p is 1"},
+		{"--tree eagle25", "--tree cannot apply"},
+		{"--gamma 3", "--gamma cannot apply"},
+		{"--draft layerskip:4", "--draft cannot apply"},
+		{"--ctx 4096", "context (1024) are fixed at build time"},
+		{"--draft-model x.gguf", "drafts with n-grams, not a separate model"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		EXPECT(1, bad[i][1], "run %s --model %s --backend host -n 2 -p hi %s", dir, model(), bad[i][0]);
+	EXPECT(1, "--tree cannot apply", "bench %s --model %s --corpus README.md --tree chain:3", dir, model());
+	/* the engine's own values, restated, and a chat answer that ends at <|im_end|> */
+	EXPECT(0, "stop: eos", "run %s --model %s --backend host -t 0 --top-p 1 -n 64 -p 'Say hello.'", dir, model());
+	assert_null(strstr(g_out, "<|im_end|>"));
+	assert_null(strstr(g_out, "<|im_start|>"));
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s %s.spec.json", dir, dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -190,6 +222,7 @@ int main(void)
 		cmocka_unit_test(test_bad_requests),
 		cmocka_unit_test(test_build_inspect_errors),
 		cmocka_unit_test(test_run_json),
+		cmocka_unit_test(test_engine_options),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -261,7 +261,7 @@ int cli_bench(const cli_opts *o)
 	/* Table 1: chain drafters */
 	const char *drafters[8] = { "none", "ngram", "layerskip:0-14,22-29", "layerskip:0-9,20-29@8192" };
 	int nd = 4;
-	if (o->draft && strcmp(o->draft, "layerskip:8") && strcmp(o->draft, "none") && strcmp(o->draft, drafters[2]))
+	if (o->draft && strcmp(o->draft, "ngram") && strcmp(o->draft, "none") && strcmp(o->draft, drafters[2]))
 		drafters[nd++] = o->draft;
 	printf("### Real model, chain drafting: %s, %d prompts from %s, %d new tokens, gamma %d, chat template on\n\n",
 	       o->model, np, corpus, M, o->gamma);

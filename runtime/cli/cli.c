@@ -49,7 +49,7 @@ static int parse_float(const char *cmd, const char *opt, const char *v, double l
 int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->draft = "layerskip:8";
+	o->draft = "ngram"; /* pays on any model: layer-skip needs a model-specific layer set */
 	o->gamma = 4;
 	o->temperature = 0.0f;
 	o->top_p = 1.0f;
@@ -63,6 +63,8 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEED_VALUE() do { if (!v) return bad(cmd, "option %s needs a value%s", a, ""); i++; } while (0)
+		if (a[0] == '-' && a[1] != '\0' && o->n_given < (int)(sizeof(o->given) / sizeof(*o->given)))
+			o->given[o->n_given++] = a;
 		if (a[0] != '-' || a[1] == '\0') {
 			if (o->model)
 				return bad(cmd, "unexpected argument '%s' (the model is already '%s')", a, o->model);
@@ -164,6 +166,15 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 	if (o->prompt && o->prompt_file)
 		return bad(cmd, "give either -p or -f, not both%s%s", "", "");
 	return 0;
+}
+
+const char *cli_given(const cli_opts *o, const char *const *names)
+{
+	for (int i = 0; i < o->n_given; i++)
+		for (const char *const *n = names; *n; n++)
+			if (!strcmp(o->given[i], *n))
+				return o->given[i];
+	return NULL;
 }
 
 bool cli_is_eog(const void *tok, int32_t id)

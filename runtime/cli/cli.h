@@ -46,7 +46,13 @@ typedef struct cli_opts {
 	const char *model_override; /* run ENGINE_DIR: --model (else engine.json's target path) */
 	const char *draft_model; /* run ENGINE_DIR: --draft-model for a "model" draft */
 	bool eager;            /* run ENGINE_DIR: op by op, no graph */
+	const char *given[64]; /* the options as typed, in order (engine runs refuse the
+	                        * ones an engine fixes at build time) */
+	int n_given;
 } cli_opts;
+
+/* The first of names[] (NULL-terminated) the user typed, or NULL. */
+const char *cli_given(const cli_opts *o, const char *const *names);
 
 /* `specwright run ENGINE_DIR` and `specwright profile ENGINE_DIR`
  * (engine_cli.c); o->model is the engine directory. */

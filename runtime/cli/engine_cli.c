@@ -2,6 +2,7 @@
  * engine on a device backend (cuda when a driver and GPU are present, else
  * host), with the host reference path as the baseline: greedy engines must
  * reproduce its tokens, and the run says whether they did. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,8 @@ static int on_tokens(void *user, const int32_t *tok, int n)
 	stream *s = user;
 	char buf[512];
 	for (int i = 0; i < n && !s->quiet; i++) {
+		if (rt_token_type(s->tok, tok[i]) == RT_TT_CONTROL)
+			continue; /* <|im_end|> and friends end the text, they are not part of it */
 		int k = rt_detok_push(&s->dt, s->tok, tok[i], buf, sizeof(buf));
 		if (k > 0)
 			fwrite(buf, 1, (size_t)k, stdout);
@@ -144,11 +147,47 @@ static void job_close(engine_job *j)
 	free(j->ids);
 }
 
+/* An engine fixes its drafter, tree, verification, context and sampling at
+ * build time: an option that would change them is refused, naming the
+ * engine's value, never silently ignored. Restating the engine's own
+ * sampling value is accepted. */
+static int refuse_fixed(const rt_manifest *m, const cli_opts *o, const char *dir, sw_err *err)
+{
+	static const char *const structural[] = {"--draft", "--tree", "--gamma", "-g", "--expand", "--verify",
+	                                         "--adaptive", "--acc-head", "--lossy-eps", "--ctx", NULL};
+	static const char *const temp[] = {"-t", "--temp", "--temperature", NULL};
+	static const char *const topk[] = {"--top-k", NULL};
+	static const char *const topp[] = {"--top-p", NULL};
+	static const char *const dmodel[] = {"--draft-model", NULL};
+	const char *a;
+	if ((a = cli_given(o, structural)))
+		return sw_errf(err, SW_EINVAL, "%s: %s cannot apply: an engine's drafter, tree (%d nodes, depth %d), "
+		               "verification (%s/%s) and context (%d) are fixed at build time; rebuild the engine "
+		               "from a spec with what you want", dir, a, m->n_nodes, m->depth, m->expand, m->verify,
+		               m->max_ctx);
+	if ((a = cli_given(o, temp)) && fabsf(o->temperature - (m->samp.temperature > 0 ? m->samp.temperature : 0)) > 1e-6f)
+		return sw_errf(err, SW_EINVAL, "%s: %s %g cannot apply: the engine samples at temperature %g%s, fixed "
+		               "at build time (spec \"sampling\")", dir, a, o->temperature, m->samp.temperature,
+		               m->samp.temperature <= 0 ? " (greedy)" : "");
+	if ((a = cli_given(o, topk)) && o->top_k != (m->samp.top_k > 0 ? m->samp.top_k : 0))
+		return sw_errf(err, SW_EINVAL, "%s: %s %d cannot apply: the engine's top-k is %d, fixed at build time",
+		               dir, a, o->top_k, m->samp.top_k);
+	if ((a = cli_given(o, topp)) && fabsf(o->top_p - (m->samp.top_p < 1 ? m->samp.top_p : 1)) > 1e-6f)
+		return sw_errf(err, SW_EINVAL, "%s: %s %g cannot apply: the engine's top-p is %g, fixed at build time",
+		               dir, a, o->top_p, m->samp.top_p);
+	if ((a = cli_given(o, dmodel)) && m->draft_kind != RT_ENGINE_DRAFT_MODEL)
+		return sw_errf(err, SW_EINVAL, "%s: %s cannot apply: the engine drafts with %s, not a separate model",
+		               dir, a, m->draft_kind == RT_ENGINE_DRAFT_NGRAM ? "n-grams" : "a layer-skip view");
+	return 0;
+}
+
 static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 {
 	const char *dir = o->model;
 	memset(j, 0, sizeof(*j));
 	if (!(j->e = rt_engine_load(dir, err)))
+		return SW_EINVAL;
+	if (refuse_fixed(j->e->man, o, dir, err))
 		return SW_EINVAL;
 	const char *mpath = o->model_override ? o->model_override : j->e->man->target_path;
 	if (!mpath[0])

@@ -41,7 +41,7 @@ static void usage(FILE *f)
 	        "            HTTP server (completions, chat, SSE streaming, /metrics); serve --help\n"	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
 	        "options:\n"
 	        "  -p, --prompt TEXT      prompt text            -f, --prompt-file FILE\n"
-	        "  --draft SPEC           none | layerskip:N | model:PATH | ngram[:MIN:MAX] (default layerskip:8)\n"
+	        "  --draft SPEC           none | ngram[:MIN:MAX] | layerskip:N | layerskip:0-9,20-29[@V] | model:PATH (default ngram)\n"
 	        "  -g, --gamma K          draft tokens per iteration (default 4)\n"
 	        "  -t, --temp T           temperature, 0 = greedy (default 0)\n"
 	        "  --top-k K, --top-p P   truncation of the target (and draft) distribution\n"
@@ -49,6 +49,8 @@ static void usage(FILE *f)
 	        "  -n, --max-tokens N     tokens to generate (default 128)\n"
 	        "  --chat / --no-chat     apply the model's chat template (default: on for run/generate)\n"
 	        "  --ctx N                context length (default 2048)\n"
+	        "  --model GGUF           run/bench/profile ENGINE_DIR: the target's weights (default: the\n"
+	        "                         engine's own path); --draft-model GGUF: a separate draft model's\n"
 	        "  --tokenizer GGUF       take the tokenizer from this file\n"
 	        "  --json                 machine-readable stats on stderr\n"
 	        "  --no-baseline          run: skip the target-only comparison\n"
@@ -168,6 +170,8 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	cli_print_stats(stderr, label, &st, use_tree ? tree.depth_max : o->gamma, o->json);
 	if (use_tree)
 		cli_print_tree_stats(stderr, &st, o->json);
+	if (st.stopped_ctx) /* not a silent end: the draft tree or the next token no longer fits */
+		fprintf(stderr, "stop: context (all %d positions of the context are used; raise --ctx)\n", o->ctx);
 	if (spec && o->adaptive && !use_tree)
 		cli_print_time_model(stderr, &st, o->json);
 	if (o->lossy_eps > 0 && spec && s.drafter)
