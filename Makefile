@@ -1,6 +1,7 @@
 # specwright build. Knobs are ?= so the environment or the command line wins.
 # `make run` and `make test` each install what they need first (see README).
 
+SHELL     := /bin/bash
 CC        ?= cc
 CLANG     ?= clang
 OPT       ?= -O2
@@ -48,7 +49,7 @@ TEST_UTIL_OBJ := $(TEST_UTIL_SRC:%.c=$(BUILD)/obj/%.o)
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
-.PHONY: all test test-build run run-host bench fuzz asan clean deps model check-reference serve serve-load
+.PHONY: all test test-build run run-host bench fuzz fuzz-build asan clean deps model check-reference serve serve-load
 all: $(BUILD)/specwright $(BUILD)/libspecwright_rt.a
 
 $(BUILD)/obj/%.o: %.c
@@ -87,7 +88,9 @@ test-build: $(BUILD)/specwright $(TEST_BIN) $(DEPLOY_BIN)
 # tests/test_* binary (each a CMocka runner), then prints one summary line.
 test: deps model
 	$(MAKE) test-build
-	@SW_MODEL=$(MODEL) BUILD=$(BUILD) TEST_FILTER="$(TEST_FILTER)" tests/run_all.sh $(TEST_BIN)
+	@if [ "$(FUZZ_SMOKE_SECONDS)" != 0 ]; then $(MAKE) --no-print-directory fuzz-build; fi
+	@SW_MODEL=$(MODEL) BUILD=$(BUILD) TEST_FILTER="$(TEST_FILTER)" FUZZ_SMOKE_SECONDS=$(FUZZ_SMOKE_SECONDS) \
+	  tests/run_all.sh $(TEST_BIN) $(if $(filter-out 0,$(FUZZ_SMOKE_SECONDS)),$(FUZZ_BIN))
 
 deps:
 	@tests/deps.sh
@@ -134,20 +137,39 @@ serve-load: deps model $(BUILD)/specwright
 check-reference: deps model $(BUILD)/specwright
 	tests/reference/check.sh $(BUILD)/specwright $(MODEL)
 
-# libFuzzer targets over the file readers and the tokenizer, FUZZ_SECONDS each.
-FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined $(INCLUDES) -Itests/util
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRC)
+# libFuzzer targets over the file readers, the tokenizer, the engine manifest
+# and the server's request parser. The instrumented library is built once
+# (clang, ASan + UBSan, no recovery: a UBSan finding fails the run) and every
+# target links it. `make fuzz` runs each for FUZZ_SECONDS and grows the
+# corpora in tests/fuzz/corpus/; `make test` runs each for FUZZ_SMOKE_SECONDS
+# on those corpora and seeds (new inputs go to a scratch directory).
+FUZZ_FLAGS  = -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all $(INCLUDES) -Itests/util
+FUZZ_OBJ   := $(LIB_SRC:%.c=$(BUILD)/fuzz-obj/%.o)
+FUZZ_SMOKE_SECONDS ?= 10
+$(BUILD)/fuzz-obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(HTTP_LIBS) $(LDLIBS)
-fuzz: deps $(FUZZ_BIN)
-	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p tests/fuzz/corpus/$$n; \
+	@$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+$(BUILD)/libspecwright_fuzz.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/libspecwright_fuzz.a
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libspecwright_fuzz.a $(HTTP_LIBS) $(LDLIBS)
+fuzz-build: deps
+	@echo "fuzz: building the instrumented library once ($(words $(FUZZ_OBJ)) files, clang -O1 ASan+UBSan)"
+	@$(MAKE) --no-print-directory $(FUZZ_BIN)
+fuzz: fuzz-build
+	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p tests/fuzz/corpus/$$n $(BUILD)/fuzz-artifacts; \
 	  echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 tests/fuzz/corpus/$$n tests/fuzz/seeds/$$n 2>&1 | tail -n 3 || exit 1; done
+	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -artifact_prefix=$(BUILD)/fuzz-artifacts/$$n- \
+	    tests/fuzz/corpus/$$n tests/fuzz/seeds/$$n 2>&1 | tail -n 3; \
+	  [ $${PIPESTATUS[0]} -eq 0 ] || exit 1; done
 
 asan:
-	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan OPT=-O1 CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" test
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan OPT=-O1 FUZZ_SMOKE_SECONDS=0 \
+	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
 
 clean:
 	rm -rf $(BUILD) build-asan
 
--include $(LIB_OBJ:.o=.d) $(TEST_UTIL_OBJ:.o=.d) $(BUILD)/obj/tests/deploy/sw_tiny_run.d
+-include $(LIB_OBJ:.o=.d) $(TEST_UTIL_OBJ:.o=.d) $(BUILD)/obj/tests/deploy/sw_tiny_run.d $(FUZZ_OBJ:.o=.d)
