@@ -291,6 +291,11 @@ static void test_getters(void **state)
 	assert_int_equal(json_get_number(v, "eps", "$", 0.5, 1.0, &d, &err), SW_EINVAL);
 	assert_non_null(strstr(err.msg, "expected a number in [0.5, 1], found 1e-05"));
 	json_free(v);
+	/* an integer past 64 bits is named as the integer it is, not as a double */
+	v = parse_ok("{\"off\": 9223372036854775808}");
+	assert_int_equal(json_get_int(v, "off", "$", 0, INT64_MAX, &i, &err), SW_EINVAL);
+	assert_non_null(strstr(err.msg, "found 9223372036854775808 (beyond the 64-bit integer range)"));
+	json_free(v);
 }
 
 static void test_unknown_keys(void **state)

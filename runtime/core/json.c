@@ -860,6 +860,12 @@ int json_as_int(const json_value *v, const char *path, int64_t min, int64_t max,
 		snprintf(exp, sizeof(exp), "an integer <= %" PRId64, max);
 	else
 		snprintf(exp, sizeof(exp), "an integer in [%" PRId64 ", %" PRId64 "]", min, max);
+	/* an integer literal too large for 64 bits: say so in integers, not as
+	 * the nearest double (9.223372036854776e+18 reads like a fraction) */
+	if (v->type == JSON_NUMBER && !v->is_int && isfinite(v->number) && v->number == floor(v->number) &&
+	    fabs(v->number) >= 9.2e18)
+		return sw_errf(err, SW_EINVAL, "%s:%d:%d: %s: expected %s, found %.0f (beyond the 64-bit integer range)",
+		               v->file, v->line, v->col, path ? path : "$", exp, v->number);
 	if (v->type != JSON_NUMBER || !v->is_int || v->integer < min || v->integer > max)
 		return verr(err, v, path, exp);
 	*out = v->integer;
