@@ -300,7 +300,8 @@ def part_load(sw, engine, tmp, n_req, n_clients, n_servers, model):
         f.write(NGINX_CONF.format(tmp=tmp, port=nport,
                                   servers="\n".join(f"        server 127.0.0.1:{p} max_fails=1 fail_timeout=30s;"
                                                     for p in ports)))
-    ng = subprocess.Popen(["nginx", "-p", tmp, "-c", conf], stderr=subprocess.PIPE)
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"  # /usr/sbin may be off a user's PATH
+    ng = subprocess.Popen([nginx, "-p", tmp, "-c", conf], stderr=subprocess.PIPE)
     for _ in range(100):
         try:
             socket.create_connection(("127.0.0.1", nport), timeout=1).close()
