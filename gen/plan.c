@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "attn_cost.h"
+#include "core/hash.h"
 #include "kernels/engine_state.h"
 #include "plan.h"
 #include "decode/tree_verify.h"
@@ -317,10 +318,7 @@ static void attn_tree_id(const gen_tree *t, const attn_shape *sh, char *id, size
 	}
 	uint64_t rows[GEN_TREE_MAX_NODES * GEN_TREE_WORDS];
 	gen_plan_attn_mask(t, sh->T, sh->n_blk, rows);
-	uint64_t h = 0xcbf29ce484222325ull;
-	const unsigned char *b = (const unsigned char *)rows;
-	for (size_t i = 0; i < (size_t)sh->T * ((sh->n_blk + 63) / 64) * 8; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
+	uint64_t h = sw_fnv1a64(SW_FNV64_BASIS, rows, (size_t)sh->T * ((sh->n_blk + 63) / 64) * 8);
 	char nm[25];
 	int k = 0;
 	for (const char *p = t->name; *p && k < 24; p++)

@@ -204,10 +204,8 @@ static void test_kv_commit_nvrtc(void **state)
 		print_message("test_kern_kv_commit: SKIPPING NVRTC: %s\n", err.msg);
 		skip();
 	}
-	char path[512], key[256];
-	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
-	char *prelude = sw_read_file(path, NULL);
-	assert_non_null(prelude);
+	char key[256];
+	char *prelude = load_prelude_cuda();
 	for (int s = 0; s < 3; s++) {
 		gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("N_LAYERS", shapes[s][0]),
 		                 I("MAX_CTX", shapes[s][1]), I("ROW_VEC", shapes[s][2]), I("BLOCK", 128)};

@@ -34,6 +34,7 @@
 #include "formats/gguf.h"
 #include "kern_util.h"
 #include "gen/jit/nvrtc.h"
+#include "gen/jit/emu_build.h"
 #include "gen/render.h"
 
 /* One source for both backends. mma_k: warp w of the grid multiplies its own
@@ -643,10 +644,7 @@ static void test_mma_nvrtc(void **state)
 		print_message("test_kern_mma: SKIPPING NVRTC: %s\n", err.msg);
 		skip();
 	}
-	char path[512];
-	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
-	char *prelude = sw_read_file(path, NULL);
-	assert_non_null(prelude);
+	char *prelude = load_prelude_cuda();
 	for (int a = 0; a < 2; a++) {
 		gen_kernel_res res[4];
 		int n = 0;

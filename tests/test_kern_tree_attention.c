@@ -37,10 +37,12 @@
 #include "formats/gguf.h"
 #include "gen/jit/nvrtc.h"
 #include "kernels/ref/ref.h"
+#include "gen/jit/emu_build.h"
 #include "gen/render.h"
 #include "decode/tree.h"
 
 #include "core/fileio.h"
+#include "core/hash.h"
 #include "kern_util.h"
 
 /* One specialisation. tree: a gen_tree spec, "root" (T = 1, the root alone)
@@ -140,9 +142,7 @@ static char *render_case(const acase *c, const aspec *s, char *key, size_t nkey,
 	 * kernel name is the op plus a 64-bit FNV-1a of the key. */
 	if (uri)
 		snprintf(uri, nuri, "%s", key);
-	uint64_t hsh = 0xcbf29ce484222325ull;
-	for (const char *ch = key; *ch; ch++)
-		hsh = (hsh ^ (unsigned char)*ch) * 0x100000001b3ull;
+	uint64_t hsh = sw_fnv1a64(SW_FNV64_BASIS, key, strlen(key));
 	snprintf(key, nkey, "tree_attn_%016llx", (unsigned long long)hsh);
 	p[0].s = key;
 	snprintf(path, sizeof(path), "%s/templates/tree_attention.cu.tmpl", src_root());
@@ -582,10 +582,7 @@ static void test_tree_attention_nvrtc(void **state)
 		print_message("test_kern_tree_attention: SKIPPING NVRTC: %s\n", err.msg);
 		skip();
 	}
-	char path[512];
-	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
-	char *prelude = sw_read_file(path, NULL);
-	assert_non_null(prelude);
+	char *prelude = load_prelude_cuda();
 	size_t cap = 1, len = 0;
 	char *all = calloc(1, 1);
 	int n_kernels = 0;

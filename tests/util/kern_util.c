@@ -11,6 +11,7 @@
 
 #include "core/fileio.h"
 #include "kern_util.h"
+#include "gen/jit/emu_build.h"
 #include "gen/jit/nvrtc.h"
 
 const char *src_root(void)
@@ -72,19 +73,28 @@ const emu_kernel *load_kernel(const char *tmpl, const char *op, gen_param *p, in
 	return load_kernel_ex(tmpl, op, p, np, false);
 }
 
+char *load_prelude_cuda(void)
+{
+	char kdir[512];
+	sw_err err = {0};
+	snprintf(kdir, sizeof(kdir), "%s/kernels", src_root());
+	char *prelude = gen_nvrtc_prelude_load(kdir, &err);
+	if (!prelude)
+		fail_msg("%s", err.msg);
+	return prelude;
+}
+
 void nvrtc_check_ex(const char *tmpl, const char *op, gen_param *p, int np, bool philox)
 {
 	static const char *archs[] = {"sm_80", "sm_90"};
-	char key[256], path[512];
+	char key[256];
 	sw_err err = {0};
 	gen_nvrtc *nv = gen_nvrtc_open(&err);
 	if (!nv) {
 		print_message("  NVRTC SKIPPED: %s\n", err.msg);
 		return;
 	}
-	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
-	char *prelude = sw_read_file(path, NULL);
-	assert_non_null(prelude);
+	char *prelude = load_prelude_cuda();
 	char *src = render_kernel(tmpl, op, p, np, philox, key, sizeof(key));
 	for (int a = 0; a < 2; a++) {
 		gen_kernel_res res[4];

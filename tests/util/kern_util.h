@@ -25,6 +25,9 @@ const emu_kernel *load_kernel_ex(const char *tmpl, const char *op, gen_param *p,
  * receives the URI. */
 char *render_kernel(const char *tmpl, const char *op, gen_param *p, int np, bool philox, char *key,
                     size_t nkey);
+/* kernels/prelude_cuda.h as NVRTC gets it (gen_nvrtc_prelude_load, the
+ * shared prelude_common.h inlined; malloc'ed); fails the test on error. */
+char *load_prelude_cuda(void);
 /* NVRTC for sm_80 and sm_90: one kernel compiles, zero spill bytes asserted,
  * resources printed. Skips with a message when NVRTC cannot be loaded. */
 void nvrtc_check_ex(const char *tmpl, const char *op, gen_param *p, int np, bool philox);
