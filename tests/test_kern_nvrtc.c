@@ -155,6 +155,33 @@ static void test_nvrtc_vocabulary(void **state)
 	free(philox);
 }
 
+/* The prelude NVRTC gets is prelude_cuda.h with prelude_common.h's text in
+ * place of its #include, each file read here on its own: the shared part
+ * reaches NVRTC (which has no include path) and the compile cache key,
+ * which hashes this text. */
+static void test_nvrtc_prelude_text(void **state)
+{
+	(void)state;
+	char path[512];
+	snprintf(path, sizeof(path), "%s/kernels/prelude_common.h", src_root());
+	char *common = sw_read_file(path, NULL);
+	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
+	char *cuda = sw_read_file(path, NULL);
+	assert_non_null(common);
+	assert_non_null(cuda);
+	static const char inc[] = "#include \"prelude_common.h\"\n";
+	const char *at = strstr(cuda, inc);
+	assert_non_null(at); /* the CUDA prelude does include the shared part */
+	assert_null(strstr(g_prelude, inc));
+	size_t head = (size_t)(at - cuda), cl = strlen(common);
+	assert_int_equal(strlen(g_prelude), strlen(cuda) - strlen(inc) + cl);
+	assert_memory_equal(g_prelude, cuda, head);
+	assert_memory_equal(g_prelude + head, common, cl);
+	assert_string_equal(g_prelude + head + cl, at + strlen(inc));
+	free(common);
+	free(cuda);
+}
+
 static void test_parse_resources(void **state)
 {
 	(void)state;
@@ -233,6 +260,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_resources),
+		cmocka_unit_test(test_nvrtc_prelude_text),
 		cmocka_unit_test(test_nvrtc_detects_spills),
 		cmocka_unit_test(test_nvrtc_vocabulary),
 		cmocka_unit_test(test_nvrtc_templates),

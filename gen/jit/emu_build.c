@@ -29,8 +29,8 @@ int gen_emu_module_build(const char *src, const char *key, const char *kernels_d
 	         cc, kernels_dir);
 	h = sw_fnv1a64(h, src, strlen(src));
 	h = sw_fnv1a64(h, cmd, strlen(cmd));
-	static const char *deps[] = {"prelude_emu.h", "emu.h"};
-	for (int i = 0; i < 2; i++) {
+	static const char *deps[] = {"prelude_emu.h", "prelude_common.h", "emu.h"};
+	for (int i = 0; i < 3; i++) {
 		size_t len = 0;
 		snprintf(path, sizeof(path), "%s/%s", kernels_dir, deps[i]);
 		char *t = sw_read_file(path, &len);
