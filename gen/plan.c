@@ -33,9 +33,9 @@
 enum { BLK_EMB = 128, BLK_RMS = 256, BLK_ROPE = 128, BLK_SWIGLU = 256, BLK_ARGMAX = 512,
        BLK_CAST = 256 };
 /* The hot kernels' block sizes: the ones their tests compile without spills
- * (test_kern_logits, _expand, _verify, _kv_commit, _tree_attention). */
+ * (test_kern_logits_process, _tree_expand, _verify, _kv_commit, _tree_attention). */
 enum { BLK_LOGITS = 256, BLK_EXPAND = 256, BLK_VERIFY = 256, BLK_COMMIT = 128 };
-/* The engine's own small kernels (test_kern_kv_store, _step, _ngram). */
+/* The engine's own small kernels (test_kern_kv_store, _step, _ngram_lookup). */
 enum { BLK_KVSTORE = 128, BLK_STEP = 64, BLK_NGRAM = 128, RING = 256 };
 
 typedef struct model_ix {

@@ -30,7 +30,7 @@ typedef unsigned long long uintptr_t;
 #define RESTRICT __restrict__
 #define UNROLL _Pragma("unroll")
 
-/* ---- thread geometry ---- */
+/* ---- thread geometry (TID_LINEAR, LANE_ID, WARP_ID: prelude_common.h) ---- */
 #define TID_X threadIdx.x
 #define TID_Y threadIdx.y
 #define TID_Z threadIdx.z

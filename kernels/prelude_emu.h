@@ -65,7 +65,7 @@ static __attribute__((unused)) void emu__bind(emu_ctx *c)
 #define RESTRICT __restrict__
 #define UNROLL 
 
-/* ---- thread geometry ---- */
+/* ---- thread geometry (TID_LINEAR, LANE_ID, WARP_ID: prelude_common.h) ---- */
 #define TID_X (emu__ctx->tid.x)
 #define TID_Y (emu__ctx->tid.y)
 #define TID_Z (emu__ctx->tid.z)
