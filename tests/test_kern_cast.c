@@ -46,6 +46,18 @@ static float bits(uint32_t u)
 	return f;
 }
 
+/* Casts x into y (both emu_alloc'ed), compares y with want (malloc'ed)
+ * exactly, frees all three. */
+static void launch_expect(const emu_kernel *k, int N, void *y, void *x, kern_dtype yt, void *want)
+{
+	void *args[] = {&y, &x};
+	kern_out o = {.name = "y", .type = yt, .got = y, .want = want, .n = (size_t)N};
+	kern_launch_expect(k->name, k, d3(grid_for(N), 1, 1), d3(128, 1, 1), args, &o, 1);
+	emu_free(x);
+	emu_free(y);
+	free(want);
+}
+
 static void check_down(int N, int mode)
 {
 	const emu_kernel *k = kern(N, mode);
@@ -79,12 +91,7 @@ static void check_down(int N, int mode)
 	uint16_t *want = malloc((size_t)N * sizeof(*want));
 	for (int i = 0; i < N; i++)
 		want[i] = isnan(x[i]) ? 0x7fffu : mode == 0 ? gguf_f32_to_bf16(x[i]) : gguf_f32_to_f16(x[i]);
-	void *args[] = {&y, &x};
-	kern_out o = {.name = "y", .type = KERN_U16, .got = y, .want = want, .n = (size_t)N};
-	kern_launch_expect(k->name, k, d3(grid_for(N), 1, 1), d3(128, 1, 1), args, &o, 1);
-	emu_free(x);
-	emu_free(y);
-	free(want);
+	launch_expect(k, N, y, x, KERN_U16, want);
 }
 
 static void check_up(int N, int mode)
@@ -98,12 +105,7 @@ static void check_up(int N, int mode)
 	float *want = malloc((size_t)N * sizeof(*want));
 	for (int i = 0; i < N; i++)
 		want[i] = mode == 2 ? gguf_bf16_to_f32(x[i]) : gguf_f16_to_f32(x[i]);
-	void *args[] = {&y, &x};
-	kern_out o = {.name = "y", .type = KERN_F32, .got = y, .want = want, .n = (size_t)N};
-	kern_launch_expect(k->name, k, d3(grid_for(N), 1, 1), d3(128, 1, 1), args, &o, 1);
-	emu_free(x);
-	emu_free(y);
-	free(want);
+	launch_expect(k, N, y, x, KERN_F32, want);
 }
 
 static void test_cast_down(void **state)
