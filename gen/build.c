@@ -1,8 +1,8 @@
-/* Engine directory writer, NVRTC driving and the compile cache (build.h).
- * The cubin compiles go through gen/nvrtc.c; the PTX and NVRTC's version come
- * from the few extra entry points dlsym'ed here (gen/nvrtc.h does not expose
- * them). Every file is written to a temp name and renamed into place. */
-#include <dlfcn.h>
+/* Engine directory writer (build.h): plans, renders, and drives the
+ * per-kernel NVRTC compiles, the nvJitLink link and the PTX through
+ * gen/jit/ (nvrtc.h: the compilers, cache.h: the compile cache and the
+ * atomic writes). Every file is written to a temp name and renamed into
+ * place. */
 #include <pthread.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -10,219 +10,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/timing.h"
 #include "build.h"
+#include "gen/jit/cache.h"
 #include "gen/jit/nvrtc.h"
 #include "plan.h"
 #include "render.h"
-
-/* Mirrors the options gen_nvrtc_compile passes (plus the arch); part of the
- * cache key, so bump the tag when nvrtc.c's options change. */
-#define BUILD_NVRTC_OPTS "--std=c++17 --ptxas-options=-v -default-device --restrict|nvrtc.c/1"
-#define BUILD_PTX_OPTS "--std=c++17 -default-device --restrict|ptx/1"
-#define BUILD_NVRTC_RDC_OPTS BUILD_NVRTC_OPTS " --relocatable-device-code=true|kernel/1"
-#define CACHE_MAGIC "SWNVRTC1"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int mkdirs(const char *dir)
-{
-	char tmp[1024];
-	snprintf(tmp, sizeof(tmp), "%s", dir);
-	for (char *c = tmp + 1; *c; c++)
-		if (*c == '/') {
-			*c = 0;
-			if (mkdir(tmp, 0777) && errno != EEXIST)
-				return -1;
-			*c = '/';
-		}
-	return mkdir(tmp, 0777) && errno != EEXIST ? -1 : 0;
-}
-
-/* Writes the parts to path.tmp<pid> then renames: readers see the old file
- * or the whole new one. */
-static int write_atomic(const char *path, const void *const *parts, const size_t *lens, int n,
-                        sw_err *err)
-{
-	char tmp[1100];
-	snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
-	FILE *f = fopen(tmp, "wb");
-	if (!f)
-		return sw_errf(err, SW_EIO, "%s: cannot write: %s", tmp, strerror(errno));
-	int bad = 0;
-	for (int i = 0; i < n; i++)
-		bad |= lens[i] && fwrite(parts[i], 1, lens[i], f) != lens[i];
-	if (fclose(f) || bad) {
-		unlink(tmp);
-		return sw_errf(err, SW_EIO, "%s: write failed: %s", tmp, strerror(errno));
-	}
-	if (rename(tmp, path)) {
-		unlink(tmp);
-		return sw_errf(err, SW_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
-	}
-	return 0;
-}
-
-static int write_file1(const char *path, const void *p, size_t n, sw_err *err)
-{
-	const void *parts[1] = {p};
-	return write_atomic(path, parts, &n, 1, err);
-}
-
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *s = p;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 0x100000001b3ull;
-	return h;
-}
-
-/* --- the bits of NVRTC gen/nvrtc.c does not expose ------------------------ */
-
-typedef struct nvx {
-	void *lib;
-	int (*version)(int *, int *);
-	int (*create)(void **, const char *, const char *, int, const char *const *,
-	              const char *const *);
-	int (*destroy)(void **);
-	int (*compile)(void *, int, const char *const *);
-	int (*ptx_size)(void *, size_t *);
-	int (*get_ptx)(void *, char *);
-	int (*log_size)(void *, size_t *);
-	int (*get_log)(void *, char *);
-} nvx;
-
-static int nvx_open(nvx *x)
-{
-	char path[512];
-	const char *home = getenv("CUDA_HOME");
-	const char *cands[5];
-	int nc = 0;
-	memset(x, 0, sizeof(*x));
-	if (home && *home) {
-		snprintf(path, sizeof(path), "%s/lib64/libnvrtc.so", home);
-		cands[nc++] = path;
-	}
-	cands[nc++] = "/usr/local/cuda/lib64/libnvrtc.so";
-	cands[nc++] = "libnvrtc.so";
-	cands[nc++] = "libnvrtc.so.13";
-	cands[nc++] = "libnvrtc.so.12";
-	for (int i = 0; i < nc && !x->lib; i++)
-		x->lib = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
-	if (!x->lib)
-		return -1;
-	*(void **)&x->version = dlsym(x->lib, "nvrtcVersion");
-	*(void **)&x->create = dlsym(x->lib, "nvrtcCreateProgram");
-	*(void **)&x->destroy = dlsym(x->lib, "nvrtcDestroyProgram");
-	*(void **)&x->compile = dlsym(x->lib, "nvrtcCompileProgram");
-	*(void **)&x->ptx_size = dlsym(x->lib, "nvrtcGetPTXSize");
-	*(void **)&x->get_ptx = dlsym(x->lib, "nvrtcGetPTX");
-	*(void **)&x->log_size = dlsym(x->lib, "nvrtcGetProgramLogSize");
-	*(void **)&x->get_log = dlsym(x->lib, "nvrtcGetProgramLog");
-	return x->version && x->create && x->destroy && x->compile && x->ptx_size && x->get_ptx &&
-	       x->log_size && x->get_log ? 0 : -1;
-}
-
-static int nvx_ptx(nvx *x, const char *text, const char *arch, char **ptx, size_t *n, sw_err *err)
-{
-	char ao[64];
-	void *prog = NULL;
-	snprintf(ao, sizeof(ao), "--gpu-architecture=%s", arch);
-	const char *opts[] = {ao, "--std=c++17", "-default-device", "--restrict"};
-	*ptx = NULL;
-	if (x->create(&prog, text, "kernels.cu", 0, NULL, NULL))
-		return sw_errf(err, SW_EINVAL, "kernels.cu (%s): nvrtcCreateProgram failed", arch);
-	int r = x->compile(prog, 4, opts);
-	size_t ls = 0;
-	if (r) {
-		char *lg = NULL;
-		if (!x->log_size(prog, &ls) && (lg = calloc(1, ls + 1)))
-			x->get_log(prog, lg);
-		sw_errf(err, SW_EINVAL, "kernels.cu (%s): NVRTC compile failed:\n%.800s", arch,
-		        lg ? lg : "");
-		free(lg);
-		x->destroy(&prog);
-		return SW_EINVAL;
-	}
-	if (x->ptx_size(prog, n) || !(*ptx = malloc(*n + 1)) || x->get_ptx(prog, *ptx)) {
-		free(*ptx);
-		*ptx = NULL;
-		x->destroy(&prog);
-		return sw_errf(err, SW_EINVAL, "kernels.cu (%s): cannot read the PTX", arch);
-	}
-	/* the PTX ends with its NUL; do not store it */
-	while (*n && (*ptx)[*n - 1] == 0)
-		(*n)--;
-	x->destroy(&prog);
-	return 0;
-}
-
-/* --- compile cache -------------------------------------------------------- */
-
-/* Entry: magic, u64 key[2], u64 payload_len, u64 log_len, payload, log,
- * u64 fnv1a of everything before it. Anything else is a miss. */
-static int cache_get(const char *path, const uint64_t key[2], void **payload, size_t *plen,
-                     char **log)
-{
-	size_t n = 0;
-	unsigned char *b = (unsigned char *)sw_read_file(path, &n);
-	uint64_t hdr[4], sum;
-	const size_t H = 8 + sizeof(hdr);
-
-	*payload = NULL;
-	*log = NULL;
-	if (!b)
-		return -1;
-	if (n < H + 8 || memcmp(b, CACHE_MAGIC, 8))
-		goto out_miss;
-	memcpy(hdr, b + 8, sizeof(hdr));
-	if (hdr[0] != key[0] || hdr[1] != key[1] || hdr[2] > n || hdr[3] > n ||
-	    H + hdr[2] + hdr[3] + 8 != n)
-		goto out_miss;
-	memcpy(&sum, b + n - 8, 8);
-	if (fnv1a(0xcbf29ce484222325ull, b, n - 8) != sum)
-		goto out_miss;
-	*payload = malloc(hdr[2] ? hdr[2] : 1);
-	*log = malloc(hdr[3] + 1);
-	if (!*payload || !*log) {
-		free(*payload);
-		free(*log);
-		*payload = NULL;
-		*log = NULL;
-		goto out_miss;
-	}
-	memcpy(*payload, b + H, hdr[2]);
-	memcpy(*log, b + H + hdr[2], hdr[3]);
-	(*log)[hdr[3]] = 0;
-	*plen = hdr[2];
-	free(b);
-	return 0;
-out_miss:
-	free(b);
-	return -1;
-}
-
-static int cache_put(const char *path, const uint64_t key[2], const void *payload, size_t plen,
-                     const char *log, sw_err *err)
-{
-	uint64_t hdr[4] = {key[0], key[1], plen, strlen(log)}, sum;
-	sum = fnv1a(0xcbf29ce484222325ull, CACHE_MAGIC, 8);
-	sum = fnv1a(sum, hdr, sizeof(hdr));
-	sum = fnv1a(sum, payload, plen);
-	sum = fnv1a(sum, log, hdr[3]);
-	const void *parts[] = {CACHE_MAGIC, hdr, payload, log, &sum};
-	size_t lens[] = {8, sizeof(hdr), plen, hdr[3], 8};
-	return write_atomic(path, parts, lens, 5, err);
-}
 
 /* ptxas prints "Compile time = 12.0 ms" lines: dropped, so an entry depends
  * only on its key (and rebuilding one reproduces it byte for byte). */
@@ -239,19 +35,6 @@ static void drop_timing_lines(char *log)
 		l += n;
 	}
 	*w = 0;
-}
-
-static void cache_key(uint64_t key[2], const char *prelude, const char *src, const char *opts,
-                      const char *arch, const char *ver)
-{
-	const char *parts[] = {prelude, "\n--src--\n", src, "\n--opts--\n", opts, "\n--arch--\n",
-	                       arch, "\n--nvrtc--\n", ver};
-	key[0] = 0xcbf29ce484222325ull;
-	key[1] = 0x84222325cbf29ce4ull; /* a second basis: 128 bits between them */
-	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
-		key[0] = fnv1a(key[0], parts[i], strlen(parts[i]));
-		key[1] = fnv1a(key[1] ^ (i + 1), parts[i], strlen(parts[i]));
-	}
 }
 
 const char *gen_build_cache_dir(const gen_build_opts *o)
@@ -300,7 +83,7 @@ static int write_resources(const char *path, const gen_plan *p, const res_table 
 	}
 	fprintf(f, "  ]\n}\n");
 	fclose(f);
-	int rc = buf ? write_file1(path, buf, len, err) : sw_errf(err, SW_ENOMEM, "out of memory");
+	int rc = buf ? gen_jit_write_file(path, buf, len, err) : sw_errf(err, SW_ENOMEM, "out of memory");
 	free(buf);
 	return rc;
 }
@@ -447,91 +230,30 @@ static void *kpool_worker(void *arg)
 		if (J->log)
 			drop_timing_lines(J->log);
 		if (!J->rc)
-			J->rc = cache_put(J->path, J->key, J->cubin, J->cubin_len, J->log, &J->err);
+			J->rc = gen_jit_cache_put(J->path, J->key, J->cubin, J->cubin_len, J->log, &J->err);
 	}
 }
 
-typedef struct jitlink {
-	void *lib;
-	int (*create)(void **, uint32_t, const char **);
-	int (*add)(void *, int, const void *, size_t, const char *);
-	int (*complete)(void *);
-	int (*size)(void *, size_t *);
-	int (*get)(void *, void *);
-	int (*destroy)(void **);
-	int (*log_size)(void *, size_t *);
-	int (*get_log)(void *, char *);
-} jitlink;
-
-static int jitlink_open(jitlink *j)
+/* Links one arch's relocatable per-kernel cubins into one. */
+static int link_arch(gen_nvjitlink *jl, const char *arch, const kjob *jobs, int n, void **out,
+                     size_t *out_len, sw_err *err)
 {
-	char path[512];
-	const char *home = getenv("CUDA_HOME");
-	const char *cands[5];
-	int nc = 0;
-	memset(j, 0, sizeof(*j));
-	if (home && *home) {
-		snprintf(path, sizeof(path), "%s/lib64/libnvJitLink.so", home);
-		cands[nc++] = path;
+	const void **cubins = calloc((size_t)(n ? n : 1), sizeof(*cubins));
+	size_t *lens = calloc((size_t)(n ? n : 1), sizeof(*lens));
+	int rc;
+	if (!cubins || !lens) {
+		rc = sw_errf(err, SW_ENOMEM, "out of memory");
+		goto out_free;
 	}
-	cands[nc++] = "/usr/local/cuda/lib64/libnvJitLink.so";
-	cands[nc++] = "libnvJitLink.so";
-	cands[nc++] = "libnvJitLink.so.13";
-	cands[nc++] = "libnvJitLink.so.12";
-	for (int i = 0; i < nc && !j->lib; i++)
-		j->lib = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
-	if (!j->lib)
-		return -1;
-	*(void **)&j->create = dlsym(j->lib, "nvJitLinkCreate");
-	*(void **)&j->add = dlsym(j->lib, "nvJitLinkAddData");
-	*(void **)&j->complete = dlsym(j->lib, "nvJitLinkComplete");
-	*(void **)&j->size = dlsym(j->lib, "nvJitLinkGetLinkedCubinSize");
-	*(void **)&j->get = dlsym(j->lib, "nvJitLinkGetLinkedCubin");
-	*(void **)&j->destroy = dlsym(j->lib, "nvJitLinkDestroy");
-	*(void **)&j->log_size = dlsym(j->lib, "nvJitLinkGetErrorLogSize");
-	*(void **)&j->get_log = dlsym(j->lib, "nvJitLinkGetErrorLog");
-	if (j->create && j->add && j->complete && j->size && j->get && j->destroy)
-		return 0;
-	dlclose(j->lib);
-	j->lib = NULL;
-	return -1;
-}
-
-/* Links the relocatable per-kernel cubins of one arch into one cubin. */
-static int jitlink_cubins(jitlink *j, const char *arch, kjob *jobs, int n, void **out,
-                          size_t *out_len, sw_err *err)
-{
-	char ao[32];
-	const char *opts[1] = {ao};
-	void *h = NULL;
-	int r;
-	snprintf(ao, sizeof(ao), "-arch=%s", arch);
-	*out = NULL;
-	if ((r = j->create(&h, 1, opts)))
-		return sw_errf(err, SW_EINVAL, "nvJitLinkCreate (%s) failed: %d", arch, r);
-	for (int i = 0; i < n && !r; i++)
-		r = j->add(h, 1 /* NVJITLINK_INPUT_CUBIN */, jobs[i].cubin, jobs[i].cubin_len,
-		           "kernel.cubin");
-	if (!r)
-		r = j->complete(h);
-	if (r) {
-		size_t ls = 0;
-		char *lg = NULL;
-		if (j->log_size && j->get_log && !j->log_size(h, &ls) && (lg = calloc(1, ls + 1)))
-			j->get_log(h, lg);
-		sw_errf(err, SW_EINVAL, "nvJitLink (%s) failed (%d): %.600s", arch, r, lg ? lg : "");
-		free(lg);
-		j->destroy(&h);
-		return SW_EINVAL;
+	for (int i = 0; i < n; i++) {
+		cubins[i] = jobs[i].cubin;
+		lens[i] = jobs[i].cubin_len;
 	}
-	if (j->size(h, out_len) || !(*out = malloc(*out_len ? *out_len : 1)) || j->get(h, *out)) {
-		free(*out);
-		*out = NULL;
-		j->destroy(&h);
-		return sw_errf(err, SW_EINVAL, "nvJitLink (%s): cannot read the linked cubin", arch);
-	}
-	j->destroy(&h);
-	return 0;
+	rc = gen_nvjitlink_cubins(jl, arch, cubins, lens, n, out, out_len, err);
+out_free:
+	free(cubins);
+	free(lens);
+	return rc;
 }
 
 int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, sw_err *err)
@@ -543,18 +265,17 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 	char *src = NULL, *prelude = NULL, *json = NULL, *philox = NULL, **ksrc = NULL;
 	kjob *jobs = NULL;
 	int n_jobs = 0;
-	jitlink jl = {0};
+	gen_nvjitlink *jl = NULL;
 	size_t src_len = 0, json_len = 0;
 	gen_nvrtc *nv = NULL;
-	nvx x = {0};
 	res_table rt = {0};
 	int rc;
-	double t0 = now_s();
+	double t0 = sw_now_s();
 
 	if (!src_dir || !*src_dir)
 		src_dir = ".";
 	memset(st, 0, sizeof(*st));
-	if (mkdirs(o->out_dir))
+	if (gen_jit_mkdirs(o->out_dir))
 		return sw_errf(err, SW_EIO, "%s: cannot create the engine directory: %s", o->out_dir,
 		               strerror(errno));
 	if ((rc = gen_plan_build(s, &plan, err)))
@@ -575,7 +296,7 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 		goto out_free;
 	}
 	snprintf(path, sizeof(path), "%s/engine.json", o->out_dir);
-	if ((rc = write_file1(path, json, json_len, err)))
+	if ((rc = gen_jit_write_file(path, json, json_len, err)))
 		goto out_free;
 
 	/* kernels.cu, and each kernel's own source for the per-kernel compiles */
@@ -591,7 +312,7 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 	if ((rc = render_all(&plan, src_dir, philox, ksrc, &src, &src_len, err)))
 		goto out_free;
 	snprintf(path, sizeof(path), "%s/kernels.cu", o->out_dir);
-	if ((rc = write_file1(path, src, src_len, err)))
+	if ((rc = gen_jit_write_file(path, src, src_len, err)))
 		goto out_free;
 	if (o->log)
 		fprintf(o->log, "build: %s: %d phases, %d ops, %d kernels, arena %.3f GiB\n", s->name,
@@ -606,20 +327,17 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 		                   "plan and render without NVRTC)");
 		goto out_free;
 	}
-	if (nvx_open(&x)) {
-		rc = sw_errf(err, SW_ENOTSUP, "libnvrtc lacks nvrtcVersion/nvrtcGetPTX (use "
-		             "--no-compile to plan and render without NVRTC)");
+	if ((rc = gen_nvrtc_version(nv, st->nvrtc_version, sizeof(st->nvrtc_version), err))) {
+		sw_err_prefix(err, "cannot compile the engine's kernels (use --no-compile to plan and "
+		              "render without NVRTC)");
 		goto out_free;
 	}
-	int maj = 0, min = 0;
-	x.version(&maj, &min);
-	snprintf(st->nvrtc_version, sizeof(st->nvrtc_version), "%d.%d", maj, min);
-	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_dir);
-	if (!(prelude = sw_read_file(path, NULL))) {
-		rc = sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
+	snprintf(path, sizeof(path), "%s/kernels", src_dir);
+	if (!(prelude = gen_nvrtc_prelude_load(path, err))) {
+		rc = err ? err->code : SW_EIO;
 		goto out_free;
 	}
-	if (mkdirs(cache)) {
+	if (gen_jit_mkdirs(cache)) {
 		rc = sw_errf(err, SW_EIO, "%s: cannot create the compile cache: %s", cache,
 		             strerror(errno));
 		goto out_free;
@@ -633,13 +351,13 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 		rc = sw_errf(err, SW_ENOMEM, "out of memory");
 		goto out_free;
 	}
-	if (jitlink_open(&jl)) {
-		rc = sw_errf(err, SW_ENOTSUP, "libnvJitLink cannot be loaded: it links the per-kernel "
-		             "cubins into kernels.sm_XX.cubin (use --no-compile to plan and render "
-		             "only)");
+	if (!(jl = gen_nvjitlink_open(err))) {
+		rc = sw_err_prefix(err, "libnvJitLink cannot be loaded: it links the per-kernel "
+		                   "cubins into kernels.sm_XX.cubin (use --no-compile to plan and "
+		                   "render only)");
 		goto out_free;
 	}
-	double tc = now_s();
+	double tc = sw_now_s();
 	/* One NVRTC program per (kernel, arch), each a cache entry of its own:
 	 * engines that share a kernel (the same shapes under another tree, the
 	 * draft's and the target's identical layers) compile it once. */
@@ -648,11 +366,11 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 			kjob *J = &jobs[a * plan.n_kernels + k];
 			J->k = k;
 			J->a = a;
-			cache_key(J->key, prelude, ksrc[k], BUILD_NVRTC_RDC_OPTS, s->archs[a],
+			gen_jit_cache_key(J->key, prelude, ksrc[k], GEN_NVRTC_RDC_OPTS, s->archs[a],
 			          st->nvrtc_version);
 			snprintf(J->path, sizeof(J->path), "%s/%016" PRIx64 "%016" PRIx64 ".%s.kernel.entry",
 			         cache, J->key[0], J->key[1], s->archs[a]);
-			if (!cache_get(J->path, J->key, &J->cubin, &J->cubin_len, &J->log))
+			if (!gen_jit_cache_get(J->path, J->key, &J->cubin, &J->cubin_len, &J->log))
 				st->cache_hits++;
 			else
 				st->cache_misses++;
@@ -707,11 +425,11 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 		void *cubin = NULL;
 		size_t cubin_len = 0;
 		if (!rc)
-			rc = jitlink_cubins(&jl, s->archs[a], jobs + a * plan.n_kernels, plan.n_kernels,
-			                    &cubin, &cubin_len, err);
+			rc = link_arch(jl, s->archs[a], jobs + a * plan.n_kernels, plan.n_kernels, &cubin,
+			               &cubin_len, err);
 		if (!rc) {
 			snprintf(path, sizeof(path), "%s/kernels.%s.cubin", o->out_dir, s->archs[a]);
-			rc = write_file1(path, cubin, cubin_len, err);
+			rc = gen_jit_write_file(path, cubin, cubin_len, err);
 		}
 		free(cubin);
 	}
@@ -729,39 +447,29 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 		size_t ptx_len = 0;
 		uint64_t key[2];
 		snprintf(varch, sizeof(varch), "compute_%s", s->archs[lo] + 3);
-		cache_key(key, prelude, src, BUILD_PTX_OPTS, varch, st->nvrtc_version);
+		gen_jit_cache_key(key, prelude, src, GEN_NVRTC_PTX_OPTS, varch, st->nvrtc_version);
 		snprintf(cpath, sizeof(cpath), "%s/%016" PRIx64 "%016" PRIx64 ".%s.ptx.entry", cache,
 		         key[0], key[1], varch);
-		if (!cache_get(cpath, key, &ptx, &ptx_len, &log)) {
+		if (!gen_jit_cache_get(cpath, key, &ptx, &ptx_len, &log)) {
 			st->cache_hits++;
 		} else {
 			st->cache_misses++;
-			size_t pl = strlen(prelude), sl = strlen(src);
-			char *text = malloc(pl + sl + 2);
-			if (!text) {
-				rc = sw_errf(err, SW_ENOMEM, "out of memory");
-				goto out_free;
-			}
-			memcpy(text, prelude, pl);
-			text[pl] = '\n';
-			memcpy(text + pl + 1, src, sl + 1);
 			char *pt = NULL;
-			rc = nvx_ptx(&x, text, varch, &pt, &ptx_len, err);
-			free(text);
+			rc = gen_nvrtc_ptx(nv, prelude, src, "kernels.cu", varch, &pt, &ptx_len, err);
 			ptx = pt;
 			if (!rc)
-				rc = cache_put(cpath, key, ptx, ptx_len, "", err);
+				rc = gen_jit_cache_put(cpath, key, ptx, ptx_len, "", err);
 		}
 		if (!rc) {
 			snprintf(path, sizeof(path), "%s/kernels.ptx", o->out_dir);
-			rc = write_file1(path, ptx, ptx_len, err);
+			rc = gen_jit_write_file(path, ptx, ptx_len, err);
 		}
 		free(ptx);
 		free(log);
 		if (rc)
 			goto out_free;
 	}
-	st->compile_seconds = now_s() - tc;
+	st->compile_seconds = sw_now_s() - tc;
 
 	snprintf(path, sizeof(path), "%s/resources.json", o->out_dir);
 	if ((rc = write_resources(path, &plan, &rt, err)))
@@ -780,7 +488,7 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 			}
 	}
 out_done:
-	st->seconds = now_s() - t0;
+	st->seconds = sw_now_s() - t0;
 	if (o->log)
 		fprintf(o->log, "build: %s written in %.2f s (NVRTC %s: %d cache hits, %d misses, "
 		        "%.2f s compiling)\n", o->out_dir, st->seconds,
@@ -798,9 +506,7 @@ out_free:
 			free(ksrc[k]);
 	free(ksrc);
 	free(philox);
-	/* libnvJitLink and the second NVRTC handle stay loaded, as in
-	 * gen_nvrtc_close: their per-thread pools would otherwise show up as
-	 * unattributable leaks under LeakSanitizer. */
+	gen_nvjitlink_close(jl);
 	free(rt.r);
 	free(prelude);
 	gen_nvrtc_close(nv);

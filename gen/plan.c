@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "attn_cost.h"
+#include "core/hash.h"
 #include "kernels/engine_state.h"
 #include "plan.h"
 #include "decode/tree_verify.h"
@@ -32,9 +33,9 @@
 enum { BLK_EMB = 128, BLK_RMS = 256, BLK_ROPE = 128, BLK_SWIGLU = 256, BLK_ARGMAX = 512,
        BLK_CAST = 256 };
 /* The hot kernels' block sizes: the ones their tests compile without spills
- * (test_kern_logits, _expand, _verify, _kv_commit, _tree_attention). */
+ * (test_kern_logits_process, _tree_expand, _verify, _kv_commit, _tree_attention). */
 enum { BLK_LOGITS = 256, BLK_EXPAND = 256, BLK_VERIFY = 256, BLK_COMMIT = 128 };
-/* The engine's own small kernels (test_kern_kv_store, _step, _ngram). */
+/* The engine's own small kernels (test_kern_kv_store, _step, _ngram_lookup). */
 enum { BLK_KVSTORE = 128, BLK_STEP = 64, BLK_NGRAM = 128, RING = 256 };
 
 typedef struct model_ix {
@@ -317,10 +318,7 @@ static void attn_tree_id(const gen_tree *t, const attn_shape *sh, char *id, size
 	}
 	uint64_t rows[GEN_TREE_MAX_NODES * GEN_TREE_WORDS];
 	gen_plan_attn_mask(t, sh->T, sh->n_blk, rows);
-	uint64_t h = 0xcbf29ce484222325ull;
-	const unsigned char *b = (const unsigned char *)rows;
-	for (size_t i = 0; i < (size_t)sh->T * ((sh->n_blk + 63) / 64) * 8; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
+	uint64_t h = sw_fnv1a64(SW_FNV64_BASIS, rows, (size_t)sh->T * ((sh->n_blk + 63) / 64) * 8);
 	char nm[25];
 	int k = 0;
 	for (const char *p = t->name; *p && k < 24; p++)

@@ -1,16 +1,14 @@
-/* {{NAME}} substitution with typed constants, specialisation keys, and the
- * emulator module build (render.h). */
+/* {{NAME}} substitution with typed constants and specialisation keys
+ * (render.h). */
 #include <ctype.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "core/fileio.h"
 #include "render.h"
 
 typedef struct sbuf {
@@ -158,30 +156,9 @@ out_free:
 	return rc;
 }
 
-static char *read_all(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *s = NULL;
-	long n;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n) {
-		s[n] = 0;
-		if (len)
-			*len = (size_t)n;
-	} else {
-		free(s);
-		s = NULL;
-	}
-	fclose(f);
-	return s;
-}
-
 int gen_render_file(const char *path, const gen_param *p, int n, char **out, sw_err *err)
 {
-	char *t = read_all(path, NULL);
+	char *t = sw_read_file(path, NULL);
 	const char *base = strrchr(path, '/');
 
 	*out = NULL;
@@ -222,87 +199,4 @@ int gen_key(char *buf, size_t n, const char *op, const gen_param *p, int np)
 		k += (size_t)snprintf(buf + k, n - k, "%s", v);
 	}
 	return k < n ? 0 : SW_ERANGE;
-}
-
-static uint64_t fnv1a(uint64_t h, const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-	return h;
-}
-
-static int mkdirs(const char *dir)
-{
-	char tmp[1024];
-	snprintf(tmp, sizeof(tmp), "%s", dir);
-	for (char *c = tmp + 1; *c; c++)
-		if (*c == '/') {
-			*c = 0;
-			if (mkdir(tmp, 0777) && errno != EEXIST)
-				return -1;
-			*c = '/';
-		}
-	return mkdir(tmp, 0777) && errno != EEXIST ? -1 : 0;
-}
-
-static int write_file(const char *path, const char *s, size_t n)
-{
-	FILE *f = fopen(path, "wb");
-	if (!f)
-		return -1;
-	int bad = fwrite(s, 1, n, f) != n;
-	return fclose(f) || bad ? -1 : 0;
-}
-
-int gen_emu_module_build(const char *src, const char *key, const char *kernels_dir,
-                         const char *cache_dir, void **handle, sw_err *err)
-{
-	const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
-	char path[1024], cpath[1200], so[1200], tmp[1300], cmd[4096], log[1400];
-	uint64_t h = 0xcbf29ce484222325ull;
-	int rc = 0;
-
-	*handle = NULL;
-	snprintf(cmd, sizeof(cmd), "%s -std=c11 -D_GNU_SOURCE -O2 -g -fPIC -shared -Wall -Wextra "
-	         "-Werror -Wno-unused-parameter -Wno-unused-variable -I'%s' -include prelude_emu.h",
-	         cc, kernels_dir);
-	h = fnv1a(h, src, strlen(src));
-	h = fnv1a(h, cmd, strlen(cmd));
-	static const char *deps[] = {"prelude_emu.h", "emu.h"};
-	for (int i = 0; i < 2; i++) {
-		size_t len = 0;
-		snprintf(path, sizeof(path), "%s/%s", kernels_dir, deps[i]);
-		char *t = read_all(path, &len);
-		if (!t)
-			return sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
-		h = fnv1a(h, t, len);
-		free(t);
-	}
-	if (mkdirs(cache_dir))
-		return sw_errf(err, SW_EIO, "%s: cannot create: %s", cache_dir, strerror(errno));
-	snprintf(cpath, sizeof(cpath), "%s/%s-%016llx.c", cache_dir, key, (unsigned long long)h);
-	snprintf(so, sizeof(so), "%s/%s-%016llx.so", cache_dir, key, (unsigned long long)h);
-	if (access(so, R_OK) != 0) {
-		snprintf(tmp, sizeof(tmp), "%s.tmp%d", so, (int)getpid());
-		snprintf(log, sizeof(log), "%s.log", cpath);
-		if (write_file(cpath, src, strlen(src)))
-			return sw_errf(err, SW_EIO, "%s: cannot write: %s", cpath, strerror(errno));
-		size_t k = strlen(cmd);
-		snprintf(cmd + k, sizeof(cmd) - k, " -o '%s' '%s' -lm > '%s' 2>&1", tmp, cpath, log);
-		if (system(cmd) != 0) {
-			char *l = read_all(log, NULL);
-			rc = sw_errf(err, SW_EINVAL, "%s: emulator build failed:\n%.700s", cpath,
-			             l ? l : "(no log)");
-			free(l);
-			unlink(tmp);
-			return rc;
-		}
-		unlink(log);
-		if (rename(tmp, so))
-			return sw_errf(err, SW_EIO, "%s: cannot rename into place: %s", so, strerror(errno));
-	}
-	*handle = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-	if (!*handle)
-		return sw_errf(err, SW_EIO, "%s: dlopen: %s", so, dlerror());
-	return 0;
 }

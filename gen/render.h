@@ -1,15 +1,17 @@
 /* Template renderer: replaces {{NAME}} placeholders in a kernel template with
  * typed constants (ints, floats, identifiers) and nothing else; templates hold
  * no logic in placeholders. Also the specialisation key (one pure function of
- * all parameters, filename-safe, used as the kernel name) and the emulator
- * path: compile a rendered source with prelude_emu.h into a shared object and
- * load it. Not the NVRTC driver (gen/nvrtc.h). */
+ * all parameters, filename-safe, used as the kernel name). Compiling what it
+ * renders is gen/jit/'s: NVRTC (nvrtc.h), the emulator (emu_build.h). */
 #ifndef GEN_RENDER_H
 #define GEN_RENDER_H
 
 #include <stddef.h>
 
 #include "core/err.h"
+/* gen_emu_module_build moved to gen/jit/ (the one place for compiling);
+ * still reachable through this header for its callers. */
+#include "gen/jit/emu_build.h"
 
 typedef enum gen_param_type {
 	GEN_PARAM_INT,   /* printed in decimal (LL suffix outside int32), negatives in parens */
@@ -42,13 +44,5 @@ int gen_render_file(const char *path, const gen_param *p, int n, char **out, sw_
  * named "NAME" are skipped (that is where the key goes). Returns 0, or
  * SW_ERANGE if it does not fit in n bytes. */
 int gen_key(char *buf, size_t n, const char *op, const gen_param *p, int np);
-
-/* Emulator build: compiles src (a rendered source) as C11 with
- * -include prelude_emu.h (found in kernels_dir) into
- * cache_dir/<key>-<hash>.so, the hash covering src, the prelude, emu.h and
- * the command, so a stale entry is a miss; written to a temp file and renamed.
- * Loads it into *handle (dlopen). Compiler: $CC, else cc. */
-int gen_emu_module_build(const char *src, const char *key, const char *kernels_dir,
-                         const char *cache_dir, void **handle, sw_err *err);
 
 #endif

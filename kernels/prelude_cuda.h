@@ -1,5 +1,7 @@
 /* Device vocabulary for NVRTC: the CUDA twin of prelude_emu.h (same names,
- * same meaning; see there). Prepended to every generated kernel source.
+ * same meaning; see there), the part both write alike in prelude_common.h.
+ * Prepended to every generated kernel source, with prelude_common.h inlined
+ * at its #include (gen_nvrtc_prelude_load).
  * NVRTC has no libc headers, so the fixed-width types are defined here
  * (kernels/philox.h relies on them). Needs sm_80+ (bf16 conversions). */
 #ifndef SW_PRELUDE_CUDA_H
@@ -20,27 +22,6 @@ typedef unsigned long long uintptr_t;
  * whose best shape differs per architecture (one source, one launch). */
 #define SW_ARCH __CUDA_ARCH__
 
-/* ---- parameter lists: KERNEL(name, (type, name), ...) ---- */
-#define SW_NARGS(...) SW_NARGS_(__VA_ARGS__, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
-#define SW_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, N, ...) N
-#define SW_CAT(a, b) SW_CAT_(a, b)
-#define SW_CAT_(a, b) a##b
-#define SW_TYPE(T, n) T
-#define SW_DECL(T, n) T n
-#define SW_PARAMS(...) SW_CAT(SW_P_, SW_NARGS(__VA_ARGS__))(__VA_ARGS__)
-#define SW_P_1(a) SW_DECL a
-#define SW_P_2(a, ...) SW_DECL a, SW_P_1(__VA_ARGS__)
-#define SW_P_3(a, ...) SW_DECL a, SW_P_2(__VA_ARGS__)
-#define SW_P_4(a, ...) SW_DECL a, SW_P_3(__VA_ARGS__)
-#define SW_P_5(a, ...) SW_DECL a, SW_P_4(__VA_ARGS__)
-#define SW_P_6(a, ...) SW_DECL a, SW_P_5(__VA_ARGS__)
-#define SW_P_7(a, ...) SW_DECL a, SW_P_6(__VA_ARGS__)
-#define SW_P_8(a, ...) SW_DECL a, SW_P_7(__VA_ARGS__)
-#define SW_P_9(a, ...) SW_DECL a, SW_P_8(__VA_ARGS__)
-#define SW_P_10(a, ...) SW_DECL a, SW_P_9(__VA_ARGS__)
-#define SW_P_11(a, ...) SW_DECL a, SW_P_10(__VA_ARGS__)
-#define SW_P_12(a, ...) SW_DECL a, SW_P_11(__VA_ARGS__)
-
 /* The launch takes void **args (cuLaunchKernel) natively: no trampoline. */
 #define KERNEL(name, ...) extern "C" __global__ void name(SW_PARAMS(__VA_ARGS__))
 #define KERNEL_LB(max_threads, name, ...)                                              \
@@ -49,7 +30,7 @@ typedef unsigned long long uintptr_t;
 #define RESTRICT __restrict__
 #define UNROLL _Pragma("unroll")
 
-/* ---- thread geometry ---- */
+/* ---- thread geometry (TID_LINEAR, LANE_ID, WARP_ID: prelude_common.h) ---- */
 #define TID_X threadIdx.x
 #define TID_Y threadIdx.y
 #define TID_Z threadIdx.z
@@ -62,10 +43,6 @@ typedef unsigned long long uintptr_t;
 #define GDIM_X gridDim.x
 #define GDIM_Y gridDim.y
 #define GDIM_Z gridDim.z
-#define WARP_SIZE 32
-#define TID_LINEAR (TID_X + BDIM_X * (TID_Y + BDIM_Y * TID_Z))
-#define LANE_ID ((int)(TID_LINEAR & 31u))
-#define WARP_ID ((int)(TID_LINEAR >> 5))
 
 #define SYNC() __syncthreads()
 
@@ -140,57 +117,9 @@ typedef uint2 u32x2;
 #define SINCOSF(a, s, c) sincosf((a), (s), (c))
 #define DEV_TRAP(msg) __trap()
 
-/* ---- warp reductions (same butterfly as the emulator) ---- */
-DEV float WARP_SUM(float v)
-{
-#pragma unroll
-	for (int m = 16; m > 0; m >>= 1)
-		v += SHFL_XOR(v, m);
-	return v;
-}
-DEV float WARP_MAX(float v)
-{
-#pragma unroll
-	for (int m = 16; m > 0; m >>= 1)
-		v = fmaxf(v, SHFL_XOR(v, m));
-	return v;
-}
-DEV int32_t WARP_SUM_I32(int32_t v)
-{
-#pragma unroll
-	for (int m = 16; m > 0; m >>= 1)
-		v += SHFL_XOR(v, m);
-	return v;
-}
-
-/* Block-wide sum (every thread gets it). Needs a block of whole warps; ends
- * with a barrier so that the scratch may be reused by the next call. */
-DEV float BLOCK_SUM(float v)
-{
-	SHARED(float, sw_block_red, 32);
-	const int nw = (int)((BDIM_X * BDIM_Y * BDIM_Z + 31u) >> 5);
-	v = WARP_SUM(v);
-	if (LANE_ID == 0)
-		SST(sw_block_red, WARP_ID, v);
-	SYNC();
-	v = LANE_ID < nw ? SLD(sw_block_red, LANE_ID) : 0.0f;
-	v = WARP_SUM(v);
-	SYNC();
-	return v;
-}
-DEV float BLOCK_MAX(float v)
-{
-	SHARED(float, sw_block_red, 32);
-	const int nw = (int)((BDIM_X * BDIM_Y * BDIM_Z + 31u) >> 5);
-	v = WARP_MAX(v);
-	if (LANE_ID == 0)
-		SST(sw_block_red, WARP_ID, v);
-	SYNC();
-	v = LANE_ID < nw ? SLD(sw_block_red, LANE_ID) : -SW_INF;
-	v = WARP_MAX(v);
-	SYNC();
-	return v;
-}
+/* ---- parameter-list macros, lane/warp ids, warp and block reductions:
+ * written once for both backends ---- */
+#include "prelude_common.h"
 
 /* ---- tensor-core fragments (sm_80+): mma.sync m16n8k16 with fp32
  * accumulators and ldmatrix x4; fragment layouts and the emulator's

@@ -5,7 +5,8 @@
  * (plus C11/C++ common arithmetic and the float math functions).
  * Shared memory goes through SHARED/DYN_SHARED and its accesses through
  * SLD/SST (plain loads/stores on the GPU), which is how the emulator sees
- * races and uninitialised reads. Not for host code. */
+ * races and uninitialised reads. What both preludes write alike is
+ * prelude_common.h, included below. Not for host code. */
 #ifndef SW_PRELUDE_EMU_H
 #define SW_PRELUDE_EMU_H
 
@@ -30,26 +31,8 @@ static __attribute__((unused)) void emu__bind(emu_ctx *c)
 	emu__ctx = c;
 }
 
-/* ---- parameter lists: KERNEL(name, (type, name), ...) ---- */
-#define SW_NARGS(...) SW_NARGS_(__VA_ARGS__, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
-#define SW_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, N, ...) N
-#define SW_CAT(a, b) SW_CAT_(a, b)
-#define SW_CAT_(a, b) a##b
-#define SW_TYPE(T, n) T
-#define SW_DECL(T, n) T n
-#define SW_PARAMS(...) SW_CAT(SW_P_, SW_NARGS(__VA_ARGS__))(__VA_ARGS__)
-#define SW_P_1(a) SW_DECL a
-#define SW_P_2(a, ...) SW_DECL a, SW_P_1(__VA_ARGS__)
-#define SW_P_3(a, ...) SW_DECL a, SW_P_2(__VA_ARGS__)
-#define SW_P_4(a, ...) SW_DECL a, SW_P_3(__VA_ARGS__)
-#define SW_P_5(a, ...) SW_DECL a, SW_P_4(__VA_ARGS__)
-#define SW_P_6(a, ...) SW_DECL a, SW_P_5(__VA_ARGS__)
-#define SW_P_7(a, ...) SW_DECL a, SW_P_6(__VA_ARGS__)
-#define SW_P_8(a, ...) SW_DECL a, SW_P_7(__VA_ARGS__)
-#define SW_P_9(a, ...) SW_DECL a, SW_P_8(__VA_ARGS__)
-#define SW_P_10(a, ...) SW_DECL a, SW_P_9(__VA_ARGS__)
-#define SW_P_11(a, ...) SW_DECL a, SW_P_10(__VA_ARGS__)
-#define SW_P_12(a, ...) SW_DECL a, SW_P_11(__VA_ARGS__)
+/* ---- parameter lists: KERNEL(name, (type, name), ...); SW_PARAMS and
+ * SW_NARGS are prelude_common.h's ---- */
 #define SW_UNPACK(A, ...) SW_CAT(SW_U_, SW_NARGS(__VA_ARGS__))(A, __VA_ARGS__)
 #define SW_ARG(A, i, p) (*(SW_TYPE p *)(A)[i])
 #define SW_U_1(A, p0) SW_ARG(A, 0, p0)
@@ -82,7 +65,7 @@ static __attribute__((unused)) void emu__bind(emu_ctx *c)
 #define RESTRICT __restrict__
 #define UNROLL 
 
-/* ---- thread geometry ---- */
+/* ---- thread geometry (TID_LINEAR, LANE_ID, WARP_ID: prelude_common.h) ---- */
 #define TID_X (emu__ctx->tid.x)
 #define TID_Y (emu__ctx->tid.y)
 #define TID_Z (emu__ctx->tid.z)
@@ -95,10 +78,6 @@ static __attribute__((unused)) void emu__bind(emu_ctx *c)
 #define GDIM_X (emu__ctx->gdim.x)
 #define GDIM_Y (emu__ctx->gdim.y)
 #define GDIM_Z (emu__ctx->gdim.z)
-#define WARP_SIZE 32
-#define TID_LINEAR (TID_X + BDIM_X * (TID_Y + BDIM_Y * TID_Z))
-#define LANE_ID ((int)(TID_LINEAR & 31u))
-#define WARP_ID ((int)(TID_LINEAR >> 5))
 
 /* ---- block barrier ---- */
 #define SYNC() emu__ctx->sync(__FILE__, __LINE__)
@@ -234,55 +213,9 @@ DEV u32x2 MAKE_U32X2(uint32_t x, uint32_t y) { u32x2 r = {x, y}; return r; }
 /* Device-side trap: the emulator reports it with the site. */
 #define DEV_TRAP(msg) (emu__ctx->fail)(EMU_EINVAL, __FILE__, __LINE__, (msg))
 
-/* ---- warp reductions: xor butterfly, every lane gets the result; the
- * same order on both backends, so the same rounding ---- */
-DEV float WARP_SUM(float v)
-{
-	for (int m = 16; m > 0; m >>= 1)
-		v += SHFL_XOR(v, m);
-	return v;
-}
-DEV float WARP_MAX(float v)
-{
-	for (int m = 16; m > 0; m >>= 1)
-		v = fmaxf(v, SHFL_XOR(v, m));
-	return v;
-}
-DEV int32_t WARP_SUM_I32(int32_t v)
-{
-	for (int m = 16; m > 0; m >>= 1)
-		v += SHFL_XOR(v, m);
-	return v;
-}
-
-/* Block-wide sum (every thread gets it). Needs a block of whole warps; ends
- * with a barrier so that the scratch may be reused by the next call. */
-DEV float BLOCK_SUM(float v)
-{
-	SHARED(float, sw_block_red, 32);
-	const int nw = (int)((BDIM_X * BDIM_Y * BDIM_Z + 31u) >> 5);
-	v = WARP_SUM(v);
-	if (LANE_ID == 0)
-		SST(sw_block_red, WARP_ID, v);
-	SYNC();
-	v = LANE_ID < nw ? SLD(sw_block_red, LANE_ID) : 0.0f;
-	v = WARP_SUM(v);
-	SYNC();
-	return v;
-}
-DEV float BLOCK_MAX(float v)
-{
-	SHARED(float, sw_block_red, 32);
-	const int nw = (int)((BDIM_X * BDIM_Y * BDIM_Z + 31u) >> 5);
-	v = WARP_MAX(v);
-	if (LANE_ID == 0)
-		SST(sw_block_red, WARP_ID, v);
-	SYNC();
-	v = LANE_ID < nw ? SLD(sw_block_red, LANE_ID) : -SW_INF;
-	v = WARP_MAX(v);
-	SYNC();
-	return v;
-}
+/* ---- parameter-list macros, lane/warp ids, warp and block reductions:
+ * written once for both backends ---- */
+#include "prelude_common.h"
 
 /* ---- tensor-core fragments: mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}
  * and ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16, warp-collective

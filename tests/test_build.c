@@ -13,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <dirent.h>
 #include <cmocka.h>
 
 #include "core/fileio.h"
+#include "core/timing.h"
 #include "gen/build.h"
 #include "gen/inspect.h"
 #include "core/json.h"
@@ -404,8 +404,7 @@ static void test_build_matrix(void **state)
 	int misses[2] = {0, 0}, hits[2] = {0, 0}, n_built = 0;
 	g_verbose = false;
 	for (int pass = 0; pass < 2; pass++) {
-		struct timespec t0, t1;
-		clock_gettime(CLOCK_MONOTONIC, &t0);
+		double t0 = sw_now_s();
 		for (int i = 0; i < 3; i++) {
 			if (i == 0 && access("models/cache/SmolLM2-135M-Instruct.Q4_1.gguf", R_OK))
 				continue;
@@ -439,8 +438,7 @@ static void test_build_matrix(void **state)
 				free(s);
 			}
 		}
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		secs[pass] = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+		secs[pass] = sw_now_s() - t0;
 	}
 	g_verbose = true;
 	print_message("  NVRTC matrix: %d engines; first pass %.1f s (%d compiles, %d hits), "

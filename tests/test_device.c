@@ -292,8 +292,8 @@ static int setup(void **state)
 		sw_err err = {0};
 		rt_dev *d = rt_dev_cuda_new(0, &err);
 		gen_nvrtc *nv = gen_nvrtc_open(&err);
-		snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
-		char *prelude = sw_read_file(path, NULL), arch[16];
+		snprintf(path, sizeof(path), "%s/kernels", src_root());
+		char *prelude = gen_nvrtc_prelude_load(path, &err), arch[16];
 		void *cubin = NULL;
 		size_t cs = 0;
 		if (d && nv && prelude) {

@@ -259,7 +259,7 @@ static void test_tiny_stochastic(void **state)
  * in fp16, a relative bias of ~1e-3 in p that 3000 samples cannot resolve
  * (the test's resolution is ~sqrt(K / N) ~ 0.2 relative per category). Runs
  * natively: the emulated kernels make the same decisions (test_kern_verify,
- * test_kern_expand, test_kern_adapt) and tokens (test_tiny_stochastic). */
+ * test_kern_tree_expand, test_kern_adapt) and tokens (test_tiny_stochastic). */
 static void test_engine_exactness(void **state)
 {
 	static const char *const cfg[][5] = {

@@ -44,7 +44,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cmocka.h>
 
@@ -56,23 +55,18 @@
 #include "engine_util.h"
 #include "fake_cuda.h"
 #include "core/fileio.h"
+#include "core/timing.h"
 #include "formats/gguf.h"
 #include "core/json.h"
 #include "kern_util.h"
 #include "gen/jit/nvrtc.h"
+#include "gen/jit/emu_build.h"
 #include "gen/render.h"
 #include "testutil.h"
 
 static char g_dir[256], g_cache[300];
 static rt_model *g_tiny;
 static char g_tiny_path[300];
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- what the engine directory says: kernel entries, gated phases ---- */
 
@@ -463,7 +457,7 @@ static int run_case(const ecase *c)
 	int32_t prompt[64], ref[256], got[256];
 	rt_engine_stats st, st_ref;
 	const int P = c->n_prompt, N = c->max_new;
-	double t0 = now_s();
+	double t0 = sw_now_s();
 	assert_true(P <= 64 && N <= 256);
 
 	snprintf(dir, sizeof(dir), "%s/%s", g_dir, c->name);
@@ -487,10 +481,10 @@ static int run_case(const ecase *c)
 	eu_tiny_prompt(prompt, P);
 	engine_kernels ek;
 	engine_kernels_load(dir, &ek);
-	double t_build = now_s() - t0;
+	double t_build = sw_now_s() - t0;
 
 	/* the reference: host backend, emulate mode, graph */
-	t0 = now_s();
+	t0 = sw_now_s();
 	rt_dev *h = open_emulate();
 	rt_engine *e = eu_bind(dir, h, g_tiny, c->seed);
 	char what[120];
@@ -499,10 +493,10 @@ static int run_case(const ecase *c)
 	assert_int_equal(n_ref, N);
 	rt_engine_free(e);
 	rt_dev_free(h);
-	double t_host = now_s() - t0;
+	double t_host = sw_now_s() - t0;
 
 	/* cuda over the fake */
-	t0 = now_s();
+	t0 = sw_now_s();
 	rt_dev *d = open_fake(&ek, nvrtc ? 80 : 90);
 	const int m_open = fake_cuda_n_calls();
 	e = eu_bind(dir, d, g_tiny, c->seed);
@@ -565,7 +559,7 @@ static int run_case(const ecase *c)
 	rt_engine_free(e);
 	rt_dev_free(d);
 	assert_int_equal(fake_cuda_live_allocs(), 0);
-	double t_cuda = now_s() - t0;
+	double t_cuda = sw_now_s() - t0;
 	print_message("  %s: %d tokens in %d iterations identical on host-emulate, cuda graph%s and "
 	              "cuda eager; module %s; %d gated level(s); %d fake driver calls; build %.1f s, "
 	              "host %.1f s, cuda %.1f s\n", c->name, N, st.n_iters,

@@ -179,15 +179,22 @@ static void check_outcome(const cfg *c, const draws *w, const sim *s, stats *st,
 {
 	double cum;
 	int n = host_rule(c, w, &cum);
+	int32_t want_tok[MAX_D + 1], want_go[MAX_D];
+	const float want_cum = (float)cum;
+	char label[256];
 	for (int j = 1; j <= c->D; j++)
-		if (s->tok[j] != (j <= n ? w->y[j] : -1))
-			fail_msg("%s: host rule drafts %d; node %d holds %d, want %d", what, n, j, s->tok[j],
-			         j <= n ? w->y[j] : -1);
+		want_tok[j] = j <= n ? w->y[j] : -1;
 	for (int j = 0; j < c->D; j++)
-		if (s->go[j] != (j + 1 < n))
-			fail_msg("%s: host rule drafts %d; go[%d] = %d", what, n, j, s->go[j]);
-	if (memcmp(s->cum, &(float){(float)cum}, 4))
-		fail_msg("%s: cum %.9g, host %.17g", what, (double)s->cum[0], cum);
+		want_go[j] = j + 1 < n;
+	snprintf(label, sizeof(label), "%s: host rule drafts %d", what, n);
+	const kern_out outs[] = {
+		{.name = "tree_tokens[1:]", .type = KERN_I32, .got = s->tok + 1, .want = want_tok + 1,
+		 .n = (size_t)c->D},
+		{.name = "go", .type = KERN_I32, .got = s->go, .want = want_go, .n = (size_t)c->D},
+		{.name = "cum", .type = KERN_F32, .got = s->cum, .want = &want_cum, .n = 1},
+	};
+	for (int i = 0; i < 3; i++)
+		kern_expect(label, &outs[i]);
 	st->iters++;
 	st->drafted += n;
 	st->hist[n]++;
@@ -246,16 +253,15 @@ static void run_kernel(const cfg *c, int n_iter)
 			ref_adapt(L, (int)N, c->D, c->V, c->min_steps, c->max_steps, c->h, h.go, h.cum, h.tok, h.q);
 			snprintf(what, sizeof(what), "D %d h %g bounds (%d,%d) iteration %d level %d", c->D,
 			         (double)c->h, c->min_steps, c->max_steps, it, L);
-			for (int j = 0; j < c->D; j++)
-				if (d.go[j] != h.go[j])
-					fail_msg("%s: go[%d] = %d, ref %d", what, j, d.go[j], h.go[j]);
-			for (size_t j = 0; j < N; j++)
-				if (d.tok[j] != h.tok[j])
-					fail_msg("%s: tree_tokens[%zu] = %d, ref %d", what, j, d.tok[j], h.tok[j]);
-			if (memcmp(d.cum, h.cum, 4))
-				fail_msg("%s: cum %.9g, ref %.9g", what, (double)d.cum[0], (double)h.cum[0]);
-			if (memcmp(d.q, h.q, N * c->V * 4))
-				fail_msg("%s: draft_probs written", what);
+			const kern_out outs[] = {
+				{.name = "go", .type = KERN_I32, .got = d.go, .want = h.go, .n = (size_t)c->D},
+				{.name = "tree_tokens", .type = KERN_I32, .got = d.tok, .want = h.tok, .n = N},
+				{.name = "cum", .type = KERN_F32, .got = d.cum, .want = h.cum, .n = 1},
+				{.name = "draft_probs (read only)", .type = KERN_F32, .got = d.q, .want = h.q,
+				 .n = N * (size_t)c->V, .dims = {(int)N, c->V}},
+			};
+			for (int i = 0; i < 4; i++)
+				kern_expect(what, &outs[i]);
 		}
 		snprintf(what, sizeof(what), "D %d h %g bounds (%d,%d) iteration %d", c->D, (double)c->h,
 		         c->min_steps, c->max_steps, it);

@@ -46,6 +46,18 @@ static float bits(uint32_t u)
 	return f;
 }
 
+/* Casts x into y (both emu_alloc'ed), compares y with want (malloc'ed)
+ * exactly, frees all three. */
+static void launch_expect(const emu_kernel *k, int N, void *y, void *x, kern_dtype yt, void *want)
+{
+	void *args[] = {&y, &x};
+	kern_out o = {.name = "y", .type = yt, .got = y, .want = want, .n = (size_t)N};
+	kern_launch_expect(k->name, k, d3(grid_for(N), 1, 1), d3(128, 1, 1), args, &o, 1);
+	emu_free(x);
+	emu_free(y);
+	free(want);
+}
+
 static void check_down(int N, int mode)
 {
 	const emu_kernel *k = kern(N, mode);
@@ -76,15 +88,10 @@ static void check_down(int N, int mode)
 		else
 			x[i] = (float)rnd();
 	}
-	void *args[] = {&y, &x};
-	launch(k, d3(grid_for(N), 1, 1), d3(128, 1, 1), args);
-	for (int i = 0; i < N; i++) {
-		uint16_t want = isnan(x[i]) ? 0x7fffu : mode == 0 ? gguf_f32_to_bf16(x[i]) : gguf_f32_to_f16(x[i]);
-		if (y[i] != want)
-			fail_msg("%s [%d] %a: 0x%04x, want 0x%04x", k->name, i, (double)x[i], y[i], want);
-	}
-	emu_free(x);
-	emu_free(y);
+	uint16_t *want = malloc((size_t)N * sizeof(*want));
+	for (int i = 0; i < N; i++)
+		want[i] = isnan(x[i]) ? 0x7fffu : mode == 0 ? gguf_f32_to_bf16(x[i]) : gguf_f32_to_f16(x[i]);
+	launch_expect(k, N, y, x, KERN_U16, want);
 }
 
 static void check_up(int N, int mode)
@@ -95,15 +102,10 @@ static void check_up(int N, int mode)
 
 	for (int i = 0; i < N; i++)
 		x[i] = (uint16_t)(N == 65536 ? (unsigned)i : ((unsigned)i * 40503u) & 0xffffu);
-	void *args[] = {&y, &x};
-	launch(k, d3(grid_for(N), 1, 1), d3(128, 1, 1), args);
-	for (int i = 0; i < N; i++) {
-		float want = mode == 2 ? gguf_bf16_to_f32(x[i]) : gguf_f16_to_f32(x[i]);
-		if (memcmp(&y[i], &want, sizeof(float)))
-			fail_msg("%s [%d] 0x%04x: %a, want %a", k->name, i, x[i], (double)y[i], (double)want);
-	}
-	emu_free(x);
-	emu_free(y);
+	float *want = malloc((size_t)N * sizeof(*want));
+	for (int i = 0; i < N; i++)
+		want[i] = mode == 2 ? gguf_bf16_to_f32(x[i]) : gguf_f16_to_f32(x[i]);
+	launch_expect(k, N, y, x, KERN_F32, want);
 }
 
 static void test_cast_down(void **state)

@@ -113,13 +113,14 @@ static void commit(cache *c, int len, const int *keep, int n, const char *what)
 		fail_msg("%s: len %d, want %d + %d", what, *c->len, len, n);
 	if (*c->done != 0)
 		fail_msg("%s: done ticket left at %d (grid %u)", what, *c->done, grid);
-	for (size_t i = 0; i < bytes; i++)
-		if (c->kc[i] != c->hk[i] || c->vc[i] != c->hv[i]) {
-			size_t row = (size_t)c->row_vec * 16, slot = i / row;
-			fail_msg("%s: %s differs at byte %zu (layer %zu, slot %zu, byte %zu of the row)",
-			         what, c->kc[i] != c->hk[i] ? "K" : "V", i, slot / (size_t)c->max_ctx,
-			         slot % (size_t)c->max_ctx, i % row);
-		}
+	const kern_out outs[] = { /* [layer][slot][byte of the row] */
+		{.name = "k_cache", .type = KERN_U8, .got = c->kc, .want = c->hk, .n = bytes,
+		 .dims = {c->n_layers, c->max_ctx, c->row_vec * 16}},
+		{.name = "v_cache", .type = KERN_U8, .got = c->vc, .want = c->hv, .n = bytes,
+		 .dims = {c->n_layers, c->max_ctx, c->row_vec * 16}},
+	};
+	for (int i = 0; i < 2; i++)
+		kern_expect(what, &outs[i]);
 	emu_free(dkeep);
 	emu_free(dn);
 }
@@ -199,15 +200,9 @@ static void test_kv_commit_nvrtc(void **state)
 	static const int shapes[][3] = {{32, 8192, 128}, {1, 8192, 128}, {32, 4096, 512}};
 	sw_err err = {0};
 	(void)state;
-	gen_nvrtc *nv = gen_nvrtc_open(&err);
-	if (!nv) {
-		print_message("test_kern_kv_commit: SKIPPING NVRTC: %s\n", err.msg);
-		skip();
-	}
-	char path[512], key[256];
-	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
-	char *prelude = sw_read_file(path, NULL);
-	assert_non_null(prelude);
+	gen_nvrtc *nv = nvrtc_or_skip("test_kern_kv_commit");
+	char key[256];
+	char *prelude = load_prelude_cuda();
 	for (int s = 0; s < 3; s++) {
 		gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("N_LAYERS", shapes[s][0]),
 		                 I("MAX_CTX", shapes[s][1]), I("ROW_VEC", shapes[s][2]), I("BLOCK", 128)};

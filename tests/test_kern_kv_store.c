@@ -44,13 +44,6 @@ static float bits_f32(uint32_t u)
 	return f;
 }
 
-static uint32_t f32_bits(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
 /* One input value: a quarter each of random bit patterns (NaN excluded),
  * values spanning the fp16 range, bf16 ties and fp16 ties. */
 static float input_value(void)
@@ -119,16 +112,14 @@ static int check(const shape *s, int len)
 	ref_kv_store(hk + (size_t)s->row0 * s->kvd, hv + (size_t)s->row0 * s->kvd, k, v, len, s->rows,
 	             s->kvd, s->row0, s->max_ctx, s->is_f16);
 	assert_int_equal(*dlen, len); /* the length is the commit's to advance */
-	for (size_t i = 0; i < nc; i++)
-		if (kc[i] != hk[i] || vc[i] != hv[i]) {
-			size_t slot = i / s->kvd, c = i % s->kvd;
-			bool isk = kc[i] != hk[i];
-			long r = (long)slot - len - s->row0;
-			fail_msg("%s len %d: %s slot %zu col %zu (row %ld) = %04x, ref %04x (input %a)",
-			         kn->name, len, isk ? "K" : "V", slot, c, r, isk ? kc[i] : vc[i],
-			         isk ? hk[i] : hv[i],
-			         r >= 0 && r < s->rows ? (double)(isk ? k : v)[(size_t)r * s->kvd + c] : 0.0);
-		}
+	char what[128];
+	snprintf(what, sizeof(what), "%s len %d (row r at slot len + %d + r)", kn->name, len, s->row0);
+	const kern_out outs[] = {
+		{.name = "k_cache", .type = KERN_U16, .got = kc, .want = hk, .n = nc, .dims = {slots, s->kvd}},
+		{.name = "v_cache", .type = KERN_U16, .got = vc, .want = hv, .n = nc, .dims = {slots, s->kvd}},
+	};
+	for (int i = 0; i < 2; i++)
+		kern_expect(what, &outs[i]);
 	int landed = s->max_ctx - len - s->row0;
 	landed = landed < 0 ? 0 : landed > s->rows ? s->rows : landed;
 	emu_free(kc);
@@ -196,17 +187,24 @@ static void test_kv_store_nan(void **state)
 			}
 			*dlen = 2;
 			void *args[] = {&kc, &vc, &k, &v, &dlen};
-			launch(kn, d3((unsigned)(nx / (vec ? 8 : 1) + 63) / 64, 1, 1), d3(64, 1, 1), args);
+			uint16_t *canon = malloc(nx * sizeof(*canon));
 			for (size_t i = 0; i < nx; i++) {
 				uint16_t want = f16 ? gguf_f32_to_f16(k[i]) : gguf_f32_to_bf16(k[i]);
 				uint16_t exp_mask = f16 ? 0x7c00u : 0x7f80u, man = f16 ? 0x03ffu : 0x007fu;
-				uint16_t got[2] = {kc[2 * s.kvd + i], vc[2 * s.kvd + i]};
 				assert_true((want & exp_mask) == exp_mask && (want & man) != 0);
-				for (int w = 0; w < 2; w++)
-					if (got[w] != 0x7fffu)
-						fail_msg("%s: NaN %08x -> %04x, want the canonical 0x7fff", kn->name,
-						         f32_bits(w ? v[i] : k[i]), got[w]);
+				canon[i] = 0x7fffu;
 			}
+			const kern_out outs[] = { /* rows 0..2 land at slots 2..4 */
+				{.name = "k_cache[2:]", .type = KERN_U16, .got = kc + 2 * s.kvd, .want = canon,
+				 .n = nx, .dims = {s.rows, s.kvd}},
+				{.name = "v_cache[2:]", .type = KERN_U16, .got = vc + 2 * s.kvd, .want = canon,
+				 .n = nx, .dims = {s.rows, s.kvd}},
+			};
+			kern_launch_expect(f16 ? "NaN to the canonical fp16 0x7fff" :
+			                   "NaN to the canonical bf16 0x7fff", kn,
+			                   d3((unsigned)(nx / (vec ? 8 : 1) + 63) / 64, 1, 1), d3(64, 1, 1),
+			                   args, outs, 2);
+			free(canon);
 			emu_free(kc);
 			emu_free(vc);
 			emu_free(k);

@@ -34,6 +34,7 @@
 #include "formats/gguf.h"
 #include "kern_util.h"
 #include "gen/jit/nvrtc.h"
+#include "gen/jit/emu_build.h"
 #include "gen/render.h"
 
 /* One source for both backends. mma_k: warp w of the grid multiplies its own
@@ -380,18 +381,22 @@ static void test_mma_layout_probes(void **state)
 		}
 		run_mma(k, &m, nw);
 		for (int p = 0; p < 4; p++) {
+			float want[128];
+			char what[96];
 			frag_unpack(m.d + p * 128, D);
 			for (int r = 0; r < 16; r++)
-				for (int c = 0; c < 8; c++) {
-					float want = p == 0 ? from16(f16, A[p][r * 16 + c])
-					             : p == 1 ? from16(f16, A[p][r * 16 + c + 8])
-					             : p == 2 ? from16(f16, B[p][r * 8 + c])
-					                      : C[p][r * 8 + c];
-					if (D[r * 8 + c] != want)
-						fail_msg("%s probe %d: D[%d][%d] = %g, want %g (lane %d)",
-						         f16 ? "f16" : "bf16", p, r, c, (double)D[r * 8 + c],
-						         (double)want, (r % 8) * 4 + c / 2);
-				}
+				for (int c = 0; c < 8; c++)
+					want[r * 8 + c] = p == 0 ? from16(f16, A[p][r * 16 + c])
+					                  : p == 1 ? from16(f16, A[p][r * 16 + c + 8])
+					                  : p == 2 ? from16(f16, B[p][r * 8 + c])
+					                           : C[p][r * 8 + c];
+			/* every probe value is nonzero and exact: bit equality is value
+			 * equality here */
+			snprintf(what, sizeof(what), "%s probe %d (D[r][c] is in lane (r %% 8) * 4 + c / 2)",
+			         f16 ? "f16" : "bf16", p);
+			kern_out o = {.name = "D", .type = KERN_F32, .got = D, .want = want, .n = 128,
+			              .dims = {16, 8}};
+			kern_expect(what, &o);
 		}
 		emu_free(m.d);
 		emu_free(m.c);
@@ -433,28 +438,36 @@ static void test_mma_random(void **state)
 		run_mma(k, &m, nw);
 		double worst = 0.0;
 		for (int p = 0; p < nw; p++) {
+			float ord[128];
+			double ex[128], bound[128], mag[128];
+			char what[64];
 			frag_unpack(m.d + p * 128, D);
 			for (int r = 0; r < 16; r++)
 				for (int c = 0; c < 8; c++) {
-					double ex = C[p][r * 8 + c], mag = fabs(ex);
-					float ord = C[p][r * 8 + c];
+					const int i = r * 8 + c;
+					ex[i] = C[p][i];
+					mag[i] = fabs(ex[i]);
+					ord[i] = C[p][i];
 					for (int kk = 0; kk < 16; kk++) {
 						const float x = from16(f16, A[p][r * 16 + kk]);
 						const float y = from16(f16, B[p][kk * 8 + c]);
-						ex += (double)x * y;
-						mag += fabs((double)x * y);
-						ord = ord + x * y; /* the documented order; x * y is exact */
+						ex[i] += (double)x * y;
+						mag[i] += fabs((double)x * y);
+						ord[i] = ord[i] + x * y; /* the documented order; x * y is exact */
 					}
-					const double d = D[r * 8 + c], bound = gamma2(16) * mag;
-					if (memcmp(&ord, &D[r * 8 + c], sizeof(ord)))
-						fail_msg("%s warp %d D[%d][%d]: %.9g, documented order gives %.9g",
-						         f16 ? "f16" : "bf16", p, r, c, d, (double)ord);
-					if (!(fabs(d - ex) <= bound))
-						fail_msg("%s warp %d D[%d][%d]: %.9g vs exact %.9g > bound %.3g",
-						         f16 ? "f16" : "bf16", p, r, c, d, ex, bound);
-					if (mag > 0)
-						worst = fmax(worst, fabs(d - ex) / mag);
+					bound[i] = gamma2(16) * mag[i];
+					if (mag[i] > 0)
+						worst = fmax(worst, fabs(D[i] - ex[i]) / mag[i]);
 				}
+			snprintf(what, sizeof(what), "%s warp %d", f16 ? "f16" : "bf16", p);
+			const kern_out outs[] = {
+				{.name = "D (the documented order)", .type = KERN_F32, .got = D, .want = ord,
+				 .n = 128, .dims = {16, 8}},
+				{.name = "D (any order, vs exact)", .type = KERN_F32, .got = D, .ref = ex,
+				 .bound = bound, .n = 128, .dims = {16, 8}},
+			};
+			for (int i = 0; i < 2; i++)
+				kern_expect(what, &outs[i]);
 		}
 		print_message("  %s: %d random mma, worst |d - exact| / sum|terms| = %.3g (bound %.3g)\n",
 		              f16 ? "f16" : "bf16", nw, worst, gamma2(16));
@@ -487,24 +500,26 @@ static void test_ldmatrix(void **state)
 		cols[l] = 8 * ((l / 8 + l % 3) % 4);
 	}
 	void *args[] = {&out, &mm, &rows, &cols};
-	launch(k, d3(1, 1, 1), d3(32, 1, 1), args);
+	uint32_t want[256];
 	for (int l = 0; l < 32; l++)
 		for (int i = 0; i < 4; i++) {
 			/* matrix i: rows from lanes 8i..8i+7; thread l receives (row
 			 * l/4, cols 2(l%4), +1), or with .trans (rows 2(l%4), +1, col l/4) */
 			const int g = l / 4, q = l % 4;
 			const int rr = rows[8 * i + g], cc = cols[8 * i + g];
-			uint32_t want = (uint32_t)mm[rr * 40 + cc + 2 * q] |
-			                (uint32_t)mm[rr * 40 + cc + 2 * q + 1] << 16;
-			if (out[4 * l + i] != want)
-				fail_msg("ldmatrix lane %d reg %d: %08x, want %08x", l, i, out[4 * l + i], want);
+			want[4 * l + i] = (uint32_t)mm[rr * 40 + cc + 2 * q] |
+			                  (uint32_t)mm[rr * 40 + cc + 2 * q + 1] << 16;
 			const int r0 = rows[8 * i + 2 * q], c0 = cols[8 * i + 2 * q];
 			const int r1 = rows[8 * i + 2 * q + 1], c1 = cols[8 * i + 2 * q + 1];
-			want = (uint32_t)mm[r0 * 40 + c0 + g] | (uint32_t)mm[r1 * 40 + c1 + g] << 16;
-			if (out[128 + 4 * l + i] != want)
-				fail_msg("ldmatrix.trans lane %d reg %d: %08x, want %08x", l, i,
-				         out[128 + 4 * l + i], want);
+			want[128 + 4 * l + i] = (uint32_t)mm[r0 * 40 + c0 + g] |
+			                        (uint32_t)mm[r1 * 40 + c1 + g] << 16;
 		}
+	const kern_out outs[] = { /* [lane][register] */
+		{.name = "ldmatrix", .type = KERN_U32, .got = out, .want = want, .n = 128, .dims = {32, 4}},
+		{.name = "ldmatrix.trans", .type = KERN_U32, .got = out + 128, .want = want + 128,
+		 .n = 128, .dims = {32, 4}},
+	};
+	kern_launch_expect("ldmatrix x4", k, d3(1, 1, 1), d3(32, 1, 1), args, outs, 2);
 	emu_free(out);
 	emu_free(mm);
 	emu_free(rows);
@@ -524,18 +539,16 @@ static void test_cp_async(void **state)
 	for (int i = 0; i < 96 * 8; i++)
 		src[i] = (uint16_t)(0x3000 + 7 * i);
 	void *args[] = {&out, &src};
-	launch(k, d3(1, 1, 1), d3(32, 1, 1), args);
+	uint32_t want[96 * 4] = {0};
 	for (int l = 0; l < 32; l++) {
 		const int v[3] = {(l + 1) & 31, 32 + ((l + 1) & 31), 64 + ((l + 5) & 31)};
-		for (int gi = 0; gi < 3; gi++) {
-			uint32_t want[4] = {0, 0, 0, 0};
+		for (int gi = 0; gi < 3; gi++)
 			if (gi != 1 || !(v[1] & 1))
-				memcpy(want, src + 8 * v[gi], 16);
-			if (memcmp(out + 4 * (32 * gi + l), want, 16))
-				fail_msg("cp.async lane %d group %d: %08x.., want %08x..", l, gi,
-				         out[4 * (32 * gi + l)], want[0]);
-		}
+				memcpy(want + 4 * (32 * gi + l), src + 8 * v[gi], 16);
 	}
+	kern_out o = {.name = "out", .type = KERN_U32, .got = out, .want = want, .n = 96 * 4,
+	              .dims = {3, 32, 4}}; /* [group][lane][word] */
+	kern_launch_expect("cp.async", k, d3(1, 1, 1), d3(32, 1, 1), args, &o, 1);
 	emu_free(out);
 	emu_free(src);
 }
@@ -563,22 +576,29 @@ static void test_gemm_both_b(void **state)
 		float D0[128], D1[128];
 		frag_unpack(c0, D0);
 		frag_unpack(c1, D1);
+		double ex[128], bound[128];
 		for (int r = 0; r < 16; r++)
 			for (int n = 0; n < 8; n++) {
-				double ex = 0.0, mag = 0.0;
+				double mag = 0.0;
+				ex[r * 8 + n] = 0.0;
 				for (int kk = 0; kk < 32; kk++) {
 					double t = (double)from16(f16, a[r * 32 + kk]) * from16(f16, bk[kk * 8 + n]);
-					ex += t;
+					ex[r * 8 + n] += t;
 					mag += fabs(t);
 				}
-				const double bound = gamma2(32) * mag;
-				if (!(fabs(D0[r * 8 + n] - ex) <= bound) || !(fabs(D1[r * 8 + n] - ex) <= bound))
-					fail_msg("%s gemm C[%d][%d]: %.9g (ldmatrix B) %.9g (ldmatrix.trans B) vs "
-					         "%.9g, bound %.3g", f16 ? "f16" : "bf16", r, n,
-					         (double)D0[r * 8 + n], (double)D1[r * 8 + n], ex, bound);
-				/* same products, same order: the two feeds agree bit for bit */
-				assert_memory_equal(&D0[r * 8 + n], &D1[r * 8 + n], sizeof(float));
+				bound[r * 8 + n] = gamma2(32) * mag;
 			}
+		const kern_out outs[] = {
+			{.name = "C (ldmatrix B)", .type = KERN_F32, .got = D0, .ref = ex, .bound = bound,
+			 .n = 128, .dims = {16, 8}},
+			{.name = "C (ldmatrix.trans B)", .type = KERN_F32, .got = D1, .ref = ex,
+			 .bound = bound, .n = 128, .dims = {16, 8}},
+			/* same products, same order: the two feeds agree bit for bit */
+			{.name = "C (ldmatrix.trans B) vs C (ldmatrix B)", .type = KERN_F32, .got = D1,
+			 .want = D0, .n = 128, .dims = {16, 8}},
+		};
+		for (int i = 0; i < 3; i++)
+			kern_expect(f16 ? "f16 gemm" : "bf16 gemm", &outs[i]);
 		emu_free(c0);
 		emu_free(c1);
 		emu_free(a);
@@ -638,15 +658,8 @@ static void test_mma_nvrtc(void **state)
 	static const char *archs[] = {"sm_80", "sm_90"};
 	sw_err err = {0};
 	(void)state;
-	gen_nvrtc *nv = gen_nvrtc_open(&err);
-	if (!nv) {
-		print_message("test_kern_mma: SKIPPING NVRTC: %s\n", err.msg);
-		skip();
-	}
-	char path[512];
-	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
-	char *prelude = sw_read_file(path, NULL);
-	assert_non_null(prelude);
+	gen_nvrtc *nv = nvrtc_or_skip("test_kern_mma");
+	char *prelude = load_prelude_cuda();
 	for (int a = 0; a < 2; a++) {
 		gen_kernel_res res[4];
 		int n = 0;

@@ -15,26 +15,23 @@
 #include "core/fileio.h"
 #include "gen/jit/nvrtc.h"
 #include "gen/render.h"
+#include "kern_util.h"
 
 static gen_nvrtc *g_nv;
 static char *g_prelude;
 
-static const char *src_root(void)
-{
-	const char *r = getenv("SW_SRC_DIR");
-	return r && *r ? r : ".";
-}
-
 static int setup(void **state)
 {
 	sw_err err = {0};
-	char path[512];
+	char kdir[512];
 	(void)state;
 	g_nv = gen_nvrtc_open(&err);
 	if (!g_nv)
 		fprintf(stderr, "test_kern_nvrtc: SKIPPING: %s\n", err.msg);
-	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
-	g_prelude = sw_read_file(path, NULL);
+	snprintf(kdir, sizeof(kdir), "%s/kernels", src_root());
+	g_prelude = gen_nvrtc_prelude_load(kdir, &err);
+	if (!g_prelude)
+		fprintf(stderr, "test_kern_nvrtc: %s\n", err.msg);
 	return g_prelude ? 0 : -1;
 }
 
@@ -77,16 +74,8 @@ static void compile_all_archs(const char *src, const char *name, int n_kernels)
 
 static void one(const char *tmpl, const char *op, gen_param *p, int np)
 {
-	char key[256], path[512];
-	sw_err err = {0};
-	char *src;
-	assert_int_equal(gen_key(key, sizeof(key), op, p, np), 0);
-	for (int i = 0; i < np; i++)
-		if (!strcmp(p[i].name, "NAME"))
-			p[i].s = key;
-	snprintf(path, sizeof(path), "%s/templates/%s", src_root(), tmpl);
-	if (gen_render_file(path, p, np, &src, &err))
-		fail_msg("%s", err.msg);
+	char key[256];
+	char *src = render_kernel(tmpl, op, p, np, false, key, sizeof(key));
 	compile_all_archs(src, key, 1);
 	free(src);
 }
@@ -164,6 +153,33 @@ static void test_nvrtc_vocabulary(void **state)
 	compile_all_archs(src, "vocab_probe", 1);
 	free(src);
 	free(philox);
+}
+
+/* The prelude NVRTC gets is prelude_cuda.h with prelude_common.h's text in
+ * place of its #include, each file read here on its own: the shared part
+ * reaches NVRTC (which has no include path) and the compile cache key,
+ * which hashes this text. */
+static void test_nvrtc_prelude_text(void **state)
+{
+	(void)state;
+	char path[512];
+	snprintf(path, sizeof(path), "%s/kernels/prelude_common.h", src_root());
+	char *common = sw_read_file(path, NULL);
+	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
+	char *cuda = sw_read_file(path, NULL);
+	assert_non_null(common);
+	assert_non_null(cuda);
+	static const char inc[] = "#include \"prelude_common.h\"\n";
+	const char *at = strstr(cuda, inc);
+	assert_non_null(at); /* the CUDA prelude does include the shared part */
+	assert_null(strstr(g_prelude, inc));
+	size_t head = (size_t)(at - cuda), cl = strlen(common);
+	assert_int_equal(strlen(g_prelude), strlen(cuda) - strlen(inc) + cl);
+	assert_memory_equal(g_prelude, cuda, head);
+	assert_memory_equal(g_prelude + head, common, cl);
+	assert_string_equal(g_prelude + head + cl, at + strlen(inc));
+	free(common);
+	free(cuda);
 }
 
 static void test_parse_resources(void **state)
@@ -244,6 +260,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_resources),
+		cmocka_unit_test(test_nvrtc_prelude_text),
 		cmocka_unit_test(test_nvrtc_detects_spills),
 		cmocka_unit_test(test_nvrtc_vocabulary),
 		cmocka_unit_test(test_nvrtc_templates),

@@ -122,11 +122,13 @@ static void run(bufs *b, int mode, int n_nodes, int ring, int has_hist, int bloc
 	ref_step(mode, n_nodes, ring, MAX_CTX, has_hist, b->h[B_STATE], b->h[B_ITER], b->h[B_TT],
 	         b->h[B_POS], b->h[B_TOK], b->h[B_TABLE], b->h[B_COUNTS], b->h[B_PATH], b->h[B_EMIT],
 	         has_hist ? b->h[B_HIST] : b->h[B_STATE]);
-	for (int i = 0; i < NB; i++)
-		for (int j = 0; j < b->n[i]; j++)
-			if (b->d[i][j] != b->h[i][j])
-				fail_msg("%s: %s: %s[%d] = %d, ref %d", what, k->name, bname[i], j, b->d[i][j],
-				         b->h[i][j]);
+	char label[320];
+	snprintf(label, sizeof(label), "%s: %s", what, k->name);
+	for (int i = 0; i < NB; i++) {
+		kern_out o = {.name = bname[i], .type = KERN_I32, .got = b->d[i], .want = b->h[i],
+		              .n = (size_t)b->n[i]};
+		kern_expect(label, &o);
+	}
 }
 
 static void test_step_tree_prep(void **state)
@@ -267,12 +269,12 @@ static void iter_end(const gen_tree *t, int ring, int has_hist, const iter_case 
 	if (ds[RT_ST_STOP] != stop || ds[RT_ST_NOUT] != c->nout + emit)
 		fail_msg("%s: stop %d NOUT %d, want %d and %d", what, ds[RT_ST_STOP], ds[RT_ST_NOUT], stop,
 		         c->nout + emit);
+	int32_t want_ring[512]; /* as ring0 */
 	for (int j = 0; j < ring; j++) { /* the ring: exactly emitted[0..emit) from NOUT on */
 		int i = ((j - c->nout) % ring + ring) % ring;
-		int32_t want = i < emit ? em[i] : ring0[j];
-		if (ds[RT_ST_WORDS + j] != want)
-			fail_msg("%s: ring[%d] = %d, want %d", what, j, ds[RT_ST_WORDS + j], want);
+		want_ring[j] = i < emit ? em[i] : ring0[j];
 	}
+	kern_expect_equal(what, "ring", KERN_I32, ds + RT_ST_WORDS, want_ring, (size_t)ring);
 	if (c->stop0) {
 		assert_int_equal(b.d[B_COUNTS][1], 0);
 		assert_int_equal(b.d[B_ITER][0], iter0);

@@ -37,10 +37,12 @@
 #include "formats/gguf.h"
 #include "gen/jit/nvrtc.h"
 #include "kernels/ref/ref.h"
+#include "gen/jit/emu_build.h"
 #include "gen/render.h"
 #include "decode/tree.h"
 
 #include "core/fileio.h"
+#include "core/hash.h"
 #include "kern_util.h"
 
 /* One specialisation. tree: a gen_tree spec, "root" (T = 1, the root alone)
@@ -140,9 +142,7 @@ static char *render_case(const acase *c, const aspec *s, char *key, size_t nkey,
 	 * kernel name is the op plus a 64-bit FNV-1a of the key. */
 	if (uri)
 		snprintf(uri, nuri, "%s", key);
-	uint64_t hsh = 0xcbf29ce484222325ull;
-	for (const char *ch = key; *ch; ch++)
-		hsh = (hsh ^ (unsigned char)*ch) * 0x100000001b3ull;
+	uint64_t hsh = sw_fnv1a64(SW_FNV64_BASIS, key, strlen(key));
 	snprintf(key, nkey, "tree_attn_%016llx", (unsigned long long)hsh);
 	p[0].s = key;
 	snprintf(path, sizeof(path), "%s/templates/tree_attention.cu.tmpl", src_root());
@@ -386,7 +386,9 @@ static void run_case(const acase *c, const int *ctxs, int n_ctxs)
 		for (size_t i = 0; i < nq; i++)
 			got[i] = from16(c->f16, out[i]);
 		snprintf(what, sizeof(what), "%s ctx %d", kp->name, ctx);
-		check_close(what, got, ref, bound, nq);
+		kern_out o = {.name = "out", .type = KERN_F32, .got = got, .ref = ref, .bound = bound,
+		              .n = nq, .dims = {T, nh, hd}};
+		kern_expect(what, &o);
 		double worst = 0.0; /* how much of the derived bound the kernel uses */
 		for (size_t i = 0; i < nq; i++)
 			worst = fmax(worst, fabs(got[i] - ref[i]) / bound[i]);
@@ -398,7 +400,9 @@ static void run_case(const acase *c, const int *ctxs, int n_ctxs)
 		ref_attention_append(rout, qf, kf, vf, T, ctx, nb, nh, nkv, hd, mask, scratch);
 		exact_attention(ref, bound, qf, kf, vf, T, ctx, nb, nh, nkv, hd, mask, s->mw, &an_r);
 		snprintf(what, sizeof(what), "ref_attention_append vs exact, %s ctx %d", s->tree_id, ctx);
-		check_close(what, rout, ref, bound, nq);
+		kern_out r = {.name = "out", .type = KERN_F32, .got = rout, .ref = ref, .bound = bound,
+		              .n = nq, .dims = {T, nh, hd}};
+		kern_expect(what, &r);
 		free(kf);
 		free(vf);
 		free(scratch);
@@ -575,17 +579,9 @@ static void test_tree_attention_nvrtc(void **state)
 	              {wide_cases, N_OF(wide_cases)},     {gqa_cases, N_OF(gqa_cases)},
 	              {long_cases, N_OF(long_cases)},     {append_cases, N_OF(append_cases)},
 	              {real_cases, N_OF(real_cases)}};
-	sw_err err = {0};
 	(void)state;
-	gen_nvrtc *nv = gen_nvrtc_open(&err);
-	if (!nv) {
-		print_message("test_kern_tree_attention: SKIPPING NVRTC: %s\n", err.msg);
-		skip();
-	}
-	char path[512];
-	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
-	char *prelude = sw_read_file(path, NULL);
-	assert_non_null(prelude);
+	gen_nvrtc *nv = nvrtc_or_skip("test_kern_tree_attention");
+	char *prelude = load_prelude_cuda();
 	size_t cap = 1, len = 0;
 	char *all = calloc(1, 1);
 	int n_kernels = 0;

@@ -193,17 +193,28 @@ static void check_ex(const char *tree_spec, int method, int V, float temp, int t
 			want_fin = res.final;
 			memcpy(want_path, res.path, sizeof(int) * (size_t)res.n_path);
 		}
-		int bad = b.counts[0] != want_acc || b.counts[2] != want_fin || b.counts[1] != want_acc + 1;
-		for (int i = 0; !bad && i <= want_acc; i++)
-			bad = b.path[i] != want_path[i] ||
-			      b.otok[i] != (i < want_acc ? b.tok[want_path[i + 1]] : want_fin);
-		if (bad) {
-			g_mismatch++;
-			print_message("  MISMATCH %s method %d V %d T %.2f k %d p %.2f seed %d: kernel %d "
-			              "accepted, final %d; host %d, final %d\n",
-			              tree_spec, method, V, (double)temp, top_k, (double)top_p, sd_i,
-			              b.counts[0], b.counts[2], want_acc, want_fin);
+		/* counts[0..2]: accepted, emitted, final token; then the path and
+		 * the emitted tokens, compared once the counts agree */
+		int32_t want_cnt[3] = {want_acc, want_acc + 1, want_fin}, want_p[GEN_TREE_MAX_DEPTH + 1],
+			want_ot[GEN_TREE_MAX_DEPTH + 1];
+		for (int i = 0; i <= want_acc; i++) {
+			want_p[i] = want_path[i];
+			want_ot[i] = i < want_acc ? b.tok[want_path[i + 1]] : want_fin;
 		}
+		char what[160];
+		snprintf(what, sizeof(what), "%s method %d V %d T %.2f k %d p %.2f seed %d", tree_spec,
+		         method, V, (double)temp, top_k, (double)top_p, sd_i);
+		const kern_out outs[] = {
+			{.name = "counts", .type = KERN_I32, .got = b.counts, .want = want_cnt, .n = 3},
+			{.name = "path", .type = KERN_I32, .got = b.path, .want = want_p,
+			 .n = (size_t)want_acc + 1},
+			{.name = "out_tok", .type = KERN_I32, .got = b.otok, .want = want_ot,
+			 .n = (size_t)want_acc + 1},
+		};
+		size_t bad = kern_mismatches(what, &outs[0]);
+		if (!bad)
+			bad = kern_mismatches(what, &outs[1]) + kern_mismatches(what, &outs[2]);
+		g_mismatch += bad > 0;
 		g_runs++;
 		g_accepted += want_acc;
 	}

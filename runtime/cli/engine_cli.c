@@ -7,13 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "cli.h"
 #include "engine/engine.h"
 #include "gen/render.h"
 #include "kernels/engine_state.h"
 #include "core/fileio.h"
+#include "core/timing.h"
 
 bool cli_is_engine_dir(const char *path)
 {
@@ -96,13 +96,6 @@ int cli_engine_bind(rt_engine *e, rt_dev *dev, const rt_model *target, const rt_
 	if (draft && (rc = cli_engine_weights(&dw, draft, "draft", err)))
 		return rc;
 	return rt_engine_bind(e, dev, &tw, draft ? &dw : NULL, seed, err);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 typedef struct stream {
@@ -237,7 +230,7 @@ static int reference_greedy(engine_job *j, int n, int32_t eos, int32_t *out, dou
 	int k = 0;
 	if (!logits)
 		return sw_errf(err, SW_ENOMEM, "out of memory");
-	double t0 = now_s();
+	double t0 = sw_now_s();
 	rt_ctx_truncate(c, 0);
 	int rc = rt_ctx_feed(c, j->ids, j->n_prompt, logits, err);
 	while (!rc && k < n) {
@@ -246,7 +239,7 @@ static int reference_greedy(engine_job *j, int n, int32_t eos, int32_t *out, dou
 			break;
 		rc = rt_ctx_feed(c, &out[k - 1], 1, logits, err);
 	}
-	*secs = now_s() - t0;
+	*secs = sw_now_s() - t0;
 	free(logits);
 	return rc ? rc : k;
 }

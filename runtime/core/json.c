@@ -3,6 +3,7 @@
  * line:column, what was expected and what was found. Not a writer, and not
  * tolerant: no comments, no trailing commas, no duplicate keys, no NaN. */
 #include "json.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -55,40 +56,13 @@ static int col_at(json_parser *p, size_t pos)
 	return p->col;
 }
 
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 if invalid
- * (overlongs, surrogates and code points above U+10FFFF are invalid). */
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 if invalid or
+ * truncated. */
 static size_t utf8_seq_len(const unsigned char *s, size_t n)
 {
-	unsigned char c = s[0];
-	unsigned char lo = 0x80, hi = 0xbf;
-	size_t len;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4;
-	else
-		return 0;
-	if (c == 0xe0)
-		lo = 0xa0;
-	else if (c == 0xed)
-		hi = 0x9f;
-	else if (c == 0xf0)
-		lo = 0x90;
-	else if (c == 0xf4)
-		hi = 0x8f;
-	if (n < len)
-		return 0;
-	if (s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < len; i++)
-		if (s[i] < 0x80 || s[i] > 0xbf)
-			return 0;
-	return len;
+	uint32_t cp;
+	int l = sw_utf8_next(s, n, &cp);
+	return l > 0 ? (size_t)l : 0;
 }
 
 /* What is at pos, for "found ..." in messages. */
@@ -337,30 +311,6 @@ static int hex4(json_parser *p, size_t at, unsigned *out)
 	return 0;
 }
 
-static size_t utf8_encode(unsigned cp, char *o)
-{
-	if (cp < 0x80) {
-		o[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		o[0] = (char)(0xc0 | (cp >> 6));
-		o[1] = (char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		o[0] = (char)(0xe0 | (cp >> 12));
-		o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		o[2] = (char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	o[0] = (char)(0xf0 | (cp >> 18));
-	o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-	o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-	o[3] = (char)(0x80 | (cp & 0x3f));
-	return 4;
-}
-
 /* Parses the string at p->pos (a '"') into a malloc'd NUL-terminated copy. */
 static int parse_string_raw(json_parser *p, char **out, size_t *out_len)
 {
@@ -418,7 +368,7 @@ static int parse_string_raw(json_parser *p, char **out, size_t *out_len)
 					cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
 					i += 6;
 				}
-				if ((rc = buf_put(p, &n, enc, utf8_encode(cp, enc))))
+				if ((rc = buf_put(p, &n, enc, sw_utf8_put(cp, enc))))
 					return rc;
 				i += 6;
 				continue;

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "acchead.h"
+#include "core/timing.h"
 #include "sampler.h"
 
 void rt_acchead_train_defaults(rt_acchead_train_cfg *c)
@@ -136,7 +137,7 @@ static int gen_data(const rt_model *target, const rt_model *draft, const int32_t
 		pos[i] = i;
 	rt_sampling s1 = { 1.0f, 0, 1.0f };
 	uint64_t rng = cfg->seed * 0x2545f4914f6cdd1dull + 7;
-	double t0 = rt_now();
+	double t0 = sw_now_s();
 	int c;
 	for (c = 0; ds->n < cfg->n_tokens; c++) {
 		int start = (int)(sm_next(&rng) % (uint64_t)(n_corpus - L + 1));
@@ -172,7 +173,7 @@ static int gen_data(const rt_model *target, const rt_model *draft, const int32_t
 		}
 		if (cfg->verbose && (c % 8 == 7 || ds->n >= cfg->n_tokens))
 			fprintf(stderr, "train-head: data %d / %d positions (%d chunks, %.1fs)\n", ds->n, cfg->n_tokens, c + 1,
-			        rt_now() - t0);
+			        sw_now_s() - t0);
 	}
 	*n_chunks = c;
 out_free:
@@ -287,11 +288,11 @@ int rt_acchead_train(const rt_model *target, const rt_model *draft, const int32_
 	float *buf = NULL;
 	int *order = NULL;
 	int n_chunks = 0, rc;
-	double t0 = rt_now();
+	double t0 = sw_now_s();
 	rc = gen_data(target, draft, corpus, n_corpus, cfg, &ds, &n_chunks, err);
 	if (rc)
 		goto out_free;
-	rep->seconds_data = rt_now() - t0;
+	rep->seconds_data = sw_now_s() - t0;
 	/* Held out: the samples of the last chunks (neighbouring positions of
 	 * one chunk are correlated, so the split is by chunk). */
 	int cut_chunk = n_chunks - (int)ceil(cfg->holdout * n_chunks);
@@ -343,7 +344,7 @@ int rt_acchead_train(const rt_model *target, const rt_model *draft, const int32_
 		order[i] = i;
 	uint64_t rng = cfg->seed + 99;
 	int step = 0;
-	double t1 = rt_now();
+	double t1 = sw_now_s();
 	for (int ep = 0; ep < cfg->epochs; ep++) {
 		for (int i = n_train - 1; i > 0; i--) {
 			int j = (int)(sm_next(&rng) % (uint64_t)(i + 1)), t = order[i];
@@ -396,7 +397,7 @@ int rt_acchead_train(const rt_model *target, const rt_model *draft, const int32_
 	rep->test_loss_const = lwc / wtot;
 	rep->test_bce = bce / n_test;
 	rep->test_bce_const = bcec / n_test;
-	rep->seconds_train = rt_now() - t1;
+	rep->seconds_train = sw_now_s() - t1;
 	*out = h;
 	h = NULL;
 	rc = 0;

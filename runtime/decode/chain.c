@@ -7,18 +7,11 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/timing.h"
 #include "kernels/philox.h"
 #include "loop.h"
 #include "tree_verify.h"
-
-double rt_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int rt_verify_chain(const float *logits, const rt_sampling *s, const float *q, const int32_t *xd,
                     int g, int V, uint64_t seed, uint32_t iter, int32_t *final, float *p, float *tmp,
@@ -127,7 +120,7 @@ int rt_loop_init(struct rt_loop *L, rt_ctx *tc, const int32_t *prompt, int n_pro
 	L->n_hist = n_prompt;
 	/* Prefill: everything but the last prompt token, which becomes the first
 	 * token of the first verification block. */
-	double t0 = rt_now();
+	double t0 = sw_now_s();
 	if (n_prompt > 1) {
 		int rc = rt_ctx_feed(tc, prompt, n_prompt - 1, NULL, err);
 		if (rc) {
@@ -135,7 +128,7 @@ int rt_loop_init(struct rt_loop *L, rt_ctx *tc, const int32_t *prompt, int n_pro
 			return rc;
 		}
 	}
-	st->t_prefill = rt_now() - t0;
+	st->t_prefill = sw_now_s() - t0;
 	return 0;
 }
 
@@ -147,7 +140,7 @@ int rt_generate_target(rt_ctx *tc, const int32_t *prompt, int n_prompt, const rt
 	int rc = rt_loop_init(&L, tc, prompt, n_prompt, cfg, 0, st, err);
 	if (rc)
 		return rc;
-	double t0 = rt_now();
+	double t0 = sw_now_s();
 	int n_out = 0;
 	bool stop = cfg->max_new == 0;
 	for (uint32_t it = 0; !stop; it++) {
@@ -156,12 +149,12 @@ int rt_generate_target(rt_ctx *tc, const int32_t *prompt, int n_prompt, const rt
 			break;
 		}
 		int32_t tok = L.hist[L.n_hist - 1], pos = tc->len, keep = 0;
-		double ta = rt_now();
+		double ta = sw_now_s();
 		rc = rt_ctx_eval(tc, &tok, &pos, 1, NULL, L.logits, NULL, err);
 		if (rc)
 			goto out;
 		rt_ctx_commit(tc, &keep, 1);
-		st->t_target += rt_now() - ta;
+		st->t_target += sw_now_s() - ta;
 		st->n_target_calls++;
 		int32_t t;
 		if (rt_sampling_greedy(&cfg->samp)) {
@@ -175,7 +168,7 @@ int rt_generate_target(rt_ctx *tc, const int32_t *prompt, int n_prompt, const rt
 	}
 	rc = n_out;
 out:
-	st->t_total = rt_now() - t0 + st->t_prefill;
+	st->t_total = sw_now_s() - t0 + st->t_prefill;
 	rt_loop_free(&L);
 	return rc;
 }
@@ -190,7 +183,7 @@ int rt_generate_spec(rt_ctx *tc, rt_drafter *d, const int32_t *prompt, int n_pro
 	int rc = rt_loop_init(&L, tc, prompt, n_prompt, cfg, cfg->gamma, st, err);
 	if (rc)
 		return rc;
-	double t0 = rt_now();
+	double t0 = sw_now_s();
 	int n_out = 0;
 	bool stop = cfg->max_new == 0;
 	int32_t blk[RT_MAX_GAMMA + 1], pos[RT_MAX_GAMMA + 1], emitted[RT_MAX_GAMMA + 1];
@@ -207,7 +200,7 @@ int rt_generate_spec(rt_ctx *tc, rt_drafter *d, const int32_t *prompt, int n_pro
 			g = cfg->max_new - n_out;
 		int nd = 0;
 		if (g > 0) {
-			double ta = rt_now();
+			double ta = sw_now_s();
 			uint64_t f0 = d->n_forwards;
 			nd = d->ops->propose(d, L.hist, L.n_hist, g, &cfg->samp, cfg->seed, it, blk + 1,
 			                     d->deterministic ? NULL : L.q, err);
@@ -216,13 +209,13 @@ int rt_generate_spec(rt_ctx *tc, rt_drafter *d, const int32_t *prompt, int n_pro
 				goto out;
 			}
 			st->n_draft_calls += d->n_forwards - f0;
-			st->t_draft += rt_now() - ta;
-			d->t_seconds += rt_now() - ta;
+			st->t_draft += sw_now_s() - ta;
+			d->t_seconds += sw_now_s() - ta;
 		}
 		blk[0] = L.hist[L.n_hist - 1];
 		for (int i = 0; i <= nd; i++)
 			pos[i] = tc->len + i;
-		double tb = rt_now();
+		double tb = sw_now_s();
 		rc = rt_ctx_eval(tc, blk, pos, nd + 1, NULL, L.logits, NULL, err);
 		if (rc)
 			goto out;
@@ -244,7 +237,7 @@ int rt_generate_spec(rt_ctx *tc, rt_drafter *d, const int32_t *prompt, int n_pro
 		for (int i = 0; i <= n_acc; i++)
 			keep[i] = i;
 		rt_ctx_commit(tc, keep, n_acc + 1);
-		st->t_target += rt_now() - tb;
+		st->t_target += sw_now_s() - tb;
 		st->n_target_calls++;
 		st->n_iters++;
 		st->n_drafted += (uint64_t)nd;
@@ -260,7 +253,7 @@ int rt_generate_spec(rt_ctx *tc, rt_drafter *d, const int32_t *prompt, int n_pro
 	}
 	rc = n_out;
 out:
-	st->t_total = rt_now() - t0 + st->t_prefill;
+	st->t_total = sw_now_s() - t0 + st->t_prefill;
 	rt_loop_free(&L);
 	return rc;
 }

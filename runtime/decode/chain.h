@@ -109,6 +109,4 @@ typedef struct rt_tree_cfg {
 int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg, const int32_t *prompt,
                      int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st, sw_err *err);
 
-double rt_now(void);
-
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/timing.h"
 #include "kernels/philox.h"
 #include "loop.h"
 #include "tree.h"
@@ -139,7 +140,7 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
 		goto out;
 	}
 	draft_mask(t, S.dmask, (t->n - 1 + 63) / 64);
-	double t0 = rt_now();
+	double t0 = sw_now_s();
 	int n_out = 0;
 	bool stop = cfg->max_new == 0;
 	for (uint32_t it = 0; !stop; it++) {
@@ -148,12 +149,12 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
 			st->stopped_ctx = true;
 			break;
 		}
-		double ta = rt_now();
+		double ta = sw_now_s();
 		rc = draft_tree(&S, t, tcfg, cfg, &L, it, L.q, st, err);
 		if (rc)
 			goto out;
-		st->t_draft += rt_now() - ta;
-		double tb = rt_now();
+		st->t_draft += sw_now_s() - ta;
+		double tb = sw_now_s();
 		for (int u = 0; u < n; u++)
 			S.pos[u] = tc->len + t->depth[u];
 		rc = rt_ctx_eval(tc, S.tok, S.pos, n, t->mask, L.logits, NULL, err);
@@ -169,7 +170,7 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
 			goto out;
 		}
 		rt_ctx_commit(tc, res.path, res.n_path);
-		st->t_target += rt_now() - tb;
+		st->t_target += sw_now_s() - tb;
 		st->n_target_calls++;
 		st->n_iters++;
 		/* Statistics count only positions inside the max_new budget: the
@@ -203,7 +204,7 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
 		stop = rt_loop_emit(cfg, emitted, res.n_path, out, &n_out, L.hist, &L.n_hist, st);
 	}
 	rc = n_out;
-	st->t_total = rt_now() - t0 + st->t_prefill;
+	st->t_total = sw_now_s() - t0 + st->t_prefill;
 out:
 	rt_ctx_free(S.dc);
 	free(S.dlogits);

@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "dev_cuda_api.h"
 #include "core/fileio.h"
+#include "core/timing.h"
 
 #define CUDA_MAX_IF_DEPTH 8
 #define CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
@@ -55,13 +55,6 @@ typedef struct cuda_graph {
 	CUgraph g;
 	CUgraphExec x;
 } cuda_graph;
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- checking: one helper, one macro per API family ---- */
 
@@ -418,14 +411,14 @@ static int cuda_download(rt_dev *d, void *dst, rt_dptr src, size_t bytes, sw_err
 		return refuse_capture(d, "download", err);
 	if (!bytes)
 		return 0;
-	double t0 = now_s();
+	double t0 = sw_now_s();
 	if ((rc = CU_CHECK(c, c->cu.cuMemcpyDtoHAsync(dst, (CUdeviceptr)src, bytes, c->stream), err)) ||
 	    (rc = CU_CHECK(c, c->cu.cuStreamSynchronize(c->stream), err))) {
 		sw_err_prefix(err, "%s: download of %zu bytes", d->desc, bytes);
 		return rc;
 	}
 	d->stats.downloads++;
-	d->stats.seconds_ops += now_s() - t0;
+	d->stats.seconds_ops += sw_now_s() - t0;
 	return 0;
 }
 
@@ -642,7 +635,7 @@ static int cuda_launch(rt_dev *d, const rt_op *op, sw_err *err)
 	cuda_dev *c = d->impl;
 	CUstream s = cur_stream(c);
 	int rc;
-	double t0 = now_s();
+	double t0 = sw_now_s();
 
 	switch (op->kind) {
 	case RT_OP_KERNEL: {
@@ -682,7 +675,7 @@ static int cuda_launch(rt_dev *d, const rt_op *op, sw_err *err)
 		return rc;
 	}
 	d->stats.launches++;
-	d->stats.seconds_ops += now_s() - t0;
+	d->stats.seconds_ops += sw_now_s() - t0;
 	return 0;
 }
 
@@ -834,10 +827,10 @@ static int cuda_graph_launch(rt_dev *d, rt_graph *g, sw_err *err)
 	cuda_graph *cg = (cuda_graph *)g;
 	if (d->capturing)
 		return sw_errf(err, SW_EINVAL, "%s: graph_launch inside a graph capture", d->desc);
-	double t0 = now_s();
+	double t0 = sw_now_s();
 	int rc = CU_CHECK(c, c->cu.cuGraphLaunch(cg->x, c->stream), err);
 	d->stats.graph_launches++;
-	d->stats.seconds_ops += now_s() - t0;
+	d->stats.seconds_ops += sw_now_s() - t0;
 	return rc;
 }
 
@@ -862,9 +855,9 @@ static int cuda_sync(rt_dev *d, sw_err *err)
 	cuda_dev *c = d->impl;
 	if (d->capturing)
 		return refuse_capture(d, "sync", err);
-	double t0 = now_s();
+	double t0 = sw_now_s();
 	int rc = CU_CHECK(c, c->cu.cuStreamSynchronize(c->stream), err);
-	d->stats.seconds_ops += now_s() - t0;
+	d->stats.seconds_ops += sw_now_s() - t0;
 	if (rc)
 		sw_err_prefix(err, "%s: sync (a queued launch failed)", d->desc);
 	return rc;

@@ -10,12 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "device.h"
 #include "kernels/emu.h"
 #include "core/fileio.h"
+#include "core/hash.h"
+#include "core/timing.h"
 #include "formats/gguf.h"
 #include "host_ops.h"
 
@@ -73,13 +74,6 @@ typedef struct host_dev {
 	int if_stack[HOST_MAX_IF_DEPTH], depth;
 } host_dev;
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int op_fail(rt_dev *d, const rt_op *op, int rc, sw_err *err)
 {
 	char layer[24] = "";
@@ -99,10 +93,10 @@ static int refuse_capture(rt_dev *d, const char *what, sw_err *err)
 
 static uint64_t w_sample(const uint16_t *w, size_t cnt)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = SW_FNV64_BASIS;
 	for (int i = 0; i < 64 && cnt; i++) {
 		size_t j = cnt == 1 ? 0 : (size_t)i * (cnt - 1) / 63;
-		h = (h ^ w[j]) * 0x100000001b3ull;
+		h = sw_fnv1a64_mix(h, w[j]);
 	}
 	return h;
 }
@@ -380,7 +374,7 @@ static int exec_op(rt_dev *d, const rt_op *op, bool timed, sw_err *err)
 {
 	host_dev *h = d->impl;
 	int rc = 0;
-	double t0 = timed ? now_s() : 0.0;
+	double t0 = timed ? sw_now_s() : 0.0;
 
 	if ((rc = check_op(d, op, err)))
 		return op_fail(d, op, rc, err);
@@ -416,7 +410,7 @@ static int exec_op(rt_dev *d, const rt_op *op, bool timed, sw_err *err)
 		return op_fail(d, op, rc, err);
 	d->stats.launches++;
 	if (timed)
-		d->stats.seconds_ops += now_s() - t0;
+		d->stats.seconds_ops += sw_now_s() - t0;
 	return 0;
 }
 
@@ -530,7 +524,7 @@ static int host_graph_launch(rt_dev *d, rt_graph *gr, sw_err *err)
 	if (d->capturing)
 		return sw_errf(err, SW_EINVAL, "%s: graph_launch inside a graph capture", d->desc);
 	d->stats.graph_launches++;
-	const double t0 = now_s();
+	const double t0 = sw_now_s();
 	for (int i = 0; i < g->n; i++) {
 		const host_rec *r = &g->recs[i];
 		if (r->is_if) {
@@ -546,7 +540,7 @@ static int host_graph_launch(rt_dev *d, rt_graph *gr, sw_err *err)
 			return rc;
 		}
 	}
-	d->stats.seconds_ops += now_s() - t0;
+	d->stats.seconds_ops += sw_now_s() - t0;
 	return 0;
 }
 

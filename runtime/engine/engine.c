@@ -6,18 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine.h"
 #include "kernels/engine_state.h"
+#include "core/timing.h"
 #include "formats/gguf.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 rt_engine *rt_engine_load(const char *dir, sw_err *err)
 {
@@ -383,7 +376,7 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 			               i, r->prompt[i], e->man->tcfg.vocab);
 	st->n_prompt = P;
 	const double ops0 = d->stats.seconds_ops;
-	double t0 = now_s();
+	double t0 = sw_now_s();
 	if ((rc = prefill(e, r->prompt, P - 1, err)))
 		return rc;
 	int32_t hdr[RT_ST_WORDS] = {0}, zero[8] = {0};
@@ -401,11 +394,11 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 		return rc;
 	if ((rc = d->ops->sync(d, err)))
 		return rc;
-	st->t_prefill = now_s() - t0;
+	st->t_prefill = sw_now_s() - t0;
 
 	const int ph0 = e->man->ph_iter_first, ph1 = e->man->n_phases;
 	if (!r->eager && !e->graph) {
-		double tc = now_s();
+		double tc = sw_now_s();
 		if ((rc = d->ops->graph_begin(d, err)))
 			return rc;
 		rc = run_phases(e, ph0, ph1, err);
@@ -417,11 +410,11 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 			return rc ? rc : rc2;
 		}
 		e->graph = g;
-		st->t_capture = now_s() - tc;
+		st->t_capture = sw_now_s() - tc;
 	}
 
 	const double ops1 = d->stats.seconds_ops;
-	t0 = now_s();
+	t0 = sw_now_s();
 	int n_out = 0, stop = 0;
 	const size_t hbytes = sizeof(int32_t) * (size_t)(RT_ST_WORDS + e->man->ring);
 	const rt_dptr sp = rt_engine_buf_addr(e, "state");
@@ -452,17 +445,17 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 		st->n_iters++;
 		if (r->on_tokens) {
 			/* the caller's streaming (detokenise, write) is not engine overhead */
-			double tcb = now_s();
+			double tcb = sw_now_s();
 			if (r->on_tokens(r->cb_user, out + first, n_out - first))
 				stop = stop ? stop : RT_STOP_EOS;
-			st->t_callback += now_s() - tcb;
+			st->t_callback += sw_now_s() - tcb;
 		}
 		if (hs[RT_ST_STOP])
 			stop = hs[RT_ST_STOP];
 		if (n_out >= r->max_new)
 			stop = stop ? stop : RT_STOP_MAXNEW;
 	}
-	st->t_decode = now_s() - t0;
+	st->t_decode = sw_now_s() - t0;
 	st->t_ops = d->stats.seconds_ops - ops1;
 	st->t_prefill -= 0; /* prefill op time stays inside t_prefill */
 	(void)ops0;
@@ -512,11 +505,11 @@ int rt_engine_profile(rt_engine *e, const int32_t *prompt, int n_prompt, int ite
 		for (int ph = e->man->ph_iter_first; ph < e->man->n_phases && !rc; ph++)
 			for (int i = e->ph_ops[ph].first;
 			     i < e->ph_ops[ph].first + e->ph_ops[ph].n; i++) {
-				double t0 = now_s();
+				double t0 = sw_now_s();
 				if ((rc = e->dev->ops->launch(e->dev, &e->ops[i], err)) ||
 				    (rc = e->dev->ops->sync(e->dev, err)))
 					break;
-				double dt = now_s() - t0;
+				double dt = sw_now_s() - t0;
 				t_all += dt;
 				int k = 0;
 				while (k < n_rows && (strcmp(rows[k].phase, e->man->phases[ph].name) ||

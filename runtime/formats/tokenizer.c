@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
+#include "core/utf8.h"
 #include "unicode_tables.h"
 
 enum { PRE_GPT2 = 0, PRE_SMOLLM = 1 };
@@ -48,44 +50,7 @@ struct rt_tokenizer {
 	char *chat_system;         /* default system prompt, NULL if none */
 };
 
-/* ---- UTF-8 and Unicode classes ---- */
-
-int rt_utf8_next(const uint8_t *s, size_t n, uint32_t *cp)
-{
-	uint8_t c = s[0];
-	int len;
-	uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-	uint32_t v;
-
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	}
-	if (c >= 0xC2 && c <= 0xDF) {
-		len = 2; v = c & 0x1F;
-	} else if (c >= 0xE0 && c <= 0xEF) {
-		len = 3; v = c & 0x0F;
-		if (c == 0xE0) lo = 0xA0;      /* overlong */
-		if (c == 0xED) hi = 0x9F;      /* surrogates */
-	} else if (c >= 0xF0 && c <= 0xF4) {
-		len = 4; v = c & 0x07;
-		if (c == 0xF0) lo = 0x90;      /* overlong */
-		if (c == 0xF4) hi = 0x8F;      /* > U+10FFFF */
-	} else {
-		return -1;
-	}
-	for (int i = 1; i < len; i++) {
-		if ((size_t)i >= n)
-			return 0;
-		uint8_t b = s[i];
-		uint8_t l = i == 1 ? lo : 0x80, h = i == 1 ? hi : 0xBF;
-		if (b < l || b > h)
-			return -i; /* the maximal subpart ends before b */
-		v = (v << 6) | (b & 0x3F);
-	}
-	*cp = v;
-	return len;
-}
+/* ---- Unicode classes (the UTF-8 codec is core/utf8.h) ---- */
 
 static bool in_ranges(const uint32_t (*r)[2], int n, uint32_t cp)
 {
@@ -127,7 +92,7 @@ static int cp_class(uint32_t cp)
 static size_t unit_at(const uint8_t *s, size_t end, size_t i, int *cls)
 {
 	uint32_t cp;
-	int l = rt_utf8_next(s + i, end - i, &cp);
+	int l = sw_utf8_next(s + i, end - i, &cp);
 	if (l <= 0) {
 		*cls = CLS_OTHER;
 		return 1;
@@ -137,14 +102,6 @@ static size_t unit_at(const uint8_t *s, size_t end, size_t i, int *cls)
 }
 
 /* ---- hashing ---- */
-
-static uint32_t hash_bytes(const char *s, size_t n)
-{
-	uint32_t h = 2166136261u; /* FNV-1a */
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (uint8_t)s[i]) * 16777619u;
-	return h;
-}
 
 static uint32_t hash_pair(uint64_t key)
 {
@@ -167,7 +124,7 @@ static const char *tok_text(const rt_tokenizer *t, int32_t id, size_t *len)
 
 int32_t rt_token_find(const rt_tokenizer *t, const char *text, size_t n)
 {
-	uint32_t h = hash_bytes(text, n) & t->vhash_mask;
+	uint32_t h = sw_fnv1a32(text, n) & t->vhash_mask;
 	for (;; h = (h + 1) & t->vhash_mask) {
 		int32_t id = t->vhash[h];
 		size_t l;
@@ -212,30 +169,6 @@ static void byte_unicode_tables(uint32_t b2u[256], int16_t u2b[324])
 	}
 }
 
-static size_t utf8_put(uint32_t cp, char *o)
-{
-	if (cp < 0x80) {
-		o[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		o[0] = (char)(0xC0 | (cp >> 6));
-		o[1] = (char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		o[0] = (char)(0xE0 | (cp >> 12));
-		o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		o[2] = (char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	o[0] = (char)(0xF0 | (cp >> 18));
-	o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-	o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-	o[3] = (char)(0x80 | (cp & 0x3F));
-	return 4;
-}
-
 /* ---- construction ---- */
 
 static bool is_special_type(int ty)
@@ -275,7 +208,7 @@ static size_t piece_decode(const rt_tokenizer *t, int32_t id, const int16_t u2b[
 	 * the table (a malformed vocabulary) is kept as it is */
 	for (size_t i = 0; i < n;) {
 		uint32_t cp;
-		int l = rt_utf8_next((const uint8_t *)s + i, n - i, &cp);
+		int l = sw_utf8_next((const uint8_t *)s + i, n - i, &cp);
 		if (l > 0 && cp < 324 && u2b[cp] >= 0) {
 			o[k++] = (char)u2b[cp];
 			i += (size_t)l;
@@ -466,7 +399,7 @@ rt_tokenizer *rt_tokenizer_new(const rt_tok_desc *d, sw_err *err)
 		const char *s = tok_text(t, i, &l);
 		if (rt_token_find(t, s, l) >= 0)
 			continue;
-		uint32_t h = hash_bytes(s, l) & t->vhash_mask;
+		uint32_t h = sw_fnv1a32(s, l) & t->vhash_mask;
 		while (t->vhash[h] >= 0)
 			h = (h + 1) & t->vhash_mask;
 		t->vhash[h] = i;
@@ -484,7 +417,7 @@ rt_tokenizer *rt_tokenizer_new(const rt_tok_desc *d, sw_err *err)
 		char buf[8];
 		size_t l;
 		if (t->kind == RT_TOK_BPE) {
-			l = utf8_put(b2u[b], buf);
+			l = sw_utf8_put(b2u[b], buf);
 		} else {
 			l = (size_t)snprintf(buf, sizeof(buf), "<0x%02X>", b);
 		}
@@ -1069,7 +1002,7 @@ static int spm_fragment(const rt_tokenizer *t, struct work *w, const uint8_t *s,
 		return SW_ENOMEM;
 	for (size_t i = 0; i < nn;) {
 		uint32_t cp;
-		int l = rt_utf8_next((const uint8_t *)w->norm + i, nn - i, &cp);
+		int l = sw_utf8_next((const uint8_t *)w->norm + i, nn - i, &cp);
 		size_t ul = l > 0 ? (size_t)l : 1;
 		w->sym[cnt] = (int32_t)i;
 		w->len[cnt] = (uint32_t)ul;
@@ -1209,7 +1142,7 @@ int rt_detok_push(rt_detok *d, const rt_tokenizer *t, int32_t id, char *out, siz
 		size_t take = plen - i < (size_t)(4 - np) ? plen - i : (size_t)(4 - np);
 		memcpy(buf, d->pend, (size_t)np);
 		memcpy(buf + np, p + i, take);
-		int l = rt_utf8_next(buf, (size_t)np + take, &cp);
+		int l = sw_utf8_next(buf, (size_t)np + take, &cp);
 		if (l == 0) { /* still incomplete: the whole piece joins it */
 			memcpy(d->pend + np, p + i, take);
 			d->npend = np + (int)take;
@@ -1238,7 +1171,7 @@ int rt_detok_push(rt_detok *d, const rt_tokenizer *t, int32_t id, char *out, siz
 	n = plen;
 	while (i < n) {
 		uint32_t cp;
-		int l = rt_utf8_next((const uint8_t *)p + i, n - i, &cp);
+		int l = sw_utf8_next((const uint8_t *)p + i, n - i, &cp);
 		if (l > 0) {
 			memcpy(out + k, p + i, (size_t)l);
 			k += (size_t)l;

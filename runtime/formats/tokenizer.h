@@ -109,9 +109,4 @@ int rt_chat_format(const rt_tokenizer *t, const char *user_msg, char *out, size_
 int rt_chat_format_msgs(const rt_tokenizer *t, const char *const *roles, const char *const *contents, int n_msgs,
                         char *out, size_t cap, sw_err *err);
 
-/* Validity of UTF-8 at s[0..n): length of the sequence starting at s (1..4)
- * and its code point; 0 if s holds a valid but incomplete prefix; -k for an
- * invalid maximal subpart of k bytes. Exposed for tests and the CLI. */
-int rt_utf8_next(const uint8_t *s, size_t n, uint32_t *cp);
-
 #endif

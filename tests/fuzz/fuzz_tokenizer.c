@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
 #include "formats/gguf.h"
 #include "formats/tokenizer.h"
 
@@ -54,7 +55,7 @@ static bool valid_utf8(const uint8_t *s, size_t n)
 {
 	uint32_t cp;
 	for (size_t i = 0; i < n;) {
-		int l = rt_utf8_next(s + i, n - i, &cp);
+		int l = sw_utf8_next(s + i, n - i, &cp);
 		if (l <= 0)
 			return false;
 		i += (size_t)l;

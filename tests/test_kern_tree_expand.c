@@ -84,21 +84,21 @@ static void check(const char *tree_spec, int rule, int V, float temp, int n_seed
 		expand_all(&t, V, rule, block, tok, q, tree, seed, iter);
 		for (int u = 0; u < t.n; u++) {
 			int nc = t.n_children[u];
-			int32_t want[GEN_TREE_MAX_NODES];
+			int32_t want[GEN_TREE_MAX_NODES], got[GEN_TREE_MAX_NODES];
+			char what[128];
 			if (!nc)
 				continue;
 			if (rt_expand_node(rule, q + (size_t)u * V, V, nc, seed, *iter, (uint32_t)u, want, NULL,
 			                   NULL))
 				fail_msg("rt_expand_node failed");
-			for (int i = 0; i < nc; i++) {
-				int got = tok[t.child_list[t.child_start[u] + i]];
-				if (got != want[i]) {
-					g_mismatch++;
-					print_message("  MISMATCH %s rule %d V %d seed %d node %d child %d: %d vs host %d\n",
-					              tree_spec, rule, V, sd, u, i, got, want[i]);
-				}
-				g_tokens++;
-			}
+			for (int i = 0; i < nc; i++)
+				got[i] = tok[t.child_list[t.child_start[u] + i]];
+			snprintf(what, sizeof(what), "%s rule %d V %d seed %d node %d", tree_spec, rule, V, sd,
+			         u);
+			kern_out o = {.name = "child", .type = KERN_I32, .got = got, .want = want,
+			              .n = (size_t)nc};
+			g_mismatch += (long)kern_mismatches(what, &o);
+			g_tokens += nc;
 			g_nodes++;
 		}
 	}
