@@ -268,8 +268,8 @@ int gen_emu_module_build(const char *src, const char *key, const char *kernels_d
 	         cc, kernels_dir);
 	h = fnv1a(h, src, strlen(src));
 	h = fnv1a(h, cmd, strlen(cmd));
-	static const char *deps[] = {"prelude_emu.h", "emu.h"};
-	for (int i = 0; i < 2; i++) {
+	static const char *deps[] = {"prelude_emu.h", "emu.h", "half.h"}; /* what prelude_emu.h includes */
+	for (int i = 0; i < (int)(sizeof(deps) / sizeof(deps[0])); i++) {
 		size_t len = 0;
 		snprintf(path, sizeof(path), "%s/%s", kernels_dir, deps[i]);
 		char *t = read_all(path, &len);

@@ -69,7 +69,7 @@ void ref_lm_head(float *logits, const float *x, const float *norm_w, const float
 
 /* ---- the engine's own small ops (templates embedding16, kv_store, step,
  * ngram_lookup). 16-bit values are raw uint16 bits, bf16 (is_f16 0) or fp16
- * (is_f16 1), converted with runtime/gguf.h's round-to-nearest-even helpers. */
+ * (is_f16 1), converted with kernels/half.h (round to nearest even). */
 
 /* y (T, dim) fp32 = table[tok[t]] widened, table (n_rows, dim) of 16-bit
  * values. Returns -1 when some id is outside [0, n_rows) (that row of y is

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "kernels/engine_state.h"
-#include "formats/gguf.h"
+#include "kernels/half.h"
 #include "host_ops.h"
 #include "kernels/ref/ref.h"
 #include "decode/sampler.h"
@@ -40,12 +40,12 @@ double rt_op_param_f(const rt_op *op, const char *name, double def)
 
 static inline float from16(uint16_t h, int is_f16)
 {
-	return is_f16 ? gguf_f16_to_f32(h) : gguf_bf16_to_f32(h);
+	return sw_half_to_f32(h, is_f16);
 }
 
 static inline uint16_t to16(float f, int is_f16)
 {
-	return is_f16 ? gguf_f32_to_f16(f) : gguf_f32_to_bf16(f);
+	return sw_f32_to_half(f, is_f16);
 }
 
 /* (y, s, x, r, w): s = x + r, y = rmsnorm(s) * w; rows = grid.x */
