@@ -35,12 +35,6 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 RT_DIRS  := runtime/core runtime/formats runtime/device runtime/engine kernels kernels/ref
 RT_SRC   := $(sort $(foreach d,$(RT_DIRS),$(wildcard $(d)/*.c)))
 RT_OBJ   := $(RT_SRC:%.c=$(BUILD)/obj/%.o)
-# Known, pending: runtime/device/host_ops.c still calls four decode/
-# functions (rt_probs, rt_verify_tree, rt_expand_node, gen_tree_from_paths)
-# whose specifications engineer A moves into kernels/ref (issue 10). Until
-# that merge the tiny program takes them from the full archive, after the
-# runtime one; test_deploy allows exactly these. Empty this after the merge.
-RT_PENDING_LIBS := $(BUILD)/libspecwright.a
 DEPLOY_BIN := $(BUILD)/deploy/sw_tiny_run
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -65,7 +59,7 @@ $(BUILD)/libspecwright_rt.a: $(RT_OBJ)
 	ar rcs $@ $^
 
 # linked against the runtime archive alone (plus system libraries)
-$(DEPLOY_BIN): $(BUILD)/obj/tests/deploy/sw_tiny_run.o $(BUILD)/libspecwright_rt.a $(RT_PENDING_LIBS)
+$(DEPLOY_BIN): $(BUILD)/obj/tests/deploy/sw_tiny_run.o $(BUILD)/libspecwright_rt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "emu.h"
+#include "half.h"
 
 #define SW_EMU 1
 /* The architecture whose code path the emulator runs (prelude_cuda.h:
@@ -147,40 +148,21 @@ DEV uint32_t emu__atomic_exch_u32(uint32_t *p, uint32_t v) { uint32_t o = *p; *p
 #define ATOMIC_CAS_U32(p, c, v) emu__atomic_cas_u32(EMU__AT(p), (c), (v))
 #define ATOMIC_EXCH_U32(p, v) emu__atomic_exch_u32(EMU__AT(p), (v))
 
-/* ---- bit casts and bf16/fp16 (round to nearest even, bit-exact with
- * __float2bfloat16_rn / __float2half_rn, NaN -> canonical 0x7fff) ---- */
+/* ---- bit casts and bf16/fp16: kernels/half.h's round-to-nearest-even
+ * conversions (the host's), plus what cvt.rn does with a NaN: the
+ * canonical 0x7fff (as __float2bfloat16_rn / __float2half_rn) where the
+ * host keeps a quiet NaN with its sign and payload ---- */
 DEV uint32_t F32_BITS(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 DEV float BITS_F32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-DEV float BF16_TO_F32(uint16_t h) { return BITS_F32((uint32_t)h << 16); }
+DEV float BF16_TO_F32(uint16_t h) { return sw_bf16_to_f32(h); }
 DEV uint16_t F32_TO_BF16(float f)
 {
-	uint32_t u = F32_BITS(f);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return 0x7fffu;
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+	return (F32_BITS(f) & 0x7fffffffu) > 0x7f800000u ? 0x7fffu : sw_f32_to_bf16(f);
 }
-DEV float F16_TO_F32(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-	if (e == 0) /* zero or subnormal: m * 2^-24 is exact in fp32 */
-		return BITS_F32(sign) + (sign ? -1.0f : 1.0f) * (float)m * 0x1p-24f;
-	if (e == 31)
-		return BITS_F32(sign | 0x7f800000u | m << 13);
-	return BITS_F32(sign | (e + 112u) << 23 | m << 13);
-}
+DEV float F16_TO_F32(uint16_t h) { return sw_f16_to_f32(h); }
 DEV uint16_t F32_TO_F16(float f)
 {
-	uint32_t x = F32_BITS(f), u = x & 0x7fffffffu;
-	uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-	if (u > 0x7f800000u)
-		return 0x7fffu;
-	if (u >= 0x47800000u) /* >= 65536 */
-		return sign | 0x7c00u;
-	if (u < 0x38800000u) /* half subnormal or zero: a * 2^24 exact, rint is RNE */
-		return sign | (uint16_t)rintf(BITS_F32(u) * 0x1p24f);
-	u -= 112u << 23;
-	u += 0xfffu + ((u >> 13) & 1u);
-	return sign | (uint16_t)(u >> 13); /* a carry into exponent 31 gives inf */
+	return (F32_BITS(f) & 0x7fffffffu) > 0x7f800000u ? 0x7fffu : sw_f32_to_f16(f);
 }
 
 /* ---- 16-byte and 8-byte vectors (alignment checked, as the GPU faults) ---- */

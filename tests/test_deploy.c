@@ -344,12 +344,6 @@ static int sym_find(const symset *s, const char *name)
 	return -1;
 }
 
-/* Known, pending: runtime/device/host_ops.c calls these decode/ functions
- * until engineer A's move of their specifications into kernels/ref lands
- * (issue 10); the lead empties this list (and the Makefile's
- * RT_PENDING_LIBS) after merging. */
-static const char *const pending[] = {"rt_probs", "rt_verify_tree", "rt_expand_node",
-                                      "gen_tree_from_paths"};
 
 static void test_rt_archive_symbols(void **state)
 {
@@ -370,7 +364,7 @@ static void test_rt_archive_symbols(void **state)
 	nm_read(&forb, outside, false);
 	assert_true(sym_find(&forb, "gen_emu_module_build") >= 0); /* the scan sees gen/ */
 	assert_true(sym_find(&forb, "rt_generate_spec") >= 0);     /* and decode/ */
-	int bad = 0, known = 0;
+	int bad = 0;
 	for (int i = 0; i < und.n; i++) {
 		if (sym_find(&def, und.name[i]) >= 0)
 			continue;
@@ -382,16 +376,11 @@ static void test_rt_archive_symbols(void **state)
 		}
 		if (f < 0)
 			continue; /* the C library, BLAS, libdl, libm */
-		bool is_pending = false;
-		for (size_t k = 0; k < sizeof(pending) / sizeof(pending[0]); k++)
-			is_pending |= !strcmp(pending[k], und.name[i]);
-		print_message("  %s: %s needs %s, defined in %s\n",
-		              is_pending ? "known, pending" : "VIOLATION", und.where[i], und.name[i],
+		print_message("  VIOLATION: %s needs %s, defined in %s\n", und.where[i], und.name[i],
 		              forb.where[f]);
-		*(is_pending ? &known : &bad) += 1;
+		bad++;
 	}
-	/* the tiny program links nothing of gen/ (the pending decode/ objects
-	 * aside, which need no generator either) */
+	/* the tiny program links nothing of gen/ */
 	snprintf(p, sizeof(p), "%s/deploy/sw_tiny_run", B);
 	nm_read(&bin, p, false);
 	assert_true(sym_find(&bin, "rt_engine_generate") >= 0);
@@ -403,8 +392,8 @@ static void test_rt_archive_symbols(void **state)
 			print_message("  VIOLATION: %s links %s from %s\n", p, gen.name[i], gen.where[i]);
 			bad++;
 		}
-	print_message("  %s: %d defined symbols, %d undefined references; %d known pending, %d "
-	              "violations\n", "libspecwright_rt.a", def.n, und.n, known, bad);
+	print_message("  %s: %d defined symbols, %d undefined references, %d violations\n",
+	              "libspecwright_rt.a", def.n, und.n, bad);
 	free(und.name), free(und.where), free(def.name), free(def.where);
 	free(forb.name), free(forb.where), free(bin.name), free(bin.where);
 	free(gen.name), free(gen.where);

@@ -2,9 +2,7 @@
  * #include "..." of a .c/.h under runtime/, gen/ and kernels/ is resolved
  * to the folder it names and must be an arrow of the table below (the same
  * table the folders' README.md files state). Every violation is printed
- * with file and line. A few of today's arrows belong to another engineer's
- * pending change and are listed as such (pending[] below); the test fails
- * on anything else. */
+ * with file and line; the test fails on any. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -42,21 +40,6 @@ static const struct {
 static const char *const ref_may[] = {"kernels/philox.h", "kernels/half.h",
                                       "kernels/engine_state.h"};
 
-/* Known, pending: arrows engineer A's branch removes (the device layer's
- * host ops and kernels/ref's kv_store read decode/ and formats/ until their
- * specifications and the half-precision conversion move to kernels/ref and
- * kernels/). The lead empties this list after merging; an entry that no
- * longer occurs is reported, not failed. */
-static const struct {
-	const char *file, *inc;
-} pending[] = {
-	{"runtime/device/host_ops.c", "decode/sampler.h"},
-	{"runtime/device/host_ops.c", "decode/tree.h"},
-	{"runtime/device/host_ops.c", "decode/tree_verify.h"},
-	{"runtime/device/host_ops.c", "formats/gguf.h"},
-	{"runtime/device/dev_host.c", "formats/gguf.h"},
-	{"kernels/ref/kv_store.c", "formats/gguf.h"},
-};
 
 /* The folder (layer) an include names, written into out; false when it
  * names none of the scanned folders. file_dir: the including file's folder
@@ -111,8 +94,7 @@ static bool arrow_ok(const char *from, const char *to, const char *inc_path)
 }
 
 typedef struct scan {
-	int files, includes, violations, known;
-	bool pending_seen[sizeof(pending) / sizeof(pending[0])];
+	int files, includes, violations;
 } scan;
 
 static void check_file(scan *s, const char *path, const char *dir)
@@ -153,15 +135,8 @@ static void check_file(scan *s, const char *path, const char *dir)
 		snprintf(full, sizeof(full), "%s/%s", to, strrchr(inc, '/') ? strrchr(inc, '/') + 1 : inc);
 		if (arrow_ok(dir, to, full))
 			continue;
-		bool known = false;
-		for (size_t k = 0; k < sizeof(pending) / sizeof(pending[0]); k++)
-			if (!strcmp(pending[k].file, path) && !strcmp(pending[k].inc, inc)) {
-				known = true;
-				s->pending_seen[k] = true;
-			}
-		print_message("  %s %s:%d: %s -> %s (#include \"%s\")\n",
-		              known ? "known, pending" : "VIOLATION", path, ln, dir, to, inc);
-		*(known ? &s->known : &s->violations) += 1;
+		print_message("  VIOLATION %s:%d: %s -> %s (#include \"%s\")\n", path, ln, dir, to, inc);
+		s->violations++;
 	}
 	fclose(f);
 }
@@ -233,12 +208,7 @@ static void test_layers(void **state)
 	scan_dir(&s, "runtime");
 	scan_dir(&s, "gen");
 	scan_dir(&s, "kernels");
-	for (size_t k = 0; k < sizeof(pending) / sizeof(pending[0]); k++)
-		if (!s.pending_seen[k])
-			print_message("  pending entry %s -> %s no longer occurs: remove it from "
-			              "tests/test_layers.c\n", pending[k].file, pending[k].inc);
-	print_message("  %d files, %d include lines: %d known pending, %d violations\n", s.files,
-	              s.includes, s.known, s.violations);
+	print_message("  %d files, %d include lines, %d violations\n", s.files, s.includes, s.violations);
 	/* the scan saw the tree (a wrong working directory scans nothing) */
 	assert_true(s.files >= 80);
 	assert_true(s.includes >= 150);

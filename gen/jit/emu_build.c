@@ -29,8 +29,9 @@ int gen_emu_module_build(const char *src, const char *key, const char *kernels_d
 	         cc, kernels_dir);
 	h = sw_fnv1a64(h, src, strlen(src));
 	h = sw_fnv1a64(h, cmd, strlen(cmd));
-	static const char *deps[] = {"prelude_emu.h", "prelude_common.h", "emu.h"};
-	for (int i = 0; i < 3; i++) {
+	/* what prelude_emu.h includes: a change to any of them is a new module */
+	static const char *deps[] = {"prelude_emu.h", "prelude_common.h", "emu.h", "half.h"};
+	for (int i = 0; i < (int)(sizeof(deps) / sizeof(deps[0])); i++) {
 		size_t len = 0;
 		snprintf(path, sizeof(path), "%s/%s", kernels_dir, deps[i]);
 		char *t = sw_read_file(path, &len);

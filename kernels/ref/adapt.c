@@ -1,7 +1,7 @@
 /* SpecDec++ adaptive draft length on a chain tree, plain C: the
  * specification of templates/adapt.cu.tmpl. It is the host's stop rule,
- * rt_adaptive_stop (runtime/acchead.c) with the proxy predictor, driven as
- * md_propose_adaptive (runtime/drafter.c) drives it, restated over the
+ * rt_adaptive_stop (runtime/decode/acchead.c) with the proxy predictor, driven as
+ * md_propose_adaptive (runtime/decode/drafter.c) drives it, restated over the
  * engine's buffers: one call per draft level, right after that level drew
  * its token, instead of one loop per round. */
 #include <stdbool.h>

@@ -1,11 +1,24 @@
-/* Plain-C fp32 reference ops: the specification every kernel is checked
- * against. Row-major; shapes in comments; no allocation inside an op except
- * where a scratch argument says otherwise. GEMMs go through CBLAS. */
+/* Plain-C reference ops: the specification every kernel is checked against,
+ * one file per op named like its template (templates/X.cu.tmpl ->
+ * kernels/ref/X.c), plus the Llama forward's fp32 ops (rmsnorm, attention,
+ * matmul, mlp, lm_head, add) and the sampling primitives the verify and
+ * tree_expand specifications share (sample.c). Row-major; shapes in comments;
+ * no allocation inside an op except where a scratch argument says otherwise.
+ * GEMMs go through CBLAS. This folder includes only kernels/ headers (philox.h,
+ * half.h, engine_state.h): ops that can fail return a negative REF_E* code
+ * and, where a `why` argument is given (may be NULL), a static string that
+ * says what was wrong; the caller words the message. */
 #ifndef REF_H
 #define REF_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#define REF_EINVAL (-1) /* an argument outside what the op accepts */
+
+/* Tree limits: the host tree's (runtime/decode/tree.h GEN_TREE_MAX_*). */
+#define REF_TREE_MAX_NODES 256 /* including the root */
+#define REF_TREE_MAX_DEPTH 64
 
 /* y (T, dim) = table[tok[t]] for table (n_rows, dim). tok must be < n_rows
  * (caller validates); returns -1 on an out-of-range id (y then untouched),
@@ -67,9 +80,14 @@ void ref_mlp_swiglu(float *out, const float *x, const float *w_gate, const float
 void ref_lm_head(float *logits, const float *x, const float *norm_w, const float *lm_head, int T,
                  int dim, int vocab, float eps, float *scratch);
 
+/* y, s (T, dim): s = x + r (the next residual; s may alias x or r), then
+ * y = rmsnorm(s) * w, row by row (ref_add, then ref_rmsnorm). */
+void ref_rmsnorm_residual(float *y, float *s, const float *x, const float *r, const float *w, int T,
+                          int dim, float eps);
+
 /* ---- the engine's own small ops (templates embedding16, kv_store, step,
- * ngram_lookup). 16-bit values are raw uint16 bits, bf16 (is_f16 0) or fp16
- * (is_f16 1), converted with runtime/gguf.h's round-to-nearest-even helpers. */
+ * ngram_lookup, cast, kv_commit, tree_attention). 16-bit values are raw uint16 bits, bf16 (is_f16 0) or fp16
+ * (is_f16 1), converted with kernels/half.h (round to nearest even). */
 
 /* y (T, dim) fp32 = table[tok[t]] widened, table (n_rows, dim) of 16-bit
  * values. Returns -1 when some id is outside [0, n_rows) (that row of y is
@@ -84,7 +102,7 @@ int ref_embedding16(float *y, const uint16_t *table, const int32_t *tok, int T, 
 void ref_kv_store(uint16_t *kc, uint16_t *vc, const float *k, const float *v, int len, int rows,
                   int kvd, int row0, int max_ctx, int is_f16);
 
-/* The bookkeeping step of one iteration (layout: runtime/engine_state.h;
+/* The bookkeeping step of one iteration (layout: kernels/engine_state.h;
  * the specification of templates/step.cu.tmpl, see kernels/ref/step.c):
  * mode 0 tree_prep, 1 catchup_prep, 2 iter_end. tree_table is 5 * n_nodes
  * int32 (gen_tree_table); the ring of `ring` entries follows the state
@@ -115,5 +133,188 @@ int ref_ngram_lookup(int32_t *out, const int32_t *hist, int S, int min_n, int ma
  * draft_probs: (n_nodes, V); go: depth entries. */
 void ref_adapt(int level, int n_nodes, int depth, int V, int min_steps, int max_steps, float h,
                int32_t *go, float *cum, int32_t *tree_tokens, const float *draft_probs);
+
+/* Dtype cast of n elements (templates/cast.cu.tmpl): mode 0 f32 -> bf16,
+ * 1 f32 -> f16, 2 bf16 -> f32, 3 f16 -> f32 (kernels/half.h; a NaN stays a
+ * quiet NaN where the GPU writes 0x7fff). Returns REF_EINVAL for another
+ * mode (nothing written), else 0. */
+int ref_cast(void *dst, const void *src, size_t n, int mode);
+
+/* KV commit of one cache (templates/kv_commit.cu.tmpl): k, v (n_layers,
+ * max_ctx, row_bytes); in every layer row *len + keep[i] moves to *len + i
+ * for i < n (keep: the accepted node ids along one root-to-leaf path, BFS
+ * numbers, so keep[0] = 0 and keep[i] >= i, increasing), in increasing i;
+ * then *len += n. */
+void ref_kv_commit(void *k, void *v, const int32_t *keep, int n, int32_t *len, int n_layers,
+                   int max_ctx, size_t row_bytes);
+
+/* Tree attention over a 16-bit KV cache, exactly (the specification of
+ * templates/tree_attention.cu.tmpl, its _part and _merge together, before
+ * the output's rounding to 16 bits, which is ref_cast mode 0 / 1).
+ *   q (T, n_heads, head_dim), 16-bit; k, v: one layer of the cache,
+ *   (n_ctx + n_blk, n_kv_heads, head_dim) rows used, 16-bit: slots 0..n_ctx-1
+ *   the context, n_ctx + b block key b; the T queries are the LAST T of the
+ *   n_blk block entries. Visibility of block key b to query t: mask NULL,
+ *   causal (b <= n_blk - T + t); else bit b % 64 of word b / 64 of row t of
+ *   mask (T rows of mask_words uint64). Context keys are always visible.
+ *   out (T, n_heads, head_dim) fp32. Head h reads kv head h / (n_heads /
+ *   n_kv_heads). Per (query, head): keys and values widened to fp32, scores
+ *   q.k summed in fp32 in index order times the fp32 1/sqrtf(head_dim),
+ *   softmax weights exp(s - max) and the weighted sum of V in double, out =
+ *   acc / den rounded to fp32; a query that sees no key gets zeros.
+ * scratch: ref_tree_attention_scratch(n_ctx, n_blk, head_dim) bytes,
+ * 8-byte aligned (malloc's). */
+size_t ref_tree_attention_scratch(int n_ctx, int n_blk, int head_dim);
+void ref_tree_attention(float *out, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                        int n_ctx, int T, int n_blk, int n_heads, int n_kv_heads, int head_dim,
+                        const uint64_t *mask, int mask_words, int is_f16, void *scratch);
+
+/* ---- sampling, expansion and verification (templates argmax,
+ * logits_process, tree_expand, verify). p = target, q = draft
+ * distributions, both already processed (logits_process). Uniforms are
+ * Philox draws (kernels/philox.h) keyed as each function says; the GPU
+ * kernels reproduce the keying bit for bit. ---- */
+
+/* First index of the maximum of x[0..n) (strict >, scanning up: ties to the
+ * lower index; NaN never wins). */
+int ref_argmax_row(const float *x, int n);
+/* out[t] = ref_argmax_row(x + t * N, N), x (T, N). */
+void ref_argmax(int32_t *out, const float *x, int T, int N);
+
+/* probs (V) = softmax(F(logits / temp)) with F = the top-k mask (top_k > 0
+ * and < V) then the top-p mask (top_p < 1) (ALGORITHMS.txt 1c); temp <= 0:
+ * one-hot at ref_argmax_row(logits). The kept set is a prefix of the total
+ * order "logit descending, ties by index": top-k keeps the first top_k; top-p
+ * keeps token r (in that order) while the mass before it, over the top-k
+ * survivors' total, is <= top_p (the first is always kept). Weights are
+ * expf((logit - max) * (1 / temp)) in fp32; sums in double; the kept
+ * weights are scaled by (float)(1 / sum). idx: scratch of V ints.
+ * Thread-safe (the sort's key pointer is thread-local). */
+void ref_logits_process_row(float *probs, const float *logits, int V, float temp, int top_k,
+                            float top_p, int *idx);
+/* The op: T rows of V (templates/logits_process.cu.tmpl). */
+void ref_logits_process(float *probs, const float *logits, int T, int V, float temp, int top_k,
+                        float top_p, int *idx);
+
+/* Inverse CDF over unnormalised non-negative weights w: the first i with
+ * cumsum(w)[i] > u * sum(w) and w[i] > 0, sums in double in index order;
+ * u in [0,1). -1 when sum(w) == 0; if rounding selects nothing, the last
+ * index with w > 0. */
+int ref_sample_cdf(const float *w, int V, double u);
+/* Samples from norm(relu(p - q)) by ref_sample_cdf; q == NULL means one-hot
+ * at q_tok. Falls back to ref_sample_cdf(p, V, u) when the residual has no
+ * mass. tmp: V floats. */
+int ref_sample_residual(const float *p, const float *q, int32_t q_tok, int V, double u, float *tmp);
+
+/* The tree table the tree_expand and verify kernels read (gen_tree_table of
+ * runtime/decode/tree.h): 5 rows of n_nodes int32 — parent (-1 for the
+ * root), n_children, child_start, child_list, depth; the children of u are
+ * child_list[child_start[u] + r], r the rank. Checks it describes a tree
+ * with n_nodes in 1..REF_TREE_MAX_NODES: every node u >= 1 has a parent
+ * p < u, depth[p] + 1 <= REF_TREE_MAX_DEPTH, and appears exactly once in
+ * p's child list; every listed child is in range and names u as its parent;
+ * depth[0] = 0. 0 or REF_EINVAL (with why). */
+int ref_tree_table_check(const int32_t *tree, int n_nodes, const char **why);
+
+/* Expansion rules and verification methods (runtime/decode/tree_verify.h
+ * names them RT_EXPAND_* / RT_VERIFY_* with these values). */
+enum ref_expand_rule {
+	REF_EXPAND_TOPK = 0,   /* deterministic: child r = r-th most likely token (ties: lower id) */
+	REF_EXPAND_SAMPLE,     /* i.i.d. samples from q (with replacement) */
+	REF_EXPAND_SAMPLE_WOR, /* without replacement: exponential-race top-k, order = sampling order */
+	REF_EXPAND_SPECHUB,    /* SpecHub pair (2 children): hub a = argmax q, ALGORITHMS.txt 4 */
+};
+
+enum ref_verify_method {
+	REF_VERIFY_GREEDY = 0, /* longest path matching the target argmax (T = 0) */
+	REF_VERIFY_RRS,        /* recursive rejection sampling with replacement (SpecInfer) */
+	REF_VERIFY_RRSW,       /* RRS without replacement (Jeon/MCSD/Sequoia) */
+	REF_VERIFY_SPECHUB,    /* SpecHub on nodes with 2 children, plain RS on 1 child */
+	REF_VERIFY_ONEHOT,     /* deterministic drafts: q = one-hot per child (item 1c) */
+	REF_VERIFY_CHAIN,      /* a chain with rt_verify_chain's keying (the verify kernel's METHOD 5) */
+};
+
+/* Draws k children for a node from its draft distribution q (V floats, sums
+ * to 1); tok[0..k) in rank order. Uniform keying: the uniform for lane L is
+ *   w = philox4x32_10(ctr = {iter, node, purpose, L}, key = seed),
+ *   u = sw_u64_to_uniform_double(w[0], w[1])
+ * (lane 0 is sw_uniform_double(seed, iter, node, purpose)).
+ *   TOPK:       no uniforms; descending q, ties to the lower id.
+ *   SAMPLE:     draw i uses lane i, purpose SW_RNG_EXPAND, then
+ *               ref_sample_cdf(q, V, u).
+ *   SAMPLE_WOR: lane v (the vocabulary id), purpose SW_RNG_EXPAND, for each v
+ *               with q(v) > 0; key(v) = log(u_v) / (double)q(v); the k
+ *               largest keys in descending order (ties: lower id first).
+ *   SPECHUB:    lane v, purpose SW_RNG_SPECHUB2, same keys; a =
+ *               ref_argmax_row(q); tok[0] = largest key; tok[1] = a if
+ *               tok[0] != a, else the largest key among v != a.
+ * Returns 0, or REF_EINVAL when q has no mass, k is outside [0,
+ * REF_TREE_MAX_NODES), V < 1, the rule is unknown, k exceeds the number of
+ * tokens with q > 0 for TOPK / SAMPLE_WOR / SPECHUB, or k > 2 for SPECHUB. */
+int ref_expand_node(int rule, const float *q, int V, int k, uint64_t seed, uint32_t iter,
+                    uint32_t node, int32_t *tok, const char **why);
+
+/* The op (templates/tree_expand.cu.tmpl): nodes u = level_begin ..
+ * level_begin + n_level - 1 of the tree table (n_nodes) each expand into
+ * their n_children[u] children with ref_expand_node(rule, q + u * V, ...,
+ * node u), writing tok[child]. q (n_nodes, V). 0 or REF_EINVAL (a bad table
+ * or level range, or a node's expansion refused; the nodes before it are
+ * written). */
+int ref_tree_expand(int32_t *tok, const float *q, const int32_t *tree, uint64_t seed, uint32_t iter,
+                    int n_nodes, int V, int rule, int level_begin, int n_level, const char **why);
+
+/* Verifies a drafted tree (tree table of n_nodes, ref_tree_table_check).
+ *   tok (n):   tok[0] = root token, tok[u] = node u's token
+ *   p (n, V):  the target's processed distribution after node u's path
+ *   q (n, V):  the draft distribution u's children were drawn from (before
+ *              any without-replacement removal); unused by GREEDY/ONEHOT
+ *              (may be NULL for them); CHAIN: NULL = a one-hot draft
+ * Walks from the root testing children in rank order with the method's rule
+ * (ALGORITHMS.txt 1c, 2, 3, 4). Writes path[0..n_path) (path[0] = 0, the
+ * root), *final (the residual / bonus token), and, when acc_rank is not
+ * NULL, acc_rank[d] = the rank of the child accepted at the step from depth
+ * d, for d < n_path - 1. Returns n_path (accepted draft nodes + 1, at most
+ * REF_TREE_MAX_DEPTH + 1) or REF_EINVAL.
+ * Absent nodes: a node whose token is negative was not drafted (SpecDec++
+ * stopped before its level; the adapt kernel writes -1). It is never
+ * tested and updates no residual or draft distribution; the present
+ * children keep their rank order; a node whose children are all absent is
+ * a leaf (bonus from its p; GREEDY: the path ends there, final = argmax of
+ * its p); a SpecHub pair with one absent child is plain RS on the other.
+ * Uniform keying (all sw_uniform_double, lane 0):
+ *   the accept test of child c:          (seed, iter, c, SW_RNG_ACCEPT),
+ *     accepted iff q > 0 and u * q <= p in double (q, p: the method's
+ *     current draft/residual values; ONEHOT: q = 1; SpecHub's second tests
+ *     are u * S_ia <= ra and u * S_ai <= p(a), keyed by the child tested);
+ *   the residual or bonus draw at the node u where the walk stops:
+ *                                        (seed, iter, u, SW_RNG_RESIDUAL),
+ *     then ref_sample_cdf over the (normalised) residual, or over p_u at a
+ *     leaf. A residual with no mass falls back to the distribution it was
+ *     computed from (p itself up to rounding).
+ * GREEDY takes the deepest node whose whole path matches the argmax of its
+ * parent's p (ties: lowest node id) and final = argmax of that node's p.
+ * CHAIN follows first children only, keyed by the node u being left (the
+ * position j of rt_verify_chain): accept child c with token y iff q_u(y) > 0
+ * and u_(u, ACCEPT) * q_u(y) <= p_u(y) (q_u(y) = 1 one-hot); a rejection
+ * emits ref_sample_residual(p_u, q_u, y, u_(u, RESIDUAL)); a node without
+ * children, or whose first child is absent, emits ref_sample_cdf(p_u,
+ * u_(u, BONUS)).
+ * REF_EINVAL: an unknown method, V < 1, a bad table, a token >= V, q == NULL
+ * for RRS / RRSW / SPECHUB, for SPECHUB a node with > 2 children or a
+ * 2-child node with both children present that is not a SpecHub pair
+ * (exactly one child the hub argmax q, the other child with q > 0), checked
+ * for every node up front; or no mass to draw the final token from.
+ * scratch: 2*V floats. */
+int ref_verify_tree(int method, const int32_t *tree, int n_nodes, const int32_t *tok, const float *p,
+                    const float *q, int V, uint64_t seed, uint32_t iter, float *scratch,
+                    int32_t *path, int32_t *acc_rank, int32_t *final, const char **why);
+
+/* The op (templates/verify.cu.tmpl): ref_verify_tree, then out_path[0..n)
+ * = the path, out_tok[0..n) = the accepted nodes' tokens then the final
+ * token, counts[0] = n - 1 (accepted draft tokens), [1] = n (emitted), [2] =
+ * final, [3] += n - 1, [4] += n - 1. 0 or REF_EINVAL (outputs untouched). */
+int ref_verify(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int32_t *tree,
+               const int32_t *tok, const float *p, const float *q, float *scratch, uint64_t seed,
+               uint32_t iter, int n_nodes, int V, int method, const char **why);
 
 #endif

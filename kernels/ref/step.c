@@ -1,7 +1,7 @@
 /* The engine's bookkeeping step, plain C: the specification of
- * templates/step.cu.tmpl. Everything the host loop (runtime/spec.c,
- * tree_spec.c) does between the big ops of one iteration, on device-resident
- * state (runtime/engine_state.h) so the captured graph needs no host input:
+ * templates/step.cu.tmpl. Everything the host loop (runtime/decode/chain.c,
+ * tree_decode.c) does between the big ops of one iteration, on device-resident
+ * state (kernels/engine_state.h) so the captured graph needs no host input:
  *   mode 0 tree_prep: the root into node 0, node positions, draft length;
  *   mode 1 catchup_prep: the draft re-forwards the last committed token;
  *   mode 2 iter_end: emitted tokens into the ring, stop conditions, the next

@@ -1,7 +1,10 @@
 /* Logits processing and sampling on the host: temperature, top-k, top-p,
  * greedy, inverse-CDF sampling from a uniform, and the speculative residual
- * norm(relu(p - q)). Uniforms come from the caller (Philox, kernels/philox.h);
- * nothing here draws randomness itself. */
+ * norm(relu(p - q)). Thin wrappers over the kernels' specification
+ * (kernels/ref: ref_argmax_row, ref_logits_process_row, ref_sample_cdf,
+ * ref_sample_residual), under the names the host decoder uses. Uniforms come
+ * from the caller (Philox, kernels/philox.h); nothing here draws randomness
+ * itself. */
 #ifndef RT_SAMPLER_H
 #define RT_SAMPLER_H
 

@@ -1,30 +1,34 @@
 /* Token-tree drafting rules and verification methods on the host
  * (ALGORITHMS.txt items 1c, 2, 3, 4, 5, 9): per-node child expansion from a
  * draft distribution, and the walk that accepts a path through a drafted tree
- * exactly (output distributed as the target's warped distribution). These are
- * the specification the fused GPU verification kernel is checked against. */
+ * exactly (output distributed as the target's warped distribution). Thin
+ * wrappers over the specification the GPU kernels are checked against,
+ * kernels/ref (ref_expand_node, ref_verify_tree: see kernels/ref/ref.h), with
+ * the host decoder's gen_tree and error codes; the lossy chain rule is here. */
 #ifndef RT_TREE_VERIFY_H
 #define RT_TREE_VERIFY_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels/ref/ref.h"
 #include "sampler.h"
 #include "tree.h"
 
+/* The rules and methods (meanings in kernels/ref/ref.h, same values). */
 enum rt_expand_rule {
-	RT_EXPAND_TOPK = 0,   /* deterministic: child r = r-th most likely token (ties: lower id) */
-	RT_EXPAND_SAMPLE,     /* i.i.d. samples from q (with replacement) */
-	RT_EXPAND_SAMPLE_WOR, /* without replacement: exponential-race top-k, order = sampling order */
-	RT_EXPAND_SPECHUB,    /* SpecHub pair (2 children): hub a = argmax q, ALGORITHMS.txt 4 */
+	RT_EXPAND_TOPK = REF_EXPAND_TOPK,
+	RT_EXPAND_SAMPLE = REF_EXPAND_SAMPLE,
+	RT_EXPAND_SAMPLE_WOR = REF_EXPAND_SAMPLE_WOR,
+	RT_EXPAND_SPECHUB = REF_EXPAND_SPECHUB,
 };
 
 enum rt_verify_method {
-	RT_VERIFY_GREEDY = 0, /* longest path matching the target argmax (T = 0) */
-	RT_VERIFY_RRS,        /* recursive rejection sampling with replacement (SpecInfer) */
-	RT_VERIFY_RRSW,       /* RRS without replacement (Jeon/MCSD/Sequoia) */
-	RT_VERIFY_SPECHUB,    /* SpecHub on nodes with 2 children, plain RS on 1 child */
-	RT_VERIFY_ONEHOT,     /* deterministic drafts: q = one-hot per child (item 1c) */
+	RT_VERIFY_GREEDY = REF_VERIFY_GREEDY,
+	RT_VERIFY_RRS = REF_VERIFY_RRS,
+	RT_VERIFY_RRSW = REF_VERIFY_RRSW,
+	RT_VERIFY_SPECHUB = REF_VERIFY_SPECHUB,
+	RT_VERIFY_ONEHOT = REF_VERIFY_ONEHOT,
 };
 
 /* Parses "topk", "sample", "sample-wor", "spechub" / "greedy", "rrs",
@@ -74,7 +78,8 @@ typedef struct rt_tree_result {
 	int accepted_sibling[GEN_TREE_MAX_DEPTH + 1];
 } rt_tree_result;
 
-/* Verifies a drafted tree.
+/* Verifies a drafted tree (ref_verify_tree over gen_tree_table(t); on an
+ * error *res is left as it was).
  *   tok (n):   tok[0] = root token, tok[u] = node u's token
  *   p (n, V):  the target's warped distribution after node u's path
  *   q (n, V):  the draft distribution u's children were drawn from (before

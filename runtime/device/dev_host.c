@@ -1,5 +1,5 @@
 /* The host backend (device.h): device memory is host memory, GEMMs go to
- * the BLAS in fp32, and kernels run either natively (runtime/host_ops.c:
+ * the BLAS in fp32, and kernels run either natively (host_ops.c:
  * the kernels/ref specification of each op) or as the generated kernels
  * themselves in the SIMT emulator (emulate mode: engine_dir/kernels.cu
  * compiled against prelude_emu.h). A graph is the recorded op list, with
@@ -14,10 +14,10 @@
 
 #include "device.h"
 #include "kernels/emu.h"
+#include "kernels/half.h"
 #include "core/fileio.h"
 #include "core/hash.h"
 #include "core/timing.h"
-#include "formats/gguf.h"
 #include "host_ops.h"
 
 /* the cuda backend's limit too, so a graph that captures here captures there */
@@ -124,13 +124,11 @@ static void wc_invalidate(host_dev *h, uintptr_t p, size_t bytes)
 static void to_f32(float *y, const uint16_t *x, size_t cnt, int dtype)
 {
 	if (dtype == RT_BF16) {
-		for (size_t i = 0; i < cnt; i++) {
-			uint32_t u = (uint32_t)x[i] << 16;
-			memcpy(&y[i], &u, sizeof(u));
-		}
+		for (size_t i = 0; i < cnt; i++)
+			y[i] = sw_bf16_to_f32(x[i]);
 	} else {
 		for (size_t i = 0; i < cnt; i++)
-			y[i] = gguf_f16_to_f32(x[i]);
+			y[i] = sw_f16_to_f32(x[i]);
 	}
 }
 

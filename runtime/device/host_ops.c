@@ -1,21 +1,21 @@
-/* Native host ops (host_ops.h): a registry from op type to an adapter over
- * kernels/ref and the runtime's host specification. Each adapter reads the
- * same arguments, in the same order, as the kernel's template declares
- * (templates/<op>.cu.tmpl is the interface; its header comment the meaning),
- * so one resolved rt_op record runs on either side of the host backend.
- * Numerics follow the references, not the kernels' float order: native and
- * emulate agree on integers exactly and on floats to rounding. */
-#include <math.h>
+/* Native host ops (host_ops.h): a registry from op type to a thin adapter
+ * over the op's specification, kernels/ref/<op>.c (named like its template,
+ * templates/<op>.cu.tmpl). Each adapter reads the same arguments, in the
+ * same order, as the kernel's template declares (the template is the
+ * interface; its header comment the meaning), takes the template constants
+ * from the kernel's parameters, and makes one kernels/ref call, so one
+ * resolved rt_op record runs on either side of the host backend. Numerics
+ * follow the references, not the kernels' float order: native and emulate
+ * agree on integers exactly and on floats to rounding.
+ *
+ * Adding an op (or a faster host implementation of one): one function
+ * below and one line in the registry table. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/engine_state.h"
-#include "formats/gguf.h"
 #include "host_ops.h"
+#include "kernels/engine_state.h"
 #include "kernels/ref/ref.h"
-#include "decode/sampler.h"
-#include "decode/tree.h"
-#include "decode/tree_verify.h"
 
 long long rt_op_param_i(const rt_op *op, const char *name, long long def)
 {
@@ -37,48 +37,28 @@ double rt_op_param_f(const rt_op *op, const char *name, double def)
 
 #define ARG(op, i, type) ((type)(uintptr_t)(op)->argval[i])
 #define PI_(name) rt_op_param_i(op, name, 0)
+#define PF_(name, def) rt_op_param_f(op, name, def)
 
-static inline float from16(uint16_t h, int is_f16)
+/* A kernels/ref refusal as an error of this op. */
+static int refused(const rt_op *op, const char *why, sw_err *err)
 {
-	return is_f16 ? gguf_f16_to_f32(h) : gguf_bf16_to_f32(h);
+	return sw_errf(err, SW_EINVAL, "%s: %s", op->entry, why ? why : "invalid arguments");
 }
 
-static inline uint16_t to16(float f, int is_f16)
-{
-	return is_f16 ? gguf_f32_to_f16(f) : gguf_f32_to_bf16(f);
-}
-
-/* (y, s, x, r, w): s = x + r, y = rmsnorm(s) * w; rows = grid.x */
+/* (y, s, x, r, w); rows = grid.x */
 static int op_rmsnorm_residual(const rt_op *op, sw_err *err)
 {
-	float *y = ARG(op, 0, float *), *s = ARG(op, 1, float *);
-	const float *x = ARG(op, 2, const float *), *r = ARG(op, 3, const float *);
-	const float *w = ARG(op, 4, const float *);
-	const int D = (int)PI_("DIM"), T = (int)op->grid[0];
-	const float eps = (float)rt_op_param_f(op, "EPS", 1e-5);
-	for (int t = 0; t < T; t++) {
-		size_t o = (size_t)t * D;
-		ref_add(s + o, x + o, r + o, (size_t)D);
-		ref_rmsnorm(y + o, s + o, w, 1, D, eps);
-	}
+	ref_rmsnorm_residual(ARG(op, 0, float *), ARG(op, 1, float *), ARG(op, 2, const float *),
+	                     ARG(op, 3, const float *), ARG(op, 4, const float *), (int)op->grid[0],
+	                     (int)PI_("DIM"), (float)PF_("EPS", 1e-5));
 	return 0;
 }
 
-/* (dst, src): MODE 0 f32->bf16, 1 f32->f16, 2 bf16->f32, 3 f16->f32 */
+/* (dst, src) */
 static int op_cast(const rt_op *op, sw_err *err)
 {
-	const long long N = PI_("N"), mode = PI_("MODE");
-	if (mode <= 1) {
-		const float *x = ARG(op, 1, const float *);
-		uint16_t *y = ARG(op, 0, uint16_t *);
-		for (long long i = 0; i < N; i++)
-			y[i] = to16(x[i], mode == 1);
-	} else {
-		const uint16_t *x = ARG(op, 1, const uint16_t *);
-		float *y = ARG(op, 0, float *);
-		for (long long i = 0; i < N; i++)
-			y[i] = from16(x[i], mode == 3);
-	}
+	if (ref_cast(ARG(op, 0, void *), ARG(op, 1, const void *), (size_t)PI_("N"), (int)PI_("MODE")))
+		return refused(op, "cast MODE outside 0..3", err);
 	return 0;
 }
 
@@ -99,220 +79,99 @@ static int op_swiglu(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-/* Tree attention, exactly (no splits). _part (part_o, part_ml, q, k, v,
- * ctx_len) writes the finished fp32 rows (T, N_HEADS, HEAD_DIM) into part_o;
- * _merge (out, part_o, part_ml, ctx_len) rounds them into the 16-bit out.
- * The split/merge is the kernel's business; the pair's result is the same. */
+/* _part (part_o, part_ml, q, k, v, ctx_len): the finished fp32 rows (T,
+ * N_HEADS, HEAD_DIM) into part_o; _merge (out, part_o, part_ml, ctx_len):
+ * them rounded into the 16-bit out. The split/merge is the kernel's
+ * business; the pair's result is the same. */
 static int op_tree_attention(const rt_op *op, sw_err *err)
 {
 	const int is_f16 = (int)PI_("IS_F16"), T = (int)PI_("T"), nb = (int)PI_("N_BLK");
 	const int H = (int)PI_("N_HEADS"), KH = (int)PI_("N_KV_HEADS"), hd = (int)PI_("HEAD_DIM");
-	const int mw = (int)PI_("MASK_WORDS"), masked = (int)PI_("MASKED");
-	const bool merge = strstr(op->entry, "_merge") != NULL;
 
-	if (merge) {
-		uint16_t *out = ARG(op, 0, uint16_t *);
-		const float *po = ARG(op, 1, const float *);
-		for (size_t i = 0; i < (size_t)T * H * hd; i++)
-			out[i] = to16(po[i], is_f16);
+	if (strstr(op->entry, "_merge")) {
+		ref_cast(ARG(op, 0, uint16_t *), ARG(op, 1, const float *), (size_t)T * H * hd,
+		         is_f16 ? 1 : 0);
 		return 0;
 	}
+	const bool masked = PI_("MASKED") != 0;
 	if (masked && !op->kinfo->mask)
 		return sw_errf(err, SW_EINVAL, "%s: masked tree attention without its mask table",
 		               op->entry);
-	float *po = ARG(op, 0, float *);
-	const uint16_t *q = ARG(op, 2, const uint16_t *), *k = ARG(op, 3, const uint16_t *),
-	               *v = ARG(op, 4, const uint16_t *);
 	const int ctx = *ARG(op, 5, const int32_t *);
-	const int G = H / KH, kvd = KH * hd, nk = ctx + nb;
-	const float scale = 1.0f / sqrtf((float)hd);
-	/* one KV head's keys and values widened once, then every query row of
-	 * its GQA group (the per-query widening dominated the native run) */
-	float *kf = malloc(sizeof(*kf) * (size_t)nk * hd * 2), *vf = kf + (size_t)nk * hd;
-	float *sc = malloc(sizeof(*sc) * (size_t)nk), *qf = malloc(sizeof(*qf) * (size_t)hd);
-	double *acc = malloc(sizeof(*acc) * (size_t)hd);
-	int rc = 0;
-	if (!kf || !sc || !qf || !acc) {
-		rc = sw_errf(err, SW_ENOMEM, "%s: out of memory", op->entry);
-		goto out;
-	}
-	for (int kh = 0; kh < KH; kh++) {
-		for (int j = 0; j < nk; j++)
-			for (int d = 0; d < hd; d++) {
-				kf[(size_t)j * hd + d] = from16(k[(size_t)j * kvd + (size_t)kh * hd + d], is_f16);
-				vf[(size_t)j * hd + d] = from16(v[(size_t)j * kvd + (size_t)kh * hd + d], is_f16);
-			}
-		for (int t = 0; t < T; t++)
-			for (int h = kh * G; h < (kh + 1) * G; h++) {
-				for (int d = 0; d < hd; d++)
-					qf[d] = from16(q[((size_t)t * H + h) * hd + d], is_f16);
-				float mx = -INFINITY;
-				for (int j = 0; j < nk; j++) {
-					bool vis = j < ctx;
-					if (!vis) {
-						int bk = j - ctx;
-						vis = masked ? (op->kinfo->mask[(size_t)t * mw + bk / 64] >> (bk % 64)) & 1
-						             : bk <= nb - T + t;
-					}
-					if (!vis) {
-						sc[j] = -INFINITY;
-						continue;
-					}
-					const float *kr = kf + (size_t)j * hd;
-					float s = 0.0f;
-					for (int d = 0; d < hd; d++)
-						s += qf[d] * kr[d];
-					sc[j] = s * scale;
-					mx = sc[j] > mx ? sc[j] : mx;
-				}
-				double den = 0.0;
-				memset(acc, 0, sizeof(*acc) * (size_t)hd);
-				for (int j = 0; mx > -INFINITY && j < nk; j++) {
-					if (sc[j] == -INFINITY)
-						continue;
-					const double w = exp((double)sc[j] - mx);
-					const float *vr = vf + (size_t)j * hd;
-					den += w;
-					for (int d = 0; d < hd; d++)
-						acc[d] += w * vr[d];
-				}
-				float *o = po + ((size_t)t * H + h) * hd;
-				for (int d = 0; d < hd; d++)
-					o[d] = den > 0.0 ? (float)(acc[d] / den) : 0.0f;
-			}
-	}
-out:
-	free(kf);
-	free(sc);
-	free(qf);
-	free(acc);
-	return rc;
+	void *scratch = malloc(ref_tree_attention_scratch(ctx, nb, hd));
+	if (!scratch)
+		return sw_errf(err, SW_ENOMEM, "%s: out of memory", op->entry);
+	ref_tree_attention(ARG(op, 0, float *), ARG(op, 2, const uint16_t *),
+	                   ARG(op, 3, const uint16_t *), ARG(op, 4, const uint16_t *), ctx, T, nb, H, KH,
+	                   hd, masked ? op->kinfo->mask : NULL, (int)PI_("MASK_WORDS"), is_f16, scratch);
+	free(scratch);
+	return 0;
 }
 
 /* (probs, logits); rows = grid.x */
 static int op_logits_process(const rt_op *op, sw_err *err)
 {
 	const int V = (int)PI_("V");
-	rt_sampling s = {.temperature = (float)rt_op_param_f(op, "TEMP", 1.0),
-	                 .top_k = (int)PI_("TOP_K"), .top_p = (float)rt_op_param_f(op, "TOP_P", 1.0)};
 	int *idx = malloc(sizeof(*idx) * (size_t)V);
 	if (!idx)
 		return sw_errf(err, SW_ENOMEM, "%s: out of memory", op->entry);
-	float *probs = ARG(op, 0, float *);
-	const float *logits = ARG(op, 1, const float *);
-	for (unsigned r = 0; r < op->grid[0]; r++)
-		rt_probs(probs + (size_t)r * V, logits + (size_t)r * V, V, &s, idx);
+	ref_logits_process(ARG(op, 0, float *), ARG(op, 1, const float *), (int)op->grid[0], V,
+	                   (float)PF_("TEMP", 1.0), (int)PI_("TOP_K"), (float)PF_("TOP_P", 1.0), idx);
 	free(idx);
+	return 0;
+}
+
+/* (out, x); rows = grid.x */
+static int op_argmax(const rt_op *op, sw_err *err)
+{
+	ref_argmax(ARG(op, 0, int32_t *), ARG(op, 1, const float *), (int)op->grid[0], (int)PI_("N"));
 	return 0;
 }
 
 /* (tok, q, tree, seed, iter): nodes LEVEL_BEGIN .. LEVEL_BEGIN + grid.x - 1 */
 static int op_tree_expand(const rt_op *op, sw_err *err)
 {
-	const int N = (int)PI_("N_NODES"), V = (int)PI_("V"), rule = (int)PI_("RULE");
-	const int l0 = (int)PI_("LEVEL_BEGIN");
-	int32_t *tok = ARG(op, 0, int32_t *);
-	const float *q = ARG(op, 1, const float *);
-	const int32_t *tree = ARG(op, 2, const int32_t *);
-	const uint64_t seed = op->argval[3];
-	const uint32_t iter = *ARG(op, 4, const uint32_t *);
-	for (int u = l0; u < l0 + (int)op->grid[0]; u++) {
-		int32_t ch[GEN_TREE_MAX_NODES];
-		const int k = tree[N + u];
-		if (!k)
-			continue;
-		int rc = rt_expand_node(rule, q + (size_t)u * V, V, k, seed, iter, (uint32_t)u, ch, NULL,
-		                        NULL);
-		if (rc)
-			return sw_errf(err, rc, "%s: expansion of node %d failed", op->entry, u);
-		for (int i = 0; i < k; i++)
-			tok[tree[3 * N + tree[2 * N + u] + i]] = ch[i];
-	}
+	const char *why = NULL;
+	if (ref_tree_expand(ARG(op, 0, int32_t *), ARG(op, 1, const float *),
+	                    ARG(op, 2, const int32_t *), op->argval[3], *ARG(op, 4, const uint32_t *),
+	                    (int)PI_("N_NODES"), (int)PI_("V"), (int)PI_("RULE"),
+	                    (int)PI_("LEVEL_BEGIN"), (int)op->grid[0], &why))
+		return refused(op, why, err);
 	return 0;
 }
 
-/* The tree behind a device tree table (parent row), via its paths. */
-static int tree_from_table(const int32_t *tb, int N, gen_tree *t, sw_err *err)
-{
-	int path[GEN_TREE_MAX_NODES][GEN_TREE_MAX_DEPTH + 1], len[GEN_TREE_MAX_NODES];
-	const int *paths[GEN_TREE_MAX_NODES];
-	if (N < 1 || N > GEN_TREE_MAX_NODES)
-		return sw_errf(err, SW_EINVAL, "tree table: %d nodes, expected 1..%d", N,
-		               GEN_TREE_MAX_NODES);
-	len[0] = 0;
-	for (int i = 1; i < N; i++) {
-		int p = tb[i], r = -1;
-		if (p < 0 || p >= i)
-			return sw_errf(err, SW_EINVAL, "tree table: node %d has parent %d", i, p);
-		for (int c = 0; c < tb[N + p]; c++)
-			if (tb[3 * N + tb[2 * N + p] + c] == i)
-				r = c;
-		if (r < 0 || len[p] >= GEN_TREE_MAX_DEPTH)
-			return sw_errf(err, SW_EINVAL, "tree table: node %d not among its parent's children",
-			               i);
-		memcpy(path[i], path[p], sizeof(int) * (size_t)len[p]);
-		path[i][len[p]] = r;
-		len[i] = len[p] + 1;
-		paths[i - 1] = path[i];
-	}
-	return gen_tree_from_paths(paths, len + 1, N - 1, "engine", t, err);
-}
-
-/* (out_path, out_tok, counts, tree, tok, p, q, scratch, seed, iter) */
+/* (out_path, out_tok, counts, tree, tok, p, q, scratch, seed, iter); the
+ * chain mode (METHOD 5) reads q only with CHAIN_Q (else a one-hot draft) */
 static int op_verify(const rt_op *op, sw_err *err)
 {
-	const int N = (int)PI_("N_NODES"), V = (int)PI_("V"), method = (int)PI_("METHOD");
-	int32_t *path = ARG(op, 0, int32_t *), *otok = ARG(op, 1, int32_t *);
-	int32_t *counts = ARG(op, 2, int32_t *);
-	const int32_t *tb = ARG(op, 3, const int32_t *), *tok = ARG(op, 4, const int32_t *);
-	const float *p = ARG(op, 5, const float *), *q = ARG(op, 6, const float *);
-	float *scratch = ARG(op, 7, float *);
-	const uint64_t seed = op->argval[8];
-	const uint32_t iter = *ARG(op, 9, const uint32_t *);
-	if (method > RT_VERIFY_ONEHOT)
-		return sw_errf(err, SW_ENOTSUP, "%s: METHOD %d has no native op (chain keying)",
-		               op->entry, method);
-	gen_tree *t = malloc(sizeof(*t));
-	if (!t)
-		return sw_errf(err, SW_ENOMEM, "%s: out of memory", op->entry);
-	int rc = tree_from_table(tb, N, t, err);
-	rt_tree_result res;
-	if (!rc && (rc = rt_verify_tree(t, method, tok, p, q, V, seed, iter, &res, scratch)))
-		rc = sw_errf(err, rc, "%s: verification failed (a token outside [0, %d)?)", op->entry, V);
-	free(t);
-	if (rc)
-		return rc;
-	for (int i = 0; i < res.n_path; i++)
-		path[i] = res.path[i];
-	for (int i = 1; i < res.n_path; i++)
-		otok[i - 1] = tok[res.path[i]];
-	otok[res.n_path - 1] = res.final;
-	counts[0] = res.n_path - 1;
-	counts[1] = res.n_path;
-	counts[2] = res.final;
-	counts[3] += res.n_path - 1;
-	counts[4] += res.n_path - 1;
+	const int method = (int)PI_("METHOD");
+	const bool one_hot = method == REF_VERIFY_CHAIN && !rt_op_param_i(op, "CHAIN_Q", 1);
+	const char *why = NULL;
+	if (ref_verify(ARG(op, 0, int32_t *), ARG(op, 1, int32_t *), ARG(op, 2, int32_t *),
+	               ARG(op, 3, const int32_t *), ARG(op, 4, const int32_t *),
+	               ARG(op, 5, const float *), one_hot ? NULL : ARG(op, 6, const float *),
+	               ARG(op, 7, float *), op->argval[8], *ARG(op, 9, const uint32_t *),
+	               (int)PI_("N_NODES"), (int)PI_("V"), method, &why))
+		return refused(op, why, err);
 	return 0;
 }
 
 /* (k, v, keep, n_acc, len, done): the accepted rows len + keep[i] -> len + i
- * in every layer, then len += n (kv_commit.cu.tmpl) */
+ * in every layer, then len += n; done is the kernel's own counter */
 static int op_kv_commit(const rt_op *op, sw_err *err)
 {
-	const int NL = (int)PI_("N_LAYERS"), MC = (int)PI_("MAX_CTX");
-	const size_t row = (size_t)PI_("ROW_VEC") * 16;
-	char *k = ARG(op, 0, char *), *v = ARG(op, 1, char *);
-	const int32_t *keep = ARG(op, 2, const int32_t *);
-	const int n = *ARG(op, 3, const int32_t *);
-	int32_t *len = ARG(op, 4, int32_t *);
-	for (int w = 0; w < 2; w++)
-		for (int l = 0; l < NL; l++) {
-			char *c = (w ? v : k) + ((size_t)l * MC + (size_t)*len) * row;
-			for (int i = 0; i < n; i++)
-				if (keep[i] != i)
-					memmove(c + (size_t)i * row, c + (size_t)keep[i] * row, row);
-		}
-	*len += n;
+	ref_kv_commit(ARG(op, 0, void *), ARG(op, 1, void *), ARG(op, 2, const int32_t *),
+	              *ARG(op, 3, const int32_t *), ARG(op, 4, int32_t *), (int)PI_("N_LAYERS"),
+	              (int)PI_("MAX_CTX"), (size_t)PI_("ROW_VEC") * 16);
+	return 0;
+}
+
+/* (y, table, tok, err); rows = grid.x; an id out of range sets *err to 1 */
+static int op_embedding(const rt_op *op, sw_err *err)
+{
+	if (ref_embedding(ARG(op, 0, float *), ARG(op, 1, const float *), ARG(op, 2, const int32_t *),
+	                  (int)op->grid[0], (int)PI_("DIM"), (int)PI_("N_ROWS")))
+		*ARG(op, 3, int32_t *) = 1;
 	return 0;
 }
 
@@ -338,7 +197,7 @@ static int op_kv_store(const rt_op *op, sw_err *err)
 }
 
 /* (state, iter, tree_tokens, pos, tokens, tree_table, counts, accept_path,
- * emitted, hist): the engine's bookkeeping (runtime/engine_state.h) */
+ * emitted, hist): the engine's bookkeeping (kernels/engine_state.h) */
 static int op_step(const rt_op *op, sw_err *err)
 {
 	ref_step((int)PI_("MODE"), (int)PI_("N_NODES"), (int)PI_("RING"), (int)PI_("MAX_CTX"),
@@ -363,7 +222,7 @@ static int op_ngram_lookup(const rt_op *op, sw_err *err)
 static int op_adapt(const rt_op *op, sw_err *err)
 {
 	ref_adapt((int)PI_("LEVEL"), (int)PI_("N_NODES"), (int)PI_("DEPTH"), (int)PI_("V"),
-	          (int)PI_("MIN_STEPS"), (int)PI_("MAX_STEPS"), (float)rt_op_param_f(op, "H", 0.0),
+	          (int)PI_("MIN_STEPS"), (int)PI_("MAX_STEPS"), (float)PF_("H", 0.0),
 	          ARG(op, 0, int32_t *), ARG(op, 1, float *), ARG(op, 2, int32_t *),
 	          ARG(op, 3, const float *));
 	return 0;
@@ -374,21 +233,24 @@ typedef struct host_op_entry {
 	int (*run)(const rt_op *op, sw_err *err);
 } host_op_entry;
 
+/* One line per template (templates/<op>.cu.tmpl, kernels/ref/<op>.c). */
 static const host_op_entry registry[] = {
-	{"rmsnorm_residual", op_rmsnorm_residual},
+	{"adapt", op_adapt},
+	{"argmax", op_argmax},
 	{"cast", op_cast},
+	{"embedding", op_embedding},
+	{"embedding16", op_embedding16},
+	{"kv_commit", op_kv_commit},
+	{"kv_store", op_kv_store},
+	{"logits_process", op_logits_process},
+	{"ngram_lookup", op_ngram_lookup},
+	{"rmsnorm_residual", op_rmsnorm_residual},
 	{"rope", op_rope},
+	{"step", op_step},
 	{"swiglu", op_swiglu},
 	{"tree_attention", op_tree_attention},
-	{"logits_process", op_logits_process},
 	{"tree_expand", op_tree_expand},
 	{"verify", op_verify},
-	{"kv_commit", op_kv_commit},
-	{"embedding16", op_embedding16},
-	{"kv_store", op_kv_store},
-	{"step", op_step},
-	{"ngram_lookup", op_ngram_lookup},
-	{"adapt", op_adapt},
 };
 
 static const host_op_entry *lookup(const rt_op *op)

@@ -1,10 +1,10 @@
 /* The host backend's native mode: one plain-C implementation per op type of
- * an engine (rmsnorm_residual, cast, rope, tree_attention, logits_process,
- * tree_expand, verify, kv_commit, embedding16, kv_store, step, ngram_lookup,
- * ...), each a thin adapter that reads the op's resolved arguments and the
- * kernel's template constants and calls kernels/ref (or the runtime's host
- * specification: rt_probs, rt_expand_node, rt_verify_tree). A registry table,
- * not a switch. GEMMs and memsets are not here (dev_host.c does them). */
+ * an engine (one per template: adapt, argmax, cast, embedding, embedding16,
+ * kv_commit, kv_store, logits_process, ngram_lookup, rmsnorm_residual, rope,
+ * step, swiglu, tree_attention, tree_expand, verify), each a thin adapter
+ * that reads the op's resolved arguments and the kernel's template constants
+ * and calls the op's specification in kernels/ref. A registry table, not a
+ * switch. GEMMs and memsets are not here (dev_host.c does them). */
 #ifndef RT_HOST_OPS_H
 #define RT_HOST_OPS_H
 

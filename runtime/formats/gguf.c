@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kernels/half.h"
+
 #define GGUF_MAGIC "GGUF"
 #define GGUF_DEFAULT_ALIGNMENT 32
 
@@ -111,73 +113,13 @@ static uint32_t ld32(const uint8_t *p)
 }
 static uint64_t ld64(const uint8_t *p) { return ld32(p) | (uint64_t)ld32(p + 4) << 32; }
 
-/* ---- half / bfloat16 ------------------------------------------------------ */
+/* ---- half / bfloat16: kernels/half.h; these names stay for the callers
+ * outside formats/ (engine, tests) ---------------------------------------- */
 
-float gguf_f16_to_f32(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-	uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
-	if (e == 0) {
-		if (m == 0) {
-			u = sign;
-		} else { /* subnormal: renormalise, exact in fp32 */
-			e = 127 - 15 + 1;
-			while (!(m & 0x400)) {
-				m <<= 1;
-				e--;
-			}
-			u = sign | e << 23 | (m & 0x3ff) << 13;
-		}
-	} else if (e == 31) {
-		u = sign | 0x7f800000 | m << 13;
-	} else {
-		u = sign | (e + 127 - 15) << 23 | m << 13;
-	}
-	float f;
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
-/* Round to nearest even, as F16C's _cvtss_sh(x, 0) which ggml uses. */
-uint16_t gguf_f32_to_f16(float f)
-{
-	uint32_t x;
-	memcpy(&x, &f, sizeof(x));
-	uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
-	uint32_t ax = x & 0x7fffffff;
-	if (ax > 0x7f800000)
-		return sign | 0x7e00; /* quiet NaN */
-	if (ax >= 0x47800000) /* >= 65536: inf (65520..65536 rounds up below) */
-		return sign | 0x7c00;
-	if (ax < 0x38800000) { /* below 2^-14: half subnormal (or zero) */
-		float a;
-		memcpy(&a, &ax, sizeof(a));
-		/* a * 2^24 is exact; rint rounds half to even; 1024 lands on
-		 * the smallest normal's encoding, which is correct. */
-		return sign | (uint16_t)rintf(a * 0x1p24f);
-	}
-	uint32_t u = ax - ((uint32_t)(127 - 15) << 23);
-	u += 0xfff + ((u >> 13) & 1);
-	return sign | (uint16_t)(u >> 13); /* a carry into exponent 31 gives inf */
-}
-
-float gguf_bf16_to_f32(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
-/* ggml_compute_fp32_to_bf16: round to nearest even, NaN forced quiet. */
-uint16_t gguf_f32_to_bf16(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, sizeof(u));
-	if ((u & 0x7fffffff) > 0x7f800000)
-		return (uint16_t)((u >> 16) | 64);
-	return (uint16_t)((u + (0x7fff + ((u >> 16) & 1))) >> 16);
-}
+float gguf_f16_to_f32(uint16_t h) { return sw_f16_to_f32(h); }
+uint16_t gguf_f32_to_f16(float f) { return sw_f32_to_f16(f); }
+float gguf_bf16_to_f32(uint16_t h) { return sw_bf16_to_f32(h); }
+uint16_t gguf_f32_to_bf16(float f) { return sw_f32_to_bf16(f); }
 
 /* ---- parsing ------------------------------------------------------------ */
 
@@ -796,7 +738,7 @@ const gguf_tensor *gguf_tensor_find(const gguf_file *f, const char *name)
 
 static void deq_q4_0(const uint8_t *b, float *y)
 {
-	float d = gguf_f16_to_f32(ld16(b));
+	float d = sw_f16_to_f32(ld16(b));
 	const uint8_t *qs = b + 2;
 	for (int j = 0; j < 16; j++) {
 		y[j] = (float)((qs[j] & 0x0f) - 8) * d;
@@ -806,7 +748,7 @@ static void deq_q4_0(const uint8_t *b, float *y)
 
 static void deq_q4_1(const uint8_t *b, float *y)
 {
-	float d = gguf_f16_to_f32(ld16(b)), m = gguf_f16_to_f32(ld16(b + 2));
+	float d = sw_f16_to_f32(ld16(b)), m = sw_f16_to_f32(ld16(b + 2));
 	const uint8_t *qs = b + 4;
 	for (int j = 0; j < 16; j++) {
 		y[j] = (float)(qs[j] & 0x0f) * d + m;
@@ -816,7 +758,7 @@ static void deq_q4_1(const uint8_t *b, float *y)
 
 static void deq_q5_0(const uint8_t *b, float *y)
 {
-	float d = gguf_f16_to_f32(ld16(b));
+	float d = sw_f16_to_f32(ld16(b));
 	uint32_t qh = ld32(b + 2);
 	const uint8_t *qs = b + 6;
 	for (int j = 0; j < 16; j++) {
@@ -828,7 +770,7 @@ static void deq_q5_0(const uint8_t *b, float *y)
 
 static void deq_q5_1(const uint8_t *b, float *y)
 {
-	float d = gguf_f16_to_f32(ld16(b)), m = gguf_f16_to_f32(ld16(b + 2));
+	float d = sw_f16_to_f32(ld16(b)), m = sw_f16_to_f32(ld16(b + 2));
 	uint32_t qh = ld32(b + 4);
 	const uint8_t *qs = b + 8;
 	for (int j = 0; j < 16; j++) {
@@ -840,7 +782,7 @@ static void deq_q5_1(const uint8_t *b, float *y)
 
 static void deq_q8_0(const uint8_t *b, float *y)
 {
-	float d = gguf_f16_to_f32(ld16(b));
+	float d = sw_f16_to_f32(ld16(b));
 	for (int j = 0; j < 32; j++)
 		y[j] = (float)(int8_t)b[2 + j] * d;
 }
@@ -859,7 +801,7 @@ static void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
 
 static void deq_q4_k(const uint8_t *b, float *y)
 {
-	float d = gguf_f16_to_f32(ld16(b)), dmin = gguf_f16_to_f32(ld16(b + 2));
+	float d = sw_f16_to_f32(ld16(b)), dmin = sw_f16_to_f32(ld16(b + 2));
 	const uint8_t *sc = b + 4, *q = b + 16;
 	for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
 		uint8_t s, m;
@@ -878,7 +820,7 @@ static void deq_q6_k(const uint8_t *b, float *y)
 {
 	const uint8_t *ql = b, *qh = b + 128;
 	const int8_t *sc = (const int8_t *)(b + 192);
-	float d = gguf_f16_to_f32(ld16(b + 208));
+	float d = sw_f16_to_f32(ld16(b + 208));
 	for (int n = 0; n < 256; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
 		for (int l = 0; l < 32; l++) {
 			int is = l / 16;
@@ -924,11 +866,11 @@ int gguf_dequantize(uint32_t type, const void *src, uint64_t n, float *out)
 		return 0;
 	case GGML_T_F16:
 		for (uint64_t i = 0; i < n; i++)
-			out[i] = gguf_f16_to_f32(ld16(p + 2 * i));
+			out[i] = sw_f16_to_f32(ld16(p + 2 * i));
 		return 0;
 	case GGML_T_BF16:
 		for (uint64_t i = 0; i < n; i++)
-			out[i] = gguf_bf16_to_f32(ld16(p + 2 * i));
+			out[i] = sw_bf16_to_f32(ld16(p + 2 * i));
 		return 0;
 	}
 	deq_block_fn fn = deq_block(type);
@@ -968,7 +910,7 @@ static void q4_0_block(const float *x, uint8_t *b)
 		}
 	}
 	float d = max / -8, id = d ? 1.0f / d : 0.0f;
-	st16(b, gguf_f32_to_f16(d));
+	st16(b, sw_f32_to_f16(d));
 	for (int j = 0; j < 16; j++) {
 		float x0 = x[j] * id, x1 = x[16 + j] * id;
 		uint8_t i0 = (uint8_t)(int8_t)(x0 + 8.5f), i1 = (uint8_t)(int8_t)(x1 + 8.5f);
@@ -988,8 +930,8 @@ static void q4_1_block(const float *x, uint8_t *b)
 			max = x[j];
 	}
 	float d = (max - min) / 15, id = d ? 1.0f / d : 0.0f;
-	st16(b, gguf_f32_to_f16(d));
-	st16(b + 2, gguf_f32_to_f16(min));
+	st16(b, sw_f32_to_f16(d));
+	st16(b + 2, sw_f32_to_f16(min));
 	for (int j = 0; j < 16; j++) {
 		float x0 = (x[j] - min) * id, x1 = (x[16 + j] - min) * id;
 		uint8_t i0 = (uint8_t)(int8_t)(x0 + 0.5f), i1 = (uint8_t)(int8_t)(x1 + 0.5f);
@@ -1005,7 +947,7 @@ static void q8_0_block(const float *x, uint8_t *b)
 	for (int j = 0; j < 32; j++)
 		amax = fmaxf(amax, fabsf(x[j]));
 	float d = amax / 127, id = d ? 1.0f / d : 0.0f;
-	st16(b, gguf_f32_to_f16(d));
+	st16(b, sw_f32_to_f16(d));
 	for (int j = 0; j < 32; j++)
 		b[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
 }
@@ -1020,11 +962,11 @@ uint64_t gguf_quantize(uint32_t type, const float *x, uint64_t n, void *out)
 		return n * sizeof(*x);
 	case GGML_T_F16:
 		for (uint64_t i = 0; i < n; i++)
-			st16(o + 2 * i, gguf_f32_to_f16(x[i]));
+			st16(o + 2 * i, sw_f32_to_f16(x[i]));
 		return 2 * n;
 	case GGML_T_BF16:
 		for (uint64_t i = 0; i < n; i++)
-			st16(o + 2 * i, gguf_f32_to_bf16(x[i]));
+			st16(o + 2 * i, sw_f32_to_bf16(x[i]));
 		return 2 * n;
 	case GGML_T_Q4_0: blk = q4_0_block; break;
 	case GGML_T_Q4_1: blk = q4_1_block; break;

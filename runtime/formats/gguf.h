@@ -121,7 +121,7 @@ uint64_t gguf_quantize(uint32_t type, const float *x, uint64_t n, void *out);
 void gguf_w_scalar(gguf_writer *w, const char *key, uint32_t type, const void *v);
 /* The file gguf_writer_save would write, in a malloc'd buffer (caller frees). */
 int gguf_writer_to_mem(gguf_writer *w, void **out, size_t *size, sw_err *err);
-/* Conversions, round to nearest even (ggml's). */
+/* Conversions: kernels/half.h (sw_f16_to_f32 ...) under their old names. */
 float gguf_f16_to_f32(uint16_t h);
 uint16_t gguf_f32_to_f16(float f);
 float gguf_bf16_to_f32(uint16_t h);

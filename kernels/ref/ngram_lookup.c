@@ -1,6 +1,6 @@
 /* Prompt-lookup drafting as one op: the specification of
  * templates/ngram_lookup.cu.tmpl. Proposes what rt_drafter_ngram
- * (runtime/drafter.c) proposes for the same sequence, then pads to the fixed
+ * (runtime/decode/drafter.c) proposes for the same sequence, then pads to the fixed
  * draft length a chain tree needs (the verifier rejects padding like any
  * other wrong guess, so padding never changes the output). */
 #include <string.h>

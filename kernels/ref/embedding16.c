@@ -1,0 +1,23 @@
+/* The table gather that starts an engine's forward, plain C: the
+ * specification of templates/embedding16.cu.tmpl. The 16-bit table is
+ * widened with kernels/half.h, bit-exact with the preludes' BF16_TO_F32 /
+ * F16_TO_F32 (NaN included). */
+#include "kernels/half.h"
+#include "ref.h"
+
+int ref_embedding16(float *y, const uint16_t *table, const int32_t *tok, int T, int dim, int n_rows,
+                    int is_f16)
+{
+	int rc = 0;
+	for (int t = 0; t < T; t++) {
+		if (tok[t] < 0 || tok[t] >= n_rows) {
+			rc = -1;
+			continue;
+		}
+		const uint16_t *src = table + (size_t)tok[t] * dim;
+		float *dst = y + (size_t)t * dim;
+		for (int i = 0; i < dim; i++)
+			dst[i] = sw_half_to_f32(src[i], is_f16);
+	}
+	return rc;
+}

@@ -1,0 +1,143 @@
+/* Draft-tree expansion, plain C: the specification of
+ * templates/tree_expand.cu.tmpl (one level of a tree, each node's children
+ * drawn from its draft distribution by one of four rules) and of the host
+ * decoder's expansion (rt_expand_node wraps ref_expand_node). Plain loops
+ * over speed; the keying is the kernel's, bit for bit. */
+#include <math.h>
+
+#include "kernels/philox.h"
+#include "ref.h"
+
+#define FAIL(msg) (why ? (void)(*why = (msg)) : (void)0, REF_EINVAL)
+
+/* The uniform for (node, lane) of one expansion purpose: words 0 (high) and
+ * 1 (low) of Philox(ctr = {iter, node, purpose, lane}). For lane 0 this is
+ * exactly sw_uniform_double(seed, iter, node, purpose). */
+static double expand_uniform(uint64_t seed, uint32_t iter, uint32_t node, uint32_t purpose,
+                             uint32_t lane)
+{
+	uint32_t w[4];
+	sw_rand_u32x4(seed, iter, node, purpose, lane, w);
+	return sw_u64_to_uniform_double(w[0], w[1]);
+}
+
+/* Exponential-race key of token v: log(u_v)/q(v) (< 0; larger wins). In
+ * double: the GPU's log is within 1 ulp of glibc's, so the two can order two
+ * keys differently only when they are within an ulp (doubt admitted; the
+ * probability is ~1e-16 per pair). */
+static double race_key(uint64_t seed, uint32_t iter, uint32_t node, uint32_t purpose, int v,
+                       float qv)
+{
+	return log(expand_uniform(seed, iter, node, purpose, (uint32_t)v)) / (double)qv;
+}
+
+/* Inserts (key, v) into the descending list (keys, tok) of length *n <= k;
+ * strict comparison keeps the lower id first on ties because ids arrive in
+ * increasing order. */
+static void topk_insert(double *keys, int32_t *tok, int *n, int k, double key, int v)
+{
+	int i = *n < k ? (*n)++ : k;
+	if (i == k) {
+		if (!(key > keys[k - 1]))
+			return;
+		i = k - 1;
+	}
+	while (i > 0 && key > keys[i - 1]) {
+		keys[i] = keys[i - 1];
+		tok[i] = tok[i - 1];
+		i--;
+	}
+	keys[i] = key;
+	tok[i] = v;
+}
+
+int ref_expand_node(int rule, const float *q, int V, int k, uint64_t seed, uint32_t iter,
+                    uint32_t node, int32_t *tok, const char **why)
+{
+	double keys[REF_TREE_MAX_NODES];
+	int support = 0, n = 0;
+
+	if (k < 0 || k >= REF_TREE_MAX_NODES || V < 1)
+		return FAIL("child count or vocabulary size out of range");
+	if (k == 0)
+		return 0;
+	for (int v = 0; v < V; v++)
+		support += q[v] > 0.0f;
+	if (support == 0)
+		return FAIL("the draft distribution has no mass");
+	switch (rule) {
+	case REF_EXPAND_TOPK:
+		if (k > support)
+			return FAIL("more children than tokens with q > 0");
+		for (int v = 0; v < V; v++)
+			if (q[v] > 0.0f)
+				topk_insert(keys, tok, &n, k, (double)q[v], v);
+		return 0;
+	case REF_EXPAND_SAMPLE:
+		for (int i = 0; i < k; i++)
+			tok[i] = ref_sample_cdf(q, V,
+			                        expand_uniform(seed, iter, node, SW_RNG_EXPAND, (uint32_t)i));
+		return 0;
+	case REF_EXPAND_SAMPLE_WOR:
+		/* Gumbel top-k as an exponential race: the k largest log(u_v)/q(v)
+		 * in descending order have the law of k sequential draws without
+		 * replacement, in draw order (ALGORITHMS.txt 3). */
+		if (k > support)
+			return FAIL("more children than tokens with q > 0");
+		for (int v = 0; v < V; v++)
+			if (q[v] > 0.0f)
+				topk_insert(keys, tok, &n, k, race_key(seed, iter, node, SW_RNG_EXPAND, v, q[v]),
+				            v);
+		return 0;
+	case REF_EXPAND_SPECHUB: {
+		/* first ~ q by the race; if it is the hub a, the second is the
+		 * race's runner-up among x != a (the same uniforms: memorylessness
+		 * makes it ~ q(x)/(1-q(a))); otherwise the second is a. */
+		if (k > 2 || k > support)
+			return FAIL("a SpecHub node has at most 2 children, each with q > 0");
+		int a = ref_argmax_row(q, V), first = -1, second = -1;
+		double kf = -INFINITY, ks = -INFINITY;
+		for (int v = 0; v < V; v++) {
+			if (!(q[v] > 0.0f))
+				continue;
+			double key = race_key(seed, iter, node, SW_RNG_SPECHUB2, v, q[v]);
+			if (first < 0 || key > kf) {
+				first = v;
+				kf = key;
+			}
+			if (v != a && (second < 0 || key > ks)) {
+				second = v;
+				ks = key;
+			}
+		}
+		tok[0] = first;
+		if (k == 2)
+			tok[1] = first == a ? second : a;
+		return 0;
+	}
+	default:
+		return FAIL("unknown expansion rule");
+	}
+}
+
+int ref_tree_expand(int32_t *tok, const float *q, const int32_t *tree, uint64_t seed, uint32_t iter,
+                    int n_nodes, int V, int rule, int level_begin, int n_level, const char **why)
+{
+	int32_t ch[REF_TREE_MAX_NODES];
+	if (ref_tree_table_check(tree, n_nodes, why))
+		return REF_EINVAL;
+	if (level_begin < 0 || n_level < 0 || level_begin + n_level > n_nodes)
+		return FAIL("level range outside the tree");
+	const int32_t *nch = tree + n_nodes, *cst = tree + 2 * n_nodes, *cl = tree + 3 * n_nodes;
+	for (int u = level_begin; u < level_begin + n_level; u++) {
+		const int k = nch[u];
+		if (!k)
+			continue;
+		int rc = ref_expand_node(rule, q + (size_t)u * V, V, k, seed, iter, (uint32_t)u, ch, why);
+		if (rc)
+			return rc;
+		for (int i = 0; i < k; i++)
+			tok[cl[cst[u] + i]] = ch[i];
+	}
+	return 0;
+}

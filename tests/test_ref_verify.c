@@ -1,0 +1,337 @@
+/* kernels/ref/verify.c and tree_expand.c at the op level, on the kernels'
+ * tree table: what the host decoder's wrappers (rt_verify_tree,
+ * rt_expand_node, rt_verify_chain) do not reach.
+ *   - the chain mode (REF_VERIFY_CHAIN, the verify kernel's METHOD 5) makes
+ *     exactly rt_verify_chain's decisions (accepted count and final token),
+ *     with a draft q and one-hot, including chains cut short by absent
+ *     levels (rt_verify_chain with g = the drafted length);
+ *   - ref_verify's outputs (path, emitted tokens, the five counts, two of
+ *     them accumulated) are rt_verify_tree's result, for every method;
+ *   - ref_tree_table_check accepts every generated tree and refuses each
+ *     kind of malformed table, and ref_verify / ref_tree_expand refuse them
+ *     too, with a reason, writing nothing;
+ *   - ref_tree_expand over one level writes exactly that level's children,
+ *     each as rt_expand_node draws it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "decode/chain.h"
+#include "decode/tree_verify.h"
+#include "kernels/ref/ref.h"
+#include "testutil.h"
+
+static const char *const TREES[] = {"chain:1", "chain:4", "kary:2:3", "branch:3,2,1",
+                                    "batch:3:2", "biseq8", "eagle25", "medusa63"};
+#define N_TREES ((int)(sizeof(TREES) / sizeof(TREES[0])))
+
+static void parse_tree(const char *spec, gen_tree *t)
+{
+	sw_err err;
+	if (gen_tree_parse(spec, NULL, t, &err))
+		fail_msg("%s: %s", spec, err.msg);
+}
+
+/* rows of V probabilities: random, some zeros */
+static void random_rows(float *x, int rows, int V, uint64_t *g)
+{
+	tu_random_table(x, rows, V, 0.3, tu_rand(g));
+}
+
+static void test_chain_mode(void **state)
+{
+	(void)state;
+	uint64_t g = 0x5eed0001;
+	int checked = 0, cut = 0, rejected = 0;
+	for (int it = 0; it < 3000; it++) {
+		const int D = 1 + (int)(tu_rand(&g) % 6), V = 2 + (int)(tu_rand(&g) % 40);
+		const int one_hot = tu_rand(&g) % 3 == 0;
+		char spec[32];
+		snprintf(spec, sizeof(spec), "chain:%d", D);
+		gen_tree t;
+		parse_tree(spec, &t);
+		const int n = t.n;
+		int32_t tb[5 * GEN_TREE_MAX_NODES], tok[GEN_TREE_MAX_NODES];
+		float *logits = malloc(sizeof(float) * (size_t)n * V);
+		float *p = malloc(sizeof(float) * (size_t)n * V), *q = malloc(sizeof(float) * (size_t)n * V);
+		float *pb = malloc(sizeof(float) * V), *tmp = malloc(sizeof(float) * V);
+		float *scratch = malloc(sizeof(float) * 2 * V);
+		int *idx = malloc(sizeof(int) * V);
+		rt_sampling s = {.temperature = (float)(0.3 + tu_uniform(&g)),
+		                 .top_k = tu_rand(&g) % 3 ? 0 : 1 + (int)(tu_rand(&g) % V),
+		                 .top_p = tu_rand(&g) % 3 ? 1.0f : (float)(0.5 + 0.5 * tu_uniform(&g))};
+		for (int i = 0; i < n * V; i++)
+			logits[i] = (float)(6 * tu_uniform(&g) - 3);
+		for (int j = 0; j < n; j++)
+			rt_probs(p + (size_t)j * V, logits + (size_t)j * V, V, &s, idx);
+		random_rows(q, n, V, &g);
+		/* drafted tokens: mostly likely under p (acceptances), some not */
+		tok[0] = (int32_t)(tu_rand(&g) % V);
+		for (int u = 1; u < n; u++)
+			tok[u] = tu_rand(&g) % 4 ? rt_argmax(p + (size_t)(u - 1) * V, V)
+			                         : (int32_t)(tu_rand(&g) % V);
+		int g_len = D; /* drafted length */
+		if (tu_rand(&g) % 4 == 0) {
+			g_len = (int)(tu_rand(&g) % (D + 1));
+			for (int u = g_len + 1; u < n; u++)
+				tok[u] = -1;
+			cut += g_len < D;
+		}
+		const uint64_t seed = tu_rand(&g);
+		const uint32_t iter = (uint32_t)tu_rand(&g);
+		int32_t want_fin = -1;
+		const int want = rt_verify_chain(logits, &s, one_hot ? NULL : q, tok + 1, g_len, V, seed,
+		                                 iter, &want_fin, pb, tmp, idx);
+		gen_tree_table(&t, tb);
+		int32_t path[REF_TREE_MAX_DEPTH + 1], acc[REF_TREE_MAX_DEPTH + 1], fin = -2;
+		const int np = ref_verify_tree(REF_VERIFY_CHAIN, tb, n, tok, p, one_hot ? NULL : q, V,
+		                               seed, iter, scratch, path, acc, &fin, NULL);
+		assert_int_equal(np, want + 1);
+		assert_int_equal(fin, want_fin);
+		for (int i = 0; i < np; i++)
+			assert_int_equal(path[i], i);
+		for (int i = 0; i + 1 < np; i++)
+			assert_int_equal(acc[i], 0);
+		rejected += want < g_len;
+		checked++;
+		free(logits);
+		free(p);
+		free(q);
+		free(pb);
+		free(tmp);
+		free(scratch);
+		free(idx);
+	}
+	print_message("chain mode: %d cases (%d cut short, %d with a rejection)\n", checked, cut,
+	              rejected);
+	assert_true(cut > 100 && rejected > 300 && rejected < checked - 300);
+}
+
+/* ref_verify (the op) against rt_verify_tree, every method and tree. */
+static void test_op_outputs(void **state)
+{
+	(void)state;
+	uint64_t g = 0x5eed0002;
+	for (int it = 0; it < 600; it++) {
+		gen_tree t;
+		parse_tree(TREES[it % N_TREES], &t);
+		const int n = t.n, V = 3 + (int)(tu_rand(&g) % 30), method = it / N_TREES % 5;
+		float *p = malloc(sizeof(float) * (size_t)n * V), *q = malloc(sizeof(float) * (size_t)n * V);
+		float *s1 = malloc(sizeof(float) * 2 * V), *s2 = malloc(sizeof(float) * 2 * V);
+		int32_t tb[5 * GEN_TREE_MAX_NODES], tok[GEN_TREE_MAX_NODES];
+		random_rows(p, n, V, &g);
+		random_rows(q, n, V, &g);
+		for (int u = 0; u < n; u++)
+			tok[u] = (int32_t)(tu_rand(&g) % V);
+		if (method == RT_VERIFY_SPECHUB) /* make every pair a SpecHub pair */
+			for (int u = 0; u < n; u++) {
+				if (t.n_children[u] != 2)
+					continue;
+				const float *qu = q + (size_t)u * V;
+				const int a = rt_argmax(qu, V), *ch = t.child_list + t.child_start[u];
+				int o = (a + 1) % V;
+				while (!(qu[o] > 0.0f))
+					o = (o + 1) % V;
+				tok[ch[0]] = o;
+				tok[ch[1]] = a;
+			}
+		const uint64_t seed = tu_rand(&g);
+		const uint32_t iter = (uint32_t)it;
+		rt_tree_result res;
+		const int rc = rt_verify_tree(&t, method, tok, p, q, V, seed, iter, &res, s1);
+		gen_tree_table(&t, tb);
+		int32_t path[GEN_TREE_MAX_DEPTH + 2], otok[GEN_TREE_MAX_DEPTH + 2], counts[5] = {0, 0, 0, 7, 9};
+		for (int i = 0; i < GEN_TREE_MAX_DEPTH + 2; i++)
+			path[i] = otok[i] = -99;
+		const int rc2 = ref_verify(path, otok, counts, tb, tok, p, q, s2, seed, iter, n, V, method,
+		                           NULL);
+		assert_int_equal(rc != 0, rc2 != 0);
+		const int m = rc ? 0 : res.n_path;
+		if (rc) { /* refused: nothing written */
+			assert_int_equal(path[0], -99);
+			assert_int_equal(otok[0], -99);
+			assert_int_equal(counts[0] + counts[1] + counts[2] + counts[3] + counts[4], 16);
+		} else {
+			for (int i = 0; i < m; i++)
+				assert_int_equal(path[i], res.path[i]);
+			assert_int_equal(path[m], -99);
+			for (int i = 1; i < m; i++)
+				assert_int_equal(otok[i - 1], tok[res.path[i]]);
+			assert_int_equal(otok[m - 1], res.final);
+			assert_int_equal(otok[m], -99);
+			assert_int_equal(counts[0], m - 1);
+			assert_int_equal(counts[1], m);
+			assert_int_equal(counts[2], res.final);
+			assert_int_equal(counts[3], 7 + m - 1);
+			assert_int_equal(counts[4], 9 + m - 1);
+		}
+		free(p);
+		free(q);
+		free(s1);
+		free(s2);
+	}
+}
+
+/* One kind of corruption of a valid table; returns 0 when the tree is too
+ * small for it. */
+static int corrupt(int32_t *tb, int n, int kind)
+{
+	int32_t *par = tb, *nch = tb + n, *cst = tb + 2 * n, *cl = tb + 3 * n, *dep = tb + 4 * n;
+	int u = -1; /* the first node with >= 2 children */
+	for (int i = 0; i < n && u < 0; i++)
+		if (nch[i] >= 2)
+			u = i;
+	switch (kind) {
+	case 0: /* a parent after its child */
+		if (n < 3)
+			return 0;
+		par[1] = 2;
+		return 1;
+	case 1: /* a child listed twice (the other one lost) */
+		if (u < 0)
+			return 0;
+		cl[cst[u] + 1] = cl[cst[u]];
+		return 1;
+	case 2: /* a child outside the tree */
+		if (n < 2)
+			return 0;
+		cl[cst[0]] = n;
+		return 1;
+	case 3: /* a wrong depth */
+		if (n < 2)
+			return 0;
+		dep[n - 1] += 1;
+		return 1;
+	case 4: /* the root's depth */
+		dep[0] = 1;
+		return 1;
+	case 5: /* a child list running past the table */
+		cst[0] = n;
+		return 1;
+	case 6: /* a negative child count */
+		nch[n - 1] = -1;
+		return 1;
+	case 7: /* a listed child naming another parent */
+		if (u < 0)
+			return 0;
+		par[cl[cst[u] + 1]] = par[u] >= 0 ? par[u] : 0;
+		return u > 0;
+	case 8: /* a node missing from its parent's list (count one short) */
+		if (n < 2)
+			return 0;
+		nch[par[n - 1]] -= 1;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static void test_table_check(void **state)
+{
+	(void)state;
+	int refused_cases = 0;
+	for (int ti = 0; ti < N_TREES; ti++) {
+		gen_tree t;
+		parse_tree(TREES[ti], &t);
+		const int n = t.n, V = 5;
+		int32_t tb[5 * GEN_TREE_MAX_NODES], bad[5 * GEN_TREE_MAX_NODES];
+		gen_tree_table(&t, tb);
+		const char *why = NULL;
+		assert_int_equal(ref_tree_table_check(tb, n, &why), 0);
+		assert_null(why);
+		for (int kind = 0; kind < 9; kind++) {
+			memcpy(bad, tb, sizeof(int32_t) * 5 * (size_t)n);
+			if (!corrupt(bad, n, kind))
+				continue;
+			why = NULL;
+			if (ref_tree_table_check(bad, n, &why) != REF_EINVAL || !why)
+				fail_msg("%s: corruption %d accepted", TREES[ti], kind);
+			/* the ops refuse it too, writing nothing */
+			float *p = malloc(sizeof(float) * (size_t)n * V), *sc = malloc(sizeof(float) * 2 * V);
+			int32_t tok[GEN_TREE_MAX_NODES], out[GEN_TREE_MAX_NODES], counts[5] = {1, 2, 3, 4, 5};
+			for (int i = 0; i < n * V; i++)
+				p[i] = 1.0f / V;
+			for (int i = 0; i < n; i++)
+				tok[i] = out[i] = 0;
+			why = NULL;
+			assert_int_equal(ref_verify(out, out, counts, bad, tok, p, p, sc, 1, 0, n, V,
+			                            REF_VERIFY_RRS, &why), REF_EINVAL);
+			assert_non_null(why);
+			assert_int_equal(counts[0] + counts[1] + counts[2] + counts[3] + counts[4], 15);
+			why = NULL;
+			assert_int_equal(ref_tree_expand(tok, p, bad, 1, 0, n, V, REF_EXPAND_TOPK, 0, 1, &why),
+			                 REF_EINVAL);
+			assert_non_null(why);
+			for (int i = 0; i < n; i++)
+				assert_int_equal(tok[i], 0);
+			free(p);
+			free(sc);
+			refused_cases++;
+		}
+	}
+	int32_t one[5] = {-1, 0, 0, 0, 0};
+	assert_int_equal(ref_tree_table_check(one, 1, NULL), 0);
+	assert_int_equal(ref_tree_table_check(one, 0, NULL), REF_EINVAL);
+	assert_int_equal(ref_tree_table_check(one, REF_TREE_MAX_NODES + 1, NULL), REF_EINVAL);
+	print_message("%d malformed tables refused\n", refused_cases);
+	assert_true(refused_cases >= 50);
+}
+
+/* ref_tree_expand over each level: the level's children as rt_expand_node
+ * draws them, nothing else written; a level range past the tree refused. */
+static void test_expand_levels(void **state)
+{
+	(void)state;
+	uint64_t g = 0x5eed0003;
+	for (int ti = 0; ti < N_TREES; ti++)
+		for (int rule = 0; rule < 4; rule++) {
+			gen_tree t;
+			parse_tree(rule == RT_EXPAND_SPECHUB ? "biseq8" : TREES[ti], &t);
+			const int n = t.n, V = 40;
+			float *q = malloc(sizeof(float) * (size_t)n * V);
+			int32_t tb[5 * GEN_TREE_MAX_NODES], tok[GEN_TREE_MAX_NODES];
+			random_rows(q, n, V, &g);
+			gen_tree_table(&t, tb);
+			const uint64_t seed = tu_rand(&g);
+			for (int d = 0; d < t.depth_max; d++) {
+				const int l0 = t.level_start[d], nl = t.level_start[d + 1] - l0;
+				for (int u = 0; u < n; u++)
+					tok[u] = -7;
+				assert_int_equal(ref_tree_expand(tok, q, tb, seed, 3, n, V, rule, l0, nl, NULL), 0);
+				for (int u = 0; u < n; u++) /* only the level's children written */
+					if (!(u > 0 && t.parent[u] >= l0 && t.parent[u] < l0 + nl))
+						assert_int_equal(tok[u], -7);
+				for (int u = l0; u < l0 + nl; u++) {
+					const int k = t.n_children[u];
+					int32_t ch[GEN_TREE_MAX_NODES];
+					if (!k)
+						continue;
+					assert_int_equal(rt_expand_node(rule, q + (size_t)u * V, V, k, seed, 3,
+					                                (uint32_t)u, ch, NULL, NULL), 0);
+					for (int i = 0; i < k; i++)
+						assert_int_equal(tok[t.child_list[t.child_start[u] + i]], ch[i]);
+				}
+			}
+			const char *why = NULL;
+			assert_int_equal(ref_tree_expand(tok, q, tb, seed, 3, n, V, rule, n - 1, 2, &why),
+			                 REF_EINVAL);
+			assert_non_null(why);
+			free(q);
+		}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_chain_mode),
+		cmocka_unit_test(test_op_outputs),
+		cmocka_unit_test(test_table_check),
+		cmocka_unit_test(test_expand_levels),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
