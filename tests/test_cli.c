@@ -107,6 +107,8 @@ static void test_bad_requests(void **state)
 	EXPECT(1, "--tree needs a draft model", "run %s --draft ngram --tree eagle25 -p hi", model());
 	EXPECT(1, "nope", "run %s --draft layerskip:4 --tree nope -p hi", model());
 	EXPECT(1, "--expand 'shuffle'", "run %s --draft layerskip:4 --tree chain:3 --expand shuffle -p hi", model());
+	EXPECT(1, "SpecHub drafts at most two children per node, but node 0 of tree eagle25 has 4",
+	       "run %s --draft layerskip:4 --tree eagle25 --expand spechub -t 0.6 -n 2 -p hi", model());
 	EXPECT(1, "is not exact with --expand topk", "run %s --draft layerskip:4 --tree kary:2:2 --expand topk --verify rrs -t 1 -p hi", model());
 }
 

@@ -77,6 +77,10 @@ static int draft_tree(struct tree_state *S, const gen_tree *t, const rt_tree_cfg
 			rt_probs(qu, lg, V, &sd, S->iscratch);
 			int32_t kids[GEN_TREE_MAX_NODES];
 			rc = rt_expand_node(rule, qu, V, kc, cfg->seed, it, (uint32_t)u, kids, S->fscratch, S->iscratch);
+			if (rc && rule == RT_EXPAND_SPECHUB && kc > 2)
+				return sw_errf(err, rc, "tree drafting: SpecHub drafts at most two children per node, but node "
+				               "%d of tree %s has %d (use a binary tree: biseq8, biseq16, kary:2:D)",
+				               u, t->name, kc);
 			if (rc)
 				return sw_errf(err, rc, "tree drafting: node %d needs %d children by rule %s but the draft distribution has fewer candidates",
 				               u, kc, rt_expand_rule_name(rule));
