@@ -4,7 +4,10 @@
  * atomic writes). Every file is written to a temp name and renamed into
  * place. */
 #include <pthread.h>
+#include <signal.h>
 #include <errno.h>
+#include <sys/stat.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +19,7 @@
 #include "core/timing.h"
 #include "build.h"
 #include "gen/jit/cache.h"
+#include "core/hash.h"
 #include "gen/jit/nvrtc.h"
 #include "plan.h"
 #include "render.h"
@@ -256,7 +260,9 @@ out_free:
 	return rc;
 }
 
-int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, sw_err *err)
+static int write_manifest(const char *dir, const char *json, size_t json_len, sw_err *err);
+
+static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, sw_err *err)
 {
 	const char *src_dir = o->src_dir ? o->src_dir : getenv("SW_SRC_DIR");
 	const char *cache = gen_build_cache_dir(o);
@@ -295,9 +301,8 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 		rc = sw_errf(err, SW_ENOMEM, "engine.json: cannot format");
 		goto out_free;
 	}
-	snprintf(path, sizeof(path), "%s/engine.json", o->out_dir);
-	if ((rc = gen_jit_write_file(path, json, json_len, err)))
-		goto out_free;
+	/* engine.json is written last (build_files), with the list of every
+	 * other file */
 
 	/* kernels.cu, and each kernel's own source for the per-kernel compiles */
 	snprintf(path, sizeof(path), "%s/kernels/philox.h", src_dir);
@@ -481,17 +486,19 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 				if (r->spill_stores || r->spill_loads) {
 					rc = sw_errf(err, SW_ERANGE, "%s: kernel %s spills on %s (%d bytes "
 					             "stores, %d bytes loads); set \"allow_spills\": true to "
-					             "accept it (see %s/resources.json)", s->file, r->name,
-					             s->archs[a], r->spill_stores, r->spill_loads, o->out_dir);
+					             "accept it (nothing was written)", s->file, r->name,
+					             s->archs[a], r->spill_stores, r->spill_loads);
 					goto out_free;
 				}
 			}
 	}
 out_done:
+	if ((rc = write_manifest(o->out_dir, json, json_len, err)))
+		goto out_free;
 	st->seconds = sw_now_s() - t0;
 	if (o->log)
-		fprintf(o->log, "build: %s written in %.2f s (NVRTC %s: %d cache hits, %d misses, "
-		        "%.2f s compiling)\n", o->out_dir, st->seconds,
+		fprintf(o->log, "build: written in %.2f s (NVRTC %s: %d cache hits, %d misses, "
+		        "%.2f s compiling)\n", st->seconds,
 		        st->nvrtc_version[0] ? st->nvrtc_version : "not run", st->cache_hits,
 		        st->cache_misses, st->compile_seconds);
 	rc = 0;
@@ -514,6 +521,167 @@ out_free:
 	free(json);
 out_free_plan:
 	gen_plan_free(&plan);
+	return rc;
+}
+
+/* engine.json with a "files" member: every other file of the directory
+ * with its size and 64-bit FNV-1a, which the executor checks at load
+ * (runtime/engine/files.c): a garbage cubin, a missing resources.json or an
+ * edited kernels.cu is refused, and host-emulate compiles only what the
+ * build wrote. */
+static int write_manifest(const char *dir, const char *json, size_t json_len, sw_err *err)
+{
+	char path[1400], *buf = NULL;
+	size_t blen = 0;
+	FILE *m = open_memstream(&buf, &blen);
+	if (!m)
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	size_t end = json_len;
+	while (end > 0 && json[end - 1] != '}')
+		end--;
+	if (!end) {
+		fclose(m);
+		free(buf);
+		return sw_errf(err, SW_EINVAL, "engine.json: not an object");
+	}
+	end--; /* the closing brace */
+	while (end > 0 && (json[end - 1] == '\n' || json[end - 1] == ' '))
+		end--;
+	fwrite(json, 1, end, m);
+	fprintf(m, ",\n  \"files\": {");
+	DIR *d = opendir(dir);
+	int n = 0, rc = 0;
+	struct dirent *de;
+	char names[64][256];
+	while (d && (de = readdir(d)) && n < 64)
+		if (de->d_name[0] != '.' && strcmp(de->d_name, "engine.json") &&
+		    strlen(de->d_name) < sizeof(names[0]))
+			snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
+	if (d)
+		closedir(d);
+	qsort(names, (size_t)n, sizeof(names[0]), (int (*)(const void *, const void *))strcmp);
+	for (int i = 0; i < n && !rc; i++) {
+		size_t len = 0;
+		snprintf(path, sizeof(path), "%.1100s/%.255s", dir, names[i]);
+		char *t = sw_read_file(path, &len);
+		if (!t) {
+			rc = sw_errf(err, SW_EIO, "%s: cannot read back: %s", path, strerror(errno));
+			break;
+		}
+		fprintf(m, "%s\n    \"%s\": {\"bytes\": %zu, \"fnv1a64\": \"%016" PRIx64 "\"}", i ? "," : "",
+		        names[i], len, sw_fnv1a64(SW_FNV64_BASIS, t, len));
+		free(t);
+	}
+	fprintf(m, "\n  }\n}\n");
+	fclose(m);
+	if (!rc) {
+		snprintf(path, sizeof(path), "%s/engine.json", dir);
+		rc = gen_jit_write_file(path, buf, blen, err);
+	}
+	free(buf);
+	return rc;
+}
+
+static int remove_tree(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char p[1400];
+	if (!d)
+		return errno == ENOENT ? 0 : -1;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+			snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+			struct stat st;
+			if (!lstat(p, &st) && S_ISDIR(st.st_mode))
+				remove_tree(p);
+			else
+				unlink(p);
+		}
+	closedir(d);
+	return rmdir(dir);
+}
+
+/* Builds into a temporary sibling and renames it into place as the last
+ * step, after every check: a kill, a full disk or a refused build (spills)
+ * leaves the old directory (or none), never a partial one, and two builds
+ * into one directory each land whole. An existing directory is replaced
+ * only if it is an engine directory (or empty). */
+int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, sw_err *err)
+{
+	char tmp[1024], old[1024], path[1200];
+	struct stat sb;
+	size_t ol = strlen(o->out_dir);
+	while (ol > 1 && o->out_dir[ol - 1] == '/')
+		ol--;
+	if (ol > 900)
+		return sw_errf(err, SW_EINVAL, "%.80s...: the engine directory's path is longer than 900 bytes",
+		               o->out_dir);
+	snprintf(tmp, sizeof(tmp), "%.*s.tmp.%d", (int)ol, o->out_dir, (int)getpid());
+	snprintf(old, sizeof(old), "%.*s.old.%d", (int)ol, o->out_dir, (int)getpid());
+	if (stat(o->out_dir, &sb) == 0) {
+		snprintf(path, sizeof(path), "%s/engine.json", o->out_dir);
+		DIR *d = S_ISDIR(sb.st_mode) ? opendir(o->out_dir) : NULL;
+		int entries = 0;
+		struct dirent *de;
+		while (d && (de = readdir(d)))
+			entries += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+		if (d)
+			closedir(d);
+		if (!S_ISDIR(sb.st_mode) || (entries && access(path, F_OK)))
+			return sw_errf(err, SW_EINVAL, "%s: exists and is not an engine directory (no "
+			               "engine.json): refusing to replace it", o->out_dir);
+	}
+	/* leftovers of builds that were killed (their pid is gone) */
+	{
+		char parent[1024], base[1024];
+		snprintf(parent, sizeof(parent), "%.*s", (int)ol, o->out_dir);
+		char *sl = strrchr(parent, '/');
+		snprintf(base, sizeof(base), "%s", sl ? sl + 1 : parent);
+		if (sl)
+			*sl = 0;
+		else
+			snprintf(parent, sizeof(parent), ".");
+		size_t bl = strlen(base);
+		DIR *d = opendir(parent[0] ? parent : "/");
+		struct dirent *de;
+		while (d && (de = readdir(d))) {
+			int pid = 0;
+			if (strncmp(de->d_name, base, bl) ||
+			    (sscanf(de->d_name + bl, ".tmp.%d", &pid) != 1 && sscanf(de->d_name + bl, ".old.%d", &pid) != 1))
+				continue;
+			if (pid > 0 && kill(pid, 0) && errno == ESRCH) {
+				snprintf(path, sizeof(path), "%.900s/%.250s", parent[0] ? parent : "", de->d_name);
+				remove_tree(path);
+			}
+		}
+		if (d)
+			closedir(d);
+	}
+	remove_tree(tmp);
+	gen_build_opts to = *o;
+	to.out_dir = tmp;
+	int rc = build_into(s, &to, st, err);
+	if (rc) {
+		remove_tree(tmp);
+		return rc;
+	}
+	/* replace: old out of the way, new in; another build may be doing the
+	 * same, so retry a few times (each rename is atomic) */
+	for (int tries = 0; tries < 20; tries++) {
+		if (rename(o->out_dir, old) && errno != ENOENT)
+			break;
+		if (!rename(tmp, o->out_dir)) {
+			remove_tree(old);
+			if (o->log)
+				fprintf(o->log, "build: %s is in place\n", o->out_dir);
+			return 0;
+		}
+		remove_tree(old);
+	}
+	rc = sw_errf(err, SW_EIO, "%s: cannot move the finished build into place: %s", o->out_dir,
+	             strerror(errno));
+	remove_tree(tmp);
 	return rc;
 }
 

@@ -477,6 +477,7 @@ static int run_case(const ecase *c)
 		assert_non_null(f);
 		fputs(ptx, f);
 		fclose(f);
+		eu_list_file(dir, "kernels.ptx");
 	}
 	eu_tiny_prompt(prompt, P);
 	engine_kernels ek;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "files.h"
 #include "kernels/engine_state.h"
 #include "core/timing.h"
 #include "formats/gguf.h"
@@ -17,6 +18,10 @@ rt_engine *rt_engine_load(const char *dir, sw_err *err)
 	rt_manifest *m = rt_manifest_load(dir, err);
 	if (!m)
 		return NULL;
+	if (rt_engine_files_check(dir, err)) { /* the directory is what the build wrote */
+		rt_manifest_free(m);
+		return NULL;
+	}
 	rt_engine *e = calloc(1, sizeof(*e));
 	if (!e) {
 		rt_manifest_free(m);

@@ -12,6 +12,8 @@
 
 #include "gen/build.h"
 #include "engine_util.h"
+#include "core/fileio.h"
+#include "core/hash.h"
 #include "formats/gguf.h"
 #include "testutil.h"
 
@@ -103,4 +105,27 @@ int eu_generate(rt_engine *e, const char *what, const int32_t *prompt, int n_pro
 	              st->n_iters ? (double)n / st->n_iters : 0.0, st->t_prefill, st->t_capture,
 	              st->t_decode);
 	return n;
+}
+
+void eu_list_file(const char *dir, const char *name)
+{
+	char path[1200];
+	size_t n = 0, jl = 0;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	char *data = sw_read_file(path, &n);
+	assert_non_null(data);
+	uint64_t h = sw_fnv1a64(SW_FNV64_BASIS, data, n);
+	free(data);
+	snprintf(path, sizeof(path), "%s/engine.json", dir);
+	char *json = sw_read_file(path, &jl);
+	assert_non_null(json);
+	char *at = strstr(json, "\"files\": {");
+	assert_non_null(at);
+	at += strlen("\"files\": {");
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "%.*s\n    \"%s\": {\"bytes\": %zu, \"fnv1a64\": \"%016llx\"},%s", (int)(at - json), json,
+	        name, n, (unsigned long long)h, at);
+	assert_int_equal(fclose(f), 0);
+	free(json);
 }

@@ -35,6 +35,10 @@ void eu_tiny_prompt(int32_t *p, int n);
 /* Writes spec_json to <dir>.spec.json and builds the engine into dir
  * (plan + render; no NVRTC unless compile). */
 void eu_build(const char *spec_json, const char *dir, const char *cache_dir, bool compile);
+/* Adds dir/name (a file a test put into an engine directory, e.g. a
+ * stand-in module image) to engine.json's file list, as the build would
+ * have listed it, so the executor's check accepts it. */
+void eu_list_file(const char *dir, const char *name);
 /* Loads the engine in dir and binds it to d (seed for Philox). */
 rt_engine *eu_bind(const char *dir, rt_dev *d, const rt_model *m, uint64_t seed);
 /* rt_engine_generate with no EOS; returns the token count; prints a line

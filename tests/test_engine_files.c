@@ -1,0 +1,202 @@
+/* Engine directories as built, and only as built (issue 16, items 4 and 5):
+ * `specwright build` writes into a temporary sibling and renames it into
+ * place last, engine.json lists every other file with its size and FNV-1a
+ * (checked here against an independent recomputation), and the executor
+ * refuses a directory that is not what the build wrote: an edited
+ * kernels.cu, a missing file, an unlisted kernel image, a list that is
+ * gone. A killed build leaves no directory at the target path; two builds
+ * into one path leave one whole engine; a directory that is not an engine
+ * is never replaced. Runs build/specwright as a subprocess. */
+#include <dirent.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "core/fileio.h"
+#include "core/json.h"
+
+static char g_out[1 << 16];
+static char g_dir[512];
+
+static const char *bin(void)
+{
+	static char b[300];
+	snprintf(b, sizeof(b), "%s/specwright", getenv("BUILD") ? getenv("BUILD") : "build");
+	return b;
+}
+
+static const char *model(void)
+{
+	const char *p = getenv("SW_MODEL");
+	return p ? p : "models/cache/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+static int sh(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	size_t n = fread(g_out, 1, sizeof(g_out) - 1, p);
+	g_out[n] = 0;
+	int st = pclose(p);
+	assert_true(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+/* FNV-1a 64 written here, not the project's header: the independent check */
+static uint64_t fnv(const unsigned char *p, size_t n)
+{
+	uint64_t h = 14695981039346656037ull;
+	while (n--)
+		h = (h ^ *p++) * 1099511628211ull;
+	return h;
+}
+
+static void build(const char *dir, const char *extra)
+{
+	int rc = sh("%s build models/specs/smollm2-ngram.json -o %s %s 2>&1", bin(), dir, extra);
+	if (rc)
+		fail_msg("build failed: %s", g_out);
+}
+
+static int run_engine(const char *dir)
+{
+	return sh("%s run %s --model %s --backend host -n 1 -p hi 2>&1", bin(), dir, model());
+}
+
+static void expect_refused(const char *dir, const char *frag)
+{
+	int rc = run_engine(dir);
+	if (rc != 1 || !strstr(g_out, frag))
+		fail_msg("run %s: exit %d, output:\n%s\nexpected exit 1 and '%s'", dir, rc, g_out, frag);
+}
+
+static int setup(void **state)
+{
+	snprintf(g_dir, sizeof(g_dir), "%s/engine_files.%d", getenv("BUILD") ? getenv("BUILD") : "build",
+	         (int)getpid());
+	return mkdir(g_dir, 0777);
+}
+
+static int teardown(void **state)
+{
+	char cmd[700];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", g_dir);
+	return system(cmd);
+}
+
+static void test_file_list(void **state)
+{
+	char e[600], p[700];
+	snprintf(e, sizeof(e), "%s/e", g_dir);
+	build(e, "--no-compile");
+	snprintf(p, sizeof(p), "%s/engine.json", e);
+	size_t len = 0, klen = 0;
+	char *text = sw_read_file(p, &len);
+	assert_non_null(text);
+	sw_err err = {0};
+	json_value *root = json_parse(text, len, p, &err);
+	assert_non_null(root);
+	const json_value *files = json_get(root, "files"), *k = files ? json_get(files, "kernels.cu") : NULL;
+	assert_non_null(k);
+	snprintf(p, sizeof(p), "%s/kernels.cu", e);
+	char *ks = sw_read_file(p, &klen);
+	assert_non_null(ks);
+	char want[17];
+	snprintf(want, sizeof(want), "%016" PRIx64, fnv((const unsigned char *)ks, klen));
+	assert_int_equal(json_get(k, "bytes")->integer, (int64_t)klen);
+	assert_string_equal(json_get(k, "fnv1a64")->str, want);
+	free(ks);
+	json_free(root);
+	free(text);
+	assert_int_equal(run_engine(e), 0); /* as built, it runs */
+
+	/* an edited kernels.cu (appended code would run under host-emulate) */
+	assert_int_equal(sh("echo 'int injected;' >> %s/kernels.cu", e), 0);
+	expect_refused(e, "kernels.cu does not match the build");
+	/* a missing listed file */
+	build(e, "--no-compile");
+	assert_int_equal(sh("rm %s/kernels.cu", e), 0);
+	expect_refused(e, "lists kernels.cu");
+	/* a kernel image the build did not write */
+	build(e, "--no-compile");
+	assert_int_equal(sh("head -c 100 /dev/urandom > %s/kernels.sm_90.cubin", e), 0);
+	expect_refused(e, "kernels.sm_90.cubin: not in the engine's file list");
+	/* the list itself removed */
+	build(e, "--no-compile");
+	assert_int_equal(sh("python3 -c \"import json,sys; p='%s/engine.json'; d=json.load(open(p)); "
+	                    "d.pop('files'); json.dump(d, open(p, 'w'))\"", e), 0);
+	expect_refused(e, "$.files: missing");
+}
+
+static void test_atomic_replace(void **state)
+{
+	char e[600], keep[600];
+	/* a directory that is not an engine is never replaced */
+	snprintf(keep, sizeof(keep), "%s/notes", g_dir);
+	assert_int_equal(sh("mkdir -p %s && echo precious > %s/a.txt", keep, keep), 0);
+	int rc = sh("%s build models/specs/smollm2-ngram.json -o %s --no-compile 2>&1", bin(), keep);
+	assert_int_equal(rc, 1);
+	assert_non_null(strstr(g_out, "exists and is not an engine directory"));
+	assert_int_equal(sh("cat %s/a.txt", keep), 0);
+	assert_string_equal(g_out, "precious\n");
+
+	/* two builds into one directory at once: one whole engine lands */
+	snprintf(e, sizeof(e), "%s/race", g_dir);
+	rc = sh("(%s build models/specs/smollm2-ngram.json -o %s --no-compile & "
+	        "%s build models/specs/smollm2-eagle25.json -o %s --no-compile & wait) >/dev/null 2>&1",
+	        bin(), e, bin(), e);
+	assert_int_equal(rc, 0);
+	rc = run_engine(e);
+	if (rc)
+		fail_msg("after two concurrent builds: %s", g_out);
+
+	/* a killed build leaves nothing at the target path; the next build
+	 * clears its leftovers */
+	snprintf(e, sizeof(e), "%s/killed", g_dir);
+	char cache[700];
+	snprintf(cache, sizeof(cache), "%s/cache-cold", g_dir); /* cold cache: NVRTC takes seconds */
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl(bin(), bin(), "build", "models/specs/smollm2-ngram.json", "-o", e, "--cache", cache,
+		      (char *)NULL);
+		_exit(127);
+	}
+	usleep(1500 * 1000);
+	kill(pid, SIGKILL);
+	int st;
+	waitpid(pid, &st, 0);
+	struct stat sb;
+	if (WIFSIGNALED(st)) /* killed mid-build, as intended */
+		assert_int_equal(stat(e, &sb), -1);
+	else
+		print_message("  the build finished in under 1.5 s (warm machine): no kill happened\n");
+	build(e, "--no-compile");
+	assert_int_equal(run_engine(e), 0);
+	assert_int_equal(sh("ls -d %s/killed.tmp.* %s/killed.old.* 2>/dev/null | wc -l", g_dir, g_dir), 0);
+	assert_int_equal(atoi(g_out), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_file_list),
+		cmocka_unit_test(test_atomic_replace),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
