@@ -1,9 +1,11 @@
 /* engine.json reader and validator (manifest.h). */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "manifest.h"
+#include "extent.h"
 #include "core/fileio.h"
 #include "core/json.h"
 #include "device/host_ops.h"
@@ -437,6 +439,199 @@ static int parse_phases(rt_manifest *e, jctx *j, const json_value *root)
 	return j->rc;
 }
 
+/* --- bounds: every buffer where the plan put it, every op inside its buffers */
+
+/* Bytes of one element of dtype dt, 0 when this runtime has no such dtype. */
+static int64_t dtype_size(const char *dt)
+{
+	return !strcmp(dt, "f32") || !strcmp(dt, "i32") ? 4 : !strcmp(dt, "u64") ? 8
+	       : !strcmp(dt, "bf16") || !strcmp(dt, "fp16") ? 2 : 0;
+}
+
+static int cmp_buf_off(const void *a, const void *b, void *ctx)
+{
+	const rt_engine_buf *bs = ctx;
+	const int64_t x = bs[*(const int *)a].offset, y = bs[*(const int *)b].offset;
+	return x < y ? -1 : x > y;
+}
+
+/* Each buffer's bytes are its shape times its dtype (gen/plan.c add_buf),
+ * and no two buffers share a byte: the planner lays them one after another
+ * in the arena (a tied lm_head is the tok_embd buffer itself, not a second
+ * one over it). */
+static int check_buffers(rt_manifest *e, jctx *j)
+{
+	for (int i = 0; i < e->n_bufs && !j->rc; i++) {
+		const rt_engine_buf *b = &e->bufs[i];
+		int64_t n = dtype_size(b->dtype);
+		if (!n)
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d].dtype (%s): \"%s\", "
+			                       "expected f32, i32, u64, bf16 or fp16", j->file, i, b->name,
+			                       b->dtype);
+		for (int d = 0; d < b->rank; d++)
+			n = b->shape[d] && n > INT64_MAX / b->shape[d] ? -1 : n < 0 ? -1 : n * b->shape[d];
+		if (n != b->bytes)
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d].bytes (%s): %lld, "
+			                       "expected %s%lld (its shape times %lld-byte %s)", j->file, i,
+			                       b->name, (long long)b->bytes, n < 0 ? "more than " : "",
+			                       (long long)(n < 0 ? INT64_MAX : n),
+			                       (long long)dtype_size(b->dtype), b->dtype);
+	}
+	int *ix = malloc(sizeof(*ix) * (size_t)e->n_bufs);
+	if (!ix)
+		return j->rc = sw_errf(j->err, SW_ENOMEM, "out of memory");
+	for (int i = 0; i < e->n_bufs; i++)
+		ix[i] = i;
+	qsort_r(ix, (size_t)e->n_bufs, sizeof(*ix), cmp_buf_off, e->bufs);
+	int last = -1; /* the buffer reaching furthest so far */
+	for (int i = 0; i < e->n_bufs && !j->rc; i++) {
+		const rt_engine_buf *b = &e->bufs[ix[i]];
+		if (!b->bytes)
+			continue;
+		if (last >= 0 && e->bufs[last].offset + e->bufs[last].bytes > b->offset)
+			j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d] (%s): bytes [%lld, %lld) "
+			                "overlap $.buffers[%d] (%s) at [%lld, %lld): expected disjoint "
+			                "buffers, as the planner lays them out", j->file, ix[i], b->name,
+			                (long long)b->offset, (long long)(b->offset + b->bytes), last,
+			                e->bufs[last].name, (long long)e->bufs[last].offset,
+			                (long long)(e->bufs[last].offset + e->bufs[last].bytes));
+		if (last < 0 || b->offset + b->bytes > e->bufs[last].offset + e->bufs[last].bytes)
+			last = ix[i];
+	}
+	free(ix);
+	int tt = rt_manifest_buf_find(e, "tree_table");
+	if (!j->rc && tt >= 0 && e->bufs[tt].bytes < 5 * 4 * (int64_t)e->n_nodes)
+		j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d] (tree_table): %lld bytes, "
+		                "expected at least %d (5 x %d nodes, i32)", j->file, tt,
+		                (long long)e->bufs[tt].bytes, 20 * e->n_nodes, e->n_nodes);
+	return j->rc;
+}
+
+static void op_path(const rt_manifest *e, int i, char *p, size_t n)
+{
+	for (int ph = 0; ph < e->n_phases; ph++)
+		if (i >= e->phases[ph].first && i < e->phases[ph].first + e->phases[ph].n) {
+			snprintf(p, n, "$.phases[%d].ops[%d]", ph, i - e->phases[ph].first);
+			return;
+		}
+	snprintf(p, n, "$.ops[%d]", i);
+}
+
+/* Whether arg a of op x takes a per-layer slice (engine.c resolve_one). */
+static bool arg_layered(const rt_manifest *e, const rt_engine_pop *x, int a)
+{
+	const rt_engine_buf *b = &e->bufs[x->arg_buf[a]];
+	const char *dot = strchr(b->name, '.');
+	return x->layers && (!strcmp(b->kind, "kv") ||
+	                     (!strcmp(b->kind, "weight") && dot && rt_manifest_field_layered(dot + 1)));
+}
+
+/* The slice of layer repetition l (engine.c resolve_one's layer map), or -1. */
+static int arg_slice(const rt_manifest *e, const rt_engine_pop *x, int a, int l)
+{
+	const rt_engine_buf *b = &e->bufs[x->arg_buf[a]];
+	if (x->layers == 2 && e->draft_kind == RT_ENGINE_DRAFT_LAYERSKIP &&
+	    !strcmp(b->kind, "weight"))
+		return l < e->n_skip ? e->skip_layers[l] : -1;
+	return l;
+}
+
+/* The GEMM's operands as the planner declares them: A and W in the engine
+ * dtype, C f32; W's rows are k long and it has at least n of them. */
+static int check_gemm_shapes(const rt_manifest *e, jctx *j, const rt_engine_pop *x,
+                             const char *p)
+{
+	static const char *const role[3] = {"C", "A", "W"};
+	const char *dt = e->dtype == RT_FP16 ? "fp16" : "bf16";
+	for (int a = 0; a < 3; a++) {
+		const rt_engine_buf *b = &e->bufs[x->arg_buf[a]];
+		const char *want = a ? dt : "f32";
+		if (strcmp(b->dtype, want))
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.args[%d] (op %s, gemm %s): buffer "
+			                       "%s is %s, expected %s", j->file, p, a, x->name, role[a],
+			                       b->name, b->dtype, want);
+	}
+	const rt_engine_buf *w = &e->bufs[x->arg_buf[2]];
+	if (!strcmp(w->kind, "weight") &&
+	    (w->rank < 2 || w->shape[w->rank - 1] != x->k || w->shape[w->rank - 2] < x->n))
+		return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.gemm (op %s): n %lld, k %lld; weight "
+		                       "%s has rows of %lld and %lld of them: expected k = its row length "
+		                       "and n <= its rows", j->file, p, x->name, (long long)x->n,
+		                       (long long)x->k, w->name,
+		                       (long long)(w->rank ? w->shape[w->rank - 1] : 0),
+		                       (long long)(w->rank > 1 ? w->shape[w->rank - 2] : 0));
+	return 0;
+}
+
+/* Every op's every argument: [offset, offset + extent) inside its buffer
+ * (inside its layer's slice, for a per-layer op's layered argument) for
+ * every layer the op runs; written arguments not overlapping the others
+ * except where the kernel works in place. */
+static int check_op_bounds(rt_manifest *e, jctx *j)
+{
+	for (int i = 0; i < e->n_ops && !j->rc; i++) {
+		const rt_engine_pop *x = &e->ops[i];
+		char p[96], why[512];
+		rt_extent ex;
+		op_path(e, i, p, sizeof(p));
+		if (rt_extent_op(e, x, &ex, why, sizeof(why)))
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s (op %s, %s): %s", j->file, p,
+			                       x->name, x->op, why);
+		if (x->exec == RT_EXEC_CUBLASLT && check_gemm_shapes(e, j, x, p))
+			return j->rc;
+		int64_t lo[RT_OP_MAX_ARGS], hi[RT_OP_MAX_ARGS]; /* arena bytes, repetition 0 */
+		for (int a = 0; a < x->n_args; a++) {
+			lo[a] = hi[a] = -1;
+			if (x->arg_buf[a] < 0)
+				continue;
+			const rt_engine_buf *b = &e->bufs[x->arg_buf[a]];
+			const bool lay = arg_layered(e, x, a);
+			const int64_t nl = lay ? b->shape[0] : 1, slice = nl > 0 ? b->bytes / nl : 0;
+			const int reps = lay ? x->repeat : 1;
+			for (int l = 0; l < reps; l++) {
+				const int id = lay ? arg_slice(e, x, a, l) : 0;
+				if (id < 0 || id >= nl)
+					return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.args[%d] (op %s, buffer "
+					                       "%s): layer %d takes slice %d, expected one of the "
+					                       "buffer's %lld", j->file, p, a, x->name, b->name, l,
+					                       id, (long long)nl);
+				/* one slice, or (kv_commit) every slice from this one on */
+				const int64_t base = (int64_t)id * slice;
+				const int64_t lim = lay && !(ex.whole & (1u << a)) ? slice : b->bytes - base;
+				if (ex.bytes[a] > lim - x->arg_off[a])
+					return j->rc = sw_errf(
+					           j->err, SW_EINVAL, "%s: %s.args[%d] (op %s, %s, buffer %s): "
+					           "offset %lld + extent %lld (%s) past the end of %s of %lld "
+					           "bytes: expected offset + extent <= %lld", j->file, p, a,
+					           x->name, x->op, b->name, (long long)x->arg_off[a],
+					           (long long)ex.bytes[a], ex.what[a],
+					           lay && !(ex.whole & (1u << a)) ? "the layer slice" : "the buffer",
+					           (long long)lim, (long long)lim);
+				if (l == 0) {
+					lo[a] = b->offset + base + x->arg_off[a];
+					hi[a] = lo[a] + ex.bytes[a];
+				}
+			}
+		}
+		for (int a = 0; a < x->n_args; a++)
+			for (int c = 0; c < x->n_args; c++) {
+				if (a == c || !(ex.writes & (1u << a)) || lo[a] < 0 || lo[c] < 0 ||
+				    lo[a] >= hi[c] || lo[c] >= hi[a])
+					continue;
+				if ((c == a + 1 && (ex.alias_ok & (1u << c))) ||
+				    (a == c + 1 && (ex.alias_ok & (1u << a))))
+					continue;
+				return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.args[%d] and args[%d] (op %s, "
+				                       "%s): written bytes [%lld, %lld) overlap [%lld, %lld) of "
+				                       "the arena: expected separate ranges (the kernel does "
+				                       "not work in place there)", j->file, p, a, c, x->name,
+				                       x->op, (long long)lo[a], (long long)hi[a],
+				                       (long long)lo[c], (long long)hi[c]);
+			}
+	}
+	return j->rc;
+}
+
 rt_manifest *rt_manifest_load(const char *dir, sw_err *err)
 {
 	char path[1100];
@@ -493,6 +688,8 @@ rt_manifest *rt_manifest_parse(const char *dir, const char *text, size_t len, sw
 	if (!j.rc)
 		parse_kernels(e, &j, root);
 	if (!j.rc)
+		check_buffers(e, &j);
+	if (!j.rc)
 		parse_phases(e, &j, root);
 	int si = j.rc ? -1 : rt_manifest_buf_find(e, "state");
 	if (!j.rc && (si < 0 || e->bufs[si].bytes < 4 * (RT_ST_WORDS + 8)))
@@ -500,6 +697,8 @@ rt_manifest *rt_manifest_parse(const char *dir, const char *text, size_t len, sw
 		               "(an engine from an older specwright: rebuild it)", path, RT_ST_WORDS + 8);
 	if (!j.rc)
 		e->ring = (int)(e->bufs[si].bytes / 4 - RT_ST_WORDS);
+	if (!j.rc)
+		check_op_bounds(e, &j);
 	json_free(root);
 	if (j.rc) {
 		rt_manifest_free(e);
