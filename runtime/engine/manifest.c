@@ -574,6 +574,11 @@ static int check_op_bounds(rt_manifest *e, jctx *j)
 		char p[96], why[512];
 		rt_extent ex;
 		op_path(e, i, p, sizeof(p));
+		/* resolve_ops runs a repeated op once per layer: only per-layer ops repeat */
+		if (x->repeat > 1 && !x->layers)
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.repeat (op %s): repeat %d without "
+			                       "\"layers\", expected 1 (only per-layer ops repeat)", j->file,
+			                       p, x->name, x->repeat);
 		if (rt_extent_op(e, x, &ex, why, sizeof(why)))
 			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s (op %s, %s): %s", j->file, p,
 			                       x->name, x->op, why);
@@ -590,7 +595,12 @@ static int check_op_bounds(rt_manifest *e, jctx *j)
 			const int reps = lay ? x->repeat : 1;
 			for (int l = 0; l < reps; l++) {
 				const int id = lay ? arg_slice(e, x, a, l) : 0;
-				if (id < 0 || id >= nl)
+				if (id < 0)
+					return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.repeat (op %s): %d "
+					                       "layers, the layer-skip draft runs %d "
+					                       "($.spec.draft.layers)", j->file, p, x->name,
+					                       x->repeat, e->n_skip);
+				if (id >= nl)
 					return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.args[%d] (op %s, buffer "
 					                       "%s): layer %d takes slice %d, expected one of the "
 					                       "buffer's %lld", j->file, p, a, x->name, b->name, l,
