@@ -6,6 +6,7 @@
 
 #include "manifest.h"
 #include "extent.h"
+#include "core/digest.h"
 #include "core/fileio.h"
 #include "core/json.h"
 #include "device/host_ops.h"
@@ -96,6 +97,21 @@ static void read_cfg(jctx *j, const json_value *c, const char *path, rt_engine_s
 	cfg->tied_embd = tied;
 }
 
+/* A weights digest, "fnv1a64x8:" and 16 lower-case hex digits. */
+static void read_digest(jctx *j, const json_value *o, const char *path, char out[32])
+{
+	const char *d = jstr(j, o, "digest", path);
+	const size_t pl = strlen(SW_DIGEST_PREFIX);
+	bool ok = strlen(d) == pl + 16 && !strncmp(d, SW_DIGEST_PREFIX, pl);
+	for (size_t i = pl; ok && d[i]; i++)
+		ok = (d[i] >= '0' && d[i] <= '9') || (d[i] >= 'a' && d[i] <= 'f');
+	if (!j->rc && !ok)
+		j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.digest: expected \"" SW_DIGEST_PREFIX
+		                "\" and 16 hex digits, found \"%.40s\"", j->file, path, d);
+	if (!j->rc)
+		snprintf(out, 32, "%s", d);
+}
+
 static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 {
 	const char *P = "$.spec";
@@ -103,6 +119,8 @@ static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 	const json_value *t = jobj(j, spec, "target", P);
 	if (t && json_get(t, "path"))
 		snprintf(e->target_path, sizeof(e->target_path), "%s", jstr(j, t, "path", "$.spec.target"));
+	if (t && json_get(t, "digest"))
+		read_digest(j, t, "$.spec.target", e->target_digest);
 	const json_value *d = jobj(j, spec, "draft", P);
 	if (d) {
 		const char *m = jstr(j, d, "method", "$.spec.draft");
@@ -127,6 +145,8 @@ static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 			if (json_get(d, "path"))
 				snprintf(e->draft_path, sizeof(e->draft_path), "%s",
 				         jstr(j, d, "path", "$.spec.draft"));
+			if (json_get(d, "digest"))
+				read_digest(j, d, "$.spec.draft", e->draft_digest);
 		}
 	}
 	const json_value *v = jobj(j, spec, "verify", P);
