@@ -12,11 +12,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "core/fileio.h"
 #include "engine/manifest.h"
+#include "engine/weights_gguf.h"
+#include "formats/gguf.h"
 #include "engine_util.h"
 #include "gen/build.h"
 #include "gen/spec.h"
@@ -276,11 +280,179 @@ static void test_tamperings_refused(void **state)
 	free(ttext);
 }
 
+/* --- weights bound to the engine ----------------------------------------- */
+
+/* The digest as core/digest.h defines it, written again here: each part
+ * (the field's name and NUL, then n and layer as little-endian 64-bit
+ * words, then the values' bytes) by 8-byte little-endian words, its tail
+ * by bytes, each step folding the high half down. */
+static uint64_t fnv_part(uint64_t h, const unsigned char *b, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w = 0;
+		for (int k = 7; k >= 0; k--)
+			w = w << 8 | b[i + k];
+		h = (h ^ w) * 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	for (; i < n; i++) {
+		h = (h ^ b[i]) * 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	return h;
+}
+
+/* The tiny GGUF's tensor behind (field, layer): f32 in the file, so its
+ * bytes are the values bind uploads. */
+static const gguf_tensor *tiny_tensor(const gguf_file *f, const char *field, int l)
+{
+	static const char *const map[][2] = {
+		{"tok_embd", "token_embd"}, {"out_norm", "output_norm"}, {"lm_head", "output"},
+		{"attn_norm", "attn_norm"}, {"wq", "attn_q"}, {"wk", "attn_k"}, {"wv", "attn_v"},
+		{"wo", "attn_output"}, {"ffn_norm", "ffn_norm"}, {"w_gate", "ffn_gate"},
+		{"w_up", "ffn_up"}, {"w_down", "ffn_down"},
+	};
+	char name[64];
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (!strcmp(map[i][0], field)) {
+			if (l >= 0)
+				snprintf(name, sizeof(name), "blk.%d.%s.weight", l, map[i][1]);
+			else
+				snprintf(name, sizeof(name), "%s.weight", map[i][1]);
+			const gguf_tensor *t = gguf_tensor_find(f, name);
+			return t || l >= 0 || strcmp(field, "lm_head") ? t
+			                                                : gguf_tensor_find(f, "token_embd.weight");
+		}
+	return NULL;
+}
+
+static char *copy_file(const char *from, const char *to, long flip)
+{
+	size_t n;
+	char *b = sw_read_file(from, &n);
+	assert_non_null(b);
+	if (flip >= 0)
+		b[n - (size_t)flip] ^= 0x40; /* a float's exponent bit: another value */
+	FILE *f = fopen(to, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(b, 1, n, f), n);
+	fclose(f);
+	free(b);
+	return NULL;
+}
+
+static int bind_gguf(const char *dir, const char *gguf, sw_err *err)
+{
+	rt_engine_weights w;
+	rt_engine_gguf *g = rt_engine_gguf_open(gguf, &w, err);
+	if (!g)
+		fail_msg("%s", err->msg);
+	rt_engine *e = rt_engine_load(dir, err);
+	if (!e)
+		fail_msg("%s", err->msg);
+	rt_dev *d = rt_dev_host_new(RT_HOST_NATIVE, &(rt_dev_opts){0}, err);
+	assert_non_null(d);
+	int rc = rt_engine_bind(e, d, &w, NULL, 1, err);
+	rt_engine_free(e);
+	rt_dev_free(d);
+	rt_engine_gguf_close(g);
+	return rc;
+}
+
+/* engine.json records the digest of the weights it was built from (equal
+ * to a recomputation from the GGUF's bytes here); a same-shaped GGUF with
+ * one weight changed is refused at bind with both digests and the file,
+ * through the GGUF reader and through a loaded model; a copy elsewhere of
+ * the same file binds. */
+static void test_weights_digest(void **state)
+{
+	if (!g_ngram[0])
+		skip();
+	sw_err err = {0};
+	rt_manifest *m = rt_manifest_load(g_ngram, &err);
+	if (!m)
+		fail_msg("%s", err.msg);
+	gguf_file *f = gguf_open(g_tiny_path, &err);
+	if (!f)
+		fail_msg("%s", err.msg);
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (int i = 0; i < m->n_bufs; i++) {
+		const rt_engine_buf *b = &m->bufs[i];
+		if (strcmp(b->kind, "weight") || strncmp(b->name, "target.", 7))
+			continue;
+		const char *field = b->name + 7;
+		const bool layered = rt_manifest_field_layered(field);
+		for (int l = 0; l < (layered ? (int)b->shape[0] : 1); l++) {
+			const unsigned char *x;
+			uint64_t n;
+			if (!strcmp(field, "inv_freq")) { /* computed, not stored: the model's */
+				x = (const unsigned char *)g_tiny->inv_freq;
+				n = (uint64_t)g_tiny->cfg.head_dim / 2;
+			} else {
+				const gguf_tensor *t = tiny_tensor(f, field, layered ? l : -1);
+				assert_non_null(t);
+				assert_int_equal(t->type, GGML_T_F32);
+				x = t->data;
+				n = t->n_elems;
+			}
+			unsigned char hdr[16];
+			const uint64_t ll = (uint64_t)(int64_t)(layered ? l : -1);
+			for (int k = 0; k < 8; k++) {
+				hdr[k] = (unsigned char)(n >> (8 * k));
+				hdr[8 + k] = (unsigned char)(ll >> (8 * k));
+			}
+			h = fnv_part(h, (const unsigned char *)field, strlen(field) + 1);
+			h = fnv_part(h, hdr, 16);
+			h = fnv_part(h, x, (size_t)n * 4);
+		}
+	}
+	gguf_close(f);
+	char want[40];
+	snprintf(want, sizeof(want), "fnv1a64xs:%016llx", (unsigned long long)h);
+	assert_string_equal(m->target_digest, want);
+	print_message("  engine.json $.spec.target.digest %s = the recomputation from %s\n", want,
+	              g_tiny_path);
+	rt_manifest_free(m);
+
+	/* one weight changed (in the last tensor's data), same shapes */
+	char bad[400], moved[440], sub[400];
+	snprintf(bad, sizeof(bad), "%s/other.gguf", g_dir);
+	copy_file(g_tiny_path, bad, 6);
+	assert_int_not_equal(bind_gguf(g_ngram, bad, &err), 0);
+	print_message("  other weights, GGUF reader: %s\n", err.msg);
+	if (!strstr(err.msg, bad) || !strstr(err.msg, want) || !strstr(err.msg, "target weights digest "
+	                                                                 "fnv1a64xs:"))
+		fail_msg("message lacks the file or a digest: %s", err.msg);
+	rt_model *om = rt_model_load(bad, &err);
+	if (!om)
+		fail_msg("%s", err.msg);
+	rt_engine *e = rt_engine_load(g_ngram, &err);
+	rt_dev *d = rt_dev_host_new(RT_HOST_NATIVE, &(rt_dev_opts){0}, &err);
+	assert_non_null(e);
+	assert_non_null(d);
+	assert_int_not_equal(cli_engine_bind(e, d, om, NULL, 1, &err), 0);
+	print_message("  other weights, loaded model: %s\n", err.msg);
+	assert_non_null(strstr(err.msg, want));
+	rt_engine_free(e);
+	rt_dev_free(d);
+	rt_model_free(om);
+	/* the same file elsewhere */
+	snprintf(sub, sizeof(sub), "%s/moved", g_dir);
+	mkdir(sub, 0755);
+	snprintf(moved, sizeof(moved), "%s/copy.gguf", sub);
+	copy_file(g_tiny_path, moved, -1);
+	if (bind_gguf(g_ngram, moved, &err))
+		fail_msg("a copy of the engine's own weights: %s", err.msg);
+	print_message("  %s (a copy of the engine's weights) binds\n", moved);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_planned_engines_load),
 		cmocka_unit_test(test_tamperings_refused),
+		cmocka_unit_test(test_weights_digest),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -13,7 +13,10 @@ void sw_digest_init(sw_digest *d)
 }
 
 /* FNV-1a over little-endian 8-byte words, then the tail bytewise: a word
- * at a time is 8x fewer multiplies than the byte-wise FNV-1a. */
+ * at a time is 8x fewer multiplies than the byte-wise FNV-1a. A multiply
+ * only carries bits upwards, so with whole words a flipped top bit (a
+ * float's sign) would stay in bit 63 and two of them would cancel: each
+ * step folds the high half back down (h ^= h >> 29). */
 void sw_digest_bytes(sw_digest *d, const void *p, size_t n)
 {
 	const unsigned char *b = p;
@@ -23,9 +26,12 @@ void sw_digest_bytes(sw_digest *d, const void *p, size_t n)
 		for (int i = 0; i < 8; i++)
 			w |= (uint64_t)b[i] << (8 * i);
 		h = (h ^ w) * FNV_PRIME;
+		h ^= h >> 29;
 	}
-	for (; n; n--, b++)
+	for (; n; n--, b++) {
 		h = (h ^ *b) * FNV_PRIME;
+		h ^= h >> 29;
+	}
 	d->h = h;
 }
 

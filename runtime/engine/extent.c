@@ -194,7 +194,6 @@ static void ext_tree_attention(ectx *c)
 	const int64_t SPLIT = P(c, "SPLIT", 1, MAXI), W = P(c, "WARPS", 1, 32);
 	const int64_t MW = P(c, "MASK_WORDS", 0, MAXI), MB = P(c, "MBLOCK", 1, 1024);
 	(void)P(c, "MASKED", 0, 1);
-	(void)P(c, "ROW_BLOCKS", 1, 2);
 	if (c->rc)
 		return;
 	if (H % KH || T > NB || NB > MC || MW != (NB + 63) / 64 || HD % 8)

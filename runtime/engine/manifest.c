@@ -97,7 +97,7 @@ static void read_cfg(jctx *j, const json_value *c, const char *path, rt_engine_s
 	cfg->tied_embd = tied;
 }
 
-/* A weights digest, "fnv1a64x8:" and 16 lower-case hex digits. */
+/* A weights digest (core/digest.h): its prefix and 16 lower-case hex digits. */
 static void read_digest(jctx *j, const json_value *o, const char *path, char out[32])
 {
 	const char *d = jstr(j, o, "digest", path);
