@@ -160,16 +160,42 @@ static char *edit(const char *text, const char *anchor, const char *key, const c
 	return out;
 }
 
+/* the tables below leave from/to out where no uri changes */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 typedef struct tamper {
 	const char *what, *anchor, *key, *value;
 	const char *anchor2, *key2, *value2; /* a second edit, or NULL */
 	const char *expect;                   /* fragment of the refusal */
+	const char *from, *to;                /* first, every `from` becomes `to` (a uri) */
 } tamper;
+
+static char *replace_all(const char *text, const char *from, const char *to)
+{
+	size_t n = strlen(text) + 1, k = 0;
+	for (const char *a = text; (a = strstr(a, from)); a += strlen(from))
+		n += strlen(to);
+	char *out = malloc(n);
+	assert_non_null(out);
+	for (const char *a = text, *b; ; a = b + strlen(from)) {
+		if (!(b = strstr(a, from))) {
+			strcpy(out + k, a);
+			break;
+		}
+		memcpy(out + k, a, (size_t)(b - a));
+		k += (size_t)(b - a);
+		strcpy(out + k, to);
+		k += strlen(to);
+	}
+	return out;
+}
 
 static void refused(const char *dir, const char *text, const tamper *t)
 {
 	sw_err err = {0};
-	char *x = edit(text, t->anchor, t->key, t->value);
+	char *r = t->from ? replace_all(text, t->from, t->to) : NULL;
+	char *x = edit(r ? r : text, t->anchor, t->key, t->value);
+	free(r);
 	if (t->anchor2) {
 		char *y = edit(x, t->anchor2, t->key2, t->value2);
 		free(x);
@@ -230,14 +256,19 @@ static void test_tamperings_refused(void **state)
 		 NULL, NULL, "expected [1, 1, 1] (a one-block kernel)"},
 		{"block not the kernel's", "\"op\": \"rmsnorm_residual\"", "\"block\": ",
 		 "[1024, 1, 1]", NULL, NULL, NULL, "expected [256, 1, 1]"},
+		{"constant raised, not its uri", "{\"uri\": \"cast", "\"N\": ", "1048576", NULL, NULL,
+		 NULL, "but the kernel's uri \"cast_n4096_mode0_block256\" has no \"_n1048576\""},
 		{"constant raised (cast N)", "{\"uri\": \"cast", "\"N\": ", "1048576", NULL, NULL, NULL,
-		 "(N 1048576 x 2 bytes) past the end"},
+		 "(N 1048576 x 2 bytes) past the end", "cast_n4096_mode0", "cast_n1048576_mode0"},
 		{"constant raised (logits V)", "{\"uri\": \"logits", "\"V\": ", "4096", NULL, NULL, NULL,
-		 "x V 4096 f32) past the end"},
+		 "x V 4096 f32) past the end", "logits_v111_", "logits_v4096_"},
 		{"constant raised (step MAX_CTX)", "{\"uri\": \"step", "\"MAX_CTX\": ", "4096", NULL,
-		 NULL, NULL, "MAX_CTX = 4096, expected 192 ($.spec.max_context)"},
+		 NULL, NULL, "MAX_CTX = 4096, expected 192 ($.spec.max_context)",
+		 "step_mode0_n_nodes5_ring256_max_ctx192", "step_mode0_n_nodes5_ring256_max_ctx4096"},
+		{"entry not the kernel's", "\"op\": \"cast\"", "\"entry\": ", "\"cast_n4096_x\"", NULL,
+		 NULL, NULL, "entry \"cast_n4096_x\", expected the kernel's uri"},
 		{"constant not an integer", "{\"uri\": \"cast", "\"N\": ", "1.5", NULL, NULL, NULL,
-		 "constant N = 1.5, expected an integer"},
+		 "constant N = 1.5, expected an integer", "cast_n4096_mode0", "cast_n3fc00000_mode0"},
 		{"buffer shrunk (logits)", "{\"name\": \"logits\"", "\"shape\": ", "[1, 111]",
 		 "{\"name\": \"logits\"", "\"bytes\": ", "444", "buffer logits): offset 0 + extent"},
 		{"buffer bytes not its shape", "{\"name\": \"logits\"", "\"bytes\": ", "444", NULL, NULL,

@@ -453,6 +453,11 @@ int rt_extent_op(const rt_manifest *m, const rt_engine_pop *x, rt_extent *out, c
 		if (!c.k || strcmp(c.k->tmpl, r->tmpl))
 			return refuse(&c, "kernel of template \"%s\", expected \"%s\" for op kind \"%s\"",
 			              c.k ? c.k->tmpl : "(none)", r->tmpl, r->op);
+		const size_t ul = strlen(c.k->uri);
+		if (strncmp(x->entry, c.k->uri, ul) ||
+		    (x->entry[ul] && strcmp(x->entry + ul, "_part") && strcmp(x->entry + ul, "_merge")))
+			return refuse(&c, "entry \"%s\", expected the kernel's uri \"%s\" (with \"_part\" "
+			              "or \"_merge\" for tree attention)", x->entry, c.k->uri);
 		want = r->n_args >= 0 ? r->n_args : strstr(x->entry, "_merge") ? 4 : 6;
 		if (x->n_args == want)
 			r->fn(&c);

@@ -308,6 +308,41 @@ static int parse_kernels(rt_manifest *e, jctx *j, const json_value *root)
 		}
 		if (j->rc)
 			break;
+		/* the constants are the ones the kernel was rendered with: its uri
+		 * (gen/render.c gen_key) spells each, and the device runs the uri's
+		 * kernel, so params that disagree would bound another kernel */
+		for (int m = 0; m < k->n_params && !j->rc; m++) {
+			const rt_kparam *q = &k->params[m];
+			/* an int constant as its digits, a float one as its bits (a float
+			 * that happens to be whole, TEMP 1, reads as an int here) */
+			char tok[2][96];
+			const float f = (float)q->f;
+			uint32_t u;
+			memcpy(&u, &f, sizeof(u));
+			for (int w = 0; w < 2; w++) {
+				size_t t = 0;
+				tok[w][t++] = '_';
+				for (const char *c = q->name; *c && t + 1 < 64; c++)
+					tok[w][t++] = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+				if (w == 0 && (double)q->i == q->f)
+					snprintf(tok[w] + t, sizeof(tok[w]) - t, "%s%lld", q->i < 0 ? "m" : "",
+					         (long long)(q->i < 0 ? -q->i : q->i));
+				else
+					snprintf(tok[w] + t, sizeof(tok[w]) - t, "%08x", u);
+			}
+			bool found = false;
+			for (int w = 0; w < 2 && !found; w++)
+				for (const char *at = k->uri; !found && (at = strstr(at, tok[w]));) {
+					at += strlen(tok[w]);
+					found = !*at || *at == '_';
+				}
+			if (!found)
+				j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.params.%s: %.17g, but the kernel's uri "
+				                "\"%s\" has no \"%s\": expected the constant it was rendered "
+				                "with", j->file, p, q->name, q->f, k->uri, tok[0]);
+		}
+		if (j->rc)
+			break;
 		/* tree attention with a baked mask: rebuild the rows the kernel
 		 * has as a constant table (the native backend reads them) */
 		rt_op probe = {.kinfo = k};
