@@ -242,6 +242,8 @@ static void test_tamperings_refused(void **state)
 		 "k 16384; weight target.wq has rows of 256"},
 		{"memset bytes raised", "\"exec\": \"memset\"", "\"bytes\": ", "17179869184", NULL, NULL,
 		 NULL, "extent 17179869184 (memset of 17179869184 bytes) past the end"},
+		{"memset bytes past int64", "\"exec\": \"memset\"", "\"bytes\": ", "1e300", NULL, NULL,
+		 NULL, "memset of 1.0000000000000001e+300 bytes, expected a whole number >= 0"},
 		{"memset bytes negative", "\"exec\": \"memset\"", "\"bytes\": ", "-64", NULL, NULL, NULL,
 		 "expected a whole number >= 0"},
 		{"offset pushed to the end", "\"op\": \"embedding16\"", "\"offset\": ", h_end, NULL, NULL,

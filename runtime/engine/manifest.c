@@ -1,5 +1,6 @@
 /* engine.json reader and validator (manifest.h). */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,7 +305,8 @@ static int parse_kernels(rt_manifest *e, jctx *j, const json_value *root)
 			rt_kparam *q = &k->params[k->n_params++];
 			snprintf(q->name, sizeof(q->name), "%s", pr->members[m].key);
 			q->f = v->number;
-			q->i = v->is_int ? v->integer : (int64_t)v->number;
+			/* (a float out of int64's range is no integer: 0 never equals it) */
+			q->i = v->is_int ? v->integer : fabs(v->number) < 9e18 ? (int64_t)v->number : 0;
 		}
 		if (j->rc)
 			break;
@@ -324,7 +326,7 @@ static int parse_kernels(rt_manifest *e, jctx *j, const json_value *root)
 				tok[w][t++] = '_';
 				for (const char *c = q->name; *c && t + 1 < 64; c++)
 					tok[w][t++] = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
-				if (w == 0 && (double)q->i == q->f)
+				if (w == 0 && (double)q->i == q->f && q->i != INT64_MIN)
 					snprintf(tok[w] + t, sizeof(tok[w]) - t, "%s%lld", q->i < 0 ? "m" : "",
 					         (long long)(q->i < 0 ? -q->i : q->i));
 				else
@@ -413,8 +415,13 @@ static int parse_op(rt_manifest *e, jctx *j, const json_value *o, const char *p,
 	}
 	x->est_bytes = jnum(j, o, "bytes", p);
 	x->est_flops = jnum(j, o, "flops", p);
-	if (x->exec == RT_EXEC_MEMSET)
+	if (!j->rc && x->exec == RT_EXEC_MEMSET) {
+		if (!(x->est_bytes >= 0 && x->est_bytes < 9e18) || x->est_bytes != floor(x->est_bytes))
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.bytes (op %s): memset of %.17g "
+			                       "bytes, expected a whole number >= 0", j->file, p, x->name,
+			                       x->est_bytes);
 		x->bytes = (int64_t)x->est_bytes;
+	}
 	const json_value *as = jarr(j, o, "args", p, 0, RT_OP_MAX_ARGS);
 	for (int i = 0; as && i < (int)as->n && !j->rc; i++) {
 		char pa[128];
