@@ -469,6 +469,32 @@ static void test_weights_digest(void **state)
 	assert_non_null(strstr(err.msg, want));
 	rt_engine_free(e);
 	rt_dev_free(d);
+	/* a separate draft model is bound the same way, by its own digest */
+	char ddir[400], dm[400];
+	snprintf(dm, sizeof(dm), "model:%s", g_tiny_path);
+	build_tiny("draft_model", dm, "chain:3", "greedy", "topk", 0, NULL, ddir, sizeof(ddir));
+	rt_manifest *dmm = rt_manifest_load(ddir, &err);
+	if (!dmm)
+		fail_msg("%s", err.msg);
+	assert_string_equal(dmm->draft_digest, want); /* the same file as the target */
+	assert_string_equal(dmm->target_digest, want);
+	rt_manifest_free(dmm);
+	e = rt_engine_load(ddir, &err);
+	d = rt_dev_host_new(RT_HOST_NATIVE, &(rt_dev_opts){0}, &err);
+	assert_non_null(e);
+	assert_non_null(d);
+	assert_int_not_equal(cli_engine_bind(e, d, g_tiny, om, 1, &err), 0);
+	print_message("  other draft weights: %s\n", err.msg);
+	assert_non_null(strstr(err.msg, "draft weights digest"));
+	assert_non_null(strstr(err.msg, "$.spec.draft.digest"));
+	rt_engine_free(e);
+	rt_dev_free(d);
+	e = rt_engine_load(ddir, &err);
+	d = rt_dev_host_new(RT_HOST_NATIVE, &(rt_dev_opts){0}, &err);
+	if (cli_engine_bind(e, d, g_tiny, g_tiny, 1, &err))
+		fail_msg("the engine's own draft: %s", err.msg);
+	rt_engine_free(e);
+	rt_dev_free(d);
 	rt_model_free(om);
 	/* the same file elsewhere */
 	snprintf(sub, sizeof(sub), "%s/moved", g_dir);
