@@ -15,8 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/digest.h"
 #include "core/fileio.h"
 #include "core/timing.h"
+#include "model/ctx.h"
 #include "build.h"
 #include "gen/jit/cache.h"
 #include "core/hash.h"
@@ -262,6 +264,78 @@ out_free:
 
 static int write_manifest(const char *dir, const char *json, size_t json_len, sw_err *err);
 
+/* The fp32 array of weight field `field` (layer l, -1: not layered) of a
+ * loaded Llama model: what runtime/cli/engine_cli.c hands the engine at
+ * bind, so the digest recorded here is the one bind recomputes. */
+static const float *model_field(const rt_model *m, const char *field, int l, size_t *n)
+{
+	const rt_config *c = &m->cfg;
+	const size_t D = (size_t)c->dim, F = (size_t)c->ffn_dim,
+	             qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+	const rt_layer_weights *L = l >= 0 && l < c->n_layers ? &m->w.layers[l] : NULL;
+	const struct {
+		const char *name;
+		const float *p;
+		size_t n;
+	} t[] = {
+		{"tok_embd", m->w.tok_embd, (size_t)c->vocab * D},
+		{"out_norm", m->w.out_norm, D},
+		{"lm_head", m->w.lm_head, (size_t)c->vocab * D},
+		{"inv_freq", m->inv_freq, (size_t)c->head_dim / 2},
+		{"attn_norm", L ? L->attn_norm : NULL, D},
+		{"ffn_norm", L ? L->ffn_norm : NULL, D},
+		{"wq", L ? L->wq : NULL, qd * D},
+		{"wk", L ? L->wk : NULL, kvd * D},
+		{"wv", L ? L->wv : NULL, kvd * D},
+		{"wo", L ? L->wo : NULL, D * qd},
+		{"w_gate", L ? L->w_gate : NULL, F * D},
+		{"w_up", L ? L->w_up : NULL, F * D},
+		{"w_down", L ? L->w_down : NULL, D * F},
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (!strcmp(t[i].name, field)) {
+			*n = t[i].n;
+			return t[i].p;
+		}
+	return NULL;
+}
+
+/* The digest of the weights behind the plan's `tag`.* buffers (core/digest.h):
+ * each buffer in plan order, each layer of a layered one, as bind uploads
+ * them (runtime/engine/engine.c upload_weights). */
+static int weights_digest(const gen_plan *p, const char *tag, const char *path, char *out,
+                          size_t n, sw_err *err)
+{
+	rt_model *m = rt_model_load(path, err);
+	if (!m)
+		return sw_err_prefix(err, "digest of the %s's weights", tag);
+	sw_digest d;
+	sw_digest_init(&d);
+	const size_t tl = strlen(tag);
+	int rc = 0;
+	for (int i = 0; i < p->n_bufs && !rc; i++) {
+		const gen_buf *b = &p->bufs[i];
+		if (strcmp(b->kind, "weight") || strncmp(b->name, tag, tl) || b->name[tl] != '.')
+			continue;
+		const char *field = b->name + tl + 1;
+		const bool layered = strcmp(field, "tok_embd") && strcmp(field, "out_norm") &&
+		                     strcmp(field, "lm_head") && strcmp(field, "inv_freq");
+		for (int l = 0; l < (layered ? (int)b->shape[0] : 1) && !rc; l++) {
+			size_t k = 0;
+			const float *x = model_field(m, field, layered ? l : -1, &k);
+			if (!x)
+				rc = sw_errf(err, SW_EINVAL, "%s: no weight %s (layer %d) for buffer %s", path,
+				             field, layered ? l : -1, b->name);
+			else
+				sw_digest_weight(&d, field, layered ? l : -1, x, k);
+		}
+	}
+	rt_model_free(m);
+	if (!rc)
+		sw_digest_format(&d, out, n);
+	return rc;
+}
+
 static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, sw_err *err)
 {
 	const char *src_dir = o->src_dir ? o->src_dir : getenv("SW_SRC_DIR");
@@ -288,6 +362,15 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 		return rc;
 	st->n_kernels = plan.n_kernels;
 	st->n_ops = plan.n_ops;
+	/* bind the engine to its weights: bind refuses others (issue 16) */
+	if (!s->target.from_shape &&
+	    (rc = weights_digest(&plan, "target", s->target.path, plan.target_digest,
+	                         sizeof(plan.target_digest), err)))
+		goto out_free_plan;
+	if (s->draft_kind == GEN_DRAFT_MODEL && !s->draft.from_shape &&
+	    (rc = weights_digest(&plan, "draft", s->draft.path, plan.draft_digest,
+	                         sizeof(plan.draft_digest), err)))
+		goto out_free_plan;
 
 	/* engine.json */
 	FILE *f = open_memstream(&json, &json_len);

@@ -953,6 +953,10 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 	} else {
 		fprintf(f, "{\"path\": ");
 		jstr(f, s->target.path);
+		if (p->target_digest[0]) {
+			fprintf(f, ", \"digest\": ");
+			jstr(f, p->target_digest);
+		}
 		fputc('}', f);
 	}
 	fprintf(f, ",\n    \"draft\": {\"method\": ");
@@ -964,6 +968,10 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 		} else {
 			fprintf(f, "\"path\": ");
 			jstr(f, s->draft.path);
+			if (p->draft_digest[0]) {
+				fprintf(f, ", \"digest\": ");
+				jstr(f, p->draft_digest);
+			}
 		}
 	}
 	if (s->draft_kind == GEN_DRAFT_LAYERSKIP) {

@@ -101,6 +101,9 @@ typedef struct gen_plan {
 	gen_phase phases[GEN_TREE_MAX_DEPTH + 8];
 	int64_t arena_bytes;
 	int cap_bufs, cap_ops, cap_kernels;
+	/* the weights the engine was built for (core/digest.h), "" when built
+	 * from a shape: $.spec.target.digest, $.spec.draft.digest */
+	char target_digest[32], draft_digest[32];
 } gen_plan;
 
 int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err);

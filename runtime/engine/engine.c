@@ -12,6 +12,7 @@
 #include "kernels/engine_state.h"
 #include "core/timing.h"
 #include "formats/gguf.h"
+#include "core/digest.h"
 
 rt_engine *rt_engine_load(const char *dir, sw_err *err)
 {
@@ -111,7 +112,7 @@ static int check_model(const rt_engine *e, const rt_engine_weights *w, const rt_
 }
 
 static int upload_weights(rt_engine *e, const rt_engine_buf *b, const rt_engine_weights *m,
-                          sw_err *err)
+                          sw_digest *dg, sw_err *err)
 {
 	const char *field = strchr(b->name, '.') + 1;
 	const bool layered = rt_manifest_field_layered(field);
@@ -133,6 +134,8 @@ static int upload_weights(rt_engine *e, const rt_engine_buf *b, const rt_engine_
 			             layered ? "layer" : "buffer", m->name, n);
 			break;
 		}
+		/* what is uploaded is what the build digested (gen/build.c) */
+		sw_digest_weight(dg, field, layered ? l : -1, src, n);
 		if (es == 4) {
 			memcpy(stage, src, (size_t)per);
 		} else {
@@ -260,16 +263,32 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 	e->host_state = dev->ops->alloc_host ? dev->ops->alloc_host(dev, hs) : malloc(hs);
 	if (!e->host_state)
 		return sw_errf(err, SW_ENOMEM, "out of memory");
+	sw_digest dg[2]; /* target, draft */
+	sw_digest_init(&dg[0]);
+	sw_digest_init(&dg[1]);
 	for (int i = 0; i < e->man->n_bufs; i++) {
 		const rt_engine_buf *b = &e->man->bufs[i];
 		if (strcmp(b->kind, "weight"))
 			continue;
-		const rt_engine_weights *m = !strncmp(b->name, "draft.", 6) ? draft : target;
+		const bool is_draft = !strncmp(b->name, "draft.", 6);
+		const rt_engine_weights *m = is_draft ? draft : target;
 		if (!strchr(b->name, '.') || !m)
 			return sw_errf(err, SW_EINVAL, "%s/engine.json: weight buffer %s has no source",
 			               e->man->dir, b->name);
-		if ((rc = upload_weights(e, b, m, err)))
+		if ((rc = upload_weights(e, b, m, &dg[is_draft], err)))
 			return rc;
+	}
+	for (int r = 0; r < 2; r++) {
+		const char *want = r ? e->man->draft_digest : e->man->target_digest;
+		char got[32];
+		sw_digest_format(&dg[r], got, sizeof(got));
+		if (want[0] && strcmp(want, got))
+			return sw_errf(err, SW_EINVAL, "%s: %s weights digest %s, but engine %s/engine.json "
+			               "was built for %s ($.spec.%s.digest): other weights than the "
+			               "engine's (same shapes, different values); give the model it was "
+			               "built from, or rebuild the engine for this one",
+			               (r ? draft : target)->name, r ? "draft" : "target", got, e->man->dir,
+			               want, r ? "draft" : "target");
 	}
 	rt_dptr tt = rt_engine_buf_addr(e, "tree_table");
 	if (!tt)

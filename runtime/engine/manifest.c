@@ -1,9 +1,13 @@
 /* engine.json reader and validator (manifest.h). */
+#include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "manifest.h"
+#include "extent.h"
+#include "core/digest.h"
 #include "core/fileio.h"
 #include "core/json.h"
 #include "device/host_ops.h"
@@ -94,6 +98,21 @@ static void read_cfg(jctx *j, const json_value *c, const char *path, rt_engine_s
 	cfg->tied_embd = tied;
 }
 
+/* A weights digest (core/digest.h): its prefix and 16 lower-case hex digits. */
+static void read_digest(jctx *j, const json_value *o, const char *path, char out[32])
+{
+	const char *d = jstr(j, o, "digest", path);
+	const size_t pl = strlen(SW_DIGEST_PREFIX);
+	bool ok = strlen(d) == pl + 16 && !strncmp(d, SW_DIGEST_PREFIX, pl);
+	for (size_t i = pl; ok && d[i]; i++)
+		ok = (d[i] >= '0' && d[i] <= '9') || (d[i] >= 'a' && d[i] <= 'f');
+	if (!j->rc && !ok)
+		j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.digest: expected \"" SW_DIGEST_PREFIX
+		                "\" and 16 hex digits, found \"%.40s\"", j->file, path, d);
+	if (!j->rc)
+		snprintf(out, 32, "%s", d);
+}
+
 static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 {
 	const char *P = "$.spec";
@@ -101,6 +120,8 @@ static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 	const json_value *t = jobj(j, spec, "target", P);
 	if (t && json_get(t, "path"))
 		snprintf(e->target_path, sizeof(e->target_path), "%s", jstr(j, t, "path", "$.spec.target"));
+	if (t && json_get(t, "digest"))
+		read_digest(j, t, "$.spec.target", e->target_digest);
 	const json_value *d = jobj(j, spec, "draft", P);
 	if (d) {
 		const char *m = jstr(j, d, "method", "$.spec.draft");
@@ -125,6 +146,8 @@ static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 			if (json_get(d, "path"))
 				snprintf(e->draft_path, sizeof(e->draft_path), "%s",
 				         jstr(j, d, "path", "$.spec.draft"));
+			if (json_get(d, "digest"))
+				read_digest(j, d, "$.spec.draft", e->draft_digest);
 		}
 	}
 	const json_value *v = jobj(j, spec, "verify", P);
@@ -282,7 +305,43 @@ static int parse_kernels(rt_manifest *e, jctx *j, const json_value *root)
 			rt_kparam *q = &k->params[k->n_params++];
 			snprintf(q->name, sizeof(q->name), "%s", pr->members[m].key);
 			q->f = v->number;
-			q->i = v->is_int ? v->integer : (int64_t)v->number;
+			/* (a float out of int64's range is no integer: 0 never equals it) */
+			q->i = v->is_int ? v->integer : fabs(v->number) < 9e18 ? (int64_t)v->number : 0;
+		}
+		if (j->rc)
+			break;
+		/* the constants are the ones the kernel was rendered with: its uri
+		 * (gen/render.c gen_key) spells each, and the device runs the uri's
+		 * kernel, so params that disagree would bound another kernel */
+		for (int m = 0; m < k->n_params && !j->rc; m++) {
+			const rt_kparam *q = &k->params[m];
+			/* an int constant as its digits, a float one as its bits (a float
+			 * that happens to be whole, TEMP 1, reads as an int here) */
+			char tok[2][96];
+			const float f = (float)q->f;
+			uint32_t u;
+			memcpy(&u, &f, sizeof(u));
+			for (int w = 0; w < 2; w++) {
+				size_t t = 0;
+				tok[w][t++] = '_';
+				for (const char *c = q->name; *c && t + 1 < 64; c++)
+					tok[w][t++] = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+				if (w == 0 && (double)q->i == q->f && q->i != INT64_MIN)
+					snprintf(tok[w] + t, sizeof(tok[w]) - t, "%s%lld", q->i < 0 ? "m" : "",
+					         (long long)(q->i < 0 ? -q->i : q->i));
+				else
+					snprintf(tok[w] + t, sizeof(tok[w]) - t, "%08x", u);
+			}
+			bool found = false;
+			for (int w = 0; w < 2 && !found; w++)
+				for (const char *at = k->uri; !found && (at = strstr(at, tok[w]));) {
+					at += strlen(tok[w]);
+					found = !*at || *at == '_';
+				}
+			if (!found)
+				j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.params.%s: %.17g, but the kernel's uri "
+				                "\"%s\" has no \"%s\": expected the constant it was rendered "
+				                "with", j->file, p, q->name, q->f, k->uri, tok[0]);
 		}
 		if (j->rc)
 			break;
@@ -356,8 +415,13 @@ static int parse_op(rt_manifest *e, jctx *j, const json_value *o, const char *p,
 	}
 	x->est_bytes = jnum(j, o, "bytes", p);
 	x->est_flops = jnum(j, o, "flops", p);
-	if (x->exec == RT_EXEC_MEMSET)
+	if (!j->rc && x->exec == RT_EXEC_MEMSET) {
+		if (!(x->est_bytes >= 0 && x->est_bytes < 9e18) || x->est_bytes != floor(x->est_bytes))
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.bytes (op %s): memset of %.17g "
+			                       "bytes, expected a whole number >= 0", j->file, p, x->name,
+			                       x->est_bytes);
 		x->bytes = (int64_t)x->est_bytes;
+	}
 	const json_value *as = jarr(j, o, "args", p, 0, RT_OP_MAX_ARGS);
 	for (int i = 0; as && i < (int)as->n && !j->rc; i++) {
 		char pa[128];
@@ -437,6 +501,209 @@ static int parse_phases(rt_manifest *e, jctx *j, const json_value *root)
 	return j->rc;
 }
 
+/* --- bounds: every buffer where the plan put it, every op inside its buffers */
+
+/* Bytes of one element of dtype dt, 0 when this runtime has no such dtype. */
+static int64_t dtype_size(const char *dt)
+{
+	return !strcmp(dt, "f32") || !strcmp(dt, "i32") ? 4 : !strcmp(dt, "u64") ? 8
+	       : !strcmp(dt, "bf16") || !strcmp(dt, "fp16") ? 2 : 0;
+}
+
+static int cmp_buf_off(const void *a, const void *b, void *ctx)
+{
+	const rt_engine_buf *bs = ctx;
+	const int64_t x = bs[*(const int *)a].offset, y = bs[*(const int *)b].offset;
+	return x < y ? -1 : x > y;
+}
+
+/* Each buffer's bytes are its shape times its dtype (gen/plan.c add_buf),
+ * and no two buffers share a byte: the planner lays them one after another
+ * in the arena (a tied lm_head is the tok_embd buffer itself, not a second
+ * one over it). */
+static int check_buffers(rt_manifest *e, jctx *j)
+{
+	for (int i = 0; i < e->n_bufs && !j->rc; i++) {
+		const rt_engine_buf *b = &e->bufs[i];
+		int64_t n = dtype_size(b->dtype);
+		if (!n)
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d].dtype (%s): \"%s\", "
+			                       "expected f32, i32, u64, bf16 or fp16", j->file, i, b->name,
+			                       b->dtype);
+		for (int d = 0; d < b->rank; d++)
+			n = b->shape[d] && n > INT64_MAX / b->shape[d] ? -1 : n < 0 ? -1 : n * b->shape[d];
+		if (n != b->bytes)
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d].bytes (%s): %lld, "
+			                       "expected %s%lld (its shape times %lld-byte %s)", j->file, i,
+			                       b->name, (long long)b->bytes, n < 0 ? "more than " : "",
+			                       (long long)(n < 0 ? INT64_MAX : n),
+			                       (long long)dtype_size(b->dtype), b->dtype);
+	}
+	int *ix = malloc(sizeof(*ix) * (size_t)e->n_bufs);
+	if (!ix)
+		return j->rc = sw_errf(j->err, SW_ENOMEM, "out of memory");
+	for (int i = 0; i < e->n_bufs; i++)
+		ix[i] = i;
+	qsort_r(ix, (size_t)e->n_bufs, sizeof(*ix), cmp_buf_off, e->bufs);
+	int last = -1; /* the buffer reaching furthest so far */
+	for (int i = 0; i < e->n_bufs && !j->rc; i++) {
+		const rt_engine_buf *b = &e->bufs[ix[i]];
+		if (!b->bytes)
+			continue;
+		if (last >= 0 && e->bufs[last].offset + e->bufs[last].bytes > b->offset)
+			j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d] (%s): bytes [%lld, %lld) "
+			                "overlap $.buffers[%d] (%s) at [%lld, %lld): expected disjoint "
+			                "buffers, as the planner lays them out", j->file, ix[i], b->name,
+			                (long long)b->offset, (long long)(b->offset + b->bytes), last,
+			                e->bufs[last].name, (long long)e->bufs[last].offset,
+			                (long long)(e->bufs[last].offset + e->bufs[last].bytes));
+		if (last < 0 || b->offset + b->bytes > e->bufs[last].offset + e->bufs[last].bytes)
+			last = ix[i];
+	}
+	free(ix);
+	int tt = rt_manifest_buf_find(e, "tree_table");
+	if (!j->rc && tt >= 0 && e->bufs[tt].bytes < 5 * 4 * (int64_t)e->n_nodes)
+		j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d] (tree_table): %lld bytes, "
+		                "expected at least %d (5 x %d nodes, i32)", j->file, tt,
+		                (long long)e->bufs[tt].bytes, 20 * e->n_nodes, e->n_nodes);
+	return j->rc;
+}
+
+static void op_path(const rt_manifest *e, int i, char *p, size_t n)
+{
+	for (int ph = 0; ph < e->n_phases; ph++)
+		if (i >= e->phases[ph].first && i < e->phases[ph].first + e->phases[ph].n) {
+			snprintf(p, n, "$.phases[%d].ops[%d]", ph, i - e->phases[ph].first);
+			return;
+		}
+	snprintf(p, n, "$.ops[%d]", i);
+}
+
+/* Whether arg a of op x takes a per-layer slice (engine.c resolve_one). */
+static bool arg_layered(const rt_manifest *e, const rt_engine_pop *x, int a)
+{
+	const rt_engine_buf *b = &e->bufs[x->arg_buf[a]];
+	const char *dot = strchr(b->name, '.');
+	return x->layers && (!strcmp(b->kind, "kv") ||
+	                     (!strcmp(b->kind, "weight") && dot && rt_manifest_field_layered(dot + 1)));
+}
+
+/* The slice of layer repetition l (engine.c resolve_one's layer map), or -1. */
+static int arg_slice(const rt_manifest *e, const rt_engine_pop *x, int a, int l)
+{
+	const rt_engine_buf *b = &e->bufs[x->arg_buf[a]];
+	if (x->layers == 2 && e->draft_kind == RT_ENGINE_DRAFT_LAYERSKIP &&
+	    !strcmp(b->kind, "weight"))
+		return l < e->n_skip ? e->skip_layers[l] : -1;
+	return l;
+}
+
+/* The GEMM's operands as the planner declares them: A and W in the engine
+ * dtype, C f32; W's rows are k long and it has at least n of them. */
+static int check_gemm_shapes(const rt_manifest *e, jctx *j, const rt_engine_pop *x,
+                             const char *p)
+{
+	static const char *const role[3] = {"C", "A", "W"};
+	const char *dt = e->dtype == RT_FP16 ? "fp16" : "bf16";
+	for (int a = 0; a < 3; a++) {
+		const rt_engine_buf *b = &e->bufs[x->arg_buf[a]];
+		const char *want = a ? dt : "f32";
+		if (strcmp(b->dtype, want))
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.args[%d] (op %s, gemm %s): buffer "
+			                       "%s is %s, expected %s", j->file, p, a, x->name, role[a],
+			                       b->name, b->dtype, want);
+	}
+	const rt_engine_buf *w = &e->bufs[x->arg_buf[2]];
+	if (!strcmp(w->kind, "weight") &&
+	    (w->rank < 2 || w->shape[w->rank - 1] != x->k || w->shape[w->rank - 2] < x->n))
+		return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.gemm (op %s): n %lld, k %lld; weight "
+		                       "%s has rows of %lld and %lld of them: expected k = its row length "
+		                       "and n <= its rows", j->file, p, x->name, (long long)x->n,
+		                       (long long)x->k, w->name,
+		                       (long long)(w->rank ? w->shape[w->rank - 1] : 0),
+		                       (long long)(w->rank > 1 ? w->shape[w->rank - 2] : 0));
+	return 0;
+}
+
+/* Every op's every argument: [offset, offset + extent) inside its buffer
+ * (inside its layer's slice, for a per-layer op's layered argument) for
+ * every layer the op runs; written arguments not overlapping the others
+ * except where the kernel works in place. */
+static int check_op_bounds(rt_manifest *e, jctx *j)
+{
+	for (int i = 0; i < e->n_ops && !j->rc; i++) {
+		const rt_engine_pop *x = &e->ops[i];
+		char p[96], why[512];
+		rt_extent ex;
+		op_path(e, i, p, sizeof(p));
+		/* resolve_ops runs a repeated op once per layer: only per-layer ops repeat */
+		if (x->repeat > 1 && !x->layers)
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.repeat (op %s): repeat %d without "
+			                       "\"layers\", expected 1 (only per-layer ops repeat)", j->file,
+			                       p, x->name, x->repeat);
+		if (rt_extent_op(e, x, &ex, why, sizeof(why)))
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s (op %s, %s): %s", j->file, p,
+			                       x->name, x->op, why);
+		if (x->exec == RT_EXEC_CUBLASLT && check_gemm_shapes(e, j, x, p))
+			return j->rc;
+		int64_t lo[RT_OP_MAX_ARGS], hi[RT_OP_MAX_ARGS]; /* arena bytes, repetition 0 */
+		for (int a = 0; a < x->n_args; a++) {
+			lo[a] = hi[a] = -1;
+			if (x->arg_buf[a] < 0)
+				continue;
+			const rt_engine_buf *b = &e->bufs[x->arg_buf[a]];
+			const bool lay = arg_layered(e, x, a);
+			const int64_t nl = lay ? b->shape[0] : 1, slice = nl > 0 ? b->bytes / nl : 0;
+			const int reps = lay ? x->repeat : 1;
+			for (int l = 0; l < reps; l++) {
+				const int id = lay ? arg_slice(e, x, a, l) : 0;
+				if (id < 0)
+					return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.repeat (op %s): %d "
+					                       "layers, the layer-skip draft runs %d "
+					                       "($.spec.draft.layers)", j->file, p, x->name,
+					                       x->repeat, e->n_skip);
+				if (id >= nl)
+					return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.args[%d] (op %s, buffer "
+					                       "%s): layer %d takes slice %d, expected one of the "
+					                       "buffer's %lld", j->file, p, a, x->name, b->name, l,
+					                       id, (long long)nl);
+				/* one slice, or (kv_commit) every slice from this one on */
+				const int64_t base = (int64_t)id * slice;
+				const int64_t lim = lay && !(ex.whole & (1u << a)) ? slice : b->bytes - base;
+				if (ex.bytes[a] > lim - x->arg_off[a])
+					return j->rc = sw_errf(
+					           j->err, SW_EINVAL, "%s: %s.args[%d] (op %s, %s, buffer %s): "
+					           "offset %lld + extent %lld (%s) past the end of %s of %lld "
+					           "bytes: expected offset + extent <= %lld", j->file, p, a,
+					           x->name, x->op, b->name, (long long)x->arg_off[a],
+					           (long long)ex.bytes[a], ex.what[a],
+					           lay && !(ex.whole & (1u << a)) ? "the layer slice" : "the buffer",
+					           (long long)lim, (long long)lim);
+				if (l == 0) {
+					lo[a] = b->offset + base + x->arg_off[a];
+					hi[a] = lo[a] + ex.bytes[a];
+				}
+			}
+		}
+		for (int a = 0; a < x->n_args; a++)
+			for (int c = 0; c < x->n_args; c++) {
+				if (a == c || !(ex.writes & (1u << a)) || lo[a] < 0 || lo[c] < 0 ||
+				    lo[a] >= hi[c] || lo[c] >= hi[a])
+					continue;
+				if ((c == a + 1 && (ex.alias_ok & (1u << c))) ||
+				    (a == c + 1 && (ex.alias_ok & (1u << a))))
+					continue;
+				return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.args[%d] and args[%d] (op %s, "
+				                       "%s): written bytes [%lld, %lld) overlap [%lld, %lld) of "
+				                       "the arena: expected separate ranges (the kernel does "
+				                       "not work in place there)", j->file, p, a, c, x->name,
+				                       x->op, (long long)lo[a], (long long)hi[a],
+				                       (long long)lo[c], (long long)hi[c]);
+			}
+	}
+	return j->rc;
+}
+
 rt_manifest *rt_manifest_load(const char *dir, sw_err *err)
 {
 	char path[1100];
@@ -493,6 +760,8 @@ rt_manifest *rt_manifest_parse(const char *dir, const char *text, size_t len, sw
 	if (!j.rc)
 		parse_kernels(e, &j, root);
 	if (!j.rc)
+		check_buffers(e, &j);
+	if (!j.rc)
 		parse_phases(e, &j, root);
 	int si = j.rc ? -1 : rt_manifest_buf_find(e, "state");
 	if (!j.rc && (si < 0 || e->bufs[si].bytes < 4 * (RT_ST_WORDS + 8)))
@@ -500,6 +769,8 @@ rt_manifest *rt_manifest_parse(const char *dir, const char *text, size_t len, sw
 		               "(an engine from an older specwright: rebuild it)", path, RT_ST_WORDS + 8);
 	if (!j.rc)
 		e->ring = (int)(e->bufs[si].bytes / 4 - RT_ST_WORDS);
+	if (!j.rc)
+		check_op_bounds(e, &j);
 	json_free(root);
 	if (j.rc) {
 		rt_manifest_free(e);

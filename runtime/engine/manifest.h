@@ -74,6 +74,7 @@ typedef struct rt_manifest {
 	char name[128];
 	/* spec echo */
 	char target_path[1024], draft_path[1024];
+	char target_digest[32], draft_digest[32]; /* core/digest.h; "" when built from a shape */
 	int draft_kind;           /* enum rt_draft_kind */
 	int skip_layers[256], n_skip;
 	int draft_vocab;

@@ -2,12 +2,131 @@
  * arbitrary bytes as engine.json. Every field is range-checked against the others (buffers
  * inside the arena, args inside buffers, kernels named by ops, a BFS tree,
  * gates on existing words), so an accepted engine must be self-consistent:
- * checked here and abort() on a violation. test_engine checks messages. */
+ * checked here and abort() on a violation. test_engine checks messages.
+ *
+ * The bounds proof is re-checked independently of runtime/engine/extent.c:
+ * below, what each host adapter (runtime/device/host_ops.c, dev_host.c's
+ * GEMM and memset) dereferences, restated from those adapters, must lie in
+ * the argument's buffer (its layer slice for a per-layer argument), and no
+ * two buffers may share a byte. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/manifest.h"
 #include "kernels/engine_state.h"
+
+static long long prm(const rt_kernel_info *k, const char *name)
+{
+	for (int i = 0; k && i < k->n_params; i++)
+		if (!strcmp(k->params[i].name, name))
+			return k->params[i].i;
+	abort(); /* an accepted kernel op lacks a constant its adapter reads */
+}
+
+/* Bytes the host adapter of op x reads or writes through arg a (-1: none). */
+static long long touched(const rt_manifest *e, const rt_engine_pop *x, int a)
+{
+	const rt_kernel_info *k = x->kernel >= 0 ? &e->kernels[x->kernel] : NULL;
+	const long long g0 = x->grid[0], g1 = x->grid[1], N = e->n_nodes, MC = e->max_ctx;
+	const char *op = x->op;
+	if (x->exec == RT_EXEC_MEMSET)
+		return x->bytes;
+	if (x->exec == RT_EXEC_CUBLASLT) /* C = A W^T: (m, n) f32, (m, k), (n, k) 16-bit */
+		return a == 0 ? x->m * x->n * 4 : a == 1 ? x->m * x->k * 2 : x->n * x->k * 2;
+	if (!strcmp(op, "rmsnorm_residual"))
+		return a < 4 ? g0 * prm(k, "DIM") * 4 : prm(k, "DIM") * 4;
+	if (!strcmp(op, "cast"))
+		return prm(k, "N") * ((a == 0) == (prm(k, "MODE") <= 1) ? 2 : 4);
+	if (!strcmp(op, "rope"))
+		return a == 0 ? g0 * prm(k, "N_HEADS") * prm(k, "HEAD_DIM") * 4
+		       : a == 1 ? g0 * 4 : prm(k, "ROT_DIM") / 2 * 4;
+	if (!strcmp(op, "swiglu"))
+		return prm(k, "FFN") * g1 * 4;
+	if (!strcmp(op, "tree_attention")) {
+		const long long T = prm(k, "T"), H = prm(k, "N_HEADS"), hd = prm(k, "HEAD_DIM");
+		if (strstr(x->entry, "_merge"))
+			return a == 0 ? T * H * hd * 2 : a == 1 ? T * H * hd * 4 : a == 3 ? 4 : -1;
+		/* k, v: keys [0, ctx + N_BLK) with ctx + N_BLK <= MAX_CTX */
+		return a == 0 ? T * H * hd * 4 : a == 2 ? T * H * hd * 2
+		       : a == 3 || a == 4 ? prm(k, "MAX_CTX") * prm(k, "N_KV_HEADS") * hd * 2
+		       : a == 5 ? 4 : -1;
+	}
+	if (!strcmp(op, "logits_process"))
+		return g0 * prm(k, "V") * 4;
+	if (!strcmp(op, "tree_expand"))
+		return a == 0 ? N * 4 : a == 1 ? (prm(k, "LEVEL_BEGIN") + g0) * prm(k, "V") * 4
+		       : a == 2 ? 5 * N * 4 : a == 4 ? 4 : -1;
+	if (!strcmp(op, "verify")) {
+		static const int words[10] = {-1, -1, 5, -5, -1, 0, 0, 0, 0, 1};
+		const long long V = prm(k, "V");
+		return a == 5 || a == 6 ? N * V * 4 : a == 7 ? 2 * V * 4 : a == 8 ? -1
+		       : words[a] < 0 ? -words[a] * N * 4 : words[a] * 4;
+	}
+	if (!strcmp(op, "kv_commit")) /* every layer from the base; keep: the path */
+		return a < 2 ? prm(k, "N_LAYERS") * MC * prm(k, "ROW_VEC") * 16 : a == 2 ? N * 4 : 4;
+	if (!strcmp(op, "embedding16"))
+		return a == 0 ? g0 * prm(k, "DIM") * 4 : a == 1 ? prm(k, "N_ROWS") * prm(k, "DIM") * 2
+		       : a == 2 ? g0 * 4 : 4;
+	if (!strcmp(op, "kv_store")) /* rows len + r < MAX_CTX - ROW0 from the arg */
+		return a < 2 ? (MC - prm(k, "ROW0")) * prm(k, "KVD") * 2
+		       : a < 4 ? prm(k, "ROWS") * prm(k, "KVD") * 4 : 4;
+	if (!strcmp(op, "step")) {
+		static const int words[10] = {0, 1, -1, -1, 1, -5, 5, -1, -1, 0};
+		return a == 0 ? (RT_ST_WORDS + prm(k, "RING")) * 4
+		       : a == 9 ? (prm(k, "HAS_HIST") ? MC * 4 : 0)
+		       : words[a] < 0 ? -words[a] * N * 4 : words[a] * 4;
+	}
+	if (!strcmp(op, "ngram_lookup"))
+		return a == 0 ? prm(k, "N_DRAFT") * 4 : a == 1 ? MC * 4 : RT_ST_WORDS * 4;
+	if (!strcmp(op, "adapt")) {
+		const long long V = prm(k, "V");
+		return a == 0 ? prm(k, "DEPTH") * 4 : a == 1 ? 4 : a == 2 ? N * 4
+		       : a == 3 ? prm(k, "LEVEL") * V * 4 : 5 * N * 4;
+	}
+	abort(); /* an accepted op kind no host adapter runs */
+}
+
+static void check_bounds(const rt_manifest *e)
+{
+	for (int i = 0; i < e->n_bufs; i++)
+		for (int j = i + 1; j < e->n_bufs; j++) {
+			const rt_engine_buf *a = &e->bufs[i], *b = &e->bufs[j];
+			if (a->bytes && b->bytes && a->offset < b->offset + b->bytes &&
+			    b->offset < a->offset + a->bytes)
+				abort();
+		}
+	for (int i = 0; i < e->n_ops; i++) {
+		const rt_engine_pop *x = &e->ops[i];
+		for (int a = 0; a < x->n_args; a++) {
+			if (x->arg_buf[a] < 0)
+				continue;
+			const rt_engine_buf *b = &e->bufs[x->arg_buf[a]];
+			const long long t = touched(e, x, a);
+			const char *dot = strchr(b->name, '.');
+			const int layered = x->layers && (!strcmp(b->kind, "kv") ||
+			                                  (!strcmp(b->kind, "weight") && dot &&
+			                                   rt_manifest_field_layered(dot + 1)));
+			long long room = b->bytes - x->arg_off[a];
+			if (layered) {
+				/* the highest slice any repetition takes (engine.c resolve_one) */
+				long long top = 0, slice = b->bytes / b->shape[0];
+				for (int l = 0; l < x->repeat; l++) {
+					long long id = x->layers == 2 && !strcmp(b->kind, "weight") &&
+					                       e->draft_kind == RT_ENGINE_DRAFT_LAYERSKIP
+					                   ? e->skip_layers[l] : l;
+					if (id < 0 || id >= b->shape[0])
+						abort();
+					top = id > top ? id : top;
+				}
+				room = strcmp(x->op, "kv_commit") ? slice - x->arg_off[a]
+				                                  : b->bytes - top * slice - x->arg_off[a];
+			}
+			if (t > room || t < -1)
+				abort();
+		}
+	}
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -33,6 +152,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				abort();
 	if (e->ring < 8)
 		abort();
+	check_bounds(e);
 	rt_manifest_free(e);
 	return 0;
 }

@@ -1,0 +1,473 @@
+/* Op extents (extent.h): one rule per op kind. Each rule states, from the
+ * kernel's constants and launch grid, the bytes every argument's pointer
+ * reaches past its offset; manifest.c checks them against the buffers. The
+ * runtime-dependent indices (a cache length, a token, an accepted path) are
+ * bounded by the constants the step kernel keeps them under (MAX_CTX,
+ * N_NODES), so those constants must equal the engine's own. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "extent.h"
+#include "kernels/engine_state.h"
+
+typedef struct ectx {
+	const rt_manifest *m;
+	const rt_engine_pop *x;
+	const rt_kernel_info *k;
+	rt_extent *e;
+	char *why;
+	size_t n;
+	int rc;
+} ectx;
+
+/* a * b, saturating at INT64_MAX for the non-negative sizes used here */
+static int64_t mul(int64_t a, int64_t b)
+{
+	if (a <= 0 || b <= 0)
+		return 0;
+	return a > INT64_MAX / b ? INT64_MAX : a * b;
+}
+
+static int64_t mul3(int64_t a, int64_t b, int64_t c)
+{
+	return mul(mul(a, b), c);
+}
+
+static int refuse(ectx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int refuse(ectx *c, const char *fmt, ...)
+{
+	if (c->rc)
+		return c->rc;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->why, c->n, fmt, ap);
+	va_end(ap);
+	return c->rc = -1;
+}
+
+/* Constant `name` of the op's kernel, required in [lo, hi]. */
+static int64_t P(ectx *c, const char *name, int64_t lo, int64_t hi)
+{
+	for (int i = 0; c->k && i < c->k->n_params; i++)
+		if (!strcmp(c->k->params[i].name, name)) {
+			int64_t v = c->k->params[i].i;
+			if (v < lo || v > hi || (double)v != c->k->params[i].f)
+				refuse(c, "kernel %s constant %s = %.17g, expected an integer in [%lld, %lld]",
+				       c->k->uri, name, c->k->params[i].f, (long long)lo, (long long)hi);
+			return c->rc ? 0 : v;
+		}
+	refuse(c, "kernel %s has no constant %s (its template %s reads it)", c->k ? c->k->uri : "?",
+	       name, c->k ? c->k->tmpl : "?");
+	return 0;
+}
+
+/* A constant that must equal the engine's own value (the step kernel keeps
+ * the runtime indices under it). */
+static int64_t P_eq(ectx *c, const char *name, int64_t want, const char *what)
+{
+	int64_t v = P(c, name, 0, INT32_MAX);
+	if (!c->rc && v != want)
+		refuse(c, "kernel %s constant %s = %lld, expected %lld (%s)", c->k->uri, name,
+		       (long long)v, (long long)want, what);
+	return v;
+}
+
+#define MAXI ((int64_t)1 << 30)
+
+static void set(ectx *c, int a, int64_t bytes, bool wr, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void set(ectx *c, int a, int64_t bytes, bool wr, const char *fmt, ...)
+{
+	va_list ap;
+	c->e->bytes[a] = bytes;
+	if (wr)
+		c->e->writes |= 1u << a;
+	va_start(ap, fmt);
+	vsnprintf(c->e->what[a], sizeof(c->e->what[a]), fmt, ap);
+	va_end(ap);
+}
+
+/* The block the template's BLOCK constant sizes its shared reductions for. */
+static void block_is(ectx *c, int64_t want)
+{
+	const unsigned *b = c->x->block;
+	if (!c->rc && ((int64_t)b[0] != want || b[1] != 1 || b[2] != 1))
+		refuse(c, "block [%u, %u, %u], expected [%lld, 1, 1] (the kernel's BLOCK)", b[0], b[1],
+		       b[2], (long long)want);
+}
+
+static void one_block(ectx *c)
+{
+	const unsigned *g = c->x->grid;
+	if (!c->rc && (g[0] != 1 || g[1] != 1 || g[2] != 1))
+		refuse(c, "grid [%u, %u, %u], expected [1, 1, 1] (a one-block kernel)", g[0], g[1], g[2]);
+}
+
+static int64_t el16(ectx *c)
+{
+	(void)P(c, "IS_F16", 0, 1);
+	return 2;
+}
+
+/* embedding16.cu.tmpl:21-33: row t = BID_X reads tok[t], table row tok[t]
+ * (id < N_ROWS, line 24), writes y[t * D .. + D); err one word. */
+static void ext_embedding16(ectx *c)
+{
+	const int64_t D = P(c, "DIM", 1, MAXI), NR = P(c, "N_ROWS", 1, MAXI), es = el16(c);
+	const int64_t T = c->x->grid[0];
+	block_is(c, P(c, "BLOCK", 1, 1024));
+	set(c, 0, mul3(T, D, 4), true, "grid.x %lld rows x DIM %lld f32", (long long)T, (long long)D);
+	set(c, 1, mul3(NR, D, es), false, "N_ROWS %lld x DIM %lld x 2 bytes", (long long)NR,
+	    (long long)D);
+	set(c, 2, mul(T, 4), false, "grid.x %lld tokens", (long long)T);
+	set(c, 3, 4, true, "one error word");
+}
+
+/* rmsnorm_residual.cu.tmpl:14-44: row BID_X of y, s, x, r (D floats each),
+ * w[0 .. D). s and x may be one buffer (in place: s = x + r). */
+static void ext_rmsnorm_residual(ectx *c)
+{
+	const int64_t D = P(c, "DIM", 1, MAXI), T = c->x->grid[0];
+	block_is(c, P(c, "BLOCK", 1, 1024));
+	for (int a = 0; a < 4; a++)
+		set(c, a, mul3(T, D, 4), a < 2, "grid.x %lld rows x DIM %lld f32", (long long)T,
+		    (long long)D);
+	set(c, 4, mul(D, 4), false, "DIM %lld f32", (long long)D);
+	c->e->alias_ok |= 1u << 2; /* x may be s */
+}
+
+/* cast.cu.tmpl:22-47: element i < N (any grid: guarded); MODE <= 1 reads
+ * f32 and writes 16-bit, MODE 2/3 the reverse. */
+static void ext_cast(ectx *c)
+{
+	const int64_t N = P(c, "N", 1, (int64_t)1 << 40), mode = P(c, "MODE", 0, 3);
+	block_is(c, P(c, "BLOCK", 1, 1024));
+	set(c, 0, mul(N, mode <= 1 ? 2 : 4), true, "N %lld x %d bytes", (long long)N,
+	    mode <= 1 ? 2 : 4);
+	set(c, 1, mul(N, mode <= 1 ? 4 : 2), false, "N %lld x %d bytes", (long long)N,
+	    mode <= 1 ? 4 : 2);
+}
+
+/* rope.cu.tmpl:16-40: row t = BID_X: pos[t], x[t * H * HD .. + H * HD)
+ * (ROT <= HD of each head), inv_freq[0 .. ROT / 2). */
+static void ext_rope(ectx *c)
+{
+	const int64_t H = P(c, "N_HEADS", 1, MAXI), HD = P(c, "HEAD_DIM", 1, MAXI);
+	const int64_t ROT = P(c, "ROT_DIM", 2, HD > 2 ? HD : 2), T = c->x->grid[0];
+	block_is(c, P(c, "BLOCK", 1, 1024));
+	if (!c->rc && ROT % 2)
+		refuse(c, "kernel %s constant ROT_DIM = %lld, expected an even number", c->k->uri,
+		       (long long)ROT);
+	set(c, 0, mul3(T, mul(H, HD), 4), true, "grid.x %lld rows x N_HEADS %lld x HEAD_DIM %lld f32",
+	    (long long)T, (long long)H, (long long)HD);
+	set(c, 1, mul(T, 4), false, "grid.x %lld positions", (long long)T);
+	set(c, 2, mul(ROT / 2, 4), false, "ROT_DIM / 2 = %lld f32", (long long)(ROT / 2));
+}
+
+/* swiglu.cu.tmpl:16-30: row BID_Y, columns i < FFN (guarded): y, gate, up;
+ * y may be gate (in place). */
+static void ext_swiglu(ectx *c)
+{
+	const int64_t F = P(c, "FFN", 1, MAXI), R = c->x->grid[1];
+	block_is(c, P(c, "BLOCK", 1, 1024));
+	for (int a = 0; a < 3; a++)
+		set(c, a, mul3(R, F, 4), a == 0, "grid.y %lld rows x FFN %lld f32", (long long)R,
+		    (long long)F);
+	c->e->alias_ok |= 1u << 1;
+}
+
+/* tree_attention.cu.tmpl: _part (part_o, part_ml, q, k, v, ctx_len), grid
+ * (N_KV_HEADS, splits, row blocks), lines 243-273: kvh = BID_X indexes q
+ * heads and K/V columns; K/V rows [0, ctx + N_BLK) <= MAX_CTX (the caller's
+ * promise, line 8), partials (CTX_SPLITS, T, N_HEADS, HEAD_DIM | 2) (lines
+ * 58-60, 461-466); y >= live splits exit (line 248). _merge (out, part_o,
+ * part_ml, ctx_len), grid (T, any): token t = BID_X, out (T, N_HEADS,
+ * HEAD_DIM) 16-bit (line 514). */
+static void ext_tree_attention(ectx *c)
+{
+	const rt_manifest *m = c->m;
+	const int64_t es = el16(c), T = P(c, "T", 1, MAXI);
+	const int64_t NB = P(c, "N_BLK", 1, MAXI), H = P(c, "N_HEADS", 1, 1024);
+	const int64_t KH = P(c, "N_KV_HEADS", 1, 1024), HD = P(c, "HEAD_DIM", 1, 1024);
+	const int64_t MC = P_eq(c, "MAX_CTX", m->max_ctx, "$.spec.max_context");
+	const int64_t SPLIT = P(c, "SPLIT", 1, MAXI), W = P(c, "WARPS", 1, 32);
+	const int64_t MW = P(c, "MASK_WORDS", 0, MAXI), MB = P(c, "MBLOCK", 1, 1024);
+	(void)P(c, "MASKED", 0, 1);
+	if (c->rc)
+		return;
+	if (H % KH || T > NB || NB > MC || MW != (NB + 63) / 64 || HD % 8)
+		refuse(c, "kernel %s: N_HEADS %lld, N_KV_HEADS %lld, T %lld, N_BLK %lld, MASK_WORDS "
+		       "%lld, HEAD_DIM %lld, MAX_CTX %lld: expected N_HEADS a multiple of N_KV_HEADS, T "
+		       "<= N_BLK <= MAX_CTX, MASK_WORDS = ceil(N_BLK / 64), HEAD_DIM a multiple of 8",
+		       c->k->uri, (long long)H, (long long)KH, (long long)T, (long long)NB, (long long)MW,
+		       (long long)HD, (long long)MC);
+	const int64_t splits = (MC + SPLIT - 1) / SPLIT, rows = mul3(splits, T, H);
+	const bool merge = strstr(c->x->entry, "_merge") != NULL;
+	const int po = merge ? 1 : 0;
+	set(c, po, mul3(rows, HD, 4), !merge, "ceil(MAX_CTX / SPLIT) %lld x T %lld x N_HEADS %lld x "
+	    "HEAD_DIM %lld f32", (long long)splits, (long long)T, (long long)H, (long long)HD);
+	set(c, po + 1, mul3(rows, 2, 4), !merge, "ceil(MAX_CTX / SPLIT) %lld x T %lld x N_HEADS %lld "
+	    "x 2 f32", (long long)splits, (long long)T, (long long)H);
+	if (merge) {
+		block_is(c, MB);
+		if (!c->rc && (int64_t)c->x->grid[0] > T)
+			refuse(c, "grid.x %u, expected at most T = %lld (one block per token)",
+			       c->x->grid[0], (long long)T);
+		set(c, 0, mul3(T, mul(H, HD), es), true, "T %lld x N_HEADS %lld x HEAD_DIM %lld x 2 "
+		    "bytes", (long long)T, (long long)H, (long long)HD);
+		set(c, 3, 4, false, "one length word");
+		return;
+	}
+	block_is(c, 32 * W);
+	if (!c->rc && (int64_t)c->x->grid[0] > KH)
+		refuse(c, "grid.x %u, expected at most N_KV_HEADS = %lld (one block per KV head)",
+		       c->x->grid[0], (long long)KH);
+	set(c, 2, mul3(T, mul(H, HD), es), false, "T %lld x N_HEADS %lld x HEAD_DIM %lld x 2 bytes",
+	    (long long)T, (long long)H, (long long)HD);
+	for (int a = 3; a < 5; a++)
+		set(c, a, mul3(MC, mul(KH, HD), es), false, "MAX_CTX %lld x N_KV_HEADS %lld x "
+		    "HEAD_DIM %lld x 2 bytes", (long long)MC, (long long)KH, (long long)HD);
+	set(c, 5, 4, false, "one length word");
+}
+
+/* kv_store.cu.tmpl:37-51: id < ROWS * KVD / V (any grid), r < ROWS; the
+ * cache row len + r < MAX_CTX - ROW0 (line 43; the arg's offset is ROW0
+ * rows in), sources k, v (ROWS, KVD) f32. */
+static void ext_kv_store(ectx *c)
+{
+	const int64_t R = P(c, "ROWS", 1, MAXI), KVD = P(c, "KVD", 1, MAXI);
+	const int64_t R0 = P(c, "ROW0", 0, MAXI), es = el16(c);
+	const int64_t MC = P_eq(c, "MAX_CTX", c->m->max_ctx, "$.spec.max_context");
+	block_is(c, P(c, "BLOCK", 1, 1024));
+	if (!c->rc && R0 >= MC)
+		refuse(c, "kernel %s constant ROW0 = %lld, expected below MAX_CTX %lld", c->k->uri,
+		       (long long)R0, (long long)MC);
+	for (int a = 0; a < 2; a++)
+		set(c, a, mul3(MC - R0, KVD, es), true, "(MAX_CTX %lld - ROW0 %lld) rows x KVD %lld x 2 "
+		    "bytes", (long long)MC, (long long)R0, (long long)KVD);
+	for (int a = 2; a < 4; a++)
+		set(c, a, mul3(R, KVD, 4), false, "ROWS %lld x KVD %lld f32", (long long)R,
+		    (long long)KVD);
+	set(c, 4, 4, false, "one length word");
+}
+
+/* kv_commit.cu.tmpl:37-64: id < 2 N_LAYERS ROW_VEC (any grid): every
+ * layer's rows [len, len + n) of (N_LAYERS, MAX_CTX, ROW_VEC x 16 bytes)
+ * from its base: all the layers, not one slice. keep[0 .. n) with n <= the
+ * tree's nodes; n_acc, len, done one word each. */
+static void ext_kv_commit(ectx *c)
+{
+	const int64_t NL = P(c, "N_LAYERS", 1, 1024), RV = P(c, "ROW_VEC", 1, MAXI);
+	const int64_t MC = P_eq(c, "MAX_CTX", c->m->max_ctx, "$.spec.max_context");
+	block_is(c, P(c, "BLOCK", 1, 1024));
+	for (int a = 0; a < 2; a++) {
+		set(c, a, mul3(NL, MC, mul(RV, 16)), true, "N_LAYERS %lld x MAX_CTX %lld x ROW_VEC "
+		    "%lld x 16 bytes", (long long)NL, (long long)MC, (long long)RV);
+		c->e->whole |= 1u << a;
+	}
+	set(c, 2, mul(c->m->n_nodes, 4), false, "%d tree nodes", c->m->n_nodes);
+	set(c, 3, 4, false, "one count word");
+	set(c, 4, 4, true, "one length word");
+	set(c, 5, 4, true, "one counter word");
+}
+
+/* logits_process.cu.tmpl:134-140: row BID_X of probs and logits, V each. */
+static void ext_logits_process(ectx *c)
+{
+	const int64_t V = P(c, "V", 1, MAXI), R = c->x->grid[0];
+	(void)P(c, "TOP_K", 0, V);
+	block_is(c, P(c, "BLOCK", 32, 1024));
+	for (int a = 0; a < 2; a++)
+		set(c, a, mul3(R, V, 4), a == 0, "grid.x %lld rows x V %lld f32", (long long)R,
+		    (long long)V);
+}
+
+/* tree_expand.cu.tmpl:120-128: node u = LEVEL_BEGIN + BID_X < N_NODES reads
+ * q row u (V floats) and the tree table (5 x N_NODES), writes tokens of its
+ * children (< N_NODES); a seed and an iteration word. */
+static void ext_tree_expand(ectx *c)
+{
+	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
+	const int64_t V = P(c, "V", 1, MAXI), L0 = P(c, "LEVEL_BEGIN", 0, MAXI);
+	(void)P(c, "RULE", 0, 16);
+	block_is(c, P(c, "BLOCK", 32, 1024));
+	if (!c->rc && L0 + c->x->grid[0] > N)
+		refuse(c, "LEVEL_BEGIN %lld + grid.x %u nodes, expected at most N_NODES %lld",
+		       (long long)L0, c->x->grid[0], (long long)N);
+	set(c, 0, mul(N, 4), true, "N_NODES %lld tokens", (long long)N);
+	set(c, 1, mul3(L0 + c->x->grid[0], V, 4), false, "(LEVEL_BEGIN + grid.x) %lld rows x V %lld "
+	    "f32", (long long)(L0 + c->x->grid[0]), (long long)V);
+	set(c, 2, mul3(5, N, 4), false, "5 x N_NODES %lld tree words", (long long)N);
+	set(c, 3, -1, false, "seed");
+	set(c, 4, 4, false, "one iteration word");
+}
+
+/* verify.cu.tmpl:265-340: one block; out_path, out_tok, tok (N), counts (5
+ * words: runtime/engine_state.h), tree (5 x N), p and q (N, V), scratch
+ * (2 V, line 274), a seed, an iteration word. q may be p (greedy). */
+static void ext_verify(ectx *c)
+{
+	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
+	const int64_t V = P(c, "V", 1, MAXI);
+	(void)P(c, "METHOD", 0, 16);
+	one_block(c);
+	block_is(c, P(c, "BLOCK", 32, 1024));
+	set(c, 0, mul(N, 4), true, "N_NODES %lld words", (long long)N);
+	set(c, 1, mul(N, 4), true, "N_NODES %lld words", (long long)N);
+	set(c, 2, 5 * 4, true, "5 count words");
+	set(c, 3, mul3(5, N, 4), false, "5 x N_NODES %lld tree words", (long long)N);
+	set(c, 4, mul(N, 4), false, "N_NODES %lld tokens", (long long)N);
+	set(c, 5, mul3(N, V, 4), false, "N_NODES %lld x V %lld f32", (long long)N, (long long)V);
+	set(c, 6, mul3(N, V, 4), false, "N_NODES %lld x V %lld f32", (long long)N, (long long)V);
+	set(c, 7, mul3(2, V, 4), true, "2 x V %lld f32", (long long)V);
+	set(c, 8, -1, false, "seed");
+	set(c, 9, 4, false, "one iteration word");
+	c->e->alias_ok |= 1u << 6; /* q = p */
+}
+
+/* step.cu.tmpl (kernels/ref/step.c): one block; state (RT_ST_WORDS + RING
+ * words: the ring at RT_ST_WORDS + NOUT % RING), iter, tree tokens / pos /
+ * accept path / emitted (N_NODES each), tokens (one), the tree table, the 5
+ * counts, hist (MAX_CTX words, lines 92-95) when HAS_HIST, else unread. */
+static void ext_step(ectx *c)
+{
+	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
+	const int64_t RING = P(c, "RING", 1, MAXI), HH = P(c, "HAS_HIST", 0, 1);
+	const int64_t MC = P_eq(c, "MAX_CTX", c->m->max_ctx, "$.spec.max_context");
+	(void)P(c, "MODE", 0, 2);
+	one_block(c);
+	block_is(c, P(c, "BLOCK", 1, 1024));
+	if (!c->rc && RING != c->m->ring)
+		refuse(c, "kernel %s constant RING = %lld, expected %d (the state buffer's ring)",
+		       c->k->uri, (long long)RING, c->m->ring);
+	set(c, 0, mul(RT_ST_WORDS + RING, 4), true, "RT_ST_WORDS %d + RING %lld words",
+	    RT_ST_WORDS, (long long)RING);
+	set(c, 1, 4, true, "one iteration word");
+	set(c, 2, mul(N, 4), true, "N_NODES %lld tokens", (long long)N);
+	set(c, 3, mul(N, 4), true, "N_NODES %lld positions", (long long)N);
+	set(c, 4, 4, true, "one token");
+	set(c, 5, mul3(5, N, 4), false, "5 x N_NODES %lld tree words", (long long)N);
+	set(c, 6, 5 * 4, true, "5 count words");
+	set(c, 7, mul(N, 4), false, "N_NODES %lld words", (long long)N);
+	set(c, 8, mul(N, 4), false, "N_NODES %lld words", (long long)N);
+	set(c, 9, HH ? mul(MC, 4) : 0, true, "HAS_HIST %lld: MAX_CTX %lld words", (long long)HH,
+	    (long long)MC);
+}
+
+/* ngram_lookup.cu.tmpl:31-79: one block; hist[0 .. TLEN] (TLEN < MAX_CTX),
+ * out[0 .. N_DRAFT), state's header. */
+static void ext_ngram_lookup(ectx *c)
+{
+	const int64_t MC = P_eq(c, "MAX_CTX", c->m->max_ctx, "$.spec.max_context");
+	const int64_t ND = P(c, "N_DRAFT", 1, RT_ENGINE_MAX_NODES);
+	const int64_t MN = P(c, "MAX_N", 1, 1024), mn = P(c, "MIN_N", 1, 1024);
+	one_block(c);
+	block_is(c, P(c, "BLOCK", 32, 1024));
+	if (!c->rc && mn > MN)
+		refuse(c, "kernel %s: MIN_N %lld > MAX_N %lld", c->k->uri, (long long)mn, (long long)MN);
+	set(c, 0, mul(ND, 4), true, "N_DRAFT %lld tokens", (long long)ND);
+	set(c, 1, mul(MC, 4), false, "MAX_CTX %lld words", (long long)MC);
+	set(c, 2, RT_ST_WORDS * 4, false, "RT_ST_WORDS %d words", RT_ST_WORDS);
+}
+
+/* adapt.cu.tmpl:26-61: one block; go[0 .. DEPTH), cum, tree tokens (N),
+ * draft_probs rows 0 .. LEVEL - 1 (line 42), the tree table. */
+static void ext_adapt(ectx *c)
+{
+	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
+	const int64_t D = P(c, "DEPTH", 1, RT_ENGINE_MAX_NODES), V = P(c, "V", 1, MAXI);
+	const int64_t L = P(c, "LEVEL", 0, D - 1);
+	one_block(c);
+	block_is(c, P(c, "BLOCK", 32, 1024));
+	if (!c->rc && D >= N)
+		refuse(c, "kernel %s: DEPTH %lld, expected below N_NODES %lld", c->k->uri, (long long)D,
+		       (long long)N);
+	set(c, 0, mul(D, 4), true, "DEPTH %lld words", (long long)D);
+	set(c, 1, 4, true, "one f32");
+	set(c, 2, mul(N, 4), true, "N_NODES %lld tokens", (long long)N);
+	set(c, 3, mul3(L, V, 4), false, "LEVEL %lld rows x V %lld f32", (long long)L, (long long)V);
+	set(c, 4, mul3(5, N, 4), false, "5 x N_NODES %lld tree words", (long long)N);
+}
+
+typedef struct rule {
+	const char *op;    /* engine.json "op" (host_ops.c's registry key) */
+	const char *tmpl;  /* the template its kernel must come from */
+	int n_args;        /* -1: tree attention, by entry */
+	void (*fn)(ectx *c);
+} rule;
+
+static const rule rules[] = {
+	{"embedding16", "embedding16.cu.tmpl", 4, ext_embedding16},
+	{"rmsnorm_residual", "rmsnorm_residual.cu.tmpl", 5, ext_rmsnorm_residual},
+	{"cast", "cast.cu.tmpl", 2, ext_cast},
+	{"rope", "rope.cu.tmpl", 3, ext_rope},
+	{"swiglu", "swiglu.cu.tmpl", 3, ext_swiglu},
+	{"tree_attention", "tree_attention.cu.tmpl", -1, ext_tree_attention} /* 6 _part, 4 _merge */,
+	{"kv_store", "kv_store.cu.tmpl", 5, ext_kv_store},
+	{"kv_commit", "kv_commit.cu.tmpl", 6, ext_kv_commit},
+	{"logits_process", "logits_process.cu.tmpl", 2, ext_logits_process},
+	{"tree_expand", "tree_expand.cu.tmpl", 5, ext_tree_expand},
+	{"verify", "verify.cu.tmpl", 10, ext_verify},
+	{"step", "step.cu.tmpl", 10, ext_step},
+	{"ngram_lookup", "ngram_lookup.cu.tmpl", 3, ext_ngram_lookup},
+	{"adapt", "adapt.cu.tmpl", 5, ext_adapt},
+};
+
+/* GEMM (dev_host.c host_gemm, cuBLASLt row-major C = A W^T): C (m, n) f32,
+ * A (m, k) and W (n, k) in the engine dtype. */
+static void ext_gemm(ectx *c)
+{
+	const rt_engine_pop *x = c->x;
+	set(c, 0, mul3(x->m, x->n, 4), true, "m %lld x n %lld f32", (long long)x->m, (long long)x->n);
+	set(c, 1, mul3(x->m, x->k, 2), false, "m %lld x k %lld x 2 bytes", (long long)x->m,
+	    (long long)x->k);
+	set(c, 2, mul3(x->n, x->k, 2), false, "n %lld x k %lld x 2 bytes", (long long)x->n,
+	    (long long)x->k);
+}
+
+int rt_extent_op(const rt_manifest *m, const rt_engine_pop *x, rt_extent *out, char *why,
+                 size_t n)
+{
+	memset(out, 0, sizeof(*out));
+	ectx c = {.m = m, .x = x, .e = out, .why = why, .n = n};
+	int want = 0;
+	if (x->exec == RT_EXEC_MEMSET) {
+		want = 1;
+		if (x->bytes < 0 || (double)x->bytes != x->est_bytes)
+			refuse(&c, "memset of %.17g bytes, expected a whole number >= 0", x->est_bytes);
+		set(&c, 0, x->bytes, true, "memset of %lld bytes", (long long)x->bytes);
+	} else if (x->exec == RT_EXEC_CUBLASLT) {
+		want = 3;
+		ext_gemm(&c);
+	} else {
+		const rule *r = NULL;
+		for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
+			if (!strcmp(rules[i].op, x->op))
+				r = &rules[i];
+		if (!r)
+			return refuse(&c, "op kind \"%s\" has no extent rule in this runtime "
+			              "(runtime/engine/extent.c): its reads and writes cannot be bounded",
+			              x->op);
+		c.k = x->kernel >= 0 && x->kernel < m->n_kernels ? &m->kernels[x->kernel] : NULL;
+		if (!c.k || strcmp(c.k->tmpl, r->tmpl))
+			return refuse(&c, "kernel of template \"%s\", expected \"%s\" for op kind \"%s\"",
+			              c.k ? c.k->tmpl : "(none)", r->tmpl, r->op);
+		const size_t ul = strlen(c.k->uri);
+		if (strncmp(x->entry, c.k->uri, ul) ||
+		    (x->entry[ul] && strcmp(x->entry + ul, "_part") && strcmp(x->entry + ul, "_merge")))
+			return refuse(&c, "entry \"%s\", expected the kernel's uri \"%s\" (with \"_part\" "
+			              "or \"_merge\" for tree attention)", x->entry, c.k->uri);
+		want = r->n_args >= 0 ? r->n_args : strstr(x->entry, "_merge") ? 4 : 6;
+		if (x->n_args == want)
+			r->fn(&c);
+	}
+	if (!c.rc && x->n_args != want)
+		refuse(&c, "%d args, expected %d for op kind \"%s\"", x->n_args, want, x->op);
+	/* a by-value scalar exactly where the kernel takes one */
+	for (int a = 0; !c.rc && a < x->n_args; a++)
+		if ((x->arg_buf[a] < 0) != (out->bytes[a] < 0))
+			refuse(&c, "args[%d]: %s, expected %s", a, x->arg_buf[a] < 0 ? "a scalar" :
+			       "a buffer", out->bytes[a] < 0 ? "the scalar seed" : "a buffer");
+	return c.rc;
+}
