@@ -1,0 +1,327 @@
+/* The host GEMM (host_gemm.h). A is widened to fp32 once per call (m x kp,
+ * kp = k rounded up to 8, zero padded, so a k tail is an ordinary vector
+ * step); W is streamed in tiles of HG_TILE_N rows, each tile held in L1
+ * while every HG_TILE_R-row block of A passes over it, so W comes from
+ * memory once whatever m is. The AVX2 functions carry target attributes,
+ * so this file builds without -march=native and the CPU is asked at run
+ * time. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "host_gemm.h"
+#include "host_pool.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HG_X86 1
+#else
+#define HG_X86 0
+#endif
+
+#define HG_TILE_R 4 /* rows of A per tile: 4 x 3 accumulators + 3 W vectors = 15 ymm */
+#define HG_TILE_N 3 /* rows of W (output columns) per tile */
+
+static inline float f16_to_f32(uint16_t h)
+{
+	const uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+	uint32_t u;
+	if (e == 0x1f) {
+		u = s | 0x7f800000u | (m << 13);
+	} else if (e) {
+		u = s | ((e + 112) << 23) | (m << 13);
+	} else if (m) { /* subnormal: m * 2^-24, exact in fp32 */
+		float f = (float)m * (1.0f / 16777216.0f);
+		memcpy(&u, &f, sizeof(u));
+		u |= s;
+	} else {
+		u = s;
+	}
+	float f;
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+static inline float bf16_to_f32(uint16_t h)
+{
+	const uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+void hg_to_f32(float *y, const uint16_t *x, int64_t cnt, bool bf16)
+{
+	if (bf16)
+		for (int64_t i = 0; i < cnt; i++)
+			y[i] = bf16_to_f32(x[i]);
+	else
+		for (int64_t i = 0; i < cnt; i++)
+			y[i] = f16_to_f32(x[i]);
+}
+
+/* ---- the job ---- */
+
+typedef struct hg_job {
+	float *C;
+	const float *A;     /* (m, kp) fp32, zero padded */
+	const uint16_t *W;  /* (n, k) */
+	int64_t m, n, k, kp;
+	int64_t n_tiles;
+	bool bf16;
+	void (*cols)(const struct hg_job *j, int64_t j0, int64_t j1);
+} hg_job;
+
+/* ---- portable path: W row j widened once into a k-float buffer, then each
+ * row of A against it with 8 lane sums (the AVX2 path's summation order) ---- */
+
+static float sum8(const float *s)
+{
+	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+static void cols_portable(const hg_job *jb, int64_t j0, int64_t j1)
+{
+	float wbuf[1024 + 8];
+	for (int64_t j = j0; j < j1; j++) {
+		const uint16_t *w = jb->W + j * jb->k;
+		float s[8];
+		/* k in chunks of 1024 (on the stack), lanes carried across chunks */
+		for (int64_t i = 0; i < jb->m; i++) {
+			const float *a = jb->A + i * jb->kp;
+			memset(s, 0, sizeof(s));
+			for (int64_t k0 = 0; k0 < jb->k; k0 += 1024) {
+				const int64_t kl = jb->k - k0 < 1024 ? jb->k - k0 : 1024;
+				const int64_t kl8 = (kl + 7) & ~(int64_t)7;
+				if (i == 0 || jb->k > 1024) {
+					hg_to_f32(wbuf, w + k0, kl, jb->bf16);
+					memset(wbuf + kl, 0, sizeof(float) * (size_t)(kl8 - kl));
+				}
+				for (int64_t kk = 0; kk < kl8; kk += 8)
+					for (int l = 0; l < 8; l++)
+						s[l] = __builtin_fmaf(a[k0 + kk + l], wbuf[kk + l], s[l]);
+			}
+			jb->C[i * jb->n + j] = sum8(s);
+		}
+	}
+}
+
+/* ---- AVX2 path ---- */
+
+#if HG_X86
+#define HG_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define HG_INLINE static inline __attribute__((always_inline))
+
+HG_INLINE HG_AVX2 __m256 ld_w(const uint16_t *p, int bf16)
+{
+	const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+	if (bf16)
+		return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(x), 16));
+	return _mm256_cvtph_ps(x);
+}
+
+HG_INLINE HG_AVX2 float hsum(__m256 v)
+{
+	/* lanes (l, l+4) first, then (l, l+2), then (l, l+1): sum8's order */
+	__m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+	x = _mm_add_ss(x, _mm_movehdup_ps(x));
+	return _mm_cvtss_f32(x);
+}
+
+/* One tile: R rows of A (stride kp) by NC rows of W (stride k). R, NC and
+ * bf16 are constants in each instantiation, so acc stays in registers. */
+HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, const uint16_t *W,
+                            int64_t k, const int R, const int NC, const int bf16)
+{
+	__m256 acc[HG_TILE_R][HG_TILE_N], w[HG_TILE_N];
+	const int64_t k8 = k & ~(int64_t)7;
+#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+		for (int c = 0; c < NC; c++)
+			acc[r][c] = _mm256_setzero_ps();
+	for (int64_t kk = 0; kk < k8; kk += 8) {
+#pragma GCC unroll 4
+		for (int c = 0; c < NC; c++)
+			w[c] = ld_w(W + c * k + kk, bf16);
+#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			const __m256 a = _mm256_load_ps(A + r * kp + kk);
+#pragma GCC unroll 4
+			for (int c = 0; c < NC; c++)
+				acc[r][c] = _mm256_fmadd_ps(a, w[c], acc[r][c]);
+		}
+	}
+	if (k8 < k) { /* the tail through a zero-padded copy (A's pad is zero too) */
+		uint16_t wt[HG_TILE_N][8];
+		memset(wt, 0, sizeof(wt));
+#pragma GCC unroll 4
+		for (int c = 0; c < NC; c++) {
+			memcpy(wt[c], W + c * k + k8, sizeof(uint16_t) * (size_t)(k - k8));
+			w[c] = ld_w(wt[c], bf16);
+		}
+#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			const __m256 a = _mm256_load_ps(A + r * kp + k8);
+#pragma GCC unroll 4
+			for (int c = 0; c < NC; c++)
+				acc[r][c] = _mm256_fmadd_ps(a, w[c], acc[r][c]);
+		}
+	}
+#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+		for (int c = 0; c < NC; c++)
+			C[r * ldc + c] = hsum(acc[r][c]);
+}
+
+typedef void (*tile_fn)(float *, int64_t, const float *, int64_t, const uint16_t *, int64_t);
+
+#define HG_TILE_FN(R, NC, B)                                                                      \
+	static HG_AVX2 void tile_##R##_##NC##_##B(float *C, int64_t ldc, const float *A, int64_t kp, \
+	                                          const uint16_t *W, int64_t k)                     \
+	{                                                                                             \
+		tile(C, ldc, A, kp, W, k, R, NC, B);                                                      \
+	}
+#define HG_TILE_ROW(R, B) HG_TILE_FN(R, 1, B) HG_TILE_FN(R, 2, B) HG_TILE_FN(R, 3, B)
+HG_TILE_ROW(1, 0) HG_TILE_ROW(2, 0) HG_TILE_ROW(3, 0) HG_TILE_ROW(4, 0)
+HG_TILE_ROW(1, 1) HG_TILE_ROW(2, 1) HG_TILE_ROW(3, 1) HG_TILE_ROW(4, 1)
+
+/* [bf16][R - 1][NC - 1] */
+static const tile_fn tiles[2][HG_TILE_R][HG_TILE_N] = {
+	{{tile_1_1_0, tile_1_2_0, tile_1_3_0}, {tile_2_1_0, tile_2_2_0, tile_2_3_0},
+	 {tile_3_1_0, tile_3_2_0, tile_3_3_0}, {tile_4_1_0, tile_4_2_0, tile_4_3_0}},
+	{{tile_1_1_1, tile_1_2_1, tile_1_3_1}, {tile_2_1_1, tile_2_2_1, tile_2_3_1},
+	 {tile_3_1_1, tile_3_2_1, tile_3_3_1}, {tile_4_1_1, tile_4_2_1, tile_4_3_1}},
+};
+
+static void cols_avx2(const hg_job *jb, int64_t j0, int64_t j1)
+{
+	for (int64_t j = j0; j < j1; j += HG_TILE_N) {
+		const int nc = j1 - j < HG_TILE_N ? (int)(j1 - j) : HG_TILE_N;
+		const uint16_t *w = jb->W + j * jb->k;
+		for (int64_t i = 0; i < jb->m; i += HG_TILE_R) {
+			const int r = jb->m - i < HG_TILE_R ? (int)(jb->m - i) : HG_TILE_R;
+			tiles[jb->bf16][r - 1][nc - 1](jb->C + i * jb->n + j, jb->n, jb->A + i * jb->kp,
+			                               jb->kp, w, jb->k);
+		}
+	}
+}
+
+static HG_AVX2 void a_to_f32_avx2(float *y, const uint16_t *x, int64_t k, int64_t kp, bool bf16)
+{
+	int64_t i = 0;
+	for (; i + 8 <= k; i += 8)
+		_mm256_store_ps(y + i, ld_w(x + i, bf16));
+	hg_to_f32(y + i, x + i, k - i, bf16);
+	for (i = k; i < kp; i++)
+		y[i] = 0.0f;
+}
+#endif /* HG_X86 */
+
+bool hg_path_available(int path)
+{
+	switch (path) {
+	case HG_PATH_AUTO:
+	case HG_PATH_PORTABLE:
+		return true;
+	case HG_PATH_AVX2:
+#if HG_X86
+		__builtin_cpu_init();
+		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+		       __builtin_cpu_supports("f16c");
+#else
+		return false;
+#endif
+	default:
+		return false;
+	}
+}
+
+int hg_path_auto(void)
+{
+	static int cached = -1;
+	if (cached < 0) {
+		const char *e = getenv("SW_GEMM_PATH");
+		int p = hg_path_available(HG_PATH_AVX2) ? HG_PATH_AVX2 : HG_PATH_PORTABLE;
+		if (e && !strcmp(e, "portable"))
+			p = HG_PATH_PORTABLE;
+		cached = p;
+	}
+	return cached;
+}
+
+int64_t hg_blas_min_m(void)
+{
+	const char *e = getenv("SW_BLAS_MIN_M");
+	return e && *e ? (int64_t)strtoll(e, NULL, 10) : HG_BLAS_MIN_M;
+}
+
+const char *hg_path_name(int path)
+{
+	static const char *const names[] = {"auto", "portable", "avx2"};
+	return path >= 0 && path <= 2 ? names[path] : "?";
+}
+
+static void run_part(void *ctx, int part, int n_parts)
+{
+	const hg_job *jb = ctx;
+	/* whole tiles per part, so tiles never straddle two threads */
+	const int64_t t0 = jb->n_tiles * part / n_parts, t1 = jb->n_tiles * (part + 1) / n_parts;
+	int64_t j0 = t0 * HG_TILE_N, j1 = t1 * HG_TILE_N;
+	j1 = j1 < jb->n ? j1 : jb->n;
+	if (j0 < j1)
+		jb->cols(jb, j0, j1);
+}
+
+/* A's fp32 copy: per calling thread, kept between calls (a few hundred KB) */
+static _Thread_local float *a_buf;
+static _Thread_local size_t a_cap;
+
+int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t n, int64_t k,
+              bool bf16, int path, int threads)
+{
+	if (path == HG_PATH_AUTO)
+		path = hg_path_auto();
+	if (!hg_path_available(path) || m < 0 || n < 0 || k < 0)
+		return SW_EINVAL;
+	if (m == 0 || n == 0)
+		return 0;
+	const int64_t kp = (k + 7) & ~(int64_t)7;
+	const size_t need = (size_t)(m * kp);
+	if (need > a_cap) {
+		float *p = NULL;
+		if (posix_memalign((void **)&p, 64, sizeof(float) * need))
+			return SW_ENOMEM;
+		free(a_buf);
+		a_buf = p;
+		a_cap = need;
+	}
+	hg_job jb = {.C = C, .A = a_buf, .W = W, .m = m, .n = n, .k = k, .kp = kp, .bf16 = bf16,
+	             .n_tiles = (n + HG_TILE_N - 1) / HG_TILE_N, .cols = cols_portable};
+#if HG_X86
+	if (path == HG_PATH_AVX2) {
+		jb.cols = cols_avx2;
+		for (int64_t i = 0; i < m; i++)
+			a_to_f32_avx2(a_buf + i * kp, A + i * k, k, kp, bf16);
+	}
+#endif
+	if (path == HG_PATH_PORTABLE)
+		for (int64_t i = 0; i < m; i++) {
+			hg_to_f32(a_buf + i * kp, A + i * k, k, bf16);
+			memset(a_buf + i * kp + k, 0, sizeof(float) * (size_t)(kp - k));
+		}
+	/* parts: a few per thread (a descheduled thread then holds up little),
+	 * none smaller than ~16 KB of W */
+	const int nt = threads > 0 ? threads : hp_threads();
+	int64_t parts = nt * 4;
+	const int64_t min_tiles = 1 + (8192 / (k ? k : 1)) / HG_TILE_N;
+	if (parts > jb.n_tiles / min_tiles)
+		parts = jb.n_tiles / min_tiles;
+	if (nt == 1 || parts <= 1)
+		run_part(&jb, 0, 1);
+	else
+		hp_run(run_part, &jb, (int)parts);
+	return 0;
+}

@@ -1,0 +1,49 @@
+/* The host backend's GEMM for the engine's shapes: C (m, n) fp32 =
+ * A (m, k) * W (n, k)^T with A and W in one 16-bit dtype (fp16 or bf16),
+ * accumulated in fp32, for m from 1 (decode) to a few hundred (a tree, a
+ * prefill chunk). W is read from memory once per call and widened in
+ * registers (AVX2 + F16C; bf16 by a shift), in tiles of HG_TILE_R rows of A
+ * by HG_TILE_N rows of W so that m rows cost about what one does until the
+ * FMAs, not the weight stream, are the limit. A portable C path serves other
+ * CPUs; the path is chosen at run time. No fp32 copy of W is kept. Work is
+ * split over the output columns on the host pool (host_pool.h). */
+#ifndef RT_HOST_GEMM_H
+#define RT_HOST_GEMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum hg_path {
+	HG_PATH_AUTO = 0,     /* the vector path where the CPU has it, else portable */
+	HG_PATH_PORTABLE = 1, /* plain C */
+	HG_PATH_AVX2 = 2,     /* AVX2 + FMA + F16C */
+};
+
+/* Whether path can run on this CPU (AUTO and PORTABLE always can). */
+bool hg_path_available(int path);
+/* The path AUTO resolves to: $SW_GEMM_PATH ("portable" or "avx2") when set
+ * and available, else the best available. */
+int hg_path_auto(void);
+const char *hg_path_name(int path);
+
+/* C = A * W^T as above; lda = k, ldw = k, ldc = n. Each output is an fp32 sum
+ * of exact products (16-bit x 16-bit fits fp32's significand) in 8 lanes
+ * over k, then a pairwise sum of the lanes. threads: 0 = the pool's, 1 = the
+ * caller only. Returns 0, or SW_EINVAL (path unavailable, bad shape) /
+ * SW_ENOMEM (scratch for A). */
+int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t n, int64_t k,
+              bool bf16, int path, int threads);
+
+/* The row count from which the host backend hands a GEMM to the BLAS
+ * (fp32 sgemm on operands widened for the call): $SW_BLAS_MIN_M, else
+ * HG_BLAS_MIN_M. Measured on the development machine (2 cores, AVX2, the
+ * model's shapes 1536x576 and 576x1536): this GEMM is 3-10x faster than
+ * widen + sgemm up to m = 256, even at m = 512-1024, and 1.4x slower at
+ * m = 2048, where OpenBLAS's packing pays. */
+#define HG_BLAS_MIN_M 1024
+int64_t hg_blas_min_m(void);
+
+/* fp16/bf16 -> fp32, exactly (subnormals, inf and NaN kept). */
+void hg_to_f32(float *y, const uint16_t *x, int64_t cnt, bool bf16);
+
+#endif
