@@ -50,7 +50,7 @@ static inline float bf16_to_f32(uint16_t h)
 	return f;
 }
 
-void hg_to_f32(float *y, const uint16_t *x, int64_t cnt, bool bf16)
+static void to_f32_c(float *y, const uint16_t *x, int64_t cnt, bool bf16)
 {
 	if (bf16)
 		for (int64_t i = 0; i < cnt; i++)
@@ -94,7 +94,7 @@ static void cols_portable(const hg_job *jb, int64_t j0, int64_t j1)
 				const int64_t kl = jb->k - k0 < 1024 ? jb->k - k0 : 1024;
 				const int64_t kl8 = (kl + 7) & ~(int64_t)7;
 				if (i == 0 || jb->k > 1024) {
-					hg_to_f32(wbuf, w + k0, kl, jb->bf16);
+					to_f32_c(wbuf, w + k0, kl, jb->bf16);
 					memset(wbuf + kl, 0, sizeof(float) * (size_t)(kl8 - kl));
 				}
 				for (int64_t kk = 0; kk < kl8; kk += 8)
@@ -214,11 +214,30 @@ static HG_AVX2 void a_to_f32_avx2(float *y, const uint16_t *x, int64_t k, int64_
 	int64_t i = 0;
 	for (; i + 8 <= k; i += 8)
 		_mm256_store_ps(y + i, ld_w(x + i, bf16));
-	hg_to_f32(y + i, x + i, k - i, bf16);
+	to_f32_c(y + i, x + i, k - i, bf16);
 	for (i = k; i < kp; i++)
 		y[i] = 0.0f;
 }
+
+static HG_AVX2 void to_f32_avx2(float *y, const uint16_t *x, int64_t cnt, bool bf16)
+{
+	int64_t i = 0;
+	for (; i + 8 <= cnt; i += 8)
+		_mm256_storeu_ps(y + i, ld_w(x + i, bf16));
+	to_f32_c(y + i, x + i, cnt - i, bf16);
+}
 #endif /* HG_X86 */
+
+void hg_to_f32(float *y, const uint16_t *x, int64_t cnt, bool bf16)
+{
+#if HG_X86
+	if (hg_path_auto() == HG_PATH_AVX2) {
+		to_f32_avx2(y, x, cnt, bf16);
+		return;
+	}
+#endif
+	to_f32_c(y, x, cnt, bf16);
+}
 
 bool hg_path_available(int path)
 {
@@ -309,7 +328,7 @@ int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t
 #endif
 	if (path == HG_PATH_PORTABLE)
 		for (int64_t i = 0; i < m; i++) {
-			hg_to_f32(a_buf + i * kp, A + i * k, k, bf16);
+			to_f32_c(a_buf + i * kp, A + i * k, k, bf16);
 			memset(a_buf + i * kp + k, 0, sizeof(float) * (size_t)(kp - k));
 		}
 	/* parts: a few per thread (a descheduled thread then holds up little),

@@ -11,6 +11,8 @@
 
 #include "kernels/engine_state.h"
 #include "formats/gguf.h"
+#include "host_attn.h"
+#include "host_gemm.h"
 #include "host_ops.h"
 #include "kernels/ref/ref.h"
 #include "decode/sampler.h"
@@ -120,73 +122,12 @@ static int op_tree_attention(const rt_op *op, sw_err *err)
 	if (masked && !op->kinfo->mask)
 		return sw_errf(err, SW_EINVAL, "%s: masked tree attention without its mask table",
 		               op->entry);
-	float *po = ARG(op, 0, float *);
-	const uint16_t *q = ARG(op, 2, const uint16_t *), *k = ARG(op, 3, const uint16_t *),
-	               *v = ARG(op, 4, const uint16_t *);
-	const int ctx = *ARG(op, 5, const int32_t *);
-	const int G = H / KH, kvd = KH * hd, nk = ctx + nb;
-	const float scale = 1.0f / sqrtf((float)hd);
-	/* one KV head's keys and values widened once, then every query row of
-	 * its GQA group (the per-query widening dominated the native run) */
-	float *kf = malloc(sizeof(*kf) * (size_t)nk * hd * 2), *vf = kf + (size_t)nk * hd;
-	float *sc = malloc(sizeof(*sc) * (size_t)nk), *qf = malloc(sizeof(*qf) * (size_t)hd);
-	double *acc = malloc(sizeof(*acc) * (size_t)hd);
-	int rc = 0;
-	if (!kf || !sc || !qf || !acc) {
-		rc = sw_errf(err, SW_ENOMEM, "%s: out of memory", op->entry);
-		goto out;
-	}
-	for (int kh = 0; kh < KH; kh++) {
-		for (int j = 0; j < nk; j++)
-			for (int d = 0; d < hd; d++) {
-				kf[(size_t)j * hd + d] = from16(k[(size_t)j * kvd + (size_t)kh * hd + d], is_f16);
-				vf[(size_t)j * hd + d] = from16(v[(size_t)j * kvd + (size_t)kh * hd + d], is_f16);
-			}
-		for (int t = 0; t < T; t++)
-			for (int h = kh * G; h < (kh + 1) * G; h++) {
-				for (int d = 0; d < hd; d++)
-					qf[d] = from16(q[((size_t)t * H + h) * hd + d], is_f16);
-				float mx = -INFINITY;
-				for (int j = 0; j < nk; j++) {
-					bool vis = j < ctx;
-					if (!vis) {
-						int bk = j - ctx;
-						vis = masked ? (op->kinfo->mask[(size_t)t * mw + bk / 64] >> (bk % 64)) & 1
-						             : bk <= nb - T + t;
-					}
-					if (!vis) {
-						sc[j] = -INFINITY;
-						continue;
-					}
-					const float *kr = kf + (size_t)j * hd;
-					float s = 0.0f;
-					for (int d = 0; d < hd; d++)
-						s += qf[d] * kr[d];
-					sc[j] = s * scale;
-					mx = sc[j] > mx ? sc[j] : mx;
-				}
-				double den = 0.0;
-				memset(acc, 0, sizeof(*acc) * (size_t)hd);
-				for (int j = 0; mx > -INFINITY && j < nk; j++) {
-					if (sc[j] == -INFINITY)
-						continue;
-					const double w = exp((double)sc[j] - mx);
-					const float *vr = vf + (size_t)j * hd;
-					den += w;
-					for (int d = 0; d < hd; d++)
-						acc[d] += w * vr[d];
-				}
-				float *o = po + ((size_t)t * H + h) * hd;
-				for (int d = 0; d < hd; d++)
-					o[d] = den > 0.0 ? (float)(acc[d] / den) : 0.0f;
-			}
-	}
-out:
-	free(kf);
-	free(sc);
-	free(qf);
-	free(acc);
-	return rc;
+	/* the fast host kernel (host_attn.c): K/V widened once per (KV head, key block) */
+	const int rc = ha_tree_attention(ARG(op, 0, float *), ARG(op, 2, const uint16_t *),
+	                                 ARG(op, 3, const uint16_t *), ARG(op, 4, const uint16_t *), T,
+	                                 *ARG(op, 5, const int32_t *), nb, H, KH, hd,
+	                                 masked ? op->kinfo->mask : NULL, mw, is_f16, HG_PATH_AUTO, 0);
+	return rc ? sw_errf(err, rc, "%s: tree attention failed (out of memory?)", op->entry) : 0;
 }
 
 /* (probs, logits); rows = grid.x */
