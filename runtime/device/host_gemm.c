@@ -1,8 +1,8 @@
 /* The host GEMM (host_gemm.h). A is widened to fp32 once per call (m x kp,
  * kp = k rounded up to 8, zero padded, so a k tail is an ordinary vector
- * step); W is streamed in tiles of HG_TILE_N rows, each tile held in L1
- * while every HG_TILE_R-row block of A passes over it, so W comes from
- * memory once whatever m is. The AVX2 functions carry target attributes,
+ * step); W is streamed in blocks of HG_TILE_N rows, each block held in
+ * L1/L2 while every row block of A passes over it, so W comes from memory
+ * once whatever m is. The AVX2 functions carry target attributes,
  * so this file builds without -march=native and the CPU is asked at run
  * time. */
 #include <stdlib.h>
@@ -19,8 +19,9 @@
 #define HG_X86 0
 #endif
 
-#define HG_TILE_R 4 /* rows of A per tile: 4 x 3 accumulators + 3 W vectors = 15 ymm */
-#define HG_TILE_N 3 /* rows of W (output columns) per tile */
+#define HG_TILE_R 4  /* rows of A per tile at most */
+#define HG_NC_MAX 8  /* rows of W (output columns) per tile at most */
+#define HG_TILE_N 24 /* output columns per block: a multiple of every tile width (8, 6, 4, 3) */
 
 static inline float f16_to_f32(uint16_t h)
 {
@@ -130,33 +131,35 @@ HG_INLINE HG_AVX2 float hsum(__m256 v)
 }
 
 /* One tile: R rows of A (stride kp) by NC rows of W (stride k). R, NC and
- * bf16 are constants in each instantiation, so acc stays in registers. */
+ * bf16 are constants in each instantiation, so acc stays in registers.
+ * Every output is one FMA chain over k whatever the tile's shape, so the
+ * shape changes speed, never the result. */
 HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, const uint16_t *W,
                             int64_t k, const int R, const int NC, const int bf16)
 {
-	__m256 acc[HG_TILE_R][HG_TILE_N], w[HG_TILE_N];
+	__m256 acc[HG_TILE_R][HG_NC_MAX], w[HG_NC_MAX];
 	const int64_t k8 = k & ~(int64_t)7;
 #pragma GCC unroll 4
 	for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
 			acc[r][c] = _mm256_setzero_ps();
 	for (int64_t kk = 0; kk < k8; kk += 8) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
 			w[c] = ld_w(W + c * k + kk, bf16);
 #pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
 			const __m256 a = _mm256_load_ps(A + r * kp + kk);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 			for (int c = 0; c < NC; c++)
 				acc[r][c] = _mm256_fmadd_ps(a, w[c], acc[r][c]);
 		}
 	}
 	if (k8 < k) { /* the tail through a zero-padded copy (A's pad is zero too) */
-		uint16_t wt[HG_TILE_N][8];
+		uint16_t wt[HG_NC_MAX][8];
 		memset(wt, 0, sizeof(wt));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 		for (int c = 0; c < NC; c++) {
 			memcpy(wt[c], W + c * k + k8, sizeof(uint16_t) * (size_t)(k - k8));
 			w[c] = ld_w(wt[c], bf16);
@@ -164,14 +167,14 @@ HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, c
 #pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
 			const __m256 a = _mm256_load_ps(A + r * kp + k8);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 			for (int c = 0; c < NC; c++)
 				acc[r][c] = _mm256_fmadd_ps(a, w[c], acc[r][c]);
 		}
 	}
 #pragma GCC unroll 4
 	for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
 			C[r * ldc + c] = hsum(acc[r][c]);
 }
@@ -184,27 +187,44 @@ typedef void (*tile_fn)(float *, int64_t, const float *, int64_t, const uint16_t
 	{                                                                                             \
 		tile(C, ldc, A, kp, W, k, R, NC, B);                                                      \
 	}
-#define HG_TILE_ROW(R, B) HG_TILE_FN(R, 1, B) HG_TILE_FN(R, 2, B) HG_TILE_FN(R, 3, B)
-HG_TILE_ROW(1, 0) HG_TILE_ROW(2, 0) HG_TILE_ROW(3, 0) HG_TILE_ROW(4, 0)
-HG_TILE_ROW(1, 1) HG_TILE_ROW(2, 1) HG_TILE_ROW(3, 1) HG_TILE_ROW(4, 1)
+#define HG_TILES_B(B)                                                                             \
+	HG_TILE_FN(1, 1, B) HG_TILE_FN(1, 2, B) HG_TILE_FN(1, 3, B) HG_TILE_FN(1, 4, B)              \
+	HG_TILE_FN(1, 5, B) HG_TILE_FN(1, 6, B) HG_TILE_FN(1, 7, B) HG_TILE_FN(1, 8, B)              \
+	HG_TILE_FN(2, 1, B) HG_TILE_FN(2, 2, B) HG_TILE_FN(2, 3, B) HG_TILE_FN(2, 4, B)              \
+	HG_TILE_FN(2, 5, B) HG_TILE_FN(2, 6, B)                                                       \
+	HG_TILE_FN(3, 1, B) HG_TILE_FN(3, 2, B) HG_TILE_FN(3, 3, B) HG_TILE_FN(3, 4, B)              \
+	HG_TILE_FN(4, 1, B) HG_TILE_FN(4, 2, B) HG_TILE_FN(4, 3, B)
+HG_TILES_B(0)
+HG_TILES_B(1)
 
-/* [bf16][R - 1][NC - 1] */
-static const tile_fn tiles[2][HG_TILE_R][HG_TILE_N] = {
-	{{tile_1_1_0, tile_1_2_0, tile_1_3_0}, {tile_2_1_0, tile_2_2_0, tile_2_3_0},
-	 {tile_3_1_0, tile_3_2_0, tile_3_3_0}, {tile_4_1_0, tile_4_2_0, tile_4_3_0}},
-	{{tile_1_1_1, tile_1_2_1, tile_1_3_1}, {tile_2_1_1, tile_2_2_1, tile_2_3_1},
-	 {tile_3_1_1, tile_3_2_1, tile_3_3_1}, {tile_4_1_1, tile_4_2_1, tile_4_3_1}},
+/* [bf16][R - 1][NC - 1]; the widest tile for R rows has 8, 6, 4, 3 columns:
+ * 8 to 12 independent FMA chains (latency 4 x 2 pipes), 12 accumulators +
+ * NC widened W vectors within the 16 ymm registers */
+#define HG_ROW1(B) {tile_1_1_##B, tile_1_2_##B, tile_1_3_##B, tile_1_4_##B, tile_1_5_##B, \
+                    tile_1_6_##B, tile_1_7_##B, tile_1_8_##B}
+#define HG_ROW2(B) {tile_2_1_##B, tile_2_2_##B, tile_2_3_##B, tile_2_4_##B, tile_2_5_##B, \
+                    tile_2_6_##B}
+#define HG_ROW3(B) {tile_3_1_##B, tile_3_2_##B, tile_3_3_##B, tile_3_4_##B}
+#define HG_ROW4(B) {tile_4_1_##B, tile_4_2_##B, tile_4_3_##B}
+static const tile_fn tiles[2][HG_TILE_R][HG_NC_MAX] = {
+	{HG_ROW1(0), HG_ROW2(0), HG_ROW3(0), HG_ROW4(0)},
+	{HG_ROW1(1), HG_ROW2(1), HG_ROW3(1), HG_ROW4(1)},
 };
+static const int nc_max[HG_TILE_R] = {8, 4, 4, 3};
 
+/* columns [j0, j1) (at most HG_TILE_N): every row block over the same W
+ * rows, which stay in L1/L2 meanwhile */
 static void cols_avx2(const hg_job *jb, int64_t j0, int64_t j1)
 {
-	for (int64_t j = j0; j < j1; j += HG_TILE_N) {
-		const int nc = j1 - j < HG_TILE_N ? (int)(j1 - j) : HG_TILE_N;
-		const uint16_t *w = jb->W + j * jb->k;
+	for (int64_t jt = j0; jt < j1; jt += HG_TILE_N) {
+		const int64_t jt1 = jt + HG_TILE_N < j1 ? jt + HG_TILE_N : j1;
 		for (int64_t i = 0; i < jb->m; i += HG_TILE_R) {
 			const int r = jb->m - i < HG_TILE_R ? (int)(jb->m - i) : HG_TILE_R;
-			tiles[jb->bf16][r - 1][nc - 1](jb->C + i * jb->n + j, jb->n, jb->A + i * jb->kp,
-			                               jb->kp, w, jb->k);
+			for (int64_t j = jt; j < jt1; j += nc_max[r - 1]) {
+				const int nc = jt1 - j < nc_max[r - 1] ? (int)(jt1 - j) : nc_max[r - 1];
+				tiles[jb->bf16][r - 1][nc - 1](jb->C + i * jb->n + j, jb->n, jb->A + i * jb->kp,
+				                               jb->kp, jb->W + j * jb->k, jb->k);
+			}
 		}
 	}
 }

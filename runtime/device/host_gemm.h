@@ -2,9 +2,10 @@
  * A (m, k) * W (n, k)^T with A and W in one 16-bit dtype (fp16 or bf16),
  * accumulated in fp32, for m from 1 (decode) to a few hundred (a tree, a
  * prefill chunk). W is read from memory once per call and widened in
- * registers (AVX2 + F16C; bf16 by a shift), in tiles of HG_TILE_R rows of A
- * by HG_TILE_N rows of W so that m rows cost about what one does until the
- * FMAs, not the weight stream, are the limit. A portable C path serves other
+ * registers (AVX2 + F16C; bf16 by a shift), in register tiles of up to 4
+ * rows of A by 3 to 8 rows of W (8 to 12 independent FMA chains), so that
+ * m rows cost about what one does until the FMAs, not the weight stream,
+ * are the limit. A portable C path serves other
  * CPUs; the path is chosen at run time. No fp32 copy of W is kept. Work is
  * split over the output columns on the host pool (host_pool.h). */
 #ifndef RT_HOST_GEMM_H
