@@ -1,14 +1,15 @@
 /* The host GEMM (runtime/device/host_gemm.c) against a double-precision
  * reference on awkward shapes (M = 1, 3, 26, 63, 257; K = 577 and K < 8;
  * N = 131 and 1, none a multiple of the vector width or the tile), fp16
- * and bf16, both code paths (portable and AVX2, forced), on one thread and
+ * and bf16, every code path (portable, AVX2, AVX-512, forced), on one thread and
  * on the pool; NaN/inf propagation; guard zones around C and an
  * inaccessible page right after W (a read past W's end faults).
  *
  * Bound: 16-bit x 16-bit products are exact in fp32 (11 + 11 or 8 + 8
- * significand bits <= 24), so the only error is the summation's: each of 8
- * lanes is a sequential fp32 sum of ceil(K/8) FMAs, then 3 pairwise levels,
- * |C - exact| <= gamma_{ceil(K/8) + 3} * sum_i |a_i w_i| (Higham 3.1). The
+ * significand bits <= 24), so the only error is the summation's: each of L
+ * lanes (8; 16 on the AVX-512 path) is a sequential fp32 sum of ceil(K/L)
+ * FMAs, then log2 L pairwise levels, |C - exact| <=
+ * gamma_{ceil(K/L) + log2 L} * sum_i |a_i w_i| (Higham 3.1). The
  * dtype enters through the inputs only: the reference widens them with
  * formats/gguf.c's conversions, not the GEMM's own. */
 #include <math.h>
@@ -87,7 +88,8 @@ static void run_case(int M, int N, int K, bool bf16, int path, int threads)
 				a += fabs(p);
 			}
 			ref[(size_t)i * N + j] = s;
-			bound[(size_t)i * N + j] = gamma_n((K + 7) / 8 + 3) * a;
+			bound[(size_t)i * N + j] = path == HG_PATH_AVX512 ? gamma_n((K + 15) / 16 + 4) * a
+			                                                  : gamma_n((K + 7) / 8 + 3) * a;
 		}
 	assert_int_equal(hg_gemm16(C, A, W, M, N, K, bf16, path, threads), 0);
 	snprintf(what, sizeof(what), "gemm16 %s %s M%d N%d K%d threads %d", bf16 ? "bf16" : "fp16",
@@ -125,6 +127,12 @@ static void test_avx2(void **state)
 {
 	(void)state;
 	shapes(HG_PATH_AVX2);
+}
+
+static void test_avx512(void **state)
+{
+	(void)state;
+	shapes(HG_PATH_AVX512);
 }
 
 /* NaN in A row 2 -> C row 2 all NaN; +inf in W row 5 at column kc where every
@@ -171,6 +179,12 @@ static void test_nan_inf_avx2(void **state)
 {
 	(void)state;
 	nan_inf(HG_PATH_AVX2);
+}
+
+static void test_nan_inf_avx512(void **state)
+{
+	(void)state;
+	nan_inf(HG_PATH_AVX512);
 }
 
 /* hg_to_f32 on every 16-bit pattern against formats/gguf.c (bit-exact; NaN
@@ -229,6 +243,11 @@ static void test_paths_bit_identical(void **state)
 		}
 		assert_memory_equal(C[0], C[1], sizeof(float) * M * N);
 		assert_memory_equal(C[1], C[2], sizeof(float) * M * N);
+		if (hg_path_available(HG_PATH_AVX512)) { /* its own order: 1 thread == the pool */
+			assert_int_equal(hg_gemm16(C[0], A, W, M, N, K, b, HG_PATH_AVX512, 1), 0);
+			assert_int_equal(hg_gemm16(C[1], A, W, M, N, K, b, HG_PATH_AVX512, 0), 0);
+			assert_memory_equal(C[0], C[1], sizeof(float) * M * N);
+		}
 		for (int p = 0; p < 3; p++)
 			free(C[p]);
 	}
@@ -248,7 +267,7 @@ static void test_empty(void **state)
 	assert_int_equal(hg_gemm16(C, A, W, 2, 0, 4, false, HG_PATH_AUTO, 0), 0);
 	for (int i = 0; i < 6; i++)
 		assert_true(C[i] == 5.0f);
-	for (int p = HG_PATH_PORTABLE; p <= HG_PATH_AVX2; p++) {
+	for (int p = HG_PATH_PORTABLE; p <= HG_PATH_AVX512; p++) {
 		if (!hg_path_available(p))
 			continue;
 		assert_int_equal(hg_gemm16(C, A, W, 2, 3, 0, true, p, 0), 0);
@@ -266,9 +285,11 @@ int main(void)
 		cmocka_unit_test(test_widen_all),
 		cmocka_unit_test(test_portable),
 		cmocka_unit_test(test_avx2),
+		cmocka_unit_test(test_avx512),
 		cmocka_unit_test(test_paths_bit_identical),
 		cmocka_unit_test(test_nan_inf_portable),
 		cmocka_unit_test(test_nan_inf_avx2),
+		cmocka_unit_test(test_nan_inf_avx512),
 		cmocka_unit_test(test_empty),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

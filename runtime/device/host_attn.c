@@ -29,7 +29,7 @@ typedef struct ha_job {
 	const uint16_t *q, *k, *v;
 	const uint64_t *mask;
 	int T, ctx, nb, H, KH, hd, hdp, mw, n_tc;
-	bool f16, avx2;
+	bool f16, avx2; /* avx2: the AVX2 instantiation runs (any path above portable) */
 	float scale;
 	atomic_int rc; /* any part's failure fails the call */
 } ha_job;
@@ -52,7 +52,7 @@ static void axpy_c(float *y, float p, const float *x, int n)
 }
 
 #if HA_X86
-static HA_AVX2 float dot_avx2(const float *a, const float *b, int n)
+static inline HA_AVX2 float dot_avx2(const float *a, const float *b, int n)
 {
 	__m256 s = _mm256_setzero_ps();
 	for (int i = 0; i < n; i += 8)
@@ -65,7 +65,7 @@ static HA_AVX2 float dot_avx2(const float *a, const float *b, int n)
 
 /* y += p_j x_j over the n_j keys of a block (p_j = 0 skipped: an invisible
  * key's V may hold anything) */
-static HA_AVX2 void axpy_block_avx2(float *y, const float *p, const float *x, int n_j, int n)
+static inline HA_AVX2 void axpy_block_avx2(float *y, const float *p, const float *x, int n_j, int n)
 {
 	for (int i = 0; i < n; i += 32) {
 		const int w = n - i < 32 ? n - i : 32; /* 8, 16, 24 or 32 */
@@ -100,10 +100,13 @@ static HA_AVX2 void axpy_block_avx2(float *y, const float *p, const float *x, in
 }
 #endif
 
-static void axpy_block(const ha_job *jb, float *y, const float *p, const float *x, int n_j)
+/* avx2 is a constant in each instantiation of part_impl below, so the
+ * vector helpers inline into the AVX2 copy and vanish from the portable one */
+static inline void axpy_block(const ha_job *jb, const bool avx2, float *y, const float *p,
+                              const float *x, int n_j)
 {
 #if HA_X86
-	if (jb->avx2) {
+	if (avx2) {
 		axpy_block_avx2(y, p, x, n_j, jb->hdp);
 		return;
 	}
@@ -113,10 +116,10 @@ static void axpy_block(const ha_job *jb, float *y, const float *p, const float *
 			axpy_c(y, p[j], x + (size_t)j * jb->hdp, jb->hdp);
 }
 
-static float dot(const ha_job *jb, const float *a, const float *b)
+static inline float dot(const ha_job *jb, const bool avx2, const float *a, const float *b)
 {
 #if HA_X86
-	if (jb->avx2)
+	if (avx2)
 		return dot_avx2(a, b, jb->hdp);
 #endif
 	return dot_c(a, b, jb->hdp);
@@ -144,9 +147,8 @@ static bool visible(const ha_job *jb, int t, int j)
 	return b <= jb->nb - jb->T + t;
 }
 
-static void run_part(void *ctx, int part, int n_parts)
+static inline __attribute__((always_inline)) void part_impl(ha_job *jb, int part, const bool avx2)
 {
-	ha_job *jb = ctx;
 	const int kh = part / jb->n_tc, t0 = part % jb->n_tc * HA_ROWS_T;
 	const int t1 = t0 + HA_ROWS_T < jb->T ? t0 + HA_ROWS_T : jb->T;
 	const int G = jb->H / jb->KH, rows = (t1 - t0) * G, hdp = jb->hdp, KB = HA_KEY_BLOCK;
@@ -182,7 +184,7 @@ static void run_part(void *ctx, int part, int n_parts)
 					s[j] = -INFINITY;
 					continue;
 				}
-				s[j] = dot(jb, qf + (size_t)r * hdp, kb + (size_t)j * hdp) * jb->scale;
+				s[j] = dot(jb, avx2, qf + (size_t)r * hdp, kb + (size_t)j * hdp) * jb->scale;
 				mx[r] = fmaxf(mx[r], s[j]);
 			}
 		}
@@ -207,7 +209,7 @@ static void run_part(void *ctx, int part, int n_parts)
 		const int n = nk - j0 < KB ? nk - j0 : KB;
 		widen_block(jb, kb, jb->v, kh, j0, n);
 		for (int r = 0; r < rows; r++)
-			axpy_block(jb, O + (size_t)r * hdp, S + (size_t)r * nk + j0, kb, n);
+			axpy_block(jb, avx2, O + (size_t)r * hdp, S + (size_t)r * nk + j0, kb, n);
 	}
 	for (int r = 0; r < rows; r++) {
 		const int t = t0 + r / G, h = kh * G + r % G;
@@ -218,8 +220,19 @@ static void run_part(void *ctx, int part, int n_parts)
 	}
 	free(qf);
 	free(S);
-	(void)n_parts;
 }
+
+static void run_part_c(void *ctx, int part, int n_parts)
+{
+	part_impl(ctx, part, false);
+}
+
+#if HA_X86
+static HA_AVX2 void run_part_avx2(void *ctx, int part, int n_parts)
+{
+	part_impl(ctx, part, true);
+}
+#endif
 
 int ha_tree_attention(float *out, const uint16_t *q, const uint16_t *k, const uint16_t *v, int T,
                       int ctx, int nb, int H, int KH, int hd, const uint64_t *mask, int mw, bool f16,
@@ -234,13 +247,18 @@ int ha_tree_attention(float *out, const uint16_t *q, const uint16_t *k, const ui
 		return 0;
 	ha_job jb = {.out = out, .q = q, .k = k, .v = v, .mask = mask, .T = T, .ctx = ctx, .nb = nb,
 	             .H = H, .KH = KH, .hd = hd, .hdp = (hd + 7) & ~7, .mw = mw, .f16 = f16,
-	             .avx2 = path == HG_PATH_AVX2, .scale = 1.0f / sqrtf((float)hd),
+	             .avx2 = path >= HG_PATH_AVX2, /* AVX-512 machines run the AVX2 code here */ .scale = 1.0f / sqrtf((float)hd),
 	             .n_tc = (T + HA_ROWS_T - 1) / HA_ROWS_T};
 	const int parts = KH * jb.n_tc;
+	hp_fn run = run_part_c;
+#if HA_X86
+	if (jb.avx2)
+		run = run_part_avx2;
+#endif
 	if (threads == 1 || parts == 1)
 		for (int p = 0; p < parts; p++)
-			run_part(&jb, p, parts);
+			run(&jb, p, parts);
 	else
-		hp_run(run_part, &jb, parts);
+		hp_run(run, &jb, parts);
 	return atomic_load(&jb.rc);
 }

@@ -246,12 +246,135 @@ static HG_AVX2 void to_f32_avx2(float *y, const uint16_t *x, int64_t cnt, bool b
 		_mm256_storeu_ps(y + i, ld_w(x + i, bf16));
 	to_f32_c(y + i, x + i, cnt - i, bf16);
 }
+
+/* ---- AVX-512 path: 16 lanes, 32 registers, so tiles up to 4 x 6 (24
+ * accumulators + 6 W vectors). Its lanes are 16, so its float order is not
+ * the 8-lane paths' (same bound shape: gamma_{ceil(k/16)+4}). ---- */
+#define HG_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+#define HG_NC512_MAX 8
+
+HG_INLINE HG_AVX512 __m512 ld_w16(const uint16_t *p, int bf16)
+{
+	const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)p);
+	if (bf16)
+		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
+	return _mm512_cvtph_ps(x);
+}
+
+HG_INLINE HG_AVX512 float hsum16(__m512 v)
+{
+	/* lanes (l, l+8), then the 8-lane order of hsum */
+	const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+	                               _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+	__m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+	x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+	x = _mm_add_ss(x, _mm_movehdup_ps(x));
+	return _mm_cvtss_f32(x);
+}
+
+HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t kp,
+                                  const uint16_t *W, int64_t k, const int R, const int NC,
+                                  const int bf16)
+{
+	__m512 acc[HG_TILE_R][HG_NC512_MAX], w[HG_NC512_MAX];
+	const int64_t k16 = k & ~(int64_t)15;
+#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+		for (int c = 0; c < NC; c++)
+			acc[r][c] = _mm512_setzero_ps();
+	for (int64_t kk = 0; kk < k16; kk += 16) {
+#pragma GCC unroll 8
+		for (int c = 0; c < NC; c++)
+			w[c] = ld_w16(W + c * k + kk, bf16);
+#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			const __m512 a = _mm512_load_ps(A + r * kp + kk);
+#pragma GCC unroll 8
+			for (int c = 0; c < NC; c++)
+				acc[r][c] = _mm512_fmadd_ps(a, w[c], acc[r][c]);
+		}
+	}
+	if (k16 < k) {
+		uint16_t wt[HG_NC512_MAX][16];
+		memset(wt, 0, sizeof(wt));
+#pragma GCC unroll 8
+		for (int c = 0; c < NC; c++) {
+			memcpy(wt[c], W + c * k + k16, sizeof(uint16_t) * (size_t)(k - k16));
+			w[c] = ld_w16(wt[c], bf16);
+		}
+#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			const __m512 a = _mm512_load_ps(A + r * kp + k16);
+#pragma GCC unroll 8
+			for (int c = 0; c < NC; c++)
+				acc[r][c] = _mm512_fmadd_ps(a, w[c], acc[r][c]);
+		}
+	}
+#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+		for (int c = 0; c < NC; c++)
+			C[r * ldc + c] = hsum16(acc[r][c]);
+}
+
+#define HG_T512_FN(R, NC, B)                                                                      \
+	static HG_AVX512 void t512_##R##_##NC##_##B(float *C, int64_t ldc, const float *A,          \
+	                                            int64_t kp, const uint16_t *W, int64_t k)       \
+	{                                                                                             \
+		tile512(C, ldc, A, kp, W, k, R, NC, B);                                                   \
+	}
+#define HG_T512_B(B)                                                                              \
+	HG_T512_FN(1, 1, B) HG_T512_FN(1, 2, B) HG_T512_FN(1, 3, B) HG_T512_FN(1, 4, B)              \
+	HG_T512_FN(1, 5, B) HG_T512_FN(1, 6, B) HG_T512_FN(1, 7, B) HG_T512_FN(1, 8, B)              \
+	HG_T512_FN(2, 1, B) HG_T512_FN(2, 2, B) HG_T512_FN(2, 3, B) HG_T512_FN(2, 4, B)              \
+	HG_T512_FN(2, 5, B) HG_T512_FN(2, 6, B) HG_T512_FN(2, 7, B) HG_T512_FN(2, 8, B)              \
+	HG_T512_FN(3, 1, B) HG_T512_FN(3, 2, B) HG_T512_FN(3, 3, B) HG_T512_FN(3, 4, B)              \
+	HG_T512_FN(3, 5, B) HG_T512_FN(3, 6, B)                                                       \
+	HG_T512_FN(4, 1, B) HG_T512_FN(4, 2, B) HG_T512_FN(4, 3, B) HG_T512_FN(4, 4, B)              \
+	HG_T512_FN(4, 5, B) HG_T512_FN(4, 6, B)
+HG_T512_B(0)
+HG_T512_B(1)
+
+#define HG_R512(R, B)                                                                             \
+	{t512_##R##_1_##B, t512_##R##_2_##B, t512_##R##_3_##B, t512_##R##_4_##B, t512_##R##_5_##B, \
+	 t512_##R##_6_##B}
+static const tile_fn tiles512[2][HG_TILE_R][HG_NC512_MAX] = {
+	{{t512_1_1_0, t512_1_2_0, t512_1_3_0, t512_1_4_0, t512_1_5_0, t512_1_6_0, t512_1_7_0,
+	  t512_1_8_0},
+	 {t512_2_1_0, t512_2_2_0, t512_2_3_0, t512_2_4_0, t512_2_5_0, t512_2_6_0, t512_2_7_0,
+	  t512_2_8_0},
+	 HG_R512(3, 0), HG_R512(4, 0)},
+	{{t512_1_1_1, t512_1_2_1, t512_1_3_1, t512_1_4_1, t512_1_5_1, t512_1_6_1, t512_1_7_1,
+	  t512_1_8_1},
+	 {t512_2_1_1, t512_2_2_1, t512_2_3_1, t512_2_4_1, t512_2_5_1, t512_2_6_1, t512_2_7_1,
+	  t512_2_8_1},
+	 HG_R512(3, 1), HG_R512(4, 1)},
+};
+/* 8, 16, 18 and 24 accumulators: enough chains for 2 FMA pipes of latency 4 */
+static const int nc512_max[HG_TILE_R] = {8, 8, 6, 6};
+
+static void cols_avx512(const hg_job *jb, int64_t j0, int64_t j1)
+{
+	for (int64_t jt = j0; jt < j1; jt += HG_TILE_N) {
+		const int64_t jt1 = jt + HG_TILE_N < j1 ? jt + HG_TILE_N : j1;
+		for (int64_t i = 0; i < jb->m; i += HG_TILE_R) {
+			const int r = jb->m - i < HG_TILE_R ? (int)(jb->m - i) : HG_TILE_R;
+			for (int64_t j = jt; j < jt1; j += nc512_max[r - 1]) {
+				const int nc = jt1 - j < nc512_max[r - 1] ? (int)(jt1 - j) : nc512_max[r - 1];
+				tiles512[jb->bf16][r - 1][nc - 1](jb->C + i * jb->n + j, jb->n,
+				                                  jb->A + i * jb->kp, jb->kp, jb->W + j * jb->k,
+				                                  jb->k);
+			}
+		}
+	}
+}
 #endif /* HG_X86 */
 
 void hg_to_f32(float *y, const uint16_t *x, int64_t cnt, bool bf16)
 {
 #if HG_X86
-	if (hg_path_auto() == HG_PATH_AVX2) {
+	if (hg_path_auto() >= HG_PATH_AVX2) {
 		to_f32_avx2(y, x, cnt, bf16);
 		return;
 	}
@@ -266,10 +389,12 @@ bool hg_path_available(int path)
 	case HG_PATH_PORTABLE:
 		return true;
 	case HG_PATH_AVX2:
+	case HG_PATH_AVX512:
 #if HG_X86
 		__builtin_cpu_init();
 		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-		       __builtin_cpu_supports("f16c");
+		       __builtin_cpu_supports("f16c") &&
+		       (path == HG_PATH_AVX2 || __builtin_cpu_supports("avx512f"));
 #else
 		return false;
 #endif
@@ -283,9 +408,12 @@ int hg_path_auto(void)
 	static int cached = -1;
 	if (cached < 0) {
 		const char *e = getenv("SW_GEMM_PATH");
-		int p = hg_path_available(HG_PATH_AVX2) ? HG_PATH_AVX2 : HG_PATH_PORTABLE;
+		int p = hg_path_available(HG_PATH_AVX512) ? HG_PATH_AVX512
+		        : hg_path_available(HG_PATH_AVX2) ? HG_PATH_AVX2 : HG_PATH_PORTABLE;
 		if (e && !strcmp(e, "portable"))
 			p = HG_PATH_PORTABLE;
+		else if (e && !strcmp(e, "avx2") && hg_path_available(HG_PATH_AVX2))
+			p = HG_PATH_AVX2;
 		cached = p;
 	}
 	return cached;
@@ -299,8 +427,8 @@ int64_t hg_blas_min_m(void)
 
 const char *hg_path_name(int path)
 {
-	static const char *const names[] = {"auto", "portable", "avx2"};
-	return path >= 0 && path <= 2 ? names[path] : "?";
+	static const char *const names[] = {"auto", "portable", "avx2", "avx512"};
+	return path >= 0 && path <= 3 ? names[path] : "?";
 }
 
 static void run_part(void *ctx, int part, int n_parts)
@@ -327,7 +455,7 @@ int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t
 		return SW_EINVAL;
 	if (m == 0 || n == 0)
 		return 0;
-	const int64_t kp = (k + 7) & ~(int64_t)7;
+	const int64_t kp = path == HG_PATH_AVX512 ? (k + 15) & ~(int64_t)15 : (k + 7) & ~(int64_t)7;
 	const size_t need = (size_t)(m * kp);
 	if (need > a_cap) {
 		float *p = NULL;
@@ -340,8 +468,8 @@ int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t
 	hg_job jb = {.C = C, .A = a_buf, .W = W, .m = m, .n = n, .k = k, .kp = kp, .bf16 = bf16,
 	             .n_tiles = (n + HG_TILE_N - 1) / HG_TILE_N, .cols = cols_portable};
 #if HG_X86
-	if (path == HG_PATH_AVX2) {
-		jb.cols = cols_avx2;
+	if (path == HG_PATH_AVX2 || path == HG_PATH_AVX512) {
+		jb.cols = path == HG_PATH_AVX2 ? cols_avx2 : cols_avx512;
 		for (int64_t i = 0; i < m; i++)
 			a_to_f32_avx2(a_buf + i * kp, A + i * k, k, kp, bf16);
 	}

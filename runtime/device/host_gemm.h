@@ -18,18 +18,21 @@ enum hg_path {
 	HG_PATH_AUTO = 0,     /* the vector path where the CPU has it, else portable */
 	HG_PATH_PORTABLE = 1, /* plain C */
 	HG_PATH_AVX2 = 2,     /* AVX2 + FMA + F16C */
+	HG_PATH_AVX512 = 3,   /* AVX-512F (16 lanes: its own float order) */
 };
 
 /* Whether path can run on this CPU (AUTO and PORTABLE always can). */
 bool hg_path_available(int path);
 /* The path AUTO resolves to: $SW_GEMM_PATH ("portable" or "avx2") when set
- * and available, else the best available. */
+ * and available, else the best available (AVX-512, AVX2, portable). */
 int hg_path_auto(void);
 const char *hg_path_name(int path);
 
 /* C = A * W^T as above; lda = k, ldw = k, ldc = n. Each output is an fp32 sum
- * of exact products (16-bit x 16-bit fits fp32's significand) in 8 lanes
- * over k, then a pairwise sum of the lanes. threads: 0 = the pool's, 1 = the
+ * of exact products (16-bit x 16-bit fits fp32's significand) in L lanes
+ * over k (one FMA chain per lane), then a pairwise sum of the lanes: L = 8
+ * on the portable and AVX2 paths (the same operations, bit for bit), 16 on
+ * AVX-512. The tile and the thread an output falls in never change it. threads: 0 = the pool's, 1 = the
  * caller only. Returns 0, or SW_EINVAL (path unavailable, bad shape) /
  * SW_ENOMEM (scratch for A). */
 int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t n, int64_t k,
