@@ -100,6 +100,93 @@ static inline HA_AVX2 void axpy_block_avx2(float *y, const float *p, const float
 }
 #endif
 
+/* s[j] = scale * q.k_j for the n keys of a block (rows of hdp floats) */
+static void scores_c(float *s, const float *q, const float *kb, int n, int hdp, float scale)
+{
+	for (int j = 0; j < n; j++)
+		s[j] = dot_c(q, kb + (size_t)j * hdp, hdp) * scale;
+}
+
+#if HA_X86
+/* four keys at a time: four independent FMA chains instead of one */
+static HA_AVX2 void scores_avx2(float *s, const float *q, const float *kb, int n, int hdp,
+                                float scale)
+{
+	int j = 0;
+	for (; j + 4 <= n; j += 4) {
+		const float *k0 = kb + (size_t)j * hdp;
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+		for (int d = 0; d < hdp; d += 8) {
+			const __m256 x = _mm256_load_ps(q + d);
+			a0 = _mm256_fmadd_ps(x, _mm256_load_ps(k0 + d), a0);
+			a1 = _mm256_fmadd_ps(x, _mm256_load_ps(k0 + hdp + d), a1);
+			a2 = _mm256_fmadd_ps(x, _mm256_load_ps(k0 + 2 * hdp + d), a2);
+			a3 = _mm256_fmadd_ps(x, _mm256_load_ps(k0 + 3 * hdp + d), a3);
+		}
+		/* (a0 a1 a2 a3) -> their four sums, then scaled */
+		const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+		const __m128 t = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+		_mm_storeu_ps(s + j, _mm_mul_ps(t, _mm_set1_ps(scale)));
+	}
+	for (; j < n; j++)
+		s[j] = dot_avx2(q, kb + (size_t)j * hdp, hdp) * scale;
+}
+#endif
+
+/* s[j] = exp(s[j] - mx) for j < n, in place; returns their sum */
+static float exp_row_c(float *s, int n, float mx)
+{
+	float sum = 0.0f;
+	for (int j = 0; j < n; j++) {
+		s[j] = expf(s[j] - mx);
+		sum += s[j];
+	}
+	return sum;
+}
+
+#if HA_X86
+/* exp on 8 lanes: Cody-Waite reduction by ln 2 and Cephes' degree-7
+ * polynomial (within 2 ulp of expf on [-87, 0], where softmax works);
+ * below -87 exactly 0, as expf(-inf) is, so a masked key's weight stays 0
+ * and its V is never read; NaN propagates. */
+static HA_AVX2 float exp_row_avx2(float *s, int n, float mx)
+{
+	const __m256 m = _mm256_set1_ps(mx), lo = _mm256_set1_ps(-87.0f);
+	const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
+	const __m256 c1 = _mm256_set1_ps(0.693359375f), c2 = _mm256_set1_ps(-2.12194440e-4f);
+	const __m256 p0 = _mm256_set1_ps(1.9875691500e-4f), p1 = _mm256_set1_ps(1.3981999507e-3f);
+	const __m256 p2 = _mm256_set1_ps(8.3334519073e-3f), p3 = _mm256_set1_ps(4.1665795894e-2f);
+	const __m256 p4 = _mm256_set1_ps(1.6666665459e-1f), p5 = _mm256_set1_ps(5.0000001201e-1f);
+	const __m256 one = _mm256_set1_ps(1.0f);
+	__m256 acc = _mm256_setzero_ps();
+	int j = 0;
+	for (; j + 8 <= n; j += 8) {
+		const __m256 x0 = _mm256_sub_ps(_mm256_loadu_ps(s + j), m);
+		const __m256 dead = _mm256_cmp_ps(x0, lo, _CMP_LT_OQ); /* false for NaN */
+		const __m256 x = _mm256_max_ps(lo, x0);                /* NaN stays NaN */
+		const __m256 fn = _mm256_round_ps(_mm256_mul_ps(x, log2e),
+		                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+		__m256 r = _mm256_fnmadd_ps(fn, c1, x);
+		r = _mm256_fnmadd_ps(fn, c2, r);
+		__m256 y = _mm256_fmadd_ps(p0, r, p1);
+		y = _mm256_fmadd_ps(y, r, p2);
+		y = _mm256_fmadd_ps(y, r, p3);
+		y = _mm256_fmadd_ps(y, r, p4);
+		y = _mm256_fmadd_ps(y, r, p5);
+		y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, one));
+		const __m256i e = _mm256_slli_epi32(
+			_mm256_add_epi32(_mm256_cvtps_epi32(fn), _mm256_set1_epi32(127)), 23);
+		y = _mm256_andnot_ps(dead, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+		_mm256_storeu_ps(s + j, y);
+		acc = _mm256_add_ps(acc, y);
+	}
+	__m128 x = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+	x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+	x = _mm_add_ss(x, _mm_movehdup_ps(x));
+	return _mm_cvtss_f32(x) + exp_row_c(s + j, n - j, mx);
+}
+#endif
+
 /* avx2 is a constant in each instantiation of part_impl below, so the
  * vector helpers inline into the AVX2 copy and vanish from the portable one */
 static inline void axpy_block(const ha_job *jb, const bool avx2, float *y, const float *p,
@@ -116,14 +203,6 @@ static inline void axpy_block(const ha_job *jb, const bool avx2, float *y, const
 			axpy_c(y, p[j], x + (size_t)j * jb->hdp, jb->hdp);
 }
 
-static inline float dot(const ha_job *jb, const bool avx2, const float *a, const float *b)
-{
-#if HA_X86
-	if (avx2)
-		return dot_avx2(a, b, jb->hdp);
-#endif
-	return dot_c(a, b, jb->hdp);
-}
 
 /* keys j0 .. j0 + n - 1 of KV head kh (rows of KH * hd) into buf (n, hdp) */
 static void widen_block(const ha_job *jb, float *buf, const uint16_t *src, int kh, int j0, int n)
@@ -179,14 +258,22 @@ static inline __attribute__((always_inline)) void part_impl(ha_job *jb, int part
 		for (int r = 0; r < rows; r++) {
 			const int t = t0 + r / G;
 			float *s = S + (size_t)r * nk + j0;
+			/* every key of the block, then the invisible ones masked out (a
+			 * NaN in an unseen K row is overwritten here, never used) */
+#if HA_X86
+			if (avx2)
+				scores_avx2(s, qf + (size_t)r * hdp, kb, n, hdp, jb->scale);
+			else
+#endif
+				scores_c(s, qf + (size_t)r * hdp, kb, n, hdp, jb->scale);
+			float m = mx[r]; /* a local: s and mx may alias, as far as the compiler knows */
 			for (int j = 0; j < n; j++) {
-				if (!visible(jb, t, j0 + j)) {
+				if (!visible(jb, t, j0 + j))
 					s[j] = -INFINITY;
-					continue;
-				}
-				s[j] = dot(jb, avx2, qf + (size_t)r * hdp, kb + (size_t)j * hdp) * jb->scale;
-				mx[r] = fmaxf(mx[r], s[j]);
+				else
+					m = s[j] > m ? s[j] : m; /* fmaxf (NaN ignored) without the libm call */
 			}
+			mx[r] = m;
 		}
 	}
 	/* softmax weights in place; the sums in O's last use below */
@@ -198,10 +285,12 @@ static inline __attribute__((always_inline)) void part_impl(ha_job *jb, int part
 				s[j] = 0.0f;
 			continue;
 		}
-		for (int j = 0; j < nk; j++) {
-			s[j] = expf(s[j] - mx[r]);
-			sum += s[j];
-		}
+#if HA_X86
+		if (avx2)
+			sum = exp_row_avx2(s, nk, mx[r]);
+		else
+#endif
+			sum = exp_row_c(s, nk, mx[r]);
 		mx[r] = sum;
 	}
 	/* pass 2: weighted V, block by block */

@@ -422,7 +422,9 @@ int hg_path_auto(void)
 int64_t hg_blas_min_m(void)
 {
 	const char *e = getenv("SW_BLAS_MIN_M");
-	return e && *e ? (int64_t)strtoll(e, NULL, 10) : HG_BLAS_MIN_M;
+	if (e && *e)
+		return (int64_t)strtoll(e, NULL, 10);
+	return hg_path_auto() == HG_PATH_AVX512 ? HG_BLAS_MIN_M_512 : HG_BLAS_MIN_M;
 }
 
 const char *hg_path_name(int path)

@@ -40,11 +40,13 @@ int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t
 
 /* The row count from which the host backend hands a GEMM to the BLAS
  * (fp32 sgemm on operands widened for the call): $SW_BLAS_MIN_M, else
- * HG_BLAS_MIN_M. Measured on the development machine (2 cores, AVX2, the
- * model's shapes 1536x576 and 576x1536): this GEMM is 3-10x faster than
- * widen + sgemm up to m = 256, even at m = 512-1024, and 1.4x slower at
- * m = 2048, where OpenBLAS's packing pays. */
+ * HG_BLAS_MIN_M, or HG_BLAS_MIN_M_512 where the AVX-512 path runs.
+ * Measured on the development machine (2 cores, the model's shapes
+ * 1536x576 and 576x1536, widen + OpenBLAS sgemm against this GEMM): with
+ * AVX2 this GEMM is 3-10x faster up to m = 256, even at 512-1024 and 1.4x
+ * slower at 2048; with AVX-512 it is 1.5-1.9x faster at every m up to 2048. */
 #define HG_BLAS_MIN_M 1024
+#define HG_BLAS_MIN_M_512 4096
 int64_t hg_blas_min_m(void);
 
 /* fp16/bf16 -> fp32, exactly (subnormals, inf and NaN kept). */
