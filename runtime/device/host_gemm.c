@@ -144,7 +144,12 @@ HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, c
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
 			acc[r][c] = _mm256_setzero_ps();
+	const char *pf = (const char *)(W + NC * k); /* as in tile512 */
 	for (int64_t kk = 0; kk < k8; kk += 8) {
+		if (R <= 2)
+#pragma GCC unroll 8
+			for (int c = 0; c < NC; c += 4)
+				_mm_prefetch(pf + (kk * NC + c * 16) * 2, _MM_HINT_T0);
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
 			w[c] = ld_w(W + c * k + kk, bf16);
@@ -283,7 +288,16 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
 			acc[r][c] = _mm512_setzero_ps();
+	/* m = 1, 2 read W at memory speed: the next tile's rows (contiguous
+	 * after this one's) are prefetched as this one is consumed, NC * 32
+	 * bytes per step, since a tile's NC short rows look like NC streams
+	 * too short for the hardware prefetcher to pick up */
+	const char *pf = (const char *)(W + NC * k);
 	for (int64_t kk = 0; kk < k16; kk += 16) {
+		if (R <= 2)
+#pragma GCC unroll 8
+			for (int c = 0; c < NC; c += 2)
+				_mm_prefetch(pf + (kk * NC + c * 16) * 2, _MM_HINT_T0);
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
 			w[c] = ld_w16(W + c * k + kk, bf16);
