@@ -135,7 +135,7 @@ HG_INLINE HG_AVX2 float hsum(__m256 v)
  * Every output is one FMA chain over k whatever the tile's shape, so the
  * shape changes speed, never the result. */
 HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, const uint16_t *W,
-                            int64_t k, const int R, const int NC, const int bf16)
+                            int64_t k, const char *pf, const int R, const int NC, const int bf16)
 {
 	__m256 acc[HG_TILE_R][HG_NC_MAX], w[HG_NC_MAX];
 	const int64_t k8 = k & ~(int64_t)7;
@@ -144,9 +144,8 @@ HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, c
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
 			acc[r][c] = _mm256_setzero_ps();
-	const char *pf = (const char *)(W + NC * k); /* as in tile512 */
 	for (int64_t kk = 0; kk < k8; kk += 8) {
-		if (R <= 2)
+		if (pf) /* as in tile512 */
 #pragma GCC unroll 8
 			for (int c = 0; c < NC; c += 4)
 				_mm_prefetch(pf + (kk * NC + c * 16) * 2, _MM_HINT_T0);
@@ -184,13 +183,14 @@ HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, c
 			C[r * ldc + c] = hsum(acc[r][c]);
 }
 
-typedef void (*tile_fn)(float *, int64_t, const float *, int64_t, const uint16_t *, int64_t);
+typedef void (*tile_fn)(float *, int64_t, const float *, int64_t, const uint16_t *, int64_t,
+                        const char *);
 
 #define HG_TILE_FN(R, NC, B)                                                                      \
 	static HG_AVX2 void tile_##R##_##NC##_##B(float *C, int64_t ldc, const float *A, int64_t kp, \
-	                                          const uint16_t *W, int64_t k)                     \
+	                                          const uint16_t *W, int64_t k, const char *pf)     \
 	{                                                                                             \
-		tile(C, ldc, A, kp, W, k, R, NC, B);                                                      \
+		tile(C, ldc, A, kp, W, k, pf, R, NC, B);                                                  \
 	}
 #define HG_TILES_B(B)                                                                             \
 	HG_TILE_FN(1, 1, B) HG_TILE_FN(1, 2, B) HG_TILE_FN(1, 3, B) HG_TILE_FN(1, 4, B)              \
@@ -228,7 +228,8 @@ static void cols_avx2(const hg_job *jb, int64_t j0, int64_t j1)
 			for (int64_t j = jt; j < jt1; j += nc_max[r - 1]) {
 				const int nc = jt1 - j < nc_max[r - 1] ? (int)(jt1 - j) : nc_max[r - 1];
 				tiles[jb->bf16][r - 1][nc - 1](jb->C + i * jb->n + j, jb->n, jb->A + i * jb->kp,
-				                               jb->kp, jb->W + j * jb->k, jb->k);
+				                               jb->kp, jb->W + j * jb->k, jb->k,
+				                               i ? NULL : (const char *)(jb->W + (j + nc) * jb->k));
 			}
 		}
 	}
@@ -278,8 +279,8 @@ HG_INLINE HG_AVX512 float hsum16(__m512 v)
 }
 
 HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t kp,
-                                  const uint16_t *W, int64_t k, const int R, const int NC,
-                                  const int bf16)
+                                  const uint16_t *W, int64_t k, const char *pf, const int R,
+                                  const int NC, const int bf16)
 {
 	__m512 acc[HG_TILE_R][HG_NC512_MAX], w[HG_NC512_MAX];
 	const int64_t k16 = k & ~(int64_t)15;
@@ -288,13 +289,12 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
 			acc[r][c] = _mm512_setzero_ps();
-	/* m = 1, 2 read W at memory speed: the next tile's rows (contiguous
-	 * after this one's) are prefetched as this one is consumed, NC * 32
-	 * bytes per step, since a tile's NC short rows look like NC streams
-	 * too short for the hardware prefetcher to pick up */
-	const char *pf = (const char *)(W + NC * k);
+	/* pf (the first row block's tiles, which read W from memory): the next
+	 * tile's rows, contiguous after this one's, are prefetched as this one
+	 * is consumed, NC * 32 bytes per step, since a tile's NC short rows
+	 * look like NC streams too short for the hardware prefetcher */
 	for (int64_t kk = 0; kk < k16; kk += 16) {
-		if (R <= 2)
+		if (pf)
 #pragma GCC unroll 8
 			for (int c = 0; c < NC; c += 2)
 				_mm_prefetch(pf + (kk * NC + c * 16) * 2, _MM_HINT_T0);
@@ -334,9 +334,10 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
 
 #define HG_T512_FN(R, NC, B)                                                                      \
 	static HG_AVX512 void t512_##R##_##NC##_##B(float *C, int64_t ldc, const float *A,          \
-	                                            int64_t kp, const uint16_t *W, int64_t k)       \
+	                                            int64_t kp, const uint16_t *W, int64_t k,       \
+	                                            const char *pf)                                 \
 	{                                                                                             \
-		tile512(C, ldc, A, kp, W, k, R, NC, B);                                                   \
+		tile512(C, ldc, A, kp, W, k, pf, R, NC, B);                                               \
 	}
 #define HG_T512_B(B)                                                                              \
 	HG_T512_FN(1, 1, B) HG_T512_FN(1, 2, B) HG_T512_FN(1, 3, B) HG_T512_FN(1, 4, B)              \
@@ -376,9 +377,9 @@ static void cols_avx512(const hg_job *jb, int64_t j0, int64_t j1)
 			const int r = jb->m - i < HG_TILE_R ? (int)(jb->m - i) : HG_TILE_R;
 			for (int64_t j = jt; j < jt1; j += nc512_max[r - 1]) {
 				const int nc = jt1 - j < nc512_max[r - 1] ? (int)(jt1 - j) : nc512_max[r - 1];
-				tiles512[jb->bf16][r - 1][nc - 1](jb->C + i * jb->n + j, jb->n,
-				                                  jb->A + i * jb->kp, jb->kp, jb->W + j * jb->k,
-				                                  jb->k);
+				tiles512[jb->bf16][r - 1][nc - 1](
+					jb->C + i * jb->n + j, jb->n, jb->A + i * jb->kp, jb->kp, jb->W + j * jb->k,
+					jb->k, i ? NULL : (const char *)(jb->W + (j + nc) * jb->k));
 			}
 		}
 	}
