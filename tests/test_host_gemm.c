@@ -216,6 +216,49 @@ static void test_widen_all(void **state)
 	free(y);
 }
 
+/* hg_from_f32 against formats/gguf.c's gguf_f32_to_f16/bf16, bit for bit:
+ * every upper half (sign, exponent, top mantissa bits) with lower halves at
+ * and around the rounding points of both formats (bf16: bit 15; fp16
+ * normals: bit 12, subnormals further up), plus 2^22 random patterns; in
+ * blocks (the vector loop) and one at a time (the scalar tail). */
+static void test_narrow_all(void **state)
+{
+	static const uint32_t LO[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x2000, 0x3000,
+	                              0x7fff, 0x8000, 0x8001, 0xa000, 0xffff};
+	const size_t nlo = sizeof(LO) / sizeof(LO[0]), n = 65536 * nlo + (1u << 22);
+	float *x = malloc(sizeof(*x) * n);
+	uint16_t *y = malloc(sizeof(*y) * n);
+	uint64_t r = 0x15;
+	(void)state;
+	assert_true(x && y);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t u;
+		if (i < 65536 * nlo) {
+			u = (uint32_t)(i / nlo) << 16 | LO[i % nlo];
+		} else {
+			r = r * 6364136223846793005ull + 1442695040888963407ull;
+			u = (uint32_t)(r >> 32);
+		}
+		memcpy(&x[i], &u, sizeof(u));
+	}
+	for (int b = 0; b < 2; b++) {
+		hg_from_f32(y, x, (int64_t)n, b);
+		for (size_t i = 0; i < n; i++) {
+			const uint16_t want = b ? gguf_f32_to_bf16(x[i]) : gguf_f32_to_f16(x[i]);
+			if (y[i] != want)
+				fail_msg("%s of %#x: %#x, gguf.c %#x", b ? "bf16" : "fp16",
+				         *(const uint32_t *)&x[i], y[i], want);
+			if (i % 4097 == 0) {
+				uint16_t one;
+				hg_from_f32(&one, &x[i], 1, b);
+				assert_int_equal(one, want);
+			}
+		}
+	}
+	free(x);
+	free(y);
+}
+
 /* The two paths sum in the same order (8 FMA lanes, then (l, l+4), (l, l+2),
  * (l, l+1)), and a column's tile or thread does not change it: portable ==
  * AVX2 == AVX2 on the pool, bit for bit (what lets a fake cuBLASLt, or
@@ -283,6 +326,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_widen_all),
+		cmocka_unit_test(test_narrow_all),
 		cmocka_unit_test(test_portable),
 		cmocka_unit_test(test_avx2),
 		cmocka_unit_test(test_avx512),

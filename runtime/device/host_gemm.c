@@ -5,6 +5,7 @@
  * once whatever m is. The AVX2 functions carry target attributes,
  * so this file builds without -march=native and the CPU is asked at run
  * time. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,32 @@ static inline float bf16_to_f32(uint16_t h)
 	float f;
 	memcpy(&f, &u, sizeof(f));
 	return f;
+}
+
+/* fp32 -> 16 bits exactly as formats/gguf.c's gguf_f32_to_f16/bf16 (the
+ * device layer does not include formats/): round to nearest even, NaN
+ * quiet. */
+static uint16_t from_f32_1(float f, bool bf16)
+{
+	uint32_t x;
+	memcpy(&x, &f, sizeof(x));
+	if (bf16)
+		return (x & 0x7fffffff) > 0x7f800000 ? (uint16_t)((x >> 16) | 64)
+		                                     : (uint16_t)((x + (0x7fff + ((x >> 16) & 1))) >> 16);
+	const uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+	const uint32_t ax = x & 0x7fffffff;
+	if (ax > 0x7f800000)
+		return sign | 0x7e00;
+	if (ax >= 0x47800000)
+		return sign | 0x7c00;
+	if (ax < 0x38800000) {
+		float a;
+		memcpy(&a, &ax, sizeof(a));
+		return sign | (uint16_t)rintf(a * 0x1p24f);
+	}
+	uint32_t u = ax - ((uint32_t)(127 - 15) << 23);
+	u += 0xfff + ((u >> 13) & 1);
+	return sign | (uint16_t)(u >> 13);
 }
 
 static void to_f32_c(float *y, const uint16_t *x, int64_t cnt, bool bf16)
@@ -384,7 +411,52 @@ static void cols_avx512(const hg_job *jb, int64_t j0, int64_t j1)
 		}
 	}
 }
+
+/* fp32 -> fp16 (F16C, round to nearest even) / bf16 (integer RNE), 8 at a
+ * time; NaN as formats/gguf.c writes it (fp16: sign | 0x7e00; bf16: the
+ * top half | 64), so the result is gguf_f32_to_f16/bf16's bit for bit. */
+static HG_AVX2 void from_f32_avx2(uint16_t *y, const float *x, int64_t cnt, bool bf16)
+{
+	int64_t i = 0;
+	const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+	for (; i + 8 <= cnt; i += 8) {
+		const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(x + i));
+		const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
+		__m256i r;
+		if (bf16) {
+			const __m256i one = _mm256_set1_epi32(1);
+			const __m256i hi = _mm256_srli_epi32(u, 16);
+			r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
+			                                                            _mm256_and_si256(hi, one))), 16);
+			r = _mm256_blendv_epi8(r, _mm256_or_si256(hi, _mm256_set1_epi32(64)), nan);
+		} else {
+			const __m256i h = _mm256_cvtepu16_epi32(
+				_mm256_cvtps_ph(_mm256_castsi256_ps(u), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+			const __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u, 16),
+			                                                   _mm256_set1_epi32(0x8000)),
+			                                  _mm256_set1_epi32(0x7e00));
+			r = _mm256_blendv_epi8(h, q, nan);
+		}
+		/* 32 -> 16 bits: packus works within 128-bit halves, then reorder */
+		const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+		_mm_storeu_si128((__m128i *)(void *)(y + i), _mm256_castsi256_si128(p));
+	}
+	for (; i < cnt; i++)
+		y[i] = from_f32_1(x[i], bf16);
+}
 #endif /* HG_X86 */
+
+void hg_from_f32(uint16_t *y, const float *x, int64_t cnt, bool bf16)
+{
+#if HG_X86
+	if (hg_path_auto() >= HG_PATH_AVX2) {
+		from_f32_avx2(y, x, cnt, bf16);
+		return;
+	}
+#endif
+	for (int64_t i = 0; i < cnt; i++)
+		y[i] = from_f32_1(x[i], bf16);
+}
 
 void hg_to_f32(float *y, const uint16_t *x, int64_t cnt, bool bf16)
 {

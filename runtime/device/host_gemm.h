@@ -51,5 +51,8 @@ int64_t hg_blas_min_m(void);
 
 /* fp16/bf16 -> fp32, exactly (subnormals, inf and NaN kept). */
 void hg_to_f32(float *y, const uint16_t *x, int64_t cnt, bool bf16);
+/* fp32 -> fp16/bf16, round to nearest even, bit for bit as formats/gguf.c's
+ * gguf_f32_to_f16/bf16 (NaN: fp16 sign | 0x7e00, bf16 top half | 64). */
+void hg_from_f32(uint16_t *y, const float *x, int64_t cnt, bool bf16);
 
 #endif

@@ -70,17 +70,11 @@ static int op_rmsnorm_residual(const rt_op *op, sw_err *err)
 static int op_cast(const rt_op *op, sw_err *err)
 {
 	const long long N = PI_("N"), mode = PI_("MODE");
-	if (mode <= 1) {
-		const float *x = ARG(op, 1, const float *);
-		uint16_t *y = ARG(op, 0, uint16_t *);
-		for (long long i = 0; i < N; i++)
-			y[i] = to16(x[i], mode == 1);
-	} else {
-		const uint16_t *x = ARG(op, 1, const uint16_t *);
-		float *y = ARG(op, 0, float *);
-		for (long long i = 0; i < N; i++)
-			y[i] = from16(x[i], mode == 3);
-	}
+	/* vectorised, bit for bit gguf_f32_to_f16/bf16 and back (host_gemm.h) */
+	if (mode <= 1)
+		hg_from_f32(ARG(op, 0, uint16_t *), ARG(op, 1, const float *), N, mode == 0);
+	else
+		hg_to_f32(ARG(op, 0, float *), ARG(op, 1, const uint16_t *), N, mode == 2);
 	return 0;
 }
 
@@ -115,8 +109,7 @@ static int op_tree_attention(const rt_op *op, sw_err *err)
 	if (merge) {
 		uint16_t *out = ARG(op, 0, uint16_t *);
 		const float *po = ARG(op, 1, const float *);
-		for (size_t i = 0; i < (size_t)T * H * hd; i++)
-			out[i] = to16(po[i], is_f16);
+		hg_from_f32(out, po, (int64_t)T * H * hd, !is_f16);
 		return 0;
 	}
 	if (masked && !op->kinfo->mask)
