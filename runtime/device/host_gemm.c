@@ -14,6 +14,7 @@
 #include "host_pool.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define HG_X86 1
 #else
@@ -469,6 +470,15 @@ void hg_to_f32(float *y, const uint16_t *x, int64_t cnt, bool bf16)
 	to_f32_c(y, x, cnt, bf16);
 }
 
+#if HG_X86
+/* CPUID.1:ECX.F16C (bit 29); clang's __builtin_cpu_supports has no "f16c" */
+static bool has_f16c(void)
+{
+	unsigned a, b, c, d;
+	return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+}
+#endif
+
 bool hg_path_available(int path)
 {
 	switch (path) {
@@ -479,8 +489,7 @@ bool hg_path_available(int path)
 	case HG_PATH_AVX512:
 #if HG_X86
 		__builtin_cpu_init();
-		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-		       __builtin_cpu_supports("f16c") &&
+		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c() &&
 		       (path == HG_PATH_AVX2 || __builtin_cpu_supports("avx512f"));
 #else
 		return false;
