@@ -6,6 +6,7 @@
  * so this file builds without -march=native and the CPU is asked at run
  * time. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -501,8 +502,9 @@ bool hg_path_available(int path)
 
 int hg_path_auto(void)
 {
-	static int cached = -1;
-	if (cached < 0) {
+	static atomic_int cached = -1; /* the pool's workers ask too: every thread computes the same */
+	int c = atomic_load_explicit(&cached, memory_order_relaxed);
+	if (c < 0) {
 		const char *e = getenv("SW_GEMM_PATH");
 		int p = hg_path_available(HG_PATH_AVX512) ? HG_PATH_AVX512
 		        : hg_path_available(HG_PATH_AVX2) ? HG_PATH_AVX2 : HG_PATH_PORTABLE;
@@ -510,9 +512,10 @@ int hg_path_auto(void)
 			p = HG_PATH_PORTABLE;
 		else if (e && !strcmp(e, "avx2") && hg_path_available(HG_PATH_AVX2))
 			p = HG_PATH_AVX2;
-		cached = p;
+		atomic_store_explicit(&cached, p, memory_order_relaxed);
+		c = p;
 	}
-	return cached;
+	return c;
 }
 
 int64_t hg_blas_min_m(void)
