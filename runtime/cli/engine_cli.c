@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "device/host_pool.h"
 #include "engine/engine.h"
 #include "gen/render.h"
 #include "kernels/engine_state.h"
@@ -96,6 +97,16 @@ int cli_engine_bind(rt_engine *e, rt_dev *dev, const rt_model *target, const rt_
 	if (draft && (rc = cli_engine_weights(&dw, draft, "draft", err)))
 		return rc;
 	return rt_engine_bind(e, dev, &tw, draft ? &dw : NULL, seed, err);
+}
+
+/* CPU seconds of this process, all threads (per CPU-second rates: on a
+ * shared or oversubscribed machine they say what the work cost, where
+ * wall-clock rates say how long it waited too). */
+static double cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 typedef struct stream {
@@ -220,9 +231,17 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 	return j->n_prompt < 0 ? j->n_prompt : 0;
 }
 
-/* Target-only greedy decoding on the host reference path (fp32). */
+/* The decode part of a reference run (after the prompt's feed): tokens fed
+ * one at a time, wall and CPU seconds. */
+typedef struct ref_decode {
+	int n_fed;
+	double wall, cpu;
+} ref_decode;
+
+/* Target-only greedy decoding on the host reference path (fp32). dec, when
+ * not NULL, gets the decode part alone. */
 static int reference_greedy(engine_job *j, int n, int32_t eos, int32_t *out, double *secs,
-                            sw_err *err)
+                            ref_decode *dec, sw_err *err)
 {
 	rt_ctx *c = j->s.tctx;
 	const int V = j->s.target->cfg.vocab;
@@ -232,14 +251,18 @@ static int reference_greedy(engine_job *j, int n, int32_t eos, int32_t *out, dou
 		return sw_errf(err, SW_ENOMEM, "out of memory");
 	double t0 = sw_now_s();
 	rt_ctx_truncate(c, 0);
-	int rc = rt_ctx_feed(c, j->ids, j->n_prompt, logits, err);
+	int rc = rt_ctx_feed(c, j->ids, j->n_prompt, logits, err), fed = 0;
+	const double t1 = sw_now_s(), c1 = cpu_s();
 	while (!rc && k < n) {
 		out[k] = rt_argmax(logits, V);
 		if (out[k++] == eos || c->len + 1 >= c->max_ctx)
 			break;
 		rc = rt_ctx_feed(c, &out[k - 1], 1, logits, err);
+		fed++;
 	}
 	*secs = sw_now_s() - t0;
+	if (dec)
+		*dec = (ref_decode){fed, sw_now_s() - t1, cpu_s() - c1};
 	free(logits);
 	return rc ? rc : k;
 }
@@ -280,7 +303,7 @@ int cli_engine_run(cli_opts *o)
 	int n_ref = -1, match = -1;
 	double t_ref = 0;
 	if (o->baseline && greedy) {
-		n_ref = reference_greedy(&j, n, eos, ref, &t_ref, &err);
+		n_ref = reference_greedy(&j, n, eos, ref, &t_ref, NULL, &err);
 		if (n_ref < 0)
 			goto out_err;
 		match = 0;
@@ -356,12 +379,119 @@ out:
 	return rc;
 }
 
+/* ---- bench: the memory roofline and the cost of a verify ---- */
+
+typedef struct bw_job {
+	const uint64_t *buf;
+	size_t words;
+	uint64_t sums[256];
+} bw_job;
+
+static void bw_part(void *ctx, int part, int n_parts)
+{
+	bw_job *b = ctx;
+	const size_t w0 = b->words * (size_t)part / (size_t)n_parts;
+	const size_t w1 = b->words * (size_t)(part + 1) / (size_t)n_parts;
+	uint64_t s[8] = {0};
+	for (size_t i = w0; i + 8 <= w1; i += 8)
+		for (int l = 0; l < 8; l++)
+			s[l] += b->buf[i + l];
+	b->sums[part % 256] += s[0] ^ s[1] ^ s[2] ^ s[3] ^ s[4] ^ s[5] ^ s[6] ^ s[7];
+}
+
+/* The machine's streaming read bandwidth in bytes/s: a 512 MiB buffer (16x
+ * a 32 MiB LLC) read by every thread of the host pool, the median of 5
+ * passes after a memset that faults the pages in. *per_cpu: the same bytes
+ * per CPU-second of the readers (on a shared machine the wall-clock rate
+ * includes the time other processes held the cores; this one does not). */
+static double read_bandwidth(int *threads, double *per_cpu)
+{
+	const size_t bytes = (size_t)512 << 20;
+	bw_job b = {.buf = malloc(bytes), .words = bytes / 8};
+	double t[5], c[5];
+	*threads = hp_threads();
+	*per_cpu = 0;
+	if (!b.buf)
+		return 0;
+	memset((void *)b.buf, 1, bytes);
+	for (int r = 0; r < 5; r++) {
+		const double t0 = sw_now_s(), c0 = cpu_s();
+		hp_run(bw_part, &b, 4 * *threads);
+		t[r] = sw_now_s() - t0;
+		c[r] = cpu_s() - c0;
+	}
+	free((void *)b.buf);
+	*per_cpu = bytes / cli_median(c, 5);
+	return bytes / cli_median(t, 5);
+}
+
+/* Replays the ops of one engine phase eagerly, `reps` times, each replay
+ * synchronised: its median wall and CPU seconds. gemm_rows > 0 runs every
+ * GEMM with that many rows instead of the planned m (its output's other
+ * rows are scratch left as they were); gemm_only skips the kernels. The
+ * replay changes no state the next generate reads: phases after it (accept,
+ * commit) do not run, and a generate starts from its prefill. */
+static int phase_replay(rt_engine *e, int ph, int gemm_rows, bool gemm_only, int reps,
+                        double *wall, double *cpu, sw_err *err)
+{
+	double w[16], c[16];
+	reps = reps > 16 ? 16 : reps;
+	for (int r = 0; r < reps; r++) {
+		const double t0 = sw_now_s(), c0 = cpu_s();
+		for (int i = e->ph_ops[ph].first; i < e->ph_ops[ph].first + e->ph_ops[ph].n; i++) {
+			rt_op op = e->ops[i];
+			if (op.kind != RT_OP_GEMM && gemm_only)
+				continue;
+			if (op.kind == RT_OP_GEMM && gemm_rows > 0 && gemm_rows < op.m)
+				op.m = gemm_rows;
+			rt_op_fix_argv(&op);
+			int rc = e->dev->ops->launch(e->dev, &op, err);
+			if (rc)
+				return rc;
+		}
+		int rc = e->dev->ops->sync(e->dev, err);
+		if (rc)
+			return rc;
+		w[r] = sw_now_s() - t0;
+		c[r] = cpu_s() - c0;
+	}
+	*wall = cli_median(w, reps);
+	*cpu = cli_median(c, reps);
+	return 0;
+}
+
+/* Bytes a target-only decode step reads: the engine's weight buffers (the
+ * tied embedding is read whole by the lm head; its one-row lookup is
+ * negligible) plus K and V of `ctx` positions, at bytes_per bytes each. */
+static double step_bytes(const rt_engine *e, double weight_scale, int bytes_per, double ctx)
+{
+	double w = 0;
+	for (int i = 0; i < e->man->n_bufs; i++)
+		if (!strcmp(e->man->bufs[i].kind, "weight") && !strncmp(e->man->bufs[i].name, "target.", 7))
+			w += (double)e->man->bufs[i].bytes;
+	const rt_engine_shape *c = &e->man->tcfg;
+	return w * weight_scale + 2.0 * c->n_layers * c->n_kv_heads * c->head_dim * bytes_per * ctx;
+}
+
 /* `specwright bench ENGINE_DIR`: the engine against the host fp32
  * target-only reference over prompts cut from a corpus: median tok/s of
  * each, the median per-prompt ratio, tau, acceptance by depth, host overhead
  * per iteration, and for greedy engines how many prompts kept the
  * reference's tokens. Both decoders run in this process, one after the
- * other on each prompt. */
+ * other on each prompt.
+ *
+ * Then (issue 15) the costs behind those rates: the machine's read
+ * bandwidth, measured first; per decoder the decode-only tok/s wall-clock
+ * and per CPU-second, and the share of the memory roofline (bytes a
+ * target-only step reads / bandwidth, over the measured time per token: a
+ * speculative decoder can pass 100%). The engine's target-only rate is its
+ * own verify phase replayed with every GEMM at one row (kernels as planned:
+ * an upper bound on a one-row forward's time, so a lower bound on the
+ * rate); the verify-cost line sets the verify phase at its planned rows
+ * against that. The engine's decode CPU time is a generate of max_new
+ * tokens minus one of a single token (the same prefill). $SW_BENCH_IDS
+ * names a file to receive the prompts' token ids, one prompt a line, for
+ * tests/reference/llamacpp_bench.py. */
 int cli_engine_bench(cli_opts *o)
 {
 	sw_err err = {0};
@@ -370,6 +500,7 @@ int cli_engine_bench(cli_opts *o)
 	char **prompts = NULL, *text = NULL;
 	int32_t *out = NULL, *ref = NULL, *ids = NULL;
 	double *tps = NULL, *rtps = NULL, *ratio = NULL, *ovh = NULL;
+	FILE *idf = NULL;
 	const char *corpus = o->corpus ? o->corpus : "/usr/share/games/fortunes/fortunes";
 	memset(&j, 0, sizeof(j));
 	size_t len = 0;
@@ -388,21 +519,43 @@ int cli_engine_bench(cli_opts *o)
 	jo.prompt = prompts[0];
 	if (job_open(&j, &jo, &err))
 		goto out_err;
+	const char *idp = getenv("SW_BENCH_IDS");
+	if (idp && *idp && !(idf = fopen(idp, "w"))) {
+		sw_errf(&err, SW_EIO, "%s ($SW_BENCH_IDS): cannot write", idp);
+		goto out_err;
+	}
+	int bw_threads = 1;
+	double bwc = 0;
+	const double bw = read_bandwidth(&bw_threads, &bwc);
+	printf("memory read bandwidth: %.2f GB/s wall-clock, %.2f GB per CPU-second (512 MiB "
+	       "streamed by %d threads, median of 5)\n\n", bw / 1e9, bwc / 1e9, bw_threads);
 	const int M = o->max_new, cap = (int)len + 4096;
+	enum { S_TPS, S_RTPS, S_RATIO, S_OVH, S_RDEC, S_RCPU, S_EDEC, S_ECPU, S_T1W, S_T1C, S_VW,
+	       S_G1, S_GT, S_CTX, S_N };
 	out = malloc(sizeof(*out) * (size_t)(M + 1));
 	ref = malloc(sizeof(*ref) * (size_t)(M + 1));
 	ids = malloc(sizeof(*ids) * (size_t)cap);
-	tps = calloc((size_t)np * 4, sizeof(*tps));
+	tps = calloc((size_t)np * S_N, sizeof(*tps));
 	if (!out || !ref || !ids || !tps) {
 		sw_errf(&err, SW_ENOMEM, "out of memory");
 		goto out_err;
 	}
-	rtps = tps + np;
-	ratio = rtps + np;
-	ovh = ratio + np;
+	double *sv[S_N];
+	for (int k = 0; k < S_N; k++)
+		sv[k] = tps + (size_t)k * np;
+	rtps = sv[S_RTPS];
+	ratio = sv[S_RATIO];
+	ovh = sv[S_OVH];
 	const rt_engine *e = j.e;
 	const bool greedy = e->man->samp.temperature <= 0.0f;
 	const int32_t eos = rt_token_eos(j.s.tok);
+	const int ph_verify = rt_manifest_phase_find(e->man, "verify");
+	int verify_rows = 0;
+	for (int i = 0; ph_verify >= 0 && i < e->ph_ops[ph_verify].n; i++) {
+		const rt_op *op = &e->ops[e->ph_ops[ph_verify].first + i];
+		if (op->kind == RT_OP_GEMM && op->m > verify_rows)
+			verify_rows = (int)op->m;
+	}
 	uint64_t tried[RT_ENGINE_MAX_DEPTH] = {0}, acc[RT_ENGINE_MAX_DEPTH] = {0};
 	long toks = 0, iters = 0;
 	int same = 0, used = 0;
@@ -422,20 +575,47 @@ int cli_engine_bench(cli_opts *o)
 		}
 		memcpy(j.ids, ids, sizeof(*ids) * (size_t)n_prompt);
 		j.n_prompt = n_prompt;
-		rt_engine_run r = {.prompt = j.ids, .n_prompt = n_prompt, .max_new = M, .eos = eos,
+		if (idf) {
+			for (int t = 0; t < n_prompt; t++)
+				fprintf(idf, "%s%d", t ? " " : "", ids[t]);
+			fprintf(idf, "\n");
+		}
+		rt_engine_run r = {.prompt = j.ids, .n_prompt = n_prompt, .max_new = 1, .eos = eos,
 		                   .is_eog = cli_is_eog, .eog_user = j.s.tok};
 		rt_engine_stats st;
-		int n = rt_engine_generate(j.e, &r, out, &st, &err);
+		/* one token first: its CPU time is the prefill's, subtracted below */
+		double c0 = cpu_s();
+		int n1 = rt_engine_generate(j.e, &r, out, &st, &err);
+		const double cpu1 = cpu_s() - c0;
+		r.max_new = M;
+		c0 = cpu_s();
+		int n = n1 < 0 ? n1 : rt_engine_generate(j.e, &r, out, &st, &err);
+		const double cpuM = cpu_s() - c0;
 		if (n < 0)
 			goto out_err;
 		double t_ref = 0;
-		int n_ref = reference_greedy(&j, n, eos, ref, &t_ref, &err);
+		ref_decode rd;
+		int n_ref = reference_greedy(&j, n, eos, ref, &t_ref, &rd, &err);
 		if (n_ref < 0)
 			goto out_err;
+		if (ph_verify >= 0) {
+			double cw;
+			if (phase_replay(j.e, ph_verify, 0, false, 5, &sv[S_VW][used], &cw, &err) ||
+			    phase_replay(j.e, ph_verify, 1, false, 5, &sv[S_T1W][used], &sv[S_T1C][used],
+			                 &err) ||
+			    phase_replay(j.e, ph_verify, 0, true, 5, &sv[S_GT][used], &cw, &err) ||
+			    phase_replay(j.e, ph_verify, 1, true, 5, &sv[S_G1][used], &cw, &err))
+				goto out_err;
+		}
 		tps[used] = st.t_decode > 0 ? n / st.t_decode : 0;
 		rtps[used] = t_ref > 0 ? n_ref / t_ref : 0;
 		ratio[used] = rtps[used] > 0 ? tps[used] / rtps[used] : 0;
 		ovh[used] = st.host_overhead_us;
+		sv[S_RDEC][used] = rd.wall > 0 ? rd.n_fed / rd.wall : 0;
+		sv[S_RCPU][used] = rd.cpu > 0 ? rd.n_fed / rd.cpu : 0;
+		sv[S_EDEC][used] = tps[used];
+		sv[S_ECPU][used] = cpuM - cpu1 > 0 && n > n1 ? (n - n1) / (cpuM - cpu1) : 0;
+		sv[S_CTX][used] = n_prompt + 0.5 * n;
 		used++;
 		same += greedy && n == n_ref && !memcmp(out, ref, sizeof(*out) * (size_t)n);
 		toks += n;
@@ -460,12 +640,44 @@ int cli_engine_bench(cli_opts *o)
 		printf("%d/%d |\n", same, used);
 	else
 		printf("- |\n");
+
+	/* the costs: decode only (prefill excluded), medians over the prompts */
+	const double ctx = cli_median(sv[S_CTX], used);
+	const int b16 = 2;
+	const double bytes16 = step_bytes(e, 1.0, b16, ctx), bytes32 = step_bytes(e, 2.0, 4, ctx);
+	const double t1w = cli_median(sv[S_T1W], used), t1c = cli_median(sv[S_T1C], used);
+	const double edec = cli_median(sv[S_EDEC], used), rdec = cli_median(sv[S_RDEC], used);
+	printf("\nDecode only, medians over %d prompts; roofline: a target-only step reads %.1f MB "
+	       "(16-bit weights + K/V at context %.0f; the fp32 reference %.1f MB) at %.2f GB/s: "
+	       "%.1f tok/s (%.1f for the reference)\n\n", used, bytes16 / 1e6, ctx, bytes32 / 1e6,
+	       bw / 1e9, bw / bytes16, bw / bytes32);
+	const double rcpu = cli_median(sv[S_RCPU], used), ecpu = cli_median(sv[S_ECPU], used);
+	printf("| decoder | tok/s | tok per CPU-s | share of the roofline: wall-clock | per "
+	       "CPU-second |\n|---|---|---|---|---|\n");
+	printf("| reference fp32, target only (host ctx) | %.2f | %.2f | %.0f%% | %.0f%% |\n", rdec,
+	       rcpu, 100.0 * rdec * bytes32 / bw, 100.0 * rcpu * bytes32 / bwc);
+	if (ph_verify >= 0)
+		printf("| engine target only (verify phase, GEMMs at 1 row) | %.2f | %.2f | %.0f%% | "
+		       "%.0f%% |\n", t1w > 0 ? 1 / t1w : 0, t1c > 0 ? 1 / t1c : 0,
+		       t1w > 0 ? 100.0 * bytes16 / bw / t1w : 0, t1c > 0 ? 100.0 * bytes16 / bwc / t1c : 0);
+	printf("| engine %s (speculative) | %.2f | %.2f | %.0f%% | %.0f%% |\n", e->man->name, edec, ecpu,
+	       100.0 * edec * bytes16 / bw, 100.0 * ecpu * bytes16 / bwc);
+	if (ph_verify >= 0) {
+		const double vw = cli_median(sv[S_VW], used), g1 = cli_median(sv[S_G1], used);
+		const double gt = cli_median(sv[S_GT], used);
+		printf("\nverify cost: the verify phase at %d rows %.2f ms vs its GEMMs at 1 row %.2f ms: "
+		       "%.2fx; GEMMs alone %.2f ms vs %.2f ms: %.2fx; speculative vs target-only "
+		       "(engine path): %.2fx\n", verify_rows, 1e3 * vw, 1e3 * t1w, t1w > 0 ? vw / t1w : 0,
+		       1e3 * gt, 1e3 * g1, g1 > 0 ? gt / g1 : 0, t1w > 0 ? edec * t1w : 0);
+	}
 	rc = 0;
 	goto out;
 out_err:
 	fprintf(stderr, "specwright bench: error: %s\n", err.msg);
 	rc = 1;
 out:
+	if (idf)
+		fclose(idf);
 	job_close(&j);
 	for (int i = 0; prompts && i < np; i++)
 		free(prompts[i]);

@@ -1,5 +1,6 @@
-/* The host backend (device.h): device memory is host memory, GEMMs go to
- * the BLAS in fp32, and kernels run either natively (host_ops.c:
+/* The host backend (device.h): device memory is host memory, GEMMs run on
+ * the engine's 16-bit weights (host_gemm.c; the BLAS in fp32 for large m),
+ * and kernels run either natively (host_ops.c:
  * the kernels/ref specification of each op) or as the generated kernels
  * themselves in the SIMT emulator (emulate mode: engine_dir/kernels.cu
  * compiled against prelude_emu.h). A graph is the recorded op list, with
@@ -16,27 +17,12 @@
 #include "kernels/emu.h"
 #include "kernels/half.h"
 #include "core/fileio.h"
-#include "core/hash.h"
 #include "core/timing.h"
+#include "host_gemm.h"
 #include "host_ops.h"
 
 /* the cuda backend's limit too, so a graph that captures here captures there */
 #define HOST_MAX_IF_DEPTH 8
-
-/* A converted fp32 copy of a GEMM weight, keyed by its address and shape.
- * Assumption: a GEMM's W operand is a weight, written only by upload (never
- * by a kernel) after which it does not change; upload, memset and free of
- * an overlapping range drop the entry. As a cheap guard against a kernel
- * writing it anyway, 64 sampled 16-bit words are hashed at conversion and
- * rechecked at each use (a mismatch reconverts); this catches most
- * overwrites, not every one. */
-typedef struct wcache_ent {
-	uintptr_t w;
-	int64_t n, k;
-	int dtype;
-	uint64_t sample;
-	float *f;            /* (n, k) */
-} wcache_ent;
 
 typedef struct host_alloc {
 	uintptr_t p;
@@ -63,10 +49,8 @@ typedef struct host_dev {
 	rt_emu_compile_fn emu_compile; /* emulate mode: kernels.cu -> loaded module */
 	host_alloc *allocs;
 	int n_allocs, cap_allocs;
-	wcache_ent *wc;
-	int n_wc, cap_wc;
-	size_t wc_bytes, wc_limit;
-	float *a32, *w32;         /* GEMM scratch: A always, W when not cached */
+	int64_t blas_min_m;       /* GEMMs with m >= this go to the BLAS */
+	float *a32, *w32;         /* the BLAS path's scratch: A and W widened */
 	size_t a32_n, w32_n;
 	void **mods;              /* emulate: dlopen'ed kernel modules */
 	int n_mods;
@@ -89,48 +73,7 @@ static int refuse_capture(rt_dev *d, const char *what, sw_err *err)
 	               "captured)", d->desc, what);
 }
 
-/* ---- weight cache ---- */
-
-static uint64_t w_sample(const uint16_t *w, size_t cnt)
-{
-	uint64_t h = SW_FNV64_BASIS;
-	for (int i = 0; i < 64 && cnt; i++) {
-		size_t j = cnt == 1 ? 0 : (size_t)i * (cnt - 1) / 63;
-		h = sw_fnv1a64_mix(h, w[j]);
-	}
-	return h;
-}
-
-static void wc_drop(host_dev *h, int i)
-{
-	h->wc_bytes -= sizeof(float) * (size_t)(h->wc[i].n * h->wc[i].k);
-	free(h->wc[i].f);
-	h->wc[i] = h->wc[--h->n_wc];
-}
-
-/* Drops every cached weight overlapping [p, p + bytes). */
-static void wc_invalidate(host_dev *h, uintptr_t p, size_t bytes)
-{
-	for (int i = 0; i < h->n_wc;) {
-		const wcache_ent *e = &h->wc[i];
-		uintptr_t e_end = e->w + 2 * (size_t)(e->n * e->k);
-		if (e->w < p + bytes && p < e_end)
-			wc_drop(h, i);
-		else
-			i++;
-	}
-}
-
-static void to_f32(float *y, const uint16_t *x, size_t cnt, int dtype)
-{
-	if (dtype == RT_BF16) {
-		for (size_t i = 0; i < cnt; i++)
-			y[i] = sw_bf16_to_f32(x[i]);
-	} else {
-		for (size_t i = 0; i < cnt; i++)
-			y[i] = sw_f16_to_f32(x[i]);
-	}
-}
+/* ---- GEMM ---- */
 
 static float *grow(float **buf, size_t *have, size_t need)
 {
@@ -144,45 +87,10 @@ static float *grow(float **buf, size_t *have, size_t need)
 	return p;
 }
 
-/* W (n,k) as fp32: cached when it fits the budget, else converted into
- * scratch for this call. */
-static const float *w_f32(host_dev *h, const uint16_t *w, int64_t n, int64_t k, int dtype)
-{
-	const size_t cnt = (size_t)(n * k);
-	const uint64_t smp = w_sample(w, cnt);
-	for (int i = 0; i < h->n_wc; i++) {
-		wcache_ent *e = &h->wc[i];
-		if (e->w == (uintptr_t)w && e->n == n && e->k == k && e->dtype == dtype) {
-			if (e->sample == smp)
-				return e->f;
-			wc_drop(h, i);
-			break;
-		}
-	}
-	const size_t bytes = sizeof(float) * cnt;
-	float *f = NULL;
-	if (h->wc_bytes + bytes <= h->wc_limit) {
-		if (h->n_wc == h->cap_wc) {
-			int cap = h->cap_wc ? 2 * h->cap_wc : 32;
-			wcache_ent *ne = realloc(h->wc, sizeof(*ne) * (size_t)cap);
-			if (ne) {
-				h->wc = ne;
-				h->cap_wc = cap;
-			}
-		}
-		if (h->n_wc < h->cap_wc && (f = malloc(bytes))) {
-			to_f32(f, w, cnt, dtype);
-			h->wc[h->n_wc++] = (wcache_ent){(uintptr_t)w, n, k, dtype, smp, f};
-			h->wc_bytes += bytes;
-			return f;
-		}
-	}
-	if (!grow(&h->w32, &h->w32_n, cnt))
-		return NULL;
-	to_f32(h->w32, w, cnt, dtype);
-	return h->w32;
-}
-
+/* C (m, n) = A (m, k) W (n, k)^T. Below blas_min_m rows the 16-bit GEMM
+ * (weights streamed once, widened in registers); from there on the GEMM is
+ * arithmetic-bound and OpenBLAS's packed sgemm is faster, so A and W are
+ * widened into scratch for this call (no copy outlives it). */
 static int host_gemm(rt_dev *d, const rt_op *op, sw_err *err)
 {
 	host_dev *h = d->impl;
@@ -190,6 +98,7 @@ static int host_gemm(rt_dev *d, const rt_op *op, sw_err *err)
 	float *C = (float *)(uintptr_t)op->argval[0];
 	const uint16_t *A = (const uint16_t *)(uintptr_t)op->argval[1];
 	const uint16_t *W = (const uint16_t *)(uintptr_t)op->argval[2];
+	const bool bf16 = op->dtype == RT_BF16;
 
 	if (op->dtype != RT_BF16 && op->dtype != RT_FP16)
 		return sw_errf(err, SW_ENOTSUP, "GEMM dtype %d (bf16 or fp16 expected)", op->dtype);
@@ -198,19 +107,19 @@ static int host_gemm(rt_dev *d, const rt_op *op, sw_err *err)
 		               (long long)n, (long long)k);
 	if (m == 0 || n == 0)
 		return 0;
-	if (k == 0) { /* an empty sum; some BLAS builds reject k = 0 */
-		memset(C, 0, sizeof(*C) * (size_t)(m * n));
-		return 0;
+	if (m < h->blas_min_m || k == 0) { /* k = 0: some BLAS builds reject it */
+		int rc = hg_gemm16(C, A, W, m, n, k, bf16, HG_PATH_AUTO, 0);
+		return rc ? sw_errf(err, rc, "GEMM m=%lld n=%lld k=%lld: %s", (long long)m,
+		                    (long long)n, (long long)k, rc == SW_ENOMEM ? "out of memory"
+		                    : "invalid") : 0;
 	}
-	if (!grow(&h->a32, &h->a32_n, (size_t)(m * k)))
-		return sw_errf(err, SW_ENOMEM, "out of memory");
-	to_f32(h->a32, A, (size_t)(m * k), op->dtype);
-	const float *wf = w_f32(h, W, n, k, op->dtype);
-	if (!wf)
-		return sw_errf(err, SW_ENOMEM, "out of memory (fp32 copy of a %lld x %lld weight)",
-		               (long long)n, (long long)k);
+	if (!grow(&h->a32, &h->a32_n, (size_t)(m * k)) || !grow(&h->w32, &h->w32_n, (size_t)(n * k)))
+		return sw_errf(err, SW_ENOMEM, "out of memory (GEMM scratch, %lld x %lld)",
+		               (long long)(m > n ? m : n), (long long)k);
+	hg_to_f32(h->a32, A, m * k, bf16);
+	hg_to_f32(h->w32, W, n * k, bf16);
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.0f, h->a32,
-	            (int)k, wf, (int)k, 0.0f, C, (int)n);
+	            (int)k, h->w32, (int)k, 0.0f, C, (int)n);
 	return 0;
 }
 
@@ -248,7 +157,6 @@ static void host_free_fn(rt_dev *d, rt_dptr p)
 		return;
 	for (int i = 0; i < h->n_allocs; i++)
 		if (h->allocs[i].p == (uintptr_t)p) {
-			wc_invalidate(h, h->allocs[i].p, h->allocs[i].bytes);
 			h->allocs[i] = h->allocs[--h->n_allocs];
 			break;
 		}
@@ -264,7 +172,6 @@ static int host_upload(rt_dev *d, rt_dptr dst, const void *src, size_t bytes, sw
 		return refuse_capture(d, "upload", err);
 	if (!bytes)
 		return 0;
-	wc_invalidate(d->impl, (uintptr_t)dst, bytes);
 	memcpy((void *)(uintptr_t)dst, src, bytes);
 	d->stats.uploads++;
 	return 0;
@@ -398,7 +305,6 @@ static int exec_op(rt_dev *d, const rt_op *op, bool timed, sw_err *err)
 		break;
 	case RT_OP_MEMSET:
 		if (op->bytes > 0) {
-			wc_invalidate(h, (uintptr_t)op->argval[0], (size_t)op->bytes);
 			memset((void *)(uintptr_t)op->argval[0], 0, (size_t)op->bytes);
 		}
 		d->stats.memsets++;
@@ -559,9 +465,6 @@ static void host_destroy(rt_dev *d)
 	host_dev *h = d->impl;
 	if (h) {
 		graph_free_impl(h->rec);
-		while (h->n_wc)
-			wc_drop(h, h->n_wc - 1);
-		free(h->wc);
 		for (int i = 0; i < h->n_allocs; i++) {
 			void *p = (void *)h->allocs[i].p;
 			if (h->mode == RT_HOST_EMULATE)
@@ -601,16 +504,6 @@ static const struct rt_dev_ops host_ops = {
 	/* .destroy = */ host_destroy,
 };
 
-/* The weight cache's budget: $SW_HOST_WCACHE_MB, else a quarter of RAM. */
-static size_t wcache_limit(void)
-{
-	const char *e = getenv("SW_HOST_WCACHE_MB");
-	if (e && *e)
-		return (size_t)strtoull(e, NULL, 10) << 20;
-	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-	return pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 4 : (size_t)1 << 30;
-}
-
 rt_dev *rt_dev_host_new(int mode, const rt_dev_opts *o, sw_err *err)
 {
 	static const rt_dev_opts none;
@@ -640,7 +533,7 @@ rt_dev *rt_dev_host_new(int mode, const rt_dev_opts *o, sw_err *err)
 	snprintf(h->cache_dir, sizeof(h->cache_dir), "%s", c && *c ? c : "build/cache");
 	h->mode = mode;
 	h->emu_compile = o->emu_compile;
-	h->wc_limit = wcache_limit();
+	h->blas_min_m = hg_blas_min_m();
 	d->ops = &host_ops;
 	d->impl = h;
 	snprintf(d->desc, sizeof(d->desc), "host (%s)", mode == RT_HOST_NATIVE ? "native" : "emulate");

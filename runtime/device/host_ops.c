@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "host_attn.h"
+#include "host_gemm.h"
 #include "host_ops.h"
 #include "kernels/engine_state.h"
 #include "kernels/ref/ref.h"
@@ -57,8 +59,14 @@ static int op_rmsnorm_residual(const rt_op *op, sw_err *err)
 /* (dst, src) */
 static int op_cast(const rt_op *op, sw_err *err)
 {
-	if (ref_cast(ARG(op, 0, void *), ARG(op, 1, const void *), (size_t)PI_("N"), (int)PI_("MODE")))
+	const long long N = PI_("N"), mode = PI_("MODE");
+	if (mode < 0 || mode > 3)
 		return refused(op, "cast MODE outside 0..3", err);
+	/* vectorised, bit for bit kernels/ref cast (host_gemm.h; test_host_gemm) */
+	if (mode <= 1)
+		hg_from_f32(ARG(op, 0, uint16_t *), ARG(op, 1, const float *), N, mode == 0);
+	else
+		hg_to_f32(ARG(op, 0, float *), ARG(op, 1, const uint16_t *), N, mode == 2);
 	return 0;
 }
 
@@ -89,23 +97,21 @@ static int op_tree_attention(const rt_op *op, sw_err *err)
 	const int H = (int)PI_("N_HEADS"), KH = (int)PI_("N_KV_HEADS"), hd = (int)PI_("HEAD_DIM");
 
 	if (strstr(op->entry, "_merge")) {
-		ref_cast(ARG(op, 0, uint16_t *), ARG(op, 1, const float *), (size_t)T * H * hd,
-		         is_f16 ? 1 : 0);
+		hg_from_f32(ARG(op, 0, uint16_t *), ARG(op, 1, const float *), (int64_t)T * H * hd, !is_f16);
 		return 0;
 	}
 	const bool masked = PI_("MASKED") != 0;
 	if (masked && !op->kinfo->mask)
 		return sw_errf(err, SW_EINVAL, "%s: masked tree attention without its mask table",
 		               op->entry);
-	const int ctx = *ARG(op, 5, const int32_t *);
-	void *scratch = malloc(ref_tree_attention_scratch(ctx, nb, hd));
-	if (!scratch)
-		return sw_errf(err, SW_ENOMEM, "%s: out of memory", op->entry);
-	ref_tree_attention(ARG(op, 0, float *), ARG(op, 2, const uint16_t *),
-	                   ARG(op, 3, const uint16_t *), ARG(op, 4, const uint16_t *), ctx, T, nb, H, KH,
-	                   hd, masked ? op->kinfo->mask : NULL, (int)PI_("MASK_WORDS"), is_f16, scratch);
-	free(scratch);
-	return 0;
+	/* the fast host kernel (host_attn.c): K/V widened once per (KV head, key
+	 * block); test_host_attn holds it to kernels/ref tree_attention's bound */
+	const int rc = ha_tree_attention(ARG(op, 0, float *), ARG(op, 2, const uint16_t *),
+	                                 ARG(op, 3, const uint16_t *), ARG(op, 4, const uint16_t *), T,
+	                                 *ARG(op, 5, const int32_t *), nb, H, KH, hd,
+	                                 masked ? op->kinfo->mask : NULL, (int)PI_("MASK_WORDS"), is_f16,
+	                                 HG_PATH_AUTO, 0);
+	return rc ? sw_errf(err, rc, "%s: tree attention failed (out of memory?)", op->entry) : 0;
 }
 
 /* (probs, logits); rows = grid.x */

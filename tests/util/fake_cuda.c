@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/host_gemm.h"
 #include "fake_cuda.h"
 #include "formats/gguf.h"
 
@@ -1057,14 +1058,26 @@ static float *mm_f32(int type, const void *p, uint64_t rows, uint64_t cols, int6
 	return f;
 }
 
-/* The host backend's order (fake_cuda_cfg.gemm_blas): both operands
- * converted to fp32 as dev_host.c converts them, then ONE column-major
- * cblas_sgemm with cuBLASLt's transposes. dev_host.c's row-major
- * sgemm(N, T, m, n, k) is, inside CBLAS, exactly this column-major
- * sgemm(T, N, n, m, k) on the same fp32 arrays, so the sums are the same
- * float operations in the same order: bit-identical results. */
+/* The host backend's order (fake_cuda_cfg.gemm_blas). Below the host's BLAS
+ * threshold (hg_blas_min_m rows of its row-major A) the host runs the
+ * 16-bit GEMM of runtime/device/host_gemm.c, row-major C (m, n) =
+ * A (m, k) W (n, k)^T; cuBLASLt's column-major D (m, n) = A^T B with dense
+ * leading dimensions is that GEMM with A := B, W := A, m := n, n := m, so
+ * the same call gives the same float operations. From the threshold on,
+ * both operands are converted to fp32 as dev_host.c converts them, then ONE
+ * column-major cblas_sgemm with cuBLASLt's transposes: dev_host.c's
+ * row-major sgemm(N, T, m, n, k) is, inside CBLAS, exactly this
+ * column-major sgemm(T, N, n, m, k) on the same fp32 arrays. Either way
+ * the results are bit-identical. */
 static void mm_run_blas(const fk_mm *x)
 {
+	if (x->transa && !x->transb && x->atype != CUDA_R_32F && x->ctype == CUDA_R_32F &&
+	    x->alpha == 1.0f && x->beta == 0.0f && x->lda == (int64_t)x->k &&
+	    x->ldb == (int64_t)x->k && x->ldc == (int64_t)x->m && (int64_t)x->n < hg_blas_min_m()) {
+		hg_gemm16(x->d, x->b, x->a, (int64_t)x->n, (int64_t)x->m, (int64_t)x->k,
+		          x->atype != CUDA_R_16F, HG_PATH_AUTO, 0);
+		return;
+	}
 	const uint64_t ar = x->transa ? x->k : x->m, ac = x->transa ? x->m : x->k;
 	const uint64_t br = x->transb ? x->n : x->k, bc = x->transb ? x->k : x->n;
 	float *a = mm_f32(x->atype, x->a, ar, ac, x->lda), *b = mm_f32(x->atype, x->b, br, bc, x->ldb);

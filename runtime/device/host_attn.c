@@ -1,0 +1,353 @@
+/* Host tree attention (host_attn.h). A job is split into parts of (KV
+ * head, up to HA_ROWS_T query positions); a part holds its G * t rows'
+ * scores (rows x n_keys fp32, in L2), and passes twice over the head's keys
+ * in blocks of HA_KEY_BLOCK: K blocks for the scores (exact max, then
+ * expf as the reference does), V blocks for the weighted sums. Each block
+ * is widened to fp32 once into an L1 buffer and read by every row. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "host_attn.h"
+#include "host_gemm.h"
+#include "host_pool.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HA_X86 1
+#define HA_AVX2 __attribute__((target("avx2,fma")))
+#else
+#define HA_X86 0
+#endif
+
+#define HA_ROWS_T 8 /* query positions per part */
+
+typedef struct ha_job {
+	float *out;
+	const uint16_t *q, *k, *v;
+	const uint64_t *mask;
+	int T, ctx, nb, H, KH, hd, hdp, mw, n_tc;
+	bool f16, avx2; /* avx2: the AVX2 instantiation runs (any path above portable) */
+	float scale;
+	atomic_int rc; /* any part's failure fails the call */
+} ha_job;
+
+/* ---- dot and axpy over hdp (a multiple of 8) floats ---- */
+
+static float dot_c(const float *a, const float *b, int n)
+{
+	float s[8] = {0};
+	for (int i = 0; i < n; i += 8)
+		for (int l = 0; l < 8; l++)
+			s[l] = __builtin_fmaf(a[i + l], b[i + l], s[l]);
+	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+static void axpy_c(float *y, float p, const float *x, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] = __builtin_fmaf(p, x[i], y[i]);
+}
+
+#if HA_X86
+static inline HA_AVX2 float dot_avx2(const float *a, const float *b, int n)
+{
+	__m256 s = _mm256_setzero_ps();
+	for (int i = 0; i < n; i += 8)
+		s = _mm256_fmadd_ps(_mm256_load_ps(a + i), _mm256_load_ps(b + i), s);
+	__m128 x = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+	x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+	x = _mm_add_ss(x, _mm_movehdup_ps(x));
+	return _mm_cvtss_f32(x);
+}
+
+/* y += p_j x_j over the n_j keys of a block (p_j = 0 skipped: an invisible
+ * key's V may hold anything) */
+static inline HA_AVX2 void axpy_block_avx2(float *y, const float *p, const float *x, int n_j, int n)
+{
+	for (int i = 0; i < n; i += 32) {
+		const int w = n - i < 32 ? n - i : 32; /* 8, 16, 24 or 32 */
+		__m256 a0 = _mm256_load_ps(y + i), a1 = a0, a2 = a0, a3 = a0;
+		if (w > 8)
+			a1 = _mm256_load_ps(y + i + 8);
+		if (w > 16)
+			a2 = _mm256_load_ps(y + i + 16);
+		if (w > 24)
+			a3 = _mm256_load_ps(y + i + 24);
+		for (int j = 0; j < n_j; j++) {
+			if (p[j] == 0.0f)
+				continue;
+			const __m256 pj = _mm256_set1_ps(p[j]);
+			const float *xr = x + (size_t)j * n + i;
+			a0 = _mm256_fmadd_ps(pj, _mm256_load_ps(xr), a0);
+			if (w > 8)
+				a1 = _mm256_fmadd_ps(pj, _mm256_load_ps(xr + 8), a1);
+			if (w > 16)
+				a2 = _mm256_fmadd_ps(pj, _mm256_load_ps(xr + 16), a2);
+			if (w > 24)
+				a3 = _mm256_fmadd_ps(pj, _mm256_load_ps(xr + 24), a3);
+		}
+		_mm256_store_ps(y + i, a0);
+		if (w > 8)
+			_mm256_store_ps(y + i + 8, a1);
+		if (w > 16)
+			_mm256_store_ps(y + i + 16, a2);
+		if (w > 24)
+			_mm256_store_ps(y + i + 24, a3);
+	}
+}
+#endif
+
+/* s[j] = scale * q.k_j for the n keys of a block (rows of hdp floats) */
+static void scores_c(float *s, const float *q, const float *kb, int n, int hdp, float scale)
+{
+	for (int j = 0; j < n; j++)
+		s[j] = dot_c(q, kb + (size_t)j * hdp, hdp) * scale;
+}
+
+#if HA_X86
+/* four keys at a time: four independent FMA chains instead of one */
+static HA_AVX2 void scores_avx2(float *s, const float *q, const float *kb, int n, int hdp,
+                                float scale)
+{
+	int j = 0;
+	for (; j + 4 <= n; j += 4) {
+		const float *k0 = kb + (size_t)j * hdp;
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+		for (int d = 0; d < hdp; d += 8) {
+			const __m256 x = _mm256_load_ps(q + d);
+			a0 = _mm256_fmadd_ps(x, _mm256_load_ps(k0 + d), a0);
+			a1 = _mm256_fmadd_ps(x, _mm256_load_ps(k0 + hdp + d), a1);
+			a2 = _mm256_fmadd_ps(x, _mm256_load_ps(k0 + 2 * hdp + d), a2);
+			a3 = _mm256_fmadd_ps(x, _mm256_load_ps(k0 + 3 * hdp + d), a3);
+		}
+		/* (a0 a1 a2 a3) -> their four sums, then scaled */
+		const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+		const __m128 t = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+		_mm_storeu_ps(s + j, _mm_mul_ps(t, _mm_set1_ps(scale)));
+	}
+	for (; j < n; j++)
+		s[j] = dot_avx2(q, kb + (size_t)j * hdp, hdp) * scale;
+}
+#endif
+
+/* s[j] = exp(s[j] - mx) for j < n, in place; returns their sum */
+static float exp_row_c(float *s, int n, float mx)
+{
+	float sum = 0.0f;
+	for (int j = 0; j < n; j++) {
+		s[j] = expf(s[j] - mx);
+		sum += s[j];
+	}
+	return sum;
+}
+
+#if HA_X86
+/* exp on 8 lanes: Cody-Waite reduction by ln 2 and Cephes' degree-7
+ * polynomial (within 2 ulp of expf on [-87, 0], where softmax works);
+ * below -87 exactly 0, as expf(-inf) is, so a masked key's weight stays 0
+ * and its V is never read; NaN propagates. */
+static HA_AVX2 float exp_row_avx2(float *s, int n, float mx)
+{
+	const __m256 m = _mm256_set1_ps(mx), lo = _mm256_set1_ps(-87.0f);
+	const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
+	const __m256 c1 = _mm256_set1_ps(0.693359375f), c2 = _mm256_set1_ps(-2.12194440e-4f);
+	const __m256 p0 = _mm256_set1_ps(1.9875691500e-4f), p1 = _mm256_set1_ps(1.3981999507e-3f);
+	const __m256 p2 = _mm256_set1_ps(8.3334519073e-3f), p3 = _mm256_set1_ps(4.1665795894e-2f);
+	const __m256 p4 = _mm256_set1_ps(1.6666665459e-1f), p5 = _mm256_set1_ps(5.0000001201e-1f);
+	const __m256 one = _mm256_set1_ps(1.0f);
+	__m256 acc = _mm256_setzero_ps();
+	int j = 0;
+	for (; j + 8 <= n; j += 8) {
+		const __m256 x0 = _mm256_sub_ps(_mm256_loadu_ps(s + j), m);
+		const __m256 dead = _mm256_cmp_ps(x0, lo, _CMP_LT_OQ); /* false for NaN */
+		const __m256 x = _mm256_max_ps(lo, x0);                /* NaN stays NaN */
+		const __m256 fn = _mm256_round_ps(_mm256_mul_ps(x, log2e),
+		                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+		__m256 r = _mm256_fnmadd_ps(fn, c1, x);
+		r = _mm256_fnmadd_ps(fn, c2, r);
+		__m256 y = _mm256_fmadd_ps(p0, r, p1);
+		y = _mm256_fmadd_ps(y, r, p2);
+		y = _mm256_fmadd_ps(y, r, p3);
+		y = _mm256_fmadd_ps(y, r, p4);
+		y = _mm256_fmadd_ps(y, r, p5);
+		y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, one));
+		const __m256i e = _mm256_slli_epi32(
+			_mm256_add_epi32(_mm256_cvtps_epi32(fn), _mm256_set1_epi32(127)), 23);
+		y = _mm256_andnot_ps(dead, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+		_mm256_storeu_ps(s + j, y);
+		acc = _mm256_add_ps(acc, y);
+	}
+	__m128 x = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+	x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+	x = _mm_add_ss(x, _mm_movehdup_ps(x));
+	return _mm_cvtss_f32(x) + exp_row_c(s + j, n - j, mx);
+}
+#endif
+
+/* avx2 is a constant in each instantiation of part_impl below, so the
+ * vector helpers inline into the AVX2 copy and vanish from the portable one */
+static inline void axpy_block(const ha_job *jb, const bool avx2, float *y, const float *p,
+                              const float *x, int n_j)
+{
+#if HA_X86
+	if (avx2) {
+		axpy_block_avx2(y, p, x, n_j, jb->hdp);
+		return;
+	}
+#endif
+	for (int j = 0; j < n_j; j++)
+		if (p[j] != 0.0f)
+			axpy_c(y, p[j], x + (size_t)j * jb->hdp, jb->hdp);
+}
+
+
+/* keys j0 .. j0 + n - 1 of KV head kh (rows of KH * hd) into buf (n, hdp) */
+static void widen_block(const ha_job *jb, float *buf, const uint16_t *src, int kh, int j0, int n)
+{
+	const size_t kvd = (size_t)jb->KH * jb->hd;
+	for (int j = 0; j < n; j++) {
+		float *r = buf + (size_t)j * jb->hdp;
+		hg_to_f32(r, src + (size_t)(j0 + j) * kvd + (size_t)kh * jb->hd, jb->hd, !jb->f16);
+		for (int d = jb->hd; d < jb->hdp; d++)
+			r[d] = 0.0f;
+	}
+}
+
+static bool visible(const ha_job *jb, int t, int j)
+{
+	const int b = j - jb->ctx;
+	if (b < 0)
+		return true;
+	if (jb->mask)
+		return (jb->mask[(size_t)t * jb->mw + (b >> 6)] >> (b & 63)) & 1u;
+	return b <= jb->nb - jb->T + t;
+}
+
+static inline __attribute__((always_inline)) void part_impl(ha_job *jb, int part, const bool avx2)
+{
+	const int kh = part / jb->n_tc, t0 = part % jb->n_tc * HA_ROWS_T;
+	const int t1 = t0 + HA_ROWS_T < jb->T ? t0 + HA_ROWS_T : jb->T;
+	const int G = jb->H / jb->KH, rows = (t1 - t0) * G, hdp = jb->hdp, KB = HA_KEY_BLOCK;
+	/* keys any row of the part may see: causal rows stop at their own slot */
+	const int nk = jb->ctx + (jb->mask ? jb->nb : jb->nb - jb->T + t1);
+	float *qf = NULL, *S = NULL, *O = NULL, *kb = NULL;
+	float *mx = NULL;
+	if (posix_memalign((void **)&qf, 64, sizeof(float) * ((size_t)rows * hdp * 2 + (size_t)KB * hdp)) ||
+	    !(S = malloc(sizeof(float) * ((size_t)rows * (nk > 0 ? nk : 1) + (size_t)rows)))) {
+		free(qf);
+		atomic_store(&jb->rc, SW_ENOMEM);
+		return;
+	}
+	O = qf + (size_t)rows * hdp;
+	kb = O + (size_t)rows * hdp;
+	mx = S + (size_t)rows * nk;
+	for (int r = 0; r < rows; r++) {
+		const int t = t0 + r / G, h = kh * G + r % G;
+		hg_to_f32(qf + (size_t)r * hdp, jb->q + ((size_t)t * jb->H + h) * jb->hd, jb->hd, !jb->f16);
+		for (int d = jb->hd; d < hdp; d++)
+			qf[(size_t)r * hdp + d] = 0.0f;
+		mx[r] = -INFINITY;
+	}
+	/* pass 1: scores, K block by block */
+	for (int j0 = 0; j0 < nk; j0 += KB) {
+		const int n = nk - j0 < KB ? nk - j0 : KB;
+		widen_block(jb, kb, jb->k, kh, j0, n);
+		for (int r = 0; r < rows; r++) {
+			const int t = t0 + r / G;
+			float *s = S + (size_t)r * nk + j0;
+			/* every key of the block, then the invisible ones masked out (a
+			 * NaN in an unseen K row is overwritten here, never used) */
+#if HA_X86
+			if (avx2)
+				scores_avx2(s, qf + (size_t)r * hdp, kb, n, hdp, jb->scale);
+			else
+#endif
+				scores_c(s, qf + (size_t)r * hdp, kb, n, hdp, jb->scale);
+			float m = mx[r]; /* a local: s and mx may alias, as far as the compiler knows */
+			for (int j = 0; j < n; j++) {
+				if (!visible(jb, t, j0 + j))
+					s[j] = -INFINITY;
+				else
+					m = s[j] > m ? s[j] : m; /* fmaxf (NaN ignored) without the libm call */
+			}
+			mx[r] = m;
+		}
+	}
+	/* softmax weights in place; the sums in O's last use below */
+	memset(O, 0, sizeof(float) * (size_t)rows * hdp);
+	for (int r = 0; r < rows; r++) {
+		float *s = S + (size_t)r * nk, sum = 0.0f;
+		if (mx[r] == -INFINITY) { /* sees nothing: zeros, as the reference */
+			for (int j = 0; j < nk; j++)
+				s[j] = 0.0f;
+			continue;
+		}
+#if HA_X86
+		if (avx2)
+			sum = exp_row_avx2(s, nk, mx[r]);
+		else
+#endif
+			sum = exp_row_c(s, nk, mx[r]);
+		mx[r] = sum;
+	}
+	/* pass 2: weighted V, block by block */
+	for (int j0 = 0; j0 < nk; j0 += KB) {
+		const int n = nk - j0 < KB ? nk - j0 : KB;
+		widen_block(jb, kb, jb->v, kh, j0, n);
+		for (int r = 0; r < rows; r++)
+			axpy_block(jb, avx2, O + (size_t)r * hdp, S + (size_t)r * nk + j0, kb, n);
+	}
+	for (int r = 0; r < rows; r++) {
+		const int t = t0 + r / G, h = kh * G + r % G;
+		float *o = jb->out + ((size_t)t * jb->H + h) * jb->hd;
+		const bool none = mx[r] == -INFINITY;
+		for (int d = 0; d < jb->hd; d++)
+			o[d] = none ? 0.0f : O[(size_t)r * hdp + d] / mx[r];
+	}
+	free(qf);
+	free(S);
+}
+
+static void run_part_c(void *ctx, int part, int n_parts)
+{
+	part_impl(ctx, part, false);
+}
+
+#if HA_X86
+static HA_AVX2 void run_part_avx2(void *ctx, int part, int n_parts)
+{
+	part_impl(ctx, part, true);
+}
+#endif
+
+int ha_tree_attention(float *out, const uint16_t *q, const uint16_t *k, const uint16_t *v, int T,
+                      int ctx, int nb, int H, int KH, int hd, const uint64_t *mask, int mw, bool f16,
+                      int path, int threads)
+{
+	if (path == HG_PATH_AUTO)
+		path = hg_path_auto();
+	if (!hg_path_available(path) || T < 0 || ctx < 0 || nb < T || KH < 1 || H % KH || hd < 1 ||
+	    (mask && mw < (nb + 63) / 64))
+		return SW_EINVAL;
+	if (T == 0 || H == 0)
+		return 0;
+	ha_job jb = {.out = out, .q = q, .k = k, .v = v, .mask = mask, .T = T, .ctx = ctx, .nb = nb,
+	             .H = H, .KH = KH, .hd = hd, .hdp = (hd + 7) & ~7, .mw = mw, .f16 = f16,
+	             .avx2 = path >= HG_PATH_AVX2, /* AVX-512 machines run the AVX2 code here */ .scale = 1.0f / sqrtf((float)hd),
+	             .n_tc = (T + HA_ROWS_T - 1) / HA_ROWS_T};
+	const int parts = KH * jb.n_tc;
+	hp_fn run = run_part_c;
+#if HA_X86
+	if (jb.avx2)
+		run = run_part_avx2;
+#endif
+	if (threads == 1 || parts == 1)
+		for (int p = 0; p < parts; p++)
+			run(&jb, p, parts);
+	else
+		hp_run(run, &jb, parts);
+	return atomic_load(&jb.rc);
+}

@@ -1,0 +1,58 @@
+/* The host backend's GEMM for the engine's shapes: C (m, n) fp32 =
+ * A (m, k) * W (n, k)^T with A and W in one 16-bit dtype (fp16 or bf16),
+ * accumulated in fp32, for m from 1 (decode) to a few hundred (a tree, a
+ * prefill chunk). W is read from memory once per call and widened in
+ * registers (AVX2 + F16C; bf16 by a shift), in register tiles of up to 4
+ * rows of A by 3 to 8 rows of W (8 to 12 independent FMA chains), so that
+ * m rows cost about what one does until the FMAs, not the weight stream,
+ * are the limit. A portable C path serves other
+ * CPUs; the path is chosen at run time. No fp32 copy of W is kept. Work is
+ * split over the output columns on the host pool (host_pool.h). */
+#ifndef RT_HOST_GEMM_H
+#define RT_HOST_GEMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum hg_path {
+	HG_PATH_AUTO = 0,     /* the vector path where the CPU has it, else portable */
+	HG_PATH_PORTABLE = 1, /* plain C */
+	HG_PATH_AVX2 = 2,     /* AVX2 + FMA + F16C */
+	HG_PATH_AVX512 = 3,   /* AVX-512F (16 lanes: its own float order) */
+};
+
+/* Whether path can run on this CPU (AUTO and PORTABLE always can). */
+bool hg_path_available(int path);
+/* The path AUTO resolves to: $SW_GEMM_PATH ("portable" or "avx2") when set
+ * and available, else the best available (AVX-512, AVX2, portable). */
+int hg_path_auto(void);
+const char *hg_path_name(int path);
+
+/* C = A * W^T as above; lda = k, ldw = k, ldc = n. Each output is an fp32 sum
+ * of exact products (16-bit x 16-bit fits fp32's significand) in L lanes
+ * over k (one FMA chain per lane), then a pairwise sum of the lanes: L = 8
+ * on the portable and AVX2 paths (the same operations, bit for bit), 16 on
+ * AVX-512. The tile and the thread an output falls in never change it. threads: 0 = the pool's, 1 = the
+ * caller only. Returns 0, or SW_EINVAL (path unavailable, bad shape) /
+ * SW_ENOMEM (scratch for A). */
+int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t n, int64_t k,
+              bool bf16, int path, int threads);
+
+/* The row count from which the host backend hands a GEMM to the BLAS
+ * (fp32 sgemm on operands widened for the call): $SW_BLAS_MIN_M, else
+ * HG_BLAS_MIN_M, or HG_BLAS_MIN_M_512 where the AVX-512 path runs.
+ * Measured on the development machine (2 cores, the model's shapes
+ * 1536x576 and 576x1536, widen + OpenBLAS sgemm against this GEMM): with
+ * AVX2 this GEMM is 3-10x faster up to m = 256, even at 512-1024 and 1.4x
+ * slower at 2048; with AVX-512 it is 1.5-1.9x faster at every m up to 2048. */
+#define HG_BLAS_MIN_M 1024
+#define HG_BLAS_MIN_M_512 4096
+int64_t hg_blas_min_m(void);
+
+/* fp16/bf16 -> fp32, exactly (subnormals, inf and NaN kept). */
+void hg_to_f32(float *y, const uint16_t *x, int64_t cnt, bool bf16);
+/* fp32 -> fp16/bf16, round to nearest even, bit for bit as formats/gguf.c's
+ * gguf_f32_to_f16/bf16 (NaN: fp16 sign | 0x7e00, bf16 top half | 64). */
+void hg_from_f32(uint16_t *y, const float *x, int64_t cnt, bool bf16);
+
+#endif

@@ -1,0 +1,340 @@
+/* The host GEMM (runtime/device/host_gemm.c) against a double-precision
+ * reference on awkward shapes (M = 1, 3, 26, 63, 257; K = 577 and K < 8;
+ * N = 131 and 1, none a multiple of the vector width or the tile), fp16
+ * and bf16, every code path (portable, AVX2, AVX-512, forced), on one thread and
+ * on the pool; NaN/inf propagation; guard zones around C and an
+ * inaccessible page right after W (a read past W's end faults).
+ *
+ * Bound: 16-bit x 16-bit products are exact in fp32 (11 + 11 or 8 + 8
+ * significand bits <= 24), so the only error is the summation's: each of L
+ * lanes (8; 16 on the AVX-512 path) is a sequential fp32 sum of ceil(K/L)
+ * FMAs, then log2 L pairwise levels, |C - exact| <=
+ * gamma_{ceil(K/L) + log2 L} * sum_i |a_i w_i| (Higham 3.1). The
+ * dtype enters through the inputs only: the reference widens them with
+ * formats/gguf.c's conversions, not the GEMM's own. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "device/host_gemm.h"
+#include "formats/gguf.h"
+
+#include "check.h"
+
+static float widen(uint16_t h, bool bf16)
+{
+	return bf16 ? gguf_bf16_to_f32(h) : gguf_f16_to_f32(h);
+}
+
+static uint16_t narrow(float f, bool bf16)
+{
+	return bf16 ? gguf_f32_to_bf16(f) : gguf_f32_to_f16(f);
+}
+
+/* W (n, k) placed so that its last element ends right before a PROT_NONE
+ * page: any read past the end of W faults. */
+typedef struct fenced {
+	void *base;
+	size_t len;
+	uint16_t *p;
+} fenced;
+
+static uint16_t *fenced_alloc(fenced *f, size_t cnt)
+{
+	const size_t pg = (size_t)sysconf(_SC_PAGESIZE), bytes = cnt * sizeof(uint16_t);
+	const size_t body = (bytes + pg - 1) / pg * pg;
+	f->len = body + pg;
+	f->base = mmap(NULL, f->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(f->base != MAP_FAILED);
+	assert_int_equal(mprotect((char *)f->base + body, pg, PROT_NONE), 0);
+	f->p = (uint16_t *)((char *)f->base + body - bytes);
+	return f->p;
+}
+
+static void fenced_free(fenced *f)
+{
+	munmap(f->base, f->len);
+}
+
+static void run_case(int M, int N, int K, bool bf16, int path, int threads)
+{
+	fenced fw;
+	uint16_t *A = malloc(sizeof(*A) * (size_t)M * K + 1), *W = fenced_alloc(&fw, (size_t)N * K);
+	float *C = galloc((size_t)M * N);
+	double *ref = malloc(sizeof(*ref) * (size_t)M * N), *bound = malloc(sizeof(*bound) * (size_t)M * N);
+	char what[96];
+	assert_non_null(A);
+	assert_non_null(ref);
+	assert_non_null(bound);
+	for (size_t i = 0; i < (size_t)M * K; i++)
+		A[i] = narrow((float)(2.0 * rnd()), bf16);
+	for (size_t i = 0; i < (size_t)N * K; i++)
+		W[i] = narrow((float)(0.25 * rnd()), bf16);
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++) {
+			double s = 0.0, a = 0.0;
+			for (int k = 0; k < K; k++) {
+				const double p = (double)widen(A[(size_t)i * K + k], bf16) *
+				                 widen(W[(size_t)j * K + k], bf16);
+				s += p;
+				a += fabs(p);
+			}
+			ref[(size_t)i * N + j] = s;
+			bound[(size_t)i * N + j] = path == HG_PATH_AVX512 ? gamma_n((K + 15) / 16 + 4) * a
+			                                                  : gamma_n((K + 7) / 8 + 3) * a;
+		}
+	assert_int_equal(hg_gemm16(C, A, W, M, N, K, bf16, path, threads), 0);
+	snprintf(what, sizeof(what), "gemm16 %s %s M%d N%d K%d threads %d", bf16 ? "bf16" : "fp16",
+	         hg_path_name(path), M, N, K, threads);
+	check_close(what, C, ref, bound, (size_t)M * N);
+	gcheck(what, C, (size_t)M * N);
+	gfree(C);
+	free(A);
+	fenced_free(&fw);
+	free(ref);
+	free(bound);
+}
+
+static void shapes(int path)
+{
+	static const int MS[] = {1, 3, 26, 63, 257};
+	static const int NK[][2] = {{131, 577}, {1, 577}, {5, 7}, {7, 1536}, {2, 9}};
+	if (!hg_path_available(path))
+		skip();
+	rng_state = 15;
+	for (int b = 0; b < 2; b++)
+		for (size_t m = 0; m < sizeof(MS) / sizeof(MS[0]); m++)
+			for (size_t s = 0; s < sizeof(NK) / sizeof(NK[0]); s++)
+				for (int th = 0; th <= 1; th++)
+					run_case(MS[m], NK[s][0], NK[s][1], b, path, th);
+}
+
+static void test_portable(void **state)
+{
+	(void)state;
+	shapes(HG_PATH_PORTABLE);
+}
+
+static void test_avx2(void **state)
+{
+	(void)state;
+	shapes(HG_PATH_AVX2);
+}
+
+static void test_avx512(void **state)
+{
+	(void)state;
+	shapes(HG_PATH_AVX512);
+}
+
+/* NaN in A row 2 -> C row 2 all NaN; +inf in W row 5 at column kc where every
+ * A row holds 1 -> C[:, 5] = +inf, except row 0 whose A[0][kc] is 0
+ * (0 * inf = NaN); everything else finite. */
+static void nan_inf(int path)
+{
+	const int M = 7, N = 11, K = 37, kc = 35;
+	if (!hg_path_available(path))
+		skip();
+	for (int b = 0; b < 2; b++) {
+		uint16_t A[7 * 37], W[11 * 37];
+		float C[7 * 11];
+		rng_state = 7;
+		for (int i = 0; i < M * K; i++)
+			A[i] = narrow((float)rnd(), b);
+		for (int i = 0; i < N * K; i++)
+			W[i] = narrow((float)rnd(), b);
+		for (int i = 0; i < M; i++)
+			A[i * K + kc] = narrow(i ? 1.0f : 0.0f, b);
+		A[2 * K + 3] = b ? 0x7fc0 : 0x7e00; /* quiet NaN */
+		W[5 * K + kc] = b ? 0x7f80 : 0x7c00; /* +inf */
+		assert_int_equal(hg_gemm16(C, A, W, M, N, K, b, path, 1), 0);
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++) {
+				const float c = C[i * N + j];
+				if (i == 2 || (i == 0 && j == 5))
+					assert_true(isnan(c));
+				else if (j == 5)
+					assert_true(isinf(c) && c > 0);
+				else
+					assert_true(isfinite(c));
+			}
+	}
+}
+
+static void test_nan_inf_portable(void **state)
+{
+	(void)state;
+	nan_inf(HG_PATH_PORTABLE);
+}
+
+static void test_nan_inf_avx2(void **state)
+{
+	(void)state;
+	nan_inf(HG_PATH_AVX2);
+}
+
+static void test_nan_inf_avx512(void **state)
+{
+	(void)state;
+	nan_inf(HG_PATH_AVX512);
+}
+
+/* hg_to_f32 on every 16-bit pattern against formats/gguf.c (bit-exact; NaN
+ * to some NaN): all 65536 in one call (the vector loop where the CPU has
+ * one) and one at a time (the scalar tail). */
+static void test_widen_all(void **state)
+{
+	(void)state;
+	uint16_t *x = malloc(sizeof(*x) * 65536);
+	float *y = malloc(sizeof(*y) * 65536);
+	assert_true(x && y);
+	for (uint32_t h = 0; h < 65536; h++)
+		x[h] = (uint16_t)h;
+	for (int b = 0; b < 2; b++) {
+		hg_to_f32(y, x, 65536, b);
+		for (uint32_t h = 0; h < 65536; h++) {
+			float one, want = widen(x[h], b);
+			hg_to_f32(&one, &x[h], 1, b);
+			if (isnan(want)) {
+				assert_true(isnan(one));
+				assert_true(isnan(y[h]));
+			} else {
+				assert_memory_equal(&one, &want, sizeof(one));
+				assert_memory_equal(&y[h], &want, sizeof(want));
+			}
+		}
+	}
+	free(x);
+	free(y);
+}
+
+/* hg_from_f32 against formats/gguf.c's gguf_f32_to_f16/bf16, bit for bit:
+ * every upper half (sign, exponent, top mantissa bits) with lower halves at
+ * and around the rounding points of both formats (bf16: bit 15; fp16
+ * normals: bit 12, subnormals further up), plus 2^22 random patterns; in
+ * blocks (the vector loop) and one at a time (the scalar tail). */
+static void test_narrow_all(void **state)
+{
+	static const uint32_t LO[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x2000, 0x3000,
+	                              0x7fff, 0x8000, 0x8001, 0xa000, 0xffff};
+	const size_t nlo = sizeof(LO) / sizeof(LO[0]), n = 65536 * nlo + (1u << 22);
+	float *x = malloc(sizeof(*x) * n);
+	uint16_t *y = malloc(sizeof(*y) * n);
+	uint64_t r = 0x15;
+	(void)state;
+	assert_true(x && y);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t u;
+		if (i < 65536 * nlo) {
+			u = (uint32_t)(i / nlo) << 16 | LO[i % nlo];
+		} else {
+			r = r * 6364136223846793005ull + 1442695040888963407ull;
+			u = (uint32_t)(r >> 32);
+		}
+		memcpy(&x[i], &u, sizeof(u));
+	}
+	for (int b = 0; b < 2; b++) {
+		hg_from_f32(y, x, (int64_t)n, b);
+		for (size_t i = 0; i < n; i++) {
+			const uint16_t want = b ? gguf_f32_to_bf16(x[i]) : gguf_f32_to_f16(x[i]);
+			if (y[i] != want)
+				fail_msg("%s of %#x: %#x, gguf.c %#x", b ? "bf16" : "fp16",
+				         *(const uint32_t *)&x[i], y[i], want);
+			if (i % 4097 == 0) {
+				uint16_t one;
+				hg_from_f32(&one, &x[i], 1, b);
+				assert_int_equal(one, want);
+			}
+		}
+	}
+	free(x);
+	free(y);
+}
+
+/* The two paths sum in the same order (8 FMA lanes, then (l, l+4), (l, l+2),
+ * (l, l+1)), and a column's tile or thread does not change it: portable ==
+ * AVX2 == AVX2 on the pool, bit for bit (what lets a fake cuBLASLt, or
+ * another machine, reproduce the host's tokens exactly). */
+static void test_paths_bit_identical(void **state)
+{
+	const int M = 26, N = 131, K = 1100; /* K > 1024: the portable path's chunking too */
+	(void)state;
+	if (!hg_path_available(HG_PATH_AVX2))
+		skip();
+	uint16_t *A = malloc(sizeof(*A) * M * K), *W = malloc(sizeof(*W) * N * K);
+	float *C[3];
+	assert_true(A && W);
+	for (int b = 0; b < 2; b++) {
+		rng_state = 99;
+		for (int i = 0; i < M * K; i++)
+			A[i] = narrow((float)rnd(), b);
+		for (int i = 0; i < N * K; i++)
+			W[i] = narrow((float)rnd(), b);
+		for (int p = 0; p < 3; p++) {
+			C[p] = malloc(sizeof(float) * M * N);
+			assert_non_null(C[p]);
+			assert_int_equal(hg_gemm16(C[p], A, W, M, N, K, b,
+			                           p ? HG_PATH_AVX2 : HG_PATH_PORTABLE, p == 2 ? 0 : 1), 0);
+		}
+		assert_memory_equal(C[0], C[1], sizeof(float) * M * N);
+		assert_memory_equal(C[1], C[2], sizeof(float) * M * N);
+		if (hg_path_available(HG_PATH_AVX512)) { /* its own order: 1 thread == the pool */
+			assert_int_equal(hg_gemm16(C[0], A, W, M, N, K, b, HG_PATH_AVX512, 1), 0);
+			assert_int_equal(hg_gemm16(C[1], A, W, M, N, K, b, HG_PATH_AVX512, 0), 0);
+			assert_memory_equal(C[0], C[1], sizeof(float) * M * N);
+		}
+		for (int p = 0; p < 3; p++)
+			free(C[p]);
+	}
+	free(A);
+	free(W);
+}
+
+/* Degenerate shapes: m = 0 or n = 0 writes nothing; k = 0 writes zeros. */
+static void test_empty(void **state)
+{
+	(void)state;
+	float *C = galloc(6);
+	uint16_t A[1] = {0}, W[1] = {0};
+	for (int i = 0; i < 6; i++)
+		C[i] = 5.0f;
+	assert_int_equal(hg_gemm16(C, A, W, 0, 3, 4, false, HG_PATH_AUTO, 0), 0);
+	assert_int_equal(hg_gemm16(C, A, W, 2, 0, 4, false, HG_PATH_AUTO, 0), 0);
+	for (int i = 0; i < 6; i++)
+		assert_true(C[i] == 5.0f);
+	for (int p = HG_PATH_PORTABLE; p <= HG_PATH_AVX512; p++) {
+		if (!hg_path_available(p))
+			continue;
+		assert_int_equal(hg_gemm16(C, A, W, 2, 3, 0, true, p, 0), 0);
+		for (int i = 0; i < 6; i++)
+			assert_true(C[i] == 0.0f);
+	}
+	gcheck("gemm16 empty", C, 6);
+	gfree(C);
+	assert_int_equal(hg_gemm16(C, A, W, -1, 3, 4, false, HG_PATH_AUTO, 0), -22);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_widen_all),
+		cmocka_unit_test(test_narrow_all),
+		cmocka_unit_test(test_portable),
+		cmocka_unit_test(test_avx2),
+		cmocka_unit_test(test_avx512),
+		cmocka_unit_test(test_paths_bit_identical),
+		cmocka_unit_test(test_nan_inf_portable),
+		cmocka_unit_test(test_nan_inf_avx2),
+		cmocka_unit_test(test_nan_inf_avx512),
+		cmocka_unit_test(test_empty),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
