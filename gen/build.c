@@ -264,41 +264,6 @@ out_free:
 
 static int write_manifest(const char *dir, const char *json, size_t json_len, sw_err *err);
 
-/* The fp32 array of weight field `field` (layer l, -1: not layered) of a
- * loaded Llama model: what runtime/cli/engine_cli.c hands the engine at
- * bind, so the digest recorded here is the one bind recomputes. */
-static const float *model_field(const rt_model *m, const char *field, int l, size_t *n)
-{
-	const rt_config *c = &m->cfg;
-	const size_t D = (size_t)c->dim, F = (size_t)c->ffn_dim,
-	             qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
-	const rt_layer_weights *L = l >= 0 && l < c->n_layers ? &m->w.layers[l] : NULL;
-	const struct {
-		const char *name;
-		const float *p;
-		size_t n;
-	} t[] = {
-		{"tok_embd", m->w.tok_embd, (size_t)c->vocab * D},
-		{"out_norm", m->w.out_norm, D},
-		{"lm_head", m->w.lm_head, (size_t)c->vocab * D},
-		{"inv_freq", m->inv_freq, (size_t)c->head_dim / 2},
-		{"attn_norm", L ? L->attn_norm : NULL, D},
-		{"ffn_norm", L ? L->ffn_norm : NULL, D},
-		{"wq", L ? L->wq : NULL, qd * D},
-		{"wk", L ? L->wk : NULL, kvd * D},
-		{"wv", L ? L->wv : NULL, kvd * D},
-		{"wo", L ? L->wo : NULL, D * qd},
-		{"w_gate", L ? L->w_gate : NULL, F * D},
-		{"w_up", L ? L->w_up : NULL, F * D},
-		{"w_down", L ? L->w_down : NULL, D * F},
-	};
-	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
-		if (!strcmp(t[i].name, field)) {
-			*n = t[i].n;
-			return t[i].p;
-		}
-	return NULL;
-}
 
 /* The digest of the weights behind the plan's `tag`.* buffers (core/digest.h):
  * each buffer in plan order, each layer of a layered one, as bind uploads
@@ -322,7 +287,7 @@ static int weights_digest(const gen_plan *p, const char *tag, const char *path, 
 		                     strcmp(field, "lm_head") && strcmp(field, "inv_freq");
 		for (int l = 0; l < (layered ? (int)b->shape[0] : 1) && !rc; l++) {
 			size_t k = 0;
-			const float *x = model_field(m, field, layered ? l : -1, &k);
+			const float *x = rt_model_weight(m, field, layered ? l : -1, &k);
 			if (!x)
 				rc = sw_errf(err, SW_EINVAL, "%s: no weight %s (layer %d) for buffer %s", path,
 				             field, layered ? l : -1, b->name);

@@ -30,41 +30,12 @@ static int model_weight(void *user, const char *field, int l, const float **data
                         sw_err *err)
 {
 	const rt_model *m = user;
-	const rt_config *c = &m->cfg;
-	const size_t D = (size_t)c->dim, F = (size_t)c->ffn_dim,
-	             qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
-	if (l >= c->n_layers)
+	if (l >= m->cfg.n_layers)
 		return sw_errf(err, SW_EINVAL, "%s: weight %s: layer %d of %d", m->name, field, l,
-		               c->n_layers);
-	const rt_layer_weights *L = l >= 0 ? &m->w.layers[l] : NULL;
-	const struct {
-		const char *name;
-		const float *p;
-		size_t n;
-	} t[] = {
-		{"tok_embd", m->w.tok_embd, (size_t)c->vocab * D},
-		{"out_norm", m->w.out_norm, D},
-		{"lm_head", m->w.lm_head, (size_t)c->vocab * D},
-		{"inv_freq", m->inv_freq, (size_t)c->head_dim / 2},
-		{"attn_norm", L ? L->attn_norm : NULL, D},
-		{"ffn_norm", L ? L->ffn_norm : NULL, D},
-		{"wq", L ? L->wq : NULL, qd * D},
-		{"wk", L ? L->wk : NULL, kvd * D},
-		{"wv", L ? L->wv : NULL, kvd * D},
-		{"wo", L ? L->wo : NULL, D * qd},
-		{"w_gate", L ? L->w_gate : NULL, F * D},
-		{"w_up", L ? L->w_up : NULL, F * D},
-		{"w_down", L ? L->w_down : NULL, D * F},
-	};
+		               m->cfg.n_layers);
 	/* an unknown field or a layered one asked without its layer gives NULL:
 	 * bind reports the buffer that has no source */
-	*data = NULL;
-	*n = 0;
-	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
-		if (!strcmp(t[i].name, field)) {
-			*data = t[i].p;
-			*n = t[i].n;
-		}
+	*data = rt_model_weight(m, field, l, n);
 	return 0;
 }
 

@@ -62,5 +62,12 @@ typedef struct rt_weights {
 } rt_weights;
 
 void rt_weights_free(rt_weights *w);
+/* A weight array by the engine's field name (tok_embd, out_norm, lm_head,
+ * inv_freq; per layer l: attn_norm, ffn_norm, wq, wk, wv, wo, w_gate, w_up,
+ * w_down) and its element count; NULL for an unknown field or a layered
+ * one asked without a valid layer. Used by the engine binding and by the
+ * weights digest at build time, so both read the same arrays. */
+struct rt_model;
+const float *rt_model_weight(const struct rt_model *m, const char *field, int l, size_t *n);
 
 #endif

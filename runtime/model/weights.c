@@ -1,6 +1,8 @@
-/* Releasing model weights: every array of an rt_weights lives in its one
- * arena, so freeing is one call. Loading lives in the loaders
- * (model_gguf.c, the safetensors loader). */
+/* Releasing model weights (every array of an rt_weights lives in its one
+ * arena, so freeing is one call) and finding one by the engine's field
+ * name. Loading lives in the loaders (model_gguf.c, the safetensors
+ * loader). */
+#include "ctx.h"
 #include "model.h"
 
 #include <stdlib.h>
@@ -12,4 +14,38 @@ void rt_weights_free(rt_weights *w)
 		return;
 	free(w->arena);
 	memset(w, 0, sizeof(*w));
+}
+
+const float *rt_model_weight(const rt_model *m, const char *field, int l, size_t *n)
+{
+	const rt_config *c = &m->cfg;
+	const size_t D = (size_t)c->dim, F = (size_t)c->ffn_dim,
+	             qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+	const rt_layer_weights *L = l >= 0 && l < c->n_layers ? &m->w.layers[l] : NULL;
+	const struct {
+		const char *name;
+		const float *p;
+		size_t n;
+	} t[] = {
+		{"tok_embd", m->w.tok_embd, (size_t)c->vocab * D},
+		{"out_norm", m->w.out_norm, D},
+		{"lm_head", m->w.lm_head, (size_t)c->vocab * D},
+		{"inv_freq", m->inv_freq, (size_t)c->head_dim / 2},
+		{"attn_norm", L ? L->attn_norm : NULL, D},
+		{"ffn_norm", L ? L->ffn_norm : NULL, D},
+		{"wq", L ? L->wq : NULL, qd * D},
+		{"wk", L ? L->wk : NULL, kvd * D},
+		{"wv", L ? L->wv : NULL, kvd * D},
+		{"wo", L ? L->wo : NULL, D * qd},
+		{"w_gate", L ? L->w_gate : NULL, F * D},
+		{"w_up", L ? L->w_up : NULL, F * D},
+		{"w_down", L ? L->w_down : NULL, D * F},
+	};
+	*n = 0;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (!strcmp(t[i].name, field)) {
+			*n = t[i].p ? t[i].n : 0;
+			return t[i].p;
+		}
+	return NULL;
 }
