@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block_decode.h"
 #include "kernels/philox.h"
 #include "loop.h"
 #include "tree.h"
@@ -108,9 +109,9 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
 	const gen_tree *t = tcfg->tree;
 	int V = tc->m->cfg.vocab, n = t->n;
 	bool greedy = rt_sampling_greedy(&cfg->samp);
-	if (draft->cfg.vocab != V)
-		return sw_errf(err, SW_EINVAL, "tree decoding: draft vocabulary %d differs from the target's %d",
-		               draft->cfg.vocab, V);
+	int dV = tcfg->block ? rt_block_drafter_of(tcfg->block)->cfg.vocab : draft->cfg.vocab;
+	if (dV != V)
+		return sw_errf(err, SW_EINVAL, "tree decoding: draft vocabulary %d differs from the target's %d", dV, V);
 	if (!rt_verify_compatible(tcfg->rule, tcfg->method, greedy))
 		return sw_errf(err, SW_EINVAL, "tree decoding: verification %s is not exact for expansion %s at %s",
 		               rt_verify_method_name(tcfg->method), rt_expand_rule_name(tcfg->rule),
@@ -122,7 +123,8 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
 	struct tree_state S;
 	memset(&S, 0, sizeof(S));
 	int mb = n > 64 ? n : 64; /* also the feed chunk for re-syncing the history */
-	S.dc = rt_ctx_new(draft, tc->max_ctx, mb < tc->max_ctx ? mb : tc->max_ctx, err);
+	if (!tcfg->block)
+		S.dc = rt_ctx_new(draft, tc->max_ctx, mb < tc->max_ctx ? mb : tc->max_ctx, err);
 	S.dlogits = malloc((size_t)n * V * sizeof(float));
 	S.fscratch = malloc(4 * (size_t)V * sizeof(float));
 	S.iscratch = malloc((size_t)V * sizeof(int));
@@ -130,7 +132,7 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
 	S.pos = malloc((size_t)n * sizeof(int32_t));
 	S.dmask = calloc((size_t)n * ((n + 63) / 64), sizeof(uint64_t));
 	float *p = malloc((size_t)n * V * sizeof(float));
-	if (!S.dc) {
+	if (!S.dc && !tcfg->block) {
 		rc = SW_ENOMEM;
 		goto out;
 	}
@@ -149,7 +151,16 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
 			break;
 		}
 		double ta = rt_now();
-		rc = draft_tree(&S, t, tcfg, cfg, &L, it, L.q, st, err);
+		if (tcfg->block) {
+			/* as draft_tree: no target top-k/top-p on the draft, top-k at T = 0 */
+			rt_sampling sd = { greedy ? 1.0f : cfg->samp.temperature, 0, 1.0f };
+			uint64_t f0 = tcfg->block->n_forwards;
+			rc = rt_block_draft_tree(tcfg->block, t, greedy ? RT_EXPAND_TOPK : tcfg->rule, &sd, cfg->seed, it,
+			                         L.hist, L.n_hist, S.tok, L.q, err);
+			st->n_draft_calls += tcfg->block->n_forwards - f0;
+		} else {
+			rc = draft_tree(&S, t, tcfg, cfg, &L, it, L.q, st, err);
+		}
 		if (rc)
 			goto out;
 		st->t_draft += rt_now() - ta;

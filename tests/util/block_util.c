@@ -27,6 +27,7 @@ tbu_opts tbu_default(const rt_model *m)
 	o.taps[1] = m->cfg.n_layers - 1;
 	o.window = 6;
 	o.scale = 1.0;
+	o.qk_scale = o.vo_scale = 1.0;
 	return o;
 }
 
@@ -131,6 +132,11 @@ int tbu_write(const char *dir, const rt_model *m, const tbu_opts *o, uint64_t se
 		double sc = t[i].d1 ? 2.0 * o->scale / sqrt((double)t[i].d1) : 0.2;
 		if (!strcmp(t[i].name, "mask_embd"))
 			sc = o->scale;
+		const char *dot = strrchr(t[i].name, '.');
+		if (dot && (!strcmp(dot, ".wq") || !strcmp(dot, ".wk")))
+			sc *= o->qk_scale;
+		if (dot && (!strcmp(dot, ".wv") || !strcmp(dot, ".wo")))
+			sc *= o->vo_scale;
 		for (size_t j = 0; j < numel; j++) {
 			float v = (float)(t[i].bias + sc * (2 * tu_uniform(&s) - 1));
 			fwrite(&v, 4, 1, f);

@@ -15,6 +15,8 @@ typedef struct tbu_opts {
 	int n_taps, taps[8];
 	int window;
 	double scale;           /* weight scale (1: logits O(1..3)) */
+	double qk_scale, vo_scale; /* extra factors on wq/wk and wv/wo (default 1;
+	                            * qk 0: uniform attention, every row mixes all) */
 	/* corruption knobs (tests of malformed files) */
 	const char *config_override; /* non-NULL: written as config.json verbatim */
 	const char *skip_tensor;     /* omitted from the file */
