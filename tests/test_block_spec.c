@@ -102,8 +102,8 @@ static struct result run(struct setup *S, rt_ctx *tc, rt_drafter *d, const gen_t
 		rt_ctx_truncate(tc, 0);
 		int got;
 		if (tree) {
-			rt_tree_cfg tcfg = { tree, rule, method, d };
-			got = rt_generate_tree(tc, NULL, &tcfg, PROMPT, 3, &cfg, out, &st, &err);
+			rt_tree_cfg tcfg = { tree, rule, method };
+			got = rt_generate_tree_block(tc, d, &tcfg, PROMPT, 3, &cfg, out, &st, &err);
 		} else {
 			got = rt_generate_spec(tc, d, PROMPT, 3, &cfg, out, &st, &err);
 		}
@@ -323,8 +323,8 @@ static void test_greedy(void **state)
 				rt_ctx_truncate(tc, 0);
 				rt_ctx_truncate(rc, 0);
 				if (mode == 2) {
-					rt_tree_cfg tcfg = { &t, RT_EXPAND_TOPK, RT_VERIFY_GREEDY, d };
-					assert_int_equal(rt_generate_tree(tc, NULL, &tcfg, prompt, 2, &cfg, o1, &st, &err), N);
+					rt_tree_cfg tcfg = { &t, RT_EXPAND_TOPK, RT_VERIFY_GREEDY };
+					assert_int_equal(rt_generate_tree_block(tc, d, &tcfg, prompt, 2, &cfg, o1, &st, &err), N);
 				} else {
 					assert_int_equal(rt_generate_spec(tc, d, prompt, 2, &cfg, o1, &st, &err), N);
 				}
@@ -350,11 +350,11 @@ static void test_refused(void **state)
 	assert_int_equal(gen_tree_parse("branch:2,1,1,1", NULL, &t, &err), 0);
 	rt_ctx *tc = rt_ctx_new(S.tm, 32, t.n, &err);
 	rt_drafter *d = rt_drafter_block(S.bd, tc, 1, &err);
-	rt_tree_cfg tcfg = { &t, RT_EXPAND_TOPK, RT_VERIFY_ONEHOT, d };
+	rt_tree_cfg tcfg = { &t, RT_EXPAND_TOPK, RT_VERIFY_ONEHOT };
 	int32_t out[4];
 	rt_stats st;
 	rt_gen_cfg cfg = { .samp = S1, .gamma = 1, .seed = 1, .max_new = 4 };
-	assert_int_equal(rt_generate_tree(tc, NULL, &tcfg, PROMPT, 3, &cfg, out, &st, &err), SW_EINVAL);
+	assert_int_equal(rt_generate_tree_block(tc, d, &tcfg, PROMPT, 3, &cfg, out, &st, &err), SW_EINVAL);
 	assert_non_null(strstr(err.msg, "depth 4"));
 	rt_drafter_free(d);
 	rt_ctx_truncate(tc, 0);

@@ -17,7 +17,7 @@ typedef struct cli_opts {
 	const char *prompt;
 	const char *prompt_file;
 	const char *tokenizer; /* GGUF to take the tokenizer from (default: the model) */
-	const char *draft;     /* none | layerskip:N | model:PATH | ngram[:MIN:MAX] */
+	const char *draft;     /* none | layerskip:N | model:PATH | ngram[:MIN:MAX] | block:DIR[,steps=S] */
 	const char *dump;      /* eval: output file */
 	int gamma;
 	float temperature;
@@ -69,6 +69,7 @@ typedef struct cli_session {
 	rt_model *draft_model;  /* owned: separate model or layer-skip view */
 	rt_tokenizer *tok;
 	rt_drafter *drafter;    /* NULL: target only */
+	struct rt_block_drafter *block; /* owned: a block drafter's weights (--draft block:DIR) */
 	rt_ctx *tctx;
 } cli_session;
 

@@ -10,6 +10,7 @@
 #include "decode/acchead.h"
 #include "gen/build.h"
 #include "cli.h"
+#include "decode/block_decode.h"
 #include "core/fileio.h"
 #include "formats/gguf.h"
 #include "gen/inspect.h"
@@ -38,7 +39,8 @@ static void usage(FILE *f)
 	        "  profile   ENGINE_DIR [--backend B] [-n ITERS]: per-op timings, achieved GB/s\n"	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
 	        "options:\n"
 	        "  -p, --prompt TEXT      prompt text            -f, --prompt-file FILE\n"
-	        "  --draft SPEC           none | layerskip:N | model:PATH | ngram[:MIN:MAX] (default layerskip:8)\n"
+	        "  --draft SPEC           none | layerskip:N | model:PATH | ngram[:MIN:MAX] | block:DIR[,steps=S]\n"
+	        "                         (default layerskip:8; block: a trained block drafter, models/drafters/)\n"
 	        "  -g, --gamma K          draft tokens per iteration (default 4)\n"
 	        "  -t, --temp T           temperature, 0 = greedy (default 0)\n"
 	        "  --top-k K, --top-p P   truncation of the target (and draft) distribution\n"
@@ -155,7 +157,9 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	rt_stats st;
 	int n;
 	if (use_tree)
-		n = rt_generate_tree(s.tctx, s.draft_model, &tcfg, ids, n_prompt, &cfg, out, &st, &err);
+		n = rt_drafter_is_block(s.drafter)
+		            ? rt_generate_tree_block(s.tctx, s.drafter, &tcfg, ids, n_prompt, &cfg, out, &st, &err)
+		            : rt_generate_tree(s.tctx, s.draft_model, &tcfg, ids, n_prompt, &cfg, out, &st, &err);
 	else if (spec && s.drafter)
 		n = rt_generate_spec(s.tctx, s.drafter, ids, n_prompt, &cfg, out, &st, &err);
 	else

@@ -14,8 +14,7 @@
  *     and is not offered.
  *   Cartesian tree (ParallelSpec): depth d expanded from row d of one pass,
  *     by top-k (verified one-hot at T > 0, greedy at T = 0) or sampling with
- *     / without replacement (RRS / RRSW), through rt_generate_tree with
- *     rt_tree_cfg.block set.
+ *     / without replacement (RRS / RRSW), rt_generate_tree_block.
  * The draft samples from softmax(z / T) over the draft vocabulary with the
  * target's top-k / top-p (q is what the tokens were drawn from; 1c), q = 0
  * beyond Vd. Randomness: Philox keyed (seed, iter, node, SW_RNG_DRAFT_SAMPLE)
@@ -48,5 +47,11 @@ int rt_block_draft_tree(rt_drafter *d, const gen_tree *t, int rule, const rt_sam
                         uint32_t iter, const int32_t *hist, int n_hist, int32_t *tok, float *q, sw_err *err);
 
 const rt_block_drafter *rt_block_drafter_of(const rt_drafter *d);
+
+/* Tree speculative decoding (rt_generate_tree, tree_decode.c) with the tree
+ * drafted by block drafter d from one pass: depth d from row d. At T = 0 the
+ * expansion is top-k and the verification greedy, whatever tcfg says. */
+int rt_generate_tree_block(rt_ctx *tc, rt_drafter *d, const rt_tree_cfg *tcfg, const int32_t *prompt,
+                           int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st, sw_err *err);
 
 #endif

@@ -104,8 +104,6 @@ typedef struct rt_tree_cfg {
 	const struct gen_tree *tree;
 	int rule;   /* enum rt_expand_rule */
 	int method; /* enum rt_verify_method */
-	rt_drafter *block; /* a block drafter (block_decode.h): drafts the whole
-	                    * tree from one pass; the draft model is then unused */
 } rt_tree_cfg;
 
 int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg, const int32_t *prompt,

@@ -103,13 +103,15 @@ static int draft_tree(struct tree_state *S, const gen_tree *t, const rt_tree_cfg
 	return 0;
 }
 
-int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg, const int32_t *prompt,
-                     int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st, sw_err *err)
+/* block: a block drafter drafts the whole tree from one pass (draft unused). */
+static int generate_tree(rt_ctx *tc, const rt_model *draft, rt_drafter *block, const rt_tree_cfg *tcfg,
+                         const int32_t *prompt, int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st,
+                         sw_err *err)
 {
 	const gen_tree *t = tcfg->tree;
 	int V = tc->m->cfg.vocab, n = t->n;
 	bool greedy = rt_sampling_greedy(&cfg->samp);
-	int dV = tcfg->block ? rt_block_drafter_of(tcfg->block)->cfg.vocab : draft->cfg.vocab;
+	int dV = block ? rt_block_drafter_of(block)->cfg.vocab : draft->cfg.vocab;
 	if (dV != V)
 		return sw_errf(err, SW_EINVAL, "tree decoding: draft vocabulary %d differs from the target's %d", dV, V);
 	if (!rt_verify_compatible(tcfg->rule, tcfg->method, greedy))
@@ -123,7 +125,7 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
 	struct tree_state S;
 	memset(&S, 0, sizeof(S));
 	int mb = n > 64 ? n : 64; /* also the feed chunk for re-syncing the history */
-	if (!tcfg->block)
+	if (!block)
 		S.dc = rt_ctx_new(draft, tc->max_ctx, mb < tc->max_ctx ? mb : tc->max_ctx, err);
 	S.dlogits = malloc((size_t)n * V * sizeof(float));
 	S.fscratch = malloc(4 * (size_t)V * sizeof(float));
@@ -132,7 +134,7 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
 	S.pos = malloc((size_t)n * sizeof(int32_t));
 	S.dmask = calloc((size_t)n * ((n + 63) / 64), sizeof(uint64_t));
 	float *p = malloc((size_t)n * V * sizeof(float));
-	if (!S.dc && !tcfg->block) {
+	if (!S.dc && !block) {
 		rc = SW_ENOMEM;
 		goto out;
 	}
@@ -151,13 +153,13 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
 			break;
 		}
 		double ta = rt_now();
-		if (tcfg->block) {
+		if (block) {
 			/* as draft_tree: no target top-k/top-p on the draft, top-k at T = 0 */
 			rt_sampling sd = { greedy ? 1.0f : cfg->samp.temperature, 0, 1.0f };
-			uint64_t f0 = tcfg->block->n_forwards;
-			rc = rt_block_draft_tree(tcfg->block, t, greedy ? RT_EXPAND_TOPK : tcfg->rule, &sd, cfg->seed, it,
+			uint64_t f0 = block->n_forwards;
+			rc = rt_block_draft_tree(block, t, greedy ? RT_EXPAND_TOPK : tcfg->rule, &sd, cfg->seed, it,
 			                         L.hist, L.n_hist, S.tok, L.q, err);
-			st->n_draft_calls += tcfg->block->n_forwards - f0;
+			st->n_draft_calls += block->n_forwards - f0;
 		} else {
 			rc = draft_tree(&S, t, tcfg, cfg, &L, it, L.q, st, err);
 		}
@@ -226,4 +228,18 @@ out:
 	free(p);
 	rt_loop_free(&L);
 	return rc;
+}
+
+int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg, const int32_t *prompt,
+                     int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st, sw_err *err)
+{
+	return generate_tree(tc, draft, NULL, tcfg, prompt, n_prompt, cfg, out, st, err);
+}
+
+int rt_generate_tree_block(rt_ctx *tc, rt_drafter *block, const rt_tree_cfg *tcfg, const int32_t *prompt,
+                           int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st, sw_err *err)
+{
+	if (!rt_drafter_is_block(block))
+		return sw_errf(err, SW_EINVAL, "tree decoding: drafter '%s' is not a block drafter", block ? block->name : "(none)");
+	return generate_tree(tc, NULL, block, tcfg, prompt, n_prompt, cfg, out, st, err);
 }
