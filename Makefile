@@ -34,7 +34,7 @@ TEST_UTIL_OBJ := $(TEST_UTIL_SRC:%.c=$(BUILD)/obj/%.o)
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
-.PHONY: all test test-build run run-host bench fuzz asan clean deps model check-reference
+.PHONY: all test test-build run run-host bench fuzz asan clean deps model check-reference drafters
 all: $(BUILD)/specwright
 
 $(BUILD)/obj/%.o: %.c
@@ -87,6 +87,11 @@ bench: deps model $(BUILD)/specwright
 	$(BUILD)/specwright bench $(MODEL) --corpus $(BUILD)/bench_corpus.txt $(BENCH_ARGS)
 	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
 	$(BUILD)/specwright bench $(ENGINE_DIR) --backend $(BACKEND) --corpus $(BUILD)/bench_corpus.txt $(BENCH_ARGS)
+
+# Trains the block drafters in models/drafters/ from the target (PyTorch on the
+# CPU, about an hour; installs python3-torch when missing). CI never runs it.
+drafters: deps model
+	models/drafters/train/make_drafters.sh
 
 # Independent check of the forward pass against llama.cpp (built from the
 # llama-cpp-python sdist); slow, so outside the suite.

@@ -93,6 +93,8 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 			NEED_VALUE(); o->expand = v;
 		} else if (!strcmp(a, "--corpus")) {
 			NEED_VALUE(); o->corpus = v;
+		} else if (!strcmp(a, "--drafters")) {
+			NEED_VALUE(); o->drafters = v;
 		} else if (!strcmp(a, "--adaptive")) {
 			NEED_VALUE(); o->adaptive = v;
 		} else if (!strcmp(a, "--acc-head")) {
@@ -209,6 +211,10 @@ int cli_make_drafter(cli_session *s, const char *spec, int max_ctx, rt_drafter *
 			if (strncmp(comma + 1, "steps=", 6) || (steps = (int)strtol(comma + 7, &end, 10), *end) || end == comma + 7)
 				return sw_errf(err, SW_EINVAL, "--draft %s: expected block:DIR or block:DIR,steps=S", spec);
 		}
+		/* a fresh context: the drafter sets the target's taps (bench
+		 * re-makes drafters between prompts) */
+		rt_ctx_truncate(s->tctx, 0);
+		rt_block_drafter_free(s->block);
 		s->block = rt_block_drafter_load(dir, s->target, err);
 		if (!s->block)
 			return sw_err_prefix(err, "--draft %s", spec);

@@ -32,6 +32,7 @@ typedef struct cli_opts {
 	int n_prompts;         /* bench */
 	float lossy_eps;       /* run: --lossy-eps, the biased relaxation */
 	const char *corpus;    /* bench */
+	const char *drafters;  /* bench: ';'-separated rows SPEC[|gamma=G][|tree=TREE] (block-drafter table) */
 	const char *output;    /* derive-draft: -o FILE */
 	const char *layers;    /* derive-draft: layer list as in layerskip: */
 	const char *wtype;     /* derive-draft: f32 f16 bf16 q8_0 q4_0 q4_1 */

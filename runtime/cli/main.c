@@ -59,7 +59,9 @@ static void usage(FILE *f)
 	        "                         FILE.json, chain:K, kary:K:D, branch:b1,b2,.., batch:M:L\n"
 	        "  --expand RULE          topk | sample | sample-wor | spechub (default: matches --verify)\n"
 	        "  --verify METHOD        greedy | rrs | rrsw | spechub | onehot (default: matches --expand)\n"
-	        "  --prompts N, --corpus FILE   bench: number of prompts and their source\n");
+	        "  --prompts N, --corpus FILE   bench: number of prompts and their source\n"
+	        "  --drafters 'A;B;...'   bench: only a table of these chain drafters at T=0 and 0.7, each\n"
+	        "                         SPEC[|gamma=G][|tree=TREE] (e.g. 'ngram;block:models/drafters/X|gamma=4')\n");
 }
 
 static char *read_file(const char *path, sw_err *err)
