@@ -221,7 +221,7 @@ int cli_make_drafter(cli_session *s, const char *spec, int max_ctx, rt_drafter *
 		*out = rt_drafter_block(s->block, s->tctx, steps, err);
 		return *out ? 0 : sw_err_prefix(err, "--draft %s", spec);
 	} else {
-		return sw_errf(err, SW_EINVAL, "--draft '%s': expected none, layerskip:N, model:PATH, ngram[:MIN:MAX] or block:DIR[,steps=S]",
+		return sw_errf(err, SW_EINVAL, "--draft '%s': expected none, layerskip:N, model:PATH or ngram[:MIN:MAX], or block:DIR[,steps=S]",
 		               spec);
 	}
 	*out = rt_drafter_model(s->draft_model, max_ctx, err);
