@@ -11,6 +11,7 @@ context before its anchor and to itself). 5% of the sequences are held back to r
 per-position top-1 accuracy and the greedy accepted length it implies."""
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -21,7 +22,8 @@ import smollm
 from drafter import BlockDrafter
 from gen import TAPS
 
-SEQS, ANCHORS, WINDOW = 6, 32, 32
+SEQS, ANCHORS, WINDOW = 4, 16, 32
+PROMPT_FRAC = 0.25
 
 
 def batch_features(dr, seqs, B, Vd, anchors_per_seq, rng):
@@ -30,8 +32,14 @@ def batch_features(dr, seqs, B, Vd, anchors_per_seq, rng):
     C = max(s["feat"].shape[0] for s in seqs)
     for s in seqs:
         tok, n, n0 = s["tok"].long(), s["tok"].shape[0], s["n_prompt"]
+        # anchors: the target's continuation, plus (PROMPT_FRAC of them) the
+        # passage inside the prompt, which costs no extra generation
         cand = list(range(n0 - 1, n - 1))
-        an = sorted(rng.sample(cand, min(anchors_per_seq, len(cand))))
+        an = rng.sample(cand, min(anchors_per_seq, len(cand)))
+        k = int(len(an) * PROMPT_FRAC)
+        if k and n0 > 40:
+            an = an[:len(an) - k] + rng.sample(range(30, n0 - 1), min(k, n0 - 31))
+        an = sorted(an)
         A = len(an)
         feat = torch.zeros(C, s["feat"].shape[1])
         feat[:n - 1] = s["feat"].float()
@@ -106,6 +114,10 @@ def main():
     rng.shuffle(data)
     nval = max(2, len(data) // 20)
     val, train = data[:nval], data[nval:]
+    key = lambda s: tuple(s["tok"][:s["n_prompt"]].tolist())
+    val_keys = {key(s) for s in val}
+    data_path = f"{d}/data_train.pt"
+    mtime = os.path.getmtime(data_path)
     ntok = sum(s["tok"].shape[0] - s["n_prompt"] for s in train)
     print(f"train {cond}: {len(train)} sequences ({ntok} continuation tokens), {nval} held back",
           flush=True)
@@ -149,7 +161,12 @@ def main():
         step += 1
         if step % 10 == 0:
             print(f"train {cond}: step {step} {el:.0f}s lr {lr:.2e} loss {loss.item():.3f}", flush=True)
-        if step % 50 == 0:
+        if step % 25 == 0 and os.path.getmtime(data_path) != mtime:
+            # gen.py is still adding batches: train on them too (val stays fixed)
+            mtime = os.path.getmtime(data_path)
+            train = [x for x in torch.load(data_path)["data"] if key(x) not in val_keys]
+            print(f"train {cond}: reloaded, {len(train)} sequences", flush=True)
+        if step % 25 == 0:
             evaluate(dr, val, B, Vd, mk, cond)
             dr.save(out)
     evaluate(dr, val, B, Vd, mk, cond)
@@ -160,7 +177,10 @@ def main():
 @torch.no_grad()
 def evaluate(dr, val, B, Vd, mk, cond):
     rng = random.Random(7)
+    global PROMPT_FRAC
+    pf, PROMPT_FRAC = PROMPT_FRAC, 0.0  # evaluate on continuations only
     X, P, CTX, CP, M, Y = mk(dr, val, B, Vd, 64, rng)
+    PROMPT_FRAC = pf
     h = dr(X, P, CTX, CP, M)
     pred = dr.logits(h).argmax(-1)
     ok = (pred == Y)
