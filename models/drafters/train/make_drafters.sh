@@ -3,7 +3,8 @@
 # Stages, each with progress on stdout: prep.py (build/venv: GGUF -> fp32 weights,
 # prompts tokenized), gen.py (the target's own greedy continuations and tapped hidden
 # states, PyTorch on the CPU), train.py (time-boxed distillation), then the sha256 of
-# each drafter next to it. Niced (nice -n 10, 2 torch threads): the machine is shared.
+# each drafter next to it, after check_drafter.py compares the PyTorch and C forwards
+# on the trained file. Niced (nice -n 10, 2 torch threads): the machine is shared.
 # Knobs: MODEL, WORK (build/drafters), GEN_SECONDS, TRAIN_SECONDS, N_NEW, TOKENS=1 to
 # also train the tokens-conditioned drafter.
 set -euo pipefail
@@ -36,8 +37,14 @@ if [ "${TOKENS:-0}" = 1 ]; then
 	echo "drafters: [3b/4] training the tokens drafter, B=8, Vd=8192 (${TRAIN_SECONDS}s)"
 	nice -n 10 $PY train.py "$W" ../smollm2-tokens-b8 tokens "$TRAIN_SECONDS" 8 8192
 fi
+echo "drafters: [4/4] the C forward against PyTorch on the trained files, then sha256"
+make -C ../../.. build/libspecwright.a >/dev/null
+cc -std=c11 -D_GNU_SOURCE -O2 -I../../.. -I../../../runtime -o "$W/check_c" check_c.c ../../../build/libspecwright.a \
+	-lopenblas -lm -lpthread -ldl
+for d in ../smollm2-*/; do
+	nice -n 10 $PY check_drafter.py "$W" "$d" "$W/check_c" "../../../$MODEL"
+done
 cd ..
-echo "drafters: [4/4] sha256"
 for d in smollm2-*/; do
 	(cd "$d" && sha256sum config.json model.safetensors > SHA256SUMS && cat SHA256SUMS)
 done
