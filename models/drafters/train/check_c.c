@@ -1,6 +1,7 @@
 /* The C block-drafter forward on a trained drafter, for check_drafter.py:
- * check_c MODEL DRAFTER IDS_FILE feeds ids[0..n-1) to the target (taps on),
- * runs one drafter pass with ids[n-1] as the anchor and prints, per block
+ * check_c MODEL DRAFTER IDS_FILE feeds ids[0..n-1) to the target (taps on;
+ * tokens drafters: the last `window` of them are the window), runs one
+ * drafter pass with ids[n-1] as the anchor and prints, per block
  * row, its logits for ids 0..3 and its maximum. Built and run by
  * make_drafters.sh; not part of the library. */
 #include <stdio.h>
@@ -36,9 +37,12 @@ int main(int argc, char **argv)
 	blk[0] = ids[n - 1];
 	for (int j = 1; j < B; j++)
 		blk[j] = -1;
-	if (n < 2 || !c || !st || !lg || rt_ctx_set_taps(c, bd->cfg.taps, bd->cfg.n_taps, &err) ||
-	    rt_ctx_feed(c, ids, n - 1, NULL, &err) || rt_bd_append(st, c->tap_cache, n - 1, &err) ||
-	    rt_bd_forward(st, blk, n - 1, NULL, 0, lg, &err)) {
+	bool feat = bd->cfg.cond == RT_BD_FEATURES;
+	int n_win = feat ? 0 : bd->cfg.window < n - 1 ? bd->cfg.window : n - 1;
+	if (n < 2 || !c || !st || !lg ||
+	    (feat && (rt_ctx_set_taps(c, bd->cfg.taps, bd->cfg.n_taps, &err) || rt_ctx_feed(c, ids, n - 1, NULL, &err) ||
+	              rt_bd_append(st, c->tap_cache, n - 1, &err))) ||
+	    rt_bd_forward(st, blk, n - 1, ids + n - 1 - n_win, n_win, lg, &err)) {
 		fprintf(stderr, "check_c: %s\n", n < 2 ? "need at least 2 ids" : err.msg);
 		return 1;
 	}

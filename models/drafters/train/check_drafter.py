@@ -36,9 +36,6 @@ def main():
     torch.set_num_threads(2)
     m = smollm.Target(wdir)
     cfg = json.load(open(f"{ddir}/config.json"))
-    if cfg["conditioning"] != "features":
-        print("check_drafter: features drafters only")
-        return 0
     dr = BlockDrafter(cfg, m)
     load(dr, f"{ddir}/model.safetensors")
     ids = json.load(open(f"{wdir}/prompts_heldout.json"))["ids"][0][:80]
@@ -47,16 +44,27 @@ def main():
     out = subprocess.run([check_c, model, ddir, f"{wdir}/check_ids.txt"], capture_output=True, text=True, check=True)
     c = np.array([[float(x) for x in line.split()] for line in out.stdout.strip().splitlines()])
     n, B = len(ids), cfg["block"]
-    tok = torch.tensor(ids[:n - 1])[None]
-    _, feat = smollm.forward(m, tok, torch.arange(n - 1)[None], [None] * m.L,
-                             torch.ones(1, n - 1, dtype=torch.bool), tuple(cfg["taps"]), False)
-    with torch.no_grad():
-        x = torch.cat((m.embd[ids[n - 1]][None], dr.mask_embd), 0)[None]
-        mask = torch.ones(1, B, n - 1 + B, dtype=torch.bool)
-        if cfg["block_attention"] == "causal":
-            mask[0, :, n - 1:] = torch.ones(B, B, dtype=torch.bool).tril()
-        h = dr(x, torch.arange(n - 1, n - 1 + B)[None], dr.fuse(feat), torch.arange(n - 1)[None], mask)
-        lg = dr.logits(h)[0]
+    causal = cfg["block_attention"] == "causal"
+    if cfg["conditioning"] == "features":
+        tok = torch.tensor(ids[:n - 1])[None]
+        _, feat = smollm.forward(m, tok, torch.arange(n - 1)[None], [None] * m.L,
+                                 torch.ones(1, n - 1, dtype=torch.bool), tuple(cfg["taps"]), False)
+        with torch.no_grad():
+            x = torch.cat((m.embd[ids[n - 1]][None], dr.mask_embd), 0)[None]
+            mask = torch.ones(1, B, n - 1 + B, dtype=torch.bool)
+            if causal:
+                mask[0, :, n - 1:] = torch.ones(B, B, dtype=torch.bool).tril()
+            h = dr(x, torch.arange(n - 1, n - 1 + B)[None], dr.fuse(feat), torch.arange(n - 1)[None], mask)
+            lg = dr.logits(h)[0]
+    else:
+        W = min(cfg["window"], n - 1)
+        with torch.no_grad():
+            x = torch.cat((m.embd[torch.tensor(ids[n - 1 - W:n])], dr.mask_embd), 0)[None]
+            mask = torch.ones(1, W + B, W + B, dtype=torch.bool)
+            if causal:
+                mask[0, W:, W:] = torch.ones(B, B, dtype=torch.bool).tril()
+            h = dr(x, torch.arange(n - 1 - W, n - 1 + B)[None], None, None, mask)
+            lg = dr.logits(h)[0, W:]
     py = torch.cat((lg[:, :4], lg.max(-1, keepdim=True).values), 1).numpy()
     d = np.abs(py - c).max()
     print(f"check_drafter: {ddir}: {B} rows, max |PyTorch - C| {d:.2e} (logit scale {np.abs(c).max():.1f})")
