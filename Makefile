@@ -43,7 +43,7 @@ TEST_UTIL_OBJ := $(TEST_UTIL_SRC:%.c=$(BUILD)/obj/%.o)
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
-.PHONY: all test test-build run run-host bench fuzz fuzz-build asan clean deps model check-reference serve serve-load
+.PHONY: all test test-build run run-host bench fuzz fuzz-build asan clean deps model check-reference serve serve-load drafters
 all: $(BUILD)/specwright $(BUILD)/libspecwright_rt.a
 
 $(BUILD)/obj/%.o: %.c
@@ -125,6 +125,11 @@ serve-load: deps model $(BUILD)/specwright
 	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
 	$(BUILD)/venv/bin/python tests/serve/clients.py --specwright $(BUILD)/specwright --engine $(ENGINE_DIR) \
 	  --model $(MODEL) --requests $(LOAD_REQUESTS) --clients 4 --servers 2
+
+# Trains the block drafters in models/drafters/ from the target (PyTorch on the
+# CPU, about an hour; installs python3-torch when missing). CI never runs it.
+drafters: deps model
+	models/drafters/train/make_drafters.sh
 
 # Independent check of the forward pass against llama.cpp (built from the
 # llama-cpp-python sdist); slow, so outside the suite.

@@ -15,6 +15,7 @@
 #include "core/fileio.h"
 #include "cli.h"
 #include "kernels/philox.h"
+#include "decode/block_decode.h"
 #include "decode/tree.h"
 #include "decode/tree_verify.h"
 
@@ -220,6 +221,108 @@ out_err:
 	return 1;
 }
 
+/* The --drafters table: target-only, then each row SPEC[|gamma=G][|tree=T]
+ * at T = 0 and 0.7 over the prompts: median tok/s and speedup against
+ * target-only on the same prompt, pooled tau, acceptance by position 1..8
+ * (by depth for trees), greedy equality. Trees: top-k verified one-hot
+ * (greedy at T = 0); block drafters only. */
+static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np, sw_err *err)
+{
+	int M = o->max_new, rc = SW_ENOMEM;
+	int32_t *ids = malloc((size_t)o->ctx * sizeof(*ids)), *out = malloc((size_t)(M + 1) * sizeof(*out));
+	int32_t *refs = malloc((size_t)np * (M + 1) * sizeof(int32_t));
+	int *nref = malloc((size_t)np * sizeof(int));
+	double *base = malloc((size_t)np * sizeof(double));
+	char *list = strdup(o->drafters);
+	char *rows[32];
+	int nr = 0;
+	if (!ids || !out || !refs || !nref || !base || !list) {
+		sw_errf(err, SW_ENOMEM, "out of memory");
+		goto out;
+	}
+	rows[nr++] = "none";
+	for (char *tok = strtok(list, ";"); tok && nr < 32; tok = strtok(NULL, ";"))
+		rows[nr++] = tok;
+	printf("### Real model, drafters: %s, %d prompts from %s, %d new tokens, chat template on\n\n", o->model, np,
+	       o->corpus ? o->corpus : "(default corpus)", M);
+	printf("| T | drafter | median tok/s | median speedup | tau | acceptance at position 1 2 3 4 5 6 7 8 | greedy == target |\n");
+	printf("|---|---|---|---|---|---|---|\n");
+	const float temps[2] = { 0.0f, 0.7f };
+	for (int ti = 0; ti < 2; ti++) {
+		for (int ri = 0; ri < nr; ri++) {
+			char spec[1024], *tree_spec = NULL;
+			int gamma = o->gamma;
+			snprintf(spec, sizeof(spec), "%s", rows[ri]);
+			for (char *bar = strchr(spec, '|'); bar; bar = strchr(bar + 1, '|')) {
+				*bar = 0;
+				if (!strncmp(bar + 1, "gamma=", 6))
+					gamma = atoi(bar + 7);
+				else if (!strncmp(bar + 1, "tree=", 5))
+					tree_spec = bar + 6;
+			}
+			/* the remaining options end at the next '|', already cut */
+			struct pool pl;
+			memset(&pl, 0, sizeof(pl));
+			gen_tree tree;
+			rt_tree_cfg tcfg = { &tree, RT_EXPAND_TOPK, temps[ti] > 0 ? RT_VERIFY_ONEHOT : RT_VERIFY_GREEDY };
+			if (tree_spec && (rc = gen_tree_parse(tree_spec, NULL, &tree, err)))
+				goto out;
+			for (int pi = 0; pi < np; pi++) {
+				int n_prompt = cli_encode_prompt(s, prompts[pi], true, ids, o->ctx, err);
+				if (n_prompt < 0) {
+					rc = n_prompt;
+					goto out;
+				}
+				rt_drafter_free(s->drafter);
+				s->drafter = NULL;
+				rt_model_free(s->draft_model);
+				s->draft_model = NULL;
+				if ((rc = cli_make_drafter(s, spec, o->ctx, &s->drafter, err)))
+					goto out;
+				rt_gen_cfg cfg = { .samp = { temps[ti], o->top_k, o->top_p }, .gamma = gamma,
+				                   .seed = o->seed + (uint64_t)pi, .max_new = M };
+				rt_stats st;
+				rt_ctx_truncate(s->tctx, 0);
+				int n;
+				if (tree_spec)
+					n = rt_generate_tree_block(s->tctx, s->drafter, &tcfg, ids, n_prompt, &cfg, out, &st, err);
+				else if (s->drafter)
+					n = rt_generate_spec(s->tctx, s->drafter, ids, n_prompt, &cfg, out, &st, err);
+				else
+					n = rt_generate_target(s->tctx, ids, n_prompt, &cfg, out, &st, err);
+				if (n < 0) {
+					rc = n;
+					goto out;
+				}
+				int32_t *r = refs + (size_t)pi * (M + 1);
+				if (ri == 0) {
+					double g = st.t_total - st.t_prefill;
+					base[pi] = g > 0 ? n / g : 0;
+					nref[pi] = n;
+					memcpy(r, out, (size_t)n * sizeof(*out));
+				}
+				pool_add(&pl, &st, base[pi], n == nref[pi] && !memcmp(out, r, (size_t)n * sizeof(*out)));
+			}
+			const rt_stats *su = &pl.sum;
+			printf("| %.1f | %s | %.2f | %.2fx | %.3f |", temps[ti], rows[ri], cli_median(pl.tps, pl.n),
+			       cli_median(pl.ratio, pl.n), frac(su->n_tokens, su->n_target_calls));
+			for (int j = 0; j < 8; j++)
+				printf(" %.3f", frac(su->pos_accepted[j], su->pos_tried[j]));
+			printf(" | %s |\n", temps[ti] == 0 ? (pl.same == pl.runs ? "yes" : "NO") : "-");
+			fflush(stdout);
+		}
+	}
+	rc = 0;
+out:
+	free(ids);
+	free(out);
+	free(refs);
+	free(nref);
+	free(base);
+	free(list);
+	return rc;
+}
+
 int cli_bench(const cli_opts *o)
 {
 	sw_err err = { 0 };
@@ -256,6 +359,13 @@ int cli_bench(const cli_opts *o)
 	if (!ids || !out || !refs || !nref || !base) {
 		sw_errf(&err, SW_ENOMEM, "out of memory");
 		goto out_err;
+	}
+
+	if (o->drafters) {
+		if (bench_rows(o, &s, prompts, np, &err))
+			goto out_err;
+		rc = 0;
+		goto out_free;
 	}
 
 	/* Table 1: chain drafters */

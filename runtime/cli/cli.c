@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode/block_decode.h"
 #include "formats/gguf.h"
 #include "decode/tree.h"
 #include "decode/tree_verify.h"
@@ -95,6 +96,8 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 			NEED_VALUE(); o->expand = v;
 		} else if (!strcmp(a, "--corpus")) {
 			NEED_VALUE(); o->corpus = v;
+		} else if (!strcmp(a, "--drafters")) {
+			NEED_VALUE(); o->drafters = v;
 		} else if (!strcmp(a, "--adaptive")) {
 			NEED_VALUE(); o->adaptive = v;
 		} else if (!strcmp(a, "--acc-head")) {
@@ -208,8 +211,30 @@ int cli_make_drafter(cli_session *s, const char *spec, int max_ctx, rt_drafter *
 		}
 		*out = rt_drafter_ngram(lo, hi, err);
 		return *out ? 0 : SW_EINVAL;
+	} else if (!strncmp(spec, "block:", 6)) {
+		/* block:DIR[,steps=S] */
+		char dir[4096];
+		int steps = 1;
+		snprintf(dir, sizeof(dir), "%s", spec + 6);
+		char *comma = strchr(dir, ',');
+		if (comma) {
+			*comma = 0;
+			char *end;
+			if (strncmp(comma + 1, "steps=", 6) || (steps = (int)strtol(comma + 7, &end, 10), *end) || end == comma + 7)
+				return sw_errf(err, SW_EINVAL, "--draft %s: expected block:DIR or block:DIR,steps=S", spec);
+		}
+		/* a fresh context: the drafter sets the target's taps (bench
+		 * re-makes drafters between prompts) */
+		rt_ctx_truncate(s->tctx, 0);
+		rt_block_drafter_free(s->block);
+		s->block = rt_block_drafter_load(dir, s->target, err);
+		if (!s->block)
+			return sw_err_prefix(err, "--draft %s", spec);
+		*out = rt_drafter_block(s->block, s->tctx, steps, err);
+		return *out ? 0 : sw_err_prefix(err, "--draft %s", spec);
 	} else {
-		return sw_errf(err, SW_EINVAL, "--draft '%s': expected none, layerskip:N, model:PATH or ngram[:MIN:MAX]", spec);
+		return sw_errf(err, SW_EINVAL, "--draft '%s': expected none, layerskip:N, model:PATH or ngram[:MIN:MAX], or block:DIR[,steps=S]",
+		               spec);
 	}
 	*out = rt_drafter_model(s->draft_model, max_ctx, err);
 	return *out ? 0 : SW_ENOMEM;
@@ -247,6 +272,7 @@ void cli_session_close(cli_session *s)
 	rt_drafter_free(s->drafter);
 	rt_ctx_free(s->tctx);
 	rt_model_free(s->draft_model);
+	rt_block_drafter_free(s->block);
 	rt_tokenizer_free(s->tok);
 	rt_model_free(s->target);
 	memset(s, 0, sizeof(*s));
@@ -327,8 +353,8 @@ void cli_print_stats(FILE *f, const char *label, const rt_stats *st, int gamma, 
 
 int cli_tree_setup(const cli_opts *o, cli_session *s, rt_tree_cfg *tcfg, sw_err *err)
 {
-	if (!s->draft_model)
-		return sw_errf(err, SW_EINVAL, "--tree needs a draft model: --draft layerskip:... or model:PATH (found '%s')",
+	if (!s->draft_model && !rt_drafter_is_block(s->drafter))
+		return sw_errf(err, SW_EINVAL, "--tree needs a draft model or a block drafter: --draft layerskip:..., model:PATH or block:DIR (found '%s')",
 		               o->draft);
 	gen_tree *t = (gen_tree *)tcfg->tree;
 	int rc = gen_tree_parse(o->tree, NULL, t, err);

@@ -18,7 +18,7 @@ typedef struct cli_opts {
 	const char *prompt;
 	const char *prompt_file;
 	const char *tokenizer; /* GGUF to take the tokenizer from (default: the model) */
-	const char *draft;     /* none | layerskip:N | model:PATH | ngram[:MIN:MAX] */
+	const char *draft;     /* none | layerskip:N | model:PATH | ngram[:MIN:MAX] | block:DIR[,steps=S] */
 	const char *dump;      /* eval: output file */
 	int gamma;
 	float temperature;
@@ -33,6 +33,7 @@ typedef struct cli_opts {
 	int n_prompts;         /* bench */
 	float lossy_eps;       /* run: --lossy-eps, the biased relaxation */
 	const char *corpus;    /* bench */
+	const char *drafters;  /* bench: ';'-separated rows SPEC[|gamma=G][|tree=TREE] (block-drafter table) */
 	const char *output;    /* derive-draft: -o FILE */
 	const char *layers;    /* derive-draft: layer list as in layerskip: */
 	const char *wtype;     /* derive-draft: f32 f16 bf16 q8_0 q4_0 q4_1 */
@@ -88,6 +89,7 @@ typedef struct cli_session {
 	rt_model *draft_model;  /* owned: separate model or layer-skip view */
 	rt_tokenizer *tok;
 	rt_drafter *drafter;    /* NULL: target only */
+	struct rt_block_drafter *block; /* owned: a block drafter's weights (--draft block:DIR) */
 	rt_ctx *tctx;
 } cli_session;
 

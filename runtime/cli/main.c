@@ -11,6 +11,7 @@
 #include "decode/acchead.h"
 #include "gen/build.h"
 #include "cli.h"
+#include "decode/block_decode.h"
 #include "core/fileio.h"
 #include "formats/gguf.h"
 #include "gen/inspect.h"
@@ -41,7 +42,8 @@ static void usage(FILE *f)
 	        "            HTTP server (completions, chat, SSE streaming, /metrics); serve --help\n"	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
 	        "options:\n"
 	        "  -p, --prompt TEXT      prompt text            -f, --prompt-file FILE\n"
-	        "  --draft SPEC           none | ngram[:MIN:MAX] | layerskip:N | layerskip:0-9,20-29[@V] | model:PATH (default ngram)\n"
+	        "  --draft SPEC           none | ngram[:MIN:MAX] | layerskip:N | layerskip:0-9,20-29[@V] | model:PATH |\n"
+	        "                         block:DIR[,steps=S] (default ngram; block: a trained block drafter, models/drafters/)\n"
 	        "  -g, --gamma K          draft tokens per iteration (default 4)\n"
 	        "  -t, --temp T           temperature, 0 = greedy (default 0)\n"
 	        "  --top-k K, --top-p P   truncation of the target (and draft) distribution\n"
@@ -63,7 +65,9 @@ static void usage(FILE *f)
 	        "                         FILE.json, chain:K, kary:K:D, branch:b1,b2,.., batch:M:L\n"
 	        "  --expand RULE          topk | sample | sample-wor | spechub (default: matches --verify)\n"
 	        "  --verify METHOD        greedy | rrs | rrsw | spechub | onehot (default: matches --expand)\n"
-	        "  --prompts N, --corpus FILE   bench: number of prompts and their source\n");
+	        "  --prompts N, --corpus FILE   bench: number of prompts and their source\n"
+	        "  --drafters 'A;B;...'   bench: only a table of these chain drafters at T=0 and 0.7, each\n"
+	        "                         SPEC[|gamma=G][|tree=TREE] (e.g. 'ngram;block:models/drafters/X|gamma=4')\n");
 }
 
 struct stream {
@@ -148,7 +152,9 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	rt_stats st;
 	int n;
 	if (use_tree)
-		n = rt_generate_tree(s.tctx, s.draft_model, &tcfg, ids, n_prompt, &cfg, out, &st, &err);
+		n = rt_drafter_is_block(s.drafter)
+		            ? rt_generate_tree_block(s.tctx, s.drafter, &tcfg, ids, n_prompt, &cfg, out, &st, &err)
+		            : rt_generate_tree(s.tctx, s.draft_model, &tcfg, ids, n_prompt, &cfg, out, &st, &err);
 	else if (spec && s.drafter)
 		n = rt_generate_spec(s.tctx, s.drafter, ids, n_prompt, &cfg, out, &st, &err);
 	else

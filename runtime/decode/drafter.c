@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "acchead.h"
+#include "block_decode.h"
 #include "kernels/philox.h"
 #include "chain.h"
 
@@ -181,6 +182,8 @@ rt_drafter *rt_drafter_model(const rt_model *dm, int max_ctx, sw_err *err)
 
 int rt_drafter_set_adaptive(rt_drafter *d, const rt_adaptive *a, sw_err *err)
 {
+	if (rt_drafter_is_block(d))
+		return rt_block_set_adaptive(d, a, err);
 	if (d->ops != &model_drafter_ops)
 		return sw_errf(err, SW_EINVAL, "adaptive drafting: drafter '%s' is not a draft model (SpecDec++ needs the draft's distributions)",
 		               d->name);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/timing.h"
+#include "block_decode.h"
 #include "kernels/philox.h"
 #include "loop.h"
 #include "tree.h"
@@ -107,15 +108,17 @@ static int draft_tree(struct tree_state *S, const gen_tree *t, const rt_tree_cfg
 	return 0;
 }
 
-int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg, const int32_t *prompt,
-                     int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st, sw_err *err)
+/* block: a block drafter drafts the whole tree from one pass (draft unused). */
+static int generate_tree(rt_ctx *tc, const rt_model *draft, rt_drafter *block, const rt_tree_cfg *tcfg,
+                         const int32_t *prompt, int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st,
+                         sw_err *err)
 {
 	const gen_tree *t = tcfg->tree;
 	int V = tc->m->cfg.vocab, n = t->n;
 	bool greedy = rt_sampling_greedy(&cfg->samp);
-	if (draft->cfg.vocab != V)
-		return sw_errf(err, SW_EINVAL, "tree decoding: draft vocabulary %d differs from the target's %d",
-		               draft->cfg.vocab, V);
+	int dV = block ? rt_block_drafter_of(block)->cfg.vocab : draft->cfg.vocab;
+	if (dV != V)
+		return sw_errf(err, SW_EINVAL, "tree decoding: draft vocabulary %d differs from the target's %d", dV, V);
 	if (!rt_verify_compatible(tcfg->rule, tcfg->method, greedy))
 		return sw_errf(err, SW_EINVAL, "tree decoding: verification %s is not exact for expansion %s at %s",
 		               rt_verify_method_name(tcfg->method), rt_expand_rule_name(tcfg->rule),
@@ -127,7 +130,8 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
 	struct tree_state S;
 	memset(&S, 0, sizeof(S));
 	int mb = n > 64 ? n : 64; /* also the feed chunk for re-syncing the history */
-	S.dc = rt_ctx_new(draft, tc->max_ctx, mb < tc->max_ctx ? mb : tc->max_ctx, err);
+	if (!block)
+		S.dc = rt_ctx_new(draft, tc->max_ctx, mb < tc->max_ctx ? mb : tc->max_ctx, err);
 	S.dlogits = malloc((size_t)n * V * sizeof(float));
 	S.fscratch = malloc(4 * (size_t)V * sizeof(float));
 	S.iscratch = malloc((size_t)V * sizeof(int));
@@ -135,7 +139,7 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
 	S.pos = malloc((size_t)n * sizeof(int32_t));
 	S.dmask = calloc((size_t)n * ((n + 63) / 64), sizeof(uint64_t));
 	float *p = malloc((size_t)n * V * sizeof(float));
-	if (!S.dc) {
+	if (!S.dc && !block) {
 		rc = SW_ENOMEM;
 		goto out;
 	}
@@ -154,7 +158,16 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
 			break;
 		}
 		double ta = sw_now_s();
-		rc = draft_tree(&S, t, tcfg, cfg, &L, it, L.q, st, err);
+		if (block) {
+			/* as draft_tree: no target top-k/top-p on the draft, top-k at T = 0 */
+			rt_sampling sd = { greedy ? 1.0f : cfg->samp.temperature, 0, 1.0f };
+			uint64_t f0 = block->n_forwards;
+			rc = rt_block_draft_tree(block, t, greedy ? RT_EXPAND_TOPK : tcfg->rule, &sd, cfg->seed, it,
+			                         L.hist, L.n_hist, S.tok, L.q, err);
+			st->n_draft_calls += block->n_forwards - f0;
+		} else {
+			rc = draft_tree(&S, t, tcfg, cfg, &L, it, L.q, st, err);
+		}
 		if (rc)
 			goto out;
 		st->t_draft += sw_now_s() - ta;
@@ -220,4 +233,18 @@ out:
 	free(p);
 	rt_loop_free(&L);
 	return rc;
+}
+
+int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg, const int32_t *prompt,
+                     int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st, sw_err *err)
+{
+	return generate_tree(tc, draft, NULL, tcfg, prompt, n_prompt, cfg, out, st, err);
+}
+
+int rt_generate_tree_block(rt_ctx *tc, rt_drafter *block, const rt_tree_cfg *tcfg, const int32_t *prompt,
+                           int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st, sw_err *err)
+{
+	if (!rt_drafter_is_block(block))
+		return sw_errf(err, SW_EINVAL, "tree decoding: drafter '%s' is not a block drafter", block ? block->name : "(none)");
+	return generate_tree(tc, NULL, block, tcfg, prompt, n_prompt, cfg, out, st, err);
 }

@@ -51,10 +51,38 @@ out_nomem:
 	return NULL;
 }
 
+int rt_ctx_set_taps(rt_ctx *c, const int *layers, int n, sw_err *err)
+{
+	const rt_model *m = c->m;
+	if (m->kind != RT_MODEL_LLAMA)
+		return sw_errf(err, SW_EINVAL, "%s: hidden-state taps need a transformer; this model has no layers", m->name);
+	if (c->len != 0)
+		return sw_errf(err, SW_EINVAL, "%s: taps can only be set on an empty context (found %d committed tokens)",
+		               m->name, c->len);
+	if (n < 0 || n > RT_MAX_TAPS)
+		return sw_errf(err, SW_ERANGE, "%s: %d taps requested, expected 0..%d", m->name, n, RT_MAX_TAPS);
+	for (int i = 0; i < n; i++)
+		if (layers[i] < 0 || layers[i] >= m->n_layers_run || (i > 0 && layers[i] <= layers[i - 1]))
+			return sw_errf(err, SW_EINVAL, "%s: tap layer %d at index %d: expected increasing layers in [0, %d)",
+			               m->name, layers[i], i, m->n_layers_run);
+	free(c->tap_cache);
+	c->tap_cache = NULL;
+	c->n_taps = 0;
+	if (n == 0)
+		return 0;
+	c->tap_cache = malloc((size_t)c->max_ctx * n * m->cfg.dim * sizeof(float));
+	if (!c->tap_cache)
+		return sw_errf(err, SW_ENOMEM, "%s: cannot allocate taps for context %d", m->name, c->max_ctx);
+	memcpy(c->tap_layers, layers, (size_t)n * sizeof(*layers));
+	c->n_taps = n;
+	return 0;
+}
+
 void rt_ctx_free(rt_ctx *c)
 {
 	if (!c)
 		return;
+	free(c->tap_cache);
 	c->m->ops->ctx_free(c);
 	free(c->tokens);
 	free(c->blk_tok);
@@ -110,6 +138,13 @@ int rt_ctx_eval_append(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T,
 void rt_ctx_commit(rt_ctx *c, const int *keep, int n)
 {
 	c->m->ops->commit_kv(c, keep, n);
+	if (c->tap_cache) {
+		size_t row = (size_t)c->n_taps * c->m->cfg.dim;
+		float *base = c->tap_cache + (size_t)c->len * row;
+		for (int i = 0; i < n; i++)
+			if (keep[i] != i)
+				memcpy(base + (size_t)i * row, base + (size_t)keep[i] * row, row * sizeof(float));
+	}
 	for (int i = 0; i < n; i++)
 		c->tokens[c->len + i] = c->blk_tok[keep[i]];
 	c->len += n;

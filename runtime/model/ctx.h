@@ -12,6 +12,8 @@
 #include "core/err.h"
 #include "model.h"
 
+#define RT_MAX_TAPS 8
+
 typedef struct rt_model rt_model;
 typedef struct rt_ctx rt_ctx;
 
@@ -73,12 +75,25 @@ struct rt_ctx {
 	/* Set by rt_ctx_feed: eval writes logits for the last row only (V
 	 * floats), sparing the LM head on every other row of a prefill. */
 	bool logits_last_only;
+	/* Hidden-state taps (block drafters, rt_ctx_set_taps): the residual
+	 * stream after run layers tap_layers[0..n_taps) of every row eval
+	 * feeds, stored like the KV cache (slot len + staged index, moved by
+	 * commit), so tap_cache[0..len) always holds the committed positions.
+	 * Row stride n_taps * dim. Off (NULL, 0) unless asked for. */
+	int n_taps;
+	int tap_layers[RT_MAX_TAPS];
+	float *tap_cache;    /* (max_ctx, n_taps * dim) */
 	/* counters: forward passes and tokens evaluated */
 	uint64_t n_evals, n_eval_tokens;
 };
 
 rt_ctx *rt_ctx_new(const rt_model *m, int max_ctx, int max_block, sw_err *err);
 void rt_ctx_free(rt_ctx *c);
+/* Asks a Llama context to keep the hidden states after run layers
+ * layers[0..n) (increasing, each < n_layers_run) of every row it feeds, in
+ * c->tap_cache. Only on an empty context (len 0); n = 0 turns taps off.
+ * Logits, hidden states and KV are unchanged bit for bit. */
+int rt_ctx_set_taps(rt_ctx *c, const int *layers, int n, sw_err *err);
 int rt_ctx_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
                 float *logits, float *hidden, sw_err *err);
 /* Appends T entries to the staged block (tree drafting, level by level):

@@ -81,6 +81,14 @@ static int llama_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, 
 		ref_rmsnorm(h, x, L->ffn_norm, T, dim, cfg->norm_eps);
 		ref_mlp_swiglu(o, h, L->w_gate, L->w_up, L->w_down, T, dim, cfg->ffn_dim, mlp);
 		ref_add(x, x, o, (size_t)T * dim);
+		for (int k = 0; k < c->n_taps; k++) {
+			if (c->tap_layers[k] != l)
+				continue;
+			size_t row = (size_t)c->n_taps * dim;
+			float *dst = c->tap_cache + ((size_t)c->len + c->blk_off) * row + (size_t)k * dim;
+			for (int t = 0; t < T; t++)
+				memcpy(dst + (size_t)t * row, x + (size_t)t * dim, (size_t)dim * sizeof(float));
+		}
 	}
 	if (hidden)
 		ref_rmsnorm(hidden, x, w->out_norm, T, dim, cfg->norm_eps);

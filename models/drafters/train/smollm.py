@@ -1,0 +1,92 @@
+"""SmolLM2 (Llama architecture) forward in PyTorch over the fp32 weights prep.py wrote,
+mirroring runtime/model/llama.c: GGUF row order, RoPE on adjacent pairs (x[2i], x[2i+1]),
+RMSNorm, GQA attention, SwiGLU, tied LM head. Batched with left padding and a KV cache;
+returns the hidden states after the tapped layers (the residual stream after layer l,
+0-based, what runtime/model/llama.c hands out for a tap at l)."""
+import json
+
+import numpy as np
+import torch
+
+
+class Target:
+    def __init__(self, d):
+        c = json.load(open(f"{d}/target_config.json"))
+        self.L = c["block_count"]
+        self.dim = c["embedding_length"]
+        self.nh = c["attention.head_count"]
+        self.nkv = c["attention.head_count_kv"]
+        self.hd = self.dim // self.nh
+        self.eps = c["attention.layer_norm_rms_epsilon"]
+        self.theta = c["rope.freq_base"]
+        self.V = c["vocab_size"]
+        ld = lambda n: torch.from_numpy(np.load(f"{d}/w/{n}.npy"))
+        self.embd = ld("token_embd.weight")
+        self.layers = []
+        for l in range(self.L):
+            p = f"blk.{l}."
+            self.layers.append({k: ld(p + k + ".weight") for k in (
+                "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate",
+                "ffn_up", "ffn_down")})
+        self.out_norm = ld("output_norm.weight")
+        try:
+            self.head = ld("output.weight")
+        except FileNotFoundError:
+            self.head = self.embd
+        i = torch.arange(self.hd // 2, dtype=torch.float64)
+        self.inv_freq = (self.theta ** (-2.0 * i / self.hd)).float().double()
+
+
+def rmsnorm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rope(x, pos, inv_freq):
+    """x (..., T, H, hd); pos (..., T) int. Adjacent pairs, angle in double."""
+    a = pos.double().unsqueeze(-1) * inv_freq  # (..., T, hd/2)
+    c, s = torch.cos(a).float().unsqueeze(-2), torch.sin(a).float().unsqueeze(-2)
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)
+
+
+@torch.no_grad()
+def forward(m, tok, pos, kv, keymask, taps=(), want_logits=True):
+    """tok, pos (B, T); kv: list per layer of (K, V) tensors (B, nkv, S, hd) or None
+    (appended to); keymask (B, S_total) bool: which cache+new keys are real (not padding).
+    Causal within the new tokens. Returns logits (B, T, V) (want_logits "last": (B, 1, V)) or None, taps (B, T, n_taps*dim)."""
+    B, T = tok.shape
+    x = m.embd[tok]
+    tapped = []
+    rep = m.nh // m.nkv
+    for l, W in enumerate(m.layers):
+        h = rmsnorm(x, W["attn_norm"], m.eps)
+        q = (h @ W["attn_q"].T).view(B, T, m.nh, m.hd)
+        k = (h @ W["attn_k"].T).view(B, T, m.nkv, m.hd)
+        v = (h @ W["attn_v"].T).view(B, T, m.nkv, m.hd)
+        q, k = rope(q, pos, m.inv_freq), rope(k, pos, m.inv_freq)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        if kv[l] is not None:
+            k = torch.cat((kv[l][0], k), 2)
+            v = torch.cat((kv[l][1], v), 2)
+        kv[l] = (k, v)
+        S = k.shape[2]
+        causal = torch.ones(T, S, dtype=torch.bool).tril(S - T)
+        mask = causal.unsqueeze(0) & keymask[:, None, :]
+        # A padding row sees itself, so no softmax row is empty (NaN would leak
+        # into real rows through 0 * NaN); real rows never see padding keys.
+        mask[:, :, S - T:] |= torch.eye(T, dtype=torch.bool)
+        # GQA without copying the cache: query heads grouped by their KV head
+        qg = q.reshape(B, m.nkv, rep, T, m.hd)
+        att = (qg @ k.unsqueeze(2).transpose(-1, -2)) / (m.hd ** 0.5)
+        att = att.masked_fill(~mask[:, None, None], float("-inf")).softmax(-1)
+        o = (att @ v.unsqueeze(2)).reshape(B, m.nh, T, m.hd).transpose(1, 2).reshape(B, T, m.dim)
+        x = x + o @ W["attn_output"].T
+        h = rmsnorm(x, W["ffn_norm"], m.eps)
+        g = h @ W["ffn_gate"].T
+        x = x + (torch.nn.functional.silu(g) * (h @ W["ffn_up"].T)) @ W["ffn_down"].T
+        if l in taps:
+            tapped.append(x)
+    if want_logits == "last":
+        x = x[:, -1:]
+    logits = rmsnorm(x, m.out_norm, m.eps) @ m.head.T if want_logits else None
+    return logits, (torch.cat(tapped, -1) if taps else None)

@@ -1,0 +1,57 @@
+/* Drafting with a block drafter (runtime/model/block_drafter.h) on the host,
+ * exactly (ALGORITHMS.txt 1a, 1c, 7, 8):
+ *   chain, S = 1 (ParallelSpec/DFlash): one pass gives q_1..q_B; x_j ~ q_j
+ *     independently. Exact under the chain rule because q_j depends on no
+ *     drafted token.
+ *   chain, S > 1 (SpecDiff/MDLM ddpm_cache, log-linear schedule
+ *     t_i = linspace(1, 1e-5, S+1)): passes 1..S-1 unmask each still-masked
+ *     position with probability (t_i - t_{i+1}) / t_i and draw its token
+ *     from that pass's distribution; those tokens are inputs only. The last
+ *     pass's output is the fixed Z (SUBS carry-over: a position unmasked
+ *     earlier is one-hot on its token) and every draft token is drawn from
+ *     Z independently (option (a) of ALGORITHMS.txt 8). The naive rule (each
+ *     token verified against the pass that unmasked it) is biased at T > 0
+ *     and is not offered.
+ *   Cartesian tree (ParallelSpec): depth d expanded from row d of one pass,
+ *     by top-k (verified one-hot at T > 0, greedy at T = 0) or sampling with
+ *     / without replacement (RRS / RRSW), rt_generate_tree_block.
+ * The draft samples from softmax(z / T) over the draft vocabulary with the
+ * target's top-k / top-p (q is what the tokens were drawn from; 1c), q = 0
+ * beyond Vd. Randomness: Philox keyed (seed, iter, node, SW_RNG_DRAFT_SAMPLE)
+ * with node j for the final draws and 256 (i + 1) + j / + 128 + j for pass
+ * i's unmask coin / token: independent of the verification uniforms. */
+#ifndef RT_BLOCK_DECODE_H
+#define RT_BLOCK_DECODE_H
+
+#include "acchead.h"
+#include "chain.h"
+#include "model/block_drafter.h"
+#include "tree.h"
+
+/* A chain drafter over bd. features: sets the taps on tc (the target context
+ * the decoding loop verifies with; it must be empty) and reads the committed
+ * positions' states from it. steps S in [1, 16]. Proposes min(gamma, B)
+ * tokens per round, S drafter passes. */
+rt_drafter *rt_drafter_block(const rt_block_drafter *bd, rt_ctx *tc, int steps, sw_err *err);
+bool rt_drafter_is_block(const rt_drafter *d);
+/* SpecDec++ stop rule on the block (proxy predictor only: q_j of the drawn
+ * token, at T = 0 the softmax at T = 1): the round is cut after the first
+ * step where the rule stops. Exact: the cut depends on draft values only. */
+int rt_block_set_adaptive(rt_drafter *d, const rt_adaptive *a, sw_err *err);
+
+/* Drafts a static tree from one pass (steps must be 1): node u at depth d
+ * gets its children by `rule` from q_d (row d, full vocabulary, warped by
+ * the draft sampling sd). tok (n): tok[0] = hist[n_hist-1]; q (n, V): row u
+ * = the distribution u's children were drawn from. Depth must be <= B. */
+int rt_block_draft_tree(rt_drafter *d, const gen_tree *t, int rule, const rt_sampling *sd, uint64_t seed,
+                        uint32_t iter, const int32_t *hist, int n_hist, int32_t *tok, float *q, sw_err *err);
+
+const rt_block_drafter *rt_block_drafter_of(const rt_drafter *d);
+
+/* Tree speculative decoding (rt_generate_tree, tree_decode.c) with the tree
+ * drafted by block drafter d from one pass: depth d from row d. At T = 0 the
+ * expansion is top-k and the verification greedy, whatever tcfg says. */
+int rt_generate_tree_block(rt_ctx *tc, rt_drafter *d, const rt_tree_cfg *tcfg, const int32_t *prompt,
+                           int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st, sw_err *err);
+
+#endif
