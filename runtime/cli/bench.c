@@ -384,6 +384,8 @@ int cli_bench(const cli_opts *o)
 		for (int di = 0; di < nd; di++) {
 			struct pool pl;
 			memset(&pl, 0, sizeof(pl));
+			/* progress on stderr: a whole bench takes many minutes */
+			fprintf(stderr, "bench: T=%s %s, %d prompts ...\n", tl, drafters[di], np);
 			for (int pi = 0; pi < np; pi++) {
 				int n_prompt = cli_encode_prompt(&s, prompts[pi], true, ids, o->ctx, &err);
 				if (n_prompt < 0)

@@ -531,6 +531,7 @@ int cli_engine_bench(cli_opts *o)
 	long toks = 0, iters = 0;
 	int same = 0, used = 0;
 	for (int i = 0; i < np; i++) {
+		fprintf(stderr, "bench: prompt %d of %d (engine, then the fp32 reference) ...\n", i + 1, np);
 		free(j.ids);
 		j.ids = NULL;
 		int n_prompt = cli_encode_prompt(&j.s, prompts[i], o->chat < 0 ? true : o->chat, ids, cap,
