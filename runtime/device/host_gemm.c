@@ -7,6 +7,7 @@
  * time. */
 #include <math.h>
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -543,9 +544,18 @@ static void run_part(void *ctx, int part, int n_parts)
 		jb->cols(jb, j0, j1);
 }
 
-/* A's fp32 copy: per calling thread, kept between calls (a few hundred KB) */
+/* A's fp32 copy: per calling thread, kept between calls (a few hundred KB),
+ * freed when the thread exits (the key's destructor): a server's worker
+ * thread that ends must not leak it */
 static _Thread_local float *a_buf;
 static _Thread_local size_t a_cap;
+static pthread_key_t a_key;
+static pthread_once_t a_once = PTHREAD_ONCE_INIT;
+
+static void a_key_init(void)
+{
+	pthread_key_create(&a_key, free);
+}
 
 int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t n, int64_t k,
               bool bf16, int path, int threads)
@@ -565,6 +575,8 @@ int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t
 		free(a_buf);
 		a_buf = p;
 		a_cap = need;
+		pthread_once(&a_once, a_key_init);
+		pthread_setspecific(a_key, p);
 	}
 	hg_job jb = {.C = C, .A = a_buf, .W = W, .m = m, .n = n, .k = k, .kp = kp, .bf16 = bf16,
 	             .n_tiles = (n + HG_TILE_N - 1) / HG_TILE_N, .cols = cols_portable};
