@@ -50,35 +50,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* Host fp32 target-only greedy tokens (model/ forward) and the top-2 margin
- * at each step. */
-static void reference(const rt_model *m, const int32_t *prompt, int n_prompt, int n, int32_t *out,
-                      float *margin, double *max_logit)
-{
-	sw_err err = {0};
-	const int V = m->cfg.vocab;
-	rt_ctx *c = rt_ctx_new(m, n_prompt + n + 8, n_prompt + 8, &err);
-	float *lg = malloc(sizeof(*lg) * (size_t)V);
-	assert_non_null(c);
-	assert_non_null(lg);
-	if (rt_ctx_feed(c, prompt, n_prompt, lg, &err))
-		fail_msg("%s", err.msg);
-	*max_logit = 0;
-	for (int v = 0; v < V; v++)
-		*max_logit = fmax(*max_logit, fabs(lg[v]));
-	for (int i = 0; i < n; i++) {
-		out[i] = rt_argmax(lg, V);
-		float second = -INFINITY;
-		for (int v = 0; v < V; v++)
-			if (v != out[i] && lg[v] > second)
-				second = lg[v];
-		margin[i] = lg[out[i]] - second;
-		if (i + 1 < n && rt_ctx_feed(c, &out[i], 1, lg, &err))
-			fail_msg("%s", err.msg);
-	}
-	free(lg);
-	rt_ctx_free(c);
-}
 
 /* Runs the tiny program; returns the token count it printed. */
 static int run_tiny(const char *dir, const char *gguf, uint64_t seed, const int32_t *prompt, int P,
@@ -136,7 +107,7 @@ static void test_tiny_program(void **state)
 	float margin[64];
 	double mx = 0;
 	eu_tiny_prompt(prompt, P);
-	reference(g_tiny, prompt, P, N, ref, margin, &mx);
+	eu_reference(g_tiny, prompt, P, N, ref, margin, &mx);
 	for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
 		char spec[2048], dir[400], cache[400];
 		snprintf(dir, sizeof(dir), "%s/%s", g_dir, cfg[c].name);

@@ -80,31 +80,6 @@ static int run_engine(const char *dir, int mode, const rt_model *m, uint64_t see
 	return n;
 }
 
-/* Host fp32 target-only greedy tokens, and the top-2 margin at each step. */
-static void reference(const rt_model *m, const int32_t *prompt, int n_prompt, int n, int32_t *out,
-                      float *margin)
-{
-	sw_err err = {0};
-	const int V = m->cfg.vocab;
-	rt_ctx *c = rt_ctx_new(m, n_prompt + n + 8, n_prompt + 8, &err);
-	float *lg = malloc(sizeof(*lg) * (size_t)V);
-	assert_non_null(c);
-	assert_non_null(lg);
-	if (rt_ctx_feed(c, prompt, n_prompt, lg, &err))
-		fail_msg("%s", err.msg);
-	for (int i = 0; i < n; i++) {
-		out[i] = rt_argmax(lg, V);
-		float second = -INFINITY;
-		for (int v = 0; v < V; v++)
-			if (v != out[i] && lg[v] > second)
-				second = lg[v];
-		margin[i] = lg[out[i]] - second;
-		if (i + 1 < n && rt_ctx_feed(c, &out[i], 1, lg, &err))
-			fail_msg("%s", err.msg);
-	}
-	free(lg);
-	rt_ctx_free(c);
-}
 
 /* Greedy engine tokens vs the reference: identical, or the first
  * divergence sits at a near-tie. Bound: every 16-bit rounding (weights, GEMM
@@ -194,7 +169,7 @@ static void test_tiny_greedy_tree(void **state)
 	tiny_spec(spec, sizeof(spec), "layerskip:1", "eagle25", "greedy", "topk", 0, "fp16");
 	build_engine(spec, dir);
 	tiny_prompt(prompt, P);
-	reference(g_tiny, prompt, P, N, ref, margin);
+	eu_reference(g_tiny, prompt, P, N, ref, margin, NULL);
 	double mx = max_abs_logit(g_tiny, prompt, P);
 	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, g_tiny, 1, prompt, P, N, false, a, &st), N);
 	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, g_tiny, 1, prompt, P, N, true, c, &st), N);
@@ -218,7 +193,7 @@ static void test_tiny_ngram_chain(void **state)
 	tiny_spec(spec, sizeof(spec), "ngram:1:3", "chain:4", "greedy", "topk", 0, "bf16");
 	build_engine(spec, dir);
 	tiny_prompt(prompt, P);
-	reference(g_tiny, prompt, P, N, ref, margin);
+	eu_reference(g_tiny, prompt, P, N, ref, margin, NULL);
 	double mx = max_abs_logit(g_tiny, prompt, P);
 	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, g_tiny, 1, prompt, P, N, false, a, &st), N);
 	assert_int_equal(run_engine(dir, RT_HOST_EMULATE, g_tiny, 1, prompt, P, N, false, b, &st), N);
@@ -340,7 +315,7 @@ static void test_tiny_stops(void **state)
 	sw_err err = {0};
 	snprintf(dir, sizeof(dir), "%s/tiny_eagle", g_dir); /* built by test_tiny_greedy_tree */
 	tiny_prompt(prompt, P);
-	reference(g_tiny, prompt, P, N, ref, margin);
+	eu_reference(g_tiny, prompt, P, N, ref, margin, NULL);
 	rt_engine *e = rt_engine_load(dir, &err);
 	assert_non_null(e);
 	rt_dev *d = open_dev(RT_HOST_NATIVE);
@@ -500,7 +475,7 @@ static void test_real_model_engine(void **state)
 	int32_t ref[32], a[32], b[32];
 	float margin[32];
 	rt_engine_stats st;
-	reference(m, prompt, P, N, ref, margin);
+	eu_reference(m, prompt, P, N, ref, margin, NULL);
 	double mx = max_abs_logit(m, prompt, P);
 	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, m, 1, prompt, P, N, false, a, &st), N);
 	check_greedy("SmolLM2 native", a, N, ref, margin, ldexp(1.0, -11), mx);

@@ -1,4 +1,5 @@
 /* Engine tests' common ground (engine_util.h). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 
 #include "gen/build.h"
 #include "engine_util.h"
+#include "decode/sampler.h"
 #include "core/fileio.h"
 #include "core/hash.h"
 #include "formats/gguf.h"
@@ -128,4 +130,34 @@ void eu_list_file(const char *dir, const char *name)
 	        name, n, (unsigned long long)h, at);
 	assert_int_equal(fclose(f), 0);
 	free(json);
+}
+
+void eu_reference(const rt_model *m, const int32_t *prompt, int n_prompt, int n, int32_t *out,
+                      float *margin, double *max_logit)
+{
+	sw_err err = {0};
+	const int V = m->cfg.vocab;
+	rt_ctx *c = rt_ctx_new(m, n_prompt + n + 8, n_prompt + 8, &err);
+	float *lg = malloc(sizeof(*lg) * (size_t)V);
+	assert_non_null(c);
+	assert_non_null(lg);
+	if (rt_ctx_feed(c, prompt, n_prompt, lg, &err))
+		fail_msg("%s", err.msg);
+	if (max_logit) {
+		*max_logit = 0;
+		for (int v = 0; v < V; v++)
+			*max_logit = fmax(*max_logit, fabs(lg[v]));
+	}
+	for (int i = 0; i < n; i++) {
+		out[i] = rt_argmax(lg, V);
+		float second = -INFINITY;
+		for (int v = 0; v < V; v++)
+			if (v != out[i] && lg[v] > second)
+				second = lg[v];
+		margin[i] = lg[out[i]] - second;
+		if (i + 1 < n && rt_ctx_feed(c, &out[i], 1, lg, &err))
+			fail_msg("%s", err.msg);
+	}
+	free(lg);
+	rt_ctx_free(c);
 }

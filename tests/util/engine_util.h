@@ -39,6 +39,12 @@ void eu_build(const char *spec_json, const char *dir, const char *cache_dir, boo
  * stand-in module image) to engine.json's file list, as the build would
  * have listed it, so the executor's check accepts it. */
 void eu_list_file(const char *dir, const char *name);
+/* Host fp32 target-only greedy tokens (model/ forward: the independent
+ * reference engines are held to), the top-2 logit margin at each step, and
+ * (max_logit non-NULL) the largest |logit| after the prompt, for the
+ * dtype-derived near-tie bound. */
+void eu_reference(const rt_model *m, const int32_t *prompt, int n_prompt, int n, int32_t *out,
+                  float *margin, double *max_logit);
 /* Loads the engine in dir and binds it to d (seed for Philox). */
 rt_engine *eu_bind(const char *dir, rt_dev *d, const rt_model *m, uint64_t seed);
 /* rt_engine_generate with no EOS; returns the token count; prints a line
