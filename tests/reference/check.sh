@@ -50,7 +50,8 @@ if [ ! -f "$VENV/.ok" ] || [ "$(cat "$VENV/.ok")" != "$STAMP" ]; then
 	echo "$STAMP" > "$VENV/.ok"
 	echo "check-reference: llama.cpp built in $(( $(date +%s) - T0 ))s"
 fi
-export PYTHONPATH="$PWD/$SRC/vendor/llama.cpp/gguf-py"
+case "$SRC" in /*) SRC_ABS=$SRC ;; *) SRC_ABS=$PWD/$SRC ;; esac  # REF_DIR may be absolute
+export PYTHONPATH="$SRC_ABS/vendor/llama.cpp/gguf-py"
 PY="$VENV/bin/python"
 "$PY" -c 'import llama_cpp; print("check-reference: llama-cpp-python", llama_cpp.__version__, "|", llama_cpp.llama_print_system_info().decode().strip())'
 
