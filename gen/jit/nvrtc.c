@@ -205,7 +205,7 @@ int gen_nvrtc_compile_x(gen_nvrtc *nv, const char *prelude, const char *src, con
 		return sw_errf(err, SW_ENOMEM, "%s: out of memory", name);
 	snprintf(archopt, sizeof(archopt), "--gpu-architecture=%s", arch);
 	const char *opts[] = {archopt, "--std=c++17", "--ptxas-options=-v", "-default-device",
-	                      "--restrict", "--relocatable-device-code=true"};
+	                      "--relocatable-device-code=true"};
 	if ((rc = NVRTC_CHECK(nv->create(&prog, text, name, 0, NULL, NULL))))
 		goto out_free_text;
 	r = nv->compile(prog, (int)(sizeof(opts) / sizeof(opts[0])) - (rdc ? 0 : 1), opts);
@@ -267,7 +267,7 @@ int gen_nvrtc_ptx(gen_nvrtc *nv, const char *prelude, const char *src, const cha
 	nvrtcProgram prog = NULL;
 	char *text;
 	snprintf(ao, sizeof(ao), "--gpu-architecture=%s", arch);
-	const char *opts[] = {ao, "--std=c++17", "-default-device", "--restrict"};
+	const char *opts[] = {ao, "--std=c++17", "-default-device"};
 	*ptx = NULL;
 	if (!nv->ptx_size || !nv->get_ptx)
 		return sw_errf(err, SW_ENOTSUP, "libnvrtc lacks nvrtcGetPTX");
@@ -277,7 +277,7 @@ int gen_nvrtc_ptx(gen_nvrtc *nv, const char *prelude, const char *src, const cha
 		free(text);
 		return sw_errf(err, SW_EINVAL, "%s (%s): nvrtcCreateProgram failed", name, arch);
 	}
-	int r = nv->compile(prog, 4, opts);
+	int r = nv->compile(prog, (int)(sizeof(opts) / sizeof(opts[0])), opts);
 	size_t ls = 0;
 	free(text);
 	if (r) {

@@ -43,10 +43,12 @@ int gen_nvrtc_compile_x(gen_nvrtc *nv, const char *prelude, const char *src, con
                         gen_kernel_res *res, int max_res, int *n_res, char **log, sw_err *err);
 
 /* The options above as they enter a compile cache key (cache.h): bump the
- * tag when nvrtc.c's options change. */
-#define GEN_NVRTC_OPTS "--std=c++17 --ptxas-options=-v -default-device --restrict|nvrtc.c/1"
+ * tag when nvrtc.c's options change. No --restrict: several launches pass
+ * one buffer as two arguments (rmsnorm_residual's in-place s/x, swiglu's
+ * y/gate), where restrict would be undefined behaviour (issue 14, item 6). */
+#define GEN_NVRTC_OPTS "--std=c++17 --ptxas-options=-v -default-device|nvrtc.c/2"
 #define GEN_NVRTC_RDC_OPTS GEN_NVRTC_OPTS " --relocatable-device-code=true|kernel/1"
-#define GEN_NVRTC_PTX_OPTS "--std=c++17 -default-device --restrict|ptx/1"
+#define GEN_NVRTC_PTX_OPTS "--std=c++17 -default-device|ptx/2"
 
 /* NVRTC's version as "major.minor". SW_ENOTSUP when the library lacks
  * nvrtcVersion or nvrtcGetPTX (gen_build needs both). */
