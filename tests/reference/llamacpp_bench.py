@@ -21,29 +21,8 @@ import numpy as np
 
 
 def convert_f16(src, dst):
-    import gguf
-    r = gguf.GGUFReader(src)
-    arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
-    w = gguf.GGUFWriter(dst + ".tmp", arch)
-    for field in r.fields.values():
-        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
-            continue
-        vt = field.types[0]
-        sub = field.types[-1] if vt == gguf.GGUFValueType.ARRAY else None
-        val = field.contents()
-        if field.name == "general.file_type":
-            val = int(gguf.LlamaFileType.MOSTLY_F16)
-        w.add_key_value(field.name, val, vt, sub_type=sub)
-    for t in r.tensors:
-        a = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
-        if a.ndim >= 2:
-            a = a.astype(np.float16)
-        w.add_tensor(t.name, np.ascontiguousarray(a))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    os.replace(dst + ".tmp", dst)
+    from llamacpp_ref import convert_gguf  # the same converter check-reference uses
+    convert_gguf(src, dst, f16=True)
 
 
 def bench(model, prompts, n_gen, threads):

@@ -83,8 +83,10 @@ def output_matrix(model_path):
     return np.ascontiguousarray(E, dtype=np.float32), t.name, t.tensor_type.name, n_blk
 
 
-def convert_f32(src, dst):
-    """Write a copy of src with every tensor dequantized to F32."""
+def convert_gguf(src, dst, f16=False):
+    """Write a copy of src with every tensor dequantized to F32, or (f16)
+    the matrices to F16 and the vectors to F32 (llamacpp_bench.py's F16
+    model)."""
     import gguf
     r = gguf.GGUFReader(src)
     arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
@@ -96,10 +98,12 @@ def convert_f32(src, dst):
         sub = field.types[-1] if vt == gguf.GGUFValueType.ARRAY else None
         val = field.contents()
         if field.name == "general.file_type":
-            val = int(gguf.LlamaFileType.ALL_F32)
+            val = int(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
         w.add_key_value(field.name, val, vt, sub_type=sub)
     for t in r.tensors:
         a = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+        if f16 and a.ndim >= 2:
+            a = a.astype(np.float16)
         w.add_tensor(t.name, np.ascontiguousarray(a))
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -226,7 +230,7 @@ def main():
     args = ap.parse_args()
 
     if args.convert_f32:
-        convert_f32(*args.convert_f32)
+        convert_gguf(*args.convert_f32)
         return 0
     if not args.case:
         ap.error("at least one --case PROMPT_FILE DUMP")
