@@ -65,11 +65,16 @@ static int be_check_sampling(void *user, const sw_req *r, const char **param, sw
 {
 	serve_ctx *c = user;
 	rt_engine_sampling s = req_sampling(c, r);
-	if (rt_engine_check_sampling(c->e, &s, err)) {
-		*param = s.temperature > 0 && !rt_engine_samples(c->e) ? "temperature"
-		         : !(s.top_p > 0 && s.top_p <= 1)             ? "top_p"
-		         : s.top_k < 0                                 ? "top_k" : "temperature";
-		return err->code ? err->code : SW_ENOTSUP;
+	if (s.temperature > 0 && !rt_engine_samples(c->e)) { /* the client's words, no server paths */
+		*param = "temperature";
+		return sw_errf(err, SW_ENOTSUP, "temperature %g cannot be honoured: the engine '%s' "
+		               "verifies greedily, which is exact at temperature 0 only (omit temperature or "
+		               "set it to 0, or serve an engine built with a sampling method)",
+		               (double)s.temperature, c->e->man->name);
+	}
+	if (rt_engine_check_sampling(c->e, &s, err)) { /* ranges: request.c checked them first */
+		*param = !(s.top_p > 0 && s.top_p <= 1) ? "top_p" : s.top_k < 0 ? "top_k" : "temperature";
+		return err->code ? err->code : SW_EINVAL;
 	}
 	return 0;
 }

@@ -98,17 +98,23 @@ int rt_engine_check_sampling(const rt_engine *e, const rt_engine_sampling *s, sw
 	return 0;
 }
 
+/* The lowest temperature the draft's q is taken at: drawing k children
+ * without replacement (or a SpecHub pair) needs k tokens with q > 0, and
+ * expf((z - max) / T) underflows to 0 beyond a gap of ~103 T nats; at 0.5 a
+ * draft would need its runner-up ~50 nats below its best. */
+#define DRAFT_T_MIN 0.5f
+
 /* The sampling words (kernels/engine_state.h) for s: the target's p at s;
  * the draft's q, which any value keeps exact (the verifier divides by the
- * q the children were drawn from), at s's temperature; a greedy request
- * drafts at the spec's temperature (or 1) so q keeps the support that
- * drawing several children needs, and top-k drafting (greedy engines)
- * ranks by q at 1 as before. */
+ * q the children were drawn from), at s's temperature, at least
+ * DRAFT_T_MIN; a greedy request drafts at the spec's temperature (or 1),
+ * and top-k drafting (greedy engines) ranks by q at 1 as before. */
 static void sampling_words(const rt_engine *e, const rt_engine_sampling *s, int32_t *w)
 {
 	const float spec_t = e->man->samp.temperature;
 	float dt = s->temperature > 0.0f ? s->temperature : spec_t > 0.0f ? spec_t : 1.0f;
 	const float one = 1.0f;
+	dt = dt < DRAFT_T_MIN ? DRAFT_T_MIN : dt;
 	if (!rt_engine_samples(e))
 		dt = 1.0f;
 	memset(w, 0, sizeof(*w) * RT_SP_WORDS);
