@@ -51,7 +51,7 @@ typedef struct model_ix {
 typedef struct act_ix {
 	int h, delta, xn, x16, q, q16, k, v, attn, part_o, part_ml, gate, up, pos, tokens,
 	    tree_tokens, tree_table, logits, probs, draft_logits, draft_probs, state, iter, err,
-	    accept_path, emitted, counts, verify_scratch, kv_done, ngram_hist;
+	    accept_path, emitted, counts, verify_scratch, kv_done, ngram_hist, sampling;
 } act_ix;
 
 /* Tree attention launch shape: the one of least projected _part + _merge
@@ -218,7 +218,6 @@ static int add_op(gen_plan *p, const op_desc *d)
 #define PI(n, v) ((gen_param){.name = (n), .type = GEN_PARAM_INT, .i = (v)})
 #define PNAME ((gen_param){.name = "NAME", .type = GEN_PARAM_IDENT})
 #define PF(n, v) ((gen_param){.name = (n), .type = GEN_PARAM_FLOAT, .f = (v)})
-#define SCALAR(nm) ((gen_arg){.buf = 0, .offset = 0, .scalar = (nm)})
 
 typedef struct ctx {
 	gen_plan *p;
@@ -380,17 +379,18 @@ static void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
 }
 
 /* Logits processing (temperature, top-k, top-p) of `rows` rows: one block
- * per row. Bytes: the logits read and the probabilities written once; the
+ * per row. The three values are run-time words (`params`, a block of the
+ * "sampling" buffer, kernels/engine_state.h), not constants: one kernel
+ * serves every request's setting. Bytes: the logits read and the probabilities written once; the
  * radix passes (~4-6) re-read the row from L2 (a 128K-vocab row is 513 KB).
  * Flops: ~24 per element (scaling, exp, 4-6 histogram passes). */
 static void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
-                      float temp, int top_k, float top_p)
+                      gen_arg params)
 {
-	gen_param prm[] = {PNAME, PI("V", V), PI("BLOCK", BLK_LOGITS), PF("TEMP", temp),
-	                   PI("TOP_K", top_k), PF("TOP_P", top_p)};
+	gen_param prm[] = {PNAME, PI("V", V), PI("BLOCK", BLK_LOGITS)};
 	op_desc d = {.name = name, .op = "logits_process", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "logits", "logits_process.cu.tmpl", prm, 6), .gx = rows,
-	             .block = BLK_LOGITS, .n_args = 2, .args = {out, in},
+	             .kernel = kernel(c, "logits", "logits_process.cu.tmpl", prm, 3), .gx = rows,
+	             .block = BLK_LOGITS, .n_args = 3, .args = {out, in, params},
 	             .bytes = 2.0 * rows * V * 4, .flops = 24.0 * rows * V};
 	emit(c, &d);
 }
@@ -686,6 +686,8 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	ACT(kv_done, "state", "i32", 1, 2, 0);
 	ACT(iter, "state", "i32", 1, 1, 0);
 	ACT(state, "state", "i32", 1, RT_ST_WORDS + RING, 0);
+	/* per-request sampling values the graph reads (engine_state.h) */
+	ACT(sampling, "state", "i32", 1, RT_SP_WORDS, 0);
 	ACT(err, "state", "i32", 1, 1, 0);
 	if (!has_draft_model)
 		ACT(ngram_hist, "state", "i32", 1, s->max_context, 0);
@@ -719,9 +721,17 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		forward(&c, &dm, FWD_PREFILL, s->prefill_chunk, 0, 0, a->draft_logits, 0, "draft");
 	PHASE_END();
 
-	/* phases: draft levels */
-	const bool greedy = s->temperature <= 0.0f;
-	const int rule = greedy ? RT_EXPAND_TOPK : s->expand_rule; /* as tree_spec.c */
+	/* phases: draft levels. The engine serves a verification family, not
+	 * one temperature (the sampling values are run-time words): greedy
+	 * verification drafts by top-k (T = 0 only); RRS, RRSW and SpecHub
+	 * draw the children by their own rule at every temperature (exact
+	 * only so); one-hot verification is exact for any independent drafts,
+	 * so a spec at temperature 0 keeps top-k drafting for it, as the host
+	 * decoder (tree_spec.c) does. */
+	const bool sampled_rule = s->verify_method == RT_VERIFY_RRS ||
+	                          s->verify_method == RT_VERIFY_RRSW ||
+	                          s->verify_method == RT_VERIFY_SPECHUB;
+	const int rule = sampled_rule || s->temperature > 0.0f ? s->expand_rule : RT_EXPAND_TOPK;
 	if (has_draft_model) {
 		/* catch-up: the draft never forwards a depth-D leaf, so the last
 		 * committed token is re-forwarded at position TLEN-1 each iteration
@@ -746,11 +756,13 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			        (int64_t)l0 * s->draft_vocab * 4, "draft");
 			/* q: the draft's distribution the children are drawn from and the
 			 * verifier divides by, softmax(z / T) without top-k/top-p (full
-			 * support: tree_spec.c's rt_probs call); T = 1 when greedy */
+			 * support: tree_spec.c's rt_probs call); its temperature is the
+			 * sampling buffer's draft block (the runtime writes the request's
+			 * T, or a positive one for greedy requests: engine.c) */
 			op_logits(&c, "draft_probs", s->draft_vocab, nd,
 			          A(a->draft_probs, (int64_t)l0 * s->draft_vocab * 4),
 			          A(a->draft_logits, (int64_t)l0 * s->draft_vocab * 4),
-			          greedy ? 1.0f : s->temperature, 0, 1.0f);
+			          A(a->sampling, 4 * RT_SP_DRAFT));
 			gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", s->draft_vocab),
 			                   PI("RULE", rule), PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND)};
 			int kc = t->level_start[d + 2] - t->level_start[d + 1], kmax = 1;
@@ -764,7 +776,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			              .gx = nd, .block = BLK_EXPAND, .n_args = 5,
 			              .args = {A(a->tree_tokens, 0),
 			                       A(a->draft_probs, 0), A(a->tree_table, 0),
-			                       SCALAR("seed"), A(a->iter, 0)},
+			                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0)},
 			              .bytes = (double)nd * s->draft_vocab * 4 + kc * 4.0 + t->n * 20.0,
 			              .flops = (double)nd * s->draft_vocab * (20.0 + 4.0 * kmax)};
 			emit(&c, &od);
@@ -804,7 +816,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	PHASE("verify", t->n);
 	forward(&c, &tm, FWD_TREE, t->n, 0, t->n, a->logits, 0, "target");
 	op_logits(&c, "target_probs", tc->vocab, t->n, A(a->probs, 0), A(a->logits, 0),
-	          s->temperature, s->top_k, s->top_p);
+	          A(a->sampling, 4 * RT_SP_TEMP));
 	PHASE_END();
 
 	/* phase: accept (fused verification walk: one block) */
@@ -830,7 +842,8 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		              .args = {A(a->accept_path, 0), A(a->emitted, 0), A(a->counts, 0),
 		                       A(a->tree_table, 0), A(a->tree_tokens, 0), A(a->probs, 0),
 		                       A(has_draft_model ? a->draft_probs : a->probs, 0),
-		                       A(a->verify_scratch, 0), SCALAR("seed"), A(a->iter, 0)},
+		                       A(a->verify_scratch, 0), A(a->sampling, 4 * RT_SP_SEED_LO),
+		                       A(a->iter, 0)},
 		              .bytes = (double)t->n * tc->vocab * 4 +
 		                       (uses_q ? (double)t->n * tc->vocab * 4 + (t->depth_max + 1) * 16.0 *
 		                                                                     tc->vocab : 0) +

@@ -17,7 +17,10 @@
  *              or the string "model:PATH" / "layerskip:8" / "ngram"
  *     "tree": "eagle25" | "chain:5" | "kary:2:3" | "path/tree.json" | ...
  *     "verify": {"method": "greedy", "expand": "topk"}   an exact pair
- *     "sampling": {"temperature": 0, "top_k": 0, "top_p": 1}   optional
+ *     "sampling": {"temperature": 0, "top_k": 0, "top_p": 1}   optional: the
+ *                 engine's defaults; requests set their own at run time
+ *                 (runtime/engine/engine.h). Temperature 0 with a sampled
+ *                 method builds a sampling engine that is greedy by default
  *     "max_context": 2048,
  *     "prefill_chunk": 128,                       optional, default min(128, max_context)
  *     "dtype": "bf16" | "fp16",                   weights and GEMM activations; fp32 accumulation
@@ -66,7 +69,7 @@ typedef struct gen_spec {
 	char tree_spec[512];
 	gen_tree tree;
 	int verify_method, expand_rule; /* rt_verify_method / rt_expand_rule */
-	float temperature, top_p;
+	float temperature, top_p; /* defaults (run-time values of the engine) */
 	int top_k;
 	int max_context, prefill_chunk;
 	int dtype;                 /* enum gen_dtype */

@@ -30,4 +30,21 @@ enum rt_stop {
 	RT_STOP_CTX = 3,    /* the next iteration would not fit in MAX_CTX */
 };
 
+/* Buffer "sampling": int32[RT_SP_WORDS], the per-request sampling values the
+ * captured graph reads (run-time parameters: no rebuild, no recapture). The
+ * host writes it with one upload before each request's prefill, never inside
+ * a capture. Two blocks of three words in logits_process's layout
+ * (templates/logits_process.cu.tmpl takes a pointer to one block): the
+ * target's p and the draft's q; then the Philox seed the verify and
+ * tree_expand kernels key their draws with. Floats are stored as their bits. */
+enum rt_samp_word {
+	RT_SP_TEMP = 0,     /* target temperature (f32 bits); <= 0: greedy, one-hot argmax */
+	RT_SP_TOP_K = 1,    /* target top-k; <= 0 or >= V: off */
+	RT_SP_TOP_P = 2,    /* target top-p (f32 bits); >= 1: off */
+	RT_SP_DRAFT = 3,    /* the draft's block: temperature, top-k 0, top-p 1 */
+	RT_SP_SEED_LO = 6,  /* Philox seed, low 32 bits */
+	RT_SP_SEED_HI = 7,  /* high 32 bits */
+	RT_SP_WORDS = 8,
+};
+
 #endif

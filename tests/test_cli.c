@@ -183,20 +183,34 @@ static void test_input_files(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
-/* An engine fixes its drafter, tree, verification, context and sampling at
- * build time: run/bench refuse options that would change them (naming the
- * engine's value) instead of running the engine's own setting silently;
- * restating the engine's value is fine. The engine's text has no control
+/* The "tokens" array of the last --json run (g_out) into out. */
+static void json_tokens(char *out, size_t n)
+{
+	const char *a = strstr(g_out, "\"tokens\": [");
+	assert_non_null(a);
+	const char *b = strchr(a, ']');
+	assert_non_null(b);
+	snprintf(out, n, "%.*s", (int)(b - a), a);
+}
+
+/* An engine fixes its drafter, tree, verification and context at build
+ * time: run/bench refuse options that would change them (naming the
+ * engine's value) instead of running the engine's own setting silently.
+ * Sampling values are run-time: a greedy engine refuses a temperature (it
+ * cannot honour it) and serves top-k/top-p at temperature 0, where they
+ * cannot matter (same tokens); the same spec built for one-hot verification
+ * (a sampling family) honours -t/--top-k/--top-p/--seed, and a greedy run
+ * of it emits the greedy engine's tokens. The engine's text has no control
  * tokens (<|im_end|> ends it, it is not part of it). */
 static void test_engine_options(void **state)
 {
-	char dir[256];
-	snprintf(dir, sizeof(dir), "%s/cli_engine.%d", getenv("BUILD") ? getenv("BUILD") : "build", (int)getpid());
+	char dir[256], sdir[300], g[2048], s1[2048], t[2048];
+	const char *b = getenv("BUILD") ? getenv("BUILD") : "build";
+	snprintf(dir, sizeof(dir), "%s/cli_engine.%d", b, (int)getpid());
+	snprintf(sdir, sizeof(sdir), "%s/cli_engine_onehot.%d", b, (int)getpid());
 	EXPECT(0, "written", "build models/specs/smollm2-ngram.json -o %s --no-compile", dir);
 	const char *bad[][2] = {
-		{"-t 0.8", "the engine samples at temperature 0 (greedy)"},
-		{"--top-k 5", "the engine's top-k is 0"},
-		{"--top-p 0.5", "the engine's top-p is 1"},
+		{"-t 0.8", "temperature 0.8 cannot be honoured: the engine verifies greedily"},
 		{"--tree eagle25", "--tree cannot apply"},
 		{"--gamma 3", "--gamma cannot apply"},
 		{"--draft layerskip:4", "--draft cannot apply"},
@@ -206,12 +220,42 @@ static void test_engine_options(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
 		EXPECT(1, bad[i][1], "run %s --model %s --backend host -n 2 -p hi %s", dir, model(), bad[i][0]);
 	EXPECT(1, "--tree cannot apply", "bench %s --model %s --corpus README.md --tree chain:3", dir, model());
+	EXPECT(1, "temperature 0.8 cannot be honoured", "profile %s --model %s --backend host -n 2 -p hi -t 0.8",
+	       dir, model());
 	/* the engine's own values, restated, and a chat answer that ends at <|im_end|> */
 	EXPECT(0, "stop: eos", "run %s --model %s --backend host -t 0 --top-p 1 -n 64 -p 'Say hello.'", dir, model());
 	assert_null(strstr(g_out, "<|im_end|>"));
 	assert_null(strstr(g_out, "<|im_start|>"));
-	char cmd[600];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s %s.spec.json", dir, dir);
+	/* top-k / top-p at temperature 0: honoured, and they cannot change a greedy run */
+	const char *p = "-n 16 --no-baseline --json --no-chat -p 'The sky is'";
+	EXPECT(0, "\"tokens\"", "run %s --model %s --backend host %s", dir, model(), p);
+	json_tokens(g, sizeof(g));
+	EXPECT(0, "\"tokens\"", "run %s --model %s --backend host --top-k 3 --top-p 0.5 %s", dir, model(), p);
+	json_tokens(t, sizeof(t));
+	assert_string_equal(g, t);
+
+	/* one-hot verification: a sampling family */
+	char cmd[1400];
+	snprintf(cmd, sizeof(cmd), "sed 's/\"method\": \"greedy\"/\"method\": \"onehot\"/' "
+	         "models/specs/smollm2-ngram.json > %s.spec.json && grep -q onehot %s.spec.json", sdir, sdir);
+	assert_int_equal(system(cmd), 0);
+	EXPECT(0, "written", "build %s.spec.json -o %s --no-compile", sdir, sdir);
+	EXPECT(0, "\"tokens\"", "run %s --model %s --backend host -t 0 %s", sdir, model(), p);
+	json_tokens(t, sizeof(t));
+	assert_string_equal(g, t); /* greedy on a sampling engine == the greedy engine */
+	const char *hot = "-t 0.9 --top-k 40 --top-p 0.95";
+	EXPECT(0, "\"tokens\"", "run %s --model %s --backend host %s --seed 7 %s", sdir, model(), hot, p);
+	json_tokens(s1, sizeof(s1));
+	EXPECT(0, "\"tokens\"", "run %s --model %s --backend host %s --seed 7 %s", sdir, model(), hot, p);
+	json_tokens(t, sizeof(t));
+	assert_string_equal(s1, t); /* the seed reaches the kernels: same seed, same tokens */
+	EXPECT(0, "\"tokens\"", "run %s --model %s --backend host %s --seed 8 %s", sdir, model(), hot, p);
+	json_tokens(t, sizeof(t));
+	assert_string_not_equal(s1, t);
+	assert_string_not_equal(s1, g); /* and the temperature: not the greedy tokens */
+	EXPECT(0, "\"n_tokens\": 5,", "run %s --model %s --backend host %s --seed 7 -n 5 --no-baseline --json "
+	       "--no-chat -p 'The sky is'", sdir, model(), hot);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s %s.spec.json %s %s.spec.json", dir, dir, sdir, sdir);
 	assert_int_equal(system(cmd), 0);
 }
 

@@ -227,14 +227,110 @@ static void test_tiny_stochastic(void **state)
 	}
 }
 
-/* Exactness of the engine path itself: the first two emitted tokens of
- * many runs (a fresh seed each) against the exact target distribution
- * enumerated by tu_seq_dist, chi-square at significance 1e-4. A small
- * vocabulary (12) keeps every category well populated. The engine computes
- * in fp16, a relative bias of ~1e-3 in p that 3000 samples cannot resolve
- * (the test's resolution is ~sqrt(K / N) ~ 0.2 relative per category). Runs
- * natively: the emulated kernels make the same decisions (test_kern_verify,
- * test_kern_tree_expand, test_kern_adapt) and tokens (test_tiny_stochastic). */
+/* Run-time sampling values on ONE binding and ONE captured graph:
+ *  - a greedy request (temperature 0) on each sampled engine (RRS, RRSW,
+ *    SpecHub trees) emits the target-only greedy tokens of the fp32
+ *    reference (near-ties bounded as check_greedy says): p is one-hot at
+ *    its first argmax, so every exact method reduces to greedy;
+ *  - a sampled request after it, with the first request's seed, repeats the
+ *    first request's tokens (the values were rewritten, nothing stale);
+ *  - the token budget is per request: 7 tokens, then 32, on the same graph;
+ *  - the graph is captured by the first request only;
+ *  - a greedy engine refuses a temperature, naming its verification, and
+ *    serves temperature 0 with any top-k/top-p (they cannot matter there).
+ * Native for every engine, emulated (the generated kernels) for RRSW. */
+static void test_tiny_runtime_sampling(void **state)
+{
+	static const char *const pairs[][3] = {{"kary:3:2", "rrs", "sample"},
+	                                       {"biseq8", "rrsw", "sample-wor"},
+	                                       {"biseq16", "spechub", "spechub"}};
+	const rt_engine_sampling greedy = {0.0f, 0, 1.0f}, masked = {0.0f, 3, 0.5f},
+	                         hot = {0.7f, 0, 1.0f};
+	const int P = 19, N = 32;
+	int32_t prompt[64], ref[64], a[64], b[64], g[64], s7[64];
+	float margin[64];
+	rt_engine_stats st;
+	sw_err err = {0};
+	tiny_prompt(prompt, P);
+	eu_reference(g_tiny, prompt, P, N, ref, margin, NULL);
+	const double mx = max_abs_logit(g_tiny, prompt, P);
+	for (int t = 0; t < 3; t++)
+		for (int mode = RT_HOST_NATIVE; mode <= RT_HOST_EMULATE; mode++) {
+			if (mode == RT_HOST_EMULATE && t != 1)
+				continue;
+			char spec[2048], dir[300], what[96];
+			snprintf(dir, sizeof(dir), "%s/rt_samp%d", g_dir, t);
+			if (mode == RT_HOST_NATIVE) {
+				tiny_spec(spec, sizeof(spec), "layerskip:0-1", pairs[t][0], pairs[t][1],
+				          pairs[t][2], 0.8, "fp16");
+				build_engine(spec, dir);
+			}
+			snprintf(what, sizeof(what), "%s %s %s", pairs[t][0], pairs[t][1],
+			         mode == RT_HOST_NATIVE ? "native" : "emulated");
+			rt_dev *d = open_dev(mode);
+			rt_engine *e = eu_bind(dir, d, g_tiny, 5);
+			int captures = 0;
+			assert_int_equal(eu_generate(e, what, prompt, P, N, false, a, &st), N);
+			captures += st.t_capture > 0;
+			const rt_graph *graph = e->graph;
+			assert_int_equal(eu_generate_samp(e, what, prompt, P, N, false, &greedy, g, &st), N);
+			captures += st.t_capture > 0;
+			char gw[160];
+			snprintf(gw, sizeof(gw), "greedy request on %s (T 0.8 engine)", what);
+			check_greedy(gw, g, N, ref, margin, ldexp(1.0, -11), mx);
+			/* top-k / top-p cannot matter at temperature 0 */
+			assert_int_equal(eu_generate_samp(e, what, prompt, P, 7, false, &masked, s7, &st), 7);
+			captures += st.t_capture > 0;
+			assert_memory_equal(s7, g, sizeof(*g) * 7);
+			/* the first request again: same seed, the spec's values */
+			if (rt_engine_reseed(e, 5, &err))
+				fail_msg("%s", err.msg);
+			assert_int_equal(eu_generate(e, what, prompt, P, N, false, b, &st), N);
+			captures += st.t_capture > 0;
+			assert_memory_equal(a, b, sizeof(*a) * N);
+			assert_true(memcmp(a, g, sizeof(*a) * N) != 0); /* T 0.8 is not greedy here */
+			assert_int_equal(captures, 1);
+			assert_ptr_equal(e->graph, graph);
+			rt_engine_free(e);
+			rt_dev_free(d);
+		}
+
+	/* a greedy engine: temperature 0 only */
+	char spec[2048], dir[300];
+	snprintf(dir, sizeof(dir), "%s/rt_greedy", g_dir);
+	tiny_spec(spec, sizeof(spec), "ngram:1:3", "chain:4", "greedy", "topk", 0, "fp16");
+	build_engine(spec, dir);
+	rt_dev *d = open_dev(RT_HOST_NATIVE);
+	rt_engine *e = eu_bind(dir, d, g_tiny, 5);
+	assert_false(rt_engine_samples(e));
+	assert_int_equal(eu_generate(e, "ngram greedy", prompt, P, N, false, a, &st), N);
+	assert_int_equal(eu_generate_samp(e, "ngram greedy", prompt, P, N, false, &masked, b, &st), N);
+	assert_memory_equal(a, b, sizeof(*a) * N);
+	rt_engine_run run = {.prompt = prompt, .n_prompt = P, .max_new = N, .eos = -1, .samp = &hot};
+	assert_true(rt_engine_generate(e, &run, b, &st, &err) < 0);
+	print_message("  greedy engine, temperature 0.7: %s\n", err.msg);
+	assert_non_null(strstr(err.msg, "temperature 0.7 cannot be honoured"));
+	assert_non_null(strstr(err.msg, "greedy"));
+	rt_engine_free(e);
+	rt_dev_free(d);
+}
+
+/* Exactness of the engine path itself, with the sampling values set at run
+ * time: ONE binding and ONE captured graph per engine serve every setting
+ * below in turn (temperature, top-k, top-p and seed written between
+ * requests; the graph is captured by the first request only, checked). At
+ * each sampled setting the first two emitted tokens of N runs (a fresh seed
+ * each) are tested against the exact target distribution at that setting,
+ * enumerated by tu_seq_dist, chi-square at significance 1e-4 (a token the
+ * setting masks out fails outright). Temperature 0 on these sampled engines
+ * is the greedy limit: every run, whatever its seed, must emit the
+ * enumeration's one sequence. A small vocabulary (12) keeps every category
+ * well populated. The engine computes in fp16, a relative bias of ~1e-3 in
+ * p that 3000 samples cannot resolve (the test's resolution is ~sqrt(K / N)
+ * ~ 0.2 relative per category). Runs natively: the emulated kernels make
+ * the same decisions (test_kern_verify, test_kern_tree_expand,
+ * test_kern_adapt, test_kern_logits_process) and tokens
+ * (test_tiny_stochastic). */
 static void test_engine_exactness(void **state)
 {
 	static const char *const cfg[][5] = {
@@ -243,7 +339,14 @@ static void test_engine_exactness(void **state)
 		{"biseq8", "rrsw", "sample-wor", "layerskip:1", ""},
 		{"biseq8", "spechub", "spechub", "layerskip:1", ""},
 	};
-	const int V = 12, N = 3000, K = V * V;
+	/* the spec's default first, then values set per request: hotter ones
+	 * spread this peaky model's mass over more categories (more degrees of
+	 * freedom, a sharper test), one with top-k binding, one with top-p */
+	static const rt_engine_sampling set[] = {
+		{1.0f, 0, 1.0f}, {2.5f, 0, 1.0f}, {3.0f, 4, 1.0f}, {0.0f, 0, 1.0f}, {2.0f, 0, 0.8f},
+	};
+	const int n_set = (int)(sizeof(set) / sizeof(set[0]));
+	const int V = 12, N = 3000, N_GREEDY = 200, K = V * V;
 	sw_err err = {0};
 	char mpath[300];
 	rt_model *m = tu_tiny_llama(V, 128, 2, 2, 1, 160, 11);
@@ -252,12 +355,15 @@ static void test_engine_exactness(void **state)
 	if (rt_llama_save_gguf(m, mpath, GGML_T_F32, &err))
 		fail_msg("%s", err.msg);
 	const int32_t prompt[3] = {3, 7, 1};
-	rt_sampling samp = {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f};
-	double *probs = malloc(sizeof(*probs) * (size_t)K);
+	double *probs = malloc(sizeof(*probs) * (size_t)K * n_set);
 	uint64_t *counts = malloc(sizeof(*counts) * (size_t)K);
 	assert_non_null(probs);
 	assert_non_null(counts);
-	tu_seq_dist(m, prompt, 3, 2, &samp, probs);
+	for (int k = 0; k < n_set; k++) {
+		rt_sampling samp = {.temperature = set[k].temperature, .top_k = set[k].top_k,
+		                    .top_p = set[k].top_p};
+		tu_seq_dist(m, prompt, 3, 2, &samp, probs + (size_t)k * K);
+	}
 	for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
 		char spec[2048], dir[300];
 		snprintf(dir, sizeof(dir), "%s/exact%zu", g_dir, c);
@@ -274,26 +380,60 @@ static void test_engine_exactness(void **state)
 		rt_dev *d = open_dev(RT_HOST_NATIVE);
 		if (cli_engine_bind(e, d, m, NULL, 1, &err))
 			fail_msg("%s", err.msg);
-		memset(counts, 0, sizeof(*counts) * (size_t)K);
-		int iters = 0;
-		for (int r = 0; r < N; r++) {
-			int32_t out[4];
-			rt_engine_stats st;
-			rt_engine_run run = {.prompt = prompt, .n_prompt = 3, .max_new = 2, .eos = -1};
-			if (rt_engine_reseed(e, 1000 + (uint64_t)r, &err) ||
-			    rt_engine_generate(e, &run, out, &st, &err) != 2)
-				fail_msg("%s run %d: %s", cfg[c][0], r, err.msg);
-			counts[out[0] * V + out[1]]++;
-			iters += st.n_iters;
+		const rt_graph *graph = NULL;
+		int captures = 0;
+		uint64_t seed = 1000;
+		for (int k = 0; k < n_set; k++) {
+			const double *pk = probs + (size_t)k * K;
+			const bool greedy = set[k].temperature <= 0.0f;
+			const int runs = greedy ? N_GREEDY : N;
+			memset(counts, 0, sizeof(*counts) * (size_t)K);
+			int iters = 0;
+			for (int r = 0; r < runs; r++) {
+				int32_t out[4];
+				rt_engine_stats st;
+				rt_engine_run run = {.prompt = prompt, .n_prompt = 3, .max_new = 2, .eos = -1,
+				                     .samp = k ? &set[k] : NULL};
+				if (rt_engine_reseed(e, seed++, &err) ||
+				    rt_engine_generate(e, &run, out, &st, &err) != 2)
+					fail_msg("%s run %d: %s", cfg[c][0], r, err.msg);
+				counts[out[0] * V + out[1]]++;
+				iters += st.n_iters;
+				captures += st.t_capture > 0;
+				if (!graph)
+					graph = e->graph;
+				if (e->graph != graph)
+					fail_msg("%s: the graph changed at setting %d run %d", cfg[c][0], k, r);
+			}
+			if (greedy) {
+				int mode = 0;
+				for (int i = 1; i < K; i++)
+					mode = pk[i] > pk[mode] ? i : mode;
+				assert_true(pk[mode] == 1.0); /* a point mass at temperature 0 */
+				print_message("  %-8s %-8s %-10s T 0: %llu of %d runs (one seed each) emit the "
+				              "greedy sequence %d %d\n", cfg[c][0], cfg[c][1], cfg[c][2],
+				              (unsigned long long)counts[mode], runs, mode / V, mode % V);
+				if (counts[mode] != (uint64_t)runs)
+					fail_msg("%s %s at temperature 0: %llu of %d runs left the greedy sequence",
+					         cfg[c][0], cfg[c][1], (unsigned long long)(runs - counts[mode]),
+					         runs);
+				continue;
+			}
+			int df;
+			double chi = tu_chi2(counts, pk, K, (uint64_t)runs, &df),
+			       crit = tu_chi2_crit(df, 1e-4);
+			print_message("  %-8s %-8s %-10s%s T %.1f k %d p %.1f: chi2 %.1f (df %d, critical "
+			              "%.1f at 1e-4), %.2f iterations per 2 tokens\n", cfg[c][0], cfg[c][1],
+			              cfg[c][2], cfg[c][4][0] ? " adaptive" : "", (double)set[k].temperature,
+			              set[k].top_k, (double)set[k].top_p, chi, df, crit,
+			              (double)iters / runs);
+			if (!(chi < crit))
+				fail_msg("%s %s at T %g top-k %d top-p %g: the engine's output distribution is "
+				         "not the target's", cfg[c][0], cfg[c][1], (double)set[k].temperature,
+				         set[k].top_k, (double)set[k].top_p);
 		}
-		int df;
-		double chi = tu_chi2(counts, probs, K, (uint64_t)N, &df), crit = tu_chi2_crit(df, 1e-4);
-		print_message("  %-8s %-8s %-10s%s: chi2 %.1f (df %d, critical %.1f at 1e-4), %.2f "
-		              "iterations per 2 tokens\n", cfg[c][0], cfg[c][1], cfg[c][2],
-		              cfg[c][4][0] ? " adaptive" : "", chi, df, crit, (double)iters / N);
-		if (!(chi < crit))
-			fail_msg("%s %s: the engine's output distribution is not the target's", cfg[c][0],
-			         cfg[c][1]);
+		/* every setting on the first request's graph */
+		assert_int_equal(captures, 1);
 		rt_engine_free(e);
 		rt_dev_free(d);
 	}
@@ -491,6 +631,7 @@ int main(void)
 		cmocka_unit_test(test_tiny_ngram_chain),
 		cmocka_unit_test(test_tiny_stochastic),
 		cmocka_unit_test(test_tiny_stops),
+		cmocka_unit_test(test_tiny_runtime_sampling),
 		cmocka_unit_test(test_engine_exactness),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_real_model_engine),

@@ -31,6 +31,11 @@
  *    stream sync (graph launches == iterations); a second generate on the
  *    same binding replays the graph without capturing again; eager runs
  *    capture nothing and launch every op of every iteration;
+ *  - run-time sampling (biseq8): requests at other sampling values and
+ *    seeds (T 1.3 with top-k and top-p, greedy T 0), then the engine's own
+ *    again, on the same binding: no capture in their logs (the values are
+ *    device words the graph reads), tokens equal to host-emulate's on a
+ *    fresh binding at each setting;
  *  - adaptive chains: one conditional handle, set-conditional launch, IF
  *    node and body capture per gated draft level; each IF decided once per
  *    replay, bodies both run and skipped; eager: one 4-byte flag read per
@@ -423,6 +428,10 @@ typedef struct ecase {
 	uint64_t seed;
 	bool again;      /* a second graph-mode generate on the same binding */
 	bool nvrtc;      /* build with NVRTC when it loads: the sm_80 cubin on an sm_80 fake */
+	/* other sampling values and seed for requests on the same binding (the
+	 * graph must not be recaptured), NULL for none */
+	const rt_engine_sampling *alt;
+	uint64_t alt_seed;
 } ecase;
 
 static void print_tokens(const char *what, const int32_t *t, int n)
@@ -544,6 +553,36 @@ static int run_case(const ecase *c)
 		m_graph2 = fake_cuda_n_calls();
 		expect_same("cuda graph (2nd run)", got, n, ref, n_ref);
 		check_graph_log(e, &ek, m_graph, m_graph2, P, &st, false);
+	}
+
+	/* run-time sampling values: each alternative setting (then the engine's
+	 * own again) on the SAME captured graph, no capture in its log, tokens
+	 * equal to host-emulate's on a fresh binding at that setting */
+	for (int k = 0; c->alt && k < 3; k++) {
+		const rt_engine_sampling *sv = k < 2 ? &c->alt[k] : NULL;
+		const uint64_t sd = k < 2 ? c->alt_seed + (uint64_t)k : c->seed;
+		int32_t ref2[256];
+		rt_engine_stats st2;
+		rt_dev *h2 = open_emulate();
+		rt_engine *e2 = eu_bind(dir, h2, g_tiny, sd);
+		int n_ref2 = eu_generate_samp(e2, "host-emulate (other sampling)", prompt, P, N, false, sv,
+		                              ref2, &st2);
+		rt_engine_free(e2);
+		rt_dev_free(h2);
+		sw_err err = {0};
+		if (rt_engine_reseed(e, sd, &err))
+			fail_msg("%s", err.msg);
+		const int m0 = fake_cuda_n_calls();
+		memset(got, 0, sizeof(got));
+		n = eu_generate_samp(e, what, prompt, P, N, false, sv, got, &st);
+		m_graph2 = fake_cuda_n_calls();
+		char w2[96];
+		snprintf(w2, sizeof(w2), "cuda graph (T %.2f k %d p %.2f seed %llu)",
+		         sv ? (double)sv->temperature : c->temp, sv ? sv->top_k : 0,
+		         sv ? (double)sv->top_p : 1.0, (unsigned long long)sd);
+		expect_same(w2, got, n, ref2, n_ref2);
+		check_graph_log(e, &ek, m0, m_graph2, P, &st, false);
+		print_message("  %s: %d tokens identical to host-emulate's, no recapture\n", w2, n);
 	}
 
 	/* eager: op by op */
@@ -672,7 +711,7 @@ static void test_gemm_bit_identical(void **state)
 static void test_greedy_eagle25(void **state)
 {
 	const ecase c = {"eagle25_greedy", "layerskip:1", "eagle25", "greedy", "topk", 0, "fp16",
-	                 NULL, 37, 24, 1, false, false};
+	                 NULL, 37, 24, 1, false, false, NULL, 0};
 	assert_int_equal(run_case(&c), 0);
 }
 
@@ -680,8 +719,10 @@ static void test_greedy_eagle25(void **state)
  * the same seed on both backends. */
 static void test_stochastic_biseq8(void **state)
 {
+	/* then on the same binding: T 1.3 with top-k 5 and top-p 0.9; greedy */
+	static const rt_engine_sampling alt[2] = {{1.3f, 5, 0.9f}, {0.0f, 0, 1.0f}};
 	const ecase c = {"biseq8_rrsw", "layerskip:0-1", "biseq8", "rrsw", "sample-wor", 0.8, "fp16",
-	                 NULL, 19, 32, 5, false, false};
+	                 NULL, 19, 32, 5, false, false, alt, 77};
 	assert_int_equal(run_case(&c), 0);
 }
 
@@ -690,7 +731,7 @@ static void test_stochastic_biseq8(void **state)
 static void test_ngram_chain(void **state)
 {
 	const ecase c = {"ngram_chain", "ngram:1:3", "chain:4", "greedy", "topk", 0, "bf16", NULL, 11,
-	                 24, 1, true, true};
+	                 24, 1, true, true, NULL, 0};
 	assert_int_equal(run_case(&c), 0);
 }
 
@@ -733,7 +774,7 @@ static void test_adaptive_chain(void **state)
 		skip();
 	}
 	const ecase c = {"adaptive_chain", "layerskip:1", "chain:4", "rrs", "sample", 0.8, "fp16",
-	                 extra, 19, 32, 3, false, false};
+	                 extra, 19, 32, 3, false, false, NULL, 0};
 	assert_int_equal(run_case(&c), gated);
 }
 

@@ -1,7 +1,9 @@
-/* logits_process template in the emulator vs rt_probs (runtime/sampler.c):
- * greedy, temperature, top-k, top-p and both, on vocabularies that are not
- * powers of two, with heavy ties and -inf entries. The kept set must be
- * identical; probabilities agree within the bound derived at check_row.
+/* logits_process template in the emulator vs its specification
+ * ref_logits_process (kernels/ref): greedy, temperature, top-k, top-p and
+ * both, on vocabularies that are not powers of two, with heavy ties and -inf
+ * entries. The sampling values are run-time words: each kernel is compiled
+ * once and launched at many settings. The kept set must be identical;
+ * probabilities agree within the bound derived at check_row.
  * Also compiles every variant with NVRTC for sm_80 and sm_90 (zero spills). */
 #include <dlfcn.h>
 #include <math.h>
@@ -17,12 +19,11 @@
 #include "kernels/emu.h"
 #include "gen/jit/nvrtc.h"
 #include "gen/render.h"
-#include "decode/sampler.h"
+#include "kernels/ref/ref.h"
 
 #include "kern_util.h"
 #define nvrtc_check(t, o, p, n) nvrtc_check_ex(t, o, p, n, false)
 
-#define FP(n, v) {.name = n, .type = GEN_PARAM_FLOAT, .f = (v)}
 #define IP(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
 #define NM {.name = "NAME", .type = GEN_PARAM_IDENT}
 
@@ -77,76 +78,99 @@ static void fill_logits(float *x, int n, int mode)
 		x[n / 3] = -0.0f, x[n / 2] = 0.0f; /* -0 ties +0 */
 }
 
-static void check(int V, int T, float temp, int top_k, float top_p, int block, int mode)
+/* One (temperature, top-k, top-p) setting: the run-time words of the
+ * engine's sampling buffer (kernels/engine_state.h). */
+typedef struct setting {
+	float temp;
+	int top_k;
+	float top_p;
+} setting;
+
+/* ONE compiled kernel per (V, BLOCK): every setting is written into the
+ * params words between launches, as the engine writes them between requests
+ * on one captured graph, and each launch is compared with ref_logits_process
+ * (kernels/ref) at that setting. */
+static void check(int V, int T, const setting *set, int n_set, int block, int mode)
 {
-	gen_param p[] = {NM, IP("V", V), IP("BLOCK", block), FP("TEMP", temp), IP("TOP_K", top_k),
-	                 FP("TOP_P", top_p)};
-	const emu_kernel *k = load_kernel("logits_process.cu.tmpl", "logits", p, 6);
+	gen_param p[] = {NM, IP("V", V), IP("BLOCK", block)};
+	const emu_kernel *k = load_kernel("logits_process.cu.tmpl", "logits", p, 3);
 	float *x = emu_alloc((size_t)T * V * sizeof(float), "logits");
 	float *out = emu_alloc((size_t)T * V * sizeof(float), "probs");
+	int32_t *prm = emu_alloc(3 * sizeof(int32_t), "params");
 	float *want = malloc((size_t)V * sizeof(float));
 	int *idx = malloc((size_t)V * sizeof(int));
-	rt_sampling s = {.temperature = temp, .top_k = top_k, .top_p = top_p};
 	char what[160];
 
 	fill_logits(x, T * V, mode);
-	void *args[] = {&out, &x};
-	launch(k, d3((unsigned)T, 1, 1), d3((unsigned)block, 1, 1), args);
-	for (int t = 0; t < T; t++) {
-		rt_probs(want, x + (size_t)t * V, V, &s, idx);
-		snprintf(what, sizeof(what), "V %d T %.2f k %d p %.2f mode %d row %d", V, (double)temp,
-		         top_k, (double)top_p, mode, t);
-		check_row(what, out + (size_t)t * V, want, V);
+	for (int c = 0; c < n_set; c++) {
+		const setting *s = &set[c];
+		memcpy(&prm[0], &s->temp, 4);
+		prm[1] = s->top_k;
+		memcpy(&prm[2], &s->top_p, 4);
+		for (size_t i = 0; i < (size_t)T * V; i++)
+			out[i] = NAN; /* a stale row from the last setting cannot pass */
+		void *args[] = {&out, &x, &prm};
+		launch(k, d3((unsigned)T, 1, 1), d3((unsigned)block, 1, 1), args);
+		for (int t = 0; t < T; t++) {
+			ref_logits_process_row(want, x + (size_t)t * V, V, s->temp, s->top_k, s->top_p, idx);
+			snprintf(what, sizeof(what), "V %d T %.2f k %d p %.2f mode %d row %d", V,
+			         (double)s->temp, s->top_k, (double)s->top_p, mode, t);
+			check_row(what, out + (size_t)t * V, want, V);
+		}
 	}
 	free(want);
 	free(idx);
 	emu_free(x);
 	emu_free(out);
+	emu_free(prm);
 }
 
+/* Every (T, top-k, top-p) of the grid on one kernel per logits mode:
+ * greedy (T = 0, with masks that must not matter), top-k 1, top-p 1, both
+ * masks, top-p 0 (the first token only), top-k past V. */
 static void test_logits_small(void **state)
 {
 	static const float temps[] = {0.0f, 0.6f, 1.0f};
-	static const int ks[] = {0, 1, 7, 50};
+	static const int ks[] = {0, 1, 7, 50, 5000};
 	static const float ps[] = {1.0f, 0.9f, 0.5f, 0.0f};
+	setting set[3 * 5 * 4];
+	int n = 0;
 	(void)state;
+	for (int a = 0; a < 3; a++)
+		for (int b = 0; b < 5; b++)
+			for (int c = 0; c < 4; c++)
+				set[n++] = (setting){temps[a], ks[b], ps[c]};
 	for (int m = 0; m < 4; m++)
-		for (int a = 0; a < 3; a++)
-			for (int b = 0; b < 4; b++)
-				for (int c = 0; c < 4; c++) {
-					if (temps[a] == 0.0f && (b || c))
-						continue;
-					check(1000, 3, temps[a], ks[b], ps[c], 128, m);
-				}
-	check(33, 4, 1.0f, 5, 0.8f, 32, 1);
-	check(33, 4, 0.6f, 40, 0.95f, 32, 0);
+		check(1000, 3, set, n, 128, m);
+	const setting odd[] = {{1.0f, 5, 0.8f}, {0.6f, 40, 0.95f}, {0.0f, 0, 1.0f}, {2.0f, 1, 1.0f}};
+	check(33, 4, odd, 4, 32, 1);
+	check(33, 4, odd, 4, 32, 0);
 	print_message("  %ld rows, %ld kept tokens: all identical sets\n", g_rows, g_kept);
 }
 
 static void test_logits_vocab(void **state)
 {
 	(void)state;
-	check(4099, 2, 0.6f, 40, 0.9f, 256, 0);
-	check(4099, 2, 1.0f, 0, 0.95f, 256, 1);
-	check(4099, 2, 1.0f, 3000, 1.0f, 256, 0);
-	check(32003, 1, 1.0f, 50, 0.9f, 256, 0);
-	check(32003, 1, 0.6f, 0, 0.8f, 256, 1);
-	check(32003, 1, 0.0f, 0, 1.0f, 256, 0);
+	const setting a[] = {{0.6f, 40, 0.9f}, {1.0f, 3000, 1.0f}, {0.0f, 0, 1.0f}};
+	const setting b[] = {{1.0f, 0, 0.95f}, {1.0f, 1, 1.0f}};
+	const setting c[] = {{1.0f, 50, 0.9f}, {0.0f, 0, 1.0f}, {1.0f, 0, 1.0f}};
+	const setting d[] = {{0.6f, 0, 0.8f}};
+	check(4099, 2, a, 3, 256, 0);
+	check(4099, 2, b, 2, 256, 1);
+	check(32003, 1, c, 3, 256, 0);
+	check(32003, 1, d, 1, 256, 1);
 	print_message("  %ld rows, %ld kept tokens in all: identical sets\n", g_rows, g_kept);
 }
 
 static void test_logits_nvrtc(void **state)
 {
 	(void)state;
-	gen_param a[] = {NM, IP("V", 32003), IP("BLOCK", 256), FP("TEMP", 0.6f), IP("TOP_K", 50),
-	                 FP("TOP_P", 0.9f)};
-	nvrtc_check("logits_process.cu.tmpl", "logits", a, 6);
-	gen_param b[] = {NM, IP("V", 128256), IP("BLOCK", 128), FP("TEMP", 1.0f), IP("TOP_K", 0),
-	                 FP("TOP_P", 1.0f)};
-	nvrtc_check("logits_process.cu.tmpl", "logits", b, 6);
-	gen_param c[] = {NM, IP("V", 1000), IP("BLOCK", 256), FP("TEMP", 0.0f), IP("TOP_K", 0),
-	                 FP("TOP_P", 1.0f)};
-	nvrtc_check("logits_process.cu.tmpl", "logits", c, 6);
+	gen_param a[] = {NM, IP("V", 32003), IP("BLOCK", 256)};
+	nvrtc_check("logits_process.cu.tmpl", "logits", a, 3);
+	gen_param b[] = {NM, IP("V", 128256), IP("BLOCK", 128)};
+	nvrtc_check("logits_process.cu.tmpl", "logits", b, 3);
+	gen_param c[] = {NM, IP("V", 1000), IP("BLOCK", 256)};
+	nvrtc_check("logits_process.cu.tmpl", "logits", c, 3);
 }
 
 int main(void)

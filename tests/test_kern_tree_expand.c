@@ -46,8 +46,10 @@ static void expand_all(const gen_tree *t, int V, int rule, int block, int32_t *t
 	for (int d = 0; d < t->depth_max; d++) {
 		const emu_kernel *k = expand_kernel(t, V, rule, d, block);
 		unsigned n = (unsigned)(t->level_start[d + 1] - t->level_start[d]);
-		void *args[] = {&tok, &q, &tree, &seed, &iter};
+		uint32_t *sw = kern_seed(seed);
+		void *args[] = {&tok, &q, &tree, &sw, &iter};
 		launch(k, d3(n, 1, 1), d3((unsigned)block, 1, 1), args);
+		emu_free(sw);
 	}
 }
 
@@ -171,7 +173,7 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n)
 	tu_random_table(Q, V, V, 0.0, 202u + (uint64_t)rule);
 	uint64_t hist[8] = {0};
 	const int root = 2;
-	uint64_t seed = 4242;
+	uint32_t *seed = kern_seed(4242);
 	for (int it = 0; it < n; it++) {
 		*iter = (uint32_t)it;
 		tok[0] = root;
@@ -211,6 +213,7 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n)
 	emu_free(p);
 	emu_free(q);
 	emu_free(scratch);
+	emu_free(seed);
 	emu_free(iter);
 }
 

@@ -82,9 +82,11 @@ static void vbuf_free(vbuf *b)
 
 static void vlaunch(const emu_kernel *k, vbuf *b, uint64_t seed, int block)
 {
+	uint32_t *sw = kern_seed(seed);
 	void *args[] = {&b->path, &b->otok, &b->counts, &b->tree, &b->tok, &b->p, &b->q, &b->scratch,
-	                &seed, &b->iter};
+	                &sw, &b->iter};
 	launch(k, d3(1, 1, 1), d3((unsigned)block, 1, 1), args);
+	emu_free(sw);
 }
 
 static int rule_for(int method)

@@ -1,6 +1,8 @@
 /* `specwright serve` on the real model against real clients: builds the
- * SmolLM2 n-gram engine (plan and render only: the host backend runs it),
- * then tests/serve/clients.py drives it with the official openai package,
+ * SmolLM2 n-gram engine (plan and render only: the host backend runs it)
+ * and the same engine with one-hot verification (a sampled family, for
+ * per-request temperature/top_p/top_k/seed), then tests/serve/clients.py
+ * drives them with the official openai package,
  * curl, nginx in front of two servers with one killed mid-load, and SIGTERM
  * (see that script for what each part checks; its reference for the text is
  * `specwright run` on the same engine and prompt). Needs the model (`make
@@ -32,16 +34,22 @@ static void test_real_clients(void **state)
 	const char *n = getenv("SERVE_REQUESTS") ? getenv("SERVE_REQUESTS") : "24";
 	if (access(model, R_OK))
 		fail_msg("real model %s missing: run `make model`", model);
-	char dir[512], cmd[2048];
+	char dir[512], sdir[600], cmd[4096];
 	snprintf(dir, sizeof(dir), "%s/serve_clients.%d", build, (int)getpid());
+	snprintf(sdir, sizeof(sdir), "%s.onehot", dir);
 	snprintf(cmd, sizeof(cmd), "%s/specwright build models/specs/smollm2-ngram.json -o %s --no-compile", build, dir);
 	run(cmd);
-	snprintf(cmd, sizeof(cmd),
-	         "%s/venv/bin/python tests/serve/clients.py --specwright %s/specwright --engine %s --model %s "
-	         "--requests %s --clients 4 --servers 2",
-	         build, build, dir, model, n);
+	/* the same engine for a sampled family (one-hot verification) */
+	snprintf(cmd, sizeof(cmd), "sed 's/\"method\": \"greedy\"/\"method\": \"onehot\"/' "
+	         "models/specs/smollm2-ngram.json > %s.spec.json && grep -q onehot %s.spec.json && "
+	         "%s/specwright build %s.spec.json -o %s --no-compile", sdir, sdir, build, sdir, sdir);
 	run(cmd);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s %s.spec.json", dir, dir);
+	snprintf(cmd, sizeof(cmd),
+	         "%s/venv/bin/python tests/serve/clients.py --specwright %s/specwright --engine %s "
+	         "--sampled-engine %s --model %s --requests %s --clients 4 --servers 2",
+	         build, build, dir, sdir, model, n);
+	run(cmd);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s %s.spec.json %s %s.spec.json", dir, dir, sdir, sdir);
 	run(cmd);
 }
 

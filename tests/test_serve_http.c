@@ -65,11 +65,14 @@ static int sc_encode(void *user, const sw_req *r, int32_t *ids, int cap, sw_err 
 	return n;
 }
 
+/* The scripted backend plays a greedy engine: it cannot honour a
+ * temperature (runtime/cli/serve_cli.c asks rt_engine_check_sampling). */
 static int sc_check(void *user, const sw_req *r, const char **param, sw_err *err)
 {
 	if (r->has_temperature && r->temperature != 0) {
 		*param = "temperature";
-		return sw_errf(err, SW_ENOTSUP, "this engine was built for temperature 0 (greedy)");
+		return sw_errf(err, SW_ENOTSUP, "temperature %g cannot be honoured: the engine verifies "
+		               "greedily", r->temperature);
 	}
 	return 0;
 }

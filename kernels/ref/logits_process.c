@@ -1,6 +1,8 @@
 /* Logits processing, plain C: the specification of
  * templates/logits_process.cu.tmpl (temperature, top-k, top-p, softmax;
- * greedy one-hot) and the host decoder's (rt_probs wraps it). Sorting is only
+ * greedy one-hot) and the host decoder's (rt_probs wraps it). The values are
+ * arguments here as they are run-time words there (the engine's "sampling"
+ * buffer): one engine serves every setting. Sorting is only
  * done when a mask is on, and only over the tokens with nonzero weight. */
 #include <math.h>
 #include <stdbool.h>
@@ -26,7 +28,7 @@ static int cmp_desc(const void *a, const void *b)
 void ref_logits_process_row(float *probs, const float *logits, int V, float temp, int top_k,
                             float top_p, int *idx)
 {
-	if (temp <= 0.0f) {
+	if (!(temp > 0.0f)) { /* NaN too, as the kernel */
 		int a = ref_argmax_row(logits, V);
 		for (int i = 0; i < V; i++)
 			probs[i] = 0.0f;

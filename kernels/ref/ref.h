@@ -182,8 +182,8 @@ int ref_argmax_row(const float *x, int n);
 void ref_argmax(int32_t *out, const float *x, int T, int N);
 
 /* probs (V) = softmax(F(logits / temp)) with F = the top-k mask (top_k > 0
- * and < V) then the top-p mask (top_p < 1) (ALGORITHMS.txt 1c); temp <= 0:
- * one-hot at ref_argmax_row(logits). The kept set is a prefix of the total
+ * and < V) then the top-p mask (top_p < 1) (ALGORITHMS.txt 1c); temp <= 0 or
+ * NaN: one-hot at ref_argmax_row(logits). The kept set is a prefix of the total
  * order "logit descending, ties by index": top-k keeps the first top_k; top-p
  * keeps token r (in that order) while the mass before it, over the top-k
  * survivors' total, is <= top_p (the first is always kept). Weights are

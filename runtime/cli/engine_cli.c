@@ -110,6 +110,7 @@ typedef struct engine_job {
 	rt_dev *dev;
 	int32_t *ids;
 	int n_prompt;
+	rt_engine_sampling samp;  /* this run's: the engine's defaults, -t/--top-k/--top-p over them */
 } engine_job;
 
 static void job_close(engine_job *j)
@@ -122,17 +123,33 @@ static void job_close(engine_job *j)
 	free(j->ids);
 }
 
-/* An engine fixes its drafter, tree, verification, context and sampling at
- * build time: an option that would change them is refused, naming the
- * engine's value, never silently ignored. Restating the engine's own
- * sampling value is accepted. */
+/* An engine fixes its drafter, tree, verification and context at build
+ * time: an option that would change them is refused, naming the engine's
+ * value, never silently ignored. Sampling (-t, --top-k, --top-p, --seed) is
+ * a run-time value: given ones replace the engine's defaults, and what the
+ * engine cannot honour (a temperature on a greedy engine) is refused. */
+static int run_sampling(const rt_engine *e, const cli_opts *o, const char *dir,
+                        rt_engine_sampling *s, sw_err *err)
+{
+	static const char *const temp[] = {"-t", "--temp", "--temperature", NULL};
+	static const char *const topk[] = {"--top-k", NULL};
+	static const char *const topp[] = {"--top-p", NULL};
+	*s = e->man->samp;
+	if (cli_given(o, temp))
+		s->temperature = o->temperature;
+	if (cli_given(o, topk))
+		s->top_k = o->top_k;
+	if (cli_given(o, topp))
+		s->top_p = o->top_p;
+	if (rt_engine_check_sampling(e, s, err))
+		return sw_err_prefix(err, "specwright run %s", dir);
+	return 0;
+}
+
 static int refuse_fixed(const rt_manifest *m, const cli_opts *o, const char *dir, sw_err *err)
 {
 	static const char *const structural[] = {"--draft", "--tree", "--gamma", "-g", "--expand", "--verify",
 	                                         "--adaptive", "--acc-head", "--lossy-eps", "--ctx", NULL};
-	static const char *const temp[] = {"-t", "--temp", "--temperature", NULL};
-	static const char *const topk[] = {"--top-k", NULL};
-	static const char *const topp[] = {"--top-p", NULL};
 	static const char *const dmodel[] = {"--draft-model", NULL};
 	const char *a;
 	if ((a = cli_given(o, structural)))
@@ -140,16 +157,6 @@ static int refuse_fixed(const rt_manifest *m, const cli_opts *o, const char *dir
 		               "verification (%s/%s) and context (%d) are fixed at build time; rebuild the engine "
 		               "from a spec with what you want", dir, a, m->n_nodes, m->depth, m->expand, m->verify,
 		               m->max_ctx);
-	if ((a = cli_given(o, temp)) && fabsf(o->temperature - (m->samp.temperature > 0 ? m->samp.temperature : 0)) > 1e-6f)
-		return sw_errf(err, SW_EINVAL, "%s: %s %g cannot apply: the engine samples at temperature %g%s, fixed "
-		               "at build time (spec \"sampling\")", dir, a, o->temperature, m->samp.temperature,
-		               m->samp.temperature <= 0 ? " (greedy)" : "");
-	if ((a = cli_given(o, topk)) && o->top_k != (m->samp.top_k > 0 ? m->samp.top_k : 0))
-		return sw_errf(err, SW_EINVAL, "%s: %s %d cannot apply: the engine's top-k is %d, fixed at build time",
-		               dir, a, o->top_k, m->samp.top_k);
-	if ((a = cli_given(o, topp)) && fabsf(o->top_p - (m->samp.top_p < 1 ? m->samp.top_p : 1)) > 1e-6f)
-		return sw_errf(err, SW_EINVAL, "%s: %s %g cannot apply: the engine's top-p is %g, fixed at build time",
-		               dir, a, o->top_p, m->samp.top_p);
 	if ((a = cli_given(o, dmodel)) && m->draft_kind != RT_ENGINE_DRAFT_MODEL)
 		return sw_errf(err, SW_EINVAL, "%s: %s cannot apply: the engine drafts with %s, not a separate model",
 		               dir, a, m->draft_kind == RT_ENGINE_DRAFT_NGRAM ? "n-grams" : "a layer-skip view");
@@ -162,7 +169,7 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 	memset(j, 0, sizeof(*j));
 	if (!(j->e = rt_engine_load(dir, err)))
 		return SW_EINVAL;
-	if (refuse_fixed(j->e->man, o, dir, err))
+	if (refuse_fixed(j->e->man, o, dir, err) || run_sampling(j->e, o, dir, &j->samp, err))
 		return SW_EINVAL;
 	const char *mpath = o->model_override ? o->model_override : j->e->man->target_path;
 	if (!mpath[0])
@@ -254,12 +261,12 @@ int cli_engine_run(cli_opts *o)
 	if (job_open(&j, o, &err))
 		goto out_err;
 	const rt_engine *e = j.e;
-	const bool greedy = e->man->samp.temperature <= 0.0f;
+	const bool greedy = j.samp.temperature <= 0.0f;
 	const int32_t eos = rt_token_eos(j.s.tok);
 	stream sm = {.tok = j.s.tok, .quiet = o->json};
 	rt_engine_run r = {.prompt = j.ids, .n_prompt = j.n_prompt, .max_new = o->max_new, .eos = eos,
 	                   .is_eog = cli_is_eog, .eog_user = j.s.tok, .on_tokens = on_tokens,
-	                   .cb_user = &sm, .eager = o->eager};
+	                   .cb_user = &sm, .eager = o->eager, .samp = &j.samp};
 	rt_engine_stats st;
 	int n = rt_engine_generate(j.e, &r, out, &st, &err);
 	if (n < 0)
@@ -337,7 +344,8 @@ int cli_engine_profile(cli_opts *o)
 	int rc = 1;
 	if (job_open(&j, o, &err))
 		goto out_err;
-	rc = rt_engine_profile(j.e, j.ids, j.n_prompt, o->max_new, o->json ? stdout : stderr, &err);
+	rc = rt_engine_profile(j.e, j.ids, j.n_prompt, o->max_new, &j.samp,
+	                       o->json ? stdout : stderr, &err);
 	if (rc)
 		goto out_err;
 	rc = 0;
@@ -518,7 +526,7 @@ int cli_engine_bench(cli_opts *o)
 	ratio = sv[S_RATIO];
 	ovh = sv[S_OVH];
 	const rt_engine *e = j.e;
-	const bool greedy = e->man->samp.temperature <= 0.0f;
+	const bool greedy = j.samp.temperature <= 0.0f;
 	const int32_t eos = rt_token_eos(j.s.tok);
 	const int ph_verify = rt_manifest_phase_find(e->man, "verify");
 	int verify_rows = 0;
@@ -553,7 +561,7 @@ int cli_engine_bench(cli_opts *o)
 			fprintf(idf, "\n");
 		}
 		rt_engine_run r = {.prompt = j.ids, .n_prompt = n_prompt, .max_new = 1, .eos = eos,
-		                   .is_eog = cli_is_eog, .eog_user = j.s.tok};
+		                   .is_eog = cli_is_eog, .eog_user = j.s.tok, .samp = &j.samp};
 		rt_engine_stats st;
 		/* one token first: its CPU time is the prefill's, subtracted below */
 		double c0 = cpu_s();

@@ -21,7 +21,6 @@ typedef struct serve_ctx {
 	rt_dev *dev;
 	int32_t *out;
 	uint64_t base_seed, n_req;
-	uint64_t cur_seed;
 	sw_serve_backend b;
 } serve_ctx;
 
@@ -44,28 +43,38 @@ static int be_encode(void *user, const sw_req *r, int32_t *ids, int cap, sw_err 
 	return rc;
 }
 
-/* The engine bakes its sampling in: a request may restate it, not change
- * it (run-time sampling parameters are the serving issue's next step). */
+/* The request's sampling values: what it gives over the engine's defaults
+ * (the spec's, engine.json $.spec.sampling). They are run-time words of the
+ * engine (no rebuild, no recapture). */
+static rt_engine_sampling req_sampling(const serve_ctx *c, const sw_req *r)
+{
+	rt_engine_sampling s = c->e->man->samp;
+	if (r->has_temperature)
+		s.temperature = (float)r->temperature;
+	if (r->has_top_p)
+		s.top_p = (float)r->top_p;
+	if (r->has_top_k)
+		s.top_k = r->top_k;
+	return s;
+}
+
+/* What the engine cannot honour is refused, naming the parameter: a
+ * temperature above 0 on a greedy engine (request.c has checked the
+ * ranges). Thread-safe: reads only the loaded manifest. */
 static int be_check_sampling(void *user, const sw_req *r, const char **param, sw_err *err)
 {
 	serve_ctx *c = user;
-	const rt_engine_sampling *sp = &c->e->man->samp;
-	if (r->has_temperature && fabs(r->temperature - sp->temperature) > 1e-6) {
+	rt_engine_sampling s = req_sampling(c, r);
+	if (s.temperature > 0 && !rt_engine_samples(c->e)) { /* the client's words, no server paths */
 		*param = "temperature";
-		return sw_errf(err, SW_ENOTSUP,
-		               "this engine was built for temperature %g%s; it cannot sample at %g (omit "
-		               "temperature, or serve an engine built for it)",
-		               sp->temperature, sp->temperature <= 0 ? " (greedy)" : "", r->temperature);
+		return sw_errf(err, SW_ENOTSUP, "temperature %g cannot be honoured: the engine '%s' "
+		               "verifies greedily, which is exact at temperature 0 only (omit temperature or "
+		               "set it to 0, or serve an engine built with a sampling method)",
+		               (double)s.temperature, c->e->man->name);
 	}
-	if (r->has_top_p && fabs(r->top_p - (sp->top_p > 0 ? sp->top_p : 1.0)) > 1e-6 && sp->temperature > 0) {
-		*param = "top_p";
-		return sw_errf(err, SW_ENOTSUP, "this engine was built for top_p %g; it cannot use %g", sp->top_p,
-		               r->top_p);
-	}
-	if (r->has_top_k && r->top_k != sp->top_k && sp->temperature > 0) {
-		*param = "top_k";
-		return sw_errf(err, SW_ENOTSUP, "this engine was built for top_k %d; it cannot use %d", sp->top_k,
-		               r->top_k);
+	if (rt_engine_check_sampling(c->e, &s, err)) { /* ranges: request.c checked them first */
+		*param = !(s.top_p > 0 && s.top_p <= 1) ? "top_p" : s.top_k < 0 ? "top_k" : "temperature";
+		return err->code ? err->code : SW_EINVAL;
 	}
 	return 0;
 }
@@ -88,17 +97,16 @@ static int be_generate(void *user, const sw_req *r, const int32_t *ids, int n_id
                        sw_serve_emit emit, void *sink, sw_serve_gen *g, sw_err *err)
 {
 	serve_ctx *c = user;
-	if (c->e->man->samp.temperature > 0) { /* sampled engines: the request's seed, else a fresh one */
-		uint64_t seed = r->has_seed ? r->seed : c->base_seed + 0x9E3779B97F4A7C15ull * ++c->n_req;
-		if (seed != c->cur_seed) {
-			int rc = rt_engine_reseed(c->e, seed, err);
-			if (rc)
-				return rc;
-			c->cur_seed = seed;
-		}
-	}
+	/* the request's seed, else a fresh one; a run-time word like the
+	 * sampling values (rt_engine_reseed recaptures nothing) */
+	uint64_t seed = r->has_seed ? r->seed : c->base_seed + 0x9E3779B97F4A7C15ull * ++c->n_req;
+	int rc = rt_engine_reseed(c->e, seed, err);
+	if (rc)
+		return rc;
+	const rt_engine_sampling samp = req_sampling(c, r);
 	rt_engine_run run = {.prompt = ids, .n_prompt = n_ids, .max_new = max_new, .eos = rt_token_eos(c->s.tok),
-	                     .is_eog = cli_is_eog, .eog_user = c->s.tok, .on_tokens = emit, .cb_user = sink};
+	                     .is_eog = cli_is_eog, .eog_user = c->s.tok, .on_tokens = emit, .cb_user = sink,
+	                     .samp = &samp};
 	rt_engine_stats st;
 	int n = rt_engine_generate(c->e, &run, c->out, &st, err);
 	if (n < 0)
@@ -228,7 +236,7 @@ int cli_serve(int argc, char **argv)
 	if (!(c.dev = rt_dev_open(o.backend ? o.backend : "auto", &dopts, &err)) ||
 	    cli_engine_bind(c.e, c.dev, c.s.target, NULL, o.seed, &err))
 		goto out;
-	c.base_seed = c.cur_seed = o.seed;
+	c.base_seed = o.seed;
 	if (!(c.out = malloc(sizeof(*c.out) * (size_t)(c.e->man->max_ctx + 1)))) {
 		sw_errf(&err, SW_ENOMEM, "out of memory");
 		goto out;

@@ -47,6 +47,13 @@ static int refused(const rt_op *op, const char *why, sw_err *err)
 	return sw_errf(err, SW_EINVAL, "%s: %s", op->entry, why ? why : "invalid arguments");
 }
 
+/* The Philox seed the sampling kernels read from device memory: words
+ * RT_SP_SEED_LO and RT_SP_SEED_HI of the engine's "sampling" buffer. */
+static uint64_t seed_of(const uint32_t *w)
+{
+	return (uint64_t)w[0] | (uint64_t)w[1] << 32;
+}
+
 /* (y, s, x, r, w); rows = grid.x */
 static int op_rmsnorm_residual(const rt_op *op, sw_err *err)
 {
@@ -114,15 +121,20 @@ static int op_tree_attention(const rt_op *op, sw_err *err)
 	return rc ? sw_errf(err, rc, "%s: tree attention failed (out of memory?)", op->entry) : 0;
 }
 
-/* (probs, logits); rows = grid.x */
+/* (probs, logits, params); rows = grid.x; params: temperature (f32 bits),
+ * top-k, top-p (f32 bits), read at run time (kernels/engine_state.h) */
 static int op_logits_process(const rt_op *op, sw_err *err)
 {
 	const int V = (int)PI_("V");
+	const int32_t *prm = ARG(op, 2, const int32_t *);
+	float temp, top_p;
+	memcpy(&temp, &prm[0], sizeof(temp));
+	memcpy(&top_p, &prm[2], sizeof(top_p));
 	int *idx = malloc(sizeof(*idx) * (size_t)V);
 	if (!idx)
 		return sw_errf(err, SW_ENOMEM, "%s: out of memory", op->entry);
 	ref_logits_process(ARG(op, 0, float *), ARG(op, 1, const float *), (int)op->grid[0], V,
-	                   (float)PF_("TEMP", 1.0), (int)PI_("TOP_K"), (float)PF_("TOP_P", 1.0), idx);
+	                   temp, prm[1], top_p, idx);
 	free(idx);
 	return 0;
 }
@@ -134,19 +146,21 @@ static int op_argmax(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-/* (tok, q, tree, seed, iter): nodes LEVEL_BEGIN .. LEVEL_BEGIN + grid.x - 1 */
+/* (tok, q, tree, seed, iter): seed = two words (low, high); nodes LEVEL_BEGIN .. LEVEL_BEGIN + grid.x - 1 */
 static int op_tree_expand(const rt_op *op, sw_err *err)
 {
 	const char *why = NULL;
 	if (ref_tree_expand(ARG(op, 0, int32_t *), ARG(op, 1, const float *),
-	                    ARG(op, 2, const int32_t *), op->argval[3], *ARG(op, 4, const uint32_t *),
+	                    ARG(op, 2, const int32_t *), seed_of(ARG(op, 3, const uint32_t *)),
+	                    *ARG(op, 4, const uint32_t *),
 	                    (int)PI_("N_NODES"), (int)PI_("V"), (int)PI_("RULE"),
 	                    (int)PI_("LEVEL_BEGIN"), (int)op->grid[0], &why))
 		return refused(op, why, err);
 	return 0;
 }
 
-/* (out_path, out_tok, counts, tree, tok, p, q, scratch, seed, iter); the
+/* (out_path, out_tok, counts, tree, tok, p, q, scratch, seed, iter), seed
+ * as for tree_expand; the
  * chain mode (METHOD 5) reads q only with CHAIN_Q (else a one-hot draft) */
 static int op_verify(const rt_op *op, sw_err *err)
 {
@@ -156,7 +170,8 @@ static int op_verify(const rt_op *op, sw_err *err)
 	if (ref_verify(ARG(op, 0, int32_t *), ARG(op, 1, int32_t *), ARG(op, 2, int32_t *),
 	               ARG(op, 3, const int32_t *), ARG(op, 4, const int32_t *),
 	               ARG(op, 5, const float *), one_hot ? NULL : ARG(op, 6, const float *),
-	               ARG(op, 7, float *), op->argval[8], *ARG(op, 9, const uint32_t *),
+	               ARG(op, 7, float *), seed_of(ARG(op, 8, const uint32_t *)),
+	               *ARG(op, 9, const uint32_t *),
 	               (int)PI_("N_NODES"), (int)PI_("V"), method, &why))
 		return refused(op, why, err);
 	return 0;

@@ -52,7 +52,6 @@ void rt_engine_free(rt_engine *e)
 	rt_manifest_free(e->man);
 	free(e->ops);
 	free(e->op_cost);
-	free(e->op_seed);
 	free(e);
 }
 
@@ -60,18 +59,73 @@ int rt_engine_reseed(rt_engine *e, uint64_t seed, sw_err *err)
 {
 	if (!e->dev)
 		return sw_errf(err, SW_EINVAL, "%s: engine not bound to a device", e->man->dir);
-	/* the seed is a by-value kernel argument baked into the graph's launch
-	 * records: rewrite it in every resolved op, recapture on the next run */
-	for (int i = 0; i < e->n_ops; i++)
-		for (int a = 0; a < e->ops[i].n_args; a++)
-			if (e->op_seed[i] & (1u << a))
-				e->ops[i].argval[a] = seed;
-	e->seed = seed;
-	if (e->graph) {
-		e->dev->ops->graph_free(e->dev, e->graph);
-		e->graph = NULL;
-	}
+	e->seed = seed; /* uploaded with the other sampling words by generate */
 	return 0;
+}
+
+bool rt_engine_samples(const rt_engine *e)
+{
+	/* the verify kernel's METHOD (what runs; 0 is greedy), not the spec's
+	 * echo of it */
+	const rt_manifest *m = e->man;
+	for (int i = 0; i < m->n_ops; i++)
+		if (!strcmp(m->ops[i].op, "verify") && m->ops[i].kernel >= 0) {
+			const rt_kernel_info *k = &m->kernels[m->ops[i].kernel];
+			for (int p = 0; p < k->n_params; p++)
+				if (!strcmp(k->params[p].name, "METHOD"))
+					return k->params[p].i != 0;
+		}
+	return false;
+}
+
+int rt_engine_check_sampling(const rt_engine *e, const rt_engine_sampling *s, sw_err *err)
+{
+	const char *d = e->man->dir;
+	if (!(s->temperature >= 0.0f && s->temperature <= 100.0f))
+		return sw_errf(err, SW_EINVAL, "%s: temperature %g, expected 0 (greedy) to 100", d,
+		               (double)s->temperature);
+	if (s->top_k < 0)
+		return sw_errf(err, SW_EINVAL, "%s: top-k %d, expected >= 0 (0: off)", d, s->top_k);
+	if (!(s->top_p > 0.0f && s->top_p <= 1.0f))
+		return sw_errf(err, SW_EINVAL, "%s: top-p %g, expected 0 < top-p <= 1 (1: off)", d,
+		               (double)s->top_p);
+	if (s->temperature > 0.0f && !rt_engine_samples(e))
+		return sw_errf(err, SW_ENOTSUP, "%s: temperature %g cannot be honoured: the engine "
+		               "verifies greedily (%s/engine.json $.spec.verify.method \"greedy\"), which "
+		               "is exact at temperature 0 only; use temperature 0, or build the engine "
+		               "with a sampling method (rrs, rrsw, spechub or onehot)", d,
+		               (double)s->temperature, d);
+	return 0;
+}
+
+/* The lowest temperature the draft's q is taken at: drawing k children
+ * without replacement (or a SpecHub pair) needs k tokens with q > 0, and
+ * expf((z - max) / T) underflows to 0 beyond a gap of ~103 T nats; at 0.5 a
+ * draft would need its runner-up ~50 nats below its best. */
+#define DRAFT_T_MIN 0.5f
+
+/* The sampling words (kernels/engine_state.h) for s: the target's p at s;
+ * the draft's q, which any value keeps exact (the verifier divides by the
+ * q the children were drawn from), at s's temperature, at least
+ * DRAFT_T_MIN; a greedy request drafts at the spec's temperature (or 1),
+ * and top-k drafting (greedy engines) ranks by q at 1 as before. */
+static void sampling_words(const rt_engine *e, const rt_engine_sampling *s, int32_t *w)
+{
+	const float spec_t = e->man->samp.temperature;
+	float dt = s->temperature > 0.0f ? s->temperature : spec_t > 0.0f ? spec_t : 1.0f;
+	const float one = 1.0f;
+	dt = dt < DRAFT_T_MIN ? DRAFT_T_MIN : dt;
+	if (!rt_engine_samples(e))
+		dt = 1.0f;
+	memset(w, 0, sizeof(*w) * RT_SP_WORDS);
+	memcpy(&w[RT_SP_TEMP], &s->temperature, 4);
+	w[RT_SP_TOP_K] = s->top_k;
+	memcpy(&w[RT_SP_TOP_P], &s->top_p, 4);
+	memcpy(&w[RT_SP_DRAFT], &dt, 4);
+	w[RT_SP_DRAFT + 1] = 0;
+	memcpy(&w[RT_SP_DRAFT + 2], &one, 4);
+	w[RT_SP_SEED_LO] = (int32_t)(uint32_t)e->seed;
+	w[RT_SP_SEED_HI] = (int32_t)(uint32_t)(e->seed >> 32);
 }
 
 rt_dptr rt_engine_buf_addr(const rt_engine *e, const char *name)
@@ -174,11 +228,9 @@ static int resolve_one(rt_engine *e, const rt_engine_pop *x, int l, int n, sw_er
 	o->n_args = x->n_args;
 	rt_op_fix_argv(o);
 	for (int a = 0; a < x->n_args; a++) {
-		if (x->arg_buf[a] < 0) {
-			o->argval[a] = e->seed;
-			e->op_seed[n] |= 1u << a;
-			continue;
-		}
+		if (x->arg_buf[a] < 0) /* extent.c refuses it: no kernel takes a scalar */
+			return sw_errf(err, SW_EINVAL, "%s/engine.json: op %s args[%d]: a scalar, expected "
+			               "a buffer", e->man->dir, x->name, a);
 		const rt_engine_buf *b = &e->man->bufs[x->arg_buf[a]];
 		rt_dptr p = e->arena + (rt_dptr)(b->offset + x->arg_off[a]);
 		bool w = !strcmp(b->kind, "weight"), kv = !strcmp(b->kind, "kv");
@@ -206,8 +258,7 @@ static int resolve_ops(rt_engine *e, sw_err *err)
 		total += pl->ops[i].repeat;
 	e->ops = calloc(total ? (size_t)total : 1, sizeof(*e->ops));
 	e->op_cost = calloc(total ? (size_t)total : 1, 2 * sizeof(double));
-	e->op_seed = calloc(total ? (size_t)total : 1, sizeof(*e->op_seed));
-	if (!e->ops || !e->op_cost || !e->op_seed)
+	if (!e->ops || !e->op_cost)
 		return sw_errf(err, SW_ENOMEM, "out of memory");
 	int n = 0;
 	for (int ph = 0; ph < e->man->n_phases; ph++) {
@@ -398,6 +449,13 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 		if (r->prompt[i] < 0 || r->prompt[i] >= e->man->tcfg.vocab)
 			return sw_errf(err, SW_EINVAL, "prompt token %d: id %d outside the vocabulary [0, %d)",
 			               i, r->prompt[i], e->man->tcfg.vocab);
+	const rt_engine_sampling *samp = r->samp ? r->samp : &e->man->samp;
+	if ((rc = rt_engine_check_sampling(e, samp, err)))
+		return rc;
+	int32_t sw[RT_SP_WORDS];
+	sampling_words(e, samp, sw);
+	if ((rc = upload_i32(e, "sampling", 0, sw, RT_SP_WORDS, err)))
+		return rc;
 	st->n_prompt = P;
 	const double ops0 = d->stats.seconds_ops;
 	double t0 = sw_now_s();
@@ -498,8 +556,8 @@ typedef struct prof_row {
 	double seconds, bytes, flops;
 } prof_row;
 
-int rt_engine_profile(rt_engine *e, const int32_t *prompt, int n_prompt, int iters, FILE *f,
-                      sw_err *err)
+int rt_engine_profile(rt_engine *e, const int32_t *prompt, int n_prompt, int iters,
+                      const rt_engine_sampling *samp, FILE *f, sw_err *err)
 {
 	rt_engine_stats st;
 	int32_t *out = malloc(sizeof(*out) * 2);
@@ -514,7 +572,7 @@ int rt_engine_profile(rt_engine *e, const int32_t *prompt, int n_prompt, int ite
 	 * iterations with a sync after every op; the device's own state keeps
 	 * advancing, so every iteration is a real one */
 	rt_engine_run r = {.prompt = prompt, .n_prompt = n_prompt, .max_new = 1 << 30, .eos = -1,
-	                   .eager = true};
+	                   .eager = true, .samp = samp};
 	r.max_new = 1;
 	if ((rc = rt_engine_generate(e, &r, out, &st, err)) < 0)
 		goto out;

@@ -50,13 +50,12 @@ typedef struct rt_engine {
 	int n_ops;
 	rt_op *ops;               /* launch records, phase by phase, layers unrolled */
 	double *op_cost;          /* (n_ops, 2): the planner's bytes and flops per launch */
-	uint32_t *op_seed;        /* (n_ops): bit a set when argument a is the seed */
 	rt_engine_span ph_ops[RT_ENGINE_MAX_PHASES]; /* each phase's launch records */
 	/* device side */
 	rt_dev *dev;
 	rt_dptr arena;
 	rt_graph *graph;          /* the captured iteration */
-	uint64_t seed;
+	uint64_t seed;            /* the next request's Philox seed (a run-time word) */
 	int32_t *host_state;      /* RT_ST_WORDS + ring, from alloc_host */
 } rt_engine;
 
@@ -95,7 +94,25 @@ typedef struct rt_engine_run {
 	rt_engine_token_fn on_tokens; /* optional streaming callback */
 	void *cb_user;
 	bool eager;               /* run each iteration op by op instead of the graph */
+	/* temperature, top-k, top-p of this request, NULL: the engine's defaults
+	 * ($.spec.sampling). Written to the device's sampling words before the
+	 * prefill (kernels/engine_state.h): the captured graph reads them, so
+	 * a change needs no rebuild and no recapture. Checked first
+	 * (rt_engine_check_sampling): what the engine cannot honour is refused. */
+	const rt_engine_sampling *samp;
 } rt_engine_run;
+
+/* Whether the engine's verification family samples: every method but
+ * greedy (RRS, RRSW, SpecHub, one-hot) is exact at any temperature, and at
+ * temperature 0 the target's p is one-hot at its first argmax, so each of
+ * them emits the greedy tokens. A greedy engine serves temperature 0 only. */
+bool rt_engine_samples(const rt_engine *e);
+
+/* 0 when the engine can honour s: temperature in [0, 100] (0: greedy; > 0
+ * only on a sampling engine), top_k >= 0 (0: off), top_p in (0, 1] (1: off),
+ * none NaN. Else an error naming the value, the allowed range or the
+ * engine's family. */
+int rt_engine_check_sampling(const rt_engine *e, const rt_engine_sampling *s, sw_err *err);
 
 /* Prefill + iterations; writes the emitted tokens to out (cap >= max_new)
  * and returns their count or a negative error. */
@@ -105,11 +122,12 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 /* Per-op timings: prefill, then `iters` iterations op by op with a sync
  * after each, aggregated by (phase, op) with the planner's bytes and flops
  * as achieved GB/s and GFLOP/s. */
-int rt_engine_profile(rt_engine *e, const int32_t *prompt, int n_prompt, int iters, FILE *f,
-                      sw_err *err);
+int rt_engine_profile(rt_engine *e, const int32_t *prompt, int n_prompt, int iters,
+                      const rt_engine_sampling *samp, FILE *f, sw_err *err);
 
-/* A new Philox seed for the next generate (rewrites the launch records and
- * drops the captured graph, which is recaptured once). */
+/* The Philox seed of the next generate: a run-time word the sampling kernels
+ * read (no recapture). The same seed, prompt and sampling values give the
+ * same tokens (the Philox counter restarts at every generate). */
 int rt_engine_reseed(rt_engine *e, uint64_t seed, sw_err *err);
 
 /* The device address of buffer `name` (+0), or 0. */

@@ -272,20 +272,21 @@ static void ext_kv_commit(ectx *c)
 	set(c, 5, 4, true, "one counter word");
 }
 
-/* logits_process.cu.tmpl:134-140: row BID_X of probs and logits, V each. */
+/* logits_process.cu.tmpl:139-146: row BID_X of probs and logits, V each;
+ * three sampling words (temperature, top-k, top-p). */
 static void ext_logits_process(ectx *c)
 {
 	const int64_t V = P(c, "V", 1, MAXI), R = c->x->grid[0];
-	(void)P(c, "TOP_K", 0, V);
 	block_is(c, P(c, "BLOCK", 32, 1024));
 	for (int a = 0; a < 2; a++)
 		set(c, a, mul3(R, V, 4), a == 0, "grid.x %lld rows x V %lld f32", (long long)R,
 		    (long long)V);
+	set(c, 2, 3 * 4, false, "3 sampling words");
 }
 
 /* tree_expand.cu.tmpl:120-128: node u = LEVEL_BEGIN + BID_X < N_NODES reads
  * q row u (V floats) and the tree table (5 x N_NODES), writes tokens of its
- * children (< N_NODES); a seed and an iteration word. */
+ * children (< N_NODES); the seed's two words and an iteration word. */
 static void ext_tree_expand(ectx *c)
 {
 	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
@@ -299,13 +300,14 @@ static void ext_tree_expand(ectx *c)
 	set(c, 1, mul3(L0 + c->x->grid[0], V, 4), false, "(LEVEL_BEGIN + grid.x) %lld rows x V %lld "
 	    "f32", (long long)(L0 + c->x->grid[0]), (long long)V);
 	set(c, 2, mul3(5, N, 4), false, "5 x N_NODES %lld tree words", (long long)N);
-	set(c, 3, -1, false, "seed");
+	set(c, 3, 2 * 4, false, "two seed words");
 	set(c, 4, 4, false, "one iteration word");
 }
 
 /* verify.cu.tmpl:265-340: one block; out_path, out_tok, tok (N), counts (5
  * words: runtime/engine_state.h), tree (5 x N), p and q (N, V), scratch
- * (2 V, line 274), a seed, an iteration word. q may be p (greedy). */
+ * (2 V, line 274), the seed's two words, an iteration word. q may be p
+ * (greedy). */
 static void ext_verify(ectx *c)
 {
 	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
@@ -321,7 +323,7 @@ static void ext_verify(ectx *c)
 	set(c, 5, mul3(N, V, 4), false, "N_NODES %lld x V %lld f32", (long long)N, (long long)V);
 	set(c, 6, mul3(N, V, 4), false, "N_NODES %lld x V %lld f32", (long long)N, (long long)V);
 	set(c, 7, mul3(2, V, 4), true, "2 x V %lld f32", (long long)V);
-	set(c, 8, -1, false, "seed");
+	set(c, 8, 2 * 4, false, "two seed words");
 	set(c, 9, 4, false, "one iteration word");
 	c->e->alias_ok |= 1u << 6; /* q = p */
 }
@@ -406,7 +408,7 @@ static const rule rules[] = {
 	{"tree_attention", "tree_attention.cu.tmpl", -1, ext_tree_attention} /* 6 _part, 4 _merge */,
 	{"kv_store", "kv_store.cu.tmpl", 5, ext_kv_store},
 	{"kv_commit", "kv_commit.cu.tmpl", 6, ext_kv_commit},
-	{"logits_process", "logits_process.cu.tmpl", 2, ext_logits_process},
+	{"logits_process", "logits_process.cu.tmpl", 3, ext_logits_process},
 	{"tree_expand", "tree_expand.cu.tmpl", 5, ext_tree_expand},
 	{"verify", "verify.cu.tmpl", 10, ext_verify},
 	{"step", "step.cu.tmpl", 10, ext_step},

@@ -160,6 +160,13 @@ static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 		e->samp.temperature = (float)jnum(j, s, "temperature", "$.spec.sampling");
 		e->samp.top_k = (int)jint(j, s, "top_k", "$.spec.sampling", 0, 1 << 24);
 		e->samp.top_p = (float)jnum(j, s, "top_p", "$.spec.sampling");
+		/* the request defaults, read at run time (engine.h) */
+		if (!j->rc && !(e->samp.temperature >= 0.0f && e->samp.temperature <= 100.0f))
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.spec.sampling.temperature: %g, "
+			                       "expected 0 to 100", j->file, (double)e->samp.temperature);
+		if (!j->rc && !(e->samp.top_p > 0.0f && e->samp.top_p <= 1.0f))
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.spec.sampling.top_p: %g, expected "
+			                       "0 < top_p <= 1", j->file, (double)e->samp.top_p);
 	}
 	e->max_ctx = (int)jint(j, spec, "max_context", P, 2, 1 << 24);
 	e->chunk = (int)jint(j, spec, "prefill_chunk", P, 1, 1 << 16);

@@ -26,7 +26,8 @@ typedef struct rt_engine_shape {
 	bool tied_embd;            /* lm_head is tok_embd */
 } rt_engine_shape;
 
-/* Sampling the engine was built for (its kernels bake it in). */
+/* Sampling values: the spec's ($.spec.sampling) are the engine's defaults;
+ * a request may set others at run time (engine.h rt_engine_run.samp). */
 typedef struct rt_engine_sampling {
 	float temperature;         /* <= 0: greedy */
 	int top_k;                 /* <= 0: off */

@@ -39,9 +39,10 @@ typedef struct sw_serve_backend {
 	 * model's template) to ids. Called from connection threads: must be
 	 * thread-safe. Returns the count or a negative error (err says why). */
 	int (*encode)(void *user, const sw_req *r, int32_t *ids, int cap, sw_err *err);
-	/* 0 when the request's sampling parameters (temperature, top_p, top_k)
-	 * can be honoured exactly; else nonzero with err naming the parameter
-	 * and the value the backend has. Thread-safe. */
+	/* 0 when the request's sampling parameters (temperature, top_p, top_k;
+	 * run-time values of the engine) can be honoured exactly; else nonzero,
+	 * *param the parameter and err why (a greedy engine asked for a
+	 * temperature). Thread-safe. */
 	int (*check_sampling)(void *user, const sw_req *r, const char **param, sw_err *err);
 	/* A token's text for streaming (UTF-8 safe, state in *dt, which the
 	 * server zero-initialises per request); returns bytes written, or -1

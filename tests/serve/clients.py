@@ -86,8 +86,8 @@ def metrics(port):
     return out
 
 
-def run_cli(sw, engine, prompt, n, chat):
-    args = [sw, "run", engine, "-p", prompt, "-n", str(n), "--backend", "host"] + MODEL_ARGS
+def run_cli(sw, engine, prompt, n, chat, extra=()):
+    args = [sw, "run", engine, "-p", prompt, "-n", str(n), "--backend", "host"] + MODEL_ARGS + list(extra)
     args.append("--chat" if chat else "--no-chat")
     r = subprocess.run(args, capture_output=True, text=True, timeout=600)
     check(r.returncode == 0, f"specwright run exited {r.returncode}: {r.stderr[-500:]}")
@@ -103,7 +103,7 @@ def part_clients(sw, engine, port, model):
     prompt = "The three primary colors are"
     n = 12
     c = cl.completions.create(model=model, prompt=prompt, max_tokens=n, temperature=0)
-    ref = run_cli(sw, engine, prompt, n, chat=False)
+    ref = ref_completion = run_cli(sw, engine, prompt, n, chat=False)
     check(c.choices[0].text == ref, f"completion {c.choices[0].text!r} != specwright run {ref!r}")
     check(c.usage.completion_tokens <= n and c.usage.prompt_tokens > 0, f"usage {c.usage}")
     streamed = "".join(ch.choices[0].text for ch in
@@ -136,7 +136,51 @@ def part_clients(sw, engine, port, model):
         check(False, "an unknown model was accepted")
     except openai.NotFoundError:
         pass
+    # a greedy engine cannot honour a temperature: refused, naming it; at
+    # temperature 0 top_p / top_k are accepted and cannot change the text
+    try:
+        cl.completions.create(model=model, prompt=prompt, max_tokens=2, temperature=0.7)
+        check(False, "temperature 0.7 was accepted by a greedy engine")
+    except openai.BadRequestError as e:
+        body = e.body or {}
+        check(body.get("param") == "temperature" and "greedily" in body.get("message", ""),
+              f"temperature 0.7 error {e}")
+    c = cl.completions.create(model=model, prompt=prompt, max_tokens=n, temperature=0, top_p=0.5,
+                              extra_body={"top_k": 3})
+    check(c.choices[0].text == ref_completion, f"greedy with top_p/top_k {c.choices[0].text!r} != {ref_completion!r}")
     print("openai client: completions, chat, streaming, usage, models, errors: ok", flush=True)
+
+
+def part_sampling(sw, engine, greedy_engine, port, model):
+    """Per-request sampling on a sampled (one-hot) engine, one server, one
+    captured graph: greedy requests equal the greedy engine's text; a seeded
+    sampled request equals `specwright run` with the same values and seed,
+    repeats with the same seed, differs with another; greedy again after it."""
+    cl = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0, timeout=300)
+    prompt, n = "The three primary colors are", 12
+    greedy_ref = run_cli(sw, greedy_engine, prompt, n, chat=False)
+
+    def complete(**kw):
+        return cl.completions.create(model=model, prompt=prompt, max_tokens=n, **kw).choices[0].text
+
+    g1 = complete(temperature=0)
+    check(g1 == greedy_ref, f"greedy on the sampled engine {g1!r} != greedy engine {greedy_ref!r}")
+    hot = dict(temperature=0.9, top_p=0.95, extra_body={"top_k": 40})
+    s7 = complete(seed=7, **hot)
+    ref7 = run_cli(sw, engine, prompt, n, chat=False,
+                   extra=["-t", "0.9", "--top-p", "0.95", "--top-k", "40", "--seed", "7"])
+    check(s7 == ref7, f"seed 7 at T 0.9: served {s7!r} != specwright run {ref7!r}")
+    check(complete(seed=7, **hot) == s7, "the same seed gave another text")
+    s8 = complete(seed=8, **hot)
+    check(s8 != s7, f"seeds 7 and 8 gave the same text {s8!r}")
+    g2 = complete(temperature=0)
+    check(g2 == greedy_ref, f"greedy after sampled requests {g2!r} != {greedy_ref!r}")
+    streamed = "".join(ch.choices[0].text for ch in
+                       cl.completions.create(model=model, prompt=prompt, max_tokens=n, seed=7, stream=True, **hot)
+                       if ch.choices)
+    check(streamed == s7, f"streamed seed 7 {streamed!r} != {s7!r}")
+    print("sampling per request (one-hot engine): greedy == greedy engine, seeded == specwright run: ok",
+          flush=True)
 
 
 def curl(*args):
@@ -419,6 +463,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--specwright", required=True)
     ap.add_argument("--engine", required=True)
+    ap.add_argument("--sampled-engine", help="the same engine built with a sampled verification method")
     ap.add_argument("--requests", type=int, default=40)
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--servers", type=int, default=2)
@@ -441,6 +486,16 @@ def main():
             p.send_signal(signal.SIGTERM)
             check(p.wait(timeout=120) == 0, "server did not exit 0 on SIGTERM")
             log.close()
+        if a.sampled_engine:
+            port = free_port()
+            log = open(os.path.join(tmp, "serve-sampled.log"), "w")
+            p = start_server(sw, os.path.abspath(a.sampled_engine), port, log)
+            try:
+                part_sampling(sw, os.path.abspath(a.sampled_engine), engine, port, model)
+            finally:
+                p.send_signal(signal.SIGTERM)
+                check(p.wait(timeout=120) == 0, "sampled server did not exit 0 on SIGTERM")
+                log.close()
         part_load(sw, engine, tmp, a.requests, a.clients, a.servers, model)
         part_sigterm(sw, engine, tmp, model)
     finally:

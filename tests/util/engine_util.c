@@ -96,9 +96,16 @@ rt_engine *eu_bind(const char *dir, rt_dev *d, const rt_model *m, uint64_t seed)
 int eu_generate(rt_engine *e, const char *what, const int32_t *prompt, int n_prompt, int max_new,
                 bool eager, int32_t *out, rt_engine_stats *st)
 {
+	return eu_generate_samp(e, what, prompt, n_prompt, max_new, eager, NULL, out, st);
+}
+
+int eu_generate_samp(rt_engine *e, const char *what, const int32_t *prompt, int n_prompt,
+                     int max_new, bool eager, const rt_engine_sampling *samp, int32_t *out,
+                     rt_engine_stats *st)
+{
 	sw_err err = {0};
 	rt_engine_run r = {.prompt = prompt, .n_prompt = n_prompt, .max_new = max_new, .eos = -1,
-	                   .eager = eager};
+	                   .eager = eager, .samp = samp};
 	int n = rt_engine_generate(e, &r, out, st, &err);
 	if (n < 0)
 		fail_msg("generate (%s, %s): %s", what, e->dev->desc, err.msg);

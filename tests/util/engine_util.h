@@ -51,5 +51,9 @@ rt_engine *eu_bind(const char *dir, rt_dev *d, const rt_model *m, uint64_t seed)
  * (what, tokens, iterations, tau, times). */
 int eu_generate(rt_engine *e, const char *what, const int32_t *prompt, int n_prompt, int max_new,
                 bool eager, int32_t *out, rt_engine_stats *st);
+/* The same with this request's sampling values (NULL: the engine's). */
+int eu_generate_samp(rt_engine *e, const char *what, const int32_t *prompt, int n_prompt,
+                     int max_new, bool eager, const rt_engine_sampling *samp, int32_t *out,
+                     rt_engine_stats *st);
 
 #endif

@@ -143,6 +143,14 @@ void launch(const emu_kernel *k, emu_dim3 g, emu_dim3 b, void **args)
 		fail_msg("%s: %s", k->name, rep.msg);
 }
 
+uint32_t *kern_seed(uint64_t seed)
+{
+	uint32_t *w = emu_alloc(2 * sizeof(*w), "seed");
+	w[0] = (uint32_t)seed;
+	w[1] = (uint32_t)(seed >> 32);
+	return w;
+}
+
 /* ---- comparison ---- */
 
 static size_t type_size(kern_dtype t)

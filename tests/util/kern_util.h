@@ -95,5 +95,9 @@ void kern_launch_expect(const char *what, const emu_kernel *k, emu_dim3 g, emu_d
 double kern_unit_roundoff(kern_dtype type, int is_f16);
 /* Launches and fails the test with the emulator's report on any error. */
 void launch(const emu_kernel *k, emu_dim3 g, emu_dim3 b, void **args);
+/* The Philox seed as verify and tree_expand read it at run time: two words
+ * (low, high) in an emu_alloc buffer (kernels/engine_state.h RT_SP_SEED_LO,
+ * RT_SP_SEED_HI); emu_free it. */
+uint32_t *kern_seed(uint64_t seed);
 
 #endif
