@@ -38,6 +38,7 @@
  *  - teardown frees every device allocation. */
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -50,6 +51,7 @@
 #include "gen/build.h"
 #include "device/dev_cuda_api.h"
 #include "device/device.h"
+#include "cli/cli.h"
 #include "engine/engine.h"
 #include "kernels/engine_state.h"
 #include "engine_util.h"
@@ -65,6 +67,7 @@
 #include "testutil.h"
 
 static char g_dir[256], g_cache[300];
+static int g_bad_algos; /* the fake's refusing algorithms in the case running */
 static rt_model *g_tiny;
 static char g_tiny_path[300];
 
@@ -175,13 +178,16 @@ static rt_dev *open_native(void)
  * cuBLASLt summing in the host's order); ek's kernels registered (ek may
  * be NULL). The set-conditional kernel comes from the embedded PTX (the
  * backend never runs NVRTC). */
-static rt_dev *open_fake(const engine_kernels *ek, int arch)
+static rt_dev *open_fake_x(const engine_kernels *ek, int arch, int driver, bool no_cond,
+                          int bad_algos)
 {
 	rt_cu_api cu;
 	rt_lt_api lt;
 	sw_err err = {0};
 	fake_cuda_cfg cfg = {.n_devices = 1, .cc_major = arch / 10, .cc_minor = arch % 10,
-	                     .name = arch == 90 ? "Fake H100" : "Fake A100", .gemm_blas = true};
+	                     .name = arch == 90 ? "Fake H100" : "Fake A100", .gemm_blas = true,
+	                     .driver_version = driver, .no_conditionals = no_cond,
+	                     .lt_bad_algos = bad_algos};
 	fake_cuda_reset(&cfg);
 	fake_cuda_api(&cu, &lt);
 	for (int i = 0; ek && i < ek->n; i++)
@@ -193,6 +199,11 @@ static rt_dev *open_fake(const engine_kernels *ek, int arch)
 	if (!strstr(d->desc, "Fake") || d->arch != arch)
 		fail_msg("cuda (fake driver): desc \"%s\", arch %d", d->desc, d->arch);
 	return d;
+}
+
+static rt_dev *open_fake(const engine_kernels *ek, int arch)
+{
+	return open_fake_x(ek, arch, 0, false, 0);
 }
 
 /* ---- the call log ---- */
@@ -323,6 +334,13 @@ static void check_graph_log(const rt_engine *e, const engine_kernels *ek, int fr
 			log_fail(cb, gi, "capture: %d kernel launches, the iteration has %d kernel ops",
 			         engine_launches(cb, gi), it.kernels);
 		EXPECT_COUNT("cublasLtMatmul", cb, gi, it.gemms);
+		/* cuBLASLt outside the capture: no heuristic query in it, and every
+		 * captured matmul runs the algorithm bind's trial chose (the fake
+		 * also refuses an algorithm's first use inside a capture) */
+		EXPECT_COUNT("cublasLtMatmulAlgoGetHeuristic", cb, gi, 0);
+		char algo[48];
+		snprintf(algo, sizeof(algo), "cublasLtMatmul algo %d", g_bad_algos);
+		EXPECT_COUNT(algo, cb, gi, it.gemms);
 		EXPECT_COUNT("cuMemsetD8Async", cb, gi, it.memsets);
 		/* one IF node per gated level: handle, set-conditional, node, body */
 		EXPECT_COUNT("cuGraphConditionalHandleCreate", cb, gi, ek->n_gated);
@@ -423,6 +441,9 @@ typedef struct ecase {
 	uint64_t seed;
 	bool again;      /* a second graph-mode generate on the same binding */
 	bool nvrtc;      /* build with NVRTC when it loads: the sm_80 cubin on an sm_80 fake */
+	int bad_algos;   /* the fake's cuBLASLt: the first N candidates refuse to run */
+	bool worker;     /* the first graph-mode generate runs on another thread than bind */
+	bool fallback;   /* also on drivers without conditional nodes (12.3; no entry points) */
 } ecase;
 
 static void print_tokens(const char *what, const int32_t *t, int n)
@@ -446,6 +467,106 @@ static void expect_same(const char *what, const int32_t *got, int n_got, const i
 	print_tokens(what, got, n_got);
 	fail_msg("%s: %d tokens vs host emulate's %d, first difference at token %d", what, n_got,
 	         n_want, k);
+}
+
+/* A generate on a thread of its own (the server's worker). */
+typedef struct gen_job {
+	rt_engine *e;
+	const char *what;
+	const int32_t *prompt;
+	int n_prompt, max_new, n;
+	int32_t *out;
+	rt_engine_stats *st;
+} gen_job;
+
+static void *gen_thread(void *arg)
+{
+	gen_job *j = arg;
+	j->n = eu_generate(j->e, j->what, j->prompt, j->n_prompt, j->max_new, false, j->out, j->st);
+	return NULL;
+}
+
+/* The engine's driver floor: bind refuses a driver one minor version older
+ * than $.toolkit.min_driver, naming both; a tampered min_driver is refused
+ * by the manifest. */
+static void check_driver_floor(const char *dir, const engine_kernels *ek, const rt_engine *e)
+{
+	char path[600], ver[16];
+	sw_err err = {0};
+	const int need = e->man->min_driver;
+	int maj = 0, min = 0;
+	if (!e->man->nvrtc_version[0] || sscanf(e->man->nvrtc_version, "%d.%d", &maj, &min) != 2)
+		fail_msg("%s: engine.json has no $.toolkit.nvrtc after an NVRTC build", dir);
+	assert_int_equal(need, 1000 * maj + 10 * min);
+	/* the previous minor release (13.0 -> 12.8, the last 12.x) */
+	const int older = need % 1000 ? need - 10 : need - 1000 + 80;
+	rt_dev *d = open_fake_x(ek, 80, older, false, 0);
+	rt_engine *x = rt_engine_load(dir, &err);
+	assert_non_null(x);
+	const int n0 = fake_cuda_n_calls();
+	int rc = cli_engine_bind(x, d, g_tiny, NULL, 1, &err);
+	assert_int_equal(rc, SW_ENOTSUP);
+	snprintf(ver, sizeof(ver), "%d.%d", older / 1000, older % 1000 / 10);
+	if (!strstr(err.msg, e->man->nvrtc_version) || !strstr(err.msg, ver) ||
+	    !strstr(err.msg, "min_driver"))
+		fail_msg("driver floor: \"%s\" does not name NVRTC %s and driver %s", err.msg,
+		         e->man->nvrtc_version, ver);
+	EXPECT_COUNT("cuMemAlloc", n0, fake_cuda_n_calls(), 0); /* refused before anything */
+	print_message("  driver %s refused: %s\n", ver, err.msg);
+	rt_engine_free(x);
+	rt_dev_free(d);
+	assert_int_equal(fake_cuda_live_allocs(), 0);
+	/* min_driver disagreeing with the NVRTC version */
+	snprintf(path, sizeof(path), "%s/engine.json", dir);
+	size_t n = 0;
+	char *text = sw_read_file(path, &n), num[16];
+	assert_non_null(text);
+	snprintf(num, sizeof(num), "%d", need);
+	char *at = strstr(text, "\"min_driver\": ");
+	assert_non_null(at);
+	at += strlen("\"min_driver\": ");
+	assert_memory_equal(at, num, strlen(num));
+	at[strlen(num) - 2] = at[strlen(num) - 2] == '0' ? '1' : '0';
+	rt_manifest *m = rt_manifest_parse(dir, text, n, &err);
+	assert_null(m);
+	if (!strstr(err.msg, "$.toolkit.min_driver"))
+		fail_msg("tampered min_driver: %s", err.msg);
+	free(text);
+}
+
+/* Gated phases on drivers without conditional IF nodes (12.3, which has
+ * the entry points, and 12.2, which lacks them): bind says so once, the
+ * engine runs eagerly reading each gated level's flag, the tokens are the
+ * reference's. */
+static void check_cond_fallback(const char *dir, const engine_kernels *ek, const ecase *c,
+                                const int32_t *prompt, const int32_t *ref, int n_ref,
+                                const rt_engine_stats *st_ref)
+{
+	static const struct {
+		int driver;
+		bool no_cond;
+		const char *why;
+	} drv[2] = {{12030, false, "capture into IF bodies"}, {0, true, "cuGraphAddNode_v2"}};
+	int32_t got[256];
+	rt_engine_stats st;
+	for (int k = 0; k < 2; k++) {
+		rt_dev *d = open_fake_x(ek, 90, drv[k].driver, drv[k].no_cond, 0);
+		assert_non_null(d->no_cond);
+		rt_engine *e = eu_bind(dir, d, g_tiny, c->seed);
+		const int m0 = fake_cuda_n_calls();
+		assert_true(e->eager_gates);
+		if (!strstr(e->notice, "12.4") || !strstr(e->notice, drv[k].why) ||
+		    !strstr(e->notice, "eagerly"))
+			fail_msg("fallback notice: %s", e->notice);
+		print_message("  %s\n", e->notice);
+		int n = eu_generate(e, c->name, prompt, c->n_prompt, c->max_new, false, got, &st);
+		expect_same("cuda without IF nodes", got, n, ref, n_ref);
+		assert_int_equal(st.n_iters, st_ref->n_iters);
+		check_eager_log(e, ek, m0, fake_cuda_n_calls(), c->n_prompt, &st);
+		rt_engine_free(e);
+		rt_dev_free(d);
+		assert_int_equal(fake_cuda_live_allocs(), 0);
+	}
 }
 
 /* Builds the engine, runs it on host-emulate (graph) and on cuda over the
@@ -498,7 +619,8 @@ static int run_case(const ecase *c)
 
 	/* cuda over the fake */
 	t0 = sw_now_s();
-	rt_dev *d = open_fake(&ek, nvrtc ? 80 : 90);
+	g_bad_algos = c->bad_algos;
+	rt_dev *d = open_fake_x(&ek, nvrtc ? 80 : 90, 0, false, c->bad_algos);
 	const int m_open = fake_cuda_n_calls();
 	e = eu_bind(dir, d, g_tiny, c->seed);
 	const int m_bind = fake_cuda_n_calls();
@@ -507,8 +629,26 @@ static int run_case(const ecase *c)
 	 * stand-in PTX), every kernel op's function, the pinned state buffer */
 	EXPECT_COUNT("cuModuleLoadDataEx", m_open, m_bind, 1);
 	EXPECT_COUNT(nvrtc ? "cuModuleLoadDataEx cubin" : "cuModuleLoadDataEx ptx", m_open, m_bind, 1);
-	EXPECT_COUNT("cuModuleGetFunction", m_open, m_bind, count_ops(e, 0, e->man->n_phases).kernels);
+	/* ... plus the engine's own set-conditional kernel (NVRTC-built: its
+	 * cubin defines it, or the fake would have refused the lookup) */
+	EXPECT_COUNT("cuModuleGetFunction", m_open, m_bind,
+	             count_ops(e, 0, e->man->n_phases).kernels + 1);
+	EXPECT_COUNT("cuModuleGetFunction " RT_CUDA_SET_COND_ENTRY, m_open, m_bind, 1);
+	if (nvrtc && strstr(fake_cuda_last_error(), RT_CUDA_SET_COND_ENTRY))
+		fail_msg("the engine's cubin lacks the set-conditional kernel: %s",
+		         fake_cuda_last_error());
 	EXPECT_COUNT("cuMemHostAlloc", m_open, m_bind, 1);
+	/* every GEMM readied at bind: one heuristic query per (shape,
+	 * alignment), each refusing candidate tried before the one kept */
+	const op_counts all = count_ops(e, 0, e->man->n_phases);
+	const int n_heur = count_in("cublasLtMatmulAlgoGetHeuristic", m_open, m_bind);
+	if (all.gemms && (n_heur < 1 || n_heur > all.gemms))
+		log_fail(m_open, m_bind, "bind: %d heuristic queries for %d GEMM ops", n_heur, all.gemms);
+	for (int a = 0; a <= c->bad_algos; a++) {
+		char pat[48];
+		snprintf(pat, sizeof(pat), "cublasLtMatmul algo %d", a);
+		EXPECT_COUNT(pat, m_open, m_bind, n_heur);
+	}
 	for (int i = 0; i < ek.n; i++) {
 		char pat[260];
 		snprintf(pat, sizeof(pat), "cuModuleGetFunction %s", ek.entry[i]);
@@ -518,7 +658,20 @@ static int run_case(const ecase *c)
 	}
 
 	snprintf(what, sizeof(what), "%s cuda(fake)", c->name);
-	int n = eu_generate(e, what, prompt, P, N, false, got, &st);
+	int n;
+	if (c->worker) {
+		/* bind on this thread, generate on another: the backend makes the
+		 * context current there (the fake refuses calls without one) */
+		gen_job j = {e, what, prompt, P, N, 0, got, &st};
+		pthread_t th;
+		assert_int_equal(pthread_create(&th, NULL, gen_thread, &j), 0);
+		assert_int_equal(pthread_join(th, NULL), 0);
+		n = j.n;
+		EXPECT_COUNT("cuCtxSetCurrent thread 1", m_bind, fake_cuda_n_calls(), 1);
+		EXPECT_COUNT("cuCtxSetCurrent", m_bind, fake_cuda_n_calls(), 1);
+	} else {
+		n = eu_generate(e, what, prompt, P, N, false, got, &st);
+	}
 	const int m_graph = fake_cuda_n_calls();
 	expect_same("cuda graph", got, n, ref, n_ref);
 	assert_int_equal(st.n_iters, st_ref.n_iters);
@@ -553,19 +706,28 @@ static int run_case(const ecase *c)
 	expect_same("cuda eager", got, n, ref, n_ref);
 	assert_int_equal(st.n_iters, st_ref.n_iters);
 	check_eager_log(e, &ek, m_graph2, m_eager, P, &st);
+	/* no cuBLASLt planning after bind, and no context switch on this thread */
+	EXPECT_COUNT("cublasLtMatmulAlgoGetHeuristic", m_bind, m_eager, 0);
+	if (!c->worker)
+		EXPECT_COUNT("cuCtxSetCurrent", m_bind, m_eager, 0);
 
 	if (*fake_cuda_last_error())
 		print_message("  note: the fake's last objection (recovered from?): %s\n",
 		              fake_cuda_last_error());
+	const int n_calls = fake_cuda_n_calls();
+	if (nvrtc)
+		check_driver_floor(dir, &ek, e);
 	rt_engine_free(e);
 	rt_dev_free(d);
 	assert_int_equal(fake_cuda_live_allocs(), 0);
+	if (c->fallback)
+		check_cond_fallback(dir, &ek, c, prompt, ref, n_ref, &st_ref);
 	double t_cuda = sw_now_s() - t0;
 	print_message("  %s: %d tokens in %d iterations identical on host-emulate, cuda graph%s and "
 	              "cuda eager; module %s; %d gated level(s); %d fake driver calls; build %.1f s, "
 	              "host %.1f s, cuda %.1f s\n", c->name, N, st.n_iters,
 	              c->again ? " (twice)" : "", nvrtc ? "NVRTC sm_80 cubin" : "stand-in PTX",
-	              ek.n_gated, fake_cuda_n_calls(), t_build, t_host, t_cuda);
+	              ek.n_gated, n_calls, t_build, t_host, t_cuda);
 	int gated = ek.n_gated;
 	engine_kernels_free(&ek);
 	return gated;
@@ -672,7 +834,7 @@ static void test_gemm_bit_identical(void **state)
 static void test_greedy_eagle25(void **state)
 {
 	const ecase c = {"eagle25_greedy", "layerskip:1", "eagle25", "greedy", "topk", 0, "fp16",
-	                 NULL, 37, 24, 1, false, false};
+	                 NULL, 37, 24, 1, false, false, 0, false, false};
 	assert_int_equal(run_case(&c), 0);
 }
 
@@ -681,7 +843,7 @@ static void test_greedy_eagle25(void **state)
 static void test_stochastic_biseq8(void **state)
 {
 	const ecase c = {"biseq8_rrsw", "layerskip:0-1", "biseq8", "rrsw", "sample-wor", 0.8, "fp16",
-	                 NULL, 19, 32, 5, false, false};
+	                 NULL, 19, 32, 5, false, false, 0, true, false};
 	assert_int_equal(run_case(&c), 0);
 }
 
@@ -690,7 +852,7 @@ static void test_stochastic_biseq8(void **state)
 static void test_ngram_chain(void **state)
 {
 	const ecase c = {"ngram_chain", "ngram:1:3", "chain:4", "greedy", "topk", 0, "bf16", NULL, 11,
-	                 24, 1, true, true};
+	                 24, 1, true, true, 1, false, false};
 	assert_int_equal(run_case(&c), 0);
 }
 
@@ -733,7 +895,7 @@ static void test_adaptive_chain(void **state)
 		skip();
 	}
 	const ecase c = {"adaptive_chain", "layerskip:1", "chain:4", "rrs", "sample", 0.8, "fp16",
-	                 extra, 19, 32, 3, false, false};
+	                 extra, 19, 32, 3, false, false, 2, false, true};
 	assert_int_equal(run_case(&c), gated);
 }
 

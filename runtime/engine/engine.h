@@ -58,6 +58,11 @@ typedef struct rt_engine {
 	rt_graph *graph;          /* the captured iteration */
 	uint64_t seed;
 	int32_t *host_state;      /* RT_ST_WORDS + ring, from alloc_host */
+	/* the device has no conditional graph regions (rt_dev.no_cond) and the
+	 * engine gated phases: iterations run eagerly; notice says so (printed
+	 * to stderr once, at bind) */
+	bool eager_gates;
+	char notice[1024];
 } rt_engine;
 
 typedef struct rt_engine_stats {
