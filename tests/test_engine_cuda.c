@@ -937,6 +937,147 @@ static void test_fake_image_entries(void **state)
 	assert_int_equal(fake_cuda_live_allocs(), 0);
 }
 
+/* Dynamic shared memory (issue 14 item 7), end to end: engine.json
+ * carries each kernel's size ($.kernels[i].dyn_smem, range-checked), the
+ * backend passes it at launch and opts a function in past 48 KB (refusing
+ * more than the device allows), and the emulator behind the fake refuses a
+ * kernel that uses more than its launch provides. The kernel reverses a
+ * block's 64 floats through dynamic shared memory (256 bytes). */
+static void test_dyn_smem(void **state)
+{
+	static const char src[] = "KERNEL(sw_test_dyn_rev, (float *, y), (const float *, x))\n"
+	                          "{\n"
+	                          "\tDYN_SHARED(float, s);\n"
+	                          "\tconst int t = (int)TID_X, n = (int)BDIM_X;\n"
+	                          "\tSST(s, t, x[t]);\n"
+	                          "\tSYNC();\n"
+	                          "\ty[t] = SLD(s, n - 1 - t);\n"
+	                          "}\n";
+	char kdir[600], dir[400], path[500];
+	sw_err err = {0};
+	void *lib = NULL;
+	snprintf(kdir, sizeof(kdir), "%s/kernels", src_root());
+	if (gen_emu_module_build(src, "dyn-smem-test", kdir, g_cache, &lib, &err))
+		fail_msg("%s", err.msg);
+	const emu_kernel *k = dlsym(lib, "sw_test_dyn_rev_emu");
+	assert_non_null(k);
+	snprintf(dir, sizeof(dir), "%s/dyn_smem", g_dir);
+	snprintf(path, sizeof(path), "mkdir -p '%s'", dir);
+	assert_int_equal(system(path), 0);
+	snprintf(path, sizeof(path), "%s/kernels.ptx", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(".version 9.0\n.target sm_80\n.address_size 64\n"
+	      ".visible .entry sw_test_dyn_rev(\n\t.param .u64 y,\n\t.param .u64 x\n)\n{\n\tret;\n}\n", f);
+	fclose(f);
+
+	static const struct {
+		unsigned load, launch; /* the op's dyn_smem at load_kernels, at launch */
+		int arch;
+		const char *refused;   /* NULL: runs and reverses */
+	} cases[] = {
+		{256, 256, 90, NULL},
+		{65536, 65536, 90, NULL},   /* opted in at load */
+		{128, 128, 90, "past the 128 bytes its launch provides"},
+		{0, 0, 90, "launch provides 0 bytes"},
+		{0, 65536, 90, "MAX_DYNAMIC_SHARED_SIZE_BYTES is 0"}, /* never opted in */
+		{150000, 150000, 86, "allows 101376"},                  /* past sm_86's opt-in */
+	};
+	float x[64], y[64];
+	for (int i = 0; i < 64; i++)
+		x[i] = (float)i + 0.5f;
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		rt_dev *d = open_fake(NULL, cases[c].arch);
+		fake_cuda_register("sw_test_dyn_rev", k);
+		rt_dptr X = 0, Y = 0;
+		assert_int_equal(d->ops->alloc(d, sizeof(x), &X, &err), 0);
+		assert_int_equal(d->ops->alloc(d, sizeof(y), &Y, &err), 0);
+		assert_int_equal(d->ops->upload(d, X, x, sizeof(x), &err), 0);
+		rt_op o;
+		memset(&o, 0, sizeof(o));
+		o.kind = RT_OP_KERNEL;
+		snprintf(o.name, sizeof(o.name), "rev");
+		snprintf(o.op, sizeof(o.op), "rev");
+		snprintf(o.entry, sizeof(o.entry), "sw_test_dyn_rev");
+		o.grid[0] = o.grid[1] = o.grid[2] = 1;
+		o.block[0] = 64, o.block[1] = o.block[2] = 1;
+		o.n_args = 2;
+		o.argval[0] = Y;
+		o.argval[1] = X;
+		o.layer = -1;
+		o.dyn_smem = cases[c].load;
+		rt_op_fix_argv(&o);
+		const int n0 = fake_cuda_n_calls();
+		int rc = d->ops->load_kernels(d, dir, &o, 1, &err);
+		o.dyn_smem = cases[c].launch;
+		if (!rc)
+			rc = d->ops->launch(d, &o, &err);
+		if (!rc)
+			rc = d->ops->sync(d, &err);
+		if (!rc)
+			rc = d->ops->download(d, y, Y, sizeof(y), &err);
+		if (cases[c].refused) {
+			/* the driver's refusals reach the caller as CUDA errors (the
+			 * emulator's as a launch failure); the fake keeps the reason */
+			if (!rc || (!strstr(err.msg, cases[c].refused) &&
+			            !strstr(fake_cuda_last_error(), cases[c].refused)))
+				fail_msg("case %zu (%u bytes at load, %u at launch): %s, expected an error "
+				         "saying \"%s\"", c, cases[c].load, cases[c].launch,
+				         rc ? err.msg : "ran", cases[c].refused);
+			print_message("  %u/%u bytes on sm_%d refused: %s\n", cases[c].load,
+			              cases[c].launch, cases[c].arch,
+			              strstr(err.msg, cases[c].refused) ? err.msg : fake_cuda_last_error());
+		} else {
+			if (rc)
+				fail_msg("case %zu: %s (fake: %s)", c, err.msg, fake_cuda_last_error());
+			for (int i = 0; i < 64; i++)
+				assert_true(y[i] == x[63 - i]);
+		}
+		/* the opt-in exactly when past 48 KB, with the op's size */
+		char pat[80];
+		snprintf(pat, sizeof(pat), "cuFuncSetAttribute sw_test_dyn_rev %u", cases[c].load);
+		EXPECT_COUNT(pat, n0, fake_cuda_n_calls(),
+		             cases[c].load > 49152 && cases[c].arch == 90 ? 1 : 0);
+		d->ops->free(d, X);
+		d->ops->free(d, Y);
+		rt_dev_free(d);
+		assert_int_equal(fake_cuda_live_allocs(), 0);
+	}
+	dlclose(lib);
+
+	/* engine.json: every kernel states its size (0: no template uses
+	 * DYN_SHARED yet); out of range is refused, naming the field */
+	char spec[4096];
+	snprintf(dir, sizeof(dir), "%s/dyn_manifest", g_dir);
+	eu_tiny_spec(spec, sizeof(spec), g_tiny_path, "ngram:1:3", "chain:4", "greedy", "topk", 0,
+	             "bf16", NULL);
+	eu_build(spec, dir, NULL, false);
+	snprintf(path, sizeof(path), "%s/engine.json", dir);
+	size_t n = 0;
+	char *text = sw_read_file(path, &n);
+	assert_non_null(text);
+	rt_manifest *m = rt_manifest_parse(dir, text, n, &err);
+	if (!m)
+		fail_msg("%s", err.msg);
+	for (int i = 0; i < m->n_kernels; i++)
+		assert_int_equal(m->kernels[i].dyn_smem, 0);
+	rt_manifest_free(m);
+	char *at = strstr(text, "\"dyn_smem\": 0");
+	assert_non_null(at);
+	char *big = malloc(n + 16);
+	assert_non_null(big);
+	size_t pre = (size_t)(at - text) + strlen("\"dyn_smem\": ");
+	memcpy(big, text, pre);
+	memcpy(big + pre, "300000", 6);
+	memcpy(big + pre + 6, text + pre + 1, n - pre - 1);
+	assert_null(rt_manifest_parse(dir, big, n + 5, &err));
+	if (!strstr(err.msg, "dyn_smem"))
+		fail_msg("dyn_smem 300000: %s", err.msg);
+	print_message("  engine.json dyn_smem 300000 refused: %s\n", err.msg);
+	free(big);
+	free(text);
+}
+
 static int setup(void **state)
 {
 	eu_work_dir(g_dir, sizeof(g_dir), "test_engine_cuda");
@@ -965,6 +1106,7 @@ int main(void)
 		cmocka_unit_test(test_stochastic_biseq8),
 		cmocka_unit_test(test_ngram_chain),
 		cmocka_unit_test(test_adaptive_chain),
+		cmocka_unit_test(test_dyn_smem),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
