@@ -477,12 +477,16 @@ typedef struct gen_job {
 	int n_prompt, max_new, n;
 	int32_t *out;
 	rt_engine_stats *st;
+	sw_err err;
 } gen_job;
 
+/* (no cmocka assertion here: it must not longjmp out of another thread) */
 static void *gen_thread(void *arg)
 {
 	gen_job *j = arg;
-	j->n = eu_generate(j->e, j->what, j->prompt, j->n_prompt, j->max_new, false, j->out, j->st);
+	rt_engine_run r = {.prompt = j->prompt, .n_prompt = j->n_prompt, .max_new = j->max_new,
+	                   .eos = -1};
+	j->n = rt_engine_generate(j->e, &r, j->out, j->st, &j->err);
 	return NULL;
 }
 
@@ -662,10 +666,12 @@ static int run_case(const ecase *c)
 	if (c->worker) {
 		/* bind on this thread, generate on another: the backend makes the
 		 * context current there (the fake refuses calls without one) */
-		gen_job j = {e, what, prompt, P, N, 0, got, &st};
+		gen_job j = {e, what, prompt, P, N, 0, got, &st, {0}};
 		pthread_t th;
 		assert_int_equal(pthread_create(&th, NULL, gen_thread, &j), 0);
 		assert_int_equal(pthread_join(th, NULL), 0);
+		if (j.n < 0)
+			fail_msg("generate on a worker thread (%s): %s", what, j.err.msg);
 		n = j.n;
 		EXPECT_COUNT("cuCtxSetCurrent thread 1", m_bind, fake_cuda_n_calls(), 1);
 		EXPECT_COUNT("cuCtxSetCurrent", m_bind, fake_cuda_n_calls(), 1);

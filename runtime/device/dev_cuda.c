@@ -1,10 +1,15 @@
 /* The cuda backend (device.h): the CUDA driver API and cuBLASLt, both
  * dlopen'ed (dev_cuda_api.h), so one binary runs with or without a GPU.
- * One non-blocking stream; kernels from the engine's cubin (PTX fallback);
- * GEMMs through cuBLASLt with plans cached per shape; graphs by stream
- * capture, conditional regions as CUDA IF nodes. Not the op schedule
- * (engine.c) and not the kernels (kernels.cu). Everything here also runs
- * against tests/util/fake_cuda.c, which is how it is tested without a GPU. */
+ * One non-blocking stream; kernels from the engine's cubin (PTX fallback),
+ * with their dynamic shared memory (opted in past 48 KB); GEMMs through
+ * cuBLASLt with plans per shape, made and tried eagerly at load_kernels so
+ * that a capture records launches only; graphs by stream capture,
+ * conditional regions as CUDA IF nodes (driver 12.4+; else rt_dev.no_cond
+ * says why and the engine runs gated phases eagerly). Any thread may enter,
+ * one at a time: each entry makes the primary context current. Not the op
+ * schedule (engine.c) and not the kernels (kernels.cu). Everything here
+ * also runs against tests/util/fake_cuda.c, which is how it is tested
+ * without a GPU. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>

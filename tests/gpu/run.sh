@@ -41,6 +41,7 @@ N=${N:-32}
 ITERS=${ITERS:-20}
 PROMPT=${PROMPT:-"The old lighthouse keeper climbed the stairs every night to"}
 OUT=${OUT:-$(mktemp -d /tmp/specwright-gpu.XXXXXX)}
+mkdir -p "$OUT" || exit 1
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export CUDA_HOME
 fail=0
@@ -65,7 +66,7 @@ if [ $offline -eq 0 ]; then
 	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv
 	gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 else
-	echo "tests/gpu/run.sh --offline: ${why:-a GPU is present, but} only the checks that need none run"
+	echo "tests/gpu/run.sh --offline (${why:-a GPU is present}): only the checks that need no GPU run"
 fi
 # the DRAM bandwidth the roofline divides by (GB/s, the vendors' figures)
 peak_gbs() {
@@ -242,7 +243,7 @@ roofline() {
 		$1 == "phase" { printf "  %s %10s\n", $0, "roofline"; next }
 		NF >= 7 && $4 ~ /^[0-9.]+$/ {
 			us = $4; gbs = $5; t += us; ideal += gbs * us / peak
-			printf "  %s %9.1f%%\n", $0, us > 0 ? 100 * gbs / peak : 0; next }
+			printf "  %s %9.1f%%\n", $0, 100 * gbs / peak; next }
 		{ print "  " $0 }
 		END { if (t > 0) printf "  iteration: %.1f us measured, %.1f us at %s GB/s: %.1f%% of the roofline\n", t, ideal, peak, 100 * ideal / t }
 	' "$1"
