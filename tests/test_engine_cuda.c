@@ -653,6 +653,9 @@ static int run_case(const ecase *c)
 		snprintf(pat, sizeof(pat), "cublasLtMatmul algo %d", a);
 		EXPECT_COUNT(pat, m_open, m_bind, n_heur);
 	}
+	print_message("  %s: bind readied %d GEMM ops as %d cuBLASLt plans (%d trial runs, %d "
+	              "refused)\n", c->name, all.gemms, n_heur,
+	              count_in("cublasLtMatmul", m_open, m_bind), n_heur * c->bad_algos);
 	for (int i = 0; i < ek.n; i++) {
 		char pat[260];
 		snprintf(pat, sizeof(pat), "cuModuleGetFunction %s", ek.entry[i]);
@@ -905,6 +908,22 @@ static void test_adaptive_chain(void **state)
 	assert_int_equal(run_case(&c), gated);
 }
 
+/* g_dir/name holding a kernels.ptx that declares one entry (the fake then
+ * resolves only that name from it). */
+static void ptx_dir(const char *name, const char *entry, char *dir, size_t n)
+{
+	char path[600];
+	snprintf(dir, n, "%s/%s", g_dir, name);
+	snprintf(path, sizeof(path), "mkdir -p '%s'", dir);
+	assert_int_equal(system(path), 0);
+	snprintf(path, sizeof(path), "%s/kernels.ptx", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, ".version 8.3\n.target sm_80\n.address_size 64\n"
+	        ".visible .entry %s(\n\t.param .u64 a\n)\n{\n\tret;\n}\n", entry);
+	fclose(f);
+}
+
 /* What the n-gram case's cubin check rests on: a module from a real image
  * (here PTX with .entry lines) yields only the entries it defines, even if
  * the fake has an emulator kernel of that name; a stand-in without .entry
@@ -912,17 +931,9 @@ static void test_adaptive_chain(void **state)
 static void test_fake_image_entries(void **state)
 {
 	static const emu_kernel dummy = {"dummy", NULL, NULL, 0};
-	char dir[400], path[500];
+	char dir[400];
 	sw_err err = {0};
-	snprintf(dir, sizeof(dir), "%s/image_entries", g_dir);
-	snprintf(path, sizeof(path), "mkdir -p '%s'", dir);
-	assert_int_equal(system(path), 0);
-	snprintf(path, sizeof(path), "%s/kernels.ptx", dir);
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(".version 8.3\n.target sm_80\n.address_size 64\n"
-	      ".visible .entry k_defined(\n\t.param .u64 a\n)\n{\n\tret;\n}\n", f);
-	fclose(f);
+	ptx_dir("image_entries", "k_defined", dir, sizeof(dir));
 	rt_dev *d = open_fake(NULL, 90);
 	fake_cuda_register("k_defined", &dummy);
 	fake_cuda_register("k_elsewhere", &dummy);
@@ -967,15 +978,7 @@ static void test_dyn_smem(void **state)
 		fail_msg("%s", err.msg);
 	const emu_kernel *k = dlsym(lib, "sw_test_dyn_rev_emu");
 	assert_non_null(k);
-	snprintf(dir, sizeof(dir), "%s/dyn_smem", g_dir);
-	snprintf(path, sizeof(path), "mkdir -p '%s'", dir);
-	assert_int_equal(system(path), 0);
-	snprintf(path, sizeof(path), "%s/kernels.ptx", dir);
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(".version 9.0\n.target sm_80\n.address_size 64\n"
-	      ".visible .entry sw_test_dyn_rev(\n\t.param .u64 y,\n\t.param .u64 x\n)\n{\n\tret;\n}\n", f);
-	fclose(f);
+	ptx_dir("dyn_smem", "sw_test_dyn_rev", dir, sizeof(dir));
 
 	static const struct {
 		unsigned load, launch; /* the op's dyn_smem at load_kernels, at launch */

@@ -136,6 +136,21 @@ static struct {
 
 /* ---- bookkeeping ---- */
 
+/* Makes room for element n of the array at *p (capacity *cap); nonzero
+ * when out of memory. */
+static int fk_grow(void **p, int *cap, int n, size_t elt)
+{
+	if (n < *cap)
+		return 0;
+	int c = *cap ? 2 * *cap : 16;
+	void *q = realloc(*p, elt * (size_t)c);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
 /* The calling thread's current context, and its number for the log. */
 static _Thread_local struct CUctx_st *t_cur;
 static _Thread_local int t_num = -1;
@@ -471,14 +486,8 @@ static CUresult fk_cuMemAlloc(CUdeviceptr *p, size_t bytes)
 	ENTER(NULL);
 	if (!bytes)
 		return fk_err(CUDA_ERROR_INVALID_VALUE, "fake: cuMemAlloc of 0 bytes");
-	if (F.n_allocs == F.cap_allocs) {
-		int cap = F.cap_allocs ? 2 * F.cap_allocs : 16;
-		fk_alloc *a = realloc(F.allocs, sizeof(*a) * (size_t)cap);
-		if (!a)
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		F.allocs = a;
-		F.cap_allocs = cap;
-	}
+	if (fk_grow((void **)&F.allocs, &F.cap_allocs, F.n_allocs, sizeof(*F.allocs)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	void *q = emu_alloc(bytes, "fake-cuda"); /* 0xff-filled, as garbage would be */
 	if (!q)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1457,14 +1466,9 @@ static cublasStatus_t fk_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	}
 	if (!s->capturing && !algo_used(algo->data[7])) {
-		if (F.n_algo_used == F.cap_algo_used) {
-			int cap = F.cap_algo_used ? 2 * F.cap_algo_used : 64;
-			uint64_t *u = realloc(F.algo_used, sizeof(*u) * (size_t)cap);
-			if (!u)
-				return CUBLAS_STATUS_NOT_INITIALIZED;
-			F.algo_used = u;
-			F.cap_algo_used = cap;
-		}
+		if (fk_grow((void **)&F.algo_used, &F.cap_algo_used, F.n_algo_used,
+		            sizeof(*F.algo_used)))
+			return CUBLAS_STATUS_NOT_INITIALIZED;
 		F.algo_used[F.n_algo_used++] = algo->data[7];
 	}
 	memcpy(&x.alpha, alpha, sizeof(float)); /* host pointer mode: read at the call */
