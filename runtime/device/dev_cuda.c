@@ -849,9 +849,10 @@ static int cuda_graph_begin(rt_dev *d, sw_err *err)
 		return sw_errf(err, SW_EINVAL, "%s: graph_begin while already capturing", d->desc);
 	if ((rc = ctx_enter(c, err)))
 		return rc;
-	/* Relaxed: cuBLASLt may load a kernel module lazily the first time a
-	 * shape is captured, which the stricter modes refuse; the backend
-	 * itself refuses alloc/copy/sync while capturing. */
+	/* Relaxed: every cuBLASLt plan was made and first run before (at
+	 * load_kernels), so the capture holds launches only; relaxed mode keeps
+	 * a library's harmless queries during it from invalidating the capture.
+	 * The backend itself refuses alloc/copy/sync while capturing. */
 	if ((rc = CU_CHECK(c, c->cu.cuStreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_RELAXED), err)))
 		return rc;
 	c->depth = 0;
