@@ -155,9 +155,10 @@ static int kernel_source(const gen_plan *p, int ki, const char *src_dir, const c
 }
 
 /* kernels.cu: the header line, philox.h once when any kernel needs it, then
- * every kernel with its mask. ksrc[k] gets each kernel's standalone source. */
-static int render_all(const gen_plan *p, const char *src_dir, const char *philox, char **ksrc,
-                      char **out, size_t *out_len, sw_err *err)
+ * every kernel with its mask, then the set-conditional kernel. ksrc[k] gets
+ * each kernel's standalone source, ksrc[n_kernels] the set-conditional's. */
+static int render_all(const gen_plan *p, const char *src_dir, const char *philox,
+                      const char *set_cond, char **ksrc, char **out, size_t *out_len, sw_err *err)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -180,6 +181,10 @@ static int render_all(const gen_plan *p, const char *src_dir, const char *philox
 		if (!rc)
 			rc = kernel_source(p, k, src_dir, philox, true, &ksrc[k], err);
 	}
+	/* the cuda backend's IF-node setter rides along (NVRTC only) */
+	fprintf(f, "\n/* ---- kernels/graph_set_cond.cuh ---- */\n%s", set_cond);
+	if (!rc && !(ksrc[p->n_kernels] = strdup(set_cond)))
+		rc = sw_errf(err, SW_ENOMEM, "out of memory");
 	fclose(f);
 	if (rc) {
 		free(buf);
@@ -227,7 +232,7 @@ static void *kpool_worker(void *arg)
 		kjob *J = &kp->jobs[j];
 		if (J->cubin) /* a cache hit */
 			continue;
-		const char *uri = kp->p->kernels[J->k].uri;
+		const char *uri = J->k < kp->p->n_kernels ? kp->p->kernels[J->k].uri : "graph_set_cond";
 		J->rc = gen_nvrtc_compile_x(kp->nv, kp->prelude, kp->ksrc[J->k], uri,
 		                            kp->p->spec->archs[J->a], true, &J->cubin, &J->cubin_len,
 		                            NULL, 0, NULL, &J->log, &J->err);
@@ -262,7 +267,8 @@ out_free:
 	return rc;
 }
 
-static int write_manifest(const char *dir, const char *json, size_t json_len, sw_err *err);
+static int write_manifest(const char *dir, const char *json, size_t json_len,
+                          const char *nvrtc_version, sw_err *err);
 
 
 /* The digest of the weights behind the plan's `tag`.* buffers (core/digest.h):
@@ -307,7 +313,8 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 	const char *cache = gen_build_cache_dir(o);
 	char path[1100];
 	gen_plan plan;
-	char *src = NULL, *prelude = NULL, *json = NULL, *philox = NULL, **ksrc = NULL;
+	char *src = NULL, *prelude = NULL, *json = NULL, *philox = NULL, *set_cond = NULL;
+	char **ksrc = NULL;
 	kjob *jobs = NULL;
 	int n_jobs = 0;
 	gen_nvjitlink *jl = NULL;
@@ -358,11 +365,16 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 		rc = sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
 		goto out_free;
 	}
+	snprintf(path, sizeof(path), "%s/kernels/graph_set_cond.cuh", src_dir);
+	if (!(set_cond = sw_read_file(path, NULL))) {
+		rc = sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
+		goto out_free;
+	}
 	if (!(ksrc = calloc((size_t)plan.n_kernels + 1, sizeof(*ksrc)))) {
 		rc = sw_errf(err, SW_ENOMEM, "out of memory");
 		goto out_free;
 	}
-	if ((rc = render_all(&plan, src_dir, philox, ksrc, &src, &src_len, err)))
+	if ((rc = render_all(&plan, src_dir, philox, set_cond, ksrc, &src, &src_len, err)))
 		goto out_free;
 	snprintf(path, sizeof(path), "%s/kernels.cu", o->out_dir);
 	if ((rc = gen_jit_write_file(path, src, src_len, err)))
@@ -372,6 +384,8 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 		        plan.n_phases, plan.n_ops, plan.n_kernels, plan.arena_bytes / 1073741824.0);
 	if (o->no_compile)
 		goto out_done;
+	/* compile jobs per arch: the plan's kernels, then the set-conditional one */
+	const int nk = plan.n_kernels + 1;
 
 	/* NVRTC */
 	nv = gen_nvrtc_open(err);
@@ -398,7 +412,7 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 	rt.n_archs = s->n_archs;
 	rt.n_kernels = plan.n_kernels;
 	rt.r = calloc((size_t)s->n_archs * (plan.n_kernels ? plan.n_kernels : 1) * 2, sizeof(*rt.r));
-	n_jobs = s->n_archs * plan.n_kernels;
+	n_jobs = s->n_archs * nk;
 	jobs = calloc((size_t)(n_jobs ? n_jobs : 1), sizeof(*jobs));
 	if (!rt.r || !jobs) {
 		rc = sw_errf(err, SW_ENOMEM, "out of memory");
@@ -415,8 +429,8 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 	 * engines that share a kernel (the same shapes under another tree, the
 	 * draft's and the target's identical layers) compile it once. */
 	for (int a = 0; a < s->n_archs; a++)
-		for (int k = 0; k < plan.n_kernels; k++) {
-			kjob *J = &jobs[a * plan.n_kernels + k];
+		for (int k = 0; k < nk; k++) {
+			kjob *J = &jobs[a * nk + k];
 			J->k = k;
 			J->a = a;
 			gen_jit_cache_key(J->key, prelude, ksrc[k], GEN_NVRTC_RDC_OPTS, s->archs[a],
@@ -458,7 +472,7 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 	for (int a = 0; a < s->n_archs && !rc; a++) {
 		for (int k = 0; k < plan.n_kernels && !rc; k++) {
 			const gen_kernel *K = &plan.kernels[k];
-			int n = gen_nvrtc_parse_resources(jobs[a * plan.n_kernels + k].log, res, 4);
+			int n = gen_nvrtc_parse_resources(jobs[a * nk + k].log, res, 4);
 			for (int e = 0; e < K->n_entries && !rc; e++) {
 				char ename[256];
 				gen_kernel_res *dst = &rt.r[(a * plan.n_kernels + k) * 2 + e];
@@ -478,8 +492,7 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 		void *cubin = NULL;
 		size_t cubin_len = 0;
 		if (!rc)
-			rc = link_arch(jl, s->archs[a], jobs + a * plan.n_kernels, plan.n_kernels, &cubin,
-			               &cubin_len, err);
+			rc = link_arch(jl, s->archs[a], jobs + a * nk, nk, &cubin, &cubin_len, err);
 		if (!rc) {
 			snprintf(path, sizeof(path), "%s/kernels.%s.cubin", o->out_dir, s->archs[a]);
 			rc = gen_jit_write_file(path, cubin, cubin_len, err);
@@ -541,7 +554,7 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 			}
 	}
 out_done:
-	if ((rc = write_manifest(o->out_dir, json, json_len, err)))
+	if ((rc = write_manifest(o->out_dir, json, json_len, st->nvrtc_version, err)))
 		goto out_free;
 	st->seconds = sw_now_s() - t0;
 	if (o->log)
@@ -557,10 +570,11 @@ out_free:
 	}
 	free(jobs);
 	if (ksrc)
-		for (int k = 0; k < plan.n_kernels; k++)
+		for (int k = 0; k <= plan.n_kernels; k++)
 			free(ksrc[k]);
 	free(ksrc);
 	free(philox);
+	free(set_cond);
 	gen_nvjitlink_close(jl);
 	free(rt.r);
 	free(prelude);
@@ -577,7 +591,8 @@ out_free_plan:
  * (runtime/engine/files.c): a garbage cubin, a missing resources.json or an
  * edited kernels.cu is refused, and host-emulate compiles only what the
  * build wrote. */
-static int write_manifest(const char *dir, const char *json, size_t json_len, sw_err *err)
+static int write_manifest(const char *dir, const char *json, size_t json_len,
+                          const char *nvrtc_version, sw_err *err)
 {
 	char path[1400], *buf = NULL;
 	size_t blen = 0;
@@ -596,6 +611,15 @@ static int write_manifest(const char *dir, const char *json, size_t json_len, sw
 	while (end > 0 && (json[end - 1] == '\n' || json[end - 1] == ' '))
 		end--;
 	fwrite(json, 1, end, m);
+	/* the driver floor of what NVRTC X.Y wrote: its PTX (ISA of X.Y) needs a
+	 * driver of X.Y or later to JIT, its cubins one of X.0 or later (minor
+	 * version compatibility); the backend falls back to PTX on an arch
+	 * without a cubin, so the floor is X.Y (runtime/engine checks it at
+	 * bind against cuDriverGetVersion) */
+	int vmaj = 0, vmin = 0;
+	if (nvrtc_version && sscanf(nvrtc_version, "%d.%d", &vmaj, &vmin) == 2)
+		fprintf(m, ",\n  \"toolkit\": {\"nvrtc\": \"%d.%d\", \"min_driver\": %d}", vmaj, vmin,
+		        1000 * vmaj + 10 * vmin);
 	fprintf(m, ",\n  \"files\": {");
 	DIR *d = opendir(dir);
 	int n = 0, rc = 0;

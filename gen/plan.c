@@ -1063,7 +1063,14 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 		        k->uri, k->tmpl);
 		for (int e = 0; e < k->n_entries; e++)
 			fprintf(f, "%s\"%s%s\"", e ? ", " : "", k->uri, k->entry[e]);
-		fprintf(f, "], \"prefix\": [%s%s%s], \"params\": ",
+		/* dynamic shared memory per launch: a template that uses DYN_SHARED
+		 * sizes it with its DYN_SMEM constant (none does yet) */
+		long long dyn = 0;
+		for (int q = 0; q < k->n_params; q++)
+			if (!strcmp(k->params[q].name, "DYN_SMEM"))
+				dyn = k->params[q].i;
+		fprintf(f, "], \"dyn_smem\": %lld", dyn);
+		fprintf(f, ", \"prefix\": [%s%s%s], \"params\": ",
 		        k->prefix & GEN_PREFIX_PHILOX ? "\"kernels/philox.h\"" : "",
 		        k->prefix == (GEN_PREFIX_PHILOX | GEN_PREFIX_MASK) ? ", " : "",
 		        k->prefix & GEN_PREFIX_MASK ? "\"mask\"" : "");

@@ -334,8 +334,17 @@ static void *api_shared(const void *site, const char *name, size_t bytes)
 	return E.sh + off;
 }
 
+/* DYN_SHARED: the launch's dynamic shared memory. A kernel that uses it
+ * with none provided is refused here; one that reaches past what its
+ * launch provides runs into the redzone after it (api_sh_access). */
 static void *api_dyn_shared(void)
 {
+	if (!E.dyn_bytes) {
+		char b1[48];
+		emu_failf(EMU_ESHARED, "%s: the kernel uses dynamic shared memory (DYN_SHARED), but its "
+		          "launch provides 0 bytes", tstr(E.ctx.cur, b1, sizeof(b1)));
+		fail_here();
+	}
 	return E.sh + E.dyn_off;
 }
 
@@ -364,6 +373,13 @@ static void *api_sh_access(void *p, size_t bytes, int kind, const char *file, in
 		int ar = s->arr;
 		size_t aoff = ar >= 0 ? g * SH_GRAN - E.arr[ar].off : 0;
 
+		if (ar < 0 && E.dyn_bytes && g * SH_GRAN >= E.dyn_off + E.dyn_bytes &&
+		    g * SH_GRAN < E.dyn_off + E.dyn_bytes + SH_RZ) {
+			emu_failf(EMU_ESHARED, "%s: dynamic shared memory access at %s:%d reaches %zu bytes "
+			          "in, past the %zu bytes its launch provides", tstr(t, b1, sizeof(b1)),
+			          file, line, off + bytes - E.dyn_off, E.dyn_bytes);
+			fail_here();
+		}
 		if (ar < 0 || g * SH_GRAN >= E.sh_used) {
 			emu_failf(EMU_ESHARED, "%s: shared access at %s:%d outside every shared array "
 			          "(%zu bytes into the arena; last array %s)", tstr(t, b1, sizeof(b1)), file,
@@ -593,6 +609,7 @@ static int run_block(emu_dim3 bid, emu_dim3 block, size_t dyn)
 	E.sh_used = 0;
 	E.epoch = 1;
 	E.uninit[0] = 0;
+	E.dyn_bytes = dyn;
 	if (dyn) {
 		static const char dyn_site;
 		E.dyn_off = (size_t)((unsigned char *)api_shared(&dyn_site, "dynamic smem", dyn) - E.sh);

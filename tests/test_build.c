@@ -23,6 +23,8 @@
 #include "gen/inspect.h"
 #include "core/json.h"
 #include "gen/jit/nvrtc.h"
+#include "device/dev_cuda_api.h"
+#include "engine/manifest.h"
 
 static char g_tmp[256];
 static char g_cache[300];
@@ -172,7 +174,24 @@ static void check_engine_files(const char *dir, const gen_spec *s, bool compiled
 	*nl = 0;
 	assert_non_null(strstr(src, "GENERATED"));
 	assert_non_null(strstr(src, "DO NOT EDIT"));
+	/* the cuda backend's set-conditional kernel rides along (issue 14 item 9) */
+	assert_non_null(strstr(nl + 1, "__global__ void " RT_CUDA_SET_COND_ENTRY "("));
 	free(src);
+	/* $.toolkit: the NVRTC that compiled, and the driver floor it implies
+	 * (issue 14 item 1): "X.Y" and X * 1000 + Y * 10, as the manifest checks */
+	sw_err err = {0};
+	rt_manifest *m = rt_manifest_load(dir, &err);
+	if (!m)
+		fail_msg("%s", err.msg);
+	if (compiled) {
+		int maj = 0, min = 0;
+		assert_int_equal(sscanf(m->nvrtc_version, "%d.%d", &maj, &min), 2);
+		assert_int_equal(m->min_driver, 1000 * maj + 10 * min);
+	} else {
+		assert_string_equal(m->nvrtc_version, "");
+		assert_int_equal(m->min_driver, 0);
+	}
+	rt_manifest_free(m);
 	for (int a = 0; a < s->n_archs; a++) {
 		snprintf(path, sizeof(path), "%s/kernels.%s.cubin", dir, s->archs[a]);
 		char *c = sw_read_file(path, &n);
@@ -182,6 +201,9 @@ static void check_engine_files(const char *dir, const gen_spec *s, bool compiled
 		}
 		assert_non_null(c);
 		assert_true(n > 4 && !memcmp(c, "\177ELF", 4));
+		/* the cubin defines the entry (its symbol string) */
+		const char *sym = "\0" RT_CUDA_SET_COND_ENTRY "\0";
+		assert_non_null(memmem(c, n, sym, strlen(RT_CUDA_SET_COND_ENTRY) + 2));
 		free(c);
 	}
 	snprintf(path, sizeof(path), "%s/kernels.ptx", dir);
@@ -189,6 +211,7 @@ static void check_engine_files(const char *dir, const gen_spec *s, bool compiled
 	if (compiled) {
 		assert_non_null(ptx);
 		assert_non_null(strstr(ptx, ".entry"));
+		assert_non_null(strstr(ptx, ".entry " RT_CUDA_SET_COND_ENTRY "("));
 	}
 	free(ptx);
 }
@@ -224,7 +247,8 @@ static void test_build_real_model(void **state)
 	snprintf(d3, sizeof(d3), "%s/smol3", g_tmp);
 
 	build(s, d1, false, &cold);
-	const int n_entries = 2 * cold.n_kernels + 1; /* each kernel for sm_80, sm_90; the PTX */
+	/* each kernel and the set-conditional kernel for sm_80, sm_90; the PTX */
+	const int n_entries = 2 * (cold.n_kernels + 1) + 1;
 	assert_int_equal(cold.cache_hits, 0);
 	assert_int_equal(cold.cache_misses, n_entries);
 	assert_int_equal(cold.max_spill_bytes, 0);

@@ -43,6 +43,7 @@
  *  - teardown frees every device allocation. */
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -55,6 +56,7 @@
 #include "gen/build.h"
 #include "device/dev_cuda_api.h"
 #include "device/device.h"
+#include "cli/cli.h"
 #include "engine/engine.h"
 #include "kernels/engine_state.h"
 #include "engine_util.h"
@@ -70,6 +72,7 @@
 #include "testutil.h"
 
 static char g_dir[256], g_cache[300];
+static int g_bad_algos; /* the fake's refusing algorithms in the case running */
 static rt_model *g_tiny;
 static char g_tiny_path[300];
 
@@ -180,13 +183,16 @@ static rt_dev *open_native(void)
  * cuBLASLt summing in the host's order); ek's kernels registered (ek may
  * be NULL). The set-conditional kernel comes from the embedded PTX (the
  * backend never runs NVRTC). */
-static rt_dev *open_fake(const engine_kernels *ek, int arch)
+static rt_dev *open_fake_x(const engine_kernels *ek, int arch, int driver, bool no_cond,
+                          int bad_algos)
 {
 	rt_cu_api cu;
 	rt_lt_api lt;
 	sw_err err = {0};
 	fake_cuda_cfg cfg = {.n_devices = 1, .cc_major = arch / 10, .cc_minor = arch % 10,
-	                     .name = arch == 90 ? "Fake H100" : "Fake A100", .gemm_blas = true};
+	                     .name = arch == 90 ? "Fake H100" : "Fake A100", .gemm_blas = true,
+	                     .driver_version = driver, .no_conditionals = no_cond,
+	                     .lt_bad_algos = bad_algos};
 	fake_cuda_reset(&cfg);
 	fake_cuda_api(&cu, &lt);
 	for (int i = 0; ek && i < ek->n; i++)
@@ -198,6 +204,11 @@ static rt_dev *open_fake(const engine_kernels *ek, int arch)
 	if (!strstr(d->desc, "Fake") || d->arch != arch)
 		fail_msg("cuda (fake driver): desc \"%s\", arch %d", d->desc, d->arch);
 	return d;
+}
+
+static rt_dev *open_fake(const engine_kernels *ek, int arch)
+{
+	return open_fake_x(ek, arch, 0, false, 0);
 }
 
 /* ---- the call log ---- */
@@ -328,6 +339,13 @@ static void check_graph_log(const rt_engine *e, const engine_kernels *ek, int fr
 			log_fail(cb, gi, "capture: %d kernel launches, the iteration has %d kernel ops",
 			         engine_launches(cb, gi), it.kernels);
 		EXPECT_COUNT("cublasLtMatmul", cb, gi, it.gemms);
+		/* cuBLASLt outside the capture: no heuristic query in it, and every
+		 * captured matmul runs the algorithm bind's trial chose (the fake
+		 * also refuses an algorithm's first use inside a capture) */
+		EXPECT_COUNT("cublasLtMatmulAlgoGetHeuristic", cb, gi, 0);
+		char algo[48];
+		snprintf(algo, sizeof(algo), "cublasLtMatmul algo %d", g_bad_algos);
+		EXPECT_COUNT(algo, cb, gi, it.gemms);
 		EXPECT_COUNT("cuMemsetD8Async", cb, gi, it.memsets);
 		/* one IF node per gated level: handle, set-conditional, node, body */
 		EXPECT_COUNT("cuGraphConditionalHandleCreate", cb, gi, ek->n_gated);
@@ -432,6 +450,9 @@ typedef struct ecase {
 	 * graph must not be recaptured), NULL for none */
 	const rt_engine_sampling *alt;
 	uint64_t alt_seed;
+	int bad_algos;   /* the fake's cuBLASLt: the first N candidates refuse to run */
+	bool worker;     /* the first graph-mode generate runs on another thread than bind */
+	bool fallback;   /* also on drivers without conditional nodes (12.3; no entry points) */
 } ecase;
 
 static void print_tokens(const char *what, const int32_t *t, int n)
@@ -455,6 +476,110 @@ static void expect_same(const char *what, const int32_t *got, int n_got, const i
 	print_tokens(what, got, n_got);
 	fail_msg("%s: %d tokens vs host emulate's %d, first difference at token %d", what, n_got,
 	         n_want, k);
+}
+
+/* A generate on a thread of its own (the server's worker). */
+typedef struct gen_job {
+	rt_engine *e;
+	const char *what;
+	const int32_t *prompt;
+	int n_prompt, max_new, n;
+	int32_t *out;
+	rt_engine_stats *st;
+	sw_err err;
+} gen_job;
+
+/* (no cmocka assertion here: it must not longjmp out of another thread) */
+static void *gen_thread(void *arg)
+{
+	gen_job *j = arg;
+	rt_engine_run r = {.prompt = j->prompt, .n_prompt = j->n_prompt, .max_new = j->max_new,
+	                   .eos = -1};
+	j->n = rt_engine_generate(j->e, &r, j->out, j->st, &j->err);
+	return NULL;
+}
+
+/* The engine's driver floor: bind refuses a driver one minor version older
+ * than $.toolkit.min_driver, naming both; a tampered min_driver is refused
+ * by the manifest. */
+static void check_driver_floor(const char *dir, const engine_kernels *ek, const rt_engine *e)
+{
+	char path[600], ver[16];
+	sw_err err = {0};
+	const int need = e->man->min_driver;
+	int maj = 0, min = 0;
+	if (!e->man->nvrtc_version[0] || sscanf(e->man->nvrtc_version, "%d.%d", &maj, &min) != 2)
+		fail_msg("%s: engine.json has no $.toolkit.nvrtc after an NVRTC build", dir);
+	assert_int_equal(need, 1000 * maj + 10 * min);
+	/* the previous minor release (13.0 -> 12.8, the last 12.x) */
+	const int older = need % 1000 ? need - 10 : need - 1000 + 80;
+	rt_dev *d = open_fake_x(ek, 80, older, false, 0);
+	rt_engine *x = rt_engine_load(dir, &err);
+	assert_non_null(x);
+	const int n0 = fake_cuda_n_calls();
+	int rc = cli_engine_bind(x, d, g_tiny, NULL, 1, &err);
+	assert_int_equal(rc, SW_ENOTSUP);
+	snprintf(ver, sizeof(ver), "%d.%d", older / 1000, older % 1000 / 10);
+	if (!strstr(err.msg, e->man->nvrtc_version) || !strstr(err.msg, ver) ||
+	    !strstr(err.msg, "min_driver"))
+		fail_msg("driver floor: \"%s\" does not name NVRTC %s and driver %s", err.msg,
+		         e->man->nvrtc_version, ver);
+	EXPECT_COUNT("cuMemAlloc", n0, fake_cuda_n_calls(), 0); /* refused before anything */
+	print_message("  driver %s refused: %s\n", ver, err.msg);
+	rt_engine_free(x);
+	rt_dev_free(d);
+	assert_int_equal(fake_cuda_live_allocs(), 0);
+	/* min_driver disagreeing with the NVRTC version */
+	snprintf(path, sizeof(path), "%s/engine.json", dir);
+	size_t n = 0;
+	char *text = sw_read_file(path, &n), num[16];
+	assert_non_null(text);
+	snprintf(num, sizeof(num), "%d", need);
+	char *at = strstr(text, "\"min_driver\": ");
+	assert_non_null(at);
+	at += strlen("\"min_driver\": ");
+	assert_memory_equal(at, num, strlen(num));
+	at[strlen(num) - 2] = at[strlen(num) - 2] == '0' ? '1' : '0';
+	rt_manifest *m = rt_manifest_parse(dir, text, n, &err);
+	assert_null(m);
+	if (!strstr(err.msg, "$.toolkit.min_driver"))
+		fail_msg("tampered min_driver: %s", err.msg);
+	free(text);
+}
+
+/* Gated phases on drivers without conditional IF nodes (12.3, which has
+ * the entry points, and 12.2, which lacks them): bind says so once, the
+ * engine runs eagerly reading each gated level's flag, the tokens are the
+ * reference's. */
+static void check_cond_fallback(const char *dir, const engine_kernels *ek, const ecase *c,
+                                const int32_t *prompt, const int32_t *ref, int n_ref,
+                                const rt_engine_stats *st_ref)
+{
+	static const struct {
+		int driver;
+		bool no_cond;
+		const char *why;
+	} drv[2] = {{12030, false, "capture into IF bodies"}, {0, true, "cuGraphAddNode_v2"}};
+	int32_t got[256];
+	rt_engine_stats st;
+	for (int k = 0; k < 2; k++) {
+		rt_dev *d = open_fake_x(ek, 90, drv[k].driver, drv[k].no_cond, 0);
+		assert_non_null(d->no_cond);
+		rt_engine *e = eu_bind(dir, d, g_tiny, c->seed);
+		const int m0 = fake_cuda_n_calls();
+		assert_true(e->eager_gates);
+		if (!strstr(e->notice, "12.4") || !strstr(e->notice, drv[k].why) ||
+		    !strstr(e->notice, "eagerly"))
+			fail_msg("fallback notice: %s", e->notice);
+		print_message("  %s\n", e->notice);
+		int n = eu_generate(e, c->name, prompt, c->n_prompt, c->max_new, false, got, &st);
+		expect_same("cuda without IF nodes", got, n, ref, n_ref);
+		assert_int_equal(st.n_iters, st_ref->n_iters);
+		check_eager_log(e, ek, m0, fake_cuda_n_calls(), c->n_prompt, &st);
+		rt_engine_free(e);
+		rt_dev_free(d);
+		assert_int_equal(fake_cuda_live_allocs(), 0);
+	}
 }
 
 /* Builds the engine, runs it on host-emulate (graph) and on cuda over the
@@ -507,7 +632,8 @@ static int run_case(const ecase *c)
 
 	/* cuda over the fake */
 	t0 = sw_now_s();
-	rt_dev *d = open_fake(&ek, nvrtc ? 80 : 90);
+	g_bad_algos = c->bad_algos;
+	rt_dev *d = open_fake_x(&ek, nvrtc ? 80 : 90, 0, false, c->bad_algos);
 	const int m_open = fake_cuda_n_calls();
 	e = eu_bind(dir, d, g_tiny, c->seed);
 	const int m_bind = fake_cuda_n_calls();
@@ -516,8 +642,29 @@ static int run_case(const ecase *c)
 	 * stand-in PTX), every kernel op's function, the pinned state buffer */
 	EXPECT_COUNT("cuModuleLoadDataEx", m_open, m_bind, 1);
 	EXPECT_COUNT(nvrtc ? "cuModuleLoadDataEx cubin" : "cuModuleLoadDataEx ptx", m_open, m_bind, 1);
-	EXPECT_COUNT("cuModuleGetFunction", m_open, m_bind, count_ops(e, 0, e->man->n_phases).kernels);
+	/* ... plus the engine's own set-conditional kernel (NVRTC-built: its
+	 * cubin defines it, or the fake would have refused the lookup) */
+	EXPECT_COUNT("cuModuleGetFunction", m_open, m_bind,
+	             count_ops(e, 0, e->man->n_phases).kernels + 1);
+	EXPECT_COUNT("cuModuleGetFunction " RT_CUDA_SET_COND_ENTRY, m_open, m_bind, 1);
+	if (nvrtc && strstr(fake_cuda_last_error(), RT_CUDA_SET_COND_ENTRY))
+		fail_msg("the engine's cubin lacks the set-conditional kernel: %s",
+		         fake_cuda_last_error());
 	EXPECT_COUNT("cuMemHostAlloc", m_open, m_bind, 1);
+	/* every GEMM readied at bind: one heuristic query per (shape,
+	 * alignment), each refusing candidate tried before the one kept */
+	const op_counts all = count_ops(e, 0, e->man->n_phases);
+	const int n_heur = count_in("cublasLtMatmulAlgoGetHeuristic", m_open, m_bind);
+	if (all.gemms && (n_heur < 1 || n_heur > all.gemms))
+		log_fail(m_open, m_bind, "bind: %d heuristic queries for %d GEMM ops", n_heur, all.gemms);
+	for (int a = 0; a <= c->bad_algos; a++) {
+		char pat[48];
+		snprintf(pat, sizeof(pat), "cublasLtMatmul algo %d", a);
+		EXPECT_COUNT(pat, m_open, m_bind, n_heur);
+	}
+	print_message("  %s: bind readied %d GEMM ops as %d cuBLASLt plans (%d trial runs, %d "
+	              "refused)\n", c->name, all.gemms, n_heur,
+	              count_in("cublasLtMatmul", m_open, m_bind), n_heur * c->bad_algos);
 	for (int i = 0; i < ek.n; i++) {
 		char pat[260];
 		snprintf(pat, sizeof(pat), "cuModuleGetFunction %s", ek.entry[i]);
@@ -527,7 +674,22 @@ static int run_case(const ecase *c)
 	}
 
 	snprintf(what, sizeof(what), "%s cuda(fake)", c->name);
-	int n = eu_generate(e, what, prompt, P, N, false, got, &st);
+	int n;
+	if (c->worker) {
+		/* bind on this thread, generate on another: the backend makes the
+		 * context current there (the fake refuses calls without one) */
+		gen_job j = {e, what, prompt, P, N, 0, got, &st, {0}};
+		pthread_t th;
+		assert_int_equal(pthread_create(&th, NULL, gen_thread, &j), 0);
+		assert_int_equal(pthread_join(th, NULL), 0);
+		if (j.n < 0)
+			fail_msg("generate on a worker thread (%s): %s", what, j.err.msg);
+		n = j.n;
+		EXPECT_COUNT("cuCtxSetCurrent thread 1", m_bind, fake_cuda_n_calls(), 1);
+		EXPECT_COUNT("cuCtxSetCurrent", m_bind, fake_cuda_n_calls(), 1);
+	} else {
+		n = eu_generate(e, what, prompt, P, N, false, got, &st);
+	}
 	const int m_graph = fake_cuda_n_calls();
 	expect_same("cuda graph", got, n, ref, n_ref);
 	assert_int_equal(st.n_iters, st_ref.n_iters);
@@ -592,19 +754,28 @@ static int run_case(const ecase *c)
 	expect_same("cuda eager", got, n, ref, n_ref);
 	assert_int_equal(st.n_iters, st_ref.n_iters);
 	check_eager_log(e, &ek, m_graph2, m_eager, P, &st);
+	/* no cuBLASLt planning after bind, and no context switch on this thread */
+	EXPECT_COUNT("cublasLtMatmulAlgoGetHeuristic", m_bind, m_eager, 0);
+	if (!c->worker)
+		EXPECT_COUNT("cuCtxSetCurrent", m_bind, m_eager, 0);
 
 	if (*fake_cuda_last_error())
 		print_message("  note: the fake's last objection (recovered from?): %s\n",
 		              fake_cuda_last_error());
+	const int n_calls = fake_cuda_n_calls();
+	if (nvrtc)
+		check_driver_floor(dir, &ek, e);
 	rt_engine_free(e);
 	rt_dev_free(d);
 	assert_int_equal(fake_cuda_live_allocs(), 0);
+	if (c->fallback)
+		check_cond_fallback(dir, &ek, c, prompt, ref, n_ref, &st_ref);
 	double t_cuda = sw_now_s() - t0;
 	print_message("  %s: %d tokens in %d iterations identical on host-emulate, cuda graph%s and "
 	              "cuda eager; module %s; %d gated level(s); %d fake driver calls; build %.1f s, "
 	              "host %.1f s, cuda %.1f s\n", c->name, N, st.n_iters,
 	              c->again ? " (twice)" : "", nvrtc ? "NVRTC sm_80 cubin" : "stand-in PTX",
-	              ek.n_gated, fake_cuda_n_calls(), t_build, t_host, t_cuda);
+	              ek.n_gated, n_calls, t_build, t_host, t_cuda);
 	int gated = ek.n_gated;
 	engine_kernels_free(&ek);
 	return gated;
@@ -711,7 +882,7 @@ static void test_gemm_bit_identical(void **state)
 static void test_greedy_eagle25(void **state)
 {
 	const ecase c = {"eagle25_greedy", "layerskip:1", "eagle25", "greedy", "topk", 0, "fp16",
-	                 NULL, 37, 24, 1, false, false, NULL, 0};
+	                 NULL, 37, 24, 1, false, false, NULL, 0, 0, false, false};
 	assert_int_equal(run_case(&c), 0);
 }
 
@@ -722,7 +893,7 @@ static void test_stochastic_biseq8(void **state)
 	/* then on the same binding: T 1.3 with top-k 5 and top-p 0.9; greedy */
 	static const rt_engine_sampling alt[2] = {{1.3f, 5, 0.9f}, {0.0f, 0, 1.0f}};
 	const ecase c = {"biseq8_rrsw", "layerskip:0-1", "biseq8", "rrsw", "sample-wor", 0.8, "fp16",
-	                 NULL, 19, 32, 5, false, false, alt, 77};
+	                 NULL, 19, 32, 5, false, false, alt, 77, 0, true, false};
 	assert_int_equal(run_case(&c), 0);
 }
 
@@ -731,7 +902,7 @@ static void test_stochastic_biseq8(void **state)
 static void test_ngram_chain(void **state)
 {
 	const ecase c = {"ngram_chain", "ngram:1:3", "chain:4", "greedy", "topk", 0, "bf16", NULL, 11,
-	                 24, 1, true, true, NULL, 0};
+	                 24, 1, true, true, NULL, 0, 1, false, false};
 	assert_int_equal(run_case(&c), 0);
 }
 
@@ -774,8 +945,24 @@ static void test_adaptive_chain(void **state)
 		skip();
 	}
 	const ecase c = {"adaptive_chain", "layerskip:1", "chain:4", "rrs", "sample", 0.8, "fp16",
-	                 extra, 19, 32, 3, false, false, NULL, 0};
+	                 extra, 19, 32, 3, false, false, NULL, 0, 2, false, true};
 	assert_int_equal(run_case(&c), gated);
+}
+
+/* g_dir/name holding a kernels.ptx that declares one entry (the fake then
+ * resolves only that name from it). */
+static void ptx_dir(const char *name, const char *entry, char *dir, size_t n)
+{
+	char path[600];
+	snprintf(dir, n, "%s/%s", g_dir, name);
+	snprintf(path, sizeof(path), "mkdir -p '%s'", dir);
+	assert_int_equal(system(path), 0);
+	snprintf(path, sizeof(path), "%s/kernels.ptx", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, ".version 8.3\n.target sm_80\n.address_size 64\n"
+	        ".visible .entry %s(\n\t.param .u64 a\n)\n{\n\tret;\n}\n", entry);
+	fclose(f);
 }
 
 /* What the n-gram case's cubin check rests on: a module from a real image
@@ -785,17 +972,9 @@ static void test_adaptive_chain(void **state)
 static void test_fake_image_entries(void **state)
 {
 	static const emu_kernel dummy = {"dummy", NULL, NULL, 0};
-	char dir[400], path[500];
+	char dir[400];
 	sw_err err = {0};
-	snprintf(dir, sizeof(dir), "%s/image_entries", g_dir);
-	snprintf(path, sizeof(path), "mkdir -p '%s'", dir);
-	assert_int_equal(system(path), 0);
-	snprintf(path, sizeof(path), "%s/kernels.ptx", dir);
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(".version 8.3\n.target sm_80\n.address_size 64\n"
-	      ".visible .entry k_defined(\n\t.param .u64 a\n)\n{\n\tret;\n}\n", f);
-	fclose(f);
+	ptx_dir("image_entries", "k_defined", dir, sizeof(dir));
 	rt_dev *d = open_fake(NULL, 90);
 	fake_cuda_register("k_defined", &dummy);
 	fake_cuda_register("k_elsewhere", &dummy);
@@ -814,6 +993,139 @@ static void test_fake_image_entries(void **state)
 		fail_msg("unexpected: %s / %s", err.msg, fake_cuda_last_error());
 	rt_dev_free(d);
 	assert_int_equal(fake_cuda_live_allocs(), 0);
+}
+
+/* Dynamic shared memory (issue 14 item 7), end to end: engine.json
+ * carries each kernel's size ($.kernels[i].dyn_smem, range-checked), the
+ * backend passes it at launch and opts a function in past 48 KB (refusing
+ * more than the device allows), and the emulator behind the fake refuses a
+ * kernel that uses more than its launch provides. The kernel reverses a
+ * block's 64 floats through dynamic shared memory (256 bytes). */
+static void test_dyn_smem(void **state)
+{
+	static const char src[] = "KERNEL(sw_test_dyn_rev, (float *, y), (const float *, x))\n"
+	                          "{\n"
+	                          "\tDYN_SHARED(float, s);\n"
+	                          "\tconst int t = (int)TID_X, n = (int)BDIM_X;\n"
+	                          "\tSST(s, t, x[t]);\n"
+	                          "\tSYNC();\n"
+	                          "\ty[t] = SLD(s, n - 1 - t);\n"
+	                          "}\n";
+	char kdir[600], dir[400], path[500];
+	sw_err err = {0};
+	void *lib = NULL;
+	snprintf(kdir, sizeof(kdir), "%s/kernels", src_root());
+	if (gen_emu_module_build(src, "dyn-smem-test", kdir, g_cache, &lib, &err))
+		fail_msg("%s", err.msg);
+	const emu_kernel *k = dlsym(lib, "sw_test_dyn_rev_emu");
+	assert_non_null(k);
+	ptx_dir("dyn_smem", "sw_test_dyn_rev", dir, sizeof(dir));
+
+	static const struct {
+		unsigned load, launch; /* the op's dyn_smem at load_kernels, at launch */
+		int arch;
+		const char *refused;   /* NULL: runs and reverses */
+	} cases[] = {
+		{256, 256, 90, NULL},
+		{65536, 65536, 90, NULL},   /* opted in at load */
+		{128, 128, 90, "past the 128 bytes its launch provides"},
+		{0, 0, 90, "launch provides 0 bytes"},
+		{0, 65536, 90, "MAX_DYNAMIC_SHARED_SIZE_BYTES is 0"}, /* never opted in */
+		{150000, 150000, 86, "allows 101376"},                  /* past sm_86's opt-in */
+	};
+	float x[64], y[64];
+	for (int i = 0; i < 64; i++)
+		x[i] = (float)i + 0.5f;
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		rt_dev *d = open_fake(NULL, cases[c].arch);
+		fake_cuda_register("sw_test_dyn_rev", k);
+		rt_dptr X = 0, Y = 0;
+		assert_int_equal(d->ops->alloc(d, sizeof(x), &X, &err), 0);
+		assert_int_equal(d->ops->alloc(d, sizeof(y), &Y, &err), 0);
+		assert_int_equal(d->ops->upload(d, X, x, sizeof(x), &err), 0);
+		rt_op o;
+		memset(&o, 0, sizeof(o));
+		o.kind = RT_OP_KERNEL;
+		snprintf(o.name, sizeof(o.name), "rev");
+		snprintf(o.op, sizeof(o.op), "rev");
+		snprintf(o.entry, sizeof(o.entry), "sw_test_dyn_rev");
+		o.grid[0] = o.grid[1] = o.grid[2] = 1;
+		o.block[0] = 64, o.block[1] = o.block[2] = 1;
+		o.n_args = 2;
+		o.argval[0] = Y;
+		o.argval[1] = X;
+		o.layer = -1;
+		o.dyn_smem = cases[c].load;
+		rt_op_fix_argv(&o);
+		const int n0 = fake_cuda_n_calls();
+		int rc = d->ops->load_kernels(d, dir, &o, 1, &err);
+		o.dyn_smem = cases[c].launch;
+		if (!rc)
+			rc = d->ops->launch(d, &o, &err);
+		if (!rc)
+			rc = d->ops->sync(d, &err);
+		if (!rc)
+			rc = d->ops->download(d, y, Y, sizeof(y), &err);
+		if (cases[c].refused) {
+			/* the driver's refusals reach the caller as CUDA errors (the
+			 * emulator's as a launch failure); the fake keeps the reason */
+			if (!rc || (!strstr(err.msg, cases[c].refused) &&
+			            !strstr(fake_cuda_last_error(), cases[c].refused)))
+				fail_msg("case %zu (%u bytes at load, %u at launch): %s, expected an error "
+				         "saying \"%s\"", c, cases[c].load, cases[c].launch,
+				         rc ? err.msg : "ran", cases[c].refused);
+			print_message("  %u/%u bytes on sm_%d refused: %s\n", cases[c].load,
+			              cases[c].launch, cases[c].arch,
+			              strstr(err.msg, cases[c].refused) ? err.msg : fake_cuda_last_error());
+		} else {
+			if (rc)
+				fail_msg("case %zu: %s (fake: %s)", c, err.msg, fake_cuda_last_error());
+			for (int i = 0; i < 64; i++)
+				assert_true(y[i] == x[63 - i]);
+		}
+		/* the opt-in exactly when past 48 KB, with the op's size */
+		char pat[80];
+		snprintf(pat, sizeof(pat), "cuFuncSetAttribute sw_test_dyn_rev %u", cases[c].load);
+		EXPECT_COUNT(pat, n0, fake_cuda_n_calls(),
+		             cases[c].load > 49152 && cases[c].arch == 90 ? 1 : 0);
+		d->ops->free(d, X);
+		d->ops->free(d, Y);
+		rt_dev_free(d);
+		assert_int_equal(fake_cuda_live_allocs(), 0);
+	}
+	dlclose(lib);
+
+	/* engine.json: every kernel states its size (0: no template uses
+	 * DYN_SHARED yet); out of range is refused, naming the field */
+	char spec[4096];
+	snprintf(dir, sizeof(dir), "%s/dyn_manifest", g_dir);
+	eu_tiny_spec(spec, sizeof(spec), g_tiny_path, "ngram:1:3", "chain:4", "greedy", "topk", 0,
+	             "bf16", NULL);
+	eu_build(spec, dir, NULL, false);
+	snprintf(path, sizeof(path), "%s/engine.json", dir);
+	size_t n = 0;
+	char *text = sw_read_file(path, &n);
+	assert_non_null(text);
+	rt_manifest *m = rt_manifest_parse(dir, text, n, &err);
+	if (!m)
+		fail_msg("%s", err.msg);
+	for (int i = 0; i < m->n_kernels; i++)
+		assert_int_equal(m->kernels[i].dyn_smem, 0);
+	rt_manifest_free(m);
+	char *at = strstr(text, "\"dyn_smem\": 0");
+	assert_non_null(at);
+	char *big = malloc(n + 16);
+	assert_non_null(big);
+	size_t pre = (size_t)(at - text) + strlen("\"dyn_smem\": ");
+	memcpy(big, text, pre);
+	memcpy(big + pre, "300000", 6);
+	memcpy(big + pre + 6, text + pre + 1, n - pre - 1);
+	assert_null(rt_manifest_parse(dir, big, n + 5, &err));
+	if (!strstr(err.msg, "dyn_smem"))
+		fail_msg("dyn_smem 300000: %s", err.msg);
+	print_message("  engine.json dyn_smem 300000 refused: %s\n", err.msg);
+	free(big);
+	free(text);
 }
 
 static int setup(void **state)
@@ -844,6 +1156,7 @@ int main(void)
 		cmocka_unit_test(test_stochastic_biseq8),
 		cmocka_unit_test(test_ngram_chain),
 		cmocka_unit_test(test_adaptive_chain),
+		cmocka_unit_test(test_dyn_smem),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,10 +1,15 @@
 /* The cuda backend (device.h): the CUDA driver API and cuBLASLt, both
  * dlopen'ed (dev_cuda_api.h), so one binary runs with or without a GPU.
- * One non-blocking stream; kernels from the engine's cubin (PTX fallback);
- * GEMMs through cuBLASLt with plans cached per shape; graphs by stream
- * capture, conditional regions as CUDA IF nodes. Not the op schedule
- * (engine.c) and not the kernels (kernels.cu). Everything here also runs
- * against tests/util/fake_cuda.c, which is how it is tested without a GPU. */
+ * One non-blocking stream; kernels from the engine's cubin (PTX fallback),
+ * with their dynamic shared memory (opted in past 48 KB); GEMMs through
+ * cuBLASLt with plans per shape, made and tried eagerly at load_kernels so
+ * that a capture records launches only; graphs by stream capture,
+ * conditional regions as CUDA IF nodes (driver 12.4+; else rt_dev.no_cond
+ * says why and the engine runs gated phases eagerly). Any thread may enter,
+ * one at a time: each entry makes the primary context current. Not the op
+ * schedule (engine.c) and not the kernels (kernels.cu). Everything here
+ * also runs against tests/util/fake_cuda.c, which is how it is tested
+ * without a GPU. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,17 +21,26 @@
 
 #define CUDA_MAX_IF_DEPTH 8
 #define CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
+#define CUDA_GEMM_ALGOS 8          /* candidates asked of cuBLASLt's heuristic */
+#define CUDA_STATIC_SMEM_MAX 49152 /* dynamic shared memory up to this needs no opt-in */
 
-/* One cuBLASLt plan: the descriptors and the heuristic's algorithm for one
- * (m, n, k, dtype) at one pointer alignment (cuBLASLt assumes 256-byte
- * aligned operands unless told otherwise, and engine slices are not). */
+/* One cuBLASLt plan: the descriptors and the heuristic's candidate
+ * algorithms for one (m, n, k, dtype) at one pointer alignment (cuBLASLt
+ * assumes 256-byte aligned operands unless told otherwise, and engine
+ * slices are not). Made and tried eagerly, never inside a capture: the
+ * heuristic query and an algorithm's first use (which may load a kernel
+ * module lazily) are not launches, so a graph must not record them. The
+ * first candidate that runs becomes `algo`; captures only launch it. */
 typedef struct gemm_plan {
 	int64_t m, n, k;
 	int dtype;
 	unsigned align_a, align_w, align_c;
 	cublasLtMatmulDesc_t desc;
 	cublasLtMatrixLayout_t lw, la, lc;
+	cublasLtMatmulAlgo_t cand[CUDA_GEMM_ALGOS];
+	int n_cand;
 	cublasLtMatmulAlgo_t algo;
+	bool ready;             /* algo ran once, eagerly */
 } gemm_plan;
 
 typedef struct cuda_dev {
@@ -36,6 +50,7 @@ typedef struct cuda_dev {
 	CUdevice dev;
 	CUcontext ctx;
 	bool ctx_retained;
+	int smem_optin;         /* the device's opt-in dynamic shared memory per block */
 	CUstream stream;
 	/* capture: body streams of the open IF regions, innermost last */
 	CUstream body[CUDA_MAX_IF_DEPTH];
@@ -46,8 +61,9 @@ typedef struct cuda_dev {
 	int n_plans, cap_plans;
 	CUmodule *mods;
 	int n_mods;
-	CUmodule cond_mod;
+	CUmodule cond_mod;      /* the embedded PTX's module (engines carry their own) */
 	CUfunction cond_fn;     /* sets an IF node's handle from an int32 in device memory */
+	bool cond_ok;           /* driver and entry points support IF nodes */
 	char cond_why[700];     /* why conditionals are unavailable (cond_fn NULL) */
 } cuda_dev;
 
@@ -100,6 +116,22 @@ static int lt_check(const rt_lt_api *lt, cublasStatus_t s, const char *call, con
 #define CU_CHECK(c, call, err) cu_check(&(c)->cu, (call), #call, __FILE__, __LINE__, (err))
 #define CUBLASLT_CHECK(c, call, err) lt_check(&(c)->lt, (call), #call, __FILE__, __LINE__, (err))
 
+/* The context contract: any thread may enter the backend (the server
+ * calls it from a worker, tests from wherever), one at a time, never two
+ * at once. Every entry point makes the device's primary context current on
+ * the calling thread first; cuCtxGetCurrent is a thread-local read, so a
+ * thread that already has it pays one cheap query. */
+static int ctx_enter(cuda_dev *c, sw_err *err)
+{
+	CUcontext cur = NULL;
+	if (!c->ctx || (c->cu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == c->ctx))
+		return 0;
+	int rc = CU_CHECK(c, c->cu.cuCtxSetCurrent(c->ctx), err);
+	if (rc)
+		sw_err_prefix(err, "making the device's primary context current on this thread");
+	return rc;
+}
+
 /* ---- loading the libraries ---- */
 
 typedef struct sym_entry {
@@ -122,6 +154,7 @@ static const sym_entry cu_syms[] = {
 	CU_SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", true),
 	CU_SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", true),
 	CU_SYM(cuCtxSetCurrent, "cuCtxSetCurrent", true),
+	CU_SYM(cuCtxGetCurrent, "cuCtxGetCurrent", true),
 	CU_SYM(cuMemAlloc, "cuMemAlloc_v2", true),
 	CU_SYM(cuMemFree, "cuMemFree_v2", true),
 	CU_SYM(cuMemHostAlloc, "cuMemHostAlloc", true),
@@ -135,6 +168,7 @@ static const sym_entry cu_syms[] = {
 	CU_SYM(cuModuleLoadDataEx, "cuModuleLoadDataEx", true),
 	CU_SYM(cuModuleUnload, "cuModuleUnload", true),
 	CU_SYM(cuModuleGetFunction, "cuModuleGetFunction", true),
+	CU_SYM(cuFuncSetAttribute, "cuFuncSetAttribute", true),
 	CU_SYM(cuLaunchKernel, "cuLaunchKernel", true),
 	CU_SYM(cuStreamBeginCapture, "cuStreamBeginCapture_v2", true),
 	CU_SYM(cuStreamEndCapture, "cuStreamEndCapture", true),
@@ -298,24 +332,32 @@ const char *rt_cuda_cond_ptx(void)
 	return cond_ptx;
 }
 
-/* Loads the set-conditional kernel once, at init, from the embedded PTX
- * (the driver JIT-compiles it). Failure is not fatal: graph_if_begin then
- * refuses with the reason kept in cond_why. */
-static void cond_kernel_load(cuda_dev *c)
+/* Whether IF nodes can be used, and if so the set-conditional kernel from
+ * the embedded PTX (the driver JIT-compiles it), loaded once at init; an
+ * engine's own module replaces it at load_kernels (built with the engine,
+ * no JIT). Conditional nodes need the entry points (driver 12.3) and a
+ * driver of 12.4 or later, the first whose stream capture into an IF body
+ * (cuStreamBeginCaptureToGraph) is complete. Not fatal when missing:
+ * graph_if_begin refuses with cond_why, and rt_dev.no_cond tells the
+ * engine to run its gated phases eagerly instead. */
+static void cond_kernel_load(rt_dev *d, cuda_dev *c)
 {
 	sw_err e = {0};
-	int ver = 0;
+	const int ver = d->driver_version;
 
-	if (!c->cu.cuStreamGetCaptureInfo || !c->cu.cuStreamUpdateCaptureDependencies ||
-	    !c->cu.cuStreamBeginCaptureToGraph || !c->cu.cuGraphConditionalHandleCreate ||
-	    !c->cu.cuGraphAddNode) {
-		if (c->cu.cuDriverGetVersion)
-			c->cu.cuDriverGetVersion(&ver);
+	const bool syms = c->cu.cuStreamGetCaptureInfo && c->cu.cuStreamUpdateCaptureDependencies &&
+	                  c->cu.cuStreamBeginCaptureToGraph && c->cu.cuGraphConditionalHandleCreate &&
+	                  c->cu.cuGraphAddNode;
+	if (!syms || ver < RT_CUDA_COND_MIN_DRIVER) {
 		snprintf(c->cond_why, sizeof(c->cond_why), "the CUDA driver (version %d.%d) lacks "
-		         "conditional graph nodes (cuGraphConditionalHandleCreate, cuGraphAddNode_v2, "
-		         "cuStreamBeginCaptureToGraph: driver 12.3 or later)", ver / 1000, ver % 1000 / 10);
+		         "conditional graph nodes (%s: driver %d.%d or later)", ver / 1000,
+		         ver % 1000 / 10, !syms ? "no cuGraphConditionalHandleCreate, cuGraphAddNode_v2, "
+		         "cuStreamBeginCaptureToGraph" : "capture into IF bodies",
+		         RT_CUDA_COND_MIN_DRIVER / 1000, RT_CUDA_COND_MIN_DRIVER % 1000 / 10);
+		d->no_cond = c->cond_why;
 		return;
 	}
+	c->cond_ok = true;
 	int rc = CU_CHECK(c, c->cu.cuModuleLoadDataEx(&c->cond_mod, cond_ptx, 0, NULL, NULL), &e);
 	if (!rc && (rc = CU_CHECK(c, c->cu.cuModuleGetFunction(&c->cond_fn, c->cond_mod,
 	                                                       RT_CUDA_SET_COND_ENTRY), &e))) {
@@ -323,9 +365,11 @@ static void cond_kernel_load(cuda_dev *c)
 		c->cond_mod = NULL;
 		c->cond_fn = NULL;
 	}
-	if (rc)
+	if (rc) {
 		snprintf(c->cond_why, sizeof(c->cond_why), "the set-conditional kernel did not load "
 		         "(embedded PTX: %.600s)", e.msg);
+		d->no_cond = c->cond_why;
+	}
 }
 
 /* ---- memory ---- */
@@ -344,6 +388,8 @@ static int cuda_alloc(rt_dev *d, size_t bytes, rt_dptr *out, sw_err *err)
 	*out = 0;
 	if (d->capturing)
 		return refuse_capture(d, "alloc", err);
+	if ((rc = ctx_enter(c, err)))
+		return rc;
 	if (bytes == 0)
 		bytes = 256;
 	if ((rc = CU_CHECK(c, c->cu.cuMemAlloc(&p, bytes), err))) {
@@ -363,7 +409,7 @@ static int cuda_alloc(rt_dev *d, size_t bytes, rt_dptr *out, sw_err *err)
 static void cuda_free(rt_dev *d, rt_dptr p)
 {
 	cuda_dev *c = d->impl;
-	if (p)
+	if (p && !ctx_enter(c, NULL))
 		c->cu.cuMemFree((CUdeviceptr)p); /* no error path: an invalid free is the caller's bug */
 }
 
@@ -371,7 +417,7 @@ static void *cuda_alloc_host(rt_dev *d, size_t bytes)
 {
 	cuda_dev *c = d->impl;
 	void *p = NULL;
-	if (c->cu.cuMemHostAlloc(&p, bytes ? bytes : 1, 0) != CUDA_SUCCESS)
+	if (ctx_enter(c, NULL) || c->cu.cuMemHostAlloc(&p, bytes ? bytes : 1, 0) != CUDA_SUCCESS)
 		return NULL;
 	return p;
 }
@@ -379,7 +425,7 @@ static void *cuda_alloc_host(rt_dev *d, size_t bytes)
 static void cuda_free_host(rt_dev *d, void *p)
 {
 	cuda_dev *c = d->impl;
-	if (p)
+	if (p && !ctx_enter(c, NULL))
 		c->cu.cuMemFreeHost(p);
 }
 
@@ -394,6 +440,8 @@ static int cuda_upload(rt_dev *d, rt_dptr dst, const void *src, size_t bytes, sw
 		return refuse_capture(d, "upload", err);
 	if (!bytes)
 		return 0;
+	if ((rc = ctx_enter(c, err)))
+		return rc;
 	if ((rc = CU_CHECK(c, c->cu.cuMemcpyHtoDAsync((CUdeviceptr)dst, src, bytes, c->stream), err)) ||
 	    (rc = CU_CHECK(c, c->cu.cuStreamSynchronize(c->stream), err))) {
 		sw_err_prefix(err, "%s: upload of %zu bytes", d->desc, bytes);
@@ -411,6 +459,8 @@ static int cuda_download(rt_dev *d, void *dst, rt_dptr src, size_t bytes, sw_err
 		return refuse_capture(d, "download", err);
 	if (!bytes)
 		return 0;
+	if ((rc = ctx_enter(c, err)))
+		return rc;
 	double t0 = sw_now_s();
 	if ((rc = CU_CHECK(c, c->cu.cuMemcpyDtoHAsync(dst, (CUdeviceptr)src, bytes, c->stream), err)) ||
 	    (rc = CU_CHECK(c, c->cu.cuStreamSynchronize(c->stream), err))) {
@@ -423,6 +473,10 @@ static int cuda_download(rt_dev *d, void *dst, rt_dptr src, size_t bytes, sw_err
 }
 
 /* ---- kernels ---- */
+
+static bool cuda_supports_op(rt_dev *d, const rt_op *op);
+static int gemm_plan_get(cuda_dev *c, const rt_op *op, bool capturing, gemm_plan **out,
+                         bool *ran, sw_err *err);
 
 static int load_image(cuda_dev *c, const char *path, const void *image, CUmodule *mod, sw_err *err)
 {
@@ -447,6 +501,10 @@ static int cuda_load_kernels(rt_dev *d, const char *engine_dir, rt_op *ops, int 
 	char *image = NULL;
 	int rc;
 
+	if (d->capturing)
+		return refuse_capture(d, "load_kernels", err);
+	if ((rc = ctx_enter(c, err)))
+		return rc;
 	/* a cubin runs on its own major arch at an equal or higher minor
 	 * (sm_80 code on sm_86/89, never sm_80 code on sm_90) */
 	for (int a = d->arch; a >= d->arch / 10 * 10 && !image; a--) {
@@ -483,6 +541,37 @@ static int cuda_load_kernels(rt_dev *d, const char *engine_dir, rt_op *ops, int 
 			return rc;
 		}
 		o->fn = f;
+		/* dynamic shared memory past 48 KB is an opt-in per function */
+		if (o->dyn_smem > CUDA_STATIC_SMEM_MAX) {
+			if ((int64_t)o->dyn_smem > c->smem_optin)
+				return sw_errf(err, SW_ENOTSUP, "%s: op %s (%s): kernel %s needs %u bytes of "
+				               "dynamic shared memory, this device allows %d per block",
+				               path, o->name, o->op, o->entry, o->dyn_smem, c->smem_optin);
+			if ((rc = CU_CHECK(c, c->cu.cuFuncSetAttribute(
+			                          f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+			                          (int)o->dyn_smem), err)))
+				return sw_err_prefix(err, "%s: op %s: kernel %s: %u bytes of dynamic shared "
+				                     "memory", path, o->name, o->entry, o->dyn_smem);
+		}
+	}
+	/* the engine's own set-conditional kernel (built with it: no JIT), when
+	 * its module has one and the driver has conditional nodes */
+	CUfunction cf = NULL;
+	if (c->cond_ok && c->cu.cuModuleGetFunction(&cf, mod, RT_CUDA_SET_COND_ENTRY) == CUDA_SUCCESS) {
+		c->cond_fn = cf;
+		d->no_cond = NULL;
+	}
+	/* every GEMM: plan, heuristic candidates and the trial run, now, so
+	 * that a capture holds cublasLtMatmul launches only */
+	for (int i = 0; i < n; i++) {
+		rt_op *o = &ops[i];
+		gemm_plan *p = NULL;
+		bool ran = false;
+		if (o->kind != RT_OP_GEMM || !cuda_supports_op(d, o) || o->m <= 0 || o->n <= 0 ||
+		    o->k <= 0)
+			continue;
+		if ((rc = gemm_plan_get(c, o, false, &p, &ran, err)))
+			return sw_err_prefix(err, "%s: op %s (readying its cuBLASLt plan)", d->desc, o->name);
 	}
 	return 0;
 }
@@ -531,11 +620,11 @@ static int plan_make(cuda_dev *c, const rt_op *op, unsigned aa, unsigned aw, uns
 	const uint64_t ws = CUDA_WORKSPACE_BYTES;
 	const uint32_t al[4] = {aw, aa, ac, ac};
 	cublasLtMatmulPreference_t pref = NULL;
-	cublasLtMatmulHeuristicResult_t res;
+	cublasLtMatmulHeuristicResult_t res[CUDA_GEMM_ALGOS];
 	int got = 0, rc;
 
 	memset(p, 0, sizeof(*p));
-	memset(&res, 0, sizeof(res));
+	memset(res, 0, sizeof(res));
 	p->m = op->m;
 	p->n = op->n;
 	p->k = op->k;
@@ -566,17 +655,20 @@ static int plan_make(cuda_dev *c, const rt_op *op, unsigned aa, unsigned aw, uns
 		                                    pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i,
 		                                    &al[i], sizeof(al[i])), err)))
 			goto out;
-	if ((rc = CUBLASLT_CHECK(c, c->lt.cublasLtMatmulAlgoGetHeuristic(c->lth, p->desc, p->lw, p->la,
-	                                                                 p->lc, p->lc, pref, 1, &res,
-	                                                                 &got), err)))
+	if ((rc = CUBLASLT_CHECK(c, c->lt.cublasLtMatmulAlgoGetHeuristic(
+	                                    c->lth, p->desc, p->lw, p->la, p->lc, p->lc, pref,
+	                                    CUDA_GEMM_ALGOS, res, &got), err)))
 		goto out;
-	if (got < 1 || res.state != CUBLAS_STATUS_SUCCESS) {
+	for (int i = 0; i < got && i < CUDA_GEMM_ALGOS; i++)
+		if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= ws)
+			p->cand[p->n_cand++] = res[i].algo;
+	if (p->n_cand < 1) {
 		rc = sw_errf(err, SW_ENOTSUP, "cublasLt: no algorithm for m=%lld n=%lld k=%lld %s "
-		             "(alignments A %u, W %u, C %u bytes)", (long long)op->m, (long long)op->n,
-		             (long long)op->k, op->dtype == RT_FP16 ? "fp16" : "bf16", aa, aw, ac);
+		             "(alignments A %u, W %u, C %u bytes; the heuristic returned %d)",
+		             (long long)op->m, (long long)op->n, (long long)op->k,
+		             op->dtype == RT_FP16 ? "fp16" : "bf16", aa, aw, ac, got);
 		goto out;
 	}
-	p->algo = res.algo;
 out:
 	if (pref)
 		c->lt.cublasLtMatmulPreferenceDestroy(pref);
@@ -585,42 +677,108 @@ out:
 	return rc;
 }
 
-static int cuda_gemm(cuda_dev *c, const rt_op *op, CUstream s, sw_err *err)
+static void gemm_desc(const rt_op *op, char *buf, size_t n)
+{
+	snprintf(buf, n, "GEMM m=%lld n=%lld k=%lld %s", (long long)op->m, (long long)op->n,
+	         (long long)op->k, op->dtype == RT_FP16 ? "fp16" : "bf16");
+}
+
+static int gemm_run(cuda_dev *c, const gemm_plan *p, const cublasLtMatmulAlgo_t *algo,
+                    const rt_op *op, CUstream s, sw_err *err)
 {
 	static const float one = 1.0f, zero = 0.0f;
 	const rt_dptr C = op->argval[0], A = op->argval[1], W = op->argval[2];
-	const unsigned aa = ptr_align(A), aw = ptr_align(W), ac = ptr_align(C);
+	return CUBLASLT_CHECK(c, c->lt.cublasLtMatmul(c->lth, p->desc, &one, (const void *)W, p->lw,
+	                                              (const void *)A, p->la, &zero, (const void *)C,
+	                                              p->lc, (void *)C, p->lc, algo, (void *)c->ws,
+	                                              CUDA_WORKSPACE_BYTES, s), err);
+}
+
+/* The op's plan: found, or (outside a capture only) made and made ready:
+ * the candidates are run on the op's own operands, in the heuristic's
+ * order, each followed by a stream sync, and the first that runs is kept
+ * (an algorithm the heuristic offers may still refuse this problem). That
+ * run is the op's launch: *ran tells the caller it has nothing left to do. */
+static int gemm_plan_get(cuda_dev *c, const rt_op *op, bool capturing, gemm_plan **out,
+                         bool *ran, sw_err *err)
+{
+	const unsigned aa = ptr_align(op->argval[1]), aw = ptr_align(op->argval[2]);
+	const unsigned ac = ptr_align(op->argval[0]);
+	char what[160];
+	int rc;
+
+	*out = NULL;
+	*ran = false;
+	for (int i = 0; i < c->n_plans; i++) {
+		gemm_plan *q = &c->plans[i];
+		if (q->m == op->m && q->n == op->n && q->k == op->k && q->dtype == op->dtype &&
+		    q->align_a == aa && q->align_w == aw && q->align_c == ac && q->ready) {
+			*out = q;
+			return 0;
+		}
+	}
+	gemm_desc(op, what, sizeof(what));
+	if (capturing)
+		return sw_errf(err, SW_EINVAL, "%s (alignments A %u, W %u, C %u bytes) was not run before "
+		               "the capture: cuBLASLt's heuristic query and an algorithm's first use "
+		               "must not be captured (load_kernels readies every GEMM op; run a "
+		               "GEMM shape once eagerly before capturing it)", what, aa, aw, ac);
+	if (c->n_plans == c->cap_plans) {
+		int cap = c->cap_plans ? 2 * c->cap_plans : 16;
+		gemm_plan *np = realloc(c->plans, sizeof(*np) * (size_t)cap);
+		if (!np)
+			return sw_errf(err, SW_ENOMEM, "out of memory");
+		c->plans = np;
+		c->cap_plans = cap;
+	}
+	gemm_plan *p = &c->plans[c->n_plans];
+	if ((rc = plan_make(c, op, aa, aw, ac, p, err)))
+		return rc;
+	sw_err first = {0};
+	for (int i = 0; i < p->n_cand && !p->ready; i++) {
+		sw_err e = {0};
+		if (gemm_run(c, p, &p->cand[i], op, c->stream, &e)) {
+			if (!first.msg[0])
+				first = e;
+			continue;
+		}
+		/* an asynchronous failure: the context may be unusable, so stop */
+		if ((rc = CU_CHECK(c, c->cu.cuStreamSynchronize(c->stream), err))) {
+			sw_err_prefix(err, "%s: trial run of cuBLASLt algorithm %d of %d", what, i + 1,
+			              p->n_cand);
+			plan_free(c, p);
+			return rc;
+		}
+		p->algo = p->cand[i];
+		p->ready = true;
+	}
+	if (!p->ready) {
+		rc = sw_errf(err, first.code ? first.code : SW_ENOTSUP, "%s: none of the %d algorithms "
+		             "cuBLASLt's heuristic offered runs (the first refused: %s)", what, p->n_cand,
+		             first.msg);
+		plan_free(c, p);
+		return rc;
+	}
+	c->n_plans++;
+	*out = p;
+	*ran = true;
+	return 0;
+}
+
+static int cuda_gemm(cuda_dev *c, const rt_op *op, bool capturing, CUstream s, sw_err *err)
+{
+	gemm_plan *p = NULL;
+	bool ran = false;
 	int rc;
 
 	if (op->m <= 0 || op->n <= 0)
 		return 0;
 	if (op->k <= 0) /* an empty sum; cuBLASLt refuses k = 0 */
-		return CU_CHECK(c, c->cu.cuMemsetD8Async((CUdeviceptr)C, 0,
+		return CU_CHECK(c, c->cu.cuMemsetD8Async((CUdeviceptr)op->argval[0], 0,
 		                                         sizeof(float) * (size_t)(op->m * op->n), s), err);
-	gemm_plan *p = NULL;
-	for (int i = 0; i < c->n_plans && !p; i++) {
-		gemm_plan *q = &c->plans[i];
-		if (q->m == op->m && q->n == op->n && q->k == op->k && q->dtype == op->dtype &&
-		    q->align_a == aa && q->align_w == aw && q->align_c == ac)
-			p = q;
-	}
-	if (!p) {
-		if (c->n_plans == c->cap_plans) {
-			int cap = c->cap_plans ? 2 * c->cap_plans : 16;
-			gemm_plan *np = realloc(c->plans, sizeof(*np) * (size_t)cap);
-			if (!np)
-				return sw_errf(err, SW_ENOMEM, "out of memory");
-			c->plans = np;
-			c->cap_plans = cap;
-		}
-		if ((rc = plan_make(c, op, aa, aw, ac, &c->plans[c->n_plans], err)))
-			return rc;
-		p = &c->plans[c->n_plans++];
-	}
-	return CUBLASLT_CHECK(c, c->lt.cublasLtMatmul(c->lth, p->desc, &one, (const void *)W, p->lw,
-	                                              (const void *)A, p->la, &zero, (const void *)C,
-	                                              p->lc, (void *)C, p->lc, &p->algo,
-	                                              (void *)c->ws, CUDA_WORKSPACE_BYTES, s), err);
+	if ((rc = gemm_plan_get(c, op, capturing, &p, &ran, err)) || ran)
+		return rc;
+	return gemm_run(c, p, &p->algo, op, s, err);
 }
 
 /* ---- launch ---- */
@@ -637,6 +795,8 @@ static int cuda_launch(rt_dev *d, const rt_op *op, sw_err *err)
 	int rc;
 	double t0 = sw_now_s();
 
+	if ((rc = ctx_enter(c, err)))
+		return rc;
 	switch (op->kind) {
 	case RT_OP_KERNEL: {
 		if (!op->fn)
@@ -648,14 +808,14 @@ static int cuda_launch(rt_dev *d, const rt_op *op, sw_err *err)
 			argv[i] = (void *)&op->argval[i];
 		rc = CU_CHECK(c, c->cu.cuLaunchKernel((CUfunction)op->fn, op->grid[0], op->grid[1],
 		                                      op->grid[2], op->block[0], op->block[1],
-		                                      op->block[2], 0, s, argv, NULL), err);
+		                                      op->block[2], op->dyn_smem, s, argv, NULL), err);
 		break;
 	}
 	case RT_OP_GEMM:
 		if (!cuda_supports_op(d, op))
 			return sw_errf(err, SW_ENOTSUP, "%s: op %s: GEMM dtype %d (bf16 or fp16 expected)",
 			               d->desc, op->name, op->dtype);
-		rc = cuda_gemm(c, op, s, err);
+		rc = cuda_gemm(c, op, d->capturing, s, err);
 		d->stats.gemms++;
 		break;
 	case RT_OP_MEMSET:
@@ -687,9 +847,12 @@ static int cuda_graph_begin(rt_dev *d, sw_err *err)
 	int rc;
 	if (d->capturing)
 		return sw_errf(err, SW_EINVAL, "%s: graph_begin while already capturing", d->desc);
-	/* Relaxed: cuBLASLt may load a kernel module lazily the first time a
-	 * shape is captured, which the stricter modes refuse; the backend
-	 * itself refuses alloc/copy/sync while capturing. */
+	if ((rc = ctx_enter(c, err)))
+		return rc;
+	/* Relaxed: every cuBLASLt plan was made and first run before (at
+	 * load_kernels), so the capture holds launches only; relaxed mode keeps
+	 * a library's harmless queries during it from invalidating the capture.
+	 * The backend itself refuses alloc/copy/sync while capturing. */
 	if ((rc = CU_CHECK(c, c->cu.cuStreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_RELAXED), err)))
 		return rc;
 	c->depth = 0;
@@ -723,6 +886,8 @@ static int cuda_graph_if_begin(rt_dev *d, rt_dptr flag, sw_err *err)
 
 	if (!d->capturing)
 		return sw_errf(err, SW_EINVAL, "%s: graph_if_begin outside a graph capture", d->desc);
+	if ((rc = ctx_enter(c, err)))
+		return rc;
 	if (!c->cond_fn)
 		return sw_errf(err, SW_ENOTSUP, "%s: conditional graph regions unavailable: %s", d->desc,
 		               c->cond_why);
@@ -781,6 +946,9 @@ static int cuda_graph_if_end(rt_dev *d, sw_err *err)
 	if (!d->capturing || c->depth == 0)
 		return sw_errf(err, SW_EINVAL, "%s: graph_if_end without a matching graph_if_begin",
 		               d->desc);
+	int rc = ctx_enter(c, err);
+	if (rc)
+		return rc;
 	c->depth--;
 	/* the body graph belongs to the IF node: nothing to free */
 	return CU_CHECK(c, c->cu.cuStreamEndCapture(c->body[c->depth], &body), err);
@@ -794,6 +962,8 @@ static int cuda_graph_end(rt_dev *d, rt_graph **out, sw_err *err)
 	*out = NULL;
 	if (!d->capturing)
 		return sw_errf(err, SW_EINVAL, "%s: graph_end without graph_begin", d->desc);
+	if ((rc = ctx_enter(c, err)))
+		return rc;
 	while (c->depth > 0)
 		c->cu.cuStreamEndCapture(c->body[--c->depth], &body);
 	d->capturing = false;
@@ -828,7 +998,9 @@ static int cuda_graph_launch(rt_dev *d, rt_graph *g, sw_err *err)
 	if (d->capturing)
 		return sw_errf(err, SW_EINVAL, "%s: graph_launch inside a graph capture", d->desc);
 	double t0 = sw_now_s();
-	int rc = CU_CHECK(c, c->cu.cuGraphLaunch(cg->x, c->stream), err);
+	int rc = ctx_enter(c, err);
+	if (!rc)
+		rc = CU_CHECK(c, c->cu.cuGraphLaunch(cg->x, c->stream), err);
 	d->stats.graph_launches++;
 	d->stats.seconds_ops += sw_now_s() - t0;
 	return rc;
@@ -840,6 +1012,7 @@ static void cuda_graph_free(rt_dev *d, rt_graph *g)
 	cuda_graph *cg = (cuda_graph *)g;
 	if (!cg)
 		return;
+	ctx_enter(c, NULL);
 	if (cg->x)
 		c->cu.cuGraphExecDestroy(cg->x);
 	if (cg->g)
@@ -856,7 +1029,9 @@ static int cuda_sync(rt_dev *d, sw_err *err)
 	if (d->capturing)
 		return refuse_capture(d, "sync", err);
 	double t0 = sw_now_s();
-	int rc = CU_CHECK(c, c->cu.cuStreamSynchronize(c->stream), err);
+	int rc = ctx_enter(c, err);
+	if (!rc)
+		rc = CU_CHECK(c, c->cu.cuStreamSynchronize(c->stream), err);
 	d->stats.seconds_ops += sw_now_s() - t0;
 	if (rc)
 		sw_err_prefix(err, "%s: sync (a queued launch failed)", d->desc);
@@ -869,6 +1044,7 @@ static void cuda_destroy(rt_dev *d)
 		return;
 	cuda_dev *c = d->impl;
 	if (c) {
+		ctx_enter(c, NULL); /* the thread that frees it may not be the one that opened it */
 		if (d->capturing) { /* abandoned mid-capture: end it, drop what it made */
 			CUgraph g = NULL;
 			while (c->depth > 0)
@@ -948,7 +1124,8 @@ static int cuda_open(rt_dev *d, cuda_dev *c, const rt_cuda_cfg *cfg, sw_err *err
 			err->code = SW_ENOTSUP;
 		return SW_ENOTSUP;
 	}
-	if ((rc = CU_CHECK(c, c->cu.cuDeviceGetCount(&n), err)))
+	if ((rc = CU_CHECK(c, c->cu.cuDriverGetVersion(&d->driver_version), err)) ||
+	    (rc = CU_CHECK(c, c->cu.cuDeviceGetCount(&n), err)))
 		return rc;
 	if (n <= 0)
 		return sw_errf(err, SW_ENOTSUP, "no CUDA device (the driver reports none)");
@@ -958,6 +1135,9 @@ static int cuda_open(rt_dev *d, cuda_dev *c, const rt_cuda_cfg *cfg, sw_err *err
 	    (rc = CU_CHECK(c, c->cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
 	                                                 c->dev), err)) ||
 	    (rc = CU_CHECK(c, c->cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+	                                                 c->dev), err)) ||
+	    (rc = CU_CHECK(c, c->cu.cuDeviceGetAttribute(&c->smem_optin,
+	                                                 CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
 	                                                 c->dev), err)) ||
 	    (rc = CU_CHECK(c, c->cu.cuDeviceGetName(name, (int)sizeof(name) - 1, c->dev), err)))
 		return rc;
@@ -972,7 +1152,7 @@ static int cuda_open(rt_dev *d, cuda_dev *c, const rt_cuda_cfg *cfg, sw_err *err
 	    (rc = CU_CHECK(c, c->cu.cuMemAlloc(&c->ws, CUDA_WORKSPACE_BYTES), err)) ||
 	    (rc = CUBLASLT_CHECK(c, c->lt.cublasLtCreate(&c->lth), err)))
 		return rc;
-	cond_kernel_load(c);
+	cond_kernel_load(d, c);
 	return 0;
 }
 

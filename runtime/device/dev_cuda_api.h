@@ -36,6 +36,8 @@ enum {
 	CUDA_ERROR_STUB_LIBRARY = 34,
 	CUDA_ERROR_NO_DEVICE = 100,
 	CUDA_ERROR_INVALID_IMAGE = 200,
+	CUDA_ERROR_INVALID_CONTEXT = 201,
+	CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
 	CUDA_ERROR_INVALID_HANDLE = 400,
 	CUDA_ERROR_NOT_FOUND = 500,
 	CUDA_ERROR_LAUNCH_FAILED = 719,
@@ -48,6 +50,8 @@ enum {
 enum {
 	CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
 	CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+	CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+	CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
 	CU_STREAM_NON_BLOCKING = 1,
 	CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
 	CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
@@ -146,6 +150,7 @@ typedef struct rt_cu_api {
 	CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
 	CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);                   /* _v2 */
 	CUresult (*cuCtxSetCurrent)(CUcontext ctx);
+	CUresult (*cuCtxGetCurrent)(CUcontext *ctx);
 	CUresult (*cuMemAlloc)(CUdeviceptr *p, size_t bytes);                  /* _v2 */
 	CUresult (*cuMemFree)(CUdeviceptr p);                                  /* _v2 */
 	CUresult (*cuMemHostAlloc)(void **p, size_t bytes, unsigned flags);
@@ -160,6 +165,7 @@ typedef struct rt_cu_api {
 	                               CUjit_option *opts, void **vals);
 	CUresult (*cuModuleUnload)(CUmodule m);
 	CUresult (*cuModuleGetFunction)(CUfunction *f, CUmodule m, const char *name);
+	CUresult (*cuFuncSetAttribute)(CUfunction f, int attrib, int value);
 	CUresult (*cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
 	                           unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
 	                           void **extra);
@@ -169,7 +175,9 @@ typedef struct rt_cu_api {
 	CUresult (*cuGraphLaunch)(CUgraphExec x, CUstream s);
 	CUresult (*cuGraphExecDestroy)(CUgraphExec x);
 	CUresult (*cuGraphDestroy)(CUgraph g);
-	/* Conditional nodes (driver >= 12.3); NULL when the driver lacks them. */
+	/* Conditional nodes: the entry points appeared with driver 12.3; the
+	 * backend uses them from 12.4 on (RT_CUDA_COND_MIN_DRIVER). NULL when
+	 * the driver lacks them. */
 	CUresult (*cuStreamGetCaptureInfo)(CUstream s, int *status, uint64_t *id, CUgraph *g,
 	                                   const CUgraphNode **deps, const CUgraphEdgeData **edges,
 	                                   size_t *n_deps);                     /* _v3 */
@@ -236,8 +244,15 @@ rt_dev *rt_dev_cuda_new_with_api(const rt_cu_api *cu, const rt_lt_api *lt, const
 
 /* The entry name of the set-conditional kernel: args (handle, const int32 *flag). */
 #define RT_CUDA_SET_COND_ENTRY "sw_graph_set_cond"
+/* Its CUDA C is kernels/graph_set_cond.cuh, which gen/build.c appends to
+ * every engine's kernels.cu, so the engine's cubins and PTX carry it
+ * (compiled by the build's NVRTC for the engine's archs) and the backend
+ * takes it from the engine's module. */
 /* Its embedded PTX: the backend loads it at init (cuModuleLoadDataEx, which
- * JIT-compiles PTX), so the runtime needs no NVRTC. */
+ * JIT-compiles PTX) for modules without it (engines built before it was
+ * part of kernels.cu, and tests); the runtime never needs NVRTC. */
 const char *rt_cuda_cond_ptx(void);
+/* Conditional IF nodes are used from this driver on (cuDriverGetVersion). */
+#define RT_CUDA_COND_MIN_DRIVER 12040
 
 #endif

@@ -295,7 +295,7 @@ static int exec_op(rt_dev *d, const rt_op *op, bool timed, sw_err *err)
 			memset(&rep, 0, sizeof(rep));
 			emu_dim3 g = {op->grid[0], op->grid[1], op->grid[2]};
 			emu_dim3 b = {op->block[0], op->block[1], op->block[2]};
-			if (emu_launch((const emu_kernel *)op->fn, g, b, 0, argv, &rep))
+			if (emu_launch((const emu_kernel *)op->fn, g, b, op->dyn_smem, argv, &rep))
 				rc = sw_errf(err, SW_EINVAL, "kernel %s: emulator: %s", op->entry, rep.msg);
 		}
 		break;

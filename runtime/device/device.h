@@ -42,6 +42,7 @@ typedef struct rt_kernel_info {
 	int n_params;
 	rt_kparam params[RT_OP_MAX_PARAMS];
 	uint64_t *mask;     /* tree attention MASKED: T * MASK_WORDS rows (engine-owned) */
+	int dyn_smem;       /* dynamic shared memory bytes its launches provide */
 } rt_kernel_info;
 
 enum rt_op_kind {
@@ -67,6 +68,7 @@ typedef struct rt_op {
 	int64_t m, n, k;          /* GEMM */
 	int dtype;                /* GEMM: enum rt_dtype of A and W */
 	int64_t bytes;            /* MEMSET */
+	unsigned dyn_smem;        /* KERNEL: dynamic shared memory bytes the launch provides */
 	int layer;                /* -1, or the layer this launch serves (diagnostics) */
 } rt_op;
 
@@ -98,7 +100,11 @@ struct rt_dev_ops {
 	int (*upload)(rt_dev *d, rt_dptr dst, const void *src, size_t bytes, sw_err *err);
 	int (*download)(rt_dev *d, void *dst, rt_dptr src, size_t bytes, sw_err *err);
 	/* Makes every KERNEL op's fn valid: engine_dir holds kernels.sm_XX.cubin,
-	 * kernels.ptx and kernels.cu. ops[0..n) are filled in place. */
+	 * kernels.ptx and kernels.cu. ops[0..n) are filled in place. Also readies
+	 * every GEMM op for capture (cuda: its cuBLASLt plan is made and tried
+	 * once, eagerly, on the op's own operands, writing its output): a GEMM
+	 * shape neither readied here nor run eagerly before is refused inside a
+	 * capture. */
 	int (*load_kernels)(rt_dev *d, const char *engine_dir, rt_op *ops, int n, sw_err *err);
 	/* Whether this backend can execute op (host native: a registry entry). */
 	bool (*supports_op)(rt_dev *d, const rt_op *op);
@@ -124,6 +130,10 @@ struct rt_dev {
 	const struct rt_dev_ops *ops;
 	char desc[128];      /* "host (native)", "cuda: NVIDIA H100 80GB HBM3, sm_90" */
 	int arch;            /* cuda: 80, 90, ...; host: 0 */
+	int driver_version;  /* cuda: cuDriverGetVersion (13000 = 13.0); host: 0 */
+	/* NULL when graph_if regions work; else why not (a CUDA driver older
+	 * than 12.4): the engine then runs its gated phases eagerly */
+	const char *no_cond;
 	bool capturing;
 	rt_dev_stats stats;
 	void *impl;          /* backend state */
@@ -151,7 +161,9 @@ typedef struct rt_dev_opts {
 rt_dev *rt_dev_host_new(int mode, const rt_dev_opts *o, sw_err *err);
 
 /* CUDA backend: dlopen("libcuda.so.1") and libcublasLt; NULL with SW_ENOTSUP
- * and a message saying what is missing when there is no driver or device. */
+ * and a message saying what is missing when there is no driver or device.
+ * Any thread may call the device, one thread at a time: each call makes
+ * the device's primary context current on the calling thread. */
 rt_dev *rt_dev_cuda_new(int device_ordinal, sw_err *err);
 /* True when a CUDA driver with at least one device can be opened. */
 bool rt_dev_cuda_available(void);

@@ -224,6 +224,7 @@ static int resolve_one(rt_engine *e, const rt_engine_pop *x, int l, int n, sw_er
 	o->k = x->k;
 	o->dtype = e->man->dtype;
 	o->bytes = x->bytes;
+	o->dyn_smem = o->kinfo ? (unsigned)o->kinfo->dyn_smem : 0;
 	o->layer = x->layers ? l : -1;
 	o->n_args = x->n_args;
 	rt_op_fix_argv(o);
@@ -296,6 +297,16 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 	int rc;
 	if (e->dev)
 		return sw_errf(err, SW_EINVAL, "%s: engine already bound to a device", e->man->dir);
+	/* the driver floor of the kernels' compiler (gen/build.c) */
+	const int dv = dev->driver_version, need = e->man->min_driver;
+	if (dv > 0 && need > 0 && dv < need)
+		return sw_errf(err, SW_ENOTSUP, "%s/engine.json: the kernels were compiled by NVRTC %s "
+		               "($.toolkit), whose cubins and PTX need a CUDA driver %d.%d or newer "
+		               "($.toolkit.min_driver %d); this driver is %d.%d (cuDriverGetVersion %d): "
+		               "update the driver, or rebuild the engine with a CUDA toolkit no newer "
+		               "than %d.%d", e->man->dir, e->man->nvrtc_version, need / 1000,
+		               need % 1000 / 10, need, dv / 1000, dv % 1000 / 10, dv, dv / 1000,
+		               dv % 1000 / 10);
 	if ((rc = check_model(e, target, &e->man->tcfg, "target", err)))
 		return rc;
 	if (e->man->draft_kind == RT_ENGINE_DRAFT_MODEL) {
@@ -353,7 +364,23 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 		if (dev->ops->supports_op && !dev->ops->supports_op(dev, &e->ops[i]))
 			return sw_errf(err, SW_ENOTSUP, "%s: backend %s cannot run op %s (%s)", e->man->dir,
 			               dev->desc, e->ops[i].name, e->ops[i].op);
-	return dev->ops->load_kernels(dev, e->man->dir, e->ops, e->n_ops, err);
+	if ((rc = dev->ops->load_kernels(dev, e->man->dir, e->ops, e->n_ops, err)))
+		return rc;
+	/* gated phases on a device without conditional graph regions: every
+	 * iteration runs eagerly, each gated phase after reading its flag
+	 * (rt_engine_generate); said once, here */
+	int gated = 0;
+	for (int ph = e->man->ph_iter_first; ph < e->man->n_phases; ph++)
+		gated += e->man->phases[ph].gate_buf >= 0;
+	if (gated && dev->no_cond) {
+		e->eager_gates = true;
+		snprintf(e->notice, sizeof(e->notice), "%.200s: %.120s: conditional graph regions "
+		         "unavailable (%.500s): the iteration runs eagerly, each of its %d gated phases "
+		         "after reading its flag from the device", e->man->dir, dev->desc, dev->no_cond,
+		         gated);
+		fprintf(stderr, "specwright: note: %s\n", e->notice);
+	}
+	return 0;
 }
 
 /* --- running ------------------------------------------------------------- */
@@ -479,7 +506,8 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 	st->t_prefill = sw_now_s() - t0;
 
 	const int ph0 = e->man->ph_iter_first, ph1 = e->man->n_phases;
-	if (!r->eager && !e->graph) {
+	const bool eager = r->eager || e->eager_gates;
+	if (!eager && !e->graph) {
 		double tc = sw_now_s();
 		if ((rc = d->ops->graph_begin(d, err)))
 			return rc;
@@ -501,7 +529,7 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 	const size_t hbytes = sizeof(int32_t) * (size_t)(RT_ST_WORDS + e->man->ring);
 	const rt_dptr sp = rt_engine_buf_addr(e, "state");
 	while (!stop) {
-		rc = r->eager ? run_phases(e, ph0, ph1, err) : d->ops->graph_launch(d, e->graph, err);
+		rc = eager ? run_phases(e, ph0, ph1, err) : d->ops->graph_launch(d, e->graph, err);
 		if (rc || (rc = d->ops->download(d, e->host_state, sp, hbytes, err)))
 			return rc;
 		const int32_t *hs = e->host_state, *ring = hs + RT_ST_WORDS;

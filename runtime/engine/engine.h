@@ -57,6 +57,11 @@ typedef struct rt_engine {
 	rt_graph *graph;          /* the captured iteration */
 	uint64_t seed;            /* the next request's Philox seed (a run-time word) */
 	int32_t *host_state;      /* RT_ST_WORDS + ring, from alloc_host */
+	/* the device has no conditional graph regions (rt_dev.no_cond) and the
+	 * engine gated phases: iterations run eagerly; notice says so (printed
+	 * to stderr once, at bind) */
+	bool eager_gates;
+	char notice[1024];
 } rt_engine;
 
 typedef struct rt_engine_stats {
@@ -73,10 +78,15 @@ typedef struct rt_engine_stats {
 rt_engine *rt_engine_load(const char *dir, sw_err *err);
 void rt_engine_free(rt_engine *e);
 
+/* Threads: an engine and its device may be used from any thread, one
+ * thread at a time (the server binds on its main thread and generates on a
+ * worker); the cuda backend makes its context current on each entry. */
 /* Binds a loaded engine to a device: allocates the arena, uploads the
  * target's (and a separate draft's) weights converted to the engine dtype,
  * resolves the ops and loads the kernels. target must match the engine's
- * shapes (checked); draft is only for RT_ENGINE_DRAFT_MODEL. */
+ * shapes (checked); draft is only for RT_ENGINE_DRAFT_MODEL. A CUDA driver
+ * older than $.toolkit.min_driver is refused first (SW_ENOTSUP, naming both
+ * versions). */
 int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
                    const rt_engine_weights *draft, uint64_t seed, sw_err *err);
 

@@ -281,6 +281,33 @@ static bool tree_visible(const rt_manifest *e, int i, int j)
 	return false;
 }
 
+/* $.toolkit (absent when the build compiled nothing): the NVRTC that wrote
+ * the cubins and PTX and the driver floor it implies (gen/build.c). */
+static int parse_toolkit(rt_manifest *e, jctx *j, const json_value *root)
+{
+	const json_value *tk = json_get(root, "toolkit");
+	int maj = 0, min = 0;
+	char tail = 0;
+	if (!tk)
+		return 0;
+	if (tk->type != JSON_OBJECT)
+		return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.toolkit: expected an object", j->file);
+	const char *v = jstr(j, tk, "nvrtc", "$.toolkit");
+	if (j->rc)
+		return j->rc;
+	if (sscanf(v, "%d.%d%c", &maj, &min, &tail) != 2 || maj < 1 || maj > 99 || min < 0 ||
+	    min > 9)
+		return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.toolkit.nvrtc: expected \"MAJOR.MINOR\" "
+		                       "(NVRTC's version, e.g. \"13.0\"), found \"%s\"", j->file, v);
+	snprintf(e->nvrtc_version, sizeof(e->nvrtc_version), "%d.%d", maj, min);
+	e->min_driver = (int)jint(j, tk, "min_driver", "$.toolkit", 1000, 99990);
+	if (!j->rc && e->min_driver != 1000 * maj + 10 * min)
+		return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.toolkit.min_driver: %d, expected %d "
+		                       "(what NVRTC %s's PTX needs)", j->file, e->min_driver,
+		                       1000 * maj + 10 * min, e->nvrtc_version);
+	return j->rc;
+}
+
 static int parse_kernels(rt_manifest *e, jctx *j, const json_value *root)
 {
 	const json_value *ks = jarr(j, root, "kernels", "$", 0, 100000);
@@ -299,6 +326,10 @@ static int parse_kernels(rt_manifest *e, jctx *j, const json_value *root)
 		const char *tp = jstr(j, o, "template", p);
 		const char *sl = strrchr(tp, '/');
 		snprintf(k->tmpl, sizeof(k->tmpl), "%s", sl ? sl + 1 : tp);
+		/* dynamic shared memory its launches provide (absent: none); 227 KiB
+		 * is the largest opt-in of any arch (sm_90) */
+		if (json_get(o, "dyn_smem"))
+			k->dyn_smem = (int)jint(j, o, "dyn_smem", p, 0, 232448);
 		const json_value *pr = jobj(j, o, "params", p);
 		for (size_t m = 0; pr && m < pr->n; m++) {
 			const json_value *v = pr->members[m].value;
@@ -762,6 +793,8 @@ rt_manifest *rt_manifest_parse(const char *dir, const char *text, size_t len, sw
 		if (e->skip_layers[i] >= e->tcfg.n_layers)
 			j.rc = sw_errf(err, SW_EINVAL, "%s: $.spec.draft.layers[%d]: %d, the target has %d "
 			               "layers", path, i, e->skip_layers[i], e->tcfg.n_layers);
+	if (!j.rc)
+		parse_toolkit(e, &j, root);
 	if (!j.rc)
 		parse_buffers(e, &j, root);
 	if (!j.rc)

@@ -96,6 +96,11 @@ typedef struct rt_manifest {
 	rt_engine_phase phases[RT_ENGINE_MAX_PHASES];
 	int ph_prefill, ph_iter_first; /* phases [ph_iter_first, n_phases) form one iteration */
 	int ring;                 /* output ring entries (the state buffer past its header) */
+	/* $.toolkit: the NVRTC that compiled the kernels ("" when none did) and
+	 * the CUDA driver it needs (cuDriverGetVersion's encoding, 13000 = 13.0;
+	 * 0 when none) */
+	char nvrtc_version[16];
+	int min_driver;
 } rt_manifest;
 
 /* Parses and validates dir/engine.json. */

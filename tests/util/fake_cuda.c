@@ -16,6 +16,7 @@
 #define FK_MAX_ARGS 16
 #define FK_MAX_HANDLES 256
 #define FK_MAX_KERNELS 1024
+#define FK_ALGOS 4 /* candidates a heuristic query returns at most */
 
 enum { FK_KERNEL = 0, FK_MEMSET, FK_MATMUL, FK_COND };
 
@@ -26,6 +27,7 @@ struct CUctx_st {
 struct CUfunc_st {
 	char name[256];
 	const emu_kernel *k;  /* NULL: the set-conditional kernel */
+	int max_dyn;          /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
 	struct CUfunc_st *next;
 };
 
@@ -55,7 +57,7 @@ struct CUgraphNode_st {
 	int nd;
 	/* kernel */
 	struct CUfunc_st *f;
-	unsigned grid[3], block[3];
+	unsigned grid[3], block[3], smem;
 	uint64_t args[FK_MAX_ARGS];
 	/* memset */
 	CUdeviceptr ptr;
@@ -121,6 +123,11 @@ static struct {
 	} kernels[FK_MAX_KERNELS];
 	int n_kernels;
 	uint64_t capture_ids;
+	int n_capturing;        /* streams capturing now */
+	uint64_t algo_serial;   /* heuristic candidates handed out */
+	uint64_t *algo_used;    /* serials that ran outside a capture */
+	int n_algo_used, cap_algo_used;
+	int n_threads;          /* threads that made the context current */
 	uint64_t if_taken, if_skipped;
 	char fail_call[64];
 	CUresult fail_code;
@@ -128,6 +135,25 @@ static struct {
 } F;
 
 /* ---- bookkeeping ---- */
+
+/* Makes room for element n of the array at *p (capacity *cap); nonzero
+ * when out of memory. */
+static int fk_grow(void **p, int *cap, int n, size_t elt)
+{
+	if (n < *cap)
+		return 0;
+	int c = *cap ? 2 * *cap : 16;
+	void *q = realloc(*p, elt * (size_t)c);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+/* The calling thread's current context, and its number for the log. */
+static _Thread_local struct CUctx_st *t_cur;
+static _Thread_local int t_num = -1;
 
 static void log_call(const char *name, const char *detail)
 {
@@ -156,12 +182,27 @@ __attribute__((format(printf, 2, 3))) static CUresult fk_err(CUresult r, const c
 	return r;
 }
 
-/* Logs the call; returns an injected failure for it, or 0. */
+/* Calls that need no current context on the calling thread. */
+static bool ctx_free(const char *name)
+{
+	static const char *const free_calls[] = {"cuInit", "cuDeviceGetCount", "cuDeviceGet",
+	                                         "cuDevicePrimaryCtxRetain",
+	                                         "cuDevicePrimaryCtxRelease", "cuCtxSetCurrent"};
+	for (size_t i = 0; i < sizeof(free_calls) / sizeof(free_calls[0]); i++)
+		if (!strcmp(name, free_calls[i]))
+			return true;
+	return false;
+}
+
+/* Logs the call; returns an injected failure for it, a missing context, or 0. */
 static CUresult enter(const char *name, const char *detail)
 {
 	log_call(name, detail);
 	if (F.fail_count > 0 && !strcmp(F.fail_call, name) && --F.fail_count == 0)
 		return fk_err(F.fail_code, "fake: injected failure of %s", name);
+	if (!ctx_free(name) && t_cur != &F.ctx)
+		return fk_err(CUDA_ERROR_INVALID_CONTEXT, "fake: %s on a thread with no current context "
+		              "(cuCtxSetCurrent first, on this thread)", name);
 	return CUDA_SUCCESS;
 }
 
@@ -201,7 +242,10 @@ void fake_cuda_reset(const fake_cuda_cfg *cfg)
 	for (int i = 0; i < F.n_allocs; i++)
 		emu_free(F.allocs[i].p);
 	free(F.allocs);
+	free(F.algo_used);
 	memset(&F, 0, sizeof(F));
+	t_cur = NULL; /* this thread's; other threads' were cleared when they ended */
+	t_num = -1;
 	F.cfg = cfg ? *cfg : def;
 	if (!F.cfg.name)
 		F.cfg.name = "Fake GPU";
@@ -298,6 +342,14 @@ void fake_cuda_fail(const char *call, CUresult r, int count)
 
 /* ---- device, context, errors ---- */
 
+/* The opt-in dynamic shared memory per block of the faked arch (the CUDA
+ * programming guide's table: sm_80 163 KB, sm_86/89 99 KB, sm_90 227 KB). */
+static int fk_smem_optin(void)
+{
+	const int cc = 10 * F.cfg.cc_major + F.cfg.cc_minor;
+	return cc >= 90 ? 232448 : cc == 80 || cc == 87 ? 166912 : cc >= 86 ? 101376 : 49152;
+}
+
 static CUresult fk_cuInit(unsigned flags)
 {
 	ENTER(NULL);
@@ -306,7 +358,7 @@ static CUresult fk_cuInit(unsigned flags)
 
 static CUresult fk_cuDriverGetVersion(int *v)
 {
-	*v = F.cfg.no_conditionals ? 12020 : 13000;
+	*v = F.cfg.driver_version ? F.cfg.driver_version : F.cfg.no_conditionals ? 12020 : 13000;
 	return CUDA_SUCCESS;
 }
 
@@ -319,6 +371,7 @@ static const struct {
 	{CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
 	{CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
 	{CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+	{CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
 	{CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
 	{CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
 	{CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
@@ -377,6 +430,8 @@ static CUresult fk_cuDeviceGetAttribute(int *v, int attrib, CUdevice d)
 		*v = F.cfg.cc_major;
 	else if (attrib == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
 		*v = F.cfg.cc_minor;
+	else if (attrib == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+		*v = fk_smem_optin();
 	else
 		return fk_err(CUDA_ERROR_INVALID_VALUE, "fake: attribute %d not faked", attrib);
 	return CUDA_SUCCESS;
@@ -407,8 +462,21 @@ static CUresult fk_cuDevicePrimaryCtxRelease(CUdevice d)
 
 static CUresult fk_cuCtxSetCurrent(CUcontext c)
 {
-	ENTER(NULL);
-	return c == &F.ctx ? CUDA_SUCCESS : fk_err(CUDA_ERROR_INVALID_VALUE, "fake: unknown context");
+	char th[32];
+	if (t_num < 0)
+		t_num = F.n_threads++;
+	snprintf(th, sizeof(th), "thread %d", t_num);
+	ENTER(th);
+	if (c && c != &F.ctx)
+		return fk_err(CUDA_ERROR_INVALID_VALUE, "fake: unknown context");
+	t_cur = c;
+	return CUDA_SUCCESS;
+}
+
+static CUresult fk_cuCtxGetCurrent(CUcontext *c)
+{
+	*c = t_cur;
+	return CUDA_SUCCESS;
 }
 
 /* ---- memory ---- */
@@ -418,14 +486,8 @@ static CUresult fk_cuMemAlloc(CUdeviceptr *p, size_t bytes)
 	ENTER(NULL);
 	if (!bytes)
 		return fk_err(CUDA_ERROR_INVALID_VALUE, "fake: cuMemAlloc of 0 bytes");
-	if (F.n_allocs == F.cap_allocs) {
-		int cap = F.cap_allocs ? 2 * F.cap_allocs : 16;
-		fk_alloc *a = realloc(F.allocs, sizeof(*a) * (size_t)cap);
-		if (!a)
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		F.allocs = a;
-		F.cap_allocs = cap;
-	}
+	if (fk_grow((void **)&F.allocs, &F.cap_allocs, F.n_allocs, sizeof(*F.allocs)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	void *q = emu_alloc(bytes, "fake-cuda"); /* 0xff-filled, as garbage would be */
 	if (!q)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -600,6 +662,7 @@ static CUresult fk_cuStreamBeginCapture(CUstream s, int mode)
 	s->capturing = true;
 	s->id = ++F.capture_ids;
 	s->n_front = 0;
+	F.n_capturing++;
 	return CUDA_SUCCESS;
 }
 
@@ -611,6 +674,7 @@ static CUresult fk_cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgr
 		return fk_err(CUDA_ERROR_INVALID_VALUE, "fake: begin capture to graph: bad arguments");
 	s->capturing = true;
 	s->id = ++F.capture_ids;
+	F.n_capturing++;
 	s->g = g;
 	for (size_t i = 0; i < n; i++)
 		s->front[i] = deps[i];
@@ -624,6 +688,7 @@ static CUresult fk_cuStreamEndCapture(CUstream s, CUgraph *g)
 	if (!s || !s->capturing)
 		return fk_err(CUDA_ERROR_INVALID_VALUE, "fake: end capture on a stream not capturing");
 	s->capturing = false;
+	F.n_capturing--;
 	*g = s->g;
 	s->g = NULL;
 	s->n_front = 0;
@@ -946,6 +1011,21 @@ static CUresult fk_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *na
 	return CUDA_SUCCESS;
 }
 
+static CUresult fk_cuFuncSetAttribute(CUfunction f, int attrib, int value)
+{
+	char d[300];
+	snprintf(d, sizeof(d), "%s %d", f ? f->name : "(null)", value);
+	ENTER(d);
+	if (!f || attrib != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+		return fk_err(CUDA_ERROR_INVALID_VALUE, "fake: cuFuncSetAttribute: only the dynamic "
+		              "shared memory size is faked");
+	if (value < 0 || value > fk_smem_optin())
+		return fk_err(CUDA_ERROR_INVALID_VALUE, "fake: %d bytes of dynamic shared memory for %s: "
+		              "the device allows %d", value, f->name, fk_smem_optin());
+	f->max_dyn = value;
+	return CUDA_SUCCESS;
+}
+
 /* Runs one kernel node; in_graph: whether a graph launch runs it. */
 static CUresult run_kernel(const struct CUgraphNode_st *x, bool in_graph)
 {
@@ -969,7 +1049,7 @@ static CUresult run_kernel(const struct CUgraphNode_st *x, bool in_graph)
 	emu_report rep;
 	memset(&rep, 0, sizeof(rep));
 	emu_dim3 g = {x->grid[0], x->grid[1], x->grid[2]}, b = {x->block[0], x->block[1], x->block[2]};
-	if (emu_launch(x->f->k, g, b, 0, argv, &rep))
+	if (emu_launch(x->f->k, g, b, x->smem, argv, &rep))
 		return fk_err(CUDA_ERROR_LAUNCH_FAILED, "fake: kernel %s: %s", x->f->name, rep.msg);
 	return CUDA_SUCCESS;
 }
@@ -988,6 +1068,11 @@ static CUresult fk_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsign
 	    gx > 0x7fffffffu || gy > 65535 || gz > 65535 || bz > 64)
 		return fk_err(CUDA_ERROR_INVALID_VALUE, "fake: launch of %s with grid (%u,%u,%u) block "
 		              "(%u,%u,%u)", f->name, gx, gy, gz, bx, by, bz);
+	/* past 48 KB only up to the function's opt-in */
+	if (smem > 49152 && (int64_t)smem > f->max_dyn)
+		return fk_err(CUDA_ERROR_INVALID_VALUE, "fake: launch of %s with %u bytes of dynamic "
+		              "shared memory, its CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES is %d",
+		              f->name, smem, f->max_dyn);
 	struct CUgraphNode_st tmp, *x = &tmp;
 	if (s->capturing) {
 		if (!(x = capture_node(s, FK_KERNEL)))
@@ -998,6 +1083,7 @@ static CUresult fk_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsign
 	x->f = f;
 	x->grid[0] = gx, x->grid[1] = gy, x->grid[2] = gz;
 	x->block[0] = bx, x->block[1] = by, x->block[2] = bz;
+	x->smem = smem;
 	/* the driver copies the parameters at launch (8 bytes each: every
 	 * argument of these kernels is a pointer or a 64-bit slot) */
 	int na = f->k ? f->k->n_args : 2;
@@ -1297,15 +1383,34 @@ static cublasStatus_t fk_cublasLtMatmulAlgoGetHeuristic(
 		return s;
 	if (!h || !pref || pref->data[5] != LT_MAGIC || requested < 1)
 		return CUBLAS_STATUS_INVALID_VALUE;
-	memset(res, 0, sizeof(*res));
-	res->algo.data[0] = LT_MAGIC;
-	for (int i = 1; i <= 4; i++)
-		res->algo.data[i] = pref->data[i];
-	res->workspaceSize = pref->data[0] < 4096 ? pref->data[0] : 4096;
-	res->algo.data[5] = res->workspaceSize;
-	res->wavesCount = 1.0f;
-	*returned = 1;
+	if (F.n_capturing) {
+		fk_err(0, "fake: cublasLtMatmulAlgoGetHeuristic while %d stream(s) capture (a query is "
+		       "no launch: plan before capturing)", F.n_capturing);
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	}
+	/* up to FK_ALGOS candidates, best first, each with its own serial */
+	const int n = requested < FK_ALGOS ? requested : FK_ALGOS;
+	for (int k = 0; k < n; k++) {
+		memset(&res[k], 0, sizeof(res[k]));
+		res[k].algo.data[0] = LT_MAGIC;
+		for (int i = 1; i <= 4; i++)
+			res[k].algo.data[i] = pref->data[i];
+		res[k].workspaceSize = pref->data[0] < 4096 ? pref->data[0] : 4096;
+		res[k].algo.data[5] = res[k].workspaceSize;
+		res[k].algo.data[6] = (uint64_t)k;
+		res[k].algo.data[7] = ++F.algo_serial;
+		res[k].wavesCount = 1.0f;
+	}
+	*returned = n;
 	return CUBLAS_STATUS_SUCCESS;
+}
+
+static bool algo_used(uint64_t serial)
+{
+	for (int i = 0; i < F.n_algo_used; i++)
+		if (F.algo_used[i] == serial)
+			return true;
+	return false;
 }
 
 static cublasStatus_t fk_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op,
@@ -1315,7 +1420,10 @@ static cublasStatus_t fk_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t
                                         cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t *algo,
                                         void *ws, size_t ws_bytes, CUstream s)
 {
-	LT_ENTER();
+	char det[32];
+	snprintf(det, sizeof(det), "algo %d", algo ? (int)algo->data[6] : -1);
+	if (enter("cublasLtMatmul", det))
+		return CUBLAS_STATUS_NOT_INITIALIZED;
 	fk_mm x;
 	cublasStatus_t st = mm_setup(op, la, lb, lc, ld, &x);
 	if (st)
@@ -1346,6 +1454,22 @@ static cublasStatus_t fk_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t
 	    !in_device((uintptr_t)d, nd * 4)) {
 		fk_err(0, "fake: a matmul operand runs outside its allocation");
 		return CUBLAS_STATUS_INVALID_VALUE;
+	}
+	if ((int)algo->data[6] < F.cfg.lt_bad_algos) {
+		fk_err(0, "fake: algorithm %d refuses this problem (cfg.lt_bad_algos %d)",
+		       (int)algo->data[6], F.cfg.lt_bad_algos);
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	}
+	if (s->capturing && !algo_used(algo->data[7])) {
+		fk_err(0, "fake: first use of cuBLASLt algorithm %llu inside a capture (it may load a "
+		       "kernel module: run it once before capturing)", (unsigned long long)algo->data[7]);
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	}
+	if (!s->capturing && !algo_used(algo->data[7])) {
+		if (fk_grow((void **)&F.algo_used, &F.cap_algo_used, F.n_algo_used,
+		            sizeof(*F.algo_used)))
+			return CUBLAS_STATUS_NOT_INITIALIZED;
+		F.algo_used[F.n_algo_used++] = algo->data[7];
 	}
 	memcpy(&x.alpha, alpha, sizeof(float)); /* host pointer mode: read at the call */
 	memcpy(&x.beta, beta, sizeof(float));
@@ -1433,6 +1557,7 @@ void fake_cuda_api(rt_cu_api *cu, rt_lt_api *lt)
 	CU(cuDevicePrimaryCtxRetain);
 	CU(cuDevicePrimaryCtxRelease);
 	CU(cuCtxSetCurrent);
+	CU(cuCtxGetCurrent);
 	CU(cuMemAlloc);
 	CU(cuMemFree);
 	CU(cuMemHostAlloc);
@@ -1446,6 +1571,7 @@ void fake_cuda_api(rt_cu_api *cu, rt_lt_api *lt)
 	CU(cuModuleLoadDataEx);
 	CU(cuModuleUnload);
 	CU(cuModuleGetFunction);
+	CU(cuFuncSetAttribute);
 	CU(cuLaunchKernel);
 	CU(cuStreamBeginCapture);
 	CU(cuStreamEndCapture);

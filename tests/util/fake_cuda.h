@@ -12,8 +12,11 @@
  * not a chain, i.e. could run concurrently; unaligned operands for the
  * chosen algorithm; handles with no node; copies inside a capture; launch
  * dimensions past the hardware limits; an entry a real module image does
- * not define) and records every call so tests can assert the sequence.
- * Not thread-safe. */
+ * not define; a call from a thread with no current context; a cuBLASLt
+ * heuristic query while a stream captures, or an algorithm's first use
+ * inside a capture; dynamic shared memory past 48 KB without the function's
+ * opt-in) and records every call so tests can assert the sequence.
+ * Not thread-safe: one thread at a time (any thread). */
 #ifndef TESTS_FAKE_CUDA_H
 #define TESTS_FAKE_CUDA_H
 
@@ -28,6 +31,9 @@ typedef struct fake_cuda_cfg {
 	int cc_major, cc_minor; /* compute capability */
 	const char *name;
 	bool no_conditionals;   /* a pre-12.3 driver: the conditional entry points are NULL */
+	int driver_version;     /* cuDriverGetVersion; 0: 13000 (12020 with no_conditionals) */
+	int lt_bad_algos;       /* the first N algorithms of every heuristic answer refuse to
+	                         * run (CUBLAS_STATUS_NOT_SUPPORTED at cublasLtMatmul) */
 	CUresult init_result;   /* what cuInit returns */
 	/* cuBLASLt's sums: false, in double (an exact-ish reference); true, in
 	 * fp32 through cblas_sgemm in the order the host backend uses, so a
@@ -50,7 +56,10 @@ void fake_cuda_register(const char *name, const emu_kernel *k);
 /* The call log: "cuName" or "cuName detail" (detail: the kernel name of a
  * launch, "cubin"/"ptx" for a module load, "conditional" for a node add,
  * "body" for a capture into an existing graph, the byte count of a
- * cuMemcpy*). Unbounded. */
+ * cuMemcpy*, "algo I" for cublasLtMatmul (the heuristic's I-th candidate),
+ * "thread T" for cuCtxSetCurrent (T: 0 for the first thread that called
+ * it, 1 for the next, ...)). Queries (cuCtxGetCurrent, attributes, names,
+ * versions) are not logged. Unbounded. */
 int fake_cuda_n_calls(void);
 const char *fake_cuda_call(int i);
 /* Entries matching pat ("cuName" matches "cuName ..." too). */
