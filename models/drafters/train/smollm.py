@@ -49,6 +49,14 @@ def rope(x, pos, inv_freq):
     return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)
 
 
+def _out_ffn(m, W, x, o):
+    """The rest of a layer after attention: output projection, residual, SwiGLU FFN."""
+    x = x + o @ W["attn_output"].T
+    h = rmsnorm(x, W["ffn_norm"], m.eps)
+    g = h @ W["ffn_gate"].T
+    return x + (torch.nn.functional.silu(g) * (h @ W["ffn_up"].T)) @ W["ffn_down"].T
+
+
 @torch.no_grad()
 def forward(m, tok, pos, kv, keymask, taps=(), want_logits=True):
     """tok, pos (B, T); kv: list per layer of (K, V) tensors (B, nkv, S, hd) or None
@@ -80,10 +88,7 @@ def forward(m, tok, pos, kv, keymask, taps=(), want_logits=True):
         att = (qg @ k.unsqueeze(2).transpose(-1, -2)) / (m.hd ** 0.5)
         att = att.masked_fill(~mask[:, None, None], float("-inf")).softmax(-1)
         o = (att @ v.unsqueeze(2)).reshape(B, m.nh, T, m.hd).transpose(1, 2).reshape(B, T, m.dim)
-        x = x + o @ W["attn_output"].T
-        h = rmsnorm(x, W["ffn_norm"], m.eps)
-        g = h @ W["ffn_gate"].T
-        x = x + (torch.nn.functional.silu(g) * (h @ W["ffn_up"].T)) @ W["ffn_down"].T
+        x = _out_ffn(m, W, x, o)
         if l in taps:
             tapped.append(x)
     if want_logits == "last":
@@ -157,10 +162,7 @@ def forward_cached(m, tok, cache, taps=()):
         att = (att.view(B, m.nkv, rep, T, S) + bias[:, :, None]).softmax(-1)
         o = torch.matmul(att.view(B, m.nkv, rep * T, S), V)  # (B, nkv, rep*T, hd)
         o = o.view(B, m.nkv, rep, T, m.hd).permute(0, 3, 1, 2, 4).reshape(B, T, m.dim)
-        x = x + o @ W["attn_output"].T
-        h = rmsnorm(x, W["ffn_norm"], m.eps)
-        g = h @ W["ffn_gate"].T
-        x = x + (torch.nn.functional.silu(g) * (h @ W["ffn_up"].T)) @ W["ffn_down"].T
+        x = _out_ffn(m, W, x, o)
         if l in taps:
             tapped.append(x)
     cache.n = S
