@@ -11,7 +11,8 @@
 # Knobs: MODEL, WORK (build/drafters), PROMPTS (training prompts cut, 6000),
 # GEN_SECONDS (1260), GEN_BATCH (128 rows), N_NEW (96), TRAIN_SECONDS (2280, once
 # the first batch is written), NICE (10; 0 on a machine of one's own), TOKENS=1 to also
-# train the tokens-conditioned drafter afterwards (on the finished data).
+# train the tokens-conditioned drafter afterwards (on the finished data) for
+# TOKENS_SECONDS (780).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 MODEL=${MODEL:-models/cache/SmolLM2-135M-Instruct.Q4_1.gguf}
@@ -50,8 +51,8 @@ THREADS=1 nice -n "$NICE" $PY train.py "$W" ../smollm2-features-b8 features "$TR
 wait $GEN_PID
 trap - EXIT
 if [ "${TOKENS:-0}" = 1 ]; then
-	echo "drafters: [3b/4] training the tokens drafter, B=8, Vd=8192 (${TRAIN_SECONDS}s)"
-	nice -n "$NICE" $PY train.py "$W" ../smollm2-tokens-b8 tokens "$TRAIN_SECONDS" 8 8192
+	echo "drafters: [3b/4] training the tokens drafter, B=8, Vd=8192 (${TOKENS_SECONDS:-780}s)"
+	THREADS=1 nice -n "$NICE" $PY train.py "$W" ../smollm2-tokens-b8 tokens "${TOKENS_SECONDS:-780}" 8 8192
 fi
 echo "drafters: [4/4] the C forward against PyTorch on the trained files, then sha256"
 make -C ../../.. build/libspecwright.a >/dev/null
