@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/fileio.h"
+#include "core/timing.h"
 #include "cli.h"
 #include "kernels/philox.h"
 #include "decode/block_decode.h"
@@ -224,19 +225,21 @@ out_err:
 /* The --drafters table: target-only, then each row SPEC[|gamma=G][|tree=T]
  * at T = 0 and 0.7 over the prompts: median tok/s and speedup against
  * target-only on the same prompt, pooled tau, acceptance by position 1..8
- * (by depth for trees), greedy equality. Trees: top-k verified one-hot
- * (greedy at T = 0); block drafters only. */
+ * (by depth for trees), greedy equality; tokens per CPU-second of the
+ * whole call (prefill included) and its ratio to target-only's. Trees: top-k
+ * verified one-hot (greedy at T = 0); block drafters only. */
 static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np, sw_err *err)
 {
 	int M = o->max_new, rc = SW_ENOMEM;
 	int32_t *ids = malloc((size_t)o->ctx * sizeof(*ids)), *out = malloc((size_t)(M + 1) * sizeof(*out));
 	int32_t *refs = malloc((size_t)np * (M + 1) * sizeof(int32_t));
 	int *nref = malloc((size_t)np * sizeof(int));
-	double *base = malloc((size_t)np * sizeof(double));
+	double *base = malloc((size_t)np * sizeof(double)), *base_cpu = malloc((size_t)np * sizeof(double));
+	double cpu_tps[256], cpu_ratio[256];
 	char *list = strdup(o->drafters);
 	char *rows[32];
 	int nr = 0;
-	if (!ids || !out || !refs || !nref || !base || !list) {
+	if (!ids || !out || !refs || !nref || !base || !base_cpu || !list) {
 		sw_errf(err, SW_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -245,8 +248,9 @@ static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np,
 		rows[nr++] = tok;
 	printf("### Real model, drafters: %s, %d prompts from %s, %d new tokens, chat template on\n\n", o->model, np,
 	       o->corpus ? o->corpus : "(default corpus)", M);
-	printf("| T | drafter | median tok/s | median speedup | tau | acceptance at position 1 2 3 4 5 6 7 8 | greedy == target |\n");
-	printf("|---|---|---|---|---|---|---|\n");
+	printf("| T | drafter | median tok/s | median speedup | median tok/CPU-s | CPU-s speedup | tau | acceptance at "
+	       "position 1 2 3 4 5 6 7 8 | greedy == target |\n");
+	printf("|---|---|---|---|---|---|---|---|---|\n");
 	const float temps[2] = { 0.0f, 0.7f };
 	for (int ti = 0; ti < 2; ti++) {
 		for (int ri = 0; ri < nr; ri++) {
@@ -284,6 +288,7 @@ static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np,
 				rt_stats st;
 				rt_ctx_truncate(s->tctx, 0);
 				int n;
+				double c0 = sw_cpu_s();
 				if (tree_spec)
 					n = rt_generate_tree_block(s->tctx, s->drafter, &tcfg, ids, n_prompt, &cfg, out, &st, err);
 				else if (s->drafter)
@@ -294,18 +299,25 @@ static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np,
 					rc = n;
 					goto out;
 				}
+				double c = sw_cpu_s() - c0;
 				int32_t *r = refs + (size_t)pi * (M + 1);
 				if (ri == 0) {
 					double g = st.t_total - st.t_prefill;
 					base[pi] = g > 0 ? n / g : 0;
+					base_cpu[pi] = c > 0 ? n / c : 0;
 					nref[pi] = n;
 					memcpy(r, out, (size_t)n * sizeof(*out));
+				}
+				if (pl.n < 256) {
+					cpu_tps[pl.n] = c > 0 ? n / c : 0;
+					cpu_ratio[pl.n] = base_cpu[pi] > 0 ? cpu_tps[pl.n] / base_cpu[pi] : 0;
 				}
 				pool_add(&pl, &st, base[pi], n == nref[pi] && !memcmp(out, r, (size_t)n * sizeof(*out)));
 			}
 			const rt_stats *su = &pl.sum;
-			printf("| %.1f | %s | %.2f | %.2fx | %.3f |", temps[ti], rows[ri], cli_median(pl.tps, pl.n),
-			       cli_median(pl.ratio, pl.n), frac(su->n_tokens, su->n_target_calls));
+			printf("| %.1f | %s | %.2f | %.2fx | %.2f | %.2fx | %.3f |", temps[ti], rows[ri],
+			       cli_median(pl.tps, pl.n), cli_median(pl.ratio, pl.n), cli_median(cpu_tps, pl.n),
+			       cli_median(cpu_ratio, pl.n), frac(su->n_tokens, su->n_target_calls));
 			for (int j = 0; j < 8; j++)
 				printf(" %.3f", frac(su->pos_accepted[j], su->pos_tried[j]));
 			printf(" | %s |\n", temps[ti] == 0 ? (pl.same == pl.runs ? "yes" : "NO") : "-");
@@ -319,6 +331,7 @@ out:
 	free(refs);
 	free(nref);
 	free(base);
+	free(base_cpu);
 	free(list);
 	return rc;
 }

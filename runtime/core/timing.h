@@ -14,4 +14,14 @@ static inline double sw_now_s(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* CPU seconds of this process, all threads (per CPU-second rates: on a shared
+ * machine they say what the work cost, where wall-clock rates say how long it
+ * waited too). */
+static inline double sw_cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 #endif

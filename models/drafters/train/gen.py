@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Stage 2: the target's OWN greedy continuations of the prompts, with the hidden states
-tapped from TAPS at every position (prompt and continuation), batched (many rows per
-forward, left padding, KV cache).
-gen.py WDIR SET N_NEW BATCH [LIMIT [SECONDS]] -> WDIR/data_SET.pt: list of dicts
-  {tok: int32 (n,), n_prompt: int, feat: fp16 (n, len(TAPS)*dim)}
-The last prompt token is the first anchor the drafter sees; a sequence stops after the
-target's end-of-turn token."""
+tapped from TAPS at every position (prompt and continuation), batched: BATCH rows per
+forward over a preallocated KV cache (smollm.Cache), rows of similar prompt length side
+by side (left padding), finished rows dropped from the batch as they end.
+gen.py WDIR SET N_NEW BATCH [LIMIT [SECONDS]] -> WDIR/data_SET/NNNN.pt, one shard per
+batch, each a dict {taps, data: list of {tok: int32 (n,), n_prompt: int,
+feat: fp16 (n-1, len(TAPS)*dim)}}. The last prompt token is the first anchor the drafter
+sees; a sequence stops after the target's end-of-turn token. Shards already on disk are
+kept (a rerun continues where the last one stopped)."""
+import glob
 import json
 import os
 import sys
@@ -19,60 +22,81 @@ TAPS = (2, 15, 29)
 EOT = 2  # <|im_end|>
 
 
+def load(d, which):
+    """All shards of a set, in order."""
+    out = []
+    for f in sorted(glob.glob(f"{d}/data_{which}/*.pt")):
+        out += torch.load(f)["data"]
+    return out
+
+
+def gen_batch(m, P, n_new, t0):
+    B, Lp = len(P), max(map(len, P))
+    tok = torch.zeros(B, Lp, dtype=torch.long)
+    for r, p in enumerate(P):
+        tok[r, Lp - len(p):] = torch.tensor(p)
+    pad = torch.tensor([Lp - len(p) for p in P])
+    cache = smollm.Cache(m, pad, Lp + n_new)
+    logits, feat = smollm.forward_cached(m, tok, cache, TAPS)
+    print(f"gen:   prefill of {B} rows x {Lp} done, {time.time() - t0:.0f}s", flush=True)
+    feats = [[feat[r, int(pad[r]):].half()] for r in range(B)]
+    toks = [[tok[r, int(pad[r]):]] for r in range(B)]
+    live = torch.arange(B)  # original row of each cache row
+    nxt = logits.argmax(-1)
+    for s in range(n_new):
+        for i, r in enumerate(live.tolist()):
+            toks[r].append(nxt[i:i + 1])
+        keep = nxt != EOT
+        if s + 1 == n_new or not bool(keep.any()):
+            break
+        if not bool(keep.all()):
+            rows = keep.nonzero()[:, 0]
+            cache.keep(rows)
+            live, nxt = live[rows], nxt[rows]
+        logits, feat = smollm.forward_cached(m, nxt[:, None], cache, TAPS)
+        for i, r in enumerate(live.tolist()):
+            feats[r].append(feat[i].half())
+        nxt = logits.argmax(-1)
+        if s % 32 == 31:
+            print(f"gen:   step {s + 1}/{n_new}, {len(live)} rows live, {time.time() - t0:.0f}s", flush=True)
+    out = []
+    for r in range(B):
+        t = torch.cat(toks[r]).int()
+        f = torch.cat(feats[r])[:t.shape[0] - 1]  # the last token has no features yet
+        out.append({"tok": t, "n_prompt": len(P[r]), "feat": f.clone()})
+    return out
+
+
 def main():
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(os.environ.get("THREADS", 2)))
     d, which, n_new, bs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     limit = int(sys.argv[5]) if len(sys.argv) > 5 else None
-    budget = float(sys.argv[6]) if len(sys.argv) > 6 else 1e9  # seconds; saves after every batch
+    budget = float(sys.argv[6]) if len(sys.argv) > 6 else 1e9  # seconds
     m = smollm.Target(d)
     prompts = json.load(open(f"{d}/prompts_{which}.json"))["ids"][:limit]
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # similar lengths per batch
-    data = [None] * len(prompts)
+    # batches of similar prompt lengths, taken in a fixed shuffled order so a short
+    # budget still covers the whole corpus evenly
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    batches = [order[b:b + bs] for b in range(0, len(order), bs)]
+    g = torch.Generator().manual_seed(1)
+    batches = [batches[i] for i in torch.randperm(len(batches), generator=g).tolist()]
+    os.makedirs(f"{d}/data_{which}", exist_ok=True)
     t0 = time.time()
-    ntok = 0
-    for b0 in range(0, len(order), bs):
-        idx = order[b0:b0 + bs]
-        P = [prompts[i] for i in idx]
-        B, Lp = len(P), max(map(len, P))
-        tok = torch.zeros(B, Lp, dtype=torch.long)
-        keym = torch.zeros(B, Lp, dtype=torch.bool)
-        for r, p in enumerate(P):
-            tok[r, Lp - len(p):] = torch.tensor(p)
-            keym[r, Lp - len(p):] = True
-        pad = Lp - keym.sum(1)
-        pos = (torch.arange(Lp)[None] - pad[:, None]).clamp(min=0)
-        kv = [None] * m.L
-        logits, feat = smollm.forward(m, tok, pos, kv, keym, TAPS, "last")
-        feats = [feat]
-        toks = [tok]
-        nxt = logits[:, -1].argmax(-1)
-        done = torch.zeros(B, dtype=torch.bool)
-        lens = torch.full((B,), n_new)
-        for s in range(n_new):
-            toks.append(nxt[:, None])
-            ended = (nxt == EOT) & ~done
-            lens[ended] = s + 1
-            done |= ended
-            if bool(done.all()) or s + 1 == n_new:
-                break
-            keym = torch.cat((keym, torch.ones(B, 1, dtype=torch.bool)), 1)
-            logits, feat = smollm.forward(m, nxt[:, None], (pos[:, -1:] + 1), kv, keym, TAPS)
-            pos = torch.cat((pos, pos[:, -1:] + 1), 1)
-            feats.append(feat)
-            nxt = logits[:, -1].argmax(-1)
-        tok = torch.cat(toks, 1)
-        feat = torch.cat(feats, 1).half()
-        for r, i in enumerate(idx):
-            a = int(pad[r])
-            n = len(P[r]) + int(lens[r])
-            data[i] = {"tok": tok[r, a:a + n].int().clone(), "n_prompt": len(P[r]),
-                       "feat": feat[r, a:a + n - 1].clone()}  # the last token has no features yet
-            ntok += n
+    ntok = ncont = nseq = 0
+    for bi, idx in enumerate(batches):
+        path = f"{d}/data_{which}/{bi:04d}.pt"
+        if os.path.exists(path):
+            continue
+        data = gen_batch(m, [prompts[i] for i in idx], n_new, t0)
+        torch.save({"taps": TAPS, "data": data}, path + ".tmp")
+        os.replace(path + ".tmp", path)
+        nseq += len(data)
+        ntok += sum(x["tok"].shape[0] for x in data)
+        ncont += sum(x["tok"].shape[0] - x["n_prompt"] for x in data)
         el = time.time() - t0
-        print(f"gen {which}: {b0 + B}/{len(order)} prompts, {ntok} tokens, {el:.0f}s, {ntok / el:.1f} tok/s",
+        print(f"gen {which}: batch {bi + 1}/{len(batches)}, {nseq} sequences, {ntok} tokens "
+              f"({ncont} generated), {el:.0f}s, {ntok / el:.0f} tok/s ({ncont / el:.0f} generated/s)",
               flush=True)
-        torch.save({"taps": TAPS, "data": [x for x in data if x is not None]}, f"{d}/data_{which}.pt.tmp")
-        os.replace(f"{d}/data_{which}.pt.tmp", f"{d}/data_{which}.pt")
         if el > budget:
             print(f"gen {which}: time budget of {budget:.0f}s reached", flush=True)
             break

@@ -2,18 +2,27 @@
 # Reproduces the trained block drafters under models/drafters/ (make drafters).
 # Stages, each with progress on stdout: prep.py (build/venv: GGUF -> fp32 weights,
 # prompts tokenized), gen.py (the target's own greedy continuations and tapped hidden
-# states, PyTorch on the CPU), train.py (time-boxed distillation), then the sha256 of
-# each drafter next to it, after check_drafter.py compares the PyTorch and C forwards
-# on the trained file. Niced (nice -n 10, 2 torch threads): the machine is shared.
-# Knobs: MODEL, WORK (build/drafters), GEN_SECONDS, TRAIN_SECONDS, N_NEW, TOKENS=1 to
-# also train the tokens-conditioned drafter.
+# states, PyTorch on the CPU) running in the background while train.py (time-boxed
+# distillation) trains on the shards gen.py has written so far (one torch thread each:
+# on 2 cores that beats two threads each, whose OpenMP barriers stall under load), then
+# the sha256 of each drafter next to it, after check_drafter.py compares the PyTorch
+# and C forwards on the trained file. The data grows while the drafter trains, so a
+# rerun reproduces the recipe and the sizes, not the bytes.
+# Knobs: MODEL, WORK (build/drafters), PROMPTS (training prompts cut, 6000),
+# GEN_SECONDS (1260), GEN_BATCH (128 rows), N_NEW (96), TRAIN_SECONDS (2280, once
+# the first batch is written), NICE (10; 0 on a machine of one's own), TOKENS=1 to also
+# train the tokens-conditioned drafter afterwards (on the finished data) for
+# TOKENS_SECONDS (780).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 MODEL=${MODEL:-models/cache/SmolLM2-135M-Instruct.Q4_1.gguf}
 WORK=${WORK:-build/drafters}
-GEN_SECONDS=${GEN_SECONDS:-1500}
-TRAIN_SECONDS=${TRAIN_SECONDS:-1800}
+PROMPTS=${PROMPTS:-6000}
+GEN_SECONDS=${GEN_SECONDS:-1260}
+GEN_BATCH=${GEN_BATCH:-128}
+TRAIN_SECONDS=${TRAIN_SECONDS:-2280}
 N_NEW=${N_NEW:-96}
+NICE=${NICE:-10}
 PY=/usr/bin/python3
 
 if ! $PY -c "import torch" 2>/dev/null; then
@@ -26,23 +35,31 @@ command -v bible >/dev/null || { echo "drafters: needs bible-kjv (make deps)"; e
 [ -x build/venv/bin/python ] || tests/deps.sh
 mkdir -p "$WORK"
 echo "drafters: [1/4] prep: weights and prompts -> $WORK"
-nice -n 10 build/venv/bin/python models/drafters/train/prep.py "$MODEL" "$WORK"
+nice -n "$NICE" build/venv/bin/python models/drafters/train/prep.py "$MODEL" "$WORK" "$PROMPTS" 64
 cd models/drafters/train
 W=../../../$WORK
-echo "drafters: [2/4] the target's continuations (${GEN_SECONDS}s at most)"
-nice -n 10 $PY gen.py "$W" train "$N_NEW" 24 600 "$GEN_SECONDS"
-echo "drafters: [3/4] training the features drafter, B=8, Vd=8192 (${TRAIN_SECONDS}s)"
-nice -n 10 $PY train.py "$W" ../smollm2-features-b8 features "$TRAIN_SECONDS" 8 8192
+echo "drafters: [2/4] the target's continuations (${GEN_SECONDS}s at most), in the background"
+THREADS=1 nice -n "$NICE" $PY gen.py "$W" train "$N_NEW" "$GEN_BATCH" "$PROMPTS" "$GEN_SECONDS" &
+GEN_PID=$!
+trap 'kill $GEN_PID 2>/dev/null || true' EXIT
+until ls "$W"/data_train/*.pt >/dev/null 2>&1; do
+	kill -0 $GEN_PID 2>/dev/null || { echo "drafters: gen.py stopped before its first batch"; exit 1; }
+	sleep 5
+done
+echo "drafters: [3/4] training the features drafter, B=8, Vd=8192 (${TRAIN_SECONDS}s) on the data so far"
+THREADS=1 nice -n "$NICE" $PY train.py "$W" ../smollm2-features-b8 features "$TRAIN_SECONDS" 8 8192
+wait $GEN_PID
+trap - EXIT
 if [ "${TOKENS:-0}" = 1 ]; then
-	echo "drafters: [3b/4] training the tokens drafter, B=8, Vd=8192 (${TRAIN_SECONDS}s)"
-	nice -n 10 $PY train.py "$W" ../smollm2-tokens-b8 tokens "$TRAIN_SECONDS" 8 8192
+	echo "drafters: [3b/4] training the tokens drafter, B=8, Vd=8192 (${TOKENS_SECONDS:-780}s)"
+	THREADS=1 nice -n "$NICE" $PY train.py "$W" ../smollm2-tokens-b8 tokens "${TOKENS_SECONDS:-780}" 8 8192
 fi
 echo "drafters: [4/4] the C forward against PyTorch on the trained files, then sha256"
 make -C ../../.. build/libspecwright.a >/dev/null
 cc -std=c11 -D_GNU_SOURCE -O2 -I../../.. -I../../../runtime -o "$W/check_c" check_c.c ../../../build/libspecwright.a \
 	-lopenblas -lm -lpthread -ldl
 for d in ../smollm2-*/; do
-	nice -n 10 $PY check_drafter.py "$W" "$d" "$W/check_c" "../../../$MODEL"
+	nice -n "$NICE" $PY check_drafter.py "$W" "$d" "$W/check_c" "../../../$MODEL"
 done
 cd ..
 for d in smollm2-*/; do

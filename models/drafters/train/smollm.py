@@ -49,6 +49,14 @@ def rope(x, pos, inv_freq):
     return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)
 
 
+def _out_ffn(m, W, x, o):
+    """The rest of a layer after attention: output projection, residual, SwiGLU FFN."""
+    x = x + o @ W["attn_output"].T
+    h = rmsnorm(x, W["ffn_norm"], m.eps)
+    g = h @ W["ffn_gate"].T
+    return x + (torch.nn.functional.silu(g) * (h @ W["ffn_up"].T)) @ W["ffn_down"].T
+
+
 @torch.no_grad()
 def forward(m, tok, pos, kv, keymask, taps=(), want_logits=True):
     """tok, pos (B, T); kv: list per layer of (K, V) tensors (B, nkv, S, hd) or None
@@ -80,13 +88,83 @@ def forward(m, tok, pos, kv, keymask, taps=(), want_logits=True):
         att = (qg @ k.unsqueeze(2).transpose(-1, -2)) / (m.hd ** 0.5)
         att = att.masked_fill(~mask[:, None, None], float("-inf")).softmax(-1)
         o = (att @ v.unsqueeze(2)).reshape(B, m.nh, T, m.hd).transpose(1, 2).reshape(B, T, m.dim)
-        x = x + o @ W["attn_output"].T
-        h = rmsnorm(x, W["ffn_norm"], m.eps)
-        g = h @ W["ffn_gate"].T
-        x = x + (torch.nn.functional.silu(g) * (h @ W["ffn_up"].T)) @ W["ffn_down"].T
+        x = _out_ffn(m, W, x, o)
         if l in taps:
             tapped.append(x)
     if want_logits == "last":
         x = x[:, -1:]
     logits = rmsnorm(x, m.out_norm, m.eps) @ m.head.T if want_logits else None
+    return logits, (torch.cat(tapped, -1) if taps else None)
+
+
+class Cache:
+    """A preallocated KV cache for B rows of at most S_max positions (the fast path of
+    gen.py): keys/values written in place, RoPE from a table, padding as an additive
+    bias. Rows are left-padded; pad[r] columns at the front of row r are not real."""
+
+    def __init__(self, m, pad, s_max):
+        B = pad.shape[0]
+        self.K = [torch.zeros(B, m.nkv, s_max, m.hd) for _ in range(m.L)]
+        self.V = [torch.zeros(B, m.nkv, s_max, m.hd) for _ in range(m.L)]
+        self.pad, self.n = pad.clone(), 0
+        col = torch.arange(s_max)
+        self.bias = torch.zeros(B, s_max).masked_fill(col[None] < pad[:, None], float("-inf"))
+        a = torch.arange(s_max, dtype=torch.float64)[:, None] * m.inv_freq  # angles in double
+        self.cos, self.sin = torch.cos(a).float(), torch.sin(a).float()
+
+    def keep(self, rows):
+        """Drops the other rows (finished sequences) from the cache."""
+        self.K = [k.index_select(0, rows) for k in self.K]
+        self.V = [v.index_select(0, rows) for v in self.V]
+        self.pad, self.bias = self.pad[rows], self.bias[rows]
+
+
+def _rope_tab(x, c, s):
+    """x (B, T, H, hd); c, s (B, T, hd/2)."""
+    c, s = c.unsqueeze(2), s.unsqueeze(2)
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)
+
+
+@torch.inference_mode()
+def forward_cached(m, tok, cache, taps=()):
+    """tok (B, T): the next T columns of every row (the prompt at first, then one token
+    a step). Same arithmetic as forward(). Returns the last column's logits (B, V) and
+    the taps (B, T, n_taps*dim)."""
+    B, T = tok.shape
+    S0, S = cache.n, cache.n + T
+    pos = (torch.arange(S0, S)[None] - cache.pad[:, None]).clamp(min=0)  # (B, T)
+    c, s = cache.cos[pos], cache.sin[pos]
+    bias = cache.bias[:, :S].clone()
+    if T > 1:
+        causal = torch.ones(T, S, dtype=torch.bool).tril(S0)
+        bias = bias[:, None, :].expand(B, T, S).clone()
+        bias.masked_fill_(~causal[None], float("-inf"))
+        # a padding row sees itself, so no softmax row is empty
+        d = torch.arange(T)
+        bias[:, d, S0 + d] = 0.0
+    else:
+        bias = bias[:, None, :]
+    bias = bias[:, None]  # (B, 1, T, S) over (kv head, rep*T) rows below
+    rep = m.nh // m.nkv
+    x = m.embd[tok]
+    tapped = []
+    for l, W in enumerate(m.layers):
+        h = rmsnorm(x, W["attn_norm"], m.eps)
+        q = _rope_tab((h @ W["attn_q"].T).view(B, T, m.nh, m.hd), c, s)
+        k = _rope_tab((h @ W["attn_k"].T).view(B, T, m.nkv, m.hd), c, s)
+        v = (h @ W["attn_v"].T).view(B, T, m.nkv, m.hd)
+        cache.K[l][:, :, S0:S] = k.transpose(1, 2)
+        cache.V[l][:, :, S0:S] = v.transpose(1, 2)
+        K, V = cache.K[l][:, :, :S], cache.V[l][:, :, :S]
+        qg = q.view(B, T, m.nkv, rep, m.hd).permute(0, 2, 3, 1, 4).reshape(B, m.nkv, rep * T, m.hd)
+        att = torch.matmul(qg, K.transpose(-1, -2)) / (m.hd ** 0.5)  # (B, nkv, rep*T, S)
+        att = (att.view(B, m.nkv, rep, T, S) + bias[:, :, None]).softmax(-1)
+        o = torch.matmul(att.view(B, m.nkv, rep * T, S), V)  # (B, nkv, rep*T, hd)
+        o = o.view(B, m.nkv, rep, T, m.hd).permute(0, 3, 1, 2, 4).reshape(B, T, m.dim)
+        x = _out_ffn(m, W, x, o)
+        if l in taps:
+            tapped.append(x)
+    cache.n = S
+    logits = rmsnorm(x[:, -1], m.out_norm, m.eps) @ m.head.T
     return logits, (torch.cat(tapped, -1) if taps else None)

@@ -4,11 +4,14 @@ continuations (gen.py), on the CPU, time-boxed.
 train.py WDIR OUTDIR CONDITIONING SECONDS [BLOCK VD]
 Loss: cross-entropy of the drafter's q_j (draft head over the first VD ids) against the
 target's greedy token at block position j (= the target's T=0 distribution), masked where
-the token is outside the draft vocabulary or past the sequence, weighted exp(-j/3) toward
-the anchor. Each step takes a few sequences and up to ANCHORS anchors per sequence; the
+the token is outside the draft vocabulary or past the sequence, weighted exp(-j/(B/2))
+toward the anchor (DFlash's decay). UNMASK_FRAC of the blocks are partially denoised
+(each row j >= 1 holds the target's token with a random rate r), so steps > 1 (MDLM's
+sampler, ALGORITHMS.txt 8) sees inputs it was trained on. Each step takes a few sequences and up to ANCHORS anchors per sequence; the
 blocks of one sequence share one pass over its context (a mask keeps each block to the
 context before its anchor and to itself). 5% of the sequences are held back to report
 per-position top-1 accuracy and the greedy accepted length it implies."""
+import glob
 import json
 import math
 import os
@@ -20,10 +23,12 @@ import torch
 
 import smollm
 from drafter import BlockDrafter
-from gen import TAPS
+from gen import TAPS, load
 
-SEQS, ANCHORS, WINDOW = 4, 16, 32
+SEQS, ANCHORS, WINDOW = int(os.environ.get("SEQS", 6)), int(os.environ.get("ANCHORS", 24)), 32
 PROMPT_FRAC = 0.25
+UNMASK_FRAC = float(os.environ.get("UNMASK_FRAC", 0.3))  # blocks trained partially unmasked
+EVAL_EVERY = 200
 
 
 def batch_features(dr, seqs, B, Vd, anchors_per_seq, rng):
@@ -43,7 +48,18 @@ def batch_features(dr, seqs, B, Vd, anchors_per_seq, rng):
         A = len(an)
         feat = torch.zeros(C, s["feat"].shape[1])
         feat[:n - 1] = s["feat"].float()
-        x = torch.cat([torch.cat((dr.t.embd[tok[t]][None], dr.mask_embd), 0) for t in an], 0)
+        xs = []
+        for t in an:
+            xb = torch.cat((dr.t.embd[tok[t]][None], dr.mask_embd), 0)
+            if rng.random() < UNMASK_FRAC:
+                # a partially denoised block (steps > 1, ALGORITHMS.txt 8): row j >= 1
+                # holds the target's token for position t+j with probability r
+                r = rng.random()
+                for j in range(1, B):
+                    if t + j < n and rng.random() < r:
+                        xb[j] = dr.t.embd[tok[t + j]]
+            xs.append(xb)
+        x = torch.cat(xs, 0)
         pos = torch.tensor([t + j for t in an for j in range(B)])
         y = torch.full((A * B,), -100, dtype=torch.long)
         m = torch.zeros(A * B, C + A * B, dtype=torch.bool)
@@ -103,21 +119,21 @@ def batch_tokens(dr, seqs, B, Vd, anchors_per_seq, rng):
 
 
 def main():
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(os.environ.get("THREADS", 2)))
     d, out, cond, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
     B = int(sys.argv[5]) if len(sys.argv) > 5 else 8
     Vd = int(sys.argv[6]) if len(sys.argv) > 6 else 8192
     torch.manual_seed(1)
     rng = random.Random(1)
     tgt = smollm.Target(d)
-    data = torch.load(f"{d}/data_train.pt")["data"]
+    data = load(d, "train")
     rng.shuffle(data)
     nval = max(2, len(data) // 20)
     val, train = data[:nval], data[nval:]
     key = lambda s: tuple(s["tok"][:s["n_prompt"]].tolist())
     val_keys = {key(s) for s in val}
-    data_path = f"{d}/data_train.pt"
-    mtime = os.path.getmtime(data_path)
+    shards = lambda: len(glob.glob(f"{d}/data_train/*.pt"))
+    n_shards = shards()
     ntok = sum(s["tok"].shape[0] - s["n_prompt"] for s in train)
     print(f"train {cond}: {len(train)} sequences ({ntok} continuation tokens), {nval} held back",
           flush=True)
@@ -134,7 +150,7 @@ def main():
     dr = BlockDrafter(cfg, tgt)
     params = [p for p in dr.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.0, betas=(0.9, 0.98))
-    wpos = torch.tensor([math.exp(-j / 3) for j in range(B)])
+    wpos = torch.tensor([math.exp(-j / (B / 2)) for j in range(B)])
     mk = batch_features if cond == "features" else batch_tokens
     t0, step = time.time(), 0
     while True:
@@ -159,14 +175,14 @@ def main():
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         step += 1
-        if step % 10 == 0:
+        if step % 50 == 0:
             print(f"train {cond}: step {step} {el:.0f}s lr {lr:.2e} loss {loss.item():.3f}", flush=True)
-        if step % 25 == 0 and os.path.getmtime(data_path) != mtime:
+        if step % 100 == 0 and shards() != n_shards:
             # gen.py is still adding batches: train on them too (val stays fixed)
-            mtime = os.path.getmtime(data_path)
-            train = [x for x in torch.load(data_path)["data"] if key(x) not in val_keys]
+            n_shards = shards()
+            train = [x for x in load(d, "train") if key(x) not in val_keys]
             print(f"train {cond}: reloaded, {len(train)} sequences", flush=True)
-        if step % 25 == 0:
+        if step % EVAL_EVERY == 0:
             evaluate(dr, val, B, Vd, mk, cond)
             dr.save(out)
     evaluate(dr, val, B, Vd, mk, cond)
@@ -177,10 +193,10 @@ def main():
 @torch.no_grad()
 def evaluate(dr, val, B, Vd, mk, cond):
     rng = random.Random(7)
-    global PROMPT_FRAC
-    pf, PROMPT_FRAC = PROMPT_FRAC, 0.0  # evaluate on continuations only
-    X, P, CTX, CP, M, Y = mk(dr, val, B, Vd, 64, rng)
-    PROMPT_FRAC = pf
+    global PROMPT_FRAC, UNMASK_FRAC
+    pf, uf, PROMPT_FRAC, UNMASK_FRAC = PROMPT_FRAC, UNMASK_FRAC, 0.0, 0.0  # continuations, fully masked
+    X, P, CTX, CP, M, Y = mk(dr, val[:48], B, Vd, 64, rng)
+    PROMPT_FRAC, UNMASK_FRAC = pf, uf
     h = dr(X, P, CTX, CP, M)
     pred = dr.logits(h).argmax(-1)
     ok = (pred == Y)
