@@ -174,14 +174,19 @@ HG_INLINE HG_AVX2 __m256 ld_w(const uint16_t *p, int bf16)
 
 /* 8 weights of W row `row` (format wf) from element kk on: widened, or for
  * q8_0 q * d (exact, as q8_to_f32_c) */
-HG_INLINE HG_AVX2 __m256 ld_wf(const char *row, int64_t kk, int wf)
+HG_INLINE HG_AVX2 __m256 ld_wf(const char *row, int64_t kk, int wf, float d)
 {
 	if (wf != HG_W_Q8_0)
 		return ld_w((const uint16_t *)(const void *)row + kk, wf);
 	const char *blk = row + (kk >> 5) * HG_Q8_BYTES;
 	const __m128i q = _mm_loadl_epi64((const __m128i *)(const void *)(blk + 2 + (kk & 31)));
-	const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16(*(const short *)(const void *)blk));
-	return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+	return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(d));
+}
+
+/* q8_0 block scale d at element kk of row `row`, as fp32 */
+HG_INLINE HG_AVX2 float q8_scale(const char *row, int64_t kk)
+{
+	return _cvtsh_ss(*(const unsigned short *)(const void *)(row + (kk >> 5) * HG_Q8_BYTES));
 }
 
 HG_INLINE HG_AVX2 float hsum(__m256 v)
@@ -202,6 +207,7 @@ HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, c
                             const int wf)
 {
 	__m256 acc[HG_TILE_R][HG_NC_MAX], w[HG_NC_MAX];
+	float dq[HG_NC_MAX] = {0};
 	const int64_t k8 = k & ~(int64_t)7;
 #pragma GCC unroll 4
 	for (int r = 0; r < R; r++)
@@ -213,9 +219,13 @@ HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, c
 #pragma GCC unroll 8
 			for (int c = 0; c < NC; c += 4)
 				_mm_prefetch(pf + PF_OFF(kk * NC + c * 16, wf), _MM_HINT_T0);
+		if (wf == HG_W_Q8_0 && !(kk & 31))
+#pragma GCC unroll 8
+			for (int c = 0; c < NC; c++)
+				dq[c] = q8_scale(W + c * wrow, kk);
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
-			w[c] = ld_wf(W + c * wrow, kk, wf);
+			w[c] = ld_wf(W + c * wrow, kk, wf, dq[c]);
 #pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
 			const __m256 a = _mm256_load_ps(A + r * kp + kk);
@@ -335,14 +345,14 @@ HG_INLINE HG_AVX512 __m512 ld_w16(const uint16_t *p, int bf16)
 	return _mm512_cvtph_ps(x);
 }
 
-HG_INLINE HG_AVX512 __m512 ld_wf16(const char *row, int64_t kk, int wf)
+/* d: the block's scale as fp32 (q8_0 only; tile512 widens it once a block) */
+HG_INLINE HG_AVX512 __m512 ld_wf16(const char *row, int64_t kk, int wf, float d)
 {
 	if (wf != HG_W_Q8_0)
 		return ld_w16((const uint16_t *)(const void *)row + kk, wf);
 	const char *blk = row + (kk >> 5) * HG_Q8_BYTES;
 	const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2 + (kk & 31)));
-	const __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16(*(const short *)(const void *)blk));
-	return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
+	return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(d));
 }
 
 HG_INLINE HG_AVX512 float hsum16(__m512 v)
@@ -361,6 +371,7 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
                                   const int R, const int NC, const int wf)
 {
 	__m512 acc[HG_TILE_R][HG_NC512_MAX], w[HG_NC512_MAX];
+	float dq[HG_NC512_MAX] = {0};
 	const int64_t k16 = k & ~(int64_t)15;
 #pragma GCC unroll 4
 	for (int r = 0; r < R; r++)
@@ -376,9 +387,13 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
 #pragma GCC unroll 8
 			for (int c = 0; c < NC; c += 2)
 				_mm_prefetch(pf + PF_OFF(kk * NC + c * 16, wf), _MM_HINT_T0);
+		if (wf == HG_W_Q8_0 && !(kk & 31))
+#pragma GCC unroll 8
+			for (int c = 0; c < NC; c++)
+				dq[c] = q8_scale(W + c * wrow, kk);
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
-			w[c] = ld_wf16(W + c * wrow, kk, wf);
+			w[c] = ld_wf16(W + c * wrow, kk, wf, dq[c]);
 #pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
 			const __m512 a = _mm512_load_ps(A + r * kp + kk);
