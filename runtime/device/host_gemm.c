@@ -174,13 +174,13 @@ HG_INLINE HG_AVX2 __m256 ld_w(const uint16_t *p, int bf16)
 
 /* 8 weights of W row `row` (format wf) from element kk on: widened, or for
  * q8_0 q * d (exact, as q8_to_f32_c) */
-HG_INLINE HG_AVX2 __m256 ld_wf(const char *row, int64_t kk, int wf, float d)
+HG_INLINE HG_AVX2 __m256 ld_wf(const char *row, int64_t kk, int wf, __m256 d)
 {
 	if (wf != HG_W_Q8_0)
 		return ld_w((const uint16_t *)(const void *)row + kk, wf);
 	const char *blk = row + (kk >> 5) * HG_Q8_BYTES;
 	const __m128i q = _mm_loadl_epi64((const __m128i *)(const void *)(blk + 2 + (kk & 31)));
-	return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(d));
+	return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
 }
 
 /* q8_0 block scale d at element kk of row `row`, as fp32 */
@@ -206,8 +206,11 @@ HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, c
                             int64_t wrow, int64_t k, const char *pf, const int R, const int NC,
                             const int wf)
 {
-	__m256 acc[HG_TILE_R][HG_NC_MAX], w[HG_NC_MAX];
-	float dq[HG_NC_MAX] = {0};
+	/* dq: each column's block scale, broadcast once a block (q8_0 only) */
+	__m256 acc[HG_TILE_R][HG_NC_MAX], w[HG_NC_MAX], dq[HG_NC_MAX];
+#pragma GCC unroll 8
+	for (int c = 0; c < NC; c++)
+		dq[c] = _mm256_setzero_ps();
 	const int64_t k8 = k & ~(int64_t)7;
 #pragma GCC unroll 4
 	for (int r = 0; r < R; r++)
@@ -222,7 +225,7 @@ HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, c
 		if (wf == HG_W_Q8_0 && !(kk & 31))
 #pragma GCC unroll 8
 			for (int c = 0; c < NC; c++)
-				dq[c] = q8_scale(W + c * wrow, kk);
+				dq[c] = _mm256_set1_ps(q8_scale(W + c * wrow, kk));
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
 			w[c] = ld_wf(W + c * wrow, kk, wf, dq[c]);
@@ -345,14 +348,14 @@ HG_INLINE HG_AVX512 __m512 ld_w16(const uint16_t *p, int bf16)
 	return _mm512_cvtph_ps(x);
 }
 
-/* d: the block's scale as fp32 (q8_0 only; tile512 widens it once a block) */
-HG_INLINE HG_AVX512 __m512 ld_wf16(const char *row, int64_t kk, int wf, float d)
+/* d: the block's scale, broadcast (q8_0 only; tile512 widens it once a block) */
+HG_INLINE HG_AVX512 __m512 ld_wf16(const char *row, int64_t kk, int wf, __m512 d)
 {
 	if (wf != HG_W_Q8_0)
 		return ld_w16((const uint16_t *)(const void *)row + kk, wf);
 	const char *blk = row + (kk >> 5) * HG_Q8_BYTES;
 	const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2 + (kk & 31)));
-	return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(d));
+	return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
 }
 
 HG_INLINE HG_AVX512 float hsum16(__m512 v)
@@ -370,8 +373,10 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
                                   const char *W, int64_t wrow, int64_t k, const char *pf,
                                   const int R, const int NC, const int wf)
 {
-	__m512 acc[HG_TILE_R][HG_NC512_MAX], w[HG_NC512_MAX];
-	float dq[HG_NC512_MAX] = {0};
+	__m512 acc[HG_TILE_R][HG_NC512_MAX], w[HG_NC512_MAX], dq[HG_NC512_MAX];
+#pragma GCC unroll 8
+	for (int c = 0; c < NC; c++)
+		dq[c] = _mm512_setzero_ps();
 	const int64_t k16 = k & ~(int64_t)15;
 #pragma GCC unroll 4
 	for (int r = 0; r < R; r++)
@@ -390,7 +395,7 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
 		if (wf == HG_W_Q8_0 && !(kk & 31))
 #pragma GCC unroll 8
 			for (int c = 0; c < NC; c++)
-				dq[c] = q8_scale(W + c * wrow, kk);
+				dq[c] = _mm512_set1_ps(q8_scale(W + c * wrow, kk));
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
 			w[c] = ld_wf16(W + c * wrow, kk, wf, dq[c]);
