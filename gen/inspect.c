@@ -100,7 +100,8 @@ static bool attn_geom(const json_value *eng, const json_value *op, gen_attn_geom
 	                     .n_heads = (int)num(prm, "N_HEADS"),
 	                     .n_kv_heads = (int)num(prm, "N_KV_HEADS"),
 	                     .head_dim = (int)num(prm, "HEAD_DIM"),
-	                     .elt = !strcmp(dt, "bf16") || !strcmp(dt, "fp16") ? 2 : 4,
+	                     .elt = !strcmp(dt, "bf16") || !strcmp(dt, "fp16") ||
+	                            !strcmp(dt, "q8_0") ? 2 : 4, /* q8_0: fp16 KV */
 	                     .max_ctx = (int)num(prm, "MAX_CTX"), .split = (int)num(prm, "SPLIT"),
 	                     .warps = (int)num(prm, "WARPS"),
 	                     .row_blocks = (int)num(prm, "ROW_BLOCKS"),

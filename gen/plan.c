@@ -124,6 +124,8 @@ static int add_buf(gen_plan *p, const char *name, const char *kind, const char *
 		b->shape[i] = d[i];
 		n *= d[i];
 	}
+	if (!strcmp(dt, "q8_0")) /* 34 bytes a block of 32 (rows are whole blocks) */
+		n = n / 2 / 32 * 34;
 	b->bytes = n;
 	b->offset = p->arena_bytes;
 	p->arena_bytes = align_up(b->offset + n);
@@ -271,10 +273,11 @@ static void op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, g
 	char uri[192];
 	snprintf(uri, sizeof(uri), "gemm_%s_f32acc_m%" PRId64 "_n%" PRId64 "_k%" PRId64,
 	         gen_dtype_name(c->s->dtype), m, n, k);
+	const double wb = c->s->dtype == GEN_DTYPE_Q8_0 ? 34.0 / 32 : c->dt16; /* W bytes/element */
 	op_desc d = {.name = name, .op = "gemm", .exec = GEN_EXEC_CUBLASLT, .uri = uri,
 	             .repeat = repeat, .layers = layers, .m = m, .n = n, .k = k, .n_args = 3,
 	             .args = {out, a, w},
-	             .bytes = (double)n * k * c->dt16 + (double)m * k * c->dt16 + (double)m * n * 4,
+	             .bytes = (double)n * k * wb + (double)m * k * c->dt16 + (double)m * n * 4,
 	             .flops = 2.0 * m * n * k};
 	emit(c, &d);
 }
@@ -523,7 +526,8 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
                       bool own_weights, const model_ix *shared)
 {
 	gen_plan *p = c->p;
-	const char *wdt = gen_dtype_name(c->s->dtype);
+	const char *wdt = gen_dtype_name(gen_dtype_act(c->s->dtype));
+	const char *mdt = gen_dtype_name(c->s->dtype); /* the GEMMs' weights */
 	const int64_t D = cfg->dim, F = cfg->ffn_dim, hd = cfg->head_dim, L = n_layers;
 	const int64_t qd = (int64_t)cfg->n_heads * hd, kvd = (int64_t)cfg->n_kv_heads * hd;
 	char nm[48];
@@ -541,19 +545,21 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 	if (own_weights) {
 		B(tok_embd, "weight", wdt, 2, cfg->vocab, D, 0, 0);
 		B(attn_norm, "weight", "f32", 2, L, D, 0, 0);
-		B(wq, "weight", wdt, 3, L, qd, D, 0);
-		B(wk, "weight", wdt, 3, L, kvd, D, 0);
-		B(wv, "weight", wdt, 3, L, kvd, D, 0);
-		B(wo, "weight", wdt, 3, L, D, qd, 0);
+		B(wq, "weight", mdt, 3, L, qd, D, 0);
+		B(wk, "weight", mdt, 3, L, kvd, D, 0);
+		B(wv, "weight", mdt, 3, L, kvd, D, 0);
+		B(wo, "weight", mdt, 3, L, D, qd, 0);
 		B(ffn_norm, "weight", "f32", 2, L, D, 0, 0);
-		B(w_gate, "weight", wdt, 3, L, F, D, 0);
-		B(w_up, "weight", wdt, 3, L, F, D, 0);
-		B(w_down, "weight", wdt, 3, L, D, F, 0);
+		B(w_gate, "weight", mdt, 3, L, F, D, 0);
+		B(w_up, "weight", mdt, 3, L, F, D, 0);
+		B(w_down, "weight", mdt, 3, L, D, F, 0);
 		B(out_norm, "weight", "f32", 1, D, 0, 0, 0);
-		if (cfg->tied_embd)
+		/* tied: the LM head is the embedding, but a q8_0 GEMM needs its own
+		 * copy in q8_0 (the embedding lookup reads fp16) */
+		if (cfg->tied_embd && !strcmp(mdt, wdt))
 			m->lm_head = m->tok_embd;
 		else
-			B(lm_head, "weight", wdt, 2, cfg->vocab, D, 0, 0);
+			B(lm_head, "weight", mdt, 2, cfg->vocab, D, 0, 0);
 		B(inv_freq, "weight", "f32", 1, hd / 2, 0, 0, 0);
 	} else {
 		m->tok_embd = shared->tok_embd;
@@ -584,7 +590,7 @@ static int64_t max64(int64_t a, int64_t b)
 int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 {
 	ctx c = {.p = p, .s = s, .dt16 = gen_dtype_size(s->dtype),
-	         .cast_mode = s->dtype == GEN_DTYPE_FP16 ? 1 : 0};
+	         .cast_mode = gen_dtype_act(s->dtype) == GEN_DTYPE_FP16 ? 1 : 0};
 	const gen_tree *t = &s->tree;
 	const rt_config *tc = &s->target.cfg;
 	const bool has_draft_model = s->draft_kind != GEN_DRAFT_NGRAM;
@@ -625,7 +631,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		QD = max64(QD, (int64_t)dc->n_heads * dc->head_dim);
 		KVD = max64(KVD, (int64_t)dc->n_kv_heads * dc->head_dim);
 	}
-	const char *wdt = gen_dtype_name(s->dtype);
+	const char *wdt = gen_dtype_name(gen_dtype_act(s->dtype));
 #define ACT(field, kind, dt, rank, d0, d1)                                                   \
 	do {                                                                                 \
 		if ((a->field = add_buf(p, #field, kind, dt, rank, d0, d1, 0, 0)) < 0)       \
@@ -1109,7 +1115,7 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 			if (o->exec == GEN_EXEC_CUBLASLT)
 				fprintf(f, ", \"gemm\": {\"m\": %" PRId64 ", \"n\": %" PRId64 ", \"k\": %" PRId64
 				        ", \"a\": \"%s\", \"b\": \"%s\", \"c\": \"f32\"}", o->m, o->n, o->k,
-				        gen_dtype_name(s->dtype), gen_dtype_name(s->dtype));
+				        gen_dtype_name(gen_dtype_act(s->dtype)), gen_dtype_name(s->dtype));
 			fprintf(f, ",\n       \"args\": [");
 			for (int j = 0; j < o->n_args; j++) {
 				if (o->args[j].scalar)

@@ -19,7 +19,12 @@
 
 const char *gen_dtype_name(int dtype)
 {
-	return dtype == GEN_DTYPE_FP16 ? "fp16" : "bf16";
+	return dtype == GEN_DTYPE_FP16 ? "fp16" : dtype == GEN_DTYPE_Q8_0 ? "q8_0" : "bf16";
+}
+
+int gen_dtype_act(int dtype)
+{
+	return dtype == GEN_DTYPE_Q8_0 ? GEN_DTYPE_FP16 : dtype;
 }
 
 int gen_dtype_size(int dtype)
@@ -483,8 +488,25 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		sp->dtype = GEN_DTYPE_BF16;
 	} else if (!strcmp(s, "fp16")) {
 		sp->dtype = GEN_DTYPE_FP16;
+	} else if (!strcmp(s, "q8_0")) {
+		/* every GEMM's k (dim, ffn_dim, n_heads x head_dim) in whole Q8_0 blocks */
+		sp->dtype = GEN_DTYPE_Q8_0;
+		for (int mi = 0; mi < 2; mi++) {
+			const rt_config *c = mi ? &sp->draft.cfg : &sp->target.cfg;
+			if (mi && sp->draft_kind != GEN_DRAFT_MODEL)
+				break;
+			const int q = c->n_heads * c->head_dim;
+			if (c->dim % 32 || c->ffn_dim % 32 || q % 32) {
+				rc = bad(err, json_get(root, "dtype"), "$.dtype", "a model whose dim, ffn_dim "
+				         "and n_heads x head_dim are multiples of 32 (q8_0 blocks)",
+				         "\"q8_0\" with the %s's %d, %d and %d", mi ? "draft" : "target",
+				         c->dim, c->ffn_dim, q);
+				goto out_free;
+			}
+		}
 	} else {
-		rc = bad(err, json_get(root, "dtype"), "$.dtype", "\"bf16\" or \"fp16\"", "\"%.40s\"", s);
+		rc = bad(err, json_get(root, "dtype"), "$.dtype", "\"bf16\", \"fp16\" or \"q8_0\"",
+		         "\"%.40s\"", s);
 		goto out_free;
 	}
 

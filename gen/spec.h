@@ -46,7 +46,10 @@
 #define GEN_SPEC_MAX_ARCHS 8
 #define GEN_SPEC_MAX_LAYERS 512
 
-enum gen_dtype { GEN_DTYPE_BF16 = 0, GEN_DTYPE_FP16 };
+/* Q8_0: the matrix weights (attention, MLP, LM head) in GGUF's Q8_0 blocks
+ * (32 int8 and one fp16 scale), everything else (embedding, activations, KV
+ * cache) fp16; host backend only (its GEMM, runtime/device/host_gemm.h). */
+enum gen_dtype { GEN_DTYPE_BF16 = 0, GEN_DTYPE_FP16, GEN_DTYPE_Q8_0 };
 enum gen_draft_kind { GEN_DRAFT_LAYERSKIP = 0, GEN_DRAFT_MODEL, GEN_DRAFT_NGRAM };
 
 typedef struct gen_model_src {
@@ -92,7 +95,9 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 int gen_spec_load(const char *path, const char *trees_dir, gen_spec *s, sw_err *err);
 
 const char *gen_dtype_name(int dtype);
-/* Bytes per element of the weight/activation dtype (2 for both). */
+/* Bytes per element of the 16-bit activation dtype (2 for all). */
 int gen_dtype_size(int dtype);
+/* The 16-bit dtype of activations and KV cache: dtype itself, fp16 for q8_0. */
+int gen_dtype_act(int dtype);
 
 #endif

@@ -201,6 +201,42 @@ static void test_tiny_ngram_chain(void **state)
 	check_greedy("tiny ngram chain bf16 emulated", b, N, ref, margin, ldexp(1.0, -8), mx);
 }
 
+/* q8_0 weights (GEMMs on GGUF Q8_0 blocks, the rest fp16), on a tiny model
+ * saved as Q8_0: re-quantizing Q8_0 values gives them back (each block's
+ * largest |q| is 127, so d and q come out the same), so the fp32 reference
+ * over the file's weights computes with exactly the engine's weights and
+ * only the fp16 roundings of activations, embedding and K/V remain: u =
+ * 2^-11 as for fp16 engines. Native and emulated (the generated kernels
+ * around the host GEMM). */
+static void test_tiny_q8_0(void **state)
+{
+	char spec[2048], dir[300], path[300];
+	const int P = 23, N = 32;
+	int32_t prompt[64], ref[64], a[64], b[64];
+	float margin[64];
+	rt_engine_stats st;
+	sw_err err = {0};
+	snprintf(path, sizeof(path), "%s/tiny_q8.gguf", g_dir);
+	if (rt_llama_save_gguf(g_tiny, path, GGML_T_Q8_0, &err))
+		fail_msg("%s: %s", path, err.msg);
+	rt_model *m = rt_model_load(path, &err);
+	if (!m)
+		fail_msg("%s", err.msg);
+	snprintf(dir, sizeof(dir), "%s/tiny_q8", g_dir);
+	eu_tiny_spec(spec, sizeof(spec), path, "ngram:1:3", "chain:4", "greedy", "topk", 0, "q8_0",
+	             NULL);
+	build_engine(spec, dir);
+	tiny_prompt(prompt, P);
+	eu_reference(m, prompt, P, N, ref, margin, NULL);
+	double mx = max_abs_logit(m, prompt, P);
+	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, m, 1, prompt, P, N, false, a, &st), N);
+	assert_int_equal(run_engine(dir, RT_HOST_EMULATE, m, 1, prompt, P, N, false, b, &st), N);
+	check_greedy("tiny ngram chain q8_0 native", a, N, ref, margin, ldexp(1.0, -11), mx);
+	check_greedy("tiny ngram chain q8_0 emulated", b, N, ref, margin, ldexp(1.0, -11), mx);
+	assert_true(st.n_iters < N); /* prompt lookup accepted something */
+	rt_model_free(m);
+}
+
 /* Stochastic: sampling without replacement + RRSW on a binary tree, and
  * SpecHub; native and emulate emit the same tokens for the same seed, and
  * a different seed changes them (the seed reaches the kernels). */
@@ -621,6 +657,19 @@ static void test_real_model_engine(void **state)
 	check_greedy("SmolLM2 native", a, N, ref, margin, ldexp(1.0, -11), mx);
 	assert_int_equal(run_engine(dir, RT_HOST_EMULATE, m, 1, prompt, P, N, false, b, &st), N);
 	check_greedy("SmolLM2 emulated", b, N, ref, margin, ldexp(1.0, -11), mx);
+	/* q8_0 from the Q4_1 file's weights: re-quantized, each weight within
+	 * d / 2 = max|block| / 254 of the reference's, a relative error of at
+	 * most 2^-8 of its block (bf16's u), plus fp16's 2^-11 elsewhere */
+	snprintf(dir, sizeof(dir), "%s/smollm2_q8", g_dir);
+	snprintf(spec, sizeof(spec),
+	         "{\"name\": \"smollm2-q8\", \"target\": {\"path\": \"%s\"}, "
+	         "\"draft\": {\"method\": \"ngram:1:3\"}, \"tree\": \"chain:6\", "
+	         "\"verify\": {\"method\": \"greedy\", \"expand\": \"topk\"}, "
+	         "\"max_context\": 128, \"prefill_chunk\": 16, \"dtype\": \"q8_0\", "
+	         "\"archs\": [\"sm_80\"]}", model_path());
+	build_engine(spec, dir);
+	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, m, 1, prompt, P, N, false, a, &st), N);
+	check_greedy("SmolLM2 q8_0 native", a, N, ref, margin, ldexp(1.0, -8) + ldexp(1.0, -11), mx);
 	rt_model_free(m);
 }
 
@@ -629,6 +678,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tiny_greedy_tree),
 		cmocka_unit_test(test_tiny_ngram_chain),
+		cmocka_unit_test(test_tiny_q8_0),
 		cmocka_unit_test(test_tiny_stochastic),
 		cmocka_unit_test(test_tiny_stops),
 		cmocka_unit_test(test_tiny_runtime_sampling),

@@ -93,6 +93,7 @@ static void test_planned_engines_load(void **state)
 	}
 	/* the shipped specs: shapes only need no weights to plan */
 	static const char *const specs[] = {"models/specs/smollm2-ngram.json",
+	                                    "models/specs/smollm2-ngram-q8_0.json",
 	                                    "models/specs/smollm2-eagle25.json",
 	                                    "models/specs/llama2-7b-eagle25.json",
 	                                    "models/specs/llama3-8b-eagle25.json"};
@@ -304,6 +305,34 @@ static void test_tamperings_refused(void **state)
 	};
 	for (size_t i = 0; i < sizeof(T) / sizeof(T[0]); i++)
 		refused(g_ngram, text, &T[i]);
+	/* a q8_0 engine: its weight buffers are blocks, its GEMMs read them */
+	{
+		char spec[2048], qdir[400];
+		snprintf(qdir, sizeof(qdir), "%s/q8_0", g_dir);
+		eu_tiny_spec(spec, sizeof(spec), g_tiny_path, "ngram:1:3", "chain:4", "greedy", "topk", 0,
+		             "q8_0", NULL);
+		eu_build(spec, qdir, NULL, false);
+		size_t ql;
+		char *qtext = read_json(qdir, &ql);
+		const tamper Q[] = {
+			{"q8_0 bytes not its blocks", "{\"name\": \"target.wq\"", "\"bytes\": ", "208895",
+			 NULL, NULL, NULL, "expected 208896 (its shape times 34 bytes per 32 elements of q8_0)"},
+			{"q8_0 rows not whole blocks", "{\"name\": \"target.wq\"", "\"shape\": ",
+			 "[3, 256, 250]", NULL, NULL, NULL, "q8_0 weight with rows of 250, expected a weight "
+			 "whose rows are whole 32-element blocks"},
+			{"q8_0 activation buffer", "{\"name\": \"x16\"", "\"dtype\": ", "\"q8_0\"", NULL,
+			 NULL, NULL, "q8_0 activation with rows of"},
+			{"q8_0 gemm on an fp16 weight", "\"exec\": \"cublaslt\"", "\"args\": ",
+			 "[{\"buf\": \"q\", \"offset\": 0}, {\"buf\": \"x16\", \"offset\": 0}, "
+			 "{\"buf\": \"target.tok_embd\", \"offset\": 0}]", NULL, NULL, NULL,
+			 "buffer target.tok_embd is fp16, expected q8_0"},
+			{"q8_0 gemm n raised", "\"exec\": \"cublaslt\"", "\"n\": ", "4096", NULL, NULL, NULL,
+			 "expected k = its row length and n <= its rows"},
+		};
+		for (size_t i = 0; i < sizeof(Q) / sizeof(Q[0]); i++)
+			refused(qdir, qtext, &Q[i]);
+		free(qtext);
+	}
 	/* the layer-skip draft's slices go through its layer map */
 	const tamper L = {"draft op past the skip list", "\"repeat\": 1, \"layers\": \"draft\"",
 	                  "\"repeat\": ", "2", NULL, NULL, NULL, "2 layers, the layer-skip draft runs 1"};

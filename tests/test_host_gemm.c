@@ -11,7 +11,14 @@
  * FMAs, then log2 L pairwise levels, |C - exact| <=
  * gamma_{ceil(K/L) + log2 L} * sum_i |a_i w_i| (Higham 3.1). The
  * dtype enters through the inputs only: the reference widens them with
- * formats/gguf.c's conversions, not the GEMM's own. */
+ * formats/gguf.c's conversions, not the GEMM's own.
+ *
+ * q8_0 weights (hg_gemm_q8): W is quantized by formats/gguf.c's Q8_0 encoder
+ * and the reference reads it through formats/gguf.c's dequantizer (q * d,
+ * exact in fp32), so the products a * w are exact in the FMA and the same
+ * summation bound holds; K a multiple of 32 (576, 1536 as the model, 32,
+ * 96 and 1120 for the blocks and the portable path's 1024 chunk), N and M
+ * awkward as above; the AVX2 and portable paths bit-identical. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -103,6 +110,56 @@ static void run_case(int M, int N, int K, bool bf16, int path, int threads)
 	free(bound);
 }
 
+/* W (n, k) as Q8_0 blocks, fenced like fenced_alloc's */
+static void run_case_q8(int M, int N, int K, int path, int threads)
+{
+	fenced fw;
+	const size_t wb = (size_t)N * K / 32 * 34;
+	uint16_t *A = malloc(sizeof(*A) * (size_t)M * K + 1);
+	char *W = (char *)fenced_alloc(&fw, (wb + 1) / 2) + (wb & 1); /* ends at the fence */
+	float *Wf = malloc(sizeof(*Wf) * (size_t)N * K), *C = galloc((size_t)M * N);
+	double *ref = malloc(sizeof(*ref) * (size_t)M * N), *bound = malloc(sizeof(*bound) * (size_t)M * N);
+	char what[96];
+	assert_true(A && Wf && ref && bound);
+	for (size_t i = 0; i < (size_t)M * K; i++)
+		A[i] = narrow((float)(2.0 * rnd()), false);
+	for (size_t i = 0; i < (size_t)N * K; i++)
+		Wf[i] = (float)(0.25 * rnd());
+	for (int i = 0; i < K; i++) /* a row with a zero block (d = 0) */
+		Wf[i] = i < 32 ? 0.0f : Wf[i];
+	assert_int_equal(gguf_quantize(GGML_T_Q8_0, Wf, (uint64_t)N * K, W), wb);
+	assert_int_equal(gguf_dequantize(GGML_T_Q8_0, W, (uint64_t)N * K, Wf), 0);
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++) {
+			double s = 0.0, a = 0.0;
+			for (int k = 0; k < K; k++) {
+				const double p = (double)widen(A[(size_t)i * K + k], false) * Wf[(size_t)j * K + k];
+				s += p;
+				a += fabs(p);
+			}
+			ref[(size_t)i * N + j] = s;
+			bound[(size_t)i * N + j] = path == HG_PATH_AVX512 ? gamma_n((K + 15) / 16 + 4) * a
+			                                                  : gamma_n((K + 7) / 8 + 3) * a;
+		}
+	assert_int_equal(hg_gemm_q8(C, A, W, M, N, K, false, path, threads), 0);
+	snprintf(what, sizeof(what), "gemm q8_0 %s M%d N%d K%d threads %d", hg_path_name(path), M, N,
+	         K, threads);
+	check_close(what, C, ref, bound, (size_t)M * N);
+	gcheck(what, C, (size_t)M * N);
+	/* hg_q8_to_f32 is the dequantizer's exact values */
+	float *Wd = malloc(sizeof(*Wd) * (size_t)N * K);
+	assert_non_null(Wd);
+	hg_q8_to_f32(Wd, W, N, K);
+	assert_memory_equal(Wd, Wf, sizeof(float) * (size_t)N * K);
+	free(Wd);
+	gfree(C);
+	free(A);
+	free(Wf);
+	fenced_free(&fw);
+	free(ref);
+	free(bound);
+}
+
 static void shapes(int path)
 {
 	static const int MS[] = {1, 3, 26, 63, 257};
@@ -115,6 +172,11 @@ static void shapes(int path)
 			for (size_t s = 0; s < sizeof(NK) / sizeof(NK[0]); s++)
 				for (int th = 0; th <= 1; th++)
 					run_case(MS[m], NK[s][0], NK[s][1], b, path, th);
+	static const int NKQ[][2] = {{131, 576}, {1, 32}, {7, 1536}, {25, 96}, {3, 1120}};
+	for (size_t m = 0; m < sizeof(MS) / sizeof(MS[0]); m++)
+		for (size_t s = 0; s < sizeof(NKQ) / sizeof(NKQ[0]); s++)
+			for (int th = 0; th <= 1; th++)
+				run_case_q8(MS[m], NKQ[s][0], NKQ[s][1], path, th);
 }
 
 static void test_portable(void **state)
@@ -298,6 +360,48 @@ static void test_paths_bit_identical(void **state)
 	free(W);
 }
 
+/* q8_0: portable == AVX2 == AVX2 on the pool bit for bit, as for 16 bits;
+ * AVX-512 on one thread == on the pool; a k that is not whole blocks is
+ * refused. */
+static void test_q8_paths_bit_identical(void **state)
+{
+	const int M = 26, N = 131, K = 1120;
+	(void)state;
+	if (!hg_path_available(HG_PATH_AVX2))
+		skip();
+	uint16_t *A = malloc(sizeof(*A) * M * K);
+	float *Wf = malloc(sizeof(float) * N * K), *C[3];
+	char *W = malloc((size_t)N * K / 32 * 34);
+	assert_true(A && W && Wf);
+	rng_state = 7;
+	for (int i = 0; i < M * K; i++)
+		A[i] = narrow((float)rnd(), false);
+	for (int i = 0; i < N * K; i++)
+		Wf[i] = (float)rnd();
+	gguf_quantize(GGML_T_Q8_0, Wf, (uint64_t)N * K, W);
+	for (int p = 0; p < 3; p++) {
+		C[p] = malloc(sizeof(float) * M * N);
+		assert_non_null(C[p]);
+		assert_int_equal(hg_gemm_q8(C[p], A, W, M, N, K, false,
+		                            p ? HG_PATH_AVX2 : HG_PATH_PORTABLE, p == 2 ? 0 : 1), 0);
+	}
+	assert_memory_equal(C[0], C[1], sizeof(float) * M * N);
+	assert_memory_equal(C[1], C[2], sizeof(float) * M * N);
+	if (hg_path_available(HG_PATH_AVX512)) {
+		assert_int_equal(hg_gemm_q8(C[0], A, W, M, N, K, false, HG_PATH_AVX512, 1), 0);
+		assert_int_equal(hg_gemm_q8(C[1], A, W, M, N, K, false, HG_PATH_AVX512, 0), 0);
+		assert_memory_equal(C[0], C[1], sizeof(float) * M * N);
+	}
+	for (int p = HG_PATH_PORTABLE; p <= HG_PATH_AVX512; p++)
+		if (hg_path_available(p))
+			assert_int_equal(hg_gemm_q8(C[0], A, W, M, N, 48, false, p, 0), -22);
+	for (int p = 0; p < 3; p++)
+		free(C[p]);
+	free(A);
+	free(W);
+	free(Wf);
+}
+
 /* Degenerate shapes: m = 0 or n = 0 writes nothing; k = 0 writes zeros. */
 static void test_empty(void **state)
 {
@@ -331,6 +435,7 @@ int main(void)
 		cmocka_unit_test(test_avx2),
 		cmocka_unit_test(test_avx512),
 		cmocka_unit_test(test_paths_bit_identical),
+		cmocka_unit_test(test_q8_paths_bit_identical),
 		cmocka_unit_test(test_nan_inf_portable),
 		cmocka_unit_test(test_nan_inf_avx2),
 		cmocka_unit_test(test_nan_inf_avx512),

@@ -166,7 +166,15 @@ static void test_bad_specs(void **state)
 	expect_err(mk(GOOD_T, GOOD_D, "eagle25", GOOD_V, "\"max_context\": 40, \"dtype\": \"bf16\""),
 	           "room for at least two trees");
 	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, "\"max_context\": 2048, \"dtype\": \"fp8\""),
-	           "$.dtype: expected \"bf16\" or \"fp16\", found \"fp8\"");
+	           "$.dtype: expected \"bf16\", \"fp16\" or \"q8_0\", found \"fp8\"");
+	/* q8_0: GEMM widths in whole 32-element blocks (ffn_dim 500 is not) */
+	expect_ok(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, "\"max_context\": 2048, \"dtype\": \"q8_0\""));
+	assert_int_equal(g_spec.dtype, GEN_DTYPE_Q8_0);
+	expect_err(mk("{\"shape\": {\"n_layers\": 4, \"dim\": 256, \"n_heads\": 8, \"n_kv_heads\": 2, "
+	              "\"ffn_dim\": 500, \"vocab\": 1000, \"max_ctx\": 4096}}", GOOD_D, "chain:4", GOOD_V,
+	              "\"max_context\": 2048, \"dtype\": \"q8_0\""),
+	           "$.dtype: expected a model whose dim, ffn_dim and n_heads x head_dim are multiples "
+	           "of 32 (q8_0 blocks), found \"q8_0\" with the target's 256, 500 and 256");
 	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"archs\": [\"sm_80\", \"sm8\"]"),
 	           "$.archs[1]: expected an NVRTC real arch");
 	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"archs\": [\"sm_90\", \"sm_90\"]"),

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "device/host_pool.h"
@@ -441,15 +442,97 @@ static int phase_replay(rt_engine *e, int ph, int gemm_rows, bool gemm_only, int
 
 /* Bytes a target-only decode step reads: the engine's weight buffers (the
  * tied embedding is read whole by the lm head; its one-row lookup is
- * negligible) plus K and V of `ctx` positions, at bytes_per bytes each. */
-static double step_bytes(const rt_engine *e, double weight_scale, int bytes_per, double ctx)
+ * negligible, and so is the embedding of an engine whose LM head is a
+ * buffer of its own, a q8_0 engine's) plus K and V of `ctx` positions, at
+ * kv_bytes each. f32: every weight as fp32 (the host reference's). */
+static double step_bytes(const rt_engine *e, bool f32, int kv_bytes, double ctx)
 {
 	double w = 0;
-	for (int i = 0; i < e->man->n_bufs; i++)
-		if (!strcmp(e->man->bufs[i].kind, "weight") && !strncmp(e->man->bufs[i].name, "target.", 7))
-			w += (double)e->man->bufs[i].bytes;
+	const bool own_head = rt_engine_buf_addr(e, "target.lm_head") != 0;
+	for (int i = 0; i < e->man->n_bufs; i++) {
+		const rt_engine_buf *b = &e->man->bufs[i];
+		if (strcmp(b->kind, "weight") || strncmp(b->name, "target.", 7) ||
+		    (own_head && !strcmp(b->name, "target.tok_embd")))
+			continue;
+		double n = 1;
+		for (int d = 0; d < b->rank; d++)
+			n *= (double)b->shape[d];
+		w += f32 ? 4 * n : (double)b->bytes;
+	}
 	const rt_engine_shape *c = &e->man->tcfg;
-	return w * weight_scale + 2.0 * c->n_layers * c->n_kv_heads * c->head_dim * bytes_per * ctx;
+	return w + 2.0 * c->n_layers * c->n_kv_heads * c->head_dim * kv_bytes * ctx;
+}
+
+/* Single-quotes s for sh; false when s holds a quote (not passed on). */
+static bool sh_quote(char *out, size_t n, const char *s)
+{
+	if (strchr(s, '\'') || strlen(s) + 3 > n)
+		return false;
+	snprintf(out, n, "'%s'", s);
+	return true;
+}
+
+/* The llama.cpp side-by-side (tests/reference/llamacpp_bench.py, run with
+ * the llama-cpp-python build that `make check-reference` leaves in REF):
+ * the target's GGUF as shipped, its F16 and Q8_0 copies (written into REF
+ * once), each target-only and with llama.cpp's prompt lookup, on the same
+ * prompt ids, max_new tokens, the host pool's thread count. Prints its
+ * table, then the engine's rates against each row. eng[4]: the engine's
+ * target-only and speculative tok/s, wall-clock and per CPU-second. */
+static int llamacpp_side(const char *ref, const char *model, const char *ids, int max_new,
+                         int threads, const double eng[4], sw_err *err)
+{
+	char q[4][1024], cmd[8192], line[512], label[16][96];
+	double wall[16], cpu[16];
+	int n = 0;
+	const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
+	char f16[1024], q8[1024];
+	snprintf(f16, sizeof(f16), "%s/%.*s-F16.gguf", ref, (int)strcspn(base, "."), base);
+	snprintf(q8, sizeof(q8), "%s/%.*s-Q8_0.gguf", ref, (int)strcspn(base, "."), base);
+	if (!sh_quote(q[0], sizeof(q[0]), ref) || !sh_quote(q[1], sizeof(q[1]), model) ||
+	    !sh_quote(q[2], sizeof(q[2]), f16) || !sh_quote(q[3], sizeof(q[3]), q8) ||
+	    strchr(ids, '\''))
+		return sw_errf(err, SW_EINVAL, "$SW_LLAMACPP_REF %s / model %s: a path with a quote", ref,
+		               model);
+	const int len = snprintf(cmd, sizeof(cmd),
+	         "R=%s; [ -x \"$R/venv/bin/python\" ] && [ -f \"$R/venv/.ok\" ] || { echo \"no "
+	         "llama-cpp-python build in $R (make check-reference REF_DIR=$R builds it)\" >&2; "
+	         "exit 3; }; PYTHONPATH=\"$(echo \"$R\"/llama_cpp_python-*/vendor/llama.cpp/gguf-py):"
+	         "tests/reference\" \"$R/venv/bin/python\" tests/reference/llamacpp_bench.py '%s' "
+	         "%s %s %s --f16 %s %s --q8 %s %s --lookup --machine --n-gen %d --threads %d",
+	         q[0], ids, q[1], q[2], q[3], q[1], q[2], q[1], q[3], max_new, threads);
+	if (len < 0 || (size_t)len >= sizeof(cmd))
+		return sw_errf(err, SW_EINVAL, "$SW_LLAMACPP_REF %s / model %s: paths too long", ref, model);
+	fprintf(stderr, "bench: llama.cpp side by side (%s) ...\n", ref);
+	fflush(stdout);
+	FILE *p = popen(cmd, "r");
+	if (!p)
+		return sw_errf(err, SW_EIO, "cannot run tests/reference/llamacpp_bench.py");
+	printf("\n");
+	while (fgets(line, sizeof(line), p)) {
+		char lb[96];
+		double w, c;
+		if (sscanf(line, "ROW\t%95[^\t]\t%lf\t%lf", lb, &w, &c) == 3) {
+			if (n < 16) {
+				snprintf(label[n], sizeof(label[n]), "%s", lb);
+				wall[n] = w;
+				cpu[n++] = c;
+			}
+		} else {
+			fputs(line, stdout);
+		}
+	}
+	const int st = pclose(p);
+	if (st != 0 || n == 0)
+		return sw_errf(err, SW_EIO, "tests/reference/llamacpp_bench.py failed (status %d, %d rows)",
+		               st, n);
+	printf("\n| llama.cpp row | engine target-only vs it: wall-clock | per CPU-second | engine "
+	       "speculative vs it: wall-clock | per CPU-second |\n|---|---|---|---|---|\n");
+	for (int i = 0; i < n; i++)
+		printf("| %s | %.2fx | %.2fx | %.2fx | %.2fx |\n", label[i],
+		       wall[i] > 0 ? eng[0] / wall[i] : 0, cpu[i] > 0 ? eng[1] / cpu[i] : 0,
+		       wall[i] > 0 ? eng[2] / wall[i] : 0, cpu[i] > 0 ? eng[3] / cpu[i] : 0);
+	return 0;
 }
 
 /* `specwright bench ENGINE_DIR`: the engine against the host fp32
@@ -480,6 +563,7 @@ int cli_engine_bench(cli_opts *o)
 	int32_t *out = NULL, *ref = NULL, *ids = NULL;
 	double *tps = NULL, *rtps = NULL, *ratio = NULL, *ovh = NULL;
 	FILE *idf = NULL;
+	char idtmp[64] = ""; /* the prompt ids for the llama.cpp side-by-side, when no $SW_BENCH_IDS */
 	const char *corpus = o->corpus ? o->corpus : "/usr/share/games/fortunes/fortunes";
 	memset(&j, 0, sizeof(j));
 	size_t len = 0;
@@ -498,8 +582,17 @@ int cli_engine_bench(cli_opts *o)
 	jo.prompt = prompts[0];
 	if (job_open(&j, &jo, &err))
 		goto out_err;
-	const char *idp = getenv("SW_BENCH_IDS");
-	if (idp && *idp && !(idf = fopen(idp, "w"))) {
+	const char *idp = getenv("SW_BENCH_IDS"), *lref = getenv("SW_LLAMACPP_REF");
+	if (lref && *lref && !(idp && *idp)) { /* the side-by-side needs the ids: a temp file */
+		snprintf(idtmp, sizeof(idtmp), "/tmp/specwright-bench-ids-XXXXXX");
+		int fd = mkstemp(idtmp);
+		if (fd < 0 || !(idf = fdopen(fd, "w"))) {
+			sw_errf(&err, SW_EIO, "%s: cannot write a temporary file", idtmp);
+			idtmp[0] = 0;
+			goto out_err;
+		}
+		idp = idtmp;
+	} else if (idp && *idp && !(idf = fopen(idp, "w"))) {
 		sw_errf(&err, SW_EIO, "%s ($SW_BENCH_IDS): cannot write", idp);
 		goto out_err;
 	}
@@ -623,14 +716,14 @@ int cli_engine_bench(cli_opts *o)
 
 	/* the costs: decode only (prefill excluded), medians over the prompts */
 	const double ctx = cli_median(sv[S_CTX], used);
-	const int b16 = 2;
-	const double bytes16 = step_bytes(e, 1.0, b16, ctx), bytes32 = step_bytes(e, 2.0, 4, ctx);
+	const double bytes16 = step_bytes(e, false, 2, ctx), bytes32 = step_bytes(e, true, 4, ctx);
 	const double t1w = cli_median(sv[S_T1W], used), t1c = cli_median(sv[S_T1C], used);
 	const double edec = cli_median(sv[S_EDEC], used), rdec = cli_median(sv[S_RDEC], used);
 	printf("\nDecode only, medians over %d prompts; roofline: a target-only step reads %.1f MB "
-	       "(16-bit weights + K/V at context %.0f; the fp32 reference %.1f MB) at %.2f GB/s: "
-	       "%.1f tok/s (%.1f for the reference)\n\n", used, bytes16 / 1e6, ctx, bytes32 / 1e6,
-	       bw / 1e9, bw / bytes16, bw / bytes32);
+	       "(%s weights + fp16 K/V at context %.0f; the fp32 reference %.1f MB) at %.2f GB/s: "
+	       "%.1f tok/s (%.1f for the reference)\n\n", used, bytes16 / 1e6,
+	       e->man->dtype == RT_Q8_0 ? "q8_0" : e->man->dtype == RT_BF16 ? "bf16" : "fp16", ctx,
+	       bytes32 / 1e6, bw / 1e9, bw / bytes16, bw / bytes32);
 	const double rcpu = cli_median(sv[S_RCPU], used), ecpu = cli_median(sv[S_ECPU], used);
 	printf("| decoder | tok/s | tok per CPU-s | share of the roofline: wall-clock | per "
 	       "CPU-second |\n|---|---|---|---|---|\n");
@@ -650,6 +743,18 @@ int cli_engine_bench(cli_opts *o)
 		       "(engine path): %.2fx\n", verify_rows, 1e3 * vw, 1e3 * t1w, t1w > 0 ? vw / t1w : 0,
 		       1e3 * gt, 1e3 * g1, g1 > 0 ? gt / g1 : 0, t1w > 0 ? edec * t1w : 0);
 	}
+	if (lref && *lref) {
+		if (idf && fclose(idf)) {
+			idf = NULL;
+			sw_errf(&err, SW_EIO, "%s: write failed", idp);
+			goto out_err;
+		}
+		idf = NULL;
+		const double eng[4] = {t1w > 0 ? 1 / t1w : 0, t1c > 0 ? 1 / t1c : 0, edec, ecpu};
+		const char *mpath = o->model_override ? o->model_override : e->man->target_path;
+		if (llamacpp_side(lref, mpath, idp, M, bw_threads, eng, &err))
+			goto out_err;
+	}
 	rc = 0;
 	goto out;
 out_err:
@@ -658,6 +763,8 @@ out_err:
 out:
 	if (idf)
 		fclose(idf);
+	if (idtmp[0])
+		unlink(idtmp);
 	job_close(&j);
 	for (int i = 0; prompts && i < np; i++)
 		free(prompts[i]);

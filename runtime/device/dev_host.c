@@ -98,17 +98,18 @@ static int host_gemm(rt_dev *d, const rt_op *op, sw_err *err)
 	float *C = (float *)(uintptr_t)op->argval[0];
 	const uint16_t *A = (const uint16_t *)(uintptr_t)op->argval[1];
 	const uint16_t *W = (const uint16_t *)(uintptr_t)op->argval[2];
-	const bool bf16 = op->dtype == RT_BF16;
+	const bool bf16 = op->dtype == RT_BF16, q8 = op->dtype == RT_Q8_0;
 
-	if (op->dtype != RT_BF16 && op->dtype != RT_FP16)
-		return sw_errf(err, SW_ENOTSUP, "GEMM dtype %d (bf16 or fp16 expected)", op->dtype);
+	if (op->dtype != RT_BF16 && op->dtype != RT_FP16 && !q8)
+		return sw_errf(err, SW_ENOTSUP, "GEMM dtype %d (bf16, fp16 or q8_0 expected)", op->dtype);
 	if (m < 0 || n < 0 || k < 0)
 		return sw_errf(err, SW_EINVAL, "GEMM shape m=%lld n=%lld k=%lld", (long long)m,
 		               (long long)n, (long long)k);
 	if (m == 0 || n == 0)
 		return 0;
 	if (m < h->blas_min_m || k == 0) { /* k = 0: some BLAS builds reject it */
-		int rc = hg_gemm16(C, A, W, m, n, k, bf16, HG_PATH_AUTO, 0);
+		int rc = q8 ? hg_gemm_q8(C, A, W, m, n, k, false, HG_PATH_AUTO, 0)
+		            : hg_gemm16(C, A, W, m, n, k, bf16, HG_PATH_AUTO, 0);
 		return rc ? sw_errf(err, rc, "GEMM m=%lld n=%lld k=%lld: %s", (long long)m,
 		                    (long long)n, (long long)k, rc == SW_ENOMEM ? "out of memory"
 		                    : "invalid") : 0;
@@ -117,7 +118,10 @@ static int host_gemm(rt_dev *d, const rt_op *op, sw_err *err)
 		return sw_errf(err, SW_ENOMEM, "out of memory (GEMM scratch, %lld x %lld)",
 		               (long long)(m > n ? m : n), (long long)k);
 	hg_to_f32(h->a32, A, m * k, bf16);
-	hg_to_f32(h->w32, W, n * k, bf16);
+	if (q8)
+		hg_q8_to_f32(h->w32, W, n, k);
+	else
+		hg_to_f32(h->w32, W, n * k, bf16);
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.0f, h->a32,
 	            (int)k, h->w32, (int)k, 0.0f, C, (int)n);
 	return 0;
@@ -241,8 +245,9 @@ static bool host_supports_op(rt_dev *d, const rt_op *op)
 	switch (op->kind) {
 	case RT_OP_KERNEL:
 		return h->mode == RT_HOST_EMULATE || rt_host_native_supports(op);
-	case RT_OP_GEMM:
-		return op->dtype == RT_BF16 || op->dtype == RT_FP16;
+	case RT_OP_GEMM: /* q8_0: k whole blocks (the manifest checks it too) */
+		return op->dtype == RT_BF16 || op->dtype == RT_FP16 ||
+		       (op->dtype == RT_Q8_0 && op->k % HG_Q8_BLOCK == 0);
 	case RT_OP_MEMSET:
 		return true;
 	default:

@@ -24,7 +24,8 @@ typedef uint64_t rt_dptr;
 #define RT_OP_MAX_ARGS 16
 #define RT_OP_MAX_PARAMS 16
 
-enum rt_dtype { RT_BF16 = 0, RT_FP16 = 1, RT_F32 = 2 };
+/* RT_Q8_0 (GEMMs only): A fp16, W in GGUF Q8_0 blocks (host_gemm.h) */
+enum rt_dtype { RT_BF16 = 0, RT_FP16 = 1, RT_F32 = 2, RT_Q8_0 = 3 };
 
 /* One kernel parameter as engine.json states it (the template constants the
  * kernel was rendered with): what the native host backend needs to run the
@@ -66,7 +67,7 @@ typedef struct rt_op {
 	uint64_t argval[RT_OP_MAX_ARGS];
 	void *argv[RT_OP_MAX_ARGS];
 	int64_t m, n, k;          /* GEMM */
-	int dtype;                /* GEMM: enum rt_dtype of A and W */
+	int dtype;                /* GEMM: enum rt_dtype of A and W (Q8_0: of W, A fp16) */
 	int64_t bytes;            /* MEMSET */
 	unsigned dyn_smem;        /* KERNEL: dynamic shared memory bytes the launch provides */
 	int layer;                /* -1, or the layer this launch serves (diagnostics) */

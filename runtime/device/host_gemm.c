@@ -26,6 +26,9 @@
 #define HG_TILE_R 4  /* rows of A per tile at most */
 #define HG_NC_MAX 8  /* rows of W (output columns) per tile at most */
 #define HG_TILE_N 24 /* output columns per block: a multiple of every tile width (8, 6, 4, 3) */
+/* byte offset of element e of a run of W rows, for the prefetch distance:
+ * 2 bytes an element, 34 per 32 for q8_0 */
+#define PF_OFF(e, wf) ((wf) == HG_W_Q8_0 ? (e) * HG_Q8_BYTES / HG_Q8_BLOCK : (e) * 2)
 
 static inline float f16_to_f32(uint16_t h)
 {
@@ -96,12 +99,26 @@ static void to_f32_c(float *y, const uint16_t *x, int64_t cnt, bool bf16)
 typedef struct hg_job {
 	float *C;
 	const float *A;     /* (m, kp) fp32, zero padded */
-	const uint16_t *W;  /* (n, k) */
-	int64_t m, n, k, kp;
+	const char *W;      /* (n, k) in format wf, rows wrow bytes apart */
+	int64_t m, n, k, kp, wrow;
 	int64_t n_tiles;
-	bool bf16;
+	int wf;             /* enum hg_wfmt */
 	void (*cols)(const struct hg_job *j, int64_t j0, int64_t j1);
 } hg_job;
+
+/* q8_0 row r's elements [0, cnt) (cnt a multiple of 32) as fp32: q * d,
+ * exact (8 + 11 significand bits) */
+static void q8_to_f32_c(float *y, const char *row, int64_t cnt)
+{
+	for (int64_t b = 0; b < cnt / HG_Q8_BLOCK; b++) {
+		const char *blk = row + b * HG_Q8_BYTES;
+		uint16_t dh;
+		memcpy(&dh, blk, sizeof(dh));
+		const float d = f16_to_f32(dh);
+		for (int i = 0; i < HG_Q8_BLOCK; i++)
+			y[b * HG_Q8_BLOCK + i] = (float)(int8_t)blk[2 + i] * d;
+	}
+}
 
 /* ---- portable path: W row j widened once into a k-float buffer, then each
  * row of A against it with 8 lane sums (the AVX2 path's summation order) ---- */
@@ -115,7 +132,7 @@ static void cols_portable(const hg_job *jb, int64_t j0, int64_t j1)
 {
 	float wbuf[1024 + 8];
 	for (int64_t j = j0; j < j1; j++) {
-		const uint16_t *w = jb->W + j * jb->k;
+		const char *w = jb->W + j * jb->wrow;
 		float s[8];
 		/* k in chunks of 1024 (on the stack), lanes carried across chunks */
 		for (int64_t i = 0; i < jb->m; i++) {
@@ -125,7 +142,11 @@ static void cols_portable(const hg_job *jb, int64_t j0, int64_t j1)
 				const int64_t kl = jb->k - k0 < 1024 ? jb->k - k0 : 1024;
 				const int64_t kl8 = (kl + 7) & ~(int64_t)7;
 				if (i == 0 || jb->k > 1024) {
-					to_f32_c(wbuf, w + k0, kl, jb->bf16);
+					if (jb->wf == HG_W_Q8_0) /* k0 and kl: multiples of 32 */
+						q8_to_f32_c(wbuf, w + k0 / HG_Q8_BLOCK * HG_Q8_BYTES, kl);
+					else
+						to_f32_c(wbuf, (const uint16_t *)(const void *)w + k0, kl,
+						         jb->wf == HG_W_BF16);
 					memset(wbuf + kl, 0, sizeof(float) * (size_t)(kl8 - kl));
 				}
 				for (int64_t kk = 0; kk < kl8; kk += 8)
@@ -151,6 +172,23 @@ HG_INLINE HG_AVX2 __m256 ld_w(const uint16_t *p, int bf16)
 	return _mm256_cvtph_ps(x);
 }
 
+/* 8 weights of W row `row` (format wf) from element kk on: widened, or for
+ * q8_0 q * d (exact, as q8_to_f32_c) */
+HG_INLINE HG_AVX2 __m256 ld_wf(const char *row, int64_t kk, int wf, __m256 d)
+{
+	if (wf != HG_W_Q8_0)
+		return ld_w((const uint16_t *)(const void *)row + kk, wf);
+	const char *blk = row + (kk >> 5) * HG_Q8_BYTES;
+	const __m128i q = _mm_loadl_epi64((const __m128i *)(const void *)(blk + 2 + (kk & 31)));
+	return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+}
+
+/* q8_0 block scale d at element kk of row `row`, as fp32 */
+HG_INLINE HG_AVX2 float q8_scale(const char *row, int64_t kk)
+{
+	return _cvtsh_ss(*(const unsigned short *)(const void *)(row + (kk >> 5) * HG_Q8_BYTES));
+}
+
 HG_INLINE HG_AVX2 float hsum(__m256 v)
 {
 	/* lanes (l, l+4) first, then (l, l+2), then (l, l+1): sum8's order */
@@ -164,10 +202,15 @@ HG_INLINE HG_AVX2 float hsum(__m256 v)
  * bf16 are constants in each instantiation, so acc stays in registers.
  * Every output is one FMA chain over k whatever the tile's shape, so the
  * shape changes speed, never the result. */
-HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, const uint16_t *W,
-                            int64_t k, const char *pf, const int R, const int NC, const int bf16)
+HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, const char *W,
+                            int64_t wrow, int64_t k, const char *pf, const int R, const int NC,
+                            const int wf)
 {
-	__m256 acc[HG_TILE_R][HG_NC_MAX], w[HG_NC_MAX];
+	/* dq: each column's block scale, broadcast once a block (q8_0 only) */
+	__m256 acc[HG_TILE_R][HG_NC_MAX], w[HG_NC_MAX], dq[HG_NC_MAX];
+#pragma GCC unroll 8
+	for (int c = 0; c < NC; c++)
+		dq[c] = _mm256_setzero_ps();
 	const int64_t k8 = k & ~(int64_t)7;
 #pragma GCC unroll 4
 	for (int r = 0; r < R; r++)
@@ -178,10 +221,14 @@ HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, c
 		if (pf) /* as in tile512 */
 #pragma GCC unroll 8
 			for (int c = 0; c < NC; c += 4)
-				_mm_prefetch(pf + (kk * NC + c * 16) * 2, _MM_HINT_T0);
+				_mm_prefetch(pf + PF_OFF(kk * NC + c * 16, wf), _MM_HINT_T0);
+		if (wf == HG_W_Q8_0 && !(kk & 31))
+#pragma GCC unroll 8
+			for (int c = 0; c < NC; c++)
+				dq[c] = _mm256_set1_ps(q8_scale(W + c * wrow, kk));
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
-			w[c] = ld_w(W + c * k + kk, bf16);
+			w[c] = ld_wf(W + c * wrow, kk, wf, dq[c]);
 #pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
 			const __m256 a = _mm256_load_ps(A + r * kp + kk);
@@ -190,13 +237,14 @@ HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, c
 				acc[r][c] = _mm256_fmadd_ps(a, w[c], acc[r][c]);
 		}
 	}
-	if (k8 < k) { /* the tail through a zero-padded copy (A's pad is zero too) */
+	if (k8 < k) { /* the tail through a zero-padded copy (A's pad is zero too);
+	               * 16-bit W only: a q8_0 k is a multiple of 32 */
 		uint16_t wt[HG_NC_MAX][8];
 		memset(wt, 0, sizeof(wt));
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++) {
-			memcpy(wt[c], W + c * k + k8, sizeof(uint16_t) * (size_t)(k - k8));
-			w[c] = ld_w(wt[c], bf16);
+			memcpy(wt[c], W + c * wrow + k8 * 2, sizeof(uint16_t) * (size_t)(k - k8));
+			w[c] = ld_w(wt[c], wf);
 		}
 #pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
@@ -213,14 +261,15 @@ HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, c
 			C[r * ldc + c] = hsum(acc[r][c]);
 }
 
-typedef void (*tile_fn)(float *, int64_t, const float *, int64_t, const uint16_t *, int64_t,
-                        const char *);
+typedef void (*tile_fn)(float *, int64_t, const float *, int64_t, const char *, int64_t,
+                        int64_t, const char *);
 
 #define HG_TILE_FN(R, NC, B)                                                                      \
 	static HG_AVX2 void tile_##R##_##NC##_##B(float *C, int64_t ldc, const float *A, int64_t kp, \
-	                                          const uint16_t *W, int64_t k, const char *pf)     \
+	                                          const char *W, int64_t wrow, int64_t k,           \
+	                                          const char *pf)                                   \
 	{                                                                                             \
-		tile(C, ldc, A, kp, W, k, pf, R, NC, B);                                                  \
+		tile(C, ldc, A, kp, W, wrow, k, pf, R, NC, B);                                            \
 	}
 #define HG_TILES_B(B)                                                                             \
 	HG_TILE_FN(1, 1, B) HG_TILE_FN(1, 2, B) HG_TILE_FN(1, 3, B) HG_TILE_FN(1, 4, B)              \
@@ -231,6 +280,7 @@ typedef void (*tile_fn)(float *, int64_t, const float *, int64_t, const uint16_t
 	HG_TILE_FN(4, 1, B) HG_TILE_FN(4, 2, B) HG_TILE_FN(4, 3, B)
 HG_TILES_B(0)
 HG_TILES_B(1)
+HG_TILES_B(2)
 
 /* [bf16][R - 1][NC - 1]; the widest tile for R rows has 8, 6, 4, 3 columns:
  * 8 to 12 independent FMA chains (latency 4 x 2 pipes), 12 accumulators +
@@ -241,9 +291,10 @@ HG_TILES_B(1)
                     tile_2_6_##B}
 #define HG_ROW3(B) {tile_3_1_##B, tile_3_2_##B, tile_3_3_##B, tile_3_4_##B}
 #define HG_ROW4(B) {tile_4_1_##B, tile_4_2_##B, tile_4_3_##B}
-static const tile_fn tiles[2][HG_TILE_R][HG_NC_MAX] = {
+static const tile_fn tiles[3][HG_TILE_R][HG_NC_MAX] = {
 	{HG_ROW1(0), HG_ROW2(0), HG_ROW3(0), HG_ROW4(0)},
 	{HG_ROW1(1), HG_ROW2(1), HG_ROW3(1), HG_ROW4(1)},
+	{HG_ROW1(2), HG_ROW2(2), HG_ROW3(2), HG_ROW4(2)},
 };
 static const int nc_max[HG_TILE_R] = {8, 4, 4, 3};
 
@@ -257,9 +308,9 @@ static void cols_avx2(const hg_job *jb, int64_t j0, int64_t j1)
 			const int r = jb->m - i < HG_TILE_R ? (int)(jb->m - i) : HG_TILE_R;
 			for (int64_t j = jt; j < jt1; j += nc_max[r - 1]) {
 				const int nc = jt1 - j < nc_max[r - 1] ? (int)(jt1 - j) : nc_max[r - 1];
-				tiles[jb->bf16][r - 1][nc - 1](jb->C + i * jb->n + j, jb->n, jb->A + i * jb->kp,
-				                               jb->kp, jb->W + j * jb->k, jb->k,
-				                               i ? NULL : (const char *)(jb->W + (j + nc) * jb->k));
+				tiles[jb->wf][r - 1][nc - 1](jb->C + i * jb->n + j, jb->n, jb->A + i * jb->kp,
+				                             jb->kp, jb->W + j * jb->wrow, jb->wrow, jb->k,
+				                             i ? NULL : jb->W + (j + nc) * jb->wrow);
 			}
 		}
 	}
@@ -297,6 +348,16 @@ HG_INLINE HG_AVX512 __m512 ld_w16(const uint16_t *p, int bf16)
 	return _mm512_cvtph_ps(x);
 }
 
+/* d: the block's scale, broadcast (q8_0 only; tile512 widens it once a block) */
+HG_INLINE HG_AVX512 __m512 ld_wf16(const char *row, int64_t kk, int wf, __m512 d)
+{
+	if (wf != HG_W_Q8_0)
+		return ld_w16((const uint16_t *)(const void *)row + kk, wf);
+	const char *blk = row + (kk >> 5) * HG_Q8_BYTES;
+	const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2 + (kk & 31)));
+	return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
+}
+
 HG_INLINE HG_AVX512 float hsum16(__m512 v)
 {
 	/* lanes (l, l+8), then the 8-lane order of hsum */
@@ -309,10 +370,13 @@ HG_INLINE HG_AVX512 float hsum16(__m512 v)
 }
 
 HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t kp,
-                                  const uint16_t *W, int64_t k, const char *pf, const int R,
-                                  const int NC, const int bf16)
+                                  const char *W, int64_t wrow, int64_t k, const char *pf,
+                                  const int R, const int NC, const int wf)
 {
-	__m512 acc[HG_TILE_R][HG_NC512_MAX], w[HG_NC512_MAX];
+	__m512 acc[HG_TILE_R][HG_NC512_MAX], w[HG_NC512_MAX], dq[HG_NC512_MAX];
+#pragma GCC unroll 8
+	for (int c = 0; c < NC; c++)
+		dq[c] = _mm512_setzero_ps();
 	const int64_t k16 = k & ~(int64_t)15;
 #pragma GCC unroll 4
 	for (int r = 0; r < R; r++)
@@ -327,10 +391,14 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
 		if (pf)
 #pragma GCC unroll 8
 			for (int c = 0; c < NC; c += 2)
-				_mm_prefetch(pf + (kk * NC + c * 16) * 2, _MM_HINT_T0);
+				_mm_prefetch(pf + PF_OFF(kk * NC + c * 16, wf), _MM_HINT_T0);
+		if (wf == HG_W_Q8_0 && !(kk & 31))
+#pragma GCC unroll 8
+			for (int c = 0; c < NC; c++)
+				dq[c] = _mm512_set1_ps(q8_scale(W + c * wrow, kk));
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
-			w[c] = ld_w16(W + c * k + kk, bf16);
+			w[c] = ld_wf16(W + c * wrow, kk, wf, dq[c]);
 #pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
 			const __m512 a = _mm512_load_ps(A + r * kp + kk);
@@ -344,8 +412,8 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
 		memset(wt, 0, sizeof(wt));
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++) {
-			memcpy(wt[c], W + c * k + k16, sizeof(uint16_t) * (size_t)(k - k16));
-			w[c] = ld_w16(wt[c], bf16);
+			memcpy(wt[c], W + c * wrow + k16 * 2, sizeof(uint16_t) * (size_t)(k - k16));
+			w[c] = ld_w16(wt[c], wf);
 		}
 #pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
@@ -364,10 +432,10 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
 
 #define HG_T512_FN(R, NC, B)                                                                      \
 	static HG_AVX512 void t512_##R##_##NC##_##B(float *C, int64_t ldc, const float *A,          \
-	                                            int64_t kp, const uint16_t *W, int64_t k,       \
-	                                            const char *pf)                                 \
+	                                            int64_t kp, const char *W, int64_t wrow,        \
+	                                            int64_t k, const char *pf)                      \
 	{                                                                                             \
-		tile512(C, ldc, A, kp, W, k, pf, R, NC, B);                                               \
+		tile512(C, ldc, A, kp, W, wrow, k, pf, R, NC, B);                                         \
 	}
 #define HG_T512_B(B)                                                                              \
 	HG_T512_FN(1, 1, B) HG_T512_FN(1, 2, B) HG_T512_FN(1, 3, B) HG_T512_FN(1, 4, B)              \
@@ -380,21 +448,18 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
 	HG_T512_FN(4, 5, B) HG_T512_FN(4, 6, B)
 HG_T512_B(0)
 HG_T512_B(1)
+HG_T512_B(2)
 
 #define HG_R512(R, B)                                                                             \
 	{t512_##R##_1_##B, t512_##R##_2_##B, t512_##R##_3_##B, t512_##R##_4_##B, t512_##R##_5_##B, \
 	 t512_##R##_6_##B}
-static const tile_fn tiles512[2][HG_TILE_R][HG_NC512_MAX] = {
-	{{t512_1_1_0, t512_1_2_0, t512_1_3_0, t512_1_4_0, t512_1_5_0, t512_1_6_0, t512_1_7_0,
-	  t512_1_8_0},
-	 {t512_2_1_0, t512_2_2_0, t512_2_3_0, t512_2_4_0, t512_2_5_0, t512_2_6_0, t512_2_7_0,
-	  t512_2_8_0},
-	 HG_R512(3, 0), HG_R512(4, 0)},
-	{{t512_1_1_1, t512_1_2_1, t512_1_3_1, t512_1_4_1, t512_1_5_1, t512_1_6_1, t512_1_7_1,
-	  t512_1_8_1},
-	 {t512_2_1_1, t512_2_2_1, t512_2_3_1, t512_2_4_1, t512_2_5_1, t512_2_6_1, t512_2_7_1,
-	  t512_2_8_1},
-	 HG_R512(3, 1), HG_R512(4, 1)},
+#define HG_R512_8(R, B)                                                                           \
+	{t512_##R##_1_##B, t512_##R##_2_##B, t512_##R##_3_##B, t512_##R##_4_##B, t512_##R##_5_##B, \
+	 t512_##R##_6_##B, t512_##R##_7_##B, t512_##R##_8_##B}
+static const tile_fn tiles512[3][HG_TILE_R][HG_NC512_MAX] = {
+	{HG_R512_8(1, 0), HG_R512_8(2, 0), HG_R512(3, 0), HG_R512(4, 0)},
+	{HG_R512_8(1, 1), HG_R512_8(2, 1), HG_R512(3, 1), HG_R512(4, 1)},
+	{HG_R512_8(1, 2), HG_R512_8(2, 2), HG_R512(3, 2), HG_R512(4, 2)},
 };
 /* 8, 16, 18 and 24 accumulators: enough chains for 2 FMA pipes of latency 4 */
 static const int nc512_max[HG_TILE_R] = {8, 8, 6, 6};
@@ -407,9 +472,9 @@ static void cols_avx512(const hg_job *jb, int64_t j0, int64_t j1)
 			const int r = jb->m - i < HG_TILE_R ? (int)(jb->m - i) : HG_TILE_R;
 			for (int64_t j = jt; j < jt1; j += nc512_max[r - 1]) {
 				const int nc = jt1 - j < nc512_max[r - 1] ? (int)(jt1 - j) : nc512_max[r - 1];
-				tiles512[jb->bf16][r - 1][nc - 1](
-					jb->C + i * jb->n + j, jb->n, jb->A + i * jb->kp, jb->kp, jb->W + j * jb->k,
-					jb->k, i ? NULL : (const char *)(jb->W + (j + nc) * jb->k));
+				tiles512[jb->wf][r - 1][nc - 1](
+					jb->C + i * jb->n + j, jb->n, jb->A + i * jb->kp, jb->kp, jb->W + j * jb->wrow,
+					jb->wrow, jb->k, i ? NULL : jb->W + (j + nc) * jb->wrow);
 			}
 		}
 	}
@@ -557,12 +622,14 @@ static void a_key_init(void)
 	pthread_key_create(&a_key, free);
 }
 
-int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t n, int64_t k,
-              bool bf16, int path, int threads)
+/* C = A W^T with W in format wf (the shared body of hg_gemm16 / hg_gemm_q8) */
+static int gemm(float *C, const uint16_t *A, bool a_bf16, const char *W, int wf, int64_t m,
+                int64_t n, int64_t k, int path, int threads)
 {
 	if (path == HG_PATH_AUTO)
 		path = hg_path_auto();
-	if (!hg_path_available(path) || m < 0 || n < 0 || k < 0)
+	if (!hg_path_available(path) || m < 0 || n < 0 || k < 0 ||
+	    (wf == HG_W_Q8_0 && k % HG_Q8_BLOCK))
 		return SW_EINVAL;
 	if (m == 0 || n == 0)
 		return 0;
@@ -578,18 +645,19 @@ int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t
 		pthread_once(&a_once, a_key_init);
 		pthread_setspecific(a_key, p);
 	}
-	hg_job jb = {.C = C, .A = a_buf, .W = W, .m = m, .n = n, .k = k, .kp = kp, .bf16 = bf16,
+	hg_job jb = {.C = C, .A = a_buf, .W = W, .m = m, .n = n, .k = k, .kp = kp, .wf = wf,
+	             .wrow = wf == HG_W_Q8_0 ? k / HG_Q8_BLOCK * HG_Q8_BYTES : 2 * k,
 	             .n_tiles = (n + HG_TILE_N - 1) / HG_TILE_N, .cols = cols_portable};
 #if HG_X86
 	if (path == HG_PATH_AVX2 || path == HG_PATH_AVX512) {
 		jb.cols = path == HG_PATH_AVX2 ? cols_avx2 : cols_avx512;
 		for (int64_t i = 0; i < m; i++)
-			a_to_f32_avx2(a_buf + i * kp, A + i * k, k, kp, bf16);
+			a_to_f32_avx2(a_buf + i * kp, A + i * k, k, kp, a_bf16);
 	}
 #endif
 	if (path == HG_PATH_PORTABLE)
 		for (int64_t i = 0; i < m; i++) {
-			to_f32_c(a_buf + i * kp, A + i * k, k, bf16);
+			to_f32_c(a_buf + i * kp, A + i * k, k, a_bf16);
 			memset(a_buf + i * kp + k, 0, sizeof(float) * (size_t)(kp - k));
 		}
 	/* parts: a few per thread (a descheduled thread then holds up little),
@@ -604,4 +672,23 @@ int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t
 	else
 		hp_run(run_part, &jb, (int)parts);
 	return 0;
+}
+
+int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t n, int64_t k,
+              bool bf16, int path, int threads)
+{
+	return gemm(C, A, bf16, (const char *)(const void *)W, bf16 ? HG_W_BF16 : HG_W_F16, m, n, k,
+	            path, threads);
+}
+
+int hg_gemm_q8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n, int64_t k,
+               bool a_bf16, int path, int threads)
+{
+	return gemm(C, A, a_bf16, W, HG_W_Q8_0, m, n, k, path, threads);
+}
+
+void hg_q8_to_f32(float *y, const void *W, int64_t n, int64_t k)
+{
+	for (int64_t j = 0; j < n; j++)
+		q8_to_f32_c(y + j * k, (const char *)W + j * (k / HG_Q8_BLOCK * HG_Q8_BYTES), k);
 }

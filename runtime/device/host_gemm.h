@@ -38,6 +38,23 @@ const char *hg_path_name(int path);
 int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t n, int64_t k,
               bool bf16, int path, int threads);
 
+/* q8_0 weights (GGUF's Q8_0 block layout): each row of W is k / 32 blocks
+ * of 34 bytes, an fp16 scale d then 32 int8 q; the weight is q * d, which
+ * fp32 holds exactly (8 + 11 significand bits). */
+#define HG_Q8_BLOCK 32
+#define HG_Q8_BYTES 34
+enum hg_wfmt { HG_W_F16 = 0, HG_W_BF16 = 1, HG_W_Q8_0 = 2 };
+
+/* C = A * W^T with A fp16 (a_bf16: bf16) and W (n, k) q8_0; k a multiple
+ * of 32 (else SW_EINVAL). The weights are expanded in registers to their
+ * exact fp32 values, so each output is the same lane-ordered fp32 FMA sum
+ * as hg_gemm16's over those values, with the same bound; the portable and
+ * AVX2 paths bit-identical, AVX-512 its own 16-lane order. */
+int hg_gemm_q8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n, int64_t k,
+               bool a_bf16, int path, int threads);
+/* W (n, k) q8_0 -> y (n, k) fp32, exactly. */
+void hg_q8_to_f32(float *y, const void *W, int64_t n, int64_t k);
+
 /* The row count from which the host backend hands a GEMM to the BLAS
  * (fp32 sgemm on operands widened for the call): $SW_BLAS_MIN_M, else
  * HG_BLAS_MIN_M, or HG_BLAS_MIN_M_512 where the AVX-512 path runs.

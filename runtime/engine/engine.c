@@ -141,6 +141,12 @@ static int64_t el_bytes(const char *dt)
 	return !strcmp(dt, "f32") || !strcmp(dt, "i32") ? 4 : !strcmp(dt, "u64") ? 8 : 2;
 }
 
+/* Bytes of n elements of dt (q8_0: 34 per block of 32, n whole blocks). */
+static int64_t n_bytes(const char *dt, int64_t n)
+{
+	return !strcmp(dt, "q8_0") ? (n % 32 ? -1 : n / 32 * 34) : n * el_bytes(dt);
+}
+
 static int check_model(const rt_engine *e, const rt_engine_weights *w, const rt_engine_shape *want,
                        const char *role, sw_err *err)
 {
@@ -182,7 +188,7 @@ static int upload_weights(rt_engine *e, const rt_engine_buf *b, const rt_engine_
 		const float *src = NULL;
 		if ((rc = m->get(m->user, field, layered ? l : -1, &src, &n, err)))
 			break;
-		if (!src || (int64_t)n * es != per) {
+		if (!src || n_bytes(b->dtype, (int64_t)n) != per) {
 			rc = sw_errf(err, SW_EINVAL, "%s/engine.json: buffer %s (%lld bytes per %s) does not "
 			             "match %s (%zu elements)", e->man->dir, b->name, (long long)per,
 			             layered ? "layer" : "buffer", m->name, n);
@@ -192,6 +198,8 @@ static int upload_weights(rt_engine *e, const rt_engine_buf *b, const rt_engine_
 		sw_digest_weight(dg, field, layered ? l : -1, src, n);
 		if (es == 4) {
 			memcpy(stage, src, (size_t)per);
+		} else if (!strcmp(b->dtype, "q8_0")) { /* GGUF Q8_0, as ggml's reference quantizer */
+			gguf_quantize(GGML_T_Q8_0, src, n, stage);
 		} else {
 			uint16_t *h = stage;
 			const bool f16 = !strcmp(b->dtype, "fp16");
@@ -362,8 +370,12 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 		return rc;
 	for (int i = 0; i < e->n_ops; i++)
 		if (dev->ops->supports_op && !dev->ops->supports_op(dev, &e->ops[i]))
-			return sw_errf(err, SW_ENOTSUP, "%s: backend %s cannot run op %s (%s)", e->man->dir,
-			               dev->desc, e->ops[i].name, e->ops[i].op);
+			return sw_errf(err, SW_ENOTSUP, "%s: backend %s cannot run op %s (%s)%s", e->man->dir,
+			               dev->desc, e->ops[i].name, e->ops[i].op,
+			               e->ops[i].kind == RT_OP_GEMM && e->ops[i].dtype == RT_Q8_0
+			                   ? ": engine.json $.spec.dtype is \"q8_0\", which only the host "
+			                     "backend runs (build a bf16 or fp16 engine for this backend)"
+			                   : "");
 	if ((rc = dev->ops->load_kernels(dev, e->man->dir, e->ops, e->n_ops, err)))
 		return rc;
 	/* gated phases on a device without conditional graph regions: every

@@ -417,13 +417,22 @@ static const rule rules[] = {
 };
 
 /* GEMM (dev_host.c host_gemm, cuBLASLt row-major C = A W^T): C (m, n) f32,
- * A (m, k) and W (n, k) in the engine dtype. */
+ * A (m, k) and W (n, k) in the engine dtype (q8_0: A fp16, W 34 bytes per
+ * 32 elements, k whole blocks). */
 static void ext_gemm(ectx *c)
 {
 	const rt_engine_pop *x = c->x;
 	set(c, 0, mul3(x->m, x->n, 4), true, "m %lld x n %lld f32", (long long)x->m, (long long)x->n);
 	set(c, 1, mul3(x->m, x->k, 2), false, "m %lld x k %lld x 2 bytes", (long long)x->m,
 	    (long long)x->k);
+	if (c->m->dtype == RT_Q8_0) {
+		if (x->k % 32)
+			refuse(c, "q8_0 GEMM with k %lld, expected a multiple of 32", (long long)x->k);
+		else
+			set(c, 2, mul3(x->n, x->k / 32, 34), false, "n %lld x k %lld q8_0 (34 bytes per 32)",
+			    (long long)x->n, (long long)x->k);
+		return;
+	}
 	set(c, 2, mul3(x->n, x->k, 2), false, "n %lld x k %lld x 2 bytes", (long long)x->n,
 	    (long long)x->k);
 }

@@ -176,9 +176,11 @@ static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 			e->dtype = RT_BF16;
 		else if (!strcmp(dt, "fp16"))
 			e->dtype = RT_FP16;
+		else if (!strcmp(dt, "q8_0"))
+			e->dtype = RT_Q8_0;
 		else
-			j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.spec.dtype: expected \"bf16\" or \"fp16\", "
-			                "found \"%s\"", j->file, dt);
+			j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.spec.dtype: expected \"bf16\", \"fp16\" or "
+			                "\"q8_0\", found \"%s\"", j->file, dt);
 	}
 	return j->rc;
 }
@@ -545,7 +547,7 @@ static int parse_phases(rt_manifest *e, jctx *j, const json_value *root)
 static int64_t dtype_size(const char *dt)
 {
 	return !strcmp(dt, "f32") || !strcmp(dt, "i32") ? 4 : !strcmp(dt, "u64") ? 8
-	       : !strcmp(dt, "bf16") || !strcmp(dt, "fp16") ? 2 : 0;
+	       : !strcmp(dt, "bf16") || !strcmp(dt, "fp16") ? 2 : !strcmp(dt, "q8_0") ? 1 : 0;
 }
 
 static int cmp_buf_off(const void *a, const void *b, void *ctx)
@@ -566,16 +568,26 @@ static int check_buffers(rt_manifest *e, jctx *j)
 		int64_t n = dtype_size(b->dtype);
 		if (!n)
 			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d].dtype (%s): \"%s\", "
-			                       "expected f32, i32, u64, bf16 or fp16", j->file, i, b->name,
-			                       b->dtype);
+			                       "expected f32, i32, u64, bf16, fp16 or q8_0", j->file, i,
+			                       b->name, b->dtype);
+		const bool q8 = !strcmp(b->dtype, "q8_0");
+		if (q8 && (strcmp(b->kind, "weight") || b->rank < 1 || b->shape[b->rank - 1] % 32))
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d] (%s): q8_0 %s with rows "
+			                       "of %lld, expected a weight whose rows are whole 32-element "
+			                       "blocks", j->file, i, b->name, b->kind,
+			                       (long long)(b->rank ? b->shape[b->rank - 1] : 0));
 		for (int d = 0; d < b->rank; d++)
 			n = b->shape[d] && n > INT64_MAX / b->shape[d] ? -1 : n < 0 ? -1 : n * b->shape[d];
+		if (q8 && n > 0) /* 34 bytes a block of 32 */
+			n = n / 32 * 34;
 		if (n != b->bytes)
 			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d].bytes (%s): %lld, "
-			                       "expected %s%lld (its shape times %lld-byte %s)", j->file, i,
+			                       "expected %s%lld (its shape times %s %s)", j->file, i,
 			                       b->name, (long long)b->bytes, n < 0 ? "more than " : "",
 			                       (long long)(n < 0 ? INT64_MAX : n),
-			                       (long long)dtype_size(b->dtype), b->dtype);
+			                       q8 ? "34 bytes per 32 elements of" : dtype_size(b->dtype) == 2
+			                       ? "2-byte" : dtype_size(b->dtype) == 4 ? "4-byte" : "8-byte",
+			                       b->dtype);
 	}
 	int *ix = malloc(sizeof(*ix) * (size_t)e->n_bufs);
 	if (!ix)
@@ -637,15 +649,16 @@ static int arg_slice(const rt_manifest *e, const rt_engine_pop *x, int a, int l)
 }
 
 /* The GEMM's operands as the planner declares them: A and W in the engine
- * dtype, C f32; W's rows are k long and it has at least n of them. */
+ * dtype (q8_0: A fp16, W q8_0), C f32; W's rows are k long and it has at
+ * least n of them. */
 static int check_gemm_shapes(const rt_manifest *e, jctx *j, const rt_engine_pop *x,
                              const char *p)
 {
 	static const char *const role[3] = {"C", "A", "W"};
-	const char *dt = e->dtype == RT_FP16 ? "fp16" : "bf16";
+	const char *dt = e->dtype == RT_BF16 ? "bf16" : "fp16";
 	for (int a = 0; a < 3; a++) {
 		const rt_engine_buf *b = &e->bufs[x->arg_buf[a]];
-		const char *want = a ? dt : "f32";
+		const char *want = a == 2 && e->dtype == RT_Q8_0 ? "q8_0" : a ? dt : "f32";
 		if (strcmp(b->dtype, want))
 			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.args[%d] (op %s, gemm %s): buffer "
 			                       "%s is %s, expected %s", j->file, p, a, x->name, role[a],

@@ -83,10 +83,11 @@ def output_matrix(model_path):
     return np.ascontiguousarray(E, dtype=np.float32), t.name, t.tensor_type.name, n_blk
 
 
-def convert_gguf(src, dst, f16=False):
+def convert_gguf(src, dst, f16=False, q8_0=False):
     """Write a copy of src with every tensor dequantized to F32, or (f16)
     the matrices to F16 and the vectors to F32 (llamacpp_bench.py's F16
-    model)."""
+    model), or (q8_0) the matrices requantized to Q8_0 with gguf-py's
+    reference quantizer (llamacpp_bench.py's Q8_0 model)."""
     import gguf
     r = gguf.GGUFReader(src)
     arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
@@ -98,10 +99,15 @@ def convert_gguf(src, dst, f16=False):
         sub = field.types[-1] if vt == gguf.GGUFValueType.ARRAY else None
         val = field.contents()
         if field.name == "general.file_type":
-            val = int(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
+            val = int(gguf.LlamaFileType.MOSTLY_Q8_0 if q8_0 else
+                      gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
         w.add_key_value(field.name, val, vt, sub_type=sub)
     for t in r.tensors:
         a = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+        if q8_0 and a.ndim >= 2:
+            q8 = gguf.GGMLQuantizationType.Q8_0
+            w.add_tensor(t.name, np.ascontiguousarray(gguf.quants.quantize(a, q8)), raw_dtype=q8)
+            continue
         if f16 and a.ndim >= 2:
             a = a.astype(np.float16)
         w.add_tensor(t.name, np.ascontiguousarray(a))
