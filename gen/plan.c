@@ -26,6 +26,7 @@
 #include "attn_cost.h"
 #include "core/hash.h"
 #include "kernels/engine_state.h"
+#include "kernels/verify_layout.h"
 #include "plan.h"
 #include "decode/tree_verify.h"
 
@@ -682,7 +683,8 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	ACT(accept_path, "state", "i32", 1, t->n, 0);
 	ACT(emitted, "state", "i32", 1, t->n, 0);
 	ACT(counts, "state", "i32", 1, 5, 0);
-	ACT(verify_scratch, "activation", "f32", 1, 2 * (int64_t)tc->vocab, 0);
+	ACT(verify_scratch, "activation", "f32", 1,
+	    sw_verify_scratch_words(t->n, tc->vocab, BLK_VERIFY, s->verify_method), 0);
 	ACT(kv_done, "state", "i32", 1, 2, 0);
 	ACT(iter, "state", "i32", 1, 1, 0);
 	ACT(state, "state", "i32", 1, RT_ST_WORDS + RING, 0);
@@ -807,35 +809,46 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	          s->temperature, s->top_k, s->top_p);
 	PHASE_END();
 
-	/* phase: accept (fused verification walk: one block) */
+	/* phase: accept (fused verification: a block per node, the last walks) */
 	PHASE("accept", t->n);
 	{
 		/* p and q share V in the kernel: a layerskip "@V" draft with a
 		 * narrower vocabulary keeps this op pending (q would need padding) */
 		bool same_v = !has_draft_model || s->draft_vocab == tc->vocab;
 		bool uses_q = s->verify_method != RT_VERIFY_GREEDY && s->verify_method != RT_VERIFY_ONEHOT;
-		gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", tc->vocab),
-		                   PI("METHOD", s->verify_method), PI("CHAIN_Q", 1),
-		                   PI("BLOCK", BLK_VERIFY)};
+		const int vm = s->verify_method;
+		gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", tc->vocab), PI("METHOD", vm),
+		                   PI("CHAIN_Q", 1), PI("BLOCK", BLK_VERIFY)};
 		char uri[192];
-		snprintf(uri, sizeof(uri), "verify_%s_v%d_t%d", rt_verify_method_name(s->verify_method),
-		         tc->vocab, t->n);
-		/* worst case the walk visits every node: p rows, q rows of the
-		 * children, the residual scratch written and read */
+		snprintf(uri, sizeof(uri), "verify_%s_v%d_t%d", rt_verify_method_name(vm), tc->vocab,
+		         t->n);
+		/* the ticket word that elects the walking block, zeroed each
+		 * iteration (kernels/verify_layout.h; the kernel also resets it) */
+		op_desc tk = {.name = "verify_ticket", .op = "memset", .exec = GEN_EXEC_MEMSET,
+		              .n_args = 1,
+		              .args = {A(a->verify_scratch,
+		                         sw_verify_done_word(t->n, tc->vocab, BLK_VERIFY, vm) * 4)},
+		              .bytes = 4};
+		emit(&c, &tk);
+		/* every node's preprocessing: its p row (argmax or the copy and
+		 * the chunk sums), for the sampled methods its q row and per child
+		 * one residual update (read r and q, write r, two passes); the walk
+		 * reads one chunk */
+		const double V4 = (double)tc->vocab * 4, nc = t->n - 1;
 		op_desc od = {.name = "verify", .op = "verify",
 		              .exec = same_v ? GEN_EXEC_KERNEL : GEN_EXEC_PENDING, .uri = uri,
 		              .kernel = same_v ? kernel_x(&c, "verify", "verify.cu.tmpl", prm, 6,
 		                                          GEN_PREFIX_PHILOX, false, NULL) : -1,
-		              .gx = 1, .block = BLK_VERIFY, .n_args = 10,
+		              .gx = t->n, .block = BLK_VERIFY, .n_args = 10,
 		              .args = {A(a->accept_path, 0), A(a->emitted, 0), A(a->counts, 0),
 		                       A(a->tree_table, 0), A(a->tree_tokens, 0), A(a->probs, 0),
 		                       A(has_draft_model ? a->draft_probs : a->probs, 0),
 		                       A(a->verify_scratch, 0), SCALAR("seed"), A(a->iter, 0)},
-		              .bytes = (double)t->n * tc->vocab * 4 +
-		                       (uses_q ? (double)t->n * tc->vocab * 4 + (t->depth_max + 1) * 16.0 *
-		                                                                     tc->vocab : 0) +
-		                       t->n * 28.0,
-		              .flops = (uses_q ? 12.0 : 3.0) * t->n * tc->vocab};
+		              .bytes = t->n * V4 +
+		                       (vm == RT_VERIFY_GREEDY ? 0 : t->n * V4 * (uses_q ? 3 : 2) +
+		                                                         nc * V4 * 5) +
+		                       t->n * (BLK_VERIFY * 8.0 + 64),
+		              .flops = (uses_q ? 12.0 : 3.0) * t->n * tc->vocab + nc * 6.0 * tc->vocab};
 		emit(&c, &od);
 	}
 	/* ring, stop conditions, next root; zeroes the commit count once stopped */

@@ -1,4 +1,5 @@
-/* verify template (fused tree verification, one block) in the emulator vs
+/* verify template (fused tree verification: a block per node, the last one
+ * walks) in the emulator vs
  * rt_verify_tree / rt_verify_chain on the same p, q, tokens and seed: the
  * accepted path, the final token and the counts must be identical for every
  * method, on the chain, EAGLE, Sequoia, binary-Sequoia and Medusa trees,
@@ -30,6 +31,7 @@
 #include "decode/tree_verify.h"
 
 #include "kern_util.h"
+#include "kernels/verify_layout.h"
 /* These templates draw from Philox: philox.h is prepended to the source. */
 #define load_kernel(t, o, p, n) load_kernel_ex(t, o, p, n, true)
 #define nvrtc_check(t, o, p, n) nvrtc_check_ex(t, o, p, n, true)
@@ -49,9 +51,10 @@ typedef struct vbuf {
 	int32_t *path, *otok, *counts, *tree, *tok;
 	float *p, *q, *scratch;
 	uint32_t *iter;
+	int32_t *done; /* the ticket word inside scratch */
 } vbuf;
 
-static void vbuf_init(vbuf *b, const gen_tree *t, int V)
+static void vbuf_init(vbuf *b, const gen_tree *t, int V, int method, int block)
 {
 	size_t n = (size_t)t->n;
 	b->path = emu_alloc(n * sizeof(int32_t), "path");
@@ -61,7 +64,10 @@ static void vbuf_init(vbuf *b, const gen_tree *t, int V)
 	b->tok = emu_alloc(n * sizeof(int32_t), "tok");
 	b->p = emu_alloc(n * V * sizeof(float), "p");
 	b->q = emu_alloc(n * V * sizeof(float), "q");
-	b->scratch = emu_alloc(2 * (size_t)V * sizeof(float), "scratch");
+	/* the planner's size: the guard zones catch a kernel reaching past it */
+	b->scratch = emu_alloc((size_t)sw_verify_scratch_words(t->n, V, block, method) * 4, "scratch");
+	b->done = (int32_t *)b->scratch + sw_verify_done_word(t->n, V, block, method);
+	*b->done = 0; /* the planner's memset; the kernel resets it after */
 	b->iter = emu_alloc(sizeof(uint32_t), "iter");
 	memset(b->counts, 0, 5 * sizeof(int32_t));
 	gen_tree_table(t, b->tree);
@@ -80,11 +86,14 @@ static void vbuf_free(vbuf *b)
 	emu_free(b->iter);
 }
 
-static void vlaunch(const emu_kernel *k, vbuf *b, uint64_t seed, int block)
+/* grid: one block per node; the ticket word must be back at 0 after */
+static void vlaunch(const emu_kernel *k, vbuf *b, int n_nodes, uint64_t seed, int block)
 {
 	void *args[] = {&b->path, &b->otok, &b->counts, &b->tree, &b->tok, &b->p, &b->q, &b->scratch,
 	                &seed, &b->iter};
-	launch(k, d3(1, 1, 1), d3((unsigned)block, 1, 1), args);
+	launch(k, d3((unsigned)n_nodes, 1, 1), d3((unsigned)block, 1, 1), args);
+	if (*b->done != 0)
+		fail_msg("verify left its ticket word at %d, expected 0", *b->done);
 }
 
 static int rule_for(int method)
@@ -131,7 +140,7 @@ static void check_ex(const char *tree_spec, int method, int V, float temp, int t
 	const int chain_q = method != M_CHAIN || top_k != 1; /* top_k 1 marks a one-hot chain */
 	const emu_kernel *k = verify_kernel(&t, V, method, chain_q, block);
 	vbuf b;
-	vbuf_init(&b, &t, V);
+	vbuf_init(&b, &t, V, method, block);
 	size_t nv = (size_t)t.n * V;
 	float *zt = malloc(nv * sizeof(float)), *zd = malloc(nv * sizeof(float));
 	float *scr = malloc(2 * (size_t)V * sizeof(float)), *tmp = malloc((size_t)V * sizeof(float));
@@ -169,7 +178,7 @@ static void check_ex(const char *tree_spec, int method, int V, float temp, int t
 		const int cut = (sd_i / 2) % (t.depth_max + 1); /* both parities of sd_i per cut */
 		mark_absent(&t, absent, cut, b.tok);
 		*b.iter = iter;
-		vlaunch(k, &b, seed, block);
+		vlaunch(k, &b, t.n, seed, block);
 
 		int want_acc;
 		int32_t want_fin;
@@ -336,7 +345,7 @@ static void chi2_cut(const char *tree_spec, int method, int V, int n, bool cut)
 		fail_msg("%s", err.msg);
 	const emu_kernel *k = verify_kernel(&t, V, method, 1, 64);
 	vbuf b;
-	vbuf_init(&b, &t, V);
+	vbuf_init(&b, &t, V, method, 64);
 	float *P = malloc((size_t)V * V * sizeof(float)), *Q = malloc((size_t)V * V * sizeof(float));
 	tu_random_table(P, V, V, 0.2, 11u + (uint64_t)method);
 	tu_random_table(Q, V, V, 0.0, 23u + (uint64_t)method);
@@ -362,7 +371,7 @@ static void chi2_cut(const char *tree_spec, int method, int V, int n, bool cut)
 		if (cut)
 			mark_absent(&t, ABS_LEVELS, (int)((rnd() + 1.0) * 0.5 * (t.depth_max + 1)), b.tok);
 		*b.iter = iter;
-		vlaunch(k, &b, seed, 64);
+		vlaunch(k, &b, t.n, seed, 64);
 		counts[b.otok[0]]++;
 	}
 	double probs[8];

@@ -10,6 +10,7 @@
 
 #include "extent.h"
 #include "kernels/engine_state.h"
+#include "kernels/verify_layout.h"
 
 typedef struct ectx {
 	const rt_manifest *m;
@@ -303,16 +304,21 @@ static void ext_tree_expand(ectx *c)
 	set(c, 4, 4, false, "one iteration word");
 }
 
-/* verify.cu.tmpl:265-340: one block; out_path, out_tok, tok (N), counts (5
- * words: runtime/engine_state.h), tree (5 x N), p and q (N, V), scratch
- * (2 V, line 274), a seed, an iteration word. q may be p (greedy). */
+/* verify.cu.tmpl: grid N_NODES (a block per node); out_path, out_tok, tok
+ * (N), counts (5 words: runtime/engine_state.h), tree (5 x N), p and q (N,
+ * V), scratch (kernels/verify_layout.h: the kernel's rows and tables, at
+ * least the host specification's 2 V), a seed, an iteration word. q may be
+ * p (greedy). */
 static void ext_verify(ectx *c)
 {
 	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
-	const int64_t V = P(c, "V", 1, MAXI);
-	(void)P(c, "METHOD", 0, 16);
-	one_block(c);
-	block_is(c, P(c, "BLOCK", 32, 1024));
+	const int64_t V = P(c, "V", 1, MAXI), B = P(c, "BLOCK", 32, 1024);
+	const int64_t M = P(c, "METHOD", 0, 16);
+	const unsigned *g = c->x->grid;
+	if (!c->rc && (g[0] != (uint64_t)N || g[1] != 1 || g[2] != 1))
+		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, 1] (a block per tree node)", g[0], g[1],
+		       g[2], (long long)N);
+	block_is(c, B);
 	set(c, 0, mul(N, 4), true, "N_NODES %lld words", (long long)N);
 	set(c, 1, mul(N, 4), true, "N_NODES %lld words", (long long)N);
 	set(c, 2, 5 * 4, true, "5 count words");
@@ -320,7 +326,9 @@ static void ext_verify(ectx *c)
 	set(c, 4, mul(N, 4), false, "N_NODES %lld tokens", (long long)N);
 	set(c, 5, mul3(N, V, 4), false, "N_NODES %lld x V %lld f32", (long long)N, (long long)V);
 	set(c, 6, mul3(N, V, 4), false, "N_NODES %lld x V %lld f32", (long long)N, (long long)V);
-	set(c, 7, mul3(2, V, 4), true, "2 x V %lld f32", (long long)V);
+	set(c, 7, c->rc ? 0 : mul(sw_verify_scratch_words(N, V, B, (int)M), 4), true,
+	    "verify scratch of N_NODES %lld, V %lld, BLOCK %lld, METHOD %lld (verify_layout.h)",
+	    (long long)N, (long long)V, (long long)B, (long long)M);
 	set(c, 8, -1, false, "seed");
 	set(c, 9, 4, false, "one iteration word");
 	c->e->alias_ok |= 1u << 6; /* q = p */
