@@ -147,7 +147,8 @@ static int op_tree_expand(const rt_op *op, sw_err *err)
 }
 
 /* (out_path, out_tok, counts, tree, tok, p, q, scratch, seed, iter); the
- * chain mode (METHOD 5) reads q only with CHAIN_Q (else a one-hot draft) */
+ * chain mode (METHOD 5) reads q only with CHAIN_Q (else a one-hot draft); q
+ * rows have VQ entries (a draft vocabulary prefix; V when absent) */
 static int op_verify(const rt_op *op, sw_err *err)
 {
 	const int method = (int)PI_("METHOD");
@@ -157,7 +158,8 @@ static int op_verify(const rt_op *op, sw_err *err)
 	               ARG(op, 3, const int32_t *), ARG(op, 4, const int32_t *),
 	               ARG(op, 5, const float *), one_hot ? NULL : ARG(op, 6, const float *),
 	               ARG(op, 7, float *), op->argval[8], *ARG(op, 9, const uint32_t *),
-	               (int)PI_("N_NODES"), (int)PI_("V"), method, &why))
+	               (int)PI_("N_NODES"), (int)PI_("V"), (int)rt_op_param_i(op, "VQ", PI_("V")),
+	               method, &why))
 		return refused(op, why, err);
 	return 0;
 }
