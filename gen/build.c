@@ -332,6 +332,8 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 		               strerror(errno));
 	if ((rc = gen_plan_build(s, &plan, err)))
 		return rc;
+	if ((rc = gen_plan_check_restrict(&plan, src_dir, err)))
+		goto out_free_plan;
 	st->n_kernels = plan.n_kernels;
 	st->n_ops = plan.n_ops;
 	/* bind the engine to its weights: bind refuses others (issue 16) */

@@ -11,6 +11,7 @@
 #include "attn_cost.h"
 #include "inspect.h"
 #include "core/json.h"
+#include "kernels/verify_layout.h"
 
 static json_value *load_json(const char *dir, const char *file, bool must, sw_err *err)
 {
@@ -73,6 +74,36 @@ static double sm_share(const json_value *g)
 	for (size_t i = 0; i < 3; i++)
 		b *= g->items[i]->type == JSON_NUMBER && g->items[i]->number > 0 ? g->items[i]->number : 1;
 	return b >= GEN_H100_SMS ? 1.0 : b / GEN_H100_SMS;
+}
+
+/* The verify op's critical path in seconds: its busiest block (the node
+ * whose preprocessing moves the most, kernels/verify_layout.h's traffic
+ * model over its slice) at one SM's share of HBM, then the walk (one chunk,
+ * the same share). The generic line assumes the work spread evenly over the
+ * blocks; the residual chain of a node is sequential, so the node with the
+ * most children sets the time. -1 when the engine lacks what it needs. */
+static double verify_crit(const json_value *eng, const json_value *op)
+{
+	const json_value *ks = json_get(eng, "kernels"), *prm = NULL;
+	const json_value *tr = json_get(json_get(eng, "shapes"), "tree");
+	const json_value *nc = json_get(tr, "n_children");
+	const char *uri = str(op, "uri");
+	for (size_t i = 0; ks && ks->type == JSON_ARRAY && i < ks->n && !prm; i++)
+		if (!strcmp(str(ks->items[i], "uri"), uri))
+			prm = json_get(ks->items[i], "params");
+	if (!prm || !nc || nc->type != JSON_ARRAY)
+		return -1;
+	const double V = num(prm, "V"), S = num(prm, "SLICES") > 0 ? num(prm, "SLICES") : 1;
+	const double B = num(prm, "BLOCK") > 0 ? num(prm, "BLOCK") : 256;
+	const int m = (int)num(prm, "METHOD");
+	double most = 0;
+	for (size_t u = 0; u < nc->n; u++) {
+		double w = sw_verify_node_traffic(m, nc->items[u]->type == JSON_NUMBER
+		                                         ? (int)nc->items[u]->number : 0);
+		most = w > most ? w : most;
+	}
+	const double per_sm = GEN_H100_HBM_BPS / GEN_H100_SMS;
+	return (most * V / S * 4 + (V / S / B + 2 * B * S) * 8) / per_sm;
 }
 
 /* Whether op o is tree attention's entry with this suffix (engine.json
@@ -272,7 +303,9 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 		        "  per op: t = max(bytes / HBM, flops / peak) / min(1, blocks / SMs) per "
 		        "launch (a grid of fewer blocks than SMs gets that share of the chip), "
 		        "times the launches (repeat = layers); attention _part: t_mem = max(t_hbm, "
-		        "t_l2) / sh_m, t_flop = max(t_smem, t_mma, t_exp) / sh_sm\n", GEN_H100_SMS,
+		        "t_l2) / sh_m, t_flop = max(t_smem, t_mma, t_exp) / sh_sm; verify: t_mem "
+		        "at least its busiest block (the node with the most children, a sequential "
+		        "residual chain) at HBM / SMs\n", GEN_H100_SMS,
 		        GEN_H100_HBM_BPS / 1e12, GEN_H100_BF16_FLOPS / 1e12, GEN_H100_FP32_FLOPS / 1e12);
 		fprintf(out, "  exec: kernel = rendered template, cublaslt = GEMM call, pending = "
 		        "no template yet (16-bit embedding gather, K/V store), memset = graph node\n");
@@ -306,6 +339,10 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 				tm = (ap.t_hbm > ap.t_l2 ? ap.t_hbm : ap.t_l2) / ap.share_mem * 1e6;
 				tc = ap.t_smem > ap.t_mma ? ap.t_smem : ap.t_mma;
 				tc = (tc > ap.t_exp ? tc : ap.t_exp) / ap.share_sm * 1e6;
+			}
+			if (!strcmp(str(o, "op"), "verify") && !strcmp(str(o, "exec"), "kernel")) {
+				const double cp = verify_crit(eng, o) * 1e6; /* critical path */
+				tm = cp > tm ? cp : tm;
 			}
 			double t = tm > tc ? tm : tc;
 			if (rep < 1)

@@ -24,8 +24,10 @@
 #include <string.h>
 
 #include "attn_cost.h"
+#include "core/fileio.h"
 #include "core/hash.h"
 #include "kernels/engine_state.h"
+#include "kernels/verify_layout.h"
 #include "plan.h"
 #include "decode/tree_verify.h"
 
@@ -688,7 +690,10 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	ACT(accept_path, "state", "i32", 1, t->n, 0);
 	ACT(emitted, "state", "i32", 1, t->n, 0);
 	ACT(counts, "state", "i32", 1, 5, 0);
-	ACT(verify_scratch, "activation", "f32", 1, 2 * (int64_t)tc->vocab, 0);
+	ACT(verify_scratch, "activation", "f32", 1,
+	    sw_verify_scratch_words(t->n, tc->vocab, BLK_VERIFY,
+	                            sw_verify_slices(t->n, tc->vocab, BLK_VERIFY, s->verify_method),
+	                            s->verify_method), 0);
 	ACT(kv_done, "state", "i32", 1, 2, 0);
 	ACT(iter, "state", "i32", 1, 1, 0);
 	ACT(state, "state", "i32", 1, RT_ST_WORDS + RING, 0);
@@ -825,36 +830,46 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	          A(a->sampling, 4 * RT_SP_TEMP));
 	PHASE_END();
 
-	/* phase: accept (fused verification walk: one block) */
+	/* phase: accept (fused verification: a block per node, the last walks) */
 	PHASE("accept", t->n);
 	{
-		/* p and q share V in the kernel: a layerskip "@V" draft with a
-		 * narrower vocabulary keeps this op pending (q would need padding) */
-		bool same_v = !has_draft_model || s->draft_vocab == tc->vocab;
+		/* a draft head over the first VQ ids (layerskip "@V", or a draft
+		 * model whose vocabulary is a prefix of the target's): q rows of VQ
+		 * entries, q = 0 beyond */
+		const int vq = has_draft_model ? s->draft_vocab : tc->vocab;
 		bool uses_q = s->verify_method != RT_VERIFY_GREEDY && s->verify_method != RT_VERIFY_ONEHOT;
-		gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", tc->vocab),
-		                   PI("METHOD", s->verify_method), PI("CHAIN_Q", 1),
-		                   PI("BLOCK", BLK_VERIFY)};
+		const int vm = s->verify_method, sl = sw_verify_slices(t->n, tc->vocab, BLK_VERIFY, vm);
+		gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", tc->vocab), PI("VQ", vq),
+		                   PI("METHOD", vm), PI("CHAIN_Q", 1), PI("BLOCK", BLK_VERIFY),
+		                   PI("SLICES", sl)};
 		char uri[192];
-		snprintf(uri, sizeof(uri), "verify_%s_v%d_t%d", rt_verify_method_name(s->verify_method),
-		         tc->vocab, t->n);
-		/* worst case the walk visits every node: p rows, q rows of the
-		 * children, the residual scratch written and read */
+		snprintf(uri, sizeof(uri), "verify_%s_v%d_t%d", rt_verify_method_name(vm), tc->vocab,
+		         t->n);
+		/* the ticket word that elects the walking block, zeroed each
+		 * iteration (kernels/verify_layout.h; the kernel also resets it) */
+		op_desc tk = {.name = "verify_ticket", .op = "memset", .exec = GEN_EXEC_MEMSET,
+		              .n_args = 1,
+		              .args = {A(a->verify_scratch,
+		                         sw_verify_done_word(t->n, tc->vocab, BLK_VERIFY, sl, vm) * 4)},
+		              .bytes = 4};
+		emit(&c, &tk);
+		/* every node's preprocessing (kernels/verify_layout.h's traffic
+		 * model); the walk reads one chunk and the tables */
+		double traffic = 0;
+		for (int u = 0; u < t->n; u++)
+			traffic += sw_verify_node_traffic(vm, t->n_children[u]);
+		const double V4 = (double)tc->vocab * 4;
 		op_desc od = {.name = "verify", .op = "verify",
-		              .exec = same_v ? GEN_EXEC_KERNEL : GEN_EXEC_PENDING, .uri = uri,
-		              .kernel = same_v ? kernel_x(&c, "verify", "verify.cu.tmpl", prm, 6,
-		                                          GEN_PREFIX_PHILOX, false, NULL) : -1,
-		              .gx = 1, .block = BLK_VERIFY, .n_args = 10,
+		              .exec = GEN_EXEC_KERNEL, .uri = uri,
+		              .kernel = kernel_x(&c, "verify", "verify.cu.tmpl", prm, 8, GEN_PREFIX_PHILOX,
+		                                 false, NULL),
+		              .gx = t->n * sl, .block = BLK_VERIFY, .n_args = 10,
 		              .args = {A(a->accept_path, 0), A(a->emitted, 0), A(a->counts, 0),
 		                       A(a->tree_table, 0), A(a->tree_tokens, 0), A(a->probs, 0),
 		                       A(has_draft_model ? a->draft_probs : a->probs, 0),
-		                       A(a->verify_scratch, 0), A(a->sampling, 4 * RT_SP_SEED_LO),
-		                       A(a->iter, 0)},
-		              .bytes = (double)t->n * tc->vocab * 4 +
-		                       (uses_q ? (double)t->n * tc->vocab * 4 + (t->depth_max + 1) * 16.0 *
-		                                                                     tc->vocab : 0) +
-		                       t->n * 28.0,
-		              .flops = (uses_q ? 12.0 : 3.0) * t->n * tc->vocab};
+		                       A(a->verify_scratch, 0), A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0)},
+		              .bytes = traffic * V4 + t->n * sl * (2 * BLK_VERIFY * 8.0 + 64),
+		              .flops = (uses_q ? 3.0 : 1.0) * traffic * tc->vocab};
 		emit(&c, &od);
 	}
 	/* ring, stop conditions, next root; zeroes the commit count once stopped */
@@ -1135,4 +1150,120 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 	}
 	fprintf(f, "  ]\n}\n");
 	return ferror(f) ? SW_EIO : 0;
+}
+
+/* ---- restrict: no launch passes one buffer to two restrict-marked
+ * parameters of which one is written (issue 14 item 6) ---- */
+
+/* One kernel entry's parameters as its template declares them:
+ * KERNEL(name, (type, p0), ...) or KERNEL_LB(bound, name, ...) at the start
+ * of a line, name = "{{NAME}}" + entry. */
+typedef struct ksig {
+	int n;
+	bool restr[GEN_OP_MAX_ARGS], written[GEN_OP_MAX_ARGS];
+	char name[GEN_OP_MAX_ARGS][32];
+} ksig;
+
+static const char *skip_ws(const char *s)
+{
+	while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+		s++;
+	return s;
+}
+
+/* 1 found, 0 not found, -1 malformed */
+static int kernel_sig(const char *src, const char *entry, ksig *k)
+{
+	char want[64];
+	snprintf(want, sizeof(want), "{{NAME}}%s", entry);
+	for (const char *s = src; (s = strstr(s, "KERNEL")); s += 6) {
+		if (s != src && s[-1] != '\n')
+			continue;
+		const char *p = s + 6;
+		bool lb = !strncmp(p, "_LB(", 4);
+		if (!lb && *p != '(')
+			continue;
+		p += lb ? 4 : 1;
+		if (lb && !(p = strchr(p, ',')))
+			return -1;
+		p = skip_ws(p + lb);
+		size_t wl = strlen(want);
+		if (strncmp(p, want, wl) || (p[wl] != ',' && p[wl] != ' '))
+			continue;
+		p += wl;
+		memset(k, 0, sizeof(*k));
+		for (;;) {
+			p = skip_ws(p);
+			if (*p == ',') {
+				p++;
+				continue;
+			}
+			if (*p == ')')
+				return 1;
+			const char *e = *p == '(' ? strchr(p, ')') : NULL;
+			if (!e || k->n >= GEN_OP_MAX_ARGS)
+				return -1;
+			const char *comma = NULL;
+			for (const char *c = p; c < e; c++)
+				if (*c == ',')
+					comma = c;
+			if (!comma)
+				return -1;
+			char type[96];
+			snprintf(type, sizeof(type), "%.*s", (int)(comma - p - 1), p + 1);
+			const char *nm = skip_ws(comma + 1);
+			snprintf(k->name[k->n], sizeof(k->name[0]), "%.*s", (int)(e - nm), nm);
+			k->restr[k->n] = strstr(type, "RESTRICT") != NULL;
+			k->written[k->n] = strchr(type, '*') && strncmp(skip_ws(type), "const", 5);
+			k->n++;
+			p = e + 1;
+		}
+	}
+	return 0;
+}
+
+int gen_plan_check_restrict(const gen_plan *p, const char *src_dir, sw_err *err)
+{
+	char *src = NULL;
+	const char *loaded = NULL;
+	int rc = 0;
+	for (int i = 0; i < p->n_ops && !rc; i++) {
+		const gen_op *o = &p->ops[i];
+		if (o->exec != GEN_EXEC_KERNEL)
+			continue;
+		const char *tmpl = p->kernels[o->kernel].tmpl;
+		char path[1024];
+		snprintf(path, sizeof(path), "%s/templates/%s", src_dir, tmpl);
+		if (!loaded || strcmp(loaded, tmpl)) {
+			free(src);
+			size_t n = 0;
+			if (!(src = sw_read_file(path, &n))) {
+				rc = sw_errf(err, SW_EIO, "%s: cannot read the template", path);
+				break;
+			}
+			loaded = tmpl;
+		}
+		ksig k;
+		int f = kernel_sig(src, o->entry ? o->entry : "", &k);
+		if (f <= 0) {
+			rc = sw_errf(err, SW_EINVAL, "templates/%s: %s of entry {{NAME}}%s (op %s), expected "
+			             "KERNEL(...) or KERNEL_LB(...) at the start of a line", tmpl,
+			             f ? "malformed parameter list" : "no declaration", o->entry ? o->entry : "",
+			             o->name);
+			break;
+		}
+		for (int a = 0; a < o->n_args && a < k.n && !rc; a++)
+			for (int b = a + 1; b < o->n_args && b < k.n && !rc; b++) {
+				const gen_arg *x = &o->args[a], *y = &o->args[b];
+				if (x->scalar || y->scalar || x->buf != y->buf || !k.restr[a] || !k.restr[b] ||
+				    !(k.written[a] || k.written[b]))
+					continue;
+				rc = sw_errf(err, SW_EINVAL, "op %s (templates/%s): arguments %d (%s) and %d (%s) "
+				             "are both buffer %s, expected distinct buffers: both parameters are "
+				             "restrict-marked and one is written (drop RESTRICT from one of them)",
+				             o->name, tmpl, a, k.name[a], b, k.name[b], p->bufs[x->buf].name);
+			}
+	}
+	free(src);
+	return rc;
 }

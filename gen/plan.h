@@ -109,6 +109,12 @@ typedef struct gen_plan {
 int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err);
 void gen_plan_free(gen_plan *p);
 
+/* Refuses (SW_EINVAL, naming the op, the template, both parameters and the
+ * buffer) a kernel launch that passes one buffer to two parameters its
+ * template marks RESTRICT when one of them is written: restrict would make
+ * the aliasing undefined behaviour. Reads src_dir/templates/<tmpl>. */
+int gen_plan_check_restrict(const gen_plan *p, const char *src_dir, sw_err *err);
+
 /* Index of a buffer by name, or -1. */
 int gen_plan_find_buf(const gen_plan *p, const char *name);
 

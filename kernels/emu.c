@@ -137,6 +137,14 @@ struct emu_thread {
 	uint64_t shfl_in, shfl_out;
 	int shfl_kind, shfl_arg; /* gather: arg = bytes */
 	const void *gin;         /* gather: this lane's contribution */
+	/* the path since the warp last converged (a barrier, a shuffle, a
+	 * gather): a hash of the sites of its shared accesses, their count and
+	 * the last one. Lanes that reach an mma/ldmatrix with different paths
+	 * took lane-dependent branches: a partial warp on hardware. */
+	uint64_t path;
+	uint32_t n_path;
+	const char *pfile;
+	int pline;
 };
 
 /* Shadow state of one 2-byte granule of shared memory, for the race and
@@ -258,6 +266,25 @@ static void fail_here(void)
 	abort();
 }
 
+/* ---- warp convergence ---- */
+
+static void path_note(emu_thread *t, const char *file, int line)
+{
+	t->path = (t->path ^ (uint64_t)(uintptr_t)file) * 0x100000001b3ull;
+	t->path = (t->path ^ (uint64_t)(uint32_t)line) * 0x100000001b3ull;
+	t->n_path++;
+	t->pfile = file;
+	t->pline = line;
+}
+
+static void path_reset(emu_thread *t)
+{
+	t->path = 0;
+	t->n_path = 0;
+	t->pfile = NULL;
+	t->pline = 0;
+}
+
 /* ---- device API (called through emu_ctx by prelude_emu.h) ------------ */
 
 static void api_sync(const char *file, int line)
@@ -359,6 +386,7 @@ static void *api_sh_access(void *p, size_t bytes, int kind, const char *file, in
 	emu_thread *t = E.ctx.cur;
 	char b1[48];
 
+	path_note(t, file, line);
 	if (a < base || a >= base + SH_ARENA) {
 		if (kind == EMU_SH_ATOMIC)
 			return p; /* an atomic on global memory */
@@ -490,16 +518,33 @@ static int resolve_shuffles(int *done)
 				                 "lane %d at the one at %s:%d", first->idx - w0, first->file,
 				                 first->line, i - w0, t->file, t->line);
 		}
+		/* a full-mask collective names all 32 lanes: none may be missing */
+		if (w1 - w0 < 32)
+			return emu_failf(EMU_ESHFL, "warp %s at %s:%d in a warp of %d lanes: lane %d of its "
+			                 "full mask does not exist, needs all 32 (block of %d threads)",
+			                 first->shfl_kind == EMU_WARP_GATHER ? "gather (mma/ldmatrix)"
+			                 : "shuffle", first->file, first->line, w1 - w0, w1 - w0, E.n);
 		if (first->shfl_kind == EMU_WARP_GATHER) {
-			/* mma/ldmatrix need every lane: no partial warps */
-			if (w1 - w0 < 32)
-				return emu_failf(EMU_ESHFL, "warp gather (mma/ldmatrix) at %s:%d in a warp of %d "
-				                 "lanes: needs all 32 (block of %d threads)", first->file,
-				                 first->line, w1 - w0, E.n);
+			/* mma/ldmatrix (.sync.aligned) need a converged warp: every lane
+			 * on the same path since the warp last converged */
+			for (int i = w0; i < w1; i++) {
+				const emu_thread *t = &E.th[i];
+				if (t->path == first->path && t->n_path == first->n_path)
+					continue;
+				const emu_thread *a = first->n_path ? first : t, *b = a == first ? t : first;
+				return emu_failf(EMU_ESHFL, "partial warp at the mma/ldmatrix at %s:%d: lane %d "
+				                 "made %u shared accesses since the warp last converged (last "
+				                 "at %s:%d), lane %d made %u%s: the lanes took lane-dependent "
+				                 "branches; put SYNCWARP() before it", first->file, first->line,
+				                 a->idx - w0, a->n_path, a->pfile ? a->pfile : "-", a->pline,
+				                 b->idx - w0, b->n_path,
+				                 b->n_path == a->n_path ? " on another path" : "");
+			}
 			const size_t nb = (size_t)first->shfl_arg;
 			for (int i = w0; i < w1; i++) {
 				memcpy(E.gbuf[w0 / 32] + (size_t)(i - w0) * nb, E.th[i].gin, nb);
 				E.th[i].state = T_RUN;
+				path_reset(&E.th[i]);
 			}
 			E.shuffles++;
 			(*done)++;
@@ -526,8 +571,10 @@ static int resolve_shuffles(int *done)
 				                 tstr(t, b1, sizeof(b1)), lane, src, t->file, t->line, E.n);
 			t->shfl_out = E.th[w0 + src].shfl_in;
 		}
-		for (int i = w0; i < w1; i++)
+		for (int i = w0; i < w1; i++) {
 			E.th[i].state = T_RUN;
+			path_reset(&E.th[i]);
+		}
 		E.shuffles++;
 		(*done)++;
 	}
@@ -563,8 +610,10 @@ static int resolve_barrier(void)
 			                 tstr(t, b2, sizeof(b2)), t->file, t->line,
 			                 (unsigned long long)t->n_sync);
 	}
-	for (int i = 0; i < E.n; i++)
+	for (int i = 0; i < E.n; i++) {
 		E.th[i].state = T_RUN;
+		path_reset(&E.th[i]);
+	}
 	E.epoch++;
 	E.barriers++;
 	return 0;
@@ -596,6 +645,7 @@ static int run_block(emu_dim3 bid, emu_dim3 block, size_t dyn)
 		t->tid.y = ((unsigned)i / block.x) % block.y;
 		t->tid.z = (unsigned)i / (block.x * block.y);
 		t->n_sync = 0;
+		path_reset(t);
 		fctx_init(&t->ctx, E.stacks + (size_t)i * STACK_SIZE, STACK_SIZE, fiber_main);
 	}
 	/* Fresh shared memory: poisoned contents, zero shadow (redzone arr = -1). */

@@ -59,6 +59,9 @@ typedef unsigned long long uintptr_t;
 #define SHFL_DOWN(v, d) __shfl_down_sync(0xffffffffu, (v), (d))
 #define SHFL_UP(v, d) __shfl_up_sync(0xffffffffu, (v), (d))
 #define SHFL_IDX(v, src) __shfl_sync(0xffffffffu, (v), (src))
+/* reconverges the warp: before an mma/ldmatrix (.sync.aligned) that follows
+ * lane-dependent branches */
+#define SYNCWARP() __syncwarp()
 
 /* ---- atomics ---- */
 #define ATOMIC_ADD_F32(p, v) atomicAdd((float *)(p), (float)(v))

@@ -126,6 +126,10 @@ DEV uint32_t emu__shfl_u32(uint32_t v, int kind, int arg, const char *f, int l)
 #define SHFL_DOWN(v, d) EMU__SHFL(v, EMU_SHFL_DOWN, d)
 #define SHFL_UP(v, d) EMU__SHFL(v, EMU_SHFL_UP, d)
 #define SHFL_IDX(v, src) EMU__SHFL(v, EMU_SHFL_IDX, src)
+/* __syncwarp(): the warp's 32 lanes meet (a shuffle that moves nothing), so
+ * the warp is converged after it; the emulator flags an mma/ldmatrix that
+ * lanes reach along different paths since the warp last converged */
+#define SYNCWARP() ((void)emu__shfl(0u, EMU_SHFL_IDX, 0, __FILE__, __LINE__))
 
 /* ---- atomics (fibers never interleave inside one, so plain RMW; the
  * shared-memory tracker sees them as atomic, not as racing accesses) ---- */

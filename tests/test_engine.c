@@ -238,20 +238,24 @@ static void test_tiny_q8_0(void **state)
 }
 
 /* Stochastic: sampling without replacement + RRSW on a binary tree, and
- * SpecHub; native and emulate emit the same tokens for the same seed, and
+ * SpecHub, and RRS / RRSW with a draft head over a vocabulary prefix;
+ * native and emulate emit the same tokens for the same seed, and
  * a different seed changes them (the seed reaches the kernels). */
 static void test_tiny_stochastic(void **state)
 {
-	static const char *const pairs[][3] = {{"biseq8", "rrsw", "sample-wor"},
-	                                       {"biseq16", "spechub", "spechub"},
-	                                       {"kary:3:2", "rrs", "sample"}};
-	for (int t = 0; t < 3; t++) {
+	/* the last two: a draft head over a vocabulary prefix (q = 0 beyond) */
+	static const char *const pairs[][4] = {{"biseq8", "rrsw", "sample-wor", "layerskip:0-1"},
+	                                       {"biseq16", "spechub", "spechub", "layerskip:0-1"},
+	                                       {"kary:3:2", "rrs", "sample", "layerskip:0-1"},
+	                                       {"kary:3:2", "rrs", "sample", "layerskip:0-1@80"},
+	                                       {"chain:4", "rrsw", "sample-wor", "layerskip:0-1@97"}};
+	for (int t = 0; t < 5; t++) {
 		char spec[2048], dir[300];
 		const int P = 19, N = 32;
 		int32_t prompt[64], a[64], b[64], c[64];
 		rt_engine_stats st;
 		snprintf(dir, sizeof(dir), "%s/tiny_stoch%d", g_dir, t);
-		tiny_spec(spec, sizeof(spec), "layerskip:0-1", pairs[t][0], pairs[t][1], pairs[t][2], 0.8,
+		tiny_spec(spec, sizeof(spec), pairs[t][3], pairs[t][0], pairs[t][1], pairs[t][2], 0.8,
 		          "fp16");
 		build_engine(spec, dir);
 		tiny_prompt(prompt, P);
@@ -374,6 +378,9 @@ static void test_engine_exactness(void **state)
 		{"chain:3", "rrs", "sample", "layerskip:1", ", \"adaptive\": {\"h\": 0.5, \"min\": 1}"},
 		{"biseq8", "rrsw", "sample-wor", "layerskip:1", ""},
 		{"biseq8", "spechub", "spechub", "layerskip:1", ""},
+		/* a draft head over the first 9 / 10 of the 12 ids (q = 0 beyond) */
+		{"chain:3", "rrs", "sample", "layerskip:1@9", ""},
+		{"biseq8", "rrsw", "sample-wor", "layerskip:1@10", ""},
 	};
 	/* the spec's default first, then values set per request: hotter ones
 	 * spread this peaky model's mass over more categories (more degrees of
@@ -458,9 +465,10 @@ static void test_engine_exactness(void **state)
 			int df;
 			double chi = tu_chi2(counts, pk, K, (uint64_t)runs, &df),
 			       crit = tu_chi2_crit(df, 1e-4);
-			print_message("  %-8s %-8s %-10s%s T %.1f k %d p %.1f: chi2 %.1f (df %d, critical "
-			              "%.1f at 1e-4), %.2f iterations per 2 tokens\n", cfg[c][0], cfg[c][1],
-			              cfg[c][2], cfg[c][4][0] ? " adaptive" : "", (double)set[k].temperature,
+			print_message("  %-8s %-8s %-10s %-14s%s T %.1f k %d p %.1f: chi2 %.1f (df %d, "
+			              "critical %.1f at 1e-4), %.2f iterations per 2 tokens\n", cfg[c][0],
+			              cfg[c][1], cfg[c][2], cfg[c][3], cfg[c][4][0] ? " adaptive" : "",
+			              (double)set[k].temperature,
 			              set[k].top_k, (double)set[k].top_p, chi, df, crit,
 			              (double)iters / runs);
 			if (!(chi < crit))

@@ -11,7 +11,9 @@
  * order and against a double reference within a bound that holds for any
  * order; ldmatrix with scattered row addresses, then the two ways the
  * attention kernel feeds B (K rows via ldmatrix, V rows via ldmatrix.trans).
- * Misuse is reported: a divergent or partial warp, a misaligned or
+ * Misuse is reported: a divergent or partial warp (lanes at different
+ * sites, missing lanes, or lanes that reach an mma after lane-dependent
+ * branches with no SYNCWARP() between), a misaligned or
  * non-shared ldmatrix address. cp.async (CP_ASYNC_16/COMMIT/WAIT, the
  * attention kernel's K/V pipeline): copies and zero-fills land by groups,
  * visible to other threads after the wait and a SYNC(); in the emulator a
@@ -157,6 +159,33 @@ static const char *BAD_SRC =
 	"	else\n"
 	"		MMA_16816_F32_BF16(c, a, b, c);\n"
 	"	d[TID_X] = c[0];\n"
+	"}\n"
+	"KERNEL(bad_branch_k, (float *RESTRICT, d))\n"
+	"{\n"
+	"	SHARED(float, sb, 64);\n"
+	"	uint32_t a[4] = {0u, 0u, 0u, 0u}, b[2] = {0u, 0u};\n"
+	"	float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"
+	"	SST(sb, TID_X, 1.0f);\n"
+	"	if (LANE_ID < 16)\n"
+	"		c[1] = SLD(sb, TID_X);\n"
+	"	MMA_16816_F32_BF16(c, a, b, c);\n"
+	"	d[TID_X] = c[0];\n"
+	"}\n"
+	"KERNEL(good_branch_k, (float *RESTRICT, d))\n"
+	"{\n"
+	"	SHARED(float, sb, 64);\n"
+	"	uint32_t a[4] = {0u, 0u, 0u, 0u}, b[2] = {0u, 0u};\n"
+	"	float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"
+	"	SST(sb, TID_X, 1.0f);\n"
+	"	if (LANE_ID < 16)\n"
+	"		c[1] = SLD(sb, TID_X);\n"
+	"	SYNCWARP();\n"
+	"	MMA_16816_F32_BF16(c, a, b, c);\n"
+	"	d[TID_X] = c[0];\n"
+	"}\n"
+	"KERNEL(bad_shfl_partial_k, (float *RESTRICT, d))\n"
+	"{\n"
+	"	d[TID_X] = SHFL_XOR((float)TID_X, 1);\n"
 	"}\n"
 	"KERNEL(bad_partial_k, (float *RESTRICT, d))\n"
 	"{\n"
@@ -628,6 +657,12 @@ static void test_mma_misuse(void **state)
 	void *a1[] = {&d}, *a2[] = {&out, &m};
 	expect_fail(sym(h, "bad_div_k"), 32, a1, EMU_ESHFL, "warp divergence");
 	expect_fail(sym(h, "bad_partial_k"), 48, a1, EMU_ESHFL, "needs all 32");
+	/* lanes reaching an mma along different paths (a lane-dependent branch
+	 * with a shared access): flagged; with SYNCWARP() before it: fine */
+	expect_fail(sym(h, "bad_branch_k"), 64, a1, EMU_ESHFL, "partial warp at the mma/ldmatrix");
+	launch(sym(h, "good_branch_k"), d3(1, 1, 1), d3(64, 1, 1), a1);
+	/* a full-mask shuffle in a warp of 16 lanes */
+	expect_fail(sym(h, "bad_shfl_partial_k"), 48, a1, EMU_ESHFL, "warp shuffle");
 	expect_fail(sym(h, "bad_align_k"), 32, a2, EMU_EALIGN, "not 16-byte aligned");
 	expect_fail(sym(h, "bad_global_k"), 32, a2, EMU_ESHARED, "not in shared memory");
 	/* cp.async: a read before the wait sees the block's poison, not the copy */

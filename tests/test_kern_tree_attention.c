@@ -9,7 +9,7 @@
  * tree preset, kary:2:6 (127 nodes: two mask words, block keys spanning
  * tiles), a tree level drafted over staged levels (T < N_BLK), causal
  * prefill chunks, GQA 1, 2, 3, 4, 8 (a token's rows straddling 16-row
- * fragments), head dims 40 (padded to 48), 64, 80, 128, one and two
+ * fragments), head dims 40 (padded to 48), 64, 80, 96, 128, 256, one and two
  * fragments per warp (ROW_BLOCKS; a warp whose second fragment is all
  * padding), run as sm_90 (together) and as sm_80 (one per pass), contexts
  * 0, 1, 37, 300, 513, 900 with splits of 64, 128 and 512 (the last live
@@ -18,7 +18,8 @@
  * (emu_alloc), so a read of a dead split or slot shows. Then NVRTC for
  * sm_80 and sm_90, relocatable as engines are built, on every emulated
  * variant and on real shapes (Llama-2-7B, Llama-3-8B with eagle25 /
- * sequoia63 / a 256-token prefill chunk / a decode step, GQA 8, in the
+ * sequoia63 / a 256-token prefill chunk / a decode step, GQA 8; head dims
+ * 64, 80, 96; 256 is emulated only: it spills), in the
  * planner's shapes): zero spills and zero stack, registers printed.
  * CMOCKA_FILTER='*nvrtc' (a cmocka glob) runs one test. */
 #include <dlfcn.h>
@@ -478,6 +479,20 @@ static const acase long_cases[] = {
 	{"sequoia63", -1, 0, 8, 1, 128, 1, 512, 1024, 4, 2, 800},
 };
 
+/* Head dim 96, both paths and dtypes (emulated and NVRTC). */
+static const acase hd_cases[] = {
+	{"chain:3", -1, 0, 6, 2, 96, 1, 64, 192, 2, 2, 0},
+	{"chain:3", -1, 0, 6, 2, 96, 0, 64, 192, 2, 2, 800},
+};
+
+/* Head dim 256 (Gemma-2B's), emulated only: correct, but it spills on
+ * sm_80 and sm_90 (issue 14 item 5, open: O alone is 128 registers a
+ * fragment), so it is not in the NVRTC matrix, which requires none. */
+static const acase hd256_cases[] = {
+	{"eagle25", -1, 0, 4, 1, 256, 0, 64, 192, 2, 2, 0},
+	{"biseq8", -1, 0, 8, 1, 256, 1, 64, 192, 1, 1, 800},
+};
+
 /* A draft level over the staged levels (T < N_BLK), and causal prefill. */
 static const acase append_cases[] = {
 	{"eagle25", 2, 0, 4, 1, 64, 0, 64, 256, 4, 1, 0},
@@ -529,6 +544,14 @@ static void test_tree_attention_long(void **state)
 	run_table(long_cases, N_OF(long_cases), ctxs, 2);
 }
 
+static void test_tree_attention_head_dims(void **state)
+{
+	static const int ctxs[] = {0, 37, 130};
+	(void)state;
+	run_table(hd_cases, N_OF(hd_cases), ctxs, 3);
+	run_table(hd256_cases, N_OF(hd256_cases), ctxs, 3);
+}
+
 static void test_tree_attention_append_causal(void **state)
 {
 	static const int ctxs[] = {0, 37, 100};
@@ -571,6 +594,10 @@ static void test_tree_attention_nvrtc(void **state)
 		{"sequoia63", -1, 0, 32, 4, 128, 0, 512, 8192, 4, 2, 0}, /* GQA 8 */
 		{NULL, -1, 256, 32, 8, 128, 0, 1024, 8192, 4, 2, 0},
 		{"root", -1, 0, 32, 8, 128, 0, 256, 8192, 1, 1, 0}, /* T = 1 decode */
+		/* head dims 64 / 80 / 96 (256 spills: see hd256_cases) */
+		{"sequoia63", -1, 0, 32, 8, 64, 0, 512, 8192, 2, 2, 0},
+		{"sequoia63", -1, 0, 32, 8, 80, 0, 512, 8192, 2, 2, 0},
+		{"sequoia63", -1, 0, 28, 4, 96, 0, 512, 8192, 2, 2, 0},
 	};
 	const struct {
 		const acase *c;
@@ -578,7 +605,7 @@ static void test_tree_attention_nvrtc(void **state)
 	} tables[] = {{single_cases, N_OF(single_cases)}, {preset_cases, N_OF(preset_cases)},
 	              {wide_cases, N_OF(wide_cases)},     {gqa_cases, N_OF(gqa_cases)},
 	              {long_cases, N_OF(long_cases)},     {append_cases, N_OF(append_cases)},
-	              {real_cases, N_OF(real_cases)}};
+	              {hd_cases, N_OF(hd_cases)},         {real_cases, N_OF(real_cases)}};
 	(void)state;
 	gen_nvrtc *nv = nvrtc_or_skip("test_kern_tree_attention");
 	char *prelude = load_prelude_cuda();
@@ -652,6 +679,7 @@ int main(void)
 		cmocka_unit_test(test_tree_attention_wide),
 		cmocka_unit_test(test_tree_attention_gqa),
 		cmocka_unit_test(test_tree_attention_long),
+		cmocka_unit_test(test_tree_attention_head_dims),
 		cmocka_unit_test(test_tree_attention_append_causal),
 		cmocka_unit_test(test_tree_attention_nvrtc),
 	};

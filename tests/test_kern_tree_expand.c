@@ -26,6 +26,7 @@
 #include "decode/tree_verify.h"
 
 #include "kern_util.h"
+#include "kernels/verify_layout.h"
 /* These templates draw from Philox: philox.h is prepended to the source. */
 #define load_kernel(t, o, p, n) load_kernel_ex(t, o, p, n, true)
 #define nvrtc_check(t, o, p, n) nvrtc_check_ex(t, o, p, n, true)
@@ -150,9 +151,9 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n)
 	if (gen_tree_parse(tree_spec, NULL, &t, &err))
 		fail_msg("%s", err.msg);
 	const int B = 64;
-	gen_param vp[] = {NM, IP("N_NODES", t.n), IP("V", V), IP("METHOD", method), IP("CHAIN_Q", 1),
-	                  IP("BLOCK", B)};
-	const emu_kernel *vk = load_kernel("verify.cu.tmpl", "verify", vp, 6);
+	gen_param vp[] = {NM, IP("N_NODES", t.n), IP("V", V), IP("VQ", V), IP("METHOD", method),
+	                  IP("CHAIN_Q", 1), IP("BLOCK", B), IP("SLICES", 1)};
+	const emu_kernel *vk = load_kernel("verify.cu.tmpl", "verify", vp, 8);
 	const emu_kernel *ek[GEN_TREE_MAX_DEPTH];
 	for (int d = 0; d < t.depth_max; d++)
 		ek[d] = expand_kernel(&t, V, rule, d, B);
@@ -164,7 +165,9 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n)
 	int32_t *tok = emu_alloc((size_t)t.n * sizeof(int32_t), "tok");
 	float *p = emu_alloc(nv * sizeof(float), "p");
 	float *q = emu_alloc(nv * sizeof(float), "q");
-	float *scratch = emu_alloc(2 * (size_t)V * sizeof(float), "scratch");
+	/* the planner's size (kernels/verify_layout.h), its ticket word at 0 */
+	float *scratch = emu_alloc((size_t)sw_verify_scratch_words(t.n, V, B, 1, method) * 4, "scratch");
+	((int32_t *)scratch)[sw_verify_done_word(t.n, V, B, 1, method)] = 0;
 	uint32_t *iter = emu_alloc(sizeof(uint32_t), "iter");
 	float *P = malloc((size_t)V * V * sizeof(float)), *Q = malloc((size_t)V * V * sizeof(float));
 	gen_tree_table(&t, tree);
@@ -189,7 +192,7 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n)
 			launch(ek[d], d3(nl, 1, 1), d3(B, 1, 1), ea);
 		}
 		void *va[] = {&path, &otok, &counts, &tree, &tok, &p, &q, &scratch, &seed, &iter};
-		launch(vk, d3(1, 1, 1), d3(B, 1, 1), va);
+		launch(vk, d3((unsigned)t.n, 1, 1), d3(B, 1, 1), va); /* a block per node */
 		hist[otok[0]]++;
 	}
 	double probs[8];

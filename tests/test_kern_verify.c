@@ -1,4 +1,5 @@
-/* verify template (fused tree verification, one block) in the emulator vs
+/* verify template (fused tree verification: a block per node, the last one
+ * walks) in the emulator vs
  * rt_verify_tree / rt_verify_chain on the same p, q, tokens and seed: the
  * accepted path, the final token and the counts must be identical for every
  * method, on the chain, EAGLE, Sequoia, binary-Sequoia and Medusa trees,
@@ -30,6 +31,8 @@
 #include "decode/tree_verify.h"
 
 #include "kern_util.h"
+#include "kernels/verify_layout.h"
+#include "kernels/ref/ref.h"
 /* These templates draw from Philox: philox.h is prepended to the source. */
 #define load_kernel(t, o, p, n) load_kernel_ex(t, o, p, n, true)
 #define nvrtc_check(t, o, p, n) nvrtc_check_ex(t, o, p, n, true)
@@ -37,11 +40,25 @@
 #define NM {.name = "NAME", .type = GEN_PARAM_IDENT}
 enum { M_CHAIN = 5 };
 
+/* Vocabulary slices of the greedy and chain kernels in check(): 1 unless a
+ * test sets more (the tree methods always run 1). */
+static int g_slices = 1;
+
+/* The draft's vocabulary in check() and chi2_cut(): the first g_vq ids of
+ * the target's (q = 0 beyond); 0: the target's. */
+static int g_vq = 0;
+
+static int slices_for(int method)
+{
+	return method == RT_VERIFY_GREEDY || method == M_CHAIN ? g_slices : 1;
+}
+
 static const emu_kernel *verify_kernel(const gen_tree *t, int V, int method, int chain_q, int block)
 {
-	gen_param p[] = {NM, IP("N_NODES", t->n), IP("V", V), IP("METHOD", method),
-	                 IP("CHAIN_Q", chain_q), IP("BLOCK", block)};
-	return load_kernel("verify.cu.tmpl", "verify", p, 6);
+	gen_param p[] = {NM, IP("N_NODES", t->n), IP("V", V), IP("VQ", g_vq ? g_vq : V),
+	                 IP("METHOD", method), IP("CHAIN_Q", chain_q), IP("BLOCK", block),
+	                 IP("SLICES", slices_for(method))};
+	return load_kernel("verify.cu.tmpl", "verify", p, 8);
 }
 
 /* Device buffers for one tree. */
@@ -49,9 +66,11 @@ typedef struct vbuf {
 	int32_t *path, *otok, *counts, *tree, *tok;
 	float *p, *q, *scratch;
 	uint32_t *iter;
+	int32_t *done; /* the ticket word inside scratch */
+	int grid;      /* nodes x slices */
 } vbuf;
 
-static void vbuf_init(vbuf *b, const gen_tree *t, int V)
+static void vbuf_init(vbuf *b, const gen_tree *t, int V, int method, int block)
 {
 	size_t n = (size_t)t->n;
 	b->path = emu_alloc(n * sizeof(int32_t), "path");
@@ -60,8 +79,14 @@ static void vbuf_init(vbuf *b, const gen_tree *t, int V)
 	b->tree = emu_alloc(5 * n * sizeof(int32_t), "tree");
 	b->tok = emu_alloc(n * sizeof(int32_t), "tok");
 	b->p = emu_alloc(n * V * sizeof(float), "p");
-	b->q = emu_alloc(n * V * sizeof(float), "q");
-	b->scratch = emu_alloc(2 * (size_t)V * sizeof(float), "scratch");
+	b->q = emu_alloc(n * (g_vq ? g_vq : V) * sizeof(float), "q");
+	/* the planner's size: the guard zones catch a kernel reaching past it */
+	const int S = slices_for(method);
+	b->scratch = emu_alloc((size_t)sw_verify_scratch_words(t->n, V, block, S, method) * 4,
+	                       "scratch");
+	b->done = (int32_t *)b->scratch + sw_verify_done_word(t->n, V, block, S, method);
+	b->grid = t->n * S;
+	*b->done = 0; /* the planner's memset; the kernel resets it after */
 	b->iter = emu_alloc(sizeof(uint32_t), "iter");
 	memset(b->counts, 0, 5 * sizeof(int32_t));
 	gen_tree_table(t, b->tree);
@@ -80,12 +105,15 @@ static void vbuf_free(vbuf *b)
 	emu_free(b->iter);
 }
 
+/* grid: one block per (node, slice); the ticket word must be back at 0 */
 static void vlaunch(const emu_kernel *k, vbuf *b, uint64_t seed, int block)
 {
 	uint32_t *sw = kern_seed(seed);
 	void *args[] = {&b->path, &b->otok, &b->counts, &b->tree, &b->tok, &b->p, &b->q, &b->scratch,
 	                &sw, &b->iter};
-	launch(k, d3(1, 1, 1), d3((unsigned)block, 1, 1), args);
+	launch(k, d3((unsigned)b->grid, 1, 1), d3((unsigned)block, 1, 1), args);
+	if (*b->done != 0)
+		fail_msg("verify left its ticket word at %d, expected 0", *b->done);
 	emu_free(sw);
 }
 
@@ -131,9 +159,10 @@ static void check_ex(const char *tree_spec, int method, int V, float temp, int t
 	if (gen_tree_parse(tree_spec, NULL, &t, &err))
 		fail_msg("%s", err.msg);
 	const int chain_q = method != M_CHAIN || top_k != 1; /* top_k 1 marks a one-hot chain */
+	const int VQ = g_vq ? g_vq : V;
 	const emu_kernel *k = verify_kernel(&t, V, method, chain_q, block);
 	vbuf b;
-	vbuf_init(&b, &t, V);
+	vbuf_init(&b, &t, V, method, block);
 	size_t nv = (size_t)t.n * V;
 	float *zt = malloc(nv * sizeof(float)), *zd = malloc(nv * sizeof(float));
 	float *scr = malloc(2 * (size_t)V * sizeof(float)), *tmp = malloc((size_t)V * sizeof(float));
@@ -150,7 +179,7 @@ static void check_ex(const char *tree_spec, int method, int V, float temp, int t
 		}
 		for (int u = 0; u < t.n; u++) {
 			rt_probs(b.p + (size_t)u * V, zt + (size_t)u * V, V, &s, idx);
-			rt_probs(b.q + (size_t)u * V, zd + (size_t)u * V, V, &sd, idx);
+			rt_probs(b.q + (size_t)u * VQ, zd + (size_t)u * V, VQ, &sd, idx);
 		}
 		b.tok[0] = (int32_t)(V / 3);
 		for (int u = 0; u < t.n; u++) {
@@ -160,8 +189,8 @@ static void check_ex(const char *tree_spec, int method, int V, float temp, int t
 				continue;
 			/* Greedy/one-hot trees: half the time follow the target argmax so
 			 * that deep acceptances happen. */
-			if (rt_expand_node(rule_for(method), b.q + (size_t)u * V, V, nc, seed, iter, (uint32_t)u,
-			                   ct, NULL, NULL))
+			if (rt_expand_node(rule_for(method), b.q + (size_t)u * VQ, VQ, nc, seed, iter,
+			                   (uint32_t)u, ct, NULL, NULL))
 				fail_msg("%s: expansion failed at node %d", tree_spec, u);
 			if ((method == RT_VERIFY_GREEDY || method == RT_VERIFY_ONEHOT) && (sd_i & 1))
 				ct[0] = rt_argmax(b.p + (size_t)u * V, V);
@@ -176,7 +205,17 @@ static void check_ex(const char *tree_spec, int method, int V, float temp, int t
 		int want_acc;
 		int32_t want_fin;
 		int want_path[GEN_TREE_MAX_DEPTH + 1];
-		if (method == M_CHAIN) {
+		if (VQ < V) { /* the specification itself: q = 0 beyond VQ */
+			int32_t tb[5 * GEN_TREE_MAX_NODES], pa[GEN_TREE_MAX_DEPTH + 2];
+			gen_tree_table(&t, tb);
+			const int n = ref_verify_tree_vq(method, tb, t.n, b.tok, b.p, chain_q ? b.q : NULL, V,
+			                                 VQ, seed, iter, scr, pa, NULL, &want_fin, NULL);
+			if (n < 1)
+				fail_msg("%s: ref_verify_tree_vq refused", tree_spec);
+			want_acc = n - 1;
+			for (int i = 0; i < n; i++)
+				want_path[i] = pa[i];
+		} else if (method == M_CHAIN) {
 			/* rt_verify_chain processes logits itself: the same rt_probs. */
 			int g = absent == ABS_LEVELS && cut < t.n - 1 ? cut : t.n - 1; /* the drafted length */
 			if (absent == ABS_SUBSETS)
@@ -325,6 +364,63 @@ static void test_verify_absent(void **state)
 	report("absent nodes");
 }
 
+/* Greedy and the chain mode over vocabulary slices: 2, 3 and 7 slices
+ * (slice widths that do not divide V, a last slice shorter than the others,
+ * empty slices at V = 10), with and without absent levels. */
+static void test_verify_slices(void **state)
+{
+	(void)state;
+	static const int sl[] = {2, 3, 7};
+	for (int i = 0; i < 3; i++) {
+		g_slices = sl[i];
+		check("chain:5", M_CHAIN, 1000, 1.0f, 0, 1.0f, 8, 64);
+		check("chain:5", M_CHAIN, 4099, 0.6f, 0, 0.9f, 4, 128);
+		check("chain:5", M_CHAIN, 1000, 0.6f, 1, 1.0f, 6, 64); /* one-hot draft */
+		check("chain:5", M_CHAIN, 10, 1.0f, 0, 1.0f, 12, 64);
+		check("chain:5", M_CHAIN, 1000, 0.0f, 0, 1.0f, 4, 64); /* T = 0: one-hot p */
+		check_ex("chain:5", M_CHAIN, 1000, 0.6f, 0, 1.0f, 8, 64, ABS_LEVELS);
+		check("eagle25", RT_VERIFY_GREEDY, 1000, 0.0f, 0, 1.0f, 6, 128);
+		check("medusa63", RT_VERIFY_GREEDY, 4099, 0.0f, 0, 1.0f, 2, 256);
+		check("chain:5", RT_VERIFY_GREEDY, 10, 0.0f, 0, 1.0f, 6, 64);
+		check_ex("eagle25", RT_VERIFY_GREEDY, 1000, 0.0f, 0, 1.0f, 6, 128, ABS_SUBSETS);
+	}
+	g_slices = 1;
+	report("vocabulary slices 2 / 3 / 7");
+}
+
+/* A draft whose vocabulary is a prefix of the target's (VQ < V, q = 0
+ * beyond): every method against ref_verify_tree_vq, with the target argmax
+ * beyond VQ in half the greedy / one-hot trees (a drafted token the draft
+ * cannot produce: rejected); awkward VQ (V - 1, V - 128, about V / 2). */
+static void test_verify_vocab_prefix(void **state)
+{
+	(void)state;
+	static const float temps[] = {0.6f, 1.0f};
+	for (int a = 0; a < 2; a++) {
+		g_vq = 999;
+		check("chain:5", M_CHAIN, 1000, temps[a], 0, 1.0f, 8, 64);
+		check("chain:5", M_CHAIN, 1000, temps[a], 1, 1.0f, 6, 64); /* one-hot draft */
+		check("eagle25", RT_VERIFY_RRS, 1000, temps[a], 0, 1.0f, 6, 128);
+		check("eagle25", RT_VERIFY_ONEHOT, 1000, temps[a], 0, 1.0f, 6, 128);
+		g_vq = 872;
+		check("eagle25", RT_VERIFY_RRSW, 1000, temps[a], 50, 0.9f, 6, 128);
+		check("biseq16", RT_VERIFY_SPECHUB, 1000, temps[a], 0, 1.0f, 8, 64);
+		check_ex("eagle25", RT_VERIFY_RRS, 1000, temps[a], 0, 1.0f, 6, 128, ABS_SUBSETS);
+		g_vq = 2053;
+		check("sequoia63", RT_VERIFY_RRS, 4099, temps[a], 0, 0.9f, 2, 256);
+		g_slices = 3;
+		check_ex("chain:5", M_CHAIN, 4099, temps[a], 0, 1.0f, 4, 128, ABS_LEVELS);
+		g_slices = 1;
+	}
+	g_vq = 500;
+	check("eagle25", RT_VERIFY_GREEDY, 1000, 0.0f, 0, 1.0f, 8, 128);
+	g_slices = 3;
+	check("medusa63", RT_VERIFY_GREEDY, 1000, 0.0f, 0, 1.0f, 4, 128);
+	g_slices = 1;
+	g_vq = 0;
+	report("draft vocabulary prefix");
+}
+
 /* Exactness of the kernel path: a Markov table (V = 5 or 6), root token
  * fixed, children by the host expansion rule, verification by the kernel;
  * the first emitted token must follow the target row p(. | root). With
@@ -337,8 +433,9 @@ static void chi2_cut(const char *tree_spec, int method, int V, int n, bool cut)
 	if (gen_tree_parse(tree_spec, NULL, &t, &err))
 		fail_msg("%s", err.msg);
 	const emu_kernel *k = verify_kernel(&t, V, method, 1, 64);
+	const int VQ = g_vq ? g_vq : V;
 	vbuf b;
-	vbuf_init(&b, &t, V);
+	vbuf_init(&b, &t, V, method, 64);
 	float *P = malloc((size_t)V * V * sizeof(float)), *Q = malloc((size_t)V * V * sizeof(float));
 	tu_random_table(P, V, V, 0.2, 11u + (uint64_t)method);
 	tu_random_table(Q, V, V, 0.0, 23u + (uint64_t)method);
@@ -350,13 +447,18 @@ static void chi2_cut(const char *tree_spec, int method, int V, int n, bool cut)
 		b.tok[0] = root;
 		for (int u = 0; u < t.n; u++) {
 			memcpy(b.p + (size_t)u * V, P + (size_t)b.tok[u] * V, (size_t)V * sizeof(float));
-			memcpy(b.q + (size_t)u * V, Q + (size_t)b.tok[u] * V, (size_t)V * sizeof(float));
+			/* a narrower draft: its row's first VQ entries, renormalised */
+			float *qu = b.q + (size_t)u * VQ;
+			double qs = 0;
+			for (int x = 0; x < VQ; x++)
+				qs += Q[(size_t)b.tok[u] * V + x];
+			for (int x = 0; x < VQ; x++)
+				qu[x] = VQ < V ? (float)(Q[(size_t)b.tok[u] * V + x] / qs) : Q[(size_t)b.tok[u] * V + x];
 			int nc = t.n_children[u];
 			int32_t ct[GEN_TREE_MAX_NODES];
 			if (!nc)
 				continue;
-			if (rt_expand_node(rule_for(method), b.q + (size_t)u * V, V, nc, seed, iter, (uint32_t)u, ct,
-			                   NULL, NULL))
+			if (rt_expand_node(rule_for(method), qu, VQ, nc, seed, iter, (uint32_t)u, ct, NULL, NULL))
 				fail_msg("expansion failed");
 			for (int i = 0; i < nc; i++)
 				b.tok[t.child_list[t.child_start[u] + i]] = ct[i];
@@ -373,8 +475,8 @@ static void chi2_cut(const char *tree_spec, int method, int V, int n, bool cut)
 	int df;
 	double chi = tu_chi2(counts, probs, V, (uint64_t)n, &df);
 	double crit = tu_chi2_crit(df, 1e-4);
-	print_message("  %-8s method %d V %d%s: chi2 %.2f (df %d, crit %.2f at 1e-4)\n", tree_spec, method,
-	              V, cut ? ", level cut" : "", chi, df, crit);
+	print_message("  %-8s method %d V %d VQ %d%s: chi2 %.2f (df %d, crit %.2f at 1e-4)\n", tree_spec,
+	              method, V, VQ, cut ? ", level cut" : "", chi, df, crit);
 	if (!(chi < crit))
 		fail_msg("%s method %d: chi2 %.2f >= %.2f", tree_spec, method, chi, crit);
 	free(P);
@@ -399,6 +501,16 @@ static void test_verify_exact(void **state)
 	chi2_cut("eagle25", RT_VERIFY_ONEHOT, 5, 3000, true);
 	chi2_cut("biseq8", RT_VERIFY_SPECHUB, 6, 3000, true);
 	chi2_cut("chain:5", M_CHAIN, 6, 3000, true);
+	g_slices = 3; /* two entries a slice */
+	chi2_cut("chain:5", M_CHAIN, 6, 3000, true);
+	g_slices = 1;
+	g_vq = 4; /* a draft over the first 4 or 5 of the 5 or 6 ids */
+	chi2_cut("eagle25", RT_VERIFY_RRS, 5, 3000, true);
+	chi2_cut("eagle25", RT_VERIFY_RRSW, 5, 3000, false);
+	chi2_cut("chain:5", M_CHAIN, 6, 3000, true);
+	g_vq = 5;
+	chi2_cut("biseq8", RT_VERIFY_SPECHUB, 6, 3000, false);
+	g_vq = 0;
 }
 
 static void test_verify_nvrtc(void **state)
@@ -412,16 +524,26 @@ static void test_verify_nvrtc(void **state)
 		sw_err err = {0};
 		if (gen_tree_parse(trees[i], NULL, &t, &err))
 			fail_msg("%s", err.msg);
-		gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", 32003), IP("METHOD", methods[i]),
-		                 IP("CHAIN_Q", 1), IP("BLOCK", 512)};
-		nvrtc_check("verify.cu.tmpl", "verify", p, 6);
+		gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", 32003), IP("VQ", 32000),
+		                 IP("METHOD", methods[i]), IP("CHAIN_Q", 1), IP("BLOCK", 512),
+		                 IP("SLICES", i == 0 || i == 4 ? 5 : 1)};
+		nvrtc_check("verify.cu.tmpl", "verify", p, 8);
 	}
 	gen_tree t;
 	sw_err err = {0};
 	assert_int_equal(gen_tree_parse("medusa63", NULL, &t, &err), 0);
-	gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", 128256), IP("METHOD", RT_VERIFY_ONEHOT),
-	                 IP("CHAIN_Q", 1), IP("BLOCK", 256)};
-	nvrtc_check("verify.cu.tmpl", "verify", p, 6);
+	gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", 128256), IP("VQ", 128256),
+	                 IP("METHOD", RT_VERIFY_ONEHOT), IP("CHAIN_Q", 1), IP("BLOCK", 256),
+	                 IP("SLICES", 1)};
+	nvrtc_check("verify.cu.tmpl", "verify", p, 8);
+	/* Qwen2-7B's padded vocabulary with Qwen2-0.5B's as the draft's */
+	gen_param pg[] = {NM, IP("N_NODES", t.n), IP("V", 152064), IP("VQ", 151936),
+	                  IP("METHOD", RT_VERIFY_RRSW), IP("CHAIN_Q", 1), IP("BLOCK", 256),
+	                  IP("SLICES", 1)};
+	nvrtc_check("verify.cu.tmpl", "verify", pg, 8);
+	gen_param pc[] = {NM, IP("N_NODES", 6), IP("V", 152064), IP("VQ", 151936),
+	                  IP("METHOD", M_CHAIN), IP("CHAIN_Q", 1), IP("BLOCK", 256), IP("SLICES", 44)};
+	nvrtc_check("verify.cu.tmpl", "verify", pc, 8);
 }
 
 int main(void)
@@ -431,6 +553,8 @@ int main(void)
 		cmocka_unit_test(test_verify_trees),
 		cmocka_unit_test(test_verify_vocab),
 		cmocka_unit_test(test_verify_absent),
+		cmocka_unit_test(test_verify_slices),
+		cmocka_unit_test(test_verify_vocab_prefix),
 		cmocka_unit_test(test_verify_exact),
 		cmocka_unit_test(test_verify_nvrtc),
 	};

@@ -5,6 +5,8 @@
  *     exactly rt_verify_chain's decisions (accepted count and final token),
  *     with a draft q and one-hot, including chains cut short by absent
  *     levels (rt_verify_chain with g = the drafted length);
+ *   - a draft vocabulary prefix (ref_verify_tree_vq, Vq < V) decides as q
+ *     padded by zeros does;
  *   - ref_verify's outputs (path, emitted tokens, the five counts, two of
  *     them accumulated) are rt_verify_tree's result, for every method;
  *   - ref_tree_table_check accepts every generated tree and refuses each
@@ -112,6 +114,87 @@ static void test_chain_mode(void **state)
 	assert_true(cut > 100 && rejected > 300 && rejected < checked - 300);
 }
 
+/* A draft vocabulary prefix: ref_verify_tree_vq with q rows of Vq < V
+ * entries makes exactly the decisions of ref_verify_tree with those rows
+ * padded by zeros to V, for every method (the chain mode with and without
+ * q) and tree, drafted tokens on both sides of Vq (a token >= Vq has q = 0:
+ * always rejected), absent children; Vq outside 1..V is refused. */
+static void test_vocab_prefix(void **state)
+{
+	(void)state;
+	uint64_t g = 0x5eed0005;
+	int beyond = 0, accepted = 0, checked = 0;
+	for (int it = 0; it < 1200; it++) {
+		gen_tree t;
+		parse_tree(TREES[it % N_TREES], &t);
+		const int n = t.n, V = 4 + (int)(tu_rand(&g) % 40), Vq = 1 + (int)(tu_rand(&g) % (V - 1));
+		const int method = it / N_TREES % 6, one_hot = method == REF_VERIFY_CHAIN && it % 3 == 0;
+		if (method == REF_VERIFY_CHAIN && strncmp(TREES[it % N_TREES], "chain:", 6))
+			continue;
+		float *p = malloc(sizeof(float) * (size_t)n * V), *qn = malloc(sizeof(float) * (size_t)n * Vq);
+		float *qp = calloc((size_t)n * V, sizeof(float));
+		float *s1 = malloc(sizeof(float) * 2 * V), *s2 = malloc(sizeof(float) * 2 * V);
+		int32_t tb[5 * GEN_TREE_MAX_NODES], tok[GEN_TREE_MAX_NODES], pa[2][GEN_TREE_MAX_DEPTH + 2];
+		int32_t fin[2], acc[2][GEN_TREE_MAX_DEPTH + 2];
+		random_rows(p, n, V, &g);
+		random_rows(qn, n, Vq, &g);
+		for (int u = 0; u < n; u++)
+			memcpy(qp + (size_t)u * V, qn + (size_t)u * Vq, sizeof(float) * (size_t)Vq);
+		for (int u = 0; u < n; u++) {
+			/* mostly inside the draft's vocabulary, sometimes beyond it */
+			tok[u] = (int32_t)(tu_rand(&g) % 5 ? tu_rand(&g) % Vq : tu_rand(&g) % V);
+			if (u && tu_rand(&g) % 8 == 0)
+				tok[u] = -1;
+			beyond += tok[u] >= Vq;
+		}
+		if (method == REF_VERIFY_SPECHUB) /* make every present pair a SpecHub pair */
+			for (int u = 0; u < n; u++) {
+				const int *ch = t.child_list + t.child_start[u];
+				if (t.n_children[u] != 2 || tok[ch[0]] < 0 || tok[ch[1]] < 0)
+					continue;
+				const float *qu = qn + (size_t)u * Vq;
+				const int a = rt_argmax(qu, Vq);
+				int o = (a + 1) % Vq;
+				while (o != a && !(qu[o] > 0.0f))
+					o = (o + 1) % Vq;
+				tok[ch[0]] = o;
+				tok[ch[1]] = a;
+			}
+		gen_tree_table(&t, tb);
+		const uint64_t seed = tu_rand(&g);
+		const char *why[2] = {NULL, NULL};
+		const int n0 = ref_verify_tree(method, tb, n, tok, p, one_hot ? NULL : qp, V, seed,
+		                               (uint32_t)it, s1, pa[0], acc[0], &fin[0], &why[0]);
+		const int n1 = ref_verify_tree_vq(method, tb, n, tok, p, one_hot ? NULL : qn, V, Vq, seed,
+		                                  (uint32_t)it, s2, pa[1], acc[1], &fin[1], &why[1]);
+		assert_int_equal(n0, n1);
+		if (n0 > 0) {
+			assert_int_equal(fin[0], fin[1]);
+			assert_memory_equal(pa[0], pa[1], sizeof(int32_t) * (size_t)n0);
+			accepted += n0 - 1;
+			checked++;
+		}
+		free(p);
+		free(qn);
+		free(qp);
+		free(s1);
+		free(s2);
+	}
+	float p1[4] = {0.25f, 0.25f, 0.25f, 0.25f}, sc[8];
+	int32_t tb1[5] = {-1, 0, 0, 0, 0}, tok1[1] = {0}, path[2], f1;
+	const char *why = NULL;
+	assert_int_equal(ref_verify_tree_vq(REF_VERIFY_RRS, tb1, 1, tok1, p1, p1, 4, 5, 1, 0, sc, path,
+	                                    NULL, &f1, &why), REF_EINVAL);
+	assert_non_null(why);
+	why = NULL;
+	assert_int_equal(ref_verify_tree_vq(REF_VERIFY_RRS, tb1, 1, tok1, p1, p1, 4, 0, 1, 0, sc, path,
+	                                    NULL, &f1, &why), REF_EINVAL);
+	assert_non_null(why);
+	print_message("vocabulary prefix: %d cases, %d accepted draft tokens, %d tokens beyond Vq\n",
+	              checked, accepted, beyond);
+	assert_true(checked > 600 && accepted > 150 && beyond > 200);
+}
+
 /* ref_verify (the op) against rt_verify_tree, every method and tree. */
 static void test_op_outputs(void **state)
 {
@@ -148,8 +231,8 @@ static void test_op_outputs(void **state)
 		int32_t path[GEN_TREE_MAX_DEPTH + 2], otok[GEN_TREE_MAX_DEPTH + 2], counts[5] = {0, 0, 0, 7, 9};
 		for (int i = 0; i < GEN_TREE_MAX_DEPTH + 2; i++)
 			path[i] = otok[i] = -99;
-		const int rc2 = ref_verify(path, otok, counts, tb, tok, p, q, s2, seed, iter, n, V, method,
-		                           NULL);
+		const int rc2 = ref_verify(path, otok, counts, tb, tok, p, q, s2, seed, iter, n, V, V,
+		                           method, NULL);
 		assert_int_equal(rc != 0, rc2 != 0);
 		const int m = rc ? 0 : res.n_path;
 		if (rc) { /* refused: nothing written */
@@ -260,7 +343,7 @@ static void test_table_check(void **state)
 				tok[i] = out[i] = 0;
 			why = NULL;
 			assert_int_equal(ref_verify(out, out, counts, bad, tok, p, p, sc, 1, 0, n, V,
-			                            REF_VERIFY_RRS, &why), REF_EINVAL);
+			                            V, REF_VERIFY_RRS, &why), REF_EINVAL);
 			assert_non_null(why);
 			assert_int_equal(counts[0] + counts[1] + counts[2] + counts[3] + counts[4], 15);
 			why = NULL;
@@ -330,6 +413,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_chain_mode),
 		cmocka_unit_test(test_op_outputs),
+		cmocka_unit_test(test_vocab_prefix),
 		cmocka_unit_test(test_table_check),
 		cmocka_unit_test(test_expand_levels),
 	};

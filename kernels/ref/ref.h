@@ -309,12 +309,20 @@ int ref_verify_tree(int method, const int32_t *tree, int n_nodes, const int32_t 
                     const float *q, int V, uint64_t seed, uint32_t iter, float *scratch,
                     int32_t *path, int32_t *acc_rank, int32_t *final, const char **why);
 
-/* The op (templates/verify.cu.tmpl): ref_verify_tree, then out_path[0..n)
+/* ref_verify_tree with a draft whose vocabulary is the first Vq ids of the
+ * target's (1 <= Vq <= V): q rows of Vq entries, q = 0 beyond, exactly the
+ * same as q padded by zeros to V (REF_EINVAL for another Vq). */
+int ref_verify_tree_vq(int method, const int32_t *tree, int n_nodes, const int32_t *tok,
+                       const float *p, const float *q, int V, int Vq, uint64_t seed, uint32_t iter,
+                       float *scratch, int32_t *path, int32_t *acc_rank, int32_t *final,
+                       const char **why);
+
+/* The op (templates/verify.cu.tmpl): ref_verify_tree_vq, then out_path[0..n)
  * = the path, out_tok[0..n) = the accepted nodes' tokens then the final
  * token, counts[0] = n - 1 (accepted draft tokens), [1] = n (emitted), [2] =
  * final, [3] += n - 1, [4] += n - 1. 0 or REF_EINVAL (outputs untouched). */
 int ref_verify(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int32_t *tree,
                const int32_t *tok, const float *p, const float *q, float *scratch, uint64_t seed,
-               uint32_t iter, int n_nodes, int V, int method, const char **why);
+               uint32_t iter, int n_nodes, int V, int Vq, int method, const char **why);
 
 #endif

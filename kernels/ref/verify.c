@@ -145,7 +145,8 @@ static int spechub_pair(const float *p, const float *q, int V, const int32_t *ch
  * RS on the present one, so only its shape is checked. Checked for every
  * node up front so that an incompatible tree fails whatever path the walk
  * would take. */
-static bool spechub_valid(const int32_t *tree, int n, const int32_t *tok, const float *q, int V)
+static bool spechub_valid(const int32_t *tree, int n, const int32_t *tok, const float *q, int V,
+                          int Vq)
 {
 	const int32_t *nch = tree + n, *cst = tree + 2 * n, *cl = tree + 3 * n;
 	for (int u = 0; u < n; u++) {
@@ -153,16 +154,30 @@ static bool spechub_valid(const int32_t *tree, int n, const int32_t *tok, const 
 			return false;
 		if (nch[u] < 2)
 			continue;
-		const float *qu = q + (size_t)u * V;
+		const float *qu = q + (size_t)u * Vq;
 		const int32_t *ch = cl + cst[u];
 		if (tok[ch[0]] < 0 || tok[ch[1]] < 0)
 			continue;
-		int a = ref_argmax_row(qu, V), other = tok[ch[0]] == a ? tok[ch[1]] : tok[ch[0]];
-		if ((tok[ch[0]] == a) == (tok[ch[1]] == a) || other < 0 || other >= V ||
+		/* q = 0 beyond Vq: the zeros never beat the row's maximum */
+		int a = ref_argmax_row(qu, Vq), other = tok[ch[0]] == a ? tok[ch[1]] : tok[ch[0]];
+		if ((tok[ch[0]] == a) == (tok[ch[1]] == a) || other < 0 || other >= Vq ||
 		    !(qu[other] > 0.0f))
 			return false;
 	}
 	return true;
+}
+
+/* Node u's q row over V entries: the row itself when the draft has the
+ * target's vocabulary (Vq == V), else padded with zeros into buf (a draft
+ * whose vocabulary is a prefix of the target's: q = 0 beyond it). */
+static const float *q_row(const float *q, int u, int V, int Vq, float *buf)
+{
+	const float *qu = q + (size_t)u * Vq;
+	if (Vq == V)
+		return qu;
+	memcpy(buf, qu, (size_t)Vq * sizeof(*buf));
+	memset(buf + Vq, 0, (size_t)(V - Vq) * sizeof(*buf));
+	return buf;
 }
 
 /* The rank of node u >= 1 among its parent's children. */
@@ -206,8 +221,8 @@ static int verify_greedy(const int32_t *tree, int n, const int32_t *tok, const f
 /* The chain mode (METHOD 5): rt_verify_chain's rule and keys on the tree's
  * first children, position = the node being left. */
 static int verify_chain(const int32_t *tree, int n, const int32_t *tok, const float *p,
-                        const float *q, int V, uint64_t seed, uint32_t iter, float *tmp,
-                        int32_t *path, int32_t *acc_rank, int32_t *final)
+                        const float *q, int V, int Vq, uint64_t seed, uint32_t iter, float *tmp,
+                        float *qbuf, int32_t *path, int32_t *acc_rank, int32_t *final)
 {
 	const int32_t *nch = tree + n, *cst = tree + 2 * n, *cl = tree + 3 * n;
 	int n_path = 1, u = 0;
@@ -218,7 +233,7 @@ static int verify_chain(const int32_t *tree, int n, const int32_t *tok, const fl
 			return n_path;
 		}
 		const int c = cl[cst[u]], y = tok[c];
-		const float px = pu[y], qx = q ? q[(size_t)u * V + y] : 1.0f;
+		const float px = pu[y], qx = q ? (y < Vq ? q[(size_t)u * Vq + y] : 0.0f) : 1.0f;
 		if (qx > 0.0f && sw_uniform_double(seed, iter, (uint32_t)u, SW_RNG_ACCEPT) * qx <= px) {
 			if (acc_rank)
 				acc_rank[n_path - 1] = 0;
@@ -227,7 +242,7 @@ static int verify_chain(const int32_t *tree, int n, const int32_t *tok, const fl
 			continue;
 		}
 		const double ur = sw_uniform_double(seed, iter, (uint32_t)u, SW_RNG_RESIDUAL);
-		*final = ref_sample_residual(pu, q ? q + (size_t)u * V : NULL, y, V, ur, tmp);
+		*final = ref_sample_residual(pu, q ? q_row(q, u, V, Vq, qbuf) : NULL, y, V, ur, tmp);
 		return n_path;
 	}
 }
@@ -236,6 +251,14 @@ int ref_verify_tree(int method, const int32_t *tree, int n, const int32_t *tok, 
                     const float *q, int V, uint64_t seed, uint32_t iter, float *scratch,
                     int32_t *path, int32_t *acc_rank, int32_t *final, const char **why)
 {
+	return ref_verify_tree_vq(method, tree, n, tok, p, q, V, V, seed, iter, scratch, path, acc_rank,
+	                          final, why);
+}
+
+int ref_verify_tree_vq(int method, const int32_t *tree, int n, const int32_t *tok, const float *p,
+                       const float *q, int V, int Vq, uint64_t seed, uint32_t iter, float *scratch,
+                       int32_t *path, int32_t *acc_rank, int32_t *final, const char **why)
+{
 	float *r = scratch, *qq = scratch + V;
 	const int32_t *nch = tree + n, *cst = tree + 2 * n, *cl = tree + 3 * n;
 
@@ -243,6 +266,8 @@ int ref_verify_tree(int method, const int32_t *tree, int n, const int32_t *tok, 
 		return FAIL("unknown verification method");
 	if (V < 1)
 		return FAIL("empty vocabulary");
+	if (q && (Vq < 1 || Vq > V))
+		return FAIL("a draft vocabulary that is not a non-empty prefix of the target's");
 	if (ref_tree_table_check(tree, n, why))
 		return REF_EINVAL;
 	if (!q && method != REF_VERIFY_GREEDY && method != REF_VERIFY_ONEHOT &&
@@ -251,7 +276,7 @@ int ref_verify_tree(int method, const int32_t *tree, int n, const int32_t *tok, 
 	for (int u = 1; u < n; u++)
 		if (tok[u] >= V) /* < 0: absent, never tested */
 			return FAIL("a drafted token outside the vocabulary");
-	if (method == REF_VERIFY_SPECHUB && !spechub_valid(tree, n, tok, q, V))
+	if (method == REF_VERIFY_SPECHUB && !spechub_valid(tree, n, tok, q, V, Vq))
 		return FAIL("a node that is not a SpecHub pair");
 	path[0] = 0;
 	*final = -1;
@@ -259,12 +284,14 @@ int ref_verify_tree(int method, const int32_t *tree, int n, const int32_t *tok, 
 	if (method == REF_VERIFY_GREEDY)
 		return verify_greedy(tree, n, tok, p, V, path, acc_rank, final);
 	if (method == REF_VERIFY_CHAIN) {
-		n_path = verify_chain(tree, n, tok, p, q, V, seed, iter, r, path, acc_rank, final);
+		n_path = verify_chain(tree, n, tok, p, q, V, Vq, seed, iter, r, qq, path, acc_rank, final);
 		return *final < 0 ? FAIL("no mass to draw the final token from") : n_path;
 	}
 	int u = 0;
 	for (;;) {
-		const float *pu = p + (size_t)u * V, *qu = q ? q + (size_t)u * V : NULL;
+		/* qu padded into qq where Vq < V: RRSw copies it there anyway, the
+		 * other methods do not use qq */
+		const float *pu = p + (size_t)u * V, *qu = q ? q_row(q, u, V, Vq, qq) : NULL;
 		const int32_t *ch = cl + cst[u];
 		int k = nch[u], acc = -1, present = 0;
 		const float *dist = r;
@@ -289,7 +316,8 @@ int ref_verify_tree(int method, const int32_t *tree, int n, const int32_t *tok, 
 					residual_update(r, qu, y, V);
 			}
 		} else if (method == REF_VERIFY_RRSW) {
-			memcpy(qq, qu, (size_t)V * sizeof(*qq));
+			if (qq != qu)
+				memcpy(qq, qu, (size_t)V * sizeof(*qq));
 			for (int i = 0; i < k && acc < 0; i++) {
 				int y = tok[ch[i]];
 				if (y < 0)
@@ -331,11 +359,11 @@ int ref_verify_tree(int method, const int32_t *tree, int n, const int32_t *tok, 
 
 int ref_verify(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int32_t *tree,
                const int32_t *tok, const float *p, const float *q, float *scratch, uint64_t seed,
-               uint32_t iter, int n_nodes, int V, int method, const char **why)
+               uint32_t iter, int n_nodes, int V, int Vq, int method, const char **why)
 {
 	int32_t path[REF_TREE_MAX_DEPTH + 1], fin;
-	const int n = ref_verify_tree(method, tree, n_nodes, tok, p, q, V, seed, iter, scratch, path,
-	                              NULL, &fin, why);
+	const int n = ref_verify_tree_vq(method, tree, n_nodes, tok, p, q, V, Vq, seed, iter, scratch,
+	                                 path, NULL, &fin, why);
 	if (n < 0)
 		return n;
 	for (int i = 0; i < n; i++)

@@ -160,8 +160,9 @@ static int op_tree_expand(const rt_op *op, sw_err *err)
 }
 
 /* (out_path, out_tok, counts, tree, tok, p, q, scratch, seed, iter), seed
- * as for tree_expand; the
- * chain mode (METHOD 5) reads q only with CHAIN_Q (else a one-hot draft) */
+ * as for tree_expand; the chain mode (METHOD 5) reads q only with CHAIN_Q
+ * (else a one-hot draft); q rows have VQ entries (a draft vocabulary prefix;
+ * V when absent) */
 static int op_verify(const rt_op *op, sw_err *err)
 {
 	const int method = (int)PI_("METHOD");
@@ -170,9 +171,9 @@ static int op_verify(const rt_op *op, sw_err *err)
 	if (ref_verify(ARG(op, 0, int32_t *), ARG(op, 1, int32_t *), ARG(op, 2, int32_t *),
 	               ARG(op, 3, const int32_t *), ARG(op, 4, const int32_t *),
 	               ARG(op, 5, const float *), one_hot ? NULL : ARG(op, 6, const float *),
-	               ARG(op, 7, float *), seed_of(ARG(op, 8, const uint32_t *)),
-	               *ARG(op, 9, const uint32_t *),
-	               (int)PI_("N_NODES"), (int)PI_("V"), method, &why))
+	               ARG(op, 7, float *), seed_of(ARG(op, 8, const uint32_t *)), *ARG(op, 9, const uint32_t *),
+	               (int)PI_("N_NODES"), (int)PI_("V"), (int)rt_op_param_i(op, "VQ", PI_("V")),
+	               method, &why))
 		return refused(op, why, err);
 	return 0;
 }

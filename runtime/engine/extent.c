@@ -10,6 +10,7 @@
 
 #include "extent.h"
 #include "kernels/engine_state.h"
+#include "kernels/verify_layout.h"
 
 typedef struct ectx {
 	const rt_manifest *m;
@@ -304,25 +305,36 @@ static void ext_tree_expand(ectx *c)
 	set(c, 4, 4, false, "one iteration word");
 }
 
-/* verify.cu.tmpl:265-340: one block; out_path, out_tok, tok (N), counts (5
- * words: runtime/engine_state.h), tree (5 x N), p and q (N, V), scratch
- * (2 V, line 274), the seed's two words, an iteration word. q may be p
- * (greedy). */
+/* verify.cu.tmpl: grid N_NODES x SLICES (a block per node and vocabulary
+ * slice; SLICES 1 for the tree methods); out_path, out_tok, tok
+ * (N), counts (5 words: runtime/engine_state.h), tree (5 x N), p (N, V) and
+ * q (N, VQ: a draft vocabulary prefix, VQ <= V), scratch (kernels/verify_layout.h: the kernel's rows and tables, at
+ * least the host specification's 2 V), the seed's two words, an iteration word. q may be
+ * p (greedy). */
 static void ext_verify(ectx *c)
 {
 	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
-	const int64_t V = P(c, "V", 1, MAXI);
-	(void)P(c, "METHOD", 0, 16);
-	one_block(c);
-	block_is(c, P(c, "BLOCK", 32, 1024));
+	const int64_t V = P(c, "V", 1, MAXI), B = P(c, "BLOCK", 32, 1024), VQ = P(c, "VQ", 1, V);
+	const int64_t M = P(c, "METHOD", 0, 16), S = P(c, "SLICES", 1, V < 1 ? 1 : V);
+	const unsigned *g = c->x->grid;
+	if (!c->rc && S > 1 && !sw_verify_sliced((int)M))
+		refuse(c, "kernel %s: SLICES %lld, expected 1 for METHOD %lld (a sequential residual "
+		       "chain)", c->k->uri, (long long)S, (long long)M);
+	if (!c->rc && (g[0] != (uint64_t)(N * S) || g[1] != 1 || g[2] != 1))
+		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, 1] (a block per tree node and "
+		       "vocabulary slice: N_NODES %lld x SLICES %lld)", g[0], g[1], g[2],
+		       (long long)(N * S), (long long)N, (long long)S);
+	block_is(c, B);
 	set(c, 0, mul(N, 4), true, "N_NODES %lld words", (long long)N);
 	set(c, 1, mul(N, 4), true, "N_NODES %lld words", (long long)N);
 	set(c, 2, 5 * 4, true, "5 count words");
 	set(c, 3, mul3(5, N, 4), false, "5 x N_NODES %lld tree words", (long long)N);
 	set(c, 4, mul(N, 4), false, "N_NODES %lld tokens", (long long)N);
 	set(c, 5, mul3(N, V, 4), false, "N_NODES %lld x V %lld f32", (long long)N, (long long)V);
-	set(c, 6, mul3(N, V, 4), false, "N_NODES %lld x V %lld f32", (long long)N, (long long)V);
-	set(c, 7, mul3(2, V, 4), true, "2 x V %lld f32", (long long)V);
+	set(c, 6, mul3(N, VQ, 4), false, "N_NODES %lld x VQ %lld f32", (long long)N, (long long)VQ);
+	set(c, 7, c->rc ? 0 : mul(sw_verify_scratch_words(N, V, B, S, (int)M), 4), true,
+	    "verify scratch of N_NODES %lld, V %lld, BLOCK %lld, SLICES %lld, METHOD %lld "
+	    "(verify_layout.h)", (long long)N, (long long)V, (long long)B, (long long)S, (long long)M);
 	set(c, 8, 2 * 4, false, "two seed words");
 	set(c, 9, 4, false, "one iteration word");
 	c->e->alias_ok |= 1u << 6; /* q = p */
