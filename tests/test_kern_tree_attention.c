@@ -598,6 +598,9 @@ static void test_tree_attention_nvrtc(void **state)
 		{"sequoia63", -1, 0, 32, 8, 64, 0, 512, 8192, 2, 2, 0},
 		{"sequoia63", -1, 0, 32, 8, 80, 0, 512, 8192, 2, 2, 0},
 		{"sequoia63", -1, 0, 28, 4, 96, 0, 512, 8192, 2, 2, 0},
+		/* Qwen2-7B's prefill (GQA 7, T 128): the planner's shape in
+		 * test_build, where the step-loop SYNCWARP()s of 14383d4 spilled */
+		{NULL, -1, 128, 28, 4, 128, 0, 512, 4096, 4, 2, 0},
 	};
 	const struct {
 		const acase *c;
