@@ -63,10 +63,13 @@ typedef struct gen_attn_proj {
 
 /* Registers per thread ptxas gives _part (tests/test_kern_tree_attention.c
  * prints them: ~155-158 at ROW_BLOCKS 1, 182 at 2 with HEAD_DIM 64, 255 at
- * 2 with 128), rounded up, for the blocks an SM can hold. */
+ * 2 with 128, 216-226 at 1 above 128 with the output in 128-dim parts),
+ * rounded up, for the blocks an SM can hold. */
 static inline int gen_attn_regs(int row_blocks, int head_dim)
 {
-	return row_blocks == 1 ? 168 : head_dim <= 64 ? 192 : 256;
+	if (row_blocks == 1)
+		return head_dim > 128 ? 232 : 168;
+	return head_dim <= 64 ? 192 : 256;
 }
 
 /* Shared memory of _part: two cp.async stages of K and V (one when two
@@ -80,6 +83,11 @@ static inline int gen_attn_smem(int head_dim)
 static inline void gen_attn_project(const gen_attn_geom *g, double ctx, gen_attn_proj *p)
 {
 	const int G = g->n_heads / g->n_kv_heads, hdp = (g->head_dim + 15) / 16 * 16;
+	/* above 128 dims _part takes the output in parts of <= 128 dims, a pass
+	 * over the split each: Q.K^T, the softmax and the K/V tile loads are
+	 * repeated per part, P.V is not (shared bytes: all counted per pass, an
+	 * upper bound) */
+	const int ndh = (hdp + 127) / 128;
 	const int tiles = (g->T * G + 15) / 16;               /* 16-row fragments per KV head */
 	const int wrows = (tiles + g->row_blocks - 1) / g->row_blocks; /* warps with rows */
 	const double keys = ctx + g->n_blk, sms = GEN_H100_SMS;
@@ -92,10 +100,10 @@ static inline void gen_attn_project(const gen_attn_geom *g, double ctx, gen_attn
 	p->kv = 2.0 * keys * g->n_kv_heads * g->head_dim * g->elt;
 	p->q = p->out = (double)g->T * g->n_heads * g->head_dim * g->elt;
 	p->part = (double)p->live * g->T * g->n_heads * (g->head_dim + 2) * 4;
-	p->l2 = p->zt * p->kv;
-	p->smem = keys * g->n_kv_heads * 4.0 * hdp * (p->zt + wrows);
-	p->flops = 4.0 * g->n_kv_heads * tiles * 16 * hdp * keys;
-	p->exps = (double)g->n_kv_heads * tiles * 16 * keys;
+	p->l2 = (double)ndh * p->zt * p->kv;
+	p->smem = (double)ndh * keys * g->n_kv_heads * 4.0 * hdp * (p->zt + wrows);
+	p->flops = 2.0 * (ndh + 1) * g->n_kv_heads * tiles * 16 * hdp * keys;
+	p->exps = (double)ndh * g->n_kv_heads * tiles * 16 * keys;
 	p->t_hbm = (p->kv + p->q + p->part) / GEN_H100_HBM_BPS;
 	p->t_l2 = p->l2 / GEN_ATTN_L2_BPS;
 	p->t_smem = p->smem / GEN_ATTN_SMEM_BPS;

@@ -475,11 +475,11 @@ static void test_build_matrix(void **state)
  * (head dim 64, vocabulary 151936), Qwen2-7B (128, 152064, with a
  * layer-skip draft head over the first 151936 ids: Qwen2-0.5B's, so the
  * verify kernel's VQ < V), one with head dim 80 and one with 96 (Phi-3-mini:
- * 3072 / 32, vocabulary 32064), each with eagle25 (RRSw), for sm_80 and
- * sm_90: zero spills, every kernel in resources.json; then the projected
- * H100 iteration and verify's share. Head dim 256 is not here: tree
- * attention spills there (issue 14 item 5, open; test_kern_tree_attention
- * emulates it). */
+ * 3072 / 32, vocabulary 32064) and Gemma-2B (head dim 256, one KV head,
+ * vocabulary 256000: tree attention takes the output in two 128-dim parts),
+ * each with eagle25 (RRSw), for sm_80 and sm_90: zero spills, every kernel
+ * in resources.json; then the projected H100 iteration and verify's
+ * share. */
 static void test_build_head_dims(void **state)
 {
 	(void)state;
@@ -495,6 +495,8 @@ static void test_build_head_dims(void **state)
 		 "\"ffn_dim\": 10240, \"vocab\": 51200", "layerskip:0-7", "sequoia63"},
 		{"phi3-mini-shape", "\"n_layers\": 32, \"dim\": 3072, \"n_heads\": 32, \"n_kv_heads\": 32, "
 		 "\"ffn_dim\": 8192, \"vocab\": 32064", "layerskip:0-7", "eagle25"},
+		{"gemma-2b-shape", "\"n_layers\": 18, \"dim\": 2048, \"head_dim\": 256, \"n_heads\": 8, "
+		 "\"n_kv_heads\": 1, \"ffn_dim\": 16384, \"vocab\": 256000", "layerskip:0-4", "eagle25"},
 	};
 	g_verbose = false;
 	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {

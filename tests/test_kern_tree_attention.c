@@ -19,7 +19,7 @@
  * sm_80 and sm_90, relocatable as engines are built, on every emulated
  * variant and on real shapes (Llama-2-7B, Llama-3-8B with eagle25 /
  * sequoia63 / a 256-token prefill chunk / a decode step, GQA 8; head dims
- * 64, 80, 96; 256 is emulated only: it spills), in the
+ * 64, 80, 96, 256, 136; the Qwen2-7B and Gemma-2B prefill chunks), in the
  * planner's shapes): zero spills and zero stack, registers printed.
  * CMOCKA_FILTER='*nvrtc' (a cmocka glob) runs one test. */
 #include <dlfcn.h>
@@ -485,12 +485,15 @@ static const acase hd_cases[] = {
 	{"chain:3", -1, 0, 6, 2, 96, 0, 64, 192, 2, 2, 800},
 };
 
-/* Head dim 256 (Gemma-2B's), emulated only: correct, but it spills on
- * sm_80 and sm_90 (issue 14 item 5, open: O alone is 128 registers a
- * fragment), so it is not in the NVRTC matrix, which requires none. */
+/* Above 128 dims the output goes in parts of <= 128 dims, a pass each:
+ * head dim 256 (Gemma-2B's; two parts of 16 n-tiles), both paths and
+ * dtypes, and 136 (padded to 144: 18 n-tiles in parts of 10, the second
+ * short by two, skipped), in the NVRTC matrix too. */
 static const acase hd256_cases[] = {
 	{"eagle25", -1, 0, 4, 1, 256, 0, 64, 192, 2, 2, 0},
 	{"biseq8", -1, 0, 8, 1, 256, 1, 64, 192, 1, 1, 800},
+	{"chain:3", -1, 0, 3, 1, 136, 1, 64, 192, 1, 2, 0},
+	{NULL, -1, 37, 2, 1, 136, 0, 64, 256, 2, 1, 800},
 };
 
 /* A draft level over the staged levels (T < N_BLK), and causal prefill. */
@@ -594,10 +597,15 @@ static void test_tree_attention_nvrtc(void **state)
 		{"sequoia63", -1, 0, 32, 4, 128, 0, 512, 8192, 4, 2, 0}, /* GQA 8 */
 		{NULL, -1, 256, 32, 8, 128, 0, 1024, 8192, 4, 2, 0},
 		{"root", -1, 0, 32, 8, 128, 0, 256, 8192, 1, 1, 0}, /* T = 1 decode */
-		/* head dims 64 / 80 / 96 (256 spills: see hd256_cases) */
+		/* head dims 64 / 80 / 96 / 256 (Gemma-2B: 8 heads, 1 KV head) */
 		{"sequoia63", -1, 0, 32, 8, 64, 0, 512, 8192, 2, 2, 0},
 		{"sequoia63", -1, 0, 32, 8, 80, 0, 512, 8192, 2, 2, 0},
 		{"sequoia63", -1, 0, 28, 4, 96, 0, 512, 8192, 2, 2, 0},
+		/* Qwen2-7B's prefill (GQA 7, T 128): the planner's shape in
+		 * test_build, where the step-loop SYNCWARP()s of 14383d4 spilled */
+		{NULL, -1, 128, 28, 4, 128, 0, 512, 4096, 4, 2, 0},
+		{"eagle25", -1, 0, 8, 1, 256, 0, 512, 8192, 4, 2, 0},
+		{NULL, -1, 128, 8, 1, 256, 0, 512, 8192, 4, 2, 0},
 	};
 	const struct {
 		const acase *c;
@@ -605,7 +613,8 @@ static void test_tree_attention_nvrtc(void **state)
 	} tables[] = {{single_cases, N_OF(single_cases)}, {preset_cases, N_OF(preset_cases)},
 	              {wide_cases, N_OF(wide_cases)},     {gqa_cases, N_OF(gqa_cases)},
 	              {long_cases, N_OF(long_cases)},     {append_cases, N_OF(append_cases)},
-	              {hd_cases, N_OF(hd_cases)},         {real_cases, N_OF(real_cases)}};
+	              {hd_cases, N_OF(hd_cases)},         {hd256_cases, N_OF(hd256_cases)},
+	              {real_cases, N_OF(real_cases)}};
 	(void)state;
 	gen_nvrtc *nv = nvrtc_or_skip("test_kern_tree_attention");
 	char *prelude = load_prelude_cuda();
