@@ -383,12 +383,12 @@ static void test_expand_levels(void **state)
 			const uint64_t seed = tu_rand(&g);
 			for (int d = 0; d < t.depth_max; d++) {
 				const int l0 = t.level_start[d], nl = t.level_start[d + 1] - l0;
-				for (int u = 0; u < n; u++)
-					tok[u] = -7;
+				for (int u = 0; u < n; u++) /* the level's own nodes present */
+					tok[u] = u >= l0 && u < l0 + nl ? u % V : -7;
 				assert_int_equal(ref_tree_expand(tok, q, tb, seed, 3, n, V, rule, l0, nl, NULL), 0);
 				for (int u = 0; u < n; u++) /* only the level's children written */
 					if (!(u > 0 && t.parent[u] >= l0 && t.parent[u] < l0 + nl))
-						assert_int_equal(tok[u], -7);
+						assert_int_equal(tok[u], u >= l0 && u < l0 + nl ? u % V : -7);
 				for (int u = l0; u < l0 + nl; u++) {
 					const int k = t.n_children[u];
 					int32_t ch[GEN_TREE_MAX_NODES];
