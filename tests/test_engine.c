@@ -381,6 +381,10 @@ static void test_engine_exactness(void **state)
 		/* a draft head over the first 9 / 10 of the 12 ids (q = 0 beyond) */
 		{"chain:3", "rrs", "sample", "layerskip:1@9", ""},
 		{"biseq8", "rrsw", "sample-wor", "layerskip:1@10", ""},
+		/* a draft head over 2 ids under 3 children per node: every node's
+		 * third child is absent (the support runs out), fed to the tree
+		 * forwards as token -1 */
+		{"kary:3:2", "rrsw", "sample-wor", "layerskip:1@2", ""},
 	};
 	/* the spec's default first, then values set per request: hotter ones
 	 * spread this peaky model's mass over more categories (more degrees of

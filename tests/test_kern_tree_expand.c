@@ -1,9 +1,12 @@
 /* tree_expand template in the emulator vs rt_expand_node: identical child
  * tokens for top-k, sampling with and without replacement and SpecHub pairs
  * on the EAGLE, Sequoia, binary-Sequoia and Medusa trees (every level), with
- * vocabularies that are not powers of two. Then the whole kernel path on
- * Markov tables (V = 5, 6): expansion kernel level by level, verification
- * kernel, first emitted token chi-squared against the target row at 1e-4.
+ * vocabularies that are not powers of two; peaky draft rows with fewer
+ * tokens with q > 0 than children (absent children, -1, and absent nodes'
+ * children) against ref_tree_expand. Then the whole kernel path on Markov
+ * tables (V = 5, 6; also with draft rows mostly zero, so the support runs
+ * out): expansion kernel level by level, verification kernel, first
+ * emitted token chi-squared against the target row at 1e-4.
  * NVRTC sm_80 / sm_90 with zero spills. */
 #include <dlfcn.h>
 #include <math.h>
@@ -27,6 +30,7 @@
 
 #include "kern_util.h"
 #include "kernels/verify_layout.h"
+#include "kernels/ref/ref.h"
 /* These templates draw from Philox: philox.h is prepended to the source. */
 #define load_kernel(t, o, p, n) load_kernel_ex(t, o, p, n, true)
 #define nvrtc_check(t, o, p, n) nvrtc_check_ex(t, o, p, n, true)
@@ -140,11 +144,115 @@ static void test_expand_rules(void **state)
 	report("V=4099 / 32003");
 }
 
+/* Peaky draft rows (q nonzero at 0, 1 or 2 ids of V = 33, a row without
+ * mass, a NaN row) against trees with up to 4 children per node: every
+ * rule, the kernel level by level against ref_tree_expand level by level,
+ * the whole token array compared (the absent children's -1 included, and
+ * the children of absent nodes, whose q rows are NaN and must not be read).
+ * Also checks the support's tokens come first and no child has q = 0. */
+static void check_absent(const char *tree_spec, int rule, int block, int n_seeds)
+{
+	gen_tree t;
+	sw_err err = {0};
+	if (gen_tree_parse(tree_spec, NULL, &t, &err))
+		fail_msg("%s", err.msg);
+	const int V = 33;
+	size_t nv = (size_t)t.n * V;
+	int32_t *tok = emu_alloc((size_t)t.n * sizeof(int32_t), "tok");
+	int32_t *tree = emu_alloc(5 * (size_t)t.n * sizeof(int32_t), "tree");
+	float *q = emu_alloc(nv * sizeof(float), "q");
+	uint32_t *iter = emu_alloc(sizeof(uint32_t), "iter");
+	int32_t want[GEN_TREE_MAX_NODES];
+	long absent = 0, absent_nodes = 0;
+	uint64_t g = 0xab5e47ull + (uint64_t)rule;
+	gen_tree_table(&t, tree);
+	for (int sd = 0; sd < n_seeds; sd++) {
+		uint64_t seed = 0x51ull * (uint64_t)(sd + 3);
+		*iter = (uint32_t)sd;
+		for (int u = 0; u < t.n; u++) {
+			float *qu = q + (size_t)u * V;
+			const int kind = (int)(tu_rand(&g) % 8); /* 0: no mass, 1: NaN, 2-3: one id, else two */
+			for (int v = 0; v < V; v++)
+				qu[v] = kind == 1 ? NAN : 0.0f;
+			if (kind >= 2) {
+				int a = (int)(tu_rand(&g) % (uint64_t)V), b = (int)(tu_rand(&g) % (uint64_t)V);
+				if (kind < 4 || a == b) {
+					qu[a] = 1.0f;
+				} else {
+					qu[a] = (float)(0.1 + 0.8 * tu_uniform(&g));
+					qu[b] = 1.0f - qu[a];
+				}
+			}
+		}
+		for (int u = 0; u < t.n; u++)
+			tok[u] = want[u] = -7;
+		tok[0] = want[0] = 5;
+		expand_all(&t, V, rule, block, tok, q, tree, seed, iter);
+		for (int d = 0; d < t.depth_max; d++) {
+			const int l0 = t.level_start[d], nl = t.level_start[d + 1] - l0;
+			const char *why = NULL;
+			if (ref_tree_expand(want, q, tree, seed, *iter, t.n, V, rule, l0, nl, &why))
+				fail_msg("ref_tree_expand: %s", why);
+		}
+		char what[128];
+		snprintf(what, sizeof(what), "%s rule %d V %d seed %d (absent children)", tree_spec, rule, V,
+		         sd);
+		kern_out o = {.name = "tok", .type = KERN_I32, .got = tok, .want = want, .n = (size_t)t.n};
+		g_mismatch += (long)kern_mismatches(what, &o);
+		for (int u = 0; u < t.n; u++) {
+			const int k = t.n_children[u];
+			const int32_t *ch = t.child_list + t.child_start[u];
+			if (!k)
+				continue;
+			const bool node_absent = u > 0 && want[u] < 0;
+			absent_nodes += node_absent;
+			for (int i = 0; i < k; i++) {
+				const int32_t y = want[ch[i]];
+				if (y < 0) {
+					assert_int_equal(y, -1);
+					absent++;
+					continue;
+				}
+				assert_false(node_absent);
+				assert_true(y < V && q[(size_t)u * V + y] > 0.0f); /* never a q = 0 token */
+				if (i > 0)
+					assert_true(want[ch[i - 1]] >= 0); /* the present ones first */
+				if (rule != RT_EXPAND_SAMPLE)
+					for (int j = 0; j < i; j++)
+						assert_int_not_equal(want[ch[j]], y);
+			}
+		}
+		g_tokens += t.n;
+		g_nodes += t.n;
+	}
+	print_message("  %s rule %d: %ld absent children, %ld absent nodes with children\n", tree_spec,
+	              rule, absent, absent_nodes);
+	assert_true(absent > 0);
+	if (t.depth_max > 1)
+		assert_true(absent_nodes > 0);
+	emu_free(tok);
+	emu_free(tree);
+	emu_free(q);
+	emu_free(iter);
+}
+
+static void test_expand_absent(void **state)
+{
+	(void)state;
+	for (int r = 0; r < 3; r++) {
+		check_absent("kary:4:3", r, 32, 6);
+		check_absent("eagle25", r, 64, 4);
+	}
+	check_absent("kary:2:4", RT_EXPAND_SPECHUB, 32, 8);
+	check_absent("biseq16", RT_EXPAND_SPECHUB, 64, 4);
+	report("absent children, V=33");
+}
+
 /* The kernel path end to end on a Markov table: level by level, q rows of
  * the level's nodes come from the table at each node's token (what the
  * draft model would compute), the expansion kernel draws the children,
  * then the verification kernel walks the tree. */
-static void chi2_one(const char *tree_spec, int rule, int method, int V, int n)
+static void chi2_one(const char *tree_spec, int rule, int method, int V, int n, double q_zero)
 {
 	gen_tree t;
 	sw_err err = {0};
@@ -173,8 +281,9 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n)
 	gen_tree_table(&t, tree);
 	memset(counts, 0, 5 * sizeof(int32_t));
 	tu_random_table(P, V, V, 0.2, 101u + (uint64_t)rule);
-	tu_random_table(Q, V, V, 0.0, 202u + (uint64_t)rule);
+	tu_random_table(Q, V, V, q_zero, 202u + (uint64_t)rule);
 	uint64_t hist[8] = {0};
+	long n_absent = 0;
 	const int root = 2;
 	uint32_t *seed = kern_seed(4242);
 	for (int it = 0; it < n; it++) {
@@ -182,6 +291,12 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n)
 		tok[0] = root;
 		for (int d = 0; d <= t.depth_max; d++) {
 			for (int u = t.level_start[d]; u < t.level_start[d + 1]; u++) {
+				if (tok[u] < 0) { /* absent: rows nobody may read */
+					for (int v = 0; v < V; v++)
+						p[(size_t)u * V + v] = q[(size_t)u * V + v] = NAN;
+					n_absent++;
+					continue;
+				}
 				memcpy(p + (size_t)u * V, P + (size_t)tok[u] * V, (size_t)V * sizeof(float));
 				memcpy(q + (size_t)u * V, Q + (size_t)tok[u] * V, (size_t)V * sizeof(float));
 			}
@@ -201,9 +316,11 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n)
 	int df;
 	double chi = tu_chi2(hist, probs, V, (uint64_t)n, &df);
 	double crit = tu_chi2_crit(df, 1e-4);
-	print_message("  %-8s rule %d method %d V %d: chi2 %.2f (df %d, crit %.2f at 1e-4), "
-	              "%.2f accepted per iteration\n", tree_spec, rule, method, V, chi, df, crit,
-	              (double)counts[3] / n);
+	print_message("  %-8s rule %d method %d V %d q zeros %.1f: chi2 %.2f (df %d, crit %.2f at "
+	              "1e-4), %.2f accepted, %.2f absent nodes per iteration\n", tree_spec, rule, method,
+	              V, q_zero, chi, df, crit, (double)counts[3] / n, (double)n_absent / n);
+	if (q_zero > 0.0 && rule != RT_EXPAND_SAMPLE)
+		assert_true(n_absent > 0); /* the support did run out */
 	if (!(chi < crit))
 		fail_msg("%s: chi2 %.2f >= %.2f", tree_spec, chi, crit);
 	free(P);
@@ -223,10 +340,15 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n)
 static void test_expand_exact(void **state)
 {
 	(void)state;
-	chi2_one("eagle25", RT_EXPAND_SAMPLE, RT_VERIFY_RRS, 5, 2000);
-	chi2_one("eagle25", RT_EXPAND_SAMPLE_WOR, RT_VERIFY_RRSW, 5, 2000);
-	chi2_one("biseq16", RT_EXPAND_SPECHUB, RT_VERIFY_SPECHUB, 6, 2000);
-	chi2_one("eagle25", RT_EXPAND_TOPK, RT_VERIFY_ONEHOT, 6, 2000);
+	chi2_one("eagle25", RT_EXPAND_SAMPLE, RT_VERIFY_RRS, 5, 2000, 0.0);
+	chi2_one("eagle25", RT_EXPAND_SAMPLE_WOR, RT_VERIFY_RRSW, 5, 2000, 0.0);
+	chi2_one("biseq16", RT_EXPAND_SPECHUB, RT_VERIFY_SPECHUB, 6, 2000, 0.0);
+	chi2_one("eagle25", RT_EXPAND_TOPK, RT_VERIFY_ONEHOT, 6, 2000, 0.0);
+	/* peaky drafts: most Q rows have 1-3 tokens with q > 0, fewer than the
+	 * children asked for, so children (and whole subtrees) are absent */
+	chi2_one("kary:4:2", RT_EXPAND_SAMPLE_WOR, RT_VERIFY_RRSW, 5, 2000, 0.6);
+	chi2_one("biseq16", RT_EXPAND_SPECHUB, RT_VERIFY_SPECHUB, 6, 2000, 0.7);
+	chi2_one("kary:4:2", RT_EXPAND_TOPK, RT_VERIFY_ONEHOT, 5, 2000, 0.6);
 }
 
 static void test_expand_nvrtc(void **state)
@@ -246,6 +368,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_expand_rules),
+		cmocka_unit_test(test_expand_absent),
 		cmocka_unit_test(test_expand_exact),
 		cmocka_unit_test(test_expand_nvrtc),
 	};

@@ -6,7 +6,8 @@
  * vocabularies that are not powers of two, temperatures 0 / 0.6 / 1 with and
  * without top-k / top-p; also with absent nodes (token -1: level cuts, the
  * chain cut after every depth, the root's only child, random subsets of
- * children). Also exactness of the kernel path (host expansion, kernel
+ * children; tokens >= V, which the kernel must take as absent without
+ * reading at them). Also exactness of the kernel path (host expansion, kernel
  * verification) by chi-square on Markov tables, with and without a random
  * level cut, and NVRTC for sm_80 / sm_90 with zero spills. */
 #include <dlfcn.h>
@@ -138,13 +139,18 @@ static long g_runs, g_accepted, g_mismatch;
  * depth drawn per seed, 0 .. depth_max, is -1: the SpecDec++ shape, on a
  * chain the cut after depth 0..D); or random subsets (each child absent
  * with probability 1/3, its subtree left as drafted: unreachable). */
-enum { ABS_NONE = 0, ABS_LEVELS, ABS_SUBSETS };
+enum { ABS_NONE = 0, ABS_LEVELS, ABS_SUBSETS, ABS_RANGE };
 
-static void mark_absent(const gen_tree *t, int mode, int cut, int32_t *tok)
+/* ABS_RANGE: random subsets as ABS_SUBSETS, but with tokens >= V (V itself
+ * or 0x7fffffff, the id the old tree_expand wrote for a missing child),
+ * which the kernel must treat as absent without reading p, q or its
+ * scratch at them; the host reference (which refuses them) then sees -1. */
+static void mark_absent(const gen_tree *t, int mode, int cut, int V, int32_t *tok)
 {
 	for (int u = 1; u < t->n; u++)
-		if ((mode == ABS_LEVELS && t->depth[u] > cut) || (mode == ABS_SUBSETS && rnd() < -1.0 / 3))
-			tok[u] = -1;
+		if ((mode == ABS_LEVELS && t->depth[u] > cut) ||
+		    ((mode == ABS_SUBSETS || mode == ABS_RANGE) && rnd() < -1.0 / 3))
+			tok[u] = mode != ABS_RANGE ? -1 : rnd() < 0 ? V : 0x7fffffff;
 }
 
 /* One configuration, n_seeds seeds: fresh logits per seed; p = rt_probs of
@@ -198,9 +204,12 @@ static void check_ex(const char *tree_spec, int method, int V, float temp, int t
 				b.tok[t.child_list[t.child_start[u] + i]] = ct[i];
 		}
 		const int cut = (sd_i / 2) % (t.depth_max + 1); /* both parities of sd_i per cut */
-		mark_absent(&t, absent, cut, b.tok);
+		mark_absent(&t, absent, cut, V, b.tok);
 		*b.iter = iter;
 		vlaunch(k, &b, seed, block);
+		for (int u = 1; u < t.n; u++) /* what the kernel must have made of them */
+			if (b.tok[u] >= V)
+				b.tok[u] = -1;
 
 		int want_acc;
 		int32_t want_fin;
@@ -218,7 +227,7 @@ static void check_ex(const char *tree_spec, int method, int V, float temp, int t
 		} else if (method == M_CHAIN) {
 			/* rt_verify_chain processes logits itself: the same rt_probs. */
 			int g = absent == ABS_LEVELS && cut < t.n - 1 ? cut : t.n - 1; /* the drafted length */
-			if (absent == ABS_SUBSETS)
+			if (absent == ABS_SUBSETS || absent == ABS_RANGE)
 				for (g = 0; g < t.n - 1 && b.tok[g + 1] >= 0;)
 					g++;
 			s.top_k = top_k == 1 ? 0 : top_k;
@@ -364,6 +373,20 @@ static void test_verify_absent(void **state)
 	report("absent nodes");
 }
 
+/* Tokens >= V: never read, taken as absent, by every method. */
+static void test_verify_out_of_range(void **state)
+{
+	(void)state;
+	check_ex("chain:5", M_CHAIN, 1000, 1.0f, 0, 1.0f, 8, 64, ABS_RANGE);
+	check_ex("chain:5", M_CHAIN, 1000, 1.0f, 1, 1.0f, 8, 64, ABS_RANGE); /* one-hot */
+	check_ex("eagle25", RT_VERIFY_RRS, 1000, 1.0f, 0, 1.0f, 6, 128, ABS_RANGE);
+	check_ex("eagle25", RT_VERIFY_RRSW, 1000, 0.6f, 50, 0.9f, 6, 128, ABS_RANGE);
+	check_ex("eagle25", RT_VERIFY_ONEHOT, 1000, 1.0f, 0, 0.8f, 6, 128, ABS_RANGE);
+	check_ex("biseq16", RT_VERIFY_SPECHUB, 1000, 1.0f, 0, 1.0f, 10, 64, ABS_RANGE);
+	check_ex("eagle25", RT_VERIFY_GREEDY, 1000, 0.0f, 0, 1.0f, 8, 128, ABS_RANGE);
+	report("tokens >= V");
+}
+
 /* Greedy and the chain mode over vocabulary slices: 2, 3 and 7 slices
  * (slice widths that do not divide V, a last slice shorter than the others,
  * empty slices at V = 10), with and without absent levels. */
@@ -464,7 +487,7 @@ static void chi2_cut(const char *tree_spec, int method, int V, int n, bool cut)
 				b.tok[t.child_list[t.child_start[u] + i]] = ct[i];
 		}
 		if (cut)
-			mark_absent(&t, ABS_LEVELS, (int)((rnd() + 1.0) * 0.5 * (t.depth_max + 1)), b.tok);
+			mark_absent(&t, ABS_LEVELS, (int)((rnd() + 1.0) * 0.5 * (t.depth_max + 1)), V, b.tok);
 		*b.iter = iter;
 		vlaunch(k, &b, seed, 64);
 		counts[b.otok[0]]++;
@@ -553,6 +576,7 @@ int main(void)
 		cmocka_unit_test(test_verify_trees),
 		cmocka_unit_test(test_verify_vocab),
 		cmocka_unit_test(test_verify_absent),
+		cmocka_unit_test(test_verify_out_of_range),
 		cmocka_unit_test(test_verify_slices),
 		cmocka_unit_test(test_verify_vocab_prefix),
 		cmocka_unit_test(test_verify_exact),

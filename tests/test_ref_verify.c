@@ -14,6 +14,7 @@
  *     too, with a reason, writing nothing;
  *   - ref_tree_expand over one level writes exactly that level's children,
  *     each as rt_expand_node draws it. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -383,12 +384,12 @@ static void test_expand_levels(void **state)
 			const uint64_t seed = tu_rand(&g);
 			for (int d = 0; d < t.depth_max; d++) {
 				const int l0 = t.level_start[d], nl = t.level_start[d + 1] - l0;
-				for (int u = 0; u < n; u++)
-					tok[u] = -7;
+				for (int u = 0; u < n; u++) /* the level's own nodes present */
+					tok[u] = u >= l0 && u < l0 + nl ? u % V : -7;
 				assert_int_equal(ref_tree_expand(tok, q, tb, seed, 3, n, V, rule, l0, nl, NULL), 0);
 				for (int u = 0; u < n; u++) /* only the level's children written */
 					if (!(u > 0 && t.parent[u] >= l0 && t.parent[u] < l0 + nl))
-						assert_int_equal(tok[u], -7);
+						assert_int_equal(tok[u], u >= l0 && u < l0 + nl ? u % V : -7);
 				for (int u = l0; u < l0 + nl; u++) {
 					const int k = t.n_children[u];
 					int32_t ch[GEN_TREE_MAX_NODES];
@@ -408,6 +409,138 @@ static void test_expand_levels(void **state)
 		}
 }
 
+/* ref_tree_expand on a level whose nodes are partly absent (token -1, q row
+ * NaN: never read): their children absent, the present nodes' children as
+ * rt_expand_node draws them. */
+static void test_expand_absent_nodes(void **state)
+{
+	(void)state;
+	uint64_t g = 0x5eed0004;
+	for (int rule = 0; rule < 4; rule++) {
+		gen_tree t;
+		parse_tree(rule == RT_EXPAND_SPECHUB ? "kary:2:3" : "kary:3:3", &t);
+		const int n = t.n, V = 17, l0 = t.level_start[1], nl = t.level_start[2] - l0;
+		float *q = malloc(sizeof(float) * (size_t)n * V);
+		int32_t tb[5 * GEN_TREE_MAX_NODES], tok[GEN_TREE_MAX_NODES];
+		random_rows(q, n, V, &g);
+		gen_tree_table(&t, tb);
+		int n_absent = 0;
+		for (int u = 0; u < n; u++)
+			tok[u] = -7;
+		for (int u = l0; u < l0 + nl; u++) {
+			tok[u] = (u - l0) % 2 ? -1 : u % V;
+			if (tok[u] < 0)
+				for (int v = 0; v < V; v++)
+					q[(size_t)u * V + v] = NAN;
+		}
+		assert_int_equal(ref_tree_expand(tok, q, tb, 9, 4, n, V, rule, l0, nl, NULL), 0);
+		for (int u = l0; u < l0 + nl; u++) {
+			const int k = t.n_children[u];
+			int32_t ch[GEN_TREE_MAX_NODES];
+			if (tok[u] >= 0)
+				assert_int_equal(rt_expand_node(rule, q + (size_t)u * V, V, k, 9, 4, (uint32_t)u,
+				                                ch, NULL, NULL), 0);
+			for (int i = 0; i < k; i++) {
+				const int32_t y = tok[t.child_list[t.child_start[u] + i]];
+				if (tok[u] < 0) {
+					assert_int_equal(y, -1);
+					n_absent++;
+				} else {
+					assert_int_equal(y, ch[i]);
+					assert_true(y >= 0);
+				}
+			}
+		}
+		assert_true(n_absent > 0);
+		free(q);
+	}
+}
+
+/* Exactness of expansion + verification in the references (the host-native
+ * engine's path) where the draft's support runs out: Markov tables, draft
+ * rows mostly zero (1-3 tokens with q > 0 for 3-4 children), so children
+ * and whole subtrees are absent (their p and q rows NaN: never read). The
+ * decode loop runs until two tokens are emitted; their joint law must be
+ * P(root, x) P(x, y), chi-square at 1e-4 over the V^2 cells. */
+static void ref_chi2_absent(const char *spec, int rule, int method, int V, double q_zero, int n)
+{
+	gen_tree t;
+	parse_tree(spec, &t);
+	const int N = t.n;
+	int32_t tb[5 * GEN_TREE_MAX_NODES], tok[GEN_TREE_MAX_NODES], path[REF_TREE_MAX_DEPTH + 1];
+	float *P = malloc(sizeof(float) * (size_t)V * V), *Q = malloc(sizeof(float) * (size_t)V * V);
+	float *p = malloc(sizeof(float) * (size_t)N * V), *q = malloc(sizeof(float) * (size_t)N * V);
+	float *scr = malloc(sizeof(float) * 2 * (size_t)V);
+	uint64_t *hist = calloc((size_t)V * V, sizeof(uint64_t));
+	double *probs = malloc(sizeof(double) * (size_t)V * V);
+	gen_tree_table(&t, tb);
+	tu_random_table(P, V, V, 0.2, 303u + (uint64_t)rule);
+	tu_random_table(Q, V, V, q_zero, 404u + (uint64_t)rule);
+	const int root = 1;
+	uint32_t iter = 0;
+	long n_absent = 0;
+	for (int s = 0; s < n; s++) {
+		int32_t out[2 * REF_TREE_MAX_DEPTH + 4];
+		int n_out = 0;
+		tok[0] = root;
+		while (n_out < 2) {
+			for (int d = 0; d <= t.depth_max; d++) {
+				const int l0 = t.level_start[d], nl = t.level_start[d + 1] - l0;
+				for (int u = l0; u < l0 + nl; u++) {
+					for (int v = 0; v < V; v++) {
+						p[(size_t)u * V + v] = tok[u] < 0 ? NAN : P[(size_t)tok[u] * V + v];
+						q[(size_t)u * V + v] = tok[u] < 0 ? NAN : Q[(size_t)tok[u] * V + v];
+					}
+					n_absent += tok[u] < 0;
+				}
+				if (d < t.depth_max)
+					assert_int_equal(ref_tree_expand(tok, q, tb, 77, iter, N, V, rule, l0, nl, NULL),
+					                 0);
+			}
+			int32_t fin;
+			const char *why = NULL;
+			const int np = ref_verify_tree(method, tb, N, tok, p, q, V, 77, iter, scr, path, NULL,
+			                               &fin, &why);
+			if (np < 1)
+				fail_msg("%s: ref_verify_tree: %s", spec, why);
+			for (int i = 1; i < np; i++)
+				out[n_out++] = tok[path[i]];
+			out[n_out++] = fin;
+			tok[0] = fin;
+			iter++;
+		}
+		hist[(size_t)out[0] * V + out[1]]++;
+	}
+	for (int x = 0; x < V; x++)
+		for (int y = 0; y < V; y++)
+			probs[x * V + y] = (double)P[root * V + x] * P[(size_t)x * V + y];
+	int df;
+	const double chi = tu_chi2(hist, probs, V * V, (uint64_t)n, &df), crit = tu_chi2_crit(df, 1e-4);
+	print_message("  %-8s rule %d method %d V %d q zeros %.1f: chi2 %.2f (df %d, crit %.2f at 1e-4), "
+	              "%.2f absent nodes per iteration\n", spec, rule, method, V, q_zero, chi, df, crit,
+	              (double)n_absent / iter);
+	assert_true(n_absent > 0);
+	if (!(chi < crit))
+		fail_msg("%s: chi2 %.2f >= %.2f", spec, chi, crit);
+	free(P);
+	free(Q);
+	free(p);
+	free(q);
+	free(scr);
+	free(hist);
+	free(probs);
+}
+
+static void test_expand_verify_exact_absent(void **state)
+{
+	(void)state;
+	ref_chi2_absent("kary:4:2", RT_EXPAND_SAMPLE_WOR, RT_VERIFY_RRSW, 5, 0.6, 40000);
+	ref_chi2_absent("eagle25", RT_EXPAND_SAMPLE_WOR, RT_VERIFY_RRSW, 6, 0.5, 30000);
+	ref_chi2_absent("kary:2:3", RT_EXPAND_SPECHUB, RT_VERIFY_SPECHUB, 5, 0.7, 40000);
+	ref_chi2_absent("biseq16", RT_EXPAND_SPECHUB, RT_VERIFY_SPECHUB, 6, 0.6, 30000);
+	ref_chi2_absent("kary:4:2", RT_EXPAND_TOPK, RT_VERIFY_ONEHOT, 5, 0.6, 40000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -416,6 +549,8 @@ int main(void)
 		cmocka_unit_test(test_vocab_prefix),
 		cmocka_unit_test(test_table_check),
 		cmocka_unit_test(test_expand_levels),
+		cmocka_unit_test(test_expand_absent_nodes),
+		cmocka_unit_test(test_expand_verify_exact_absent),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

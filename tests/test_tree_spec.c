@@ -22,15 +22,18 @@
 
 #define ALPHA 1e-4
 
-static void check_tree(const char *tree_spec, int rule, int method, rt_sampling s, int V, int n_new,
-                       int trials)
+static void check_tree_q(const char *tree_spec, int rule, int method, rt_sampling s, int V, int n_new,
+                         int trials, double q_zero)
 {
 	sw_err err;
 	gen_tree *t = malloc(sizeof(*t));
 	assert_int_equal(gen_tree_parse(tree_spec, NULL, t, &err), 0);
 	float *P = malloc((size_t)V * V * V * sizeof(float)), *Q = malloc((size_t)V * V * sizeof(float));
 	tu_random_table(P, V * V, V, 0.15, 1000 + (uint64_t)V);
-	tu_random_table(Q, V, V, 0.0, 2000 + (uint64_t)V); /* q > 0 everywhere: top-k/WOR need k candidates */
+	/* q_zero > 0: draft rows with fewer tokens with q > 0 than children, so
+	 * top-k / WOR / SpecHub run out of candidates: absent children (and
+	 * subtrees), fed to the forwards as token 0 and skipped by verification */
+	tu_random_table(Q, V, V, q_zero, 2000 + (uint64_t)V);
 	rt_model *tm = rt_model_table(V, 2, P, "target", &err), *dm = rt_model_table(V, 1, Q, "draft", &err);
 	assert_non_null(tm);
 	assert_non_null(dm);
@@ -63,9 +66,9 @@ static void check_tree(const char *tree_spec, int rule, int method, rt_sampling 
 	}
 	int df;
 	double chi = tu_chi2(counts, probs, (int)K, (uint64_t)trials, &df), crit = tu_chi2_crit(df, ALPHA);
-	printf("  %-10s %-10s %-8s T=%.1f k=%d p=%.2f V=%d: chi2 %7.2f df %3d crit %6.2f, accepted/iter %.2f\n",
+	printf("  %-10s %-10s %-8s T=%.1f k=%d p=%.2f V=%d q zeros %.1f: chi2 %7.2f df %3d crit %6.2f, accepted/iter %.2f\n",
 	       tree_spec, rt_expand_rule_name(rule), rt_verify_method_name(method), s.temperature, s.top_k, s.top_p,
-	       V, chi, df, crit, (double)acc / iters);
+	       V, q_zero, chi, df, crit, (double)acc / iters);
 	assert_true(acc > 0);
 	assert_true(chi < crit);
 	rt_ctx_free(tc);
@@ -76,6 +79,12 @@ static void check_tree(const char *tree_spec, int rule, int method, rt_sampling 
 	free(P);
 	free(Q);
 	free(t);
+}
+
+static void check_tree(const char *tree_spec, int rule, int method, rt_sampling s, int V, int n_new,
+                       int trials)
+{
+	check_tree_q(tree_spec, rule, method, s, V, n_new, trials, 0.0);
 }
 
 static const rt_sampling S1 = { 1.0f, 0, 1.0f }, S2 = { 0.6f, 4, 0.9f };
@@ -104,6 +113,14 @@ static void test_spechub(void **state)
 {
 	check_tree("biseq8", RT_EXPAND_SPECHUB, RT_VERIFY_SPECHUB, S1, 5, 3, 20000);
 	check_tree("biseq16", RT_EXPAND_SPECHUB, RT_VERIFY_SPECHUB, S2, 5, 3, 20000);
+}
+
+/* Peaky drafts (most q rows with 1-2 tokens with q > 0): absent children. */
+static void test_support_runs_out(void **state)
+{
+	check_tree_q("kary:3:2", RT_EXPAND_SAMPLE_WOR, RT_VERIFY_RRSW, S1, 5, 3, 20000, 0.6);
+	check_tree_q("biseq8", RT_EXPAND_SPECHUB, RT_VERIFY_SPECHUB, S1, 5, 3, 20000, 0.7);
+	check_tree_q("eagle25", RT_EXPAND_TOPK, RT_VERIFY_ONEHOT, S2, 6, 2, 20000, 0.6);
 }
 
 /* Greedy: every 2-token prompt, 8 tokens, each tree: identical to target-only. */
@@ -174,6 +191,7 @@ int main(void)
 		cmocka_unit_test(test_rrsw),
 		cmocka_unit_test(test_topk_onehot),
 		cmocka_unit_test(test_spechub),
+		cmocka_unit_test(test_support_runs_out),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -600,14 +600,27 @@ static void test_edges(void **state)
 	st.tok[1] = 0, st.tok[2] = 1, st.tok[3] = -1;
 	assert_int_equal(rt_verify_tree(&t3, RT_VERIFY_SPECHUB, st.tok, st.p, st.q, 4, 1, 0, &st.res, scratch), SW_EINVAL);
 
-	/* Expansion refusals: more distinct children than tokens with q > 0. */
+	/* More distinct children than tokens with q > 0: the support's tokens
+	 * first (top-k: by q; the race: distinct, a permutation of it), then
+	 * absent (-1); SpecHub on a one-hot q is (hub, absent); a q without
+	 * mass gives no children; > 2 SpecHub children stays refused. */
 	int32_t kids[8];
-	assert_int_equal(rt_expand_node(RT_EXPAND_SAMPLE_WOR, pq, 4, 4, 1, 0, 0, kids, NULL, NULL), SW_EINVAL);
-	assert_int_equal(rt_expand_node(RT_EXPAND_TOPK, pq, 4, 4, 1, 0, 0, kids, NULL, NULL), SW_EINVAL);
+	assert_int_equal(rt_expand_node(RT_EXPAND_SAMPLE_WOR, pq, 4, 4, 1, 0, 0, kids, NULL, NULL), 0);
+	assert_true(kids[0] >= 0 && kids[0] < 3 && kids[1] >= 0 && kids[1] < 3 && kids[2] >= 0 && kids[2] < 3);
+	assert_true(kids[0] != kids[1] && kids[1] != kids[2] && kids[0] != kids[2]);
+	assert_int_equal(kids[3], -1);
+	assert_int_equal(rt_expand_node(RT_EXPAND_TOPK, pq, 4, 4, 1, 0, 0, kids, NULL, NULL), 0);
+	assert_int_equal(kids[0], 0), assert_int_equal(kids[1], 1), assert_int_equal(kids[2], 2);
+	assert_int_equal(kids[3], -1);
 	assert_int_equal(rt_expand_node(RT_EXPAND_SPECHUB, pq, 4, 3, 1, 0, 0, kids, NULL, NULL), SW_EINVAL);
 	assert_int_equal(rt_expand_node(RT_EXPAND_SAMPLE, pq, 4, 6, 1, 0, 0, kids, NULL, NULL), 0);
-	static const float onehot[3] = { 0.0f, 1.0f, 0.0f };
-	assert_int_equal(rt_expand_node(RT_EXPAND_SPECHUB, onehot, 3, 2, 1, 0, 0, kids, NULL, NULL), SW_EINVAL);
+	static const float onehot[3] = { 0.0f, 1.0f, 0.0f }, none[3] = { 0.0f, 0.0f, 0.0f };
+	assert_int_equal(rt_expand_node(RT_EXPAND_SPECHUB, onehot, 3, 2, 1, 0, 0, kids, NULL, NULL), 0);
+	assert_int_equal(kids[0], 1), assert_int_equal(kids[1], -1);
+	for (int rule = RT_EXPAND_TOPK; rule <= RT_EXPAND_SPECHUB; rule++) {
+		assert_int_equal(rt_expand_node(rule, none, 3, 2, 1, 0, 0, kids, NULL, NULL), 0);
+		assert_int_equal(kids[0], -1), assert_int_equal(kids[1], -1);
+	}
 
 	/* Compatibility table. */
 	assert_false(rt_verify_compatible(RT_EXPAND_TOPK, RT_VERIFY_RRS, false));

@@ -248,18 +248,26 @@ enum ref_verify_method {
  *   SPECHUB:    lane v, purpose SW_RNG_SPECHUB2, same keys; a =
  *               ref_argmax_row(q); tok[0] = largest key; tok[1] = a if
  *               tok[0] != a, else the largest key among v != a.
- * Returns 0, or REF_EINVAL when q has no mass, k is outside [0,
- * REF_TREE_MAX_NODES), V < 1, the rule is unknown, k exceeds the number of
- * tokens with q > 0 for TOPK / SAMPLE_WOR / SPECHUB, or k > 2 for SPECHUB. */
+ * Absent children: where no candidate is left for child i (TOPK /
+ * SAMPLE_WOR: fewer than k tokens with q > 0; SPECHUB: no token but the hub
+ * a has q > 0, then tok = (a, -1); any rule: q without mass, no q > 0 at
+ * all, NaN included) tok[i] = -1, after the present children, which keep
+ * their draws (the same uniforms as with a full support). Verification
+ * never tests an absent child, and the drafting stays exact: draws without
+ * replacement from an exhausted support are just fewer children.
+ * Returns 0, or REF_EINVAL when k is outside [0, REF_TREE_MAX_NODES),
+ * V < 1, the rule is unknown, or k > 2 for SPECHUB. */
 int ref_expand_node(int rule, const float *q, int V, int k, uint64_t seed, uint32_t iter,
                     uint32_t node, int32_t *tok, const char **why);
 
 /* The op (templates/tree_expand.cu.tmpl): nodes u = level_begin ..
  * level_begin + n_level - 1 of the tree table (n_nodes) each expand into
  * their n_children[u] children with ref_expand_node(rule, q + u * V, ...,
- * node u), writing tok[child]. q (n_nodes, V). 0 or REF_EINVAL (a bad table
- * or level range, or a node's expansion refused; the nodes before it are
- * written). */
+ * node u), writing tok[child]. q (n_nodes, V). A node u > 0 whose own token
+ * tok[u] is negative (absent: its parent ran out of candidates) gets absent
+ * children (-1) and its q row is not read (its draft forward ran on no
+ * token). 0 or REF_EINVAL (a bad table or level range, or a node's
+ * expansion refused; the nodes before it are written). */
 int ref_tree_expand(int32_t *tok, const float *q, const int32_t *tree, uint64_t seed, uint32_t iter,
                     int n_nodes, int V, int rule, int level_begin, int n_level, const char **why);
 

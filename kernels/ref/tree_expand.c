@@ -55,25 +55,30 @@ int ref_expand_node(int rule, const float *q, int V, int k, uint64_t seed, uint3
                     uint32_t node, int32_t *tok, const char **why)
 {
 	double keys[REF_TREE_MAX_NODES];
-	int support = 0, n = 0;
+	int n = 0;
 
 	if (k < 0 || k >= REF_TREE_MAX_NODES || V < 1)
 		return FAIL("child count or vocabulary size out of range");
+	if (rule == REF_EXPAND_SPECHUB && k > 2)
+		return FAIL("a SpecHub node has at most 2 children");
+	if (rule < REF_EXPAND_TOPK || rule > REF_EXPAND_SPECHUB)
+		return FAIL("unknown expansion rule");
 	if (k == 0)
 		return 0;
-	for (int v = 0; v < V; v++)
-		support += q[v] > 0.0f;
-	if (support == 0)
-		return FAIL("the draft distribution has no mass");
+	/* A child for which no candidate is left (q has fewer tokens with q > 0
+	 * than the node has children, or none) is absent: token -1, after the
+	 * present ones (draw order). Drawing without replacement from an
+	 * exhausted support just yields fewer children, which verification
+	 * takes exactly (ref_verify_tree's absent children). */
+	for (int i = 0; i < k; i++)
+		tok[i] = -1;
 	switch (rule) {
 	case REF_EXPAND_TOPK:
-		if (k > support)
-			return FAIL("more children than tokens with q > 0");
 		for (int v = 0; v < V; v++)
 			if (q[v] > 0.0f)
 				topk_insert(keys, tok, &n, k, (double)q[v], v);
 		return 0;
-	case REF_EXPAND_SAMPLE:
+	case REF_EXPAND_SAMPLE: /* -1 only where q has no mass at all */
 		for (int i = 0; i < k; i++)
 			tok[i] = ref_sample_cdf(q, V,
 			                        expand_uniform(seed, iter, node, SW_RNG_EXPAND, (uint32_t)i));
@@ -82,19 +87,16 @@ int ref_expand_node(int rule, const float *q, int V, int k, uint64_t seed, uint3
 		/* Gumbel top-k as an exponential race: the k largest log(u_v)/q(v)
 		 * in descending order have the law of k sequential draws without
 		 * replacement, in draw order (ALGORITHMS.txt 3). */
-		if (k > support)
-			return FAIL("more children than tokens with q > 0");
 		for (int v = 0; v < V; v++)
 			if (q[v] > 0.0f)
 				topk_insert(keys, tok, &n, k, race_key(seed, iter, node, SW_RNG_EXPAND, v, q[v]),
 				            v);
 		return 0;
-	case REF_EXPAND_SPECHUB: {
+	default: { /* REF_EXPAND_SPECHUB */
 		/* first ~ q by the race; if it is the hub a, the second is the
 		 * race's runner-up among x != a (the same uniforms: memorylessness
-		 * makes it ~ q(x)/(1-q(a))); otherwise the second is a. */
-		if (k > 2 || k > support)
-			return FAIL("a SpecHub node has at most 2 children, each with q > 0");
+		 * makes it ~ q(x)/(1-q(a))); otherwise the second is a. A q whose
+		 * only positive token is a gives (a, absent): plain RS on a. */
 		int a = ref_argmax_row(q, V), first = -1, second = -1;
 		double kf = -INFINITY, ks = -INFINITY;
 		for (int v = 0; v < V; v++) {
@@ -110,13 +112,13 @@ int ref_expand_node(int rule, const float *q, int V, int k, uint64_t seed, uint3
 				ks = key;
 			}
 		}
-		tok[0] = first;
-		if (k == 2)
-			tok[1] = first == a ? second : a;
+		if (k > 0 && first >= 0) {
+			tok[0] = first;
+			if (k == 2)
+				tok[1] = first == a ? second : a;
+		}
 		return 0;
 	}
-	default:
-		return FAIL("unknown expansion rule");
 	}
 }
 
@@ -133,6 +135,11 @@ int ref_tree_expand(int32_t *tok, const float *q, const int32_t *tree, uint64_t 
 		const int k = nch[u];
 		if (!k)
 			continue;
+		if (u > 0 && tok[u] < 0) { /* an absent node has absent children */
+			for (int i = 0; i < k; i++)
+				tok[cl[cst[u] + i]] = -1;
+			continue;
+		}
 		int rc = ref_expand_node(rule, q + (size_t)u * V, V, k, seed, iter, (uint32_t)u, ch, why);
 		if (rc)
 			return rc;

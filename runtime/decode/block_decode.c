@@ -202,13 +202,18 @@ int rt_block_draft_tree(rt_drafter *d, const gen_tree *t, int rule, const rt_sam
 		float *qu = q + (size_t)u * V;
 		if (kc == 0)
 			continue;
+		if (u > 0 && tok[u] < 0) { /* absent node (ref_expand_node): absent children */
+			for (int r = 0; r < kc; r++)
+				tok[t->child_list[t->child_start[u] + r]] = -1;
+			continue;
+		}
 		/* depth-d distribution: the same for every node of the level */
 		row_probs(b, b->logits + (size_t)t->depth[u] * Vd, sd, qu);
 		int32_t kids[GEN_TREE_MAX_NODES];
 		rc = rt_expand_node(rule, qu, V, kc, seed, iter, (uint32_t)u, kids, NULL, NULL);
 		if (rc)
-			return sw_errf(err, rc, "block tree drafting: node %d needs %d children by rule %s but the draft distribution has fewer candidates",
-			               u, kc, rt_expand_rule_name(rule));
+			return sw_errf(err, rc, "block tree drafting: node %d: expansion rule %s refused %d children",
+			               u, rt_expand_rule_name(rule), kc);
 		for (int r = 0; r < kc; r++)
 			tok[t->child_list[t->child_start[u] + r]] = kids[r];
 	}

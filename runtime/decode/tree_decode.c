@@ -36,6 +36,17 @@ static void draft_mask(const gen_tree *t, uint64_t *out, int words_out)
 	}
 }
 
+/* The tokens a forward evaluates for tree nodes: an absent node (token < 0,
+ * its parent ran out of draft candidates, ref_expand_node) is fed token 0,
+ * any id in the vocabulary: its row is visible to no present node (those
+ * are never its descendants), its children are absent, verification never
+ * reads its distributions and it is never committed. */
+static void eval_tokens(int32_t *dst, const int32_t *src, int n)
+{
+	for (int i = 0; i < n; i++)
+		dst[i] = src[i] < 0 ? 0 : src[i];
+}
+
 static int draft_tree(struct tree_state *S, const gen_tree *t, const rt_tree_cfg *tc, const rt_gen_cfg *cfg,
                       struct rt_loop *L, uint32_t it, float *q, rt_stats *st, sw_err *err)
 {
@@ -63,6 +74,11 @@ static int draft_tree(struct tree_state *S, const gen_tree *t, const rt_tree_cfg
 			int kc = t->n_children[u];
 			if (kc == 0)
 				continue;
+			if (u > 0 && S->tok[u] < 0) { /* absent node: absent children */
+				for (int r = 0; r < kc; r++)
+					S->tok[t->child_list[t->child_start[u] + r]] = -1;
+				continue;
+			}
 			const float *lg = S->dlogits + (size_t)u * V;
 			float *qu = q + (size_t)u * V;
 			int rule = tc->rule;
@@ -83,8 +99,8 @@ static int draft_tree(struct tree_state *S, const gen_tree *t, const rt_tree_cfg
 				               "%d of tree %s has %d (use a binary tree: biseq8, biseq16, kary:2:D)",
 				               u, t->name, kc);
 			if (rc)
-				return sw_errf(err, rc, "tree drafting: node %d needs %d children by rule %s but the draft distribution has fewer candidates",
-				               u, kc, rt_expand_rule_name(rule));
+				return sw_errf(err, rc, "tree drafting: node %d: expansion rule %s refused %d children",
+				               u, rt_expand_rule_name(rule), kc);
 			for (int r = 0; r < kc; r++)
 				S->tok[t->child_list[t->child_start[u] + r]] = kids[r];
 		}
@@ -99,7 +115,9 @@ static int draft_tree(struct tree_state *S, const gen_tree *t, const rt_tree_cfg
 			for (int w = 0; w < wcur; w++)
 				rows[(size_t)(u - a) * wcur + w] = S->dmask[(size_t)(u - 1) * words_d + w];
 		}
-		rc = rt_ctx_eval_append(dc, S->tok + a, S->pos + a, b - a, rows, S->dlogits + (size_t)a * V, NULL, err);
+		int32_t et[GEN_TREE_MAX_NODES];
+		eval_tokens(et, S->tok + a, b - a);
+		rc = rt_ctx_eval_append(dc, et, S->pos + a, b - a, rows, S->dlogits + (size_t)a * V, NULL, err);
 		if (rc)
 			return rc;
 		st->n_draft_calls++;
@@ -174,7 +192,9 @@ static int generate_tree(rt_ctx *tc, const rt_model *draft, rt_drafter *block, c
 		double tb = sw_now_s();
 		for (int u = 0; u < n; u++)
 			S.pos[u] = tc->len + t->depth[u];
-		rc = rt_ctx_eval(tc, S.tok, S.pos, n, t->mask, L.logits, NULL, err);
+		int32_t et[GEN_TREE_MAX_NODES];
+		eval_tokens(et, S.tok, n);
+		rc = rt_ctx_eval(tc, et, S.pos, n, t->mask, L.logits, NULL, err);
 		if (rc)
 			goto out;
 		for (int u = 0; u < n; u++)

@@ -60,9 +60,12 @@ bool rt_verify_compatible(int rule, int method, bool greedy);
  *   SPECHUB:    lane v, purpose SW_RNG_SPECHUB2, same keys; a = rt_argmax(q);
  *               tok[0] = largest key; tok[1] = a if tok[0] != a, else the
  *               largest key among v != a.
- * Returns 0, or SW_EINVAL when q has no mass, k is outside [0, 255], k
- * exceeds the number of tokens with q > 0 for TOPK / SAMPLE_WOR / SPECHUB
- * (refuse rather than draft tokens with q = 0), or k > 2 for SPECHUB.
+ * A child with no candidate left (fewer tokens with q > 0 than children for
+ * TOPK / SAMPLE_WOR, only the hub for SPECHUB's second, q without mass for
+ * any rule) is absent: tok = -1 after the present children (never a token
+ * with q = 0); rt_verify_tree skips it, which keeps the draft exact.
+ * Returns 0, or SW_EINVAL when k is outside [0, 255], the rule is unknown,
+ * or k > 2 for SPECHUB.
  * fscratch / iscratch: unused by the host reference (the top-k lists live in
  * a local array of GEN_TREE_MAX_NODES doubles); may be NULL. */
 int rt_expand_node(int rule, const float *q, int V, int k, uint64_t seed, uint32_t iter, uint32_t node,

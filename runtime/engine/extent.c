@@ -285,9 +285,10 @@ static void ext_logits_process(ectx *c)
 	set(c, 2, 3 * 4, false, "3 sampling words");
 }
 
-/* tree_expand.cu.tmpl:120-128: node u = LEVEL_BEGIN + BID_X < N_NODES reads
- * q row u (V floats) and the tree table (5 x N_NODES), writes tokens of its
- * children (< N_NODES); the seed's two words and an iteration word. */
+/* tree_expand.cu.tmpl:126-146: node u = LEVEL_BEGIN + BID_X < N_NODES reads
+ * its own token (< N_NODES; absent: no q read), q row u (V floats) and the
+ * tree table (5 x N_NODES), writes tokens of its children (< N_NODES); the
+ * seed's two words and an iteration word. */
 static void ext_tree_expand(ectx *c)
 {
 	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
