@@ -71,16 +71,6 @@ int cli_engine_bind(rt_engine *e, rt_dev *dev, const rt_model *target, const rt_
 	return rt_engine_bind(e, dev, &tw, draft ? &dw : NULL, seed, err);
 }
 
-/* CPU seconds of this process, all threads (per CPU-second rates: on a
- * shared or oversubscribed machine they say what the work cost, where
- * wall-clock rates say how long it waited too). */
-static double cpu_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct stream {
 	const rt_tokenizer *tok;
 	rt_detok dt;
@@ -231,7 +221,7 @@ static int reference_greedy(engine_job *j, int n, int32_t eos, int32_t *out, dou
 	double t0 = sw_now_s();
 	rt_ctx_truncate(c, 0);
 	int rc = rt_ctx_feed(c, j->ids, j->n_prompt, logits, err), fed = 0;
-	const double t1 = sw_now_s(), c1 = cpu_s();
+	const double t1 = sw_now_s(), c1 = sw_cpu_s();
 	while (!rc && k < n) {
 		out[k] = rt_argmax(logits, V);
 		if (out[k++] == eos || c->len + 1 >= c->max_ctx)
@@ -241,7 +231,7 @@ static int reference_greedy(engine_job *j, int n, int32_t eos, int32_t *out, dou
 	}
 	*secs = sw_now_s() - t0;
 	if (dec)
-		*dec = (ref_decode){fed, sw_now_s() - t1, cpu_s() - c1};
+		*dec = (ref_decode){fed, sw_now_s() - t1, sw_cpu_s() - c1};
 	free(logits);
 	return rc ? rc : k;
 }
@@ -395,10 +385,10 @@ static double read_bandwidth(int *threads, double *per_cpu)
 		return 0;
 	memset((void *)b.buf, 1, bytes);
 	for (int r = 0; r < 5; r++) {
-		const double t0 = sw_now_s(), c0 = cpu_s();
+		const double t0 = sw_now_s(), c0 = sw_cpu_s();
 		hp_run(bw_part, &b, 4 * *threads);
 		t[r] = sw_now_s() - t0;
-		c[r] = cpu_s() - c0;
+		c[r] = sw_cpu_s() - c0;
 	}
 	free((void *)b.buf);
 	*per_cpu = bytes / cli_median(c, 5);
@@ -417,7 +407,7 @@ static int phase_replay(rt_engine *e, int ph, int gemm_rows, bool gemm_only, int
 	double w[16], c[16];
 	reps = reps > 16 ? 16 : reps;
 	for (int r = 0; r < reps; r++) {
-		const double t0 = sw_now_s(), c0 = cpu_s();
+		const double t0 = sw_now_s(), c0 = sw_cpu_s();
 		for (int i = e->ph_ops[ph].first; i < e->ph_ops[ph].first + e->ph_ops[ph].n; i++) {
 			rt_op op = e->ops[i];
 			if (op.kind != RT_OP_GEMM && gemm_only)
@@ -433,7 +423,7 @@ static int phase_replay(rt_engine *e, int ph, int gemm_rows, bool gemm_only, int
 		if (rc)
 			return rc;
 		w[r] = sw_now_s() - t0;
-		c[r] = cpu_s() - c0;
+		c[r] = sw_cpu_s() - c0;
 	}
 	*wall = cli_median(w, reps);
 	*cpu = cli_median(c, reps);
@@ -657,13 +647,13 @@ int cli_engine_bench(cli_opts *o)
 		                   .is_eog = cli_is_eog, .eog_user = j.s.tok, .samp = &j.samp};
 		rt_engine_stats st;
 		/* one token first: its CPU time is the prefill's, subtracted below */
-		double c0 = cpu_s();
+		double c0 = sw_cpu_s();
 		int n1 = rt_engine_generate(j.e, &r, out, &st, &err);
-		const double cpu1 = cpu_s() - c0;
+		const double cpu1 = sw_cpu_s() - c0;
 		r.max_new = M;
-		c0 = cpu_s();
+		c0 = sw_cpu_s();
 		int n = n1 < 0 ? n1 : rt_engine_generate(j.e, &r, out, &st, &err);
-		const double cpuM = cpu_s() - c0;
+		const double cpuM = sw_cpu_s() - c0;
 		if (n < 0)
 			goto out_err;
 		double t_ref = 0;
