@@ -14,7 +14,7 @@
  * rt_adaptive_stop (runtime/acchead.c) driven over the same tokens and q
  * the way md_propose_adaptive (runtime/drafter.c) drives it. h in {0, 0.3,
  * 0.7, 1}, bounds (1, D), (2, D), (1, 2), also (3, 6) and (1, 1); blocks
- * smaller than the chain.
+ * smaller than the chain. Chains with absent nodes (-1: no candidate left).
  * Then NVRTC for sm_80 / sm_90: zero spills. */
 #include <math.h>
 #include <setjmp.h>
@@ -51,6 +51,7 @@ static double rnd_unit(void) { return (double)(rnd64() >> 11) * 0x1p-53; }
 typedef struct cfg {
 	int D, V, min_steps, max_steps, block;
 	float h;
+	int absent; /* 1 in `absent` drawn tokens is -1 (no candidate left), 0: none */
 } cfg;
 
 static const emu_kernel *adapt_kernel(const cfg *c, int level)
@@ -89,6 +90,13 @@ static void draw_iteration(const cfg *c, draws *w)
 				break;
 			}
 		w->y[i + 1] = y;
+		if (c->absent && rnd_int(c->absent) == 0) {
+			/* tree_expand found no candidate: the node is absent, its
+			 * p_hat 0; q must never be indexed by it */
+			w->y[i + 1] = -1;
+			cprev = 0.0;
+			continue;
+		}
 		/* The rule reads only q(y): an edge value there need not
 		 * renormalise. Edges: the product lands on 1 - h (a tie: continue)
 		 * or within a float ulp of it, where a float product or a
@@ -117,7 +125,7 @@ static int host_rule(const cfg *c, const draws *w, double *cum_out)
 			*cum_out = cum;
 			return step;
 		}
-		p_prev = (double)w->q[(size_t)j * c->V + w->y[j + 1]];
+		p_prev = w->y[j + 1] < 0 ? 0.0 : (double)w->q[(size_t)j * c->V + w->y[j + 1]];
 	}
 	*cum_out = cum;
 	return max;
@@ -346,6 +354,24 @@ static void test_adapt_kernel(void **state)
 	run_kernel(&c4, 100);
 }
 
+/* Absent nodes (-1) in the chain: p_hat 0, the level after stops unless
+ * the bounds or h = 1 say go on; kernel == ref == the host rule with p_hat
+ * 0, and the q rows are never indexed by -1 (the emulator's guard zones
+ * sit before draft_probs row 0). */
+static void test_adapt_absent(void **state)
+{
+	(void)state;
+	rng_state = 13;
+	for (int hi = 0; hi < 4; hi++) {
+		cfg c = {.D = 6, .V = 37, .min_steps = 1, .max_steps = 6, .block = 32, .h = HS[hi], .absent = 3};
+		run_kernel(&c, 200);
+		run_ref(&c, 2000);
+		cfg c2 = {.D = 6, .V = 37, .min_steps = 3, .max_steps = 6, .block = 32, .h = HS[hi], .absent = 2};
+		run_kernel(&c2, 200);
+		run_ref(&c2, 2000);
+	}
+}
+
 static void test_adapt_nvrtc(void **state)
 {
 	(void)state;
@@ -366,6 +392,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_adapt_ref_vs_host),
 		cmocka_unit_test(test_adapt_kernel),
+		cmocka_unit_test(test_adapt_absent),
 		cmocka_unit_test(test_adapt_nvrtc),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

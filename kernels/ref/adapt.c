@@ -24,10 +24,10 @@ void ref_adapt(int level, int n_nodes, int depth, int V, int min_steps, int max_
 	 * token under draft_probs row s-2, the distribution it was drawn from.
 	 * Recomputed from the chain at every level because *cum is only a
 	 * float; the same multiplications in the same order give the host's
-	 * double exactly. */
+	 * double exactly. An absent node (-1, no candidate left) has p_hat 0. */
 	double c = 1.0;
 	for (int i = 1; i <= level; i++)
-		c *= (double)draft_probs[(size_t)(i - 1) * V + tree_tokens[i]];
+		c *= tree_tokens[i] < 0 ? 0.0 : (double)draft_probs[(size_t)(i - 1) * V + tree_tokens[i]];
 	*cum = (float)c;
 	bool stop = (1.0 - c) > (double)h; /* P(at least one rejection) > h */
 	if (step >= max)
