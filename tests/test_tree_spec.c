@@ -48,7 +48,7 @@ static void check_tree_q(const char *tree_spec, int rule, int method, rt_samplin
 	rt_ctx *tc = rt_ctx_new(tm, max_ctx, t->n, &err);
 	assert_non_null(tc);
 	rt_tree_cfg tcfg = { t, rule, method };
-	uint64_t acc = 0, iters = 0;
+	uint64_t acc = 0, iters = 0, drafted = 0;
 	for (int k = 0; k < trials; k++) {
 		int32_t out[16];
 		rt_stats st;
@@ -63,7 +63,13 @@ static void check_tree_q(const char *tree_spec, int rule, int method, rt_samplin
 		counts[id]++;
 		acc += st.n_accepted;
 		iters += st.n_iters;
+		drafted += st.n_drafted;
 	}
+	/* n_drafted counts the nodes proposed: absent ones (q_zero > 0 runs
+	 * rows out of candidates) are not, so fewer than every node */
+	assert_true(acc <= drafted && drafted <= iters * (uint64_t)(t->n - 1));
+	if (q_zero > 0 && rule != RT_EXPAND_SAMPLE)
+		assert_true(drafted < iters * (uint64_t)(t->n - 1));
 	int df;
 	double chi = tu_chi2(counts, probs, (int)K, (uint64_t)trials, &df), crit = tu_chi2_crit(df, ALPHA);
 	printf("  %-10s %-10s %-8s T=%.1f k=%d p=%.2f V=%d q zeros %.1f: chi2 %7.2f df %3d crit %6.2f, accepted/iter %.2f\n",

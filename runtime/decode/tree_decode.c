@@ -216,7 +216,10 @@ static int generate_tree(rt_ctx *tc, const rt_model *draft, rt_drafter *block, c
 		int budget = cfg->max_new - n_out; /* >= 1 here */
 		bool cut = res.n_path > budget;    /* path + final exceed the budget */
 		int n_acc = cut ? budget : res.n_path - 1;
-		st->n_drafted += (uint64_t)(n - 1);
+		/* absent nodes (-1: a SpecDec++ cut or a child with no candidate
+		 * left in q) were not proposed */
+		for (int u = 1; u < n; u++)
+			st->n_drafted += S.tok[u] >= 0;
 		st->n_accepted += (uint64_t)n_acc;
 		st->n_rejections += !cut && t->n_children[res.path[res.n_path - 1]] > 0;
 		/* per depth: a node at depth d+1 was tried when the walk reached depth d */
