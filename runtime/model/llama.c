@@ -253,10 +253,16 @@ rt_model *rt_model_layerskip(const rt_model *src, const int *layers, int n, int 
 
 rt_model *rt_model_pad_vocab(rt_model *src, int vocab, bool own, sw_err *err)
 {
-	if (src->kind != RT_MODEL_LLAMA || src->embd_rows > 0 || vocab < src->cfg.vocab) {
-		sw_errf(err, SW_EINVAL, "%s: a draft padded to vocabulary %d: expected a Llama model "
-		        "with at most that many ids, found %d ids%s", src->name, vocab, src->cfg.vocab,
-		        src->kind != RT_MODEL_LLAMA ? " (not a Llama model)" : "");
+	if (src->kind != RT_MODEL_LLAMA || src->embd_rows > 0) {
+		sw_errf(err, SW_EINVAL, "%s: a draft with fewer ids (%d) than its target (%d): expected "
+		        "a Llama model (its embedding is padded with zero rows), found %s", src->name,
+		        src->cfg.vocab, vocab, src->kind != RT_MODEL_LLAMA ? "a table model"
+		                                                           : "one padded already");
+		return NULL;
+	}
+	if (vocab < src->cfg.vocab) {
+		sw_errf(err, SW_EINVAL, "%s: vocabulary: expected at most the target's %d, found %d",
+		        src->name, vocab, src->cfg.vocab);
 		return NULL;
 	}
 	rt_model *m = malloc(sizeof(*m));
