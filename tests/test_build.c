@@ -559,5 +559,8 @@ int main(void)
 		cmocka_unit_test(test_build_matrix),
 		cmocka_unit_test(test_build_head_dims),
 	};
+	/* e.g. CMOCKA_FILTER='*head_dims' (as test_kern_tree_attention.c) */
+	if (getenv("CMOCKA_FILTER") && *getenv("CMOCKA_FILTER"))
+		cmocka_set_test_filter(getenv("CMOCKA_FILTER"));
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

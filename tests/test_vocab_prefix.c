@@ -16,7 +16,9 @@
  *    test_engine.c), as does the host decoder with the padded draft, on a
  *    target built to commit padding ids; the engine's draft logits after a
  *    context full of padding ids equal the host padded draft's, within the
- *    fp16 bound (a different rule moves them by O(1));
+ *    fp16 bound (a different rule moves them by O(1)); the same for a
+ *    layer-skip draft head over VD ids (@VD), which embeds with the
+ *    target's whole table;
  *  - chi-square at 1e-4 of the engine path (greedy, RRS, RRSW, SpecHub,
  *    one-hot) against the target distribution enumerated exactly, with the
  *    prompt ending in a padding id and the padding ids carrying real mass. */
@@ -384,7 +386,7 @@ static void check_draft_logits(rt_engine *e, const rt_model *view, const int32_t
 	              "|engine - host| %.5f, bound %.5f\n", what, n_ctx, npad, ctx[n_ctx - 1], depth,
 	              worst, bound);
 	if (!(worst <= bound))
-		fail_msg("%s: the engine's draft logits differ from the host padded draft's by %g > %g",
+		fail_msg("%s: the engine's draft logits differ from the host draft.s by %g > %g",
 		         what, worst, bound);
 	free(lg);
 	free(got);
@@ -411,7 +413,11 @@ static int agree_prefix(const char *what, const int32_t *got, const int32_t *ref
 static void test_engine_greedy(void **state)
 {
 	enum { P = 19, N = 40 };
-	static const char *const trees[] = {"chain:4", "eagle25"};
+	/* the separate draft on a chain and a tree; and a layer-skip draft head
+	 * over the same VD ids, whose embedding is the target's whole table
+	 * (before N_IDS its forward read N_ROWS = VD and left the rows of the
+	 * ids beyond untouched, away from the host decoder) */
+	static const char *const trees[] = {"chain:4", "eagle25", "chain:4"};
 	sw_err err = {0};
 	int32_t prompt[P], ref[N + 8];
 	float margin[N + 8];
@@ -426,12 +432,20 @@ static void test_engine_greedy(void **state)
 	const double bound = 8.0 * ldexp(1.0, -11) * mx;
 	rt_model *dm = rt_model_load(g_draft, &err);
 	assert_non_null(dm);
-	rt_model *view = rt_model_pad_vocab(dm, V, false, &err);
-	assert_non_null(view);
-	for (int t = 0; t < 2; t++) {
+	rt_model *pad = rt_model_pad_vocab(dm, V, false, &err);
+	assert_non_null(pad);
+	const int layer0 = 0;
+	rt_model *ls = rt_model_layerskip(g_t, &layer0, 1, VD, &err);
+	assert_non_null(ls);
+	for (int t = 0; t < 3; t++) {
 		char spec[2048], dir[400], dmeth[400], what[96];
+		const bool skip = t == 2;
+		const rt_model *view = skip ? ls : pad;
 		snprintf(dir, sizeof(dir), "%s/greedy%d", g_dir, t);
-		snprintf(dmeth, sizeof(dmeth), "model:%s", g_draft);
+		if (skip)
+			snprintf(dmeth, sizeof(dmeth), "layerskip:1@%d", VD); /* layer 0 */
+		else
+			snprintf(dmeth, sizeof(dmeth), "model:%s", g_draft);
 		eu_tiny_spec(spec, sizeof(spec), g_target, dmeth, trees[t], "greedy", "topk", 0, "fp16",
 		             NULL);
 		eu_build(spec, dir, cache_dir(), false);
@@ -448,7 +462,7 @@ static void test_engine_greedy(void **state)
 		memset(&hst, 0, sizeof(hst));
 		assert_int_equal(rt_generate_tree(tc, view, &tcfg, prompt, P, &cfg, host, &hst, &err), N);
 		rt_ctx_free(tc);
-		snprintf(what, sizeof(what), "host decoder, %s", trees[t]);
+		snprintf(what, sizeof(what), "host decoder, %s%s", trees[t], skip ? " layerskip" : "");
 		assert_int_equal(agree_prefix(what, host, ref, margin, N, 0.0), N);
 		print_message("  %-34s %llu iterations, %llu of %llu drafts accepted\n", "",
 		              (unsigned long long)hst.n_iters, (unsigned long long)hst.n_accepted,
@@ -460,7 +474,7 @@ static void test_engine_greedy(void **state)
 			assert_non_null(d);
 			rt_engine *e = rt_engine_load(dir, &err);
 			assert_non_null(e);
-			must(cli_engine_bind(e, d, g_t, dm, 1, &err), &err, "bind");
+			must(cli_engine_bind(e, d, g_t, skip ? NULL : dm, 1, &err), &err, "bind");
 			int32_t out[N + 64];
 			batches b = {0};
 			rt_engine_stats st;
@@ -469,7 +483,8 @@ static void test_engine_greedy(void **state)
 			int n = rt_engine_generate(e, &run, out, &st, &err);
 			must(n < 0, &err, "generate");
 			assert_true(n >= N);
-			snprintf(what, sizeof(what), "engine %s, %.40s", trees[t], d->desc);
+			snprintf(what, sizeof(what), "engine %s%s, %.40s", trees[t], skip ? " layerskip" : "",
+			         d->desc);
 			int k = agree_prefix(what, out, ref, margin, N, bound);
 			int kpad = 0;
 			for (int i = 0; i < k; i++)
@@ -477,7 +492,7 @@ static void test_engine_greedy(void **state)
 			print_message("  %-34s %d iterations (tau %.2f), %d padding ids committed\n", "",
 			              st.n_iters, (double)n / st.n_iters, kpad);
 			assert_true(kpad >= 2);
-			if (t == 0 && k == N) {
+			if (t != 1 && k == N) {
 				/* the draft's input side directly: its last tree's logits */
 				int32_t ctx[P + N + 64];
 				memcpy(ctx, prompt, sizeof(*prompt) * P);
@@ -488,7 +503,8 @@ static void test_engine_greedy(void **state)
 			rt_dev_free(d);
 		}
 	}
-	rt_model_free(view);
+	rt_model_free(ls);
+	rt_model_free(pad);
 	rt_model_free(dm);
 }
 
