@@ -386,7 +386,7 @@ static void check_draft_logits(rt_engine *e, const rt_model *view, const int32_t
 	              "|engine - host| %.5f, bound %.5f\n", what, n_ctx, npad, ctx[n_ctx - 1], depth,
 	              worst, bound);
 	if (!(worst <= bound))
-		fail_msg("%s: the engine's draft logits differ from the host draft.s by %g > %g",
+		fail_msg("%s: the engine's draft logits differ from the host draft's by %g > %g",
 		         what, worst, bound);
 	free(lg);
 	free(got);
