@@ -584,49 +584,30 @@ static void test_engine_exactness(void **state)
 		for (int k = 0; k < N_CASES; k++) {
 			const double *pk = probs + (size_t)k * K;
 			const rt_engine_sampling *samp = &cases[k].samp;
-			const int32_t *prompt = prompts[cases[k].prompt];
 			const bool greedy = samp->temperature <= 0.0f;
 			if (greedy_engine && !greedy)
 				continue;
-			const int runs = greedy ? N_GREEDY : N;
-			int iters = 0, pad_first = 0;
-			memset(counts, 0, sizeof(*counts) * K);
-			for (int r = 0; r < runs; r++) {
-				int32_t out[8];
-				rt_engine_stats st;
-				rt_engine_run run = {.prompt = prompt, .n_prompt = 3, .max_new = 2, .eos = -1,
-				                     .samp = samp};
-				if (rt_engine_reseed(e, seed++, &err) ||
-				    rt_engine_generate(e, &run, out, &st, &err) < 2)
-					fail_msg("%s %s run %d: %s", cfg[c][0], cfg[c][1], r, err.msg);
-				counts[out[0] * V12 + out[1]]++;
-				pad_first += out[0] >= VD12;
-				iters += st.n_iters;
-			}
+			char what[96];
+			eu_pairs pr = {.prompt = prompts[cases[k].prompt], .n_prompt = 3, .samp = samp,
+			               .runs = greedy ? N_GREEDY : N, .vocab = V12, .pad_from = VD12,
+			               .seed = seed, .counts = counts};
+			snprintf(what, sizeof(what), "%-8s %-8s %-10s prompt %d", cfg[c][0], cfg[c][1],
+			         cfg[c][2], cases[k].prompt);
+			eu_count_pairs(e, &pr, what);
+			seed = pr.seed;
 			if (greedy) {
-				int mode = 0;
-				for (int i = 1; i < K; i++)
-					mode = pk[i] > pk[mode] ? i : mode;
-				assert_true(pk[mode] == 1.0);
-				print_message("  %-8s %-8s %-10s prompt %d T 0: %llu of %d runs emit the greedy "
-				              "sequence %d %d\n", cfg[c][0], cfg[c][1], cfg[c][2], cases[k].prompt,
-				              (unsigned long long)counts[mode], runs, mode / V12, mode % V12);
-				if (counts[mode] != (uint64_t)runs)
-					fail_msg("%s %s at temperature 0 left the greedy sequence", cfg[c][0],
-					         cfg[c][1]);
+				eu_check_point_mass(pk, counts, K, V12, pr.runs, what);
 				continue;
 			}
 			int df;
-			double chi = tu_chi2(counts, pk, K, (uint64_t)runs, &df), crit = tu_chi2_crit(df, 1e-4);
-			print_message("  %-8s %-8s %-10s%s prompt %d T %.1f: chi2 %.1f (df %d, critical %.1f "
-			              "at 1e-4), %d of %d runs with a padding first token, %.2f iterations "
-			              "per 2 tokens\n", cfg[c][0], cfg[c][1], cfg[c][2],
-			              cfg[c][3][0] ? " adaptive" : "", cases[k].prompt,
-			              (double)samp->temperature, chi, df, crit, pad_first, runs,
-			              (double)iters / runs);
+			double chi = tu_chi2(counts, pk, K, (uint64_t)pr.runs, &df),
+			       crit = tu_chi2_crit(df, 1e-4);
+			print_message("  %s%s T %.1f: chi2 %.1f (df %d, critical %.1f at 1e-4), %d of %d "
+			              "runs with a padding first token, %.2f iterations per 2 tokens\n", what,
+			              cfg[c][3][0] ? " adaptive" : "", (double)samp->temperature, chi, df,
+			              crit, pr.pad_first, pr.runs, (double)pr.iters / pr.runs);
 			if (!(chi < crit))
-				fail_msg("%s %s, prompt %d at T %g: the engine's output distribution is not the "
-				         "target's", cfg[c][0], cfg[c][1], cases[k].prompt,
+				fail_msg("%s at T %g: the engine's output distribution is not the target's", what,
 				         (double)samp->temperature);
 		}
 		rt_engine_free(e);
