@@ -288,7 +288,8 @@ static void test_spec_tokenizers(void **state)
 	must(rt_draft_vocab_check(tt, V, dt, VD, &err), &err, "rt_draft_vocab_check");
 	free(s);
 
-	expect_refused(tt, dbig, "$.draft: expected a draft vocabulary at most the target's", "112 (target 111)");
+	expect_refused(tt, dbig, "$.draft: expected a draft vocabulary at most the target's",
+	               "112 (target 111)");
 	expect_refused(tt, dbad, "tokenizer.ggml.tokens[7]: expected \"t7\"", "found \"x7\"");
 	expect_refused(tt, dmod, "tokenizer.ggml.model: expected \"gpt2\"", "found \"llama\"");
 	expect_refused(tt, dmore, "tokenizer.ggml.tokens: expected at most 111 tokens", "found 113");
@@ -396,8 +397,8 @@ static void check_draft_logits(rt_engine *e, const rt_model *view, const int32_t
 /* got vs the fp32 reference: identical, or the first divergence at a
  * near-tie of the reference (margin within the dtype's bound). Returns the
  * length of the identical prefix. */
-static int agree_prefix(const char *what, const int32_t *got, const int32_t *ref, const float *margin,
-                        int n, double bound)
+static int agree_prefix(const char *what, const int32_t *got, const int32_t *ref,
+                        const float *margin, int n, double bound)
 {
 	int k = 0;
 	while (k < n && got[k] == ref[k])
