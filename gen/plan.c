@@ -45,6 +45,7 @@ typedef struct model_ix {
 	const rt_config *cfg;
 	int n_layers;        /* layers this forward runs */
 	int vocab_out;       /* LM head rows used */
+	int embd_rows;       /* rows of tok_embd (a layer-skip draft reads the target's) */
 	int tok_embd, attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down, out_norm, lm_head;
 	int k_cache, v_cache, inv_freq;
 	int len_word;        /* state[len_word]: this cache's length (target 0, draft 1) */
@@ -437,12 +438,16 @@ static void forward(ctx *c, const model_ix *m, int mode, int64_t rows, int64_t r
 	const int L = m->n_layers, dt = c->dt16;
 	const int tok_buf = mode == FWD_PREFILL ? a->tokens : a->tree_tokens;
 
-	/* embedding: a 16-bit table gather into the fp32 residual stream */
+	/* embedding: a 16-bit table gather into the fp32 residual stream. Every
+	 * id the target can commit is embedded: a draft model whose vocabulary
+	 * is a prefix of the target's (Qwen2-0.5B's 151936 under Qwen2-7B's
+	 * 152064) embeds the ids beyond its table as a zero row (N_IDS) */
 	{
-		gen_param prm[] = {PNAME, PI("DIM", D), PI("N_ROWS", cfg->vocab), PI("IS_F16", c->cast_mode),
+		gen_param prm[] = {PNAME, PI("DIM", D), PI("N_ROWS", m->embd_rows),
+		                   PI("N_IDS", s->target.cfg.vocab), PI("IS_F16", c->cast_mode),
 		                   PI("BLOCK", BLK_EMB)};
 		op_desc emb = {.name = "embedding", .op = "embedding16", .exec = GEN_EXEC_KERNEL,
-		               .kernel = kernel(c, "embedding16", "embedding16.cu.tmpl", prm, 5),
+		               .kernel = kernel(c, "embedding16", "embedding16.cu.tmpl", prm, 6),
 		               .gx = (int)rows, .block = BLK_EMB, .n_args = 4,
 		               .args = {A(a->h, 0), A(m->tok_embd, 0), A(tok_buf, row0 * 4), A(a->err, 0)},
 		               .bytes = rows * 4.0 + (double)rows * D * dt + (double)rows * D * 4};
@@ -544,6 +549,7 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 	m->cfg = cfg;
 	m->n_layers = n_layers;
 	m->len_word = shared ? 1 : 0;
+	m->embd_rows = own_weights ? cfg->vocab : shared->embd_rows;
 	if (own_weights) {
 		B(tok_embd, "weight", wdt, 2, cfg->vocab, D, 0, 0);
 		B(attn_norm, "weight", "f32", 2, L, D, 0, 0);

@@ -314,9 +314,16 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 			if ((rc = model_parse(d, "$.draft", &sp->draft, err)))
 				return rc;
 		}
-		if (sp->draft.cfg.vocab != sp->target.cfg.vocab)
-			return bad(err, d, "$.draft", "a draft vocabulary equal to the target's",
-			           "%d (target %d)", sp->draft.cfg.vocab, sp->target.cfg.vocab);
+		/* the target's vocabulary or a prefix of it (Qwen2-0.5B's 151936
+		 * under Qwen2-7B's 152064): q = 0 beyond it, and the draft embeds
+		 * the ids beyond it the target commits as a zero row (gen/plan.c) */
+		if (sp->draft.cfg.vocab > sp->target.cfg.vocab)
+			return bad(err, d, "$.draft", "a draft vocabulary at most the target's (the "
+			           "target's or a prefix of it)", "%d (target %d)", sp->draft.cfg.vocab,
+			           sp->target.cfg.vocab);
+		if ((rc = rt_draft_vocab_check(sp->target.path, sp->target.cfg.vocab, sp->draft.path,
+		                               sp->draft.cfg.vocab, err)))
+			return sw_err_prefix(err, "%s:%d:%d: $.draft", d->file, d->line, d->col);
 		sp->draft_vocab = sp->draft.cfg.vocab;
 		return 0;
 	}

@@ -14,7 +14,9 @@
  *               (n_kv_heads, head_dim, rope_theta, norm_eps, tied_embd optional)
  *     "draft": {"method": "layerskip:0-7" | "model" | "ngram" | "ngram:1:3",
  *               "path": ..., "shape": {...}}      path/shape only for "model";
- *              or the string "model:PATH" / "layerskip:8" / "ngram"
+ *              or the string "model:PATH" / "layerskip:8" / "ngram"; a model's
+ *              vocabulary is the target's or a prefix of it (same tokens,
+ *              rt_draft_vocab_check; ids beyond it: q = 0, a zero embedding)
  *     "tree": "eagle25" | "chain:5" | "kary:2:3" | "path/tree.json" | ...
  *     "verify": {"method": "greedy", "expand": "topk"}   an exact pair
  *     "sampling": {"temperature": 0, "top_k": 0, "top_p": 1}   optional: the

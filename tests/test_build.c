@@ -474,7 +474,9 @@ static void test_build_matrix(void **state)
 /* The NVRTC matrix over head dims and vocabularies: shapes of Qwen2-0.5B
  * (head dim 64, vocabulary 151936), Qwen2-7B (128, 152064, with a
  * layer-skip draft head over the first 151936 ids: Qwen2-0.5B's, so the
- * verify kernel's VQ < V), one with head dim 80 and one with 96 (Phi-3-mini:
+ * verify kernel's VQ < V), Qwen2-7B drafted by a separate Qwen2-0.5B (its
+ * vocabulary a prefix of the target's: the draft's embedding reads 151936
+ * rows for 152064 ids, the padding as zero rows), one with head dim 80 and one with 96 (Phi-3-mini:
  * 3072 / 32, vocabulary 32064) and Gemma-2B (head dim 256, one KV head,
  * vocabulary 256000: tree attention takes the output in two 128-dim parts),
  * each with eagle25 (RRSw), for sm_80 and sm_90: zero spills, every kernel
@@ -488,15 +490,20 @@ static void test_build_head_dims(void **state)
 	static const char *shapes[][4] = {
 		/* name, shape, draft, tree */
 		{"qwen2-0.5b-shape", "\"n_layers\": 24, \"dim\": 896, \"n_heads\": 14, \"n_kv_heads\": 2, "
-		 "\"ffn_dim\": 4864, \"vocab\": 151936", "layerskip:0-5", "eagle25"},
+		 "\"ffn_dim\": 4864, \"vocab\": 151936", "\"layerskip:0-5\"", "eagle25"},
 		{"qwen2-7b-shape", "\"n_layers\": 28, \"dim\": 3584, \"n_heads\": 28, \"n_kv_heads\": 4, "
-		 "\"ffn_dim\": 18944, \"vocab\": 152064", "layerskip:0-6@151936", "eagle25"},
+		 "\"ffn_dim\": 18944, \"vocab\": 152064", "\"layerskip:0-6@151936\"", "eagle25"},
+		{"qwen2-7b-0.5b-draft", "\"n_layers\": 28, \"dim\": 3584, \"n_heads\": 28, "
+		 "\"n_kv_heads\": 4, \"ffn_dim\": 18944, \"vocab\": 152064",
+		 "{\"method\": \"model\", \"shape\": {\"n_layers\": 24, \"dim\": 896, \"n_heads\": 14, "
+		 "\"n_kv_heads\": 2, \"ffn_dim\": 4864, \"vocab\": 151936, \"rope_theta\": 1000000, "
+		 "\"norm_eps\": 1e-6}}", "eagle25"},
 		{"hd80-shape", "\"n_layers\": 32, \"dim\": 2560, \"n_heads\": 32, \"n_kv_heads\": 32, "
-		 "\"ffn_dim\": 10240, \"vocab\": 51200", "layerskip:0-7", "sequoia63"},
+		 "\"ffn_dim\": 10240, \"vocab\": 51200", "\"layerskip:0-7\"", "sequoia63"},
 		{"phi3-mini-shape", "\"n_layers\": 32, \"dim\": 3072, \"n_heads\": 32, \"n_kv_heads\": 32, "
-		 "\"ffn_dim\": 8192, \"vocab\": 32064", "layerskip:0-7", "eagle25"},
+		 "\"ffn_dim\": 8192, \"vocab\": 32064", "\"layerskip:0-7\"", "eagle25"},
 		{"gemma-2b-shape", "\"n_layers\": 18, \"dim\": 2048, \"head_dim\": 256, \"n_heads\": 8, "
-		 "\"n_kv_heads\": 1, \"ffn_dim\": 16384, \"vocab\": 256000", "layerskip:0-4", "eagle25"},
+		 "\"n_kv_heads\": 1, \"ffn_dim\": 16384, \"vocab\": 256000", "\"layerskip:0-4\"", "eagle25"},
 	};
 	g_verbose = false;
 	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
@@ -504,7 +511,7 @@ static void test_build_head_dims(void **state)
 		sw_err err = {0};
 		snprintf(text, sizeof(text),
 		         "{\"name\": \"%s\", \"target\": {\"shape\": {%s, \"rope_theta\": 1000000, "
-		         "\"norm_eps\": 1e-6, \"max_ctx\": 4096}}, \"draft\": \"%s\", \"tree\": \"%s\", "
+		         "\"norm_eps\": 1e-6, \"max_ctx\": 4096}}, \"draft\": %s, \"tree\": \"%s\", "
 		         "\"verify\": {\"method\": \"rrsw\", \"expand\": \"sample-wor\"}, "
 		         "\"sampling\": {\"temperature\": 0.8, \"top_k\": 0, \"top_p\": 0.95}, "
 		         "\"max_context\": 4096, \"dtype\": \"bf16\", \"archs\": [\"sm_80\", \"sm_90\"], "
@@ -521,6 +528,17 @@ static void test_build_head_dims(void **state)
 		assert_int_equal(st.max_spill_bytes, 0);
 		check_engine_files(dir, s, true);
 		check_resources(dir, s);
+		if (s->draft_kind == GEN_DRAFT_MODEL) {
+			/* the draft's embedding: its 151936 rows, every id the target commits */
+			char rp[500];
+			size_t n = 0;
+			snprintf(rp, sizeof(rp), "%s/engine.json", dir);
+			char *r = sw_read_file(rp, &n);
+			assert_non_null(r);
+			assert_non_null(strstr(r, "embedding16_dim896_n_rows151936_n_ids152064"));
+			assert_non_null(strstr(r, "embedding16_dim3584_n_rows152064_n_ids152064"));
+			free(r);
+		}
 		if (gen_inspect(dir, 0, NULL, &sum, &err))
 			fail_msg("%s", err.msg);
 		const double v = sum.phase_us[sum.n_phases - 2]; /* accept: the verify kernel */
@@ -541,5 +559,8 @@ int main(void)
 		cmocka_unit_test(test_build_matrix),
 		cmocka_unit_test(test_build_head_dims),
 	};
+	/* e.g. CMOCKA_FILTER='*head_dims' (as test_kern_tree_attention.c) */
+	if (getenv("CMOCKA_FILTER") && *getenv("CMOCKA_FILTER"))
+		cmocka_set_test_filter(getenv("CMOCKA_FILTER"));
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

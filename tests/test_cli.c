@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "formats/gguf.h"
 #include "model/ctx.h"
 #include "testutil.h"
 
@@ -89,7 +90,8 @@ static void test_bad_requests(void **state)
 	EXPECT(1, "exceeds the model's trained context of 8192", "run %s --ctx 100000 -p hi", model());
 	EXPECT(1, "layers must lie in [0, 30)", "run %s --draft layerskip:0-40 -p hi", model());
 	EXPECT(1, "expected none, layerskip:N, model:PATH or ngram", "run %s --draft magic -p hi", model());
-	/* a draft whose vocabulary differs from the target's */
+	/* a table draft with fewer ids than the target: only a Llama draft's
+	 * embedding can be padded (test_vocab_prefix.c) */
 	float P[25];
 	tu_random_table(P, 5, 5, 0.0, 1);
 	char tpath[] = "/tmp/sw_tab_XXXXXX";
@@ -97,7 +99,7 @@ static void test_bad_requests(void **state)
 	close(fd);
 	sw_err err;
 	assert_int_equal(rt_table_save(tpath, 5, 1, P, &err), 0);
-	EXPECT(1, "draft vocabulary 5 differs from the target's 49152", "run %s --draft model:%s -p hi", model(), tpath);
+	EXPECT(1, "a draft with fewer ids (5) than its target (49152): expected a Llama model", "run %s --draft model:%s -p hi", model(), tpath);
 	unlink(tpath);
 	EXPECT(2, "--dump FILE is required", "eval %s -p hi", model());
 	EXPECT(1, "--adaptive '1.5': expected h[:min:max] with h in [0, 1]", "run %s --draft layerskip:8 --adaptive 1.5 -p hi", model());
@@ -259,6 +261,68 @@ static void test_engine_options(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* A tiny Llama draft (dim 16) with vocab ids and the first n_tok of the
+ * model's own tokens (token `bad`, if >= 0, changed) at path. */
+static void tiny_draft(const char *path, int vocab, int n_tok, int bad)
+{
+	sw_err err = {0};
+	gguf_file *f = gguf_open(model(), &err);
+	assert_non_null(f);
+	const gguf_kv *kv = gguf_find(f, "tokenizer.ggml.tokens");
+	assert_non_null(kv);
+	char **toks = calloc((size_t)n_tok, sizeof(*toks));
+	assert_non_null(toks);
+	for (int i = 0; i < n_tok; i++) {
+		gguf_str t = gguf_arr_str(f, kv, (uint64_t)i);
+		toks[i] = i == bad ? strdup("<not the target's>") : strndup(t.p, (size_t)t.n);
+		assert_non_null(toks[i]);
+	}
+	gguf_close(f);
+	rt_model *m = tu_tiny_llama(vocab, 16, 1, 2, 1, 16, 5);
+	assert_non_null(m);
+	char raw[300];
+	snprintf(raw, sizeof(raw), "%s.raw", path);
+	if (rt_llama_save_gguf(m, raw, GGML_T_F32, &err) ||
+	    tu_gguf_revocab(raw, path, vocab, (const char *const *)toks, n_tok, "gpt2", &err))
+		fail_msg("%s: %s", path, err.msg);
+	unlink(raw);
+	rt_model_free(m);
+	for (int i = 0; i < n_tok; i++)
+		free(toks[i]);
+	free(toks);
+}
+
+/* The host decoder's separate draft model (--draft model:PATH): a
+ * vocabulary that is a prefix of the target's, with the target's tokens,
+ * drafts (chain and tree; exit 0, the greedy tokens equal the baseline's);
+ * a larger vocabulary, or another token at some id, is refused naming the
+ * file, field, expected and found. */
+static void test_draft_vocab(void **state)
+{
+	char dir[] = "/tmp/sw_vocab_XXXXXX", ok[300], big[300], bad[300];
+	assert_non_null(mkdtemp(dir));
+	snprintf(ok, sizeof(ok), "%s/prefix.gguf", dir);
+	snprintf(big, sizeof(big), "%s/big.gguf", dir);
+	snprintf(bad, sizeof(bad), "%s/bad.gguf", dir);
+	tiny_draft(ok, 49149, 49149, -1);
+	tiny_draft(big, 49153, 49152, -1);
+	tiny_draft(bad, 49149, 49149, 100);
+	EXPECT(0, "identical", "run %s --draft model:%s -p hi -n 8 --no-chat", model(), ok);
+	EXPECT(0, "identical", "run %s --draft model:%s --tree kary:2:2 -p hi -n 8 --no-chat",
+	       model(), ok);
+	EXPECT(1, "vocabulary: expected at most the target's 49152 (a draft vocabulary is the "
+	       "target's or a prefix of it), found 49153", "run %s --draft model:%s -p hi", model(),
+	       big);
+	EXPECT(1, "bad.gguf: tokenizer.ggml.tokens[100]: expected", "run %s --draft model:%s -p hi",
+	       model(), bad);
+	if (!strstr(g_out, "found \"<not the target's>\""))
+		fail_msg("no found value in: %s", g_out);
+	unlink(ok);
+	unlink(big);
+	unlink(bad);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -266,6 +330,7 @@ int main(void)
 		cmocka_unit_test(test_input_files),
 		cmocka_unit_test(test_bad_files),
 		cmocka_unit_test(test_bad_requests),
+		cmocka_unit_test(test_draft_vocab),
 		cmocka_unit_test(test_build_inspect_errors),
 		cmocka_unit_test(test_run_json),
 		cmocka_unit_test(test_engine_options),

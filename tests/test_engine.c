@@ -433,39 +433,23 @@ static void test_engine_exactness(void **state)
 		for (int k = 0; k < n_set; k++) {
 			const double *pk = probs + (size_t)k * K;
 			const bool greedy = set[k].temperature <= 0.0f;
-			const int runs = greedy ? N_GREEDY : N;
-			memset(counts, 0, sizeof(*counts) * (size_t)K);
-			int iters = 0;
-			for (int r = 0; r < runs; r++) {
-				int32_t out[4];
-				rt_engine_stats st;
-				rt_engine_run run = {.prompt = prompt, .n_prompt = 3, .max_new = 2, .eos = -1,
-				                     .samp = k ? &set[k] : NULL};
-				if (rt_engine_reseed(e, seed++, &err) ||
-				    rt_engine_generate(e, &run, out, &st, &err) != 2)
-					fail_msg("%s run %d: %s", cfg[c][0], r, err.msg);
-				counts[out[0] * V + out[1]]++;
-				iters += st.n_iters;
-				captures += st.t_capture > 0;
-				if (!graph)
-					graph = e->graph;
-				if (e->graph != graph)
-					fail_msg("%s: the graph changed at setting %d run %d", cfg[c][0], k, r);
-			}
+			char what[96];
+			eu_pairs pr = {.prompt = prompt, .n_prompt = 3, .samp = k ? &set[k] : NULL,
+			               .runs = greedy ? N_GREEDY : N, .vocab = V, .pad_from = -1, .seed = seed,
+			               .counts = counts};
+			snprintf(what, sizeof(what), "%-8s %-8s %-10s", cfg[c][0], cfg[c][1], cfg[c][2]);
+			eu_count_pairs(e, &pr, what);
+			seed = pr.seed;
+			captures += pr.captures;
+			if (!graph)
+				graph = e->graph;
+			if (e->graph != graph)
+				fail_msg("%s: the graph changed at setting %d", cfg[c][0], k);
 			if (greedy) {
-				int mode = 0;
-				for (int i = 1; i < K; i++)
-					mode = pk[i] > pk[mode] ? i : mode;
-				assert_true(pk[mode] == 1.0); /* a point mass at temperature 0 */
-				print_message("  %-8s %-8s %-10s T 0: %llu of %d runs (one seed each) emit the "
-				              "greedy sequence %d %d\n", cfg[c][0], cfg[c][1], cfg[c][2],
-				              (unsigned long long)counts[mode], runs, mode / V, mode % V);
-				if (counts[mode] != (uint64_t)runs)
-					fail_msg("%s %s at temperature 0: %llu of %d runs left the greedy sequence",
-					         cfg[c][0], cfg[c][1], (unsigned long long)(runs - counts[mode]),
-					         runs);
+				eu_check_point_mass(pk, counts, K, V, pr.runs, what);
 				continue;
 			}
+			const int runs = pr.runs;
 			int df;
 			double chi = tu_chi2(counts, pk, K, (uint64_t)runs, &df),
 			       crit = tu_chi2_crit(df, 1e-4);
@@ -474,7 +458,7 @@ static void test_engine_exactness(void **state)
 			              cfg[c][1], cfg[c][2], cfg[c][3], cfg[c][4][0] ? " adaptive" : "",
 			              (double)set[k].temperature,
 			              set[k].top_k, (double)set[k].top_p, chi, df, crit,
-			              (double)iters / runs);
+			              (double)pr.iters / runs);
 			if (!(chi < crit))
 				fail_msg("%s %s at T %g top-k %d top-p %g: the engine's output distribution is "
 				         "not the target's", cfg[c][0], cfg[c][1], (double)set[k].temperature,

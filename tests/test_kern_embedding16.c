@@ -1,7 +1,9 @@
 /* embedding16 template in the emulator vs ref_embedding16: bf16 and fp16
  * tables of random 16-bit patterns (every class: normals, subnormals, zeros,
  * infinities, NaNs with payloads), awkward dims on the vector path (576, 64)
- * and the scalar one (33, 111), 1 and odd token counts, out-of-range ids.
+ * and the scalar one (33, 111), 1 and odd token counts, out-of-range ids,
+ * and ids in the padding range [N_ROWS, N_IDS) (a draft whose vocabulary is
+ * a prefix of the target's), which must come out as rows of +0.0 bits.
  * Widening is exact, so the bound is zero: bit equality over the whole
  * output, untouched rows still holding emu_alloc's poison, guard zones
  * checked by the emulator. Then NVRTC (sm_80, sm_90) at real shapes: zero
@@ -34,19 +36,21 @@ static uint64_t rnd64(void) /* splitmix64 (tu_rand) on the shared state */
 	return tu_rand(&rng_state);
 }
 
-static const emu_kernel *kern(int dim, int n_rows, int is_f16, int block)
+static const emu_kernel *kern(int dim, int n_rows, int n_ids, int is_f16, int block)
 {
 	gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("DIM", dim), I("N_ROWS", n_rows),
-	                 I("IS_F16", is_f16), I("BLOCK", block)};
-	return load_kernel("embedding16.cu.tmpl", "embedding16", p, 5);
+	                 I("N_IDS", n_ids), I("IS_F16", is_f16), I("BLOCK", block)};
+	return load_kernel("embedding16.cu.tmpl", "embedding16", p, 6);
 }
 
-/* T rows of dim from a table of n_rows; bad_at >= 0 puts an invalid id
- * there (and a second one at bad_at + 2 when it exists). */
-static void check(int T, int dim, int is_f16, int block, int bad_at)
+/* T rows of dim from a table of n_rows and n_pad padding ids beyond it;
+ * bad_at >= 0 puts an invalid id there (and a second one at bad_at + 2 when
+ * it exists); with n_pad > 0 every third row from row 1 takes a padding id
+ * (the last one, n_rows + n_pad - 1, among them). */
+static void check(int T, int dim, int is_f16, int block, int bad_at, int n_pad)
 {
-	const int n_rows = 50;
-	const emu_kernel *k = kern(dim, n_rows, is_f16, block);
+	const int n_rows = 50, n_ids = n_rows + n_pad;
+	const emu_kernel *k = kern(dim, n_rows, n_ids, is_f16, block);
 	const size_t ny = (size_t)T * dim;
 	uint16_t *table = emu_alloc((size_t)n_rows * dim * sizeof(*table), "table");
 	float *y = emu_alloc(ny * sizeof(*y), "y");
@@ -59,25 +63,40 @@ static void check(int T, int dim, int is_f16, int block, int bad_at)
 	for (int t = 0; t < T; t++)
 		tok[t] = (int32_t)(rnd64() % (uint64_t)n_rows);
 	tok[T - 1] = n_rows - 1; /* the last row of the table */
+	for (int t = 1; n_pad > 0 && t < T; t += 3)
+		tok[t] = t + 3 >= T ? n_ids - 1 : n_rows + (int32_t)(rnd64() % (uint64_t)n_pad);
 	if (bad_at >= 0) {
-		static const int32_t bad_ids[] = {-1, 50, 1 << 30, -2147483647 - 1};
+		const int32_t bad_ids[] = {-1, n_ids, 1 << 30, -2147483647 - 1};
 		tok[bad_at] = bad_ids[bad_at % 4];
 		if (bad_at + 2 < T)
 			tok[bad_at + 2] = bad_ids[(bad_at + 1) % 4];
 	}
 	*err = 0;
 	memset(ref, 0xff, ny * sizeof(*ref)); /* the poison emu_alloc leaves in y */
-	assert_int_equal(ref_embedding16(ref, table, tok, T, dim, n_rows, is_f16), bad_at >= 0 ? -1 : 0);
+	assert_int_equal(ref_embedding16(ref, table, tok, T, dim, n_rows, n_ids, is_f16),
+	                 bad_at >= 0 ? -1 : 0);
 	void *args[] = {&y, &table, &tok, &err};
-	char what[96];
+	char what[128];
+	int n = snprintf(what, sizeof(what), "%s T%d", k->name, T);
 	if (bad_at >= 0)
-		snprintf(what, sizeof(what), "%s T%d, bad ids in rows %d%s (left untouched)", k->name,
-		         T, bad_at, bad_at + 2 < T ? " and +2" : "");
-	else
-		snprintf(what, sizeof(what), "%s T%d", k->name, T);
+		n += snprintf(what + n, sizeof(what) - (size_t)n, ", bad ids in rows %d%s (left untouched)",
+		              bad_at, bad_at + 2 < T ? " and +2" : "");
+	if (n_pad > 0)
+		snprintf(what + n, sizeof(what) - (size_t)n, ", padding ids (zero rows)");
 	kern_out o = {.name = "y", .type = KERN_F32, .got = y, .want = ref, .n = ny, .dims = {T, dim}};
 	kern_launch_expect(what, k, d3((unsigned)T, 1, 1), d3((unsigned)block, 1, 1), args, &o, 1);
 	assert_int_equal(*err, bad_at >= 0);
+	/* the rule itself, not only agreement with the reference: a padding id's
+	 * row is +0.0 in every element (bits 0), whatever the row held before */
+	for (int t = 0; t < T; t++)
+		if (tok[t] >= n_rows && tok[t] < n_ids)
+			for (int i = 0; i < dim; i++) {
+				uint32_t b;
+				memcpy(&b, &y[(size_t)t * dim + i], 4);
+				if (b)
+					fail_msg("%s: row %d (id %d) element %d has bits %08x, expected +0.0",
+					         what, t, tok[t], i, b);
+			}
 	emu_free(table);
 	emu_free(y);
 	emu_free(tok);
@@ -92,7 +111,7 @@ static void test_embedding16_all_patterns(void **state)
 	(void)state;
 	for (int f16 = 0; f16 < 2; f16++) {
 		const int dim = 65536 / 64;
-		const emu_kernel *k = kern(dim, 64, f16, 128);
+		const emu_kernel *k = kern(dim, 64, 64, f16, 128);
 		uint16_t *table = emu_alloc(65536 * sizeof(*table), "table");
 		float *y = emu_alloc(65536 * sizeof(*y), "y");
 		int32_t *tok = emu_alloc(64 * sizeof(*tok), "tok");
@@ -131,31 +150,48 @@ static void test_embedding16_shapes(void **state)
 	for (int f16 = 0; f16 < 2; f16++)
 		for (int a = 0; a < 4; a++)
 			for (int b = 0; b < 3; b++)
-				check(Ts[b], dims[a], f16, a % 2 ? 32 : 128, -1);
-	check(2, 576, 0, 32, -1); /* 72 vectors over 32 threads: a partial third round */
+				check(Ts[b], dims[a], f16, a % 2 ? 32 : 128, -1, 0);
+	check(2, 576, 0, 32, -1, 0); /* 72 vectors over 32 threads: a partial third round */
+}
+
+/* Padding-range ids: 3 (the Qwen2 pair's shape in miniature) and 1 ids
+ * beyond the table, on both paths, with bad ids beside them. */
+static void test_embedding16_padding(void **state)
+{
+	static const int dims[] = {576, 64, 33, 111};
+	(void)state;
+	for (int f16 = 0; f16 < 2; f16++)
+		for (int a = 0; a < 4; a++) {
+			check(7, dims[a], f16, a % 2 ? 32 : 128, -1, 3);
+			check(2, dims[a], f16, 128, -1, 1);
+			check(9, dims[a], f16, 32, 3, 3);
+		}
 }
 
 static void test_embedding16_bad_id(void **state)
 {
 	(void)state;
 	for (int f16 = 0; f16 < 2; f16++) {
-		check(5, 111, f16, 32, 2);
-		check(5, 576, f16, 128, 1);
-		check(1, 33, f16, 128, 0);
-		check(7, 64, f16, 32, 3);
+		check(5, 111, f16, 32, 2, 0);
+		check(5, 576, f16, 128, 1, 0);
+		check(1, 33, f16, 128, 0, 0);
+		check(7, 64, f16, 32, 3, 0);
 	}
 }
 
 static void test_embedding16_nvrtc(void **state)
 {
 	/* SmolLM2-135M (576 x 49152, bf16), Llama-3-8B (4096 x 128256, fp16),
-	 * and the scalar path */
-	static const int shapes[][3] = {{576, 49152, 0}, {4096, 128256, 1}, {111, 50, 0}};
+	 * a Qwen2-0.5B draft under Qwen2-7B (896 x 151936, ids to 152064), and
+	 * the scalar path with padding ids */
+	static const int shapes[][4] = {{576, 49152, 49152, 0}, {4096, 128256, 128256, 1},
+	                                {896, 151936, 152064, 0}, {111, 50, 53, 0}};
 	(void)state;
-	for (int s = 0; s < 3; s++) {
+	for (int s = 0; s < 4; s++) {
 		gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("DIM", shapes[s][0]),
-		                 I("N_ROWS", shapes[s][1]), I("IS_F16", shapes[s][2]), I("BLOCK", 128)};
-		nvrtc_check_ex("embedding16.cu.tmpl", "embedding16", p, 5, false);
+		                 I("N_ROWS", shapes[s][1]), I("N_IDS", shapes[s][2]),
+		                 I("IS_F16", shapes[s][3]), I("BLOCK", 128)};
+		nvrtc_check_ex("embedding16.cu.tmpl", "embedding16", p, 6, false);
 	}
 }
 
@@ -165,6 +201,7 @@ int main(void)
 		cmocka_unit_test(test_embedding16_all_patterns),
 		cmocka_unit_test(test_embedding16_shapes),
 		cmocka_unit_test(test_embedding16_bad_id),
+		cmocka_unit_test(test_embedding16_padding),
 		cmocka_unit_test(test_embedding16_nvrtc),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

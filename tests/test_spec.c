@@ -135,9 +135,15 @@ static void test_bad_specs(void **state)
 	              TAIL), "\"path\"/\"shape\" only with method \"model\"");
 	expect_err(mk(GOOD_T, "\"medusa\"", "chain:4", GOOD_V, TAIL),
 	           "$.draft: expected layerskip:LAYERS, model, model:PATH, ngram");
+	/* a draft vocabulary that is a prefix of the target's (q = 0 beyond it,
+	 * test_vocab_prefix.c), not one larger */
+	expect_ok(mk(GOOD_T, "{\"method\": \"model\", \"shape\": {\"n_layers\": 1, \"dim\": 64, "
+	             "\"n_heads\": 2, \"ffn_dim\": 128, \"vocab\": 997}}", "chain:4", GOOD_V, TAIL));
+	assert_int_equal(g_spec.draft_vocab, 997);
 	expect_err(mk(GOOD_T, "{\"method\": \"model\", \"shape\": {\"n_layers\": 1, \"dim\": 64, "
-	              "\"n_heads\": 2, \"ffn_dim\": 128, \"vocab\": 999}}", "chain:4", GOOD_V, TAIL),
-	           "a draft vocabulary equal to the target's");
+	              "\"n_heads\": 2, \"ffn_dim\": 128, \"vocab\": 1001}}", "chain:4", GOOD_V, TAIL),
+	           "$.draft: expected a draft vocabulary at most the target's (the target's or a prefix "
+	           "of it), found 1001 (target 1000)");
 	expect_err(mk(GOOD_T, "\"ngram\"", "eagle25", GOOD_V, TAIL),
 	           "$.tree: expected a chain (ngram drafts one continuation)");
 	expect_err(mk(GOOD_T, "\"ngram\"", "chain:4", "{\"method\": \"rrs\", \"expand\": \"sample\"}",

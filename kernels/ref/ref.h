@@ -90,10 +90,12 @@ void ref_rmsnorm_residual(float *y, float *s, const float *x, const float *r, co
  * (is_f16 1), converted with kernels/half.h (round to nearest even). */
 
 /* y (T, dim) fp32 = table[tok[t]] widened, table (n_rows, dim) of 16-bit
- * values. Returns -1 when some id is outside [0, n_rows) (that row of y is
- * left untouched, the others are written), else 0. */
+ * values; ids in [n_rows, n_ids) (n_ids >= n_rows) give a zero row: the
+ * padding rule of a draft whose vocabulary is a prefix of the target's.
+ * Returns -1 when some id is outside [0, n_ids) (that row of y is left
+ * untouched, the others are written), else 0. */
 int ref_embedding16(float *y, const uint16_t *table, const int32_t *tok, int T, int dim, int n_rows,
-                    int is_f16);
+                    int n_ids, int is_f16);
 
 /* New K/V rows into one layer's 16-bit cache. kc, vc point at slot row0 (the
  * caller added row0 * kvd elements); k, v (rows, kvd) fp32. Row r goes to

@@ -8,6 +8,7 @@
 
 #include "decode/block_decode.h"
 #include "formats/gguf.h"
+#include "model/model_gguf.h"
 #include "decode/tree.h"
 #include "decode/tree_verify.h"
 
@@ -198,9 +199,17 @@ int cli_make_drafter(cli_session *s, const char *spec, int max_ctx, rt_drafter *
 		s->draft_model = rt_model_load(spec + 6, err);
 		if (!s->draft_model)
 			return sw_err_prefix(err, "--draft %s", spec);
-		if (s->draft_model->cfg.vocab != s->target->cfg.vocab)
-			return sw_errf(err, SW_EINVAL, "--draft %s: draft vocabulary %d differs from the target's %d",
-			               spec, s->draft_model->cfg.vocab, s->target->cfg.vocab);
+		/* the target's vocabulary or a prefix of it, the same tokens */
+		if (rt_draft_vocab_check(s->target->name, s->target->cfg.vocab, spec + 6,
+		                         s->draft_model->cfg.vocab, err))
+			return sw_err_prefix(err, "--draft %s", spec);
+		if (s->draft_model->cfg.vocab < s->target->cfg.vocab) {
+			/* seen over the target's ids: q = 0 and a zero embedding beyond its own */
+			rt_model *pad = rt_model_pad_vocab(s->draft_model, s->target->cfg.vocab, true, err);
+			if (!pad)
+				return sw_err_prefix(err, "--draft %s", spec);
+			s->draft_model = pad;
+		}
 	} else if (!strncmp(spec, "ngram", 5)) {
 		int lo = 1, hi = 3;
 		if (spec[5] == ':' ) {

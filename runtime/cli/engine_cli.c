@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "gen/render.h"
 #include "kernels/engine_state.h"
+#include "model/model_gguf.h"
 #include "core/fileio.h"
 #include "core/timing.h"
 
@@ -179,6 +180,8 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 			               "it with --draft-model PATH", dir);
 		if (!(j->draft = rt_model_load(dp, err)))
 			return SW_EINVAL;
+		if (rt_draft_vocab_check(mpath, j->s.target->cfg.vocab, dp, j->draft->cfg.vocab, err))
+			return sw_err_prefix(err, "engine %s: draft", dir);
 	}
 	/* the CLI links the generator: host-emulate compiles with it */
 	const rt_dev_opts dopts = {.emu_compile = gen_emu_module_build};

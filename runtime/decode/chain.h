@@ -34,8 +34,9 @@ struct rt_drafter {
 	double t_seconds;    /* time spent proposing */
 };
 
-/* A draft model (separate model with the target's vocabulary, or a layer-skip
- * view), its own KV cache of max_ctx. */
+/* A draft model (separate model over the target's ids: rt_model_pad_vocab
+ * when its vocabulary is a prefix of the target's; or a layer-skip view),
+ * its own KV cache of max_ctx. */
 rt_drafter *rt_drafter_model(const rt_model *dm, int max_ctx, sw_err *err);
 /* Prompt lookup: the longest suffix n-gram (max_n down to min_n) that occurred
  * before; proposes the tokens that followed it. Deterministic. */

@@ -1,5 +1,6 @@
 /* Drafters for chain speculative decoding: a draft model (a separate model
- * with the target's vocabulary, or a layer-skip view of the target) sampling
+ * over the target's ids, rt_model_pad_vocab when its vocabulary is a prefix
+ * of the target's, or a layer-skip view of the target) sampling
  * autoregressively with its own KV cache, optionally with the SpecDec++
  * adaptive stop rule (acchead.h), and prompt-lookup n-gram drafting. */
 #include <math.h>

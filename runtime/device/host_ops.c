@@ -197,12 +197,14 @@ static int op_embedding(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-/* (y, table16, tok, err); rows = grid.x */
+/* (y, table16, tok, err); rows = grid.x; ids in [N_ROWS, N_IDS) embed as
+ * zero (an engine built before N_IDS existed has none: N_IDS = N_ROWS) */
 static int op_embedding16(const rt_op *op, sw_err *err)
 {
+	const int n_rows = (int)PI_("N_ROWS");
 	if (ref_embedding16(ARG(op, 0, float *), ARG(op, 1, const uint16_t *),
-	                    ARG(op, 2, const int32_t *), (int)op->grid[0], (int)PI_("DIM"),
-	                    (int)PI_("N_ROWS"), (int)PI_("IS_F16"))) {
+	                    ARG(op, 2, const int32_t *), (int)op->grid[0], (int)PI_("DIM"), n_rows,
+	                    (int)rt_op_param_i(op, "N_IDS", n_rows), (int)PI_("IS_F16"))) {
 		int32_t *e = ARG(op, 3, int32_t *);
 		*e = *e > 1 ? *e : 1; /* as the kernel's atomic max */
 	}

@@ -111,12 +111,20 @@ static int64_t el16(ectx *c)
 	return 2;
 }
 
-/* embedding16.cu.tmpl:21-33: row t = BID_X reads tok[t], table row tok[t]
- * (id < N_ROWS, line 24), writes y[t * D .. + D); err one word. */
+/* embedding16.cu.tmpl:26-62: row t = BID_X reads tok[t], table row tok[t]
+ * (id < N_ROWS; ids in [N_ROWS, N_IDS) write zeros and read no row), writes
+ * y[t * D .. + D); err one word. N_IDS is absent from engines built before
+ * it (N_IDS = N_ROWS there); present, it bounds no address, only the ids
+ * written as zeros, so any N_IDS >= N_ROWS is safe. */
 static void ext_embedding16(ectx *c)
 {
 	const int64_t D = P(c, "DIM", 1, MAXI), NR = P(c, "N_ROWS", 1, MAXI), es = el16(c);
 	const int64_t T = c->x->grid[0];
+	bool has_ids = false;
+	for (int i = 0; c->k && i < c->k->n_params; i++)
+		has_ids |= !strcmp(c->k->params[i].name, "N_IDS");
+	if (has_ids)
+		(void)P(c, "N_IDS", NR, MAXI);
 	block_is(c, P(c, "BLOCK", 1, 1024));
 	set(c, 0, mul3(T, D, 4), true, "grid.x %lld rows x DIM %lld f32", (long long)T, (long long)D);
 	set(c, 1, mul3(NR, D, es), false, "N_ROWS %lld x DIM %lld x 2 bytes", (long long)NR,

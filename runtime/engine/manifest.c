@@ -802,6 +802,10 @@ rt_manifest *rt_manifest_parse(const char *dir, const char *text, size_t len, sw
 	if (!j.rc && e->draft_kind == RT_ENGINE_DRAFT_LAYERSKIP && e->n_skip != e->dcfg.n_layers)
 		j.rc = sw_errf(err, SW_EINVAL, "%s: $.spec.draft.layers: %d layers, $.shapes.draft has "
 		               "%d", path, e->n_skip, e->dcfg.n_layers);
+	if (!j.rc && e->draft_kind == RT_ENGINE_DRAFT_MODEL && e->dcfg.vocab > e->tcfg.vocab)
+		j.rc = sw_errf(err, SW_EINVAL, "%s: $.shapes.draft.vocab: expected at most the target's "
+		               "%d (the target's vocabulary or a prefix of it), found %d", path,
+		               e->tcfg.vocab, e->dcfg.vocab);
 	for (int i = 0; !j.rc && i < e->n_skip; i++)
 		if (e->skip_layers[i] >= e->tcfg.n_layers)
 			j.rc = sw_errf(err, SW_EINVAL, "%s: $.spec.draft.layers[%d]: %d, the target has %d "

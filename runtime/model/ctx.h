@@ -50,6 +50,11 @@ struct rt_model {
 	int vocab_limit;     /* > 0: logits only for ids < vocab_limit, the rest -inf
 	                      * (a draft head over the most frequent BPE ids; exact,
 	                      * since q is what the draft samples from) */
+	int embd_rows;       /* > 0: rows of tok_embd and lm_head, fewer than
+	                      * cfg.vocab (a draft padded to its target's
+	                      * vocabulary, rt_model_pad_vocab): ids in
+	                      * [embd_rows, vocab) embed as a zero row */
+	struct rt_model *owned_src; /* a view's source, freed with it (or NULL) */
 	float *inv_freq;     /* (head_dim/2) RoPE frequencies */
 	/* table models: order-1 P[prev][next] or order-2 P[prev2][prev1][next] */
 	int table_order;
@@ -118,6 +123,14 @@ rt_model *rt_model_from_weights(const rt_config *cfg, rt_weights *w, const char 
  * head, logits restricted to ids < vocab_limit when > 0. Shares m's weights;
  * m must outlive it. */
 rt_model *rt_model_layerskip(const rt_model *m, const int *layers, int n, int vocab_limit, sw_err *err);
+/* A draft whose vocabulary is a prefix of its target's (Qwen2-0.5B's 151936
+ * ids under Qwen2-7B's 152064), seen over the target's ids [0, vocab): the
+ * same weights, logits -inf (q = 0) from m's vocabulary on, and an id there
+ * (padding the target may still commit) embedded as a zero row, the
+ * engine's rule (kernels/ref/embedding16.c). Shares m's weights: with own
+ * the view takes m (freed with it), else m must outlive it; on failure m
+ * stays the caller's. vocab must be at least m's; m a Llama model. */
+rt_model *rt_model_pad_vocab(rt_model *m, int vocab, bool own, sw_err *err);
 /* Parses "N" (the first N layers) or ranges "0-11,24-29", optionally
  * followed by "@V" for a vocabulary limit. */
 rt_model *rt_model_layerskip_parse(const rt_model *m, const char *spec, sw_err *err);

@@ -32,6 +32,9 @@ int rt_llama_save_gguf(const rt_model *m, const char *path, uint32_t type, sw_er
 {
 	if (m->kind != RT_MODEL_LLAMA)
 		return sw_errf(err, SW_EINVAL, "derive: %s is not a transformer", m->name);
+	if (m->embd_rows > 0) /* its tables have fewer rows than its vocabulary says */
+		return sw_errf(err, SW_EINVAL, "derive: %s is a padded view; save the model it pads",
+		               m->name);
 	if (type != GGML_T_F32 && type != GGML_T_F16 && type != GGML_T_BF16 && type != GGML_T_Q8_0 &&
 	    type != GGML_T_Q4_0 && type != GGML_T_Q4_1)
 		return sw_errf(err, SW_EINVAL, "derive: cannot write tensor type %s (expected f32, f16, bf16, q8_0, q4_0 or q4_1)",

@@ -59,8 +59,17 @@ static int llama_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, 
 	float *mlp = att + (size_t)T * qd;
 	float *att_scratch = mlp + 2 * (size_t)T * cfg->ffn_dim;
 
-	if (ref_embedding(x, w->tok_embd, tok, T, dim, cfg->vocab))
-		return sw_errf(err, SW_EINVAL, "%s: token id outside the vocabulary", m->name);
+	/* a padded draft (rt_model_pad_vocab): ids past its table embed as a
+	 * zero row, as the engine's embedding16 does with N_IDS */
+	const int rows = m->embd_rows > 0 ? m->embd_rows : cfg->vocab;
+	if (ref_embedding(x, w->tok_embd, tok, T, dim, rows)) /* all or nothing */
+		for (int t = 0; t < T; t++) {
+			if (tok[t] < 0 || tok[t] >= cfg->vocab)
+				return sw_errf(err, SW_EINVAL, "%s: token id %d outside the vocabulary [0, %d)",
+				               m->name, tok[t], cfg->vocab);
+			if (ref_embedding(x + (size_t)t * dim, w->tok_embd, &tok[t], 1, dim, rows))
+				memset(x + (size_t)t * dim, 0, (size_t)dim * sizeof(*x));
+		}
 	for (int l = 0; l < m->n_layers_run; l++) {
 		const rt_layer_weights *L = &w->layers[m->layer_map[l]];
 		float *kc = c->k_cache + (size_t)l * c->max_ctx * kvd;
@@ -135,6 +144,7 @@ static void llama_free(rt_model *m)
 		rt_weights_free(&m->w);
 	free(m->inv_freq);
 	free(m->layer_map);
+	rt_model_free(m->owned_src);
 	free(m);
 }
 
@@ -230,6 +240,7 @@ rt_model *rt_model_layerskip(const rt_model *src, const int *layers, int n, int 
 	}
 	*m = *src;
 	m->owns_weights = false;
+	m->owned_src = NULL;
 	m->n_layers_run = n;
 	memcpy(map, layers, (size_t)n * sizeof(*map));
 	m->layer_map = map;
@@ -237,6 +248,44 @@ rt_model *rt_model_layerskip(const rt_model *src, const int *layers, int n, int 
 	memcpy(inv, src->inv_freq, (size_t)src->cfg.head_dim / 2 * sizeof(*inv));
 	m->inv_freq = inv;
 	snprintf(m->name, sizeof(m->name), "%.200s[%d of %d layers]", src->name, n, src->cfg.n_layers);
+	return m;
+}
+
+rt_model *rt_model_pad_vocab(rt_model *src, int vocab, bool own, sw_err *err)
+{
+	if (src->kind != RT_MODEL_LLAMA || src->embd_rows > 0) {
+		sw_errf(err, SW_EINVAL, "%s: a draft with fewer ids (%d) than its target (%d): expected "
+		        "a Llama model (its embedding is padded with zero rows), found %s", src->name,
+		        src->cfg.vocab, vocab, src->kind != RT_MODEL_LLAMA ? "a table model"
+		                                                           : "one padded already");
+		return NULL;
+	}
+	if (vocab < src->cfg.vocab) {
+		sw_errf(err, SW_EINVAL, "%s: vocabulary: expected at most the target's %d, found %d",
+		        src->name, vocab, src->cfg.vocab);
+		return NULL;
+	}
+	rt_model *m = malloc(sizeof(*m));
+	float *inv = malloc((size_t)src->cfg.head_dim / 2 * sizeof(*inv));
+	int *map = malloc((size_t)src->n_layers_run * sizeof(*map));
+	if (!m || !inv || !map) {
+		free(m);
+		free(inv);
+		free(map);
+		sw_errf(err, SW_ENOMEM, "%s: out of memory", src->name);
+		return NULL;
+	}
+	*m = *src;
+	m->owns_weights = false;
+	m->cfg.vocab = vocab;
+	m->embd_rows = src->cfg.vocab;
+	m->vocab_limit = src->vocab_limit > 0 ? src->vocab_limit : src->cfg.vocab;
+	memcpy(map, src->layer_map, (size_t)src->n_layers_run * sizeof(*map));
+	m->layer_map = map;
+	memcpy(inv, src->inv_freq, (size_t)src->cfg.head_dim / 2 * sizeof(*inv));
+	m->inv_freq = inv;
+	m->owned_src = own ? src : NULL;
+	snprintf(m->name, sizeof(m->name), "%.200s[ids to %d]", src->name, vocab);
 	return m;
 }
 

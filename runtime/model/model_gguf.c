@@ -5,6 +5,7 @@
 #include "model_gguf.h"
 
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -334,5 +335,78 @@ int rt_llama_load_gguf(const gguf_file *f, rt_config *cfg, rt_weights *w, sw_err
 out_free_q:
 	free(lw);
 	free(q);
+	return rc;
+}
+
+/* ---- a draft's vocabulary against the target's ---------------------------- */
+
+/* *out: the file's GGUF, or NULL (and 0) when path names none: empty, or
+ * a directory (an HF model, whose tokenizer.json this project does not
+ * read). Non-zero when a file is there but does not open as GGUF. */
+static int open_gguf_file(const char *path, gguf_file **out, sw_err *err)
+{
+	struct stat st;
+	*out = NULL;
+	if (!path || !path[0] || (!stat(path, &st) && S_ISDIR(st.st_mode)))
+		return 0;
+	*out = gguf_open(path, err);
+	return *out ? 0 : SW_EINVAL;
+}
+
+static bool gstr_eq(gguf_str a, gguf_str b)
+{
+	return a.n == b.n && (a.n == 0 || !memcmp(a.p, b.p, (size_t)a.n));
+}
+
+/* tokenizer.ggml.model and every tokenizer.ggml.tokens entry of the draft
+ * file equal the target file's at the same id. */
+static int tokens_check(const gguf_file *t, const gguf_file *d, sw_err *err)
+{
+	const gguf_kv *tk = gguf_find(t, "tokenizer.ggml.tokens"),
+	              *dk = gguf_find(d, "tokenizer.ggml.tokens");
+	gguf_str tm = {NULL, 0}, dm = {NULL, 0};
+	sw_err ignore = {0};
+	if (!tk || !dk) /* a derived draft carries none: it uses the target's */
+		return 0;
+	if (tk->type != GGUF_VT_ARRAY || tk->arr_type != GGUF_VT_STRING || dk->type != GGUF_VT_ARRAY ||
+	    dk->arr_type != GGUF_VT_STRING)
+		return sw_errf(err, SW_EINVAL, "%s: tokenizer.ggml.tokens: expected an array of strings "
+		               "in it and in %s", d->path, t->path);
+	gguf_get_str(t, "tokenizer.ggml.model", &tm, &ignore);
+	gguf_get_str(d, "tokenizer.ggml.model", &dm, &ignore);
+	if (!gstr_eq(tm, dm))
+		return sw_errf(err, SW_EINVAL, "%s: tokenizer.ggml.model: expected \"%.*s\" (the target "
+		               "%s's), found \"%.*s\"", d->path, (int)tm.n, tm.p ? tm.p : "", t->path,
+		               (int)dm.n, dm.p ? dm.p : "");
+	if (dk->arr_n > tk->arr_n)
+		return sw_errf(err, SW_EINVAL, "%s: tokenizer.ggml.tokens: expected at most %llu tokens "
+		               "(the target %s's; a draft vocabulary is a prefix of the target's), found "
+		               "%llu", d->path, (unsigned long long)tk->arr_n, t->path,
+		               (unsigned long long)dk->arr_n);
+	for (uint64_t i = 0; i < dk->arr_n; i++) {
+		gguf_str a = gguf_arr_str(t, tk, i), b = gguf_arr_str(d, dk, i);
+		if (!gstr_eq(a, b))
+			return sw_errf(err, SW_EINVAL, "%s: tokenizer.ggml.tokens[%llu]: expected \"%.*s\" "
+			               "(the target %s's token at that id), found \"%.*s\"", d->path,
+			               (unsigned long long)i, (int)(a.n > 64 ? 64 : a.n), a.p ? a.p : "",
+			               t->path, (int)(b.n > 64 ? 64 : b.n), b.p ? b.p : "");
+	}
+	return 0;
+}
+
+int rt_draft_vocab_check(const char *tpath, int tvocab, const char *dpath, int dvocab, sw_err *err)
+{
+	if (dvocab > tvocab)
+		return sw_errf(err, SW_EINVAL, "%s: vocabulary: expected at most the target's %d (a draft "
+		               "vocabulary is the target's or a prefix of it), found %d",
+		               dpath && dpath[0] ? dpath : "draft shape", tvocab, dvocab);
+	gguf_file *t = NULL, *d = NULL;
+	int rc = open_gguf_file(tpath, &t, err);
+	if (!rc && t)
+		rc = open_gguf_file(dpath, &d, err);
+	if (!rc && t && d)
+		rc = tokens_check(t, d, err);
+	gguf_close(d);
+	gguf_close(t);
 	return rc;
 }

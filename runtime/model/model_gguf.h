@@ -17,4 +17,18 @@ int rt_llama_config_from_gguf(const gguf_file *f, rt_config *cfg, sw_err *err);
  * left empty. The file may be closed afterwards. */
 int rt_llama_load_gguf(const gguf_file *f, rt_config *cfg, rt_weights *w, sw_err *err);
 
+/* Whether a draft model can draft for a target: its vocabulary (dvocab) is
+ * the target's (tvocab) or a prefix of it, and, when both paths are GGUF
+ * files with a tokenizer, the draft's tokenizer.ggml.model equals the
+ * target's and its tokenizer.ggml.tokens are the target's first ones, id by
+ * id (a draft without a tokenizer, as derive-draft writes, uses the
+ * target's; an HF directory's tokenizer is not read). Special token ids are
+ * not compared: a base draft under an instruct target shares the tokens but
+ * not the eos id, and the draft never decides a stop. The target may then
+ * commit ids in [dvocab, tvocab) (padding, or tokens the draft lacks): the
+ * draft embeds them as a zero row (kernels/ref/embedding16.c) and gives
+ * them q = 0. paths may be NULL or "" (shape-only). 0, or SW_EINVAL naming
+ * the draft file, the field, what was expected and what was found. */
+int rt_draft_vocab_check(const char *tpath, int tvocab, const char *dpath, int dvocab, sw_err *err);
+
 #endif

@@ -22,14 +22,15 @@ const float *rt_model_weight(const rt_model *m, const char *field, int l, size_t
 	const size_t D = (size_t)c->dim, F = (size_t)c->ffn_dim,
 	             qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
 	const rt_layer_weights *L = l >= 0 && l < c->n_layers ? &m->w.layers[l] : NULL;
+	const size_t V = (size_t)(m->embd_rows > 0 ? m->embd_rows : c->vocab); /* table rows */
 	const struct {
 		const char *name;
 		const float *p;
 		size_t n;
 	} t[] = {
-		{"tok_embd", m->w.tok_embd, (size_t)c->vocab * D},
+		{"tok_embd", m->w.tok_embd, V * D},
 		{"out_norm", m->w.out_norm, D},
-		{"lm_head", m->w.lm_head, (size_t)c->vocab * D},
+		{"lm_head", m->w.lm_head, V * D},
 		{"inv_freq", m->inv_freq, (size_t)c->head_dim / 2},
 		{"attn_norm", L ? L->attn_norm : NULL, D},
 		{"ffn_norm", L ? L->ffn_norm : NULL, D},

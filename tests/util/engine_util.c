@@ -168,3 +168,41 @@ void eu_reference(const rt_model *m, const int32_t *prompt, int n_prompt, int n,
 	free(lg);
 	rt_ctx_free(c);
 }
+
+void eu_count_pairs(rt_engine *e, eu_pairs *p, const char *what)
+{
+	sw_err err = {0};
+	const rt_graph *graph = NULL;
+	memset(p->counts, 0, sizeof(*p->counts) * (size_t)p->vocab * p->vocab);
+	for (int r = 0; r < p->runs; r++) {
+		int32_t out[RT_ENGINE_MAX_DEPTH + 2];
+		rt_engine_stats st;
+		rt_engine_run run = {.prompt = p->prompt, .n_prompt = p->n_prompt, .max_new = 2,
+		                     .eos = -1, .samp = p->samp};
+		if (rt_engine_reseed(e, p->seed++, &err) ||
+		    rt_engine_generate(e, &run, out, &st, &err) != 2)
+			fail_msg("%s run %d: %s", what, r, err.msg);
+		p->counts[out[0] * p->vocab + out[1]]++;
+		p->iters += st.n_iters;
+		p->captures += st.t_capture > 0;
+		p->pad_first += p->pad_from >= 0 && out[0] >= p->pad_from;
+		if (!graph)
+			graph = e->graph;
+		if (e->graph != graph)
+			fail_msg("%s: the graph changed at run %d", what, r);
+	}
+}
+
+void eu_check_point_mass(const double *pk, const uint64_t *counts, int K, int V, int runs,
+                         const char *what)
+{
+	int mode = 0;
+	for (int i = 1; i < K; i++)
+		mode = pk[i] > pk[mode] ? i : mode;
+	assert_true(pk[mode] == 1.0); /* a point mass at temperature 0 */
+	print_message("  %s T 0: %llu of %d runs (one seed each) emit the greedy sequence %d %d\n",
+	              what, (unsigned long long)counts[mode], runs, mode / V, mode % V);
+	if (counts[mode] != (uint64_t)runs)
+		fail_msg("%s at temperature 0: %llu of %d runs left the greedy sequence", what,
+		         (unsigned long long)(runs - counts[mode]), runs);
+}

@@ -56,4 +56,24 @@ int eu_generate_samp(rt_engine *e, const char *what, const int32_t *prompt, int 
                      int max_new, bool eager, const rt_engine_sampling *samp, int32_t *out,
                      rt_engine_stats *st);
 
+/* The engine exactness tests' sampling loop: `runs` requests on prompt
+ * (max_new 2, seeds seed, seed + 1, ...: seed is advanced), each one's two
+ * tokens counted in counts[first * vocab + second] (vocab^2 words, zeroed here),
+ * iterations, captures and the runs whose first token is >= pad_from (0 if
+ * pad_from < 0) accumulated; e->graph must not change within the call. */
+typedef struct eu_pairs {
+	const int32_t *prompt;
+	int n_prompt;
+	const rt_engine_sampling *samp; /* NULL: the engine's defaults */
+	int runs, vocab, pad_from;
+	uint64_t seed;
+	uint64_t *counts;
+	int iters, captures, pad_first;
+} eu_pairs;
+void eu_count_pairs(rt_engine *e, eu_pairs *p, const char *what);
+/* At temperature 0 the enumerated pk (K sequences) is a point mass: every
+ * one of the runs counted must be its sequence (V ids per token). */
+void eu_check_point_mass(const double *pk, const uint64_t *counts, int K, int V, int runs,
+                         const char *what);
+
 #endif

@@ -3,7 +3,10 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "formats/gguf.h"
 
 uint64_t tu_rand(uint64_t *s)
 {
@@ -195,4 +198,60 @@ double tu_chi2(const uint64_t *counts, const double *probs, int k, uint64_t n, i
 	}
 	*df = cats > 1 ? cats - 1 : 1;
 	return stat;
+}
+
+int tu_gguf_revocab(const char *src, const char *dst, int vocab, const char *const *tokens,
+                    int n_tok, const char *tok_model, sw_err *err)
+{
+	gguf_file *f = gguf_open(src, err);
+	gguf_writer *w = gguf_writer_new(3, 32);
+	void *bufs[2] = {NULL, NULL};
+	int nb = 0, rc = -1;
+	if (!f || !w)
+		goto out;
+	for (uint64_t i = 0; i < f->n_kv; i++) {
+		const gguf_kv *kv = &f->kv[i];
+		char key[256], *v;
+		gguf_str s;
+		snprintf(key, sizeof(key), "%.*s", (int)kv->key.n, kv->key.p);
+		if (!strcmp(key, "llama.vocab_size")) {
+			gguf_w_u32(w, key, (uint32_t)vocab);
+		} else if (kv->type == GGUF_VT_STRING) {
+			if (gguf_get_str(f, key, &s, err) || !(v = strndup(s.p, (size_t)s.n)))
+				goto out;
+			gguf_w_str(w, key, v);
+			free(v);
+		} else if (kv->type != GGUF_VT_ARRAY) {
+			gguf_w_scalar(w, key, kv->type, kv->val);
+		}
+	}
+	if (tokens) {
+		gguf_w_str(w, "tokenizer.ggml.model", tok_model);
+		gguf_w_arr_str(w, "tokenizer.ggml.tokens", tokens, NULL, (uint64_t)n_tok);
+	}
+	for (uint64_t i = 0; i < f->n_tensors; i++) {
+		const gguf_tensor *t = &f->tensors[i];
+		char name[128];
+		snprintf(name, sizeof(name), "%.*s", (int)t->name.n, t->name.p);
+		if ((strcmp(name, "token_embd.weight") && strcmp(name, "output.weight")) ||
+		    t->type != GGML_T_F32) {
+			gguf_w_tensor(w, name, t->type, t->n_dims, t->ne, t->data, t->nbytes);
+			continue;
+		}
+		const uint64_t D = t->ne[0], keep = t->ne[1] < (uint64_t)vocab ? t->ne[1] : (uint64_t)vocab;
+		const uint64_t ne[2] = {D, (uint64_t)vocab};
+		float *x = calloc((size_t)(D * vocab), sizeof(*x));
+		if (!x)
+			goto out;
+		bufs[nb++] = x;
+		memcpy(x, t->data, (size_t)(D * keep) * sizeof(*x));
+		gguf_w_tensor(w, name, GGML_T_F32, 2, ne, x, D * vocab * sizeof(*x));
+	}
+	rc = gguf_writer_save(w, dst, err);
+out:
+	for (int i = 0; i < nb; i++)
+		free(bufs[i]);
+	gguf_writer_free(w);
+	gguf_close(f);
+	return rc;
 }

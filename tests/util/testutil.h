@@ -35,4 +35,12 @@ double tu_chi2(const uint64_t *counts, const double *probs, int k, uint64_t n, i
 /* Standard normal upper quantile for alpha (Acklam's rational approx.). */
 double tu_norm_quantile(double p);
 
+/* Rewrites the f32 Llama GGUF src (as rt_llama_save_gguf writes it) into
+ * dst with `vocab` ids: llama.vocab_size set, token_embd and output cut to
+ * their first vocab rows or extended with zero rows; with tokens (n_tok
+ * strings, NULL: none) also tokenizer.ggml.model = tok_model and
+ * tokenizer.ggml.tokens. Returns 0, or non-zero with err set. */
+int tu_gguf_revocab(const char *src, const char *dst, int vocab, const char *const *tokens,
+                    int n_tok, const char *tok_model, sw_err *err);
+
 #endif
