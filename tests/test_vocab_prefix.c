@@ -523,7 +523,7 @@ static void test_engine_greedy(void **state)
  * request. */
 static void test_engine_exactness(void **state)
 {
-	enum { V12 = 12, VD12 = 9, K = V12 * V12, N = 3000, N_GREEDY = 200, N_CASES = 5 };
+	enum { V12 = 12, VD12 = 9, K = V12 * V12, N = 2000, N_GREEDY = 200, N_CASES = 4 };
 	static const char *const cfg[][5] = {
 		/* tree, verify, expand, extra, temperature */
 		{"chain:3", "greedy", "topk", "", "0"},
@@ -536,8 +536,8 @@ static void test_engine_exactness(void **state)
 	static const struct {
 		int prompt;
 		rt_engine_sampling samp;
-	} cases[N_CASES] = {{0, {1.0f, 0, 1.0f}}, {0, {2.5f, 0, 1.0f}}, {1, {1.0f, 0, 1.0f}},
-	                    {0, {0.0f, 0, 1.0f}}, {1, {0.0f, 0, 1.0f}}};
+	} cases[N_CASES] = {{0, {1.0f, 0, 1.0f}}, {1, {1.0f, 0, 1.0f}}, {0, {0.0f, 0, 1.0f}},
+	                    {1, {0.0f, 0, 1.0f}}};
 	sw_err err = {0};
 	char tpath[400], dpath[400];
 	rt_model *m = tu_tiny_llama(V12, 128, 2, 2, 1, 160, 11);
