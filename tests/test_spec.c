@@ -188,6 +188,54 @@ static void test_bad_specs(void **state)
 	           "$.name: expected 1-63 characters");
 }
 
+/* A block drafter: the trained SmolLM2 one, against a target of SmolLM2's
+ * shape (no weights read), its config baked into the spec; every rule that
+ * refuses a block spec names its field. */
+#define SMOL_SHAPE "{\"shape\": {\"n_layers\": 30, \"dim\": 576, \"n_heads\": 9, " \
+                   "\"n_kv_heads\": 3, \"ffn_dim\": 1536, \"vocab\": 49152, \"rope_theta\": 100000}}"
+#define BLK_FEAT "models/drafters/smollm2-features-b8"
+#define BLK_D(steps) "{\"method\": \"block\", \"path\": \"" BLK_FEAT "\"" steps "}"
+#define SAMP_V "{\"method\": \"rrs\", \"expand\": \"sample\"}"
+
+static void test_block_specs(void **state)
+{
+	(void)state;
+	expect_ok(mk(SMOL_SHAPE, BLK_D(""), "chain:8", GOOD_V, TAIL));
+	assert_int_equal(g_spec.draft_kind, GEN_DRAFT_BLOCK);
+	assert_int_equal(g_spec.block.block, 8);
+	assert_int_equal(g_spec.block.n_taps, 3);
+	assert_int_equal(g_spec.block.taps[2], 29);
+	assert_int_equal(g_spec.draft_vocab, 8192);
+	assert_int_equal(g_spec.block_steps, 1);
+	expect_ok(mk(SMOL_SHAPE, BLK_D(", \"steps\": 4"), "chain:6", SAMP_V, TAIL));
+	assert_int_equal(g_spec.block_steps, 4);
+	expect_ok(mk(SMOL_SHAPE, BLK_D(""), "branch:3,2,2,1", "{\"method\": \"onehot\", \"expand\": \"topk\"}",
+	             TAIL ", \"sampling\": {\"temperature\": 0.7}"));
+	assert_int_equal(g_spec.tree.depth_max, 4);
+
+	expect_err(mk(SMOL_SHAPE, BLK_D(""), "chain:9", GOOD_V, TAIL),
+	           "$.tree: expected a tree of depth at most the block drafter's B");
+	expect_err(mk(SMOL_SHAPE, BLK_D(", \"steps\": 2"), "branch:2,2", GOOD_V, TAIL),
+	           "$.draft.steps: expected 1 with a tree");
+	expect_err(mk(SMOL_SHAPE, BLK_D(", \"steps\": 17"), "chain:4", GOOD_V, TAIL), "$.draft.steps");
+	expect_err(mk(SMOL_SHAPE, "{\"method\": \"block\", \"path\": "
+	              "\"models/drafters/smollm2-tokens-b8\"}", "chain:4", GOOD_V, TAIL),
+	           "$.draft.path: expected a features-conditioned block drafter");
+	expect_err(mk(SMOL_SHAPE, "{\"method\": \"block\", \"path\": \"/nonexistent\"}", "chain:4",
+	              GOOD_V, TAIL), "$.draft.path: expected a block drafter directory");
+	expect_err(mk(SMOL_SHAPE, "\"block\"", "chain:4", GOOD_V, TAIL),
+	           "$.draft: expected {\"method\": \"block\"");
+	expect_err(mk(SHAPE7B, BLK_D(""), "chain:4", GOOD_V, TAIL),
+	           "config.json: $.target.dim: expected 256 (the width of the target");
+	expect_err(mk(SMOL_SHAPE, "{\"method\": \"ngram\", \"steps\": 2}", "chain:4", GOOD_V, TAIL),
+	           "$.draft.steps: expected \"steps\" only with method \"block\"");
+	expect_err(mk(SMOL_SHAPE, BLK_D(""), "chain:4", GOOD_V,
+	              "\"max_context\": 2048, \"dtype\": \"q8_0\""),
+	           "$.dtype: expected \"bf16\" or \"fp16\" with a block drafter");
+	expect_err(mk(SMOL_SHAPE, BLK_D(""), "chain:4", GOOD_V, TAIL ", \"adaptive\": {\"h\": 0.3}"),
+	           "$.adaptive: expected a chain tree drafted by a model");
+}
+
 static void test_example_specs(void **state)
 {
 	(void)state;
@@ -225,6 +273,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_good_defaults),
 		cmocka_unit_test(test_bad_specs),
+		cmocka_unit_test(test_block_specs),
 		cmocka_unit_test(test_example_specs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

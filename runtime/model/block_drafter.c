@@ -32,8 +32,8 @@ static int get_int(const json_value *o, const char *key, const char *path, int64
 }
 
 /* The config alone, then against the target. */
-static int parse_config(const char *text, size_t n, const char *file, const rt_model *tm, rt_bd_config *c,
-                        sw_err *err)
+static int parse_config(const char *text, size_t n, const char *file, const rt_config *tcfg, const char *tname,
+                        rt_bd_config *c, sw_err *err)
 {
 	json_value *root = json_parse(text, n, file, err);
 	if (!root)
@@ -100,24 +100,19 @@ static int parse_config(const char *text, size_t n, const char *file, const rt_m
 	    (rc = get_int(tg, "n_layers", "$.target", 1, 1 << 16, &c->target_layers, err)))
 		goto out;
 	/* Against the target: the drafter shares its width, embedding and head. */
-	if (tm->kind != RT_MODEL_LLAMA) {
-		rc = sw_errf(err, SW_EINVAL, "%s: a block drafter needs a transformer target (shared embedding and LM head); %s is not one",
-		             file, tm->name);
-		goto out;
-	}
-	if (c->dim != tm->cfg.dim) {
+	if (c->dim != tcfg->dim) {
 		rc = sw_errf(err, SW_EINVAL, "%s: $.target.dim: expected %d (the width of the target %s), found %d", file,
-		             tm->cfg.dim, tm->name, c->dim);
+		             tcfg->dim, tname, c->dim);
 		goto out;
 	}
-	if (c->vocab != tm->cfg.vocab) {
+	if (c->vocab != tcfg->vocab) {
 		rc = sw_errf(err, SW_EINVAL, "%s: $.target.vocab: expected %d (the vocabulary of the target %s), found %d",
-		             file, tm->cfg.vocab, tm->name, c->vocab);
+		             file, tcfg->vocab, tname, c->vocab);
 		goto out;
 	}
-	if (c->target_layers != tm->cfg.n_layers) {
+	if (c->target_layers != tcfg->n_layers) {
 		rc = sw_errf(err, SW_EINVAL, "%s: $.target.n_layers: expected %d (the layers of the target %s), found %d",
-		             file, tm->cfg.n_layers, tm->name, c->target_layers);
+		             file, tcfg->n_layers, tname, c->target_layers);
 		goto out;
 	}
 	if ((rc = get_int(root, "draft_vocab", "$", 1, c->vocab, &c->draft_vocab, err)))
@@ -180,6 +175,20 @@ static int take_tensor(const safetensors_file *f, const struct want *w, float **
 	return 0;
 }
 
+int rt_bd_config_load(const char *dir, const rt_config *tcfg, const char *tname, rt_bd_config *c, sw_err *err)
+{
+	char cpath[4096];
+	snprintf(cpath, sizeof(cpath), "%s/config.json", dir);
+	size_t n;
+	char *text = sw_read_file(cpath, &n);
+	if (!text)
+		return sw_errf(err, SW_EIO, "%s: cannot read the block drafter's config (expected a directory with config.json and model.safetensors)",
+		               cpath);
+	int rc = parse_config(text, n, cpath, tcfg, tname, c, err);
+	free(text);
+	return rc;
+}
+
 rt_block_drafter *rt_block_drafter_load(const char *dir, const rt_model *tm, sw_err *err)
 {
 	char cpath[4096], wpath[4096];
@@ -201,7 +210,14 @@ rt_block_drafter *rt_block_drafter_load(const char *dir, const rt_model *tm, sw_
 	}
 	snprintf(d->name, sizeof(d->name), "%s", dir);
 	rt_bd_config *c = &d->cfg;
-	int rc = parse_config(text, n, cpath, tm, c, err);
+	int rc;
+	if (tm->kind != RT_MODEL_LLAMA) {
+		free(text);
+		rc = sw_errf(err, SW_EINVAL, "%s: a block drafter needs a transformer target (shared embedding and LM head); %s is not one",
+		             cpath, tm->name);
+		goto out_free_d;
+	}
+	rc = parse_config(text, n, cpath, &tm->cfg, tm->name, c, err);
 	free(text);
 	if (rc)
 		goto out_free_d;
@@ -276,6 +292,43 @@ void rt_block_drafter_free(rt_block_drafter *d)
 	free(d->arena);
 	free(d->inv_freq);
 	free(d);
+}
+
+const float *rt_bd_weight(const rt_block_drafter *d, const char *field, int layer, size_t *n)
+{
+	const rt_bd_config *c = &d->cfg;
+	const size_t D = (size_t)c->dim, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim,
+	             F = (size_t)c->ffn_dim;
+	const bool feat = c->cond == RT_BD_FEATURES;
+	if (layer < 0) {
+		struct { const char *k; const float *p; size_t n; } g[] = {
+			{ "mask_embd", d->mask_embd, (size_t)(c->block - 1) * D },
+			{ "fc", feat ? d->fc : NULL, D * (size_t)c->n_taps * D },
+			{ "fc_norm", feat ? d->fc_norm : NULL, D },
+			{ "out_norm", d->out_norm, D },
+			{ "inv_freq", d->inv_freq, (size_t)c->head_dim / 2 },
+		};
+		for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++)
+			if (!strcmp(field, g[i].k)) {
+				*n = g[i].n;
+				return g[i].p;
+			}
+		return NULL;
+	}
+	if (layer >= c->n_layers)
+		return NULL;
+	const rt_layer_weights *L = &d->layers[layer];
+	struct { const char *k; const float *p; size_t n; } g[] = {
+		{ "attn_norm", L->attn_norm, D }, { "wq", L->wq, qd * D }, { "wk", L->wk, kvd * D },
+		{ "wv", L->wv, kvd * D }, { "wo", L->wo, D * qd }, { "ffn_norm", L->ffn_norm, D },
+		{ "w_gate", L->w_gate, F * D }, { "w_up", L->w_up, F * D }, { "w_down", L->w_down, D * F },
+	};
+	for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++)
+		if (!strcmp(field, g[i].k)) {
+			*n = g[i].n;
+			return g[i].p;
+		}
+	return NULL;
 }
 
 static size_t bd_kv_dim(const rt_bd_config *c) { return (size_t)c->n_kv_heads * c->head_dim; }

@@ -79,6 +79,13 @@ typedef struct rt_block_drafter {
  * expected and what was found. The target must outlive the drafter. */
 rt_block_drafter *rt_block_drafter_load(const char *dir, const rt_model *target, sw_err *err);
 void rt_block_drafter_free(rt_block_drafter *d);
+/* dir/config.json alone, checked against a target of shape tcfg (named
+ * tname in messages): what a planner needs, no weights read. */
+int rt_bd_config_load(const char *dir, const rt_config *tcfg, const char *tname, rt_bd_config *c, sw_err *err);
+/* The drafter's own weight `field` (layer l for the per-layer ones, else
+ * -1) by its safetensors name without "layers.L.": mask_embd, fc, fc_norm,
+ * out_norm, attn_norm, wq, ..., w_down; NULL if it has none. *n: floats. */
+const float *rt_bd_weight(const rt_block_drafter *d, const char *field, int layer, size_t *n);
 
 /* Per-sequence drafter state: the fused context's keys and values per layer
  * for committed positions [0, len) (features), plus scratch for one pass. */
