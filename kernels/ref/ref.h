@@ -106,6 +106,12 @@ int ref_block_embed(float *y, const uint16_t *tok_embd, const uint16_t *mask_emb
                     int32_t root, int32_t *blk_pos, int32_t len, int B, int dim, int n_rows,
                     int is_f16, int first);
 
+/* taps[r, slot * dim + c] = h[r, c] + delta[r, c] (templates/feature_tap):
+ * taps (rows, n_taps * dim), h and delta (rows, dim); the other slots are
+ * not touched. */
+void ref_feature_tap(float *taps, const float *h, const float *delta, int rows, int dim, int n_taps,
+                     int slot);
+
 /* New K/V rows into one layer's 16-bit cache. kc, vc point at slot row0 (the
  * caller added row0 * kvd elements); k, v (rows, kvd) fp32. Row r goes to
  * kc[(len + r) * kvd ...] when len + row0 + r < max_ctx, else it is skipped

@@ -224,6 +224,14 @@ static int op_block_embed(const rt_op *op, sw_err *err)
 	return 0;
 }
 
+/* (taps, h, delta): slot SLOT of ROWS feature rows = h + delta */
+static int op_feature_tap(const rt_op *op, sw_err *err)
+{
+	ref_feature_tap(ARG(op, 0, float *), ARG(op, 1, const float *), ARG(op, 2, const float *),
+	                (int)PI_("ROWS"), (int)PI_("DIM"), (int)PI_("N_TAPS"), (int)PI_("SLOT"));
+	return 0;
+}
+
 /* (kc, vc, k, v, len): rows into the 16-bit cache at slot len + ROW0 + r */
 static int op_kv_store(const rt_op *op, sw_err *err)
 {
@@ -278,6 +286,7 @@ static const host_op_entry registry[] = {
 	{"cast", op_cast},
 	{"embedding", op_embedding},
 	{"embedding16", op_embedding16},
+	{"feature_tap", op_feature_tap},
 	{"kv_commit", op_kv_commit},
 	{"kv_store", op_kv_store},
 	{"logits_process", op_logits_process},

@@ -151,6 +151,25 @@ static void ext_block_embed(ectx *c)
 	set(c, 7, 4, true, "one error word");
 }
 
+/* feature_tap.cu.tmpl:10-28: row r = BID_X < ROWS (grid.x = ROWS): taps
+ * row r, columns [SLOT * DIM, SLOT * DIM + DIM) of N_TAPS * DIM (the whole
+ * (ROWS, N_TAPS * DIM) buffer bounds it); h and delta rows r. */
+static void ext_feature_tap(ectx *c)
+{
+	const int64_t R = P(c, "ROWS", 1, MAXI), D = P(c, "DIM", 1, MAXI);
+	const int64_t NT = P(c, "N_TAPS", 1, 64), SL = P(c, "SLOT", 0, NT - 1);
+	(void)SL;
+	block_is(c, P(c, "BLOCK", 1, 1024));
+	const unsigned *g = c->x->grid;
+	if (!c->rc && (g[0] != (uint64_t)R || g[1] != 1 || g[2] != 1))
+		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, 1] (a block per row: ROWS)", g[0], g[1],
+		       g[2], (long long)R);
+	set(c, 0, mul3(R, mul(NT, D), 4), true, "ROWS %lld x N_TAPS %lld x DIM %lld f32",
+	    (long long)R, (long long)NT, (long long)D);
+	for (int a = 1; a < 3; a++)
+		set(c, a, mul3(R, D, 4), false, "ROWS %lld x DIM %lld f32", (long long)R, (long long)D);
+}
+
 /* rmsnorm_residual.cu.tmpl:14-44: row BID_X of y, s, x, r (D floats each),
  * w[0 .. D). s and x may be one buffer (in place: s = x + r). */
 static void ext_rmsnorm_residual(ectx *c)
@@ -441,6 +460,7 @@ typedef struct rule {
 static const rule rules[] = {
 	{"embedding16", "embedding16.cu.tmpl", 4, ext_embedding16},
 	{"block_embed", "block_embed.cu.tmpl", 8, ext_block_embed},
+	{"feature_tap", "feature_tap.cu.tmpl", 3, ext_feature_tap},
 	{"rmsnorm_residual", "rmsnorm_residual.cu.tmpl", 5, ext_rmsnorm_residual},
 	{"cast", "cast.cu.tmpl", 2, ext_cast},
 	{"rope", "rope.cu.tmpl", 3, ext_rope},
