@@ -95,6 +95,23 @@ void ref_rmsnorm_residual(float *y, float *s, const float *x, const float *r, co
 int ref_embedding16(float *y, const uint16_t *table, const int32_t *tok, int T, int dim, int n_rows,
                     int is_f16);
 
+/* A block drafter's B input rows (templates/block_embed.cu.tmpl): first
+ * sets blk_tok[0] = root and blk_tok[1 .. B] = -1 (B + 1 words). Then for
+ * j < B, t = blk_tok[j]: j > 0 and t == -1 (masked) -> y row j = mask_embd
+ * row j - 1 (mask_embd (B - 1, dim)); else y row j = tok_embd row t
+ * (tok_embd (n_rows, dim)); blk_pos[j] = len + j. All widened as
+ * ref_embedding16. Returns -1 when some t (not a masked -1) is outside
+ * [0, n_rows) (that row untouched, the others written), else 0. */
+int ref_block_embed(float *y, const uint16_t *tok_embd, const uint16_t *mask_embd, int32_t *blk_tok,
+                    int32_t root, int32_t *blk_pos, int32_t len, int B, int dim, int n_rows,
+                    int is_f16, int first);
+
+/* taps[r, slot * dim + c] = h[r, c] + delta[r, c] (templates/feature_tap):
+ * taps (rows, n_taps * dim), h and delta (rows, dim); the other slots are
+ * not touched. */
+void ref_feature_tap(float *taps, const float *h, const float *delta, int rows, int dim, int n_taps,
+                     int slot);
+
 /* New K/V rows into one layer's 16-bit cache. kc, vc point at slot row0 (the
  * caller added row0 * kvd elements); k, v (rows, kvd) fp32. Row r goes to
  * kc[(len + r) * kvd ...] when len + row0 + r < max_ctx, else it is skipped

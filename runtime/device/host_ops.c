@@ -209,6 +209,29 @@ static int op_embedding16(const rt_op *op, sw_err *err)
 	return 0;
 }
 
+/* (y, tok_embd, mask_embd, blk_tok, root, blk_pos, len, err): the block
+ * drafter's B input rows; a token out of range sets *err to 1 */
+static int op_block_embed(const rt_op *op, sw_err *err)
+{
+	if (ref_block_embed(ARG(op, 0, float *), ARG(op, 1, const uint16_t *),
+	                    ARG(op, 2, const uint16_t *), ARG(op, 3, int32_t *),
+	                    *ARG(op, 4, const int32_t *), ARG(op, 5, int32_t *),
+	                    *ARG(op, 6, const int32_t *), (int)PI_("B"), (int)PI_("DIM"),
+	                    (int)PI_("N_ROWS"), (int)PI_("IS_F16"), (int)PI_("FIRST"))) {
+		int32_t *e = ARG(op, 7, int32_t *);
+		*e = *e > 1 ? *e : 1; /* as the kernel's atomic max */
+	}
+	return 0;
+}
+
+/* (taps, h, delta): slot SLOT of ROWS feature rows = h + delta */
+static int op_feature_tap(const rt_op *op, sw_err *err)
+{
+	ref_feature_tap(ARG(op, 0, float *), ARG(op, 1, const float *), ARG(op, 2, const float *),
+	                (int)PI_("ROWS"), (int)PI_("DIM"), (int)PI_("N_TAPS"), (int)PI_("SLOT"));
+	return 0;
+}
+
 /* (kc, vc, k, v, len): rows into the 16-bit cache at slot len + ROW0 + r */
 static int op_kv_store(const rt_op *op, sw_err *err)
 {
@@ -259,9 +282,11 @@ typedef struct host_op_entry {
 static const host_op_entry registry[] = {
 	{"adapt", op_adapt},
 	{"argmax", op_argmax},
+	{"block_embed", op_block_embed},
 	{"cast", op_cast},
 	{"embedding", op_embedding},
 	{"embedding16", op_embedding16},
+	{"feature_tap", op_feature_tap},
 	{"kv_commit", op_kv_commit},
 	{"kv_store", op_kv_store},
 	{"logits_process", op_logits_process},

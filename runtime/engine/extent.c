@@ -125,6 +125,51 @@ static void ext_embedding16(ectx *c)
 	set(c, 3, 4, true, "one error word");
 }
 
+/* block_embed.cu.tmpl:22-63: row j = BID_X < B (grid.x = B): y[j * D ..
+ * + D), blk_tok[j] and (FIRST, block B - 1) blk_tok[B]: B + 1 words; a
+ * token row t < N_ROWS or mask row j - 1 < B - 1; blk_pos[j]; root, len
+ * and err one word each. */
+static void ext_block_embed(ectx *c)
+{
+	const int64_t NB = P(c, "B", 1, RT_ENGINE_MAX_NODES), D = P(c, "DIM", 1, MAXI);
+	const int64_t NR = P(c, "N_ROWS", 1, MAXI), es = el16(c);
+	(void)P(c, "FIRST", 0, 1);
+	block_is(c, P(c, "BLOCK", 1, 1024));
+	const unsigned *g = c->x->grid;
+	if (!c->rc && (g[0] != (uint64_t)NB || g[1] != 1 || g[2] != 1))
+		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, 1] (a block per block row: B)", g[0],
+		       g[1], g[2], (long long)NB);
+	set(c, 0, mul3(NB, D, 4), true, "B %lld rows x DIM %lld f32", (long long)NB, (long long)D);
+	set(c, 1, mul3(NR, D, es), false, "N_ROWS %lld x DIM %lld x 2 bytes", (long long)NR,
+	    (long long)D);
+	set(c, 2, mul3(NB - 1, D, es), false, "(B - 1) %lld mask rows x DIM %lld x 2 bytes",
+	    (long long)(NB - 1), (long long)D);
+	set(c, 3, mul(NB + 1, 4), true, "B + 1 = %lld tokens", (long long)(NB + 1));
+	set(c, 4, 4, false, "one root token");
+	set(c, 5, mul(NB, 4), true, "B %lld positions", (long long)NB);
+	set(c, 6, 4, false, "one length word");
+	set(c, 7, 4, true, "one error word");
+}
+
+/* feature_tap.cu.tmpl:10-28: row r = BID_X < ROWS (grid.x = ROWS): taps
+ * row r, columns [SLOT * DIM, SLOT * DIM + DIM) of N_TAPS * DIM (the whole
+ * (ROWS, N_TAPS * DIM) buffer bounds it); h and delta rows r. */
+static void ext_feature_tap(ectx *c)
+{
+	const int64_t R = P(c, "ROWS", 1, MAXI), D = P(c, "DIM", 1, MAXI);
+	const int64_t NT = P(c, "N_TAPS", 1, 64), SL = P(c, "SLOT", 0, NT - 1);
+	(void)SL;
+	block_is(c, P(c, "BLOCK", 1, 1024));
+	const unsigned *g = c->x->grid;
+	if (!c->rc && (g[0] != (uint64_t)R || g[1] != 1 || g[2] != 1))
+		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, 1] (a block per row: ROWS)", g[0], g[1],
+		       g[2], (long long)R);
+	set(c, 0, mul3(R, mul(NT, D), 4), true, "ROWS %lld x N_TAPS %lld x DIM %lld f32",
+	    (long long)R, (long long)NT, (long long)D);
+	for (int a = 1; a < 3; a++)
+		set(c, a, mul3(R, D, 4), false, "ROWS %lld x DIM %lld f32", (long long)R, (long long)D);
+}
+
 /* rmsnorm_residual.cu.tmpl:14-44: row BID_X of y, s, x, r (D floats each),
  * w[0 .. D). s and x may be one buffer (in place: s = x + r). */
 static void ext_rmsnorm_residual(ectx *c)
@@ -414,6 +459,8 @@ typedef struct rule {
 
 static const rule rules[] = {
 	{"embedding16", "embedding16.cu.tmpl", 4, ext_embedding16},
+	{"block_embed", "block_embed.cu.tmpl", 8, ext_block_embed},
+	{"feature_tap", "feature_tap.cu.tmpl", 3, ext_feature_tap},
 	{"rmsnorm_residual", "rmsnorm_residual.cu.tmpl", 5, ext_rmsnorm_residual},
 	{"cast", "cast.cu.tmpl", 2, ext_cast},
 	{"rope", "rope.cu.tmpl", 3, ext_rope},
