@@ -993,9 +993,13 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			                   .mask_kind = bk->block_attn == RT_BD_CAUSAL ? GEN_MASK_BLOCK_CAUSAL
 			                                                             : GEN_MASK_BLOCK_BIDIR};
 			forward_ex(&c, &dm, &o);
-			/* q: softmax(z / T) over [0, Vd) at the draft temperature */
+			/* q over [0, Vd): one pass (S = 1) at the draft temperature, as
+			 * tree drafting does (rt_generate_tree_block); S > 1 at the
+			 * request's own temperature, top-k and top-p, as the chain
+			 * drafter does (block_decode.c): at T = 0 every row is one-hot
+			 * at its argmax, so block_unmask's draws are the argmax */
 			op_logits(&c, "draft_probs", Vd, BB, A(a->draft_probs, 0), A(a->draft_logits, 0),
-			          A(a->sampling, 4 * RT_SP_DRAFT));
+			          A(a->sampling, 4 * (S > 1 ? RT_SP_TEMP : RT_SP_DRAFT)));
 			if (S > 1) {
 				gen_param prm[] = {PNAME, PI("B", BB), PI("VD", Vd), PI("PASS", i), PI("STEPS", S),
 				                   PI("FINAL", i == S - 1), PI("BLOCK", BLK_UNMASK)};
