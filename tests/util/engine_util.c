@@ -88,6 +88,18 @@ rt_engine *eu_bind(const char *dir, rt_dev *d, const rt_model *m, uint64_t seed)
 	rt_engine *e = rt_engine_load(dir, &err);
 	if (!e)
 		fail_msg("%s", err.msg);
+	if (e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK) {
+		/* the drafter directory the engine names: bind uploads its tensors,
+		 * so it is not needed afterwards */
+		rt_block_drafter *bd = rt_block_drafter_load(e->man->draft_path, m, &err);
+		if (!bd)
+			fail_msg("block drafter: %s", err.msg);
+		int rc = cli_engine_bind_block(e, d, m, bd, seed, &err);
+		rt_block_drafter_free(bd);
+		if (rc)
+			fail_msg("bind (%s): %s", d->desc, err.msg);
+		return e;
+	}
 	if (cli_engine_bind(e, d, m, NULL, seed, &err))
 		fail_msg("bind (%s): %s", d->desc, err.msg);
 	return e;

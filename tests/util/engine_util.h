@@ -45,7 +45,8 @@ void eu_list_file(const char *dir, const char *name);
  * dtype-derived near-tie bound. */
 void eu_reference(const rt_model *m, const int32_t *prompt, int n_prompt, int n, int32_t *out,
                   float *margin, double *max_logit);
-/* Loads the engine in dir and binds it to d (seed for Philox). */
+/* Loads the engine in dir and binds it to d (seed for Philox); a
+ * block-drafter engine with the drafter directory its engine.json names. */
 rt_engine *eu_bind(const char *dir, rt_dev *d, const rt_model *m, uint64_t seed);
 /* rt_engine_generate with no EOS; returns the token count; prints a line
  * (what, tokens, iterations, tau, times). */
