@@ -359,7 +359,7 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 		goto out_free_plan;
 	/* a block drafter's own tensors (its embedding and head are the
 	 * target's): bound to its directory's weights like a draft model */
-	if (s->draft_kind == GEN_DRAFT_BLOCK && !s->target.from_shape &&
+	if (s->draft_kind == GEN_DRAFT_BLOCK && !s->target.from_shape && !s->draft.from_shape &&
 	    (rc = weights_digest(&plan, "draft", s->target.path, s->draft.path, plan.draft_digest,
 	                         sizeof(plan.draft_digest), err)))
 		goto out_free_plan;

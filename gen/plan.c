@@ -1303,8 +1303,12 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 	if (s->draft_kind == GEN_DRAFT_BLOCK) {
 		/* the drafter's baked-in config (B, S, taps, pattern, Vd) */
 		const rt_bd_config *bk = &s->block;
-		fprintf(f, ", \"path\": ");
-		jstr(f, s->draft.path);
+		if (s->draft.from_shape) {
+			fprintf(f, ", \"shape\": true");
+		} else {
+			fprintf(f, ", \"path\": ");
+			jstr(f, s->draft.path);
+		}
 		if (p->draft_digest[0]) {
 			fprintf(f, ", \"digest\": ");
 			jstr(f, p->draft_digest);

@@ -255,9 +255,27 @@ static int block_parse(const json_value *d, gen_spec *sp, sw_err *err)
 	if (d->type != JSON_OBJECT)
 		return bad(err, d, "$.draft", "{\"method\": \"block\", \"path\": DIR, \"steps\": S}",
 		           "the string \"block\"");
-	if (json_get(d, "shape"))
-		return bad(err, json_get(d, "shape"), "$.draft.shape", "\"path\" to a block drafter "
-		           "directory (config.json, model.safetensors)", "a shape");
+	const json_value *sv = json_get(d, "shape");
+	if (sv && json_get(d, "path"))
+		return bad(err, d, "$.draft", "exactly one of \"path\" and \"shape\"", "both");
+	sp->block_steps = 1;
+	if ((rc = opt_int(d, "steps", "$.draft", 1, 16, &sp->block_steps, err)))
+		return rc;
+	if (sv) {
+		/* a drafter by shape (planning, NVRTC and inspect without weights):
+		 * config.json's keys, the spec's target as its target */
+		sp->draft_kind = GEN_DRAFT_BLOCK;
+		memset(&sp->draft, 0, sizeof(sp->draft));
+		sp->draft.from_shape = true;
+		if ((rc = rt_bd_config_shape(sv, sv->file, "$.draft.shape", &sp->target.cfg, &sp->block,
+		                             err)))
+			return rc;
+		if (sp->block.cond != RT_BD_FEATURES)
+			return bad(err, sv, "$.draft.shape.conditioning", "\"features\" (the engine keeps "
+			           "no token window)", "\"tokens\"");
+		sp->draft_vocab = sp->block.draft_vocab;
+		return 0;
+	}
 	if ((rc = json_get_string(d, "path", "$.draft", &dir, err)))
 		return rc;
 	const json_value *pv = json_get(d, "path");
@@ -271,9 +289,6 @@ static int block_parse(const json_value *d, gen_spec *sp, sw_err *err)
 	sp->draft_kind = GEN_DRAFT_BLOCK;
 	memset(&sp->draft, 0, sizeof(sp->draft));
 	snprintf(sp->draft.path, sizeof(sp->draft.path), "%s", dir);
-	sp->block_steps = 1;
-	if ((rc = opt_int(d, "steps", "$.draft", 1, 16, &sp->block_steps, err)))
-		return rc;
 	const char *tname = sp->target.from_shape ? "(the spec's target shape)" : sp->target.path;
 	if ((rc = rt_bd_config_load(dir, &sp->target.cfg, tname, &sp->block, err)))
 		return sw_err_prefix(err, "%s:%d:%d: $.draft.path", pv->file, pv->line, pv->col);

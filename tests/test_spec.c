@@ -234,6 +234,26 @@ static void test_block_specs(void **state)
 	           "$.dtype: expected \"bf16\" or \"fp16\" with a block drafter");
 	expect_err(mk(SMOL_SHAPE, BLK_D(""), "chain:4", GOOD_V, TAIL ", \"adaptive\": {\"h\": 0.3}"),
 	           "$.adaptive: expected a chain tree drafted by a model");
+
+	/* a drafter by shape: config.json's keys, the spec's target its target */
+#define BLK_SHAPE(extra) "{\"method\": \"block\", \"shape\": {\"conditioning\": \"features\", " \
+	"\"block\": 16, \"draft_vocab\": 500, \"taps\": [0, 3], \"block_attention\": \"causal\", " \
+	"\"n_layers\": 1, \"n_heads\": 8, \"n_kv_heads\": 2, \"head_dim\": 32, \"ffn_dim\": 512, " \
+	"\"norm_eps\": 1e-5, \"rope_theta\": 10000" extra "}}"
+	expect_ok(mk(SHAPE7B, BLK_SHAPE(""), "chain:16", GOOD_V, TAIL));
+	assert_int_equal(g_spec.draft_kind, GEN_DRAFT_BLOCK);
+	assert_true(g_spec.draft.from_shape);
+	assert_int_equal(g_spec.block.block, 16);
+	assert_int_equal(g_spec.block.block_attn, RT_BD_CAUSAL);
+	assert_int_equal(g_spec.block.dim, 256);
+	expect_err(mk(SHAPE7B, BLK_SHAPE(", \"format\": 1"), "chain:4", GOOD_V, TAIL), "$.draft.shape");
+	expect_err(mk(SHAPE7B, "{\"method\": \"block\", \"shape\": {\"conditioning\": \"features\", "
+	              "\"block\": 4, \"draft_vocab\": 500, \"taps\": [0, 4], \"block_attention\": \"causal\", "
+	              "\"n_layers\": 1, \"n_heads\": 8, \"n_kv_heads\": 2, \"head_dim\": 32, "
+	              "\"ffn_dim\": 512, \"norm_eps\": 1e-5, \"rope_theta\": 10000}}", "chain:4", GOOD_V, TAIL),
+	           "$.draft.shape.taps[1]");
+	expect_err(mk(SHAPE7B, "{\"method\": \"block\", \"path\": \"" BLK_FEAT "\", \"shape\": {}}",
+	              "chain:4", GOOD_V, TAIL), "$.draft: expected exactly one of \"path\" and \"shape\"");
 }
 
 static void test_example_specs(void **state)

@@ -144,7 +144,9 @@ static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 		} else if (!strcmp(m, "block")) {
 			/* a block drafter: its weights' directory and digest, B and S */
 			e->draft_kind = RT_ENGINE_DRAFT_BLOCK;
-			snprintf(e->draft_path, sizeof(e->draft_path), "%s", jstr(j, d, "path", "$.spec.draft"));
+			if (json_get(d, "path"))
+				snprintf(e->draft_path, sizeof(e->draft_path), "%s",
+				         jstr(j, d, "path", "$.spec.draft"));
 			if (json_get(d, "digest"))
 				read_digest(j, d, "$.spec.draft", e->draft_digest);
 			e->block = (int)jint(j, d, "block", "$.spec.draft", 2, 64);

@@ -20,6 +20,12 @@ static const char *const CONFIG_KEYS[] = {
 	"rope_theta", "dtype", "steps", "training", NULL,
 };
 static const char *const TARGET_KEYS[] = { "dim", "vocab", "n_layers", NULL };
+/* A spec's shape-only drafter: config.json's keys but format, version,
+ * target and the training record. */
+static const char *const SHAPE_KEYS[] = {
+	"conditioning", "block", "draft_vocab", "taps", "window", "block_attention", "n_layers", "n_heads",
+	"n_kv_heads", "head_dim", "ffn_dim", "norm_eps", "rope_theta", NULL,
+};
 
 static int get_int(const json_value *o, const char *key, const char *path, int64_t lo, int64_t hi, int *out,
                    sw_err *err)
@@ -32,73 +38,81 @@ static int get_int(const json_value *o, const char *key, const char *path, int64
 }
 
 /* The config alone, then against the target. */
-static int parse_config(const char *text, size_t n, const char *file, const rt_config *tcfg, const char *tname,
-                        rt_bd_config *c, sw_err *err)
+/* root: config.json's object (P "$"), or (shape) a spec's drafter shape
+ * object at path P: the same keys but format, version and target (the
+ * spec's target is the target). */
+static int parse_config_value(const json_value *root, const char *file, const char *P, bool shape,
+                              const rt_config *tcfg, const char *tname, rt_bd_config *c, sw_err *err)
 {
-	json_value *root = json_parse(text, n, file, err);
-	if (!root)
-		return err->code ? err->code : SW_EINVAL;
 	int rc;
 	const char *s;
 	const json_value *tg, *taps;
 	double num;
 	memset(c, 0, sizeof(*c));
-	if ((rc = json_as_object(root, "$", err)) || (rc = json_check_keys(root, "$", CONFIG_KEYS, err)))
+	if ((rc = json_as_object(root, P, err)) ||
+	    (rc = json_check_keys(root, P, shape ? SHAPE_KEYS : CONFIG_KEYS, err)))
 		goto out;
-	if ((rc = json_get_string(root, "format", "$", &s, err)))
-		goto out;
-	if (strcmp(s, "specwright-block-drafter")) {
-		rc = sw_errf(err, SW_EINVAL, "%s: $.format: expected \"specwright-block-drafter\", found \"%s\"", file, s);
-		goto out;
+	if (!shape) {
+		if ((rc = json_get_string(root, "format", P, &s, err)))
+			goto out;
+		if (strcmp(s, "specwright-block-drafter")) {
+			rc = sw_errf(err, SW_EINVAL, "%s: %s.format: expected \"specwright-block-drafter\", found \"%s\"", file, P, s);
+			goto out;
+		}
+		int version;
+		if ((rc = get_int(root, "version", P, 1, 1, &version, err)))
+			goto out;
 	}
-	int version;
-	if ((rc = get_int(root, "version", "$", 1, 1, &version, err)))
-		goto out;
-	if ((rc = json_get_string(root, "conditioning", "$", &s, err)))
+	if ((rc = json_get_string(root, "conditioning", P, &s, err)))
 		goto out;
 	if (!strcmp(s, "features")) {
 		c->cond = RT_BD_FEATURES;
 	} else if (!strcmp(s, "tokens")) {
 		c->cond = RT_BD_TOKENS;
 	} else {
-		rc = sw_errf(err, SW_EINVAL, "%s: $.conditioning: expected \"features\" or \"tokens\", found \"%s\"", file, s);
+		rc = sw_errf(err, SW_EINVAL, "%s: %s.conditioning: expected \"features\" or \"tokens\", found \"%s\"", file, P, s);
 		goto out;
 	}
-	if ((rc = get_int(root, "block", "$", 2, RT_BD_MAX_BLOCK, &c->block, err)) ||
-	    (rc = get_int(root, "n_layers", "$", 1, RT_BD_MAX_LAYERS, &c->n_layers, err)) ||
-	    (rc = get_int(root, "n_heads", "$", 1, 1024, &c->n_heads, err)) ||
-	    (rc = get_int(root, "n_kv_heads", "$", 1, 1024, &c->n_kv_heads, err)) ||
-	    (rc = get_int(root, "head_dim", "$", 2, 1024, &c->head_dim, err)) ||
-	    (rc = get_int(root, "ffn_dim", "$", 1, 1 << 20, &c->ffn_dim, err)))
+	if ((rc = get_int(root, "block", P, 2, RT_BD_MAX_BLOCK, &c->block, err)) ||
+	    (rc = get_int(root, "n_layers", P, 1, RT_BD_MAX_LAYERS, &c->n_layers, err)) ||
+	    (rc = get_int(root, "n_heads", P, 1, 1024, &c->n_heads, err)) ||
+	    (rc = get_int(root, "n_kv_heads", P, 1, 1024, &c->n_kv_heads, err)) ||
+	    (rc = get_int(root, "head_dim", P, 2, 1024, &c->head_dim, err)) ||
+	    (rc = get_int(root, "ffn_dim", P, 1, 1 << 20, &c->ffn_dim, err)))
 		goto out;
-	if ((rc = json_get_number(root, "norm_eps", "$", 1e-12, 1.0, &num, err)))
+	if ((rc = json_get_number(root, "norm_eps", P, 1e-12, 1.0, &num, err)))
 		goto out;
 	c->norm_eps = (float)num;
-	if ((rc = json_get_number(root, "rope_theta", "$", 1.0, 1e9, &num, err)))
+	if ((rc = json_get_number(root, "rope_theta", P, 1.0, 1e9, &num, err)))
 		goto out;
 	c->rope_theta = (float)num;
 	if (c->n_heads % c->n_kv_heads || c->head_dim % 2) {
-		rc = sw_errf(err, SW_EINVAL, "%s: $.n_heads %d / $.n_kv_heads %d / $.head_dim %d: expected n_heads a multiple of n_kv_heads and an even head_dim",
-		             file, c->n_heads, c->n_kv_heads, c->head_dim);
+		rc = sw_errf(err, SW_EINVAL, "%s: %s.n_heads %d / n_kv_heads %d / head_dim %d: expected n_heads a multiple of n_kv_heads and an even head_dim",
+		             file, P, c->n_heads, c->n_kv_heads, c->head_dim);
 		goto out;
 	}
-	if ((rc = json_get_string(root, "block_attention", "$", &s, err)))
+	if ((rc = json_get_string(root, "block_attention", P, &s, err)))
 		goto out;
 	if (!strcmp(s, "bidirectional")) {
 		c->block_attn = RT_BD_BIDIRECTIONAL;
 	} else if (!strcmp(s, "causal")) {
 		c->block_attn = RT_BD_CAUSAL;
 	} else {
-		rc = sw_errf(err, SW_EINVAL, "%s: $.block_attention: expected \"bidirectional\" or \"causal\", found \"%s\"",
-		             file, s);
+		rc = sw_errf(err, SW_EINVAL, "%s: %s.block_attention: expected \"bidirectional\" or \"causal\", found \"%s\"",
+		             file, P, s);
 		goto out;
 	}
-	if ((rc = json_get_object(root, "target", "$", &tg, err)) ||
-	    (rc = json_check_keys(tg, "$.target", TARGET_KEYS, err)) ||
-	    (rc = get_int(tg, "dim", "$.target", 1, 1 << 20, &c->dim, err)) ||
-	    (rc = get_int(tg, "vocab", "$.target", 1, 1 << 30, &c->vocab, err)) ||
-	    (rc = get_int(tg, "n_layers", "$.target", 1, 1 << 16, &c->target_layers, err)))
+	if (shape) {
+		c->dim = tcfg->dim;
+		c->vocab = tcfg->vocab;
+		c->target_layers = tcfg->n_layers;
+	} else if ((rc = json_get_object(root, "target", P, &tg, err)) ||
+	           (rc = json_check_keys(tg, "$.target", TARGET_KEYS, err)) ||
+	           (rc = get_int(tg, "dim", "$.target", 1, 1 << 20, &c->dim, err)) ||
+	           (rc = get_int(tg, "vocab", "$.target", 1, 1 << 30, &c->vocab, err)) ||
+	           (rc = get_int(tg, "n_layers", "$.target", 1, 1 << 16, &c->target_layers, err))) {
 		goto out;
+	}
 	/* Against the target: the drafter shares its width, embedding and head. */
 	if (c->dim != tcfg->dim) {
 		rc = sw_errf(err, SW_EINVAL, "%s: $.target.dim: expected %d (the width of the target %s), found %d", file,
@@ -115,16 +129,16 @@ static int parse_config(const char *text, size_t n, const char *file, const rt_c
 		             file, tcfg->n_layers, tname, c->target_layers);
 		goto out;
 	}
-	if ((rc = get_int(root, "draft_vocab", "$", 1, c->vocab, &c->draft_vocab, err)))
+	if ((rc = get_int(root, "draft_vocab", P, 1, c->vocab, &c->draft_vocab, err)))
 		goto out;
 	if (c->cond == RT_BD_FEATURES) {
-		if ((rc = json_get_array(root, "taps", "$", 1, RT_MAX_TAPS, &taps, err)))
+		if ((rc = json_get_array(root, "taps", P, 1, RT_MAX_TAPS, &taps, err)))
 			goto out;
 		c->n_taps = (int)taps->n;
 		for (int i = 0; i < c->n_taps; i++) {
-			char p[64];
+			char p[192];
 			int64_t v;
-			snprintf(p, sizeof(p), "$.taps[%d]", i);
+			snprintf(p, sizeof(p), "%s.taps[%d]", P, i);
 			if ((rc = json_as_int(taps->items[i], p, 0, c->target_layers - 1, &v, err)))
 				goto out;
 			c->taps[i] = (int)v;
@@ -135,13 +149,29 @@ static int parse_config(const char *text, size_t n, const char *file, const rt_c
 			}
 		}
 	} else {
-		if ((rc = get_int(root, "window", "$", 1, RT_BD_MAX_WINDOW, &c->window, err)))
+		if ((rc = get_int(root, "window", P, 1, RT_BD_MAX_WINDOW, &c->window, err)))
 			goto out;
 	}
 	rc = 0;
 out:
+	return rc;
+}
+
+static int parse_config(const char *text, size_t n, const char *file, const rt_config *tcfg, const char *tname,
+                        rt_bd_config *c, sw_err *err)
+{
+	json_value *root = json_parse(text, n, file, err);
+	if (!root)
+		return err->code ? err->code : SW_EINVAL;
+	int rc = parse_config_value(root, file, "$", false, tcfg, tname, c, err);
 	json_free(root);
 	return rc;
+}
+
+int rt_bd_config_shape(const json_value *shape, const char *file, const char *path, const rt_config *tcfg,
+                       rt_bd_config *c, sw_err *err)
+{
+	return parse_config_value(shape, file, path, true, tcfg, "(the spec's target)", c, err);
 }
 
 struct want {
