@@ -41,6 +41,7 @@
 #include "device/device.h"
 #include "engine/engine.h"
 #include "engine_util.h"
+#include "core/fileio.h"
 #include "formats/gguf.h"
 #include "gen/build.h"
 #include "gen/render.h"
@@ -376,6 +377,20 @@ static void test_block_errors(void **state)
 	rt_engine_free(e);
 	rt_dev_free(d);
 	rt_block_drafter_free(bd);
+	/* a tampered segment start: layer0 past the target's 3 layers */
+	char path[400];
+	snprintf(path, sizeof(path), "%s/engine.json", dir);
+	size_t n = 0;
+	char *text = sw_read_file(path, &n);
+	assert_non_null(text);
+	char *at = strstr(text, "\"layer0\": 2,");
+	assert_non_null(at);
+	at[strlen("\"layer0\": ")] = '3';
+	rt_manifest *m = rt_manifest_parse(dir, text, n, &err);
+	assert_null(m);
+	print_message("  tampered layer0: %s\n", err.msg);
+	assert_non_null(strstr(err.msg, "slice 3"));
+	free(text);
 }
 
 static const char *model_path(void)
