@@ -775,14 +775,15 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			          A(a->draft_logits, (int64_t)l0 * s->draft_vocab * 4),
 			          A(a->sampling, 4 * RT_SP_DRAFT));
 			gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", s->draft_vocab),
-			                   PI("RULE", rule), PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND)};
+			                   PI("RULE", rule), PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND),
+			                   PI("Q_BY_DEPTH", 0)};
 			int kc = t->level_start[d + 2] - t->level_start[d + 1], kmax = 1;
 			for (int i = l0; i < l0 + nd; i++)
 				kmax = t->n_children[i] > kmax ? t->n_children[i] : kmax;
 			/* a block per node: the row once from HBM, k best-below passes
 			 * (top-k, race) or a CDF prefix from L2 */
 			op_desc od = {.name = "expand", .op = "tree_expand", .exec = GEN_EXEC_KERNEL,
-			              .kernel = kernel_x(&c, "expand", "tree_expand.cu.tmpl", prm, 6,
+			              .kernel = kernel_x(&c, "expand", "tree_expand.cu.tmpl", prm, 7,
 			                                 GEN_PREFIX_PHILOX, false, NULL),
 			              .gx = nd, .block = BLK_EXPAND, .n_args = 5,
 			              .args = {A(a->tree_tokens, 0),
@@ -841,7 +842,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		const int vm = s->verify_method, sl = sw_verify_slices(t->n, tc->vocab, BLK_VERIFY, vm);
 		gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", tc->vocab), PI("VQ", vq),
 		                   PI("METHOD", vm), PI("CHAIN_Q", 1), PI("BLOCK", BLK_VERIFY),
-		                   PI("SLICES", sl)};
+		                   PI("SLICES", sl), PI("Q_BY_DEPTH", 0)};
 		char uri[192];
 		snprintf(uri, sizeof(uri), "verify_%s_v%d_t%d", rt_verify_method_name(vm), tc->vocab,
 		         t->n);
@@ -861,7 +862,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		const double V4 = (double)tc->vocab * 4;
 		op_desc od = {.name = "verify", .op = "verify",
 		              .exec = GEN_EXEC_KERNEL, .uri = uri,
-		              .kernel = kernel_x(&c, "verify", "verify.cu.tmpl", prm, 8, GEN_PREFIX_PHILOX,
+		              .kernel = kernel_x(&c, "verify", "verify.cu.tmpl", prm, 9, GEN_PREFIX_PHILOX,
 		                                 false, NULL),
 		              .gx = t->n * sl, .block = BLK_VERIFY, .n_args = 10,
 		              .args = {A(a->accept_path, 0), A(a->emitted, 0), A(a->counts, 0),
