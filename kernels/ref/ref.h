@@ -287,6 +287,13 @@ int ref_expand_node(int rule, const float *q, int V, int k, uint64_t seed, uint3
  * expansion refused; the nodes before it are written). */
 int ref_tree_expand(int32_t *tok, const float *q, const int32_t *tree, uint64_t seed, uint32_t iter,
                     int n_nodes, int V, int rule, int level_begin, int n_level, const char **why);
+/* The same with the template's Q_BY_DEPTH: q_by_depth 1 expands node u
+ * from q row depth(u) (the tree table's depth row) instead of row u, q
+ * then (depth_max, V): a block drafter's Cartesian tree, one q per level.
+ * The node's uniforms stay keyed by u. ref_tree_expand is q_by_depth 0. */
+int ref_tree_expand_q(int32_t *tok, const float *q, const int32_t *tree, uint64_t seed,
+                      uint32_t iter, int n_nodes, int V, int rule, int level_begin, int n_level,
+                      int q_by_depth, const char **why);
 
 /* Verifies a drafted tree (tree table of n_nodes, ref_tree_table_check).
  *   tok (n):   tok[0] = root token, tok[u] = node u's token
@@ -341,6 +348,14 @@ int ref_verify_tree_vq(int method, const int32_t *tree, int n_nodes, const int32
                        const float *p, const float *q, int V, int Vq, uint64_t seed, uint32_t iter,
                        float *scratch, int32_t *path, int32_t *acc_rank, int32_t *final,
                        const char **why);
+/* ref_verify_tree_vq with q_by_depth: 1 reads node u's draft distribution
+ * from q row depth(u) (tree table's depth row), q (depth_max, Vq); 0 is
+ * ref_verify_tree_vq. Exactly ref_verify_tree_vq on q materialised per node
+ * (row u = row depth(u)). */
+int ref_verify_tree_vqd(int method, const int32_t *tree, int n_nodes, const int32_t *tok,
+                        const float *p, const float *q, int V, int Vq, int q_by_depth,
+                        uint64_t seed, uint32_t iter, float *scratch, int32_t *path,
+                        int32_t *acc_rank, int32_t *final, const char **why);
 
 /* The op (templates/verify.cu.tmpl): ref_verify_tree_vq, then out_path[0..n)
  * = the path, out_tok[0..n) = the accepted nodes' tokens then the final
@@ -349,5 +364,11 @@ int ref_verify_tree_vq(int method, const int32_t *tree, int n_nodes, const int32
 int ref_verify(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int32_t *tree,
                const int32_t *tok, const float *p, const float *q, float *scratch, uint64_t seed,
                uint32_t iter, int n_nodes, int V, int Vq, int method, const char **why);
+/* The op with the template's Q_BY_DEPTH (ref_verify_tree_vqd); ref_verify
+ * is q_by_depth 0. */
+int ref_verify_q(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int32_t *tree,
+                 const int32_t *tok, const float *p, const float *q, float *scratch, uint64_t seed,
+                 uint32_t iter, int n_nodes, int V, int Vq, int method, int q_by_depth,
+                 const char **why);
 
 #endif

@@ -146,15 +146,16 @@ static int op_argmax(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-/* (tok, q, tree, seed, iter): seed = two words (low, high); nodes LEVEL_BEGIN .. LEVEL_BEGIN + grid.x - 1 */
+/* (tok, q, tree, seed, iter): seed = two words (low, high); nodes LEVEL_BEGIN .. LEVEL_BEGIN + grid.x - 1;
+ * Q_BY_DEPTH: q row depth(u) instead of u */
 static int op_tree_expand(const rt_op *op, sw_err *err)
 {
 	const char *why = NULL;
-	if (ref_tree_expand(ARG(op, 0, int32_t *), ARG(op, 1, const float *),
-	                    ARG(op, 2, const int32_t *), seed_of(ARG(op, 3, const uint32_t *)),
-	                    *ARG(op, 4, const uint32_t *),
-	                    (int)PI_("N_NODES"), (int)PI_("V"), (int)PI_("RULE"),
-	                    (int)PI_("LEVEL_BEGIN"), (int)op->grid[0], &why))
+	if (ref_tree_expand_q(ARG(op, 0, int32_t *), ARG(op, 1, const float *),
+	                      ARG(op, 2, const int32_t *), seed_of(ARG(op, 3, const uint32_t *)),
+	                      *ARG(op, 4, const uint32_t *), (int)PI_("N_NODES"), (int)PI_("V"),
+	                      (int)PI_("RULE"), (int)PI_("LEVEL_BEGIN"), (int)op->grid[0],
+	                      (int)PI_("Q_BY_DEPTH"), &why))
 		return refused(op, why, err);
 	return 0;
 }
@@ -162,18 +163,18 @@ static int op_tree_expand(const rt_op *op, sw_err *err)
 /* (out_path, out_tok, counts, tree, tok, p, q, scratch, seed, iter), seed
  * as for tree_expand; the chain mode (METHOD 5) reads q only with CHAIN_Q
  * (else a one-hot draft); q rows have VQ entries (a draft vocabulary prefix;
- * V when absent) */
+ * V when absent), row depth(u) for node u with Q_BY_DEPTH */
 static int op_verify(const rt_op *op, sw_err *err)
 {
 	const int method = (int)PI_("METHOD");
 	const bool one_hot = method == REF_VERIFY_CHAIN && !rt_op_param_i(op, "CHAIN_Q", 1);
 	const char *why = NULL;
-	if (ref_verify(ARG(op, 0, int32_t *), ARG(op, 1, int32_t *), ARG(op, 2, int32_t *),
-	               ARG(op, 3, const int32_t *), ARG(op, 4, const int32_t *),
-	               ARG(op, 5, const float *), one_hot ? NULL : ARG(op, 6, const float *),
-	               ARG(op, 7, float *), seed_of(ARG(op, 8, const uint32_t *)), *ARG(op, 9, const uint32_t *),
-	               (int)PI_("N_NODES"), (int)PI_("V"), (int)rt_op_param_i(op, "VQ", PI_("V")),
-	               method, &why))
+	if (ref_verify_q(ARG(op, 0, int32_t *), ARG(op, 1, int32_t *), ARG(op, 2, int32_t *),
+	                 ARG(op, 3, const int32_t *), ARG(op, 4, const int32_t *),
+	                 ARG(op, 5, const float *), one_hot ? NULL : ARG(op, 6, const float *),
+	                 ARG(op, 7, float *), seed_of(ARG(op, 8, const uint32_t *)),
+	                 *ARG(op, 9, const uint32_t *), (int)PI_("N_NODES"), (int)PI_("V"),
+	                 (int)rt_op_param_i(op, "VQ", PI_("V")), method, (int)PI_("Q_BY_DEPTH"), &why))
 		return refused(op, why, err);
 	return 0;
 }

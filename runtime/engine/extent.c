@@ -330,22 +330,34 @@ static void ext_logits_process(ectx *c)
 	set(c, 2, 3 * 4, false, "3 sampling words");
 }
 
-/* tree_expand.cu.tmpl:126-146: node u = LEVEL_BEGIN + BID_X < N_NODES reads
- * its own token (< N_NODES; absent: no q read), q row u (V floats) and the
- * tree table (5 x N_NODES), writes tokens of its children (< N_NODES); the
- * seed's two words and an iteration word. */
+/* tree_expand.cu.tmpl:130-155: node u = LEVEL_BEGIN + BID_X < N_NODES reads
+ * its own token (< N_NODES; absent or a leaf: no q read), q row u (V
+ * floats; Q_BY_DEPTH: row depth(u), bounded by the manifest's own tree
+ * table, the one the engine loads) and the tree table (5 x N_NODES),
+ * writes tokens of its children (< N_NODES); the seed's two words and an
+ * iteration word. */
 static void ext_tree_expand(ectx *c)
 {
 	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
 	const int64_t V = P(c, "V", 1, MAXI), L0 = P(c, "LEVEL_BEGIN", 0, MAXI);
+	const int64_t QD = P(c, "Q_BY_DEPTH", 0, 1);
 	(void)P(c, "RULE", 0, 16);
 	block_is(c, P(c, "BLOCK", 32, 1024));
 	if (!c->rc && L0 + c->x->grid[0] > N)
 		refuse(c, "LEVEL_BEGIN %lld + grid.x %u nodes, expected at most N_NODES %lld",
 		       (long long)L0, c->x->grid[0], (long long)N);
 	set(c, 0, mul(N, 4), true, "N_NODES %lld tokens", (long long)N);
-	set(c, 1, mul3(L0 + c->x->grid[0], V, 4), false, "(LEVEL_BEGIN + grid.x) %lld rows x V %lld "
-	    "f32", (long long)(L0 + c->x->grid[0]), (long long)V);
+	if (QD) { /* row depth(u) of the expanding nodes (a leaf returns first) */
+		int64_t rows = 0;
+		for (int64_t u = L0; !c->rc && u < L0 + c->x->grid[0]; u++)
+			if (c->m->tree_table[N + u] > 0 && c->m->tree_table[4 * N + u] + 1 > rows)
+				rows = c->m->tree_table[4 * N + u] + 1;
+		set(c, 1, mul3(rows, V, 4), false, "Q_BY_DEPTH: max depth + 1 = %lld rows x V %lld f32",
+		    (long long)rows, (long long)V);
+	} else {
+		set(c, 1, mul3(L0 + c->x->grid[0], V, 4), false, "(LEVEL_BEGIN + grid.x) %lld rows x V "
+		    "%lld f32", (long long)(L0 + c->x->grid[0]), (long long)V);
+	}
 	set(c, 2, mul3(5, N, 4), false, "5 x N_NODES %lld tree words", (long long)N);
 	set(c, 3, 2 * 4, false, "two seed words");
 	set(c, 4, 4, false, "one iteration word");
@@ -354,7 +366,8 @@ static void ext_tree_expand(ectx *c)
 /* verify.cu.tmpl: grid N_NODES x SLICES (a block per node and vocabulary
  * slice; SLICES 1 for the tree methods); out_path, out_tok, tok
  * (N), counts (5 words: runtime/engine_state.h), tree (5 x N), p (N, V) and
- * q (N, VQ: a draft vocabulary prefix, VQ <= V), scratch (kernels/verify_layout.h: the kernel's rows and tables, at
+ * q (N, VQ: a draft vocabulary prefix, VQ <= V; Q_BY_DEPTH: depth_max rows,
+ * row depth(u), read only for a node with children), scratch (kernels/verify_layout.h: the kernel's rows and tables, at
  * least the host specification's 2 V), the seed's two words, an iteration word. q may be
  * p (greedy). */
 static void ext_verify(ectx *c)
@@ -362,6 +375,7 @@ static void ext_verify(ectx *c)
 	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
 	const int64_t V = P(c, "V", 1, MAXI), B = P(c, "BLOCK", 32, 1024), VQ = P(c, "VQ", 1, V);
 	const int64_t M = P(c, "METHOD", 0, 16), S = P(c, "SLICES", 1, V < 1 ? 1 : V);
+	const int64_t QD = P(c, "Q_BY_DEPTH", 0, 1);
 	const unsigned *g = c->x->grid;
 	if (!c->rc && S > 1 && !sw_verify_sliced((int)M))
 		refuse(c, "kernel %s: SLICES %lld, expected 1 for METHOD %lld (a sequential residual "
@@ -377,7 +391,12 @@ static void ext_verify(ectx *c)
 	set(c, 3, mul3(5, N, 4), false, "5 x N_NODES %lld tree words", (long long)N);
 	set(c, 4, mul(N, 4), false, "N_NODES %lld tokens", (long long)N);
 	set(c, 5, mul3(N, V, 4), false, "N_NODES %lld x V %lld f32", (long long)N, (long long)V);
-	set(c, 6, mul3(N, VQ, 4), false, "N_NODES %lld x VQ %lld f32", (long long)N, (long long)VQ);
+	if (QD) /* row depth(u) of nodes with children: depth_max rows */
+		set(c, 6, mul3(c->m->depth, VQ, 4), false, "Q_BY_DEPTH: depth %d rows x VQ %lld f32",
+		    c->m->depth, (long long)VQ);
+	else
+		set(c, 6, mul3(N, VQ, 4), false, "N_NODES %lld x VQ %lld f32", (long long)N,
+		    (long long)VQ);
 	set(c, 7, c->rc ? 0 : mul(sw_verify_scratch_words(N, V, B, S, (int)M), 4), true,
 	    "verify scratch of N_NODES %lld, V %lld, BLOCK %lld, SLICES %lld, METHOD %lld "
 	    "(verify_layout.h)", (long long)N, (long long)V, (long long)B, (long long)S, (long long)M);
