@@ -74,6 +74,19 @@ static int64_t P_eq(ectx *c, const char *name, int64_t want, const char *what)
 	return v;
 }
 
+/* A K/V cache's slots per layer: max_context, or (a block-drafter engine's
+ * drafter cache, which stages its B block rows past the context)
+ * max_context + B. Extents follow the constant, so either stays checked. */
+static int64_t P_ctx(ectx *c)
+{
+	const int64_t mc = c->m->max_ctx, mb = mc + c->m->block;
+	int64_t v = P(c, "MAX_CTX", 0, INT32_MAX);
+	if (!c->rc && v != mc && !(c->m->block && v == mb))
+		refuse(c, "kernel %s constant MAX_CTX = %lld, expected %lld ($.spec.max_context)%s",
+		       c->k->uri, (long long)v, (long long)mc, c->m->block ? " or that + the block" : "");
+	return v;
+}
+
 #define MAXI ((int64_t)1 << 30)
 
 static void set(ectx *c, int a, int64_t bytes, bool wr, const char *fmt, ...)
@@ -232,11 +245,10 @@ static void ext_swiglu(ectx *c)
  * HEAD_DIM) 16-bit (line 514). */
 static void ext_tree_attention(ectx *c)
 {
-	const rt_manifest *m = c->m;
 	const int64_t es = el16(c), T = P(c, "T", 1, MAXI);
 	const int64_t NB = P(c, "N_BLK", 1, MAXI), H = P(c, "N_HEADS", 1, 1024);
 	const int64_t KH = P(c, "N_KV_HEADS", 1, 1024), HD = P(c, "HEAD_DIM", 1, 1024);
-	const int64_t MC = P_eq(c, "MAX_CTX", m->max_ctx, "$.spec.max_context");
+	const int64_t MC = P_ctx(c);
 	const int64_t SPLIT = P(c, "SPLIT", 1, MAXI), W = P(c, "WARPS", 1, 32);
 	const int64_t MW = P(c, "MASK_WORDS", 0, MAXI), MB = P(c, "MBLOCK", 1, 1024);
 	(void)P(c, "MASKED", 0, 1);
@@ -284,7 +296,7 @@ static void ext_kv_store(ectx *c)
 {
 	const int64_t R = P(c, "ROWS", 1, MAXI), KVD = P(c, "KVD", 1, MAXI);
 	const int64_t R0 = P(c, "ROW0", 0, MAXI), es = el16(c);
-	const int64_t MC = P_eq(c, "MAX_CTX", c->m->max_ctx, "$.spec.max_context");
+	const int64_t MC = P_ctx(c);
 	block_is(c, P(c, "BLOCK", 1, 1024));
 	if (!c->rc && R0 >= MC)
 		refuse(c, "kernel %s constant ROW0 = %lld, expected below MAX_CTX %lld", c->k->uri,
@@ -305,7 +317,7 @@ static void ext_kv_store(ectx *c)
 static void ext_kv_commit(ectx *c)
 {
 	const int64_t NL = P(c, "N_LAYERS", 1, 1024), RV = P(c, "ROW_VEC", 1, MAXI);
-	const int64_t MC = P_eq(c, "MAX_CTX", c->m->max_ctx, "$.spec.max_context");
+	const int64_t MC = P_ctx(c);
 	block_is(c, P(c, "BLOCK", 1, 1024));
 	for (int a = 0; a < 2; a++) {
 		set(c, a, mul3(NL, MC, mul(RV, 16)), true, "N_LAYERS %lld x MAX_CTX %lld x ROW_VEC "
