@@ -16,7 +16,22 @@
  * KV cache once per KV head (GQA groups share it) at est_context cached
  * tokens plus the new rows; elementwise ops read and write each element once.
  * The draft never forwards a depth-D leaf; the draft_catchup phase re-forwards
- * the last committed token each iteration so its K/V is always present. */
+ * the last committed token each iteration so its K/V is always present.
+ *
+ * Block drafters (ALGORITHMS.txt 7, 8; runtime/model/block_drafter.h): no
+ * catch-up and no per-level forwards. The target's prefill and verify
+ * forwards run their layers in segments that end at each tapped layer
+ * (per-op layer0), a feature_tap after each; the rows' features are fused
+ * (fc, rmsnorm with fc_norm, each drafter layer's wk / wv, RoPE) into the
+ * drafter's own K/V cache at len + row, so in verify every tree node is
+ * staged and kv_commit keeps the accepted path's (rejected nodes leave no
+ * trace, the drafter's length stays the target's). The draft phase runs S
+ * passes over the B block rows (block_embed, the drafter's layers under the
+ * block visibility table, the LM head over the first Vd rows of the
+ * target's, logits_process; block_unmask between passes for S > 1), then
+ * every level's expansion from q row depth(u) (Q_BY_DEPTH), which verify
+ * also reads. The drafter's cache has B slots past max_context for its
+ * block rows. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
