@@ -112,6 +112,24 @@ int ref_block_embed(float *y, const uint16_t *tok_embd, const uint16_t *mask_emb
 void ref_feature_tap(float *taps, const float *h, const float *delta, int rows, int dim, int n_taps,
                      int slot);
 
+/* The block drafter's S > 1 step (templates/block_unmask.cu.tmpl; the
+ * rule of runtime/decode/block_decode.c). blk_tok (B + 1): [0] the anchor,
+ * [j] for j = 1..B the token fixed at draft position j - 1 (-1: masked);
+ * probs (B, VD): row j - 1 position j's processed distribution. Uniforms
+ * sw_uniform_double(seed, iter, node, SW_RNG_DRAFT_SAMPLE).
+ * final 0 (after pass `pass` < steps - 1): every masked position j unmasks
+ * iff u(256 (pass + 1) + j - 1) < (t_i - t_{i+1}) / t_i with t_i = 1 - i (1
+ * - 1e-5) / steps (double), then blk_tok[j] = ref_sample_cdf(row j - 1,
+ * u(256 (pass + 1) + 128 + j - 1)) (a one-hot row at T = 0: its argmax).
+ * final 1 (after the last pass): a fixed position's row becomes one-hot at
+ * its token (SUBS carry-over: probs is then the fixed Z the verifier reads)
+ * and every position draws its draft token, blk_tok[j] =
+ * ref_sample_cdf(row j - 1, u(j - 1)) (a fixed one keeps its token).
+ * REF_EINVAL (nothing written) for B outside 1..128, VD < 1, steps outside
+ * 1..16, or final 0 with pass outside 0..steps - 2; else 0. */
+int ref_block_unmask(int32_t *blk_tok, float *probs, int B, int VD, int pass, int steps, int final,
+                     uint64_t seed, uint32_t iter);
+
 /* New K/V rows into one layer's 16-bit cache. kc, vc point at slot row0 (the
  * caller added row0 * kvd elements); k, v (rows, kvd) fp32. Row r goes to
  * kc[(len + r) * kvd ...] when len + row0 + r < max_ctx, else it is skipped

@@ -233,6 +233,17 @@ static int op_feature_tap(const rt_op *op, sw_err *err)
 	return 0;
 }
 
+/* (blk_tok, probs, seed, iter): the block drafter's S > 1 step (FINAL 0)
+ * or its final Z and draws (FINAL 1); seed as for tree_expand */
+static int op_block_unmask(const rt_op *op, sw_err *err)
+{
+	if (ref_block_unmask(ARG(op, 0, int32_t *), ARG(op, 1, float *), (int)PI_("B"), (int)PI_("VD"),
+	                     (int)PI_("PASS"), (int)PI_("STEPS"), (int)PI_("FINAL"),
+	                     seed_of(ARG(op, 2, const uint32_t *)), *ARG(op, 3, const uint32_t *)))
+		return refused(op, "block_unmask: B, VD, PASS or STEPS outside what the op accepts", err);
+	return 0;
+}
+
 /* (kc, vc, k, v, len): rows into the 16-bit cache at slot len + ROW0 + r */
 static int op_kv_store(const rt_op *op, sw_err *err)
 {
@@ -284,6 +295,7 @@ static const host_op_entry registry[] = {
 	{"adapt", op_adapt},
 	{"argmax", op_argmax},
 	{"block_embed", op_block_embed},
+	{"block_unmask", op_block_unmask},
 	{"cast", op_cast},
 	{"embedding", op_embedding},
 	{"embedding16", op_embedding16},

@@ -183,6 +183,26 @@ static void ext_feature_tap(ectx *c)
 		set(c, a, mul3(R, D, 4), false, "ROWS %lld x DIM %lld f32", (long long)R, (long long)D);
 }
 
+/* block_unmask.cu.tmpl:96-129: block b = BID_X < B (grid.x = B): word
+ * b + 1 of blk_tok (B + 1 words), row b of probs (B, VD) f32 (written with
+ * FINAL); the seed's two words, an iteration word. */
+static void ext_block_unmask(ectx *c)
+{
+	const int64_t NB = P(c, "B", 1, 128), VD = P(c, "VD", 1, MAXI);
+	const int64_t S = P(c, "STEPS", 1, 16), FIN = P(c, "FINAL", 0, 1);
+	(void)P(c, "PASS", 0, FIN ? S - 1 : S - 2);
+	block_is(c, P(c, "BLOCK", 32, 1024));
+	const unsigned *g = c->x->grid;
+	if (!c->rc && (g[0] != (uint64_t)NB || g[1] != 1 || g[2] != 1))
+		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, 1] (a block per position: B)", g[0],
+		       g[1], g[2], (long long)NB);
+	set(c, 0, mul(NB + 1, 4), true, "B + 1 = %lld tokens", (long long)(NB + 1));
+	set(c, 1, mul3(NB, VD, 4), FIN != 0, "B %lld rows x VD %lld f32", (long long)NB,
+	    (long long)VD);
+	set(c, 2, 2 * 4, false, "two seed words");
+	set(c, 3, 4, false, "one iteration word");
+}
+
 /* rmsnorm_residual.cu.tmpl:14-44: row BID_X of y, s, x, r (D floats each),
  * w[0 .. D). s and x may be one buffer (in place: s = x + r). */
 static void ext_rmsnorm_residual(ectx *c)
@@ -491,6 +511,7 @@ typedef struct rule {
 static const rule rules[] = {
 	{"embedding16", "embedding16.cu.tmpl", 4, ext_embedding16},
 	{"block_embed", "block_embed.cu.tmpl", 8, ext_block_embed},
+	{"block_unmask", "block_unmask.cu.tmpl", 4, ext_block_unmask},
 	{"feature_tap", "feature_tap.cu.tmpl", 3, ext_feature_tap},
 	{"rmsnorm_residual", "rmsnorm_residual.cu.tmpl", 5, ext_rmsnorm_residual},
 	{"cast", "cast.cu.tmpl", 2, ext_cast},
