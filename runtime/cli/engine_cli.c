@@ -232,6 +232,10 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 		return SW_EINVAL;
 	if (j->e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK) {
 		/* the drafter directory the engine was built from (its digest binds it) */
+		if (!j->e->man->draft_path[0])
+			return sw_errf(err, SW_EINVAL, "%s/engine.json: $.spec.draft: built from a block "
+			               "drafter's shape, no weights to run with; build from a spec whose "
+			               "draft has \"path\": DIR", dir);
 		if (!(j->block = rt_block_drafter_load(j->e->man->draft_path, j->s.target, err)))
 			return sw_err_prefix(err, "engine %s: block drafter", dir);
 		if (cli_engine_bind_block(j->e, j->dev, j->s.target, j->block, o->seed, err))

@@ -324,8 +324,8 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 			return sw_errf(err, SW_EINVAL, "%s: the engine drafts with %s: give its weights "
 			               "(%s)", e->man->dir, e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK
 			               ? "a block drafter" : "a separate model",
-			               e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK ? "--drafter DIR"
-			                                                           : "--draft-model PATH");
+			               e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK
+			               ? "the drafter directory, $.spec.draft.path" : "--draft-model PATH");
 		if ((rc = check_model(e, draft, &e->man->dcfg, "draft", err)))
 			return rc;
 	}
