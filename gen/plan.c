@@ -733,30 +733,22 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 	m->len_word = shared ? 1 : 0;
 	m->ctx_rows = c->s->max_context;
 	m->mask_embd = m->fc = m->fc_norm = -1;
-	if (c->s->draft_kind == GEN_DRAFT_BLOCK && shared) {
-		/* a block drafter: its own layers, mask rows, fusion and norms; the
-		 * target's embedding and LM head (rows [0, Vd) for its head); its
-		 * cache stages the B block rows past the context */
-		const rt_bd_config *bk = &c->s->block;
-		m->tok_embd = shared->tok_embd;
-		m->lm_head = shared->lm_head;
-		m->ctx_rows = c->s->max_context + bk->block;
-		B(mask_embd, "weight", wdt, 2, bk->block - 1, D, 0, 0);
-		B(fc, "weight", mdt, 2, D, (int64_t)bk->n_taps * D, 0, 0);
-		B(fc_norm, "weight", "f32", 1, D, 0, 0, 0);
-		B(attn_norm, "weight", "f32", 2, L, D, 0, 0);
-		B(wq, "weight", mdt, 3, L, qd, D, 0);
-		B(wk, "weight", mdt, 3, L, kvd, D, 0);
-		B(wv, "weight", mdt, 3, L, kvd, D, 0);
-		B(wo, "weight", mdt, 3, L, D, qd, 0);
-		B(ffn_norm, "weight", "f32", 2, L, D, 0, 0);
-		B(w_gate, "weight", mdt, 3, L, F, D, 0);
-		B(w_up, "weight", mdt, 3, L, F, D, 0);
-		B(w_down, "weight", mdt, 3, L, D, F, 0);
-		B(out_norm, "weight", "f32", 1, D, 0, 0, 0);
-		B(inv_freq, "weight", "f32", 1, hd / 2, 0, 0, 0);
-	} else if (own_weights) {
-		B(tok_embd, "weight", wdt, 2, cfg->vocab, D, 0, 0);
+	const bool block = c->s->draft_kind == GEN_DRAFT_BLOCK && shared;
+	if (block || own_weights) {
+		if (block) {
+			/* a block drafter: its own layers, mask rows, fusion and norms;
+			 * the target's embedding and LM head (rows [0, Vd) for its head);
+			 * its cache stages the B block rows past the context */
+			const rt_bd_config *bk = &c->s->block;
+			m->tok_embd = shared->tok_embd;
+			m->lm_head = shared->lm_head;
+			m->ctx_rows = c->s->max_context + bk->block;
+			B(mask_embd, "weight", wdt, 2, bk->block - 1, D, 0, 0);
+			B(fc, "weight", mdt, 2, D, (int64_t)bk->n_taps * D, 0, 0);
+			B(fc_norm, "weight", "f32", 1, D, 0, 0, 0);
+		} else {
+			B(tok_embd, "weight", wdt, 2, cfg->vocab, D, 0, 0);
+		}
 		B(attn_norm, "weight", "f32", 2, L, D, 0, 0);
 		B(wq, "weight", mdt, 3, L, qd, D, 0);
 		B(wk, "weight", mdt, 3, L, kvd, D, 0);
@@ -769,7 +761,9 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 		B(out_norm, "weight", "f32", 1, D, 0, 0, 0);
 		/* tied: the LM head is the embedding, but a q8_0 GEMM needs its own
 		 * copy in q8_0 (the embedding lookup reads fp16) */
-		if (cfg->tied_embd && !strcmp(mdt, wdt))
+		if (block)
+			; /* the target's */
+		else if (cfg->tied_embd && !strcmp(mdt, wdt))
 			m->lm_head = m->tok_embd;
 		else
 			B(lm_head, "weight", mdt, 2, cfg->vocab, D, 0, 0);

@@ -180,3 +180,17 @@ void eu_reference(const rt_model *m, const int32_t *prompt, int n_prompt, int n,
 	free(lg);
 	rt_ctx_free(c);
 }
+
+double *eu_seq_dists(const rt_model *m, const int32_t *prompt, int n_prompt,
+                     const rt_engine_sampling *set, int n_set)
+{
+	const size_t K = (size_t)m->cfg.vocab * (size_t)m->cfg.vocab;
+	double *probs = malloc(sizeof(*probs) * K * (size_t)n_set);
+	assert_non_null(probs);
+	for (int k = 0; k < n_set; k++) {
+		rt_sampling samp = {.temperature = set[k].temperature, .top_k = set[k].top_k,
+		                    .top_p = set[k].top_p};
+		tu_seq_dist(m, prompt, n_prompt, 2, &samp, probs + (size_t)k * K);
+	}
+	return probs;
+}

@@ -57,4 +57,10 @@ int eu_generate_samp(rt_engine *e, const char *what, const int32_t *prompt, int 
                      int max_new, bool eager, const rt_engine_sampling *samp, int32_t *out,
                      rt_engine_stats *st);
 
+/* The exact distributions of the first two tokens after prompt at each of
+ * n_set sampling settings (tu_seq_dist): n_set rows of vocab^2
+ * probabilities, malloc'ed (the chi-square tests' expected counts). */
+double *eu_seq_dists(const rt_model *m, const int32_t *prompt, int n_prompt,
+                     const rt_engine_sampling *set, int n_set);
+
 #endif
