@@ -1287,6 +1287,22 @@ static void write_params(FILE *f, const gen_kernel *k)
 	fputc('}', f);
 }
 
+/* A model's source in the spec echo: "shape": true, or its path and (when
+ * the build bound it) its weights digest. */
+static void write_src(FILE *f, bool from_shape, const char *path, const char *digest)
+{
+	if (from_shape) {
+		fprintf(f, "\"shape\": true");
+		return;
+	}
+	fprintf(f, "\"path\": ");
+	jstr(f, path);
+	if (digest[0]) {
+		fprintf(f, ", \"digest\": ");
+		jstr(f, digest);
+	}
+}
+
 int gen_plan_write_json(const gen_plan *p, FILE *f)
 {
 	const gen_spec *s = p->spec;
@@ -1296,32 +1312,16 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 	        "build; do not edit\",\n  \"spec\": {\n    \"name\": ");
 	jstr(f, s->name);
 	fprintf(f, ",\n    \"target\": ");
-	if (s->target.from_shape) {
-		fprintf(f, "{\"shape\": true}");
-	} else {
-		fprintf(f, "{\"path\": ");
-		jstr(f, s->target.path);
-		if (p->target_digest[0]) {
-			fprintf(f, ", \"digest\": ");
-			jstr(f, p->target_digest);
-		}
-		fputc('}', f);
-	}
+	fputc('{', f);
+	write_src(f, s->target.from_shape, s->target.path, p->target_digest);
+	fputc('}', f);
 	fprintf(f, ",\n    \"draft\": {\"method\": ");
 	jstr(f, s->draft_method);
 	if (s->draft_kind == GEN_DRAFT_BLOCK) {
 		/* the drafter's baked-in config (B, S, taps, pattern, Vd) */
 		const rt_bd_config *bk = &s->block;
-		if (s->draft.from_shape) {
-			fprintf(f, ", \"shape\": true");
-		} else {
-			fprintf(f, ", \"path\": ");
-			jstr(f, s->draft.path);
-		}
-		if (p->draft_digest[0]) {
-			fprintf(f, ", \"digest\": ");
-			jstr(f, p->draft_digest);
-		}
+		fprintf(f, ", ");
+		write_src(f, s->draft.from_shape, s->draft.path, p->draft_digest);
 		fprintf(f, ", \"block\": %d, \"steps\": %d, \"taps\": [", bk->block, s->block_steps);
 		for (int i = 0; i < bk->n_taps; i++)
 			fprintf(f, "%s%d", i ? ", " : "", bk->taps[i]);
@@ -1330,16 +1330,7 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 	}
 	if (s->draft_kind == GEN_DRAFT_MODEL) {
 		fprintf(f, ", ");
-		if (s->draft.from_shape) {
-			fprintf(f, "\"shape\": true");
-		} else {
-			fprintf(f, "\"path\": ");
-			jstr(f, s->draft.path);
-			if (p->draft_digest[0]) {
-				fprintf(f, ", \"digest\": ");
-				jstr(f, p->draft_digest);
-			}
-		}
+		write_src(f, s->draft.from_shape, s->draft.path, p->draft_digest);
 	}
 	if (s->draft_kind == GEN_DRAFT_LAYERSKIP) {
 		fprintf(f, ", \"layers\": [");
