@@ -137,7 +137,7 @@ static int kernel_source(const gen_plan *p, int ki, const char *src_dir, const c
 		int T = (int)kparam(&kk, "T"), nb = (int)kparam(&kk, "N_BLK"), mw = (nb + 63) / 64;
 		uint64_t *rows = calloc((size_t)T * mw, sizeof(*rows));
 		if (rows) {
-			gen_plan_attn_mask(&p->spec->tree, T, nb, rows);
+			gen_plan_kernel_mask(p, &kk, T, nb, rows);
 			fprintf(f, "DEV_CONST uint64_t %s_mask[%d] = {", kk.uri, T * mw);
 			for (int i = 0; i < T * mw; i++)
 				fprintf(f, "%s0x%llxull", i ? ", " : "", (unsigned long long)rows[i]);
@@ -273,13 +273,21 @@ static int write_manifest(const char *dir, const char *json, size_t json_len,
 
 /* The digest of the weights behind the plan's `tag`.* buffers (core/digest.h):
  * each buffer in plan order, each layer of a layered one, as bind uploads
- * them (runtime/engine/engine.c upload_weights). */
-static int weights_digest(const gen_plan *p, const char *tag, const char *path, char *out,
-                          size_t n, sw_err *err)
+ * them (runtime/engine/engine.c upload_weights). block_dir: the weights are
+ * the block drafter's there (path: its target). */
+static int weights_digest(const gen_plan *p, const char *tag, const char *path,
+                          const char *block_dir, char *out, size_t n, sw_err *err)
 {
 	rt_model *m = rt_model_load(path, err);
 	if (!m)
 		return sw_err_prefix(err, "digest of the %s's weights", tag);
+	rt_block_drafter *bd = NULL;
+	if (block_dir && !(bd = rt_block_drafter_load(block_dir, m, err))) {
+		rt_model_free(m);
+		return sw_err_prefix(err, "digest of the %s's weights", tag);
+	}
+	if (bd)
+		path = block_dir;
 	sw_digest d;
 	sw_digest_init(&d);
 	const size_t tl = strlen(tag);
@@ -290,10 +298,13 @@ static int weights_digest(const gen_plan *p, const char *tag, const char *path, 
 			continue;
 		const char *field = b->name + tl + 1;
 		const bool layered = strcmp(field, "tok_embd") && strcmp(field, "out_norm") &&
-		                     strcmp(field, "lm_head") && strcmp(field, "inv_freq");
+		                     strcmp(field, "lm_head") && strcmp(field, "inv_freq") &&
+		                     strcmp(field, "mask_embd") && strcmp(field, "fc") &&
+		                     strcmp(field, "fc_norm");
 		for (int l = 0; l < (layered ? (int)b->shape[0] : 1) && !rc; l++) {
 			size_t k = 0;
-			const float *x = rt_model_weight(m, field, layered ? l : -1, &k);
+			const float *x = bd ? rt_bd_weight(bd, field, layered ? l : -1, &k)
+			                    : rt_model_weight(m, field, layered ? l : -1, &k);
 			if (!x)
 				rc = sw_errf(err, SW_EINVAL, "%s: no weight %s (layer %d) for buffer %s", path,
 				             field, layered ? l : -1, b->name);
@@ -301,6 +312,7 @@ static int weights_digest(const gen_plan *p, const char *tag, const char *path, 
 				sw_digest_weight(&d, field, layered ? l : -1, x, k);
 		}
 	}
+	rt_block_drafter_free(bd);
 	rt_model_free(m);
 	if (!rc)
 		sw_digest_format(&d, out, n);
@@ -338,11 +350,17 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 	st->n_ops = plan.n_ops;
 	/* bind the engine to its weights: bind refuses others (issue 16) */
 	if (!s->target.from_shape &&
-	    (rc = weights_digest(&plan, "target", s->target.path, plan.target_digest,
+	    (rc = weights_digest(&plan, "target", s->target.path, NULL, plan.target_digest,
 	                         sizeof(plan.target_digest), err)))
 		goto out_free_plan;
 	if (s->draft_kind == GEN_DRAFT_MODEL && !s->draft.from_shape &&
-	    (rc = weights_digest(&plan, "draft", s->draft.path, plan.draft_digest,
+	    (rc = weights_digest(&plan, "draft", s->draft.path, NULL, plan.draft_digest,
+	                         sizeof(plan.draft_digest), err)))
+		goto out_free_plan;
+	/* a block drafter's own tensors (its embedding and head are the
+	 * target's): bound to its directory's weights like a draft model */
+	if (s->draft_kind == GEN_DRAFT_BLOCK && !s->target.from_shape && !s->draft.from_shape &&
+	    (rc = weights_digest(&plan, "draft", s->target.path, s->draft.path, plan.draft_digest,
 	                         sizeof(plan.draft_digest), err)))
 		goto out_free_plan;
 

@@ -323,9 +323,17 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 			fprintf(out, "\nphase %s (%d rows)\n  %-18s %-9s %4s %11s %11s %9s %9s %9s %10s\n",
 			        str(P, "name"), (int)num(P, "rows"), "op", "exec", "x", "bytes", "flops",
 			        "t_mem us", "t_flop us", "t us", "x rep us");
+		const bool draft_phase = !strncmp(str(P, "name"), "draft", 5);
 		for (size_t i = 0; i < ops->n; i++) {
 			const json_value *o = ops->items[i];
 			double b = num(o, "bytes"), fl = num(o, "flops"), rep = num(o, "repeat");
+			/* the drafter's own work: its phases, its layers, a block
+			 * drafter's taps and fusion in the target's forwards, its commit */
+			static const char *const fuse[] = {"feature_tap", "fuse_in_cast", "fc", "zero_h",
+			                                   "fc_norm", "fuse_cast", "kv_commit_draft", NULL};
+			bool drafter = draft_phase || !strcmp(str(o, "layers"), "draft");
+			for (int f = 0; fuse[f] && !drafter; f++)
+				drafter = !strcmp(str(o, "name"), fuse[f]);
 			bool gemm = !strcmp(str(o, "exec"), "cublaslt");
 			bool mma = attn_entry(o, "_part");
 			double share = gemm ? 1.0 : sm_share(json_get(o, "grid"));
@@ -348,6 +356,8 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 			if (rep < 1)
 				rep = 1;
 			tot += t * rep;
+			if (drafter && strcmp(str(P, "name"), "prefill"))
+				sum->draft_us += t * rep;
 			tb += b * rep;
 			tf += fl * rep;
 			if (out) {
@@ -384,6 +394,10 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 			if (strcmp(sum->phase[i], "prefill"))
 				fprintf(out, "%s%.2f", k++ ? " + " : "", sum->phase_us[i]);
 		fprintf(out, " = %.2f us\n", sum->iter_us);
+		if (sum->draft_us > 0)
+			fprintf(out, "drafter's share: %.2f of %.2f us (%.1f%%: its phases, its layers' "
+			        "ops elsewhere, feature taps, fusion, its K/V commit)\n", sum->draft_us,
+			        sum->iter_us, 100.0 * sum->draft_us / sum->iter_us);
 		fprintf(out, "tau = %.2f tokens per iteration (%s%s)\n", sum->tau, sum->tau_src,
 		            strcmp(sum->tau_src, "assumed") ? "" : ": min(3, depth + 1); set "
 		            "roofline.tau in the spec or pass --tau");

@@ -25,6 +25,9 @@ typedef struct gen_inspect_summary {
 	char phase[GEN_INSPECT_MAX_PHASES][32];
 	double phase_us[GEN_INSPECT_MAX_PHASES];
 	double iter_us;      /* draft levels + verify + accept + commit */
+	double draft_us;     /* the drafter's part of iter_us: its phases, its layers'
+	                      * ops elsewhere (a block drafter's feature taps and
+	                      * fusion in verify), its K/V commit */
 	double prefill_us;
 	double tau;          /* the tau used */
 	const char *tau_src; /* "spec", "--tau" or "assumed" */

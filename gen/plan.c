@@ -16,7 +16,22 @@
  * KV cache once per KV head (GQA groups share it) at est_context cached
  * tokens plus the new rows; elementwise ops read and write each element once.
  * The draft never forwards a depth-D leaf; the draft_catchup phase re-forwards
- * the last committed token each iteration so its K/V is always present. */
+ * the last committed token each iteration so its K/V is always present.
+ *
+ * Block drafters (ALGORITHMS.txt 7, 8; runtime/model/block_drafter.h): no
+ * catch-up and no per-level forwards. The target's prefill and verify
+ * forwards run their layers in segments that end at each tapped layer
+ * (per-op layer0), a feature_tap after each; the rows' features are fused
+ * (fc, rmsnorm with fc_norm, each drafter layer's wk / wv, RoPE) into the
+ * drafter's own K/V cache at len + row, so in verify every tree node is
+ * staged and kv_commit keeps the accepted path's (rejected nodes leave no
+ * trace, the drafter's length stays the target's). The draft phase runs S
+ * passes over the B block rows (block_embed, the drafter's layers under the
+ * block visibility table, the LM head over the first Vd rows of the
+ * target's, logits_process; block_unmask between passes for S > 1), then
+ * every level's expansion from q row depth(u) (Q_BY_DEPTH), which verify
+ * also reads. The drafter's cache has B slots past max_context for its
+ * block rows. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -39,6 +54,8 @@ enum { BLK_EMB = 128, BLK_RMS = 256, BLK_ROPE = 128, BLK_SWIGLU = 256, BLK_ARGMA
 enum { BLK_LOGITS = 256, BLK_EXPAND = 256, BLK_VERIFY = 256, BLK_COMMIT = 128 };
 /* The engine's own small kernels (test_kern_kv_store, _step, _ngram_lookup). */
 enum { BLK_KVSTORE = 128, BLK_STEP = 64, BLK_NGRAM = 128, RING = 256 };
+/* The block drafter's kernels (test_kern_feature_tap, _block_embed, _block_unmask). */
+enum { BLK_TAP = 128, BLK_UNMASK = 256 };
 
 typedef struct model_ix {
 	const char *tag;     /* "target" / "draft" */
@@ -48,13 +65,17 @@ typedef struct model_ix {
 	int embd_rows;       /* rows of tok_embd (a layer-skip draft reads the target's) */
 	int tok_embd, attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down, out_norm, lm_head;
 	int k_cache, v_cache, inv_freq;
+	int mask_embd, fc, fc_norm; /* a block drafter's own weights, else -1 */
 	int len_word;        /* state[len_word]: this cache's length (target 0, draft 1) */
+	int ctx_rows;        /* cache slots per layer: max_context, + B for a block drafter
+	                      * (its block rows are staged past the length) */
 } model_ix;
 
 typedef struct act_ix {
 	int h, delta, xn, x16, q, q16, k, v, attn, part_o, part_ml, gate, up, pos, tokens,
 	    tree_tokens, tree_table, logits, probs, draft_logits, draft_probs, state, iter, err,
-	    accept_path, emitted, counts, verify_scratch, kv_done, ngram_hist, sampling;
+	    accept_path, emitted, counts, verify_scratch, kv_done, ngram_hist, sampling,
+	    taps, blk_tok, blk_pos;
 } act_ix;
 
 /* Tree attention launch shape: the one of least projected _part + _merge
@@ -74,15 +95,15 @@ typedef struct attn_shape {
 } attn_shape;
 
 static attn_shape attn_choose(const rt_config *cfg, int T, int n_blk, const gen_spec *s, int elt,
-                              bool masked)
+                              bool masked, int max_ctx)
 {
 	const gen_attn_geom g = gen_attn_choose(T, n_blk, cfg->n_heads, cfg->n_kv_heads,
-	                                        cfg->head_dim, elt, s->max_context, s->est_context);
+	                                        cfg->head_dim, elt, max_ctx, s->est_context);
 	attn_shape a = {.T = T, .n_blk = n_blk, .masked = masked, .split = g.split, .warps = g.warps,
 	                .rb = g.row_blocks, .mblock = g.mblock};
 	const int tiles = (T * (cfg->n_heads / cfg->n_kv_heads) + 15) / 16;
 	a.zt = (tiles + a.rb * a.warps - 1) / (a.rb * a.warps);
-	a.ctx_splits = (s->max_context + a.split - 1) / a.split;
+	a.ctx_splits = (max_ctx + a.split - 1) / a.split;
 	a.blk_splits = 0;
 	return a;
 }
@@ -178,7 +199,7 @@ typedef struct op_desc {
 	int exec, kernel;
 	const char *uri; /* pending/cuBLASLt key; kernels take theirs */
 	const char *entry; /* kernels with two entries: "_part" / "_merge" */
-	int gx, gy, gz, block, repeat;
+	int gx, gy, gz, block, repeat, layer0;
 	const char *layers;
 	int64_t m, n, k;
 	double bytes, flops;
@@ -207,6 +228,7 @@ static int add_op(gen_plan *p, const op_desc *d)
 		o->block[1] = o->block[2] = 1;
 	}
 	o->repeat = d->repeat ? d->repeat : 1;
+	o->layer0 = d->layer0;
 	o->layers = d->layers;
 	o->m = d->m;
 	o->n = d->n;
@@ -230,12 +252,16 @@ typedef struct ctx {
 	act_ix a;
 	int dt16;       /* bytes of the 16-bit dtype */
 	int cast_mode;  /* cast template MODE for f32 -> dtype */
+	int layer0;     /* the first layer of the per-layer ops being emitted */
 	int rc;
 } ctx;
 
 static void emit(ctx *c, const op_desc *d)
 {
-	if (!c->rc && add_op(c->p, d))
+	op_desc dd = *d;
+	if (dd.layers && !dd.layer0)
+		dd.layer0 = c->layer0;
+	if (!c->rc && add_op(c->p, &dd))
 		c->rc = SW_ENOMEM;
 }
 
@@ -312,13 +338,38 @@ void gen_plan_attn_mask(const gen_tree *t, int T, int n_blk, uint64_t *rows)
 				rows[r * mw + j / 64] |= 1ull << (j % 64);
 }
 
-/* The TREE identifier: "causal", or the tree's name (filename-safe) and a
- * hash of the mask rows, so two trees that share a name (files) but not a
- * shape get different kernels. */
-static void attn_tree_id(const gen_tree *t, const attn_shape *sh, char *id, size_t n)
+/* A block drafter's visibility over its T = N_BLK = B rows: causal sees
+ * the rows up to its own, bidirectional every row (rt_bd_forward). */
+static void block_mask(int kind, int T, uint64_t *rows)
+{
+	const int mw = (T + 63) / 64;
+	memset(rows, 0, (size_t)T * mw * sizeof(*rows));
+	for (int r = 0; r < T; r++)
+		for (int j = 0; j < T; j++)
+			if (kind == GEN_MASK_BLOCK_BIDIR || j <= r)
+				rows[r * mw + j / 64] |= 1ull << (j % 64);
+}
+
+void gen_plan_kernel_mask(const gen_plan *p, const gen_kernel *k, int T, int n_blk, uint64_t *rows)
+{
+	if (k->mask_kind == GEN_MASK_TREE)
+		gen_plan_attn_mask(&p->spec->tree, T, n_blk, rows);
+	else
+		block_mask(k->mask_kind, T, rows);
+}
+
+/* The TREE identifier: "causal", "block_causal" / "block_bidir" (a block
+ * drafter's pass), or the tree's name (filename-safe) and a hash of the
+ * mask rows, so two trees that share a name (files) but not a shape get
+ * different kernels. */
+static void attn_tree_id(const gen_tree *t, const attn_shape *sh, int mask_kind, char *id, size_t n)
 {
 	if (!sh->masked) {
 		snprintf(id, n, "causal");
+		return;
+	}
+	if (mask_kind != GEN_MASK_TREE) {
+		snprintf(id, n, "%s", mask_kind == GEN_MASK_BLOCK_CAUSAL ? "block_causal" : "block_bidir");
 		return;
 	}
 	uint64_t rows[GEN_TREE_MAX_NODES * GEN_TREE_WORDS];
@@ -344,24 +395,26 @@ static void attn_tree_id(const gen_tree *t, const attn_shape *sh, char *id, size
  * head dim to 16, masked block keys included (multiplied by p = 0, not
  * skipped). _merge reads the partials back and writes the 16-bit output. */
 static void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
-                         const char *layers)
+                         const char *layers, int mask_kind)
 {
 	const act_ix *a = &c->a;
 	const rt_config *cfg = m->cfg;
 	const int hd = cfg->head_dim, nh = cfg->n_heads, nkv = cfg->n_kv_heads;
 	const int mw = (sh->n_blk + 63) / 64;
 	char tree_id[64];
-	attn_tree_id(&c->s->tree, sh, tree_id, sizeof(tree_id));
+	attn_tree_id(&c->s->tree, sh, mask_kind, tree_id, sizeof(tree_id));
 	gen_param prm[] = {PNAME, {.name = "TREE", .type = GEN_PARAM_IDENT, .s = tree_id},
 	                   PI("MASKED", sh->masked), PI("IS_F16", c->cast_mode), PI("HEAD_DIM", hd),
 	                   PI("N_HEADS", nh), PI("N_KV_HEADS", nkv), PI("T", sh->T),
 	                   PI("N_BLK", sh->n_blk), PI("MASK_WORDS", mw), PI("SPLIT", sh->split),
-	                   PI("MAX_CTX", c->s->max_context), PI("WARPS", sh->warps),
+	                   PI("MAX_CTX", m->ctx_rows), PI("WARPS", sh->warps),
 	                   PI("ROW_BLOCKS", sh->rb), PI("MBLOCK", sh->mblock)};
 	int k = kernel_x(c, "tree_attn", "tree_attention.cu.tmpl", prm, 15,
 	                 sh->masked ? GEN_PREFIX_MASK : GEN_PREFIX_NONE, true, tree_id);
+	if (!c->rc)
+		c->p->kernels[k].mask_kind = sh->masked ? mask_kind : GEN_MASK_TREE;
 	const gen_attn_geom g = {.T = sh->T, .n_blk = sh->n_blk, .n_heads = nh, .n_kv_heads = nkv,
-	                         .head_dim = hd, .elt = c->dt16, .max_ctx = c->s->max_context,
+	                         .head_dim = hd, .elt = c->dt16, .max_ctx = m->ctx_rows,
 	                         .split = sh->split, .warps = sh->warps, .row_blocks = sh->rb,
 	                         .mblock = sh->mblock};
 	gen_attn_proj pr;
@@ -422,42 +475,37 @@ static void op_step(ctx *c, const char *name, int mode, bool has_hist)
 	emit(c, &d);
 }
 
-enum fwd_mode { FWD_PREFILL, FWD_TREE };
+enum fwd_mode { FWD_PREFILL, FWD_TREE, FWD_BLOCK };
 
-/* One model forward over `rows` token rows starting at row0 of the tree (or
- * of the prefill chunk): embedding, L layers, final norm, LM head over
- * lm_rows rows (the last ones) into logits at logits_off. */
-static void forward(ctx *c, const model_ix *m, int mode, int64_t rows, int64_t row0, int lm_rows,
-                    int logits_buf, int64_t logits_off, const char *layers)
+/* One forward's shape: FWD_PREFILL a causal chunk, FWD_TREE the staged tree
+ * levels under the ancestor mask, FWD_BLOCK a block drafter's pass (its B
+ * rows from block_embed, positions blk_pos, the block visibility table). */
+typedef struct fwd_opt {
+	int mode;
+	int64_t rows, row0;
+	int lm_rows;          /* LM head over the last lm_rows rows, into logits_buf */
+	int logits_buf;
+	int64_t logits_off;
+	const char *layers;
+	int n_taps;           /* the outputs of layers taps[] go to slots of a->taps */
+	const int *taps;
+	int first;            /* FWD_BLOCK: block_embed FIRST */
+	int mask_kind;        /* FWD_BLOCK: GEN_MASK_BLOCK_* */
+} fwd_opt;
+
+/* Layers layer0 .. layer0 + L - 1 of the per-layer block (c->layer0 set by
+ * the caller): each op repeated L times, a layer's slice each. */
+static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 {
 	const gen_spec *s = c->s;
 	const act_ix *a = &c->a;
 	const rt_config *cfg = m->cfg;
-	const int64_t D = cfg->dim, F = cfg->ffn_dim, hd = cfg->head_dim;
+	const int64_t D = cfg->dim, F = cfg->ffn_dim, hd = cfg->head_dim, rows = o->rows, row0 = o->row0;
 	const int64_t qd = (int64_t)cfg->n_heads * hd, kvd = (int64_t)cfg->n_kv_heads * hd;
-	const int L = m->n_layers, dt = c->dt16;
-	const int tok_buf = mode == FWD_PREFILL ? a->tokens : a->tree_tokens;
+	const int dt = c->dt16;
+	const char *layers = o->layers;
+	const gen_arg pos = o->mode == FWD_BLOCK ? A(a->blk_pos, 0) : A(a->pos, row0 * 4);
 
-	/* embedding: a 16-bit table gather into the fp32 residual stream. Every
-	 * id the target can commit is embedded: a draft model whose vocabulary
-	 * is a prefix of the target's (Qwen2-0.5B's 151936 under Qwen2-7B's
-	 * 152064) embeds the ids beyond its table as a zero row (N_IDS) */
-	{
-		gen_param prm[] = {PNAME, PI("DIM", D), PI("N_ROWS", m->embd_rows),
-		                   PI("N_IDS", s->target.cfg.vocab), PI("IS_F16", c->cast_mode),
-		                   PI("BLOCK", BLK_EMB)};
-		op_desc emb = {.name = "embedding", .op = "embedding16", .exec = GEN_EXEC_KERNEL,
-		               .kernel = kernel(c, "embedding16", "embedding16.cu.tmpl", prm, 6),
-		               .gx = (int)rows, .block = BLK_EMB, .n_args = 4,
-		               .args = {A(a->h, 0), A(m->tok_embd, 0), A(tok_buf, row0 * 4), A(a->err, 0)},
-		               .bytes = rows * 4.0 + (double)rows * D * dt + (double)rows * D * 4};
-		emit(c, &emb);
-	}
-	op_desc ms = {.name = "zero_delta", .op = "memset", .exec = GEN_EXEC_MEMSET, .n_args = 1,
-	              .args = {A(a->delta, 0)}, .bytes = (double)rows * D * 4};
-	emit(c, &ms);
-
-	/* per-layer block */
 	op_rmsnorm(c, "attn_norm", cfg, rows, A(m->attn_norm, 0), L, layers);
 	op_cast(c, "attn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), L, layers);
 	op_gemm(c, "wq", rows, qd, D, A(a->q, 0), A(a->x16, 0), A(m->wq, 0), L, layers);
@@ -470,7 +518,7 @@ static void forward(ctx *c, const model_ix *m, int mode, int64_t rows, int64_t r
 		op_desc d = {.name = qk ? "rope_k" : "rope_q", .op = "rope", .exec = GEN_EXEC_KERNEL,
 		             .kernel = kernel(c, "rope_f32", "rope.cu.tmpl", prm, 5), .gx = (int)rows,
 		             .block = BLK_ROPE, .repeat = L, .layers = layers, .n_args = 3,
-		             .args = {A(qk ? a->k : a->q, 0), A(a->pos, row0 * 4), A(m->inv_freq, 0)},
+		             .args = {A(qk ? a->k : a->q, 0), pos, A(m->inv_freq, 0)},
 		             .bytes = 2.0 * rows * H * hd * 4 + rows * 4.0 + hd / 2 * 4.0,
 		             .flops = 3.0 * rows * H * hd};
 		emit(c, &d);
@@ -480,7 +528,7 @@ static void forward(ctx *c, const model_ix *m, int mode, int64_t rows, int64_t r
 	 * context, where attention reads them and KV commit compacts them */
 	{
 		gen_param prm[] = {PNAME, PI("ROWS", rows), PI("KVD", kvd), PI("ROW0", row0),
-		                   PI("MAX_CTX", s->max_context), PI("IS_F16", c->cast_mode),
+		                   PI("MAX_CTX", m->ctx_rows), PI("IS_F16", c->cast_mode),
 		                   PI("BLOCK", BLK_KVSTORE)};
 		int64_t v8 = kvd % 8 == 0 ? 8 : 1;
 		op_desc kv = {.name = "kv_store", .op = "kv_store", .exec = GEN_EXEC_KERNEL,
@@ -492,12 +540,13 @@ static void forward(ctx *c, const model_ix *m, int mode, int64_t rows, int64_t r
 		              .bytes = 2.0 * rows * kvd * (4 + dt)};
 		emit(c, &kv);
 	}
-	/* attention: cached context + the block's rows (causal chunk, or the
-	 * staged tree levels under the baked ancestor mask); q in 16 bits */
+	/* attention: cached context + the block's rows (causal chunk, the staged
+	 * tree levels under the baked ancestor mask, or a drafter block under
+	 * its visibility table); q in 16 bits */
 	op_cast(c, "q_cast", rows, qd, A(a->q16, 0), A(a->q, 0), L, layers);
-	attn_shape sh = attn_choose(cfg, (int)rows, (int)(mode == FWD_PREFILL ? rows : row0 + rows),
-	                            s, dt, mode == FWD_TREE);
-	op_attention(c, m, &sh, L, layers);
+	attn_shape sh = attn_choose(cfg, (int)rows, (int)(o->mode == FWD_TREE ? row0 + rows : rows),
+	                            s, dt, o->mode != FWD_PREFILL, m->ctx_rows);
+	op_attention(c, m, &sh, L, layers, o->mode == FWD_BLOCK ? o->mask_kind : GEN_MASK_TREE);
 	op_gemm(c, "wo", rows, D, qd, A(a->delta, 0), A(a->attn, 0), A(m->wo, 0), L, layers);
 	op_rmsnorm(c, "ffn_norm", cfg, rows, A(m->ffn_norm, 0), L, layers);
 	op_cast(c, "ffn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), L, layers);
@@ -516,16 +565,155 @@ static void forward(ctx *c, const model_ix *m, int mode, int64_t rows, int64_t r
 	}
 	op_cast(c, "ffn_mid_cast", rows, F, A(a->x16, 0), A(a->gate, 0), L, layers);
 	op_gemm(c, "w_down", rows, D, F, A(a->delta, 0), A(a->x16, 0), A(m->w_down, 0), L, layers);
+}
+
+/* A tapped layer's output (h + delta: the residual add is deferred to the
+ * next norm) into slot `slot` of every row's features. */
+static void op_feature_tap(ctx *c, int64_t rows, int64_t dim, int n_taps, int slot)
+{
+	const act_ix *a = &c->a;
+	gen_param prm[] = {PNAME, PI("ROWS", rows), PI("DIM", dim), PI("N_TAPS", n_taps),
+	                   PI("SLOT", slot), PI("BLOCK", BLK_TAP)};
+	op_desc d = {.name = "feature_tap", .op = "feature_tap", .exec = GEN_EXEC_KERNEL,
+	             .kernel = kernel(c, "feature_tap", "feature_tap.cu.tmpl", prm, 6),
+	             .gx = (int)rows, .block = BLK_TAP, .n_args = 3,
+	             .args = {A(a->taps, 0), A(a->h, 0), A(a->delta, 0)},
+	             .bytes = 3.0 * rows * dim * 4, .flops = (double)rows * dim};
+	emit(c, &d);
+}
+
+/* The drafter's input rows: the anchor and the block's tokens or [MASK]
+ * embeddings, their positions len + j. */
+static void op_block_embed(ctx *c, const model_ix *m, int B, int first)
+{
+	const act_ix *a = &c->a;
+	const int64_t D = m->cfg->dim;
+	gen_param prm[] = {PNAME, PI("B", B), PI("DIM", D), PI("N_ROWS", m->cfg->vocab),
+	                   PI("IS_F16", c->cast_mode), PI("FIRST", first), PI("BLOCK", BLK_EMB)};
+	op_desc d = {.name = "block_embed", .op = "block_embed", .exec = GEN_EXEC_KERNEL,
+	             .kernel = kernel(c, "block_embed", "block_embed.cu.tmpl", prm, 7), .gx = B,
+	             .block = BLK_EMB, .n_args = 8,
+	             .args = {A(a->h, 0), A(m->tok_embd, 0), A(m->mask_embd, 0), A(a->blk_tok, 0),
+	                      A(a->tree_tokens, 0), A(a->blk_pos, 0),
+	                      A(a->state, m->len_word * 4), A(a->err, 0)},
+	             .bytes = B * 12.0 + (double)B * D * (c->dt16 + 4)};
+	emit(c, &d);
+}
+
+/* One model forward over `rows` token rows starting at row0 of the tree (or
+ * of the prefill chunk, or a drafter block): embedding, the layers (in
+ * segments that end at each tapped layer, a feature_tap after each), final
+ * norm, LM head over lm_rows rows (the last ones) into logits at
+ * logits_off. */
+static void forward_ex(ctx *c, const model_ix *m, const fwd_opt *o)
+{
+	const act_ix *a = &c->a;
+	const rt_config *cfg = m->cfg;
+	const int64_t D = cfg->dim, rows = o->rows, row0 = o->row0;
+	const int L = m->n_layers, dt = c->dt16;
+	const int tok_buf = o->mode == FWD_PREFILL ? a->tokens : a->tree_tokens;
+
+	if (o->mode == FWD_BLOCK) {
+		op_block_embed(c, m, (int)rows, o->first);
+	} else {
+		/* embedding: a 16-bit table gather into the fp32 residual stream.
+		 * Every id the target can commit is embedded: a draft model whose
+		 * vocabulary is a prefix of the target's (Qwen2-0.5B's 151936 under
+		 * Qwen2-7B's 152064) embeds the ids beyond its table as a zero row
+		 * (N_IDS) */
+		gen_param prm[] = {PNAME, PI("DIM", D), PI("N_ROWS", m->embd_rows),
+		                   PI("N_IDS", c->s->target.cfg.vocab), PI("IS_F16", c->cast_mode),
+		                   PI("BLOCK", BLK_EMB)};
+		op_desc emb = {.name = "embedding", .op = "embedding16", .exec = GEN_EXEC_KERNEL,
+		               .kernel = kernel(c, "embedding16", "embedding16.cu.tmpl", prm, 6),
+		               .gx = (int)rows, .block = BLK_EMB, .n_args = 4,
+		               .args = {A(a->h, 0), A(m->tok_embd, 0), A(tok_buf, row0 * 4), A(a->err, 0)},
+		               .bytes = rows * 4.0 + (double)rows * D * dt + (double)rows * D * 4};
+		emit(c, &emb);
+	}
+	op_desc ms = {.name = "zero_delta", .op = "memset", .exec = GEN_EXEC_MEMSET, .n_args = 1,
+	              .args = {A(a->delta, 0)}, .bytes = (double)rows * D * 4};
+	emit(c, &ms);
+
+	/* per-layer block, in segments ending at the tapped layers */
+	int l0 = 0;
+	for (int i = 0; i < o->n_taps; i++) {
+		c->layer0 = l0;
+		layer_ops(c, m, o, o->taps[i] + 1 - l0);
+		c->layer0 = 0;
+		op_feature_tap(c, rows, D, o->n_taps, i);
+		l0 = o->taps[i] + 1;
+	}
+	if (l0 < L) {
+		c->layer0 = l0;
+		layer_ops(c, m, o, L - l0);
+		c->layer0 = 0;
+	}
 
 	/* head: the final norm over all rows completes the residual; the LM head
 	 * runs on the last lm_rows rows only. */
 	op_rmsnorm(c, "output_norm", cfg, rows, A(m->out_norm, 0), 1, NULL);
-	if (lm_rows > 0) {
-		int64_t first = rows - lm_rows;
-		op_cast(c, "head_cast", lm_rows, D, A(a->x16, 0), A(a->xn, first * D * 4), 1, NULL);
-		op_gemm(c, "lm_head", lm_rows, m->vocab_out, D, A(logits_buf, logits_off),
+	if (o->lm_rows > 0) {
+		int64_t first = rows - o->lm_rows;
+		op_cast(c, "head_cast", o->lm_rows, D, A(a->x16, 0), A(a->xn, first * D * 4), 1, NULL);
+		op_gemm(c, "lm_head", o->lm_rows, m->vocab_out, D, A(o->logits_buf, o->logits_off),
 		        A(a->x16, 0), A(m->lm_head, 0), 1, NULL);
 	}
+}
+
+static void forward(ctx *c, const model_ix *m, int mode, int64_t rows, int64_t row0, int lm_rows,
+                    int logits_buf, int64_t logits_off, const char *layers)
+{
+	const fwd_opt o = {.mode = mode, .rows = rows, .row0 = row0, .lm_rows = lm_rows,
+	                   .logits_buf = logits_buf, .logits_off = logits_off, .layers = layers};
+	forward_ex(c, m, &o);
+}
+
+/* The block drafter's context K/V of `rows` rows from their features (taps
+ * of the target forward just run, row r at position pos[row0 + r]):
+ * rmsnorm(fc @ f) * fc_norm, then each drafter layer's wk / wv and RoPE,
+ * stored at slots len + r (rt_bd_append). In verify every tree node is
+ * staged at len + u and kv_commit keeps the accepted path's. */
+static void block_fuse(ctx *c, const model_ix *dm, const rt_bd_config *bk, int64_t rows)
+{
+	const act_ix *a = &c->a;
+	const rt_config *dc = dm->cfg;
+	const int64_t D = dc->dim, NT = bk->n_taps, hd = dc->head_dim,
+	              kvd = (int64_t)dc->n_kv_heads * hd;
+	const int Ld = dm->n_layers, dt = c->dt16;
+	op_cast(c, "fuse_in_cast", rows, NT * D, A(a->x16, 0), A(a->taps, 0), 1, NULL);
+	op_gemm(c, "fc", rows, D, NT * D, A(a->delta, 0), A(a->x16, 0), A(dm->fc, 0), 1, NULL);
+	/* h = 0 + fc @ f; xn = rmsnorm(h) * fc_norm: no residual */
+	op_desc ms = {.name = "zero_h", .op = "memset", .exec = GEN_EXEC_MEMSET, .n_args = 1,
+	              .args = {A(a->h, 0)}, .bytes = (double)rows * D * 4};
+	emit(c, &ms);
+	op_rmsnorm(c, "fc_norm", dc, rows, A(dm->fc_norm, 0), 1, NULL);
+	op_cast(c, "fuse_cast", rows, D, A(a->x16, 0), A(a->xn, 0), 1, NULL);
+	op_gemm(c, "fuse_wk", rows, kvd, D, A(a->k, 0), A(a->x16, 0), A(dm->wk, 0), Ld, "draft");
+	op_gemm(c, "fuse_wv", rows, kvd, D, A(a->v, 0), A(a->x16, 0), A(dm->wv, 0), Ld, "draft");
+	{
+		gen_param prm[] = {PNAME, PI("N_HEADS", dc->n_kv_heads), PI("HEAD_DIM", hd),
+		                   PI("ROT_DIM", hd), PI("BLOCK", BLK_ROPE)};
+		op_desc d = {.name = "fuse_rope_k", .op = "rope", .exec = GEN_EXEC_KERNEL,
+		             .kernel = kernel(c, "rope_f32", "rope.cu.tmpl", prm, 5), .gx = (int)rows,
+		             .block = BLK_ROPE, .repeat = Ld, .layers = "draft", .n_args = 3,
+		             .args = {A(a->k, 0), A(a->pos, 0), A(dm->inv_freq, 0)},
+		             .bytes = 2.0 * rows * kvd * 4 + rows * 4.0 + hd / 2 * 4.0,
+		             .flops = 3.0 * rows * kvd};
+		emit(c, &d);
+	}
+	gen_param prm[] = {PNAME, PI("ROWS", rows), PI("KVD", kvd), PI("ROW0", 0),
+	                   PI("MAX_CTX", dm->ctx_rows), PI("IS_F16", c->cast_mode),
+	                   PI("BLOCK", BLK_KVSTORE)};
+	int64_t v8 = kvd % 8 == 0 ? 8 : 1;
+	op_desc kv = {.name = "fuse_kv_store", .op = "kv_store", .exec = GEN_EXEC_KERNEL,
+	              .kernel = kernel(c, "kv_store", "kv_store.cu.tmpl", prm, 7),
+	              .gx = (int)((rows * kvd / v8 + BLK_KVSTORE - 1) / BLK_KVSTORE),
+	              .block = BLK_KVSTORE, .repeat = Ld, .layers = "draft", .n_args = 5,
+	              .args = {A(dm->k_cache, 0), A(dm->v_cache, 0), A(a->k, 0), A(a->v, 0),
+	                       A(a->state, dm->len_word * 4)},
+	              .bytes = 2.0 * rows * kvd * (4 + dt)};
+	emit(c, &kv);
 }
 
 /* Weight and cache buffers of one model. shared: layerskip reuses target's. */
@@ -550,8 +738,24 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 	m->n_layers = n_layers;
 	m->len_word = shared ? 1 : 0;
 	m->embd_rows = own_weights ? cfg->vocab : shared->embd_rows;
-	if (own_weights) {
-		B(tok_embd, "weight", wdt, 2, cfg->vocab, D, 0, 0);
+	m->ctx_rows = c->s->max_context;
+	m->mask_embd = m->fc = m->fc_norm = -1;
+	const bool block = c->s->draft_kind == GEN_DRAFT_BLOCK && shared;
+	if (block || own_weights) {
+		if (block) {
+			/* a block drafter: its own layers, mask rows, fusion and norms;
+			 * the target's embedding and LM head (rows [0, Vd) for its head);
+			 * its cache stages the B block rows past the context */
+			const rt_bd_config *bk = &c->s->block;
+			m->tok_embd = shared->tok_embd;
+			m->lm_head = shared->lm_head;
+			m->ctx_rows = c->s->max_context + bk->block;
+			B(mask_embd, "weight", wdt, 2, bk->block - 1, D, 0, 0);
+			B(fc, "weight", mdt, 2, D, (int64_t)bk->n_taps * D, 0, 0);
+			B(fc_norm, "weight", "f32", 1, D, 0, 0, 0);
+		} else {
+			B(tok_embd, "weight", wdt, 2, cfg->vocab, D, 0, 0);
+		}
 		B(attn_norm, "weight", "f32", 2, L, D, 0, 0);
 		B(wq, "weight", mdt, 3, L, qd, D, 0);
 		B(wk, "weight", mdt, 3, L, kvd, D, 0);
@@ -564,7 +768,9 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 		B(out_norm, "weight", "f32", 1, D, 0, 0, 0);
 		/* tied: the LM head is the embedding, but a q8_0 GEMM needs its own
 		 * copy in q8_0 (the embedding lookup reads fp16) */
-		if (cfg->tied_embd && !strcmp(mdt, wdt))
+		if (block)
+			; /* the target's */
+		else if (cfg->tied_embd && !strcmp(mdt, wdt))
 			m->lm_head = m->tok_embd;
 		else
 			B(lm_head, "weight", mdt, 2, cfg->vocab, D, 0, 0);
@@ -584,8 +790,8 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 		m->lm_head = shared->lm_head;
 		m->inv_freq = shared->inv_freq;
 	}
-	B(k_cache, "kv", wdt, 3, L, c->s->max_context, kvd, 0);
-	B(v_cache, "kv", wdt, 3, L, c->s->max_context, kvd, 0);
+	B(k_cache, "kv", wdt, 3, L, m->ctx_rows, kvd, 0);
+	B(v_cache, "kv", wdt, 3, L, m->ctx_rows, kvd, 0);
 #undef B
 	return 0;
 }
@@ -602,6 +808,8 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	const gen_tree *t = &s->tree;
 	const rt_config *tc = &s->target.cfg;
 	const bool has_draft_model = s->draft_kind != GEN_DRAFT_NGRAM;
+	const bool is_block = s->draft_kind == GEN_DRAFT_BLOCK;
+	const rt_bd_config *bk = &s->block;
 	model_ix tm, dm;
 	act_ix *a = &c.a;
 	int rc;
@@ -614,8 +822,20 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		p->draft_cfg = *tc;
 		p->draft_cfg.n_layers = s->n_skip_layers;
 		p->draft_cfg.vocab = s->draft_vocab;
+	} else if (is_block) {
+		/* the drafter's layers at the target's width; vocab: the shared
+		 * embedding's rows (its head covers [0, Vd)) */
+		p->draft_cfg = *tc;
+		p->draft_cfg.n_layers = bk->n_layers;
+		p->draft_cfg.n_heads = bk->n_heads;
+		p->draft_cfg.n_kv_heads = bk->n_kv_heads;
+		p->draft_cfg.head_dim = bk->head_dim;
+		p->draft_cfg.ffn_dim = bk->ffn_dim;
+		p->draft_cfg.norm_eps = bk->norm_eps;
+		p->draft_cfg.rope_theta = bk->rope_theta;
 	}
 	const rt_config *dc = &p->draft_cfg;
+	const int BB = is_block ? bk->block : 0; /* drafter block rows */
 
 	/* weights and caches */
 	if ((rc = model_bufs(&c, &tm, "target", tc, tc->n_layers, true, NULL)))
@@ -623,14 +843,14 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	tm.vocab_out = tc->vocab;
 	if (has_draft_model) {
 		bool own = s->draft_kind == GEN_DRAFT_MODEL;
-		if ((rc = model_bufs(&c, &dm, "draft", own ? dc : tc, dc->n_layers, own, &tm)))
+		if ((rc = model_bufs(&c, &dm, "draft", own || is_block ? dc : tc, dc->n_layers, own, &tm)))
 			goto out_nomem;
 		dm.cfg = dc;
 		dm.vocab_out = s->draft_vocab;
 	}
 
 	/* activations, sized for the widest model and the most rows */
-	int64_t rows = max64(s->prefill_chunk, t->n);
+	int64_t rows = max64(max64(s->prefill_chunk, t->n), BB);
 	int64_t D = tc->dim, F = tc->ffn_dim, QD = (int64_t)tc->n_heads * tc->head_dim,
 	        KVD = (int64_t)tc->n_kv_heads * tc->head_dim;
 	if (has_draft_model) {
@@ -648,7 +868,8 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	ACT(h, "activation", "f32", 2, rows, D);
 	ACT(delta, "activation", "f32", 2, rows, D);
 	ACT(xn, "activation", "f32", 2, rows, D);
-	ACT(x16, "activation", wdt, 2, rows, max64(D, max64(F, QD)));
+	ACT(x16, "activation", wdt, 2, rows,
+	    max64(max64(D, max64(F, QD)), is_block ? (int64_t)bk->n_taps * D : 0));
 	ACT(q, "activation", "f32", 2, rows, QD);
 	ACT(q16, "activation", wdt, 2, rows, QD);
 	ACT(k, "activation", "f32", 2, rows, KVD);
@@ -662,12 +883,18 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			const rt_config *cf = mi ? dc : tc;
 			attn_shape shs[GEN_TREE_MAX_DEPTH + 2];
 			int ns = 0;
-			shs[ns++] = attn_choose(cf, s->prefill_chunk, s->prefill_chunk, s, c.dt16, false);
+			const int mc = mi ? dm.ctx_rows : tm.ctx_rows;
+			if (mi && is_block) {
+				shs[ns++] = attn_choose(cf, BB, BB, s, c.dt16, true, mc);
+			} else {
+				shs[ns++] = attn_choose(cf, s->prefill_chunk, s->prefill_chunk, s, c.dt16,
+				                        false, mc);
+			}
 			if (!mi)
-				shs[ns++] = attn_choose(cf, t->n, t->n, s, c.dt16, true);
-			for (int d = 0; mi && d < t->depth_max; d++)
+				shs[ns++] = attn_choose(cf, t->n, t->n, s, c.dt16, true, mc);
+			for (int d = 0; mi && !is_block && d < t->depth_max; d++)
 				shs[ns++] = attn_choose(cf, t->level_start[d + 1] - t->level_start[d],
-				                        t->level_start[d + 1], s, c.dt16, true);
+				                        t->level_start[d + 1], s, c.dt16, true, mc);
 			for (int i = 0; i < ns; i++) {
 				int64_t rows_h = (int64_t)(shs[i].ctx_splits + shs[i].blk_splits) *
 				                 shs[i].T * cf->n_heads;
@@ -685,8 +912,17 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	ACT(logits, "activation", "f32", 2, t->n, tc->vocab);
 	ACT(probs, "activation", "f32", 2, t->n, tc->vocab);
 	if (has_draft_model) {
-		ACT(draft_logits, "activation", "f32", 2, t->n, s->draft_vocab);
-		ACT(draft_probs, "activation", "f32", 2, t->n, s->draft_vocab);
+		/* a block drafter: row j = position anchor + 1 + j (q by depth) */
+		ACT(draft_logits, "activation", "f32", 2, is_block ? BB : t->n, s->draft_vocab);
+		ACT(draft_probs, "activation", "f32", 2, is_block ? BB : t->n, s->draft_vocab);
+	}
+	if (is_block) {
+		/* the tapped target layers' outputs of every row, concatenated;
+		 * the block's tokens (word B: the last position unmasked by an
+		 * earlier pass, block_unmask) and positions */
+		ACT(taps, "activation", "f32", 2, rows, (int64_t)bk->n_taps * tc->dim);
+		ACT(blk_tok, "state", "i32", 1, BB + 1, 0);
+		ACT(blk_pos, "state", "i32", 1, BB, 0);
 	}
 	ACT(tree_tokens, "state", "i32", 1, t->n, 0);
 	/* the tree for expansion and verification: parent, n_children,
@@ -733,9 +969,18 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	 * rows after the real ones (their K/V land past the length and are
 	 * overwritten later). */
 	PHASE("prefill", s->prefill_chunk);
-	forward(&c, &tm, FWD_PREFILL, s->prefill_chunk, 0, 0, a->logits, 0, "target");
-	if (has_draft_model)
-		forward(&c, &dm, FWD_PREFILL, s->prefill_chunk, 0, 0, a->draft_logits, 0, "draft");
+	if (is_block) {
+		/* the target's forward taps its features; the drafter's context K/V
+		 * of the chunk's positions are fused from them */
+		const fwd_opt o = {.mode = FWD_PREFILL, .rows = s->prefill_chunk, .logits_buf = a->logits,
+		                   .layers = "target", .n_taps = bk->n_taps, .taps = bk->taps};
+		forward_ex(&c, &tm, &o);
+		block_fuse(&c, &dm, bk, s->prefill_chunk);
+	} else {
+		forward(&c, &tm, FWD_PREFILL, s->prefill_chunk, 0, 0, a->logits, 0, "target");
+		if (has_draft_model)
+			forward(&c, &dm, FWD_PREFILL, s->prefill_chunk, 0, 0, a->draft_logits, 0, "draft");
+	}
 	PHASE_END();
 
 	/* phases: draft levels. The engine serves a verification family, not
@@ -749,7 +994,61 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	                          s->verify_method == RT_VERIFY_RRSW ||
 	                          s->verify_method == RT_VERIFY_SPECHUB;
 	const int rule = sampled_rule || s->temperature > 0.0f ? s->expand_rule : RT_EXPAND_TOPK;
-	if (has_draft_model) {
+	if (is_block) {
+		/* one phase: S drafter passes over the block (the anchor and B - 1
+		 * [MASK] rows; S > 1 unmasks between passes, the last pass's rows
+		 * are the fixed Z), then every level's expansion from q row
+		 * depth(u) (Q_BY_DEPTH): no catch-up, the drafter's context is
+		 * fused from the target's own forwards */
+		const int S = s->block_steps, Vd = s->draft_vocab;
+		PHASE("draft_block", BB);
+		op_step(&c, "tree_prep", 0, false);
+		for (int i = 0; i < S; i++) {
+			const fwd_opt o = {.mode = FWD_BLOCK, .rows = BB, .lm_rows = BB,
+			                   .logits_buf = a->draft_logits, .layers = "draft", .first = i == 0,
+			                   .mask_kind = bk->block_attn == RT_BD_CAUSAL ? GEN_MASK_BLOCK_CAUSAL
+			                                                             : GEN_MASK_BLOCK_BIDIR};
+			forward_ex(&c, &dm, &o);
+			/* q over [0, Vd): one pass (S = 1) at the draft temperature, as
+			 * tree drafting does (rt_generate_tree_block); S > 1 at the
+			 * request's own temperature, top-k and top-p, as the chain
+			 * drafter does (block_decode.c): at T = 0 every row is one-hot
+			 * at its argmax, so block_unmask's draws are the argmax */
+			op_logits(&c, "draft_probs", Vd, BB, A(a->draft_probs, 0), A(a->draft_logits, 0),
+			          A(a->sampling, 4 * (S > 1 ? RT_SP_TEMP : RT_SP_DRAFT)));
+			if (S > 1) {
+				gen_param prm[] = {PNAME, PI("B", BB), PI("VD", Vd), PI("PASS", i), PI("STEPS", S),
+				                   PI("FINAL", i == S - 1), PI("BLOCK", BLK_UNMASK)};
+				op_desc od = {.name = "block_unmask", .op = "block_unmask", .exec = GEN_EXEC_KERNEL,
+				              .kernel = kernel_x(&c, "block_unmask", "block_unmask.cu.tmpl", prm, 7,
+				                                 GEN_PREFIX_PHILOX, false, NULL),
+				              .gx = BB, .block = BLK_UNMASK, .n_args = 4,
+				              .args = {A(a->blk_tok, 0), A(a->draft_probs, 0),
+				                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0)},
+				              .bytes = (double)BB * Vd * 4 * (i == S - 1 ? 2 : 1) + BB * 8.0,
+				              .flops = (double)BB * Vd * 2};
+				emit(&c, &od);
+			}
+		}
+		for (int d = 0; d < t->depth_max; d++) {
+			int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
+			gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", Vd), PI("RULE", rule),
+			                   PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND), PI("Q_BY_DEPTH", 1)};
+			int kc = t->level_start[d + 2] - t->level_start[d + 1], kmax = 1;
+			for (int i = l0; i < l0 + nd; i++)
+				kmax = t->n_children[i] > kmax ? t->n_children[i] : kmax;
+			op_desc od = {.name = "expand", .op = "tree_expand", .exec = GEN_EXEC_KERNEL,
+			              .kernel = kernel_x(&c, "expand", "tree_expand.cu.tmpl", prm, 7,
+			                                 GEN_PREFIX_PHILOX, false, NULL),
+			              .gx = nd, .block = BLK_EXPAND, .n_args = 5,
+			              .args = {A(a->tree_tokens, 0), A(a->draft_probs, 0), A(a->tree_table, 0),
+			                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0)},
+			              .bytes = (double)nd * Vd * 4 + kc * 4.0 + t->n * 20.0,
+			              .flops = (double)nd * Vd * (20.0 + 4.0 * kmax)};
+			emit(&c, &od);
+		}
+		PHASE_END();
+	} else if (has_draft_model) {
 		/* catch-up: the draft never forwards a depth-D leaf, so the last
 		 * committed token is re-forwarded at position TLEN-1 each iteration
 		 * (its K/V rewritten in place when the draft already had it): one
@@ -781,14 +1080,15 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			          A(a->draft_logits, (int64_t)l0 * s->draft_vocab * 4),
 			          A(a->sampling, 4 * RT_SP_DRAFT));
 			gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", s->draft_vocab),
-			                   PI("RULE", rule), PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND)};
+			                   PI("RULE", rule), PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND),
+			                   PI("Q_BY_DEPTH", 0)};
 			int kc = t->level_start[d + 2] - t->level_start[d + 1], kmax = 1;
 			for (int i = l0; i < l0 + nd; i++)
 				kmax = t->n_children[i] > kmax ? t->n_children[i] : kmax;
 			/* a block per node: the row once from HBM, k best-below passes
 			 * (top-k, race) or a CDF prefix from L2 */
 			op_desc od = {.name = "expand", .op = "tree_expand", .exec = GEN_EXEC_KERNEL,
-			              .kernel = kernel_x(&c, "expand", "tree_expand.cu.tmpl", prm, 6,
+			              .kernel = kernel_x(&c, "expand", "tree_expand.cu.tmpl", prm, 7,
 			                                 GEN_PREFIX_PHILOX, false, NULL),
 			              .gx = nd, .block = BLK_EXPAND, .n_args = 5,
 			              .args = {A(a->tree_tokens, 0),
@@ -831,9 +1131,19 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 
 	/* phase: verify (target forward over the whole tree) */
 	PHASE("verify", t->n);
-	forward(&c, &tm, FWD_TREE, t->n, 0, t->n, a->logits, 0, "target");
+	if (is_block) {
+		/* every node's features; fused into the drafter's cache at len + u
+		 * (kv_commit keeps the accepted path's, rejected nodes leave none) */
+		const fwd_opt o = {.mode = FWD_TREE, .rows = t->n, .lm_rows = t->n, .logits_buf = a->logits,
+		                   .layers = "target", .n_taps = bk->n_taps, .taps = bk->taps};
+		forward_ex(&c, &tm, &o);
+	} else {
+		forward(&c, &tm, FWD_TREE, t->n, 0, t->n, a->logits, 0, "target");
+	}
 	op_logits(&c, "target_probs", tc->vocab, t->n, A(a->probs, 0), A(a->logits, 0),
 	          A(a->sampling, 4 * RT_SP_TEMP));
+	if (is_block)
+		block_fuse(&c, &dm, bk, t->n);
 	PHASE_END();
 
 	/* phase: accept (fused verification: a block per node, the last walks) */
@@ -847,10 +1157,15 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		const int vm = s->verify_method, sl = sw_verify_slices(t->n, tc->vocab, BLK_VERIFY, vm);
 		gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", tc->vocab), PI("VQ", vq),
 		                   PI("METHOD", vm), PI("CHAIN_Q", 1), PI("BLOCK", BLK_VERIFY),
-		                   PI("SLICES", sl)};
+		                   PI("SLICES", sl), PI("Q_BY_DEPTH", 0)};
 		char uri[192];
 		snprintf(uri, sizeof(uri), "verify_%s_v%d_t%d", rt_verify_method_name(vm), tc->vocab,
 		         t->n);
+		/* Q_BY_DEPTH: a block drafter's q is one row per depth (node u's
+		 * children were drawn from row depth(u)) */
+		for (size_t i = 0; i < sizeof(prm) / sizeof(prm[0]); i++)
+			if (!strcmp(prm[i].name, "Q_BY_DEPTH"))
+				prm[i].i = is_block;
 		/* the ticket word that elects the walking block, zeroed each
 		 * iteration (kernels/verify_layout.h; the kernel also resets it) */
 		op_desc tk = {.name = "verify_ticket", .op = "memset", .exec = GEN_EXEC_MEMSET,
@@ -867,7 +1182,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		const double V4 = (double)tc->vocab * 4;
 		op_desc od = {.name = "verify", .op = "verify",
 		              .exec = GEN_EXEC_KERNEL, .uri = uri,
-		              .kernel = kernel_x(&c, "verify", "verify.cu.tmpl", prm, 8, GEN_PREFIX_PHILOX,
+		              .kernel = kernel_x(&c, "verify", "verify.cu.tmpl", prm, 9, GEN_PREFIX_PHILOX,
 		                                 false, NULL),
 		              .gx = t->n * sl, .block = BLK_VERIFY, .n_args = 10,
 		              .args = {A(a->accept_path, 0), A(a->emitted, 0), A(a->counts, 0),
@@ -889,7 +1204,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		const model_ix *m = mi ? &dm : &tm;
 		const rt_config *cfg = m->cfg;
 		const int64_t row_bytes = (int64_t)cfg->n_kv_heads * cfg->head_dim * c.dt16;
-		gen_param prm[] = {PNAME, PI("N_LAYERS", m->n_layers), PI("MAX_CTX", s->max_context),
+		gen_param prm[] = {PNAME, PI("N_LAYERS", m->n_layers), PI("MAX_CTX", m->ctx_rows),
 		                   PI("ROW_VEC", row_bytes / 16), PI("BLOCK", BLK_COMMIT)};
 		int64_t threads = 2 * (int64_t)m->n_layers * (row_bytes / 16);
 		op_desc od = {.name = mi ? "kv_commit_draft" : "kv_commit_target", .op = "kv_commit",
@@ -979,6 +1294,22 @@ static void write_params(FILE *f, const gen_kernel *k)
 	fputc('}', f);
 }
 
+/* A model's source in the spec echo: "shape": true, or its path and (when
+ * the build bound it) its weights digest. */
+static void write_src(FILE *f, bool from_shape, const char *path, const char *digest)
+{
+	if (from_shape) {
+		fprintf(f, "\"shape\": true");
+		return;
+	}
+	fprintf(f, "\"path\": ");
+	jstr(f, path);
+	if (digest[0]) {
+		fprintf(f, ", \"digest\": ");
+		jstr(f, digest);
+	}
+}
+
 int gen_plan_write_json(const gen_plan *p, FILE *f)
 {
 	const gen_spec *s = p->spec;
@@ -988,31 +1319,25 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 	        "build; do not edit\",\n  \"spec\": {\n    \"name\": ");
 	jstr(f, s->name);
 	fprintf(f, ",\n    \"target\": ");
-	if (s->target.from_shape) {
-		fprintf(f, "{\"shape\": true}");
-	} else {
-		fprintf(f, "{\"path\": ");
-		jstr(f, s->target.path);
-		if (p->target_digest[0]) {
-			fprintf(f, ", \"digest\": ");
-			jstr(f, p->target_digest);
-		}
-		fputc('}', f);
-	}
+	fputc('{', f);
+	write_src(f, s->target.from_shape, s->target.path, p->target_digest);
+	fputc('}', f);
 	fprintf(f, ",\n    \"draft\": {\"method\": ");
 	jstr(f, s->draft_method);
+	if (s->draft_kind == GEN_DRAFT_BLOCK) {
+		/* the drafter's baked-in config (B, S, taps, pattern, Vd) */
+		const rt_bd_config *bk = &s->block;
+		fprintf(f, ", ");
+		write_src(f, s->draft.from_shape, s->draft.path, p->draft_digest);
+		fprintf(f, ", \"block\": %d, \"steps\": %d, \"taps\": [", bk->block, s->block_steps);
+		for (int i = 0; i < bk->n_taps; i++)
+			fprintf(f, "%s%d", i ? ", " : "", bk->taps[i]);
+		fprintf(f, "], \"block_attention\": \"%s\", \"vocab\": %d",
+		        bk->block_attn == RT_BD_CAUSAL ? "causal" : "bidirectional", bk->draft_vocab);
+	}
 	if (s->draft_kind == GEN_DRAFT_MODEL) {
 		fprintf(f, ", ");
-		if (s->draft.from_shape) {
-			fprintf(f, "\"shape\": true");
-		} else {
-			fprintf(f, "\"path\": ");
-			jstr(f, s->draft.path);
-			if (p->draft_digest[0]) {
-				fprintf(f, ", \"digest\": ");
-				jstr(f, p->draft_digest);
-			}
-		}
+		write_src(f, s->draft.from_shape, s->draft.path, p->draft_digest);
 	}
 	if (s->draft_kind == GEN_DRAFT_LAYERSKIP) {
 		fprintf(f, ", \"layers\": [");
@@ -1097,6 +1422,9 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 			if (!strcmp(k->params[q].name, "DYN_SMEM"))
 				dyn = k->params[q].i;
 		fprintf(f, "], \"dyn_smem\": %lld", dyn);
+		if (k->mask_kind != GEN_MASK_TREE)
+			fprintf(f, ", \"mask\": \"%s\"",
+			        k->mask_kind == GEN_MASK_BLOCK_CAUSAL ? "block_causal" : "block_bidirectional");
 		fprintf(f, ", \"prefix\": [%s%s%s], \"params\": ",
 		        k->prefix & GEN_PREFIX_PHILOX ? "\"kernels/philox.h\"" : "",
 		        k->prefix == (GEN_PREFIX_PHILOX | GEN_PREFIX_MASK) ? ", " : "",
@@ -1128,7 +1456,10 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 				        o->grid[1], o->grid[2], o->block[0], o->block[1], o->block[2]);
 			else
 				fprintf(f, ", \"grid\": null, \"block\": null");
-			fprintf(f, ", \"repeat\": %d, \"layers\": ", o->repeat);
+			fprintf(f, ", \"repeat\": %d, ", o->repeat);
+			if (o->layer0)
+				fprintf(f, "\"layer0\": %d, ", o->layer0);
+			fprintf(f, "\"layers\": ");
 			if (o->layers)
 				jstr(f, o->layers);
 			else

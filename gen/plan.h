@@ -65,7 +65,14 @@ typedef struct gen_kernel {
 	const char *entry[2];   /* suffixes: "" or "_part", "_merge" */
 	char tree_id[64];       /* the TREE identifier parameter's value, if any (params'
 	                         * .s pointers are only valid while planning) */
+	int mask_kind;          /* GEN_PREFIX_MASK: enum gen_mask_kind, the table's source */
 } gen_kernel;
+
+/* What a masked tree attention's table holds: the spec tree's ancestor
+ * mask, or a block drafter's block visibility (T = N_BLK = B rows):
+ * causal = lower triangle, bidirectional = all ones. engine.json's kernel
+ * entry names the block kinds ("mask"). */
+enum gen_mask_kind { GEN_MASK_TREE = 0, GEN_MASK_BLOCK_CAUSAL, GEN_MASK_BLOCK_BIDIR };
 
 typedef struct gen_op {
 	char name[48];      /* what it computes, e.g. "attn_norm", "wq" */
@@ -76,6 +83,9 @@ typedef struct gen_op {
 	const char *entry;  /* GEN_EXEC_KERNEL: the entry's suffix (kernel uri + entry) */
 	int grid[3], block[3]; /* 0s when not known yet (pending, cuBLASLt) */
 	int repeat;         /* launches: 1, or the layers of a per-layer op */
+	int layer0;         /* a per-layer op's first layer: it runs layers layer0 ..
+	                     * layer0 + repeat - 1 (a segment of the block that ends
+	                     * at a feature tap) */
 	const char *layers; /* "target", "draft" (layer ids through the draft map) or NULL */
 	int64_t m, n, k;    /* GEN_EXEC_CUBLASLT */
 	int n_args;
@@ -121,6 +131,9 @@ int gen_plan_find_buf(const gen_plan *p, const char *name);
 /* Rows N_BLK-T .. N_BLK-1 of the tree's ancestor mask over columns 0 .. N_BLK-1,
  * (N_BLK + 63) / 64 words per row: the table a tree attention kernel reads. */
 void gen_plan_attn_mask(const gen_tree *t, int T, int n_blk, uint64_t *rows);
+/* The table kernel k reads: gen_plan_attn_mask of the spec's tree, or the
+ * block visibility of its mask_kind. */
+void gen_plan_kernel_mask(const gen_plan *p, const gen_kernel *k, int T, int n_blk, uint64_t *rows);
 
 /* engine.json: spec echo, shapes, buffers, kernels, ops per phase. The
  * output depends on nothing but the plan (no time, no host names). */

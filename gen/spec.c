@@ -246,9 +246,63 @@ out_bad:
 	return bad(err, v, path, "layerskip:N or layerskip:a-b,c,...[@V]", "\"layerskip:%s\"", s);
 }
 
+/* {"method": "block", "path": DIR, "steps": S}: the drafter's config.json
+ * against the target (width, vocabulary, layers, taps). */
+static int block_parse(const json_value *d, gen_spec *sp, sw_err *err)
+{
+	const char *dir;
+	int rc;
+	if (d->type != JSON_OBJECT)
+		return bad(err, d, "$.draft", "{\"method\": \"block\", \"path\": DIR, \"steps\": S}",
+		           "the string \"block\"");
+	const json_value *sv = json_get(d, "shape");
+	if (sv && json_get(d, "path"))
+		return bad(err, d, "$.draft", "exactly one of \"path\" and \"shape\"", "both");
+	sp->block_steps = 1;
+	if ((rc = opt_int(d, "steps", "$.draft", 1, 16, &sp->block_steps, err)))
+		return rc;
+	if (sv) {
+		/* a drafter by shape (planning, NVRTC and inspect without weights):
+		 * config.json's keys, the spec's target as its target */
+		sp->draft_kind = GEN_DRAFT_BLOCK;
+		memset(&sp->draft, 0, sizeof(sp->draft));
+		sp->draft.from_shape = true;
+		if ((rc = rt_bd_config_shape(sv, sv->file, "$.draft.shape", &sp->target.cfg, &sp->block,
+		                             err)))
+			return rc;
+		if (sp->block.cond != RT_BD_FEATURES)
+			return bad(err, sv, "$.draft.shape.conditioning", "\"features\" (the engine keeps "
+			           "no token window)", "\"tokens\"");
+		sp->draft_vocab = sp->block.draft_vocab;
+		return 0;
+	}
+	if ((rc = json_get_string(d, "path", "$.draft", &dir, err)))
+		return rc;
+	const json_value *pv = json_get(d, "path");
+	if (strlen(dir) >= sizeof(sp->draft.path))
+		return bad(err, pv, "$.draft.path", "a path shorter than 512 bytes", "%zu bytes", strlen(dir));
+	struct stat st;
+	if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+		return bad(err, pv, "$.draft.path", "a block drafter directory (config.json, "
+		           "model.safetensors)", "\"%s\" (%s)", dir,
+		           stat(dir, &st) ? strerror(errno) : "not a directory");
+	sp->draft_kind = GEN_DRAFT_BLOCK;
+	memset(&sp->draft, 0, sizeof(sp->draft));
+	snprintf(sp->draft.path, sizeof(sp->draft.path), "%s", dir);
+	const char *tname = sp->target.from_shape ? "(the spec's target shape)" : sp->target.path;
+	if ((rc = rt_bd_config_load(dir, &sp->target.cfg, tname, &sp->block, err)))
+		return sw_err_prefix(err, "%s:%d:%d: $.draft.path", pv->file, pv->line, pv->col);
+	if (sp->block.cond != RT_BD_FEATURES)
+		return bad(err, pv, "$.draft.path", "a features-conditioned block drafter (config.json "
+		           "$.conditioning \"features\"; the engine keeps no token window)",
+		           "\"%s\": $.conditioning \"tokens\"", dir);
+	sp->draft_vocab = sp->block.draft_vocab;
+	return 0;
+}
+
 static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 {
-	static const char *const keys[] = {"method", "path", "shape", NULL};
+	static const char *const keys[] = {"method", "path", "shape", "steps", NULL};
 	const json_value *d = json_get(root, "draft");
 	const char *method;
 	char mp[64] = "$.draft";
@@ -269,6 +323,11 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 	const json_value *mv = d->type == JSON_STRING ? d : json_get(d, "method");
 	snprintf(sp->draft_method, sizeof(sp->draft_method), "%s", method);
 	bool has_src = d->type == JSON_OBJECT && (json_get(d, "path") || json_get(d, "shape"));
+	if (d->type == JSON_OBJECT && json_get(d, "steps") && strcmp(method, "block"))
+		return bad(err, json_get(d, "steps"), "$.draft.steps", "\"steps\" only with method "
+		           "\"block\"", "it with \"%s\"", method);
+	if (!strcmp(method, "block"))
+		return block_parse(d, sp, err);
 
 	if (!strncmp(method, "layerskip:", 10) || !strncmp(method, "ngram", 5)) {
 		if (has_src)
@@ -327,7 +386,7 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 		sp->draft_vocab = sp->draft.cfg.vocab;
 		return 0;
 	}
-	return bad(err, mv, mp, "layerskip:LAYERS, model, model:PATH, ngram or ngram:MIN:MAX",
+	return bad(err, mv, mp, "layerskip:LAYERS, model, model:PATH, ngram, ngram:MIN:MAX or block",
 	           "\"%s\"", method);
 }
 
@@ -467,6 +526,26 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		}
 	}
 
+	if (sp->draft_kind == GEN_DRAFT_BLOCK) {
+		const int B = sp->block.block;
+		bool chain = true;
+		for (int i = 0; i < sp->tree.n; i++)
+			chain &= sp->tree.n_children[i] <= 1;
+		if (sp->tree.depth_max > B) {
+			rc = bad(err, json_get(root, "tree"), "$.tree", "a tree of depth at most the block "
+			         "drafter's B (one pass drafts B positions)", "\"%s\" of depth %d with "
+			         "B = %d (%s/config.json $.block)", sp->tree_spec, sp->tree.depth_max, B,
+			         sp->draft.path);
+			goto out_free;
+		}
+		if (sp->block_steps > 1 && !chain) {
+			rc = bad(err, json_get(json_get(root, "draft"), "steps"), "$.draft.steps",
+			         "1 with a tree (a tree is drafted from one pass; steps > 1 need a chain)",
+			         "%d with tree \"%s\"", sp->block_steps, sp->tree_spec);
+			goto out_free;
+		}
+	}
+
 	if ((rc = get_int(root, "max_context", "$", 16, 1 << 20, &sp->max_context, err)))
 		goto out_free;
 	v = json_get(root, "max_context");
@@ -498,6 +577,11 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	} else if (!strcmp(s, "q8_0")) {
 		/* every GEMM's k (dim, ffn_dim, n_heads x head_dim) in whole Q8_0 blocks */
 		sp->dtype = GEN_DTYPE_Q8_0;
+		if (sp->draft_kind == GEN_DRAFT_BLOCK) {
+			rc = bad(err, json_get(root, "dtype"), "$.dtype", "\"bf16\" or \"fp16\" with a "
+			         "block drafter", "\"q8_0\"");
+			goto out_free;
+		}
 		for (int mi = 0; mi < 2; mi++) {
 			const rt_config *c = mi ? &sp->draft.cfg : &sp->target.cfg;
 			if (mi && sp->draft_kind != GEN_DRAFT_MODEL)
@@ -564,7 +648,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		bool chain = true;
 		for (int i = 0; i < sp->tree.n; i++)
 			chain &= sp->tree.n_children[i] <= 1;
-		if (!chain || sp->draft_kind == GEN_DRAFT_NGRAM) {
+		if (!chain || sp->draft_kind == GEN_DRAFT_NGRAM || sp->draft_kind == GEN_DRAFT_BLOCK) {
 			rc = bad(err, o, "$.adaptive", "a chain tree drafted by a model (layerskip or "
 			         "model)", "tree \"%s\" with draft \"%s\"", sp->tree_spec,
 			         sp->draft_method);

@@ -14,6 +14,12 @@
  *               (n_kv_heads, head_dim, rope_theta, norm_eps, tied_embd optional)
  *     "draft": {"method": "layerskip:0-7" | "model" | "ngram" | "ngram:1:3",
  *               "path": ..., "shape": {...}}      path/shape only for "model";
+ *              or {"method": "block", "path": DIR, "steps": S}: a block
+ *              drafter directory (runtime/model/block_drafter.h; features
+ *              conditioning), S denoising passes (1..16, default 1, > 1
+ *              with a chain tree only); the tree is "chain:K" (K <= the
+ *              drafter's block B) or any tree of depth <= B drafted from
+ *              the pass's per-depth rows ("branch:k1,k2,..." Cartesian)
  *              or the string "model:PATH" / "layerskip:8" / "ngram"; a model's
  *              vocabulary is the target's or a prefix of it (same tokens,
  *              rt_draft_vocab_check; ids beyond it: q = 0, a zero embedding)
@@ -42,6 +48,7 @@
 #include <stdbool.h>
 
 #include "core/err.h"
+#include "model/block_drafter.h"
 #include "model/model.h"
 #include "decode/tree.h"
 
@@ -52,7 +59,7 @@
  * (32 int8 and one fp16 scale), everything else (embedding, activations, KV
  * cache) fp16; host backend only (its GEMM, runtime/device/host_gemm.h). */
 enum gen_dtype { GEN_DTYPE_BF16 = 0, GEN_DTYPE_FP16, GEN_DTYPE_Q8_0 };
-enum gen_draft_kind { GEN_DRAFT_LAYERSKIP = 0, GEN_DRAFT_MODEL, GEN_DRAFT_NGRAM };
+enum gen_draft_kind { GEN_DRAFT_LAYERSKIP = 0, GEN_DRAFT_MODEL, GEN_DRAFT_NGRAM, GEN_DRAFT_BLOCK };
 
 typedef struct gen_model_src {
 	bool from_shape;  /* shape given in the spec, no weights needed to build */
@@ -66,7 +73,9 @@ typedef struct gen_spec {
 	gen_model_src target;
 	int draft_kind;            /* enum gen_draft_kind */
 	char draft_method[256];    /* as written, for the echo */
-	gen_model_src draft;       /* GEN_DRAFT_MODEL only */
+	gen_model_src draft;       /* GEN_DRAFT_MODEL; BLOCK: path = the drafter's directory */
+	rt_bd_config block;        /* GEN_DRAFT_BLOCK: the drafter's config.json */
+	int block_steps;           /* GEN_DRAFT_BLOCK: S, the drafter passes per iteration */
 	int n_skip_layers;         /* LAYERSKIP: the target layers the draft runs, increasing */
 	int skip_layers[GEN_SPEC_MAX_LAYERS];
 	int draft_vocab;           /* LAYERSKIP "@V" limit, else the draft's vocab; 0 for NGRAM */

@@ -25,6 +25,9 @@
 #include "gen/jit/nvrtc.h"
 #include "device/dev_cuda_api.h"
 #include "engine/manifest.h"
+#include "decode/tree.h"
+#include "kernels/verify_layout.h"
+#include "kern_util.h"
 
 static char g_tmp[256];
 static char g_cache[300];
@@ -551,6 +554,76 @@ static void test_build_head_dims(void **state)
 	g_verbose = true;
 }
 
+/* The block drafter's kernels (issue 12) at the SmolLM2 block engine's
+ * shapes (dim 576, vocabulary 49152, draft vocabulary 8192, B 8, bf16) and
+ * Llama-3-8B-shaped ones (dim 4096, 128256, 32768, B 16, fp16), for sm_80
+ * and sm_90 with zero spills (nvrtc_check_ex asserts it and prints the
+ * registers): block_embed (FIRST 0 and 1), feature_tap (the verify tree's
+ * rows and a prefill chunk's), block_unmask (a middle pass and the final),
+ * tree_expand with Q_BY_DEPTH 1 on a Cartesian tree (every rule; SpecHub
+ * on a binary one) and verify with Q_BY_DEPTH 1 and VQ = the draft
+ * vocabulary (every method; the chain method on chain:B). Template by
+ * template until the planner's block engines join the matrix above. */
+static void test_build_block_kernels(void **state)
+{
+	(void)state;
+	if (!g_nvrtc)
+		skip();
+#define BI(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
+#define BN {.name = "NAME", .type = GEN_PARAM_IDENT}
+	static const struct {
+		const char *name, *cart, *bin;
+		int dim, vocab, vd, B, is_f16;
+	} shapes[] = {{"SmolLM2", "branch:4,2,2,1", "branch:2,2,2,1", 576, 49152, 8192, 8, 0},
+	              {"Llama-3-8B", "branch:4,3,2,2,1,1", "branch:2,2,2,2,1,1", 4096, 128256, 32768,
+	               16, 1}};
+	for (int i = 0; i < 2; i++) {
+		gen_tree cart, bin, chain;
+		sw_err err = {0};
+		char cs[32];
+		snprintf(cs, sizeof(cs), "chain:%d", shapes[i].B);
+		if (gen_tree_parse(shapes[i].cart, NULL, &cart, &err) ||
+		    gen_tree_parse(shapes[i].bin, NULL, &bin, &err) || gen_tree_parse(cs, NULL, &chain, &err))
+			fail_msg("%s", err.msg);
+		const int B = shapes[i].B, D = shapes[i].dim, V = shapes[i].vocab, VD = shapes[i].vd;
+		print_message("  %s block kernels (B %d, dim %d, V %d, Vd %d; trees %s (%d nodes), %s, "
+		              "%s)\n", shapes[i].name, B, D, V, VD, shapes[i].cart, cart.n, shapes[i].bin,
+		              cs);
+		for (int first = 0; first < 2; first++) {
+			gen_param p[] = {BN, BI("B", B), BI("DIM", D), BI("N_ROWS", V),
+			                 BI("IS_F16", shapes[i].is_f16), BI("FIRST", first), BI("BLOCK", 128)};
+			nvrtc_check_ex("block_embed.cu.tmpl", "block_embed", p, 7, false);
+		}
+		const int rows[2] = {cart.n, 128};
+		for (int r = 0; r < 2; r++) {
+			gen_param p[] = {BN, BI("ROWS", rows[r]), BI("DIM", D), BI("N_TAPS", 3),
+			                 BI("SLOT", r + 1), BI("BLOCK", 128)};
+			nvrtc_check_ex("feature_tap.cu.tmpl", "feature_tap", p, 6, false);
+		}
+		for (int fin = 0; fin < 2; fin++) {
+			gen_param p[] = {BN, BI("B", B), BI("VD", VD), BI("PASS", fin ? 0 : 1), BI("STEPS", 4),
+			                 BI("FINAL", fin), BI("BLOCK", 256)};
+			nvrtc_check_ex("block_unmask.cu.tmpl", "block_unmask", p, 7, true);
+		}
+		for (int rule = 0; rule < 4; rule++) {
+			const gen_tree *t = rule == 3 ? &bin : &cart;
+			gen_param p[] = {BN, BI("N_NODES", t->n), BI("V", VD), BI("RULE", rule),
+			                 BI("LEVEL_BEGIN", t->level_start[1]), BI("BLOCK", 256),
+			                 BI("Q_BY_DEPTH", 1)};
+			nvrtc_check_ex("tree_expand.cu.tmpl", "expand", p, 7, true);
+		}
+		for (int m = 0; m <= 5; m++) {
+			const gen_tree *t = m == 3 ? &bin : m == 5 ? &chain : &cart;
+			gen_param p[] = {BN, BI("N_NODES", t->n), BI("V", V), BI("VQ", VD), BI("METHOD", m),
+			                 BI("CHAIN_Q", 1), BI("BLOCK", 256),
+			                 BI("SLICES", sw_verify_slices(t->n, V, 256, m)), BI("Q_BY_DEPTH", 1)};
+			nvrtc_check_ex("verify.cu.tmpl", "verify", p, 9, true);
+		}
+	}
+#undef BI
+#undef BN
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -558,6 +631,7 @@ int main(void)
 		cmocka_unit_test(test_build_7b_shapes),
 		cmocka_unit_test(test_build_matrix),
 		cmocka_unit_test(test_build_head_dims),
+		cmocka_unit_test(test_build_block_kernels),
 	};
 	/* e.g. CMOCKA_FILTER='*head_dims' (as test_kern_tree_attention.c) */
 	if (getenv("CMOCKA_FILTER") && *getenv("CMOCKA_FILTER"))

@@ -402,15 +402,9 @@ static void test_engine_exactness(void **state)
 	if (rt_llama_save_gguf(m, mpath, GGML_T_F32, &err))
 		fail_msg("%s", err.msg);
 	const int32_t prompt[3] = {3, 7, 1};
-	double *probs = malloc(sizeof(*probs) * (size_t)K * n_set);
+	double *probs = eu_seq_dists(m, prompt, 3, set, n_set);
 	uint64_t *counts = malloc(sizeof(*counts) * (size_t)K);
-	assert_non_null(probs);
 	assert_non_null(counts);
-	for (int k = 0; k < n_set; k++) {
-		rt_sampling samp = {.temperature = set[k].temperature, .top_k = set[k].top_k,
-		                    .top_p = set[k].top_p};
-		tu_seq_dist(m, prompt, 3, 2, &samp, probs + (size_t)k * K);
-	}
 	for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
 		char spec[2048], dir[300];
 		snprintf(dir, sizeof(dir), "%s/exact%zu", g_dir, c);

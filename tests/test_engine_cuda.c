@@ -50,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -66,6 +67,7 @@
 #include "formats/gguf.h"
 #include "core/json.h"
 #include "kern_util.h"
+#include "block_util.h"
 #include "gen/jit/nvrtc.h"
 #include "gen/jit/emu_build.h"
 #include "gen/render.h"
@@ -75,6 +77,7 @@ static char g_dir[256], g_cache[300];
 static int g_bad_algos; /* the fake's refusing algorithms in the case running */
 static rt_model *g_tiny;
 static char g_tiny_path[300];
+static char g_drafter[400];
 
 /* ---- what the engine directory says: kernel entries, gated phases ---- */
 
@@ -595,7 +598,12 @@ static int run_case(const ecase *c)
 	assert_true(P <= 64 && N <= 256);
 
 	snprintf(dir, sizeof(dir), "%s/%s", g_dir, c->name);
-	eu_tiny_spec(spec, sizeof(spec), g_tiny_path, c->draft, c->tree, c->verify, c->expand,
+	char draft[480];
+	if (!strcmp(c->draft, "block")) /* {"method": "block", "path": the tiny drafter} */
+		snprintf(draft, sizeof(draft), "block\", \"path\": \"%s", g_drafter);
+	else
+		snprintf(draft, sizeof(draft), "%s", c->draft);
+	eu_tiny_spec(spec, sizeof(spec), g_tiny_path, draft, c->tree, c->verify, c->expand,
 	             c->temp, c->dtype, c->extra);
 	const bool nvrtc = c->nvrtc && nvrtc_loads();
 	/* NVRTC results go to the project's compile cache (build/cache) */
@@ -897,6 +905,17 @@ static void test_stochastic_biseq8(void **state)
 	assert_int_equal(run_case(&c), 0);
 }
 
+/* A block-drafter engine (issue 12): a Cartesian tree drafted by one pass
+ * of a tiny features drafter, sampled children + RRS at T = 0.8: feature
+ * taps and fusion in prefill and verify, the drafter's pass and its cache
+ * commit in the one captured iteration. */
+static void test_block_tree(void **state)
+{
+	const ecase c = {"block_branch", "block", "branch:2,2,1", "rrs", "sample", 0.8, "fp16",
+	                 NULL, 37, 24, 3, true, false, NULL, 0, 0, false, false};
+	assert_int_equal(run_case(&c), 0);
+}
+
 /* Prompt lookup on the device (chain, one-hot), bf16, a prompt shorter
  * than one chunk. */
 static void test_ngram_chain(void **state)
@@ -1163,7 +1182,16 @@ static int setup(void **state)
 	snprintf(g_cache, sizeof(g_cache), "%s/gen/emu",
 	         getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build");
 	g_tiny = eu_tiny_model(g_dir, g_tiny_path, sizeof(g_tiny_path));
-	return g_tiny ? 0 : -1;
+	if (!g_tiny)
+		return -1;
+	/* a tiny block drafter (B = 4, taps 1 and 2, draft vocabulary 100) */
+	snprintf(g_drafter, sizeof(g_drafter), "%s/drafter", g_dir);
+	tbu_opts o = tbu_default(g_tiny);
+	o.taps[0] = 1;
+	o.draft_vocab = 100;
+	if (mkdir(g_drafter, 0755) || tbu_write(g_drafter, g_tiny, &o, 5))
+		return -1;
+	return 0;
 }
 
 static int teardown(void **state)
@@ -1183,6 +1211,7 @@ int main(void)
 		cmocka_unit_test(test_greedy_eagle25),
 		cmocka_unit_test(test_stochastic_biseq8),
 		cmocka_unit_test(test_ngram_chain),
+		cmocka_unit_test(test_block_tree),
 		cmocka_unit_test(test_q8_0_refused),
 		cmocka_unit_test(test_adaptive_chain),
 		cmocka_unit_test(test_dyn_smem),

@@ -37,11 +37,16 @@
 #define IP(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
 #define NM {.name = "NAME", .type = GEN_PARAM_IDENT}
 
+/* Q_BY_DEPTH of the kernels expand_all loads: 0 (q row u) unless a test
+ * sets 1 (row depth(u)). */
+static int g_qd = 0;
+
 static const emu_kernel *expand_kernel(const gen_tree *t, int V, int rule, int level, int block)
 {
 	gen_param p[] = {NM, IP("N_NODES", t->n), IP("V", V), IP("RULE", rule),
-	                 IP("LEVEL_BEGIN", t->level_start[level]), IP("BLOCK", block)};
-	return load_kernel("tree_expand.cu.tmpl", "expand", p, 6);
+	                 IP("LEVEL_BEGIN", t->level_start[level]), IP("BLOCK", block),
+	                 IP("Q_BY_DEPTH", g_qd)};
+	return load_kernel("tree_expand.cu.tmpl", "expand", p, 7);
 }
 
 /* Runs the expansion of every level that has children. */
@@ -252,6 +257,104 @@ static void test_expand_absent(void **state)
  * the level's nodes come from the table at each node's token (what the
  * draft model would compute), the expansion kernel draws the children,
  * then the verification kernel walks the tree. */
+/* Q_BY_DEPTH 1 (a block drafter's Cartesian tree: one q per level, q
+ * (depth_max, V)): the kernel level by level against ref_tree_expand_q with
+ * q_by_depth 1, the whole token array; and, independently of the by-depth
+ * code, both against the by-node path on q materialised per node (row u =
+ * row depth(u); leaves' rows NaN, never read): ref_tree_expand and the
+ * Q_BY_DEPTH 0 kernel. Ties in q on odd seeds; a peaky level (one id, two
+ * ids) on every third seed so that children run out. */
+static void check_by_depth(const char *tree_spec, int rule, int V, float temp, int n_seeds,
+                           int block)
+{
+	gen_tree t;
+	sw_err err = {0};
+	if (gen_tree_parse(tree_spec, NULL, &t, &err))
+		fail_msg("%s", err.msg);
+	const int D = t.depth_max;
+	int32_t *tok = emu_alloc((size_t)t.n * sizeof(int32_t), "tok");
+	int32_t *tree = emu_alloc(5 * (size_t)t.n * sizeof(int32_t), "tree");
+	float *qd = emu_alloc((size_t)D * V * sizeof(float), "q (depth rows)");
+	float *qn = emu_alloc((size_t)t.n * V * sizeof(float), "q (node rows)");
+	uint32_t *iter = emu_alloc(sizeof(uint32_t), "iter");
+	float *z = malloc((size_t)V * sizeof(float));
+	int *idx = malloc((size_t)V * sizeof(int));
+	int32_t want[GEN_TREE_MAX_NODES], by_node[GEN_TREE_MAX_NODES];
+	rt_sampling s = {.temperature = temp, .top_k = 0, .top_p = 1.0f};
+	gen_tree_table(&t, tree);
+	for (int sd = 0; sd < n_seeds; sd++) {
+		const uint64_t seed = 0xde97ull * (uint64_t)(sd + 1) + (uint64_t)V;
+		*iter = (uint32_t)(sd * 3 + 1);
+		for (int d = 0; d < D; d++) {
+			float *qr = qd + (size_t)d * V;
+			for (int v = 0; v < V; v++)
+				z[v] = (float)(3.0 * rnd());
+			if (sd & 1)
+				for (int v = 0; v < V; v++)
+					z[v] = floorf(z[v]);
+			rt_probs(qr, z, V, &s, idx);
+			if (sd % 3 == 2 && d == D / 2) { /* peaky: fewer ids than children */
+				memset(qr, 0, (size_t)V * sizeof(*qr));
+				qr[(d * 7 + 3) % V] = 0.75f;
+				qr[(d * 11 + 5) % V] = d % 2 ? 0.0f : 0.25f;
+				qr[(d * 7 + 3) % V] += d % 2 ? 0.25f : 0.0f;
+			}
+		}
+		for (int u = 0; u < t.n; u++)
+			for (int v = 0; v < V; v++)
+				qn[(size_t)u * V + v] = t.n_children[u] ? qd[(size_t)t.depth[u] * V + v] : NAN;
+		for (int u = 0; u < t.n; u++)
+			tok[u] = want[u] = by_node[u] = -7;
+		tok[0] = want[0] = by_node[0] = V / 2;
+		g_qd = 1;
+		expand_all(&t, V, rule, block, tok, qd, tree, seed, iter);
+		g_qd = 0;
+		const char *why = NULL;
+		if (ref_tree_expand_q(want, qd, tree, seed, *iter, t.n, V, rule, 0, t.n, 1, &why) ||
+		    ref_tree_expand(by_node, qn, tree, seed, *iter, t.n, V, rule, 0, t.n, &why))
+			fail_msg("ref_tree_expand: %s", why);
+		char what[128];
+		snprintf(what, sizeof(what), "%s rule %d V %d seed %d Q_BY_DEPTH 1", tree_spec, rule, V, sd);
+		kern_out o = {.name = "tok", .type = KERN_I32, .got = tok, .want = want, .n = (size_t)t.n};
+		g_mismatch += (long)kern_mismatches(what, &o);
+		snprintf(what, sizeof(what), "%s rule %d V %d seed %d: by depth vs by node (ref)",
+		         tree_spec, rule, V, sd);
+		kern_out on = {.name = "tok", .type = KERN_I32, .got = want, .want = by_node,
+		               .n = (size_t)t.n};
+		g_mismatch += (long)kern_mismatches(what, &on);
+		for (int u = 1; u < t.n; u++)
+			tok[u] = -7;
+		expand_all(&t, V, rule, block, tok, qn, tree, seed, iter);
+		snprintf(what, sizeof(what), "%s rule %d V %d seed %d: Q_BY_DEPTH 0 kernel on node rows",
+		         tree_spec, rule, V, sd);
+		kern_out ok = {.name = "tok", .type = KERN_I32, .got = tok, .want = by_node,
+		               .n = (size_t)t.n};
+		g_mismatch += (long)kern_mismatches(what, &ok);
+		g_tokens += t.n - 1;
+		g_nodes += t.n;
+	}
+	free(z);
+	free(idx);
+	emu_free(tok);
+	emu_free(tree);
+	emu_free(qd);
+	emu_free(qn);
+	emu_free(iter);
+}
+
+static void test_expand_by_depth(void **state)
+{
+	(void)state;
+	for (int r = 0; r < 3; r++) {
+		check_by_depth("branch:3,2,2", r, 1000, 1.0f, 6, 128);
+		check_by_depth("chain:5", r, 1000, 0.6f, 3, 128);
+	}
+	check_by_depth("branch:2,2,2", RT_EXPAND_SPECHUB, 1000, 1.0f, 6, 64);
+	check_by_depth("chain:4", RT_EXPAND_SPECHUB, 333, 0.6f, 3, 64);
+	check_by_depth("branch:4,2,1,1", RT_EXPAND_SAMPLE_WOR, 8192, 1.0f, 2, 256);
+	report("Q_BY_DEPTH 1 (Cartesian trees, chains)");
+}
+
 static void chi2_one(const char *tree_spec, int rule, int method, int V, int n, double q_zero)
 {
 	gen_tree t;
@@ -260,8 +363,8 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n, 
 		fail_msg("%s", err.msg);
 	const int B = 64;
 	gen_param vp[] = {NM, IP("N_NODES", t.n), IP("V", V), IP("VQ", V), IP("METHOD", method),
-	                  IP("CHAIN_Q", 1), IP("BLOCK", B), IP("SLICES", 1)};
-	const emu_kernel *vk = load_kernel("verify.cu.tmpl", "verify", vp, 8);
+	                  IP("CHAIN_Q", 1), IP("BLOCK", B), IP("SLICES", 1), IP("Q_BY_DEPTH", 0)};
+	const emu_kernel *vk = load_kernel("verify.cu.tmpl", "verify", vp, 9);
 	const emu_kernel *ek[GEN_TREE_MAX_DEPTH];
 	for (int d = 0; d < t.depth_max; d++)
 		ek[d] = expand_kernel(&t, V, rule, d, B);
@@ -359,8 +462,8 @@ static void test_expand_nvrtc(void **state)
 	assert_int_equal(gen_tree_parse("sequoia63", NULL, &t, &err), 0);
 	for (int r = 0; r < 4; r++) {
 		gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", 32003), IP("RULE", r),
-		                 IP("LEVEL_BEGIN", t.level_start[1]), IP("BLOCK", 256)};
-		nvrtc_check("tree_expand.cu.tmpl", "expand", p, 6);
+		                 IP("LEVEL_BEGIN", t.level_start[1]), IP("BLOCK", 256), IP("Q_BY_DEPTH", 0)};
+		nvrtc_check("tree_expand.cu.tmpl", "expand", p, 7);
 	}
 }
 
@@ -369,6 +472,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_expand_rules),
 		cmocka_unit_test(test_expand_absent),
+		cmocka_unit_test(test_expand_by_depth),
 		cmocka_unit_test(test_expand_exact),
 		cmocka_unit_test(test_expand_nvrtc),
 	};

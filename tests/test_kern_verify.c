@@ -54,12 +54,16 @@ static int slices_for(int method)
 	return method == RT_VERIFY_GREEDY || method == M_CHAIN ? g_slices : 1;
 }
 
+/* Q_BY_DEPTH of verify_kernel: 0 (q row u, q (N, VQ)) unless a test sets 1
+ * (row depth(u), q (depth_max, VQ)). */
+static int g_qd = 0;
+
 static const emu_kernel *verify_kernel(const gen_tree *t, int V, int method, int chain_q, int block)
 {
 	gen_param p[] = {NM, IP("N_NODES", t->n), IP("V", V), IP("VQ", g_vq ? g_vq : V),
 	                 IP("METHOD", method), IP("CHAIN_Q", chain_q), IP("BLOCK", block),
-	                 IP("SLICES", slices_for(method))};
-	return load_kernel("verify.cu.tmpl", "verify", p, 8);
+	                 IP("SLICES", slices_for(method)), IP("Q_BY_DEPTH", g_qd)};
+	return load_kernel("verify.cu.tmpl", "verify", p, 9);
 }
 
 /* Device buffers for one tree. */
@@ -80,7 +84,7 @@ static void vbuf_init(vbuf *b, const gen_tree *t, int V, int method, int block)
 	b->tree = emu_alloc(5 * n * sizeof(int32_t), "tree");
 	b->tok = emu_alloc(n * sizeof(int32_t), "tok");
 	b->p = emu_alloc(n * V * sizeof(float), "p");
-	b->q = emu_alloc(n * (g_vq ? g_vq : V) * sizeof(float), "q");
+	b->q = emu_alloc((g_qd ? (size_t)t->depth_max : n) * (g_vq ? g_vq : V) * sizeof(float), "q");
 	/* the planner's size: the guard zones catch a kernel reaching past it */
 	const int S = slices_for(method);
 	b->scratch = emu_alloc((size_t)sw_verify_scratch_words(t->n, V, block, S, method) * 4,
@@ -449,6 +453,122 @@ static void test_verify_vocab_prefix(void **state)
  * the first emitted token must follow the target row p(. | root). With
  * cut, every node deeper than a depth drawn per run (0 .. depth_max, from
  * the test RNG) is absent. */
+/* Q_BY_DEPTH 1 (a block drafter's Cartesian tree: one q per level, q
+ * (depth_max, VQ)): per seed, fresh p rows and depth rows; the children
+ * drawn by ref_tree_expand_q by depth with the method's rule (greedy and
+ * one-hot: on odd seeds each node's first child replaced by p's argmax, so
+ * deep paths are accepted); the kernel against ref_verify_q with
+ * q_by_depth 1 (counts, path, emitted tokens); and, independently of the
+ * by-depth code, ref_verify_q by depth against the by-node ref_verify on q
+ * materialised per node (row u = row depth(u)). VQ < V: a draft vocabulary
+ * prefix. */
+static void check_by_depth(const char *tree_spec, int method, int V, int VQ, float temp,
+                           int n_seeds, int block)
+{
+	gen_tree t;
+	sw_err err = {0};
+	if (gen_tree_parse(tree_spec, NULL, &t, &err))
+		fail_msg("%s", err.msg);
+	g_qd = 1;
+	g_vq = VQ < V ? VQ : 0;
+	const emu_kernel *k = verify_kernel(&t, V, method, 1, block);
+	vbuf b;
+	vbuf_init(&b, &t, V, method, block); /* q: depth_max rows */
+	g_qd = 0;
+	const int D = t.depth_max;
+	float *z = malloc((size_t)V * sizeof(float)), *scr = malloc(2 * (size_t)V * sizeof(float));
+	float *qn = malloc((size_t)t.n * VQ * sizeof(float));
+	float *zl = malloc((size_t)(D + 1) * V * sizeof(float));
+	int *idx = malloc((size_t)V * sizeof(int));
+	int32_t tb[5 * GEN_TREE_MAX_NODES];
+	rt_sampling s = {.temperature = temp, .top_k = 0, .top_p = 1.0f};
+	rt_sampling sd = {.temperature = temp > 0.6f ? temp : 0.6f, .top_k = 0, .top_p = 1.0f};
+	gen_tree_table(&t, tb);
+	for (int sd_i = 0; sd_i < n_seeds; sd_i++) {
+		const uint64_t seed = 0xb10cull * (uint64_t)(sd_i + 1) + (uint64_t)V;
+		const uint32_t iter = (uint32_t)(sd_i * 5 + 3);
+		/* level logits; p of a node at depth d close to them (acceptances) */
+		for (size_t i = 0; i < (size_t)(D + 1) * V; i++)
+			zl[i] = (float)(4.0 * rnd());
+		for (int d = 0; d < D; d++)
+			rt_probs(b.q + (size_t)d * VQ, zl + (size_t)d * V, VQ, &sd, idx);
+		for (int u = 0; u < t.n; u++) {
+			for (int v = 0; v < V; v++)
+				z[v] = zl[(size_t)t.depth[u] * V + v] + (float)(0.7 * rnd());
+			rt_probs(b.p + (size_t)u * V, z, V, &s, idx);
+		}
+		for (int u = 0; u < t.n; u++)
+			for (int v = 0; v < VQ; v++)
+				qn[(size_t)u * VQ + v] = t.n_children[u] ? b.q[(size_t)t.depth[u] * VQ + v] : NAN;
+		const char *why = NULL;
+		b.tok[0] = V / 3;
+		if (ref_tree_expand_q(b.tok, b.q, tb, seed, iter, t.n, VQ, rule_for(method), 0, t.n, 1,
+		                      &why))
+			fail_msg("%s: ref_tree_expand_q: %s", tree_spec, why);
+		if ((method == RT_VERIFY_GREEDY || method == RT_VERIFY_ONEHOT) && (sd_i & 1))
+			for (int u = 0; u < t.n; u++)
+				if (t.n_children[u])
+					b.tok[t.child_list[t.child_start[u]]] = rt_argmax(b.p + (size_t)u * V, V);
+		*b.iter = iter;
+		memset(b.counts, 0, 5 * sizeof(int32_t));
+		vlaunch(k, &b, seed, block);
+
+		int32_t w_path[GEN_TREE_MAX_NODES], w_tok[GEN_TREE_MAX_NODES], w_cnt[5] = {0};
+		int32_t n_path[GEN_TREE_MAX_NODES], n_tok[GEN_TREE_MAX_NODES], n_cnt[5] = {0};
+		if (ref_verify_q(w_path, w_tok, w_cnt, tb, b.tok, b.p, b.q, scr, seed, iter, t.n, V, VQ,
+		                 method, 1, &why) ||
+		    ref_verify(n_path, n_tok, n_cnt, tb, b.tok, b.p, qn, scr, seed, iter, t.n, V, VQ, method,
+		               &why))
+			fail_msg("%s method %d: ref_verify: %s", tree_spec, method, why);
+		char what[160];
+		snprintf(what, sizeof(what), "%s method %d V %d VQ %d T %.2f seed %d Q_BY_DEPTH 1",
+		         tree_spec, method, V, VQ, (double)temp, sd_i);
+		const int n = w_cnt[1];
+		const kern_out outs[] = {
+			{.name = "counts", .type = KERN_I32, .got = b.counts, .want = w_cnt, .n = 5},
+			{.name = "path", .type = KERN_I32, .got = b.path, .want = w_path, .n = (size_t)n},
+			{.name = "out_tok", .type = KERN_I32, .got = b.otok, .want = w_tok, .n = (size_t)n},
+			/* by depth == by node, both references */
+			{.name = "counts (by node)", .type = KERN_I32, .got = w_cnt, .want = n_cnt, .n = 5},
+			{.name = "path (by node)", .type = KERN_I32, .got = w_path, .want = n_path,
+			 .n = (size_t)n},
+			{.name = "out_tok (by node)", .type = KERN_I32, .got = w_tok, .want = n_tok,
+			 .n = (size_t)n},
+		};
+		size_t bad = kern_mismatches(what, &outs[0]) + kern_mismatches(what, &outs[3]);
+		if (!bad)
+			for (int i = 1; i < 6; i++)
+				bad += i == 3 ? 0 : kern_mismatches(what, &outs[i]);
+		g_mismatch += bad > 0;
+		g_runs++;
+		g_accepted += w_cnt[0];
+	}
+	g_vq = 0;
+	free(z);
+	free(zl);
+	free(scr);
+	free(qn);
+	free(idx);
+	vbuf_free(&b);
+}
+
+static void test_verify_by_depth(void **state)
+{
+	(void)state;
+	static const int methods[] = {RT_VERIFY_GREEDY, RT_VERIFY_RRS, RT_VERIFY_RRSW,
+	                              RT_VERIFY_ONEHOT};
+	for (int i = 0; i < 4; i++) {
+		check_by_depth("branch:3,2,2", methods[i], 1000, 1000, 0.8f, 8, 64);
+		check_by_depth("branch:3,2,2", methods[i], 1000, 700, 1.0f, 6, 64);
+		check_by_depth("chain:5", methods[i], 777, 777, 0.8f, 6, 64);
+	}
+	check_by_depth("branch:2,2,2", RT_VERIFY_SPECHUB, 1000, 1000, 0.8f, 8, 64);
+	check_by_depth("branch:2,2,2", RT_VERIFY_SPECHUB, 1000, 600, 1.0f, 6, 64);
+	check_by_depth("chain:5", M_CHAIN, 1000, 1000, 0.8f, 8, 64);
+	check_by_depth("chain:5", M_CHAIN, 1000, 513, 1.0f, 8, 64);
+	report("Q_BY_DEPTH 1 (Cartesian trees, chains; VQ = V and VQ < V)");
+}
+
 static void chi2_cut(const char *tree_spec, int method, int V, int n, bool cut)
 {
 	gen_tree t;
@@ -549,24 +669,25 @@ static void test_verify_nvrtc(void **state)
 			fail_msg("%s", err.msg);
 		gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", 32003), IP("VQ", 32000),
 		                 IP("METHOD", methods[i]), IP("CHAIN_Q", 1), IP("BLOCK", 512),
-		                 IP("SLICES", i == 0 || i == 4 ? 5 : 1)};
-		nvrtc_check("verify.cu.tmpl", "verify", p, 8);
+		                 IP("SLICES", i == 0 || i == 4 ? 5 : 1), IP("Q_BY_DEPTH", 0)};
+		nvrtc_check("verify.cu.tmpl", "verify", p, 9);
 	}
 	gen_tree t;
 	sw_err err = {0};
 	assert_int_equal(gen_tree_parse("medusa63", NULL, &t, &err), 0);
 	gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", 128256), IP("VQ", 128256),
 	                 IP("METHOD", RT_VERIFY_ONEHOT), IP("CHAIN_Q", 1), IP("BLOCK", 256),
-	                 IP("SLICES", 1)};
-	nvrtc_check("verify.cu.tmpl", "verify", p, 8);
+	                 IP("SLICES", 1), IP("Q_BY_DEPTH", 0)};
+	nvrtc_check("verify.cu.tmpl", "verify", p, 9);
 	/* Qwen2-7B's padded vocabulary with Qwen2-0.5B's as the draft's */
 	gen_param pg[] = {NM, IP("N_NODES", t.n), IP("V", 152064), IP("VQ", 151936),
 	                  IP("METHOD", RT_VERIFY_RRSW), IP("CHAIN_Q", 1), IP("BLOCK", 256),
-	                  IP("SLICES", 1)};
-	nvrtc_check("verify.cu.tmpl", "verify", pg, 8);
+	                  IP("SLICES", 1), IP("Q_BY_DEPTH", 0)};
+	nvrtc_check("verify.cu.tmpl", "verify", pg, 9);
 	gen_param pc[] = {NM, IP("N_NODES", 6), IP("V", 152064), IP("VQ", 151936),
-	                  IP("METHOD", M_CHAIN), IP("CHAIN_Q", 1), IP("BLOCK", 256), IP("SLICES", 44)};
-	nvrtc_check("verify.cu.tmpl", "verify", pc, 8);
+	                  IP("METHOD", M_CHAIN), IP("CHAIN_Q", 1), IP("BLOCK", 256), IP("SLICES", 44),
+	                  IP("Q_BY_DEPTH", 0)};
+	nvrtc_check("verify.cu.tmpl", "verify", pc, 9);
 }
 
 int main(void)
@@ -579,6 +700,7 @@ int main(void)
 		cmocka_unit_test(test_verify_out_of_range),
 		cmocka_unit_test(test_verify_slices),
 		cmocka_unit_test(test_verify_vocab_prefix),
+		cmocka_unit_test(test_verify_by_depth),
 		cmocka_unit_test(test_verify_exact),
 		cmocka_unit_test(test_verify_nvrtc),
 	};

@@ -266,6 +266,80 @@ static void test_plan_restrict(void **state)
 	}
 }
 
+/* A block-drafter plan (SmolLM2's shape, the trained B = 8 drafter, taps
+ * 2, 15, 29): the target's layers in segments ending at each tap (layer0
+ * + repeat = tap + 1, covering 0..29 once per forward), a feature_tap
+ * after each, the fusion after the verify forward, the drafter's cache B
+ * rows past the context, its pass under the block's visibility table with
+ * a head over the Vd = 8192 ids, expansion and verification by depth. */
+static void test_plan_block(void **state)
+{
+	(void)state;
+	static const char *const text =
+		"{\"target\": {\"shape\": {\"n_layers\": 30, \"dim\": 576, \"n_heads\": 9, "
+		"\"n_kv_heads\": 3, \"ffn_dim\": 1536, \"vocab\": 49152, \"rope_theta\": 100000}}, "
+		"\"draft\": {\"method\": \"block\", \"path\": \"models/drafters/smollm2-features-b8\"}, "
+		"\"tree\": \"branch:3,2,1\", \"verify\": {\"method\": \"onehot\", \"expand\": \"topk\"}, "
+		"\"max_context\": 256, \"prefill_chunk\": 32, \"dtype\": \"fp16\"}";
+	gen_spec s;
+	gen_plan p;
+	sw_err err = {0};
+	if (gen_spec_parse(text, strlen(text), "block.json", NULL, &s, &err) || gen_plan_build(&s, &p, &err))
+		fail_msg("%s", err.msg);
+	int kc = gen_plan_find_buf(&p, "draft.k_cache");
+	assert_true(kc >= 0);
+	assert_int_equal(p.bufs[kc].shape[1], 256 + 8);
+	assert_true(gen_plan_find_buf(&p, "draft.tok_embd") < 0); /* the target's */
+	static const int taps[3] = {2, 15, 29};
+	for (int ph = 0; ph < p.n_phases; ph++) {
+		const gen_phase *P = &p.phases[ph];
+		if (strcmp(P->name, "prefill") && strcmp(P->name, "verify"))
+			continue;
+		int next = 0, n_tap = 0, fused = 0;
+		for (int i = P->first_op; i < P->first_op + P->n_ops; i++) {
+			const gen_op *o = &p.ops[i];
+			if (!strcmp(o->name, "w_down") && o->layers && !strcmp(o->layers, "target")) {
+				assert_int_equal(o->layer0, next); /* contiguous segments */
+				next = o->layer0 + o->repeat;
+			}
+			if (!strcmp(o->op, "feature_tap")) {
+				assert_int_equal(next, taps[n_tap] + 1); /* right after the tapped layer */
+				n_tap++;
+			}
+			fused += !strcmp(o->name, "fuse_kv_store") && o->repeat == 1 && o->layers &&
+			         !strcmp(o->layers, "draft");
+		}
+		assert_int_equal(next, 30);
+		assert_int_equal(n_tap, 3);
+		assert_int_equal(fused, 1);
+	}
+	int ph = -1;
+	for (int i = 0; i < p.n_phases; i++)
+		ph = !strcmp(p.phases[i].name, "draft_block") ? i : ph;
+	assert_true(ph >= 0);
+	int n_embed = 0, n_expand = 0, masked = 0;
+	for (int i = p.phases[ph].first_op; i < p.phases[ph].first_op + p.phases[ph].n_ops; i++) {
+		const gen_op *o = &p.ops[i];
+		n_embed += !strcmp(o->op, "block_embed");
+		n_expand += !strcmp(o->op, "tree_expand");
+		if (!strcmp(o->name, "lm_head"))
+			assert_int_equal(o->n, 8192);
+		if (!strcmp(o->op, "tree_attention") && o->exec == GEN_EXEC_KERNEL) {
+			const gen_kernel *k = &p.kernels[o->kernel];
+			assert_int_equal(k->mask_kind, GEN_MASK_BLOCK_BIDIR);
+			uint64_t rows[8];
+			gen_plan_kernel_mask(&p, k, 8, 8, rows);
+			for (int r = 0; r < 8; r++)
+				assert_true(rows[r] == 0xffu); /* every block row sees all 8 */
+			masked++;
+		}
+	}
+	assert_int_equal(n_embed, 1);
+	assert_int_equal(n_expand, 3);
+	assert_int_equal(masked, 2); /* _part and _merge */
+	gen_plan_free(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -273,6 +347,7 @@ int main(void)
 		cmocka_unit_test(test_plan_gemm_closed_form),
 		cmocka_unit_test(test_plan_deterministic),
 		cmocka_unit_test(test_plan_restrict),
+		cmocka_unit_test(test_plan_block),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

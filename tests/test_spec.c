@@ -194,6 +194,74 @@ static void test_bad_specs(void **state)
 	           "$.name: expected 1-63 characters");
 }
 
+/* A block drafter: the trained SmolLM2 one, against a target of SmolLM2's
+ * shape (no weights read), its config baked into the spec; every rule that
+ * refuses a block spec names its field. */
+#define SMOL_SHAPE "{\"shape\": {\"n_layers\": 30, \"dim\": 576, \"n_heads\": 9, " \
+                   "\"n_kv_heads\": 3, \"ffn_dim\": 1536, \"vocab\": 49152, \"rope_theta\": 100000}}"
+#define BLK_FEAT "models/drafters/smollm2-features-b8"
+#define BLK_D(steps) "{\"method\": \"block\", \"path\": \"" BLK_FEAT "\"" steps "}"
+#define SAMP_V "{\"method\": \"rrs\", \"expand\": \"sample\"}"
+
+static void test_block_specs(void **state)
+{
+	(void)state;
+	expect_ok(mk(SMOL_SHAPE, BLK_D(""), "chain:8", GOOD_V, TAIL));
+	assert_int_equal(g_spec.draft_kind, GEN_DRAFT_BLOCK);
+	assert_int_equal(g_spec.block.block, 8);
+	assert_int_equal(g_spec.block.n_taps, 3);
+	assert_int_equal(g_spec.block.taps[2], 29);
+	assert_int_equal(g_spec.draft_vocab, 8192);
+	assert_int_equal(g_spec.block_steps, 1);
+	expect_ok(mk(SMOL_SHAPE, BLK_D(", \"steps\": 4"), "chain:6", SAMP_V, TAIL));
+	assert_int_equal(g_spec.block_steps, 4);
+	expect_ok(mk(SMOL_SHAPE, BLK_D(""), "branch:3,2,2,1", "{\"method\": \"onehot\", \"expand\": \"topk\"}",
+	             TAIL ", \"sampling\": {\"temperature\": 0.7}"));
+	assert_int_equal(g_spec.tree.depth_max, 4);
+
+	expect_err(mk(SMOL_SHAPE, BLK_D(""), "chain:9", GOOD_V, TAIL),
+	           "$.tree: expected a tree of depth at most the block drafter's B");
+	expect_err(mk(SMOL_SHAPE, BLK_D(", \"steps\": 2"), "branch:2,2", GOOD_V, TAIL),
+	           "$.draft.steps: expected 1 with a tree");
+	expect_err(mk(SMOL_SHAPE, BLK_D(", \"steps\": 17"), "chain:4", GOOD_V, TAIL), "$.draft.steps");
+	expect_err(mk(SMOL_SHAPE, "{\"method\": \"block\", \"path\": "
+	              "\"models/drafters/smollm2-tokens-b8\"}", "chain:4", GOOD_V, TAIL),
+	           "$.draft.path: expected a features-conditioned block drafter");
+	expect_err(mk(SMOL_SHAPE, "{\"method\": \"block\", \"path\": \"/nonexistent\"}", "chain:4",
+	              GOOD_V, TAIL), "$.draft.path: expected a block drafter directory");
+	expect_err(mk(SMOL_SHAPE, "\"block\"", "chain:4", GOOD_V, TAIL),
+	           "$.draft: expected {\"method\": \"block\"");
+	expect_err(mk(SHAPE7B, BLK_D(""), "chain:4", GOOD_V, TAIL),
+	           "config.json: $.target.dim: expected 256 (the width of the target");
+	expect_err(mk(SMOL_SHAPE, "{\"method\": \"ngram\", \"steps\": 2}", "chain:4", GOOD_V, TAIL),
+	           "$.draft.steps: expected \"steps\" only with method \"block\"");
+	expect_err(mk(SMOL_SHAPE, BLK_D(""), "chain:4", GOOD_V,
+	              "\"max_context\": 2048, \"dtype\": \"q8_0\""),
+	           "$.dtype: expected \"bf16\" or \"fp16\" with a block drafter");
+	expect_err(mk(SMOL_SHAPE, BLK_D(""), "chain:4", GOOD_V, TAIL ", \"adaptive\": {\"h\": 0.3}"),
+	           "$.adaptive: expected a chain tree drafted by a model");
+
+	/* a drafter by shape: config.json's keys, the spec's target its target */
+#define BLK_SHAPE(extra) "{\"method\": \"block\", \"shape\": {\"conditioning\": \"features\", " \
+	"\"block\": 16, \"draft_vocab\": 500, \"taps\": [0, 3], \"block_attention\": \"causal\", " \
+	"\"n_layers\": 1, \"n_heads\": 8, \"n_kv_heads\": 2, \"head_dim\": 32, \"ffn_dim\": 512, " \
+	"\"norm_eps\": 1e-5, \"rope_theta\": 10000" extra "}}"
+	expect_ok(mk(SHAPE7B, BLK_SHAPE(""), "chain:16", GOOD_V, TAIL));
+	assert_int_equal(g_spec.draft_kind, GEN_DRAFT_BLOCK);
+	assert_true(g_spec.draft.from_shape);
+	assert_int_equal(g_spec.block.block, 16);
+	assert_int_equal(g_spec.block.block_attn, RT_BD_CAUSAL);
+	assert_int_equal(g_spec.block.dim, 256);
+	expect_err(mk(SHAPE7B, BLK_SHAPE(", \"format\": 1"), "chain:4", GOOD_V, TAIL), "$.draft.shape");
+	expect_err(mk(SHAPE7B, "{\"method\": \"block\", \"shape\": {\"conditioning\": \"features\", "
+	              "\"block\": 4, \"draft_vocab\": 500, \"taps\": [0, 4], \"block_attention\": \"causal\", "
+	              "\"n_layers\": 1, \"n_heads\": 8, \"n_kv_heads\": 2, \"head_dim\": 32, "
+	              "\"ffn_dim\": 512, \"norm_eps\": 1e-5, \"rope_theta\": 10000}}", "chain:4", GOOD_V, TAIL),
+	           "$.draft.shape.taps[1]");
+	expect_err(mk(SHAPE7B, "{\"method\": \"block\", \"path\": \"" BLK_FEAT "\", \"shape\": {}}",
+	              "chain:4", GOOD_V, TAIL), "$.draft: expected exactly one of \"path\" and \"shape\"");
+}
+
 static void test_example_specs(void **state)
 {
 	(void)state;
@@ -231,6 +299,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_good_defaults),
 		cmocka_unit_test(test_bad_specs),
+		cmocka_unit_test(test_block_specs),
 		cmocka_unit_test(test_example_specs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -97,6 +97,41 @@ void ref_rmsnorm_residual(float *y, float *s, const float *x, const float *r, co
 int ref_embedding16(float *y, const uint16_t *table, const int32_t *tok, int T, int dim, int n_rows,
                     int n_ids, int is_f16);
 
+/* A block drafter's B input rows (templates/block_embed.cu.tmpl): first
+ * sets blk_tok[0] = root and blk_tok[1 .. B] = -1 (B + 1 words). Then for
+ * j < B, t = blk_tok[j]: j > 0 and t == -1 (masked) -> y row j = mask_embd
+ * row j - 1 (mask_embd (B - 1, dim)); else y row j = tok_embd row t
+ * (tok_embd (n_rows, dim)); blk_pos[j] = len + j. All widened as
+ * ref_embedding16. Returns -1 when some t (not a masked -1) is outside
+ * [0, n_rows) (that row untouched, the others written), else 0. */
+int ref_block_embed(float *y, const uint16_t *tok_embd, const uint16_t *mask_embd, int32_t *blk_tok,
+                    int32_t root, int32_t *blk_pos, int32_t len, int B, int dim, int n_rows,
+                    int is_f16, int first);
+
+/* taps[r, slot * dim + c] = h[r, c] + delta[r, c] (templates/feature_tap):
+ * taps (rows, n_taps * dim), h and delta (rows, dim); the other slots are
+ * not touched. */
+void ref_feature_tap(float *taps, const float *h, const float *delta, int rows, int dim, int n_taps,
+                     int slot);
+
+/* The block drafter's S > 1 step (templates/block_unmask.cu.tmpl; the
+ * rule of runtime/decode/block_decode.c). blk_tok (B + 1): [0] the anchor,
+ * [j] for j = 1..B the token fixed at draft position j - 1 (-1: masked);
+ * probs (B, VD): row j - 1 position j's processed distribution. Uniforms
+ * sw_uniform_double(seed, iter, node, SW_RNG_DRAFT_SAMPLE).
+ * final 0 (after pass `pass` < steps - 1): every masked position j unmasks
+ * iff u(256 (pass + 1) + j - 1) < (t_i - t_{i+1}) / t_i with t_i = 1 - i (1
+ * - 1e-5) / steps (double), then blk_tok[j] = ref_sample_cdf(row j - 1,
+ * u(256 (pass + 1) + 128 + j - 1)) (a one-hot row at T = 0: its argmax).
+ * final 1 (after the last pass): a fixed position's row becomes one-hot at
+ * its token (SUBS carry-over: probs is then the fixed Z the verifier reads)
+ * and every position draws its draft token, blk_tok[j] =
+ * ref_sample_cdf(row j - 1, u(j - 1)) (a fixed one keeps its token).
+ * REF_EINVAL (nothing written) for B outside 1..128, VD < 1, steps outside
+ * 1..16, or final 0 with pass outside 0..steps - 2; else 0. */
+int ref_block_unmask(int32_t *blk_tok, float *probs, int B, int VD, int pass, int steps, int final,
+                     uint64_t seed, uint32_t iter);
+
 /* New K/V rows into one layer's 16-bit cache. kc, vc point at slot row0 (the
  * caller added row0 * kvd elements); k, v (rows, kvd) fp32. Row r goes to
  * kc[(len + r) * kvd ...] when len + row0 + r < max_ctx, else it is skipped
@@ -272,6 +307,13 @@ int ref_expand_node(int rule, const float *q, int V, int k, uint64_t seed, uint3
  * expansion refused; the nodes before it are written). */
 int ref_tree_expand(int32_t *tok, const float *q, const int32_t *tree, uint64_t seed, uint32_t iter,
                     int n_nodes, int V, int rule, int level_begin, int n_level, const char **why);
+/* The same with the template's Q_BY_DEPTH: q_by_depth 1 expands node u
+ * from q row depth(u) (the tree table's depth row) instead of row u, q
+ * then (depth_max, V): a block drafter's Cartesian tree, one q per level.
+ * The node's uniforms stay keyed by u. ref_tree_expand is q_by_depth 0. */
+int ref_tree_expand_q(int32_t *tok, const float *q, const int32_t *tree, uint64_t seed,
+                      uint32_t iter, int n_nodes, int V, int rule, int level_begin, int n_level,
+                      int q_by_depth, const char **why);
 
 /* Verifies a drafted tree (tree table of n_nodes, ref_tree_table_check).
  *   tok (n):   tok[0] = root token, tok[u] = node u's token
@@ -326,6 +368,14 @@ int ref_verify_tree_vq(int method, const int32_t *tree, int n_nodes, const int32
                        const float *p, const float *q, int V, int Vq, uint64_t seed, uint32_t iter,
                        float *scratch, int32_t *path, int32_t *acc_rank, int32_t *final,
                        const char **why);
+/* ref_verify_tree_vq with q_by_depth: 1 reads node u's draft distribution
+ * from q row depth(u) (tree table's depth row), q (depth_max, Vq); 0 is
+ * ref_verify_tree_vq. Exactly ref_verify_tree_vq on q materialised per node
+ * (row u = row depth(u)). */
+int ref_verify_tree_vqd(int method, const int32_t *tree, int n_nodes, const int32_t *tok,
+                        const float *p, const float *q, int V, int Vq, int q_by_depth,
+                        uint64_t seed, uint32_t iter, float *scratch, int32_t *path,
+                        int32_t *acc_rank, int32_t *final, const char **why);
 
 /* The op (templates/verify.cu.tmpl): ref_verify_tree_vq, then out_path[0..n)
  * = the path, out_tok[0..n) = the accepted nodes' tokens then the final
@@ -334,5 +384,11 @@ int ref_verify_tree_vq(int method, const int32_t *tree, int n_nodes, const int32
 int ref_verify(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int32_t *tree,
                const int32_t *tok, const float *p, const float *q, float *scratch, uint64_t seed,
                uint32_t iter, int n_nodes, int V, int Vq, int method, const char **why);
+/* The op with the template's Q_BY_DEPTH (ref_verify_tree_vqd); ref_verify
+ * is q_by_depth 0. */
+int ref_verify_q(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int32_t *tree,
+                 const int32_t *tok, const float *p, const float *q, float *scratch, uint64_t seed,
+                 uint32_t iter, int n_nodes, int V, int Vq, int method, int q_by_depth,
+                 const char **why);
 
 #endif

@@ -125,6 +125,14 @@ int ref_expand_node(int rule, const float *q, int V, int k, uint64_t seed, uint3
 int ref_tree_expand(int32_t *tok, const float *q, const int32_t *tree, uint64_t seed, uint32_t iter,
                     int n_nodes, int V, int rule, int level_begin, int n_level, const char **why)
 {
+	return ref_tree_expand_q(tok, q, tree, seed, iter, n_nodes, V, rule, level_begin, n_level, 0,
+	                         why);
+}
+
+int ref_tree_expand_q(int32_t *tok, const float *q, const int32_t *tree, uint64_t seed,
+                      uint32_t iter, int n_nodes, int V, int rule, int level_begin, int n_level,
+                      int q_by_depth, const char **why)
+{
 	int32_t ch[REF_TREE_MAX_NODES];
 	if (ref_tree_table_check(tree, n_nodes, why))
 		return REF_EINVAL;
@@ -140,7 +148,8 @@ int ref_tree_expand(int32_t *tok, const float *q, const int32_t *tree, uint64_t 
 				tok[cl[cst[u] + i]] = -1;
 			continue;
 		}
-		int rc = ref_expand_node(rule, q + (size_t)u * V, V, k, seed, iter, (uint32_t)u, ch, why);
+		const int qi = q_by_depth ? tree[4 * n_nodes + u] : u; /* the level's q, or the node's */
+		int rc = ref_expand_node(rule, q + (size_t)qi * V, V, k, seed, iter, (uint32_t)u, ch, why);
 		if (rc)
 			return rc;
 		for (int i = 0; i < k; i++)

@@ -139,6 +139,13 @@ static int spechub_pair(const float *p, const float *q, int V, const int32_t *ch
 	return -1;
 }
 
+/* The q row node u's children were drawn from: row u, or with q_by_depth
+ * row depth(u) (a block drafter's Cartesian tree: one q per level). */
+static int q_index(const int32_t *tree, int n, int u, int q_by_depth)
+{
+	return q_by_depth ? tree[4 * n + u] : u;
+}
+
 /* A SpecHub tree must be made of pairs the SpecHub sampler can produce:
  * nodes with <= 2 children, and at 2 children exactly one of them the hub
  * and some mass on the other tokens. A pair with an absent child is plain
@@ -146,7 +153,7 @@ static int spechub_pair(const float *p, const float *q, int V, const int32_t *ch
  * node up front so that an incompatible tree fails whatever path the walk
  * would take. */
 static bool spechub_valid(const int32_t *tree, int n, const int32_t *tok, const float *q, int V,
-                          int Vq)
+                          int Vq, int q_by_depth)
 {
 	const int32_t *nch = tree + n, *cst = tree + 2 * n, *cl = tree + 3 * n;
 	for (int u = 0; u < n; u++) {
@@ -154,7 +161,7 @@ static bool spechub_valid(const int32_t *tree, int n, const int32_t *tok, const 
 			return false;
 		if (nch[u] < 2)
 			continue;
-		const float *qu = q + (size_t)u * Vq;
+		const float *qu = q + (size_t)q_index(tree, n, u, q_by_depth) * Vq;
 		const int32_t *ch = cl + cst[u];
 		if (tok[ch[0]] < 0 || tok[ch[1]] < 0)
 			continue;
@@ -221,8 +228,8 @@ static int verify_greedy(const int32_t *tree, int n, const int32_t *tok, const f
 /* The chain mode (METHOD 5): rt_verify_chain's rule and keys on the tree's
  * first children, position = the node being left. */
 static int verify_chain(const int32_t *tree, int n, const int32_t *tok, const float *p,
-                        const float *q, int V, int Vq, uint64_t seed, uint32_t iter, float *tmp,
-                        float *qbuf, int32_t *path, int32_t *acc_rank, int32_t *final)
+                        const float *q, int V, int Vq, int q_by_depth, uint64_t seed, uint32_t iter,
+                        float *tmp, float *qbuf, int32_t *path, int32_t *acc_rank, int32_t *final)
 {
 	const int32_t *nch = tree + n, *cst = tree + 2 * n, *cl = tree + 3 * n;
 	int n_path = 1, u = 0;
@@ -232,8 +239,8 @@ static int verify_chain(const int32_t *tree, int n, const int32_t *tok, const fl
 			*final = ref_sample_cdf(pu, V, sw_uniform_double(seed, iter, (uint32_t)u, SW_RNG_BONUS));
 			return n_path;
 		}
-		const int c = cl[cst[u]], y = tok[c];
-		const float px = pu[y], qx = q ? (y < Vq ? q[(size_t)u * Vq + y] : 0.0f) : 1.0f;
+		const int c = cl[cst[u]], y = tok[c], qi = q_index(tree, n, u, q_by_depth);
+		const float px = pu[y], qx = q ? (y < Vq ? q[(size_t)qi * Vq + y] : 0.0f) : 1.0f;
 		if (qx > 0.0f && sw_uniform_double(seed, iter, (uint32_t)u, SW_RNG_ACCEPT) * qx <= px) {
 			if (acc_rank)
 				acc_rank[n_path - 1] = 0;
@@ -242,7 +249,7 @@ static int verify_chain(const int32_t *tree, int n, const int32_t *tok, const fl
 			continue;
 		}
 		const double ur = sw_uniform_double(seed, iter, (uint32_t)u, SW_RNG_RESIDUAL);
-		*final = ref_sample_residual(pu, q ? q_row(q, u, V, Vq, qbuf) : NULL, y, V, ur, tmp);
+		*final = ref_sample_residual(pu, q ? q_row(q, qi, V, Vq, qbuf) : NULL, y, V, ur, tmp);
 		return n_path;
 	}
 }
@@ -258,6 +265,15 @@ int ref_verify_tree(int method, const int32_t *tree, int n, const int32_t *tok, 
 int ref_verify_tree_vq(int method, const int32_t *tree, int n, const int32_t *tok, const float *p,
                        const float *q, int V, int Vq, uint64_t seed, uint32_t iter, float *scratch,
                        int32_t *path, int32_t *acc_rank, int32_t *final, const char **why)
+{
+	return ref_verify_tree_vqd(method, tree, n, tok, p, q, V, Vq, 0, seed, iter, scratch, path,
+	                           acc_rank, final, why);
+}
+
+int ref_verify_tree_vqd(int method, const int32_t *tree, int n, const int32_t *tok, const float *p,
+                        const float *q, int V, int Vq, int q_by_depth, uint64_t seed, uint32_t iter,
+                        float *scratch, int32_t *path, int32_t *acc_rank, int32_t *final,
+                        const char **why)
 {
 	float *r = scratch, *qq = scratch + V;
 	const int32_t *nch = tree + n, *cst = tree + 2 * n, *cl = tree + 3 * n;
@@ -276,7 +292,7 @@ int ref_verify_tree_vq(int method, const int32_t *tree, int n, const int32_t *to
 	for (int u = 1; u < n; u++)
 		if (tok[u] >= V) /* < 0: absent, never tested */
 			return FAIL("a drafted token outside the vocabulary");
-	if (method == REF_VERIFY_SPECHUB && !spechub_valid(tree, n, tok, q, V, Vq))
+	if (method == REF_VERIFY_SPECHUB && !spechub_valid(tree, n, tok, q, V, Vq, q_by_depth))
 		return FAIL("a node that is not a SpecHub pair");
 	path[0] = 0;
 	*final = -1;
@@ -284,14 +300,18 @@ int ref_verify_tree_vq(int method, const int32_t *tree, int n, const int32_t *to
 	if (method == REF_VERIFY_GREEDY)
 		return verify_greedy(tree, n, tok, p, V, path, acc_rank, final);
 	if (method == REF_VERIFY_CHAIN) {
-		n_path = verify_chain(tree, n, tok, p, q, V, Vq, seed, iter, r, qq, path, acc_rank, final);
+		n_path = verify_chain(tree, n, tok, p, q, V, Vq, q_by_depth, seed, iter, r, qq, path,
+		                      acc_rank, final);
 		return *final < 0 ? FAIL("no mass to draw the final token from") : n_path;
 	}
 	int u = 0;
 	for (;;) {
 		/* qu padded into qq where Vq < V: RRSw copies it there anyway, the
 		 * other methods do not use qq */
-		const float *pu = p + (size_t)u * V, *qu = q ? q_row(q, u, V, Vq, qq) : NULL;
+		/* a leaf's q is never read (with q_by_depth its row may not exist) */
+		const float *pu = p + (size_t)u * V;
+		const float *qu = q && nch[u] > 0 ? q_row(q, q_index(tree, n, u, q_by_depth), V, Vq, qq)
+		                                  : NULL;
 		const int32_t *ch = cl + cst[u];
 		int k = nch[u], acc = -1, present = 0;
 		const float *dist = r;
@@ -361,9 +381,18 @@ int ref_verify(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int32
                const int32_t *tok, const float *p, const float *q, float *scratch, uint64_t seed,
                uint32_t iter, int n_nodes, int V, int Vq, int method, const char **why)
 {
+	return ref_verify_q(out_path, out_tok, counts, tree, tok, p, q, scratch, seed, iter, n_nodes, V,
+	                    Vq, method, 0, why);
+}
+
+int ref_verify_q(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int32_t *tree,
+                 const int32_t *tok, const float *p, const float *q, float *scratch, uint64_t seed,
+                 uint32_t iter, int n_nodes, int V, int Vq, int method, int q_by_depth,
+                 const char **why)
+{
 	int32_t path[REF_TREE_MAX_DEPTH + 1], fin;
-	const int n = ref_verify_tree_vq(method, tree, n_nodes, tok, p, q, V, Vq, seed, iter, scratch,
-	                                 path, NULL, &fin, why);
+	const int n = ref_verify_tree_vqd(method, tree, n_nodes, tok, p, q, V, Vq, q_by_depth, seed,
+	                                  iter, scratch, path, NULL, &fin, why);
 	if (n < 0)
 		return n;
 	for (int i = 0; i < n; i++)

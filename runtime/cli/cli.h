@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "model/block_drafter.h"
 #include "model/ctx.h"
 #include "decode/chain.h"
 #include "engine/engine.h"
@@ -73,10 +74,19 @@ int cli_engine_bench(cli_opts *o);
  * points into m, which must outlive it. role ("target", "draft") names it in
  * messages. */
 int cli_engine_weights(rt_engine_weights *w, const rt_model *m, const char *role, sw_err *err);
+/* The weight source of a block drafter's own tensors (mask_embd, fc,
+ * fc_norm, its layers, out_norm, inv_freq), its shape the engine's draft
+ * shape (the target's width, vocabulary and tied head, the drafter's
+ * layers, heads, norm epsilon and RoPE base). bd must outlive w. */
+int cli_block_weights(rt_engine_weights *w, const rt_block_drafter *bd, const rt_model *target,
+                      sw_err *err);
 /* rt_engine_bind with loaded models (draft NULL unless the engine drafts
  * with a separate model). */
 int cli_engine_bind(rt_engine *e, rt_dev *dev, const rt_model *target, const rt_model *draft,
                     uint64_t seed, sw_err *err);
+/* The same for a block-drafter engine. */
+int cli_engine_bind_block(rt_engine *e, rt_dev *dev, const rt_model *target,
+                          const rt_block_drafter *bd, uint64_t seed, sw_err *err);
 
 /* Whether path is an engine directory (holds engine.json). */
 bool cli_is_engine_dir(const char *path);

@@ -60,6 +60,49 @@ int cli_engine_weights(rt_engine_weights *w, const rt_model *m, const char *role
 	return 0;
 }
 
+static int block_weight(void *user, const char *field, int l, const float **data, size_t *n,
+                        sw_err *err)
+{
+	const rt_block_drafter *bd = user;
+	if (l >= bd->cfg.n_layers)
+		return sw_errf(err, SW_EINVAL, "%s: weight %s: layer %d of %d", bd->name, field, l,
+		               bd->cfg.n_layers);
+	*n = 0;
+	*data = rt_bd_weight(bd, field, l, n);
+	return 0;
+}
+
+int cli_block_weights(rt_engine_weights *w, const rt_block_drafter *bd, const rt_model *target,
+                      sw_err *err)
+{
+	const rt_bd_config *c = &bd->cfg;
+	if (c->cond != RT_BD_FEATURES)
+		return sw_errf(err, SW_EINVAL, "%s/config.json: $.conditioning \"tokens\": an engine "
+		               "drafts with features-conditioned block drafters only", bd->name);
+	memset(w, 0, sizeof(*w));
+	w->name = bd->name;
+	w->shape = (rt_engine_shape){
+		.n_layers = c->n_layers, .dim = c->dim, .n_heads = c->n_heads,
+		.n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim, .ffn_dim = c->ffn_dim,
+		.vocab = c->vocab, .rope_theta = c->rope_theta, .norm_eps = c->norm_eps,
+		.tied_embd = target->cfg.tied_embd,
+	};
+	w->get = block_weight;
+	w->user = (void *)bd;
+	return 0;
+}
+
+int cli_engine_bind_block(rt_engine *e, rt_dev *dev, const rt_model *target,
+                          const rt_block_drafter *bd, uint64_t seed, sw_err *err)
+{
+	rt_engine_weights tw, dw;
+	int rc;
+	if ((rc = cli_engine_weights(&tw, target, "target", err)) ||
+	    (rc = cli_block_weights(&dw, bd, target, err)))
+		return rc;
+	return rt_engine_bind(e, dev, &tw, &dw, seed, err);
+}
+
 int cli_engine_bind(rt_engine *e, rt_dev *dev, const rt_model *target, const rt_model *draft,
                     uint64_t seed, sw_err *err)
 {
@@ -98,6 +141,7 @@ static int on_tokens(void *user, const int32_t *tok, int n)
 typedef struct engine_job {
 	cli_session s;
 	rt_model *draft;
+	rt_block_drafter *block;  /* a block-drafter engine's drafter */
 	rt_engine *e;
 	rt_dev *dev;
 	int32_t *ids;
@@ -111,6 +155,7 @@ static void job_close(engine_job *j)
 	if (j->dev)
 		rt_dev_free(j->dev);
 	rt_model_free(j->draft);
+	rt_block_drafter_free(j->block);
 	cli_session_close(&j->s);
 	free(j->ids);
 }
@@ -151,7 +196,8 @@ static int refuse_fixed(const rt_manifest *m, const cli_opts *o, const char *dir
 		               m->max_ctx);
 	if ((a = cli_given(o, dmodel)) && m->draft_kind != RT_ENGINE_DRAFT_MODEL)
 		return sw_errf(err, SW_EINVAL, "%s: %s cannot apply: the engine drafts with %s, not a separate model",
-		               dir, a, m->draft_kind == RT_ENGINE_DRAFT_NGRAM ? "n-grams" : "a layer-skip view");
+		               dir, a, m->draft_kind == RT_ENGINE_DRAFT_NGRAM ? "n-grams"
+		               : m->draft_kind == RT_ENGINE_DRAFT_BLOCK ? "a block drafter" : "a layer-skip view");
 	return 0;
 }
 
@@ -187,8 +233,19 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 	const rt_dev_opts dopts = {.emu_compile = gen_emu_module_build};
 	if (!(j->dev = rt_dev_open(o->backend ? o->backend : "auto", &dopts, err)))
 		return SW_EINVAL;
-	if (cli_engine_bind(j->e, j->dev, j->s.target, j->draft, o->seed, err))
+	if (j->e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK) {
+		/* the drafter directory the engine was built from (its digest binds it) */
+		if (!j->e->man->draft_path[0])
+			return sw_errf(err, SW_EINVAL, "%s/engine.json: $.spec.draft: built from a block "
+			               "drafter's shape, no weights to run with; build from a spec whose "
+			               "draft has \"path\": DIR", dir);
+		if (!(j->block = rt_block_drafter_load(j->e->man->draft_path, j->s.target, err)))
+			return sw_err_prefix(err, "engine %s: block drafter", dir);
+		if (cli_engine_bind_block(j->e, j->dev, j->s.target, j->block, o->seed, err))
+			return SW_EINVAL;
+	} else if (cli_engine_bind(j->e, j->dev, j->s.target, j->draft, o->seed, err)) {
 		return SW_EINVAL;
+	}
 	char *ptext = cli_read_prompt(o, err);
 	if (!ptext)
 		return err->code;

@@ -233,9 +233,23 @@ int cli_serve(int argc, char **argv)
 		goto out;
 	}
 	const rt_dev_opts dopts = {.emu_compile = gen_emu_module_build};
-	if (!(c.dev = rt_dev_open(o.backend ? o.backend : "auto", &dopts, &err)) ||
-	    cli_engine_bind(c.e, c.dev, c.s.target, NULL, o.seed, &err))
+	if (!(c.dev = rt_dev_open(o.backend ? o.backend : "auto", &dopts, &err)))
 		goto out;
+	if (c.e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK) {
+		/* the engine's drafter directory: bind uploads its tensors */
+		rt_block_drafter *bd = c.e->man->draft_path[0]
+		                           ? rt_block_drafter_load(c.e->man->draft_path, c.s.target, &err)
+		                           : NULL;
+		if (!bd && !c.e->man->draft_path[0])
+			sw_errf(&err, SW_EINVAL, "%s/engine.json: $.spec.draft: built from a block drafter's "
+			        "shape, no weights to serve with", dir);
+		int brc = bd ? cli_engine_bind_block(c.e, c.dev, c.s.target, bd, o.seed, &err) : 1;
+		rt_block_drafter_free(bd);
+		if (brc)
+			goto out;
+	} else if (cli_engine_bind(c.e, c.dev, c.s.target, NULL, o.seed, &err)) {
+		goto out;
+	}
 	c.base_seed = o.seed;
 	if (!(c.out = malloc(sizeof(*c.out) * (size_t)(c.e->man->max_ctx + 1)))) {
 		sw_errf(&err, SW_ENOMEM, "out of memory");

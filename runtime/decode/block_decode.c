@@ -75,12 +75,55 @@ static int bdr_pass(struct block_drafter *b, const int32_t *blk, const int32_t *
 /* q (V) = the draft's distribution from row logits lg (Vd): rt_probs over
  * the draft vocabulary (greedy: one-hot at the argmax; the sampling's
  * temperature, top-k, top-p otherwise), zero beyond. */
-static void row_probs(struct block_drafter *b, const float *lg, const rt_sampling *s, float *q)
+static void probs_vd(const float *lg, int Vd, int V, const rt_sampling *s, float *q, int *idx)
 {
-	int Vd = b->bd->cfg.draft_vocab, V = b->bd->cfg.vocab;
-	rt_probs(q, lg, Vd, s, b->idx);
+	rt_probs(q, lg, Vd, s, idx);
 	for (int v = Vd; v < V; v++)
 		q[v] = 0.0f;
+}
+
+static void row_probs(struct block_drafter *b, const float *lg, const rt_sampling *s, float *q)
+{
+	probs_vd(lg, b->bd->cfg.draft_vocab, b->bd->cfg.vocab, s, q, b->idx);
+}
+
+void rt_block_unmask_step(int i, int S, int B, int Vd, const float *logits, const rt_sampling *s,
+                          uint64_t seed, uint32_t iter, int32_t *fixed, float *row, int *idx)
+{
+	/* log-linear schedule: mask probability m(t) = t (up to eps) */
+	double t = 1.0 - (double)i * (1.0 - 1e-5) / S, tn = 1.0 - (double)(i + 1) * (1.0 - 1e-5) / S;
+	double p_unmask = (t - tn) / t;
+	for (int j = 0; j < B; j++) {
+		if (fixed[j] >= 0)
+			continue;
+		uint32_t node = 256u * (uint32_t)(i + 1) + (uint32_t)j;
+		if (sw_uniform_double(seed, iter, node, SW_RNG_DRAFT_SAMPLE) >= p_unmask)
+			continue;
+		const float *lg = logits + (size_t)j * Vd;
+		if (rt_sampling_greedy(s)) {
+			fixed[j] = rt_argmax(lg, Vd);
+		} else {
+			probs_vd(lg, Vd, Vd, s, row, idx);
+			fixed[j] = rt_sample_cdf(row, Vd, sw_uniform_double(seed, iter, node + 128, SW_RNG_DRAFT_SAMPLE));
+		}
+	}
+}
+
+int32_t rt_block_final_draw(int j, int32_t fixed_j, const float *lg, int Vd, int V, const rt_sampling *s,
+                            uint64_t seed, uint32_t iter, float *qj, int *idx)
+{
+	if (fixed_j >= 0) {
+		/* SUBS carry-over: Z is one-hot on a position fixed earlier. */
+		if (qj) {
+			memset(qj, 0, (size_t)V * sizeof(*qj));
+			qj[fixed_j] = 1.0f;
+		}
+		return fixed_j;
+	}
+	if (rt_sampling_greedy(s))
+		return rt_argmax(lg, Vd); /* greedy verification never reads q */
+	probs_vd(lg, Vd, V, s, qj, idx);
+	return rt_sample_cdf(qj, Vd, sw_uniform_double(seed, iter, (uint32_t)j, SW_RNG_DRAFT_SAMPLE));
 }
 
 /* Runs the S passes and leaves in fixed[j] the token drawn for position j
@@ -102,23 +145,7 @@ static int bdr_denoise(struct block_drafter *b, const int32_t *hist, int n_hist,
 			return rc;
 		if (i + 1 == S)
 			break;
-		/* log-linear schedule: mask probability m(t) = t (up to eps) */
-		double t = 1.0 - (double)i * (1.0 - 1e-5) / S, tn = 1.0 - (double)(i + 1) * (1.0 - 1e-5) / S;
-		double p_unmask = (t - tn) / t;
-		for (int j = 0; j < B; j++) {
-			if (fixed[j] >= 0)
-				continue;
-			uint32_t node = 256u * (uint32_t)(i + 1) + (uint32_t)j;
-			if (sw_uniform_double(seed, iter, node, SW_RNG_DRAFT_SAMPLE) >= p_unmask)
-				continue;
-			const float *lg = b->logits + (size_t)j * Vd;
-			if (rt_sampling_greedy(s)) {
-				fixed[j] = rt_argmax(lg, Vd);
-			} else {
-				row_probs(b, lg, s, b->row);
-				fixed[j] = rt_sample_cdf(b->row, Vd, sw_uniform_double(seed, iter, node + 128, SW_RNG_DRAFT_SAMPLE));
-			}
-		}
+		rt_block_unmask_step(i, S, B, Vd, b->logits, s, seed, iter, fixed, b->row, b->idx);
 	}
 	return 0;
 }
@@ -155,19 +182,7 @@ static int bdr_propose(rt_drafter *d, const int32_t *hist, int n_hist, int gamma
 	for (int j = 0; j < max; j++) {
 		const float *lg = b->logits + (size_t)j * Vd;
 		float *qj = q ? q + (size_t)j * V : NULL;
-		if (fixed[j] >= 0) {
-			/* SUBS carry-over: Z is one-hot on a position fixed earlier. */
-			tok[j] = fixed[j];
-			if (qj) {
-				memset(qj, 0, (size_t)V * sizeof(*qj));
-				qj[fixed[j]] = 1.0f;
-			}
-		} else if (greedy) {
-			tok[j] = rt_argmax(lg, Vd); /* greedy verification never reads q */
-		} else {
-			row_probs(b, lg, s, qj);
-			tok[j] = rt_sample_cdf(qj, Vd, sw_uniform_double(seed, iter, (uint32_t)j, SW_RNG_DRAFT_SAMPLE));
-		}
+		tok[j] = rt_block_final_draw(j, fixed[j], lg, Vd, V, s, seed, iter, qj, b->idx);
 		if (b->adapt.predictor != RT_ADAPT_OFF) {
 			if (rt_adaptive_stop(&b->adapt, j + 1, max, p_prev, &cum))
 				return j + 1;

@@ -48,6 +48,21 @@ int rt_block_draft_tree(rt_drafter *d, const gen_tree *t, int rule, const rt_sam
 
 const rt_block_drafter *rt_block_drafter_of(const rt_drafter *d);
 
+/* The S > 1 rule's two pieces on given logits (the drafter pass left out),
+ * as the chain drafter runs them; the engine's block_unmask kernel
+ * (kernels/ref ref_block_unmask) is tested against them.
+ * rt_block_unmask_step: after pass i < S - 1 with logits (B, Vd), each
+ * still-masked position j (fixed[j] < 0) unmasks with its coin and takes
+ * its token (greedy s: the argmax). row: Vd floats, idx: Vd ints scratch.
+ * rt_block_final_draw: draft token j from the last pass's row lg (Vd): a
+ * fixed one (fixed_j >= 0) keeps it and qj (V, may be NULL) is one-hot;
+ * greedy s: the argmax (qj not written); else qj = the processed row, zero
+ * beyond Vd, and the token its draw. idx: Vd ints. */
+void rt_block_unmask_step(int i, int S, int B, int Vd, const float *logits, const rt_sampling *s,
+                          uint64_t seed, uint32_t iter, int32_t *fixed, float *row, int *idx);
+int32_t rt_block_final_draw(int j, int32_t fixed_j, const float *lg, int Vd, int V, const rt_sampling *s,
+                            uint64_t seed, uint32_t iter, float *qj, int *idx);
+
 /* Tree speculative decoding (rt_generate_tree, tree_decode.c) with the tree
  * drafted by block drafter d from one pass: depth d from row d. At T = 0 the
  * expansion is top-k and the verification greedy, whatever tcfg says. */

@@ -146,15 +146,16 @@ static int op_argmax(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-/* (tok, q, tree, seed, iter): seed = two words (low, high); nodes LEVEL_BEGIN .. LEVEL_BEGIN + grid.x - 1 */
+/* (tok, q, tree, seed, iter): seed = two words (low, high); nodes LEVEL_BEGIN .. LEVEL_BEGIN + grid.x - 1;
+ * Q_BY_DEPTH: q row depth(u) instead of u */
 static int op_tree_expand(const rt_op *op, sw_err *err)
 {
 	const char *why = NULL;
-	if (ref_tree_expand(ARG(op, 0, int32_t *), ARG(op, 1, const float *),
-	                    ARG(op, 2, const int32_t *), seed_of(ARG(op, 3, const uint32_t *)),
-	                    *ARG(op, 4, const uint32_t *),
-	                    (int)PI_("N_NODES"), (int)PI_("V"), (int)PI_("RULE"),
-	                    (int)PI_("LEVEL_BEGIN"), (int)op->grid[0], &why))
+	if (ref_tree_expand_q(ARG(op, 0, int32_t *), ARG(op, 1, const float *),
+	                      ARG(op, 2, const int32_t *), seed_of(ARG(op, 3, const uint32_t *)),
+	                      *ARG(op, 4, const uint32_t *), (int)PI_("N_NODES"), (int)PI_("V"),
+	                      (int)PI_("RULE"), (int)PI_("LEVEL_BEGIN"), (int)op->grid[0],
+	                      (int)PI_("Q_BY_DEPTH"), &why))
 		return refused(op, why, err);
 	return 0;
 }
@@ -162,18 +163,18 @@ static int op_tree_expand(const rt_op *op, sw_err *err)
 /* (out_path, out_tok, counts, tree, tok, p, q, scratch, seed, iter), seed
  * as for tree_expand; the chain mode (METHOD 5) reads q only with CHAIN_Q
  * (else a one-hot draft); q rows have VQ entries (a draft vocabulary prefix;
- * V when absent) */
+ * V when absent), row depth(u) for node u with Q_BY_DEPTH */
 static int op_verify(const rt_op *op, sw_err *err)
 {
 	const int method = (int)PI_("METHOD");
 	const bool one_hot = method == REF_VERIFY_CHAIN && !rt_op_param_i(op, "CHAIN_Q", 1);
 	const char *why = NULL;
-	if (ref_verify(ARG(op, 0, int32_t *), ARG(op, 1, int32_t *), ARG(op, 2, int32_t *),
-	               ARG(op, 3, const int32_t *), ARG(op, 4, const int32_t *),
-	               ARG(op, 5, const float *), one_hot ? NULL : ARG(op, 6, const float *),
-	               ARG(op, 7, float *), seed_of(ARG(op, 8, const uint32_t *)), *ARG(op, 9, const uint32_t *),
-	               (int)PI_("N_NODES"), (int)PI_("V"), (int)rt_op_param_i(op, "VQ", PI_("V")),
-	               method, &why))
+	if (ref_verify_q(ARG(op, 0, int32_t *), ARG(op, 1, int32_t *), ARG(op, 2, int32_t *),
+	                 ARG(op, 3, const int32_t *), ARG(op, 4, const int32_t *),
+	                 ARG(op, 5, const float *), one_hot ? NULL : ARG(op, 6, const float *),
+	                 ARG(op, 7, float *), seed_of(ARG(op, 8, const uint32_t *)),
+	                 *ARG(op, 9, const uint32_t *), (int)PI_("N_NODES"), (int)PI_("V"),
+	                 (int)rt_op_param_i(op, "VQ", PI_("V")), method, (int)PI_("Q_BY_DEPTH"), &why))
 		return refused(op, why, err);
 	return 0;
 }
@@ -208,6 +209,40 @@ static int op_embedding16(const rt_op *op, sw_err *err)
 		int32_t *e = ARG(op, 3, int32_t *);
 		*e = *e > 1 ? *e : 1; /* as the kernel's atomic max */
 	}
+	return 0;
+}
+
+/* (y, tok_embd, mask_embd, blk_tok, root, blk_pos, len, err): the block
+ * drafter's B input rows; a token out of range sets *err to 1 */
+static int op_block_embed(const rt_op *op, sw_err *err)
+{
+	if (ref_block_embed(ARG(op, 0, float *), ARG(op, 1, const uint16_t *),
+	                    ARG(op, 2, const uint16_t *), ARG(op, 3, int32_t *),
+	                    *ARG(op, 4, const int32_t *), ARG(op, 5, int32_t *),
+	                    *ARG(op, 6, const int32_t *), (int)PI_("B"), (int)PI_("DIM"),
+	                    (int)PI_("N_ROWS"), (int)PI_("IS_F16"), (int)PI_("FIRST"))) {
+		int32_t *e = ARG(op, 7, int32_t *);
+		*e = *e > 1 ? *e : 1; /* as the kernel's atomic max */
+	}
+	return 0;
+}
+
+/* (taps, h, delta): slot SLOT of ROWS feature rows = h + delta */
+static int op_feature_tap(const rt_op *op, sw_err *err)
+{
+	ref_feature_tap(ARG(op, 0, float *), ARG(op, 1, const float *), ARG(op, 2, const float *),
+	                (int)PI_("ROWS"), (int)PI_("DIM"), (int)PI_("N_TAPS"), (int)PI_("SLOT"));
+	return 0;
+}
+
+/* (blk_tok, probs, seed, iter): the block drafter's S > 1 step (FINAL 0)
+ * or its final Z and draws (FINAL 1); seed as for tree_expand */
+static int op_block_unmask(const rt_op *op, sw_err *err)
+{
+	if (ref_block_unmask(ARG(op, 0, int32_t *), ARG(op, 1, float *), (int)PI_("B"), (int)PI_("VD"),
+	                     (int)PI_("PASS"), (int)PI_("STEPS"), (int)PI_("FINAL"),
+	                     seed_of(ARG(op, 2, const uint32_t *)), *ARG(op, 3, const uint32_t *)))
+		return refused(op, "block_unmask: B, VD, PASS or STEPS outside what the op accepts", err);
 	return 0;
 }
 
@@ -261,9 +296,12 @@ typedef struct host_op_entry {
 static const host_op_entry registry[] = {
 	{"adapt", op_adapt},
 	{"argmax", op_argmax},
+	{"block_embed", op_block_embed},
+	{"block_unmask", op_block_unmask},
 	{"cast", op_cast},
 	{"embedding", op_embedding},
 	{"embedding16", op_embedding16},
+	{"feature_tap", op_feature_tap},
 	{"kv_commit", op_kv_commit},
 	{"kv_store", op_kv_store},
 	{"logits_process", op_logits_process},

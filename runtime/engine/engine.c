@@ -233,7 +233,7 @@ static int resolve_one(rt_engine *e, const rt_engine_pop *x, int l, int n, sw_er
 	o->dtype = e->man->dtype;
 	o->bytes = x->bytes;
 	o->dyn_smem = o->kinfo ? (unsigned)o->kinfo->dyn_smem : 0;
-	o->layer = x->layers ? l : -1;
+	o->layer = x->layers ? x->layer0 + l : -1;
 	o->n_args = x->n_args;
 	rt_op_fix_argv(o);
 	for (int a = 0; a < x->n_args; a++) {
@@ -245,9 +245,10 @@ static int resolve_one(rt_engine *e, const rt_engine_pop *x, int l, int n, sw_er
 		bool w = !strcmp(b->kind, "weight"), kv = !strcmp(b->kind, "kv");
 		if (x->layers && (kv || (w && rt_manifest_field_layered(strchr(b->name, '.') + 1)))) {
 			/* weights through the draft's layer map, caches by run layer */
+			const int run = x->layer0 + l;
 			int id = w && x->layers == 2 &&
 			                 e->man->draft_kind == RT_ENGINE_DRAFT_LAYERSKIP
-			             ? e->man->skip_layers[l] : l;
+			             ? e->man->skip_layers[run] : run;
 			if (id >= b->shape[0])
 				return sw_errf(err, SW_EINVAL, "%s/engine.json: op %s layer %d: "
 				               "buffer %s has %lld layers", e->man->dir, x->name, id,
@@ -280,7 +281,8 @@ static int resolve_ops(rt_engine *e, sw_err *err)
 			int i1 = i0 + 1;
 			while (pl->ops[i0].repeat > 1 && i1 < P->first + P->n &&
 			       pl->ops[i1].repeat == pl->ops[i0].repeat &&
-			       pl->ops[i1].layers == pl->ops[i0].layers)
+			       pl->ops[i1].layers == pl->ops[i0].layers &&
+			       pl->ops[i1].layer0 == pl->ops[i0].layer0)
 				i1++;
 			for (int l = 0; l < pl->ops[i0].repeat; l++)
 				for (int i = i0; i < i1; i++) {
@@ -317,10 +319,13 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 		               dv % 1000 / 10);
 	if ((rc = check_model(e, target, &e->man->tcfg, "target", err)))
 		return rc;
-	if (e->man->draft_kind == RT_ENGINE_DRAFT_MODEL) {
+	if (e->man->draft_kind == RT_ENGINE_DRAFT_MODEL || e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK) {
 		if (!draft)
-			return sw_errf(err, SW_EINVAL, "%s: the engine drafts with a separate model: give "
-			               "it (--draft-model PATH)", e->man->dir);
+			return sw_errf(err, SW_EINVAL, "%s: the engine drafts with %s: give its weights "
+			               "(%s)", e->man->dir, e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK
+			               ? "a block drafter" : "a separate model",
+			               e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK
+			               ? "the drafter directory, $.spec.draft.path" : "--draft-model PATH");
 		if ((rc = check_model(e, draft, &e->man->dcfg, "draft", err)))
 			return rc;
 	}

@@ -74,6 +74,19 @@ static int64_t P_eq(ectx *c, const char *name, int64_t want, const char *what)
 	return v;
 }
 
+/* A K/V cache's slots per layer: max_context, or (a block-drafter engine's
+ * drafter cache, which stages its B block rows past the context)
+ * max_context + B. Extents follow the constant, so either stays checked. */
+static int64_t P_ctx(ectx *c)
+{
+	const int64_t mc = c->m->max_ctx, mb = mc + c->m->block;
+	int64_t v = P(c, "MAX_CTX", 0, INT32_MAX);
+	if (!c->rc && v != mc && !(c->m->block && v == mb))
+		refuse(c, "kernel %s constant MAX_CTX = %lld, expected %lld ($.spec.max_context)%s",
+		       c->k->uri, (long long)v, (long long)mc, c->m->block ? " or that + the block" : "");
+	return v;
+}
+
 #define MAXI ((int64_t)1 << 30)
 
 static void set(ectx *c, int a, int64_t bytes, bool wr, const char *fmt, ...)
@@ -131,6 +144,71 @@ static void ext_embedding16(ectx *c)
 	    (long long)D);
 	set(c, 2, mul(T, 4), false, "grid.x %lld tokens", (long long)T);
 	set(c, 3, 4, true, "one error word");
+}
+
+/* block_embed.cu.tmpl:22-63: row j = BID_X < B (grid.x = B): y[j * D ..
+ * + D), blk_tok[j] and (FIRST, block B - 1) blk_tok[B]: B + 1 words; a
+ * token row t < N_ROWS or mask row j - 1 < B - 1; blk_pos[j]; root, len
+ * and err one word each. */
+static void ext_block_embed(ectx *c)
+{
+	const int64_t NB = P(c, "B", 1, RT_ENGINE_MAX_NODES), D = P(c, "DIM", 1, MAXI);
+	const int64_t NR = P(c, "N_ROWS", 1, MAXI), es = el16(c);
+	(void)P(c, "FIRST", 0, 1);
+	block_is(c, P(c, "BLOCK", 1, 1024));
+	const unsigned *g = c->x->grid;
+	if (!c->rc && (g[0] != (uint64_t)NB || g[1] != 1 || g[2] != 1))
+		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, 1] (a block per block row: B)", g[0],
+		       g[1], g[2], (long long)NB);
+	set(c, 0, mul3(NB, D, 4), true, "B %lld rows x DIM %lld f32", (long long)NB, (long long)D);
+	set(c, 1, mul3(NR, D, es), false, "N_ROWS %lld x DIM %lld x 2 bytes", (long long)NR,
+	    (long long)D);
+	set(c, 2, mul3(NB - 1, D, es), false, "(B - 1) %lld mask rows x DIM %lld x 2 bytes",
+	    (long long)(NB - 1), (long long)D);
+	set(c, 3, mul(NB + 1, 4), true, "B + 1 = %lld tokens", (long long)(NB + 1));
+	set(c, 4, 4, false, "one root token");
+	set(c, 5, mul(NB, 4), true, "B %lld positions", (long long)NB);
+	set(c, 6, 4, false, "one length word");
+	set(c, 7, 4, true, "one error word");
+}
+
+/* feature_tap.cu.tmpl:10-28: row r = BID_X < ROWS (grid.x = ROWS): taps
+ * row r, columns [SLOT * DIM, SLOT * DIM + DIM) of N_TAPS * DIM (the whole
+ * (ROWS, N_TAPS * DIM) buffer bounds it); h and delta rows r. */
+static void ext_feature_tap(ectx *c)
+{
+	const int64_t R = P(c, "ROWS", 1, MAXI), D = P(c, "DIM", 1, MAXI);
+	const int64_t NT = P(c, "N_TAPS", 1, 64), SL = P(c, "SLOT", 0, NT - 1);
+	(void)SL;
+	block_is(c, P(c, "BLOCK", 1, 1024));
+	const unsigned *g = c->x->grid;
+	if (!c->rc && (g[0] != (uint64_t)R || g[1] != 1 || g[2] != 1))
+		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, 1] (a block per row: ROWS)", g[0], g[1],
+		       g[2], (long long)R);
+	set(c, 0, mul3(R, mul(NT, D), 4), true, "ROWS %lld x N_TAPS %lld x DIM %lld f32",
+	    (long long)R, (long long)NT, (long long)D);
+	for (int a = 1; a < 3; a++)
+		set(c, a, mul3(R, D, 4), false, "ROWS %lld x DIM %lld f32", (long long)R, (long long)D);
+}
+
+/* block_unmask.cu.tmpl:96-129: block b = BID_X < B (grid.x = B): word
+ * b + 1 of blk_tok (B + 1 words), row b of probs (B, VD) f32 (written with
+ * FINAL); the seed's two words, an iteration word. */
+static void ext_block_unmask(ectx *c)
+{
+	const int64_t NB = P(c, "B", 1, 128), VD = P(c, "VD", 1, MAXI);
+	const int64_t S = P(c, "STEPS", 1, 16), FIN = P(c, "FINAL", 0, 1);
+	(void)P(c, "PASS", 0, FIN ? S - 1 : S - 2);
+	block_is(c, P(c, "BLOCK", 32, 1024));
+	const unsigned *g = c->x->grid;
+	if (!c->rc && (g[0] != (uint64_t)NB || g[1] != 1 || g[2] != 1))
+		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, 1] (a block per position: B)", g[0],
+		       g[1], g[2], (long long)NB);
+	set(c, 0, mul(NB + 1, 4), true, "B + 1 = %lld tokens", (long long)(NB + 1));
+	set(c, 1, mul3(NB, VD, 4), FIN != 0, "B %lld rows x VD %lld f32", (long long)NB,
+	    (long long)VD);
+	set(c, 2, 2 * 4, false, "two seed words");
+	set(c, 3, 4, false, "one iteration word");
 }
 
 /* rmsnorm_residual.cu.tmpl:14-44: row BID_X of y, s, x, r (D floats each),
@@ -195,11 +273,10 @@ static void ext_swiglu(ectx *c)
  * HEAD_DIM) 16-bit (line 514). */
 static void ext_tree_attention(ectx *c)
 {
-	const rt_manifest *m = c->m;
 	const int64_t es = el16(c), T = P(c, "T", 1, MAXI);
 	const int64_t NB = P(c, "N_BLK", 1, MAXI), H = P(c, "N_HEADS", 1, 1024);
 	const int64_t KH = P(c, "N_KV_HEADS", 1, 1024), HD = P(c, "HEAD_DIM", 1, 1024);
-	const int64_t MC = P_eq(c, "MAX_CTX", m->max_ctx, "$.spec.max_context");
+	const int64_t MC = P_ctx(c);
 	const int64_t SPLIT = P(c, "SPLIT", 1, MAXI), W = P(c, "WARPS", 1, 32);
 	const int64_t MW = P(c, "MASK_WORDS", 0, MAXI), MB = P(c, "MBLOCK", 1, 1024);
 	(void)P(c, "MASKED", 0, 1);
@@ -247,7 +324,7 @@ static void ext_kv_store(ectx *c)
 {
 	const int64_t R = P(c, "ROWS", 1, MAXI), KVD = P(c, "KVD", 1, MAXI);
 	const int64_t R0 = P(c, "ROW0", 0, MAXI), es = el16(c);
-	const int64_t MC = P_eq(c, "MAX_CTX", c->m->max_ctx, "$.spec.max_context");
+	const int64_t MC = P_ctx(c);
 	block_is(c, P(c, "BLOCK", 1, 1024));
 	if (!c->rc && R0 >= MC)
 		refuse(c, "kernel %s constant ROW0 = %lld, expected below MAX_CTX %lld", c->k->uri,
@@ -268,7 +345,7 @@ static void ext_kv_store(ectx *c)
 static void ext_kv_commit(ectx *c)
 {
 	const int64_t NL = P(c, "N_LAYERS", 1, 1024), RV = P(c, "ROW_VEC", 1, MAXI);
-	const int64_t MC = P_eq(c, "MAX_CTX", c->m->max_ctx, "$.spec.max_context");
+	const int64_t MC = P_ctx(c);
 	block_is(c, P(c, "BLOCK", 1, 1024));
 	for (int a = 0; a < 2; a++) {
 		set(c, a, mul3(NL, MC, mul(RV, 16)), true, "N_LAYERS %lld x MAX_CTX %lld x ROW_VEC "
@@ -293,22 +370,34 @@ static void ext_logits_process(ectx *c)
 	set(c, 2, 3 * 4, false, "3 sampling words");
 }
 
-/* tree_expand.cu.tmpl:126-146: node u = LEVEL_BEGIN + BID_X < N_NODES reads
- * its own token (< N_NODES; absent: no q read), q row u (V floats) and the
- * tree table (5 x N_NODES), writes tokens of its children (< N_NODES); the
- * seed's two words and an iteration word. */
+/* tree_expand.cu.tmpl:130-155: node u = LEVEL_BEGIN + BID_X < N_NODES reads
+ * its own token (< N_NODES; absent or a leaf: no q read), q row u (V
+ * floats; Q_BY_DEPTH: row depth(u), bounded by the manifest's own tree
+ * table, the one the engine loads) and the tree table (5 x N_NODES),
+ * writes tokens of its children (< N_NODES); the seed's two words and an
+ * iteration word. */
 static void ext_tree_expand(ectx *c)
 {
 	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
 	const int64_t V = P(c, "V", 1, MAXI), L0 = P(c, "LEVEL_BEGIN", 0, MAXI);
+	const int64_t QD = P(c, "Q_BY_DEPTH", 0, 1);
 	(void)P(c, "RULE", 0, 16);
 	block_is(c, P(c, "BLOCK", 32, 1024));
 	if (!c->rc && L0 + c->x->grid[0] > N)
 		refuse(c, "LEVEL_BEGIN %lld + grid.x %u nodes, expected at most N_NODES %lld",
 		       (long long)L0, c->x->grid[0], (long long)N);
 	set(c, 0, mul(N, 4), true, "N_NODES %lld tokens", (long long)N);
-	set(c, 1, mul3(L0 + c->x->grid[0], V, 4), false, "(LEVEL_BEGIN + grid.x) %lld rows x V %lld "
-	    "f32", (long long)(L0 + c->x->grid[0]), (long long)V);
+	if (QD) { /* row depth(u) of the expanding nodes (a leaf returns first) */
+		int64_t rows = 0;
+		for (int64_t u = L0; !c->rc && u < L0 + c->x->grid[0]; u++)
+			if (c->m->tree_table[N + u] > 0 && c->m->tree_table[4 * N + u] + 1 > rows)
+				rows = c->m->tree_table[4 * N + u] + 1;
+		set(c, 1, mul3(rows, V, 4), false, "Q_BY_DEPTH: max depth + 1 = %lld rows x V %lld f32",
+		    (long long)rows, (long long)V);
+	} else {
+		set(c, 1, mul3(L0 + c->x->grid[0], V, 4), false, "(LEVEL_BEGIN + grid.x) %lld rows x V "
+		    "%lld f32", (long long)(L0 + c->x->grid[0]), (long long)V);
+	}
 	set(c, 2, mul3(5, N, 4), false, "5 x N_NODES %lld tree words", (long long)N);
 	set(c, 3, 2 * 4, false, "two seed words");
 	set(c, 4, 4, false, "one iteration word");
@@ -317,7 +406,8 @@ static void ext_tree_expand(ectx *c)
 /* verify.cu.tmpl: grid N_NODES x SLICES (a block per node and vocabulary
  * slice; SLICES 1 for the tree methods); out_path, out_tok, tok
  * (N), counts (5 words: runtime/engine_state.h), tree (5 x N), p (N, V) and
- * q (N, VQ: a draft vocabulary prefix, VQ <= V), scratch (kernels/verify_layout.h: the kernel's rows and tables, at
+ * q (N, VQ: a draft vocabulary prefix, VQ <= V; Q_BY_DEPTH: depth_max rows,
+ * row depth(u), read only for a node with children), scratch (kernels/verify_layout.h: the kernel's rows and tables, at
  * least the host specification's 2 V), the seed's two words, an iteration word. q may be
  * p (greedy). */
 static void ext_verify(ectx *c)
@@ -325,6 +415,7 @@ static void ext_verify(ectx *c)
 	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
 	const int64_t V = P(c, "V", 1, MAXI), B = P(c, "BLOCK", 32, 1024), VQ = P(c, "VQ", 1, V);
 	const int64_t M = P(c, "METHOD", 0, 16), S = P(c, "SLICES", 1, V < 1 ? 1 : V);
+	const int64_t QD = P(c, "Q_BY_DEPTH", 0, 1);
 	const unsigned *g = c->x->grid;
 	if (!c->rc && S > 1 && !sw_verify_sliced((int)M))
 		refuse(c, "kernel %s: SLICES %lld, expected 1 for METHOD %lld (a sequential residual "
@@ -340,7 +431,12 @@ static void ext_verify(ectx *c)
 	set(c, 3, mul3(5, N, 4), false, "5 x N_NODES %lld tree words", (long long)N);
 	set(c, 4, mul(N, 4), false, "N_NODES %lld tokens", (long long)N);
 	set(c, 5, mul3(N, V, 4), false, "N_NODES %lld x V %lld f32", (long long)N, (long long)V);
-	set(c, 6, mul3(N, VQ, 4), false, "N_NODES %lld x VQ %lld f32", (long long)N, (long long)VQ);
+	if (QD) /* row depth(u) of nodes with children: depth_max rows */
+		set(c, 6, mul3(c->m->depth, VQ, 4), false, "Q_BY_DEPTH: depth %d rows x VQ %lld f32",
+		    c->m->depth, (long long)VQ);
+	else
+		set(c, 6, mul3(N, VQ, 4), false, "N_NODES %lld x VQ %lld f32", (long long)N,
+		    (long long)VQ);
 	set(c, 7, c->rc ? 0 : mul(sw_verify_scratch_words(N, V, B, S, (int)M), 4), true,
 	    "verify scratch of N_NODES %lld, V %lld, BLOCK %lld, SLICES %lld, METHOD %lld "
 	    "(verify_layout.h)", (long long)N, (long long)V, (long long)B, (long long)S, (long long)M);
@@ -422,6 +518,9 @@ typedef struct rule {
 
 static const rule rules[] = {
 	{"embedding16", "embedding16.cu.tmpl", 4, ext_embedding16},
+	{"block_embed", "block_embed.cu.tmpl", 8, ext_block_embed},
+	{"block_unmask", "block_unmask.cu.tmpl", 4, ext_block_unmask},
+	{"feature_tap", "feature_tap.cu.tmpl", 3, ext_feature_tap},
 	{"rmsnorm_residual", "rmsnorm_residual.cu.tmpl", 5, ext_rmsnorm_residual},
 	{"cast", "cast.cu.tmpl", 2, ext_cast},
 	{"rope", "rope.cu.tmpl", 3, ext_rope},

@@ -141,6 +141,17 @@ static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 				}
 			}
 			e->draft_vocab = (int)jint(j, d, "vocab", "$.spec.draft", 1, 1 << 24);
+		} else if (!strcmp(m, "block")) {
+			/* a block drafter: its weights' directory and digest, B and S */
+			e->draft_kind = RT_ENGINE_DRAFT_BLOCK;
+			if (json_get(d, "path"))
+				snprintf(e->draft_path, sizeof(e->draft_path), "%s",
+				         jstr(j, d, "path", "$.spec.draft"));
+			if (json_get(d, "digest"))
+				read_digest(j, d, "$.spec.draft", e->draft_digest);
+			e->block = (int)jint(j, d, "block", "$.spec.draft", 2, 64);
+			e->steps = (int)jint(j, d, "steps", "$.spec.draft", 1, 16);
+			e->draft_vocab = (int)jint(j, d, "vocab", "$.spec.draft", 1, 1 << 24);
 		} else {
 			e->draft_kind = RT_ENGINE_DRAFT_MODEL;
 			if (json_get(d, "path"))
@@ -388,7 +399,33 @@ static int parse_kernels(rt_manifest *e, jctx *j, const json_value *root)
 		/* tree attention with a baked mask: rebuild the rows the kernel
 		 * has as a constant table (the native backend reads them) */
 		rt_op probe = {.kinfo = k};
-		if (strstr(k->tmpl, "tree_attention") && rt_op_param_i(&probe, "MASKED", 0) == 1) {
+		const json_value *mk = json_get(o, "mask");
+		int block_mask = 0; /* 1 causal, 2 bidirectional: a block drafter's table */
+		if (mk) {
+			const char *ms = jstr(j, o, "mask", p);
+			if (j->rc)
+				break;
+			block_mask = !strcmp(ms, "block_causal") ? 1 : !strcmp(ms, "block_bidirectional") ? 2 : 0;
+			if (!block_mask || !strstr(k->tmpl, "tree_attention") ||
+			    rt_op_param_i(&probe, "MASKED", 0) != 1 ||
+			    rt_op_param_i(&probe, "T", 0) != rt_op_param_i(&probe, "N_BLK", 0))
+				return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.mask: \"%s\", expected "
+				                       "\"block_causal\" or \"block_bidirectional\" on a masked "
+				                       "tree attention with T = N_BLK", j->file, p, ms);
+		}
+		if (block_mask) {
+			const int T = (int)rt_op_param_i(&probe, "T", 0), mw = (T + 63) / 64;
+			if (T < 1 || T > 64)
+				return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s: block attention T %d, "
+				                       "expected 1..64 block rows", j->file, p, T);
+			k->mask = calloc((size_t)T * mw, sizeof(*k->mask));
+			if (!k->mask)
+				return j->rc = sw_errf(j->err, SW_ENOMEM, "out of memory");
+			for (int r = 0; r < T; r++)
+				for (int c = 0; c < T; c++)
+					if (block_mask == 2 || c <= r)
+						k->mask[(size_t)r * mw + c / 64] |= 1ull << (c % 64);
+		} else if (strstr(k->tmpl, "tree_attention") && rt_op_param_i(&probe, "MASKED", 0) == 1) {
 			const int T = (int)rt_op_param_i(&probe, "T", 0),
 			          nb = (int)rt_op_param_i(&probe, "N_BLK", 0), mw = (nb + 63) / 64;
 			if (T < 1 || nb < T || nb > e->n_nodes)
@@ -427,6 +464,8 @@ static int parse_op(rt_manifest *e, jctx *j, const json_value *o, const char *p,
 		                       "\"kernel\", \"cublaslt\" and \"memset\" ops (rebuild the engine with "
 		                       "this specwright)", j->file, p, x->name, ex);
 	x->repeat = (int)jint(j, o, "repeat", p, 1, 1024);
+	if (json_get(o, "layer0"))
+		x->layer0 = (int)jint(j, o, "layer0", p, 0, 1023);
 	const json_value *ly = json_get(o, "layers");
 	if (ly && ly->type == JSON_STRING)
 		x->layers = !strcmp(ly->str, "draft") ? 2 : 1;
@@ -642,6 +681,7 @@ static bool arg_layered(const rt_manifest *e, const rt_engine_pop *x, int a)
 static int arg_slice(const rt_manifest *e, const rt_engine_pop *x, int a, int l)
 {
 	const rt_engine_buf *b = &e->bufs[x->arg_buf[a]];
+	l += x->layer0;
 	if (x->layers == 2 && e->draft_kind == RT_ENGINE_DRAFT_LAYERSKIP &&
 	    !strcmp(b->kind, "weight"))
 		return l < e->n_skip ? e->skip_layers[l] : -1;
@@ -859,5 +899,6 @@ int rt_manifest_phase_find(const rt_manifest *e, const char *name)
 bool rt_manifest_field_layered(const char *f)
 {
 	return strcmp(f, "tok_embd") && strcmp(f, "out_norm") && strcmp(f, "lm_head") &&
-	       strcmp(f, "inv_freq");
+	       strcmp(f, "inv_freq") && strcmp(f, "mask_embd") && strcmp(f, "fc") &&
+	       strcmp(f, "fc_norm");
 }

@@ -51,7 +51,8 @@ typedef struct rt_engine_phase {
 	int gate_word;      /* buffer gate_buf is nonzero (SpecDec++ draft levels) */
 } rt_engine_phase;
 
-enum rt_draft_kind { RT_ENGINE_DRAFT_NGRAM = 0, RT_ENGINE_DRAFT_LAYERSKIP, RT_ENGINE_DRAFT_MODEL };
+enum rt_draft_kind { RT_ENGINE_DRAFT_NGRAM = 0, RT_ENGINE_DRAFT_LAYERSKIP, RT_ENGINE_DRAFT_MODEL,
+                     RT_ENGINE_DRAFT_BLOCK };
 enum rt_engine_exec { RT_EXEC_KERNEL = 0, RT_EXEC_CUBLASLT, RT_EXEC_MEMSET };
 
 /* A planned op as engine.json states it, before addresses exist. */
@@ -61,6 +62,7 @@ typedef struct rt_engine_pop {
 	int kernel;               /* index into kernels, or -1 */
 	unsigned grid[3], block[3];
 	int repeat;
+	int layer0;               /* a per-layer op runs layers layer0 .. layer0 + repeat - 1 */
 	int layers;               /* 0 none, 1 target, 2 draft */
 	int64_t m, n, k;
 	int64_t bytes;            /* memset: bytes zeroed (the op's "bytes") */
@@ -79,6 +81,7 @@ typedef struct rt_manifest {
 	int draft_kind;           /* enum rt_draft_kind */
 	int skip_layers[256], n_skip;
 	int draft_vocab;
+	int block, steps;         /* a block drafter's B and S ($.spec.draft), else 0 */
 	char verify[16], expand[16];
 	rt_engine_sampling samp;
 	int max_ctx, chunk, dtype; /* dtype: enum rt_dtype */
@@ -114,7 +117,7 @@ int rt_manifest_buf_find(const rt_manifest *m, const char *name);
 int rt_manifest_phase_find(const rt_manifest *m, const char *name);
 /* Whether weight field `field` ("wq", the part of a buffer name after
  * "target."/"draft.") has one slice per layer (not tok_embd, out_norm,
- * lm_head, inv_freq). */
+ * lm_head, inv_freq, nor a block drafter's mask_embd, fc, fc_norm). */
 bool rt_manifest_field_layered(const char *field);
 
 #endif

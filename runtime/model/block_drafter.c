@@ -20,6 +20,12 @@ static const char *const CONFIG_KEYS[] = {
 	"rope_theta", "dtype", "steps", "training", NULL,
 };
 static const char *const TARGET_KEYS[] = { "dim", "vocab", "n_layers", NULL };
+/* A spec's shape-only drafter: config.json's keys but format, version,
+ * target and the training record. */
+static const char *const SHAPE_KEYS[] = {
+	"conditioning", "block", "draft_vocab", "taps", "window", "block_attention", "n_layers", "n_heads",
+	"n_kv_heads", "head_dim", "ffn_dim", "norm_eps", "rope_theta", NULL,
+};
 
 static int get_int(const json_value *o, const char *key, const char *path, int64_t lo, int64_t hi, int *out,
                    sw_err *err)
@@ -32,104 +38,107 @@ static int get_int(const json_value *o, const char *key, const char *path, int64
 }
 
 /* The config alone, then against the target. */
-static int parse_config(const char *text, size_t n, const char *file, const rt_model *tm, rt_bd_config *c,
-                        sw_err *err)
+/* root: config.json's object (P "$"), or (shape) a spec's drafter shape
+ * object at path P: the same keys but format, version and target (the
+ * spec's target is the target). */
+static int parse_config_value(const json_value *root, const char *file, const char *P, bool shape,
+                              const rt_config *tcfg, const char *tname, rt_bd_config *c, sw_err *err)
 {
-	json_value *root = json_parse(text, n, file, err);
-	if (!root)
-		return err->code ? err->code : SW_EINVAL;
 	int rc;
 	const char *s;
 	const json_value *tg, *taps;
 	double num;
 	memset(c, 0, sizeof(*c));
-	if ((rc = json_as_object(root, "$", err)) || (rc = json_check_keys(root, "$", CONFIG_KEYS, err)))
+	if ((rc = json_as_object(root, P, err)) ||
+	    (rc = json_check_keys(root, P, shape ? SHAPE_KEYS : CONFIG_KEYS, err)))
 		goto out;
-	if ((rc = json_get_string(root, "format", "$", &s, err)))
-		goto out;
-	if (strcmp(s, "specwright-block-drafter")) {
-		rc = sw_errf(err, SW_EINVAL, "%s: $.format: expected \"specwright-block-drafter\", found \"%s\"", file, s);
-		goto out;
+	if (!shape) {
+		if ((rc = json_get_string(root, "format", P, &s, err)))
+			goto out;
+		if (strcmp(s, "specwright-block-drafter")) {
+			rc = sw_errf(err, SW_EINVAL, "%s: %s.format: expected \"specwright-block-drafter\", found \"%s\"", file, P, s);
+			goto out;
+		}
+		int version;
+		if ((rc = get_int(root, "version", P, 1, 1, &version, err)))
+			goto out;
 	}
-	int version;
-	if ((rc = get_int(root, "version", "$", 1, 1, &version, err)))
-		goto out;
-	if ((rc = json_get_string(root, "conditioning", "$", &s, err)))
+	if ((rc = json_get_string(root, "conditioning", P, &s, err)))
 		goto out;
 	if (!strcmp(s, "features")) {
 		c->cond = RT_BD_FEATURES;
 	} else if (!strcmp(s, "tokens")) {
 		c->cond = RT_BD_TOKENS;
 	} else {
-		rc = sw_errf(err, SW_EINVAL, "%s: $.conditioning: expected \"features\" or \"tokens\", found \"%s\"", file, s);
+		rc = sw_errf(err, SW_EINVAL, "%s: %s.conditioning: expected \"features\" or \"tokens\", found \"%s\"", file, P, s);
 		goto out;
 	}
-	if ((rc = get_int(root, "block", "$", 2, RT_BD_MAX_BLOCK, &c->block, err)) ||
-	    (rc = get_int(root, "n_layers", "$", 1, RT_BD_MAX_LAYERS, &c->n_layers, err)) ||
-	    (rc = get_int(root, "n_heads", "$", 1, 1024, &c->n_heads, err)) ||
-	    (rc = get_int(root, "n_kv_heads", "$", 1, 1024, &c->n_kv_heads, err)) ||
-	    (rc = get_int(root, "head_dim", "$", 2, 1024, &c->head_dim, err)) ||
-	    (rc = get_int(root, "ffn_dim", "$", 1, 1 << 20, &c->ffn_dim, err)))
+	if ((rc = get_int(root, "block", P, 2, RT_BD_MAX_BLOCK, &c->block, err)) ||
+	    (rc = get_int(root, "n_layers", P, 1, RT_BD_MAX_LAYERS, &c->n_layers, err)) ||
+	    (rc = get_int(root, "n_heads", P, 1, 1024, &c->n_heads, err)) ||
+	    (rc = get_int(root, "n_kv_heads", P, 1, 1024, &c->n_kv_heads, err)) ||
+	    (rc = get_int(root, "head_dim", P, 2, 1024, &c->head_dim, err)) ||
+	    (rc = get_int(root, "ffn_dim", P, 1, 1 << 20, &c->ffn_dim, err)))
 		goto out;
-	if ((rc = json_get_number(root, "norm_eps", "$", 1e-12, 1.0, &num, err)))
+	if ((rc = json_get_number(root, "norm_eps", P, 1e-12, 1.0, &num, err)))
 		goto out;
 	c->norm_eps = (float)num;
-	if ((rc = json_get_number(root, "rope_theta", "$", 1.0, 1e9, &num, err)))
+	if ((rc = json_get_number(root, "rope_theta", P, 1.0, 1e9, &num, err)))
 		goto out;
 	c->rope_theta = (float)num;
 	if (c->n_heads % c->n_kv_heads || c->head_dim % 2) {
-		rc = sw_errf(err, SW_EINVAL, "%s: $.n_heads %d / $.n_kv_heads %d / $.head_dim %d: expected n_heads a multiple of n_kv_heads and an even head_dim",
-		             file, c->n_heads, c->n_kv_heads, c->head_dim);
+		rc = sw_errf(err, SW_EINVAL, "%s: %s.n_heads %d / n_kv_heads %d / head_dim %d: expected n_heads a multiple of n_kv_heads and an even head_dim",
+		             file, P, c->n_heads, c->n_kv_heads, c->head_dim);
 		goto out;
 	}
-	if ((rc = json_get_string(root, "block_attention", "$", &s, err)))
+	if ((rc = json_get_string(root, "block_attention", P, &s, err)))
 		goto out;
 	if (!strcmp(s, "bidirectional")) {
 		c->block_attn = RT_BD_BIDIRECTIONAL;
 	} else if (!strcmp(s, "causal")) {
 		c->block_attn = RT_BD_CAUSAL;
 	} else {
-		rc = sw_errf(err, SW_EINVAL, "%s: $.block_attention: expected \"bidirectional\" or \"causal\", found \"%s\"",
-		             file, s);
+		rc = sw_errf(err, SW_EINVAL, "%s: %s.block_attention: expected \"bidirectional\" or \"causal\", found \"%s\"",
+		             file, P, s);
 		goto out;
 	}
-	if ((rc = json_get_object(root, "target", "$", &tg, err)) ||
-	    (rc = json_check_keys(tg, "$.target", TARGET_KEYS, err)) ||
-	    (rc = get_int(tg, "dim", "$.target", 1, 1 << 20, &c->dim, err)) ||
-	    (rc = get_int(tg, "vocab", "$.target", 1, 1 << 30, &c->vocab, err)) ||
-	    (rc = get_int(tg, "n_layers", "$.target", 1, 1 << 16, &c->target_layers, err)))
+	if (shape) {
+		c->dim = tcfg->dim;
+		c->vocab = tcfg->vocab;
+		c->target_layers = tcfg->n_layers;
+	} else if ((rc = json_get_object(root, "target", P, &tg, err)) ||
+	           (rc = json_check_keys(tg, "$.target", TARGET_KEYS, err)) ||
+	           (rc = get_int(tg, "dim", "$.target", 1, 1 << 20, &c->dim, err)) ||
+	           (rc = get_int(tg, "vocab", "$.target", 1, 1 << 30, &c->vocab, err)) ||
+	           (rc = get_int(tg, "n_layers", "$.target", 1, 1 << 16, &c->target_layers, err))) {
 		goto out;
+	}
 	/* Against the target: the drafter shares its width, embedding and head. */
-	if (tm->kind != RT_MODEL_LLAMA) {
-		rc = sw_errf(err, SW_EINVAL, "%s: a block drafter needs a transformer target (shared embedding and LM head); %s is not one",
-		             file, tm->name);
-		goto out;
-	}
-	if (c->dim != tm->cfg.dim) {
+	if (c->dim != tcfg->dim) {
 		rc = sw_errf(err, SW_EINVAL, "%s: $.target.dim: expected %d (the width of the target %s), found %d", file,
-		             tm->cfg.dim, tm->name, c->dim);
+		             tcfg->dim, tname, c->dim);
 		goto out;
 	}
-	if (c->vocab != tm->cfg.vocab) {
+	if (c->vocab != tcfg->vocab) {
 		rc = sw_errf(err, SW_EINVAL, "%s: $.target.vocab: expected %d (the vocabulary of the target %s), found %d",
-		             file, tm->cfg.vocab, tm->name, c->vocab);
+		             file, tcfg->vocab, tname, c->vocab);
 		goto out;
 	}
-	if (c->target_layers != tm->cfg.n_layers) {
+	if (c->target_layers != tcfg->n_layers) {
 		rc = sw_errf(err, SW_EINVAL, "%s: $.target.n_layers: expected %d (the layers of the target %s), found %d",
-		             file, tm->cfg.n_layers, tm->name, c->target_layers);
+		             file, tcfg->n_layers, tname, c->target_layers);
 		goto out;
 	}
-	if ((rc = get_int(root, "draft_vocab", "$", 1, c->vocab, &c->draft_vocab, err)))
+	if ((rc = get_int(root, "draft_vocab", P, 1, c->vocab, &c->draft_vocab, err)))
 		goto out;
 	if (c->cond == RT_BD_FEATURES) {
-		if ((rc = json_get_array(root, "taps", "$", 1, RT_MAX_TAPS, &taps, err)))
+		if ((rc = json_get_array(root, "taps", P, 1, RT_MAX_TAPS, &taps, err)))
 			goto out;
 		c->n_taps = (int)taps->n;
 		for (int i = 0; i < c->n_taps; i++) {
-			char p[64];
+			char p[192];
 			int64_t v;
-			snprintf(p, sizeof(p), "$.taps[%d]", i);
+			snprintf(p, sizeof(p), "%s.taps[%d]", P, i);
 			if ((rc = json_as_int(taps->items[i], p, 0, c->target_layers - 1, &v, err)))
 				goto out;
 			c->taps[i] = (int)v;
@@ -140,13 +149,29 @@ static int parse_config(const char *text, size_t n, const char *file, const rt_m
 			}
 		}
 	} else {
-		if ((rc = get_int(root, "window", "$", 1, RT_BD_MAX_WINDOW, &c->window, err)))
+		if ((rc = get_int(root, "window", P, 1, RT_BD_MAX_WINDOW, &c->window, err)))
 			goto out;
 	}
 	rc = 0;
 out:
+	return rc;
+}
+
+static int parse_config(const char *text, size_t n, const char *file, const rt_config *tcfg, const char *tname,
+                        rt_bd_config *c, sw_err *err)
+{
+	json_value *root = json_parse(text, n, file, err);
+	if (!root)
+		return err->code ? err->code : SW_EINVAL;
+	int rc = parse_config_value(root, file, "$", false, tcfg, tname, c, err);
 	json_free(root);
 	return rc;
+}
+
+int rt_bd_config_shape(const json_value *shape, const char *file, const char *path, const rt_config *tcfg,
+                       rt_bd_config *c, sw_err *err)
+{
+	return parse_config_value(shape, file, path, true, tcfg, "(the spec's target)", c, err);
 }
 
 struct want {
@@ -180,6 +205,20 @@ static int take_tensor(const safetensors_file *f, const struct want *w, float **
 	return 0;
 }
 
+int rt_bd_config_load(const char *dir, const rt_config *tcfg, const char *tname, rt_bd_config *c, sw_err *err)
+{
+	char cpath[4096];
+	snprintf(cpath, sizeof(cpath), "%s/config.json", dir);
+	size_t n;
+	char *text = sw_read_file(cpath, &n);
+	if (!text)
+		return sw_errf(err, SW_EIO, "%s: cannot read the block drafter's config (expected a directory with config.json and model.safetensors)",
+		               cpath);
+	int rc = parse_config(text, n, cpath, tcfg, tname, c, err);
+	free(text);
+	return rc;
+}
+
 rt_block_drafter *rt_block_drafter_load(const char *dir, const rt_model *tm, sw_err *err)
 {
 	char cpath[4096], wpath[4096];
@@ -201,7 +240,14 @@ rt_block_drafter *rt_block_drafter_load(const char *dir, const rt_model *tm, sw_
 	}
 	snprintf(d->name, sizeof(d->name), "%s", dir);
 	rt_bd_config *c = &d->cfg;
-	int rc = parse_config(text, n, cpath, tm, c, err);
+	int rc;
+	if (tm->kind != RT_MODEL_LLAMA) {
+		free(text);
+		rc = sw_errf(err, SW_EINVAL, "%s: a block drafter needs a transformer target (shared embedding and LM head); %s is not one",
+		             cpath, tm->name);
+		goto out_free_d;
+	}
+	rc = parse_config(text, n, cpath, &tm->cfg, tm->name, c, err);
 	free(text);
 	if (rc)
 		goto out_free_d;
@@ -276,6 +322,43 @@ void rt_block_drafter_free(rt_block_drafter *d)
 	free(d->arena);
 	free(d->inv_freq);
 	free(d);
+}
+
+const float *rt_bd_weight(const rt_block_drafter *d, const char *field, int layer, size_t *n)
+{
+	const rt_bd_config *c = &d->cfg;
+	const size_t D = (size_t)c->dim, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim,
+	             F = (size_t)c->ffn_dim;
+	const bool feat = c->cond == RT_BD_FEATURES;
+	if (layer < 0) {
+		struct { const char *k; const float *p; size_t n; } g[] = {
+			{ "mask_embd", d->mask_embd, (size_t)(c->block - 1) * D },
+			{ "fc", feat ? d->fc : NULL, D * (size_t)c->n_taps * D },
+			{ "fc_norm", feat ? d->fc_norm : NULL, D },
+			{ "out_norm", d->out_norm, D },
+			{ "inv_freq", d->inv_freq, (size_t)c->head_dim / 2 },
+		};
+		for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++)
+			if (!strcmp(field, g[i].k)) {
+				*n = g[i].n;
+				return g[i].p;
+			}
+		return NULL;
+	}
+	if (layer >= c->n_layers)
+		return NULL;
+	const rt_layer_weights *L = &d->layers[layer];
+	struct { const char *k; const float *p; size_t n; } g[] = {
+		{ "attn_norm", L->attn_norm, D }, { "wq", L->wq, qd * D }, { "wk", L->wk, kvd * D },
+		{ "wv", L->wv, kvd * D }, { "wo", L->wo, D * qd }, { "ffn_norm", L->ffn_norm, D },
+		{ "w_gate", L->w_gate, F * D }, { "w_up", L->w_up, F * D }, { "w_down", L->w_down, D * F },
+	};
+	for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++)
+		if (!strcmp(field, g[i].k)) {
+			*n = g[i].n;
+			return g[i].p;
+		}
+	return NULL;
 }
 
 static size_t bd_kv_dim(const rt_bd_config *c) { return (size_t)c->n_kv_heads * c->head_dim; }

@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "core/json.h"
 #include "ctx.h"
 #include "model.h"
 
@@ -79,6 +80,18 @@ typedef struct rt_block_drafter {
  * expected and what was found. The target must outlive the drafter. */
 rt_block_drafter *rt_block_drafter_load(const char *dir, const rt_model *target, sw_err *err);
 void rt_block_drafter_free(rt_block_drafter *d);
+/* dir/config.json alone, checked against a target of shape tcfg (named
+ * tname in messages): what a planner needs, no weights read. */
+int rt_bd_config_load(const char *dir, const rt_config *tcfg, const char *tname, rt_bd_config *c, sw_err *err);
+/* A drafter's shape without files (an engine spec's "shape", at JSON path
+ * `path` of `file`): config.json's keys but format, version, target and
+ * training; the target is tcfg. Same checks, errors name file and path. */
+int rt_bd_config_shape(const json_value *shape, const char *file, const char *path, const rt_config *tcfg,
+                       rt_bd_config *c, sw_err *err);
+/* The drafter's own weight `field` (layer l for the per-layer ones, else
+ * -1) by its safetensors name without "layers.L.": mask_embd, fc, fc_norm,
+ * out_norm, attn_norm, wq, ..., w_down; NULL if it has none. *n: floats. */
+const float *rt_bd_weight(const rt_block_drafter *d, const char *field, int layer, size_t *n);
 
 /* Per-sequence drafter state: the fused context's keys and values per layer
  * for committed positions [0, len) (features), plus scratch for one pass. */

@@ -54,12 +54,23 @@ static long long touched(const rt_manifest *e, const rt_engine_pop *x, int a)
 	}
 	if (!strcmp(op, "logits_process"))
 		return g0 * prm(k, "V") * 4;
-	if (!strcmp(op, "tree_expand"))
-		return a == 0 ? N * 4 : a == 1 ? (prm(k, "LEVEL_BEGIN") + g0) * prm(k, "V") * 4
+	if (!strcmp(op, "tree_expand")) {
+		const long long l0 = prm(k, "LEVEL_BEGIN");
+		long long rows = l0 + g0;
+		if (prm(k, "Q_BY_DEPTH")) { /* q row depth(u) of the level's nodes with children */
+			rows = 0;
+			for (long long u = l0; u < l0 + g0; u++)
+				if (e->tree_table[N + u] > 0 && e->tree_table[4 * N + u] + 1 > rows)
+					rows = e->tree_table[4 * N + u] + 1;
+		}
+		return a == 0 ? N * 4 : a == 1 ? rows * prm(k, "V") * 4
 		       : a == 2 ? 5 * N * 4 : a == 4 ? 4 : -1;
+	}
 	if (!strcmp(op, "verify")) {
 		static const int words[10] = {-1, -1, 5, -5, -1, 0, 0, 0, 0, 1};
 		const long long V = prm(k, "V");
+		if (a == 6 && prm(k, "Q_BY_DEPTH")) /* row depth(u) of nodes with children */
+			return (long long)e->depth * prm(k, "VQ") * 4;
 		return a == 5 || a == 6 ? N * V * 4 : a == 7 ? 2 * V * 4 : a == 8 ? -1
 		       : words[a] < 0 ? -words[a] * N * 4 : words[a] * 4;
 	}
@@ -68,6 +79,18 @@ static long long touched(const rt_manifest *e, const rt_engine_pop *x, int a)
 	if (!strcmp(op, "embedding16"))
 		return a == 0 ? g0 * prm(k, "DIM") * 4 : a == 1 ? prm(k, "N_ROWS") * prm(k, "DIM") * 2
 		       : a == 2 ? g0 * 4 : 4;
+	if (!strcmp(op, "block_embed")) { /* B rows; blk_tok B + 1 words */
+		static const int words[8] = {0, 0, 0, 1, 1, 0, 1, 1};
+		const long long B = prm(k, "B"), D = prm(k, "DIM");
+		return a == 0 ? B * D * 4 : a == 1 ? prm(k, "N_ROWS") * D * 2 : a == 2 ? (B - 1) * D * 2
+		       : a == 5 ? B * 4 : words[a] * (a == 3 ? B + 1 : 1) * 4;
+	}
+	if (!strcmp(op, "feature_tap"))
+		return a == 0 ? prm(k, "ROWS") * prm(k, "N_TAPS") * prm(k, "DIM") * 4
+		              : prm(k, "ROWS") * prm(k, "DIM") * 4;
+	if (!strcmp(op, "block_unmask"))
+		return a == 0 ? (prm(k, "B") + 1) * 4 : a == 1 ? prm(k, "B") * prm(k, "VD") * 4
+		       : a == 2 ? 8 : 4;
 	if (!strcmp(op, "kv_store")) /* rows len + r < MAX_CTX - ROW0 from the arg */
 		return a < 2 ? (MC - prm(k, "ROW0")) * prm(k, "KVD") * 2
 		       : a < 4 ? prm(k, "ROWS") * prm(k, "KVD") * 4 : 4;

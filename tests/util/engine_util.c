@@ -88,6 +88,18 @@ rt_engine *eu_bind(const char *dir, rt_dev *d, const rt_model *m, uint64_t seed)
 	rt_engine *e = rt_engine_load(dir, &err);
 	if (!e)
 		fail_msg("%s", err.msg);
+	if (e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK) {
+		/* the drafter directory the engine names: bind uploads its tensors,
+		 * so it is not needed afterwards */
+		rt_block_drafter *bd = rt_block_drafter_load(e->man->draft_path, m, &err);
+		if (!bd)
+			fail_msg("block drafter: %s", err.msg);
+		int rc = cli_engine_bind_block(e, d, m, bd, seed, &err);
+		rt_block_drafter_free(bd);
+		if (rc)
+			fail_msg("bind (%s): %s", d->desc, err.msg);
+		return e;
+	}
 	if (cli_engine_bind(e, d, m, NULL, seed, &err))
 		fail_msg("bind (%s): %s", d->desc, err.msg);
 	return e;
@@ -205,4 +217,18 @@ void eu_check_point_mass(const double *pk, const uint64_t *counts, int K, int V,
 	if (counts[mode] != (uint64_t)runs)
 		fail_msg("%s at temperature 0: %llu of %d runs left the greedy sequence", what,
 		         (unsigned long long)(runs - counts[mode]), runs);
+}
+
+double *eu_seq_dists(const rt_model *m, const int32_t *prompt, int n_prompt,
+                     const rt_engine_sampling *set, int n_set)
+{
+	const size_t K = (size_t)m->cfg.vocab * (size_t)m->cfg.vocab;
+	double *probs = malloc(sizeof(*probs) * K * (size_t)n_set);
+	assert_non_null(probs);
+	for (int k = 0; k < n_set; k++) {
+		rt_sampling samp = {.temperature = set[k].temperature, .top_k = set[k].top_k,
+		                    .top_p = set[k].top_p};
+		tu_seq_dist(m, prompt, n_prompt, 2, &samp, probs + (size_t)k * K);
+	}
+	return probs;
 }

@@ -45,7 +45,8 @@ void eu_list_file(const char *dir, const char *name);
  * dtype-derived near-tie bound. */
 void eu_reference(const rt_model *m, const int32_t *prompt, int n_prompt, int n, int32_t *out,
                   float *margin, double *max_logit);
-/* Loads the engine in dir and binds it to d (seed for Philox). */
+/* Loads the engine in dir and binds it to d (seed for Philox); a
+ * block-drafter engine with the drafter directory its engine.json names. */
 rt_engine *eu_bind(const char *dir, rt_dev *d, const rt_model *m, uint64_t seed);
 /* rt_engine_generate with no EOS; returns the token count; prints a line
  * (what, tokens, iterations, tau, times). */
@@ -75,5 +76,10 @@ void eu_count_pairs(rt_engine *e, eu_pairs *p, const char *what);
  * one of the runs counted must be its sequence (V ids per token). */
 void eu_check_point_mass(const double *pk, const uint64_t *counts, int K, int V, int runs,
                          const char *what);
+/* The exact distributions of the first two tokens after prompt at each of
+ * n_set sampling settings (tu_seq_dist): n_set rows of vocab^2
+ * probabilities, malloc'ed (the chi-square tests' expected counts). */
+double *eu_seq_dists(const rt_model *m, const int32_t *prompt, int n_prompt,
+                     const rt_engine_sampling *set, int n_set);
 
 #endif
