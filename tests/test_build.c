@@ -474,6 +474,45 @@ static void test_build_matrix(void **state)
 	assert_int_equal(misses[1], 0);
 }
 
+/* Block-drafter engines through the planner (issue 12): the SmolLM2 chain:8
+ * and Cartesian branch:3,2,2,1,1 engines with the trained drafter, and the
+ * Llama-3-8B-shaped engine (B = 16, a 1-layer drafter given by its shape),
+ * for sm_80 and sm_90: zero spills, every kernel in resources.json; then the
+ * projected H100 iteration and the drafter's share of it. */
+static void test_build_block_engines(void **state)
+{
+	(void)state;
+	if (!g_nvrtc)
+		skip();
+	static const char *specs[] = {"models/specs/smollm2-block-chain.json",
+	                              "models/specs/smollm2-block-tree.json",
+	                              "models/specs/llama3-8b-block.json"};
+	g_verbose = false;
+	for (int i = 0; i < 3; i++) {
+		if (i < 2 && access("models/cache/SmolLM2-135M-Instruct.Q4_1.gguf", R_OK))
+			continue;
+		gen_spec *s = load(specs[i]);
+		char dir[400];
+		gen_build_stats st;
+		gen_inspect_summary sum;
+		sw_err err = {0};
+		snprintf(dir, sizeof(dir), "%s/block%d", g_tmp, i);
+		build(s, dir, false, &st);
+		assert_int_equal(st.max_spill_bytes, 0);
+		check_engine_files(dir, s, true);
+		check_resources(dir, s);
+		if (gen_inspect(dir, 0, NULL, &sum, &err))
+			fail_msg("%s", err.msg);
+		print_message("  %-36s %3d kernels, 0 spills: H100 iteration %8.1f us, drafter %6.1f us "
+		              "(%4.1f%%), tau %.2f (%s) -> %6.0f tok/s\n", s->name, st.n_kernels,
+		              sum.iter_us, sum.draft_us, 100.0 * sum.draft_us / sum.iter_us, sum.tau,
+		              sum.tau_src, sum.tokens_per_s);
+		assert_true(sum.draft_us > 0 && sum.draft_us < sum.iter_us);
+		free(s);
+	}
+	g_verbose = true;
+}
+
 /* The NVRTC matrix over head dims and vocabularies: shapes of Qwen2-0.5B
  * (head dim 64, vocabulary 151936), Qwen2-7B (128, 152064, with a
  * layer-skip draft head over the first 151936 ids: Qwen2-0.5B's, so the
@@ -632,6 +671,7 @@ int main(void)
 		cmocka_unit_test(test_build_matrix),
 		cmocka_unit_test(test_build_head_dims),
 		cmocka_unit_test(test_build_block_kernels),
+		cmocka_unit_test(test_build_block_engines),
 	};
 	/* e.g. CMOCKA_FILTER='*head_dims' (as test_kern_tree_attention.c) */
 	if (getenv("CMOCKA_FILTER") && *getenv("CMOCKA_FILTER"))
