@@ -430,6 +430,27 @@ static int phase_replay(rt_engine *e, int ph, int rows, bool gemm_only, int reps
 	return 0;
 }
 
+/* A generate of max_new tokens after one of a single token (the same
+ * prefill, whose CPU time the second one's minus the first one's leaves
+ * out): *cpu_tok is the decode's tokens per CPU-second. Returns the
+ * second's token count, or < 0 with err. */
+static int timed_generate(rt_engine *e, rt_engine_run *r, int max_new, int32_t *out,
+                          rt_engine_stats *st, double *cpu_tok, sw_err *err)
+{
+	r->max_new = 1;
+	double c0 = sw_cpu_s();
+	const int n1 = rt_engine_generate(e, r, out, st, err);
+	const double cpu1 = sw_cpu_s() - c0;
+	if (n1 < 0)
+		return n1;
+	r->max_new = max_new;
+	c0 = sw_cpu_s();
+	const int n = rt_engine_generate(e, r, out, st, err);
+	const double cpuM = sw_cpu_s() - c0;
+	*cpu_tok = n > n1 && cpuM - cpu1 > 0 ? (n - n1) / (cpuM - cpu1) : 0;
+	return n;
+}
+
 /* Bytes a target-only decode step reads: the engine's weight buffers (the
  * tied embedding is read whole by the lm head; its one-row lookup is
  * negligible, and so is the embedding of an engine whose LM head is a
@@ -648,35 +669,21 @@ int cli_engine_bench(cli_opts *o)
 		}
 		rt_engine_run r = {.prompt = j.ids, .n_prompt = n_prompt, .max_new = 1, .eos = eos,
 		                   .is_eog = cli_is_eog, .eog_user = j.s.tok, .samp = &j.samp};
-		rt_engine_stats st;
-		/* one token first: its CPU time is the prefill's, subtracted below */
-		double c0 = sw_cpu_s();
-		int n1 = rt_engine_generate(j.e, &r, out, &st, &err);
-		const double cpu1 = sw_cpu_s() - c0;
-		r.max_new = M;
-		c0 = sw_cpu_s();
-		int n = n1 < 0 ? n1 : rt_engine_generate(j.e, &r, out, &st, &err);
-		const double cpuM = sw_cpu_s() - c0;
+		rt_engine_stats st, st_to;
+		double ecpu_tok = 0, tcpu_tok = 0;
+		int n = timed_generate(j.e, &r, M, out, &st, &ecpu_tok, &err);
 		if (n < 0)
 			goto out_err;
 		/* target-only on the same engine and device: one row a token */
 		to_out = out + M + 1;
 		rt_engine_run rt = r;
-		rt_engine_stats st_to;
 		rt.target_only = true;
-		rt.max_new = 1;
-		c0 = sw_cpu_s();
-		int t1 = rt_engine_generate(j.e, &rt, to_out, &st_to, &err);
-		const double tcpu1 = sw_cpu_s() - c0;
-		rt.max_new = M;
-		c0 = sw_cpu_s();
-		int tn = t1 < 0 ? t1 : rt_engine_generate(j.e, &rt, to_out, &st_to, &err);
-		const double tcpuM = sw_cpu_s() - c0;
+		int tn = timed_generate(j.e, &rt, M, to_out, &st_to, &tcpu_tok, &err);
 		if (tn < 0)
 			goto out_err;
 		to_same += tn == n && !memcmp(out, to_out, sizeof(*out) * (size_t)n);
 		sv[S_TOW][used] = st_to.t_decode > 0 ? tn / st_to.t_decode : 0;
-		sv[S_TOC][used] = tcpuM - tcpu1 > 0 && tn > t1 ? (tn - t1) / (tcpuM - tcpu1) : 0;
+		sv[S_TOC][used] = tcpu_tok;
 		double t_ref = 0;
 		ref_decode rd;
 		int n_ref = reference_greedy(&j, n, eos, ref, &t_ref, &rd, &err);
@@ -698,7 +705,7 @@ int cli_engine_bench(cli_opts *o)
 		sv[S_RDEC][used] = rd.wall > 0 ? rd.n_fed / rd.wall : 0;
 		sv[S_RCPU][used] = rd.cpu > 0 ? rd.n_fed / rd.cpu : 0;
 		sv[S_EDEC][used] = tps[used];
-		sv[S_ECPU][used] = cpuM - cpu1 > 0 && n > n1 ? (n - n1) / (cpuM - cpu1) : 0;
+		sv[S_ECPU][used] = ecpu_tok;
 		sv[S_CTX][used] = n_prompt + 0.5 * n;
 		sv[S_SPW][used] = sv[S_TOW][used] > 0 ? sv[S_EDEC][used] / sv[S_TOW][used] : 0;
 		sv[S_SPC][used] = sv[S_TOC][used] > 0 ? sv[S_ECPU][used] / sv[S_TOC][used] : 0;
