@@ -513,6 +513,9 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 		if (r->prompt[i] < 0 || r->prompt[i] >= e->man->tcfg.vocab)
 			return sw_errf(err, SW_EINVAL, "prompt token %d: id %d outside the vocabulary [0, %d)",
 			               i, r->prompt[i], e->man->tcfg.vocab);
+	if (r->target_only && rt_manifest_phase_find(e->man, "verify") < 0)
+		return sw_errf(err, SW_EINVAL, "%s/engine.json: target-only decoding needs the target's "
+		               "tree forward, phase \"verify\"; the engine has none", e->man->dir);
 	const rt_engine_sampling *samp = r->samp ? r->samp : &e->man->samp;
 	if ((rc = rt_engine_check_sampling(e, samp, err)))
 		return rc;
