@@ -7,7 +7,8 @@
  *    the pool): C for m = L equals the first L rows of C for m = M, M = 3,
  *    26, 63, 257 (the issue's awkward shapes), L = 1, 2, M - 1; K = 100
  *    (fp16/bf16) and 96, 160 (q8_0), N = 37: none a multiple of the vector
- *    width or the tile;
+ *    width or the tile; M = 5, 6 too, for the AVX-512 path's 5- to 8-row
+ *    tiles;
  *  - the host tree attention: T = nb = L queries over a random tree mask
  *    give the first L rows of T = nb = M, for both paths, fp16 and bf16;
  *  - the device: rows_begin's L rule (the last present node, the cap, at
@@ -95,13 +96,14 @@ static void gemm_case(int wf, int M, int K, int N, int path, int threads)
 
 static void test_gemm_rows(void **state)
 {
-	const int Ms[] = {3, 26, 63, 257};
+	/* 5 and 6: the AVX-512 path's 5- and 6-row tiles against the others */
+	const int Ms[] = {3, 5, 6, 26, 63, 257};
 	int checked = 0;
 	rng_state = 15;
 	for (size_t p = 0; p < sizeof(PATHS) / sizeof(PATHS[0]); p++) {
 		if (!hg_path_available(PATHS[p]))
 			continue;
-		for (int mi = 0; mi < 4; mi++)
+		for (int mi = 0; mi < 6; mi++)
 			for (int threads = 0; threads <= 1; threads++) {
 				gemm_case(0, Ms[mi], 100, 37, PATHS[p], threads);
 				gemm_case(1, Ms[mi], 100, 37, PATHS[p], threads);
