@@ -663,6 +663,101 @@ static void test_real_model_engine(void **state)
 	rt_model_free(m);
 }
 
+/* Rows regions and target-only decoding (issue 15; device.h rows_begin):
+ * on the host the tree forward runs on the nodes up to the last present
+ * one, and target-only decoding (rt_engine_run.target_only) on one row.
+ * (1) The forward of every row count L = 1 .. n_nodes gives its L rows the
+ * bits the full forward gives them (logits and the target's p), with every
+ * node present; (2) greedy target-only tokens equal the speculative run's
+ * exactly (same rows, same bits) on an n-gram chain (fp16, q8_0; undrafted
+ * nodes absent) and a layer-skip eagle25 tree, and both hold to the fp32
+ * reference (check_greedy); target-only takes one iteration a token. */
+static void rows_engine(const char *name, const char *spec, const rt_model *m, double u)
+{
+	char dir[300];
+	const int P = 29, N = 32;
+	int32_t prompt[64], ref[64], a[64], b[64];
+	float margin[64];
+	rt_engine_stats st;
+	sw_err err = {0};
+	snprintf(dir, sizeof(dir), "%s/rows_%s", g_dir, name);
+	build_engine(spec, dir);
+	tiny_prompt(prompt, P);
+	eu_reference(m, prompt, P, N, ref, margin, NULL);
+	double mx = max_abs_logit(m, prompt, P);
+	rt_dev *d = open_dev(RT_HOST_NATIVE);
+	rt_engine *e = eu_bind(dir, d, m, 1);
+	assert_int_equal(eu_generate(e, name, prompt, P, N, false, a, &st), N);
+	assert_true(st.n_iters < N); /* drafts were accepted */
+	rt_engine_run r = {.prompt = prompt, .n_prompt = P, .max_new = N, .eos = -1,
+	                   .target_only = true};
+	if (rt_engine_generate(e, &r, b, &st, &err) != N)
+		fail_msg("%s target-only: %s", name, err.msg);
+	assert_int_equal(st.n_iters, N);
+	for (int i = 0; i < N; i++)
+		if (a[i] != b[i])
+			fail_msg("%s: token %d: speculative %d, target-only %d", name, i, a[i], b[i]);
+	check_greedy(name, a, N, ref, margin, u, mx);
+	print_message("  %s: target-only == speculative, %d/%d tokens\n", name, N, N);
+
+	/* (1): the forward after that run, every node present */
+	const int ph = rt_manifest_phase_find(e->man, "verify"), nn = e->man->n_nodes;
+	const int V = e->man->tcfg.vocab;
+	assert_true(ph >= 0 && e->man->phases[ph].rows == nn);
+	const rt_dptr tok = rt_engine_buf_addr(e, "tree_tokens");
+	const float *lg = (const float *)(uintptr_t)rt_engine_buf_addr(e, "logits");
+	const float *pr = (const float *)(uintptr_t)rt_engine_buf_addr(e, "probs");
+	assert_true(tok && lg && pr);
+	int32_t *tt = (int32_t *)(uintptr_t)tok;
+	for (int i = 0; i < nn; i++)
+		tt[i] = (7 + 13 * i) % V;
+	float *full = malloc(sizeof(*full) * (size_t)nn * V * 2);
+	assert_non_null(full);
+	for (int L = nn; L >= 1; L--) {
+		int rc = L < nn ? d->ops->rows_begin(d, tok, nn, L, &err) : 0;
+		for (int i = e->ph_ops[ph].first; !rc && i < e->ph_ops[ph].first + e->ph_ops[ph].n; i++)
+			rc = d->ops->launch(d, &e->ops[i], &err);
+		if (!rc && L < nn)
+			rc = d->ops->rows_end(d, &err);
+		if (rc)
+			fail_msg("%s: forward at %d rows: %s", name, L, err.msg);
+		if (L == nn) {
+			memcpy(full, lg, sizeof(*full) * (size_t)nn * V);
+			memcpy(full + (size_t)nn * V, pr, sizeof(*full) * (size_t)nn * V);
+			continue;
+		}
+		if (memcmp(full, lg, sizeof(*full) * (size_t)L * V) ||
+		    memcmp(full + (size_t)nn * V, pr, sizeof(*full) * (size_t)L * V))
+			fail_msg("%s: the forward at %d of %d rows differs from the full one in its rows",
+			         name, L, nn);
+	}
+	print_message("  %s: forward at 1..%d rows == the full forward's rows, bit for bit\n", name,
+	              nn - 1);
+	free(full);
+	rt_engine_free(e);
+	rt_dev_free(d);
+}
+
+static void test_tiny_rows(void **state)
+{
+	char spec[2048], path[300];
+	sw_err err = {0};
+	tiny_spec(spec, sizeof(spec), "ngram:1:3", "chain:4", "greedy", "topk", 0, "fp16");
+	rows_engine("ngram fp16", spec, g_tiny, ldexp(1.0, -11));
+	tiny_spec(spec, sizeof(spec), "layerskip:1", "eagle25", "greedy", "topk", 0, "fp16");
+	rows_engine("eagle25 fp16", spec, g_tiny, ldexp(1.0, -11));
+	snprintf(path, sizeof(path), "%s/rows_q8.gguf", g_dir);
+	if (rt_llama_save_gguf(g_tiny, path, GGML_T_Q8_0, &err))
+		fail_msg("%s: %s", path, err.msg);
+	rt_model *m = rt_model_load(path, &err);
+	if (!m)
+		fail_msg("%s", err.msg);
+	eu_tiny_spec(spec, sizeof(spec), path, "ngram:1:3", "chain:6", "greedy", "topk", 0, "q8_0",
+	             NULL);
+	rows_engine("ngram q8_0", spec, m, ldexp(1.0, -11));
+	rt_model_free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -675,6 +770,7 @@ int main(void)
 		cmocka_unit_test(test_engine_exactness),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_real_model_engine),
+		cmocka_unit_test(test_tiny_rows),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

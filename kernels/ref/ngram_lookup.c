@@ -1,8 +1,9 @@
 /* Prompt-lookup drafting as one op: the specification of
  * templates/ngram_lookup.cu.tmpl. Proposes what rt_drafter_ngram
- * (runtime/decode/drafter.c) proposes for the same sequence, then pads to the fixed
- * draft length a chain tree needs (the verifier rejects padding like any
- * other wrong guess, so padding never changes the output). */
+ * (runtime/decode/drafter.c) proposes for the same sequence, the rest of the chain's
+ * nodes absent (token -1): the verifier never tests them, and a backend
+ * that sizes the tree forward to the present nodes (the host) computes
+ * only the drafted rows. */
 #include <string.h>
 
 #include "ref.h"
@@ -25,6 +26,6 @@ int ref_ngram_lookup(int32_t *out, const int32_t *hist, int S, int min_n, int ma
 		}
 	}
 	for (int i = k; i < n_draft; i++)
-		out[i] = k > 0 ? out[k - 1] : hist[S - 1];
+		out[i] = -1; /* absent: not drafted */
 	return k;
 }

@@ -35,7 +35,11 @@ double cli_median(double *v, int n)
 }
 
 /* Cuts n prompts of about 200-600 bytes at line boundaries, evenly spread
- * over the corpus. Returns the count found. */
+ * over the corpus, each after an instruction: "Rewrite the following
+ * passage in plain modern English:" (the answer copies much of the
+ * passage: repetitive, where prompt lookup drafts well), or $SW_BENCH_ASK
+ * when set (e.g. "Write a short story inspired by this passage:", whose
+ * answer is new text). Returns the count found. */
 int cli_cut_prompts(const char *text, size_t len, int n, char **out)
 {
 	int got = 0;
@@ -50,14 +54,16 @@ int cli_cut_prompts(const char *text, size_t len, int n, char **out)
 			end++;
 		if (end - at < 40)
 			continue;
-		const char *ask = "Rewrite the following passage in plain modern English:\n\n";
+		const char *env = getenv("SW_BENCH_ASK");
+		const char *ask = env && *env ? env : "Rewrite the following passage in plain modern English:";
 		size_t k = strlen(ask);
-		char *p = malloc(k + (end - at) + 1);
+		char *p = malloc(k + 2 + (end - at) + 1);
 		if (!p)
 			break;
 		memcpy(p, ask, k);
-		memcpy(p + k, text + at, end - at);
-		p[k + end - at] = 0;
+		memcpy(p + k, "\n\n", 2);
+		memcpy(p + k + 2, text + at, end - at);
+		p[k + 2 + end - at] = 0;
 		out[got++] = p;
 	}
 	return got;

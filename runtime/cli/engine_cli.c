@@ -456,31 +456,31 @@ static double read_bandwidth(int *threads, double *per_cpu)
 }
 
 /* Replays the ops of one engine phase eagerly, `reps` times, each replay
- * synchronised: its median wall and CPU seconds. gemm_rows > 0 runs every
- * GEMM with that many rows instead of the planned m (its output's other
- * rows are scratch left as they were); gemm_only skips the kernels. The
- * replay changes no state the next generate reads: phases after it (accept,
- * commit) do not run, and a generate starts from its prefill. */
-static int phase_replay(rt_engine *e, int ph, int gemm_rows, bool gemm_only, int reps,
-                        double *wall, double *cpu, sw_err *err)
+ * synchronised: its median wall and CPU seconds. rows > 0: the phase runs
+ * as a rows region capped at that many rows (device.h; host: every op of
+ * the tree forward at `rows` rows, the one-row forward target-only decoding
+ * runs; a device without regions runs the planned shape); 0: the planned
+ * shape. gemm_only skips the kernels. The replay changes no state the next
+ * generate reads: phases after it (accept, commit) do not run, and a
+ * generate starts from its prefill. */
+static int phase_replay(rt_engine *e, int ph, int rows, bool gemm_only, int reps, double *wall,
+                        double *cpu, sw_err *err)
 {
 	double w[16], c[16];
+	rt_dev *d = e->dev;
+	const rt_dptr tok = rt_engine_buf_addr(e, "tree_tokens");
+	const bool region = rows > 0 && d->ops->rows_begin && tok &&
+	                    e->man->phases[ph].rows == e->man->n_nodes;
 	reps = reps > 16 ? 16 : reps;
 	for (int r = 0; r < reps; r++) {
 		const double t0 = sw_now_s(), c0 = sw_cpu_s();
-		for (int i = e->ph_ops[ph].first; i < e->ph_ops[ph].first + e->ph_ops[ph].n; i++) {
-			rt_op op = e->ops[i];
-			if (op.kind != RT_OP_GEMM && gemm_only)
-				continue;
-			if (op.kind == RT_OP_GEMM && gemm_rows > 0 && gemm_rows < op.m)
-				op.m = gemm_rows;
-			rt_op_fix_argv(&op);
-			int rc = e->dev->ops->launch(e->dev, &op, err);
-			if (rc)
-				return rc;
-		}
-		int rc = e->dev->ops->sync(e->dev, err);
-		if (rc)
+		int rc = region ? d->ops->rows_begin(d, tok, e->man->n_nodes, rows, err) : 0;
+		for (int i = e->ph_ops[ph].first; !rc && i < e->ph_ops[ph].first + e->ph_ops[ph].n; i++)
+			if (e->ops[i].kind == RT_OP_GEMM || !gemm_only)
+				rc = d->ops->launch(d, &e->ops[i], err);
+		if (!rc && region)
+			rc = d->ops->rows_end(d, err);
+		if (rc || (rc = d->ops->sync(d, err)))
 			return rc;
 		w[r] = sw_now_s() - t0;
 		c[r] = sw_cpu_s() - c0;
@@ -488,6 +488,27 @@ static int phase_replay(rt_engine *e, int ph, int gemm_rows, bool gemm_only, int
 	*wall = cli_median(w, reps);
 	*cpu = cli_median(c, reps);
 	return 0;
+}
+
+/* A generate of max_new tokens after one of a single token (the same
+ * prefill, whose CPU time the second one's minus the first one's leaves
+ * out): *cpu_tok is the decode's tokens per CPU-second. Returns the
+ * second's token count, or < 0 with err. */
+static int timed_generate(rt_engine *e, rt_engine_run *r, int max_new, int32_t *out,
+                          rt_engine_stats *st, double *cpu_tok, sw_err *err)
+{
+	r->max_new = 1;
+	double c0 = sw_cpu_s();
+	const int n1 = rt_engine_generate(e, r, out, st, err);
+	const double cpu1 = sw_cpu_s() - c0;
+	if (n1 < 0)
+		return n1;
+	r->max_new = max_new;
+	c0 = sw_cpu_s();
+	const int n = rt_engine_generate(e, r, out, st, err);
+	const double cpuM = sw_cpu_s() - c0;
+	*cpu_tok = n > n1 && cpuM - cpu1 > 0 ? (n - n1) / (cpuM - cpu1) : 0;
+	return n;
 }
 
 /* Bytes a target-only decode step reads: the engine's weight buffers (the
@@ -596,12 +617,14 @@ static int llamacpp_side(const char *ref, const char *model, const char *ids, in
  * bandwidth, measured first; per decoder the decode-only tok/s wall-clock
  * and per CPU-second, and the share of the memory roofline (bytes a
  * target-only step reads / bandwidth, over the measured time per token: a
- * speculative decoder can pass 100%). The engine's target-only rate is its
- * own verify phase replayed with every GEMM at one row (kernels as planned:
- * an upper bound on a one-row forward's time, so a lower bound on the
- * rate); the verify-cost line sets the verify phase at its planned rows
- * against that. The engine's decode CPU time is a generate of max_new
- * tokens minus one of a single token (the same prefill). $SW_BENCH_IDS
+ * speculative decoder can pass 100%). The engine's target-only rate is a
+ * target-only generate on the same engine and device (rt_engine_run
+ * .target_only: no drafting, one target forward a token, of one row where
+ * the device sizes its tree forward: host), whose tokens must equal the
+ * speculative run's; the verify-cost line sets the tree forward at its
+ * planned rows against it at one row. The decode CPU time of either is a
+ * generate of max_new tokens minus one of a single token (the same
+ * prefill). $SW_BENCH_IDS
  * names a file to receive the prompts' token ids, one prompt a line, for
  * tests/reference/llamacpp_bench.py. */
 int cli_engine_bench(cli_opts *o)
@@ -653,8 +676,8 @@ int cli_engine_bench(cli_opts *o)
 	       "streamed by %d threads, median of 5)\n\n", bw / 1e9, bwc / 1e9, bw_threads);
 	const int M = o->max_new, cap = (int)len + 4096;
 	enum { S_TPS, S_RTPS, S_RATIO, S_OVH, S_RDEC, S_RCPU, S_EDEC, S_ECPU, S_T1W, S_T1C, S_VW,
-	       S_G1, S_GT, S_CTX, S_N };
-	out = malloc(sizeof(*out) * (size_t)(M + 1));
+	       S_G1, S_GT, S_CTX, S_TOW, S_TOC, S_SPW, S_SPC, S_N };
+	out = malloc(sizeof(*out) * (size_t)(2 * M + 2));
 	ref = malloc(sizeof(*ref) * (size_t)(M + 1));
 	ids = malloc(sizeof(*ids) * (size_t)cap);
 	tps = calloc((size_t)np * S_N, sizeof(*tps));
@@ -680,7 +703,8 @@ int cli_engine_bench(cli_opts *o)
 	}
 	uint64_t tried[RT_ENGINE_MAX_DEPTH] = {0}, acc[RT_ENGINE_MAX_DEPTH] = {0};
 	long toks = 0, iters = 0;
-	int same = 0, used = 0;
+	int same = 0, used = 0, to_same = 0;
+	int32_t *to_out = NULL; /* target-only tokens (the second half of out) */
 	for (int i = 0; i < np; i++) {
 		fprintf(stderr, "bench: prompt %d of %d (engine, then the fp32 reference) ...\n", i + 1, np);
 		free(j.ids);
@@ -705,17 +729,21 @@ int cli_engine_bench(cli_opts *o)
 		}
 		rt_engine_run r = {.prompt = j.ids, .n_prompt = n_prompt, .max_new = 1, .eos = eos,
 		                   .is_eog = cli_is_eog, .eog_user = j.s.tok, .samp = &j.samp};
-		rt_engine_stats st;
-		/* one token first: its CPU time is the prefill's, subtracted below */
-		double c0 = sw_cpu_s();
-		int n1 = rt_engine_generate(j.e, &r, out, &st, &err);
-		const double cpu1 = sw_cpu_s() - c0;
-		r.max_new = M;
-		c0 = sw_cpu_s();
-		int n = n1 < 0 ? n1 : rt_engine_generate(j.e, &r, out, &st, &err);
-		const double cpuM = sw_cpu_s() - c0;
+		rt_engine_stats st, st_to;
+		double ecpu_tok = 0, tcpu_tok = 0;
+		int n = timed_generate(j.e, &r, M, out, &st, &ecpu_tok, &err);
 		if (n < 0)
 			goto out_err;
+		/* target-only on the same engine and device: one row a token */
+		to_out = out + M + 1;
+		rt_engine_run rt = r;
+		rt.target_only = true;
+		int tn = timed_generate(j.e, &rt, M, to_out, &st_to, &tcpu_tok, &err);
+		if (tn < 0)
+			goto out_err;
+		to_same += tn == n && !memcmp(out, to_out, sizeof(*out) * (size_t)n);
+		sv[S_TOW][used] = st_to.t_decode > 0 ? tn / st_to.t_decode : 0;
+		sv[S_TOC][used] = tcpu_tok;
 		double t_ref = 0;
 		ref_decode rd;
 		int n_ref = reference_greedy(&j, n, eos, ref, &t_ref, &rd, &err);
@@ -737,8 +765,10 @@ int cli_engine_bench(cli_opts *o)
 		sv[S_RDEC][used] = rd.wall > 0 ? rd.n_fed / rd.wall : 0;
 		sv[S_RCPU][used] = rd.cpu > 0 ? rd.n_fed / rd.cpu : 0;
 		sv[S_EDEC][used] = tps[used];
-		sv[S_ECPU][used] = cpuM - cpu1 > 0 && n > n1 ? (n - n1) / (cpuM - cpu1) : 0;
+		sv[S_ECPU][used] = ecpu_tok;
 		sv[S_CTX][used] = n_prompt + 0.5 * n;
+		sv[S_SPW][used] = sv[S_TOW][used] > 0 ? sv[S_EDEC][used] / sv[S_TOW][used] : 0;
+		sv[S_SPC][used] = sv[S_TOC][used] > 0 ? sv[S_ECPU][used] / sv[S_TOC][used] : 0;
 		used++;
 		same += greedy && n == n_ref && !memcmp(out, ref, sizeof(*out) * (size_t)n);
 		toks += n;
@@ -779,19 +809,24 @@ int cli_engine_bench(cli_opts *o)
 	       "CPU-second |\n|---|---|---|---|---|\n");
 	printf("| reference fp32, target only (host ctx) | %.2f | %.2f | %.0f%% | %.0f%% |\n", rdec,
 	       rcpu, 100.0 * rdec * bytes32 / bw, 100.0 * rcpu * bytes32 / bwc);
-	if (ph_verify >= 0)
-		printf("| engine target only (verify phase, GEMMs at 1 row) | %.2f | %.2f | %.0f%% | "
-		       "%.0f%% |\n", t1w > 0 ? 1 / t1w : 0, t1c > 0 ? 1 / t1c : 0,
-		       t1w > 0 ? 100.0 * bytes16 / bw / t1w : 0, t1c > 0 ? 100.0 * bytes16 / bwc / t1c : 0);
+	const double tow = cli_median(sv[S_TOW], used), toc = cli_median(sv[S_TOC], used);
+	printf("| engine target only (same engine and device, one forward of the present rows a "
+	       "token) | %.2f | %.2f | %.0f%% | %.0f%% |\n", tow, toc, 100.0 * tow * bytes16 / bw,
+	       100.0 * toc * bytes16 / bwc);
 	printf("| engine %s (speculative) | %.2f | %.2f | %.0f%% | %.0f%% |\n", e->man->name, edec, ecpu,
 	       100.0 * edec * bytes16 / bw, 100.0 * ecpu * bytes16 / bwc);
+	printf("\nspeculative vs target-only on the engine: median of the per-prompt ratios %.2fx "
+	       "wall-clock, %.2fx per CPU-second; ratio of the medians %.2fx, %.2fx; target-only "
+	       "tokens == speculative tokens on %d of %d prompts\n", cli_median(sv[S_SPW], used),
+	       cli_median(sv[S_SPC], used), tow > 0 ? edec / tow : 0, toc > 0 ? ecpu / toc : 0,
+	       to_same, used);
 	if (ph_verify >= 0) {
 		const double vw = cli_median(sv[S_VW], used), g1 = cli_median(sv[S_G1], used);
 		const double gt = cli_median(sv[S_GT], used);
-		printf("\nverify cost: the verify phase at %d rows %.2f ms vs its GEMMs at 1 row %.2f ms: "
-		       "%.2fx; GEMMs alone %.2f ms vs %.2f ms: %.2fx; speculative vs target-only "
-		       "(engine path): %.2fx\n", verify_rows, 1e3 * vw, 1e3 * t1w, t1w > 0 ? vw / t1w : 0,
-		       1e3 * gt, 1e3 * g1, g1 > 0 ? gt / g1 : 0, t1w > 0 ? edec * t1w : 0);
+		printf("\nverify cost: the tree forward (phase verify) at its %d rows %.2f ms vs at 1 row "
+		       "%.2f ms (%.1f tok/s per CPU-second): %.2fx; its GEMMs alone %.2f ms vs %.2f ms: "
+		       "%.2fx\n", verify_rows, 1e3 * vw, 1e3 * t1w, t1c > 0 ? 1 / t1c : 0,
+		       t1w > 0 ? vw / t1w : 0, 1e3 * gt, 1e3 * g1, g1 > 0 ? gt / g1 : 0);
 	}
 	if (lref && *lref) {
 		if (idf && fclose(idf)) {
@@ -800,7 +835,7 @@ int cli_engine_bench(cli_opts *o)
 			goto out_err;
 		}
 		idf = NULL;
-		const double eng[4] = {t1w > 0 ? 1 / t1w : 0, t1c > 0 ? 1 / t1c : 0, edec, ecpu};
+		const double eng[4] = {tow, toc, edec, ecpu};
 		const char *mpath = o->model_override ? o->model_override : e->man->target_path;
 		if (llamacpp_side(lref, mpath, idp, M, bw_threads, eng, &err))
 			goto out_err;

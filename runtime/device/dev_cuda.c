@@ -1103,6 +1103,8 @@ static const struct rt_dev_ops cuda_ops = {
 	/* .graph_free = */ cuda_graph_free,
 	/* .sync = */ cuda_sync,
 	/* .destroy = */ cuda_destroy,
+	/* .rows_begin = */ NULL, /* graphs are fixed-shape: every tree row runs */
+	/* .rows_end = */ NULL,
 };
 
 /* ---- construction ---- */

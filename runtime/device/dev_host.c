@@ -29,13 +29,16 @@ typedef struct host_alloc {
 	size_t bytes;
 } host_alloc;
 
-/* One recorded step: an op, or the start of an IF region that skips to
- * record `end` when the int32 at flag is 0. */
+/* One recorded step: an op; the start of an IF region that skips to
+ * record `end` when the int32 at flag is 0; or the start (n_rows > 0: its
+ * tokens, n_rows, cap) or end (n_rows 0) of a rows region. */
+enum { HOST_REC_OP = 0, HOST_REC_IF, HOST_REC_ROWS };
 typedef struct host_rec {
-	bool is_if;
+	int kind;
 	rt_op op;
 	rt_dptr flag;
 	int end;
+	int n_rows, cap;
 } host_rec;
 
 typedef struct host_graph {
@@ -56,6 +59,8 @@ typedef struct host_dev {
 	int n_mods;
 	host_graph *rec;          /* the graph being captured */
 	int if_stack[HOST_MAX_IF_DEPTH], depth;
+	bool in_rows;             /* capture: a rows region is open */
+	int rows_full, rows_live; /* the rows region running now (0, 0: none) */
 } host_dev;
 
 static int op_fail(rt_dev *d, const rt_op *op, int rc, sw_err *err)
@@ -94,7 +99,8 @@ static float *grow(float **buf, size_t *have, size_t need)
 static int host_gemm(rt_dev *d, const rt_op *op, sw_err *err)
 {
 	host_dev *h = d->impl;
-	const int64_t m = op->m, n = op->n, k = op->k;
+	const int64_t m = op->rows_live && op->m == op->rows_full ? op->rows_live : op->m;
+	const int64_t n = op->n, k = op->k;
 	float *C = (float *)(uintptr_t)op->argval[0];
 	const uint16_t *A = (const uint16_t *)(uintptr_t)op->argval[1];
 	const uint16_t *W = (const uint16_t *)(uintptr_t)op->argval[2];
@@ -280,11 +286,20 @@ static int check_op(rt_dev *d, const rt_op *op, sw_err *err)
  * graph replay is timed once as a whole, like one cuGraphLaunch, so that
  * the engine's "host overhead" is its own bookkeeping and not ~50 ns of
  * clock reads per op. */
-static int exec_op(rt_dev *d, const rt_op *op, bool timed, sw_err *err)
+static int exec_op(rt_dev *d, const rt_op *op_in, bool timed, sw_err *err)
 {
 	host_dev *h = d->impl;
 	int rc = 0;
 	double t0 = timed ? sw_now_s() : 0.0;
+	rt_op live; /* inside a rows region: the op stamped with its live rows */
+	const rt_op *op = op_in;
+	if (h->rows_live && h->rows_live < h->rows_full) {
+		live = *op_in;
+		rt_op_fix_argv(&live);
+		live.rows_full = h->rows_full;
+		live.rows_live = h->rows_live;
+		op = &live;
+	}
 
 	if ((rc = check_op(d, op, err)))
 		return op_fail(d, op, rc, err);
@@ -309,8 +324,10 @@ static int exec_op(rt_dev *d, const rt_op *op, bool timed, sw_err *err)
 		d->stats.gemms++;
 		break;
 	case RT_OP_MEMSET:
-		if (op->bytes > 0) {
-			memset((void *)(uintptr_t)op->argval[0], 0, (size_t)op->bytes);
+		if (op->bytes > 0) { /* a rows region zeroes the live rows' share */
+			const int64_t b = op->rows_live && op->bytes % op->rows_full == 0
+			                      ? op->bytes / op->rows_full * op->rows_live : op->bytes;
+			memset((void *)(uintptr_t)op->argval[0], 0, (size_t)b);
 		}
 		d->stats.memsets++;
 		break;
@@ -390,7 +407,7 @@ static int host_graph_if_begin(rt_dev *d, rt_dptr flag, sw_err *err)
 	host_rec *r = rec_push(h->rec);
 	if (!r)
 		return sw_errf(err, SW_ENOMEM, "out of memory");
-	r->is_if = true;
+	r->kind = HOST_REC_IF;
 	r->flag = flag;
 	r->end = -1;
 	h->if_stack[h->depth++] = h->rec->n - 1;
@@ -407,6 +424,62 @@ static int host_graph_if_end(rt_dev *d, sw_err *err)
 	return 0;
 }
 
+/* The live rows of a region: min(cap, 1 + the last present node), >= 1. */
+static void rows_start(host_dev *h, const int32_t *tok, int n_rows, int cap)
+{
+	int last = 0;
+	for (int i = n_rows - 1; i > 0; i--)
+		if (tok[i] >= 0) {
+			last = i;
+			break;
+		}
+	int L = last + 1 < cap ? last + 1 : cap;
+	h->rows_full = n_rows;
+	/* native ops only: emulate runs the generated kernels, fixed-shape */
+	h->rows_live = h->mode == RT_HOST_NATIVE ? (L < 1 ? 1 : L) : n_rows;
+}
+
+static int host_rows_begin(rt_dev *d, rt_dptr tokens, int n_rows, int cap, sw_err *err)
+{
+	host_dev *h = d->impl;
+	if (n_rows < 1 || cap < 1 || !tokens || tokens % 4)
+		return sw_errf(err, SW_EINVAL, "%s: rows_begin: %d rows, cap %d, tokens %#llx (expected "
+		               ">= 1, >= 1, an aligned int32 array)", d->desc, n_rows, cap,
+		               (unsigned long long)tokens);
+	if (d->capturing && h->in_rows)
+		return sw_errf(err, SW_EINVAL, "%s: rows_begin inside a rows region", d->desc);
+	if (!d->capturing) { /* eager: from here on (an earlier failed run's region ends) */
+		rows_start(h, (const int32_t *)(uintptr_t)tokens, n_rows, cap);
+		return 0;
+	}
+	host_rec *r = rec_push(h->rec);
+	if (!r)
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	r->kind = HOST_REC_ROWS;
+	r->flag = tokens;
+	r->n_rows = n_rows;
+	r->cap = cap;
+	h->in_rows = true;
+	return 0;
+}
+
+static int host_rows_end(rt_dev *d, sw_err *err)
+{
+	host_dev *h = d->impl;
+	if (d->capturing && !h->in_rows)
+		return sw_errf(err, SW_EINVAL, "%s: rows_end without rows_begin", d->desc);
+	if (!d->capturing) {
+		h->rows_full = h->rows_live = 0;
+		return 0;
+	}
+	host_rec *r = rec_push(h->rec);
+	if (!r)
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	r->kind = HOST_REC_ROWS; /* n_rows 0: the end */
+	h->in_rows = false;
+	return 0;
+}
+
 static int host_graph_end(rt_dev *d, rt_graph **out, sw_err *err)
 {
 	host_dev *h = d->impl;
@@ -416,6 +489,11 @@ static int host_graph_end(rt_dev *d, rt_graph **out, sw_err *err)
 	d->capturing = false;
 	host_graph *g = h->rec;
 	h->rec = NULL;
+	if (h->in_rows) {
+		h->in_rows = false;
+		graph_free_impl(g);
+		return sw_errf(err, SW_EINVAL, "%s: graph_end with a rows region still open", d->desc);
+	}
 	if (h->depth) {
 		int open = h->depth;
 		h->depth = 0;
@@ -429,6 +507,7 @@ static int host_graph_end(rt_dev *d, rt_graph **out, sw_err *err)
 
 static int host_graph_launch(rt_dev *d, rt_graph *gr, sw_err *err)
 {
+	host_dev *h = d->impl;
 	host_graph *g = (host_graph *)gr;
 	if (d->capturing)
 		return sw_errf(err, SW_EINVAL, "%s: graph_launch inside a graph capture", d->desc);
@@ -436,19 +515,28 @@ static int host_graph_launch(rt_dev *d, rt_graph *gr, sw_err *err)
 	const double t0 = sw_now_s();
 	for (int i = 0; i < g->n; i++) {
 		const host_rec *r = &g->recs[i];
-		if (r->is_if) {
+		if (r->kind == HOST_REC_IF) {
 			int32_t v;
 			memcpy(&v, (const void *)(uintptr_t)r->flag, sizeof(v));
 			if (!v)
 				i = r->end - 1;
 			continue;
 		}
+		if (r->kind == HOST_REC_ROWS) {
+			if (r->n_rows)
+				rows_start(h, (const int32_t *)(uintptr_t)r->flag, r->n_rows, r->cap);
+			else
+				h->rows_full = h->rows_live = 0;
+			continue;
+		}
 		int rc = exec_op(d, &r->op, false, err);
 		if (rc) {
+			h->rows_full = h->rows_live = 0;
 			sw_err_prefix(err, "graph replay, step %d of %d", i, g->n);
 			return rc;
 		}
 	}
+	h->rows_full = h->rows_live = 0; /* an IF skipping past a region's end */
 	d->stats.seconds_ops += sw_now_s() - t0;
 	return 0;
 }
@@ -507,6 +595,8 @@ static const struct rt_dev_ops host_ops = {
 	/* .graph_free = */ host_graph_free,
 	/* .sync = */ host_sync,
 	/* .destroy = */ host_destroy,
+	/* .rows_begin = */ host_rows_begin,
+	/* .rows_end = */ host_rows_end,
 };
 
 rt_dev *rt_dev_host_new(int mode, const rt_dev_opts *o, sw_err *err)

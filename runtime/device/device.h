@@ -71,6 +71,11 @@ typedef struct rt_op {
 	int64_t bytes;            /* MEMSET */
 	unsigned dyn_smem;        /* KERNEL: dynamic shared memory bytes the launch provides */
 	int layer;                /* -1, or the layer this launch serves (diagnostics) */
+	/* Inside a rows region (rt_dev_ops.rows_begin; host native only): the
+	 * region's planned rows and the live ones this replay runs, 0 outside.
+	 * An op whose row count (a GEMM's m, a kernel's rows) equals rows_full
+	 * runs rows_live rows; the rest stay as the last forward left them. */
+	int rows_full, rows_live;
 } rt_op;
 
 /* Re-point argv at argval (after copying an rt_op by value). */
@@ -125,6 +130,16 @@ struct rt_dev_ops {
 	void (*graph_free)(rt_dev *d, rt_graph *g);
 	int (*sync)(rt_dev *d, sw_err *err);
 	void (*destroy)(rt_dev *d);
+	/* Rows region (optional, NULL: every op runs its planned shape, as on
+	 * cuda, whose graphs are fixed-shape): the ops up to rows_end, planned
+	 * for n_rows tree rows, run on the first L rows only, L = min(cap, 1 +
+	 * the last i < n_rows with the int32 tokens[i] >= 0), at least 1, read
+	 * when the region starts (at that point of a replay while capturing).
+	 * Exact for a tree forward: rows past the last present node are absent
+	 * nodes, which no present node attends to and verification never reads.
+	 * Regions do not nest. */
+	int (*rows_begin)(rt_dev *d, rt_dptr tokens, int n_rows, int cap, sw_err *err);
+	int (*rows_end)(rt_dev *d, sw_err *err);
 };
 
 struct rt_dev {

@@ -52,17 +52,6 @@ static void axpy_c(float *y, float p, const float *x, int n)
 }
 
 #if HA_X86
-static inline HA_AVX2 float dot_avx2(const float *a, const float *b, int n)
-{
-	__m256 s = _mm256_setzero_ps();
-	for (int i = 0; i < n; i += 8)
-		s = _mm256_fmadd_ps(_mm256_load_ps(a + i), _mm256_load_ps(b + i), s);
-	__m128 x = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-	x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-	x = _mm_add_ss(x, _mm_movehdup_ps(x));
-	return _mm_cvtss_f32(x);
-}
-
 /* y += p_j x_j over the n_j keys of a block (p_j = 0 skipped: an invisible
  * key's V may hold anything) */
 static inline HA_AVX2 void axpy_block_avx2(float *y, const float *p, const float *x, int n_j, int n)
@@ -108,28 +97,48 @@ static void scores_c(float *s, const float *q, const float *kb, int n, int hdp, 
 }
 
 #if HA_X86
-/* four keys at a time: four independent FMA chains instead of one */
+/* scale * q.k for four keys (rows k0..k3): four independent FMA chains,
+ * each reduced in the same order */
+static inline HA_AVX2 __m128 score4_avx2(const float *q, const float *k0, const float *k1,
+                                         const float *k2, const float *k3, int hdp, float scale)
+{
+	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+	for (int d = 0; d < hdp; d += 8) {
+		const __m256 x = _mm256_load_ps(q + d);
+		a0 = _mm256_fmadd_ps(x, _mm256_load_ps(k0 + d), a0);
+		a1 = _mm256_fmadd_ps(x, _mm256_load_ps(k1 + d), a1);
+		a2 = _mm256_fmadd_ps(x, _mm256_load_ps(k2 + d), a2);
+		a3 = _mm256_fmadd_ps(x, _mm256_load_ps(k3 + d), a3);
+	}
+	/* (a0 a1 a2 a3) -> their four sums, then scaled */
+	const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+	const __m128 t = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+	return _mm_mul_ps(t, _mm_set1_ps(scale));
+}
+
+/* Four keys at a time; the last 1-3 keys of the block go through the same
+ * four-key reduction (the last key repeated, the copies dropped), so a
+ * key's score never depends on how many keys the block holds: a tree
+ * forward sized to fewer rows (a rows region, device.h) gives its rows the
+ * bits the full one gives them. */
 static HA_AVX2 void scores_avx2(float *s, const float *q, const float *kb, int n, int hdp,
                                 float scale)
 {
 	int j = 0;
 	for (; j + 4 <= n; j += 4) {
 		const float *k0 = kb + (size_t)j * hdp;
-		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-		for (int d = 0; d < hdp; d += 8) {
-			const __m256 x = _mm256_load_ps(q + d);
-			a0 = _mm256_fmadd_ps(x, _mm256_load_ps(k0 + d), a0);
-			a1 = _mm256_fmadd_ps(x, _mm256_load_ps(k0 + hdp + d), a1);
-			a2 = _mm256_fmadd_ps(x, _mm256_load_ps(k0 + 2 * hdp + d), a2);
-			a3 = _mm256_fmadd_ps(x, _mm256_load_ps(k0 + 3 * hdp + d), a3);
-		}
-		/* (a0 a1 a2 a3) -> their four sums, then scaled */
-		const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-		const __m128 t = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-		_mm_storeu_ps(s + j, _mm_mul_ps(t, _mm_set1_ps(scale)));
+		_mm_storeu_ps(s + j, score4_avx2(q, k0, k0 + hdp, k0 + 2 * (size_t)hdp,
+		                                 k0 + 3 * (size_t)hdp, hdp, scale));
 	}
-	for (; j < n; j++)
-		s[j] = dot_avx2(q, kb + (size_t)j * hdp, hdp) * scale;
+	if (j < n) {
+		const float *kr[4];
+		float t[4];
+		for (int i = 0; i < 4; i++)
+			kr[i] = kb + (size_t)(j + i < n ? j + i : n - 1) * hdp;
+		_mm_storeu_ps(t, score4_avx2(q, kr[0], kr[1], kr[2], kr[3], hdp, scale));
+		for (int i = 0; j + i < n; i++)
+			s[j + i] = t[i];
+	}
 }
 #endif
 
@@ -145,45 +154,65 @@ static float exp_row_c(float *s, int n, float mx)
 }
 
 #if HA_X86
-/* exp on 8 lanes: Cody-Waite reduction by ln 2 and Cephes' degree-7
+/* exp(x - m) on 8 lanes: Cody-Waite reduction by ln 2 and Cephes' degree-7
  * polynomial (within 2 ulp of expf on [-87, 0], where softmax works);
  * below -87 exactly 0, as expf(-inf) is, so a masked key's weight stays 0
  * and its V is never read; NaN propagates. */
-static HA_AVX2 float exp_row_avx2(float *s, int n, float mx)
+static inline HA_AVX2 __m256 exp8_avx2(__m256 x0, __m256 m)
 {
-	const __m256 m = _mm256_set1_ps(mx), lo = _mm256_set1_ps(-87.0f);
+	const __m256 lo = _mm256_set1_ps(-87.0f);
 	const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
 	const __m256 c1 = _mm256_set1_ps(0.693359375f), c2 = _mm256_set1_ps(-2.12194440e-4f);
 	const __m256 p0 = _mm256_set1_ps(1.9875691500e-4f), p1 = _mm256_set1_ps(1.3981999507e-3f);
 	const __m256 p2 = _mm256_set1_ps(8.3334519073e-3f), p3 = _mm256_set1_ps(4.1665795894e-2f);
 	const __m256 p4 = _mm256_set1_ps(1.6666665459e-1f), p5 = _mm256_set1_ps(5.0000001201e-1f);
 	const __m256 one = _mm256_set1_ps(1.0f);
+	x0 = _mm256_sub_ps(x0, m);
+	const __m256 dead = _mm256_cmp_ps(x0, lo, _CMP_LT_OQ); /* false for NaN */
+	const __m256 x = _mm256_max_ps(lo, x0);                /* NaN stays NaN */
+	const __m256 fn = _mm256_round_ps(_mm256_mul_ps(x, log2e),
+	                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(fn, c1, x);
+	r = _mm256_fnmadd_ps(fn, c2, r);
+	__m256 y = _mm256_fmadd_ps(p0, r, p1);
+	y = _mm256_fmadd_ps(y, r, p2);
+	y = _mm256_fmadd_ps(y, r, p3);
+	y = _mm256_fmadd_ps(y, r, p4);
+	y = _mm256_fmadd_ps(y, r, p5);
+	y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, one));
+	const __m256i e = _mm256_slli_epi32(
+		_mm256_add_epi32(_mm256_cvtps_epi32(fn), _mm256_set1_epi32(127)), 23);
+	return _mm256_andnot_ps(dead, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+}
+
+/* s[j] = exp(s[j] - mx) in place, returns their sum: key j in lane j % 8,
+ * the tail padded with -inf (weight exactly +0), so the sum over a row's
+ * visible keys has the same bits whatever number of masked keys follow
+ * them (rows regions, as scores_avx2). */
+static HA_AVX2 float exp_row_avx2(float *s, int n, float mx)
+{
+	const __m256 m = _mm256_set1_ps(mx);
 	__m256 acc = _mm256_setzero_ps();
 	int j = 0;
 	for (; j + 8 <= n; j += 8) {
-		const __m256 x0 = _mm256_sub_ps(_mm256_loadu_ps(s + j), m);
-		const __m256 dead = _mm256_cmp_ps(x0, lo, _CMP_LT_OQ); /* false for NaN */
-		const __m256 x = _mm256_max_ps(lo, x0);                /* NaN stays NaN */
-		const __m256 fn = _mm256_round_ps(_mm256_mul_ps(x, log2e),
-		                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-		__m256 r = _mm256_fnmadd_ps(fn, c1, x);
-		r = _mm256_fnmadd_ps(fn, c2, r);
-		__m256 y = _mm256_fmadd_ps(p0, r, p1);
-		y = _mm256_fmadd_ps(y, r, p2);
-		y = _mm256_fmadd_ps(y, r, p3);
-		y = _mm256_fmadd_ps(y, r, p4);
-		y = _mm256_fmadd_ps(y, r, p5);
-		y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, one));
-		const __m256i e = _mm256_slli_epi32(
-			_mm256_add_epi32(_mm256_cvtps_epi32(fn), _mm256_set1_epi32(127)), 23);
-		y = _mm256_andnot_ps(dead, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+		const __m256 y = exp8_avx2(_mm256_loadu_ps(s + j), m);
 		_mm256_storeu_ps(s + j, y);
 		acc = _mm256_add_ps(acc, y);
+	}
+	if (j < n) {
+		float t[8];
+		for (int i = 0; i < 8; i++)
+			t[i] = j + i < n ? s[j + i] : -INFINITY;
+		const __m256 y = exp8_avx2(_mm256_loadu_ps(t), m);
+		_mm256_storeu_ps(t, y);
+		acc = _mm256_add_ps(acc, y);
+		for (int i = 0; j + i < n; i++)
+			s[j + i] = t[i];
 	}
 	__m128 x = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
 	x = _mm_add_ps(x, _mm_movehl_ps(x, x));
 	x = _mm_add_ss(x, _mm_movehdup_ps(x));
-	return _mm_cvtss_f32(x) + exp_row_c(s + j, n - j, mx);
+	return _mm_cvtss_f32(x);
 }
 #endif
 

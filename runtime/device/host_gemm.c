@@ -334,11 +334,14 @@ static HG_AVX2 void to_f32_avx2(float *y, const uint16_t *x, int64_t cnt, bool b
 	to_f32_c(y + i, x + i, cnt - i, bf16);
 }
 
-/* ---- AVX-512 path: 16 lanes, 32 registers, so tiles up to 4 x 6 (24
- * accumulators + 6 W vectors). Its lanes are 16, so its float order is not
- * the 8-lane paths' (same bound shape: gamma_{ceil(k/16)+4}). ---- */
+/* ---- AVX-512 path: 16 lanes, 32 registers, so tiles up to 4 x 6 and 8 x 3
+ * (24 accumulators + the W vectors and scales): 8 rows share one widening
+ * of each W vector, which is what a q8_0 tree's verify pays for. Its lanes
+ * are 16, so its float order is not the 8-lane paths' (same bound shape:
+ * gamma_{ceil(k/16)+4}). ---- */
 #define HG_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 #define HG_NC512_MAX 8
+#define HG_TILE_R512 8 /* rows of A per AVX-512 tile at most */
 
 HG_INLINE HG_AVX512 __m512 ld_w16(const uint16_t *p, int bf16)
 {
@@ -373,12 +376,12 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
                                   const char *W, int64_t wrow, int64_t k, const char *pf,
                                   const int R, const int NC, const int wf)
 {
-	__m512 acc[HG_TILE_R][HG_NC512_MAX], w[HG_NC512_MAX], dq[HG_NC512_MAX];
+	__m512 acc[HG_TILE_R512][HG_NC512_MAX], w[HG_NC512_MAX], dq[HG_NC512_MAX];
 #pragma GCC unroll 8
 	for (int c = 0; c < NC; c++)
 		dq[c] = _mm512_setzero_ps();
 	const int64_t k16 = k & ~(int64_t)15;
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
@@ -399,7 +402,7 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
 			w[c] = ld_wf16(W + c * wrow, kk, wf, dq[c]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 		for (int r = 0; r < R; r++) {
 			const __m512 a = _mm512_load_ps(A + r * kp + kk);
 #pragma GCC unroll 8
@@ -415,7 +418,7 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
 			memcpy(wt[c], W + c * wrow + k16 * 2, sizeof(uint16_t) * (size_t)(k - k16));
 			w[c] = ld_w16(wt[c], wf);
 		}
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 		for (int r = 0; r < R; r++) {
 			const __m512 a = _mm512_load_ps(A + r * kp + k16);
 #pragma GCC unroll 8
@@ -423,7 +426,7 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
 				acc[r][c] = _mm512_fmadd_ps(a, w[c], acc[r][c]);
 		}
 	}
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
 		for (int c = 0; c < NC; c++)
@@ -445,7 +448,11 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
 	HG_T512_FN(3, 1, B) HG_T512_FN(3, 2, B) HG_T512_FN(3, 3, B) HG_T512_FN(3, 4, B)              \
 	HG_T512_FN(3, 5, B) HG_T512_FN(3, 6, B)                                                       \
 	HG_T512_FN(4, 1, B) HG_T512_FN(4, 2, B) HG_T512_FN(4, 3, B) HG_T512_FN(4, 4, B)              \
-	HG_T512_FN(4, 5, B) HG_T512_FN(4, 6, B)
+	HG_T512_FN(4, 5, B) HG_T512_FN(4, 6, B)                                                       \
+	HG_T512_FN(5, 1, B) HG_T512_FN(5, 2, B) HG_T512_FN(5, 3, B) HG_T512_FN(5, 4, B)              \
+	HG_T512_FN(6, 1, B) HG_T512_FN(6, 2, B) HG_T512_FN(6, 3, B)                                  \
+	HG_T512_FN(7, 1, B) HG_T512_FN(7, 2, B) HG_T512_FN(7, 3, B)                                  \
+	HG_T512_FN(8, 1, B) HG_T512_FN(8, 2, B) HG_T512_FN(8, 3, B)
 HG_T512_B(0)
 HG_T512_B(1)
 HG_T512_B(2)
@@ -456,20 +463,26 @@ HG_T512_B(2)
 #define HG_R512_8(R, B)                                                                           \
 	{t512_##R##_1_##B, t512_##R##_2_##B, t512_##R##_3_##B, t512_##R##_4_##B, t512_##R##_5_##B, \
 	 t512_##R##_6_##B, t512_##R##_7_##B, t512_##R##_8_##B}
-static const tile_fn tiles512[3][HG_TILE_R][HG_NC512_MAX] = {
-	{HG_R512_8(1, 0), HG_R512_8(2, 0), HG_R512(3, 0), HG_R512(4, 0)},
-	{HG_R512_8(1, 1), HG_R512_8(2, 1), HG_R512(3, 1), HG_R512(4, 1)},
-	{HG_R512_8(1, 2), HG_R512_8(2, 2), HG_R512(3, 2), HG_R512(4, 2)},
+#define HG_R512_4(R, B) {t512_##R##_1_##B, t512_##R##_2_##B, t512_##R##_3_##B, t512_##R##_4_##B}
+#define HG_R512_3(R, B) {t512_##R##_1_##B, t512_##R##_2_##B, t512_##R##_3_##B}
+#define HG_R512_ALL(B)                                                                            \
+	{HG_R512_8(1, B), HG_R512_8(2, B), HG_R512(3, B), HG_R512(4, B), HG_R512_4(5, B),             \
+	 HG_R512_3(6, B), HG_R512_3(7, B), HG_R512_3(8, B)}
+static const tile_fn tiles512[3][HG_TILE_R512][HG_NC512_MAX] = {
+	HG_R512_ALL(0),
+	HG_R512_ALL(1),
+	HG_R512_ALL(2),
 };
-/* 8, 16, 18 and 24 accumulators: enough chains for 2 FMA pipes of latency 4 */
-static const int nc512_max[HG_TILE_R] = {8, 8, 6, 6};
+/* 8 to 24 accumulators: enough chains for 2 FMA pipes of latency 4, and
+ * with the W vectors (and q8_0 scales) within the 32 registers */
+static const int nc512_max[HG_TILE_R512] = {8, 8, 6, 6, 4, 3, 3, 3};
 
 static void cols_avx512(const hg_job *jb, int64_t j0, int64_t j1)
 {
 	for (int64_t jt = j0; jt < j1; jt += HG_TILE_N) {
 		const int64_t jt1 = jt + HG_TILE_N < j1 ? jt + HG_TILE_N : j1;
-		for (int64_t i = 0; i < jb->m; i += HG_TILE_R) {
-			const int r = jb->m - i < HG_TILE_R ? (int)(jb->m - i) : HG_TILE_R;
+		for (int64_t i = 0; i < jb->m; i += HG_TILE_R512) {
+			const int r = jb->m - i < HG_TILE_R512 ? (int)(jb->m - i) : HG_TILE_R512;
 			for (int64_t j = jt; j < jt1; j += nc512_max[r - 1]) {
 				const int nc = jt1 - j < nc512_max[r - 1] ? (int)(jt1 - j) : nc512_max[r - 1];
 				tiles512[jb->wf][r - 1][nc - 1](

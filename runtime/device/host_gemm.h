@@ -3,7 +3,8 @@
  * accumulated in fp32, for m from 1 (decode) to a few hundred (a tree, a
  * prefill chunk). W is read from memory once per call and widened in
  * registers (AVX2 + F16C; bf16 by a shift), in register tiles of up to 4
- * rows of A by 3 to 8 rows of W (8 to 12 independent FMA chains), so that
+ * rows of A by 3 to 8 rows of W (8 to 12 independent FMA chains; AVX-512:
+ * up to 8 rows of A by 3, one widening of W for 8 rows), so that
  * m rows cost about what one does until the FMAs, not the weight stream,
  * are the limit. A portable C path serves other
  * CPUs; the path is chosen at run time. No fp32 copy of W is kept. Work is

@@ -41,6 +41,20 @@ double rt_op_param_f(const rt_op *op, const char *name, double def)
 #define PI_(name) rt_op_param_i(op, name, 0)
 #define PF_(name, def) rt_op_param_f(op, name, def)
 
+/* Rows inside a rows region (device.h rt_op.rows_live): a row count r
+ * equal to the region's planned rows becomes the live rows; an element
+ * count of whole planned rows (r * X) becomes the live rows' share. Any
+ * other count (an op not shaped by the tree) runs as planned. */
+static long long live_rows(const rt_op *op, long long r)
+{
+	return op->rows_live && r == op->rows_full ? op->rows_live : r;
+}
+
+static long long live_elems(const rt_op *op, long long n)
+{
+	return op->rows_live && n % op->rows_full == 0 ? n / op->rows_full * op->rows_live : n;
+}
+
 /* A kernels/ref refusal as an error of this op. */
 static int refused(const rt_op *op, const char *why, sw_err *err)
 {
@@ -58,15 +72,15 @@ static uint64_t seed_of(const uint32_t *w)
 static int op_rmsnorm_residual(const rt_op *op, sw_err *err)
 {
 	ref_rmsnorm_residual(ARG(op, 0, float *), ARG(op, 1, float *), ARG(op, 2, const float *),
-	                     ARG(op, 3, const float *), ARG(op, 4, const float *), (int)op->grid[0],
-	                     (int)PI_("DIM"), (float)PF_("EPS", 1e-5));
+	                     ARG(op, 3, const float *), ARG(op, 4, const float *),
+	                     (int)live_rows(op, op->grid[0]), (int)PI_("DIM"), (float)PF_("EPS", 1e-5));
 	return 0;
 }
 
 /* (dst, src) */
 static int op_cast(const rt_op *op, sw_err *err)
 {
-	const long long N = PI_("N"), mode = PI_("MODE");
+	const long long N = live_elems(op, PI_("N")), mode = PI_("MODE");
 	if (mode < 0 || mode > 3)
 		return refused(op, "cast MODE outside 0..3", err);
 	/* vectorised, bit for bit kernels/ref cast (host_gemm.h; test_host_gemm) */
@@ -80,7 +94,7 @@ static int op_cast(const rt_op *op, sw_err *err)
 /* (x, pos, inv_freq); rows = grid.x */
 static int op_rope(const rt_op *op, sw_err *err)
 {
-	ref_rope(ARG(op, 0, float *), ARG(op, 1, const int32_t *), (int)op->grid[0],
+	ref_rope(ARG(op, 0, float *), ARG(op, 1, const int32_t *), (int)live_rows(op, op->grid[0]),
 	         (int)PI_("N_HEADS"), (int)PI_("HEAD_DIM"), (int)PI_("ROT_DIM"),
 	         ARG(op, 2, const float *));
 	return 0;
@@ -90,7 +104,7 @@ static int op_rope(const rt_op *op, sw_err *err)
 static int op_swiglu(const rt_op *op, sw_err *err)
 {
 	ref_swiglu(ARG(op, 0, float *), ARG(op, 1, const float *), ARG(op, 2, const float *),
-	           (size_t)PI_("FFN") * op->grid[1]);
+	           (size_t)PI_("FFN") * (size_t)live_rows(op, op->grid[1]));
 	return 0;
 }
 
@@ -100,7 +114,11 @@ static int op_swiglu(const rt_op *op, sw_err *err)
  * business; the pair's result is the same. */
 static int op_tree_attention(const rt_op *op, sw_err *err)
 {
-	const int is_f16 = (int)PI_("IS_F16"), T = (int)PI_("T"), nb = (int)PI_("N_BLK");
+	/* a rows region: the first T' queries over the first T' tree entries
+	 * (queries are the last T of the N_BLK entries: all of them here) */
+	const int T0 = (int)PI_("T"), nb0 = (int)PI_("N_BLK");
+	const int T = (int)live_rows(op, T0), nb = T0 == nb0 ? T : nb0;
+	const int is_f16 = (int)PI_("IS_F16");
 	const int H = (int)PI_("N_HEADS"), KH = (int)PI_("N_KV_HEADS"), hd = (int)PI_("HEAD_DIM");
 
 	if (strstr(op->entry, "_merge")) {
@@ -133,7 +151,8 @@ static int op_logits_process(const rt_op *op, sw_err *err)
 	int *idx = malloc(sizeof(*idx) * (size_t)V);
 	if (!idx)
 		return sw_errf(err, SW_ENOMEM, "%s: out of memory", op->entry);
-	ref_logits_process(ARG(op, 0, float *), ARG(op, 1, const float *), (int)op->grid[0], V,
+	ref_logits_process(ARG(op, 0, float *), ARG(op, 1, const float *),
+	                   (int)live_rows(op, op->grid[0]), V,
 	                   temp, prm[1], top_p, idx);
 	free(idx);
 	return 0;
@@ -142,7 +161,8 @@ static int op_logits_process(const rt_op *op, sw_err *err)
 /* (out, x); rows = grid.x */
 static int op_argmax(const rt_op *op, sw_err *err)
 {
-	ref_argmax(ARG(op, 0, int32_t *), ARG(op, 1, const float *), (int)op->grid[0], (int)PI_("N"));
+	ref_argmax(ARG(op, 0, int32_t *), ARG(op, 1, const float *), (int)live_rows(op, op->grid[0]),
+	           (int)PI_("N"));
 	return 0;
 }
 
@@ -193,7 +213,7 @@ static int op_kv_commit(const rt_op *op, sw_err *err)
 static int op_embedding(const rt_op *op, sw_err *err)
 {
 	if (ref_embedding(ARG(op, 0, float *), ARG(op, 1, const float *), ARG(op, 2, const int32_t *),
-	                  (int)op->grid[0], (int)PI_("DIM"), (int)PI_("N_ROWS")))
+	                  (int)live_rows(op, op->grid[0]), (int)PI_("DIM"), (int)PI_("N_ROWS")))
 		*ARG(op, 3, int32_t *) = 1;
 	return 0;
 }
@@ -204,8 +224,9 @@ static int op_embedding16(const rt_op *op, sw_err *err)
 {
 	const int n_rows = (int)PI_("N_ROWS");
 	if (ref_embedding16(ARG(op, 0, float *), ARG(op, 1, const uint16_t *),
-	                    ARG(op, 2, const int32_t *), (int)op->grid[0], (int)PI_("DIM"), n_rows,
-	                    (int)rt_op_param_i(op, "N_IDS", n_rows), (int)PI_("IS_F16"))) {
+	                    ARG(op, 2, const int32_t *), (int)live_rows(op, op->grid[0]),
+	                    (int)PI_("DIM"), n_rows, (int)rt_op_param_i(op, "N_IDS", n_rows),
+	                    (int)PI_("IS_F16"))) {
 		int32_t *e = ARG(op, 3, int32_t *);
 		*e = *e > 1 ? *e : 1; /* as the kernel's atomic max */
 	}
@@ -250,7 +271,8 @@ static int op_block_unmask(const rt_op *op, sw_err *err)
 static int op_kv_store(const rt_op *op, sw_err *err)
 {
 	ref_kv_store(ARG(op, 0, uint16_t *), ARG(op, 1, uint16_t *), ARG(op, 2, const float *),
-	             ARG(op, 3, const float *), *ARG(op, 4, const int32_t *), (int)PI_("ROWS"),
+	             ARG(op, 3, const float *), *ARG(op, 4, const int32_t *),
+	             (int)live_rows(op, PI_("ROWS")),
 	             (int)PI_("KVD"), (int)PI_("ROW0"), (int)PI_("MAX_CTX"), (int)PI_("IS_F16"));
 	return 0;
 }

@@ -403,13 +403,33 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 /* --- running ------------------------------------------------------------- */
 
 /* Runs (or, while capturing, records) phases [ph0, ph1). A gated phase is
- * a conditional region of the graph; run eagerly, its flag is read first. */
-static int run_phases(rt_engine *e, int ph0, int ph1, sw_err *err)
+ * a conditional region of the graph; run eagerly, its flag is read first.
+ * The target's tree forward (phase "verify") is a rows region where the
+ * device has them (device.h): the host sizes it to the nodes present.
+ * target_only (eager): before it, only the bookkeeping (step) ops run and
+ * every node but the root is made absent, so the forward is one row and
+ * verification emits the target's own next token. */
+static int run_phases(rt_engine *e, int ph0, int ph1, bool target_only, sw_err *err)
 {
 	rt_dev *d = e->dev;
+	const int ph_fwd = rt_manifest_phase_find(e->man, "verify"), nn = e->man->n_nodes;
+	const rt_dptr tree_tok = rt_engine_buf_addr(e, "tree_tokens");
 	for (int ph = ph0; ph < ph1; ph++) {
 		const rt_engine_phase *P = &e->man->phases[ph];
+		const bool skip_draft = target_only && ph < ph_fwd;
+		const bool rows = ph == ph_fwd && d->ops->rows_begin && tree_tok && P->rows == nn;
 		int rc = 0;
+		if (target_only && ph == ph_fwd && nn > 1) {
+			int32_t *none = malloc(sizeof(*none) * (size_t)(nn - 1));
+			if (!none)
+				return sw_errf(err, SW_ENOMEM, "out of memory");
+			for (int i = 0; i < nn - 1; i++)
+				none[i] = -1;
+			rc = d->ops->upload(d, tree_tok + 4, none, sizeof(*none) * (size_t)(nn - 1), err);
+			free(none);
+			if (rc)
+				return rc;
+		}
 		if (P->gate_buf >= 0) {
 			rt_dptr flag = e->arena + (rt_dptr)(e->man->bufs[P->gate_buf].offset + 4 * P->gate_word);
 			if (d->capturing) {
@@ -426,10 +446,15 @@ static int run_phases(rt_engine *e, int ph0, int ph1, sw_err *err)
 					continue;
 			}
 		}
+		if (rows && (rc = d->ops->rows_begin(d, tree_tok, nn, nn, err)))
+			return sw_err_prefix(err, "phase %s", P->name);
 		const rt_engine_span *S = &e->ph_ops[ph];
 		for (int i = S->first; i < S->first + S->n && !rc; i++)
-			if ((rc = d->ops->launch(d, &e->ops[i], err)))
+			if ((!skip_draft || !strcmp(e->ops[i].op, "step")) &&
+			    (rc = d->ops->launch(d, &e->ops[i], err)))
 				return sw_err_prefix(err, "phase %s, op %s", P->name, e->ops[i].name);
+		if (rows && (rc = d->ops->rows_end(d, err)))
+			return sw_err_prefix(err, "phase %s", P->name);
 		if (P->gate_buf >= 0 && d->capturing && (rc = d->ops->graph_if_end(d, err)))
 			return sw_err_prefix(err, "phase %s", P->name);
 	}
@@ -465,7 +490,7 @@ static int prefill(rt_engine *e, const int32_t *prompt, int n_pre, sw_err *err)
 		if ((rc = upload_i32(e, "tokens", 0, tok, C, err)) || (rc = upload_i32(e, "pos", 0, pos, C, err)) ||
 		    (rc = upload_i32(e, "state", RT_ST_TLEN, lens, 2, err)))
 			break;
-		rc = run_phases(e, e->man->ph_prefill, e->man->ph_prefill + 1, err);
+		rc = run_phases(e, e->man->ph_prefill, e->man->ph_prefill + 1, false, err);
 		done = start + real;
 	}
 	free(tok);
@@ -493,6 +518,9 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 		if (r->prompt[i] < 0 || r->prompt[i] >= e->man->tcfg.vocab)
 			return sw_errf(err, SW_EINVAL, "prompt token %d: id %d outside the vocabulary [0, %d)",
 			               i, r->prompt[i], e->man->tcfg.vocab);
+	if (r->target_only && rt_manifest_phase_find(e->man, "verify") < 0)
+		return sw_errf(err, SW_EINVAL, "%s/engine.json: target-only decoding needs the target's "
+		               "tree forward, phase \"verify\"; the engine has none", e->man->dir);
 	const rt_engine_sampling *samp = r->samp ? r->samp : &e->man->samp;
 	if ((rc = rt_engine_check_sampling(e, samp, err)))
 		return rc;
@@ -523,12 +551,12 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 	st->t_prefill = sw_now_s() - t0;
 
 	const int ph0 = e->man->ph_iter_first, ph1 = e->man->n_phases;
-	const bool eager = r->eager || e->eager_gates;
+	const bool eager = r->eager || r->target_only || e->eager_gates;
 	if (!eager && !e->graph) {
 		double tc = sw_now_s();
 		if ((rc = d->ops->graph_begin(d, err)))
 			return rc;
-		rc = run_phases(e, ph0, ph1, err);
+		rc = run_phases(e, ph0, ph1, false, err);
 		rt_graph *g = NULL;
 		int rc2 = d->ops->graph_end(d, &g, rc ? NULL : err);
 		if (rc || rc2) {
@@ -546,7 +574,8 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 	const size_t hbytes = sizeof(int32_t) * (size_t)(RT_ST_WORDS + e->man->ring);
 	const rt_dptr sp = rt_engine_buf_addr(e, "state");
 	while (!stop) {
-		rc = eager ? run_phases(e, ph0, ph1, err) : d->ops->graph_launch(d, e->graph, err);
+		rc = eager ? run_phases(e, ph0, ph1, r->target_only, err)
+		           : d->ops->graph_launch(d, e->graph, err);
 		if (rc || (rc = d->ops->download(d, e->host_state, sp, hbytes, err)))
 			return rc;
 		const int32_t *hs = e->host_state, *ring = hs + RT_ST_WORDS;

@@ -104,6 +104,11 @@ typedef struct rt_engine_run {
 	rt_engine_token_fn on_tokens; /* optional streaming callback */
 	void *cb_user;
 	bool eager;               /* run each iteration op by op instead of the graph */
+	/* target-only decoding on the same engine and device (eager): no draft
+	 * ops, every tree node but the root absent, so each iteration is one
+	 * target forward (one row where the device sizes it: host) and emits
+	 * one token; the output is the speculative run's (exactness) */
+	bool target_only;
 	/* temperature, top-k, top-p of this request, NULL: the engine's defaults
 	 * ($.spec.sampling). Written to the device's sampling words before the
 	 * prefill (kernels/engine_state.h): the captured graph reads them, so
