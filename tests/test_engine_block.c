@@ -223,31 +223,47 @@ static void test_tiny_block_greedy(void **state)
 	}
 }
 
-/* A stochastic Cartesian tree (sampled children, RRS) at T = 0.8: native
- * and emulate emit the host block tree decoder's tokens for the same seed. */
+/* Stochastic engines at T = 0.8 emit the host block tree decoder's tokens
+ * for the same seed, native and emulate: a Cartesian tree (sampled
+ * children, RRS, one pass) and a chain with S = 3 passes (unmask steps and
+ * the fixed Z as the chain drafter, the chain's tokens drawn from Z by the
+ * tree decoder's expansion, RRS). */
 static void test_tiny_block_stochastic(void **state)
 {
+	static const struct {
+		const char *tree;
+		int steps;
+	} cfg[] = {
+		{"branch:2,2,1", 1},
+		{"chain:4", 3},
+	};
 	enum { P = 21, N = 20 };
 	int32_t prompt[P], host[N], a[N], b[N];
 	eu_tiny_prompt(prompt, P);
-	char spec[2048], dir[300];
-	snprintf(dir, sizeof(dir), "%s/stoch", g_dir);
-	block_spec(spec, sizeof(spec), g_tiny_path, g_drafter, 1, "branch:2,2,1", "rrs", "sample",
-	           0.8, 192, 16);
-	eu_build(spec, dir, cache_dir(), false);
 	const rt_sampling s = {0.8f, 0, 1.0f};
-	rt_stats hs;
-	for (uint64_t seed = 11; seed < 13; seed++) {
-		assert_int_equal(host_block(g_tiny, g_bd, "branch:2,2,1", 1, RT_EXPAND_SAMPLE,
-		                            RT_VERIFY_RRS, &s, seed, prompt, P, N, 4, host, &hs), N);
-		rt_engine_stats st;
-		char what[64];
-		snprintf(what, sizeof(what), "T 0.8 seed %llu native", (unsigned long long)seed);
-		assert_int_equal(run_block(dir, RT_HOST_NATIVE, g_tiny, g_bd, seed, prompt, P, N, NULL, a, &st), N);
-		expect_same(what, a, host, N);
-		snprintf(what, sizeof(what), "T 0.8 seed %llu emulate", (unsigned long long)seed);
-		assert_int_equal(run_block(dir, RT_HOST_EMULATE, g_tiny, g_bd, seed, prompt, P, N, NULL, b, &st), N);
-		expect_same(what, b, host, N);
+	for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
+		char spec[2048], dir[300];
+		snprintf(dir, sizeof(dir), "%s/stoch%zu", g_dir, c);
+		block_spec(spec, sizeof(spec), g_tiny_path, g_drafter, cfg[c].steps, cfg[c].tree, "rrs",
+		           "sample", 0.8, 192, 16);
+		eu_build(spec, dir, cache_dir(), false);
+		rt_stats hs;
+		for (uint64_t seed = 11; seed < 13; seed++) {
+			assert_int_equal(host_block(g_tiny, g_bd, cfg[c].tree, cfg[c].steps, RT_EXPAND_SAMPLE,
+			                            RT_VERIFY_RRS, &s, seed, prompt, P, N, 4, host, &hs), N);
+			rt_engine_stats st;
+			char what[64];
+			snprintf(what, sizeof(what), "%s S=%d T 0.8 seed %llu native", cfg[c].tree,
+			         cfg[c].steps, (unsigned long long)seed);
+			assert_int_equal(run_block(dir, RT_HOST_NATIVE, g_tiny, g_bd, seed, prompt, P, N, NULL,
+			                           a, &st), N);
+			expect_same(what, a, host, N);
+			snprintf(what, sizeof(what), "%s S=%d T 0.8 seed %llu emulate", cfg[c].tree,
+			         cfg[c].steps, (unsigned long long)seed);
+			assert_int_equal(run_block(dir, RT_HOST_EMULATE, g_tiny, g_bd, seed, prompt, P, N,
+			                           NULL, b, &st), N);
+			expect_same(what, b, host, N);
+		}
 	}
 }
 
