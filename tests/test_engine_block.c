@@ -229,10 +229,12 @@ static void test_tiny_block_greedy(void **state)
  * tokens for the same seed, native and emulate: a Cartesian tree (sampled
  * children, RRS, one pass) and a chain with S = 3 passes (unmask steps and
  * the fixed Z as the chain drafter, the chain's tokens drawn from Z by the
- * tree decoder's expansion, RRS), also with a request at T = 2, top-k 5:
- * S > 1 drafts at the request's sampling, one pass at the draft's (the
- * drafter's rows are peaked at T = 0.8, where a top-k / top-p cut barely
- * moves a draw; at T = 2 drafting without the cut diverges at seed 12). */
+ * tree decoder's expansion, RRS) at T 0.8, and at requests of T 1.5 and of
+ * T 2 with top-k 5 (S > 1 drafts at the request's sampling, one pass at
+ * the draft's). The drafter's rows are peaked at T 0.8, where the chain
+ * drafter's other keys and a top-k cut rarely move a draw; checked by
+ * mutation: the chain drafter as the reference diverges at T 1.5 seed 12
+ * (token 10) and T 2 seed 11, drafting Z without the cut at T 2 seed 12. */
 static void test_tiny_block_stochastic(void **state)
 {
 	static const struct {
@@ -242,6 +244,7 @@ static void test_tiny_block_stochastic(void **state)
 	} cfg[] = {
 		{"branch:2,2,1", 1, {0.8f, 0, 1.0f}},
 		{"chain:4", 3, {0.8f, 0, 1.0f}},
+		{"chain:4", 3, {1.5f, 0, 1.0f}},
 		{"chain:4", 3, {2.0f, 5, 1.0f}},
 	};
 	enum { P = 21, N = 20 };
