@@ -234,7 +234,12 @@ static void test_tiny_block_greedy(void **state)
  * the draft's). The drafter's rows are peaked at T 0.8, where the chain
  * drafter's other keys and a top-k cut rarely move a draw; checked by
  * mutation: the chain drafter as the reference diverges at T 1.5 seed 12
- * (token 10) and T 2 seed 11, drafting Z without the cut at T 2 seed 12. */
+ * (token 10) and T 2 seed 11, drafting Z without the cut at T 2 seed 12.
+ * Seeds 13-20 of the chains: all equal but T 0.8 seed 13 (token 17, as
+ * the tree above) and T 1.5 seed 18 (token 14): iteration 12's residual
+ * draw u = 0.281937 lies 5.3e-4 below the upper edge 0.282471 of token
+ * 55's CDF interval on the host (fp32), the fp16 engine's edge is 0.281496
+ * (a 1.7e-3 relative shift), so it draws token 62: an fp16 near-tie. */
 static void test_tiny_block_stochastic(void **state)
 {
 	static const struct {
