@@ -5,7 +5,8 @@
  * top-k / top-p, for every path: chain S = 1 (features and tokens
  * conditioning, bidirectional and causal blocks), chain S > 1 with the
  * final-Z rule, chain with the SpecDec++ stop rule, Cartesian tree top-k
- * verified one-hot, sampled trees with RRS and RRSW. The draft vocabulary is
+ * verified one-hot, sampled trees with RRS and RRSW, chain trees with S > 1
+ * through the tree decoder (the engine's rule). The draft vocabulary is
  * narrower than the target's (q = 0 on the last id), so the full-vocabulary
  * residual is exercised. One test runs the naive S > 1 rule (each token
  * verified against the pass that unmasked it; it exists only here) and shows
@@ -171,7 +172,7 @@ static void test_chain_specdecpp(void **state)
 	check_chain("tokens", "bidirectional", 4, 2, S2, 3, &a, 9);
 }
 
-static void check_tree(const char *spec, int rule, int method, rt_sampling s, uint64_t seed)
+static void check_tree_steps(const char *spec, int steps, int rule, int method, rt_sampling s, uint64_t seed)
 {
 	enum { V = 5, N_NEW = 3, TRIALS = 20000 };
 	struct setup S;
@@ -180,18 +181,23 @@ static void check_tree(const char *spec, int rule, int method, rt_sampling s, ui
 	gen_tree *t = malloc(sizeof(*t));
 	assert_int_equal(gen_tree_parse(spec, NULL, t, &err), 0);
 	rt_ctx *tc = rt_ctx_new(S.tm, 32, t->n, &err);
-	rt_drafter *d = rt_drafter_block(S.bd, tc, 1, &err);
+	rt_drafter *d = rt_drafter_block(S.bd, tc, steps, &err);
 	assert_non_null(d);
 	struct result r = run(&S, tc, d, t, rule, method, s, 1, N_NEW, TRIALS);
-	printf("  tree  %-12s %-10s %-7s T=%.1f k=%d p=%.2f: chi2 %7.2f df %3d crit %6.2f, accepted/iter %.2f\n", spec,
-	       rt_expand_rule_name(rule), rt_verify_method_name(method), s.temperature, s.top_k, s.top_p, r.chi, r.df,
-	       r.crit, r.acc_per_iter);
+	printf("  tree  %-12s S=%d %-10s %-7s T=%.1f k=%d p=%.2f: chi2 %7.2f df %3d crit %6.2f, accepted/iter %.2f\n",
+	       spec, steps, rt_expand_rule_name(rule), rt_verify_method_name(method), s.temperature, s.top_k, s.top_p,
+	       r.chi, r.df, r.crit, r.acc_per_iter);
 	assert_true(r.acc_per_iter > 0);
 	assert_true(r.chi < r.crit);
 	rt_drafter_free(d);
 	rt_ctx_free(tc);
 	free(t);
 	teardown(&S);
+}
+
+static void check_tree(const char *spec, int rule, int method, rt_sampling s, uint64_t seed)
+{
+	check_tree_steps(spec, 1, rule, method, s, seed);
 }
 
 static void test_tree_cartesian(void **state)
@@ -206,6 +212,18 @@ static void test_tree_sampled(void **state)
 	check_tree("branch:2,2,2", RT_EXPAND_SAMPLE, RT_VERIFY_RRS, S2, 14);
 	check_tree("branch:3,2", RT_EXPAND_SAMPLE_WOR, RT_VERIFY_RRSW, S1, 15);
 	check_tree("branch:2,2,1", RT_EXPAND_SAMPLE_WOR, RT_VERIFY_RRSW, S2, 16);
+}
+
+/* The host tree decoder on a chain tree with S > 1 passes (the engine's
+ * rule: unmask steps as the chain drafter, the chain's tokens drawn from
+ * the fixed Z by the tree expansion, verified against Z), sampled with RRS
+ * and top-k with one-hot verification, the request's top-k / top-p on Z. */
+static void test_tree_chain_steps(void **state)
+{
+	const rt_sampling s3 = { 0.8f, 3, 0.9f };
+	check_tree_steps("chain:3", 2, RT_EXPAND_SAMPLE, RT_VERIFY_RRS, S1, 17);
+	check_tree_steps("chain:4", 3, RT_EXPAND_SAMPLE, RT_VERIFY_RRS, s3, 18);
+	check_tree_steps("chain:4", 4, RT_EXPAND_TOPK, RT_VERIFY_ONEHOT, S2, 19);
 }
 
 /* ---- the naive S > 1 rule, only here ---- */
@@ -340,7 +358,7 @@ static void test_greedy(void **state)
 	teardown(&S);
 }
 
-/* Refused: trees from S > 1 passes, a tree deeper than the block. */
+/* Refused: a branching tree from S > 1 passes, a tree deeper than the block. */
 static void test_refused(void **state)
 {
 	struct setup S;
@@ -356,6 +374,14 @@ static void test_refused(void **state)
 	rt_gen_cfg cfg = { .samp = S1, .gamma = 1, .seed = 1, .max_new = 4 };
 	assert_int_equal(rt_generate_tree_block(tc, d, &tcfg, PROMPT, 3, &cfg, out, &st, &err), SW_EINVAL);
 	assert_non_null(strstr(err.msg, "depth 4"));
+	rt_drafter_free(d);
+	rt_ctx_truncate(tc, 0);
+	gen_tree t2;
+	assert_int_equal(gen_tree_parse("branch:2,1", NULL, &t2, &err), 0);
+	d = rt_drafter_block(S.bd, tc, 2, &err);
+	tcfg.tree = &t2;
+	assert_int_equal(rt_generate_tree_block(tc, d, &tcfg, PROMPT, 3, &cfg, out, &st, &err), SW_EINVAL);
+	assert_non_null(strstr(err.msg, "steps=2 drafts a chain"));
 	rt_drafter_free(d);
 	rt_ctx_truncate(tc, 0);
 	assert_null(rt_drafter_block(S.bd, tc, 17, &err));
@@ -374,6 +400,7 @@ int main(void)
 		cmocka_unit_test(test_chain_specdecpp),
 		cmocka_unit_test(test_tree_cartesian),
 		cmocka_unit_test(test_tree_sampled),
+		cmocka_unit_test(test_tree_chain_steps),
 		cmocka_unit_test(test_naive_steps_fail),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

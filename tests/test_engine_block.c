@@ -8,8 +8,10 @@
  *    divergence only at a near-tie, check_greedy's dtype bound) and, token
  *    for token, what the host block decoder (runtime/decode, model/
  *    block_drafter.c) emits: chain and Cartesian trees, S = 1 and S > 1;
- *  - a stochastic tree engine emits the host block tree decoder's tokens
- *    for the same seed (every draw is Philox keyed by (seed, iter, node,
+ *  - stochastic engines (a Cartesian tree, and chains with S = 3 passes,
+ *    whose host reference is the tree decoder's S > 1 rule, not the chain
+ *    drafter's keys) emit the host block tree decoder's tokens for the
+ *    same seed (every draw is Philox keyed by (seed, iter, node,
  *    purpose) on both sides; the engine's fp16 can only flip a decision
  *    whose uniform lies within ~1e-3 (relative) of its threshold, which
  *    seeds 11 and 12 do not hit over 20 tokens: seed 13 does, at token 17
@@ -223,31 +225,63 @@ static void test_tiny_block_greedy(void **state)
 	}
 }
 
-/* A stochastic Cartesian tree (sampled children, RRS) at T = 0.8: native
- * and emulate emit the host block tree decoder's tokens for the same seed. */
+/* Stochastic engines (spec T = 0.8) emit the host block tree decoder's
+ * tokens for the same seed, native and emulate: a Cartesian tree (sampled
+ * children, RRS, one pass) and a chain with S = 3 passes (unmask steps and
+ * the fixed Z as the chain drafter, the chain's tokens drawn from Z by the
+ * tree decoder's expansion, RRS) at T 0.8, and at requests of T 1.5 and of
+ * T 2 with top-k 5 (S > 1 drafts at the request's sampling, one pass at
+ * the draft's). The drafter's rows are peaked at T 0.8, where the chain
+ * drafter's other keys and a top-k cut rarely move a draw; checked by
+ * mutation: the chain drafter as the reference diverges at T 1.5 seed 12
+ * (token 10) and T 2 seed 11, drafting Z without the cut at T 2 seed 12.
+ * Seeds 13-20 of the chains: all equal but T 0.8 seed 13 (token 17, as
+ * the tree above) and T 1.5 seed 18 (token 14): iteration 12's residual
+ * draw u = 0.281937 lies 5.3e-4 below the upper edge 0.282471 of token
+ * 55's CDF interval on the host (fp32), the fp16 engine's edge is 0.281496
+ * (a 1.7e-3 relative shift), so it draws token 62: an fp16 near-tie. */
 static void test_tiny_block_stochastic(void **state)
 {
+	static const struct {
+		const char *tree;
+		int steps;
+		rt_sampling s;
+	} cfg[] = {
+		{"branch:2,2,1", 1, {0.8f, 0, 1.0f}},
+		{"chain:4", 3, {0.8f, 0, 1.0f}},
+		{"chain:4", 3, {1.5f, 0, 1.0f}},
+		{"chain:4", 3, {2.0f, 5, 1.0f}},
+	};
 	enum { P = 21, N = 20 };
 	int32_t prompt[P], host[N], a[N], b[N];
 	eu_tiny_prompt(prompt, P);
-	char spec[2048], dir[300];
-	snprintf(dir, sizeof(dir), "%s/stoch", g_dir);
-	block_spec(spec, sizeof(spec), g_tiny_path, g_drafter, 1, "branch:2,2,1", "rrs", "sample",
-	           0.8, 192, 16);
-	eu_build(spec, dir, cache_dir(), false);
-	const rt_sampling s = {0.8f, 0, 1.0f};
-	rt_stats hs;
-	for (uint64_t seed = 11; seed < 13; seed++) {
-		assert_int_equal(host_block(g_tiny, g_bd, "branch:2,2,1", 1, RT_EXPAND_SAMPLE,
-		                            RT_VERIFY_RRS, &s, seed, prompt, P, N, 4, host, &hs), N);
-		rt_engine_stats st;
-		char what[64];
-		snprintf(what, sizeof(what), "T 0.8 seed %llu native", (unsigned long long)seed);
-		assert_int_equal(run_block(dir, RT_HOST_NATIVE, g_tiny, g_bd, seed, prompt, P, N, NULL, a, &st), N);
-		expect_same(what, a, host, N);
-		snprintf(what, sizeof(what), "T 0.8 seed %llu emulate", (unsigned long long)seed);
-		assert_int_equal(run_block(dir, RT_HOST_EMULATE, g_tiny, g_bd, seed, prompt, P, N, NULL, b, &st), N);
-		expect_same(what, b, host, N);
+	for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
+		char spec[2048], dir[300];
+		snprintf(dir, sizeof(dir), "%s/stoch%zu", g_dir, c);
+		block_spec(spec, sizeof(spec), g_tiny_path, g_drafter, cfg[c].steps, cfg[c].tree, "rrs",
+		           "sample", 0.8, 192, 16);
+		eu_build(spec, dir, cache_dir(), false);
+		const rt_engine_sampling es = {cfg[c].s.temperature, cfg[c].s.top_k, cfg[c].s.top_p};
+		rt_stats hs;
+		for (uint64_t seed = 11; seed < 13; seed++) {
+			assert_int_equal(host_block(g_tiny, g_bd, cfg[c].tree, cfg[c].steps, RT_EXPAND_SAMPLE,
+			                            RT_VERIFY_RRS, &cfg[c].s, seed, prompt, P, N, 4, host,
+			                            &hs), N);
+			rt_engine_stats st;
+			char what[96];
+			snprintf(what, sizeof(what), "%s S=%d T %.1f k %d seed %llu native", cfg[c].tree,
+			         cfg[c].steps, (double)cfg[c].s.temperature, cfg[c].s.top_k,
+			         (unsigned long long)seed);
+			assert_int_equal(run_block(dir, RT_HOST_NATIVE, g_tiny, g_bd, seed, prompt, P, N, &es,
+			                           a, &st), N);
+			expect_same(what, a, host, N);
+			snprintf(what, sizeof(what), "%s S=%d T %.1f k %d seed %llu emulate", cfg[c].tree,
+			         cfg[c].steps, (double)cfg[c].s.temperature, cfg[c].s.top_k,
+			         (unsigned long long)seed);
+			assert_int_equal(run_block(dir, RT_HOST_EMULATE, g_tiny, g_bd, seed, prompt, P, N,
+			                           &es, b, &st), N);
+			expect_same(what, b, host, N);
+		}
 	}
 }
 

@@ -192,24 +192,42 @@ static int bdr_propose(rt_drafter *d, const int32_t *hist, int n_hist, int gamma
 	return max;
 }
 
-int rt_block_draft_tree(rt_drafter *d, const gen_tree *t, int rule, const rt_sampling *sd, uint64_t seed,
-                        uint32_t iter, const int32_t *hist, int n_hist, int32_t *tok, float *q, sw_err *err)
+/* q (V) of depth d for a tree drafted from S > 1 passes: row d of the
+ * fixed Z, the last pass (b->logits) at the request's sampling s, one-hot
+ * on fixed_d when an earlier pass unmasked position d (SUBS carry-over):
+ * what the engine's block_unmask FINAL=1 leaves in its probs rows. */
+static void z_row(struct block_drafter *b, int d, int32_t fixed_d, const rt_sampling *s, float *q)
+{
+	if (fixed_d >= 0) {
+		memset(q, 0, (size_t)b->bd->cfg.vocab * sizeof(*q));
+		q[fixed_d] = 1.0f;
+		return;
+	}
+	row_probs(b, b->logits + (size_t)d * b->bd->cfg.draft_vocab, s, q);
+}
+
+int rt_block_draft_tree(rt_drafter *d, const gen_tree *t, int rule, const rt_sampling *sd, const rt_sampling *s,
+                        uint64_t seed, uint32_t iter, const int32_t *hist, int n_hist, int32_t *tok, float *q,
+                        sw_err *err)
 {
 	struct block_drafter *b = (struct block_drafter *)d;
-	const int B = b->bd->cfg.block, Vd = b->bd->cfg.draft_vocab, V = b->bd->cfg.vocab;
-	if (b->steps != 1)
-		return sw_errf(err, SW_EINVAL, "block drafter: trees draft from one pass (steps=1), found steps=%d", b->steps);
+	const int B = b->bd->cfg.block, V = b->bd->cfg.vocab;
+	if (b->steps > 1)
+		for (int u = 0; u < t->n; u++)
+			if (t->n_children[u] > 1)
+				return sw_errf(err, SW_EINVAL, "block drafter: steps=%d drafts a chain (at most one child a node), "
+				               "found tree %s with %d children at node %d (a tree needs steps=1)",
+				               b->steps, t->name, t->n_children[u], u);
 	if (t->depth_max > B)
 		return sw_errf(err, SW_EINVAL, "block drafter: tree %s has depth %d, the drafter's block gives %d positions",
 		               t->name, t->depth_max, B);
 	int rc = bdr_sync(b, hist, n_hist, err);
 	if (rc)
 		return rc;
-	int32_t blk[RT_BD_MAX_BLOCK];
-	blk[0] = hist[n_hist - 1];
-	for (int j = 1; j < B; j++)
-		blk[j] = -1;
-	if ((rc = bdr_pass(b, blk, hist, n_hist, err)))
+	/* the passes (S = 1: one over the anchor and B - 1 masks); fixed[j]
+	 * the tokens the S - 1 unmask steps drew, as the chain drafter */
+	int32_t fixed[RT_BD_MAX_BLOCK];
+	if ((rc = bdr_denoise(b, hist, n_hist, s, seed, iter, fixed, err)))
 		return rc;
 	tok[0] = hist[n_hist - 1];
 	for (int u = 0; u < t->n; u++) {
@@ -222,8 +240,13 @@ int rt_block_draft_tree(rt_drafter *d, const gen_tree *t, int rule, const rt_sam
 				tok[t->child_list[t->child_start[u] + r]] = -1;
 			continue;
 		}
-		/* depth-d distribution: the same for every node of the level */
-		row_probs(b, b->logits + (size_t)t->depth[u] * Vd, sd, qu);
+		/* depth-d distribution: the same for every node of the level; one
+		 * pass at the draft sampling sd, S > 1 passes Z at the request's s */
+		int dep = t->depth[u];
+		if (b->steps > 1)
+			z_row(b, dep, fixed[dep], s, qu);
+		else
+			row_probs(b, b->logits + (size_t)dep * b->bd->cfg.draft_vocab, sd, qu);
 		int32_t kids[GEN_TREE_MAX_NODES];
 		rc = rt_expand_node(rule, qu, V, kc, seed, iter, (uint32_t)u, kids, NULL, NULL);
 		if (rc)

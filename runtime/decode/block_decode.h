@@ -14,7 +14,8 @@
  *     and is not offered.
  *   Cartesian tree (ParallelSpec): depth d expanded from row d of one pass,
  *     by top-k (verified one-hot at T > 0, greedy at T = 0) or sampling with
- *     / without replacement (RRS / RRSW), rt_generate_tree_block.
+ *     / without replacement (RRS / RRSW), rt_generate_tree_block; a chain
+ *     tree with S > 1 expands from Z's rows (the engine's way).
  * The draft samples from softmax(z / T) over the draft vocabulary with the
  * target's top-k / top-p (q is what the tokens were drawn from; 1c), q = 0
  * beyond Vd. Randomness: Philox keyed (seed, iter, node, SW_RNG_DRAFT_SAMPLE)
@@ -39,12 +40,20 @@ bool rt_drafter_is_block(const rt_drafter *d);
  * step where the rule stops. Exact: the cut depends on draft values only. */
 int rt_block_set_adaptive(rt_drafter *d, const rt_adaptive *a, sw_err *err);
 
-/* Drafts a static tree from one pass (steps must be 1): node u at depth d
- * gets its children by `rule` from q_d (row d, full vocabulary, warped by
- * the draft sampling sd). tok (n): tok[0] = hist[n_hist-1]; q (n, V): row u
- * = the distribution u's children were drawn from. Depth must be <= B. */
-int rt_block_draft_tree(rt_drafter *d, const gen_tree *t, int rule, const rt_sampling *sd, uint64_t seed,
-                        uint32_t iter, const int32_t *hist, int n_hist, int32_t *tok, float *q, sw_err *err);
+/* Drafts a static tree: node u at depth d gets its children by `rule` from
+ * q_d, the same for every node of depth d. steps = 1: one pass, q_d = row d
+ * warped by the draft sampling sd. steps > 1 (chains only): the chain
+ * drafter's S passes and unmask steps at the request's sampling s (same
+ * keys), q_d = row d of the fixed Z (the last pass at s, one-hot on a
+ * position unmasked earlier), exactly what the engine's block_unmask
+ * FINAL=1 leaves for tree_expand; the tokens are then drawn by `rule` with
+ * the tree decoder's keys (node u, SW_RNG_EXPAND), not the chain drafter's
+ * (exact either way: q = Z, ALGORITHMS.txt 8 (a)). tok (n): tok[0] =
+ * hist[n_hist-1]; q (n, V): row u = the distribution u's children were
+ * drawn from. Depth must be <= B. */
+int rt_block_draft_tree(rt_drafter *d, const gen_tree *t, int rule, const rt_sampling *sd, const rt_sampling *s,
+                        uint64_t seed, uint32_t iter, const int32_t *hist, int n_hist, int32_t *tok, float *q,
+                        sw_err *err);
 
 const rt_block_drafter *rt_block_drafter_of(const rt_drafter *d);
 
@@ -64,7 +73,8 @@ int32_t rt_block_final_draw(int j, int32_t fixed_j, const float *lg, int Vd, int
                             uint64_t seed, uint32_t iter, float *qj, int *idx);
 
 /* Tree speculative decoding (rt_generate_tree, tree_decode.c) with the tree
- * drafted by block drafter d from one pass: depth d from row d. At T = 0 the
+ * drafted by block drafter d (rt_block_draft_tree: one pass, or S > 1 on a
+ * chain): the host reference of a block-drafter engine. At T = 0 the
  * expansion is top-k and the verification greedy, whatever tcfg says. */
 int rt_generate_tree_block(rt_ctx *tc, rt_drafter *d, const rt_tree_cfg *tcfg, const int32_t *prompt,
                            int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st, sw_err *err);

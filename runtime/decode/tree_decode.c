@@ -177,11 +177,12 @@ static int generate_tree(rt_ctx *tc, const rt_model *draft, rt_drafter *block, c
 		}
 		double ta = sw_now_s();
 		if (block) {
-			/* as draft_tree: no target top-k/top-p on the draft, top-k at T = 0 */
+			/* as draft_tree: no target top-k/top-p on one pass's draft, top-k at T
+			 * = 0; S > 1 passes draft at the request's sampling (the engine's way) */
 			rt_sampling sd = { greedy ? 1.0f : cfg->samp.temperature, 0, 1.0f };
 			uint64_t f0 = block->n_forwards;
-			rc = rt_block_draft_tree(block, t, greedy ? RT_EXPAND_TOPK : tcfg->rule, &sd, cfg->seed, it,
-			                         L.hist, L.n_hist, S.tok, L.q, err);
+			rc = rt_block_draft_tree(block, t, greedy ? RT_EXPAND_TOPK : tcfg->rule, &sd, &cfg->samp,
+			                         cfg->seed, it, L.hist, L.n_hist, S.tok, L.q, err);
 			st->n_draft_calls += block->n_forwards - f0;
 		} else {
 			rc = draft_tree(&S, t, tcfg, cfg, &L, it, L.q, st, err);
