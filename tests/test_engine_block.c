@@ -22,7 +22,8 @@
  *    distribution for chain S = 1, chain S = 3 and a Cartesian tree at
  *    T > 0, a tiny random drafter with a narrower draft vocabulary;
  *  - the real SmolLM2-135M with models/drafters/smollm2-features-b8: greedy
- *    word for word equal to the host block decoder and the reference.
+ *    word for word equal to the host block decoder and the reference, on
+ *    a held-out chat prompt where drafts are accepted.
  * Plus bad input: a drafter other than the one the engine was built for. */
 #include <math.h>
 #include <setjmp.h>
@@ -40,6 +41,8 @@
 #include "decode/block_decode.h"
 #include "decode/chain.h"
 #include "decode/tree_verify.h"
+#include "formats/gguf.h"
+#include "formats/tokenizer.h"
 #include "device/device.h"
 #include "engine/engine.h"
 #include "engine_util.h"
@@ -444,9 +447,26 @@ static void test_real_block_engine(void **state)
 	rt_block_drafter *bd = rt_block_drafter_load(dpath, m, &err);
 	if (!bd)
 		fail_msg("%s", err.msg);
-	static const int32_t prompt[] = {1, 504, 3575, 282, 4649, 314, 2, 198, 1, 9690, 198,
-	                                 504, 3575, 282, 4649, 314, 253};
-	const int P = (int)(sizeof(prompt) / sizeof(prompt[0])), N = 16;
+	/* a held-out chat prompt (New Testament text, as test_block_real) on
+	 * which the drafter's tokens are accepted, so the engine's acceptance,
+	 * fusion of accepted features and commit paths carry the comparison */
+	gguf_file *g = gguf_open(model_path(), &err);
+	rt_tokenizer *tok = g ? rt_tokenizer_from_gguf(g, &err) : NULL;
+	gguf_close(g);
+	if (!tok)
+		fail_msg("%s", err.msg);
+	static const char text[] =
+		"Rewrite the following passage in plain modern English:\n\n"
+		"Blessed are the poor in spirit: for theirs is the kingdom of heaven. Blessed are they "
+		"that mourn: for they shall be comforted.";
+	char chat[1024];
+	int32_t prompt[256];
+	const int len = rt_chat_format(tok, text, chat, sizeof(chat), &err);
+	const int P = len > 0 ? rt_tokenize(tok, chat, (size_t)len, false, true, prompt, 256, &err) : -1;
+	if (P <= 10)
+		fail_msg("tokenizing the prompt: %s", err.msg);
+	rt_tokenizer_free(tok);
+	enum { N = 24 };
 	static const char *const trees[] = {"chain:8", "branch:3,2,1,1"};
 	const rt_sampling greedy = {0.0f, 0, 1.0f};
 	for (int c = 0; c < 2; c++) {
@@ -460,13 +480,15 @@ static void test_real_block_engine(void **state)
 		rt_engine_stats st;
 		assert_int_equal(host_block(m, bd, trees[c], 1, RT_EXPAND_TOPK, RT_VERIFY_GREEDY,
 		                            &greedy, 1, prompt, P, N, 8, host, &hs), N);
+		assert_true(hs.n_accepted > 0); /* drafts accepted: not a target-only run */
 		for (int mode = 0; mode < 2; mode++) {
 			snprintf(what, sizeof(what), "SmolLM2 %s %s", trees[c], mode ? "emulate" : "native");
 			assert_int_equal(run_block(dir, mode ? RT_HOST_EMULATE : RT_HOST_NATIVE, m, bd, 1,
 			                           prompt, P, N, NULL, a, &st), N);
 			expect_same(what, a, host, N);
-			print_message("  %s: tau %.2f (host %.2f)\n", what, (double)N / st.n_iters,
-			              (double)N / hs.n_iters);
+			print_message("  %s: tau %.2f (host %.2f, %llu drafts accepted)\n", what,
+			              (double)N / st.n_iters, (double)N / hs.n_iters,
+			              (unsigned long long)hs.n_accepted);
 		}
 	}
 	rt_block_drafter_free(bd);
