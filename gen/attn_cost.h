@@ -62,14 +62,19 @@ typedef struct gen_attn_proj {
 } gen_attn_proj;
 
 /* Registers per thread ptxas gives _part (tests/test_kern_tree_attention.c
- * prints them: ~155-158 at ROW_BLOCKS 1, 182 at 2 with HEAD_DIM 64, 255 at
- * 2 with 128, 216-226 at 1 above 128 with the output in 128-dim parts),
- * rounded up, for the blocks an SM can hold. */
+ * prints them: ~155-170 at ROW_BLOCKS 1, 182 at 2 with HEAD_DIM 64,
+ * 216-226 at 1 above 128 with the output in 128-dim parts), rounded up,
+ * for the blocks an SM can hold. Two fragments at once (ROW_BLOCKS 2 on
+ * sm_90) only up to 64 dims: at 128 they took all 255 registers. */
+/* The most registers a _part kernel may take: 255 is ptxas's cap, where
+ * it stops spilling only by luck; 232 leaves ~10% for later changes. */
+#define GEN_ATTN_REG_HEADROOM 232
+
 static inline int gen_attn_regs(int row_blocks, int head_dim)
 {
-	if (row_blocks == 1)
+	if (row_blocks == 1 || head_dim > 64)
 		return head_dim > 128 ? 232 : 168;
-	return head_dim <= 64 ? 192 : 256;
+	return 192;
 }
 
 /* Shared memory of _part: two cp.async stages of K and V (one when two
@@ -131,8 +136,9 @@ static inline void gen_attn_project(const gen_attn_geom *g, double ctx, gen_attn
 }
 
 /* The shape of least projected _part + _merge time at ctx cached keys:
- * ROW_BLOCKS 1 or 2 (2 only with two fragments to fill and HEAD_DIM <= 128:
- * beyond, Q and O of 32 rows spill), WARPS 1, 2 or 4 (none without rows),
+ * ROW_BLOCKS 1 or 2 (2 only with two fragments to fill and HEAD_DIM <= 64:
+ * beyond, the kernel takes its fragments one per pass (register headroom,
+ * templates/tree_attention.cu.tmpl), so a second one shares nothing), WARPS 1, 2 or 4 (none without rows),
  * SPLIT a power of two in [64, 8192]. A shape within 1% of a simpler one
  * (fewer row blocks, more warps, fewer splits: the order searched) loses
  * to it: the model is not that precise. _merge: MBLOCK 128 threads, halved
@@ -150,7 +156,7 @@ static inline gen_attn_geom gen_attn_choose(int T, int n_blk, int n_heads, int n
 	                               .max_ctx = max_ctx, .mblock = mblock};
 	double tbest = INFINITY;
 	for (int rb = 1; rb <= 2; rb++) {
-		if (rb == 2 && (tiles < 2 || head_dim > 128))
+		if (rb == 2 && (tiles < 2 || head_dim > 64))
 			continue;
 		for (int w = 4; w >= 1; w /= 2) {
 			if (w > 1 && (w / 2) * rb >= tiles)
