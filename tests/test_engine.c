@@ -772,5 +772,8 @@ int main(void)
 		cmocka_unit_test(test_real_model_engine),
 		cmocka_unit_test(test_tiny_rows),
 	};
+	/* e.g. CMOCKA_FILTER='test_tiny_*' (as test_kern_tree_attention.c) */
+	if (getenv("CMOCKA_FILTER") && *getenv("CMOCKA_FILTER"))
+		cmocka_set_test_filter(getenv("CMOCKA_FILTER"));
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

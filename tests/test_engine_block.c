@@ -481,7 +481,9 @@ static void test_real_block_engine(void **state)
 		assert_int_equal(host_block(m, bd, trees[c], 1, RT_EXPAND_TOPK, RT_VERIFY_GREEDY,
 		                            &greedy, 1, prompt, P, N, 8, host, &hs), N);
 		assert_true(hs.n_accepted > 0); /* drafts accepted: not a target-only run */
-		for (int mode = 0; mode < 2; mode++) {
+		/* emulate (the generated kernels in the SIMT emulator: ~15 s for 24
+		 * tokens) on the Cartesian tree, native on both */
+		for (int mode = 0; mode < (c == 1 ? 2 : 1); mode++) {
 			snprintf(what, sizeof(what), "SmolLM2 %s %s", trees[c], mode ? "emulate" : "native");
 			assert_int_equal(run_block(dir, mode ? RT_HOST_EMULATE : RT_HOST_NATIVE, m, bd, 1,
 			                           prompt, P, N, NULL, a, &st), N);
