@@ -454,6 +454,31 @@ static void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, ge
 	emit(c, &d);
 }
 
+/* Expansion of tree level d's nodes into level d + 1 (tree_expand, a block
+ * per node: the q row once from HBM, k best-below passes (top-k, race) or a
+ * CDF prefix from L2) from q rows of V entries: node u's row u, or with
+ * by_depth row depth(u) (a block drafter's per-depth rows). */
+static void op_expand(ctx *c, int d, int V, int rule, bool by_depth)
+{
+	const act_ix *a = &c->a;
+	const gen_tree *t = &c->s->tree;
+	const int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
+	gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", V), PI("RULE", rule),
+	                   PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND), PI("Q_BY_DEPTH", by_depth)};
+	int kc = t->level_start[d + 2] - t->level_start[d + 1], kmax = 1;
+	for (int i = l0; i < l0 + nd; i++)
+		kmax = t->n_children[i] > kmax ? t->n_children[i] : kmax;
+	op_desc od = {.name = "expand", .op = "tree_expand", .exec = GEN_EXEC_KERNEL,
+	              .kernel = kernel_x(c, "expand", "tree_expand.cu.tmpl", prm, 7, GEN_PREFIX_PHILOX,
+	                                 false, NULL),
+	              .gx = nd, .block = BLK_EXPAND, .n_args = 5,
+	              .args = {A(a->tree_tokens, 0), A(a->draft_probs, 0), A(a->tree_table, 0),
+	                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0)},
+	              .bytes = (double)nd * V * 4 + kc * 4.0 + t->n * 20.0,
+	              .flops = (double)nd * V * (20.0 + 4.0 * kmax)};
+	emit(c, &od);
+}
+
 /* The engine's bookkeeping kernel (templates/step.cu.tmpl, layout in
  * runtime/engine_state.h): MODE 0 tree_prep, 1 catchup_prep, 2 iter_end. One
  * thread block; every mode takes the same ten arguments. */
@@ -1030,23 +1055,8 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 				emit(&c, &od);
 			}
 		}
-		for (int d = 0; d < t->depth_max; d++) {
-			int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
-			gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", Vd), PI("RULE", rule),
-			                   PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND), PI("Q_BY_DEPTH", 1)};
-			int kc = t->level_start[d + 2] - t->level_start[d + 1], kmax = 1;
-			for (int i = l0; i < l0 + nd; i++)
-				kmax = t->n_children[i] > kmax ? t->n_children[i] : kmax;
-			op_desc od = {.name = "expand", .op = "tree_expand", .exec = GEN_EXEC_KERNEL,
-			              .kernel = kernel_x(&c, "expand", "tree_expand.cu.tmpl", prm, 7,
-			                                 GEN_PREFIX_PHILOX, false, NULL),
-			              .gx = nd, .block = BLK_EXPAND, .n_args = 5,
-			              .args = {A(a->tree_tokens, 0), A(a->draft_probs, 0), A(a->tree_table, 0),
-			                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0)},
-			              .bytes = (double)nd * Vd * 4 + kc * 4.0 + t->n * 20.0,
-			              .flops = (double)nd * Vd * (20.0 + 4.0 * kmax)};
-			emit(&c, &od);
-		}
+		for (int d = 0; d < t->depth_max; d++)
+			op_expand(&c, d, Vd, rule, true);
 		PHASE_END();
 	} else if (has_draft_model) {
 		/* catch-up: the draft never forwards a depth-D leaf, so the last
@@ -1079,24 +1089,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			          A(a->draft_probs, (int64_t)l0 * s->draft_vocab * 4),
 			          A(a->draft_logits, (int64_t)l0 * s->draft_vocab * 4),
 			          A(a->sampling, 4 * RT_SP_DRAFT));
-			gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", s->draft_vocab),
-			                   PI("RULE", rule), PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND),
-			                   PI("Q_BY_DEPTH", 0)};
-			int kc = t->level_start[d + 2] - t->level_start[d + 1], kmax = 1;
-			for (int i = l0; i < l0 + nd; i++)
-				kmax = t->n_children[i] > kmax ? t->n_children[i] : kmax;
-			/* a block per node: the row once from HBM, k best-below passes
-			 * (top-k, race) or a CDF prefix from L2 */
-			op_desc od = {.name = "expand", .op = "tree_expand", .exec = GEN_EXEC_KERNEL,
-			              .kernel = kernel_x(&c, "expand", "tree_expand.cu.tmpl", prm, 7,
-			                                 GEN_PREFIX_PHILOX, false, NULL),
-			              .gx = nd, .block = BLK_EXPAND, .n_args = 5,
-			              .args = {A(a->tree_tokens, 0),
-			                       A(a->draft_probs, 0), A(a->tree_table, 0),
-			                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0)},
-			              .bytes = (double)nd * s->draft_vocab * 4 + kc * 4.0 + t->n * 20.0,
-			              .flops = (double)nd * s->draft_vocab * (20.0 + 4.0 * kmax)};
-			emit(&c, &od);
+			op_expand(&c, d, s->draft_vocab, rule, false);
 			if (s->adaptive && d + 1 < t->depth_max) {
 				/* decide whether level d + 1 runs; marks undrafted nodes -1 */
 				gen_param ap[] = {PNAME, PI("LEVEL", d), PI("N_NODES", t->n),
