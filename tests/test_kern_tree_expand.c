@@ -476,5 +476,8 @@ int main(void)
 		cmocka_unit_test(test_expand_exact),
 		cmocka_unit_test(test_expand_nvrtc),
 	};
+	/* e.g. CMOCKA_FILTER='*by_depth' (as test_kern_tree_attention.c) */
+	if (getenv("CMOCKA_FILTER") && *getenv("CMOCKA_FILTER"))
+		cmocka_set_test_filter(getenv("CMOCKA_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
