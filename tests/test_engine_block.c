@@ -72,12 +72,7 @@ static const char *cache_dir(void)
 
 static rt_dev *open_dev(int mode)
 {
-	sw_err err = {0};
-	const rt_dev_opts o = {.cache_dir = cache_dir(), .emu_compile = gen_emu_module_build};
-	rt_dev *d = rt_dev_host_new(mode, &o, &err);
-	if (!d)
-		fail_msg("host backend: %s", err.msg);
-	return d;
+	return eu_open_host(mode, cache_dir());
 }
 
 static int setup(void **state)

@@ -12,12 +12,23 @@
 #include <cmocka.h>
 
 #include "gen/build.h"
+#include "gen/jit/emu_build.h"
 #include "engine_util.h"
 #include "decode/sampler.h"
 #include "core/fileio.h"
 #include "core/hash.h"
 #include "formats/gguf.h"
 #include "testutil.h"
+
+rt_dev *eu_open_host(int mode, const char *cache_dir)
+{
+	sw_err err = {0};
+	const rt_dev_opts o = {.cache_dir = cache_dir, .emu_compile = gen_emu_module_build};
+	rt_dev *d = rt_dev_host_new(mode, &o, &err);
+	if (!d)
+		fail_msg("host backend: %s", err.msg);
+	return d;
+}
 
 void eu_work_dir(char *dir, size_t n, const char *name)
 {

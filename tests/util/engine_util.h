@@ -35,6 +35,9 @@ void eu_tiny_prompt(int32_t *p, int n);
 /* Writes spec_json to <dir>.spec.json and builds the engine into dir
  * (plan + render; no NVRTC unless compile). */
 void eu_build(const char *spec_json, const char *dir, const char *cache_dir, bool compile);
+/* A host device (RT_HOST_NATIVE or RT_HOST_EMULATE) whose emulator builds
+ * kernels with gen_emu_module_build into cache_dir. */
+rt_dev *eu_open_host(int mode, const char *cache_dir);
 /* Adds dir/name (a file a test put into an engine directory, e.g. a
  * stand-in module image) to engine.json's file list, as the build would
  * have listed it, so the executor's check accepts it. */
