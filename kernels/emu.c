@@ -620,15 +620,21 @@ static int resolve_barrier(void)
 }
 
 /* The calling thread's stack, where the scheduler runs (ASan's switch
- * annotations need its bounds to switch back to it). */
+ * annotations need its bounds to switch back to it). Asked once per thread:
+ * on the main thread glibc answers by parsing /proc/self/maps, which was a
+ * tenth of an engine test's time when asked at every launch. */
 static void sched_stack(void)
 {
-	pthread_attr_t a;
-	void *addr = NULL;
-	size_t size = 0;
-	if (pthread_getattr_np(pthread_self(), &a) == 0) {
-		pthread_attr_getstack(&a, &addr, &size);
-		pthread_attr_destroy(&a);
+	static _Thread_local bool known;
+	static _Thread_local void *addr;
+	static _Thread_local size_t size;
+	if (!known) {
+		pthread_attr_t a;
+		if (pthread_getattr_np(pthread_self(), &a) == 0) {
+			pthread_attr_getstack(&a, &addr, &size);
+			pthread_attr_destroy(&a);
+		}
+		known = true;
 	}
 	E.sched.bottom = addr;
 	E.sched.size = size;
