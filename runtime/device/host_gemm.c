@@ -25,6 +25,15 @@
 
 #define HG_TILE_R 4  /* rows of A per tile at most */
 #define HG_NC_MAX 8  /* rows of W (output columns) per tile at most */
+/* One row of A (decode): tiles of few W rows, so W streams nearly linearly
+ * (8 interleaved rows ran at 70-78% of a plain read of the same bytes, 2 to
+ * 4 at 95-105%, measured over the model's 211 GEMMs a token); the prefetch
+ * runs HG_PF_DIST bytes ahead into L2 in the part's own run of W. */
+static const int hg_nc1 = 4, hg_nc1_512 = 2;
+static const long hg_pf_dist = 16384;
+#ifndef HG_PF_HINT
+#define HG_PF_HINT _MM_HINT_T1
+#endif
 #define HG_TILE_N 24 /* output columns per block: a multiple of every tile width (8, 6, 4, 3) */
 /* byte offset of element e of a run of W rows, for the prefetch distance:
  * 2 bytes an element, 34 per 32 for q8_0 */
@@ -189,6 +198,16 @@ HG_INLINE HG_AVX2 float q8_scale(const char *row, int64_t kk)
 	return _cvtsh_ss(*(const unsigned short *)(const void *)(row + (kk >> 5) * HG_Q8_BYTES));
 }
 
+/* The prefetch of one step of a tile: the step consumes elements [e0, e0 +
+ * cnt) of the run of W rows; one prefetch for each 64-byte line's worth (32
+ * elements) that begins inside the range, at pf (HG_PF_DIST bytes ahead of
+ * the tile, in the same linear run) */
+HG_INLINE void pf_step(const char *pf, int64_t e0, int cnt, int wf)
+{
+	for (int64_t e = (e0 + 31) & ~(int64_t)31; e < e0 + cnt; e += 32)
+		_mm_prefetch(pf + PF_OFF(e, wf), HG_PF_HINT);
+}
+
 HG_INLINE HG_AVX2 float hsum(__m256 v)
 {
 	/* lanes (l, l+4) first, then (l, l+2), then (l, l+1): sum8's order */
@@ -219,9 +238,7 @@ HG_INLINE HG_AVX2 void tile(float *C, int64_t ldc, const float *A, int64_t kp, c
 			acc[r][c] = _mm256_setzero_ps();
 	for (int64_t kk = 0; kk < k8; kk += 8) {
 		if (pf) /* as in tile512 */
-#pragma GCC unroll 8
-			for (int c = 0; c < NC; c += 4)
-				_mm_prefetch(pf + PF_OFF(kk * NC + c * 16, wf), _MM_HINT_T0);
+			pf_step(pf, kk * NC, 8 * NC, wf);
 		if (wf == HG_W_Q8_0 && !(kk & 31))
 #pragma GCC unroll 8
 			for (int c = 0; c < NC; c++)
@@ -298,6 +315,15 @@ static const tile_fn tiles[3][HG_TILE_R][HG_NC_MAX] = {
 };
 static const int nc_max[HG_TILE_R] = {8, 4, 4, 3};
 
+/* The prefetch pointer of a tile at column j of a part ending at column
+ * j1: HG_PF_DIST bytes ahead in the part's run of W rows, or NULL where
+ * that is past the part (the other thread's share, or past W) */
+static const char *pf_at(const hg_job *jb, int64_t j, int64_t j1)
+{
+	const char *p = jb->W + j * jb->wrow + hg_pf_dist;
+	return p < jb->W + j1 * jb->wrow ? p : NULL;
+}
+
 /* columns [j0, j1) (at most HG_TILE_N): every row block over the same W
  * rows, which stay in L1/L2 meanwhile */
 static void cols_avx2(const hg_job *jb, int64_t j0, int64_t j1)
@@ -306,11 +332,12 @@ static void cols_avx2(const hg_job *jb, int64_t j0, int64_t j1)
 		const int64_t jt1 = jt + HG_TILE_N < j1 ? jt + HG_TILE_N : j1;
 		for (int64_t i = 0; i < jb->m; i += HG_TILE_R) {
 			const int r = jb->m - i < HG_TILE_R ? (int)(jb->m - i) : HG_TILE_R;
-			for (int64_t j = jt; j < jt1; j += nc_max[r - 1]) {
-				const int nc = jt1 - j < nc_max[r - 1] ? (int)(jt1 - j) : nc_max[r - 1];
+			const int ncm = r == 1 ? hg_nc1 : nc_max[r - 1];
+			for (int64_t j = jt; j < jt1; j += ncm) {
+				const int nc = jt1 - j < ncm ? (int)(jt1 - j) : ncm;
 				tiles[jb->wf][r - 1][nc - 1](jb->C + i * jb->n + j, jb->n, jb->A + i * jb->kp,
 				                             jb->kp, jb->W + j * jb->wrow, jb->wrow, jb->k,
-				                             i ? NULL : jb->W + (j + nc) * jb->wrow);
+				                             i ? NULL : pf_at(jb, j, j1));
 			}
 		}
 	}
@@ -392,9 +419,7 @@ HG_INLINE HG_AVX512 void tile512(float *C, int64_t ldc, const float *A, int64_t 
 	 * look like NC streams too short for the hardware prefetcher */
 	for (int64_t kk = 0; kk < k16; kk += 16) {
 		if (pf)
-#pragma GCC unroll 8
-			for (int c = 0; c < NC; c += 2)
-				_mm_prefetch(pf + PF_OFF(kk * NC + c * 16, wf), _MM_HINT_T0);
+			pf_step(pf, kk * NC, 16 * NC, wf);
 		if (wf == HG_W_Q8_0 && !(kk & 31))
 #pragma GCC unroll 8
 			for (int c = 0; c < NC; c++)
@@ -483,11 +508,12 @@ static void cols_avx512(const hg_job *jb, int64_t j0, int64_t j1)
 		const int64_t jt1 = jt + HG_TILE_N < j1 ? jt + HG_TILE_N : j1;
 		for (int64_t i = 0; i < jb->m; i += HG_TILE_R512) {
 			const int r = jb->m - i < HG_TILE_R512 ? (int)(jb->m - i) : HG_TILE_R512;
-			for (int64_t j = jt; j < jt1; j += nc512_max[r - 1]) {
-				const int nc = jt1 - j < nc512_max[r - 1] ? (int)(jt1 - j) : nc512_max[r - 1];
+			const int ncm = r == 1 ? hg_nc1_512 : nc512_max[r - 1];
+			for (int64_t j = jt; j < jt1; j += ncm) {
+				const int nc = jt1 - j < ncm ? (int)(jt1 - j) : ncm;
 				tiles512[jb->wf][r - 1][nc - 1](
 					jb->C + i * jb->n + j, jb->n, jb->A + i * jb->kp, jb->kp, jb->W + j * jb->wrow,
-					jb->wrow, jb->k, i ? NULL : jb->W + (j + nc) * jb->wrow);
+					jb->wrow, jb->k, i ? NULL : pf_at(jb, j, j1));
 			}
 		}
 	}
