@@ -2,9 +2,12 @@
  * templates/verify.cu.tmpl (ALGORITHMS.txt 1c, 2, 3, 4; every method, the
  * chain mode included) and of the host decoder's verification
  * (rt_verify_tree wraps ref_verify_tree). It favours plain loops over speed;
- * formulas, precision, Philox keys and the order of floating-point
- * operations are the kernel's (the emulated kernel is tested to make the
- * same decisions exactly). Convention: p = target, q = draft, both already
+ * formulas, precision and Philox keys are the kernel's, and so is the
+ * order of floating-point operations except that the kernel groups its
+ * double sums by chunk and vocabulary slice where this file sums in index
+ * order (the emulated kernel is tested to make the same decisions
+ * exactly). The tree methods' residual chain is kept in the one-parameter
+ * form below (resid), which the kernel walks over scalars. Convention: p = target, q = draft, both already
  * processed. The tree is the kernel's table (ref.h: ref_tree_table_check). */
 #include <math.h>
 #include <stdbool.h>
