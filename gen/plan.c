@@ -1139,7 +1139,8 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		block_fuse(&c, &dm, bk, t->n);
 	PHASE_END();
 
-	/* phase: accept (fused verification: a block per node, the last walks) */
+	/* phase: accept (fused verification: a block per node and vocabulary
+	 * slice, the last walks) */
 	PHASE("accept", t->n);
 	{
 		/* a draft head over the first VQ ids (layerskip "@V", or a draft
@@ -1168,7 +1169,10 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		              .bytes = 4};
 		emit(&c, &tk);
 		/* every node's preprocessing (kernels/verify_layout.h's traffic
-		 * model); the walk reads one chunk and the tables */
+		 * model); the walk reads one chunk and the tables, and for the
+		 * tree methods makes a vocabulary pass per rejection after a
+		 * node's first (data-dependent: counted in gen/inspect.c's
+		 * critical path, not here) */
 		double traffic = 0;
 		for (int u = 0; u < t->n; u++)
 			traffic += sw_verify_node_traffic(vm, t->n_children[u]);

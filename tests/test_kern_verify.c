@@ -1,5 +1,5 @@
-/* verify template (fused tree verification: a block per node, the last one
- * walks) in the emulator vs
+/* verify template (fused tree verification: a block per node and
+ * vocabulary slice, the last one walks) in the emulator vs
  * rt_verify_tree / rt_verify_chain on the same p, q, tokens and seed: the
  * accepted path, the final token and the counts must be identical for every
  * method, on the chain, EAGLE, Sequoia, binary-Sequoia and Medusa trees,
@@ -41,8 +41,7 @@
 #define NM {.name = "NAME", .type = GEN_PARAM_IDENT}
 enum { M_CHAIN = 5 };
 
-/* Vocabulary slices of the greedy and chain kernels in check(): 1 unless a
- * test sets more (the tree methods always run 1). */
+/* Vocabulary slices of the kernel in check(): 1 unless a test sets more. */
 static int g_slices = 1;
 
 /* The draft's vocabulary in check() and chi2_cut(): the first g_vq ids of
@@ -51,7 +50,8 @@ static int g_vq = 0;
 
 static int slices_for(int method)
 {
-	return method == RT_VERIFY_GREEDY || method == M_CHAIN ? g_slices : 1;
+	(void)method;
+	return g_slices;
 }
 
 /* Q_BY_DEPTH of verify_kernel: 0 (q row u, q (N, VQ)) unless a test sets 1
@@ -391,9 +391,10 @@ static void test_verify_out_of_range(void **state)
 	report("tokens >= V");
 }
 
-/* Greedy and the chain mode over vocabulary slices: 2, 3 and 7 slices
- * (slice widths that do not divide V, a last slice shorter than the others,
- * empty slices at V = 10), with and without absent levels. */
+/* Every method over vocabulary slices: 2, 3 and 7 slices (slice widths
+ * that do not divide V, a last slice shorter than the others, empty slices
+ * at V = 10), with and without absent nodes; the tree methods' first
+ * rejection from the slices' tables, later ones from the walk's passes. */
 static void test_verify_slices(void **state)
 {
 	(void)state;
@@ -410,6 +411,14 @@ static void test_verify_slices(void **state)
 		check("medusa63", RT_VERIFY_GREEDY, 4099, 0.0f, 0, 1.0f, 2, 256);
 		check("chain:5", RT_VERIFY_GREEDY, 10, 0.0f, 0, 1.0f, 6, 64);
 		check_ex("eagle25", RT_VERIFY_GREEDY, 1000, 0.0f, 0, 1.0f, 6, 128, ABS_SUBSETS);
+		check("eagle25", RT_VERIFY_RRS, 1000, 0.6f, 0, 1.0f, 4, 64);
+		check("eagle25", RT_VERIFY_RRSW, 1000, 1.0f, 50, 0.9f, 4, 64);
+		check_ex("eagle25", RT_VERIFY_ONEHOT, 1000, 0.6f, 0, 0.8f, 4, 64, ABS_SUBSETS);
+		check("biseq16", RT_VERIFY_SPECHUB, 1000, 1.0f, 30, 0.9f, 4, 64);
+		check_ex("sequoia63", RT_VERIFY_RRSW, 10, 1.0f, 0, 1.0f, 4, 64, ABS_SUBSETS);
+		check("sequoia63", RT_VERIFY_RRS, 10, 0.6f, 0, 1.0f, 4, 64);
+		check_ex("biseq16", RT_VERIFY_SPECHUB, 10, 1.0f, 0, 1.0f, 4, 64, ABS_LEVELS);
+		check("medusa63", RT_VERIFY_ONEHOT, 4099, 0.6f, 0, 1.0f, 2, 128);
 	}
 	g_slices = 1;
 	report("vocabulary slices 2 / 3 / 7");
@@ -646,6 +655,9 @@ static void test_verify_exact(void **state)
 	chi2_cut("chain:5", M_CHAIN, 6, 3000, true);
 	g_slices = 3; /* two entries a slice */
 	chi2_cut("chain:5", M_CHAIN, 6, 3000, true);
+	chi2_cut("sequoia63", RT_VERIFY_RRS, 6, 3000, false);
+	chi2_cut("eagle25", RT_VERIFY_RRSW, 6, 3000, true);
+	chi2_cut("biseq8", RT_VERIFY_SPECHUB, 6, 3000, true);
 	g_slices = 1;
 	g_vq = 4; /* a draft over the first 4 or 5 of the 5 or 6 ids */
 	chi2_cut("eagle25", RT_VERIFY_RRS, 5, 3000, true);
@@ -669,7 +681,7 @@ static void test_verify_nvrtc(void **state)
 			fail_msg("%s", err.msg);
 		gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", 32003), IP("VQ", 32000),
 		                 IP("METHOD", methods[i]), IP("CHAIN_Q", 1), IP("BLOCK", 512),
-		                 IP("SLICES", i == 0 || i == 4 ? 5 : 1), IP("Q_BY_DEPTH", 0)};
+		                 IP("SLICES", i == 0 || i == 4 ? 5 : 3), IP("Q_BY_DEPTH", 0)};
 		nvrtc_check("verify.cu.tmpl", "verify", p, 9);
 	}
 	gen_tree t;
@@ -677,12 +689,12 @@ static void test_verify_nvrtc(void **state)
 	assert_int_equal(gen_tree_parse("medusa63", NULL, &t, &err), 0);
 	gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", 128256), IP("VQ", 128256),
 	                 IP("METHOD", RT_VERIFY_ONEHOT), IP("CHAIN_Q", 1), IP("BLOCK", 256),
-	                 IP("SLICES", 1), IP("Q_BY_DEPTH", 0)};
+	                 IP("SLICES", 5), IP("Q_BY_DEPTH", 0)};
 	nvrtc_check("verify.cu.tmpl", "verify", p, 9);
 	/* Qwen2-7B's padded vocabulary with Qwen2-0.5B's as the draft's */
 	gen_param pg[] = {NM, IP("N_NODES", t.n), IP("V", 152064), IP("VQ", 151936),
 	                  IP("METHOD", RT_VERIFY_RRSW), IP("CHAIN_Q", 1), IP("BLOCK", 256),
-	                  IP("SLICES", 1), IP("Q_BY_DEPTH", 0)};
+	                  IP("SLICES", 5), IP("Q_BY_DEPTH", 0)};
 	nvrtc_check("verify.cu.tmpl", "verify", pg, 9);
 	gen_param pc[] = {NM, IP("N_NODES", 6), IP("V", 152064), IP("VQ", 151936),
 	                  IP("METHOD", M_CHAIN), IP("CHAIN_Q", 1), IP("BLOCK", 256), IP("SLICES", 44),
@@ -704,5 +716,7 @@ int main(void)
 		cmocka_unit_test(test_verify_exact),
 		cmocka_unit_test(test_verify_nvrtc),
 	};
+	if (getenv("CMOCKA_FILTER"))
+		cmocka_set_test_filter(getenv("CMOCKA_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,9 +2,12 @@
  * templates/verify.cu.tmpl (ALGORITHMS.txt 1c, 2, 3, 4; every method, the
  * chain mode included) and of the host decoder's verification
  * (rt_verify_tree wraps ref_verify_tree). It favours plain loops over speed;
- * formulas, precision, Philox keys and the order of floating-point
- * operations are the kernel's (the emulated kernel is tested to make the
- * same decisions exactly). Convention: p = target, q = draft, both already
+ * formulas, precision and Philox keys are the kernel's, and so is the
+ * order of floating-point operations except that the kernel groups its
+ * double sums by chunk and vocabulary slice where this file sums in index
+ * order (the emulated kernel is tested to make the same decisions
+ * exactly). The tree methods' residual chain is kept in the one-parameter
+ * form below (resid), which the kernel walks over scalars. Convention: p = target, q = draft, both already
  * processed. The tree is the kernel's table (ref.h: ref_tree_table_check). */
 #include <math.h>
 #include <stdbool.h>
@@ -51,37 +54,111 @@ int ref_tree_table_check(const int32_t *tree, int n, const char **why)
 	return 0;
 }
 
-/* r <- norm(relu(r - q)) in place; q == NULL means one-hot at y. When the
- * residual has no mass (r == q up to rounding: the rejection was itself a
- * rounding artefact) r is left unchanged, the "fall back to p" of 1a. */
-static void residual_update(float *r, const float *q, int y, int V)
+/* A node's residual after some of its children were rejected, in the
+ * one-parameter form the kernel walks (ALGORITHMS.txt 2, 3; 1c for
+ * one-hot): r(x) = w(x) / Z with
+ *   w(x) = relu(p(x) - c q(x))   (one-hot: p(x)),  0 for x in R,
+ *   Z = sum_x w(x),  and for RRSw the draft q_j(x) = q(x) / D off R, D =
+ *   sum_{x not in R} q(x).
+ * Start: c = 0, R = {}, Z = D = 1 (r = p, q_0 = q as given). Rejecting
+ * child y with draft q_j (RRS: q, D = 1; RRSw: q off R over D; one-hot: the
+ * point mass at y): for x with p(x) > c q(x),
+ *   relu(r(x) - q_j(x)) = relu(p(x) - (c + Z/D) q(x)) / Z,
+ * and both sides are 0 elsewhere, so c += Z/D (one-hot: c stays 0); y
+ * itself joins R when q_j(y) > 0, since the rejection means r(y) < q_j(y)
+ * (u * q_j(y) > r(y) with u < 1), so its new residual is 0 exactly (which
+ * also makes a duplicate sibling fail with certainty, as ALGORITHMS.txt 2
+ * requires). RRSw's removal of y from q is the same R: a token with q_j(y)
+ * = 0 adds nothing to D. RRSw with D = 0 (every token of q drawn): q_j = 0,
+ * so the child is rejected (den 0) and relu(r - 0) = r: c unchanged.
+ * Then Z and D are recomputed over x not in R. If the new Z has no mass
+ * (r = q_j up to rounding: a rejection only rounding allows) the state is
+ * left as it was, the "fall back to p" of 1a at this step. Only scalars
+ * move between children: each rejection costs one sum over the
+ * vocabulary, and the final draw one more. */
+typedef struct resid {
+	double c, Z, D;
+	int n_r;
+	int32_t R[REF_TREE_MAX_NODES];
+} resid;
+
+static bool in_r(const resid *s, int x)
 {
-	double sum = 0;
-	for (int x = 0; x < V; x++) {
-		float d = r[x] - (q ? q[x] : (x == y ? 1.0f : 0.0f));
-		sum += d > 0.0f ? d : 0.0f;
-	}
-	if (!(sum > 0))
-		return;
-	for (int x = 0; x < V; x++) {
-		float d = r[x] - (q ? q[x] : (x == y ? 1.0f : 0.0f));
-		r[x] = d > 0.0f ? (float)(d / sum) : 0.0f;
-	}
+	for (int i = 0; i < s->n_r; i++)
+		if (s->R[i] == x)
+			return true;
+	return false;
 }
 
-/* qq(y) <- 0 then renormalise (RRSw's draft update). All mass gone leaves
- * qq all zero: every later child is then rejected with certainty and leaves
- * the residual unchanged, which is exact. */
-static void remove_token(float *qq, int y, int V)
+/* w(x); q == NULL: one-hot (w = p off R) */
+static double resid_w(const resid *s, const float *p, const float *q, int x)
 {
-	qq[y] = 0.0f;
+	if (in_r(s, x))
+		return 0.0;
+	return q ? fmax(0.0, (double)p[x] - s->c * (double)q[x]) : (double)p[x];
+}
+
+/* After rejecting y with coin denominator den: the next state into *n
+ * (Z and D summed in index order); false when it has no mass. */
+static bool resid_next(const resid *s, int method, const float *p, const float *q, int y,
+                       double den, int V, resid *n)
+{
+	*n = *s;
+	if (method == REF_VERIFY_RRSW)
+		n->c = s->D > 0 ? s->c + s->Z / s->D : s->c;
+	else if (method != REF_VERIFY_ONEHOT)
+		n->c = s->c + s->Z;
+	if (den > 0 && !in_r(s, y))
+		n->R[n->n_r++] = y;
+	double Z = 0, D = 0;
+	for (int x = 0; x < V; x++) {
+		Z += resid_w(n, p, method == REF_VERIFY_ONEHOT ? NULL : q, x);
+		if (method == REF_VERIFY_RRSW && !in_r(n, x))
+			D += q[x];
+	}
+	n->Z = Z;
+	n->D = D;
+	return Z > 0;
+}
+
+/* rt_sample_cdf over weights w in double: the first x with cumsum(w)[x] >
+ * u * sum(w) and w(x) > 0, the last positive x when rounding selects
+ * nothing, -1 without mass. wf(x) gives w(x). */
+typedef double (*weight_fn)(const void *ctx, int x);
+
+static int sample_weights(weight_fn wf, const void *ctx, int V, double u)
+{
 	double sum = 0;
-	for (int x = 0; x < V; x++)
-		sum += qq[x];
-	if (!(sum > 0))
-		return;
-	for (int x = 0; x < V; x++)
-		qq[x] = (float)(qq[x] / sum);
+	int last = -1;
+	for (int x = 0; x < V; x++) {
+		const double w = wf(ctx, x);
+		if (w > 0) {
+			sum += w;
+			last = x;
+		}
+	}
+	if (last < 0)
+		return -1;
+	const double target = u * sum;
+	double cum = 0;
+	for (int x = 0; x <= last; x++) {
+		const double w = wf(ctx, x);
+		cum += w;
+		if (cum > target && w > 0)
+			return x;
+	}
+	return last;
+}
+
+typedef struct resid_ctx {
+	const resid *s;
+	const float *p, *q;
+} resid_ctx;
+
+static double resid_wf(const void *ctx, int x)
+{
+	const resid_ctx *c = ctx;
+	return resid_w(c->s, c->p, c->q, x);
 }
 
 /* The accept coin of child c: u <= p/q written as u*q <= p, with q == 0
@@ -91,11 +168,30 @@ static bool coin(uint64_t seed, uint32_t iter, int c, double num, double den)
 	return den > 0 && sw_uniform_double(seed, iter, (uint32_t)c, SW_RNG_ACCEPT) * den <= num;
 }
 
+/* SpecHub's rejection residual R (ALGORITHMS.txt 4) as weights:
+ * relu(r1(x) - Qai(x)) off the hub, relu(ra - S_ia) at it (0 in exact
+ * arithmetic). */
+typedef struct hub_ctx {
+	const float *p, *q;
+	int a;
+	double qa, oma, wa;
+} hub_ctx;
+
+static double hub_wf(const void *ctx, int x)
+{
+	const hub_ctx *h = ctx;
+	if (x == h->a)
+		return h->wa;
+	const double Qai = h->qa * h->q[x] / h->oma, r1 = fmax(0.0, (double)h->p[x] - h->q[x]);
+	return fmax(0.0, r1 - Qai);
+}
+
 /* SpecHub at a node with children (child0, child1): hub a = argmax q; the
- * pair is (i, a) or (a, i). Returns the accepted rank or -1, writing the
- * residual R into r on rejection (ALGORITHMS.txt 4, names as there). */
+ * pair is (i, a) or (a, i). Returns the accepted rank, or -1 with the
+ * final token drawn from R (p where R has no mass) with uniform ur in *fin
+ * (ALGORITHMS.txt 4, names as there). */
 static int spechub_pair(const float *p, const float *q, int V, const int32_t *ch,
-                        const int32_t *tok, uint64_t seed, uint32_t iter, float *r)
+                        const int32_t *tok, uint64_t seed, uint32_t iter, double ur, int32_t *fin)
 {
 	int a = ref_argmax_row(q, V);
 	/* 1 - q(a) as the other tokens' mass: the normaliser the pair sampler
@@ -111,7 +207,6 @@ static int spechub_pair(const float *p, const float *q, int V, const int32_t *ch
 		double r1 = fmax(0.0, (double)p[x] - q[x]);
 		S_ia += fmax(0.0, (double)q[x] - p[x]);
 		S_ai += fmax(0.0, Qai - r1);
-		r[x] = (float)fmax(0.0, r1 - Qai); /* r2 */
 	}
 	double ra = fmax(0.0, (double)p[a] - S_ai);
 	int y0 = tok[ch[0]], y1 = tok[ch[1]];
@@ -127,15 +222,8 @@ static int spechub_pair(const float *p, const float *q, int V, const int32_t *ch
 		if (coin(seed, iter, ch[0], p[a], S_ai))
 			return 0;
 	}
-	r[a] = (float)fmax(0.0, ra - S_ia); /* 0 in exact arithmetic */
-	double sum = 0;
-	for (int x = 0; x < V; x++)
-		sum += r[x];
-	if (sum > 0)
-		for (int x = 0; x < V; x++)
-			r[x] = (float)(r[x] / sum);
-	else
-		memcpy(r, p, (size_t)V * sizeof(*r));
+	const hub_ctx h = {.p = p, .q = q, .a = a, .qa = qa, .oma = oma, .wa = fmax(0.0, ra - S_ia)};
+	*fin = sample_weights(hub_wf, &h, V, ur);
 	return -1;
 }
 
@@ -306,61 +394,47 @@ int ref_verify_tree_vqd(int method, const int32_t *tree, int n, const int32_t *t
 	}
 	int u = 0;
 	for (;;) {
-		/* qu padded into qq where Vq < V: RRSw copies it there anyway, the
-		 * other methods do not use qq */
-		/* a leaf's q is never read (with q_by_depth its row may not exist) */
+		/* qu padded into qq where Vq < V (scratch); a leaf's q is never read
+		 * (with q_by_depth its row may not exist); one-hot reads none */
 		const float *pu = p + (size_t)u * V;
-		const float *qu = q && nch[u] > 0 ? q_row(q, q_index(tree, n, u, q_by_depth), V, Vq, qq)
-		                                  : NULL;
+		const float *qu = q && nch[u] > 0 && method != REF_VERIFY_ONEHOT
+		                      ? q_row(q, q_index(tree, n, u, q_by_depth), V, Vq, qq)
+		                      : NULL;
 		const int32_t *ch = cl + cst[u];
+		const double ur = sw_uniform_double(seed, iter, (uint32_t)u, SW_RNG_RESIDUAL);
 		int k = nch[u], acc = -1, present = 0;
-		const float *dist = r;
 		/* Absent children (token < 0: levels SpecDec++ stopped before) are
 		 * skipped everywhere below: no coin, no residual or q update. */
 		for (int i = 0; i < k; i++)
 			present += tok[ch[i]] >= 0;
-		memcpy(r, pu, (size_t)V * sizeof(*r));
-		if (present == 0) {
-			dist = pu; /* bonus from the leaf's own p */
-		} else if (method == REF_VERIFY_RRS || (method == REF_VERIFY_SPECHUB && present == 1)) {
-			/* q never changes; a duplicate sibling is still tested (it
-			 * fails: r(y) = 0 after its first rejection) and still applies
-			 * the update: skipping it biases the output (2, PITFALL). */
+		resid s = {.c = 0, .Z = 1, .D = 1, .n_r = 0}, nx;
+		*final = -1;
+		if (method == REF_VERIFY_SPECHUB && present == 2) {
+			acc = spechub_pair(pu, qu, V, ch, tok, seed, iter, ur, final);
+		} else if (present > 0) {
+			/* RRS (and SpecHub's plain RS on one child): q never changes; a
+			 * duplicate sibling is still tested (it fails: y is in R) and
+			 * still applies the update: skipping it biases the output (2,
+			 * PITFALL). RRSw: q_j = q off R over D, taken before y_j is
+			 * removed. One-hot: q_j = the point mass at y_j. */
 			for (int i = 0; i < k && acc < 0; i++) {
-				int y = tok[ch[i]];
+				const int y = tok[ch[i]];
 				if (y < 0)
 					continue;
-				if (coin(seed, iter, ch[i], r[y], qu[y]))
+				const double num = resid_w(&s, pu, qu, y) / s.Z;
+				const double den = method == REF_VERIFY_ONEHOT ? 1.0
+				                   : method != REF_VERIFY_RRSW ? (double)qu[y]
+				                   : in_r(&s, y) || !(s.D > 0) ? 0.0
+				                                                : qu[y] / s.D;
+				if (coin(seed, iter, ch[i], num, den))
 					acc = i;
-				else
-					residual_update(r, qu, y, V);
+				else if (resid_next(&s, method, pu, qu, y, den, V, &nx))
+					s = nx;
 			}
-		} else if (method == REF_VERIFY_RRSW) {
-			if (qq != qu)
-				memcpy(qq, qu, (size_t)V * sizeof(*qq));
-			for (int i = 0; i < k && acc < 0; i++) {
-				int y = tok[ch[i]];
-				if (y < 0)
-					continue;
-				if (coin(seed, iter, ch[i], r[y], qq[y])) {
-					acc = i;
-				} else {
-					residual_update(r, qq, y, V); /* q_i before removing y_i */
-					remove_token(qq, y, V);
-				}
+			if (acc < 0) {
+				const resid_ctx rc = {.s = &s, .p = pu, .q = qu};
+				*final = sample_weights(resid_wf, &rc, V, ur);
 			}
-		} else if (method == REF_VERIFY_ONEHOT) {
-			for (int i = 0; i < k && acc < 0; i++) {
-				int y = tok[ch[i]];
-				if (y < 0)
-					continue;
-				if (coin(seed, iter, ch[i], r[y], 1.0))
-					acc = i;
-				else
-					residual_update(r, NULL, y, V);
-			}
-		} else { /* SpecHub pair, both present */
-			acc = spechub_pair(pu, qu, V, ch, tok, seed, iter, r);
 		}
 		if (acc >= 0) {
 			if (acc_rank)
@@ -369,8 +443,7 @@ int ref_verify_tree_vqd(int method, const int32_t *tree, int n, const int32_t *t
 			path[n_path++] = u;
 			continue;
 		}
-		const double ur = sw_uniform_double(seed, iter, (uint32_t)u, SW_RNG_RESIDUAL);
-		*final = ref_sample_cdf(dist, V, ur);
+		/* no mass left (or a leaf): the node's own p */
 		if (*final < 0)
 			*final = ref_sample_cdf(pu, V, ur);
 		return *final < 0 ? FAIL("no mass to draw the final token from") : n_path;
