@@ -5,7 +5,11 @@ forward over a preallocated KV cache (smollm.Cache), rows of similar prompt leng
 by side (left padding), finished rows dropped from the batch as they end.
 gen.py WDIR SET N_NEW BATCH [LIMIT [SECONDS]] -> WDIR/data_SET/NNNN.pt, one shard per
 batch, each a dict {taps, data: list of {tok: int32 (n,), n_prompt: int,
-feat: fp16 (n-1, len(TAPS)*dim)}}. The last prompt token is the first anchor the drafter
+feat: fp16 (n-1, len(TAPS)*dim), soft_id: int32 (n-n_prompt, SOFT_K), soft_lp: fp16
+(n-n_prompt, SOFT_K)}}: soft_* row i is the target's distribution for token n_prompt+i
+(the one its greedy decode chose), as its SOFT_K most likely ids among the first SOFT_VD
+(the widest draft vocabulary trained) with their log-probabilities over the FULL vocabulary
+(so the mass outside them is 1 - sum exp), for soft distillation. The last prompt token is the first anchor the drafter
 sees; a sequence stops after the target's end-of-turn token. Shards already on disk are
 kept (a rerun continues where the last one stopped)."""
 import glob
@@ -20,13 +24,18 @@ import smollm
 
 TAPS = (2, 15, 29)
 EOT = 2  # <|im_end|>
+SOFT_K = int(os.environ.get("SOFT_K", 32))
+SOFT_VD = int(os.environ.get("SOFT_VD", 8192))
 
 
-def load(d, which):
-    """All shards of a set, in order."""
+def load(d, which, seen=None):
+    """All shards of a set, in order (those not in seen, which gets them added)."""
     out = []
     for f in sorted(glob.glob(f"{d}/data_{which}/*.pt")):
-        out += torch.load(f)["data"]
+        if seen is None or f not in seen:
+            out += torch.load(f)["data"]
+            if seen is not None:
+                seen.add(f)
     return out
 
 
@@ -43,9 +52,15 @@ def gen_batch(m, P, n_new, t0):
     toks = [[tok[r, int(pad[r]):]] for r in range(B)]
     live = torch.arange(B)  # original row of each cache row
     nxt = logits.argmax(-1)
+    sid = [[] for _ in range(B)]
+    slp = [[] for _ in range(B)]
     for s in range(n_new):
+        lp = logits[:, :SOFT_VD] - torch.logsumexp(logits, -1, keepdim=True)
+        top = lp.topk(SOFT_K, -1)
         for i, r in enumerate(live.tolist()):
             toks[r].append(nxt[i:i + 1])
+            sid[r].append(top.indices[i:i + 1].int())
+            slp[r].append(top.values[i:i + 1].half())
         keep = nxt != EOT
         if s + 1 == n_new or not bool(keep.any()):
             break
@@ -63,7 +78,8 @@ def gen_batch(m, P, n_new, t0):
     for r in range(B):
         t = torch.cat(toks[r]).int()
         f = torch.cat(feats[r])[:t.shape[0] - 1]  # the last token has no features yet
-        out.append({"tok": t, "n_prompt": len(P[r]), "feat": f.clone()})
+        out.append({"tok": t, "n_prompt": len(P[r]), "feat": f.clone(),
+                    "soft_id": torch.cat(sid[r]), "soft_lp": torch.cat(slp[r])})
     return out
 
 
@@ -73,6 +89,9 @@ def main():
     limit = int(sys.argv[5]) if len(sys.argv) > 5 else None
     budget = float(sys.argv[6]) if len(sys.argv) > 6 else 1e9  # seconds
     m = smollm.Target(d)
+    if os.environ.get("GEN_BF16", "1") == "1":
+        m.use_bf16()
+    part, parts = (int(x) for x in os.environ.get("GEN_PART", "0/1").split("/"))
     prompts = json.load(open(f"{d}/prompts_{which}.json"))["ids"][:limit]
     # batches of similar prompt lengths, taken in a fixed shuffled order so a short
     # budget still covers the whole corpus evenly
@@ -85,7 +104,7 @@ def main():
     ntok = ncont = nseq = 0
     for bi, idx in enumerate(batches):
         path = f"{d}/data_{which}/{bi:04d}.pt"
-        if os.path.exists(path):
+        if bi % parts != part or os.path.exists(path):
             continue
         data = gen_batch(m, [prompts[i] for i in idx], n_new, t0)
         torch.save({"taps": TAPS, "data": data}, path + ".tmp")

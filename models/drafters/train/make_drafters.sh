@@ -1,29 +1,33 @@
 #!/usr/bin/env bash
 # Reproduces the trained block drafters under models/drafters/ (make drafters).
 # Stages, each with progress on stdout: prep.py (build/venv: GGUF -> fp32 weights,
-# prompts tokenized), gen.py (the target's own greedy continuations and tapped hidden
-# states, PyTorch on the CPU) running in the background while train.py (time-boxed
-# distillation) trains on the shards gen.py has written so far (one torch thread each:
-# on 2 cores that beats two threads each, whose OpenMP barriers stall under load), then
-# the sha256 of each drafter next to it, after check_drafter.py compares the PyTorch
-# and C forwards on the trained file. The data grows while the drafter trains, so a
-# rerun reproduces the recipe and the sizes, not the bytes.
-# Knobs: MODEL, WORK (build/drafters), PROMPTS (training prompts cut, 6000),
-# GEN_SECONDS (1260), GEN_BATCH (128 rows), N_NEW (96), TRAIN_SECONDS (2280, once
-# the first batch is written), NICE (10; 0 on a machine of one's own), TOKENS=1 to also
-# train the tokens-conditioned drafter afterwards (on the finished data) for
-# TOKENS_SECONDS (780).
+# prompts tokenized), gen.py (the target's own greedy continuations, tapped hidden
+# states and its top-32 distribution per generated position, PyTorch on the CPU with the
+# weight products in bfloat16 (AMX), GEN_PROCS processes of one thread each over
+# disjoint batches) running in the background while train.py (time-boxed distillation,
+# soft labels, bfloat16 autocast) trains on the shards written so far, then the sha256
+# of each drafter next to it, after check_drafter.py compares the PyTorch and C forwards
+# on the trained file. One thread per process (OPENBLAS_NUM_THREADS=1 too): on 2 shared
+# cores, multi-threaded BLAS/OpenMP barriers stall under load. The data grows while the
+# drafter trains, so a rerun reproduces the recipe and the sizes, not the bytes.
+# Knobs: MODEL, WORK (build/drafters), PROMPTS (training prompts cut, 16000),
+# GEN_SECONDS (1260 per process), GEN_PROCS (2), GEN_BATCH (128 rows), N_NEW (96),
+# TRAIN_SECONDS (2040, once the first batch is written), NICE (10; 0 on a machine of
+# one's own), TOKENS=1 to also train the tokens-conditioned drafter afterwards (on the
+# finished data) for TOKENS_SECONDS (780).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 MODEL=${MODEL:-models/cache/SmolLM2-135M-Instruct.Q4_1.gguf}
 WORK=${WORK:-build/drafters}
-PROMPTS=${PROMPTS:-6000}
+PROMPTS=${PROMPTS:-16000}
 GEN_SECONDS=${GEN_SECONDS:-1260}
 GEN_BATCH=${GEN_BATCH:-128}
-TRAIN_SECONDS=${TRAIN_SECONDS:-2280}
+TRAIN_SECONDS=${TRAIN_SECONDS:-2040}
+GEN_PROCS=${GEN_PROCS:-2}
 N_NEW=${N_NEW:-96}
 NICE=${NICE:-10}
 PY=/usr/bin/python3
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 THREADS=1
 
 if ! $PY -c "import torch" 2>/dev/null; then
 	echo "drafters: installing python3-torch"
@@ -39,20 +43,25 @@ nice -n "$NICE" build/venv/bin/python models/drafters/train/prep.py "$MODEL" "$W
 cd models/drafters/train
 W=../../../$WORK
 echo "drafters: [2/4] the target's continuations (${GEN_SECONDS}s at most), in the background"
-THREADS=1 nice -n "$NICE" $PY gen.py "$W" train "$N_NEW" "$GEN_BATCH" "$PROMPTS" "$GEN_SECONDS" &
-GEN_PID=$!
-trap 'kill $GEN_PID 2>/dev/null || true' EXIT
+GEN_PIDS=
+for p in $(seq 0 $((GEN_PROCS - 1))); do
+	GEN_PART=$p/$GEN_PROCS nice -n "$NICE" $PY gen.py "$W" train "$N_NEW" "$GEN_BATCH" "$PROMPTS" "$GEN_SECONDS" &
+	GEN_PIDS="$GEN_PIDS $!"
+done
+trap 'kill $GEN_PIDS 2>/dev/null || true' EXIT
 until ls "$W"/data_train/*.pt >/dev/null 2>&1; do
-	kill -0 $GEN_PID 2>/dev/null || { echo "drafters: gen.py stopped before its first batch"; exit 1; }
+	for p in $GEN_PIDS; do
+		kill -0 $p 2>/dev/null || { echo "drafters: gen.py stopped before its first batch"; exit 1; }
+	done
 	sleep 5
 done
 echo "drafters: [3/4] training the features drafter, B=8, Vd=8192 (${TRAIN_SECONDS}s) on the data so far"
-THREADS=1 nice -n "$NICE" $PY train.py "$W" ../smollm2-features-b8 features "$TRAIN_SECONDS" 8 8192
-wait $GEN_PID
+nice -n "$NICE" $PY train.py "$W" ../smollm2-features-b8 features "$TRAIN_SECONDS" 8 8192
+wait $GEN_PIDS
 trap - EXIT
 if [ "${TOKENS:-0}" = 1 ]; then
 	echo "drafters: [3b/4] training the tokens drafter, B=8, Vd=8192 (${TOKENS_SECONDS:-780}s)"
-	THREADS=1 nice -n "$NICE" $PY train.py "$W" ../smollm2-tokens-b8 tokens "${TOKENS_SECONDS:-780}" 8 8192
+	nice -n "$NICE" $PY train.py "$W" ../smollm2-tokens-b8 tokens "${TOKENS_SECONDS:-780}" 8 8192
 fi
 echo "drafters: [4/4] the C forward against PyTorch on the trained files, then sha256"
 make -C ../../.. build/libspecwright.a >/dev/null

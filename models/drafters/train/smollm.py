@@ -35,6 +35,22 @@ class Target:
             self.head = self.embd
         i = torch.arange(self.hd // 2, dtype=torch.float64)
         self.inv_freq = (self.theta ** (-2.0 * i / self.hd)).float().double()
+        self.bf16 = {}  # id(weight) -> its bf16 copy, once use_bf16() is on
+
+    def use_bf16(self):
+        """forward_cached's weight products in bfloat16 (fp32 accumulation; oneDNN runs them
+        on AMX at ~5x the fp32 rate on this CPU): gen.py's fast, approximate target.
+        forward() stays fp32 (the checks against the C forward use it)."""
+        for W in self.layers:
+            for k in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"):
+                self.bf16[id(W[k])] = W[k].bfloat16()
+        self.bf16[id(self.head)] = self.head.bfloat16()
+
+
+def lin(m, x, w, lowp=False):
+    """x @ w.T, in bfloat16 when lowp and the target has w's bf16 copy."""
+    wb = m.bf16.get(id(w)) if lowp else None
+    return x @ w.T if wb is None else (x.bfloat16() @ wb.T).float()
 
 
 def rmsnorm(x, w, eps):
@@ -49,12 +65,12 @@ def rope(x, pos, inv_freq):
     return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)
 
 
-def _out_ffn(m, W, x, o):
+def _out_ffn(m, W, x, o, lowp=False):
     """The rest of a layer after attention: output projection, residual, SwiGLU FFN."""
-    x = x + o @ W["attn_output"].T
+    x = x + lin(m, o, W["attn_output"], lowp)
     h = rmsnorm(x, W["ffn_norm"], m.eps)
-    g = h @ W["ffn_gate"].T
-    return x + (torch.nn.functional.silu(g) * (h @ W["ffn_up"].T)) @ W["ffn_down"].T
+    g = lin(m, h, W["ffn_gate"], lowp)
+    return x + lin(m, torch.nn.functional.silu(g) * lin(m, h, W["ffn_up"], lowp), W["ffn_down"], lowp)
 
 
 @torch.no_grad()
@@ -151,9 +167,9 @@ def forward_cached(m, tok, cache, taps=()):
     tapped = []
     for l, W in enumerate(m.layers):
         h = rmsnorm(x, W["attn_norm"], m.eps)
-        q = _rope_tab((h @ W["attn_q"].T).view(B, T, m.nh, m.hd), c, s)
-        k = _rope_tab((h @ W["attn_k"].T).view(B, T, m.nkv, m.hd), c, s)
-        v = (h @ W["attn_v"].T).view(B, T, m.nkv, m.hd)
+        q = _rope_tab(lin(m, h, W["attn_q"], True).view(B, T, m.nh, m.hd), c, s)
+        k = _rope_tab(lin(m, h, W["attn_k"], True).view(B, T, m.nkv, m.hd), c, s)
+        v = lin(m, h, W["attn_v"], True).view(B, T, m.nkv, m.hd)
         cache.K[l][:, :, S0:S] = k.transpose(1, 2)
         cache.V[l][:, :, S0:S] = v.transpose(1, 2)
         K, V = cache.K[l][:, :, :S], cache.V[l][:, :, :S]
@@ -162,9 +178,9 @@ def forward_cached(m, tok, cache, taps=()):
         att = (att.view(B, m.nkv, rep, T, S) + bias[:, :, None]).softmax(-1)
         o = torch.matmul(att.view(B, m.nkv, rep * T, S), V)  # (B, nkv, rep*T, hd)
         o = o.view(B, m.nkv, rep, T, m.hd).permute(0, 3, 1, 2, 4).reshape(B, T, m.dim)
-        x = _out_ffn(m, W, x, o)
+        x = _out_ffn(m, W, x, o, True)
         if l in taps:
             tapped.append(x)
     cache.n = S
-    logits = rmsnorm(x[:, -1], m.out_norm, m.eps) @ m.head.T
+    logits = lin(m, rmsnorm(x[:, -1], m.out_norm, m.eps), m.head, True)
     return logits, (torch.cat(tapped, -1) if taps else None)

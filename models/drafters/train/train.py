@@ -29,11 +29,15 @@ SEQS, ANCHORS, WINDOW = int(os.environ.get("SEQS", 6)), int(os.environ.get("ANCH
 PROMPT_FRAC = 0.25
 UNMASK_FRAC = float(os.environ.get("UNMASK_FRAC", 0.3))  # blocks trained partially unmasked
 EVAL_EVERY = 200
+SOFT_K = int(os.environ.get("SOFT_K", 32))  # soft labels used per position (gen.py stores 32)
+SOFT_W = float(os.environ.get("SOFT_W", 0.7))  # loss = SOFT_W soft CE + (1 - SOFT_W) hard CE
+BF16 = os.environ.get("TRAIN_BF16", "1") == "1"  # autocast the products to bfloat16 (AMX)
+SOFT = []  # batch_features' soft labels of its last batch: (ids (N, R, K), probs (N, R, K))
 
 
 def batch_features(dr, seqs, B, Vd, anchors_per_seq, rng):
     """Inputs for a features-conditioned step: per sequence, blocks at random anchors."""
-    X, P, CTX, CP, M, Y = [], [], [], [], [], []
+    X, P, CTX, CP, M, Y, SI, SP = [], [], [], [], [], [], [], []
     C = max(s["feat"].shape[0] for s in seqs)
     for s in seqs:
         tok, n, n0 = s["tok"].long(), s["tok"].shape[0], s["n_prompt"]
@@ -62,22 +66,33 @@ def batch_features(dr, seqs, B, Vd, anchors_per_seq, rng):
         x = torch.cat(xs, 0)
         pos = torch.tensor([t + j for t in an for j in range(B)])
         y = torch.full((A * B,), -100, dtype=torch.long)
+        si = torch.zeros(A * B, SOFT_K, dtype=torch.long)  # soft label ids (0 where none)
+        sp = torch.zeros(A * B, SOFT_K)  # their probabilities, renormalised over the ids < Vd
         m = torch.zeros(A * B, C + A * B, dtype=torch.bool)
+        soft = "soft_id" in s
         for a, t in enumerate(an):
             for j in range(B):
                 if t + 1 + j < n and int(tok[t + 1 + j]) < Vd:
                     y[a * B + j] = tok[t + 1 + j]
+                    i = t + 1 + j - n0
+                    if soft and i >= 0:
+                        ids, lp = s["soft_id"][i, :SOFT_K].long(), s["soft_lp"][i, :SOFT_K].float()
+                        p = lp.exp() * (ids < Vd)
+                        si[a * B + j], sp[a * B + j] = ids.clamp(max=Vd - 1), p / p.sum()
             m[a * B:(a + 1) * B, :t] = True
             blk = torch.ones(B, B, dtype=torch.bool)
             if dr.cfg["block_attention"] == "causal":
                 blk = blk.tril()
             m[a * B:(a + 1) * B, C + a * B:C + (a + 1) * B] = blk
         X.append(x), P.append(pos), CTX.append(feat), CP.append(torch.arange(C)), M.append(m), Y.append(y)
+        SI.append(si), SP.append(sp)
     R = max(x.shape[0] for x in X)
     pad = lambda t, n, v: torch.cat((t, t.new_full((n - t.shape[0],) + t.shape[1:], v)), 0)
     X = torch.stack([pad(x, R, 0.0) for x in X])
     P = torch.stack([pad(p, R, 0) for p in P])
     Y = torch.stack([pad(y, R, -100) for y in Y])
+    SOFT.clear()
+    SOFT.append((torch.stack([pad(x, R, 0) for x in SI]), torch.stack([pad(x, R, 0.0) for x in SP])))
     Mm = []
     for m in M:
         r = m.shape[0]
@@ -126,7 +141,8 @@ def main():
     torch.manual_seed(1)
     rng = random.Random(1)
     tgt = smollm.Target(d)
-    data = load(d, "train")
+    seen = set()  # shards loaded so far
+    data = load(d, "train", seen)
     rng.shuffle(data)
     nval = max(2, len(data) // 20)
     val, train = data[:nval], data[nval:]
@@ -161,11 +177,22 @@ def main():
         lr = 1e-3 * min(1.0, (step + 1) / 20) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
         for g in opt.param_groups:
             g["lr"] = lr
-        X, P, CTX, CP, M, Y = mk(dr, rng.sample(train, min(SEQS, len(train))), B, Vd, ANCHORS, rng)
-        h = dr(X, P, CTX, CP, M)
-        rows = Y >= 0
-        lg = dr.logits(h[rows])
+        SOFT.clear()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=BF16):
+            X, P, CTX, CP, M, Y = mk(dr, rng.sample(train, min(SEQS, len(train))), B, Vd, ANCHORS, rng)
+            h = dr(X, P, CTX, CP, M)
+            rows = Y >= 0
+            lg = dr.logits(h[rows])
+        lg = lg.float()
         ce = torch.nn.functional.cross_entropy(lg, Y[rows], reduction="none")
+        if SOFT:
+            # soft distillation: cross-entropy against the target's distribution (its top
+            # SOFT_K ids inside the draft vocabulary, renormalised); rows without one
+            # (labels inside the prompt) keep the hard label
+            si, sp = SOFT[0][0][rows], SOFT[0][1][rows]
+            sce = -(sp * lg.log_softmax(-1).gather(1, si)).sum(-1)
+            has = sp.sum(-1) > 0
+            ce = torch.where(has, SOFT_W * sce + (1 - SOFT_W) * ce, ce)
         jpos = (P - P.new_tensor(0))  # position within the block, below
         jb = torch.arange(X.shape[1]) % B if cond == "features" else (torch.arange(X.shape[1]) - WINDOW).clamp(0)
         w = wpos[jb.expand_as(Y)[rows]]
@@ -180,7 +207,7 @@ def main():
         if step % 100 == 0 and shards() != n_shards:
             # gen.py is still adding batches: train on them too (val stays fixed)
             n_shards = shards()
-            train = [x for x in load(d, "train") if key(x) not in val_keys]
+            train += [x for x in load(d, "train", seen) if key(x) not in val_keys]
             print(f"train {cond}: reloaded, {len(train)} sequences", flush=True)
         if step % EVAL_EVERY == 0:
             evaluate(dr, val, B, Vd, mk, cond)
