@@ -29,11 +29,10 @@
  * (8 interleaved rows ran at 70-78% of a plain read of the same bytes, 2 to
  * 4 at 95-105%, measured over the model's 211 GEMMs a token); the prefetch
  * runs HG_PF_DIST bytes ahead into L2 in the part's own run of W. */
-static const int hg_nc1 = 4, hg_nc1_512 = 2;
-static const long hg_pf_dist = 16384;
-#ifndef HG_PF_HINT
-#define HG_PF_HINT _MM_HINT_T1
-#endif
+#define HG_NC1 4          /* W rows per one-row tile, AVX2 */
+#define HG_NC1_512 2      /* the same, AVX-512 */
+#define HG_PF_DIST 16384  /* prefetch distance in bytes */
+#define HG_PF_HINT _MM_HINT_T1 /* into L2 */
 #define HG_TILE_N 24 /* output columns per block: a multiple of every tile width (8, 6, 4, 3) */
 /* byte offset of element e of a run of W rows, for the prefetch distance:
  * 2 bytes an element, 34 per 32 for q8_0 */
@@ -320,7 +319,7 @@ static const int nc_max[HG_TILE_R] = {8, 4, 4, 3};
  * that is past the part (the other thread's share, or past W) */
 static const char *pf_at(const hg_job *jb, int64_t j, int64_t j1)
 {
-	const char *p = jb->W + j * jb->wrow + hg_pf_dist;
+	const char *p = jb->W + j * jb->wrow + HG_PF_DIST;
 	return p < jb->W + j1 * jb->wrow ? p : NULL;
 }
 
@@ -332,7 +331,7 @@ static void cols_avx2(const hg_job *jb, int64_t j0, int64_t j1)
 		const int64_t jt1 = jt + HG_TILE_N < j1 ? jt + HG_TILE_N : j1;
 		for (int64_t i = 0; i < jb->m; i += HG_TILE_R) {
 			const int r = jb->m - i < HG_TILE_R ? (int)(jb->m - i) : HG_TILE_R;
-			const int ncm = r == 1 ? hg_nc1 : nc_max[r - 1];
+			const int ncm = r == 1 ? HG_NC1 : nc_max[r - 1];
 			for (int64_t j = jt; j < jt1; j += ncm) {
 				const int nc = jt1 - j < ncm ? (int)(jt1 - j) : ncm;
 				tiles[jb->wf][r - 1][nc - 1](jb->C + i * jb->n + j, jb->n, jb->A + i * jb->kp,
@@ -508,7 +507,7 @@ static void cols_avx512(const hg_job *jb, int64_t j0, int64_t j1)
 		const int64_t jt1 = jt + HG_TILE_N < j1 ? jt + HG_TILE_N : j1;
 		for (int64_t i = 0; i < jb->m; i += HG_TILE_R512) {
 			const int r = jb->m - i < HG_TILE_R512 ? (int)(jb->m - i) : HG_TILE_R512;
-			const int ncm = r == 1 ? hg_nc1_512 : nc512_max[r - 1];
+			const int ncm = r == 1 ? HG_NC1_512 : nc512_max[r - 1];
 			for (int64_t j = jt; j < jt1; j += ncm) {
 				const int nc = jt1 - j < ncm ? (int)(jt1 - j) : ncm;
 				tiles512[jb->wf][r - 1][nc - 1](
