@@ -231,6 +231,7 @@ out_err:
 /* The --drafters table: target-only, then each row SPEC[|gamma=G][|tree=T]
  * at T = 0 and 0.7 over the prompts: median tok/s and speedup against
  * target-only on the same prompt, pooled tau, acceptance by position 1..8
+ * (1..16 when a row drafts more than 8)
  * (by depth for trees), greedy equality; tokens per CPU-second of the
  * whole call (prefill included) and its ratio to target-only's. Trees: top-k
  * verified one-hot (greedy at T = 0); block drafters only. */
@@ -254,8 +255,18 @@ static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np,
 		rows[nr++] = tok;
 	printf("### Real model, drafters: %s, %d prompts from %s, %d new tokens, chat template on\n\n", o->model, np,
 	       o->corpus ? o->corpus : "(default corpus)", M);
+	/* acceptance columns: positions 1..8, or 1..16 when a row drafts deeper */
+	int npos = 8;
+	for (int ri = 1; ri < nr; ri++) {
+		const char *g = strstr(rows[ri], "|gamma=");
+		if ((g && atoi(g + 7) > 8) || (!g && o->gamma > 8))
+			npos = 16;
+	}
 	printf("| T | drafter | median tok/s | median speedup | median tok/CPU-s | CPU-s speedup | tau | acceptance at "
-	       "position 1 2 3 4 5 6 7 8 | greedy == target |\n");
+	       "position");
+	for (int j = 0; j < npos; j++)
+		printf(" %d", j + 1);
+	printf(" | greedy == target |\n");
 	printf("|---|---|---|---|---|---|---|---|---|\n");
 	const float temps[2] = { 0.0f, 0.7f };
 	for (int ti = 0; ti < 2; ti++) {
@@ -324,7 +335,7 @@ static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np,
 			printf("| %.1f | %s | %.2f | %.2fx | %.2f | %.2fx | %.3f |", temps[ti], rows[ri],
 			       cli_median(pl.tps, pl.n), cli_median(pl.ratio, pl.n), cli_median(cpu_tps, pl.n),
 			       cli_median(cpu_ratio, pl.n), frac(su->n_tokens, su->n_target_calls));
-			for (int j = 0; j < 8; j++)
+			for (int j = 0; j < npos; j++)
 				printf(" %.3f", frac(su->pos_accepted[j], su->pos_tried[j]));
 			printf(" | %s |\n", temps[ti] == 0 ? (pl.same == pl.runs ? "yes" : "NO") : "-");
 			fflush(stdout);

@@ -25,10 +25,11 @@ class BlockDrafter(nn.Module):
             self.fc = nn.Parameter(torch.randn(dim, nt * dim) / math.sqrt(nt * dim))
             self.fc_norm = nn.Parameter(torch.ones(dim))
         self.layers = nn.ModuleList()
-        src = target.layers[-1]
-        for _ in range(cfg["n_layers"]):
+        nl = cfg["n_layers"]
+        for li in range(nl):
+            src = target.layers[len(target.layers) - nl + li]
             L = nn.ParameterDict()
-            # Warm start from the target's last layer when the shapes agree.
+            # Warm start from the target's last n_layers layers when the shapes agree.
             for k, tk, shape in (("attn_norm", "attn_norm", (dim,)), ("wq", "attn_q", (nh * hd, dim)),
                                  ("wk", "attn_k", (nkv * hd, dim)), ("wv", "attn_v", (nkv * hd, dim)),
                                  ("wo", "attn_output", (dim, nh * hd)), ("ffn_norm", "ffn_norm", (dim,)),

@@ -11,18 +11,27 @@
 # cores, multi-threaded BLAS/OpenMP barriers stall under load. The data grows while the
 # drafter trains, so a rerun reproduces the recipe and the sizes, not the bytes.
 # Knobs: MODEL, WORK (build/drafters), PROMPTS (training prompts cut, 16000),
-# GEN_SECONDS (1260 per process), GEN_PROCS (2), GEN_BATCH (128 rows), N_NEW (96),
-# TRAIN_SECONDS (2040, once the first batch is written), NICE (10; 0 on a machine of
-# one's own), TOKENS=1 to also train the tokens-conditioned drafter afterwards (on the
-# finished data) for TOKENS_SECONDS (780).
+# GEN_SECONDS (1560 per process), GEN_PROCS (2), GEN_BATCH (128 rows), N_NEW (96),
+# TRAIN_SECONDS (3500, once the first batch is written), NICE (10; 0 on a machine of
+# one's own), DRAFTER (b16: smollm2-features-b16, B = 16, 2 layers, Vd = 16384; b8:
+# smollm2-features-b8, B = 8, 1 layer, Vd = 8192, with TRAIN_SECONDS=2040 and
+# GEN_SECONDS=1260 as it was made), TOKENS=1 to also train the tokens-conditioned
+# drafter afterwards (on the finished data) for TOKENS_SECONDS (780).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 MODEL=${MODEL:-models/cache/SmolLM2-135M-Instruct.Q4_1.gguf}
 WORK=${WORK:-build/drafters}
 PROMPTS=${PROMPTS:-16000}
-GEN_SECONDS=${GEN_SECONDS:-1260}
+DRAFTER=${DRAFTER:-b16}
+case "$DRAFTER" in
+b16) OUT=smollm2-features-b16 BLOCK=16 LAYERS=2 VD=16384 ANCHORS=${ANCHORS:-12} ;;
+b8) OUT=smollm2-features-b8 BLOCK=8 LAYERS=1 VD=8192 ANCHORS=${ANCHORS:-24} ;;
+*) echo "drafters: DRAFTER: expected b16 or b8, found '$DRAFTER'"; exit 2 ;;
+esac
+export LAYERS ANCHORS SOFT_VD=$VD
+GEN_SECONDS=${GEN_SECONDS:-1560}
 GEN_BATCH=${GEN_BATCH:-128}
-TRAIN_SECONDS=${TRAIN_SECONDS:-2040}
+TRAIN_SECONDS=${TRAIN_SECONDS:-3500}
 GEN_PROCS=${GEN_PROCS:-2}
 N_NEW=${N_NEW:-96}
 NICE=${NICE:-10}
@@ -55,13 +64,13 @@ until ls "$W"/data_train/*.pt >/dev/null 2>&1; do
 	done
 	sleep 5
 done
-echo "drafters: [3/4] training the features drafter, B=8, Vd=8192 (${TRAIN_SECONDS}s) on the data so far"
-nice -n "$NICE" $PY train.py "$W" ../smollm2-features-b8 features "$TRAIN_SECONDS" 8 8192
+echo "drafters: [3/4] training the features drafter $OUT: B=$BLOCK, $LAYERS layer(s), Vd=$VD (${TRAIN_SECONDS}s) on the data so far"
+nice -n "$NICE" $PY train.py "$W" ../$OUT features "$TRAIN_SECONDS" "$BLOCK" "$VD"
 wait $GEN_PIDS
 trap - EXIT
 if [ "${TOKENS:-0}" = 1 ]; then
 	echo "drafters: [3b/4] training the tokens drafter, B=8, Vd=8192 (${TOKENS_SECONDS:-780}s)"
-	nice -n "$NICE" $PY train.py "$W" ../smollm2-tokens-b8 tokens "${TOKENS_SECONDS:-780}" 8 8192
+	LAYERS=1 nice -n "$NICE" $PY train.py "$W" ../smollm2-tokens-b8 tokens "${TOKENS_SECONDS:-780}" 8 8192
 fi
 echo "drafters: [4/4] the C forward against PyTorch on the trained files, then sha256"
 make -C ../../.. build/libspecwright.a >/dev/null

@@ -29,6 +29,7 @@ SEQS, ANCHORS, WINDOW = int(os.environ.get("SEQS", 6)), int(os.environ.get("ANCH
 PROMPT_FRAC = 0.25
 UNMASK_FRAC = float(os.environ.get("UNMASK_FRAC", 0.3))  # blocks trained partially unmasked
 EVAL_EVERY = 200
+LAYERS = int(os.environ.get("LAYERS", 1))  # drafter layers (1..4, warm-started from the target's last ones)
 SOFT_K = int(os.environ.get("SOFT_K", 32))  # soft labels used per position (gen.py stores 32)
 SOFT_W = float(os.environ.get("SOFT_W", 0.7))  # loss = SOFT_W soft CE + (1 - SOFT_W) hard CE
 BF16 = os.environ.get("TRAIN_BF16", "1") == "1"  # autocast the products to bfloat16 (AMX)
@@ -160,7 +161,7 @@ def main():
         "taps": list(TAPS) if cond == "features" else [],
         "window": WINDOW if cond == "tokens" else 0,
         "block_attention": "bidirectional",
-        "n_layers": 1, "n_heads": tgt.nh, "n_kv_heads": tgt.nkv, "head_dim": tgt.hd,
+        "n_layers": LAYERS, "n_heads": tgt.nh, "n_kv_heads": tgt.nkv, "head_dim": tgt.hd,
         "ffn_dim": 1536, "norm_eps": tgt.eps, "rope_theta": tgt.theta, "dtype": "F16",
     }
     dr = BlockDrafter(cfg, tgt)
