@@ -1,9 +1,11 @@
-/* The trained block drafter on the real target (SmolLM2-135M-Instruct):
- * its files (and the tokens drafter's) match the sha256 recorded next to them (SHA256SUMS, checked by
- * sha256sum), it loads against the target, and greedy block-drafted output
- * (chain, B = 8, and a Cartesian tree) equals target-only greedy output
- * token for token on a held-out prompt (New Testament text, never trained
- * on). Needs the model (`make model`; SW_MODEL overrides the path). */
+/* The trained block drafters on the real target (SmolLM2-135M-Instruct):
+ * their files match the sha256 recorded next to them (SHA256SUMS, checked by
+ * sha256sum), they load against the target, and greedy block-drafted output
+ * (chain of the whole block, B = 8 and B = 16 with two layers and a 16384-id
+ * draft head, and a Cartesian tree) equals target-only greedy output token
+ * for token on a held-out prompt (New Testament text, never trained on),
+ * with some drafts accepted (else the comparison would not exercise an
+ * acceptance). Needs the model (`make model`; SW_MODEL overrides the path). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +23,7 @@
 #include "formats/tokenizer.h"
 
 #define DRAFTER "models/drafters/smollm2-features-b8"
+#define DRAFTER16 "models/drafters/smollm2-features-b16"
 
 static const char *model_path(void)
 {
@@ -30,7 +33,7 @@ static const char *model_path(void)
 
 static void test_sha256(void **state)
 {
-	static const char *const dirs[] = { DRAFTER, "models/drafters/smollm2-tokens-b8" };
+	static const char *const dirs[] = { DRAFTER, DRAFTER16, "models/drafters/smollm2-tokens-b8" };
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		char cmd[512];
 		snprintf(cmd, sizeof(cmd), "cd %s && sha256sum --quiet -c SHA256SUMS", dirs[i]);
@@ -39,7 +42,7 @@ static void test_sha256(void **state)
 	}
 }
 
-static void test_greedy_equal(void **state)
+static void greedy_equal(const char *dpath, int block, const char *tree)
 {
 	sw_err err = { 0 };
 	if (access(model_path(), R_OK))
@@ -50,10 +53,10 @@ static void test_greedy_equal(void **state)
 	rt_tokenizer *tok = g ? rt_tokenizer_from_gguf(g, &err) : NULL;
 	gguf_close(g);
 	assert_non_null(tok);
-	rt_block_drafter *bd = rt_block_drafter_load(DRAFTER, m, &err);
+	rt_block_drafter *bd = rt_block_drafter_load(dpath, m, &err);
 	if (!bd)
 		fail_msg("%s", err.msg);
-	assert_int_equal(bd->cfg.block, 8);
+	assert_int_equal(bd->cfg.block, block);
 	static const char text[] =
 		"Rewrite the following passage in plain modern English:\n\n"
 		"Blessed are the poor in spirit: for theirs is the kingdom of heaven. Blessed are they that mourn: "
@@ -67,12 +70,12 @@ static void test_greedy_equal(void **state)
 	enum { N = 24 };
 	int32_t ref[N], out[N];
 	rt_sampling greedy = { 0.0f, 0, 1.0f };
-	rt_gen_cfg cfg = { .samp = greedy, .gamma = 8, .seed = 1, .max_new = N };
+	rt_gen_cfg cfg = { .samp = greedy, .gamma = block, .seed = 1, .max_new = N };
 	rt_stats st;
 	rt_ctx *rc = rt_ctx_new(m, 512, 64, &err);
 	assert_int_equal(rt_generate_target(rc, ids, n_prompt, &cfg, ref, &st, &err), N);
 	gen_tree t;
-	assert_int_equal(gen_tree_parse("branch:3,2,2,1,1", NULL, &t, &err), 0);
+	assert_int_equal(gen_tree_parse(tree, NULL, &t, &err), 0);
 	for (int mode = 0; mode < 2; mode++) {
 		rt_ctx *tc = rt_ctx_new(m, 512, 64, &err);
 		rt_drafter *d = rt_drafter_block(bd, tc, 1, &err);
@@ -86,9 +89,11 @@ static void test_greedy_equal(void **state)
 		}
 		if (n != N)
 			fail_msg("%s", err.msg);
-		printf("  %s: tau %.2f (%llu target forwards for %d tokens)\n", mode ? "tree branch:3,2,2,1,1" : "chain B=8",
-		       (double)st.n_tokens / (double)st.n_target_calls, (unsigned long long)st.n_target_calls, N);
+		printf("  %s: %s%s: tau %.2f (%llu target forwards for %d tokens)\n", dpath, mode ? "tree " : "chain",
+		       mode ? tree : "", (double)st.n_tokens / (double)st.n_target_calls, (unsigned long long)st.n_target_calls, N);
 		assert_memory_equal(out, ref, sizeof(ref));
+		if (st.n_target_calls >= (uint64_t)N)
+			fail_msg("%s: no draft accepted in %d tokens: the comparison did not exercise an acceptance", dpath, N);
 		rt_drafter_free(d);
 		rt_ctx_free(tc);
 	}
@@ -98,11 +103,22 @@ static void test_greedy_equal(void **state)
 	rt_model_free(m);
 }
 
+static void test_greedy_equal_b8(void **state)
+{
+	greedy_equal(DRAFTER, 8, "branch:3,2,2,1,1");
+}
+
+static void test_greedy_equal_b16(void **state)
+{
+	greedy_equal(DRAFTER16, 16, "branch:2,2,1,1,1,1,1,1,1,1,1,1,1,1,1,1"); /* 62 nodes */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sha256),
-		cmocka_unit_test(test_greedy_equal),
+		cmocka_unit_test(test_greedy_equal_b8),
+		cmocka_unit_test(test_greedy_equal_b16),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
