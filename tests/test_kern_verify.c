@@ -71,8 +71,9 @@ typedef struct vbuf {
 	int32_t *path, *otok, *counts, *tree, *tok;
 	float *p, *q, *scratch;
 	uint32_t *iter;
-	int32_t *done; /* the ticket word inside scratch */
-	int grid;      /* nodes x slices */
+	int32_t *sync; /* the sync words inside scratch (counters, ticket, done) */
+	int n_sync;
+	int grid;      /* units x slices (kernels/verify_layout.h) */
 } vbuf;
 
 static void vbuf_init(vbuf *b, const gen_tree *t, int V, int method, int block)
@@ -89,9 +90,11 @@ static void vbuf_init(vbuf *b, const gen_tree *t, int V, int method, int block)
 	const int S = slices_for(method);
 	b->scratch = emu_alloc((size_t)sw_verify_scratch_words(t->n, V, block, S, method) * 4,
 	                       "scratch");
-	b->done = (int32_t *)b->scratch + sw_verify_done_word(t->n, V, block, S, method);
-	b->grid = t->n * S;
-	*b->done = 0; /* the planner's memset; the kernel resets it after */
+	b->sync = (int32_t *)b->scratch + sw_verify_sync_word(t->n, V, block, S, method);
+	b->n_sync = (int)sw_verify_sync_count(t->n);
+	b->grid = (int)sw_verify_grid(t->n, S, method);
+	/* the planner's memset; the kernel resets them after */
+	memset(b->sync, 0, (size_t)b->n_sync * sizeof(int32_t));
 	b->iter = emu_alloc(sizeof(uint32_t), "iter");
 	memset(b->counts, 0, 5 * sizeof(int32_t));
 	gen_tree_table(t, b->tree);
@@ -110,15 +113,17 @@ static void vbuf_free(vbuf *b)
 	emu_free(b->iter);
 }
 
-/* grid: one block per (node, slice); the ticket word must be back at 0 */
+/* grid: one block per (unit, slice); the sync words must be back at 0 */
 static void vlaunch(const emu_kernel *k, vbuf *b, uint64_t seed, int block)
 {
 	uint32_t *sw = kern_seed(seed);
 	void *args[] = {&b->path, &b->otok, &b->counts, &b->tree, &b->tok, &b->p, &b->q, &b->scratch,
 	                &sw, &b->iter};
 	launch(k, d3((unsigned)b->grid, 1, 1), d3((unsigned)block, 1, 1), args);
-	if (*b->done != 0)
-		fail_msg("verify left its ticket word at %d, expected 0", *b->done);
+	for (int i = 0; i < b->n_sync; i++)
+		if (b->sync[i] != 0)
+			fail_msg("verify left sync word %d of %d at %d, expected 0", i, b->n_sync,
+			         b->sync[i]);
 	emu_free(sw);
 }
 
