@@ -144,6 +144,13 @@ static int rule_for(int method)
 
 static long g_runs, g_accepted, g_mismatch;
 
+/* A draft far from the target in check() (its logits drawn apart from the
+ * target's, not near them), so that a node's children are rejected several
+ * in a row; g_rej3 counts the runs where the reference rejected 3 or more
+ * children of one node in a row. */
+static int g_far = 0;
+static long g_rej3;
+
 /* Absent nodes in check(): none; a level cut (every node deeper than a
  * depth drawn per seed, 0 .. depth_max, is -1: the SpecDec++ shape, on a
  * chain the cut after depth 0..D); or random subsets (each child absent
@@ -190,7 +197,7 @@ static void check_ex(const char *tree_spec, int method, int V, float temp, int t
 		uint32_t iter = (uint32_t)(sd_i * 3 + 1);
 		for (size_t i = 0; i < nv; i++) {
 			zt[i] = (float)(3.0 * rnd());
-			zd[i] = zt[i] + (float)(0.5 * rnd());
+			zd[i] = g_far ? (float)(3.0 * rnd()) : zt[i] + (float)(0.5 * rnd());
 		}
 		for (int u = 0; u < t.n; u++) {
 			rt_probs(b.p + (size_t)u * V, zt + (size_t)u * V, V, &s, idx);
@@ -276,6 +283,18 @@ static void check_ex(const char *tree_spec, int method, int V, float temp, int t
 		g_mismatch += bad > 0;
 		g_runs++;
 		g_accepted += want_acc;
+		/* rejections in a row: the present children before the accepted
+		 * one on the path, all of them at the node the path ends at */
+		int most = 0;
+		for (int d = 0; d <= want_acc; d++) {
+			const int u = want_path[d], *cl = t.child_list + t.child_start[u];
+			int r = 0;
+			for (int i = 0; i < t.n_children[u] && (d == want_acc || cl[i] != want_path[d + 1]);
+			     i++)
+				r += b.tok[cl[i]] >= 0;
+			most = r > most ? r : most;
+		}
+		g_rej3 += most >= 3;
 	}
 	if (b.counts[3] < 0 || b.counts[4] != b.counts[3])
 		fail_msg("accumulators %d %d", b.counts[3], b.counts[4]);
@@ -427,6 +446,37 @@ static void test_verify_slices(void **state)
 	}
 	g_slices = 1;
 	report("vocabulary slices 2 / 3 / 7");
+}
+
+/* Wide trees (8 and 13 children at a node, 4 under each of 6) with a draft
+ * far from the target: several rejections in a row at one node, each a
+ * child-list unit waiting on the ones before; 1, 3 and 7 slices; V = 10
+ * (RRSw drafts 8 of the 10 ids, so residuals run out of mass; RRS repeats
+ * tokens) and awkward V; absent children among them. The reference must
+ * have rejected 3 or more children in a row in some runs. */
+static void test_verify_wide(void **state)
+{
+	(void)state;
+	static const int sl[] = {1, 3, 7};
+	g_far = 1;
+	g_rej3 = 0;
+	for (int i = 0; i < 3; i++) {
+		g_slices = sl[i];
+		check("branch:8,2", RT_VERIFY_RRS, 1000, 1.0f, 0, 1.0f, 4, 64);
+		check("branch:8,2", RT_VERIFY_RRSW, 1000, 1.0f, 0, 1.0f, 4, 64);
+		check("branch:8,2", RT_VERIFY_ONEHOT, 1000, 0.6f, 0, 1.0f, 4, 64);
+		check("branch:6,4", RT_VERIFY_RRSW, 111, 0.6f, 0, 0.9f, 4, 64);
+		check("branch:8,2", RT_VERIFY_RRSW, 10, 1.0f, 0, 1.0f, 6, 64);
+		check("branch:8,2", RT_VERIFY_RRS, 10, 1.0f, 0, 1.0f, 6, 64);
+		check_ex("sequoia63", RT_VERIFY_RRSW, 260, 1.0f, 0, 1.0f, 3, 64, ABS_SUBSETS);
+		check_ex("branch:8,2", RT_VERIFY_ONEHOT, 33, 1.0f, 0, 1.0f, 4, 64, ABS_SUBSETS);
+		check("biseq16", RT_VERIFY_SPECHUB, 260, 1.0f, 0, 1.0f, 4, 64);
+	}
+	g_slices = 1;
+	g_far = 0;
+	print_message("  %ld runs with 3 or more rejections in a row at one node\n", g_rej3);
+	assert_true(g_rej3 > 0);
+	report("wide trees, far drafts");
 }
 
 /* A draft whose vocabulary is a prefix of the target's (VQ < V, q = 0
@@ -716,6 +766,7 @@ int main(void)
 		cmocka_unit_test(test_verify_absent),
 		cmocka_unit_test(test_verify_out_of_range),
 		cmocka_unit_test(test_verify_slices),
+		cmocka_unit_test(test_verify_wide),
 		cmocka_unit_test(test_verify_vocab_prefix),
 		cmocka_unit_test(test_verify_by_depth),
 		cmocka_unit_test(test_verify_exact),
