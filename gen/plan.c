@@ -1171,11 +1171,11 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		              .bytes = (double)sw_verify_sync_count(t->n) * 4};
 		emit(&c, &tk);
 		/* every unit's vocabulary work (kernels/verify_layout.h's traffic
-		 * model: a node's first pass, the tree methods' child-list units);
-		 * the walk reads the tables and one chunk */
+		 * model: node work, the tree methods' child-list work); the walk
+		 * reads the tables and one chunk */
 		double traffic = 0;
 		for (int u = 0; u < t->n; u++)
-			traffic += sw_verify_chain_traffic(vm, t->n_children[u]);
+			traffic += sw_verify_work_traffic(vm, t->n_children[u]);
 		const double V4 = (double)tc->vocab * 4;
 		op_desc od = {.name = "verify", .op = "verify",
 		              .exec = GEN_EXEC_KERNEL, .uri = uri,

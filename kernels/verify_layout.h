@@ -1,26 +1,28 @@
 /* The verify kernel's scratch layout (templates/verify.cu.tmpl), shared by
  * the planner that sizes the buffer and launches the grid (gen/plan.c), the
  * executor's extent rule (runtime/engine/extent.c), gen/inspect.c's cost
- * model and the kernel tests. The kernel runs S = SLICES vocabulary slices
- * per unit of work: greedy and the chain mode a unit per tree node (grid
- * N x S); the tree methods 2N - 1 units (grid (2N - 1) x S): unit u < N is
- * node u's first pass, unit N + j the j-th entry of the child lists (child
- * i of node u at j = child_start[u] + i), which precomputes node u's
- * residual after its children 0..i were all rejected (SpecHub's pair: its
- * terms at i = 0, its residual R at i = 1). The last block to finish walks
- * the tree over these tables. In 32-bit words:
+ * model and the kernel tests. The kernel runs a block per (unit, slice):
+ * a unit per tree node v, S = SLICES vocabulary slices each, grid N x S.
+ * Unit v does node v's own work (its p's chunk sums, the residual after its
+ * first present child's rejection, ...) and, for the tree methods, the
+ * work of v's entry j in the child lists (v = child i of node u): the
+ * residual after u's children 0..i were all rejected (SpecHub's pair: its
+ * terms at i = 0, its residual R at i = 1), after waiting for the units of
+ * u and of v's earlier siblings. The last block to finish walks the tree
+ * over these tables. In 32-bit words:
  *   rows:   the chain mode's residual r per node (V floats)   ROWS(M) * N * V
  *   double: 3N - 1 table slots of S x (BLOCK + 1) chunk prefix sums (slot u:
- *           p_u's; slot N + u: unit u's; slot 2N + j: unit N + j's), then
- *           2 sums per (slot, slice) (RRSw's draft mass off R; SpecHub's q
- *           sums, its pair terms)
+ *           p_u's; slot N + u: the residual after u's first present
+ *           child's rejection (the chain: its r); slot 2N + j: child-list
+ *           entry j's), then 2 sums per (slot, slice) (RRSw's draft mass
+ *           off R; SpecHub's q sums, its pair terms)
  *   int32:  the last positive index per (slot, slice); the argmax per
  *           (slot, slice) (greedy: of p; SpecHub: of q); which table is the
  *           chain's first choice (N); then the sync words: a completion
- *           counter per unit (2N - 1), the ticket that hands out units in
- *           order, and the done word that elects the walking block (the
- *           last). They start at 0 (the planner zeroes them every
- *           iteration) and the walking block resets them.
+ *           counter per unit (N), the ticket that hands out units in order,
+ *           and the done word that elects the walking block (the last).
+ *           They start at 0 (the planner zeroes them every iteration) and
+ *           the walking block resets them.
  * The host specification (kernels/ref/verify.c) needs 2 V floats. */
 #ifndef SW_VERIFY_LAYOUT_H
 #define SW_VERIFY_LAYOUT_H
@@ -41,29 +43,23 @@ static inline int64_t sw_verify_tab_words(int64_t n, int64_t v, int method)
 }
 
 /* whether the method is one of the tree methods (RRS, RRSw, SpecHub,
- * one-hot: units per child-list entry) */
+ * one-hot: child-list work) */
 static inline int sw_verify_is_tree(int method)
 {
 	return method >= 1 && method <= 4;
 }
 
-/* units of work: one per node, and for the tree methods one per child-list
- * entry (n - 1) */
-static inline int64_t sw_verify_units(int64_t n, int method)
-{
-	return sw_verify_is_tree(method) ? 2 * n - 1 : n;
-}
-
-/* the launch grid: a block per (unit, slice) */
+/* the launch grid: a block per (node, slice), every method */
 static inline int64_t sw_verify_grid(int64_t n, int64_t slices, int method)
 {
-	return sw_verify_units(n, method) * slices;
+	(void)method;
+	return n * slices;
 }
 
-/* the sync words: a counter per unit of 2n - 1, the ticket, the done word */
+/* the sync words: a counter per node, the ticket, the done word */
 static inline int64_t sw_verify_sync_count(int64_t n)
 {
-	return 2 * n - 1 + 2;
+	return n + 2;
 }
 
 /* words the kernel reaches (the done word is the last) */
@@ -131,10 +127,11 @@ static inline double sw_verify_node_traffic(int method, int k)
 	return method == 4 ? 2 : 3;
 }
 
-/* Child-list units of the tree methods: the unit of child i (0-based) of a
- * node with k children. RRS, RRSw: the residual after rejecting children
- * 0..i, for i >= 1 (p, q: 2; one-hot p: 1); i = 0 is the node unit's.
- * SpecHub's pair (k = 2): its terms (p, q: 2), then R's chunk sums (2). */
+/* Child-list work of the tree methods: that of child i (0-based) of a node
+ * with k children, done by the child's unit. RRS, RRSw: the residual after
+ * rejecting children 0..i, for i >= 1 (p, q: 2; one-hot p: 1); i = 0 is
+ * the parent's node work. SpecHub's pair (k = 2): its terms (p, q: 2),
+ * then R's chunk sums (2). */
 static inline double sw_verify_unit_traffic(int method, int k, int i)
 {
 	if (!sw_verify_is_tree(method))
@@ -144,16 +141,48 @@ static inline double sw_verify_unit_traffic(int method, int k, int i)
 	return i < 1 ? 0 : method == 4 ? 1.0 : 2.0;
 }
 
-/* The critical path through a node's units, in the same units: its node
- * unit, then each of its child-list units in turn (each waits for the one
- * before). The walk itself makes no vocabulary pass: it reads the tables
- * and, for the final draw, one chunk of one slice. */
-static inline double sw_verify_chain_traffic(int method, int k)
+/* The work a node with k children causes, in the same units: its node
+ * work and its children's child-list work (gen/plan.c's bytes). */
+static inline double sw_verify_work_traffic(int method, int k)
 {
 	double w = sw_verify_node_traffic(method, k);
 	for (int i = 0; i < k; i++)
 		w += sw_verify_unit_traffic(method, k, i);
 	return w;
+}
+
+/* The critical path through the units, in the same units, for a tree in
+ * BFS order given by its children counts (nc[0 .. n)): unit v does its node
+ * work (no waiting), then its child-list work once its parent's unit and
+ * its earlier siblings' units are done (when it has any), so
+ *   end(v) = max(node(v), end(parent), end(earlier siblings)) + list(v).
+ * The walk itself makes no vocabulary pass: it reads the tables and, for
+ * the final draw, one chunk of one slice. */
+static inline double sw_verify_crit_traffic(int method, const int *nc, int n)
+{
+	double end[256], most = 0;
+	int next = 1; /* BFS: node u's children are next .. next + nc[u] - 1 */
+	if (n > 256)
+		n = 256;
+	for (int v = 0; v < n; v++)
+		end[v] = sw_verify_node_traffic(method, nc[v]);
+	for (int u = 0; u < n; u++) {
+		double before = end[u]; /* the parent's unit, then each sibling's */
+		for (int i = 0; i < nc[u] && next + i < n; i++) {
+			const int v = next + i;
+			const double w = sw_verify_unit_traffic(method, nc[u], i);
+			if (w > 0) {
+				end[v] = (end[v] > before ? end[v] : before) + w;
+				before = end[v];
+			} else if (end[v] > before) {
+				before = end[v];
+			}
+		}
+		next += nc[u];
+	}
+	for (int v = 0; v < n; v++)
+		most = end[v] > most ? end[v] : most;
+	return most;
 }
 
 #endif

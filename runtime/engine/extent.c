@@ -403,9 +403,9 @@ static void ext_tree_expand(ectx *c)
 	set(c, 4, 4, false, "one iteration word");
 }
 
-/* verify.cu.tmpl: grid units x SLICES (a block per tree node and vocabulary
- * slice, and for the tree methods METHOD 1..4 one more per child-list entry:
- * kernels/verify_layout.h's sw_verify_grid); out_path, out_tok, tok
+/* verify.cu.tmpl: grid N_NODES x SLICES (a block per node and vocabulary
+ * slice, every method: kernels/verify_layout.h's sw_verify_grid); out_path,
+ * out_tok, tok
  * (N), counts (5 words: runtime/engine_state.h), tree (5 x N), p (N, V) and
  * q (N, VQ: a draft vocabulary prefix, VQ <= V; Q_BY_DEPTH: depth_max rows,
  * row depth(u), read only for a node with children), scratch (kernels/verify_layout.h: the kernel's rows and tables, at
@@ -421,9 +421,8 @@ static void ext_verify(ectx *c)
 	const int64_t G = sw_verify_grid(N, S, (int)M);
 	if (!c->rc && (g[0] != (uint64_t)G || g[1] != 1 || g[2] != 1))
 		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, 1] (a block per tree node and "
-		       "vocabulary slice, and per child-list entry for METHOD 1..4: N_NODES %lld, "
-		       "SLICES %lld, METHOD %lld)", g[0], g[1], g[2], (long long)G, (long long)N,
-		       (long long)S, (long long)M);
+		       "vocabulary slice: N_NODES %lld x SLICES %lld)", g[0], g[1], g[2],
+		       (long long)G, (long long)N, (long long)S);
 	block_is(c, B);
 	set(c, 0, mul(N, 4), true, "N_NODES %lld words", (long long)N);
 	set(c, 1, mul(N, 4), true, "N_NODES %lld words", (long long)N);
