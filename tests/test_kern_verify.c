@@ -450,17 +450,17 @@ static void test_verify_slices(void **state)
 
 /* Wide trees (8 and 13 children at a node, 4 under each of 6) with a draft
  * far from the target: several rejections in a row at one node, each a
- * child-list unit waiting on the ones before; 1, 3 and 7 slices; V = 10
+ * child-list unit waiting on the ones before; 1 and 7 slices; V = 10
  * (RRSw drafts 8 of the 10 ids, so residuals run out of mass; RRS repeats
  * tokens) and awkward V; absent children among them. The reference must
  * have rejected 3 or more children in a row in some runs. */
 static void test_verify_wide(void **state)
 {
 	(void)state;
-	static const int sl[] = {1, 3, 7};
+	static const int sl[] = {1, 7};
 	g_far = 1;
 	g_rej3 = 0;
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 2; i++) {
 		g_slices = sl[i];
 		check("branch:8,2", RT_VERIFY_RRS, 1000, 1.0f, 0, 1.0f, 4, 64);
 		check("branch:8,2", RT_VERIFY_RRSW, 1000, 1.0f, 0, 1.0f, 4, 64);
@@ -710,7 +710,7 @@ static void test_verify_exact(void **state)
 	chi2_cut("chain:5", M_CHAIN, 6, 3000, true);
 	g_slices = 3; /* two entries a slice */
 	chi2_cut("chain:5", M_CHAIN, 6, 3000, true);
-	chi2_cut("sequoia63", RT_VERIFY_RRS, 6, 3000, false);
+	chi2_cut("sequoia63", RT_VERIFY_RRS, 6, 2000, false); /* 13 children at the root */
 	chi2_cut("eagle25", RT_VERIFY_RRSW, 6, 3000, true);
 	chi2_cut("biseq8", RT_VERIFY_SPECHUB, 6, 3000, true);
 	g_slices = 1;
