@@ -7,7 +7,10 @@
  * without top-k / top-p; also with absent nodes (token -1: level cuts, the
  * chain cut after every depth, the root's only child, random subsets of
  * children; tokens >= V, which the kernel must take as absent without
- * reading at them). Also exactness of the kernel path (host expansion, kernel
+ * reading at them); wide trees with far drafts, so that several children of
+ * a node are rejected in a row (each later rejection's sums come from the
+ * block of that child, which waits on its parent's and earlier siblings'
+ * blocks). Also exactness of the kernel path (host expansion, kernel
  * verification) by chi-square on Markov tables, with and without a random
  * level cut, and NVRTC for sm_80 / sm_90 with zero spills. */
 #include <dlfcn.h>
@@ -479,6 +482,49 @@ static void test_verify_wide(void **state)
 	report("wide trees, far drafts");
 }
 
+/* A tree table that lists a node's children out of ascending id order
+ * (valid for the host specification, but a later child's block would wait
+ * on a block holding a later ticket): the kernel traps instead of waiting,
+ * for the tree methods; greedy never waits and takes it. */
+static void test_verify_child_order(void **state)
+{
+	(void)state;
+	gen_tree t;
+	sw_err err = {0};
+	assert_int_equal(gen_tree_parse("branch:3,2", NULL, &t, &err), 0);
+	const int V = 100, B = 64;
+	for (int m = RT_VERIFY_GREEDY; m <= RT_VERIFY_ONEHOT; m++) {
+		if (m == RT_VERIFY_SPECHUB)
+			continue;
+		const emu_kernel *k = verify_kernel(&t, V, m, 1, B);
+		vbuf b;
+		vbuf_init(&b, &t, V, m, B);
+		for (size_t i = 0; i < (size_t)t.n * V; i++)
+			b.p[i] = b.q[i] = 1.0f / V;
+		b.tok[0] = 0;
+		for (int u = 1; u < t.n; u++)
+			b.tok[u] = u;
+		/* the root's children 1, 2, 3 listed as 3, 2, 1 */
+		int32_t *cl = b.tree + 3 * t.n + t.child_start[0];
+		const int32_t c0 = cl[0];
+		cl[0] = cl[2];
+		cl[2] = c0;
+		*b.iter = 1;
+		uint32_t *sw = kern_seed(7);
+		void *args[] = {&b.path, &b.otok, &b.counts, &b.tree, &b.tok, &b.p, &b.q, &b.scratch,
+		                &sw, &b.iter};
+		emu_report rep;
+		const int rc = emu_launch(k, d3((unsigned)b.grid, 1, 1), d3(B, 1, 1), 0, args, &rep);
+		print_message("  method %d: %s\n", m, rc ? rep.msg : "ran");
+		if (m == RT_VERIFY_GREEDY)
+			assert_int_equal(rc, 0);
+		else
+			assert_int_equal(rc, EMU_EINVAL);
+		emu_free(sw);
+		vbuf_free(&b);
+	}
+}
+
 /* A draft whose vocabulary is a prefix of the target's (VQ < V, q = 0
  * beyond): every method against ref_verify_tree_vq, with the target argmax
  * beyond VQ in half the greedy / one-hot trees (a drafted token the draft
@@ -767,6 +813,7 @@ int main(void)
 		cmocka_unit_test(test_verify_out_of_range),
 		cmocka_unit_test(test_verify_slices),
 		cmocka_unit_test(test_verify_wide),
+		cmocka_unit_test(test_verify_child_order),
 		cmocka_unit_test(test_verify_vocab_prefix),
 		cmocka_unit_test(test_verify_by_depth),
 		cmocka_unit_test(test_verify_exact),
