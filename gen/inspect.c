@@ -76,14 +76,12 @@ static double sm_share(const json_value *g)
 	return b >= GEN_H100_SMS ? 1.0 : b / GEN_H100_SMS;
 }
 
-/* The verify op's critical path in seconds: its busiest stage-1 block
- * (the node whose preprocessing moves the most, kernels/verify_layout.h's
- * traffic model over its slice) at one SM's share of HBM, then the walk at
- * the same share: its final draw (one chunk) and, for the tree methods, the
- * vocabulary passes of a walk that stops at the node with the most children
- * after rejecting all of them (sw_verify_walk_traffic; a walk that accepts
- * a node's first or second child makes none there). -1 when the engine
- * lacks what it needs. */
+/* The verify op's critical path in seconds: the longest chain of units
+ * (kernels/verify_layout.h's sw_verify_crit_traffic over one slice: a
+ * unit's node work, then its child-list work once its parent's and earlier
+ * siblings' units are done) at one SM's share of HBM, then the walk at the
+ * same share: its tables and the final draw's chunk (the walk makes no
+ * vocabulary pass of its own). -1 when the engine lacks what it needs. */
 static double verify_crit(const json_value *eng, const json_value *op)
 {
 	const json_value *ks = json_get(eng, "kernels"), *prm = NULL;
@@ -93,20 +91,17 @@ static double verify_crit(const json_value *eng, const json_value *op)
 	for (size_t i = 0; ks && ks->type == JSON_ARRAY && i < ks->n && !prm; i++)
 		if (!strcmp(str(ks->items[i], "uri"), uri))
 			prm = json_get(ks->items[i], "params");
-	if (!prm || !nc || nc->type != JSON_ARRAY)
+	if (!prm || !nc || nc->type != JSON_ARRAY || nc->n > 256)
 		return -1;
 	const double V = num(prm, "V"), S = num(prm, "SLICES") > 0 ? num(prm, "SLICES") : 1;
 	const double B = num(prm, "BLOCK") > 0 ? num(prm, "BLOCK") : 256;
 	const int m = (int)num(prm, "METHOD");
-	double most = 0, walk = 0;
-	for (size_t u = 0; u < nc->n; u++) {
-		const int k = nc->items[u]->type == JSON_NUMBER ? (int)nc->items[u]->number : 0;
-		const double w = sw_verify_node_traffic(m, k), wk = sw_verify_walk_traffic(m, k, k);
-		most = w > most ? w : most;
-		walk = wk > walk ? wk : walk;
-	}
+	int k[256];
+	for (size_t u = 0; u < nc->n; u++)
+		k[u] = nc->items[u]->type == JSON_NUMBER ? (int)nc->items[u]->number : 0;
+	const double most = sw_verify_crit_traffic(m, k, (int)nc->n);
 	const double per_sm = GEN_H100_HBM_BPS / GEN_H100_SMS;
-	return (most * V / S * 4 + walk * V * 4 + (V / S / B + 2 * B * S) * 8) / per_sm;
+	return (most * V / S * 4 + (V / S / B + 2 * B * S) * 8) / per_sm;
 }
 
 /* Whether op o is tree attention's entry with this suffix (engine.json
@@ -307,9 +302,10 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 		        "launch (a grid of fewer blocks than SMs gets that share of the chip), "
 		        "times the launches (repeat = layers); attention _part: t_mem = max(t_hbm, "
 		        "t_l2) / sh_m, t_flop = max(t_smem, t_mma, t_exp) / sh_sm; verify: t_mem "
-		        "at least its busiest block, then the walk (stopping at the node with the most "
-		        "children, all rejected: a pass of one block per rejection after the first) at "
-		        "HBM / SMs\n", GEN_H100_SMS,
+		        "at least its longest chain of blocks (a node's own pass, then a slice "
+		        "pass per later child, each waiting for its parent's and earlier "
+		        "siblings'), then the walk's tables and final chunk, at HBM / SMs\n",
+		        GEN_H100_SMS,
 		        GEN_H100_HBM_BPS / 1e12, GEN_H100_BF16_FLOPS / 1e12, GEN_H100_FP32_FLOPS / 1e12);
 		fprintf(out, "  exec: kernel = rendered template, cublaslt = GEMM call, pending = "
 		        "no template yet (16-bit embedding gather, K/V store), memset = graph node\n");

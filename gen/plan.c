@@ -1139,8 +1139,9 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		block_fuse(&c, &dm, bk, t->n);
 	PHASE_END();
 
-	/* phase: accept (fused verification: a block per node and vocabulary
-	 * slice, the last walks) */
+	/* phase: accept (fused verification: a block per unit and vocabulary
+	 * slice, the units a node each and for the tree methods a child-list
+	 * entry each; the last block walks) */
 	PHASE("accept", t->n);
 	{
 		/* a draft head over the first VQ ids (layerskip "@V", or a draft
@@ -1160,33 +1161,33 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		for (size_t i = 0; i < sizeof(prm) / sizeof(prm[0]); i++)
 			if (!strcmp(prm[i].name, "Q_BY_DEPTH"))
 				prm[i].i = is_block;
-		/* the ticket word that elects the walking block, zeroed each
-		 * iteration (kernels/verify_layout.h; the kernel also resets it) */
+		/* the sync words (the units' counters, the ticket, the done word
+		 * that elects the walking block), zeroed each iteration
+		 * (kernels/verify_layout.h; the kernel also resets them) */
 		op_desc tk = {.name = "verify_ticket", .op = "memset", .exec = GEN_EXEC_MEMSET,
 		              .n_args = 1,
 		              .args = {A(a->verify_scratch,
-		                         sw_verify_done_word(t->n, tc->vocab, BLK_VERIFY, sl, vm) * 4)},
-		              .bytes = 4};
+		                         sw_verify_sync_word(t->n, tc->vocab, BLK_VERIFY, sl, vm) * 4)},
+		              .bytes = (double)sw_verify_sync_count(t->n) * 4};
 		emit(&c, &tk);
-		/* every node's preprocessing (kernels/verify_layout.h's traffic
-		 * model); the walk reads one chunk and the tables, and for the
-		 * tree methods makes a vocabulary pass per rejection after a
-		 * node's first (data-dependent: counted in gen/inspect.c's
-		 * critical path, not here) */
+		/* every unit's vocabulary work (kernels/verify_layout.h's traffic
+		 * model: node work, the tree methods' child-list work); the walk
+		 * reads the tables and one chunk */
 		double traffic = 0;
 		for (int u = 0; u < t->n; u++)
-			traffic += sw_verify_node_traffic(vm, t->n_children[u]);
+			traffic += sw_verify_work_traffic(vm, t->n_children[u]);
 		const double V4 = (double)tc->vocab * 4;
 		op_desc od = {.name = "verify", .op = "verify",
 		              .exec = GEN_EXEC_KERNEL, .uri = uri,
 		              .kernel = kernel_x(&c, "verify", "verify.cu.tmpl", prm, 9, GEN_PREFIX_PHILOX,
 		                                 false, NULL),
-		              .gx = t->n * sl, .block = BLK_VERIFY, .n_args = 10,
+		              .gx = (int)sw_verify_grid(t->n, sl, vm), .block = BLK_VERIFY, .n_args = 10,
 		              .args = {A(a->accept_path, 0), A(a->emitted, 0), A(a->counts, 0),
 		                       A(a->tree_table, 0), A(a->tree_tokens, 0), A(a->probs, 0),
 		                       A(has_draft_model ? a->draft_probs : a->probs, 0),
 		                       A(a->verify_scratch, 0), A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0)},
-		              .bytes = traffic * V4 + t->n * sl * (2 * BLK_VERIFY * 8.0 + 64),
+		              .bytes = traffic * V4 +
+		                       (double)sw_verify_grid(t->n, sl, vm) * (2 * BLK_VERIFY * 8.0 + 64),
 		              .flops = (uses_q ? 3.0 : 1.0) * traffic * tc->vocab};
 		emit(&c, &od);
 	}

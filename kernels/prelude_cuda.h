@@ -72,6 +72,15 @@ typedef unsigned long long uintptr_t;
 #define ATOMIC_MIN_I32(p, v) atomicMin((int *)(p), (int)(v))
 #define ATOMIC_CAS_U32(p, c, v) atomicCAS((unsigned *)(p), (unsigned)(c), (unsigned)(v))
 #define ATOMIC_EXCH_U32(p, v) atomicExch((unsigned *)(p), (unsigned)(v))
+/* WAIT_GE_I32(p, v): the calling thread spins until the int32 at p is >= v
+ * (a volatile load each time, which L1 does not serve). For a block that
+ * waits on blocks holding earlier tickets of an atomic counter: those are
+ * resident, so they finish. Follow it with FENCE() and SYNC(). */
+#define WAIT_GE_I32(p, v)                                                              \
+	do {                                                                           \
+		while (*(volatile int *)(p) < (int)(v))                                \
+			__nanosleep(64);                                               \
+	} while (0)
 
 /* ---- bit casts and bf16/fp16: the cvt.rn instructions that
  * __float2bfloat16_rn / __float2half_rn compile to, without the headers ---- */

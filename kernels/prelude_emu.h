@@ -151,6 +151,13 @@ DEV uint32_t emu__atomic_exch_u32(uint32_t *p, uint32_t v) { uint32_t o = *p; *p
 #define ATOMIC_MIN_I32(p, v) emu__atomic_min_i32(EMU__AT(p), (v))
 #define ATOMIC_CAS_U32(p, c, v) emu__atomic_cas_u32(EMU__AT(p), (c), (v))
 #define ATOMIC_EXCH_U32(p, v) emu__atomic_exch_u32(EMU__AT(p), (v))
+/* WAIT_GE_I32(p, v): blocks run one at a time in index order, so a
+ * counter that is not yet >= v never will be: reported as a deadlock
+ * (prelude_cuda.h spins). */
+#define WAIT_GE_I32(p, v)                                                              \
+	((void)(*EMU__AT(p) >= (int32_t)(v) ||                                         \
+	        ((emu__ctx->fail)(EMU_EDEADLOCK, __FILE__, __LINE__,                   \
+	                          "WAIT_GE_I32: a counter no earlier block raised"), 0)))
 
 /* ---- bit casts and bf16/fp16: kernels/half.h's round-to-nearest-even
  * conversions (the host's), plus what cvt.rn does with a NaN: the

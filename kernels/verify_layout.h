@@ -1,23 +1,28 @@
 /* The verify kernel's scratch layout (templates/verify.cu.tmpl), shared by
- * the planner that sizes the buffer (gen/plan.c), the executor's extent rule
- * (runtime/engine/extent.c) and the kernel tests. The kernel runs a block per
- * (tree node, vocabulary slice), SLICES slices for every method; the last
- * block to finish walks the tree over the small per-(node, slice) tables,
- * with a few vocabulary passes of its own for the tree methods (a node's
- * second and later rejections, SpecHub's pair terms and residual). With
- * S = SLICES, in 32-bit words:
+ * the planner that sizes the buffer and launches the grid (gen/plan.c), the
+ * executor's extent rule (runtime/engine/extent.c), gen/inspect.c's cost
+ * model and the kernel tests. The kernel runs a block per (unit, slice):
+ * a unit per tree node v, S = SLICES vocabulary slices each, grid N x S.
+ * Unit v does node v's own work (its p's chunk sums, the residual after its
+ * first present child's rejection, ...) and, for the tree methods, the
+ * work of v's entry j in the child lists (v = child i of node u): the
+ * residual after u's children 0..i were all rejected (SpecHub's pair: its
+ * terms at i = 0, its residual R at i = 1), after waiting for the units of
+ * u and of v's earlier siblings. The last block to finish walks the tree
+ * over these tables. In 32-bit words:
  *   rows:   the chain mode's residual r per node (V floats)   ROWS(M) * N * V
- *   double: two sets of chunk prefix sums, BLOCK + 1 per (node, slice) (the
- *           first-choice final distribution: the chain's r, a tree node's
- *           residual after its first rejection; p); two sums per (node,
- *           slice) (RRSw's draft mass off R; SpecHub's q mass with and
- *           without the slice's maximum); the walk's two tables of BLOCK + 1
- *   int32:  two sets of the last positive index per (node, slice); the
- *           argmax per (node, slice) (greedy: of p; SpecHub: of q); which
- *           set is the chain's first choice (N); the walk's rejected tokens
- *           R (N); the walk tables' last positive indices (2); the ticket
- *           word that elects the last block (starts at 0, the last block
- *           resets it; the planner zeroes it every iteration).
+ *   double: 3N - 1 table slots of S x (BLOCK + 1) chunk prefix sums (slot u:
+ *           p_u's; slot N + u: the residual after u's first present
+ *           child's rejection (the chain: its r); slot 2N + j: child-list
+ *           entry j's), then 2 sums per (slot, slice) (RRSw's draft mass
+ *           off R; SpecHub's q sums, its pair terms)
+ *   int32:  the last positive index per (slot, slice); the argmax per
+ *           (slot, slice) (greedy: of p; SpecHub: of q); which table is the
+ *           chain's first choice (N); then the sync words: a completion
+ *           counter per unit (N), the ticket that hands out units in order,
+ *           and the done word that elects the walking block (the last).
+ *           They start at 0 (the planner zeroes them every iteration) and
+ *           the walking block resets them.
  * The host specification (kernels/ref/verify.c) needs 2 V floats. */
 #ifndef SW_VERIFY_LAYOUT_H
 #define SW_VERIFY_LAYOUT_H
@@ -37,16 +42,44 @@ static inline int64_t sw_verify_tab_words(int64_t n, int64_t v, int method)
 	return w + (w & 1);
 }
 
-/* words the kernel reaches (the ticket word is the last) */
+/* whether the method is one of the tree methods (RRS, RRSw, SpecHub,
+ * one-hot: child-list work) */
+static inline int sw_verify_is_tree(int method)
+{
+	return method >= 1 && method <= 4;
+}
+
+/* the launch grid: a block per (node, slice), every method */
+static inline int64_t sw_verify_grid(int64_t n, int64_t slices, int method)
+{
+	(void)method;
+	return n * slices;
+}
+
+/* the sync words: a counter per node, the ticket, the done word */
+static inline int64_t sw_verify_sync_count(int64_t n)
+{
+	return n + 2;
+}
+
+/* words the kernel reaches (the done word is the last) */
 static inline int64_t sw_verify_kernel_words(int64_t n, int64_t v, int64_t block, int64_t slices,
                                              int method)
 {
-	const int64_t ns = n * slices;
-	return sw_verify_tab_words(n, v, method) +
-	       2 * (2 * ns * (block + 1) + 2 * ns + 2 * (block + 1)) + 3 * ns + 2 * n + 2 + 1;
+	const int64_t slots = (3 * n - 1) * slices;
+	return sw_verify_tab_words(n, v, method) + 2 * (slots * (block + 1) + 2 * slots) +
+	       2 * slots + n + sw_verify_sync_count(n);
 }
 
-/* word offset of the ticket word */
+/* word offset of the first sync word (the memset covers
+ * sw_verify_sync_count words from here) */
+static inline int64_t sw_verify_sync_word(int64_t n, int64_t v, int64_t block, int64_t slices,
+                                          int method)
+{
+	return sw_verify_kernel_words(n, v, block, slices, method) - sw_verify_sync_count(n);
+}
+
+/* word offset of the done word */
 static inline int64_t sw_verify_done_word(int64_t n, int64_t v, int64_t block, int64_t slices,
                                           int method)
 {
@@ -73,10 +106,10 @@ static inline int sw_verify_slices(int64_t n, int64_t v, int64_t block, int meth
 }
 
 /* The traffic model (gen/plan.c's bytes, gen/inspect.c's critical path):
- * vocabulary entries of 4 bytes that block (u, slice) reads or writes, for
- * a node with k present children, in units of V / slices. Greedy: p read
- * once (argmax). Chain: p, q read and r written, or p alone at a leaf. The
- * tree methods: p's chunk sums (1), then for a node with children the
+ * vocabulary entries of 4 bytes that block (unit, slice) reads or writes,
+ * in units of V / slices. Node units, for a node with k children: greedy, p
+ * read once (argmax). Chain: p, q read and r written, or p alone at a leaf.
+ * The tree methods: p's chunk sums (1), then for a node with children the
  * residual after its first rejection (p, q: 2; one-hot p: 1), or SpecHub's
  * pair (q's argmax, then q's two sums: 2). */
 static inline double sw_verify_node_traffic(int method, int k)
@@ -94,19 +127,62 @@ static inline double sw_verify_node_traffic(int method, int k)
 	return method == 4 ? 2 : 3;
 }
 
-/* The tree methods' walk: vocabulary passes of the walking block alone, in
- * entries of 4 bytes per V, at a node with k present children where the
- * walk rejects j of them (j <= k): every rejection after the first reads p
- * and q once (one-hot p: 1); all k rejected, the final draw reads one chunk
- * more. SpecHub's pair: its terms (p, q: 2) after the first coin fails, R's
- * chunk sums (2) after both. */
-static inline double sw_verify_walk_traffic(int method, int k, int j)
+/* Child-list work of the tree methods: that of child i (0-based) of a node
+ * with k children, done by the child's unit. RRS, RRSw: the residual after
+ * rejecting children 0..i, for i >= 1 (p, q: 2; one-hot p: 1); i = 0 is
+ * the parent's node work. SpecHub's pair (k = 2): its terms (p, q: 2),
+ * then R's chunk sums (2). */
+static inline double sw_verify_unit_traffic(int method, int k, int i)
 {
-	if (method == 0 || method == 5)
+	if (!sw_verify_is_tree(method))
 		return 0;
 	if (method == 3 && k == 2)
-		return j >= 2 ? 4 : j == 1 ? 2 : 0;
-	return j < 2 ? 0 : (j - 1) * (method == 4 ? 1.0 : 2.0);
+		return 2;
+	return i < 1 ? 0 : method == 4 ? 1.0 : 2.0;
+}
+
+/* The work a node with k children causes, in the same units: its node
+ * work and its children's child-list work (gen/plan.c's bytes). */
+static inline double sw_verify_work_traffic(int method, int k)
+{
+	double w = sw_verify_node_traffic(method, k);
+	for (int i = 0; i < k; i++)
+		w += sw_verify_unit_traffic(method, k, i);
+	return w;
+}
+
+/* The critical path through the units, in the same units, for a tree in
+ * BFS order given by its children counts (nc[0 .. n)): unit v does its node
+ * work (no waiting), then its child-list work once its parent's unit and
+ * its earlier siblings' units are done (when it has any), so
+ *   end(v) = max(node(v), end(parent), end(earlier siblings)) + list(v).
+ * The walk itself makes no vocabulary pass: it reads the tables and, for
+ * the final draw, one chunk of one slice. */
+static inline double sw_verify_crit_traffic(int method, const int *nc, int n)
+{
+	double end[256], most = 0;
+	int next = 1; /* BFS: node u's children are next .. next + nc[u] - 1 */
+	if (n > 256)
+		n = 256;
+	for (int v = 0; v < n; v++)
+		end[v] = sw_verify_node_traffic(method, nc[v]);
+	for (int u = 0; u < n; u++) {
+		double before = end[u]; /* the parent's unit, then each sibling's */
+		for (int i = 0; i < nc[u] && next + i < n; i++) {
+			const int v = next + i;
+			const double w = sw_verify_unit_traffic(method, nc[u], i);
+			if (w > 0) {
+				end[v] = (end[v] > before ? end[v] : before) + w;
+				before = end[v];
+			} else if (end[v] > before) {
+				before = end[v];
+			}
+		}
+		next += nc[u];
+	}
+	for (int v = 0; v < n; v++)
+		most = end[v] > most ? end[v] : most;
+	return most;
 }
 
 #endif

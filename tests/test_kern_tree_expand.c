@@ -376,9 +376,10 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n, 
 	int32_t *tok = emu_alloc((size_t)t.n * sizeof(int32_t), "tok");
 	float *p = emu_alloc(nv * sizeof(float), "p");
 	float *q = emu_alloc(nv * sizeof(float), "q");
-	/* the planner's size (kernels/verify_layout.h), its ticket word at 0 */
+	/* the planner's size (kernels/verify_layout.h), its sync words at 0 */
 	float *scratch = emu_alloc((size_t)sw_verify_scratch_words(t.n, V, B, 1, method) * 4, "scratch");
-	((int32_t *)scratch)[sw_verify_done_word(t.n, V, B, 1, method)] = 0;
+	memset((int32_t *)scratch + sw_verify_sync_word(t.n, V, B, 1, method), 0,
+	       (size_t)sw_verify_sync_count(t.n) * sizeof(int32_t));
 	uint32_t *iter = emu_alloc(sizeof(uint32_t), "iter");
 	float *P = malloc((size_t)V * V * sizeof(float)), *Q = malloc((size_t)V * V * sizeof(float));
 	gen_tree_table(&t, tree);
@@ -410,7 +411,7 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n, 
 			launch(ek[d], d3(nl, 1, 1), d3(B, 1, 1), ea);
 		}
 		void *va[] = {&path, &otok, &counts, &tree, &tok, &p, &q, &scratch, &seed, &iter};
-		launch(vk, d3((unsigned)t.n, 1, 1), d3(B, 1, 1), va); /* a block per node */
+		launch(vk, d3((unsigned)sw_verify_grid(t.n, 1, method), 1, 1), d3(B, 1, 1), va);
 		hist[otok[0]]++;
 	}
 	double probs[8];

@@ -7,7 +7,10 @@
  * without top-k / top-p; also with absent nodes (token -1: level cuts, the
  * chain cut after every depth, the root's only child, random subsets of
  * children; tokens >= V, which the kernel must take as absent without
- * reading at them). Also exactness of the kernel path (host expansion, kernel
+ * reading at them); wide trees with far drafts, so that several children of
+ * a node are rejected in a row (each later rejection's sums come from the
+ * block of that child, which waits on its parent's and earlier siblings'
+ * blocks). Also exactness of the kernel path (host expansion, kernel
  * verification) by chi-square on Markov tables, with and without a random
  * level cut, and NVRTC for sm_80 / sm_90 with zero spills. */
 #include <dlfcn.h>
@@ -71,8 +74,9 @@ typedef struct vbuf {
 	int32_t *path, *otok, *counts, *tree, *tok;
 	float *p, *q, *scratch;
 	uint32_t *iter;
-	int32_t *done; /* the ticket word inside scratch */
-	int grid;      /* nodes x slices */
+	int32_t *sync; /* the sync words inside scratch (counters, ticket, done) */
+	int n_sync;
+	int grid;      /* units x slices (kernels/verify_layout.h) */
 } vbuf;
 
 static void vbuf_init(vbuf *b, const gen_tree *t, int V, int method, int block)
@@ -89,9 +93,11 @@ static void vbuf_init(vbuf *b, const gen_tree *t, int V, int method, int block)
 	const int S = slices_for(method);
 	b->scratch = emu_alloc((size_t)sw_verify_scratch_words(t->n, V, block, S, method) * 4,
 	                       "scratch");
-	b->done = (int32_t *)b->scratch + sw_verify_done_word(t->n, V, block, S, method);
-	b->grid = t->n * S;
-	*b->done = 0; /* the planner's memset; the kernel resets it after */
+	b->sync = (int32_t *)b->scratch + sw_verify_sync_word(t->n, V, block, S, method);
+	b->n_sync = (int)sw_verify_sync_count(t->n);
+	b->grid = (int)sw_verify_grid(t->n, S, method);
+	/* the planner's memset; the kernel resets them after */
+	memset(b->sync, 0, (size_t)b->n_sync * sizeof(int32_t));
 	b->iter = emu_alloc(sizeof(uint32_t), "iter");
 	memset(b->counts, 0, 5 * sizeof(int32_t));
 	gen_tree_table(t, b->tree);
@@ -110,15 +116,17 @@ static void vbuf_free(vbuf *b)
 	emu_free(b->iter);
 }
 
-/* grid: one block per (node, slice); the ticket word must be back at 0 */
+/* grid: one block per (unit, slice); the sync words must be back at 0 */
 static void vlaunch(const emu_kernel *k, vbuf *b, uint64_t seed, int block)
 {
 	uint32_t *sw = kern_seed(seed);
 	void *args[] = {&b->path, &b->otok, &b->counts, &b->tree, &b->tok, &b->p, &b->q, &b->scratch,
 	                &sw, &b->iter};
 	launch(k, d3((unsigned)b->grid, 1, 1), d3((unsigned)block, 1, 1), args);
-	if (*b->done != 0)
-		fail_msg("verify left its ticket word at %d, expected 0", *b->done);
+	for (int i = 0; i < b->n_sync; i++)
+		if (b->sync[i] != 0)
+			fail_msg("verify left sync word %d of %d at %d, expected 0", i, b->n_sync,
+			         b->sync[i]);
 	emu_free(sw);
 }
 
@@ -138,6 +146,13 @@ static int rule_for(int method)
 }
 
 static long g_runs, g_accepted, g_mismatch;
+
+/* A draft far from the target in check() (its logits drawn apart from the
+ * target's, not near them), so that a node's children are rejected several
+ * in a row; g_rej3 counts the runs where the reference rejected 3 or more
+ * children of one node in a row. */
+static int g_far = 0;
+static long g_rej3;
 
 /* Absent nodes in check(): none; a level cut (every node deeper than a
  * depth drawn per seed, 0 .. depth_max, is -1: the SpecDec++ shape, on a
@@ -185,7 +200,7 @@ static void check_ex(const char *tree_spec, int method, int V, float temp, int t
 		uint32_t iter = (uint32_t)(sd_i * 3 + 1);
 		for (size_t i = 0; i < nv; i++) {
 			zt[i] = (float)(3.0 * rnd());
-			zd[i] = zt[i] + (float)(0.5 * rnd());
+			zd[i] = g_far ? (float)(3.0 * rnd()) : zt[i] + (float)(0.5 * rnd());
 		}
 		for (int u = 0; u < t.n; u++) {
 			rt_probs(b.p + (size_t)u * V, zt + (size_t)u * V, V, &s, idx);
@@ -271,6 +286,18 @@ static void check_ex(const char *tree_spec, int method, int V, float temp, int t
 		g_mismatch += bad > 0;
 		g_runs++;
 		g_accepted += want_acc;
+		/* rejections in a row: the present children before the accepted
+		 * one on the path, all of them at the node the path ends at */
+		int most = 0;
+		for (int d = 0; d <= want_acc; d++) {
+			const int u = want_path[d], *cl = t.child_list + t.child_start[u];
+			int r = 0;
+			for (int i = 0; i < t.n_children[u] && (d == want_acc || cl[i] != want_path[d + 1]);
+			     i++)
+				r += b.tok[cl[i]] >= 0;
+			most = r > most ? r : most;
+		}
+		g_rej3 += most >= 3;
 	}
 	if (b.counts[3] < 0 || b.counts[4] != b.counts[3])
 		fail_msg("accumulators %d %d", b.counts[3], b.counts[4]);
@@ -422,6 +449,80 @@ static void test_verify_slices(void **state)
 	}
 	g_slices = 1;
 	report("vocabulary slices 2 / 3 / 7");
+}
+
+/* Wide trees (8 and 13 children at a node, 4 under each of 6) with a draft
+ * far from the target: several rejections in a row at one node, each a
+ * child-list unit waiting on the ones before; 1 and 7 slices; V = 10
+ * (RRSw drafts 8 of the 10 ids, so residuals run out of mass; RRS repeats
+ * tokens) and awkward V; absent children among them. The reference must
+ * have rejected 3 or more children in a row in some runs. */
+static void test_verify_wide(void **state)
+{
+	(void)state;
+	static const int sl[] = {1, 7};
+	g_far = 1;
+	g_rej3 = 0;
+	for (int i = 0; i < 2; i++) {
+		g_slices = sl[i];
+		check("branch:8,2", RT_VERIFY_RRS, 1000, 1.0f, 0, 1.0f, 4, 64);
+		check("branch:8,2", RT_VERIFY_RRSW, 1000, 1.0f, 0, 1.0f, 4, 64);
+		check("branch:8,2", RT_VERIFY_ONEHOT, 1000, 0.6f, 0, 1.0f, 4, 64);
+		check("branch:6,4", RT_VERIFY_RRSW, 111, 0.6f, 0, 0.9f, 4, 64);
+		check("branch:8,2", RT_VERIFY_RRSW, 10, 1.0f, 0, 1.0f, 6, 64);
+		check("branch:8,2", RT_VERIFY_RRS, 10, 1.0f, 0, 1.0f, 6, 64);
+		check_ex("sequoia63", RT_VERIFY_RRSW, 260, 1.0f, 0, 1.0f, 3, 64, ABS_SUBSETS);
+		check_ex("branch:8,2", RT_VERIFY_ONEHOT, 33, 1.0f, 0, 1.0f, 4, 64, ABS_SUBSETS);
+		check("biseq16", RT_VERIFY_SPECHUB, 260, 1.0f, 0, 1.0f, 4, 64);
+	}
+	g_slices = 1;
+	g_far = 0;
+	print_message("  %ld runs with 3 or more rejections in a row at one node\n", g_rej3);
+	assert_true(g_rej3 > 0);
+	report("wide trees, far drafts");
+}
+
+/* A tree table that lists a node's children out of ascending id order
+ * (valid for the host specification, but a later child's block would wait
+ * on a block holding a later ticket): the kernel traps instead of waiting,
+ * for the tree methods; greedy never waits and takes it. */
+static void test_verify_child_order(void **state)
+{
+	(void)state;
+	gen_tree t;
+	sw_err err = {0};
+	assert_int_equal(gen_tree_parse("branch:3,2", NULL, &t, &err), 0);
+	const int V = 100, B = 64;
+	for (int m = RT_VERIFY_GREEDY; m <= RT_VERIFY_ONEHOT; m++) {
+		if (m == RT_VERIFY_SPECHUB)
+			continue;
+		const emu_kernel *k = verify_kernel(&t, V, m, 1, B);
+		vbuf b;
+		vbuf_init(&b, &t, V, m, B);
+		for (size_t i = 0; i < (size_t)t.n * V; i++)
+			b.p[i] = b.q[i] = 1.0f / V;
+		b.tok[0] = 0;
+		for (int u = 1; u < t.n; u++)
+			b.tok[u] = u;
+		/* the root's children 1, 2, 3 listed as 3, 2, 1 */
+		int32_t *cl = b.tree + 3 * t.n + t.child_start[0];
+		const int32_t c0 = cl[0];
+		cl[0] = cl[2];
+		cl[2] = c0;
+		*b.iter = 1;
+		uint32_t *sw = kern_seed(7);
+		void *args[] = {&b.path, &b.otok, &b.counts, &b.tree, &b.tok, &b.p, &b.q, &b.scratch,
+		                &sw, &b.iter};
+		emu_report rep;
+		const int rc = emu_launch(k, d3((unsigned)b.grid, 1, 1), d3(B, 1, 1), 0, args, &rep);
+		print_message("  method %d: %s\n", m, rc ? rep.msg : "ran");
+		if (m == RT_VERIFY_GREEDY)
+			assert_int_equal(rc, 0);
+		else
+			assert_int_equal(rc, EMU_EINVAL);
+		emu_free(sw);
+		vbuf_free(&b);
+	}
 }
 
 /* A draft whose vocabulary is a prefix of the target's (VQ < V, q = 0
@@ -655,7 +756,7 @@ static void test_verify_exact(void **state)
 	chi2_cut("chain:5", M_CHAIN, 6, 3000, true);
 	g_slices = 3; /* two entries a slice */
 	chi2_cut("chain:5", M_CHAIN, 6, 3000, true);
-	chi2_cut("sequoia63", RT_VERIFY_RRS, 6, 3000, false);
+	chi2_cut("sequoia63", RT_VERIFY_RRS, 6, 2000, false); /* 13 children at the root */
 	chi2_cut("eagle25", RT_VERIFY_RRSW, 6, 3000, true);
 	chi2_cut("biseq8", RT_VERIFY_SPECHUB, 6, 3000, true);
 	g_slices = 1;
@@ -711,6 +812,8 @@ int main(void)
 		cmocka_unit_test(test_verify_absent),
 		cmocka_unit_test(test_verify_out_of_range),
 		cmocka_unit_test(test_verify_slices),
+		cmocka_unit_test(test_verify_wide),
+		cmocka_unit_test(test_verify_child_order),
 		cmocka_unit_test(test_verify_vocab_prefix),
 		cmocka_unit_test(test_verify_by_depth),
 		cmocka_unit_test(test_verify_exact),

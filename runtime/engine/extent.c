@@ -404,7 +404,8 @@ static void ext_tree_expand(ectx *c)
 }
 
 /* verify.cu.tmpl: grid N_NODES x SLICES (a block per node and vocabulary
- * slice, every method); out_path, out_tok, tok
+ * slice, every method: kernels/verify_layout.h's sw_verify_grid); out_path,
+ * out_tok, tok
  * (N), counts (5 words: runtime/engine_state.h), tree (5 x N), p (N, V) and
  * q (N, VQ: a draft vocabulary prefix, VQ <= V; Q_BY_DEPTH: depth_max rows,
  * row depth(u), read only for a node with children), scratch (kernels/verify_layout.h: the kernel's rows and tables, at
@@ -417,10 +418,11 @@ static void ext_verify(ectx *c)
 	const int64_t M = P(c, "METHOD", 0, 16), S = P(c, "SLICES", 1, V < 1 ? 1 : V);
 	const int64_t QD = P(c, "Q_BY_DEPTH", 0, 1);
 	const unsigned *g = c->x->grid;
-	if (!c->rc && (g[0] != (uint64_t)(N * S) || g[1] != 1 || g[2] != 1))
+	const int64_t G = sw_verify_grid(N, S, (int)M);
+	if (!c->rc && (g[0] != (uint64_t)G || g[1] != 1 || g[2] != 1))
 		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, 1] (a block per tree node and "
 		       "vocabulary slice: N_NODES %lld x SLICES %lld)", g[0], g[1], g[2],
-		       (long long)(N * S), (long long)N, (long long)S);
+		       (long long)G, (long long)N, (long long)S);
 	block_is(c, B);
 	set(c, 0, mul(N, 4), true, "N_NODES %lld words", (long long)N);
 	set(c, 1, mul(N, 4), true, "N_NODES %lld words", (long long)N);

@@ -8,7 +8,8 @@
 # compares the greedy tokens (and graph vs --eager on cuda), then prints the
 # per-kernel timings of `specwright profile` against the bandwidth roofline.
 # Then an adaptive (SpecDec++) engine, whose gated draft levels are CUDA IF
-# nodes: graph vs --eager tokens on cuda; and compute-sanitizer memcheck,
+# nodes: graph vs --eager tokens on cuda; the same for a wide sampled tree
+# (sequoia63 RRSw: verify's waiting blocks); and compute-sanitizer memcheck,
 # racecheck and synccheck over one engine iteration (prefill + 1 token),
 # eager (every kernel its own launch) and, for memcheck, as a graph.
 # Without a GPU it says so and exits 2; a failed check exits 1.
@@ -378,6 +379,54 @@ else
 	fi
 fi
 
+# ---- a wide sampled tree: verify's blocks that wait on other blocks ----
+# RRSw on sequoia63 (13 children at the root, 8 under its first): the
+# blocks of the later children spin on their parent's and earlier
+# siblings' counters (templates/verify.cu.tmpl), which only hardware runs
+# out of order. graph vs eager tokens (same seed), under a time limit (a
+# wait that never ends is a hang), then the sanitizers below.
+note "wide sampled tree (sequoia63, RRSw, T 0.8): cuda graph vs eager"
+wdir="$OUT/engines/wide"
+if ! python3 - "$base" "$OUT/wide.json" <<'EOF2'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["name"] = "smollm2-135m-layerskip-sequoia63-rrsw"
+s["tree"] = "sequoia63"
+s["verify"] = {"method": "rrsw", "expand": "sample-wor"}
+s["sampling"] = {"temperature": 0.8, "top_k": 0, "top_p": 1}
+json.dump(s, open(sys.argv[2], "w"), indent=2)
+EOF2
+then
+	bad "wide: cannot write its spec from $base"
+elif ! "$BUILD/specwright" build "$OUT/wide.json" -o "$wdir" >"$OUT/wide.build.log" 2>&1; then
+	tail -n 20 "$OUT/wide.build.log" >&2
+	bad "wide: build"
+elif [ $offline -eq 1 ]; then
+	echo "  built"
+	skipped "graph vs eager on cuda"
+else
+	tw="" tx=""
+	for mode in graph eager; do
+		extra=""
+		[ $mode = eager ] && extra="--eager"
+		if timeout 300 "$BUILD/specwright" run "$wdir" --backend cuda $extra -n "$N" -p "$PROMPT" \
+			--json >"$OUT/wide.$mode.json" 2>"$OUT/wide.$mode.err"; then
+			t=$(json_tokens <"$OUT/wide.$mode.json")
+			[ $mode = graph ] && tw=$t || tx=$t
+			printf '  %-6s %8s tok/s  tau %s\n' $mode "$(json_field tok_per_s <"$OUT/wide.$mode.json")" \
+				"$(json_field tau <"$OUT/wide.$mode.json")"
+		else
+			tail -n 20 "$OUT/wide.$mode.err" >&2
+			bad "wide: run --backend cuda $extra (exit 124: a hang)"
+		fi
+	done
+	if [ -n "$tw" ] && [ "$tw" = "$tx" ]; then
+		echo "  graph and eager emit the same $N tokens (same seed)"
+	elif [ -n "$tw" ] && [ -n "$tx" ]; then
+		bad "wide: graph and eager emit different tokens"
+	fi
+fi
+
 # ---- compute-sanitizer over one engine iteration ----
 note "compute-sanitizer: memcheck, racecheck, synccheck (prefill + one iteration)"
 SANITIZER=${SANITIZER:-$CUDA_HOME/bin/compute-sanitizer}
@@ -389,7 +438,7 @@ elif [ $offline -eq 1 ]; then
 	echo "  $SANITIZER present"
 	skipped "the sanitizer runs"
 else
-	for dir in "$OUT/engines/smollm2-ngram" "$adir"; do
+	for dir in "$OUT/engines/smollm2-ngram" "$adir" "$wdir"; do
 		[ -f "$dir/engine.json" ] || continue
 		name=$(basename "$dir")
 		for run in memcheck:--eager racecheck:--eager synccheck:--eager memcheck:graph; do
