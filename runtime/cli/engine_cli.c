@@ -802,7 +802,8 @@ int cli_engine_bench(cli_opts *o)
 	printf("\nDecode only, medians over %d prompts; roofline: a target-only step reads %.1f MB "
 	       "(%s weights + fp16 K/V at context %.0f; the fp32 reference %.1f MB) at %.2f GB/s: "
 	       "%.1f tok/s (%.1f for the reference)\n\n", used, bytes16 / 1e6,
-	       e->man->dtype == RT_Q8_0 ? "q8_0" : e->man->dtype == RT_BF16 ? "bf16" : "fp16", ctx,
+	       e->man->dtype == RT_Q8_0 ? "q8_0" : e->man->dtype == RT_Q8_0_A8 ? "q8_0 (int8 GEMM inputs)"
+	       : e->man->dtype == RT_BF16 ? "bf16" : "fp16", ctx,
 	       bytes32 / 1e6, bw / 1e9, bw / bytes16, bw / bytes32);
 	const double rcpu = cli_median(sv[S_RCPU], used), ecpu = cli_median(sv[S_ECPU], used);
 	printf("| decoder | tok/s | tok per CPU-s | share of the roofline: wall-clock | per "
