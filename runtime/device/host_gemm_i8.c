@@ -5,8 +5,14 @@
  * engines whose dtype asks for it ("q8_0_a8").
  *
  * Why: at the rows of a verified tree (26) the fp32-FMA GEMM is bound by
- * arithmetic; vpdpbusd does 64 multiply-adds an instruction against 16, so
- * the weight stream stays the limit up to more rows.
+ * arithmetic. vpdpbusd does 64 multiply-adds an instruction against an
+ * FMA's 16, but on Zen 4 it issues at half the rate (measured, one thread:
+ * 1.78 G zmm vpdpbusd/s against 3.66 G zmm FMA/s), so the gain is 2x, not
+ * 4x: a 26-row call runs near that bound (35 ms of GEMMs a token for
+ * SmolLM2-135M against 31 at 1.78 G/s; 85 on the fp32 path), while one
+ * row is bound by the weight stream (~8 ms). The AVX2 path (maddubs, madd:
+ * five operations per 32 products) is for CPUs without VNNI, for the same
+ * numbers there, not for speed: it is no faster than the 16-bit path.
  *
  * Layout: lanes are output columns. A group of G columns (16 on AVX-512, 8
  * on AVX2) has its 32-byte weight blocks transposed in registers so that
@@ -31,8 +37,6 @@
 #else
 #define I8_X86 0
 #endif
-
-#define I8_PF_HINT _MM_HINT_T1       /* the next group's weights, into L2 */
 
 typedef struct i8_job {
 	float *C;             /* (m, n) */
@@ -123,13 +127,51 @@ static void cols_portable(const i8_job *jb, int64_t j0, int64_t j1)
 #define I8_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define I8_VNNI __attribute__((target("avx512f,avx512vnni,avx2,fma,f16c")))
 
-/* Prefetch the group after this one: block b's share of its contiguous rows */
-static inline void pf_block(const char *pf, int64_t b, int g)
+/* A group's W rows, copied into a per-thread buffer before use: read in
+ * the order they lie in memory. Read in place, a block at a time across
+ * the group's 8 or 16 rows, the weights streamed at half the rate (6.5
+ * against 13.5 GB/s for the LM head on one thread, whatever the software
+ * prefetch); copied first, as fast as the 16-bit path reads them. The
+ * buffer is kept between calls, freed when the thread exits. */
+static _Thread_local char *g_buf;
+static _Thread_local size_t g_cap;
+static pthread_key_t g_key;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void g_key_init(void)
 {
-	if (!pf)
-		return;
-	for (int64_t o = b * g * HG_Q8_BYTES; o < (b + 1) * g * HG_Q8_BYTES; o += 64)
-		_mm_prefetch(pf + o, I8_PF_HINT);
+	pthread_key_create(&g_key, free);
+}
+
+/* Room for `bytes` in this thread's group buffer, or NULL. */
+static char *group_buf(size_t bytes)
+{
+	if (bytes > g_cap) {
+		char *p = NULL;
+		if (posix_memalign((void **)&p, 64, bytes))
+			return NULL;
+		free(g_buf);
+		g_buf = p;
+		g_cap = bytes;
+		pthread_once(&g_once, g_key_init);
+		pthread_setspecific(g_key, p);
+	}
+	return g_buf;
+}
+
+/* base[c], step[c]: where column j + c's block b lies (base[c] + b * step[c]),
+ * in the copy when there is one; a partial group's missing columns read
+ * zero_blk (step 0) */
+static void group_rows(const char **base, int64_t *step, int g, int nc, const char *W,
+                       int64_t j, int64_t wrow)
+{
+	char *buf = group_buf((size_t)(g * wrow));
+	if (buf)
+		memcpy(buf, W + j * wrow, (size_t)(nc * wrow));
+	for (int c = 0; c < g; c++) {
+		base[c] = c >= nc ? zero_blk : buf ? buf + c * wrow : W + (j + c) * wrow;
+		step[c] = c < nc ? HG_Q8_BYTES : 0;
+	}
 }
 
 /* ---- AVX2: 8 columns, u8 x s8 by maddubs (|w| times a with w's sign: at
@@ -145,13 +187,8 @@ static I8_AVX2 void cols_avx2(const i8_job *jb, int64_t j0, int64_t j1)
 		                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 		const char *base[8];
 		int64_t step[8];
-		for (int c = 0; c < 8; c++) {
-			base[c] = c < nc ? jb->W + (j + c) * jb->wrow : zero_blk;
-			step[c] = c < nc ? HG_Q8_BYTES : 0;
-		}
-		const char *pf = j + 8 < j1 ? jb->W + (j + 8) * jb->wrow : NULL;
+		group_rows(base, step, 8, nc, jb->W, j, jb->wrow);
 		for (int64_t b = 0; b < nb; b++) {
-			pf_block(pf, b, 8);
 			__m256i r[8], t[8], u[8], T[8], U[8];
 			uint16_t ds[8];
 			for (int c = 0; c < 8; c++) {
@@ -200,76 +237,114 @@ static I8_AVX2 void cols_avx2(const i8_job *jb, int64_t j0, int64_t j1)
  * (signed), so each lane's sum is the dot product + 128 sum(w), taken off
  * after (sum(w) by vpdpbusd against ones, once per group and block) ---- */
 
-static I8_VNNI void cols_vnni(const i8_job *jb, int64_t j0, int64_t j1)
+/* 16 columns' block b transposed: T[x] lane c = dword x of column c's 32
+ * bytes; *dw: their scales. base/step: column c's block b is at base[c] + b *
+ * step[c] (a partial group's missing columns read zero_blk, step 0). */
+static inline I8_VNNI void vnni_tr16(__m512i T[8], __m512 *dw, const char *const base[16],
+                                     const int64_t step[16], int64_t b, __m512i vix,
+                                     __mmask16 mk)
 {
-	const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
-	/* 128-bit lanes (a0, b0, a2, b2) and (a1, b1, a3, b3) of two vectors */
 	const __m512i ix_lo = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
 	const __m512i ix_hi = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
-	const int64_t nb = jb->nb;
+	__m512i r[8], t[8], u[8];
+	/* the scales: a gather of each column's first dword, low halves kept
+	 * (columns are wrow apart from column 0's block, vix) */
+	const __m512i d32 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mk, vix,
+	                                                base[0] + b * step[0], 1);
+	*dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32));
+	/* zmm c: column c's block in the low half, column c + 8's high */
+#pragma GCC unroll 8
+	for (int c = 0; c < 8; c++)
+		r[c] = _mm512_inserti64x4(
+			_mm512_castsi256_si512(_mm256_loadu_si256(
+				(const __m256i *)(const void *)(base[c] + b * step[c] + 2))),
+			_mm256_loadu_si256((const __m256i *)(const void *)(base[c + 8] + b * step[c + 8] + 2)),
+			1);
+#pragma GCC unroll 4
+	for (int c = 0; c < 8; c += 2) {
+		t[c] = _mm512_unpacklo_epi32(r[c], r[c + 1]);
+		t[c + 1] = _mm512_unpackhi_epi32(r[c], r[c + 1]);
+	}
+#pragma GCC unroll 2
+	for (int h = 0; h < 2; h++) {
+		u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+		u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+		u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+		u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+	}
+	/* 128-bit lanes (a0, b0, a2, b2) and (a1, b1, a3, b3) of u[x], u[x + 4] */
+#pragma GCC unroll 4
+	for (int x = 0; x < 4; x++) {
+		T[x] = _mm512_permutex2var_epi64(u[x], ix_lo, u[x + 4]);
+		T[x + 4] = _mm512_permutex2var_epi64(u[x], ix_hi, u[x + 4]);
+	}
+}
+
+static inline I8_VNNI __m512i bcast4(const uint8_t *p)
+{
+	int32_t v;
+	memcpy(&v, p, sizeof(v));
+	return _mm512_set1_epi32(v);
+}
+
+/* rows of A per pass over a group: their accumulators, a contiguous tile
+ * on the stack (C's rows are n floats apart: at the LM head's n, every row
+ * of a group's 64 bytes falls in the same L1 set) */
+#define I8_ROWS 64
+
+static I8_VNNI void cols_vnni(const i8_job *jb, int64_t j0, int64_t j1)
+{
+	/* locals: C's stores could alias jb's fields, which would be reloaded */
+	const int64_t nb = jb->nb, m = jb->m, k = jb->k, n = jb->n, wrow = jb->wrow;
+	const uint8_t *const aq = jb->aq;
+	const float *const da = jb->da;
+	const char *const W = jb->W;
+	const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
+	const __m512i vix = _mm512_mullo_epi32(_mm512_set1_epi32((int32_t)wrow),
+	                                       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+	                                                         11, 12, 13, 14, 15));
+	__m512 acc[I8_ROWS];
 	for (int64_t j = j0; j < j1; j += 16) {
 		const int nc = j1 - j < 16 ? (int)(j1 - j) : 16;
 		const __mmask16 mk = (__mmask16)((1u << nc) - 1);
 		const char *base[16];
 		int64_t step[16];
-		for (int c = 0; c < 16; c++) {
-			base[c] = c < nc ? jb->W + (j + c) * jb->wrow : zero_blk;
-			step[c] = c < nc ? HG_Q8_BYTES : 0;
-		}
-		const char *pf = j + 16 < j1 ? jb->W + (j + 16) * jb->wrow : NULL;
-		for (int64_t b = 0; b < nb; b++) {
-			pf_block(pf, b, 16);
-			__m512i r[8], t[8], u[8], T[8];
-			uint16_t ds[16];
-			for (int c = 0; c < 16; c++)
-				memcpy(&ds[c], base[c] + b * step[c], sizeof(ds[c]));
-			/* zmm c: column c's block in the low half, column c + 8's high */
-			for (int c = 0; c < 8; c++)
-				r[c] = _mm512_inserti64x4(
-					_mm512_castsi256_si512(_mm256_loadu_si256(
-						(const __m256i *)(const void *)(base[c] + b * step[c] + 2))),
-					_mm256_loadu_si256((const __m256i *)(const void *)(base[c + 8] + b * step[c + 8] + 2)),
-					1);
-			for (int c = 0; c < 8; c += 2) {
-				t[c] = _mm512_unpacklo_epi32(r[c], r[c + 1]);
-				t[c + 1] = _mm512_unpackhi_epi32(r[c], r[c + 1]);
-			}
-			for (int h = 0; h < 2; h++) {
-				u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
-				u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
-				u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
-				u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
-			}
-			/* T[x] lane c = dword x of column c's block, c = 0 .. 15 */
-			for (int x = 0; x < 4; x++) {
-				T[x] = _mm512_permutex2var_epi64(u[x], ix_lo, u[x + 4]);
-				T[x + 4] = _mm512_permutex2var_epi64(u[x], ix_hi, u[x + 4]);
-			}
-			__m512i sw0 = _mm512_dpbusd_epi32(zero, ones, T[0]);
-			__m512i sw1 = _mm512_dpbusd_epi32(zero, ones, T[4]);
-			for (int x = 1; x < 4; x++) {
-				sw0 = _mm512_dpbusd_epi32(sw0, ones, T[x]);
-				sw1 = _mm512_dpbusd_epi32(sw1, ones, T[x + 4]);
-			}
-			const __m512i corr = _mm512_slli_epi32(_mm512_add_epi32(sw0, sw1), 7);
-			const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)ds));
-			for (int64_t i = 0; i < jb->m; i++) {
-				const uint8_t *a = jb->aq + i * jb->k + b * HG_Q8_BLOCK;
-				int32_t a4[8];
-				memcpy(a4, a, sizeof(a4));
-				/* two chains of 4 (integer sums: any order is exact) */
-				__m512i s0 = _mm512_dpbusd_epi32(zero, _mm512_set1_epi32(a4[0]), T[0]);
-				__m512i s1 = _mm512_dpbusd_epi32(zero, _mm512_set1_epi32(a4[4]), T[4]);
+		group_rows(base, step, 16, nc, W, j, wrow);
+		for (int64_t i0 = 0; i0 < m; i0 += I8_ROWS) {
+			const int64_t mr = m - i0 < I8_ROWS ? m - i0 : I8_ROWS;
+			for (int64_t b = 0; b < nb; b++) {
+				__m512i T[8];
+				__m512 dw;
+				vnni_tr16(T, &dw, base, step, b, vix, mk);
+				__m512i sw0 = _mm512_dpbusd_epi32(zero, ones, T[0]);
+				__m512i sw1 = _mm512_dpbusd_epi32(zero, ones, T[4]);
+#pragma GCC unroll 3
 				for (int x = 1; x < 4; x++) {
-					s0 = _mm512_dpbusd_epi32(s0, _mm512_set1_epi32(a4[x]), T[x]);
-					s1 = _mm512_dpbusd_epi32(s1, _mm512_set1_epi32(a4[x + 4]), T[x + 4]);
+					sw0 = _mm512_dpbusd_epi32(sw0, ones, T[x]);
+					sw1 = _mm512_dpbusd_epi32(sw1, ones, T[x + 4]);
 				}
-				const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), corr);
-				float *cr = jb->C + i * jb->n + j;
-				const __m512 p = _mm512_mul_ps(_mm512_set1_ps(jb->da[i * nb + b]), dw);
-				const __m512 prev = b ? _mm512_maskz_loadu_ps(mk, cr) : _mm512_setzero_ps();
-				_mm512_mask_storeu_ps(cr, mk, _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), p, prev));
+				/* -128 sum(w): where one of each row's two chains starts */
+				const __m512i ncorr = _mm512_sub_epi32(zero, _mm512_slli_epi32(
+					_mm512_add_epi32(sw0, sw1), 7));
+				const uint8_t *a = aq + i0 * k + b * HG_Q8_BLOCK;
+				const float *d = da + i0 * nb + b;
+				for (int64_t i = 0; i < mr; i++, a += k, d += nb) {
+					/* two chains of 4 (integer sums: any order is exact) */
+					__m512i s0 = _mm512_dpbusd_epi32(ncorr, bcast4(a), T[0]);
+					__m512i s1 = _mm512_dpbusd_epi32(zero, bcast4(a + 16), T[4]);
+#pragma GCC unroll 3
+					for (int x = 1; x < 4; x++) {
+						s0 = _mm512_dpbusd_epi32(s0, bcast4(a + 4 * x), T[x]);
+						s1 = _mm512_dpbusd_epi32(s1, bcast4(a + 16 + 4 * x), T[x + 4]);
+					}
+					const __m512i isum = _mm512_add_epi32(s0, s1);
+					const __m512 p = _mm512_mul_ps(_mm512_set1_ps(*d), dw);
+					acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), p,
+					                         b ? acc[i] : _mm512_setzero_ps());
+				}
 			}
+			for (int64_t i = 0; i < mr; i++)
+				_mm512_mask_storeu_ps(jb->C + (i0 + i) * n + j, mk, acc[i]);
 		}
 	}
 }
