@@ -233,6 +233,39 @@ static I8_AVX2 void cols_avx2(const i8_job *jb, int64_t j0, int64_t j1)
 	}
 }
 
+/* quant_row for fp16 A, 32 at a time in registers, the same numbers: amax
+ * from the largest |bits| (fp16 magnitudes order as their bits), v = x *
+ * (1 / d) in fp32, vcvtps2dq rounding to nearest even as the 1.5 * 2^23 trick
+ * does. At one row the scalar quantizer took ~4% of a token. */
+static I8_VNNI void quant_row_f16_512(uint8_t *q, float *d, const uint16_t *a, int64_t k,
+                                      int bias)
+{
+	const __m512i mag = _mm512_set1_epi32(0x7fff);
+	const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+	const __m512i vb = _mm512_set1_epi32(bias);
+	for (int64_t b = 0; b < k / HG_Q8_BLOCK; b++) {
+		const __m256i h0 = _mm256_loadu_si256((const __m256i *)(const void *)(a + 32 * b));
+		const __m256i h1 = _mm256_loadu_si256((const __m256i *)(const void *)(a + 32 * b + 16));
+		const int mx = _mm512_reduce_max_epi32(
+			_mm512_max_epi32(_mm512_and_si512(_mm512_cvtepu16_epi32(h0), mag),
+			                 _mm512_and_si512(_mm512_cvtepu16_epi32(h1), mag)));
+		const float db = _cvtsh_ss((unsigned short)mx) / 127.0f;
+		if (mx >= 0x7c00 || !(db >= FLT_MIN)) { /* as quant_row */
+			d[b] = mx >= 0x7c00 ? NAN : 0.0f;
+			memset(q + 32 * b, bias, HG_Q8_BLOCK);
+			continue;
+		}
+		const __m512 id = _mm512_set1_ps(1.0f / db);
+		__m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_cvtph_ps(h0), id));
+		__m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_cvtph_ps(h1), id));
+		q0 = _mm512_add_epi32(_mm512_max_epi32(_mm512_min_epi32(q0, hi), lo), vb);
+		q1 = _mm512_add_epi32(_mm512_max_epi32(_mm512_min_epi32(q1, hi), lo), vb);
+		_mm_storeu_si128((__m128i *)(void *)(q + 32 * b), _mm512_cvtepi32_epi8(q0));
+		_mm_storeu_si128((__m128i *)(void *)(q + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
+		d[b] = db;
+	}
+}
+
 /* ---- AVX-512 VNNI: 16 columns; vpdpbusd takes A + 128 (unsigned) and W
  * (signed), so each lane's sum is the dot product + 128 sum(w), taken off
  * after (sum(w) by vpdpbusd against ones, once per group and block) ---- */
@@ -435,6 +468,12 @@ int hg_gemm_q8a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t 
 	float *da = (float *)(void *)(s_buf + q_bytes), *xrow = da + m * nb;
 	const int bias = path == HG_PATH_AVX512 ? 128 : 0;
 	for (int64_t i = 0; i < m; i++) {
+#if I8_X86
+		if (path == HG_PATH_AVX512 && !a_bf16) {
+			quant_row_f16_512(aq + i * k, da + i * nb, A + i * k, k, bias);
+			continue;
+		}
+#endif
 		hg_to_f32(xrow, A + i * k, k, a_bf16);
 		quant_row(aq + i * k, da + i * nb, xrow, A + i * k, k, a_bf16, bias);
 	}
