@@ -8,18 +8,22 @@
  * arithmetic. vpdpbusd does 64 multiply-adds an instruction against an
  * FMA's 16, but on Zen 4 it issues at half the rate (measured, one thread:
  * 1.78 G zmm vpdpbusd/s against 3.66 G zmm FMA/s), so the gain is 2x, not
- * 4x: a 26-row call runs near that bound (35 ms of GEMMs a token for
- * SmolLM2-135M against 31 at 1.78 G/s; 85 on the fp32 path), while one
- * row is bound by the weight stream (~8 ms). The AVX2 path (maddubs, madd:
- * five operations per 32 products) is for CPUs without VNNI, for the same
- * numbers there, not for speed: it is no faster than the 16-bit path.
+ * 4x: 26 rows run near that bound (SmolLM2-135M's GEMMs of a token, one
+ * thread: 29 ms with the weights in cache, 37 from memory, against about
+ * 30 at that rate; 85-91 on the fp32 q8_0 path), while one row is bound by
+ * the weight stream (11 ms from memory, 7 in cache). The AVX2 path
+ * (maddubs, madd: five operations per 32 products) is for CPUs without
+ * VNNI, for the same numbers there, not for speed: it is no faster than the
+ * 16-bit path.
  *
  * Layout: lanes are output columns. A group of G columns (16 on AVX-512, 8
  * on AVX2) has its 32-byte weight blocks transposed in registers so that
  * vector j holds bytes 4j..4j+3 of every column's block; each row of A then
  * broadcasts its own 4 bytes against it, and after 8 steps every lane holds
  * its column's exact block sum. No horizontal sums; the transpose is paid
- * once per group and block, whatever the number of rows. */
+ * once per group and block, whatever the number of rows. Each group is
+ * first repacked into a per-part buffer (group_pack), which is what lets
+ * the weights stream. */
 #include <math.h>
 #include <float.h>
 #include <pthread.h>
@@ -44,12 +48,15 @@ typedef struct i8_job {
 	const float *da;      /* (m, k / 32) block scales of A */
 	const char *W;        /* (n, k) q8_0, rows wrow bytes apart */
 	int64_t m, n, k, nb, wrow, n_groups;
-	void (*cols)(const struct i8_job *j, int64_t j0, int64_t j1);
+	char *pack;           /* vector paths: I8_PACK(nb) bytes for each part */
+	void (*cols)(const struct i8_job *j, int64_t j0, int64_t j1, char *pack);
 } i8_job;
 
-/* 34 zero bytes and room for a 32-byte load from offset 2: the block of a
- * column past n in a partial group (its lanes are computed, never stored) */
-static const char zero_blk[HG_Q8_BYTES + 32];
+/* A group of up to 16 columns repacked (group_pack): each column's nb
+ * blocks of 32 q bytes one after another, then the scales, block by block
+ * (16 fp16 a block); 17 x 32 bytes a block, so each part's share stays
+ * 32-byte aligned */
+#define I8_PACK(nb) ((size_t)(nb) * (16 * HG_Q8_BLOCK + 16 * 2))
 
 /* ---- the activations: one row, GGUF Q8_0's rule with an fp32 scale ---- */
 
@@ -100,7 +107,7 @@ static void quant_row(uint8_t *q, float *d, const float *x, const uint16_t *a, i
 /* ---- portable path: the vector paths' order, one column at a time (C is
  * the accumulator, as there) ---- */
 
-static void cols_portable(const i8_job *jb, int64_t j0, int64_t j1)
+static void cols_portable(const i8_job *jb, int64_t j0, int64_t j1, char *pack)
 {
 	for (int64_t j = j0; j < j1; j++) {
 		const char *w = jb->W + j * jb->wrow;
@@ -127,57 +134,36 @@ static void cols_portable(const i8_job *jb, int64_t j0, int64_t j1)
 #define I8_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define I8_VNNI __attribute__((target("avx512f,avx512vnni,avx2,fma,f16c")))
 
-/* A group's W rows, copied into a per-thread buffer before use: read in
- * the order they lie in memory. Read in place, a block at a time across
- * the group's 8 or 16 rows, the weights streamed at half the rate (6.5
- * against 13.5 GB/s for the LM head on one thread, whatever the software
- * prefetch); copied first, as fast as the 16-bit path reads them. The
- * buffer is kept between calls, freed when the thread exits. */
-static _Thread_local char *g_buf;
-static _Thread_local size_t g_cap;
-static pthread_key_t g_key;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-
-static void g_key_init(void)
+/* Columns [j, j + nc) of W repacked for a group of g: q bytes at pack + (c
+ * nb + b) 32, scales at pack + g nb 32 + (b g + c) 2; columns nc .. g - 1
+ * zero. Read this way, in the order they lie in memory, the weights stream
+ * as fast as the 16-bit path reads them (in place, a block at a time across
+ * the group's 16 rows, 6.5 GB/s against 13.5 for the LM head on one
+ * thread, whatever the software prefetch), the vectors' loads are aligned
+ * and the scales one load, not a gather. */
+static void group_pack(char *pack, int g, int nc, const char *W, int64_t j, int64_t wrow,
+                       int64_t nb)
 {
-	pthread_key_create(&g_key, free);
-}
-
-/* Room for `bytes` in this thread's group buffer, or NULL. */
-static char *group_buf(size_t bytes)
-{
-	if (bytes > g_cap) {
-		char *p = NULL;
-		if (posix_memalign((void **)&p, 64, bytes))
-			return NULL;
-		free(g_buf);
-		g_buf = p;
-		g_cap = bytes;
-		pthread_once(&g_once, g_key_init);
-		pthread_setspecific(g_key, p);
+	char *q = pack;
+	uint16_t *sc = (uint16_t *)(void *)(pack + (size_t)(g * nb * HG_Q8_BLOCK));
+	for (int c = 0; c < nc; c++) {
+		const char *row = W + (j + c) * wrow;
+		for (int64_t b = 0; b < nb; b++) {
+			memcpy(q + (c * nb + b) * HG_Q8_BLOCK, row + b * HG_Q8_BYTES + 2, HG_Q8_BLOCK);
+			memcpy(&sc[b * g + c], row + b * HG_Q8_BYTES, sizeof(*sc));
+		}
 	}
-	return g_buf;
-}
-
-/* base[c], step[c]: where column j + c's block b lies (base[c] + b * step[c]),
- * in the copy when there is one; a partial group's missing columns read
- * zero_blk (step 0) */
-static void group_rows(const char **base, int64_t *step, int g, int nc, const char *W,
-                       int64_t j, int64_t wrow)
-{
-	char *buf = group_buf((size_t)(g * wrow));
-	if (buf)
-		memcpy(buf, W + j * wrow, (size_t)(nc * wrow));
-	for (int c = 0; c < g; c++) {
-		base[c] = c >= nc ? zero_blk : buf ? buf + c * wrow : W + (j + c) * wrow;
-		step[c] = c < nc ? HG_Q8_BYTES : 0;
+	if (nc < g) {
+		memset(q + nc * nb * HG_Q8_BLOCK, 0, (size_t)((g - nc) * nb * HG_Q8_BLOCK));
+		for (int64_t b = 0; b < nb; b++)
+			memset(&sc[b * g + nc], 0, sizeof(*sc) * (size_t)(g - nc));
 	}
 }
 
 /* ---- AVX2: 8 columns, u8 x s8 by maddubs (|w| times a with w's sign: at
  * most 128 x 127 x 2 per pair, below int16's saturation), madd to int32 ---- */
 
-static I8_AVX2 void cols_avx2(const i8_job *jb, int64_t j0, int64_t j1)
+static I8_AVX2 void cols_avx2(const i8_job *jb, int64_t j0, int64_t j1, char *pack)
 {
 	const __m256i ones16 = _mm256_set1_epi16(1);
 	const int64_t nb = jb->nb;
@@ -185,17 +171,13 @@ static I8_AVX2 void cols_avx2(const i8_job *jb, int64_t j0, int64_t j1)
 		const int nc = j1 - j < 8 ? (int)(j1 - j) : 8;
 		const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc),
 		                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-		const char *base[8];
-		int64_t step[8];
-		group_rows(base, step, 8, nc, jb->W, j, jb->wrow);
+		group_pack(pack, 8, nc, jb->W, j, jb->wrow, nb);
+		const uint16_t *sc = (const uint16_t *)(const void *)(pack + 8 * nb * HG_Q8_BLOCK);
 		for (int64_t b = 0; b < nb; b++) {
 			__m256i r[8], t[8], u[8], T[8], U[8];
-			uint16_t ds[8];
-			for (int c = 0; c < 8; c++) {
-				const char *blk = base[c] + b * step[c];
-				memcpy(&ds[c], blk, sizeof(ds[c]));
-				r[c] = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
-			}
+			for (int c = 0; c < 8; c++)
+				r[c] = _mm256_load_si256(
+					(const __m256i *)(const void *)(pack + (c * nb + b) * HG_Q8_BLOCK));
 			/* 8 x 8 dwords: T[x] lane c = dword x of column c's block */
 			for (int c = 0; c < 8; c += 2) {
 				t[c] = _mm256_unpacklo_epi32(r[c], r[c + 1]);
@@ -213,7 +195,7 @@ static I8_AVX2 void cols_avx2(const i8_job *jb, int64_t j0, int64_t j1)
 			}
 			for (int x = 0; x < 8; x++)
 				U[x] = _mm256_abs_epi8(T[x]);
-			const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)ds));
+			const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(sc + 8 * b)));
 			for (int64_t i = 0; i < jb->m; i++) {
 				const uint8_t *a = jb->aq + i * jb->k + b * HG_Q8_BLOCK;
 				__m256i acc = _mm256_setzero_si256();
@@ -270,28 +252,24 @@ static I8_VNNI void quant_row_f16_512(uint8_t *q, float *d, const uint16_t *a, i
  * (signed), so each lane's sum is the dot product + 128 sum(w), taken off
  * after (sum(w) by vpdpbusd against ones, once per group and block) ---- */
 
-/* 16 columns' block b transposed: T[x] lane c = dword x of column c's 32
- * bytes; *dw: their scales. base/step: column c's block b is at base[c] + b *
- * step[c] (a partial group's missing columns read zero_blk, step 0). */
-static inline I8_VNNI void vnni_tr16(__m512i T[8], __m512 *dw, const char *const base[16],
-                                     const int64_t step[16], int64_t b, __m512i vix,
-                                     __mmask16 mk)
+/* 16 columns' block b transposed, from group_pack's layout: T[x] lane c =
+ * dword x of column c's 32 q bytes; *dw: their scales. */
+static inline I8_VNNI void vnni_tr16(__m512i T[8], __m512 *dw, const char *pack, int64_t nb,
+                                     int64_t b)
 {
 	const __m512i ix_lo = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
 	const __m512i ix_hi = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
 	__m512i r[8], t[8], u[8];
-	/* the scales: a gather of each column's first dword, low halves kept
-	 * (columns are wrow apart from column 0's block, vix) */
-	const __m512i d32 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mk, vix,
-	                                                base[0] + b * step[0], 1);
-	*dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32));
+	*dw = _mm512_cvtph_ps(_mm256_load_si256(
+		(const __m256i *)(const void *)(pack + 16 * nb * HG_Q8_BLOCK + 32 * b)));
 	/* zmm c: column c's block in the low half, column c + 8's high */
 #pragma GCC unroll 8
 	for (int c = 0; c < 8; c++)
 		r[c] = _mm512_inserti64x4(
-			_mm512_castsi256_si512(_mm256_loadu_si256(
-				(const __m256i *)(const void *)(base[c] + b * step[c] + 2))),
-			_mm256_loadu_si256((const __m256i *)(const void *)(base[c + 8] + b * step[c + 8] + 2)),
+			_mm512_castsi256_si512(_mm256_load_si256(
+				(const __m256i *)(const void *)(pack + (c * nb + b) * HG_Q8_BLOCK))),
+			_mm256_load_si256(
+				(const __m256i *)(const void *)(pack + ((c + 8) * nb + b) * HG_Q8_BLOCK)),
 			1);
 #pragma GCC unroll 4
 	for (int c = 0; c < 8; c += 2) {
@@ -325,7 +303,7 @@ static inline I8_VNNI __m512i bcast4(const uint8_t *p)
  * of a group's 64 bytes falls in the same L1 set) */
 #define I8_ROWS 64
 
-static I8_VNNI void cols_vnni(const i8_job *jb, int64_t j0, int64_t j1)
+static I8_VNNI void cols_vnni(const i8_job *jb, int64_t j0, int64_t j1, char *pack)
 {
 	/* locals: C's stores could alias jb's fields, which would be reloaded */
 	const int64_t nb = jb->nb, m = jb->m, k = jb->k, n = jb->n, wrow = jb->wrow;
@@ -333,22 +311,17 @@ static I8_VNNI void cols_vnni(const i8_job *jb, int64_t j0, int64_t j1)
 	const float *const da = jb->da;
 	const char *const W = jb->W;
 	const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
-	const __m512i vix = _mm512_mullo_epi32(_mm512_set1_epi32((int32_t)wrow),
-	                                       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
-	                                                         11, 12, 13, 14, 15));
 	__m512 acc[I8_ROWS];
 	for (int64_t j = j0; j < j1; j += 16) {
 		const int nc = j1 - j < 16 ? (int)(j1 - j) : 16;
 		const __mmask16 mk = (__mmask16)((1u << nc) - 1);
-		const char *base[16];
-		int64_t step[16];
-		group_rows(base, step, 16, nc, W, j, wrow);
+		group_pack(pack, 16, nc, W, j, wrow, nb);
 		for (int64_t i0 = 0; i0 < m; i0 += I8_ROWS) {
 			const int64_t mr = m - i0 < I8_ROWS ? m - i0 : I8_ROWS;
 			for (int64_t b = 0; b < nb; b++) {
 				__m512i T[8];
 				__m512 dw;
-				vnni_tr16(T, &dw, base, step, b, vix, mk);
+				vnni_tr16(T, &dw, pack, nb, b);
 				__m512i sw0 = _mm512_dpbusd_epi32(zero, ones, T[0]);
 				__m512i sw1 = _mm512_dpbusd_epi32(zero, ones, T[4]);
 #pragma GCC unroll 3
@@ -422,7 +395,7 @@ static void run_part(void *ctx, int part, int n_parts)
 	const int64_t g0 = jb->n_groups * part / n_parts, g1 = jb->n_groups * (part + 1) / n_parts;
 	const int64_t j0 = 16 * g0, j1 = 16 * g1 < jb->n ? 16 * g1 : jb->n;
 	if (j0 < j1)
-		jb->cols(jb, j0, j1);
+		jb->cols(jb, j0, j1, jb->pack ? jb->pack + I8_PACK(jb->nb) * (size_t)part : NULL);
 }
 
 /* the quantized A, its scales and one fp32 row: per calling thread, kept
@@ -450,10 +423,20 @@ int hg_gemm_q8a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t 
 		memset(C, 0, sizeof(*C) * (size_t)(m * n));
 		return 0;
 	}
-	const int64_t nb = k / HG_Q8_BLOCK;
-	/* aq (m k bytes), then da (m nb floats) and the fp32 row (k), 64-aligned */
+	const int64_t nb = k / HG_Q8_BLOCK, wrow = nb * HG_Q8_BYTES, n_groups = (n + 15) / 16;
+	/* parts as host_gemm.c's: a few per thread, none under ~16 KB of W */
+	const int nt = threads > 0 ? threads : hp_threads();
+	int64_t parts = nt * 4;
+	const int64_t min_groups = 1 + (16384 / wrow) / 16;
+	if (parts > n_groups / min_groups)
+		parts = n_groups / min_groups;
+	if (nt == 1 || parts < 1)
+		parts = 1;
+	/* aq (m k bytes), then the vector paths' packed groups (one a part),
+	 * da (m nb floats) and the fp32 row (k), 64-aligned */
 	const size_t q_bytes = ((size_t)(m * k) + 63) & ~(size_t)63;
-	const size_t need = q_bytes + sizeof(float) * (size_t)(m * nb + k);
+	const size_t pack_bytes = path == HG_PATH_PORTABLE ? 0 : I8_PACK(nb) * (size_t)parts;
+	const size_t need = q_bytes + pack_bytes + sizeof(float) * (size_t)(m * nb + k);
 	if (need > s_cap) {
 		char *p = NULL;
 		if (posix_memalign((void **)&p, 64, need))
@@ -465,7 +448,8 @@ int hg_gemm_q8a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t 
 		pthread_setspecific(s_key, p);
 	}
 	uint8_t *aq = (uint8_t *)s_buf;
-	float *da = (float *)(void *)(s_buf + q_bytes), *xrow = da + m * nb;
+	char *pack = pack_bytes ? s_buf + q_bytes : NULL;
+	float *da = (float *)(void *)(s_buf + q_bytes + pack_bytes), *xrow = da + m * nb;
 	const int bias = path == HG_PATH_AVX512 ? 128 : 0;
 	for (int64_t i = 0; i < m; i++) {
 #if I8_X86
@@ -478,20 +462,14 @@ int hg_gemm_q8a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t 
 		quant_row(aq + i * k, da + i * nb, xrow, A + i * k, k, a_bf16, bias);
 	}
 	i8_job jb = {.C = C, .aq = aq, .da = da, .W = W, .m = m, .n = n, .k = k, .nb = nb,
-	             .wrow = nb * HG_Q8_BYTES, .n_groups = (n + 15) / 16, .cols = cols_portable};
+	             .wrow = wrow, .n_groups = n_groups, .pack = pack, .cols = cols_portable};
 #if I8_X86
 	if (path == HG_PATH_AVX2)
 		jb.cols = cols_avx2;
 	else if (path == HG_PATH_AVX512)
 		jb.cols = cols_vnni;
 #endif
-	/* parts as host_gemm.c's: a few per thread, none under ~16 KB of W */
-	const int nt = threads > 0 ? threads : hp_threads();
-	int64_t parts = nt * 4;
-	const int64_t min_groups = 1 + (16384 / jb.wrow) / 16;
-	if (parts > jb.n_groups / min_groups)
-		parts = jb.n_groups / min_groups;
-	if (nt == 1 || parts <= 1)
+	if (parts == 1)
 		run_part(&jb, 0, 1);
 	else
 		hp_run(run_part, &jb, (int)parts);
