@@ -32,7 +32,8 @@
  *     "max_context": 2048,
  *     "prefill_chunk": 128,                       optional, default min(128, max_context)
  *     "dtype": "bf16" | "fp16",                   weights and GEMM activations; fp32 accumulation
- *              | "q8_0" | "q8_0_a8",              host only: Q8_0 weights; _a8: int8 GEMM inputs (below)
+ *              | "q8_0" | "q8_0_a8",              host only: Q8_0 weights; _a8: int8 GEMM
+ *                                                 inputs too (below)
  *     "archs": ["sm_80", "sm_90"],                optional, this default
  *     "allow_spills": false,                      optional
  *     "adaptive": {"h": 0.3, "min": 1, "max": 6}  optional, chain trees with a draft
