@@ -302,7 +302,8 @@ static void op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, g
 	char uri[192];
 	snprintf(uri, sizeof(uri), "gemm_%s_f32acc_m%" PRId64 "_n%" PRId64 "_k%" PRId64,
 	         gen_dtype_name(c->s->dtype), m, n, k);
-	const double wb = c->s->dtype == GEN_DTYPE_Q8_0 ? 34.0 / 32 : c->dt16; /* W bytes/element */
+	const double wb = gen_dtype_weights(c->s->dtype) == GEN_DTYPE_Q8_0 ? 34.0 / 32
+	                  : c->dt16; /* W bytes/element */
 	op_desc d = {.name = name, .op = "gemm", .exec = GEN_EXEC_CUBLASLT, .uri = uri,
 	             .repeat = repeat, .layers = layers, .m = m, .n = n, .k = k, .n_args = 3,
 	             .args = {out, a, w},
@@ -747,7 +748,7 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 {
 	gen_plan *p = c->p;
 	const char *wdt = gen_dtype_name(gen_dtype_act(c->s->dtype));
-	const char *mdt = gen_dtype_name(c->s->dtype); /* the GEMMs' weights */
+	const char *mdt = gen_dtype_name(gen_dtype_weights(c->s->dtype)); /* the GEMMs' weights */
 	const int64_t D = cfg->dim, F = cfg->ffn_dim, hd = cfg->head_dim, L = n_layers;
 	const int64_t qd = (int64_t)cfg->n_heads * hd, kvd = (int64_t)cfg->n_kv_heads * hd;
 	char nm[48];
@@ -1465,7 +1466,8 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 			if (o->exec == GEN_EXEC_CUBLASLT)
 				fprintf(f, ", \"gemm\": {\"m\": %" PRId64 ", \"n\": %" PRId64 ", \"k\": %" PRId64
 				        ", \"a\": \"%s\", \"b\": \"%s\", \"c\": \"f32\"}", o->m, o->n, o->k,
-				        gen_dtype_name(gen_dtype_act(s->dtype)), gen_dtype_name(s->dtype));
+				        gen_dtype_name(gen_dtype_act(s->dtype)),
+				        gen_dtype_name(gen_dtype_weights(s->dtype)));
 			fprintf(f, ",\n       \"args\": [");
 			for (int j = 0; j < o->n_args; j++) {
 				if (o->args[j].scalar)

@@ -19,12 +19,18 @@
 
 const char *gen_dtype_name(int dtype)
 {
-	return dtype == GEN_DTYPE_FP16 ? "fp16" : dtype == GEN_DTYPE_Q8_0 ? "q8_0" : "bf16";
+	return dtype == GEN_DTYPE_FP16 ? "fp16" : dtype == GEN_DTYPE_Q8_0 ? "q8_0"
+	       : dtype == GEN_DTYPE_Q8_0_A8 ? "q8_0_a8" : "bf16";
 }
 
 int gen_dtype_act(int dtype)
 {
-	return dtype == GEN_DTYPE_Q8_0 ? GEN_DTYPE_FP16 : dtype;
+	return dtype == GEN_DTYPE_Q8_0 || dtype == GEN_DTYPE_Q8_0_A8 ? GEN_DTYPE_FP16 : dtype;
+}
+
+int gen_dtype_weights(int dtype)
+{
+	return dtype == GEN_DTYPE_Q8_0_A8 ? GEN_DTYPE_Q8_0 : dtype;
 }
 
 int gen_dtype_size(int dtype)
@@ -574,12 +580,12 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		sp->dtype = GEN_DTYPE_BF16;
 	} else if (!strcmp(s, "fp16")) {
 		sp->dtype = GEN_DTYPE_FP16;
-	} else if (!strcmp(s, "q8_0")) {
+	} else if (!strcmp(s, "q8_0") || !strcmp(s, "q8_0_a8")) {
 		/* every GEMM's k (dim, ffn_dim, n_heads x head_dim) in whole Q8_0 blocks */
-		sp->dtype = GEN_DTYPE_Q8_0;
+		sp->dtype = strcmp(s, "q8_0") ? GEN_DTYPE_Q8_0_A8 : GEN_DTYPE_Q8_0;
 		if (sp->draft_kind == GEN_DRAFT_BLOCK) {
 			rc = bad(err, json_get(root, "dtype"), "$.dtype", "\"bf16\" or \"fp16\" with a "
-			         "block drafter", "\"q8_0\"");
+			         "block drafter", "\"%s\"", gen_dtype_name(sp->dtype));
 			goto out_free;
 		}
 		for (int mi = 0; mi < 2; mi++) {
@@ -590,13 +596,15 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 			if (c->dim % 32 || c->ffn_dim % 32 || q % 32) {
 				rc = bad(err, json_get(root, "dtype"), "$.dtype", "a model whose dim, ffn_dim "
 				         "and n_heads x head_dim are multiples of 32 (q8_0 blocks)",
-				         "\"q8_0\" with the %s's %d, %d and %d", mi ? "draft" : "target",
+				         "\"%s\" with the %s's %d, %d and %d", gen_dtype_name(sp->dtype),
+				         mi ? "draft" : "target",
 				         c->dim, c->ffn_dim, q);
 				goto out_free;
 			}
 		}
 	} else {
-		rc = bad(err, json_get(root, "dtype"), "$.dtype", "\"bf16\", \"fp16\" or \"q8_0\"",
+		rc = bad(err, json_get(root, "dtype"), "$.dtype",
+		         "\"bf16\", \"fp16\", \"q8_0\" or \"q8_0_a8\"",
 		         "\"%.40s\"", s);
 		goto out_free;
 	}

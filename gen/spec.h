@@ -32,6 +32,8 @@
  *     "max_context": 2048,
  *     "prefill_chunk": 128,                       optional, default min(128, max_context)
  *     "dtype": "bf16" | "fp16",                   weights and GEMM activations; fp32 accumulation
+ *              | "q8_0" | "q8_0_a8",              host only: Q8_0 weights; _a8: int8 GEMM
+ *                                                 inputs too (below)
  *     "archs": ["sm_80", "sm_90"],                optional, this default
  *     "allow_spills": false,                      optional
  *     "adaptive": {"h": 0.3, "min": 1, "max": 6}  optional, chain trees with a draft
@@ -57,8 +59,13 @@
 
 /* Q8_0: the matrix weights (attention, MLP, LM head) in GGUF's Q8_0 blocks
  * (32 int8 and one fp16 scale), everything else (embedding, activations, KV
- * cache) fp16; host backend only (its GEMM, runtime/device/host_gemm.h). */
-enum gen_dtype { GEN_DTYPE_BF16 = 0, GEN_DTYPE_FP16, GEN_DTYPE_Q8_0 };
+ * cache) fp16; host backend only (its GEMM, runtime/device/host_gemm.h).
+ * Q8_0_A8: the same weights and buffers, but every GEMM also rounds its fp16
+ * input to int8 per block of 32 (an fp32 scale each) and sums the block
+ * products in integers (host_gemm.h hg_gemm_q8a8): other numbers than Q8_0's
+ * (relative error up to 2^-8 of a block's largest activation), so it is an
+ * engine dtype of its own, which a backend without that GEMM refuses. */
+enum gen_dtype { GEN_DTYPE_BF16 = 0, GEN_DTYPE_FP16, GEN_DTYPE_Q8_0, GEN_DTYPE_Q8_0_A8 };
 enum gen_draft_kind { GEN_DRAFT_LAYERSKIP = 0, GEN_DRAFT_MODEL, GEN_DRAFT_NGRAM, GEN_DRAFT_BLOCK };
 
 typedef struct gen_model_src {
@@ -108,7 +115,10 @@ int gen_spec_load(const char *path, const char *trees_dir, gen_spec *s, sw_err *
 const char *gen_dtype_name(int dtype);
 /* Bytes per element of the 16-bit activation dtype (2 for all). */
 int gen_dtype_size(int dtype);
-/* The 16-bit dtype of activations and KV cache: dtype itself, fp16 for q8_0. */
+/* The 16-bit dtype of activations and KV cache: dtype itself, fp16 for q8_0
+ * and q8_0_a8. */
 int gen_dtype_act(int dtype);
+/* The dtype of the GEMMs' weight buffers: dtype itself, q8_0 for q8_0_a8. */
+int gen_dtype_weights(int dtype);
 
 #endif

@@ -202,7 +202,10 @@ static void test_tiny_ngram_chain(void **state)
  * over the file's weights computes with exactly the engine's weights and
  * only the fp16 roundings of activations, embedding and K/V remain: u =
  * 2^-11 as for fp16 engines. Native and emulated (the generated kernels
- * around the host GEMM). */
+ * around the host GEMM). Then q8_0_a8 on the same file: the GEMMs also round
+ * their inputs to int8 per block of 32, each within d / 2 = max|block| / 254
+ * of its fp16 value, a relative error of 2^-8 of its block as for the
+ * weights above, so u = 2^-8 + 2^-11. */
 static void test_tiny_q8_0(void **state)
 {
 	char spec[2048], dir[300], path[300];
@@ -229,6 +232,16 @@ static void test_tiny_q8_0(void **state)
 	check_greedy("tiny ngram chain q8_0 native", a, N, ref, margin, ldexp(1.0, -11), mx);
 	check_greedy("tiny ngram chain q8_0 emulated", b, N, ref, margin, ldexp(1.0, -11), mx);
 	assert_true(st.n_iters < N); /* prompt lookup accepted something */
+	snprintf(dir, sizeof(dir), "%s/tiny_q8a8", g_dir);
+	eu_tiny_spec(spec, sizeof(spec), path, "ngram:1:3", "chain:4", "greedy", "topk", 0, "q8_0_a8",
+	             NULL);
+	build_engine(spec, dir);
+	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, m, 1, prompt, P, N, false, a, &st), N);
+	assert_int_equal(run_engine(dir, RT_HOST_EMULATE, m, 1, prompt, P, N, false, b, &st), N);
+	const double u8 = ldexp(1.0, -8) + ldexp(1.0, -11);
+	check_greedy("tiny ngram chain q8_0_a8 native", a, N, ref, margin, u8, mx);
+	check_greedy("tiny ngram chain q8_0_a8 emulated", b, N, ref, margin, u8, mx);
+	assert_true(st.n_iters < N);
 	rt_model_free(m);
 }
 
@@ -541,7 +554,8 @@ static void test_errors(void **state)
 		{"\"max_context\": 192", "\"max_context\": -4", "max_context"},
 		{"\"exec\": \"cublaslt\"", "\"exec\": \"magic\"", "exec \"magic\""},
 		{"\"buf\": \"xn\"", "\"buf\": \"nosuch\"", "no buffer \"nosuch\""},
-		{"\"dtype\": \"fp16\", \"archs\"", "\"dtype\": \"int4\", \"archs\"", "$.spec.dtype"},
+		{"\"dtype\": \"fp16\", \"archs\"", "\"dtype\": \"int4\", \"archs\"",
+		 "$.spec.dtype: expected \"bf16\", \"fp16\", \"q8_0\" or \"q8_0_a8\", found \"int4\""},
 	};
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		char *hit = strstr(text, cases[c][0]);
@@ -655,6 +669,19 @@ static void test_real_model_engine(void **state)
 	build_engine(spec, dir);
 	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, m, 1, prompt, P, N, false, a, &st), N);
 	check_greedy("SmolLM2 q8_0 native", a, N, ref, margin, ldexp(1.0, -8) + ldexp(1.0, -11), mx);
+	/* q8_0_a8: the same weights, and every GEMM input rounded to int8 per
+	 * block of 32 (each within max|block| / 254: 2^-8 again) */
+	snprintf(dir, sizeof(dir), "%s/smollm2_q8a8", g_dir);
+	snprintf(spec, sizeof(spec),
+	         "{\"name\": \"smollm2-q8a8\", \"target\": {\"path\": \"%s\"}, "
+	         "\"draft\": {\"method\": \"ngram:1:3\"}, \"tree\": \"chain:6\", "
+	         "\"verify\": {\"method\": \"greedy\", \"expand\": \"topk\"}, "
+	         "\"max_context\": 128, \"prefill_chunk\": 16, \"dtype\": \"q8_0_a8\", "
+	         "\"archs\": [\"sm_80\"]}", model_path());
+	build_engine(spec, dir);
+	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, m, 1, prompt, P, N, false, a, &st), N);
+	check_greedy("SmolLM2 q8_0_a8 native", a, N, ref, margin, ldexp(1.0, -7) + ldexp(1.0, -11),
+	             mx);
 	rt_model_free(m);
 }
 
@@ -664,7 +691,7 @@ static void test_real_model_engine(void **state)
  * (1) The forward of every row count L = 1 .. n_nodes gives its L rows the
  * bits the full forward gives them (logits and the target's p), with every
  * node present; (2) greedy target-only tokens equal the speculative run's
- * exactly (same rows, same bits) on an n-gram chain (fp16, q8_0; undrafted
+ * exactly (same rows, same bits) on an n-gram chain (fp16, q8_0, q8_0_a8; undrafted
  * nodes absent) and a layer-skip eagle25 tree, and both hold to the fp32
  * reference (check_greedy); target-only takes one iteration a token. */
 static void rows_engine(const char *name, const char *spec, const rt_model *m, double u)
@@ -750,6 +777,9 @@ static void test_tiny_rows(void **state)
 	eu_tiny_spec(spec, sizeof(spec), path, "ngram:1:3", "chain:6", "greedy", "topk", 0, "q8_0",
 	             NULL);
 	rows_engine("ngram q8_0", spec, m, ldexp(1.0, -11));
+	eu_tiny_spec(spec, sizeof(spec), path, "ngram:1:3", "chain:6", "greedy", "topk", 0, "q8_0_a8",
+	             NULL);
+	rows_engine("ngram q8_0_a8", spec, m, ldexp(1.0, -8) + ldexp(1.0, -11));
 	rt_model_free(m);
 }
 

@@ -94,6 +94,7 @@ static void test_planned_engines_load(void **state)
 	/* the shipped specs: shapes only need no weights to plan */
 	static const char *const specs[] = {"models/specs/smollm2-ngram.json",
 	                                    "models/specs/smollm2-ngram-q8_0.json",
+	                                    "models/specs/smollm2-ngram-q8_0-a8.json",
 	                                    "models/specs/smollm2-eagle25.json",
 	                                    "models/specs/llama2-7b-eagle25.json",
 	                                    "models/specs/llama3-8b-eagle25.json"};
@@ -333,6 +334,25 @@ static void test_tamperings_refused(void **state)
 		};
 		for (size_t i = 0; i < sizeof(Q) / sizeof(Q[0]); i++)
 			refused(qdir, qtext, &Q[i]);
+		free(qtext);
+		/* q8_0_a8 (int8 GEMM inputs): the same q8_0 weights and fp16 inputs */
+		snprintf(qdir, sizeof(qdir), "%s/q8_0_a8", g_dir);
+		eu_tiny_spec(spec, sizeof(spec), g_tiny_path, "ngram:1:3", "chain:4", "greedy", "topk", 0,
+		             "q8_0_a8", NULL);
+		eu_build(spec, qdir, NULL, false);
+		qtext = read_json(qdir, &ql);
+		const tamper A8[] = {
+			{"q8_0_a8 gemm on an fp16 weight", "\"exec\": \"cublaslt\"", "\"args\": ",
+			 "[{\"buf\": \"q\", \"offset\": 0}, {\"buf\": \"x16\", \"offset\": 0}, "
+			 "{\"buf\": \"target.tok_embd\", \"offset\": 0}]", NULL, NULL, NULL,
+			 "buffer target.tok_embd is fp16, expected q8_0"},
+			{"q8_0_a8 gemm input not fp16", "\"exec\": \"cublaslt\"", "\"args\": ",
+			 "[{\"buf\": \"q\", \"offset\": 0}, {\"buf\": \"q\", \"offset\": 0}, "
+			 "{\"buf\": \"target.wq\", \"offset\": 0}]", NULL, NULL, NULL,
+			 "buffer q is f32, expected fp16"},
+		};
+		for (size_t i = 0; i < sizeof(A8) / sizeof(A8[0]); i++)
+			refused(qdir, qtext, &A8[i]);
 		free(qtext);
 	}
 	/* the layer-skip draft's slices go through its layer map */

@@ -160,6 +160,110 @@ static void run_case_q8(int M, int N, int K, int path, int threads)
 	free(bound);
 }
 
+/* int8 activations (hg_gemm_q8a8): A (fp16, or bf16) against the same Q8_0
+ * W. The reference is the exact dot product of A's 16-bit values with W's
+ * dequantized ones (double). The GEMM differs from it by
+ *  - quantizing A: per block b, |a - da q| <= da / 2 (round to nearest,
+ *    da = amax_b / 127; the product a * (1 / da) carries two fp32
+ *    roundings, so |a / da - q| <= 1/2 + 127 * 2^-22), times sum |w| over
+ *    the block;
+ *  - the float part: per block one rounding of da * dw and an FMA, nb of
+ *    them in a chain: gamma_{nb + 1} * sum_b |da dw isum_b| <= gamma_{nb+1}
+ *    * sum |a w| (1 + 1/254 slack for |da q| vs |a|), with isum exact.
+ * That bound is what the test holds every output to. */
+static void run_case_a8(int M, int N, int K, bool a_bf16, int path, int threads)
+{
+	fenced fw;
+	const size_t wb = (size_t)N * K / 32 * 34;
+	uint16_t *A = malloc(sizeof(*A) * (size_t)M * K + 1);
+	char *W = (char *)fenced_alloc(&fw, (wb + 1) / 2) + (wb & 1);
+	float *Wf = malloc(sizeof(*Wf) * (size_t)N * K), *C = galloc((size_t)M * N);
+	double *ref = malloc(sizeof(*ref) * (size_t)M * N), *bound = malloc(sizeof(*bound) * (size_t)M * N);
+	double *da = malloc(sizeof(*da) * (size_t)K / 32 + 1);
+	char what[112];
+	assert_true(A && Wf && ref && bound && da);
+	for (size_t i = 0; i < (size_t)M * K; i++) /* exponents spread over 2^-6 .. 2 */
+		A[i] = narrow((float)(2.0 * rnd() * ldexp(1.0, -(int)(i % 7))), a_bf16);
+	for (int i = 0; i < K && M > 1; i++) /* row 1: a zero block (da = 0) */
+		A[(size_t)K + i] = i < 32 ? 0 : A[(size_t)K + i];
+	for (size_t i = 0; i < (size_t)N * K; i++)
+		Wf[i] = (float)(0.25 * rnd());
+	assert_int_equal(gguf_quantize(GGML_T_Q8_0, Wf, (uint64_t)N * K, W), wb);
+	assert_int_equal(gguf_dequantize(GGML_T_Q8_0, W, (uint64_t)N * K, Wf), 0);
+	const int nb = K / 32;
+	for (int i = 0; i < M; i++) {
+		for (int b = 0; b < nb; b++) {
+			double amax = 0;
+			for (int t = 0; t < 32; t++)
+				amax = fmax(amax, fabs(widen(A[(size_t)i * K + 32 * b + t], a_bf16)));
+			da[b] = amax / 127 * (1 + 0x1p-23);
+		}
+		for (int j = 0; j < N; j++) {
+			double s = 0.0, a = 0.0, q = 0.0;
+			for (int b = 0; b < nb; b++) {
+				double sw = 0.0;
+				for (int t = 0; t < 32; t++) {
+					const size_t k = (size_t)32 * b + t;
+					const double w = Wf[(size_t)j * K + k];
+					const double p = (double)widen(A[(size_t)i * K + k], a_bf16) * w;
+					s += p;
+					a += fabs(p);
+					sw += fabs(w);
+				}
+				q += da[b] * (0.5 + 127 * 0x1p-22) * sw;
+			}
+			ref[(size_t)i * N + j] = s;
+			bound[(size_t)i * N + j] = q + gamma_n(nb + 1) * (a + q) * (1 + 1.0 / 254) + 1e-30;
+		}
+	}
+	assert_int_equal(hg_gemm_q8a8(C, A, W, M, N, K, a_bf16, path, threads), 0);
+	snprintf(what, sizeof(what), "gemm q8_0 x int8 %s %s M%d N%d K%d threads %d",
+	         a_bf16 ? "bf16" : "fp16", hg_path_name(path), M, N, K, threads);
+	check_close(what, C, ref, bound, (size_t)M * N);
+	gcheck(what, C, (size_t)M * N);
+	gfree(C);
+	free(A);
+	free(Wf);
+	free(da);
+	fenced_free(&fw);
+	free(ref);
+	free(bound);
+}
+
+/* M = 1, 3, 26, 63, 257; N odd (131, 1, 7, 25, 3: none a multiple of the 16
+ * or 8 column group); K whole blocks but 96 and 1120 not multiples of 64
+ * (two blocks, a zmm of A), 32 a single block; fp16 and bf16 A. */
+static void shapes_a8(int path)
+{
+	static const int MS[] = {1, 3, 26, 63, 257};
+	static const int NKQ[][2] = {{131, 576}, {1, 32}, {7, 1536}, {25, 96}, {3, 1120}};
+	if (!hg_i8_path_available(path))
+		skip();
+	rng_state = 21;
+	for (size_t m = 0; m < sizeof(MS) / sizeof(MS[0]); m++)
+		for (size_t s = 0; s < sizeof(NKQ) / sizeof(NKQ[0]); s++)
+			for (int th = 0; th <= 1; th++)
+				run_case_a8(MS[m], NKQ[s][0], NKQ[s][1], (m + s) % 2, path, th);
+}
+
+static void test_a8_portable(void **state)
+{
+	(void)state;
+	shapes_a8(HG_PATH_PORTABLE);
+}
+
+static void test_a8_avx2(void **state)
+{
+	(void)state;
+	shapes_a8(HG_PATH_AVX2);
+}
+
+static void test_a8_avx512(void **state)
+{
+	(void)state;
+	shapes_a8(HG_PATH_AVX512);
+}
+
 static void shapes(int path)
 {
 	static const int MS[] = {1, 3, 26, 63, 257};
@@ -402,6 +506,110 @@ static void test_q8_paths_bit_identical(void **state)
 	free(Wf);
 }
 
+/* hg_gemm_q8a8's specification written out plainly (host_gemm.h): GGUF
+ * Q8_0's rule for A with an fp32 scale and round to nearest even, exact
+ * integer block sums, one fmaf per block in block order. Finite A only. */
+static void a8_spec(float *C, const uint16_t *A, const char *W, int M, int N, int K, bool bf16)
+{
+	const int nb = K / 32;
+	int8_t *q = malloc((size_t)K);
+	float *d = malloc(sizeof(*d) * (size_t)nb);
+	assert_true(q && d);
+	for (int i = 0; i < M; i++) {
+		for (int b = 0; b < nb; b++) {
+			float amax = 0.0f;
+			for (int t = 0; t < 32; t++)
+				amax = fmaxf(amax, fabsf(widen(A[(size_t)i * K + 32 * b + t], bf16)));
+			d[b] = amax / 127.0f;
+			const float id = d[b] != 0.0f ? 1.0f / d[b] : 0.0f;
+			for (int t = 0; t < 32; t++) {
+				const float x = widen(A[(size_t)i * K + 32 * b + t], bf16) * id;
+				q[32 * b + t] = (int8_t)nearbyintf(x);
+			}
+		}
+		for (int j = 0; j < N; j++) {
+			float acc = 0.0f;
+			for (int b = 0; b < nb; b++) {
+				const char *blk = W + ((size_t)j * nb + b) * 34;
+				int32_t isum = 0;
+				for (int t = 0; t < 32; t++)
+					isum += q[32 * b + t] * (int8_t)blk[2 + t];
+				uint16_t dh;
+				memcpy(&dh, blk, 2);
+				const float p = d[b] * gguf_f16_to_f32(dh);
+				acc = fmaf((float)isum, p, acc);
+			}
+			C[(size_t)i * N + j] = acc;
+		}
+	}
+	free(q);
+	free(d);
+}
+
+/* int8 activations: every path (portable, AVX2, AVX-512 VNNI), on one
+ * thread and on the pool, gives the same bits, and every row's bits are
+ * the same whatever M: the first L rows of an M-row call equal an L-row
+ * call's, for L = 1, 3, 26, 63 of M = 257 (the verify at its rows and the
+ * one-row decode compute the same numbers). K = 1120 (35 blocks, not a
+ * multiple of two), N = 131. Blocks with NaN or inf make their row's outputs
+ * NaN on every path, and a k that is not whole blocks is refused. The
+ * finite rows equal a8_spec's, bit for bit. */
+static void test_a8_bit_identical(void **state)
+{
+	static const int LS[] = {1, 3, 26, 63};
+	const int M = 257, N = 131, K = 1120;
+	(void)state;
+	uint16_t *A = malloc(sizeof(*A) * M * K);
+	float *Wf = malloc(sizeof(float) * N * K), *C0 = malloc(sizeof(float) * M * N);
+	float *C1 = malloc(sizeof(float) * M * N);
+	char *W = malloc((size_t)N * K / 32 * 34);
+	assert_true(A && W && Wf && C0 && C1);
+	for (int b = 0; b < 2; b++) {
+		rng_state = 31 + b;
+		for (int i = 0; i < M * K; i++)
+			A[i] = narrow((float)(rnd() * ldexp(1.0, -(i % 5))), b);
+		for (int i = 0; i < N * K; i++)
+			Wf[i] = (float)rnd();
+		A[5 * K + 40] = b ? 0x7fc0 : 0x7e00; /* row 5: NaN */
+		A[6 * K + 1000] = b ? 0xff80 : 0xfc00; /* row 6: -inf */
+		gguf_quantize(GGML_T_Q8_0, Wf, (uint64_t)N * K, W);
+		assert_int_equal(hg_gemm_q8a8(C0, A, W, M, N, K, b, HG_PATH_PORTABLE, 1), 0);
+		for (int i = 0; i < M * N; i++)
+			assert_true((i / N == 5 || i / N == 6) ? isnan(C0[i]) : isfinite(C0[i]));
+		a8_spec(C1, A, W, 5, N, K, b); /* rows 0-4: finite */
+		if (memcmp(C0, C1, sizeof(float) * 5 * N))
+			fail_msg("q8_0 x int8 %s A: the portable path is not the specification's bits",
+			         b ? "bf16" : "fp16");
+		for (int p = HG_PATH_PORTABLE; p <= HG_PATH_AVX512; p++) {
+			if (!hg_i8_path_available(p))
+				continue;
+			for (int th = 0; th <= 1; th++) {
+				memset(C1, 0, sizeof(float) * M * N);
+				assert_int_equal(hg_gemm_q8a8(C1, A, W, M, N, K, b, p, th), 0);
+				if (memcmp(C0, C1, sizeof(float) * M * N))
+					fail_msg("q8_0 x int8 %s A, path %s, threads %d: not the portable path's "
+					         "bits", b ? "bf16" : "fp16", hg_path_name(p), th);
+			}
+			for (size_t l = 0; l < sizeof(LS) / sizeof(LS[0]); l++) {
+				memset(C1, 0, sizeof(float) * M * N);
+				assert_int_equal(hg_gemm_q8a8(C1, A, W, LS[l], N, K, b, p, 0), 0);
+				if (memcmp(C0, C1, sizeof(float) * LS[l] * N))
+					fail_msg("q8_0 x int8, path %s: %d rows differ from the same rows of %d",
+					         hg_path_name(p), LS[l], M);
+			}
+			assert_int_equal(hg_gemm_q8a8(C1, A, W, M, N, 48, b, p, 0), -22);
+		}
+	}
+	assert_int_equal(hg_gemm_q8a8(C0, A, W, 2, 3, 0, false, HG_PATH_AUTO, 0), 0);
+	for (int i = 0; i < 6; i++)
+		assert_true(C0[i] == 0.0f);
+	free(A);
+	free(W);
+	free(Wf);
+	free(C0);
+	free(C1);
+}
+
 /* Degenerate shapes: m = 0 or n = 0 writes nothing; k = 0 writes zeros. */
 static void test_empty(void **state)
 {
@@ -436,6 +644,10 @@ int main(void)
 		cmocka_unit_test(test_avx512),
 		cmocka_unit_test(test_paths_bit_identical),
 		cmocka_unit_test(test_q8_paths_bit_identical),
+		cmocka_unit_test(test_a8_portable),
+		cmocka_unit_test(test_a8_avx2),
+		cmocka_unit_test(test_a8_avx512),
+		cmocka_unit_test(test_a8_bit_identical),
 		cmocka_unit_test(test_nan_inf_portable),
 		cmocka_unit_test(test_nan_inf_avx2),
 		cmocka_unit_test(test_nan_inf_avx512),

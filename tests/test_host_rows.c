@@ -3,17 +3,19 @@
  * decoding (L = 1) and n-gram chains with fewer drafts than nodes use. The
  * region is exact only if a row's result never depends on how many rows
  * run beside it, so that is what is checked, bit for bit:
- *  - the host GEMM (fp16, bf16, q8_0; every available path; one thread and
+ *  - the host GEMM (fp16, bf16, q8_0, q8_0 x int8; every available path; one thread and
  *    the pool): C for m = L equals the first L rows of C for m = M, M = 3,
  *    26, 63, 257 (the issue's awkward shapes), L = 1, 2, M - 1; K = 100
- *    (fp16/bf16) and 96, 160 (q8_0), N = 37: none a multiple of the vector
+ *    (fp16/bf16) and 96, 160 (q8_0, int8), N = 37: none a multiple of the vector
  *    width or the tile; M = 5, 6 too, for the AVX-512 path's 5- to 8-row
  *    tiles;
  *  - the host tree attention: T = nb = L queries over a random tree mask
  *    give the first L rows of T = nb = M, for both paths, fp16 and bf16;
  *  - the device: rows_begin's L rule (the last present node, the cap, at
  *    least 1), recorded regions replayed with the tokens of replay time, a
- *    GEMM and a memset sized by it, and misuse refused with an error.
+ *    GEMM and a memset sized by it, and misuse refused with an error; a
+ *    q8_0_a8 GEMM op computes hg_gemm_q8a8's bits at every m, the BLAS
+ *    switch's included, never hg_gemm_q8's.
  * Correctness of each kernel against its fp32 reference is test_host_gemm's
  * and test_host_attn's; the engine-level checks (a tree forward at every L
  * against the full one, target-only tokens == speculative tokens == the
@@ -48,10 +50,18 @@ static void rows_equal(const char *what, const float *full, const float *part, s
 	}
 }
 
-/* wf: 0 fp16, 1 bf16, 2 q8_0 */
+/* wf: 0 fp16, 1 bf16, 2 q8_0, 3 q8_0 weights x int8 activations */
+static int gemm_wf(int wf, float *C, const uint16_t *A, const void *W, int m, int N, int K,
+                   int path, int threads)
+{
+	return wf == 3 ? hg_gemm_q8a8(C, A, W, m, N, K, false, path, threads)
+	       : wf == 2 ? hg_gemm_q8(C, A, W, m, N, K, false, path, threads)
+	                 : hg_gemm16(C, A, W, m, N, K, wf == 1, path, threads);
+}
+
 static void gemm_case(int wf, int M, int K, int N, int path, int threads)
 {
-	const size_t wbytes = wf == 2 ? (size_t)N * K / 32 * 34 : (size_t)N * K * 2;
+	const size_t wbytes = wf >= 2 ? (size_t)N * K / 32 * 34 : (size_t)N * K * 2;
 	uint16_t *A = malloc(sizeof(*A) * (size_t)M * K);
 	void *W = malloc(wbytes);
 	float *wf32 = malloc(sizeof(float) * (size_t)N * K);
@@ -61,14 +71,13 @@ static void gemm_case(int wf, int M, int K, int N, int path, int threads)
 	for (size_t i = 0; i < (size_t)M * K; i++)
 		A[i] = wf == 1 ? gguf_f32_to_bf16((float)rnd()) : gguf_f32_to_f16((float)rnd());
 	fill(wf32, (size_t)N * K, 1.0);
-	if (wf == 2)
+	if (wf >= 2)
 		gguf_quantize(GGML_T_Q8_0, wf32, (size_t)N * K, W);
 	else
 		for (size_t i = 0; i < (size_t)N * K; i++)
 			((uint16_t *)W)[i] = wf ? gguf_f32_to_bf16(wf32[i]) : gguf_f32_to_f16(wf32[i]);
 	const int Ls[] = {1, 2, M - 1};
-	int rc = wf == 2 ? hg_gemm_q8(Cf, A, W, M, N, K, false, path, threads)
-	                 : hg_gemm16(Cf, A, W, M, N, K, wf == 1, path, threads);
+	int rc = gemm_wf(wf, Cf, A, W, M, N, K, path, threads);
 	assert_int_equal(rc, 0);
 	for (int li = 0; li < 3; li++) {
 		const int L = Ls[li];
@@ -76,11 +85,11 @@ static void gemm_case(int wf, int M, int K, int N, int path, int threads)
 			continue;
 		for (size_t i = 0; i < (size_t)M * N; i++)
 			Cp[i] = NAN;
-		rc = wf == 2 ? hg_gemm_q8(Cp, A, W, L, N, K, false, path, threads)
-		             : hg_gemm16(Cp, A, W, L, N, K, wf == 1, path, threads);
+		rc = gemm_wf(wf, Cp, A, W, L, N, K, path, threads);
 		assert_int_equal(rc, 0);
 		snprintf(what, sizeof(what), "%s GEMM M %d K %d N %d path %s threads %d, L %d",
-		         wf == 2 ? "q8_0" : wf ? "bf16" : "fp16", M, K, N, hg_path_name(path), threads, L);
+		         wf == 3 ? "q8_0 x int8" : wf == 2 ? "q8_0" : wf ? "bf16" : "fp16", M, K, N,
+		         hg_path_name(path), threads, L);
 		rows_equal(what, Cf, Cp, (size_t)N, L);
 		/* rows past L untouched */
 		for (size_t i = (size_t)L * N; i < (size_t)M * N; i++)
@@ -109,6 +118,10 @@ static void test_gemm_rows(void **state)
 				gemm_case(1, Ms[mi], 100, 37, PATHS[p], threads);
 				gemm_case(2, Ms[mi], 96, 37, PATHS[p], threads);
 				gemm_case(2, Ms[mi], 160, 37, PATHS[p], threads);
+				if (hg_i8_path_available(PATHS[p])) {
+					gemm_case(3, Ms[mi], 96, 37, PATHS[p], threads);
+					gemm_case(3, Ms[mi], 160, 37, PATHS[p], threads);
+				}
 				checked++;
 			}
 	}
@@ -267,12 +280,65 @@ static void test_device_region(void **state)
 	rt_dev_free(d);
 }
 
+/* The device's GEMM op in dtype q8_0_a8 is the int8 GEMM at every m: 5
+ * rows and the BLAS switch's m (hg_blas_min_m, where q8_0 goes to sgemm),
+ * bit for bit hg_gemm_q8a8's (and not hg_gemm_q8's: the activations'
+ * rounding shows); supports_op takes it with k in whole blocks only. */
+static void test_device_gemm_a8(void **state)
+{
+	sw_err err = {0};
+	rt_dev *d = rt_dev_host_new(RT_HOST_NATIVE, NULL, &err);
+	if (!d)
+		fail_msg("%s", err.msg);
+	const int64_t big = hg_blas_min_m();
+	const int K = 64, N = 9;
+	rt_dptr A, W, C;
+	assert_int_equal(d->ops->alloc(d, (size_t)(2 * big * K), &A, &err), 0);
+	assert_int_equal(d->ops->alloc(d, (size_t)N * K / 32 * 34, &W, &err), 0);
+	assert_int_equal(d->ops->alloc(d, (size_t)(4 * big * N), &C, &err), 0);
+	uint16_t *a = (uint16_t *)(uintptr_t)A;
+	float *wf = malloc(sizeof(*wf) * N * K), *want = malloc(sizeof(float) * (size_t)(big * N));
+	float *q8 = malloc(sizeof(float) * (size_t)(big * N));
+	assert_true(wf && want && q8);
+	rng_state = 5;
+	for (int64_t i = 0; i < big * K; i++)
+		a[i] = gguf_f32_to_f16((float)rnd());
+	fill(wf, (size_t)N * K, 1.0);
+	gguf_quantize(GGML_T_Q8_0, wf, (size_t)N * K, (void *)(uintptr_t)W);
+	const int64_t ms[] = {5, big};
+	for (int t = 0; t < 2; t++) {
+		const int64_t m = ms[t];
+		rt_op g = {.kind = RT_OP_GEMM, .m = m, .n = N, .k = K, .dtype = RT_Q8_0_A8, .layer = -1,
+		           .n_args = 3, .argval = {C, A, W}};
+		snprintf(g.name, sizeof(g.name), "g");
+		rt_op_fix_argv(&g);
+		assert_true(d->ops->supports_op(d, &g));
+		if (d->ops->launch(d, &g, &err) || d->ops->sync(d, &err))
+			fail_msg("%s", err.msg);
+		assert_int_equal(hg_gemm_q8a8(want, a, (const void *)(uintptr_t)W, m, N, K, false,
+		                              HG_PATH_AUTO, 0), 0);
+		assert_int_equal(hg_gemm_q8(q8, a, (const void *)(uintptr_t)W, m, N, K, false,
+		                            HG_PATH_AUTO, 0), 0);
+		const float *c = (const float *)(uintptr_t)C;
+		if (memcmp(c, want, sizeof(float) * (size_t)(m * N)))
+			fail_msg("q8_0_a8 GEMM op at m %lld: not hg_gemm_q8a8's bits", (long long)m);
+		assert_true(memcmp(c, q8, sizeof(float) * (size_t)(m * N)) != 0);
+		g.k = 48;
+		assert_false(d->ops->supports_op(d, &g));
+	}
+	free(wf);
+	free(want);
+	free(q8);
+	rt_dev_free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gemm_rows),
 		cmocka_unit_test(test_attention_rows),
 		cmocka_unit_test(test_device_region),
+		cmocka_unit_test(test_device_gemm_a8),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

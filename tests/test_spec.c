@@ -172,10 +172,22 @@ static void test_bad_specs(void **state)
 	expect_err(mk(GOOD_T, GOOD_D, "eagle25", GOOD_V, "\"max_context\": 40, \"dtype\": \"bf16\""),
 	           "room for at least two trees");
 	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, "\"max_context\": 2048, \"dtype\": \"fp8\""),
-	           "$.dtype: expected \"bf16\", \"fp16\" or \"q8_0\", found \"fp8\"");
+	           "$.dtype: expected \"bf16\", \"fp16\", \"q8_0\" or \"q8_0_a8\", found \"fp8\"");
 	/* q8_0: GEMM widths in whole 32-element blocks (ffn_dim 500 is not) */
 	expect_ok(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, "\"max_context\": 2048, \"dtype\": \"q8_0\""));
 	assert_int_equal(g_spec.dtype, GEN_DTYPE_Q8_0);
+	/* q8_0_a8 (int8 GEMM inputs): its own dtype, the q8_0 weights and the
+	 * fp16 activation buffers */
+	expect_ok(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V,
+	             "\"max_context\": 2048, \"dtype\": \"q8_0_a8\""));
+	assert_int_equal(g_spec.dtype, GEN_DTYPE_Q8_0_A8);
+	assert_string_equal(gen_dtype_name(g_spec.dtype), "q8_0_a8");
+	assert_int_equal(gen_dtype_weights(g_spec.dtype), GEN_DTYPE_Q8_0);
+	assert_int_equal(gen_dtype_act(g_spec.dtype), GEN_DTYPE_FP16);
+	expect_err(mk("{\"shape\": {\"n_layers\": 4, \"dim\": 256, \"n_heads\": 8, \"n_kv_heads\": 2, "
+	              "\"ffn_dim\": 500, \"vocab\": 1000, \"max_ctx\": 4096}}", GOOD_D, "chain:4", GOOD_V,
+	              "\"max_context\": 2048, \"dtype\": \"q8_0_a8\""),
+	           "found \"q8_0_a8\" with the target's 256, 500 and 256");
 	expect_err(mk("{\"shape\": {\"n_layers\": 4, \"dim\": 256, \"n_heads\": 8, \"n_kv_heads\": 2, "
 	              "\"ffn_dim\": 500, \"vocab\": 1000, \"max_ctx\": 4096}}", GOOD_D, "chain:4", GOOD_V,
 	              "\"max_context\": 2048, \"dtype\": \"q8_0\""),
@@ -238,6 +250,9 @@ static void test_block_specs(void **state)
 	expect_err(mk(SMOL_SHAPE, BLK_D(""), "chain:4", GOOD_V,
 	              "\"max_context\": 2048, \"dtype\": \"q8_0\""),
 	           "$.dtype: expected \"bf16\" or \"fp16\" with a block drafter");
+	expect_err(mk(SMOL_SHAPE, BLK_D(""), "chain:4", GOOD_V,
+	              "\"max_context\": 2048, \"dtype\": \"q8_0_a8\""),
+	           "$.dtype: expected \"bf16\" or \"fp16\" with a block drafter, found \"q8_0_a8\"");
 	expect_err(mk(SMOL_SHAPE, BLK_D(""), "chain:4", GOOD_V, TAIL ", \"adaptive\": {\"h\": 0.3}"),
 	           "$.adaptive: expected a chain tree drafted by a model");
 

@@ -676,7 +676,7 @@ int cli_engine_bench(cli_opts *o)
 	       "streamed by %d threads, median of 5)\n\n", bw / 1e9, bwc / 1e9, bw_threads);
 	const int M = o->max_new, cap = (int)len + 4096;
 	enum { S_TPS, S_RTPS, S_RATIO, S_OVH, S_RDEC, S_RCPU, S_EDEC, S_ECPU, S_T1W, S_T1C, S_VW,
-	       S_G1, S_GT, S_CTX, S_TOW, S_TOC, S_SPW, S_SPC, S_N };
+	       S_G1, S_GT, S_CTX, S_TOW, S_TOC, S_SPW, S_SPC, S_VC, S_G1C, S_GTC, S_N };
 	out = malloc(sizeof(*out) * (size_t)(2 * M + 2));
 	ref = malloc(sizeof(*ref) * (size_t)(M + 1));
 	ids = malloc(sizeof(*ids) * (size_t)cap);
@@ -749,15 +749,13 @@ int cli_engine_bench(cli_opts *o)
 		int n_ref = reference_greedy(&j, n, eos, ref, &t_ref, &rd, &err);
 		if (n_ref < 0)
 			goto out_err;
-		if (ph_verify >= 0) {
-			double cw;
-			if (phase_replay(j.e, ph_verify, 0, false, 5, &sv[S_VW][used], &cw, &err) ||
-			    phase_replay(j.e, ph_verify, 1, false, 5, &sv[S_T1W][used], &sv[S_T1C][used],
-			                 &err) ||
-			    phase_replay(j.e, ph_verify, 0, true, 5, &sv[S_GT][used], &cw, &err) ||
-			    phase_replay(j.e, ph_verify, 1, true, 5, &sv[S_G1][used], &cw, &err))
-				goto out_err;
-		}
+		if (ph_verify >= 0 &&
+		    (phase_replay(j.e, ph_verify, 0, false, 5, &sv[S_VW][used], &sv[S_VC][used], &err) ||
+		     phase_replay(j.e, ph_verify, 1, false, 5, &sv[S_T1W][used], &sv[S_T1C][used],
+		                  &err) ||
+		     phase_replay(j.e, ph_verify, 0, true, 5, &sv[S_GT][used], &sv[S_GTC][used], &err) ||
+		     phase_replay(j.e, ph_verify, 1, true, 5, &sv[S_G1][used], &sv[S_G1C][used], &err)))
+			goto out_err;
 		tps[used] = st.t_decode > 0 ? n / st.t_decode : 0;
 		rtps[used] = t_ref > 0 ? n_ref / t_ref : 0;
 		ratio[used] = rtps[used] > 0 ? tps[used] / rtps[used] : 0;
@@ -802,7 +800,8 @@ int cli_engine_bench(cli_opts *o)
 	printf("\nDecode only, medians over %d prompts; roofline: a target-only step reads %.1f MB "
 	       "(%s weights + fp16 K/V at context %.0f; the fp32 reference %.1f MB) at %.2f GB/s: "
 	       "%.1f tok/s (%.1f for the reference)\n\n", used, bytes16 / 1e6,
-	       e->man->dtype == RT_Q8_0 ? "q8_0" : e->man->dtype == RT_BF16 ? "bf16" : "fp16", ctx,
+	       e->man->dtype == RT_Q8_0 ? "q8_0" : e->man->dtype == RT_Q8_0_A8 ? "q8_0 (int8 GEMM inputs)"
+	       : e->man->dtype == RT_BF16 ? "bf16" : "fp16", ctx,
 	       bytes32 / 1e6, bw / 1e9, bw / bytes16, bw / bytes32);
 	const double rcpu = cli_median(sv[S_RCPU], used), ecpu = cli_median(sv[S_ECPU], used);
 	printf("| decoder | tok/s | tok per CPU-s | share of the roofline: wall-clock | per "
@@ -827,6 +826,13 @@ int cli_engine_bench(cli_opts *o)
 		       "%.2f ms (%.1f tok/s per CPU-second): %.2fx; its GEMMs alone %.2f ms vs %.2f ms: "
 		       "%.2fx\n", verify_rows, 1e3 * vw, 1e3 * t1w, t1c > 0 ? 1 / t1c : 0,
 		       t1w > 0 ? vw / t1w : 0, 1e3 * gt, 1e3 * g1, g1 > 0 ? gt / g1 : 0);
+		/* the same in CPU seconds (every thread's), which a loaded machine
+		 * disturbs less than wall-clock */
+		const double vc = cli_median(sv[S_VC], used), gtc = cli_median(sv[S_GTC], used);
+		const double g1c = cli_median(sv[S_G1C], used);
+		printf("verify cost per CPU-second: %d rows %.2f ms vs 1 row %.2f ms: %.2fx; its GEMMs "
+		       "alone %.2f ms vs %.2f ms: %.2fx\n", verify_rows, 1e3 * vc, 1e3 * t1c,
+		       t1c > 0 ? vc / t1c : 0, 1e3 * gtc, 1e3 * g1c, g1c > 0 ? gtc / g1c : 0);
 	}
 	if (lref && *lref) {
 		if (idf && fclose(idf)) {

@@ -1,4 +1,4 @@
-/* The host backend's GEMM for the engine's shapes: C (m, n) fp32 =
+/* The host backend's GEMMs for the engine's shapes: C (m, n) fp32 =
  * A (m, k) * W (n, k)^T with A and W in one 16-bit dtype (fp16 or bf16),
  * accumulated in fp32, for m from 1 (decode) to a few hundred (a tree, a
  * prefill chunk). W is read from memory once per call and widened in
@@ -55,6 +55,28 @@ int hg_gemm_q8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n,
                bool a_bf16, int path, int threads);
 /* W (n, k) q8_0 -> y (n, k) fp32, exactly. */
 void hg_q8_to_f32(float *y, const void *W, int64_t n, int64_t k);
+
+/* C = A * W^T with W (n, k) q8_0 and A (m, k) fp16 (a_bf16: bf16) quantized
+ * per row in blocks of 32 as GGUF's Q8_0 does, but with an fp32 scale: amax
+ * = max |a| of the block, da = amax / 127, q = a * (1 / da) rounded to
+ * nearest even (q = 0 and da = NaN for a block holding inf or NaN). Each
+ * output is then, over the blocks b in order,
+ *   acc = fmaf((float)isum_b, da_b * dw_b, acc)     (acc = 0 first)
+ * with isum_b the block's int8 x int8 dot product summed exactly in int32,
+ * da_b * dw_b one fp32 rounding. Every path (portable C; AVX2 maddubs/madd;
+ * AVX-512 VNNI vpdpbusd) computes exactly this, so all give the same bits,
+ * for every m and thread count. k a multiple of 32 (else SW_EINVAL); path
+ * HG_PATH_AVX512 needs AVX-512 VNNI here (hg_i8_path_available). This is
+ * the "q8_0_a8" engine dtype's GEMM: it computes other numbers than
+ * hg_gemm_q8 (the activations are rounded to 8 bits, relative error up to
+ * 2^-8 of their block's largest). */
+int hg_gemm_q8a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n, int64_t k,
+                 bool a_bf16, int path, int threads);
+/* Whether hg_gemm_q8a8 can run path on this CPU (AVX-512: F and VNNI). */
+bool hg_i8_path_available(int path);
+/* The path HG_PATH_AUTO means for hg_gemm_q8a8: hg_path_auto()'s, lowered
+ * to AVX2 where AVX-512 VNNI is missing. */
+int hg_i8_path_auto(void);
 
 /* The row count from which the host backend hands a GEMM to the BLAS
  * (fp32 sgemm on operands widened for the call): $SW_BLAS_MIN_M, else

@@ -380,6 +380,10 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 			               e->ops[i].kind == RT_OP_GEMM && e->ops[i].dtype == RT_Q8_0
 			                   ? ": engine.json $.spec.dtype is \"q8_0\", which only the host "
 			                     "backend runs (build a bf16 or fp16 engine for this backend)"
+			               : e->ops[i].kind == RT_OP_GEMM && e->ops[i].dtype == RT_Q8_0_A8
+			                   ? ": engine.json $.spec.dtype is \"q8_0_a8\" (int8 GEMM "
+			                     "activations), which only the host backend runs (build a bf16 "
+			                     "or fp16 engine for this backend)"
 			                   : "");
 	if ((rc = dev->ops->load_kernels(dev, e->man->dir, e->ops, e->n_ops, err)))
 		return rc;

@@ -536,7 +536,7 @@ static const rule rules[] = {
 };
 
 /* GEMM (dev_host.c host_gemm, cuBLASLt row-major C = A W^T): C (m, n) f32,
- * A (m, k) and W (n, k) in the engine dtype (q8_0: A fp16, W 34 bytes per
+ * A (m, k) and W (n, k) in the engine dtype (q8_0, q8_0_a8: A fp16, W 34 bytes per
  * 32 elements, k whole blocks). */
 static void ext_gemm(ectx *c)
 {
@@ -544,7 +544,7 @@ static void ext_gemm(ectx *c)
 	set(c, 0, mul3(x->m, x->n, 4), true, "m %lld x n %lld f32", (long long)x->m, (long long)x->n);
 	set(c, 1, mul3(x->m, x->k, 2), false, "m %lld x k %lld x 2 bytes", (long long)x->m,
 	    (long long)x->k);
-	if (c->m->dtype == RT_Q8_0) {
+	if (rt_dtype_q8(c->m->dtype)) {
 		if (x->k % 32)
 			refuse(c, "q8_0 GEMM with k %lld, expected a multiple of 32", (long long)x->k);
 		else

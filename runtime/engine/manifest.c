@@ -189,9 +189,11 @@ static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 			e->dtype = RT_FP16;
 		else if (!strcmp(dt, "q8_0"))
 			e->dtype = RT_Q8_0;
+		else if (!strcmp(dt, "q8_0_a8"))
+			e->dtype = RT_Q8_0_A8;
 		else
-			j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.spec.dtype: expected \"bf16\", \"fp16\" or "
-			                "\"q8_0\", found \"%s\"", j->file, dt);
+			j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.spec.dtype: expected \"bf16\", \"fp16\", "
+			                "\"q8_0\" or \"q8_0_a8\", found \"%s\"", j->file, dt);
 	}
 	return j->rc;
 }
@@ -689,7 +691,7 @@ static int arg_slice(const rt_manifest *e, const rt_engine_pop *x, int a, int l)
 }
 
 /* The GEMM's operands as the planner declares them: A and W in the engine
- * dtype (q8_0: A fp16, W q8_0), C f32; W's rows are k long and it has at
+ * dtype (q8_0 and q8_0_a8: A fp16, W q8_0), C f32; W's rows are k long and it has at
  * least n of them. */
 static int check_gemm_shapes(const rt_manifest *e, jctx *j, const rt_engine_pop *x,
                              const char *p)
@@ -698,7 +700,7 @@ static int check_gemm_shapes(const rt_manifest *e, jctx *j, const rt_engine_pop 
 	const char *dt = e->dtype == RT_BF16 ? "bf16" : "fp16";
 	for (int a = 0; a < 3; a++) {
 		const rt_engine_buf *b = &e->bufs[x->arg_buf[a]];
-		const char *want = a == 2 && e->dtype == RT_Q8_0 ? "q8_0" : a ? dt : "f32";
+		const char *want = a == 2 && rt_dtype_q8(e->dtype) ? "q8_0" : a ? dt : "f32";
 		if (strcmp(b->dtype, want))
 			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.args[%d] (op %s, gemm %s): buffer "
 			                       "%s is %s, expected %s", j->file, p, a, x->name, role[a],
