@@ -557,12 +557,44 @@ static void test_weights_digest(void **state)
 	print_message("  %s (a copy of the engine's weights) binds\n", moved);
 }
 
+/* The fuzz_engine seeds (tests/fuzz/seeds/fuzz_engine, engine.json files
+ * the planner wrote for tiny models) must stay engines the loader accepts:
+ * fuzz_engine checks its independent bounds restatement only on accepted
+ * inputs, so a seed gone stale (a kernel argument added since) leaves the
+ * smoke pass mutating rejections. Every seed is parsed here, and a drafter
+ * and dtype the seeds must cover are named. */
+static void test_fuzz_seeds_accepted(void **state)
+{
+	static const char *const seeds[] = { "tiny_ngram", "tiny_q8a8", "tiny_layerskip_rrsw", "tiny_adaptive",
+		                             "tiny_block", "tiny_vocab_prefix" };
+	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
+		char path[256];
+		snprintf(path, sizeof(path), "tests/fuzz/seeds/fuzz_engine/%s.json", seeds[i]);
+		size_t len = 0;
+		char *text = sw_read_file(path, &len);
+		if (!text)
+			fail_msg("%s: cannot read the fuzz seed", path);
+		sw_err err = { 0 };
+		rt_manifest *m = rt_manifest_parse(path, text, len, &err);
+		if (!m)
+			fail_msg("fuzz seed %s is no longer an engine the loader accepts (rebuild it from the "
+			         "engine test's tiny engines): %s", path, err.msg);
+		if (!strcmp(seeds[i], "tiny_q8a8"))
+			assert_int_equal(m->dtype, RT_Q8_0_A8);
+		if (!strcmp(seeds[i], "tiny_block"))
+			assert_int_equal(m->draft_kind, RT_ENGINE_DRAFT_BLOCK);
+		rt_manifest_free(m);
+		free(text);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_planned_engines_load),
 		cmocka_unit_test(test_tamperings_refused),
 		cmocka_unit_test(test_weights_digest),
+		cmocka_unit_test(test_fuzz_seeds_accepted),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,6 +10,7 @@
  * the argument's buffer (its layer slice for a per-layer argument), and no
  * two buffers may share a byte. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,8 +33,9 @@ static long long touched(const rt_manifest *e, const rt_engine_pop *x, int a)
 	const char *op = x->op;
 	if (x->exec == RT_EXEC_MEMSET)
 		return x->bytes;
-	if (x->exec == RT_EXEC_CUBLASLT) /* C = A W^T: (m, n) f32, (m, k), (n, k) 16-bit */
-		return a == 0 ? x->m * x->n * 4 : a == 1 ? x->m * x->k * 2 : x->n * x->k * 2;
+	if (x->exec == RT_EXEC_CUBLASLT) /* C = A W^T: (m, n) f32, (m, k) 16-bit, (n, k) 16-bit or q8_0 */
+		return a == 0 ? x->m * x->n * 4 : a == 1 ? x->m * x->k * 2
+		       : rt_dtype_q8(e->dtype) ? x->n * (x->k / 32) * 34 : x->n * x->k * 2;
 	if (!strcmp(op, "rmsnorm_residual"))
 		return a < 4 ? g0 * prm(k, "DIM") * 4 : prm(k, "DIM") * 4;
 	if (!strcmp(op, "cast"))
@@ -52,8 +54,8 @@ static long long touched(const rt_manifest *e, const rt_engine_pop *x, int a)
 		       : a == 3 || a == 4 ? prm(k, "MAX_CTX") * prm(k, "N_KV_HEADS") * hd * 2
 		       : a == 5 ? 4 : -1;
 	}
-	if (!strcmp(op, "logits_process"))
-		return g0 * prm(k, "V") * 4;
+	if (!strcmp(op, "logits_process")) /* probs, logits: g0 rows of V; 3 sampling words */
+		return a == 2 ? 3 * 4 : g0 * prm(k, "V") * 4;
 	if (!strcmp(op, "tree_expand")) {
 		const long long l0 = prm(k, "LEVEL_BEGIN");
 		long long rows = l0 + g0;
@@ -71,7 +73,7 @@ static long long touched(const rt_manifest *e, const rt_engine_pop *x, int a)
 		const long long V = prm(k, "V");
 		if (a == 6 && prm(k, "Q_BY_DEPTH")) /* row depth(u) of nodes with children */
 			return (long long)e->depth * prm(k, "VQ") * 4;
-		return a == 5 || a == 6 ? N * V * 4 : a == 7 ? 2 * V * 4 : a == 8 ? -1
+		return a == 5 ? N * V * 4 : a == 6 ? N * prm(k, "VQ") * 4 : a == 7 ? 2 * V * 4 : a == 8 ? -1
 		       : words[a] < 0 ? -words[a] * N * 4 : words[a] * 4;
 	}
 	if (!strcmp(op, "kv_commit")) /* every layer from the base; keep: the path */
@@ -110,6 +112,15 @@ static long long touched(const rt_manifest *e, const rt_engine_pop *x, int a)
 	abort(); /* an accepted op kind no host adapter runs */
 }
 
+/* An accepted engine whose op reaches past its argument: say which, then
+ * abort (the fuzzer keeps the input; the message names the op to look at). */
+static void violation(const rt_engine_pop *x, int a, long long t, long long room)
+{
+	fprintf(stderr, "fuzz_engine: op %s (%s) arg %d touches %lld bytes, %lld in its buffer\n", x->name,
+	        x->op, a, t, room);
+	abort();
+}
+
 static void check_bounds(const rt_manifest *e)
 {
 	for (int i = 0; i < e->n_bufs; i++)
@@ -146,7 +157,7 @@ static void check_bounds(const rt_manifest *e)
 				                                  : b->bytes - top * slice - x->arg_off[a];
 			}
 			if (t > room || t < -1)
-				abort();
+				violation(x, a, t, room);
 		}
 	}
 }
