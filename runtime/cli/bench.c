@@ -231,9 +231,9 @@ out_err:
 /* The --drafters table: target-only, then each row SPEC[|gamma=G][|tree=T]
  * at T = 0 and 0.7 over the prompts: median tok/s and speedup against
  * target-only on the same prompt, pooled tau, acceptance by position 1..8
- * (1..16 when a row drafts more than 8)
- * (by depth for trees), greedy equality; tokens per CPU-second of the
- * whole call (prefill included) and its ratio to target-only's. Trees: top-k
+ * (by depth for trees; 1..16 when a row drafts deeper than 8), greedy
+ * equality; tokens per CPU-second of the whole call (prefill included) and
+ * its ratio to target-only's. Trees: top-k
  * verified one-hot (greedy at T = 0); block drafters only. */
 static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np, sw_err *err)
 {
@@ -255,11 +255,22 @@ static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np,
 		rows[nr++] = tok;
 	printf("### Real model, drafters: %s, %d prompts from %s, %d new tokens, chat template on\n\n", o->model, np,
 	       o->corpus ? o->corpus : "(default corpus)", M);
-	/* acceptance columns: positions 1..8, or 1..16 when a row drafts deeper */
+	/* acceptance columns: positions 1..8, or 1..16 when a row drafts deeper
+	 * (a gamma over 8, or a tree of depth over 8) */
 	int npos = 8;
 	for (int ri = 1; ri < nr; ri++) {
-		const char *g = strstr(rows[ri], "|gamma=");
-		if ((g && atoi(g + 7) > 8) || (!g && o->gamma > 8))
+		const char *g = strstr(rows[ri], "|gamma="), *t = strstr(rows[ri], "|tree=");
+		int deep = t ? 0 : g ? atoi(g + 7) : o->gamma;
+		if (t) {
+			char ts[512];
+			snprintf(ts, sizeof(ts), "%s", t + 6);
+			ts[strcspn(ts, "|")] = 0;
+			static gen_tree dt; /* large: off the stack */
+			if (!gen_tree_parse(ts, NULL, &dt, err))
+				deep = dt.depth_max;
+			memset(err, 0, sizeof(*err)); /* a bad tree is reported where the row runs */
+		}
+		if (deep > 8)
 			npos = 16;
 	}
 	printf("| T | drafter | median tok/s | median speedup | median tok/CPU-s | CPU-s speedup | tau | acceptance at "
