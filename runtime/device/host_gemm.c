@@ -662,17 +662,34 @@ static void run_part(void *ctx, int part, int n_parts)
 		jb->cols(jb, j0, j1);
 }
 
-/* A's fp32 copy: per calling thread, kept between calls (a few hundred KB),
- * freed when the thread exits (the key's destructor): a server's worker
- * thread that ends must not leak it */
-static _Thread_local float *a_buf;
-static _Thread_local size_t a_cap;
-static pthread_key_t a_key;
-static pthread_once_t a_once = PTHREAD_ONCE_INIT;
+/* The calling thread's scratch (A's fp32 copy here, the quantized A in
+ * host_gemm_i8.c: the two never nest on a thread), 64-aligned, grown as
+ * needed and kept between calls (a few hundred KB), freed when the thread
+ * exits (the key's destructor): a server's worker thread that ends must not
+ * leak it. NULL when it cannot grow. */
+static _Thread_local void *t_buf;
+static _Thread_local size_t t_cap;
+static pthread_key_t t_key;
+static pthread_once_t t_once = PTHREAD_ONCE_INIT;
 
-static void a_key_init(void)
+static void t_key_init(void)
 {
-	pthread_key_create(&a_key, free);
+	pthread_key_create(&t_key, free);
+}
+
+void *hg_thread_scratch(size_t bytes)
+{
+	if (bytes > t_cap) {
+		void *p = NULL;
+		if (posix_memalign(&p, 64, bytes))
+			return NULL;
+		free(t_buf);
+		t_buf = p;
+		t_cap = bytes;
+		pthread_once(&t_once, t_key_init);
+		pthread_setspecific(t_key, p);
+	}
+	return t_buf;
 }
 
 /* C = A W^T with W in format wf (the shared body of hg_gemm16 / hg_gemm_q8) */
@@ -687,17 +704,9 @@ static int gemm(float *C, const uint16_t *A, bool a_bf16, const char *W, int wf,
 	if (m == 0 || n == 0)
 		return 0;
 	const int64_t kp = path == HG_PATH_AVX512 ? (k + 15) & ~(int64_t)15 : (k + 7) & ~(int64_t)7;
-	const size_t need = (size_t)(m * kp);
-	if (need > a_cap) {
-		float *p = NULL;
-		if (posix_memalign((void **)&p, 64, sizeof(float) * need))
-			return SW_ENOMEM;
-		free(a_buf);
-		a_buf = p;
-		a_cap = need;
-		pthread_once(&a_once, a_key_init);
-		pthread_setspecific(a_key, p);
-	}
+	float *a_buf = hg_thread_scratch(sizeof(float) * (size_t)(m * kp));
+	if (!a_buf)
+		return SW_ENOMEM;
 	hg_job jb = {.C = C, .A = a_buf, .W = W, .m = m, .n = n, .k = k, .kp = kp, .wf = wf,
 	             .wrow = wf == HG_W_Q8_0 ? k / HG_Q8_BLOCK * HG_Q8_BYTES : 2 * k,
 	             .n_tiles = (n + HG_TILE_N - 1) / HG_TILE_N, .cols = cols_portable};

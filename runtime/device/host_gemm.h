@@ -13,6 +13,7 @@
 #define RT_HOST_GEMM_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum hg_path {
@@ -91,6 +92,10 @@ int64_t hg_blas_min_m(void);
 
 /* fp16/bf16 -> fp32, exactly (subnormals, inf and NaN kept). */
 void hg_to_f32(float *y, const uint16_t *x, int64_t cnt, bool bf16);
+/* The calling thread's GEMM scratch of at least bytes, 64-aligned, kept
+ * between calls and freed at thread exit (NULL when it cannot grow). One
+ * buffer a thread: valid until that thread's next call. */
+void *hg_thread_scratch(size_t bytes);
 /* fp32 -> fp16/bf16, round to nearest even, bit for bit as formats/gguf.c's
  * gguf_f32_to_f16/bf16 (NaN: fp16 sign | 0x7e00, bf16 top half | 64). */
 void hg_from_f32(uint16_t *y, const float *x, int64_t cnt, bool bf16);

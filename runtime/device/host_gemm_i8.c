@@ -399,18 +399,6 @@ static void run_part(void *ctx, int part, int n_parts)
 		jb->cols(jb, j0, j1, jb->pack ? jb->pack + I8_PACK(jb->nb) * (size_t)part : NULL);
 }
 
-/* the quantized A, its scales and one fp32 row: per calling thread, kept
- * between calls, freed when the thread exits (as host_gemm.c's a_buf) */
-static _Thread_local char *s_buf;
-static _Thread_local size_t s_cap;
-static pthread_key_t s_key;
-static pthread_once_t s_once = PTHREAD_ONCE_INIT;
-
-static void s_key_init(void)
-{
-	pthread_key_create(&s_key, free);
-}
-
 int hg_gemm_q8a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n, int64_t k,
                  bool a_bf16, int path, int threads)
 {
@@ -438,16 +426,9 @@ int hg_gemm_q8a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t 
 	const size_t q_bytes = ((size_t)(m * k) + 63) & ~(size_t)63;
 	const size_t pack_bytes = path == HG_PATH_PORTABLE ? 0 : I8_PACK(nb) * (size_t)parts;
 	const size_t need = q_bytes + pack_bytes + sizeof(float) * (size_t)(m * nb + k);
-	if (need > s_cap) {
-		char *p = NULL;
-		if (posix_memalign((void **)&p, 64, need))
-			return SW_ENOMEM;
-		free(s_buf);
-		s_buf = p;
-		s_cap = need;
-		pthread_once(&s_once, s_key_init);
-		pthread_setspecific(s_key, p);
-	}
+	char *s_buf = hg_thread_scratch(need); /* the calling thread's, as hg_gemm16's */
+	if (!s_buf)
+		return SW_ENOMEM;
 	uint8_t *aq = (uint8_t *)s_buf;
 	char *pack = pack_bytes ? s_buf + q_bytes : NULL;
 	float *da = (float *)(void *)(s_buf + q_bytes + pack_bytes), *xrow = da + m * nb;
