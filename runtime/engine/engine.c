@@ -373,18 +373,18 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 		return rc;
 	if ((rc = resolve_ops(e, err)))
 		return rc;
-	for (int i = 0; i < e->n_ops; i++)
-		if (dev->ops->supports_op && !dev->ops->supports_op(dev, &e->ops[i]))
-			return sw_errf(err, SW_ENOTSUP, "%s: backend %s cannot run op %s (%s)%s", e->man->dir,
-			               dev->desc, e->ops[i].name, e->ops[i].op,
-			               e->ops[i].kind == RT_OP_GEMM && e->ops[i].dtype == RT_Q8_0
-			                   ? ": engine.json $.spec.dtype is \"q8_0\", which only the host "
-			                     "backend runs (build a bf16 or fp16 engine for this backend)"
-			               : e->ops[i].kind == RT_OP_GEMM && e->ops[i].dtype == RT_Q8_0_A8
-			                   ? ": engine.json $.spec.dtype is \"q8_0_a8\" (int8 GEMM "
-			                     "activations), which only the host backend runs (build a bf16 "
-			                     "or fp16 engine for this backend)"
-			                   : "");
+	for (int i = 0; i < e->n_ops; i++) {
+		const rt_op *o = &e->ops[i];
+		if (!dev->ops->supports_op || dev->ops->supports_op(dev, o))
+			continue;
+		/* an 8-bit GEMM: say which dtype only the host runs */
+		const char *q8 = o->kind != RT_OP_GEMM || !rt_dtype_q8(o->dtype) ? NULL
+		                 : o->dtype == RT_Q8_0_A8 ? "\"q8_0_a8\" (int8 GEMM activations)" : "\"q8_0\"";
+		return sw_errf(err, SW_ENOTSUP, "%s: backend %s cannot run op %s (%s)%s%s%s", e->man->dir,
+		               dev->desc, o->name, o->op, q8 ? ": engine.json $.spec.dtype is " : "",
+		               q8 ? q8 : "", q8 ? ", which only the host backend runs (build a bf16 or fp16 "
+		                                  "engine for this backend)" : "");
+	}
 	if ((rc = dev->ops->load_kernels(dev, e->man->dir, e->ops, e->n_ops, err)))
 		return rc;
 	/* gated phases on a device without conditional graph regions: every
