@@ -677,6 +677,15 @@ static void t_key_init(void)
 	pthread_key_create(&t_key, free);
 }
 
+int64_t hg_parts(int threads, int64_t n_units, int64_t min_units)
+{
+	const int nt = threads > 0 ? threads : hp_threads();
+	int64_t parts = nt * 4;
+	if (parts > n_units / min_units)
+		parts = n_units / min_units;
+	return nt == 1 || parts < 1 ? 1 : parts;
+}
+
 void *hg_thread_scratch(size_t bytes)
 {
 	if (bytes > t_cap) {
@@ -722,14 +731,9 @@ static int gemm(float *C, const uint16_t *A, bool a_bf16, const char *W, int wf,
 			to_f32_c(a_buf + i * kp, A + i * k, k, a_bf16);
 			memset(a_buf + i * kp + k, 0, sizeof(float) * (size_t)(kp - k));
 		}
-	/* parts: a few per thread (a descheduled thread then holds up little),
-	 * none smaller than ~16 KB of W */
-	const int nt = threads > 0 ? threads : hp_threads();
-	int64_t parts = nt * 4;
-	const int64_t min_tiles = 1 + (8192 / (k ? k : 1)) / HG_TILE_N;
-	if (parts > jb.n_tiles / min_tiles)
-		parts = jb.n_tiles / min_tiles;
-	if (nt == 1 || parts <= 1)
+	/* none smaller than ~16 KB of W */
+	const int64_t parts = hg_parts(threads, jb.n_tiles, 1 + (8192 / (k ? k : 1)) / HG_TILE_N);
+	if (parts == 1)
 		run_part(&jb, 0, 1);
 	else
 		hp_run(run_part, &jb, (int)parts);

@@ -92,6 +92,10 @@ int64_t hg_blas_min_m(void);
 
 /* fp16/bf16 -> fp32, exactly (subnormals, inf and NaN kept). */
 void hg_to_f32(float *y, const uint16_t *x, int64_t cnt, bool bf16);
+/* How many parts a GEMM call splits its n_units column groups into: a few
+ * per thread (threads, or the pool's when 0), so a descheduled thread holds
+ * up little, none of fewer than min_units groups; 1 runs on the caller. */
+int64_t hg_parts(int threads, int64_t n_units, int64_t min_units);
 /* The calling thread's GEMM scratch of at least bytes, 64-aligned, kept
  * between calls and freed at thread exit (NULL when it cannot grow). One
  * buffer a thread: valid until that thread's next call. */

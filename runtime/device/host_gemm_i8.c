@@ -413,14 +413,8 @@ int hg_gemm_q8a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t 
 		return 0;
 	}
 	const int64_t nb = k / HG_Q8_BLOCK, wrow = nb * HG_Q8_BYTES, n_groups = (n + 15) / 16;
-	/* parts as host_gemm.c's: a few per thread, none under ~16 KB of W */
-	const int nt = threads > 0 ? threads : hp_threads();
-	int64_t parts = nt * 4;
-	const int64_t min_groups = 1 + (16384 / wrow) / 16;
-	if (parts > n_groups / min_groups)
-		parts = n_groups / min_groups;
-	if (nt == 1 || parts < 1)
-		parts = 1;
+	/* none under ~16 KB of W */
+	const int64_t parts = hg_parts(threads, n_groups, 1 + (16384 / wrow) / 16);
 	/* aq (m k bytes), then the vector paths' packed groups (one a part),
 	 * da (m nb floats) and the fp32 row (k), 64-aligned */
 	const size_t q_bytes = ((size_t)(m * k) + 63) & ~(size_t)63;
