@@ -658,30 +658,25 @@ static void test_real_model_engine(void **state)
 	check_greedy("SmolLM2 emulated", b, N, ref, margin, ldexp(1.0, -11), mx);
 	/* q8_0 from the Q4_1 file's weights: re-quantized, each weight within
 	 * d / 2 = max|block| / 254 of the reference's, a relative error of at
-	 * most 2^-8 of its block (bf16's u), plus fp16's 2^-11 elsewhere */
-	snprintf(dir, sizeof(dir), "%s/smollm2_q8", g_dir);
-	snprintf(spec, sizeof(spec),
-	         "{\"name\": \"smollm2-q8\", \"target\": {\"path\": \"%s\"}, "
-	         "\"draft\": {\"method\": \"ngram:1:3\"}, \"tree\": \"chain:6\", "
-	         "\"verify\": {\"method\": \"greedy\", \"expand\": \"topk\"}, "
-	         "\"max_context\": 128, \"prefill_chunk\": 16, \"dtype\": \"q8_0\", "
-	         "\"archs\": [\"sm_80\"]}", model_path());
-	build_engine(spec, dir);
-	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, m, 1, prompt, P, N, false, a, &st), N);
-	check_greedy("SmolLM2 q8_0 native", a, N, ref, margin, ldexp(1.0, -8) + ldexp(1.0, -11), mx);
-	/* q8_0_a8: the same weights, and every GEMM input rounded to int8 per
+	 * most 2^-8 of its block (bf16's u), plus fp16's 2^-11 elsewhere;
+	 * q8_0_a8: the same weights, and every GEMM input rounded to int8 per
 	 * block of 32 (each within max|block| / 254: 2^-8 again) */
-	snprintf(dir, sizeof(dir), "%s/smollm2_q8a8", g_dir);
-	snprintf(spec, sizeof(spec),
-	         "{\"name\": \"smollm2-q8a8\", \"target\": {\"path\": \"%s\"}, "
-	         "\"draft\": {\"method\": \"ngram:1:3\"}, \"tree\": \"chain:6\", "
-	         "\"verify\": {\"method\": \"greedy\", \"expand\": \"topk\"}, "
-	         "\"max_context\": 128, \"prefill_chunk\": 16, \"dtype\": \"q8_0_a8\", "
-	         "\"archs\": [\"sm_80\"]}", model_path());
-	build_engine(spec, dir);
-	assert_int_equal(run_engine(dir, RT_HOST_NATIVE, m, 1, prompt, P, N, false, a, &st), N);
-	check_greedy("SmolLM2 q8_0_a8 native", a, N, ref, margin, ldexp(1.0, -7) + ldexp(1.0, -11),
-	             mx);
+	static const struct { const char *dtype; double u; } q8s[] = {
+		{ "q8_0", 0x1p-8 + 0x1p-11 }, { "q8_0_a8", 0x1p-7 + 0x1p-11 } };
+	for (size_t i = 0; i < sizeof(q8s) / sizeof(q8s[0]); i++) {
+		char what[64];
+		snprintf(dir, sizeof(dir), "%s/smollm2_%s", g_dir, q8s[i].dtype);
+		snprintf(spec, sizeof(spec),
+		         "{\"name\": \"smollm2-%s\", \"target\": {\"path\": \"%s\"}, "
+		         "\"draft\": {\"method\": \"ngram:1:3\"}, \"tree\": \"chain:6\", "
+		         "\"verify\": {\"method\": \"greedy\", \"expand\": \"topk\"}, "
+		         "\"max_context\": 128, \"prefill_chunk\": 16, \"dtype\": \"%s\", "
+		         "\"archs\": [\"sm_80\"]}", q8s[i].dtype, model_path(), q8s[i].dtype);
+		build_engine(spec, dir);
+		assert_int_equal(run_engine(dir, RT_HOST_NATIVE, m, 1, prompt, P, N, false, a, &st), N);
+		snprintf(what, sizeof(what), "SmolLM2 %s native", q8s[i].dtype);
+		check_greedy(what, a, N, ref, margin, q8s[i].u, mx);
+	}
 	rt_model_free(m);
 }
 
