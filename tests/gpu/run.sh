@@ -229,6 +229,28 @@ json_tokens() { # the "tokens" array of a run --json object, one line
 json_field() { # a scalar field
 	sed -n "s/.*\"$1\": \([^,}]*\).*/\1/p" | head -n 1
 }
+# graph_eager NAME DIR SECONDS: run engine DIR on cuda as a graph, then eager
+# (same seed), each under a SECONDS limit (exit 124: a hang); outputs in
+# $OUT/NAME.{graph,eager}.{json,err}; tokens in tok_graph / tok_eager
+# (empty where a run failed, which is reported)
+graph_eager() {
+	tok_graph="" tok_eager=""
+	local mode extra t
+	for mode in graph eager; do
+		extra=""
+		[ $mode = eager ] && extra="--eager"
+		if timeout "$3" "$BUILD/specwright" run "$2" --backend cuda $extra -n "$N" -p "$PROMPT" \
+			--json >"$OUT/$1.$mode.json" 2>"$OUT/$1.$mode.err"; then
+			t=$(json_tokens <"$OUT/$1.$mode.json")
+			[ $mode = graph ] && tok_graph=$t || tok_eager=$t
+			printf '  %-6s %8s tok/s  tau %s\n' $mode "$(json_field tok_per_s <"$OUT/$1.$mode.json")" \
+				"$(json_field tau <"$OUT/$1.$mode.json")"
+		else
+			tail -n 20 "$OUT/$1.$mode.err" >&2
+			bad "$1: run --backend cuda $extra (exit 124: a hang past $3 s)"
+		fi
+	done
+}
 # `specwright profile`'s table (phase op launches us/iter GB/s GFLOP/s share)
 # with each row's share of the bandwidth roofline: the time its bytes take
 # at PEAK_GBS over the time it took (each op synchronised: launch latency
@@ -353,21 +375,8 @@ elif [ $offline -eq 1 ]; then
 	echo "  built; $(grep -c '"if": ' "$adir/engine.json") gated phase(s)"
 	skipped "graph vs eager on cuda"
 else
-	ta="" te=""
-	for mode in graph eager; do
-		extra=""
-		[ $mode = eager ] && extra="--eager"
-		if "$BUILD/specwright" run "$adir" --backend cuda $extra -n "$N" -p "$PROMPT" --json \
-			>"$OUT/adaptive.$mode.json" 2>"$OUT/adaptive.$mode.err"; then
-			t=$(json_tokens <"$OUT/adaptive.$mode.json")
-			[ $mode = graph ] && ta=$t || te=$t
-			printf '  %-6s %8s tok/s  tau %s\n' $mode "$(json_field tok_per_s <"$OUT/adaptive.$mode.json")" \
-				"$(json_field tau <"$OUT/adaptive.$mode.json")"
-		else
-			tail -n 20 "$OUT/adaptive.$mode.err" >&2
-			bad "adaptive: run --backend cuda $extra"
-		fi
-	done
+	graph_eager adaptive "$adir" 300
+	ta=$tok_graph te=$tok_eager
 	if grep -q "conditional graph regions unavailable" "$OUT/adaptive.graph.err"; then
 		echo "  note: $(grep -m1 'conditional graph regions unavailable' "$OUT/adaptive.graph.err")"
 		echo "  (the graph run fell back to eager: the IF nodes were not exercised)"
@@ -405,21 +414,8 @@ elif [ $offline -eq 1 ]; then
 	echo "  built"
 	skipped "graph vs eager on cuda"
 else
-	tw="" tx=""
-	for mode in graph eager; do
-		extra=""
-		[ $mode = eager ] && extra="--eager"
-		if timeout 300 "$BUILD/specwright" run "$wdir" --backend cuda $extra -n "$N" -p "$PROMPT" \
-			--json >"$OUT/wide.$mode.json" 2>"$OUT/wide.$mode.err"; then
-			t=$(json_tokens <"$OUT/wide.$mode.json")
-			[ $mode = graph ] && tw=$t || tx=$t
-			printf '  %-6s %8s tok/s  tau %s\n' $mode "$(json_field tok_per_s <"$OUT/wide.$mode.json")" \
-				"$(json_field tau <"$OUT/wide.$mode.json")"
-		else
-			tail -n 20 "$OUT/wide.$mode.err" >&2
-			bad "wide: run --backend cuda $extra (exit 124: a hang)"
-		fi
-	done
+	graph_eager wide "$wdir" 300
+	tw=$tok_graph tx=$tok_eager
 	if [ -n "$tw" ] && [ "$tw" = "$tx" ]; then
 		echo "  graph and eager emit the same $N tokens (same seed)"
 	elif [ -n "$tw" ] && [ -n "$tx" ]; then
