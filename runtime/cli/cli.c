@@ -154,6 +154,10 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 			o->eager = true;
 		} else if (!strcmp(a, "--no-baseline")) {
 			o->baseline = false;
+		} else if (!strcmp(a, "--ids")) {
+			NEED_VALUE(); o->ids = v;
+		} else if (!strcmp(a, "--target-only")) {
+			o->target_only = true;
 		} else {
 			return bad(cmd, "unknown option '%s'%s", a, "");
 		}
@@ -169,6 +173,14 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 		return bad(cmd, "--verify and --expand need --tree%s%s", "", "");
 	if (o->prompt && o->prompt_file)
 		return bad(cmd, "give either -p or -f, not both%s%s", "", "");
+	if (o->ids && (o->prompt || o->prompt_file))
+		return bad(cmd, "give the prompt either as text (-p/-f) or as token ids (--ids), not both%s%s", "", "");
+	if (o->ids && strcmp(cmd, "run") && strcmp(cmd, "generate") && strcmp(cmd, "eval") && strcmp(cmd, "profile"))
+		return bad(cmd, "--ids applies to run, generate, eval and profile, not to %s%s", cmd, "");
+	if (o->ids && o->chat == 1)
+		return bad(cmd, "--chat cannot apply to --ids: token ids are fed as given, without the chat template%s%s", "", "");
+	if (o->target_only && strcmp(cmd, "run"))
+		return bad(cmd, "--target-only applies to `run ENGINE_DIR` only (`generate` is target-only already)%s%s", "", "");
 	return 0;
 }
 
@@ -321,6 +333,65 @@ int cli_encode_prompt(const cli_session *s, const char *text, bool chat, int32_t
 	int rc = len < 0 ? len : rt_tokenize(s->tok, buf, (size_t)len, false, true, ids, cap, err);
 	free(buf);
 	return rc;
+}
+
+/* "1 17 42" or "1,17,42": counts first (ids == NULL), then fills. */
+static int parse_ids(const char *s, int vocab, int32_t *ids, sw_err *err)
+{
+	int n = 0;
+	const char *p = s;
+	for (;;) {
+		while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n')
+			p++;
+		if (!*p)
+			break;
+		char *end;
+		errno = 0;
+		long x = strtol(p, &end, 10);
+		if (end == p || errno || (*end && *end != ' ' && *end != ',' && *end != '\t' && *end != '\n'))
+			return sw_errf(err, SW_EINVAL, "--ids: expected token ids separated by spaces or commas, "
+			               "found '%.*s' at offset %d", (int)strcspn(p, " ,\t\n"), p, (int)(p - s));
+		if (x < 0 || x >= vocab)
+			return sw_errf(err, SW_ERANGE, "--ids: token id %ld (number %d in the list) is outside the model's "
+			               "vocabulary [0, %d)", x, n + 1, vocab);
+		if (ids)
+			ids[n] = (int32_t)x;
+		n++;
+		p = end;
+	}
+	if (n == 0)
+		return sw_errf(err, SW_EINVAL, "--ids: expected at least one token id, found '%s'", s);
+	return n;
+}
+
+int cli_prompt_tokens(const cli_opts *o, const cli_session *s, bool chat, int32_t **ids, sw_err *err)
+{
+	*ids = NULL;
+	if (o->ids) {
+		int n = parse_ids(o->ids, s->target->cfg.vocab, NULL, err);
+		if (n < 0)
+			return n;
+		if (!(*ids = malloc(sizeof(**ids) * (size_t)n)))
+			return sw_errf(err, SW_ENOMEM, "out of memory");
+		return parse_ids(o->ids, s->target->cfg.vocab, *ids, err);
+	}
+	char *text = cli_read_prompt(o, err);
+	if (!text)
+		return err->code ? err->code : SW_EINVAL;
+	/* a token covers at least one byte: never truncates, and an over-long
+	 * prompt gets its real token count in the error */
+	int cap = (int)strlen(text) + 4096;
+	if (!(*ids = malloc(sizeof(**ids) * (size_t)cap))) {
+		free(text);
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	}
+	int n = cli_encode_prompt(s, text, chat, *ids, cap, err);
+	free(text);
+	if (n < 0) {
+		free(*ids);
+		*ids = NULL;
+	}
+	return n;
 }
 
 void cli_print_stats(FILE *f, const char *label, const rt_stats *st, int gamma, bool json)

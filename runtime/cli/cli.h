@@ -48,6 +48,8 @@ typedef struct cli_opts {
 	const char *model_override; /* run ENGINE_DIR: --model (else engine.json's target path) */
 	const char *draft_model; /* run ENGINE_DIR: --draft-model for a "model" draft */
 	bool eager;            /* run ENGINE_DIR: op by op, no graph */
+	const char *ids;       /* --ids "1 17 42": the prompt as token ids (no tokenizer, no template) */
+	bool target_only;      /* run ENGINE_DIR: --target-only, no drafting (one target row a token) */
 	const char *given[64]; /* the options as typed, in order (engine runs refuse the
 	                        * ones an engine fixes at build time) */
 	int n_given;
@@ -113,6 +115,11 @@ int cli_make_drafter(cli_session *s, const char *spec, int max_ctx, rt_drafter *
 char *cli_read_prompt(const cli_opts *o, sw_err *err);
 /* Prompt text -> ids (chat template applied when asked). */
 int cli_encode_prompt(const cli_session *s, const char *text, bool chat, int32_t *ids, int cap, sw_err *err);
+/* The prompt's token ids from the options: --ids as given (each checked against
+ * the model's vocabulary; no chat template), else -p/-f text encoded (with the
+ * chat template when chat). *ids is malloc'ed; returns the count or a negative
+ * error. */
+int cli_prompt_tokens(const cli_opts *o, const cli_session *s, bool chat, int32_t **ids, sw_err *err);
 void cli_print_stats(FILE *f, const char *label, const rt_stats *st, int gamma, bool json);
 bool cli_is_eog(const void *tok, int32_t id);
 /* --tree/--expand/--verify into a tree config (tcfg->tree must point to

@@ -246,17 +246,7 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 	} else if (cli_engine_bind(j->e, j->dev, j->s.target, j->draft, o->seed, err)) {
 		return SW_EINVAL;
 	}
-	char *ptext = cli_read_prompt(o, err);
-	if (!ptext)
-		return err->code;
-	int cap = (int)strlen(ptext) + 4096;
-	j->ids = malloc(sizeof(*j->ids) * (size_t)cap);
-	if (!j->ids) {
-		free(ptext);
-		return sw_errf(err, SW_ENOMEM, "out of memory");
-	}
-	j->n_prompt = cli_encode_prompt(&j->s, ptext, o->chat < 0 ? true : o->chat, j->ids, cap, err);
-	free(ptext);
+	j->n_prompt = cli_prompt_tokens(o, &j->s, o->chat < 0 ? true : o->chat, &j->ids, err);
 	return j->n_prompt < 0 ? j->n_prompt : 0;
 }
 
@@ -270,7 +260,7 @@ typedef struct ref_decode {
 /* Target-only greedy decoding on the host reference path (fp32). dec, when
  * not NULL, gets the decode part alone. */
 static int reference_greedy(engine_job *j, int n, int32_t eos, int32_t *out, double *secs,
-                            ref_decode *dec, sw_err *err)
+                            ref_decode *dec, const int32_t *cmp, double *margin, sw_err *err)
 {
 	rt_ctx *c = j->s.tctx;
 	const int V = j->s.target->cfg.vocab;
@@ -282,8 +272,16 @@ static int reference_greedy(engine_job *j, int n, int32_t eos, int32_t *out, dou
 	rt_ctx_truncate(c, 0);
 	int rc = rt_ctx_feed(c, j->ids, j->n_prompt, logits, err), fed = 0;
 	const double t1 = sw_now_s(), c1 = sw_cpu_s();
+	bool same = cmp != NULL;
 	while (!rc && k < n) {
 		out[k] = rt_argmax(logits, V);
+		if (same && cmp[k] != out[k]) {
+			/* the first divergence: how far below the reference's pick the
+			 * engine's token scored (a near-tie when small) */
+			same = false;
+			if (margin && cmp[k] >= 0 && cmp[k] < V)
+				*margin = (double)logits[out[k]] - logits[cmp[k]];
+		}
 		if (out[k++] == eos || c->len + 1 >= c->max_ctx)
 			break;
 		rc = rt_ctx_feed(c, &out[k - 1], 1, logits, err);
@@ -317,7 +315,8 @@ int cli_engine_run(cli_opts *o)
 	stream sm = {.tok = j.s.tok, .quiet = o->json};
 	rt_engine_run r = {.prompt = j.ids, .n_prompt = j.n_prompt, .max_new = o->max_new, .eos = eos,
 	                   .is_eog = cli_is_eog, .eog_user = j.s.tok, .on_tokens = on_tokens,
-	                   .cb_user = &sm, .eager = o->eager, .samp = &j.samp};
+	                   .cb_user = &sm, .eager = o->eager, .samp = &j.samp,
+	                   .target_only = o->target_only};
 	rt_engine_stats st;
 	int n = rt_engine_generate(j.e, &r, out, &st, &err);
 	if (n < 0)
@@ -330,9 +329,9 @@ int cli_engine_run(cli_opts *o)
 		printf("\n");
 	fflush(stdout); /* the text before the statistics on stderr */
 	int n_ref = -1, match = -1;
-	double t_ref = 0;
+	double t_ref = 0, margin = -1;
 	if (o->baseline && greedy) {
-		n_ref = reference_greedy(&j, n, eos, ref, &t_ref, NULL, &err);
+		n_ref = reference_greedy(&j, n, eos, ref, &t_ref, NULL, out, &margin, &err);
 		if (n_ref < 0)
 			goto out_err;
 		match = 0;
@@ -360,6 +359,8 @@ int cli_engine_run(cli_opts *o)
 		if (match >= 0)
 			fprintf(f, ", \"reference_tokens\": %d, \"greedy_match\": %d, \"reference_s\": %.4f",
 			        n_ref, match, t_ref);
+		if (margin >= 0)
+			fprintf(f, ", \"diverge_margin\": %.6g", margin);
 		fprintf(f, "}\n");
 	} else {
 		fprintf(f, "engine %s on %s: %d prompt tokens, %d tokens in %d iterations (tau %.3f), "
@@ -376,6 +377,10 @@ int cli_engine_run(cli_opts *o)
 			        "%.2f tok/s\n", match, n < n_ref ? n : n_ref,
 			        match == (n < n_ref ? n : n_ref) ? "" : " (diverged: see the note on dtype "
 			        "rounding in README)", t_ref > 0 ? n_ref / t_ref : 0.0);
+		if (margin >= 0)
+			fprintf(f, "first divergence at token %d: the engine's token scores %.4g below the "
+			        "reference's in its fp32 logits%s\n", match, margin,
+			        margin < 0.05 ? " (a near-tie)" : "");
 	}
 	rc = 0;
 	goto out;
@@ -746,7 +751,7 @@ int cli_engine_bench(cli_opts *o)
 		sv[S_TOC][used] = tcpu_tok;
 		double t_ref = 0;
 		ref_decode rd;
-		int n_ref = reference_greedy(&j, n, eos, ref, &t_ref, &rd, &err);
+		int n_ref = reference_greedy(&j, n, eos, ref, &t_ref, &rd, NULL, NULL, &err);
 		if (n_ref < 0)
 			goto out_err;
 		if (ph_verify >= 0 &&

@@ -56,6 +56,8 @@ static void usage(FILE *f)
 	        "                         separate draft model (a spec with \"draft\": \"model:PATH\")\n"
 	        "  --tokenizer GGUF       take the tokenizer from this file\n"
 	        "  --json                 machine-readable stats on stderr\n"
+	        "  --ids \"1 17 42\"        the prompt as token ids (run, generate, eval, profile; no chat template)\n"
+	        "  --target-only          run ENGINE_DIR: no drafting, one target forward a token (eager)\n"
 	        "  --no-baseline          run: skip the target-only comparison\n"
 	        "  --adaptive h[:min:max] SpecDec++: stop drafting once P(a rejection) > h (bounds default 2:20;\n"
 	        "                         gamma becomes max)\n"
@@ -95,7 +97,6 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	sw_err err = { 0 };
 	cli_session s;
 	int rc = 1;
-	char *ptext = NULL;
 	int32_t *ids = NULL, *out = NULL, *out2 = NULL;
 	rt_acchead *head = NULL;
 	bool spec = !strcmp(cmd, "run");
@@ -106,20 +107,14 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	}
 	if (cli_session_open(&s, o, &err))
 		goto out_err;
-	if (!(ptext = cli_read_prompt(o, &err)))
-		goto out_err;
 	bool chat = o->chat < 0 ? !dump : o->chat;
-	/* A token covers at least one byte, so this never truncates and an
-	 * over-long prompt gets its real token count in the error. */
-	int cap = (int)strlen(ptext) + 4096;
-	ids = malloc((size_t)cap * sizeof(*ids));
 	out = malloc((size_t)(o->max_new + 1) * sizeof(*out));
 	out2 = malloc((size_t)(o->max_new + 1) * sizeof(*out2));
-	if (!ids || !out || !out2) {
+	if (!out || !out2) {
 		sw_errf(&err, SW_ENOMEM, "out of memory");
 		goto out_err;
 	}
-	int n_prompt = cli_encode_prompt(&s, ptext, chat, ids, cap, &err);
+	int n_prompt = cli_prompt_tokens(o, &s, chat, &ids, &err);
 	if (n_prompt < 0)
 		goto out_err;
 	if (n_prompt >= o->ctx) {
@@ -255,7 +250,6 @@ out_free:
 	free(ids);
 	free(out);
 	free(out2);
-	free(ptext);
 	rt_acchead_free(head);
 	cli_session_close(&s);
 	return rc;
@@ -347,6 +341,11 @@ int main(int argc, char **argv)
 			return cli_train_head(&o);
 		if (!strcmp(cmd, "run") && cli_is_engine_dir(o.model))
 			return cli_engine_run(&o);
+		if (o.target_only) {
+			fprintf(stderr, "specwright run: --target-only applies to an engine directory; for a "
+			        "model file use `specwright generate %s`\n", o.model);
+			return 2;
+		}
 		return cmd_decode(cmd, &o);
 	}
 	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench, derive-draft, train-head, build or inspect)\n", cmd);
