@@ -261,6 +261,67 @@ static void test_engine_options(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* The field KEY's array ("KEY":[...] or "KEY": [...]) of the output g_out. */
+static void json_array(const char *key, char *out, size_t n)
+{
+	char k[64];
+	snprintf(k, sizeof(k), "\"%s\":", key);
+	const char *a = strstr(g_out, k);
+	assert_non_null(a);
+	a = strchr(a, '[');
+	assert_non_null(a);
+	const char *b = strchr(a, ']');
+	assert_non_null(b);
+	size_t j = 0;
+	for (const char *c = a + 1; c < b && j + 1 < n; c++)
+		if (*c != ' ')
+			out[j++] = *c == ',' ? ' ' : *c;
+	out[j] = 0;
+}
+
+/* A prompt given as token ids (--ids) is fed as given: the text prompt's own
+ * ids (as generate --json reports them) give the same greedy tokens through
+ * --ids, on the model and on an engine, speculative and --target-only (which
+ * must emit the same tokens: exactness); ids outside the vocabulary, junk,
+ * --ids beside a text prompt or --chat, on a command without a prompt, and
+ * --target-only on a model file are refused. */
+static void test_prompt_ids(void **state)
+{
+	char dir[256], pids[512], ids[2048], t[2048];
+	const char *b = getenv("BUILD") ? getenv("BUILD") : "build";
+	snprintf(dir, sizeof(dir), "%s/cli_ids.%d", b, (int)getpid());
+	EXPECT(0, "\"prompt_ids\":", "generate %s --no-chat -p 'The sky is' -n 8 --json", model());
+	json_array("prompt_ids", pids, sizeof(pids));
+	json_array("ids", ids, sizeof(ids));
+	assert_true(strlen(pids) > 0 && strlen(ids) > 0);
+	EXPECT(0, "\"ids\":", "generate %s --ids '%s' -n 8 --json", model(), pids);
+	json_array("ids", t, sizeof(t));
+	assert_string_equal(ids, t);
+	EXPECT(0, "written", "build models/specs/smollm2-ngram.json -o %s --no-compile", dir);
+	EXPECT(0, "\"tokens\"", "run %s --model %s --backend host --ids '%s' -n 8 --json", dir, model(), pids);
+	json_array("tokens", t, sizeof(t));
+	assert_string_equal(ids, t);
+	assert_non_null(strstr(g_out, "\"greedy_match\": 8"));
+	EXPECT(0, "\"tokens\"", "run %s --model %s --backend host --ids '%s' -n 8 --json --target-only "
+	       "--no-baseline", dir, model(), pids);
+	json_array("tokens", t, sizeof(t));
+	assert_string_equal(ids, t);
+	assert_non_null(strstr(g_out, "\"tau\": 1.0000")); /* no drafting: one token an iteration */
+	EXPECT(1, "token id 49152 (number 2 in the list) is outside the model's vocabulary [0, 49152)",
+	       "generate %s --ids '1 49152' -n 2", model());
+	EXPECT(1, "--ids: expected token ids separated by spaces or commas, found '7x'",
+	       "generate %s --ids '3,7x' -n 2", model());
+	EXPECT(1, "--ids: expected at least one token id", "generate %s --ids ' , ' -n 2", model());
+	EXPECT(2, "either as text (-p/-f) or as token ids (--ids)", "generate %s --ids 1 -p hi", model());
+	EXPECT(2, "--chat cannot apply to --ids", "generate %s --ids 1 --chat", model());
+	EXPECT(2, "--ids applies to run, generate, eval and profile, not to bench", "bench %s --ids 1", model());
+	EXPECT(2, "--target-only applies to an engine directory", "run %s --target-only -n 2", model());
+	EXPECT(2, "--target-only applies to `run ENGINE_DIR` only", "generate %s --target-only", model());
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* A tiny Llama draft (dim 16) with vocab ids and the first n_tok of the
  * model's own tokens (token `bad`, if >= 0, changed) at path. */
 static void tiny_draft(const char *path, int vocab, int n_tok, int bad)
@@ -334,6 +395,7 @@ int main(void)
 		cmocka_unit_test(test_build_inspect_errors),
 		cmocka_unit_test(test_run_json),
 		cmocka_unit_test(test_engine_options),
+		cmocka_unit_test(test_prompt_ids),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -170,6 +170,15 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	else
 		snprintf(label, sizeof(label), "%s", spec && s.drafter ? o->draft : "target");
 	cli_print_stats(stderr, label, &st, use_tree ? tree.depth_max : o->gamma, o->json);
+	if (o->json && !dump) { /* the ids themselves, for checks against other programs */
+		fprintf(stderr, "{\"prompt_ids\":[");
+		for (int i = 0; i < n_prompt; i++)
+			fprintf(stderr, "%s%d", i ? "," : "", ids[i]);
+		fprintf(stderr, "],\"ids\":[");
+		for (int i = 0; i < n; i++)
+			fprintf(stderr, "%s%d", i ? "," : "", out[i]);
+		fprintf(stderr, "]}\n");
+	}
 	if (use_tree)
 		cli_print_tree_stats(stderr, &st, o->json);
 	if (st.stopped_ctx) /* not a silent end: the draft tree or the next token no longer fits */
