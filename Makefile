@@ -21,6 +21,17 @@ HOST_RUN_ARGS ?= --draft ngram --gamma 6 -n 160
 FUZZ_SECONDS ?= 60
 TEST_FILTER  ?=
 
+# Quiet recipes: one short line per step ("  CC runtime/core/json.c");
+# `make V=1 ...` prints the full commands instead.
+V ?= 0
+ifeq ($(V),1)
+  Q   :=
+  say := @:
+else
+  Q   := @
+  say := @printf '  %-6s %s\n'
+endif
+
 INCLUDES   = -I. -Iruntime
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(CFLAGS) $(WARN) $(INCLUDES)
 LDLIBS     = $(BLAS_LIBS) -lm -lpthread -ldl
@@ -48,27 +59,33 @@ all: $(BUILD)/specwright $(BUILD)/libspecwright_rt.a
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+	$(say) CC $<
+	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libspecwright.a: $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(say) AR "$@ ($(words $^) objects)"
+	$(Q)ar rcs $@ $^
 
 $(BUILD)/libspecwright_rt.a: $(RT_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(say) AR "$@ ($(words $^) objects)"
+	$(Q)ar rcs $@ $^
 
 # linked against the runtime archive alone (plus system libraries)
 $(DEPLOY_BIN): $(BUILD)/obj/tests/deploy/sw_tiny_run.o $(BUILD)/libspecwright_rt.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(say) LINK $@
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/specwright: $(BUILD)/obj/runtime/cli/main.o $(BUILD)/libspecwright.a
-	$(CC) $(CFLAGS) -o $@ $^ $(HTTP_LIBS) $(LDLIBS)
+	$(say) LINK $@
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(HTTP_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(TEST_UTIL_OBJ) $(BUILD)/libspecwright.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests -Itests/util -o $@ $< $(TEST_UTIL_OBJ) $(BUILD)/libspecwright.a -lcmocka $(HTTP_LIBS) $(LDLIBS)
+	$(say) LINK $@
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests -Itests/util -o $@ $< $(TEST_UTIL_OBJ) $(BUILD)/libspecwright.a -lcmocka $(HTTP_LIBS) $(LDLIBS)
 
 # the test helpers' objects are kept (make would delete them as intermediates)
 .SECONDARY: $(TEST_UTIL_OBJ) $(BUILD)/obj/tests/deploy/sw_tiny_run.o
@@ -81,7 +98,8 @@ test-build: $(BUILD)/specwright $(TEST_BIN) $(DEPLOY_BIN)
 # The whole suite: installs dependencies and the model, builds, runs every
 # tests/test_* binary (each a CMocka runner), then prints one summary line.
 test: deps model
-	$(MAKE) test-build
+	@echo "test: building the program, the test binaries and the deploy check"
+	$(Q)$(MAKE) --no-print-directory test-build
 	@if [ "$(FUZZ_SMOKE_SECONDS)" != 0 ]; then $(MAKE) --no-print-directory fuzz-build; fi
 	@SW_MODEL=$(MODEL) BUILD=$(BUILD) TEST_FILTER="$(TEST_FILTER)" FUZZ_SMOKE_SECONDS=$(FUZZ_SMOKE_SECONDS) \
 	  tests/run_all.sh $(TEST_BIN) $(if $(filter-out 0,$(FUZZ_SMOKE_SECONDS)),$(FUZZ_BIN))
@@ -147,13 +165,15 @@ FUZZ_OBJ   := $(LIB_SRC:%.c=$(BUILD)/fuzz-obj/%.o)
 FUZZ_SMOKE_SECONDS ?= 10
 $(BUILD)/fuzz-obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	@$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+	$(Q)$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 $(BUILD)/libspecwright_fuzz.a: $(FUZZ_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(say) AR "$@ ($(words $^) objects)"
+	$(Q)ar rcs $@ $^
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/libspecwright_fuzz.a
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libspecwright_fuzz.a $(HTTP_LIBS) $(LDLIBS)
+	$(say) LINK $@
+	$(Q)$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libspecwright_fuzz.a $(HTTP_LIBS) $(LDLIBS)
 fuzz-build: deps
 	@echo "fuzz: building the instrumented library once ($(words $(FUZZ_OBJ)) files, clang -O1 ASan+UBSan)"
 	@$(MAKE) --no-print-directory $(FUZZ_BIN)
