@@ -9,6 +9,7 @@ set -u
 pass=0; fail=0; bad=()
 logs=${BUILD:-build}/test-logs
 mkdir -p "$logs"
+echo "running $# test binaries${TEST_FILTER:+ (only names containing $TEST_FILTER)}; whole logs in $logs/"
 for t in "$@"; do
 	name=$(basename "$t")
 	if [ -n "${TEST_FILTER:-}" ] && [[ "$name" != *$TEST_FILTER* ]]; then continue; fi
