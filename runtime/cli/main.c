@@ -39,7 +39,9 @@ static void usage(FILE *f)
 	        "            engines are checked against the host reference path\n"
 	        "  profile   ENGINE_DIR [--backend B] [-n ITERS]: per-op timings, achieved GB/s\n"
 	        "  serve     ENGINE_DIR [--host H] [--port P] [--queue N] [--backend B]: OpenAI-compatible\n"
-	        "            HTTP server (completions, chat, SSE streaming, /metrics); serve --help\n"	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
+	        "            HTTP server (completions, chat, SSE streaming, /metrics); serve --help\n"
+	        "  bundle    ENGINE_DIR... -o DIR [--with-weights] [--kit KITDIR]: a folder a GPU machine with\n"
+	        "            only a driver runs (portable runtime, libraries, launcher DIR/run); bundle --help\n"	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
 	        "options:\n"
 	        "  -p, --prompt TEXT      prompt text            -f, --prompt-file FILE\n"
 	        "  --draft SPEC           none | ngram[:MIN:MAX] | layerskip:N | layerskip:0-9,20-29[@V] | model:PATH |\n"
@@ -323,6 +325,8 @@ int main(int argc, char **argv)
 		return cli_serve(argc, argv);
 	if (!strcmp(cmd, "inspect"))
 		return gen_inspect_main(argc, argv);
+	if (!strcmp(cmd, "bundle"))
+		return cli_bundle(argc, argv);
 	if (!strcmp(cmd, "profile")) {
 		if (cli_parse(argc, argv, 2, cmd, &o))
 			return 2;
@@ -349,7 +353,7 @@ int main(int argc, char **argv)
 			return cli_engine_run(&o);
 		return cmd_decode(cmd, &o);
 	}
-	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench, derive-draft, train-head, build or inspect)\n", cmd);
+	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench, derive-draft, train-head, build, inspect, profile, serve or bundle)\n", cmd);
 	usage(stderr);
 	return 2;
 }

@@ -13,7 +13,8 @@ shift 2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src=$(cd "$here/../../.." && pwd)
 tmp="$kit/.kit.tmp.$$"
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp" "$kit/.kit.json.part.$$"' EXIT
+mkdir -p "$kit"
 rm -rf "$tmp"
 mkdir -p "$tmp/bin" "$tmp/lib" "$tmp/check"
 for b in "$@"; do
@@ -57,11 +58,10 @@ esac
 		printf '    {"path": "%s", "bytes": %d}' "$f" "$sz"
 	done < <(cd "$tmp" && find . -type f | sed 's|^\./||' | sort)
 	printf '\n  ],\n  "bytes": %d\n}\n' "$total"
-} > "$tmp/kit.json.part"
-mkdir -p "$kit"
+} > "$kit/.kit.json.part.$$"
 for d in bin lib check run; do
 	rm -rf "${kit:?}/$d"
 	mv "$tmp/$d" "$kit/$d"
 done
-mv "$tmp/kit.json.part" "$kit/kit.json"
+mv "$kit/.kit.json.part.$$" "$kit/kit.json"
 echo "portable kit: $kit: glibc >= $floor, x86-64-$level, $(du -sh --exclude=obj "$kit" | cut -f1) ($(ls "$kit/lib" | tr '\n' ' '))" >&2

@@ -34,17 +34,15 @@ usage() {
 
 # Python site-packages folders: each python3 on PATH asked, then globs.
 site_dirs() {
-	local seen=" " p d IFS_save=$IFS
-	IFS=:
-	for d in $PATH; do
+	local p d
+	while read -r d; do
 		for p in "$d"/python3 "$d"/python3.[0-9]*; do
 			[ -x "$p" ] || continue
 			case "$p" in *-config) continue ;; esac
 			timeout 20 "$p" -c 'import site
 for d in site.getsitepackages() + [site.getusersitepackages()]: print(d)' 2>/dev/null
 		done
-	done
-	IFS=$IFS_save
+	done < <(printf '%s\n' "$PATH" | tr ':' '\n' | awk 'NF && !seen[$0]++')
 	local h=${HOME:-/nonexistent}
 	for d in /usr/lib/python3*/{site,dist}-packages /usr/local/lib/python3*/{site,dist}-packages \
 		"$h"/.local/lib/python3*/site-packages /opt/conda/lib/python3*/site-packages \
@@ -67,9 +65,9 @@ lib_dirs() {
 	for d in /usr/local/cuda /usr/local/cuda-*; do
 		printf '%s\t%s\n' "$d/lib64" "$d" "$d/targets/x86_64-linux/lib" "$d"
 	done
-	local IFS=:
-	for d in ${LD_LIBRARY_PATH:-}; do printf '%s\t%s\n' "$d" "LD_LIBRARY_PATH"; done
-	unset IFS
+	while read -r d; do
+		[ -n "$d" ] && printf '%s\t%s\n' "$d" "LD_LIBRARY_PATH"
+	done < <(printf '%s\n' "${LD_LIBRARY_PATH:-}" | tr ':' '\n')
 	while read -r s; do
 		for d in nvidia/cu13/lib nvidia/cublas/lib nvidia/cuda_nvrtc/lib nvidia/nvjitlink/lib; do
 			printf '%s\t%s\n' "$s/$d" "pip ($s)"
