@@ -250,8 +250,11 @@ static void test_run_cuda_fake(void **state)
 	find_module(cache, mod, sizeof(mod));
 	/* CUDA_HOME/lib64 holds the fake libcuda.so.1 and libcublasLt.so.13 */
 	snprintf(home, sizeof(home), "%s/fakehome", g_abs);
-	must(sh("mkdir -p %s/lib64 && ln -sf %s/%s/tests/fakecuda/libcuda.so.1 %s/%s/tests/fakecuda/libcublasLt.so.13 "
-	        "%s/lib64/", home, src, build_dir(), src, build_dir(), home), "fake CUDA_HOME");
+	char fake[1000];
+	snprintf(fake, sizeof(fake), "%s%s%s/tests/fakecuda", build_dir()[0] == '/' ? "" : src,
+	         build_dir()[0] == '/' ? "" : "/", build_dir());
+	must(sh("mkdir -p %s/lib64 && ln -sf %s/libcuda.so.1 %s/libcublasLt.so.13 %s/lib64/", home, fake, fake,
+	        home), "fake CUDA_HOME");
 	must(sh("env -i PATH=/usr/bin:/bin CUDA_HOME=%s SW_FAKE_CUDA_ENGINE=%s/engines/tiny-ngram SW_FAKE_CUDA_EMU=%s "
 	        "%s/run run --backend cuda %s -p '%s' 2>&1", home, B, mod, B, opts, PROMPT),
 	     "bundle run cuda (fake driver)");
