@@ -188,6 +188,69 @@ asan:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan OPT=-O1 FUZZ_SMOKE_SECONDS=0 \
 	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
 
+# ---- the portable runtime kit and bundles (issue 22; one block) ----------
+# `make portable` builds build/portable/: bin/specwright and bin/test_device
+# compiled for x86-64-v3 (no -march=native; the host GEMMs take their
+# AVX-512 paths at run time through target attributes), with the portable
+# sgemm (runtime/device/sgemm_portable.c, -DSW_PORTABLE_BLAS) in place of
+# OpenBLAS, stripped, rpath $ORIGIN/../lib; lib/ the non-glibc shared
+# libraries they need (libmicrohttpd and its gnutls chain, libcmocka);
+# run, the launcher (runtime/cli/bundle/run.sh); check/, tests/gpu/;
+# kit.json (glibc floor, x86-64 level, sizes). `specwright bundle` copies it.
+# The fake driver as shared libraries (tests/util/fakecuda/fake_cuda_so.c):
+# $(BUILD)/tests/fakecuda/libcuda.so.1 and libcublasLt.so.13, for the
+# bundle's cuda path without a GPU (tests/test_bundle.c).
+PORTABLE      := $(BUILD)/portable
+PORT_CFLAGS   ?= -O2 -march=x86-64-v3 -mtune=generic
+PORT_ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DSW_PORTABLE_BLAS $(PORT_CFLAGS) $(WARN) $(INCLUDES)
+PORT_LDLIBS   := -lm -lpthread -ldl
+PORT_OBJ      := $(LIB_SRC:%.c=$(PORTABLE)/obj/%.o)
+PORT_TU_OBJ   := $(TEST_UTIL_SRC:%.c=$(PORTABLE)/obj/%.o)
+PORT_RPATH    := -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/../lib'
+PORT_KIT_SRC  := runtime/cli/bundle/run.sh runtime/cli/bundle/kit.sh $(wildcard tests/gpu/*)
+FAKECUDA      := $(BUILD)/tests/fakecuda
+FAKE_SO_SRC   := tests/util/fake_cuda.c tests/util/fakecuda/fake_cuda_so.c kernels/emu.c \
+                 runtime/device/host_gemm.c runtime/device/host_gemm_i8.c runtime/device/host_pool.c \
+                 runtime/device/sgemm_portable.c runtime/formats/gguf.c runtime/core/err.c \
+                 runtime/core/json.c runtime/core/fileio.c runtime/core/utf8.c
+FAKE_SO_OBJ   := $(FAKE_SO_SRC:%.c=$(FAKECUDA)/obj/%.o)
+.PHONY: portable fakecuda
+
+$(PORTABLE)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PORT_ALL_CFLAGS) -MMD -MP -c $< -o $@
+$(PORTABLE)/obj/libspecwright.a: $(PORT_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(PORTABLE)/obj/specwright: $(PORTABLE)/obj/runtime/cli/main.o $(PORTABLE)/obj/libspecwright.a
+	$(CC) -o $@ $^ $(PORT_RPATH) $(HTTP_LIBS) $(PORT_LDLIBS)
+$(PORTABLE)/obj/test_device: tests/test_device.c $(PORT_TU_OBJ) $(PORTABLE)/obj/libspecwright.a
+	$(CC) $(PORT_ALL_CFLAGS) -Itests -Itests/util -o $@ $< $(PORT_TU_OBJ) $(PORTABLE)/obj/libspecwright.a \
+	  $(PORT_RPATH) -lcmocka $(HTTP_LIBS) $(PORT_LDLIBS)
+# the kit: binaries stripped, libraries, launcher, check scripts, kit.json
+$(PORTABLE)/kit.json: $(PORTABLE)/obj/specwright $(PORTABLE)/obj/test_device $(PORT_KIT_SRC)
+	runtime/cli/bundle/kit.sh $(PORTABLE) "$(PORT_CFLAGS)" $(PORTABLE)/obj/specwright $(PORTABLE)/obj/test_device
+portable: $(PORTABLE)/kit.json
+
+$(FAKECUDA)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PORT_ALL_CFLAGS) -fPIC -fvisibility=hidden -Itests/util -MMD -MP -c $< -o $@
+$(FAKECUDA)/libcuda.so.1: $(FAKE_SO_OBJ) tests/util/fakecuda/cu.map
+	$(CC) -shared -o $@ $(FAKE_SO_OBJ) -Wl,-soname,libcuda.so.1 -Wl,--version-script=tests/util/fakecuda/cu.map \
+	  -Wl,-z,defs $(PORT_LDLIBS)
+$(FAKECUDA)/obj/fake_cuda_lt.o: tests/util/fakecuda/fake_cuda_so.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PORT_ALL_CFLAGS) -fPIC -fvisibility=hidden -Itests/util -DFAKE_CUDA_LT -c $< -o $@
+$(FAKECUDA)/libcublasLt.so.13: $(FAKECUDA)/obj/fake_cuda_lt.o $(FAKECUDA)/libcuda.so.1 tests/util/fakecuda/lt.map
+	$(CC) -shared -o $@ $(FAKECUDA)/obj/fake_cuda_lt.o -Wl,-soname,libcublasLt.so.13 \
+	  -Wl,--version-script=tests/util/fakecuda/lt.map -L$(FAKECUDA) -l:libcuda.so.1 -Wl,-z,defs
+fakecuda: $(FAKECUDA)/libcuda.so.1 $(FAKECUDA)/libcublasLt.so.13
+
+# test_bundle runs the kit and the fake driver
+$(BUILD)/tests/test_bundle: $(PORTABLE)/kit.json $(FAKECUDA)/libcuda.so.1 $(FAKECUDA)/libcublasLt.so.13 $(BUILD)/specwright
+-include $(PORT_OBJ:.o=.d) $(PORT_TU_OBJ:.o=.d) $(FAKE_SO_OBJ:.o=.d)
+# ---- end of the portable kit block ----------------------------------------
+
 clean:
 	rm -rf $(BUILD) build-asan
 

@@ -69,6 +69,9 @@ double cli_median(double *v, int n);
 /* `specwright serve ENGINE_DIR ...` (serve_cli.c): the OpenAI-compatible
  * HTTP server; parses its own options from argv[2..). */
 int cli_serve(int argc, char **argv);
+/* `specwright bundle ENGINE_DIR... -o DIR` and `bundle --verify DIR`
+ * (bundle_cli.c): parses its own options from argv[2..). */
+int cli_bundle(int argc, char **argv);
 /* `specwright bench ENGINE_DIR` (engine_cli.c). */
 int cli_engine_bench(cli_opts *o);
 

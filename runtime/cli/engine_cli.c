@@ -194,10 +194,13 @@ static int refuse_fixed(const rt_manifest *m, const cli_opts *o, const char *dir
 		               "verification (%s/%s) and context (%d) are fixed at build time; rebuild the engine "
 		               "from a spec with what you want", dir, a, m->n_nodes, m->depth, m->expand, m->verify,
 		               m->max_ctx);
-	if ((a = cli_given(o, dmodel)) && m->draft_kind != RT_ENGINE_DRAFT_MODEL)
-		return sw_errf(err, SW_EINVAL, "%s: %s cannot apply: the engine drafts with %s, not a separate model",
-		               dir, a, m->draft_kind == RT_ENGINE_DRAFT_NGRAM ? "n-grams"
-		               : m->draft_kind == RT_ENGINE_DRAFT_BLOCK ? "a block drafter" : "a layer-skip view");
+	/* --draft-model: a draft model's file, or a block drafter's directory
+	 * (a bundle's copy; the digest binds either) */
+	if ((a = cli_given(o, dmodel)) && m->draft_kind != RT_ENGINE_DRAFT_MODEL &&
+	    m->draft_kind != RT_ENGINE_DRAFT_BLOCK)
+		return sw_errf(err, SW_EINVAL, "%s: %s cannot apply: the engine drafts with %s, not a separate "
+		               "model or a block drafter", dir, a,
+		               m->draft_kind == RT_ENGINE_DRAFT_NGRAM ? "n-grams" : "a layer-skip view");
 	return 0;
 }
 
@@ -234,12 +237,14 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 	if (!(j->dev = rt_dev_open(o->backend ? o->backend : "auto", &dopts, err)))
 		return SW_EINVAL;
 	if (j->e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK) {
-		/* the drafter directory the engine was built from (its digest binds it) */
-		if (!j->e->man->draft_path[0])
+		/* the drafter directory the engine was built from, or --draft-model
+		 * DIR (its digest binds it) */
+		const char *bp = o->draft_model ? o->draft_model : j->e->man->draft_path;
+		if (!bp[0])
 			return sw_errf(err, SW_EINVAL, "%s/engine.json: $.spec.draft: built from a block "
 			               "drafter's shape, no weights to run with; build from a spec whose "
-			               "draft has \"path\": DIR", dir);
-		if (!(j->block = rt_block_drafter_load(j->e->man->draft_path, j->s.target, err)))
+			               "draft has \"path\": DIR, or give --draft-model DIR", dir);
+		if (!(j->block = rt_block_drafter_load(bp, j->s.target, err)))
 			return sw_err_prefix(err, "engine %s: block drafter", dir);
 		if (cli_engine_bind_block(j->e, j->dev, j->s.target, j->block, o->seed, err))
 			return SW_EINVAL;

@@ -39,7 +39,9 @@ static void usage(FILE *f)
 	        "            engines are checked against the host reference path\n"
 	        "  profile   ENGINE_DIR [--backend B] [-n ITERS]: per-op timings, achieved GB/s\n"
 	        "  serve     ENGINE_DIR [--host H] [--port P] [--queue N] [--backend B]: OpenAI-compatible\n"
-	        "            HTTP server (completions, chat, SSE streaming, /metrics); serve --help\n"	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
+	        "            HTTP server (completions, chat, SSE streaming, /metrics); serve --help\n"
+	        "  bundle    ENGINE_DIR... -o DIR [--with-weights] [--kit KITDIR]: a folder a GPU machine with\n"
+	        "            only a driver runs (portable runtime, libraries, launcher DIR/run); bundle --help\n"	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
 	        "options:\n"
 	        "  -p, --prompt TEXT      prompt text            -f, --prompt-file FILE\n"
 	        "  --draft SPEC           none | ngram[:MIN:MAX] | layerskip:N | layerskip:0-9,20-29[@V] | model:PATH |\n"
@@ -53,7 +55,8 @@ static void usage(FILE *f)
 	        "  --ctx N                context length (default 2048)\n"
 	        "  --model GGUF           run/bench/profile ENGINE_DIR: the target's weights (default: the\n"
 	        "                         engine's own path); --draft-model GGUF: the weights of an engine's\n"
-	        "                         separate draft model (a spec with \"draft\": \"model:PATH\")\n"
+	        "                         separate draft model (a spec with \"draft\": \"model:PATH\"), or a\n"
+	        "                         block-drafter engine's drafter directory (default: the engine's)\n"
 	        "  --tokenizer GGUF       take the tokenizer from this file\n"
 	        "  --json                 machine-readable stats on stderr\n"
 	        "  --ids \"1 17 42\"        the prompt as token ids (run, generate, eval, profile; no chat template)\n"
@@ -326,6 +329,8 @@ int main(int argc, char **argv)
 		return cli_serve(argc, argv);
 	if (!strcmp(cmd, "inspect"))
 		return gen_inspect_main(argc, argv);
+	if (!strcmp(cmd, "bundle"))
+		return cli_bundle(argc, argv);
 	if (!strcmp(cmd, "profile")) {
 		if (cli_parse(argc, argv, 2, cmd, &o))
 			return 2;
@@ -357,7 +362,7 @@ int main(int argc, char **argv)
 		}
 		return cmd_decode(cmd, &o);
 	}
-	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench, derive-draft, train-head, build or inspect)\n", cmd);
+	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench, derive-draft, train-head, build, inspect, profile, serve or bundle)\n", cmd);
 	usage(stderr);
 	return 2;
 }

@@ -126,7 +126,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: specwright serve ENGINE_DIR [--host 127.0.0.1] [--port 8080] [--queue 16]\n"
 	           "         [--backend auto|host|host-emulate|cuda] [--model GGUF] [--max-body BYTES]\n"
-	           "         [--default-max-tokens N] [--seed N] [--quiet]\n"
+	           "         [--default-max-tokens N] [--seed N] [--quiet] [--draft-model DIR: a block\n"
+	           "         drafter engine's drafter directory, default the one it was built from]\n"
 	           "OpenAI-compatible: POST /v1/completions, POST /v1/chat/completions (stream: true for\n"
 	           "server-sent events), GET /v1/models, GET /health, GET /metrics (Prometheus).\n");
 }
@@ -182,6 +183,8 @@ int cli_serve(int argc, char **argv)
 			o.backend = v, i++;
 		} else if (!strcmp(a, "--model") && v) {
 			o.model_override = v, i++;
+		} else if (!strcmp(a, "--draft-model") && v) {
+			o.draft_model = v, i++;
 		} else if (!strcmp(a, "--quiet")) {
 			so.quiet = true;
 		} else if (a[0] != '-' && !dir) {
@@ -235,12 +238,17 @@ int cli_serve(int argc, char **argv)
 	const rt_dev_opts dopts = {.emu_compile = gen_emu_module_build};
 	if (!(c.dev = rt_dev_open(o.backend ? o.backend : "auto", &dopts, &err)))
 		goto out;
+	if (o.draft_model && c.e->man->draft_kind != RT_ENGINE_DRAFT_BLOCK) {
+		sw_errf(&err, SW_EINVAL, "%s: --draft-model cannot apply: the engine does not draft with a "
+		        "block drafter", dir);
+		goto out;
+	}
 	if (c.e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK) {
-		/* the engine's drafter directory: bind uploads its tensors */
-		rt_block_drafter *bd = c.e->man->draft_path[0]
-		                           ? rt_block_drafter_load(c.e->man->draft_path, c.s.target, &err)
-		                           : NULL;
-		if (!bd && !c.e->man->draft_path[0])
+		/* the engine's drafter directory (or --draft-model DIR, a bundle's
+		 * copy): bind uploads its tensors, its digest checked */
+		const char *bp = o.draft_model ? o.draft_model : c.e->man->draft_path;
+		rt_block_drafter *bd = bp[0] ? rt_block_drafter_load(bp, c.s.target, &err) : NULL;
+		if (!bd && !bp[0])
 			sw_errf(&err, SW_EINVAL, "%s/engine.json: $.spec.draft: built from a block drafter's "
 			        "shape, no weights to serve with", dir);
 		int brc = bd ? cli_engine_bind_block(c.e, c.dev, c.s.target, bd, o.seed, &err) : 1;

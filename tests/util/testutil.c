@@ -228,6 +228,9 @@ int tu_gguf_revocab(const char *src, const char *dst, int vocab, const char *con
 	if (tokens) {
 		gguf_w_str(w, "tokenizer.ggml.model", tok_model);
 		gguf_w_arr_str(w, "tokenizer.ggml.tokens", tokens, NULL, (uint64_t)n_tok);
+		/* a byte-level BPE needs its merges key: none, every token whole */
+		if (!strcmp(tok_model, "gpt2"))
+			gguf_w_arr_str(w, "tokenizer.ggml.merges", NULL, NULL, 0);
 	}
 	for (uint64_t i = 0; i < f->n_tensors; i++) {
 		const gguf_tensor *t = &f->tensors[i];

@@ -39,7 +39,8 @@ double tu_norm_quantile(double p);
  * dst with `vocab` ids: llama.vocab_size set, token_embd and output cut to
  * their first vocab rows or extended with zero rows; with tokens (n_tok
  * strings, NULL: none) also tokenizer.ggml.model = tok_model and
- * tokenizer.ggml.tokens. Returns 0, or non-zero with err set. */
+ * tokenizer.ggml.tokens (and, for "gpt2", an empty tokenizer.ggml.merges:
+ * the tokenizer then loads, each listed token whole). Returns 0, or non-zero with err set. */
 int tu_gguf_revocab(const char *src, const char *dst, int vocab, const char *const *tokens,
                     int n_tok, const char *tok_model, sw_err *err);
 

@@ -1,0 +1,425 @@
+/* `specwright bundle` and the portable kit (issue 22): a tiny engine (the
+ * engine tests' tiny Llama, given a one-character-per-token gpt2
+ * tokenizer so the CLI takes text) is bundled with and without its
+ * weights, and the bundle's launcher is run from a clean environment
+ * (`env -i`, PATH /usr/bin:/bin only): its tokens must equal the same
+ * engine run by build/specwright (the OpenBLAS build), its `generate`
+ * the host reference decoder's text through build/specwright; with the
+ * weights bundled the original model file is removed first. The cuda
+ * backend runs through the fake driver built as libcuda.so.1 +
+ * libcublasLt.so.13 (tests/util/fakecuda/), found by the launcher through
+ * CUDA_HOME, the engine's kernels in the emulator: its tokens must equal
+ * host-emulate's (the same kernels; the fake's GEMM sums in the host's
+ * order). Refusals: a tampered engine, an existing directory that is not a
+ * bundle (the user's file survives), a missing kit, weights whose digest
+ * is not the engine's. --verify: bundle.json's hashes against sha256sum
+ * (an independent SHA-256), then an edited file caught. The kit's
+ * binaries: no EVEX (AVX-512) instruction outside the functions with
+ * AVX-512 target attributes, no GLIBC symbol newer than 2.35, no OpenBLAS;
+ * the kit's size is printed. Needs `make portable` and the fake (make
+ * test-build builds both). */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "core/fileio.h"
+#include "core/json.h"
+#include "engine_util.h"
+#include "formats/gguf.h"
+#include "model/model_gguf.h"
+#include "testutil.h"
+
+static char g_dir[256], g_abs[400], g_model[600], g_engine[600];
+static char g_out[1 << 17];
+static const char *const PROMPT = "abcab cabca bcabc abcab";
+
+static const char *build_dir(void)
+{
+	const char *b = getenv("BUILD");
+	return b && *b ? b : "build";
+}
+
+/* Runs a shell command; stdout+stderr into g_out; the exit status. */
+static int sh(const char *fmt, ...)
+{
+	char cmd[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	size_t n = fread(g_out, 1, sizeof(g_out) - 1, p);
+	g_out[n] = 0;
+	int st = pclose(p);
+	assert_true(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+static void must(int rc, const char *what)
+{
+	if (rc)
+		fail_msg("%s: exit %d:\n%s", what, rc, g_out);
+}
+
+/* The "tokens": [...] of a --json run in g_out. */
+static int json_tokens(int32_t *out, int cap)
+{
+	const char *p = strstr(g_out, "\"tokens\": [");
+	if (!p)
+		fail_msg("no tokens in:\n%s", g_out);
+	p += strlen("\"tokens\": [");
+	int n = 0;
+	while (n < cap && *p && *p != ']') {
+		char *end;
+		out[n++] = (int32_t)strtol(p, &end, 10);
+		p = end;
+		while (*p == ',' || *p == ' ')
+			p++;
+	}
+	return n;
+}
+
+/* The tiny model with a tokenizer: ids 0..93 the characters '!'..'~', 94
+ * the space (gpt2's byte-level "Ġ"), the rest two-character pieces. */
+static void tiny_with_tokens(const char *raw, const char *path, uint64_t seed)
+{
+	sw_err err = {0};
+	char store[EU_TINY_VOCAB][8];
+	const char *toks[EU_TINY_VOCAB];
+	for (int i = 0; i < EU_TINY_VOCAB; i++) {
+		if (i < 94)
+			snprintf(store[i], sizeof(store[i]), "%c", 33 + i);
+		else if (i == 94)
+			snprintf(store[i], sizeof(store[i]), "\xc4\xa0");
+		else
+			snprintf(store[i], sizeof(store[i]), "\xc4\xa0%c", 'a' + i - 95);
+		toks[i] = store[i];
+	}
+	rt_model *m = tu_tiny_llama(EU_TINY_VOCAB, 256, 3, 4, 2, 384, seed);
+	assert_non_null(m);
+	if (rt_llama_save_gguf(m, raw, GGML_T_F32, &err) ||
+	    tu_gguf_revocab(raw, path, EU_TINY_VOCAB, toks, EU_TINY_VOCAB, "gpt2", &err))
+		fail_msg("%s: %s", path, err.msg);
+	rt_model_free(m);
+	unlink(raw);
+}
+
+static int setup(void **state)
+{
+	char spec[2048], raw[700], path[700];
+	eu_work_dir(g_dir, sizeof(g_dir), "test_bundle");
+	char abs[4096];
+	if (!realpath(g_dir, abs) || strlen(abs) >= sizeof(g_abs))
+		return -1;
+	snprintf(g_abs, sizeof(g_abs), "%s", abs);
+	snprintf(raw, sizeof(raw), "%s/tiny.raw.gguf", g_abs);
+	snprintf(g_model, sizeof(g_model), "%s/tiny.gguf", g_abs);
+	tiny_with_tokens(raw, g_model, 7);
+	snprintf(g_engine, sizeof(g_engine), "%s/tiny-ngram", g_abs);
+	eu_tiny_spec(spec, sizeof(spec), g_model, "ngram:1:3", "chain:4", "greedy", "topk", 0, "bf16", NULL);
+	eu_build(spec, g_engine, NULL, false);
+	/* no NVRTC here: a stand-in PTX the fake driver loads (its kernels
+	 * come from its registry), listed as the build would list it */
+	snprintf(path, sizeof(path), "%s/kernels.ptx", g_engine);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fputs("// test_bundle: stand-in for NVRTC's PTX (fake driver)\n.version 8.3\n.target sm_80\n"
+	      ".address_size 64\n", f);
+	fclose(f);
+	eu_list_file(g_engine, "kernels.ptx");
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", g_dir);
+	return system(cmd);
+}
+
+static void bundle(const char *out, const char *engine, const char *extra)
+{
+	must(sh("%s/specwright bundle %s -o %s %s 2>&1", build_dir(), engine, out, extra), "bundle");
+	print_message("  %s", g_out);
+}
+
+/* ---- running a bundle ---- */
+
+static void test_run_host(void **state)
+{
+	int32_t ref[64], got[64];
+	char B[700], W[700], model2[700], eng2[700], spec[2048];
+	static char ref_text[sizeof(g_out)];
+	snprintf(B, sizeof(B), "%s/B", g_abs);
+	bundle(B, g_engine, "");
+	const char *opts = "--backend host -n 24 --no-chat --json";
+	must(sh("%s/specwright run %s %s -p '%s' 2>/dev/null", build_dir(), g_engine, opts, PROMPT),
+	     "build/specwright run");
+	int n_ref = json_tokens(ref, 64);
+	assert_int_equal(n_ref, 24);
+	char *m = strstr(g_out, "\"greedy_match\"");
+	assert_non_null(m);
+	int match_ref = atoi(m + strlen("\"greedy_match\": "));
+	must(sh("env -i PATH=/usr/bin:/bin HOME=%s %s/run run %s -p '%s' 2>/dev/null", g_abs, B, opts, PROMPT),
+	     "bundle run (env -i)");
+	assert_int_equal(json_tokens(got, 64), n_ref);
+	assert_memory_equal(got, ref, sizeof(*ref) * (size_t)n_ref);
+	m = strstr(g_out, "\"greedy_match\"");
+	assert_non_null(m);
+	assert_int_equal(atoi(m + strlen("\"greedy_match\": ")), match_ref);
+	print_message("  host: %d tokens equal build/specwright's; greedy reference match %d of %d\n", n_ref,
+	              match_ref, n_ref);
+	/* generate: the host reference decoder on the engine's weights */
+	must(sh("%s/specwright generate %s -n 16 --no-chat -p '%s' 2>/dev/null", build_dir(), g_model, PROMPT),
+	     "build/specwright generate");
+	snprintf(ref_text, sizeof(ref_text), "%s", g_out);
+	must(sh("env -i PATH=/usr/bin:/bin %s/run generate -n 16 --no-chat -p '%s' 2>/dev/null", B, PROMPT),
+	     "bundle generate");
+	assert_string_equal(g_out, ref_text);
+	assert_true(strlen(ref_text) > 4);
+
+	/* --with-weights: the model copied in, the original gone */
+	snprintf(model2, sizeof(model2), "%s/moved.gguf", g_abs);
+	snprintf(eng2, sizeof(eng2), "%s/tiny-moved", g_abs);
+	must(sh("cp %s %s", g_model, model2), "cp");
+	eu_tiny_spec(spec, sizeof(spec), model2, "ngram:1:3", "chain:4", "greedy", "topk", 0, "bf16", NULL);
+	eu_build(spec, eng2, NULL, false);
+	snprintf(W, sizeof(W), "%s/W", g_abs);
+	bundle(W, eng2, "--with-weights");
+	assert_int_equal(unlink(model2), 0);
+	must(sh("env -i PATH=/usr/bin:/bin %s/run run tiny-moved %s -p '%s' 2>&1", W, opts, PROMPT),
+	     "bundle --with-weights run (env -i)");
+	assert_int_equal(json_tokens(got, 64), n_ref);
+	assert_memory_equal(got, ref, sizeof(*ref) * (size_t)n_ref);
+	must(sh("env -i PATH=/usr/bin:/bin %s/run generate -n 16 --no-chat -p '%s' 2>/dev/null", W, PROMPT),
+	     "bundle --with-weights generate");
+	assert_string_equal(g_out, ref_text);
+	/* an engine name that is not there is refused, naming what is */
+	assert_int_equal(sh("env -i PATH=/usr/bin:/bin %s/run run nosuch -p x 2>&1", W), 2);
+	assert_non_null(strstr(g_out, "tiny-moved"));
+	/* --probe always exits 0 and reports */
+	must(sh("env -i PATH=/usr/bin:/bin %s/run --probe 2>&1", W), "--probe");
+	assert_non_null(strstr(g_out, "cuBLASLt:"));
+	assert_non_null(strstr(g_out, "glibc:"));
+	assert_non_null(strstr(g_out, "vector level:"));
+}
+
+/* The first engine-kernels-*.so in dir (host-emulate's cache entry). */
+static void find_module(const char *dir, char *out, size_t n)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	out[0] = 0;
+	while (d && (de = readdir(d)))
+		if (!strncmp(de->d_name, "engine-kernels-", 15) && strstr(de->d_name, ".so"))
+			snprintf(out, n, "%s/%s", dir, de->d_name);
+	if (d)
+		closedir(d);
+	if (!out[0])
+		fail_msg("no engine-kernels-*.so in %s", dir);
+}
+
+static void test_run_cuda_fake(void **state)
+{
+	int32_t emu[64], got[64];
+	char B[700], cache[700], mod[1400], home[700], src[400];
+	snprintf(B, sizeof(B), "%s/C", g_abs);
+	snprintf(cache, sizeof(cache), "%s/emu-cache", g_abs);
+	bundle(B, g_engine, "");
+	if (!getcwd(src, sizeof(src)))
+		fail_msg("getcwd");
+	const char *opts = "-n 12 --no-chat --json --no-baseline";
+	/* host-emulate: the generated kernels on the CPU (cc compiles them; the
+	 * kernels' preludes come from the source tree) */
+	must(sh("env -i PATH=/usr/bin:/bin SW_SRC_DIR=%s SPECWRIGHT_CACHE=%s %s/run run --backend host-emulate "
+	        "%s -p '%s' 2>&1", src, cache, B, opts, PROMPT), "bundle run host-emulate");
+	const int n = json_tokens(emu, 64);
+	assert_int_equal(n, 12);
+	find_module(cache, mod, sizeof(mod));
+	/* CUDA_HOME/lib64 holds the fake libcuda.so.1 and libcublasLt.so.13 */
+	snprintf(home, sizeof(home), "%s/fakehome", g_abs);
+	char fake[1000];
+	snprintf(fake, sizeof(fake), "%s%s%s/tests/fakecuda", build_dir()[0] == '/' ? "" : src,
+	         build_dir()[0] == '/' ? "" : "/", build_dir());
+	must(sh("mkdir -p %s/lib64 && ln -sf %s/libcuda.so.1 %s/libcublasLt.so.13 %s/lib64/", home, fake, fake,
+	        home), "fake CUDA_HOME");
+	must(sh("env -i PATH=/usr/bin:/bin CUDA_HOME=%s SW_FAKE_CUDA_ENGINE=%s/engines/tiny-ngram SW_FAKE_CUDA_EMU=%s "
+	        "%s/run run --backend cuda %s -p '%s' 2>&1", home, B, mod, B, opts, PROMPT),
+	     "bundle run cuda (fake driver)");
+	if (!strstr(g_out, "Fake H100") || !strstr(g_out, "libcublasLt.so.13 in"))
+		fail_msg("not the fake driver or no cuBLASLt report:\n%s", g_out);
+	assert_int_equal(json_tokens(got, 64), n);
+	assert_memory_equal(got, emu, sizeof(*emu) * (size_t)n);
+	print_message("  cuda (fake libcuda.so.1 via CUDA_HOME): %d tokens equal host-emulate's\n", n);
+	/* without the libraries the cuda backend is refused, clearly */
+	assert_int_equal(sh("env -i PATH=/usr/bin:/bin CUDA_HOME=%s/none %s/run run --backend cuda %s -p x 2>&1 "
+	                    "| grep -c 'libcuda.so.1'", g_abs, B, opts), 0);
+}
+
+/* ---- refusals ---- */
+
+static void test_refusals(void **state)
+{
+	char t[700], X[700], raw[700], model3[700], eng3[700], spec[2048];
+	/* a tampered engine */
+	snprintf(t, sizeof(t), "%s/tampered", g_abs);
+	must(sh("cp -r %s %s && printf x >> %s/kernels.cu", g_engine, t, t), "cp");
+	snprintf(X, sizeof(X), "%s/X1", g_abs);
+	assert_int_equal(sh("%s/specwright bundle %s -o %s 2>&1", build_dir(), t, X), 1);
+	if (!strstr(g_out, "kernels.cu") || !strstr(g_out, "does not match"))
+		fail_msg("tampered engine: %s", g_out);
+	assert_int_not_equal(access(X, F_OK), 0);
+	/* an existing directory that is not a bundle: refused, the file kept */
+	snprintf(X, sizeof(X), "%s/X2", g_abs);
+	must(sh("mkdir -p %s && printf 'mine' > %s/notes.txt", X, X), "mkdir");
+	assert_int_equal(sh("%s/specwright bundle %s -o %s 2>&1", build_dir(), g_engine, X), 1);
+	assert_non_null(strstr(g_out, "is not a bundle"));
+	assert_non_null(strstr(g_out, X));
+	must(sh("cat %s/notes.txt", X), "the user's file");
+	assert_string_equal(g_out, "mine");
+	/* a file in its place: also refused */
+	must(sh("rm -rf %s && printf 'mine' > %s", X, X), "file");
+	assert_int_equal(sh("%s/specwright bundle %s -o %s 2>&1", build_dir(), g_engine, X), 1);
+	must(sh("cat %s", X), "the user's file");
+	assert_string_equal(g_out, "mine");
+	/* a bundle is replaced by the next one into the same place */
+	snprintf(X, sizeof(X), "%s/X3", g_abs);
+	bundle(X, g_engine, "");
+	must(sh("touch %s/stale-marker", X), "touch");
+	bundle(X, g_engine, "");
+	char p[800];
+	snprintf(p, sizeof(p), "%s/stale-marker", X);
+	assert_int_not_equal(access(p, F_OK), 0);
+	/* no kit */
+	snprintf(X, sizeof(X), "%s/X4", g_abs);
+	assert_int_equal(sh("%s/specwright bundle %s -o %s --kit %s/nokit 2>&1", build_dir(), g_engine, X, g_abs),
+	                 1);
+	assert_non_null(strstr(g_out, "make portable"));
+	assert_int_not_equal(access(X, F_OK), 0);
+	/* weights whose digest is not the engine's (same shapes, other values) */
+	snprintf(model3, sizeof(model3), "%s/other.gguf", g_abs);
+	snprintf(raw, sizeof(raw), "%s/other.raw.gguf", g_abs);
+	snprintf(eng3, sizeof(eng3), "%s/tiny-other", g_abs);
+	must(sh("cp %s %s", g_model, model3), "cp");
+	eu_tiny_spec(spec, sizeof(spec), model3, "ngram:1:3", "chain:4", "greedy", "topk", 0, "bf16", NULL);
+	eu_build(spec, eng3, NULL, false);
+	tiny_with_tokens(raw, model3, 8);
+	snprintf(X, sizeof(X), "%s/X5", g_abs);
+	assert_int_equal(sh("%s/specwright bundle %s -o %s --with-weights 2>&1", build_dir(), eng3, X), 1);
+	if (!strstr(g_out, "digest") || !strstr(g_out, model3))
+		fail_msg("digest mismatch: %s", g_out);
+	assert_int_not_equal(access(X, F_OK), 0);
+	/* nothing left behind: no DIR.tmp.* in the work directory */
+	assert_int_equal(sh("ls %s | grep -c '\\.tmp\\.'", g_abs), 1);
+}
+
+/* ---- verify ---- */
+
+static void test_verify(void **state)
+{
+	char V[700], p[800];
+	snprintf(V, sizeof(V), "%s/V", g_abs);
+	bundle(V, g_engine, "");
+	/* bundle.json's hashes against sha256sum, file by file */
+	snprintf(p, sizeof(p), "%s/bundle.json", V);
+	sw_err err = {0};
+	size_t len = 0;
+	char *text = sw_read_file(p, &len);
+	assert_non_null(text);
+	json_value *root = json_parse(text, len, p, &err);
+	free(text);
+	assert_non_null(root);
+	const json_value *files = json_get(root, "files");
+	assert_non_null(files);
+	assert_true(files->n > 10);
+	for (size_t i = 0; i < files->n; i++) {
+		const char *rel = json_get(files->items[i], "path")->str;
+		const char *sha = json_get(files->items[i], "sha256")->str;
+		must(sh("sha256sum %s/%s", V, rel), "sha256sum");
+		if (strncmp(g_out, sha, 64))
+			fail_msg("%s: bundle.json sha256 %s, sha256sum %.64s", rel, sha, g_out);
+	}
+	const json_value *bytes = json_get(root, "bytes");
+	assert_non_null(bytes);
+	print_message("  bundle.json: %zu files, %.2f MiB in all (kit %.2f MiB)\n", files->n,
+	              json_get(bytes, "total")->number / 1048576.0, json_get(bytes, "kit")->number / 1048576.0);
+	json_free(root);
+	must(sh("env -i PATH=/usr/bin:/bin %s/run --verify 2>&1", V), "--verify");
+	/* one byte changed in the engine's kernels */
+	must(sh("printf 'x' | dd of=%s/engines/tiny-ngram/kernels.cu bs=1 seek=100 conv=notrunc 2>/dev/null", V),
+	     "dd");
+	assert_int_equal(sh("env -i PATH=/usr/bin:/bin %s/run --verify 2>&1", V), 1);
+	if (!strstr(g_out, "engines/tiny-ngram/kernels.cu") || !strstr(g_out, "1 of"))
+		fail_msg("--verify: %s", g_out);
+}
+
+/* ---- the kit's binaries ---- */
+
+static void test_kit_binaries(void **state)
+{
+	const char *b = build_dir();
+	/* EVEX-encoded instructions (first byte 0x62, possibly after 0x67: in
+	 * 64-bit mode 0x62 is nothing else) and the functions holding them,
+	 * in the unstripped twin of bin/specwright */
+	must(sh("objdump -d %s/portable/obj/specwright | awk '/^[0-9a-f]+ <.*>:$/ {fn = $2; next} "
+	        "{ n = split($0, f, \"\\t\"); if (n >= 3 && (f[2] ~ /^62 / || f[2] ~ /^67 62 /)) c[fn]++ } "
+	        "END { for (k in c) print k, c[k] }' | sort", b), "objdump");
+	int n_fn = 0, n_bad = 0;
+	for (char *line = strtok(g_out, "\n"); line; line = strtok(NULL, "\n")) {
+		n_fn++;
+		/* host_gemm.c's t512_* and helpers, host_gemm_i8.c's *_512 / *vnni* */
+		if (!strstr(line, "512") && !strstr(line, "vnni")) {
+			print_message("  EVEX outside an AVX-512 function: %s\n", line);
+			n_bad++;
+		}
+	}
+	print_message("  %d functions hold AVX-512 instructions, all with AVX-512 target attributes\n", n_fn);
+	assert_int_equal(n_bad, 0);
+	assert_true(n_fn > 0); /* the run-time AVX-512 paths are there */
+	/* the newest GLIBC symbol version any binary or library of the kit needs */
+	must(sh("objdump -T %s/portable/bin/* %s/portable/lib/* | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' "
+	        "| sort -t. -k1,1n -k2,2n | tail -n 1", b, b), "objdump -T");
+	int maj = 0, min = 0;
+	assert_int_equal(sscanf(g_out, "%d.%d", &maj, &min), 2);
+	print_message("  glibc floor %d.%d\n", maj, min);
+	assert_true(maj == 2 && min <= 35);
+	char floor_line[64];
+	snprintf(floor_line, sizeof(floor_line), "\"glibc_floor\": \"%d.%d\"", maj, min);
+	must(sh("cat %s/portable/kit.json", b), "kit.json");
+	assert_non_null(strstr(g_out, floor_line));
+	/* no OpenBLAS; every non-glibc library it needs is in lib/ */
+	must(sh("env -i %s/portable/bin/specwright 2>&1 | head -1; ldd %s/portable/bin/specwright "
+	        "%s/portable/bin/test_device", b, b, b), "ldd");
+	assert_null(strstr(g_out, "openblas"));
+	assert_null(strstr(g_out, "not found"));
+	for (char *line = strtok(g_out, "\n"); line; line = strtok(NULL, "\n"))
+		if (strstr(line, "=> /") && !strstr(line, "/portable/bin/../lib/") && !strstr(line, "libc.so") &&
+		    !strstr(line, "libm.so") && !strstr(line, "ld-linux"))
+			fail_msg("resolved outside the kit: %s", line);
+	must(sh("du -sk %s/portable/bin %s/portable/lib | awk '{s += $1} END {print s}'", b, b), "du");
+	print_message("  kit bin/ + lib/: %.2f MiB\n", atof(g_out) / 1024.0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_kit_binaries),
+		cmocka_unit_test(test_run_host),
+		cmocka_unit_test(test_run_cuda_fake),
+		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_verify),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
