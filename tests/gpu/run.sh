@@ -46,7 +46,7 @@ while [ $# -gt 0 ]; do
 	*) echo "tests/gpu/run.sh: unknown argument '$1' (expected --bundle DIR)" >&2; exit 2 ;;
 	esac
 done
-[ -n "$B" ] || B=${SW_BUNDLE_DIR:-$(cd "$here/.." && pwd)}
+[ -n "$B" ] || B=${SPECWRIGHT_BUNDLE:-$(cd "$here/.." && pwd)}
 if [ ! -f "$B/bundle.json" ] || [ ! -x "$B/run" ]; then
 	echo "tests/gpu/run.sh: $B is not a bundle (no bundle.json and run): build one with" \
 		"\`make gpu-bundle\` or \`specwright bundle ENGINE_DIR -o DIR\`" >&2
@@ -54,7 +54,7 @@ if [ ! -f "$B/bundle.json" ] || [ ! -x "$B/run" ]; then
 fi
 B=$(cd "$B" && pwd)
 # through the launcher, once: it finds cuBLASLt and sets the library path
-if [ "${SW_BUNDLE_DIR:-}" != "$B" ]; then
+if [ "${SPECWRIGHT_BUNDLE:-}" != "$B" ]; then
 	exec "$B/run" --check "$@"
 fi
 SW="$B/bin/specwright"
