@@ -18,6 +18,7 @@
 #include "core/digest.h"
 #include "core/fileio.h"
 #include "core/timing.h"
+#include "formats/engine_files.h"
 #include "model/ctx.h"
 #include "build.h"
 #include "gen/jit/cache.h"
@@ -608,9 +609,11 @@ out_free_plan:
 
 /* engine.json with a "files" member: every other file of the directory
  * with its size and 64-bit FNV-1a, which the executor checks at load
- * (runtime/engine/files.c): a garbage cubin, a missing resources.json or an
- * edited kernels.cu is refused, and host-emulate compiles only what the
- * build wrote. */
+ * (runtime/formats/engine_files.c): a garbage cubin, a missing
+ * resources.json or an edited kernels.cu is refused, and host-emulate
+ * compiles only what the build wrote. Then engine.sum, engine.json's own
+ * size and FNV-1a (the record inside engine.json cannot hold its own
+ * digest), so any edit of engine.json is refused too. */
 static int write_manifest(const char *dir, const char *json, size_t json_len,
                           const char *nvrtc_version, sw_err *err)
 {
@@ -670,6 +673,13 @@ static int write_manifest(const char *dir, const char *json, size_t json_len,
 		snprintf(path, sizeof(path), "%s/engine.json", dir);
 		rc = gen_jit_write_file(path, buf, blen, err);
 	}
+	if (!rc) {
+		char sum[128];
+		int sl = snprintf(sum, sizeof(sum), "{\"engine.json\": {\"bytes\": %zu, \"fnv1a64\": "
+		                  "\"%016" PRIx64 "\"}}\n", blen, sw_fnv1a64(SW_FNV64_BASIS, buf, blen));
+		snprintf(path, sizeof(path), "%s/" RT_ENGINE_SUM, dir);
+		rc = gen_jit_write_file(path, sum, (size_t)sl, err);
+	}
 	free(buf);
 	return rc;
 }
@@ -720,9 +730,17 @@ int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, s
 			entries += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
 		if (d)
 			closedir(d);
-		if (!S_ISDIR(sb.st_mode) || (entries && access(path, F_OK)))
-			return sw_errf(err, SW_EINVAL, "%s: exists and is not an engine directory (no "
-			               "engine.json): refusing to replace it", o->out_dir);
+		if (!S_ISDIR(sb.st_mode))
+			return sw_errf(err, SW_EINVAL, "%s: exists and is not a directory: refusing to "
+			               "replace it", o->out_dir);
+		/* replaced only if empty or a complete engine this program built
+		 * and nothing else: a directory that merely holds an engine.json
+		 * may hold a user's other files */
+		sw_err why = {0};
+		if (entries && rt_engine_dir_is_built(o->out_dir, &why))
+			return sw_errf(err, SW_EINVAL, "%s: exists and is not an engine directory this "
+			               "program built and nothing else (%s): refusing to replace it; give "
+			               "another -o or remove it yourself", o->out_dir, why.msg);
 	}
 	/* leftovers of builds that were killed (their pid is gone) */
 	{

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -57,6 +58,32 @@ static void test_usage_errors(void **state)
 	EXPECT(2, "option --gamma expects an integer in [1, 64], found '0'", "run %s --gamma 0", model());
 	EXPECT(2, "option -t expects a number in [0, 100], found 'hot'", "run %s -t hot", model());
 	EXPECT(2, "option --top-p expects a number", "run %s --top-p 1.5", model());
+	/* issue 26 items 5-6: bounds as they are (top-p 0 is refused: an open
+	 * bound), -n 0 refused at parse time on a model, an engine (whatever
+	 * the directory holds: nothing is loaded) and bench */
+	EXPECT(2, "option --top-p expects a number in (0, 1], found '1.5'", "run %s --top-p 1.5", model());
+	EXPECT(2, "option --top-p expects a number in (0, 1], found '0'", "run %s --top-p 0", model());
+	EXPECT(2, "option -n expects an integer in [1, 1048576], found '0'", "run %s -n 0 -p hi", model());
+	EXPECT(2, "option -n expects an integer in [1, 1048576], found '0'", "run /nonexistent -n 0 -p hi");
+	EXPECT(2, "option --max-tokens expects an integer in [1, 1048576], found '0'",
+	       "bench %s --max-tokens 0", model());
+	/* an engine directory whose engine.json cannot be read: named, not a
+	 * config.json the model loader would look for */
+	char dir[] = "/tmp/sw_eng_XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char sub[64];
+	snprintf(sub, sizeof(sub), "%s/engine.json", dir);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	EXPECT(1, "engine.json", "run %s -p hi", dir);
+	if (strstr(g_out, "config.json"))
+		fail_msg("an unreadable engine.json reported as: %s", g_out);
+	assert_int_equal(rmdir(sub), 0);
+	assert_int_equal(symlink("/nonexistent/engine.json", sub), 0);
+	EXPECT(1, "engine.json", "run %s -p hi", dir);
+	if (strstr(g_out, "config.json"))
+		fail_msg("a dangling engine.json reported as: %s", g_out);
+	unlink(sub);
+	rmdir(dir);
 	EXPECT(2, "option -p needs a value", "run %s -p", model());
 	EXPECT(2, "missing the model argument", "run -p hi");
 	EXPECT(2, "give either -p or -f", "run %s -p a -f b", model());

@@ -210,8 +210,8 @@ static void refused(const char *dir, const char *text, const tamper *t)
 		fail_msg("%s: accepted", t->what);
 	}
 	char file[600];
-	snprintf(file, sizeof(file), "%s/engine.json: $.", dir);
-	if (!strstr(err.msg, t->expect) || !strstr(err.msg, file))
+	snprintf(file, sizeof(file), "%s/engine.json:", dir); /* then " $." or a line:col */
+	if (!strstr(err.msg, t->expect) || strncmp(err.msg, file, strlen(file)) || !strstr(err.msg, ": $."))
 		fail_msg("%s: message \"%s\" lacks \"%s\" or \"%s\"", t->what, err.msg, t->expect, file);
 	print_message("  %-34s %s\n", t->what, err.msg + strlen(dir) + 13);
 }
@@ -426,6 +426,78 @@ static char *copy_file(const char *from, const char *to, long flip)
 	return NULL;
 }
 
+/* Edits that keep every access inside its buffers but change what is
+ * computed (issue 26 item 1b): each passed the bounds proof and ran with
+ * exit 0 printing other text; each is refused now for its parts
+ * disagreeing (the GEMM's uri, the layer count, the weight the op is named
+ * for, the prefill phase's rows), and a missing weight digest or dyn_smem
+ * is a refusal, not a check turned off (item 2). */
+static void test_disagreeing_parts_refused(void **state)
+{
+	if (!g_ngram[0])
+		skip();
+	size_t len;
+	char *text = read_json(g_ngram, &len);
+	const tamper T[] = {
+		{"gemm n halved", "\"name\": \"wq\"", "\"n\": ", "128", NULL, NULL, NULL,
+		 "(op wq): m 16, n 128, k 256, but its uri is \"gemm_bf16_f32acc_m16_n256_k256\""},
+		{"gemm n halved with its uri", "\"name\": \"wq\"", "\"n\": ", "128", NULL, NULL, NULL,
+		 "gemm.n (op wq): 128, expected 256 (every row of weight target.wq)",
+		 "gemm_bf16_f32acc_m16_n256_k256", "gemm_bf16_f32acc_m16_n128_k256"},
+		{"per-layer op one layer short", "\"name\": \"attn_in_cast\"", "\"repeat\": ", "2", NULL,
+		 NULL, NULL, "(op attn_in_cast): its segments run 2 of the target's 3 layers"},
+		{"weights of one shape swapped", "\"max_context\"", "\"max_context\": ", "192", NULL,
+		 NULL, NULL, "(op w_gate): weight target.w_up, expected the weight the op is named for",
+		 "{\"buf\": \"target.w_gate\"", "{\"buf\": \"target.w_up\""},
+		{"prefill chunk doubled", "\"prefill_chunk\"", "\"prefill_chunk\": ", "32", NULL, NULL,
+		 NULL, "$.spec.prefill_chunk: 32, but the prefill phase ($.phases[0].rows) was planned "
+		 "for chunks of 16 rows"},
+		{"prefill chunk and rows doubled", "\"prefill_chunk\"", "\"prefill_chunk\": ", "32",
+		 "\"phases\"", "\"rows\": ", "32", "(tokens): 64 bytes, expected at least 128"},
+		{"kernel rows not the phase's", "{\"name\": \"verify\", \"rows\"", "\"rows\": ", "4", NULL,
+		 NULL, NULL, "has ROWS 5, expected the phase's 4 rows"},
+		{"kv_commit one layer short", "{\"uri\": \"kv_commit", "\"N_LAYERS\": ", "2", NULL, NULL,
+		 NULL, "N_LAYERS 2, repeat 1; expected the target's 3 layers in one launch",
+		 "kv_commit_n_layers3", "kv_commit_n_layers2"},
+		{"target digest removed", "\"max_context\"", "\"max_context\": ", "192", NULL, NULL,
+		 NULL, "$.spec.target: missing required field \"digest\"", "\"digest\": \"fnv1a64xs",
+		 "\"_digest\": \"fnv1a64xs"},
+		{"target path and digest removed", "\"max_context\"", "\"max_context\": ", "192", NULL,
+		 NULL, NULL, "$.spec.target: missing required field \"path\"", "\"target\": {\"path\"",
+		 "\"target\": {\"_path\""},
+		{"dyn_smem removed", "\"max_context\"", "\"max_context\": ", "192", NULL, NULL, NULL,
+		 "dyn_smem", "\"dyn_smem\"", "\"_dyn_smem\""},
+	};
+	for (size_t i = 0; i < sizeof(T) / sizeof(T[0]); i++)
+		refused(g_ngram, text, &T[i]);
+	free(text);
+}
+
+/* Every host<->device copy is bounded by its buffer whatever a field says
+ * (issue 26 item 1a): with the manifest's chunk doubled after the checks
+ * (as an edit the checks missed would), a long prompt's prefill upload is
+ * refused instead of writing past tokens and pos into the next buffers. */
+static void test_uploads_bounded(void **state)
+{
+	if (!g_ngram[0])
+		skip();
+	sw_err err = {0};
+	int32_t prompt[60], out[4];
+	rt_engine_stats st;
+	eu_tiny_prompt(prompt, 60);
+	rt_dev *d = rt_dev_host_new(RT_HOST_NATIVE, &(rt_dev_opts){0}, &err);
+	assert_non_null(d);
+	rt_engine *e = eu_bind(g_ngram, d, g_tiny, 3);
+	e->man->chunk *= 2;
+	rt_engine_run r = {.prompt = prompt, .n_prompt = 60, .max_new = 4, .eos = -1};
+	assert_int_equal(rt_engine_generate(e, &r, out, &st, &err), SW_EINVAL);
+	print_message("  chunk doubled after load: %s\n", err.msg);
+	assert_non_null(strstr(err.msg, "buffer tokens (64 bytes): an upload of 128 bytes at offset 0 "
+	                                "would pass its end"));
+	rt_engine_free(e);
+	rt_dev_free(d);
+}
+
 static int bind_gguf(const char *dir, const char *gguf, sw_err *err)
 {
 	rt_engine_weights w;
@@ -593,6 +665,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_planned_engines_load),
 		cmocka_unit_test(test_tamperings_refused),
+		cmocka_unit_test(test_disagreeing_parts_refused),
+		cmocka_unit_test(test_uploads_bounded),
 		cmocka_unit_test(test_weights_digest),
 		cmocka_unit_test(test_fuzz_seeds_accepted),
 	};

@@ -19,12 +19,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "core/fileio.h"
 #include "core/json.h"
+#include "formats/engine_files.h"
 
 static char g_out[1 << 16];
 static char g_dir[512];
@@ -141,7 +143,100 @@ static void test_file_list(void **state)
 	build(e, "--no-compile");
 	assert_int_equal(sh("python3 -c \"import json,sys; p='%s/engine.json'; d=json.load(open(p)); "
 	                    "d.pop('files'); json.dump(d, open(p, 'w'))\"", e), 0);
-	expect_refused(e, "$.files: missing");
+	expect_refused(e, "engine.json does not match the build");
+}
+
+/* engine.json's own content is in the integrity record (issue 26 item 1c):
+ * five hand edits that keep the file list valid (each ran with exit 0 and
+ * printed other text) are each refused, naming engine.json, by the record
+ * alone (rt_engine_files_check) and by `run`; an engine.sum gone or edited
+ * is refused too. Edits by python's json module, an independent writer. */
+static void test_engine_json_covered(void **state)
+{
+	static const struct {
+		const char *what, *py;
+	} E[] = {
+		{"gemm n halved", "o = [o for o in d['phases'][0]['ops'] if o['name'] == 'wq'][0]; "
+		                  "o['gemm']['n'] //= 2"},
+		{"per-layer op one layer short", "o = [o for o in d['phases'][0]['ops'] if o.get('layers')][0]; "
+		                                 "o['repeat'] -= 1"},
+		{"two weights of one shape swapped",
+		 "ops = d['phases'][0]['ops']; g = [o for o in ops if o['name'] == 'w_gate'][0]; "
+		 "u = [o for o in ops if o['name'] == 'w_up'][0]; "
+		 "g['args'][2], u['args'][2] = u['args'][2], g['args'][2]"},
+		{"an op removed from a phase", "ops = d['phases'][2]['ops']; "
+		                               "ops.remove([o for o in ops if o['name'] == 'rope_k'][0])"},
+		{"prefill chunk doubled", "d['spec']['prefill_chunk'] *= 2"},
+	};
+	char e[600], c[700], p[800];
+	snprintf(e, sizeof(e), "%s/cov", g_dir);
+	build(e, "--no-compile");
+	assert_int_equal(run_engine(e), 0);
+	for (size_t i = 0; i < sizeof(E) / sizeof(E[0]); i++) {
+		snprintf(c, sizeof(c), "%s/cov%zu", g_dir, i);
+		assert_int_equal(sh("rm -rf %s && cp -r %s %s", c, e, c), 0);
+		assert_int_equal(sh("python3 -c \"import json; p='%s/engine.json'; d=json.load(open(p)); "
+		                    "%s; json.dump(d, open(p, 'w'), indent=1)\"", c, E[i].py), 0);
+		sw_err err = {0};
+		assert_int_not_equal(rt_engine_files_check(c, &err), 0);
+		if (!strstr(err.msg, "engine.json does not match the build"))
+			fail_msg("%s: the record says \"%s\"", E[i].what, err.msg);
+		expect_refused(c, "engine.json");
+		print_message("  %-32s refused: %.120s\n", E[i].what, err.msg + strlen(c) + 1);
+	}
+	/* the record itself: gone, or its digest edited */
+	snprintf(p, sizeof(p), "%s/engine.sum", e);
+	assert_int_equal(sh("mv %s %s.x", p, p), 0);
+	expect_refused(e, "engine.sum: cannot open");
+	assert_int_equal(sh("sed 's/\"fnv1a64\": \"./\"fnv1a64\": \"x/' %s.x > %s", p, p), 0);
+	expect_refused(e, "engine.json does not match the build");
+}
+
+/* `build -o DIR` replaces only an engine directory this program built and
+ * nothing else (issue 26 item 3): a directory that merely holds a file
+ * named engine.json, or a real engine with a user's file added, is refused
+ * naming it, and every file in it stays. */
+static void test_build_replaces_only_engines(void **state)
+{
+	char d[600];
+	snprintf(d, sizeof(d), "%s/mine", g_dir);
+	assert_int_equal(sh("mkdir -p %s && echo '{}' > %s/engine.json && echo precious > %s/a.txt",
+	                    d, d, d), 0);
+	int rc = sh("%s build models/specs/smollm2-ngram.json -o %s --no-compile 2>&1", bin(), d);
+	if (rc != 1 || !strstr(g_out, "is not an engine directory this program built"))
+		fail_msg("exit %d: %s", rc, g_out);
+	assert_int_equal(sh("cat %s/a.txt %s/engine.json", d, d), 0);
+	assert_string_equal(g_out, "precious\n{}\n");
+	/* a real engine plus a user's file */
+	snprintf(d, sizeof(d), "%s/real", g_dir);
+	build(d, "--no-compile");
+	build(d, "--no-compile"); /* an untouched engine is replaced */
+	assert_int_equal(sh("echo notes > %s/notes.txt", d), 0);
+	rc = sh("%s build models/specs/smollm2-ngram.json -o %s --no-compile 2>&1", bin(), d);
+	if (rc != 1 || !strstr(g_out, "notes.txt: not a file the build wrote"))
+		fail_msg("exit %d: %s", rc, g_out);
+	assert_int_equal(sh("cat %s/notes.txt", d), 0);
+	assert_string_equal(g_out, "notes\n");
+}
+
+/* Whole-file reads are capped, checked with fstat before reading (issue 26
+ * item 4): a 5 GB engine.json (sparse: nothing to read but the cap would
+ * have made the reader take 22 s) is refused at once, naming the file, its
+ * size and the cap. */
+static void test_engine_json_capped(void **state)
+{
+	char e[600];
+	snprintf(e, sizeof(e), "%s/huge", g_dir);
+	build(e, "--no-compile");
+	assert_int_equal(sh("truncate -s 5000000000 %s/engine.json", e), 0);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	expect_refused(e, "engine.json: 5000000000 bytes, more than the 16777216-byte cap for an "
+	                  "engine.json");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+	print_message("  5 GB engine.json refused in %.2f s: %s", s, g_out);
+	assert_true(s < 10); /* reading it would take tens of seconds; the refusal reads nothing */
 }
 
 static void test_atomic_replace(void **state)
@@ -152,7 +247,7 @@ static void test_atomic_replace(void **state)
 	assert_int_equal(sh("mkdir -p %s && echo precious > %s/a.txt", keep, keep), 0);
 	int rc = sh("%s build models/specs/smollm2-ngram.json -o %s --no-compile 2>&1", bin(), keep);
 	assert_int_equal(rc, 1);
-	assert_non_null(strstr(g_out, "exists and is not an engine directory"));
+	assert_non_null(strstr(g_out, "is not an engine directory this program built"));
 	assert_int_equal(sh("cat %s/a.txt", keep), 0);
 	assert_string_equal(g_out, "precious\n");
 
@@ -197,6 +292,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_file_list),
 		cmocka_unit_test(test_atomic_replace),
+		cmocka_unit_test(test_engine_json_covered),
+		cmocka_unit_test(test_build_replaces_only_engines),
+		cmocka_unit_test(test_engine_json_capped),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

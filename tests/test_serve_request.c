@@ -39,7 +39,23 @@ static const bad_case bad_cases[] = {
 	{SW_REQ_COMPLETION, "{\"prompt\": \"a\", \"temperature\": 2.5}", 400, "temperature", NULL, "[0, 2]"},
 	{SW_REQ_COMPLETION, "{\"prompt\": \"a\", \"temperature\": -0.1}", 400, "temperature", NULL, "[0, 2]"},
 	{SW_REQ_COMPLETION, "{\"prompt\": \"a\", \"top_p\": 0}", 400, "top_p", NULL, "(0, 1]"},
-	{SW_REQ_COMPLETION, "{\"prompt\": \"a\", \"top_p\": 1.5}", 400, "top_p", NULL, "[0, 1]"},
+	{SW_REQ_COMPLETION, "{\"prompt\": \"a\", \"top_p\": 1.5}", 400, "top_p", NULL, "(0, 1], found 1.5"},
+	/* issue 26 items 6 and 10: integer bounds as integers; user, metadata
+	 * and model typed as the OpenAI API defines them */
+	{SW_REQ_COMPLETION, "{\"prompt\": \"a\", \"max_tokens\": 0}", 400, "max_tokens", NULL,
+	 "must be in [1, 1073741824], found 0"},
+	{SW_REQ_COMPLETION, "{\"prompt\": \"a\", \"user\": 5}", 400, "user", NULL, "'user' must be a string"},
+	{SW_REQ_COMPLETION, "{\"prompt\": \"a\", \"metadata\": []}", 400, "metadata", NULL,
+	 "'metadata' must be an object, found array"},
+	{SW_REQ_COMPLETION, "{\"prompt\": \"a\", \"metadata\": {\"k\": 1}}", 400, "metadata", NULL,
+	 "values must be strings, found number"},
+	{SW_REQ_COMPLETION, "{\"prompt\": \"a\", \"metadata\": {\"a\": \"1\", \"b\": \"1\", \"c\": \"1\", "
+	 "\"d\": \"1\", \"e\": \"1\", \"f\": \"1\", \"g\": \"1\", \"h\": \"1\", \"i\": \"1\", \"j\": \"1\", "
+	 "\"k\": \"1\", \"l\": \"1\", \"m\": \"1\", \"n\": \"1\", \"o\": \"1\", \"p\": \"1\", \"q\": \"1\"}}",
+	 400, "metadata", NULL, "at most 16 keys, found 17"},
+	{SW_REQ_COMPLETION, "{\"prompt\": \"a\", \"model\": \"\"}", 400, "model", NULL, "non-empty string"},
+	{SW_REQ_COMPLETION, "{\"prompt\": \"a\", \"model\": \"m\\u0000x\"}", 400, "model", NULL,
+	 "without NUL"},
 	{SW_REQ_COMPLETION, "{\"prompt\": \"a\", \"stream\": 1}", 400, "stream", NULL, "boolean"},
 	{SW_REQ_COMPLETION, "{\"prompt\": \"a\", \"stream_options\": {\"include_usage\": true}}", 400,
 	 "stream_options", NULL, "stream: true"},

@@ -3,6 +3,7 @@
 #include "core/fileio.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,14 +35,17 @@ static int parse_int(const char *cmd, const char *opt, const char *v, long lo, l
 	return 0;
 }
 
-static int parse_float(const char *cmd, const char *opt, const char *v, double lo, double hi, float *out)
+/* A number in [lo, hi], or (lo, hi] when lo_open (a bound the value may
+ * approach but not take: top-p 0 keeps no token). */
+static int parse_float(const char *cmd, const char *opt, const char *v, double lo, bool lo_open,
+                       double hi, float *out)
 {
 	char *end;
 	errno = 0;
 	double x = strtod(v, &end);
-	if (errno || *end || end == v || !(x >= lo && x <= hi)) {
-		fprintf(stderr, "specwright %s: option %s expects a number in [%g, %g], found '%s'\n",
-		        cmd, opt, lo, hi, v);
+	if (errno || *end || end == v || !((lo_open ? x > lo : x >= lo) && x <= hi)) {
+		fprintf(stderr, "specwright %s: option %s expects a number in %c%.15g, %.15g], found '%s'\n",
+		        cmd, opt, lo_open ? '(' : '[', lo, hi, v);
 		return 2;
 	}
 	*out = (float)x;
@@ -88,7 +92,7 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 		} else if (!strcmp(a, "--type")) {
 			NEED_VALUE(); o->wtype = v;
 		} else if (!strcmp(a, "--lossy-eps")) {
-			NEED_VALUE(); if (parse_float(cmd, a, v, 0, 1, &o->lossy_eps)) return 2;
+			NEED_VALUE(); if (parse_float(cmd, a, v, 0, false, 1, &o->lossy_eps)) return 2;
 		} else if (!strcmp(a, "--tree")) {
 			NEED_VALUE(); o->tree = v;
 		} else if (!strcmp(a, "--verify")) {
@@ -108,11 +112,11 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 		} else if (!strcmp(a, "-g") || !strcmp(a, "--gamma")) {
 			NEED_VALUE(); if (parse_int(cmd, a, v, 1, RT_MAX_GAMMA, &o->gamma)) return 2;
 		} else if (!strcmp(a, "-t") || !strcmp(a, "--temp") || !strcmp(a, "--temperature")) {
-			NEED_VALUE(); if (parse_float(cmd, a, v, 0, 100, &o->temperature)) return 2;
+			NEED_VALUE(); if (parse_float(cmd, a, v, 0, false, 100, &o->temperature)) return 2;
 		} else if (!strcmp(a, "--top-k")) {
 			NEED_VALUE(); if (parse_int(cmd, a, v, 0, 1 << 30, &o->top_k)) return 2;
 		} else if (!strcmp(a, "--top-p")) {
-			NEED_VALUE(); if (parse_float(cmd, a, v, 1e-6, 1, &o->top_p)) return 2;
+			NEED_VALUE(); if (parse_float(cmd, a, v, 0, true, 1, &o->top_p)) return 2;
 		} else if (!strcmp(a, "--seed")) {
 			NEED_VALUE();
 			char *end;
@@ -122,7 +126,9 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 				return bad(cmd, "option %s expects a non-negative integer, found '%s'", a, v);
 			o->seed = s;
 		} else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) {
-			NEED_VALUE(); if (parse_int(cmd, a, v, 0, 1 << 20, &o->max_new)) return 2;
+			/* at least one token everywhere (a model, an engine, bench,
+			 * profile), refused here before anything loads */
+			NEED_VALUE(); if (parse_int(cmd, a, v, 1, 1 << 20, &o->max_new)) return 2;
 		} else if (!strcmp(a, "--ctx")) {
 			NEED_VALUE(); if (parse_int(cmd, a, v, 2, 1 << 20, &o->ctx)) return 2;
 		} else if (!strcmp(a, "--prompts")) {

@@ -23,7 +23,11 @@ bool cli_is_engine_dir(const char *path)
 	char p[1100];
 	struct stat st;
 	snprintf(p, sizeof(p), "%s/engine.json", path);
-	return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(p, &st) == 0;
+	/* lstat: an engine.json that is there in any form (unreadable, a
+	 * directory, a dangling link) makes this an engine directory, so the
+	 * engine loader names engine.json and what is wrong with it, rather
+	 * than the model loader asking for a config.json */
+	return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode) && lstat(p, &st) == 0;
 }
 
 /* --- the engine's weights from a loaded model ------------------------------ */

@@ -50,7 +50,7 @@ static void usage(FILE *f)
 	        "  -t, --temp T           temperature, 0 = greedy (default 0)\n"
 	        "  --top-k K, --top-p P   truncation of the target (and draft) distribution\n"
 	        "  --seed S               Philox seed (default 1234)\n"
-	        "  -n, --max-tokens N     tokens to generate (default 128)\n"
+	        "  -n, --max-tokens N     tokens to generate, 1 to 1048576 (default 128)\n"
 	        "  --chat / --no-chat     apply the model's chat template (default: on for run/generate)\n"
 	        "  --ctx N                context length (default 2048)\n"
 	        "  --model GGUF           run/bench/profile ENGINE_DIR: the target's weights (default: the\n"

@@ -2,6 +2,7 @@
 #include "fileio.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,8 +38,9 @@ int sw_open_regular(const char *path, sw_err *err)
 	return fd;
 }
 
-/* Reads fd to its end (works for pipes too). */
-static char *read_all(int fd, size_t *len)
+/* Reads fd to its end (works for pipes too), at most max bytes (more:
+ * NULL with errno EFBIG). */
+static char *read_all(int fd, size_t *len, size_t max)
 {
 	size_t cap = 4096, n = 0;
 	char *s = malloc(cap);
@@ -66,6 +68,11 @@ static char *read_all(int fd, size_t *len)
 		if (k == 0)
 			break;
 		n += (size_t)k;
+		if (n > max) {
+			free(s);
+			errno = EFBIG;
+			return NULL;
+		}
 	}
 	s[n] = 0;
 	if (len)
@@ -79,7 +86,7 @@ char *sw_read_file(const char *path, size_t *len)
 	int fd = sw_open_regular(path, &err);
 	if (fd < 0)
 		return NULL; /* errno set */
-	char *s = read_all(fd, len);
+	char *s = read_all(fd, len, SIZE_MAX);
 	int e = errno;
 	close(fd);
 	errno = e;
@@ -89,7 +96,7 @@ char *sw_read_file(const char *path, size_t *len)
 char *sw_read_input(const char *path, size_t *len, sw_err *err)
 {
 	if (!strcmp(path, "-")) {
-		char *s = read_all(STDIN_FILENO, len);
+		char *s = read_all(STDIN_FILENO, len, SIZE_MAX);
 		if (!s)
 			sw_errf(err, SW_EIO, "standard input: cannot read: %s", strerror(errno));
 		return s;
@@ -97,8 +104,37 @@ char *sw_read_input(const char *path, size_t *len, sw_err *err)
 	int fd = sw_open_regular(path, err);
 	if (fd < 0)
 		return NULL;
-	char *s = read_all(fd, len);
+	char *s = read_all(fd, len, SIZE_MAX);
 	if (!s)
+		sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
+	close(fd);
+	return s;
+}
+
+char *sw_read_capped(const char *path, size_t cap, const char *what, size_t *len, sw_err *err)
+{
+	if (!strcmp(path, "-")) {
+		char *s = read_all(STDIN_FILENO, len, cap);
+		if (!s && errno == EFBIG)
+			sw_errf(err, SW_EINVAL, "standard input: more than %zu bytes, the cap for %s", cap, what);
+		else if (!s)
+			sw_errf(err, SW_EIO, "standard input: cannot read: %s", strerror(errno));
+		return s;
+	}
+	int fd = sw_open_regular(path, err);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || st.st_size < 0 || (uint64_t)st.st_size > cap) {
+		sw_errf(err, SW_EINVAL, "%s: %lld bytes, more than the %zu-byte cap for %s", path, (long long)st.st_size, cap, what);
+		close(fd);
+		return NULL;
+	}
+	/* the file may grow between fstat and read: the cap holds either way */
+	char *s = read_all(fd, len, cap);
+	if (!s && errno == EFBIG)
+		sw_errf(err, SW_EINVAL, "%s: grew past the %zu-byte cap for %s while read", path, cap, what);
+	else if (!s)
 		sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
 	close(fd);
 	return s;

@@ -24,4 +24,31 @@ char *sw_read_file(const char *path, size_t *len);
  * standard input (to its end). */
 char *sw_read_input(const char *path, size_t *len, sw_err *err);
 
+/* sw_read_input refusing a file of more than cap bytes, checked with fstat
+ * BEFORE reading (standard input: after cap + 1 bytes): SW_EINVAL naming
+ * the file, its size and the cap, what is `what` ("an engine.json"). Every
+ * file the runtime reads whole goes through it with a cap derived from
+ * what can be valid (the caps below; each says how). */
+char *sw_read_capped(const char *path, size_t cap, const char *what, size_t *len, sw_err *err);
+
+/* Caps on whole-file reads (bytes). */
+/* engine.json: the planner writes per-layer ops once with a repeat, so its
+ * size does not grow with depth: <= 48 phases x ~64 ops x ~2 KiB an op
+ * (10 args, uri, entry, grid) + kernels (<= ~500 x 4 KiB with params) +
+ * buffers (<= ~500 x 256 B) ~ 8.3 MiB at the most; real ones are
+ * 30-100 KiB. */
+#define SW_CAP_ENGINE_JSON ((size_t)16 << 20)
+/* small JSON configs and records (config.json of a HF model, a block
+ * drafter's config, resources.json, engine.sum, a spec, a tree file, the
+ * header of a safetensors file): a few KiB each; 1 KiB per kernel x arch
+ * for resources.json (<= 500 x 8): 4 MiB leaves room. */
+#define SW_CAP_CONFIG ((size_t)4 << 20)
+/* tokenizer files (tokenizer.json: a 256k vocabulary with its merges is
+ * ~35 MiB for the largest open models) */
+#define SW_CAP_TOKENIZER ((size_t)256 << 20)
+/* text a user gives (prompts, corpora): the longest context any engine
+ * takes is 2^24 tokens (engine.json max_context), and a token is at most
+ * a few dozen bytes of text: 1 GiB */
+#define SW_CAP_TEXT ((size_t)1 << 30)
+
 #endif

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "engine.h"
-#include "files.h"
+#include "formats/engine_files.h"
 #include "kernels/engine_state.h"
 #include "core/timing.h"
 #include "formats/gguf.h"
@@ -132,6 +132,28 @@ rt_dptr rt_engine_buf_addr(const rt_engine *e, const char *name)
 {
 	int b = rt_manifest_buf_find(e->man, name);
 	return b < 0 || !e->arena ? 0 : e->arena + (rt_dptr)e->man->bufs[b].offset;
+}
+
+/* Every host<->device copy of the executor goes through here: bytes
+ * [off, off + n) of buffer `name`, refused unless inside the buffer's
+ * bytes as engine.json declares them (whatever another field says: a
+ * prefill chunk, a tree size, a prompt length), so no copy reaches a
+ * neighbouring buffer of the arena. */
+static int buf_copy(rt_engine *e, const char *name, int64_t off, void *host, size_t n, bool up,
+                    sw_err *err)
+{
+	const int b = rt_manifest_buf_find(e->man, name);
+	if (b < 0 || !e->arena)
+		return sw_errf(err, SW_EINVAL, "%s/engine.json: no buffer %s", e->man->dir, name);
+	const int64_t size = e->man->bufs[b].bytes;
+	if (off < 0 || (uint64_t)n > (uint64_t)size || off > size - (int64_t)n)
+		return sw_errf(err, SW_EINVAL, "%s/engine.json: buffer %s (%lld bytes): %s of %zu bytes at "
+		               "offset %lld would pass its end (an engine.json whose parts disagree: "
+		               "rebuild the engine)", e->man->dir, name, (long long)size,
+		               up ? "an upload" : "a download", n, (long long)off);
+	const rt_dptr p = e->arena + (rt_dptr)(e->man->bufs[b].offset + off);
+	return up ? e->dev->ops->upload(e->dev, p, host, n, err)
+	          : e->dev->ops->download(e->dev, host, p, n, err);
 }
 
 /* --- binding: arena, weights, resolved ops ------------------------------ */
@@ -365,11 +387,8 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 			               (r ? draft : target)->name, r ? "draft" : "target", got, e->man->dir,
 			               want, r ? "draft" : "target");
 	}
-	rt_dptr tt = rt_engine_buf_addr(e, "tree_table");
-	if (!tt)
-		return sw_errf(err, SW_EINVAL, "%s/engine.json: no tree_table buffer", e->man->dir);
-	if ((rc = dev->ops->upload(dev, tt, e->man->tree_table,
-	                           sizeof(int32_t) * 5 * (size_t)e->man->n_nodes, err)))
+	if ((rc = buf_copy(e, "tree_table", 0, e->man->tree_table,
+	                   sizeof(int32_t) * 5 * (size_t)e->man->n_nodes, true, err)))
 		return rc;
 	if ((rc = resolve_ops(e, err)))
 		return rc;
@@ -429,7 +448,7 @@ static int run_phases(rt_engine *e, int ph0, int ph1, bool target_only, sw_err *
 				return sw_errf(err, SW_ENOMEM, "out of memory");
 			for (int i = 0; i < nn - 1; i++)
 				none[i] = -1;
-			rc = d->ops->upload(d, tree_tok + 4, none, sizeof(*none) * (size_t)(nn - 1), err);
+			rc = buf_copy(e, "tree_tokens", 4, none, sizeof(*none) * (size_t)(nn - 1), true, err);
 			free(none);
 			if (rc)
 				return rc;
@@ -468,10 +487,7 @@ static int run_phases(rt_engine *e, int ph0, int ph1, bool target_only, sw_err *
 static int upload_i32(rt_engine *e, const char *buf, int64_t word, const int32_t *v, int n,
                       sw_err *err)
 {
-	rt_dptr p = rt_engine_buf_addr(e, buf);
-	if (!p)
-		return sw_errf(err, SW_EINVAL, "%s/engine.json: no buffer %s", e->man->dir, buf);
-	return e->dev->ops->upload(e->dev, p + (rt_dptr)(4 * word), v, sizeof(*v) * (size_t)n, err);
+	return buf_copy(e, buf, 4 * word, (void *)v, sizeof(*v) * (size_t)n, true, err);
 }
 
 static int prefill(rt_engine *e, const int32_t *prompt, int n_pre, sw_err *err)
@@ -576,11 +592,10 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 	t0 = sw_now_s();
 	int n_out = 0, stop = 0;
 	const size_t hbytes = sizeof(int32_t) * (size_t)(RT_ST_WORDS + e->man->ring);
-	const rt_dptr sp = rt_engine_buf_addr(e, "state");
 	while (!stop) {
 		rc = eager ? run_phases(e, ph0, ph1, r->target_only, err)
 		           : d->ops->graph_launch(d, e->graph, err);
-		if (rc || (rc = d->ops->download(d, e->host_state, sp, hbytes, err)))
+		if (rc || (rc = buf_copy(e, "state", 0, e->host_state, hbytes, false, err)))
 			return rc;
 		const int32_t *hs = e->host_state, *ring = hs + RT_ST_WORDS;
 		const int nout = hs[RT_ST_NOUT];

@@ -1,4 +1,5 @@
 /* engine.json reader and validator (manifest.h). */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 
 #include "manifest.h"
 #include "extent.h"
+#include "manifest_check.h"
 #include "core/digest.h"
 #include "core/fileio.h"
 #include "core/json.h"
@@ -113,15 +115,41 @@ static void read_digest(jctx *j, const json_value *o, const char *path, char out
 		snprintf(out, 32, "%s", d);
 }
 
+/* A model's source ($.spec.target, $.spec.draft of a model or block
+ * draft): {"shape": true}, or a "path" and the "digest" of the weights the
+ * build bound it to (gen/plan.c write_src). The digest is required with a
+ * path (a check must not depend on a field an edit can delete); only a
+ * block drafter's source over a shape-built target has none (the build
+ * digests the drafter with the target's weights). */
+static void read_source(jctx *j, const json_value *o, const char *path, bool digest_optional,
+                        char *src, size_t src_n, char digest[32])
+{
+	const json_value *sh = json_get(o, "shape");
+	if (j->rc)
+		return;
+	if (sh) {
+		if (sh->type != JSON_BOOL || !sh->boolean || json_get(o, "path") || json_get(o, "digest"))
+			j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s: \"shape\": true and no path or digest "
+			                "(an engine built from shapes), or a path and a digest, expected", j->file,
+			                path);
+		return;
+	}
+	snprintf(src, src_n, "%s", jstr(j, o, "path", path));
+	if (!j->rc && (json_get(o, "digest") || !digest_optional))
+		read_digest(j, o, path, digest);
+}
+
 static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 {
 	const char *P = "$.spec";
 	snprintf(e->name, sizeof(e->name), "%s", jstr(j, spec, "name", P));
 	const json_value *t = jobj(j, spec, "target", P);
-	if (t && json_get(t, "path"))
-		snprintf(e->target_path, sizeof(e->target_path), "%s", jstr(j, t, "path", "$.spec.target"));
-	if (t && json_get(t, "digest"))
-		read_digest(j, t, "$.spec.target", e->target_digest);
+	bool target_shape = false;
+	if (t) {
+		read_source(j, t, "$.spec.target", false, e->target_path, sizeof(e->target_path),
+		            e->target_digest);
+		target_shape = json_get(t, "shape") != NULL;
+	}
 	const json_value *d = jobj(j, spec, "draft", P);
 	if (d) {
 		const char *m = jstr(j, d, "method", "$.spec.draft");
@@ -144,21 +172,15 @@ static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 		} else if (!strcmp(m, "block")) {
 			/* a block drafter: its weights' directory and digest, B and S */
 			e->draft_kind = RT_ENGINE_DRAFT_BLOCK;
-			if (json_get(d, "path"))
-				snprintf(e->draft_path, sizeof(e->draft_path), "%s",
-				         jstr(j, d, "path", "$.spec.draft"));
-			if (json_get(d, "digest"))
-				read_digest(j, d, "$.spec.draft", e->draft_digest);
+			read_source(j, d, "$.spec.draft", target_shape, e->draft_path, sizeof(e->draft_path),
+			            e->draft_digest);
 			e->block = (int)jint(j, d, "block", "$.spec.draft", 2, 64);
 			e->steps = (int)jint(j, d, "steps", "$.spec.draft", 1, 16);
 			e->draft_vocab = (int)jint(j, d, "vocab", "$.spec.draft", 1, 1 << 24);
 		} else {
 			e->draft_kind = RT_ENGINE_DRAFT_MODEL;
-			if (json_get(d, "path"))
-				snprintf(e->draft_path, sizeof(e->draft_path), "%s",
-				         jstr(j, d, "path", "$.spec.draft"));
-			if (json_get(d, "digest"))
-				read_digest(j, d, "$.spec.draft", e->draft_digest);
+			read_source(j, d, "$.spec.draft", false, e->draft_path, sizeof(e->draft_path),
+			            e->draft_digest);
 		}
 	}
 	const json_value *v = jobj(j, spec, "verify", P);
@@ -341,10 +363,10 @@ static int parse_kernels(rt_manifest *e, jctx *j, const json_value *root)
 		const char *tp = jstr(j, o, "template", p);
 		const char *sl = strrchr(tp, '/');
 		snprintf(k->tmpl, sizeof(k->tmpl), "%s", sl ? sl + 1 : tp);
-		/* dynamic shared memory its launches provide (absent: none); 227 KiB
-		 * is the largest opt-in of any arch (sm_90) */
-		if (json_get(o, "dyn_smem"))
-			k->dyn_smem = (int)jint(j, o, "dyn_smem", p, 0, 232448);
+		/* dynamic shared memory its launches provide (required: the plan
+		 * states it for every kernel, 0 for none); 227 KiB is the largest
+		 * opt-in of any arch (sm_90) */
+		k->dyn_smem = (int)jint(j, o, "dyn_smem", p, 0, 232448);
 		const json_value *pr = jobj(j, o, "params", p);
 		for (size_t m = 0; pr && m < pr->n; m++) {
 			const json_value *v = pr->members[m].value;
@@ -398,6 +420,17 @@ static int parse_kernels(rt_manifest *e, jctx *j, const json_value *root)
 		}
 		if (j->rc)
 			break;
+		/* and the launch provides what the kernel was rendered to use */
+		{
+			const rt_op pk = {.kinfo = k};
+			const long long want = rt_op_param_i(&pk, "DYN_SMEM", 0);
+			if (k->dyn_smem != want) {
+				j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.dyn_smem: %d, expected %lld (the "
+				                "kernel's DYN_SMEM constant, 0 without one)", j->file, p,
+				                k->dyn_smem, want);
+				break;
+			}
+		}
 		/* tree attention with a baked mask: rebuild the rows the kernel
 		 * has as a constant table (the native backend reads them) */
 		rt_op probe = {.kinfo = k};
@@ -493,6 +526,11 @@ static int parse_op(rt_manifest *e, jctx *j, const json_value *o, const char *p,
 			x->n = jint(j, gm, "n", pg, 1, INT32_MAX);
 			x->k = jint(j, gm, "k", pg, 1, INT32_MAX);
 		}
+		const char *gu = jstr(j, o, "uri", p); /* rt_manifest_check_plan: the shape's uri */
+		if (!j->rc && strlen(gu) >= sizeof(x->gemm_uri))
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.uri: %zu bytes, expected a GEMM "
+			                       "uri (gemm_DTYPE_f32acc_mM_nN_kK)", j->file, p, strlen(gu));
+		snprintf(x->gemm_uri, sizeof(x->gemm_uri), "%s", gu);
 	}
 	x->est_bytes = jnum(j, o, "bytes", p);
 	x->est_flops = jnum(j, o, "flops", p);
@@ -802,10 +840,12 @@ rt_manifest *rt_manifest_load(const char *dir, sw_err *err)
 	char path[1100];
 	size_t len = 0;
 	snprintf(path, sizeof(path), "%s/engine.json", dir);
-	char *text = sw_read_file(path, &len);
+	char *text = sw_read_capped(path, SW_CAP_ENGINE_JSON, "an engine.json", &len, err);
 	if (!text) {
-		sw_errf(err, SW_EIO, "%s: cannot read (is %s an engine directory from `specwright "
-		        "build`?)", path, dir);
+		const int e = errno;
+		if (err && err->code == SW_EIO)
+			sw_errf(err, SW_EIO, "%s: cannot read: %s (is %s an engine directory from "
+			        "`specwright build`?)", path, strerror(e), dir);
 		return NULL;
 	}
 	rt_manifest *e = rt_manifest_parse(dir, text, len, err);
@@ -870,6 +910,8 @@ rt_manifest *rt_manifest_parse(const char *dir, const char *text, size_t len, sw
 		e->ring = (int)(e->bufs[si].bytes / 4 - RT_ST_WORDS);
 	if (!j.rc)
 		check_op_bounds(e, &j);
+	if (!j.rc)
+		j.rc = rt_manifest_check_plan(e, path, err);
 	json_free(root);
 	if (j.rc) {
 		rt_manifest_free(e);

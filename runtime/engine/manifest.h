@@ -58,6 +58,7 @@ enum rt_engine_exec { RT_EXEC_KERNEL = 0, RT_EXEC_CUBLASLT, RT_EXEC_MEMSET };
 /* A planned op as engine.json states it, before addresses exist. */
 typedef struct rt_engine_pop {
 	char name[48], op[32], entry[208];
+	char gemm_uri[80];        /* a cublaslt op's uri (its m, n, k), else "" */
 	int exec;                 /* enum rt_engine_exec */
 	int kernel;               /* index into kernels, or -1 */
 	unsigned grid[3], block[3];

@@ -9,6 +9,7 @@
 
 #include "core/json.h"
 #include "request.h"
+#include "core/utf8.h"
 
 const char *const sw_req_honoured[] = {
 	"model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
@@ -32,6 +33,22 @@ static const char *const chat_keys[] = {
 	"frequency_penalty", "logit_bias", "user", "metadata", "store", "service_tier", "tools", "tool_choice",
 	"functions", "function_call", "response_format", "parallel_tool_calls", NULL};
 
+/* A message cut by its buffer ends on a character boundary (it may quote
+ * a client's text): an incomplete sequence at the end is dropped. */
+static void utf8_trim(char *m)
+{
+	size_t n = strlen(m), i = 0;
+	while (i < n) {
+		uint32_t cp;
+		const int k = sw_utf8_next((const uint8_t *)m + i, n - i, &cp);
+		if (k == 0) {
+			m[i] = 0;
+			break;
+		}
+		i += (size_t)(k > 0 ? k : -k);
+	}
+}
+
 int sw_req_fail(sw_req_error *e, int http, const char *type, const char *param, const char *code,
                 const char *fmt, ...)
 {
@@ -43,6 +60,7 @@ int sw_req_fail(sw_req_error *e, int http, const char *type, const char *param, 
 	va_start(ap, fmt);
 	vsnprintf(e->message, sizeof(e->message), fmt, ap);
 	va_end(ap);
+	utf8_trim(e->message);
 	return -1;
 }
 
@@ -68,9 +86,11 @@ static const char *type_of(const json_value *v)
 	return json_type_name(v->type);
 }
 
-/* A number in [lo, hi]; `integer` also demands an integral value. */
-static int get_num(const json_value *obj, const char *key, double lo, double hi, bool integer, bool *has,
-                   double *out, sw_req_error *e)
+/* A number in [lo, hi] ((lo, hi] when lo_open); `integer` also demands an
+ * integral value. Bounds and values print with up to 15 significant
+ * digits: an integer bound as its digits (1073741824, not 1.07374e+09). */
+static int get_num_in(const json_value *obj, const char *key, double lo, bool lo_open, double hi,
+                      bool integer, bool *has, double *out, sw_req_error *e)
 {
 	const json_value *v = json_get(obj, key);
 	*has = false;
@@ -79,11 +99,56 @@ static int get_num(const json_value *obj, const char *key, double lo, double hi,
 	if (v->type != JSON_NUMBER)
 		return bad(e, key, "'%s' must be a number, found %s", key, type_of(v));
 	if (integer && (!isfinite(v->number) || v->number != floor(v->number)))
-		return bad(e, key, "'%s' must be an integer, found %g", key, v->number);
-	if (!(v->number >= lo && v->number <= hi))
-		return bad(e, key, "'%s' must be in [%g, %g], found %g", key, lo, hi, v->number);
+		return bad(e, key, "'%s' must be an integer, found %.15g", key, v->number);
+	if (!((lo_open ? v->number > lo : v->number >= lo) && v->number <= hi))
+		return bad(e, key, "'%s' must be in %c%.15g, %.15g], found %.15g", key, lo_open ? '(' : '[',
+		           lo, hi, v->number);
 	*has = true;
 	*out = v->number;
+	return 0;
+}
+
+static int get_num(const json_value *obj, const char *key, double lo, double hi, bool integer, bool *has,
+                   double *out, sw_req_error *e)
+{
+	return get_num_in(obj, key, lo, false, hi, integer, has, out, e);
+}
+
+/* The number of characters (code points) of a valid UTF-8 string. */
+static size_t utf8_chars(const char *s, size_t n)
+{
+	size_t c = 0;
+	for (size_t i = 0; i < n; i++)
+		c += ((unsigned char)s[i] & 0xc0) != 0x80;
+	return c;
+}
+
+/* Parameters the server accepts and does not act on, typed as the OpenAI
+ * API defines them: user a string; metadata an object of at most 16
+ * string keys of at most 64 characters with string values of at most 512. */
+static int check_ignored(const json_value *root, sw_req_error *e)
+{
+	const json_value *u = json_get(root, "user"), *m = json_get(root, "metadata");
+	if (u && u->type != JSON_NULL && u->type != JSON_STRING)
+		return bad(e, "user", "'user' must be a string, found %s", type_of(u));
+	if (!m || m->type == JSON_NULL)
+		return 0;
+	if (m->type != JSON_OBJECT)
+		return bad(e, "metadata", "'metadata' must be an object, found %s", type_of(m));
+	if (m->n > 16)
+		return bad(e, "metadata", "'metadata' must have at most 16 keys, found %zu", m->n);
+	for (size_t i = 0; i < m->n; i++) {
+		const json_member *mb = &m->members[i];
+		const json_value *v = mb->value;
+		if (utf8_chars(mb->key, mb->key_len) > 64)
+			return bad(e, "metadata", "'metadata' keys must be at most 64 characters, found one of %zu",
+			           utf8_chars(mb->key, mb->key_len));
+		if (v->type != JSON_STRING)
+			return bad(e, "metadata", "'metadata' values must be strings, found %s", type_of(v));
+		if (utf8_chars(v->str, v->str_len) > 512)
+			return bad(e, "metadata", "'metadata' values must be at most 512 characters, found one "
+			           "of %zu", utf8_chars(v->str, v->str_len));
+	}
 	return 0;
 }
 
@@ -310,6 +375,7 @@ int sw_req_parse(const char *body, size_t len, int kind, sw_req *r, sw_req_error
 		}
 		unsupported(e, k, "unknown parameter");
 		snprintf(e->message, sizeof(e->message), "unknown parameter '%.64s' (%.500s)", k, err.msg);
+		utf8_trim(e->message);
 		goto out;
 	}
 	const json_value *v;
@@ -318,8 +384,14 @@ int sw_req_parse(const char *body, size_t len, int kind, sw_req *r, sw_req_error
 			bad(e, "model", "'model' must be a string, found %s", type_of(v));
 			goto out;
 		}
+		if (!v->str_len || strlen(v->str) != v->str_len) {
+			bad(e, "model", "'model' must be a non-empty string without NUL characters");
+			goto out;
+		}
 		snprintf(r->model, sizeof(r->model), "%s", v->str);
 	}
+	if (check_ignored(root, e))
+		goto out;
 	if (kind == SW_REQ_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e))
 		goto out;
 	if (check_refused(root, kind, e))
@@ -339,12 +411,8 @@ int sw_req_parse(const char *body, size_t len, int kind, sw_req *r, sw_req_error
 	if (has)
 		r->max_tokens = (int)x;
 	if (get_num(root, "temperature", 0, 2, false, &r->has_temperature, &r->temperature, e) ||
-	    get_num(root, "top_p", 0, 1, false, &r->has_top_p, &r->top_p, e))
+	    get_num_in(root, "top_p", 0, true, 1, false, &r->has_top_p, &r->top_p, e))
 		goto out;
-	if (r->has_top_p && r->top_p <= 0) {
-		bad(e, "top_p", "'top_p' must be in (0, 1], found %g", r->top_p);
-		goto out;
-	}
 	if (get_num(root, "top_k", -1, 1 << 20, true, &r->has_top_k, &x, e))
 		goto out;
 	r->top_k = r->has_top_k ? (int)x : 0;

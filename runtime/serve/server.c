@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -22,6 +23,7 @@
 
 #include "metrics.h"
 #include "server.h"
+#include "core/utf8.h"
 
 enum { JOB_QUEUED = 0, JOB_RUNNING, JOB_DONE };
 enum { FIN_STOP = 0, FIN_LENGTH, FIN_ABORT };
@@ -160,6 +162,24 @@ static void jb_str(jbuf *b, const char *s, size_t n)
 		else if (c < 0x20) {
 			snprintf(u, sizeof(u), "\\u%04x", c);
 			esc = u;
+		} else if (c >= 0x80) {
+			/* every body is valid UTF-8 whatever it quotes (a client's bytes,
+			 * a percent-decoded URL, a message cut short): a valid sequence
+			 * is copied, each invalid maximal subpart (or a cut tail) becomes
+			 * one U+FFFD */
+			uint32_t cp;
+			const int k = sw_utf8_next((const uint8_t *)s + i, n - i, &cp);
+			if (k > 0) {
+				run += (size_t)k;
+				i += (size_t)k - 1;
+				continue;
+			}
+			esc = "\xef\xbf\xbd";
+			jb_raw(b, s + i - run, run);
+			run = 0;
+			jb_raw(b, esc, strlen(esc));
+			i += (k < 0 ? (size_t)-k : n - i) - 1;
+			continue;
 		}
 		if (esc) {
 			jb_raw(b, s + i - run, run);
@@ -735,6 +755,23 @@ static enum MHD_Result serve_simple(sw_server *s, struct MHD_Connection *mc, int
 	return respond(s, mc, endpoint, 200, "application/json", b.p, b.n, NULL);
 }
 
+/* Whether a Content-Type header names application/json (any case, then
+ * the end or ';' and parameters). */
+static bool content_is_json(const char *ct)
+{
+	static const char want[] = "application/json";
+	if (!ct)
+		return false;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	if (strncasecmp(ct, want, sizeof(want) - 1))
+		return false;
+	ct += sizeof(want) - 1;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	return !*ct || *ct == ';';
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **ctx)
 {
@@ -791,6 +828,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 	}
 	if (!post)
 		return serve_simple(s, mc, ep);
+	/* a body is JSON, declared so (parameters such as charset allowed): a
+	 * form or text/plain body is not parsed as JSON */
+	const char *ct = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Type");
+	if (!content_is_json(ct)) {
+		sw_req_fail(&e, 415, "invalid_request_error", NULL, "unsupported_media_type", "a request body "
+		            "must come with Content-Type: application/json, found %s%.100s%s", ct ? "'" : "",
+		            ct ? ct : "none", ct ? "'" : "");
+		return respond_error(s, mc, ep, &e);
+	}
 	pthread_mutex_lock(&s->mu);
 	bool ready = s->b != NULL, stopping = s->stopping;
 	pthread_mutex_unlock(&s->mu);
