@@ -24,7 +24,7 @@
 #include "core/fileio.h"
 #include "core/json.h"
 #include "core/sha256.h"
-#include "engine/files.h"
+#include "formats/engine_files.h"
 #include "engine/manifest.h"
 #include "model/block_drafter.h"
 
@@ -467,6 +467,11 @@ static int engine_copy(bundle *b, bengine *e, sw_err *err)
 	if (!rc) {
 		snprintf(rel, sizeof(rel), "engines/%s/engine.json", e->name);
 		rc = copy_in(b, path, rel, 1, err);
+	}
+	if (!rc) { /* engine.json's own integrity record (rt_engine_sum_check) */
+		snprintf(src, sizeof(src), "%s/engine.sum", e->src);
+		snprintf(rel, sizeof(rel), "engines/%s/engine.sum", e->name);
+		rc = copy_in(b, src, rel, 1, err);
 	}
 	return rc;
 }
