@@ -110,33 +110,16 @@ static void nib32(uint8_t *q, const uint8_t *qs)
 	}
 }
 
-#if Q4_X86
-__attribute__((target("avx2"))) static void nib32_avx2(uint8_t *q, const uint8_t *qs)
-{
-	const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)qs), m4 = _mm_set1_epi8(15);
-	_mm_storeu_si128((__m128i *)(void *)q, _mm_and_si128(v, m4));
-	_mm_storeu_si128((__m128i *)(void *)(q + 16), _mm_and_si128(_mm_srli_epi16(v, 4), m4));
-}
-#endif
-
 /* One file block (wtype's, blk) -> its 32-blocks: q (32 each, qstride
- * apart), d and mn (dstride apart). The numbers are the same whatever unpacks
- * them (vec only picks the nibble code). */
+ * apart), d and mn (dstride apart): the portable path's unpacker. */
 static void unpack(int wtype, const char *blk, uint8_t *q, size_t qstride, float *d, float *mn,
-                   size_t dstride, bool vec)
+                   size_t dstride)
 {
-	void (*nib)(uint8_t *, const uint8_t *) = nib32;
-#if Q4_X86
-	if (vec)
-		nib = nib32_avx2;
-#else
-	(void)vec;
-#endif
 	if (wtype == HG_GGUF_Q4_0 || wtype == HG_GGUF_Q4_1) {
 		const int off = wtype == HG_GGUF_Q4_0 ? 2 : 4;
 		*d = h2f(blk);
 		*mn = wtype == HG_GGUF_Q4_1 ? h2f(blk + 2) : 0.0f;
-		nib(q, (const uint8_t *)blk + off);
+		nib32(q, (const uint8_t *)blk + off);
 		return;
 	}
 	/* Q4_K: d, dmin (fp16), scales[12] (eight 6-bit scales and mins), qs[128]:
@@ -161,19 +144,79 @@ static void unpack(int wtype, const char *blk, uint8_t *q, size_t qstride, float
 	}
 }
 
+#if Q4_X86
+/* group_unpack's numbers for the vector paths, in registers: nibbles split
+ * 16 or 32 bytes at a time, scales by vcvtph2ps (exact, as hg_to_f32); the
+ * scalar unpack cost seven times the GEMM at one row */
+static __attribute__((target("avx2,f16c"))) void unpack_rows_x86(const q4_job *jb, char *pack,
+                                                                  int64_t j, int nc)
+{
+	const int64_t nb = jb->nb, bb = hg_gguf_block_bytes(jb->wtype);
+	const int wt = jb->wtype;
+	uint8_t *q = (uint8_t *)pack;
+	float *d = (float *)(void *)(pack + (size_t)(G * nb * QB)), *mn = d + G * nb;
+	const __m128i m4 = _mm_set1_epi8(15);
+	const __m256i m4y = _mm256_set1_epi8(15);
+	for (int c = 0; c < nc; c++) {
+		const char *row = jb->W + (j + c) * jb->wrow;
+		uint8_t *qc = q + c * nb * QB;
+		if (wt == HG_GGUF_Q4_0 || wt == HG_GGUF_Q4_1) {
+			const int off = wt == HG_GGUF_Q4_0 ? 2 : 4;
+			for (int64_t b = 0; b < nb; b++) {
+				const char *blk = row + b * bb;
+				uint16_t h0, h1; /* fixed sizes: one load each, no store forwarding */
+				memcpy(&h0, blk, sizeof(h0));
+				memcpy(&h1, blk + 2, sizeof(h1));
+				d[b * G + c] = _cvtsh_ss(h0);
+				mn[b * G + c] = wt == HG_GGUF_Q4_1 ? _cvtsh_ss(h1) : 0.0f;
+				const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(blk + off));
+				_mm_storeu_si128((__m128i *)(void *)(qc + b * QB), _mm_and_si128(v, m4));
+				_mm_storeu_si128((__m128i *)(void *)(qc + b * QB + 16),
+				                 _mm_and_si128(_mm_srli_epi16(v, 4), m4));
+			}
+			continue;
+		}
+		for (int64_t b = 0; b < nb; b += 8) { /* Q4_K: 8 32-blocks a block */
+			const uint8_t *blk = (const uint8_t *)row + b / 8 * bb, *sc = blk + 4;
+			uint16_t h[2];
+			memcpy(h, blk, sizeof(h));
+			const float dd = _cvtsh_ss(h[0]), dmin = _cvtsh_ss(h[1]);
+			for (int jj = 0; jj < 8; jj++) {
+				const int s = jj < 4 ? sc[jj] & 63 : (sc[jj + 4] & 15) | ((sc[jj - 4] >> 6) << 4);
+				const int mm = jj < 4 ? sc[jj + 4] & 63 : (sc[jj + 4] >> 4) | ((sc[jj] >> 6) << 4);
+				d[(b + jj) * G + c] = dd * (float)s;
+				mn[(b + jj) * G + c] = -(dmin * (float)mm);
+			}
+			for (int x = 0; x < 4; x++) {
+				const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * x));
+				_mm256_storeu_si256((__m256i *)(void *)(qc + (b + 2 * x) * QB), _mm256_and_si256(v, m4y));
+				_mm256_storeu_si256((__m256i *)(void *)(qc + (b + 2 * x + 1) * QB),
+				                    _mm256_and_si256(_mm256_srli_epi16(v, 4), m4y));
+			}
+		}
+	}
+}
+#endif
+
 /* Columns [j, j + nc) of W unpacked into a group's pack; columns nc .. G - 1
- * zero (q 0, d 0, mn 0: finite, never stored). */
+ * zero (q 0, d 0, mn 0: finite, never stored). vec: the vector paths'
+ * unpacker, the same numbers. */
 static void group_unpack(const q4_job *jb, char *pack, int64_t j, int nc, bool vec)
 {
 	const int64_t nb = jb->nb, per = hg_gguf_block(jb->wtype) / QB;
 	const int64_t bb = hg_gguf_block_bytes(jb->wtype);
 	uint8_t *q = (uint8_t *)pack;
 	float *d = (float *)(void *)(pack + (size_t)(G * nb * QB)), *mn = d + G * nb;
+#if Q4_X86
+	if (vec)
+		unpack_rows_x86(jb, pack, j, nc);
+	else
+#endif
 	for (int c = 0; c < nc; c++) {
 		const char *row = jb->W + (j + c) * jb->wrow;
 		for (int64_t b = 0; b < nb; b += per)
 			unpack(jb->wtype, row + b / per * bb, q + (c * nb + b) * QB, QB, d + b * G + c,
-			       mn + b * G + c, G, vec);
+			       mn + b * G + c, G);
 	}
 	if (nc < G) {
 		memset(q + nc * nb * QB, 0, (size_t)((G - nc) * nb * QB));
