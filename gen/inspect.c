@@ -130,7 +130,8 @@ static bool attn_geom(const json_value *eng, const json_value *op, gen_attn_geom
 	                     .n_kv_heads = (int)num(prm, "N_KV_HEADS"),
 	                     .head_dim = (int)num(prm, "HEAD_DIM"),
 	                     .elt = !strcmp(dt, "bf16") || !strcmp(dt, "fp16") ||
-	                            !strcmp(dt, "q8_0") || !strcmp(dt, "q8_0_a8") ? 2 : 4, /* fp16 KV */
+	                            !strcmp(dt, "q8_0") || !strcmp(dt, "q8_0_a8") ||
+	                            !strcmp(dt, "gguf_a8") ? 2 : 4, /* fp16 KV */
 	                     .max_ctx = (int)num(prm, "MAX_CTX"), .split = (int)num(prm, "SPLIT"),
 	                     .warps = (int)num(prm, "WARPS"),
 	                     .row_blocks = (int)num(prm, "ROW_BLOCKS"),

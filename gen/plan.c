@@ -41,6 +41,7 @@
 #include "attn_cost.h"
 #include "core/fileio.h"
 #include "core/hash.h"
+#include "formats/gguf.h"
 #include "kernels/engine_state.h"
 #include "kernels/verify_layout.h"
 #include "plan.h"
@@ -118,6 +119,17 @@ static int64_t dtype_bytes(const char *dt)
 	return !strcmp(dt, "f32") || !strcmp(dt, "i32") ? 4 : !strcmp(dt, "u64") ? 8 : 2;
 }
 
+/* A GGUF block type's elements a block and *bytes (0: not one) */
+static int wtype_block(const char *dt, int *bytes)
+{
+	static const int types[] = {GGML_T_Q8_0, GGML_T_Q4_0, GGML_T_Q4_1, GGML_T_Q4_K};
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (!strcmp(dt, gen_wtype_name(types[i])))
+			return gen_wtype_block(types[i], bytes);
+	*bytes = 0;
+	return 0;
+}
+
 static int grow(void **p, int *cap, int n, size_t elem)
 {
 	if (n < *cap)
@@ -148,8 +160,9 @@ static int add_buf(gen_plan *p, const char *name, const char *kind, const char *
 		b->shape[i] = d[i];
 		n *= d[i];
 	}
-	if (!strcmp(dt, "q8_0")) /* 34 bytes a block of 32 (rows are whole blocks) */
-		n = n / 2 / 32 * 34;
+	int bb, blk = wtype_block(dt, &bb);
+	if (blk) /* q8_0 34 bytes a block of 32, q4_1 20, ... (rows are whole blocks) */
+		n = n / 2 / blk * bb;
 	b->bytes = n;
 	b->offset = p->arena_bytes;
 	p->arena_bytes = align_up(b->offset + n);
@@ -302,8 +315,8 @@ static void op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, g
 	char uri[192];
 	snprintf(uri, sizeof(uri), "gemm_%s_f32acc_m%" PRId64 "_n%" PRId64 "_k%" PRId64,
 	         gen_dtype_name(c->s->dtype), m, n, k);
-	const double wb = gen_dtype_weights(c->s->dtype) == GEN_DTYPE_Q8_0 ? 34.0 / 32
-	                  : c->dt16; /* W bytes/element */
+	int bb, blk = wtype_block(c->p->bufs[w.buf].dtype, &bb);
+	const double wb = blk ? (double)bb / blk : c->dt16; /* W bytes/element */
 	op_desc d = {.name = name, .op = "gemm", .exec = GEN_EXEC_CUBLASLT, .uri = uri,
 	             .repeat = repeat, .layers = layers, .m = m, .n = n, .k = k, .n_args = 3,
 	             .args = {out, a, w},
@@ -749,6 +762,8 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 	gen_plan *p = c->p;
 	const char *wdt = gen_dtype_name(gen_dtype_act(c->s->dtype));
 	const char *mdt = gen_dtype_name(gen_dtype_weights(c->s->dtype)); /* the GEMMs' weights */
+	const bool gg = c->s->dtype == GEN_DTYPE_GGUF_A8; /* each field its file type */
+#define MDT(f) (gg ? gen_wtype_name(c->s->target.wtype[f]) : mdt)
 	const int64_t D = cfg->dim, F = cfg->ffn_dim, hd = cfg->head_dim, L = n_layers;
 	const int64_t qd = (int64_t)cfg->n_heads * hd, kvd = (int64_t)cfg->n_kv_heads * hd;
 	char nm[48];
@@ -783,23 +798,23 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 			B(tok_embd, "weight", wdt, 2, cfg->vocab, D, 0, 0);
 		}
 		B(attn_norm, "weight", "f32", 2, L, D, 0, 0);
-		B(wq, "weight", mdt, 3, L, qd, D, 0);
-		B(wk, "weight", mdt, 3, L, kvd, D, 0);
-		B(wv, "weight", mdt, 3, L, kvd, D, 0);
-		B(wo, "weight", mdt, 3, L, D, qd, 0);
+		B(wq, "weight", MDT(GEN_WT_WQ), 3, L, qd, D, 0);
+		B(wk, "weight", MDT(GEN_WT_WK), 3, L, kvd, D, 0);
+		B(wv, "weight", MDT(GEN_WT_WV), 3, L, kvd, D, 0);
+		B(wo, "weight", MDT(GEN_WT_WO), 3, L, D, qd, 0);
 		B(ffn_norm, "weight", "f32", 2, L, D, 0, 0);
-		B(w_gate, "weight", mdt, 3, L, F, D, 0);
-		B(w_up, "weight", mdt, 3, L, F, D, 0);
-		B(w_down, "weight", mdt, 3, L, D, F, 0);
+		B(w_gate, "weight", MDT(GEN_WT_GATE), 3, L, F, D, 0);
+		B(w_up, "weight", MDT(GEN_WT_UP), 3, L, F, D, 0);
+		B(w_down, "weight", MDT(GEN_WT_DOWN), 3, L, D, F, 0);
 		B(out_norm, "weight", "f32", 1, D, 0, 0, 0);
 		/* tied: the LM head is the embedding, but a q8_0 GEMM needs its own
 		 * copy in q8_0 (the embedding lookup reads fp16) */
 		if (block)
 			; /* the target's */
-		else if (cfg->tied_embd && !strcmp(mdt, wdt))
+		else if (cfg->tied_embd && !strcmp(MDT(GEN_WT_LM_HEAD), wdt))
 			m->lm_head = m->tok_embd;
 		else
-			B(lm_head, "weight", mdt, 2, cfg->vocab, D, 0, 0);
+			B(lm_head, "weight", MDT(GEN_WT_LM_HEAD), 2, cfg->vocab, D, 0, 0);
 		B(inv_freq, "weight", "f32", 1, hd / 2, 0, 0, 0);
 	} else {
 		m->tok_embd = shared->tok_embd;
@@ -819,6 +834,7 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 	B(k_cache, "kv", wdt, 3, L, m->ctx_rows, kvd, 0);
 	B(v_cache, "kv", wdt, 3, L, m->ctx_rows, kvd, 0);
 #undef B
+#undef MDT
 	return 0;
 }
 
@@ -1467,7 +1483,8 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 				fprintf(f, ", \"gemm\": {\"m\": %" PRId64 ", \"n\": %" PRId64 ", \"k\": %" PRId64
 				        ", \"a\": \"%s\", \"b\": \"%s\", \"c\": \"f32\"}", o->m, o->n, o->k,
 				        gen_dtype_name(gen_dtype_act(s->dtype)),
-				        gen_dtype_name(gen_dtype_weights(s->dtype)));
+				        s->dtype == GEN_DTYPE_GGUF_A8 ? p->bufs[o->args[2].buf].dtype
+				        : gen_dtype_name(gen_dtype_weights(s->dtype)));
 			fprintf(f, ",\n       \"args\": [");
 			for (int j = 0; j < o->n_args; j++) {
 				if (o->args[j].scalar)

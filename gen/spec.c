@@ -20,12 +20,86 @@
 const char *gen_dtype_name(int dtype)
 {
 	return dtype == GEN_DTYPE_FP16 ? "fp16" : dtype == GEN_DTYPE_Q8_0 ? "q8_0"
-	       : dtype == GEN_DTYPE_Q8_0_A8 ? "q8_0_a8" : "bf16";
+	       : dtype == GEN_DTYPE_Q8_0_A8 ? "q8_0_a8" : dtype == GEN_DTYPE_GGUF_A8 ? "gguf_a8"
+	       : "bf16";
 }
 
 int gen_dtype_act(int dtype)
 {
-	return dtype == GEN_DTYPE_Q8_0 || dtype == GEN_DTYPE_Q8_0_A8 ? GEN_DTYPE_FP16 : dtype;
+	return dtype == GEN_DTYPE_Q8_0 || dtype == GEN_DTYPE_Q8_0_A8 || dtype == GEN_DTYPE_GGUF_A8
+	       ? GEN_DTYPE_FP16 : dtype;
+}
+
+const char *const gen_wfield_names[GEN_WT_N] = {"wq", "wk", "wv", "wo", "w_gate", "w_up",
+                                                  "w_down", "lm_head"};
+
+const char *gen_wtype_name(int t)
+{
+	return t == GGML_T_Q8_0 ? "q8_0" : t == GGML_T_Q4_0 ? "q4_0" : t == GGML_T_Q4_1 ? "q4_1"
+	       : t == GGML_T_Q4_K ? "q4_k" : NULL;
+}
+
+int gen_wtype_block(int t, int *bytes)
+{
+	*bytes = t == GGML_T_Q8_0 ? 34 : t == GGML_T_Q4_0 ? 18 : t == GGML_T_Q4_1 ? 20
+	         : t == GGML_T_Q4_K ? 144 : 0;
+	return !*bytes ? 0 : t == GGML_T_Q4_K ? 256 : 32;
+}
+
+static int bad(sw_err *err, const json_value *v, const char *path, const char *expected,
+               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* gguf_a8: the target file's GEMM weight types, one supported type a field
+ * for every layer, each k a whole number of its blocks. */
+static int gguf_wtypes(gen_model_src *src, const json_value *v, sw_err *err)
+{
+	static const char *const tname[GEN_WT_N] = {"attn_q", "attn_k", "attn_v", "attn_output",
+	                                            "ffn_gate", "ffn_up", "ffn_down", NULL};
+	const rt_config *c = &src->cfg;
+	struct stat st;
+	if (src->from_shape || stat(src->path, &st) || S_ISDIR(st.st_mode))
+		return bad(err, v, "$.dtype", "a target GGUF file (the weights keep its types)",
+		           "\"gguf_a8\" with a target %s", src->from_shape ? "given by shape"
+		           : "that is not a GGUF file");
+	gguf_file *f = gguf_open(src->path, err);
+	if (!f)
+		return sw_err_prefix(err, "%s:%d:%d: $.dtype", v->file, v->line, v->col);
+	int rc = 0;
+	for (int w = 0; w < GEN_WT_N && !rc; w++) {
+		const int k = w == GEN_WT_WO ? c->n_heads * c->head_dim
+		              : w == GEN_WT_DOWN ? c->ffn_dim : c->dim;
+		for (int l = 0; l < (w == GEN_WT_LM_HEAD ? 1 : c->n_layers) && !rc; l++) {
+			char name[64];
+			if (w == GEN_WT_LM_HEAD)
+				snprintf(name, sizeof(name), "%s",
+				         c->tied_embd ? "token_embd.weight" : "output.weight");
+			else
+				snprintf(name, sizeof(name), "blk.%d.%s.weight", l, tname[w]);
+			const gguf_tensor *t = gguf_tensor_find(f, name);
+			int bytes;
+			const int blk = t ? gen_wtype_block((int)t->type, &bytes) : 0;
+			if (!t)
+				rc = bad(err, v, "$.dtype", "a GGUF with every GEMM weight",
+				         "\"gguf_a8\" with %s, which has no tensor '%s'", src->path, name);
+			else if (!blk)
+				rc = bad(err, v, "$.dtype", "GEMM weights of type Q8_0, Q4_0, Q4_1 or Q4_K",
+				         "\"gguf_a8\" with %s's tensor '%s' of type %s", src->path, name,
+				         ggml_dtype_name(t->type));
+			else if (k % blk)
+				rc = bad(err, v, "$.dtype", "a GEMM weight whose rows are whole blocks",
+				         "\"gguf_a8\" with %s's tensor '%s' of type %s (blocks of %d) and "
+				         "rows of %d", src->path, name, ggml_dtype_name(t->type), blk, k);
+			else if (l && (int)t->type != src->wtype[w])
+				rc = bad(err, v, "$.dtype", "one type for every layer's GEMM weight",
+				         "\"gguf_a8\" with %s's tensor '%s' of type %s, layer 0's %s",
+				         src->path, name, ggml_dtype_name(t->type),
+				         ggml_dtype_name((uint32_t)src->wtype[w]));
+			else
+				src->wtype[w] = (int)t->type;
+		}
+	}
+	gguf_close(f);
+	return rc;
 }
 
 int gen_dtype_weights(int dtype)
@@ -602,9 +676,19 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 				goto out_free;
 			}
 		}
+	} else if (!strcmp(s, "gguf_a8")) {
+		sp->dtype = GEN_DTYPE_GGUF_A8;
+		if (sp->draft_kind == GEN_DRAFT_BLOCK || sp->draft_kind == GEN_DRAFT_MODEL) {
+			rc = bad(err, json_get(root, "dtype"), "$.dtype", "an n-gram or layer-skip draft "
+			         "with \"gguf_a8\" (the target's weights only)", "a draft %s",
+			         sp->draft_kind == GEN_DRAFT_BLOCK ? "block drafter" : "model");
+			goto out_free;
+		}
+		if ((rc = gguf_wtypes(&sp->target, json_get(root, "dtype"), err)))
+			goto out_free;
 	} else {
 		rc = bad(err, json_get(root, "dtype"), "$.dtype",
-		         "\"bf16\", \"fp16\", \"q8_0\" or \"q8_0_a8\"",
+		         "\"bf16\", \"fp16\", \"q8_0\", \"q8_0_a8\" or \"gguf_a8\"",
 		         "\"%.40s\"", s);
 		goto out_free;
 	}

@@ -34,6 +34,8 @@
  *     "dtype": "bf16" | "fp16",                   weights and GEMM activations; fp32 accumulation
  *              | "q8_0" | "q8_0_a8",              host only: Q8_0 weights; _a8: int8 GEMM
  *                                                 inputs too (below)
+ *              | "gguf_a8",                       host only: each GEMM weight in its GGUF
+ *                                                 file's own type, int8 GEMM inputs (below)
  *     "archs": ["sm_80", "sm_90"],                optional, this default
  *     "allow_spills": false,                      optional
  *     "adaptive": {"h": 0.3, "min": 1, "max": 6}  optional, chain trees with a draft
@@ -64,14 +66,27 @@
  * input to int8 per block of 32 (an fp32 scale each) and sums the block
  * products in integers (host_gemm.h hg_gemm_q8a8): other numbers than Q8_0's
  * (relative error up to 2^-8 of a block's largest activation), so it is an
- * engine dtype of its own, which a backend without that GEMM refuses. */
-enum gen_dtype { GEN_DTYPE_BF16 = 0, GEN_DTYPE_FP16, GEN_DTYPE_Q8_0, GEN_DTYPE_Q8_0_A8 };
+ * engine dtype of its own, which a backend without that GEMM refuses.
+ * GGUF_A8: the matrix weights stay in the target GGUF file's own blocks
+ * (Q8_0, Q4_0, Q4_1 or Q4_K, one type a field for every layer, read here
+ * into gen_model_src.wtype; the tied LM head a buffer of the embedding's
+ * type), the GEMM rounds its fp16 input to int8 as Q8_0_A8 does and sums
+ * each 32-block in integers (host_gemm.h hg_gemm_gguf_a8); embedding,
+ * activations and KV cache fp16. A file whose GEMM weight has another type
+ * is refused naming the tensor and the type. Host backend only. */
+enum gen_dtype { GEN_DTYPE_BF16 = 0, GEN_DTYPE_FP16, GEN_DTYPE_Q8_0, GEN_DTYPE_Q8_0_A8,
+                 GEN_DTYPE_GGUF_A8 };
+
+/* The GEMM weight fields, in gen_model_src.wtype's order. */
+enum gen_wfield { GEN_WT_WQ = 0, GEN_WT_WK, GEN_WT_WV, GEN_WT_WO, GEN_WT_GATE, GEN_WT_UP,
+                  GEN_WT_DOWN, GEN_WT_LM_HEAD, GEN_WT_N };
 enum gen_draft_kind { GEN_DRAFT_LAYERSKIP = 0, GEN_DRAFT_MODEL, GEN_DRAFT_NGRAM, GEN_DRAFT_BLOCK };
 
 typedef struct gen_model_src {
 	bool from_shape;  /* shape given in the spec, no weights needed to build */
 	char path[512];   /* when !from_shape: the file or directory read */
 	rt_config cfg;    /* shapes, from the file's metadata or the spec */
+	int wtype[GEN_WT_N]; /* GGUF_A8: each GEMM field's GGUF type (enum ggml_dtype) */
 } gen_model_src;
 
 typedef struct gen_spec {
@@ -118,7 +133,15 @@ int gen_dtype_size(int dtype);
 /* The 16-bit dtype of activations and KV cache: dtype itself, fp16 for q8_0
  * and q8_0_a8. */
 int gen_dtype_act(int dtype);
-/* The dtype of the GEMMs' weight buffers: dtype itself, q8_0 for q8_0_a8. */
+/* The dtype of the GEMMs' weight buffers: dtype itself, q8_0 for q8_0_a8
+ * (gguf_a8: per field, gen_wtype_name of gen_model_src.wtype). */
 int gen_dtype_weights(int dtype);
+/* A GGUF type's buffer dtype name under gguf_a8 ("q8_0", "q4_0", "q4_1",
+ * "q4_k"), NULL for a type the engine does not take; its block's elements
+ * and bytes (0 for others). */
+const char *gen_wtype_name(int ggml_type);
+int gen_wtype_block(int ggml_type, int *bytes);
+/* The field names GEN_WT_* stand for ("wq" ... "lm_head"). */
+extern const char *const gen_wfield_names[GEN_WT_N];
 
 #endif

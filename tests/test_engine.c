@@ -555,7 +555,8 @@ static void test_errors(void **state)
 		{"\"exec\": \"cublaslt\"", "\"exec\": \"magic\"", "exec \"magic\""},
 		{"\"buf\": \"xn\"", "\"buf\": \"nosuch\"", "no buffer \"nosuch\""},
 		{"\"dtype\": \"fp16\", \"archs\"", "\"dtype\": \"int4\", \"archs\"",
-		 "$.spec.dtype: expected \"bf16\", \"fp16\", \"q8_0\" or \"q8_0_a8\", found \"int4\""},
+		 "$.spec.dtype: expected \"bf16\", \"fp16\", \"q8_0\", \"q8_0_a8\" or \"gguf_a8\", found "
+		 "\"int4\""},
 	};
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		char *hit = strstr(text, cases[c][0]);
@@ -576,6 +577,22 @@ static void test_errors(void **state)
 			fail_msg("case %zu: message \"%s\" lacks \"%s\"", c, err.msg, cases[c][2]);
 	}
 	free(text);
+
+	/* gguf_a8 keeps the file's types: an F32 file's GEMM weights are refused
+	 * at build, naming the tensor, its type and the types taken */
+	{
+		char spec[2048];
+		gen_spec *gs = malloc(sizeof(*gs));
+		assert_non_null(gs);
+		tiny_spec(spec, sizeof(spec), "ngram:1:3", "chain:4", "greedy", "topk", 0, "gguf_a8");
+		memset(&err, 0, sizeof(err));
+		assert_int_not_equal(gen_spec_parse(spec, strlen(spec), "gguf.json", NULL, gs, &err), 0);
+		if (!strstr(err.msg, "expected GEMM weights of type Q8_0, Q4_0, Q4_1 or Q4_K, found "
+		                     "\"gguf_a8\" with") || !strstr(err.msg, "tensor 'blk.0.attn_q.weight' "
+		                     "of type F32"))
+			fail_msg("unexpected message: %s", err.msg);
+		free(gs);
+	}
 
 	/* a prompt that does not fit, a model that does not match */
 	snprintf(dir, sizeof(dir), "%s/tiny_eagle", g_dir);
@@ -660,9 +677,12 @@ static void test_real_model_engine(void **state)
 	 * d / 2 = max|block| / 254 of the reference's, a relative error of at
 	 * most 2^-8 of its block (bf16's u), plus fp16's 2^-11 elsewhere;
 	 * q8_0_a8: the same weights, and every GEMM input rounded to int8 per
-	 * block of 32 (each within max|block| / 254: 2^-8 again) */
+	 * block of 32 (each within max|block| / 254: 2^-8 again); gguf_a8: the
+	 * file's own Q4_1 and Q8_0 blocks, which are the reference's weights
+	 * exactly, so only the int8 GEMM inputs (2^-8) and fp16 (2^-11) */
 	static const struct { const char *dtype; double u; } q8s[] = {
-		{ "q8_0", 0x1p-8 + 0x1p-11 }, { "q8_0_a8", 0x1p-7 + 0x1p-11 } };
+		{ "q8_0", 0x1p-8 + 0x1p-11 }, { "q8_0_a8", 0x1p-7 + 0x1p-11 },
+		{ "gguf_a8", 0x1p-8 + 0x1p-11 } };
 	for (size_t i = 0; i < sizeof(q8s) / sizeof(q8s[0]); i++) {
 		char what[64];
 		snprintf(dir, sizeof(dir), "%s/smollm2_%s", g_dir, q8s[i].dtype);
@@ -776,6 +796,23 @@ static void test_tiny_rows(void **state)
 	             NULL);
 	rows_engine("ngram q8_0_a8", spec, m, ldexp(1.0, -8) + ldexp(1.0, -11));
 	rt_model_free(m);
+	/* gguf_a8 on Q4_0 and Q4_1 files: the file's blocks are the reference's
+	 * weights, so int8 inputs and fp16 only */
+	static const struct { uint32_t type; const char *name; } q4s[] = {
+		{GGML_T_Q4_0, "q4_0"}, {GGML_T_Q4_1, "q4_1"}};
+	for (size_t i = 0; i < sizeof(q4s) / sizeof(q4s[0]); i++) {
+		char name[48];
+		snprintf(path, sizeof(path), "%s/rows_%s.gguf", g_dir, q4s[i].name);
+		if (rt_llama_save_gguf(g_tiny, path, q4s[i].type, &err))
+			fail_msg("%s: %s", path, err.msg);
+		if (!(m = rt_model_load(path, &err)))
+			fail_msg("%s", err.msg);
+		eu_tiny_spec(spec, sizeof(spec), path, "ngram:1:3", "chain:6", "greedy", "topk", 0,
+		             "gguf_a8", NULL);
+		snprintf(name, sizeof(name), "ngram gguf_a8 %s", q4s[i].name);
+		rows_engine(name, spec, m, ldexp(1.0, -8) + ldexp(1.0, -11));
+		rt_model_free(m);
+	}
 }
 
 int main(void)

@@ -172,7 +172,12 @@ static void test_bad_specs(void **state)
 	expect_err(mk(GOOD_T, GOOD_D, "eagle25", GOOD_V, "\"max_context\": 40, \"dtype\": \"bf16\""),
 	           "room for at least two trees");
 	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, "\"max_context\": 2048, \"dtype\": \"fp8\""),
-	           "$.dtype: expected \"bf16\", \"fp16\", \"q8_0\" or \"q8_0_a8\", found \"fp8\"");
+	           "$.dtype: expected \"bf16\", \"fp16\", \"q8_0\", \"q8_0_a8\" or \"gguf_a8\", found "
+	           "\"fp8\"");
+	/* gguf_a8 takes the file's types: a target given by shape has none */
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, "\"max_context\": 2048, \"dtype\": \"gguf_a8\""),
+	           "$.dtype: expected a target GGUF file (the weights keep its types), found "
+	           "\"gguf_a8\" with a target given by shape");
 	/* q8_0: GEMM widths in whole 32-element blocks (ffn_dim 500 is not) */
 	expect_ok(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, "\"max_context\": 2048, \"dtype\": \"q8_0\""));
 	assert_int_equal(g_spec.dtype, GEN_DTYPE_Q8_0);

@@ -95,8 +95,9 @@ static float *grow(float **buf, size_t *have, size_t need)
 /* C (m, n) = A (m, k) W (n, k)^T. Below blas_min_m rows the 16-bit GEMM
  * (weights streamed once, widened in registers); from there on the GEMM is
  * arithmetic-bound and OpenBLAS's packed sgemm is faster, so A and W are
- * widened into scratch for this call (no copy outlives it). q8_0_a8 always
- * takes the int8 GEMM: its numbers are the engine's, at every m. */
+ * widened into scratch for this call (no copy outlives it). q8_0_a8 and
+ * gguf_a8 always take the int8 GEMM: its numbers are the engine's, at
+ * every m. */
 static int host_gemm(rt_dev *d, const rt_op *op, sw_err *err)
 {
 	host_dev *h = d->impl;
@@ -106,18 +107,19 @@ static int host_gemm(rt_dev *d, const rt_op *op, sw_err *err)
 	const uint16_t *A = (const uint16_t *)(uintptr_t)op->argval[1];
 	const uint16_t *W = (const uint16_t *)(uintptr_t)op->argval[2];
 	const bool bf16 = op->dtype == RT_BF16, q8 = op->dtype == RT_Q8_0;
-	const bool a8 = op->dtype == RT_Q8_0_A8;
+	const bool a8 = op->dtype == RT_Q8_0_A8, gg = op->dtype == RT_GGUF_A8;
 
-	if (op->dtype != RT_BF16 && op->dtype != RT_FP16 && !q8 && !a8)
-		return sw_errf(err, SW_ENOTSUP, "GEMM dtype %d (bf16, fp16, q8_0 or q8_0_a8 expected)",
-		               op->dtype);
+	if (op->dtype != RT_BF16 && op->dtype != RT_FP16 && !q8 && !a8 && !gg)
+		return sw_errf(err, SW_ENOTSUP, "GEMM dtype %d (bf16, fp16, q8_0, q8_0_a8 or gguf_a8 "
+		               "expected)", op->dtype);
 	if (m < 0 || n < 0 || k < 0)
 		return sw_errf(err, SW_EINVAL, "GEMM shape m=%lld n=%lld k=%lld", (long long)m,
 		               (long long)n, (long long)k);
 	if (m == 0 || n == 0)
 		return 0;
-	if (m < h->blas_min_m || k == 0 || a8) { /* k = 0: some BLAS builds reject it */
-		int rc = a8   ? hg_gemm_q8a8(C, A, W, m, n, k, false, HG_PATH_AUTO, 0)
+	if (m < h->blas_min_m || k == 0 || a8 || gg) { /* k = 0: some BLAS builds reject it */
+		int rc = gg   ? hg_gemm_gguf_a8(C, A, W, m, n, k, op->wtype, false, HG_PATH_AUTO, 0)
+		         : a8 ? hg_gemm_q8a8(C, A, W, m, n, k, false, HG_PATH_AUTO, 0)
 		         : q8 ? hg_gemm_q8(C, A, W, m, n, k, false, HG_PATH_AUTO, 0)
 		              : hg_gemm16(C, A, W, m, n, k, bf16, HG_PATH_AUTO, 0);
 		return rc ? sw_errf(err, rc, "GEMM m=%lld n=%lld k=%lld: %s", (long long)m,
@@ -255,9 +257,11 @@ static bool host_supports_op(rt_dev *d, const rt_op *op)
 	switch (op->kind) {
 	case RT_OP_KERNEL:
 		return h->mode == RT_HOST_EMULATE || rt_host_native_supports(op);
-	case RT_OP_GEMM: /* q8_0, q8_0_a8: k whole blocks (the manifest checks it too) */
+	case RT_OP_GEMM: /* q8_0, q8_0_a8, gguf_a8: k whole blocks (the manifest checks it too) */
 		return op->dtype == RT_BF16 || op->dtype == RT_FP16 ||
-		       (rt_dtype_q8(op->dtype) && op->k % HG_Q8_BLOCK == 0);
+		       (rt_dtype_q8(op->dtype) && op->k % HG_Q8_BLOCK == 0) ||
+		       (op->dtype == RT_GGUF_A8 && hg_gguf_block(op->wtype) &&
+		        op->k % hg_gguf_block(op->wtype) == 0);
 	case RT_OP_MEMSET:
 		return true;
 	default:

@@ -27,8 +27,12 @@ typedef uint64_t rt_dptr;
 /* RT_Q8_0 (GEMMs only): A fp16, W in GGUF Q8_0 blocks (host_gemm.h);
  * RT_Q8_0_A8 (GEMMs only): the same operands, A rounded to int8 per block of
  * 32 by the GEMM and the block products summed in integers (host_gemm.h
- * hg_gemm_q8a8): other numbers, so a backend without that GEMM refuses it */
-enum rt_dtype { RT_BF16 = 0, RT_FP16 = 1, RT_F32 = 2, RT_Q8_0 = 3, RT_Q8_0_A8 = 4 };
+ * hg_gemm_q8a8): other numbers, so a backend without that GEMM refuses it;
+ * RT_GGUF_A8 (GEMMs only): A fp16 rounded to int8 as Q8_0_A8's, W in its
+ * GGUF file's own blocks, of the type rt_op.wtype names (host_gemm.h
+ * hg_gemm_gguf_a8) */
+enum rt_dtype { RT_BF16 = 0, RT_FP16 = 1, RT_F32 = 2, RT_Q8_0 = 3, RT_Q8_0_A8 = 4,
+                RT_GGUF_A8 = 5 };
 
 /* Whether dt's GEMM weights are GGUF Q8_0 blocks (q8_0 and q8_0_a8). */
 static inline bool rt_dtype_q8(int dt)
@@ -77,6 +81,7 @@ typedef struct rt_op {
 	void *argv[RT_OP_MAX_ARGS];
 	int64_t m, n, k;          /* GEMM */
 	int dtype;                /* GEMM: enum rt_dtype of A and W (Q8_0, Q8_0_A8: of W, A fp16) */
+	int wtype;                /* GEMM under RT_GGUF_A8: W's GGUF type (enum ggml_dtype) */
 	int64_t bytes;            /* MEMSET */
 	unsigned dyn_smem;        /* KERNEL: dynamic shared memory bytes the launch provides */
 	int layer;                /* -1, or the layer this launch serves (diagnostics) */

@@ -73,11 +73,43 @@ void hg_q8_to_f32(float *y, const void *W, int64_t n, int64_t k);
  * 2^-8 of their block's largest). */
 int hg_gemm_q8a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n, int64_t k,
                  bool a_bf16, int path, int threads);
+/* hg_gemm_q8a8's activation rule for a whole A (m, k), k whole blocks: aq
+ * (m, k) the int8 values plus bias (128: vpdpbusd's unsigned operand, or
+ * 0), da (m, k / 32) the fp32 scales; xrow: k floats of scratch. path picks
+ * only how (AVX-512 VNNI quantizes fp16 in registers): the numbers are the
+ * same on every path. Shared with the GGUF-type GEMM (host_gemm_q4.c). */
+void hg_a8_quant(uint8_t *aq, float *da, float *xrow, const uint16_t *A, int64_t m, int64_t k,
+                 bool a_bf16, int bias, int path);
 /* Whether hg_gemm_q8a8 can run path on this CPU (AVX-512: F and VNNI). */
 bool hg_i8_path_available(int path);
 /* The path HG_PATH_AUTO means for hg_gemm_q8a8: hg_path_auto()'s, lowered
  * to AVX2 where AVX-512 VNNI is missing. */
 int hg_i8_path_auto(void);
+
+/* GGUF weight types the "gguf_a8" engine dtype's GEMM reads in the file's
+ * own blocks, numbered as ggml's enum (formats/gguf.h GGML_T_*). */
+enum hg_gguf_type { HG_GGUF_Q4_0 = 2, HG_GGUF_Q4_1 = 3, HG_GGUF_Q8_0 = 8, HG_GGUF_Q4_K = 12 };
+/* Elements and bytes of one block of wtype (Q4_0 32/18, Q4_1 32/20, Q8_0
+ * 32/34, Q4_K 256/144); 0 for a type this GEMM does not take. */
+int64_t hg_gguf_block(int wtype);
+int64_t hg_gguf_block_bytes(int wtype);
+/* "q4_0", "q4_1", "q8_0", "q4_k"; NULL for other types. */
+const char *hg_gguf_name(int wtype);
+
+/* C = A * W^T with W (n, k) in GGUF type wtype's blocks as the file stores
+ * them and A (m, k) fp16 (a_bf16: bf16) quantized by hg_gemm_q8a8's rule.
+ * Q8_0 is hg_gemm_q8a8. Q4_0, Q4_1, Q4_K (host_gemm_q4.c): each 32-element
+ * sub-block is w = d (q - z) + mn with q in 0..15 (Q4_0: z 8, mn 0; Q4_1:
+ * mn = m; Q4_K: d = d * scale_j, mn = -dmin * min_j, exact in fp32), and
+ * each output is, over the 32-blocks b in order from acc = 0,
+ *   acc = fmaf((float)(sum q a - z asum), da_b * d_b, acc)
+ *   acc = fmaf(mn_b, da_b * (float)asum_b, acc)       (Q4_1, Q4_K)
+ * with the integer sums exact (asum: the activation block's int8 sum) and
+ * da_b * d_b, da_b * asum_b one rounding each. Every path gives these bits
+ * at every m and thread count. k a multiple of the block (else SW_EINVAL,
+ * as for an unknown wtype). */
+int hg_gemm_gguf_a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n, int64_t k,
+                    int wtype, bool a_bf16, int path, int threads);
 
 /* The row count from which the host backend hands a GEMM to the BLAS
  * (fp32 sgemm on operands widened for the call): $SW_BLAS_MIN_M, else

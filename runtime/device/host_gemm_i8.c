@@ -390,6 +390,22 @@ int hg_i8_path_auto(void)
 
 /* ---- the call ---- */
 
+void hg_a8_quant(uint8_t *aq, float *da, float *xrow, const uint16_t *A, int64_t m, int64_t k,
+                 bool a_bf16, int bias, int path)
+{
+	const int64_t nb = k / HG_Q8_BLOCK;
+	for (int64_t i = 0; i < m; i++) {
+#if I8_X86
+		if (path == HG_PATH_AVX512 && !a_bf16 && hg_i8_path_available(path)) {
+			quant_row_f16_512(aq + i * k, da + i * nb, A + i * k, k, bias);
+			continue;
+		}
+#endif
+		hg_to_f32(xrow, A + i * k, k, a_bf16);
+		quant_row(aq + i * k, da + i * nb, xrow, A + i * k, k, a_bf16, bias);
+	}
+}
+
 static void run_part(void *ctx, int part, int n_parts)
 {
 	const i8_job *jb = ctx;
@@ -426,17 +442,7 @@ int hg_gemm_q8a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t 
 	uint8_t *aq = (uint8_t *)s_buf;
 	char *pack = pack_bytes ? s_buf + q_bytes : NULL;
 	float *da = (float *)(void *)(s_buf + q_bytes + pack_bytes), *xrow = da + m * nb;
-	const int bias = path == HG_PATH_AVX512 ? 128 : 0;
-	for (int64_t i = 0; i < m; i++) {
-#if I8_X86
-		if (path == HG_PATH_AVX512 && !a_bf16) {
-			quant_row_f16_512(aq + i * k, da + i * nb, A + i * k, k, bias);
-			continue;
-		}
-#endif
-		hg_to_f32(xrow, A + i * k, k, a_bf16);
-		quant_row(aq + i * k, da + i * nb, xrow, A + i * k, k, a_bf16, bias);
-	}
+	hg_a8_quant(aq, da, xrow, A, m, k, a_bf16, path == HG_PATH_AVX512 ? 128 : 0, path);
 	i8_job jb = {.C = C, .aq = aq, .da = da, .W = W, .m = m, .n = n, .k = k, .nb = nb,
 	             .wrow = wrow, .n_groups = n_groups, .pack = pack, .cols = cols_portable};
 #if I8_X86

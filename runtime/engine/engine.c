@@ -9,6 +9,8 @@
 
 #include "engine.h"
 #include "formats/engine_files.h"
+#include "weights_gguf.h"
+#include "device/host_gemm.h"
 #include "kernels/engine_state.h"
 #include "core/timing.h"
 #include "formats/gguf.h"
@@ -163,10 +165,46 @@ static int64_t el_bytes(const char *dt)
 	return !strcmp(dt, "f32") || !strcmp(dt, "i32") ? 4 : !strcmp(dt, "u64") ? 8 : 2;
 }
 
-/* Bytes of n elements of dt (q8_0: 34 per block of 32, n whole blocks). */
+/* Bytes of n elements of dt (GGUF block types: q8_0 34 per block of 32,
+ * ..., n whole blocks). */
 static int64_t n_bytes(const char *dt, int64_t n)
 {
-	return !strcmp(dt, "q8_0") ? (n % 32 ? -1 : n / 32 * 34) : n * el_bytes(dt);
+	const int wt = rt_manifest_wtype(dt);
+	const int64_t blk = wt >= 0 ? hg_gguf_block(wt) : 0;
+	return blk ? (n % blk ? -1 : n / blk * hg_gguf_block_bytes(wt)) : n * el_bytes(dt);
+}
+
+/* gguf_a8: the file's blocks of field/layer into stage (per bytes), checked
+ * to be the type the engine was built for and to dequantize to exactly the
+ * src floats the source gave (those the digest covers). */
+static int upload_raw(rt_engine *e, const rt_engine_buf *b, const rt_engine_weights *raw,
+                      const char *field, int layer, const float *src, size_t n, void *stage,
+                      int64_t per, sw_err *err)
+{
+	const void *data = NULL;
+	size_t bytes = 0;
+	int type = -1, rc;
+	if ((rc = raw->get_raw(raw->user, field, layer, &data, &bytes, &type, err)))
+		return rc;
+	const int want = rt_manifest_wtype(b->dtype);
+	if (type != want || (int64_t)bytes != per)
+		return sw_errf(err, SW_EINVAL, "%s: weight %s (layer %d) is %s (%zu bytes), engine "
+		               "%s/engine.json buffer %s expects %s (%lld bytes): the engine keeps the "
+		               "file's own types; rebuild it for this file", raw->name, field, layer,
+		               ggml_dtype_name((uint32_t)type), bytes, e->man->dir, b->name, b->dtype,
+		               (long long)per);
+	float *chk = malloc(sizeof(*chk) * n);
+	if (!chk)
+		return sw_errf(err, SW_ENOMEM, "out of memory checking %s", b->name);
+	rc = gguf_dequantize((uint32_t)type, data, n, chk);
+	const bool same = !rc && !memcmp(chk, src, sizeof(*chk) * n);
+	free(chk);
+	if (!same)
+		return sw_errf(err, SW_EINVAL, "%s: weight %s (layer %d): the file's %s blocks are not "
+		               "the weights the source gives (another file?)", raw->name, field, layer,
+		               b->dtype);
+	memcpy(stage, data, bytes);
+	return 0;
 }
 
 static int check_model(const rt_engine *e, const rt_engine_weights *w, const rt_engine_shape *want,
@@ -193,8 +231,10 @@ static int check_model(const rt_engine *e, const rt_engine_weights *w, const rt_
 	return 0;
 }
 
+/* raw: where a gguf_a8 engine takes its GGUF-typed buffers' blocks (m
+ * itself, or the GGUF file m names), NULL for other engines. */
 static int upload_weights(rt_engine *e, const rt_engine_buf *b, const rt_engine_weights *m,
-                          sw_digest *dg, sw_err *err)
+                          const rt_engine_weights *raw, sw_digest *dg, sw_err *err)
 {
 	const char *field = strchr(b->name, '.') + 1;
 	const bool layered = rt_manifest_field_layered(field);
@@ -218,7 +258,11 @@ static int upload_weights(rt_engine *e, const rt_engine_buf *b, const rt_engine_
 		}
 		/* what is uploaded is what the build digested (gen/build.c) */
 		sw_digest_weight(dg, field, layered ? l : -1, src, n);
-		if (es == 4) {
+		if (raw && rt_manifest_wtype(b->dtype) >= 0) {
+			rc = upload_raw(e, b, raw, field, layered ? l : -1, src, n, stage, per, err);
+			if (rc)
+				break;
+		} else if (es == 4) {
 			memcpy(stage, src, (size_t)per);
 		} else if (!strcmp(b->dtype, "q8_0")) { /* GGUF Q8_0, as ggml's reference quantizer */
 			gguf_quantize(GGML_T_Q8_0, src, n, stage);
@@ -253,6 +297,8 @@ static int resolve_one(rt_engine *e, const rt_engine_pop *x, int l, int n, sw_er
 	o->n = x->n;
 	o->k = x->k;
 	o->dtype = e->man->dtype;
+	o->wtype = o->kind == RT_OP_GEMM && o->dtype == RT_GGUF_A8 && x->arg_buf[2] >= 0
+	           ? rt_manifest_wtype(e->man->bufs[x->arg_buf[2]].dtype) : -1;
 	o->bytes = x->bytes;
 	o->dyn_smem = o->kinfo ? (unsigned)o->kinfo->dyn_smem : 0;
 	o->layer = x->layers ? x->layer0 + l : -1;
@@ -363,18 +409,39 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 	sw_digest dg[2]; /* target, draft */
 	sw_digest_init(&dg[0]);
 	sw_digest_init(&dg[1]);
+	/* gguf_a8: the target's blocks as its file stores them (a source
+	 * without get_raw, such as a loaded model, is read again from the GGUF
+	 * file it names) */
+	rt_engine_weights rawsrc = {0};
+	rt_engine_gguf *rawg = NULL;
+	const rt_engine_weights *raw = NULL;
+	if (e->man->dtype == RT_GGUF_A8) {
+		if (target->get_raw) {
+			raw = target;
+		} else if ((rawg = rt_engine_gguf_open(target->name, &rawsrc, err))) {
+			raw = &rawsrc;
+		} else {
+			return sw_err_prefix(err, "%s/engine.json: $.spec.dtype \"gguf_a8\" uploads the "
+			                     "target GGUF's own blocks", e->man->dir);
+		}
+	}
 	for (int i = 0; i < e->man->n_bufs; i++) {
 		const rt_engine_buf *b = &e->man->bufs[i];
 		if (strcmp(b->kind, "weight"))
 			continue;
 		const bool is_draft = !strncmp(b->name, "draft.", 6);
 		const rt_engine_weights *m = is_draft ? draft : target;
-		if (!strchr(b->name, '.') || !m)
+		if (!strchr(b->name, '.') || !m) {
+			rt_engine_gguf_close(rawg);
 			return sw_errf(err, SW_EINVAL, "%s/engine.json: weight buffer %s has no source",
 			               e->man->dir, b->name);
-		if ((rc = upload_weights(e, b, m, &dg[is_draft], err)))
+		}
+		if ((rc = upload_weights(e, b, m, is_draft ? NULL : raw, &dg[is_draft], err))) {
+			rt_engine_gguf_close(rawg);
 			return rc;
+		}
 	}
+	rt_engine_gguf_close(rawg);
 	for (int r = 0; r < 2; r++) {
 		const char *want = r ? e->man->draft_digest : e->man->target_digest;
 		char got[32];
@@ -397,7 +464,10 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 		if (!dev->ops->supports_op || dev->ops->supports_op(dev, o))
 			continue;
 		/* an 8-bit GEMM: say which dtype only the host runs */
-		const char *q8 = o->kind != RT_OP_GEMM || !rt_dtype_q8(o->dtype) ? NULL
+		const char *q8 = o->kind != RT_OP_GEMM || (!rt_dtype_q8(o->dtype) && o->dtype != RT_GGUF_A8)
+		                 ? NULL
+		                 : o->dtype == RT_GGUF_A8 ? "\"gguf_a8\" (the GGUF file's own weight "
+		                                            "types, int8 GEMM activations)"
 		                 : o->dtype == RT_Q8_0_A8 ? "\"q8_0_a8\" (int8 GEMM activations)" : "\"q8_0\"";
 		return sw_errf(err, SW_ENOTSUP, "%s: backend %s cannot run op %s (%s)%s%s%s", e->man->dir,
 		               dev->desc, o->name, o->op, q8 ? ": engine.json $.spec.dtype is " : "",

@@ -37,6 +37,12 @@ typedef struct rt_engine_weights {
 	 * valid until the next call. 0, or a negative error in err. */
 	int (*get)(void *user, const char *field, int layer, const float **data, size_t *n,
 	           sw_err *err);
+	/* Optional (NULL: bind of a "gguf_a8" engine opens the GGUF file named
+	 * `name` instead): points *data at the bytes of field for layer as the
+	 * file stores them and *type at their enum ggml_dtype; valid until the
+	 * next call. */
+	int (*get_raw)(void *user, const char *field, int layer, const void **data, size_t *bytes,
+	               int *type, sw_err *err);
 	void *user;
 } rt_engine_weights;
 

@@ -12,6 +12,7 @@
 #include "core/digest.h"
 #include "core/fileio.h"
 #include "core/json.h"
+#include "device/host_gemm.h"
 #include "device/host_ops.h"
 #include "kernels/engine_state.h"
 
@@ -213,9 +214,11 @@ static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 			e->dtype = RT_Q8_0;
 		else if (!strcmp(dt, "q8_0_a8"))
 			e->dtype = RT_Q8_0_A8;
+		else if (!strcmp(dt, "gguf_a8"))
+			e->dtype = RT_GGUF_A8;
 		else
 			j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.spec.dtype: expected \"bf16\", \"fp16\", "
-			                "\"q8_0\" or \"q8_0_a8\", found \"%s\"", j->file, dt);
+			                "\"q8_0\", \"q8_0_a8\" or \"gguf_a8\", found \"%s\"", j->file, dt);
 	}
 	return j->rc;
 }
@@ -622,11 +625,21 @@ static int parse_phases(rt_manifest *e, jctx *j, const json_value *root)
 
 /* --- bounds: every buffer where the plan put it, every op inside its buffers */
 
-/* Bytes of one element of dtype dt, 0 when this runtime has no such dtype. */
+int rt_manifest_wtype(const char *dt)
+{
+	static const int types[] = {HG_GGUF_Q8_0, HG_GGUF_Q4_0, HG_GGUF_Q4_1, HG_GGUF_Q4_K};
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (!strcmp(dt, hg_gguf_name(types[i])))
+			return types[i];
+	return -1;
+}
+
+/* Bytes of one element of dtype dt, 0 when this runtime has no such dtype
+ * (1 for the GGUF block types, whose bytes go by block) */
 static int64_t dtype_size(const char *dt)
 {
 	return !strcmp(dt, "f32") || !strcmp(dt, "i32") ? 4 : !strcmp(dt, "u64") ? 8
-	       : !strcmp(dt, "bf16") || !strcmp(dt, "fp16") ? 2 : !strcmp(dt, "q8_0") ? 1 : 0;
+	       : !strcmp(dt, "bf16") || !strcmp(dt, "fp16") ? 2 : rt_manifest_wtype(dt) >= 0 ? 1 : 0;
 }
 
 static int cmp_buf_off(const void *a, const void *b, void *ctx)
@@ -647,24 +660,30 @@ static int check_buffers(rt_manifest *e, jctx *j)
 		int64_t n = dtype_size(b->dtype);
 		if (!n)
 			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d].dtype (%s): \"%s\", "
-			                       "expected f32, i32, u64, bf16, fp16 or q8_0", j->file, i,
-			                       b->name, b->dtype);
-		const bool q8 = !strcmp(b->dtype, "q8_0");
-		if (q8 && (strcmp(b->kind, "weight") || b->rank < 1 || b->shape[b->rank - 1] % 32))
-			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d] (%s): q8_0 %s with rows "
-			                       "of %lld, expected a weight whose rows are whole 32-element "
-			                       "blocks", j->file, i, b->name, b->kind,
-			                       (long long)(b->rank ? b->shape[b->rank - 1] : 0));
+			                       "expected f32, i32, u64, bf16, fp16, q8_0, q4_0, q4_1 or q4_k",
+			                       j->file, i, b->name, b->dtype);
+		const int wt = rt_manifest_wtype(b->dtype);
+		const bool q8 = wt >= 0; /* a GGUF block type */
+		const int64_t blk = q8 ? hg_gguf_block(wt) : 1, bb = q8 ? hg_gguf_block_bytes(wt) : 1;
+		if (q8 && (strcmp(b->kind, "weight") || b->rank < 1 || b->shape[b->rank - 1] % blk))
+			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d] (%s): %s %s with rows "
+			                       "of %lld, expected a weight whose rows are whole %lld-element "
+			                       "blocks", j->file, i, b->name, b->dtype, b->kind,
+			                       (long long)(b->rank ? b->shape[b->rank - 1] : 0),
+			                       (long long)blk);
 		for (int d = 0; d < b->rank; d++)
 			n = b->shape[d] && n > INT64_MAX / b->shape[d] ? -1 : n < 0 ? -1 : n * b->shape[d];
-		if (q8 && n > 0) /* 34 bytes a block of 32 */
-			n = n / 32 * 34;
+		if (q8 && n > 0) /* q8_0 34 bytes a block of 32, q4_1 20, ... */
+			n = n / blk * bb;
+		char per[64];
+		snprintf(per, sizeof(per), "%lld bytes per %lld elements of", (long long)bb,
+		         (long long)blk);
 		if (n != b->bytes)
 			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d].bytes (%s): %lld, "
 			                       "expected %s%lld (its shape times %s %s)", j->file, i,
 			                       b->name, (long long)b->bytes, n < 0 ? "more than " : "",
 			                       (long long)(n < 0 ? INT64_MAX : n),
-			                       q8 ? "34 bytes per 32 elements of" : dtype_size(b->dtype) == 2
+			                       q8 ? per : dtype_size(b->dtype) == 2
 			                       ? "2-byte" : dtype_size(b->dtype) == 4 ? "4-byte" : "8-byte",
 			                       b->dtype);
 	}
@@ -729,7 +748,7 @@ static int arg_slice(const rt_manifest *e, const rt_engine_pop *x, int a, int l)
 }
 
 /* The GEMM's operands as the planner declares them: A and W in the engine
- * dtype (q8_0 and q8_0_a8: A fp16, W q8_0), C f32; W's rows are k long and it has at
+ * dtype (q8_0 and q8_0_a8: A fp16, W q8_0; gguf_a8: W any GGUF block type), C f32; W's rows are k long and it has at
  * least n of them. */
 static int check_gemm_shapes(const rt_manifest *e, jctx *j, const rt_engine_pop *x,
                              const char *p)
@@ -739,6 +758,13 @@ static int check_gemm_shapes(const rt_manifest *e, jctx *j, const rt_engine_pop 
 	for (int a = 0; a < 3; a++) {
 		const rt_engine_buf *b = &e->bufs[x->arg_buf[a]];
 		const char *want = a == 2 && rt_dtype_q8(e->dtype) ? "q8_0" : a ? dt : "f32";
+		if (a == 2 && e->dtype == RT_GGUF_A8) {
+			if (rt_manifest_wtype(b->dtype) < 0)
+				return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.args[2] (op %s, gemm W): "
+				                       "buffer %s is %s, expected q8_0, q4_0, q4_1 or q4_k (a "
+				                       "gguf_a8 engine)", j->file, p, x->name, b->name, b->dtype);
+			continue;
+		}
 		if (strcmp(b->dtype, want))
 			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.args[%d] (op %s, gemm %s): buffer "
 			                       "%s is %s, expected %s", j->file, p, a, x->name, role[a],

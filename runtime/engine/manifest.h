@@ -116,6 +116,10 @@ void rt_manifest_free(rt_manifest *m);
 /* The index of buffer / phase `name`, or -1. */
 int rt_manifest_buf_find(const rt_manifest *m, const char *name);
 int rt_manifest_phase_find(const rt_manifest *m, const char *name);
+/* The GGUF type (enum ggml_dtype) of a weight buffer dtype kept in its
+ * file's blocks ("q8_0", "q4_0", "q4_1", "q4_k": host_gemm.h hg_gguf_name),
+ * -1 for any other dtype. */
+int rt_manifest_wtype(const char *dtype);
 /* Whether weight field `field` ("wq", the part of a buffer name after
  * "target."/"draft.") has one slice per layer (not tok_embd, out_norm,
  * lm_head, inv_freq, nor a block drafter's mask_embd, fc, fc_norm). */

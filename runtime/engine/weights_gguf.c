@@ -129,8 +129,9 @@ static int read_shape(rt_engine_gguf *g, sw_err *err)
 	return rope_freqs(g, err);
 }
 
-static int gguf_get(void *user, const char *field, int layer, const float **data, size_t *n,
-                    sw_err *err)
+/* The tensor behind field (layer: -1 when not layered), its shape checked. */
+static int find_tensor(rt_engine_gguf *g, const char *field, int layer, const gguf_tensor **out,
+                       sw_err *err)
 {
 	static const struct {
 		const char *field, *name; /* layered: the name after "blk.N." */
@@ -151,13 +152,7 @@ static int gguf_get(void *user, const char *field, int layer, const float **data
 		{"w_up", "ffn_up.weight", true, 'D', 'F'},
 		{"w_down", "ffn_down.weight", true, 'F', 'D'},
 	};
-	rt_engine_gguf *g = user;
 	const rt_engine_shape *s = &g->shape;
-	if (!strcmp(field, "inv_freq")) {
-		*data = g->inv_freq;
-		*n = (size_t)s->head_dim / 2;
-		return 0;
-	}
 	size_t i = 0;
 	while (i < sizeof(map) / sizeof(map[0]) && strcmp(map[i].field, field))
 		i++;
@@ -187,18 +182,48 @@ static int gguf_get(void *user, const char *field, int layer, const float **data
 		               "%llu)", g->f->path, name, (unsigned long long)ne0,
 		               (unsigned long long)ne1, (unsigned long long)t->ne[0],
 		               (unsigned long long)(t->n_dims > 1 ? t->ne[1] : 1));
+	*out = t;
+	return 0;
+}
+
+static int gguf_get(void *user, const char *field, int layer, const float **data, size_t *n,
+                    sw_err *err)
+{
+	rt_engine_gguf *g = user;
+	if (!strcmp(field, "inv_freq")) {
+		*data = g->inv_freq;
+		*n = (size_t)g->shape.head_dim / 2;
+		return 0;
+	}
+	const gguf_tensor *t;
+	int rc = find_tensor(g, field, layer, &t, err);
+	if (rc)
+		return rc;
 	if (t->n_elems > g->cap) {
 		float *p = realloc(g->scratch, sizeof(*p) * (size_t)t->n_elems);
 		if (!p)
-			return sw_errf(err, SW_ENOMEM, "%s: out of memory for tensor '%s'", g->f->path, name);
+			return sw_errf(err, SW_ENOMEM, "%s: out of memory for tensor '%.*s'", g->f->path,
+			               (int)t->name.n, t->name.p);
 		g->scratch = p;
 		g->cap = (size_t)t->n_elems;
 	}
-	int rc = gguf_tensor_to_f32(g->f, t, g->scratch, err);
-	if (rc)
+	if ((rc = gguf_tensor_to_f32(g->f, t, g->scratch, err)))
 		return rc;
 	*data = g->scratch;
 	*n = (size_t)t->n_elems;
+	return 0;
+}
+
+static int gguf_get_raw(void *user, const char *field, int layer, const void **data,
+                        size_t *bytes, int *type, sw_err *err)
+{
+	const gguf_tensor *t;
+	int rc = find_tensor(user, field, layer, &t, err);
+	if (rc)
+		return rc;
+	*data = t->data;
+	*bytes = (size_t)t->nbytes;
+	*type = (int)t->type;
 	return 0;
 }
 
@@ -217,6 +242,7 @@ rt_engine_gguf *rt_engine_gguf_open(const char *path, rt_engine_weights *w, sw_e
 	w->name = g->f->path;
 	w->shape = g->shape;
 	w->get = gguf_get;
+	w->get_raw = gguf_get_raw;
 	w->user = g;
 	return g;
 }

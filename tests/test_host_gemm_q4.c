@@ -1,0 +1,404 @@
+/* The GGUF-type GEMM on int8 activations (runtime/device/host_gemm_q4.c,
+ * host_gemm.h hg_gemm_gguf_a8) for Q4_0, Q4_1, Q4_K and Q8_0 weights.
+ *
+ * The weight blocks are built here (random scales, mins and every nibble
+ * value; Q4_K random packed 6-bit scales), and read back by this file's own
+ * dequantizer written from llama.cpp's formulas (ggml-quants.c
+ * dequantize_row_q4_0/q4_1/q4_K, get_scale_min_k4), in double, exactly; that
+ * dequantizer is checked against formats/gguf.c's gguf_dequantize (another
+ * implementation) bit for bit after the one fp32 rounding both make.
+ *
+ * Bounds, per output (C = sum over 32-blocks b):
+ *  (1) against the quantized activations: with this file's int8 rule for A
+ *      (GGUF Q8_0 with an fp32 scale: da = amax / 127, q = rne(a / da)) the
+ *      exact value is sum_b da_b sum_t q_t w_t. The GEMM's integer sums are
+ *      exact, so its error is the fp32 combination: per block one rounding
+ *      of da d (and of da asum) and one or two fmafs in a chain of at most
+ *      2 nb, so |C - exact| <= gamma_{2 nb + 2} sum_b (|da d isum| +
+ *      |mn da asum|) (Higham 3.1).
+ *  (2) against the fp16 activations themselves (the fp32 GEMM's numbers up
+ *      to its own rounding): add the activation rounding, |a - da q| <=
+ *      da (1/2 + 127 2^-22) per element (two fp32 roundings in a / da), times
+ *      sum |w| over the block; the looser, separately checked bound.
+ * Shapes: k whole blocks but odd block counts (1, 3, 35 blocks of 32; 1, 3, 5
+ * of 256 for Q4_K), n = 33, 111 (not multiples of the 16- or 8-column
+ * groups), m = 1, 5, 26, 70 (past the 64-row tile). Every path, one thread
+ * and the pool; all paths bit-identical to the portable one and to the
+ * specification written out plainly here, every row the same bits at
+ * every m. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "device/host_gemm.h"
+#include "formats/gguf.h"
+
+#include "check.h"
+
+static const int TYPES[] = {HG_GGUF_Q4_0, HG_GGUF_Q4_1, HG_GGUF_Q4_K, HG_GGUF_Q8_0};
+
+static int blk_elems(int t)
+{
+	return t == HG_GGUF_Q4_K ? 256 : 32;
+}
+
+static int blk_bytes(int t)
+{
+	return t == HG_GGUF_Q4_0 ? 18 : t == HG_GGUF_Q4_1 ? 20 : t == HG_GGUF_Q8_0 ? 34 : 144;
+}
+
+static uint32_t rbits(void)
+{
+	return (uint32_t)((rnd() + 1.0) * 0x1p31);
+}
+
+/* a positive fp16 scale in [lo, 2 lo) */
+static uint16_t rscale(double lo)
+{
+	return gguf_f32_to_f16((float)(lo * (1.5 + 0.5 * rnd())));
+}
+
+/* One random block of type t at p (the encoder of this test). */
+static void enc_block(int t, uint8_t *p)
+{
+	uint16_t h;
+	if (t == HG_GGUF_Q8_0) {
+		h = rscale(1.0 / 512);
+		memcpy(p, &h, 2);
+		for (int i = 0; i < 32; i++)
+			p[2 + i] = (uint8_t)(int8_t)((int)(rbits() % 255) - 127);
+		return;
+	}
+	if (t == HG_GGUF_Q4_0 || t == HG_GGUF_Q4_1) {
+		h = rscale(1.0 / 64);
+		memcpy(p, &h, 2);
+		int off = 2;
+		if (t == HG_GGUF_Q4_1) { /* m about -8 d, as a min */
+			h = gguf_f32_to_f16((float)(-(0.1 + 0.05 * rnd())));
+			memcpy(p + 2, &h, 2);
+			off = 4;
+		}
+		for (int i = 0; i < 16; i++)
+			p[off + i] = (uint8_t)rbits();
+		return;
+	}
+	h = rscale(1.0 / 1024); /* Q4_K: d, dmin, 12 scale bytes, 128 nibble bytes */
+	memcpy(p, &h, 2);
+	h = rscale(1.0 / 2048);
+	memcpy(p + 2, &h, 2);
+	for (int i = 4; i < 144; i++)
+		p[i] = (uint8_t)rbits();
+}
+
+/* llama.cpp's dequantizers, in double (exact): 32-block j of the block at p
+ * as w_t = d (q_t - z) + mn, its d, mn, q (0..15 or signed 8-bit) and z. */
+typedef struct sub {
+	double d, mn;
+	int q[32], z;
+} sub;
+
+static void dec_sub(int t, const uint8_t *p, int j, sub *s)
+{
+	uint16_t h;
+	memcpy(&h, p, 2);
+	const double d = gguf_f16_to_f32(h);
+	if (t == HG_GGUF_Q8_0) {
+		*s = (sub){.d = d, .mn = 0, .z = 0};
+		for (int i = 0; i < 32; i++)
+			s->q[i] = (int8_t)p[2 + i];
+		return;
+	}
+	if (t == HG_GGUF_Q4_0 || t == HG_GGUF_Q4_1) {
+		const uint8_t *qs = p + (t == HG_GGUF_Q4_0 ? 2 : 4);
+		double m = 0;
+		if (t == HG_GGUF_Q4_1) {
+			memcpy(&h, p + 2, 2);
+			m = gguf_f16_to_f32(h);
+		}
+		*s = (sub){.d = d, .mn = m, .z = t == HG_GGUF_Q4_0 ? 8 : 0};
+		for (int i = 0; i < 16; i++) {
+			s->q[i] = qs[i] & 15;
+			s->q[i + 16] = qs[i] >> 4;
+		}
+		return;
+	}
+	memcpy(&h, p + 2, 2);
+	const double dmin = gguf_f16_to_f32(h);
+	const uint8_t *sc = p + 4, *qs = p + 16 + 32 * (j / 2);
+	int scale, mn; /* get_scale_min_k4 */
+	if (j < 4) {
+		scale = sc[j] & 63;
+		mn = sc[j + 4] & 63;
+	} else {
+		scale = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
+		mn = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+	}
+	*s = (sub){.d = d * scale, .mn = -dmin * mn, .z = 0};
+	for (int i = 0; i < 32; i++)
+		s->q[i] = j % 2 ? qs[i] >> 4 : qs[i] & 15;
+}
+
+/* W (N, K) of type t: 32-block b of row j */
+static void w_sub(int t, const uint8_t *W, int K, int j, int b, sub *s)
+{
+	const int per = blk_elems(t) / 32;
+	const uint8_t *row = W + (size_t)j * (K / blk_elems(t)) * blk_bytes(t);
+	dec_sub(t, row + (size_t)(b / per) * blk_bytes(t), b % per, s);
+}
+
+/* A's int8 rule (host_gemm.h hg_gemm_q8a8), written out: finite fp16 A */
+static void quant_a(const uint16_t *A, int M, int K, int8_t *q, float *da)
+{
+	for (int i = 0; i < M; i++)
+		for (int b = 0; b < K / 32; b++) {
+			const uint16_t *a = A + (size_t)i * K + 32 * b;
+			float amax = 0.0f;
+			for (int t = 0; t < 32; t++)
+				amax = fmaxf(amax, fabsf(gguf_f16_to_f32(a[t])));
+			const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+			da[i * (K / 32) + b] = d;
+			for (int t = 0; t < 32; t++) {
+				const float x = gguf_f16_to_f32(a[t]) * id;
+				q[(size_t)i * K + 32 * b + t] = (int8_t)nearbyintf(x);
+			}
+		}
+}
+
+/* The specification (host_gemm.h) in float, from this file's decoding: the
+ * portable path must give these bits. Q8_0 is hg_gemm_q8a8's (no mn). */
+static void spec(float *C, const int8_t *q, const float *da, const uint8_t *W, int t, int M,
+                 int N, int K)
+{
+	const int nb = K / 32;
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++) {
+			float acc = 0.0f;
+			for (int b = 0; b < nb; b++) {
+				sub s;
+				w_sub(t, W, K, j, b, &s);
+				int32_t isum = 0, asum = 0;
+				for (int u = 0; u < 32; u++) {
+					isum += s.q[u] * q[(size_t)i * K + 32 * b + u];
+					asum += q[(size_t)i * K + 32 * b + u];
+				}
+				isum -= s.z * asum;
+				const float a = da[i * nb + b];
+				acc = fmaf((float)isum, a * (float)s.d, acc);
+				if (t == HG_GGUF_Q4_1 || t == HG_GGUF_Q4_K)
+					acc = fmaf((float)s.mn, a * (float)asum, acc);
+			}
+			C[(size_t)i * N + j] = acc;
+		}
+}
+
+static void make(int t, int M, int N, int K, uint16_t **A, uint8_t **W)
+{
+	*A = malloc(sizeof(**A) * (size_t)M * K);
+	*W = malloc((size_t)N * (K / blk_elems(t)) * blk_bytes(t));
+	assert_true(*A && *W);
+	for (size_t i = 0; i < (size_t)M * K; i++) /* exponents spread over 2^-6 .. 2 */
+		(*A)[i] = gguf_f32_to_f16((float)(2.0 * rnd() * ldexp(1.0, -(int)(i % 7))));
+	for (int i = 0; i < K && M > 1; i++) /* row 1: a zero block */
+		(*A)[(size_t)K + i] = i < 32 ? 0 : (*A)[(size_t)K + i];
+	for (size_t b = 0; b < (size_t)N * (K / blk_elems(t)); b++)
+		enc_block(t, *W + b * blk_bytes(t));
+}
+
+/* This file's dequantizer against formats/gguf.c's, after the fp32 rounding
+ * both make (llama.cpp rounds q d + m once; q d is exact in fp32). */
+static void test_dequant_agrees(void **state)
+{
+	(void)state;
+	rng_state = 5;
+	for (size_t ti = 0; ti < sizeof(TYPES) / sizeof(TYPES[0]); ti++) {
+		const int t = TYPES[ti], K = 3 * blk_elems(t), N = 7;
+		uint16_t *A;
+		uint8_t *W;
+		make(t, 1, N, K, &A, &W);
+		float *y = malloc(sizeof(*y) * (size_t)N * K);
+		assert_true(y);
+		assert_int_equal(gguf_dequantize((uint32_t)t, W, (uint64_t)N * K, y), 0);
+		for (int j = 0; j < N; j++)
+			for (int b = 0; b < K / 32; b++) {
+				sub s;
+				w_sub(t, W, K, j, b, &s);
+				for (int u = 0; u < 32; u++) {
+					const float want = (float)(s.d * (s.q[u] - s.z) + s.mn);
+					if (y[(size_t)j * K + 32 * b + u] != want)
+						fail_msg("%s row %d elem %d: gguf_dequantize %a, this file's %a",
+						         hg_gguf_name(t), j, 32 * b + u, y[(size_t)j * K + 32 * b + u],
+						         want);
+				}
+			}
+		free(y);
+		free(A);
+		free(W);
+	}
+}
+
+/* bounds (1) and (2) on every path and thread count, at the shapes above */
+static void run_type(int t)
+{
+	static const int MS[] = {1, 5, 26, 70}, NS[] = {33, 111}, KB[] = {1, 3, 35};
+	rng_state = 40 + (uint64_t)t;
+	for (size_t mi = 0; mi < 4; mi++)
+		for (size_t ni = 0; ni < 2; ni++)
+			for (size_t ki = 0; ki < 3; ki++) {
+				const int M = MS[mi], N = NS[ni];
+				const int K = t == HG_GGUF_Q4_K ? 256 * (2 * (int)ki + 1) : 32 * KB[ki];
+				const int nb = K / 32;
+				uint16_t *A;
+				uint8_t *W;
+				make(t, M, N, K, &A, &W);
+				int8_t *q = malloc((size_t)M * K);
+				float *da = malloc(sizeof(*da) * (size_t)M * nb), *C = galloc((size_t)M * N);
+				double *r1 = malloc(sizeof(double) * (size_t)M * N), *b1 = malloc(sizeof(double) * (size_t)M * N);
+				double *r2 = malloc(sizeof(double) * (size_t)M * N), *b2 = malloc(sizeof(double) * (size_t)M * N);
+				assert_true(q && da && r1 && b1 && r2 && b2);
+				quant_a(A, M, K, q, da);
+				for (int i = 0; i < M; i++)
+					for (int j = 0; j < N; j++) {
+						double e1 = 0, s1 = 0, e2 = 0, s2 = 0;
+						for (int b = 0; b < nb; b++) {
+							sub s;
+							w_sub(t, W, K, j, b, &s);
+							const double a = da[i * nb + b];
+							long isum = 0, asum = 0;
+							double sw = 0;
+							for (int u = 0; u < 32; u++) {
+								const size_t x = (size_t)i * K + 32 * b + u;
+								const double w = s.d * (s.q[u] - s.z) + s.mn;
+								isum += (long)(s.q[u] - s.z) * q[x];
+								asum += q[x];
+								e1 += a * q[x] * w;
+								e2 += gguf_f16_to_f32(A[x]) * w;
+								sw += fabs(w);
+							}
+							s1 += fabs(a * s.d * (double)isum) + fabs(s.mn * a * (double)asum);
+							s2 += a * (0.5 + 127 * 0x1p-22) * sw;
+						}
+						r1[(size_t)i * N + j] = e1;
+						b1[(size_t)i * N + j] = gamma_n(2 * nb + 2) * s1 + 1e-30;
+						r2[(size_t)i * N + j] = e2;
+						b2[(size_t)i * N + j] = s2 + gamma_n(2 * nb + 2) * s1 + 1e-30;
+					}
+				for (int p = HG_PATH_PORTABLE; p <= HG_PATH_AVX512; p++) {
+					if (!hg_i8_path_available(p))
+						continue;
+					for (int th = 0; th <= 1; th++) {
+						char what[128];
+						assert_int_equal(hg_gemm_gguf_a8(C, A, W, M, N, K, t, false, p, th), 0);
+						snprintf(what, sizeof(what), "%s x int8 %s M%d N%d K%d threads %d (1)",
+						         hg_gguf_name(t), hg_path_name(p), M, N, K, th);
+						check_close(what, C, r1, b1, (size_t)M * N);
+						what[strlen(what) - 2] = '2';
+						check_close(what, C, r2, b2, (size_t)M * N);
+						gcheck(what, C, (size_t)M * N);
+					}
+				}
+				free(A);
+				free(W);
+				free(q);
+				free(da);
+				gfree(C);
+				free(r1);
+				free(b1);
+				free(r2);
+				free(b2);
+			}
+}
+
+static void test_q4_0(void **state)
+{
+	(void)state;
+	run_type(HG_GGUF_Q4_0);
+}
+
+static void test_q4_1(void **state)
+{
+	(void)state;
+	run_type(HG_GGUF_Q4_1);
+}
+
+static void test_q4_k(void **state)
+{
+	(void)state;
+	run_type(HG_GGUF_Q4_K);
+}
+
+static void test_q8_0(void **state)
+{
+	(void)state;
+	run_type(HG_GGUF_Q8_0);
+}
+
+/* The portable path equals spec() bit for bit; every path, on one thread and
+ * two (and the pool), equals the portable path at every m from 1 to 27 and
+ * at 70, and the first rows of a 70-row call are an m-row call's. K: 35
+ * 32-blocks (5 256-blocks for Q4_K), N = 111. Refusals: k not whole blocks,
+ * an unknown type. */
+static void test_bit_identical(void **state)
+{
+	(void)state;
+	const int M = 70, N = 111;
+	for (size_t ti = 0; ti < sizeof(TYPES) / sizeof(TYPES[0]); ti++) {
+		const int t = TYPES[ti], K = t == HG_GGUF_Q4_K ? 1280 : 1120;
+		rng_state = 90 + ti;
+		uint16_t *A;
+		uint8_t *W;
+		make(t, M, N, K, &A, &W);
+		int8_t *q = malloc((size_t)M * K);
+		float *da = malloc(sizeof(*da) * (size_t)M * (K / 32));
+		float *C0 = malloc(sizeof(float) * M * N), *C1 = malloc(sizeof(float) * M * N);
+		assert_true(q && da && C0 && C1);
+		quant_a(A, M, K, q, da);
+		spec(C1, q, da, W, t, M, N, K);
+		assert_int_equal(hg_gemm_gguf_a8(C0, A, W, M, N, K, t, false, HG_PATH_PORTABLE, 1), 0);
+		if (memcmp(C0, C1, sizeof(float) * M * N))
+			fail_msg("%s: the portable path is not the specification's bits", hg_gguf_name(t));
+		for (int p = HG_PATH_PORTABLE; p <= HG_PATH_AVX512; p++) {
+			if (!hg_i8_path_available(p))
+				continue;
+			for (int m = 1; m <= M; m = m == 27 ? M : m + 1)
+				for (int th = 0; th <= 2; th++) {
+					memset(C1, 0, sizeof(float) * M * N);
+					assert_int_equal(hg_gemm_gguf_a8(C1, A, W, m, N, K, t, false, p, th), 0);
+					if (memcmp(C0, C1, sizeof(float) * m * N))
+						fail_msg("%s, path %s, %d rows, threads %d: not the portable path's "
+						         "bits", hg_gguf_name(t), hg_path_name(p), m, th);
+				}
+			assert_int_equal(hg_gemm_gguf_a8(C1, A, W, M, N, K - 16, t, false, p, 0), -22);
+		}
+		free(A);
+		free(W);
+		free(q);
+		free(da);
+		free(C0);
+		free(C1);
+	}
+	float c[1];
+	uint16_t a[32] = {0};
+	uint8_t w[64] = {0};
+	assert_int_equal(hg_gemm_gguf_a8(c, a, w, 1, 1, 32, 6 /* Q5_0 */, false, HG_PATH_AUTO, 0), -22);
+	assert_null(hg_gguf_name(6));
+	assert_int_equal(hg_gguf_block(14 /* Q6_K */), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dequant_agrees),
+		cmocka_unit_test(test_q4_0),
+		cmocka_unit_test(test_q4_1),
+		cmocka_unit_test(test_q4_k),
+		cmocka_unit_test(test_q8_0),
+		cmocka_unit_test(test_bit_identical),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
