@@ -38,6 +38,10 @@ typedef struct cli_opts {
 	const char *output;    /* derive-draft: -o FILE */
 	const char *layers;    /* derive-draft: layer list as in layerskip: */
 	const char *wtype;     /* derive-draft: f32 f16 bf16 q8_0 q4_0 q4_1 */
+	const char *embd_type; /* derive-draft: the embedding's (and untied head's) type */
+	bool random_weights;   /* run/profile ENGINE_DIR: --random-weights SEED (timing only) */
+	uint64_t random_seed;
+	int prompt_len;        /* run/profile ENGINE_DIR --random-weights: -P N synthetic prompt ids */
 	const char *tree;      /* run: tree spec (preset, file, chain:K, kary:K:D, ...) */
 	const char *verify;    /* run: tree verification method */
 	const char *expand;    /* run: tree expansion rule */
