@@ -60,6 +60,16 @@ typedef struct cli_opts {
 /* The first of names[] (NULL-terminated) the user typed, or NULL. */
 const char *cli_given(const cli_opts *o, const char *const *names);
 
+/* An engine's sampling for this run (its defaults, -t/--top-k/--top-p over
+ * them, checked) and the refusal of options an engine fixes at build time
+ * (engine_cli.c). */
+int cli_engine_sampling(const rt_engine *e, const cli_opts *o, const char *dir,
+                        rt_engine_sampling *s, sw_err *err);
+int cli_engine_refuse_fixed(const rt_manifest *m, const cli_opts *o, const char *dir, sw_err *err);
+/* `run|profile ENGINE_DIR --random-weights SEED` (random_cli.c): timing only,
+ * no model, no tokenizer, no text. */
+int cli_engine_random(cli_opts *o, bool profile);
+
 /* `specwright run ENGINE_DIR` and `specwright profile ENGINE_DIR`
  * (engine_cli.c); o->model is the engine directory. */
 int cli_engine_run(cli_opts *o);

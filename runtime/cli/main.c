@@ -376,6 +376,11 @@ int main(int argc, char **argv)
 			return cli_train_head(&o);
 		if (!strcmp(cmd, "run") && cli_is_engine_dir(o.model))
 			return cli_engine_run(&o);
+		if (o.random_weights) {
+			fprintf(stderr, "specwright %s: --random-weights needs an engine directory (from "
+			        "`specwright build`), found '%s'\n", cmd, o.model);
+			return 2;
+		}
 		return cmd_decode(cmd, &o);
 	}
 	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench, derive-draft, train-head, build or inspect)\n", cmd);
