@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gen/jit/emu_build.h"
+#include "gen/render.h" /* gen_emu_module_build, for host-emulate */
 #include "kernels/philox.h"
 
 #define PROMPT_LANE 0xffffffffu
