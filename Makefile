@@ -184,6 +184,33 @@ fuzz: fuzz-build
 	    tests/fuzz/corpus/$$n tests/fuzz/seeds/$$n 2>&1 | tail -n 3; \
 	  [ $${PIPESTATUS[0]} -eq 0 ] || exit 1; done
 
+# ---- GPU check artifacts (gpu-model, gpu-engines) ----
+# gpu-model: a 2-layer SmolLM2 that fits a GPU machine's 64 MiB upload
+# (derive-draft: layers 0 and 29 of the real model copied block for block in
+# their Q4_1, the embedding re-encoded Q8_0 -> Q4_1, tied, the tokenizer and
+# chat template copied), checked by `generate` and its size printed.
+# gpu-engines: every spec in models/specs/gpu/ built for sm_90 only into
+# $(GPU_DIR)/engines/NAME/ (the NVRTC cache makes rebuilds fast); the
+# shape-only ones are timed with `run/profile ENGINE_DIR --random-weights S`.
+GPU_DIR   ?= $(BUILD)/gpu
+GPU_MODEL ?= $(GPU_DIR)/smollm2-2l.gguf
+GPU_SPECS := $(sort $(wildcard models/specs/gpu/*.json))
+.PHONY: gpu-model gpu-engines
+gpu-model: $(GPU_MODEL)
+$(GPU_MODEL): $(BUILD)/specwright | model
+	@mkdir -p $(dir $@)
+	$(BUILD)/specwright derive-draft $(MODEL) --layers 0,29 --type q4_1 --embd-type q4_1 \
+	  --tokenizer $(MODEL) -o $@
+	$(BUILD)/specwright generate $@ -n 8 -p 'Hello' > /dev/null
+	@echo "gpu-model: $@: $$(stat -c %s $@) bytes"
+gpu-engines: $(GPU_MODEL) $(BUILD)/specwright
+	@i=0; n=$(words $(GPU_SPECS)); for s in $(GPU_SPECS); do i=$$((i + 1)); e=$$(basename $$s .json); \
+	  echo "gpu-engines: [$$i/$$n] $$s -> $(GPU_DIR)/engines/$$e"; \
+	  $(BUILD)/specwright build $$s -o $(GPU_DIR)/engines/$$e > $(GPU_DIR)/$$e.build.log 2>&1 || \
+	    { tail -n 20 $(GPU_DIR)/$$e.build.log; exit 1; }; \
+	  echo "  $$(du -sb $(GPU_DIR)/engines/$$e | cut -f1) bytes"; done
+	@du -sb $(GPU_DIR)/engines | sed 's/^/gpu-engines: all engines: /'
+
 asan:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan OPT=-O1 FUZZ_SMOKE_SECONDS=0 \
 	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test

@@ -1238,6 +1238,12 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	}
 	PHASE_END();
 	p->n_phases = ph;
+	/* in every engine, launched by no op: --random-weights fills the weight
+	 * buffers with it (runtime/engine/random_weights.c) */
+	{
+		gen_param prm[] = {PNAME, PI("BLOCK", 256)};
+		kernel_x(&c, "fill_random", "fill_random.cu.tmpl", prm, 2, GEN_PREFIX_PHILOX, false, NULL);
+	}
 #undef PHASE
 #undef PHASE_END
 	if (c.rc)

@@ -41,6 +41,8 @@ enum sw_rng_purpose {
 	SW_RNG_TARGET_SAMPLE = 5, /* target-only sampling (no speculation) */
 	SW_RNG_EXPAND = 6,        /* tree expansion: sampling children (with/without replacement) */
 	SW_RNG_SPECHUB2 = 7,      /* SpecHub pair construction */
+	SW_RNG_FILL = 8,          /* random weights (timing only): iteration, position = the low
+	                           * and high words of an element group, lane = the buffer */
 	SW_RNG_PURPOSE_COUNT      /* first free value */
 };
 

@@ -251,6 +251,21 @@ static void test_engine_options(void **state)
 	EXPECT(1, "--tree cannot apply", "bench %s --model %s --corpus README.md --tree chain:3", dir, model());
 	EXPECT(1, "temperature 0.8 cannot be honoured", "profile %s --model %s --backend host -n 2 -p hi -t 0.8",
 	       dir, model());
+	/* timing only: random weights, a synthetic prompt, no text; refused where it cannot apply */
+	EXPECT(0, "timing only: random weights (seed 3); no text", "run %s --backend host --random-weights 3 -P 9 -n 4",
+	       dir);
+	assert_non_null(strstr(g_out, "9 prompt ids, 4 tokens"));
+	assert_non_null(strstr(g_out, "host overhead per iteration"));
+	EXPECT(0, "timing only: random weights (seed 3)", "profile %s --backend host --random-weights 3 -n 2", dir);
+	EXPECT(1, "--model cannot apply with --random-weights", "run %s --model %s --random-weights 3", dir, model());
+	EXPECT(2, "--random-weights takes no prompt text", "run %s --random-weights 3 -p hi", dir);
+	EXPECT(2, "-P N (a synthetic prompt of N token ids) needs --random-weights", "run %s -P 8", dir);
+	EXPECT(2, "--random-weights applies to `run ENGINE_DIR` and `profile ENGINE_DIR` only",
+	       "generate %s --random-weights 3 -p hi", model());
+	EXPECT(2, "--random-weights needs an engine directory", "run %s --random-weights 3", model());
+	EXPECT(2, "--embd-type applies to derive-draft only", "eval %s --embd-type q4_1 --dump x", model());
+	EXPECT(2, "--embd-type 'q3': expected f32, f16, bf16, q8_0, q4_0 or q4_1",
+	       "derive-draft %s --layers 2 --embd-type q3 -o /tmp/sw_never.gguf", model());
 	/* the engine's own values, restated, and a chat answer that ends at <|im_end|> */
 	EXPECT(0, "stop: eos", "run %s --model %s --backend host -t 0 --top-p 1 -n 64 -p 'Say hello.'", dir, model());
 	assert_null(strstr(g_out, "<|im_end|>"));

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "gen/spec.h"
@@ -241,9 +242,24 @@ static void test_block_specs(void **state)
 	expect_err(mk(SMOL_SHAPE, BLK_D(", \"steps\": 2"), "branch:2,2", GOOD_V, TAIL),
 	           "$.draft.steps: expected 1 with a tree");
 	expect_err(mk(SMOL_SHAPE, BLK_D(", \"steps\": 17"), "chain:4", GOOD_V, TAIL), "$.draft.steps");
-	expect_err(mk(SMOL_SHAPE, "{\"method\": \"block\", \"path\": "
-	              "\"models/drafters/smollm2-tokens-b8\"}", "chain:4", GOOD_V, TAIL),
+	/* a tokens-conditioned drafter's config (the retired smollm2-tokens-b8's; the
+	 * spec reads config.json only) */
+	char tdir[] = "/tmp/sw_spec_tokens_XXXXXX", cfg[64], tdraft[128];
+	assert_non_null(mkdtemp(tdir));
+	snprintf(cfg, sizeof(cfg), "%s/config.json", tdir);
+	FILE *cf = fopen(cfg, "w");
+	assert_non_null(cf);
+	fputs("{\"format\": \"specwright-block-drafter\", \"version\": 1, \"conditioning\": \"tokens\", "
+	      "\"block\": 8, \"draft_vocab\": 8192, \"target\": {\"dim\": 576, \"vocab\": 49152, "
+	      "\"n_layers\": 30}, \"taps\": [], \"window\": 32, \"block_attention\": \"bidirectional\", "
+	      "\"n_layers\": 1, \"n_heads\": 9, \"n_kv_heads\": 3, \"head_dim\": 64, \"ffn_dim\": 1536, "
+	      "\"norm_eps\": 1e-5, \"rope_theta\": 100000.0, \"dtype\": \"F16\"}\n", cf);
+	fclose(cf);
+	snprintf(tdraft, sizeof(tdraft), "{\"method\": \"block\", \"path\": \"%s\"}", tdir);
+	expect_err(mk(SMOL_SHAPE, tdraft, "chain:4", GOOD_V, TAIL),
 	           "$.draft.path: expected a features-conditioned block drafter");
+	unlink(cfg);
+	rmdir(tdir);
 	expect_err(mk(SMOL_SHAPE, "{\"method\": \"block\", \"path\": \"/nonexistent\"}", "chain:4",
 	              GOOD_V, TAIL), "$.draft.path: expected a block drafter directory");
 	expect_err(mk(SMOL_SHAPE, "\"block\"", "chain:4", GOOD_V, TAIL),

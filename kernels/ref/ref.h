@@ -177,6 +177,15 @@ void ref_adapt(int level, int n_nodes, int depth, int V, int min_steps, int max_
  * mode (nothing written), else 0. */
 int ref_cast(void *dst, const void *src, size_t n, int mode);
 
+/* Random weights, "timing only" (templates/fill_random.cu.tmpl): element e
+ * of buffer `buf` is x = fmaf(a, 2u - 1, c), u = sw_u32_to_uniform(word e % 4
+ * of sw_rand_u32x4(seed, (uint32_t)(e / 4), (uint32_t)((e / 4) >> 32),
+ * SW_RNG_FILL, buf)) (kernels/philox.h), so x lies in (c - a, c + a); stored
+ * as mode REF_FILL_F32 (0), REF_FILL_F16 (1) or REF_FILL_BF16 (2), 16-bit
+ * rounded to nearest even (kernels/half.h). REF_EINVAL for another mode. */
+enum { REF_FILL_F32 = 0, REF_FILL_F16 = 1, REF_FILL_BF16 = 2 };
+int ref_fill_random(void *dst, uint64_t n, int mode, uint64_t seed, uint32_t buf, float a, float c);
+
 /* KV commit of one cache (templates/kv_commit.cu.tmpl): k, v (n_layers,
  * max_ctx, row_bytes); in every layer row *len + keep[i] moves to *len + i
  * for i < n (keep: the accepted node ids along one root-to-leaf path, BFS

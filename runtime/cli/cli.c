@@ -91,6 +91,19 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 			NEED_VALUE(); o->layers = v;
 		} else if (!strcmp(a, "--type")) {
 			NEED_VALUE(); o->wtype = v;
+		} else if (!strcmp(a, "--embd-type")) {
+			NEED_VALUE(); o->embd_type = v;
+		} else if (!strcmp(a, "-P") || !strcmp(a, "--prompt-len")) {
+			NEED_VALUE(); if (parse_int(cmd, a, v, 1, 1 << 20, &o->prompt_len)) return 2;
+		} else if (!strcmp(a, "--random-weights")) {
+			NEED_VALUE();
+			char *end;
+			errno = 0;
+			unsigned long long s = strtoull(v, &end, 0);
+			if (errno || *end || end == v || v[0] == '-')
+				return bad(cmd, "option %s expects a non-negative integer seed, found '%s'", a, v);
+			o->random_weights = true;
+			o->random_seed = s;
 		} else if (!strcmp(a, "--lossy-eps")) {
 			NEED_VALUE(); if (parse_float(cmd, a, v, 0, false, 1, &o->lossy_eps)) return 2;
 		} else if (!strcmp(a, "--tree")) {
@@ -187,6 +200,16 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 		return bad(cmd, "--chat cannot apply to --ids: token ids are fed as given, without the chat template%s%s", "", "");
 	if (o->target_only && strcmp(cmd, "run"))
 		return bad(cmd, "--target-only applies to `run ENGINE_DIR` only (`generate` is target-only already)%s%s", "", "");
+	if (o->embd_type && strcmp(cmd, "derive-draft"))
+		return bad(cmd, "--embd-type applies to derive-draft only%s%s", "", "");
+	if (o->random_weights && strcmp(cmd, "run") && strcmp(cmd, "profile"))
+		return bad(cmd, "--random-weights applies to `run ENGINE_DIR` and `profile ENGINE_DIR` only "
+		           "(timing a built engine)%s%s", "", "");
+	if (o->prompt_len && !o->random_weights)
+		return bad(cmd, "-P N (a synthetic prompt of N token ids) needs --random-weights%s%s", "", "");
+	if (o->random_weights && (o->prompt || o->prompt_file))
+		return bad(cmd, "--random-weights takes no prompt text (no tokenizer): give -P N, the "
+		           "synthetic prompt's length%s%s", "", "");
 	return 0;
 }
 

@@ -38,6 +38,10 @@ typedef struct cli_opts {
 	const char *output;    /* derive-draft: -o FILE */
 	const char *layers;    /* derive-draft: layer list as in layerskip: */
 	const char *wtype;     /* derive-draft: f32 f16 bf16 q8_0 q4_0 q4_1 */
+	const char *embd_type; /* derive-draft: the embedding's (and untied head's) type */
+	bool random_weights;   /* run/profile ENGINE_DIR: --random-weights SEED (timing only) */
+	uint64_t random_seed;
+	int prompt_len;        /* run/profile ENGINE_DIR --random-weights: -P N synthetic prompt ids */
 	const char *tree;      /* run: tree spec (preset, file, chain:K, kary:K:D, ...) */
 	const char *verify;    /* run: tree verification method */
 	const char *expand;    /* run: tree expansion rule */
@@ -57,6 +61,16 @@ typedef struct cli_opts {
 
 /* The first of names[] (NULL-terminated) the user typed, or NULL. */
 const char *cli_given(const cli_opts *o, const char *const *names);
+
+/* An engine's sampling for this run (its defaults, -t/--top-k/--top-p over
+ * them, checked) and the refusal of options an engine fixes at build time
+ * (engine_cli.c). */
+int cli_engine_sampling(const rt_engine *e, const cli_opts *o, const char *dir,
+                        rt_engine_sampling *s, sw_err *err);
+int cli_engine_refuse_fixed(const rt_manifest *m, const cli_opts *o, const char *dir, sw_err *err);
+/* `run|profile ENGINE_DIR --random-weights SEED` (random_cli.c): timing only,
+ * no model, no tokenizer, no text. */
+int cli_engine_random(cli_opts *o, bool profile);
 
 /* `specwright run ENGINE_DIR` and `specwright profile ENGINE_DIR`
  * (engine_cli.c); o->model is the engine directory. */

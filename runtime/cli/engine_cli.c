@@ -169,7 +169,7 @@ static void job_close(engine_job *j)
  * value, never silently ignored. Sampling (-t, --top-k, --top-p, --seed) is
  * a run-time value: given ones replace the engine's defaults, and what the
  * engine cannot honour (a temperature on a greedy engine) is refused. */
-static int run_sampling(const rt_engine *e, const cli_opts *o, const char *dir,
+int cli_engine_sampling(const rt_engine *e, const cli_opts *o, const char *dir,
                         rt_engine_sampling *s, sw_err *err)
 {
 	static const char *const temp[] = {"-t", "--temp", "--temperature", NULL};
@@ -187,7 +187,7 @@ static int run_sampling(const rt_engine *e, const cli_opts *o, const char *dir,
 	return 0;
 }
 
-static int refuse_fixed(const rt_manifest *m, const cli_opts *o, const char *dir, sw_err *err)
+int cli_engine_refuse_fixed(const rt_manifest *m, const cli_opts *o, const char *dir, sw_err *err)
 {
 	static const char *const structural[] = {"--draft", "--tree", "--gamma", "-g", "--expand", "--verify",
 	                                         "--adaptive", "--acc-head", "--lossy-eps", "--ctx", NULL};
@@ -214,7 +214,7 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 	memset(j, 0, sizeof(*j));
 	if (!(j->e = rt_engine_load(dir, err)))
 		return SW_EINVAL;
-	if (refuse_fixed(j->e->man, o, dir, err) || run_sampling(j->e, o, dir, &j->samp, err))
+	if (cli_engine_refuse_fixed(j->e->man, o, dir, err) || cli_engine_sampling(j->e, o, dir, &j->samp, err))
 		return SW_EINVAL;
 	const char *mpath = o->model_override ? o->model_override : j->e->man->target_path;
 	if (!mpath[0])
@@ -305,6 +305,8 @@ static int reference_greedy(engine_job *j, int n, int32_t eos, int32_t *out, dou
 
 int cli_engine_run(cli_opts *o)
 {
+	if (o->random_weights)
+		return cli_engine_random(o, false);
 	sw_err err = {0};
 	engine_job j;
 	int rc = 1;
@@ -404,6 +406,8 @@ out:
 
 int cli_engine_profile(cli_opts *o)
 {
+	if (o->random_weights)
+		return cli_engine_random(o, true);
 	sw_err err = {0};
 	engine_job j;
 	int rc = 1;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "decode/acchead.h"
 #include "gen/build.h"
@@ -30,6 +31,9 @@ static void usage(FILE *f)
 	        "  eval      greedy target-only decoding, writes ids and logits to --dump FILE\n"
 	        "  bench     target-only vs each drafter over a corpus, T=0 and T=0.8\n"
 	        "  derive-draft  write a draft model GGUF from the target: --layers SPEC --type T -o FILE\n"
+	        "                [--embd-type T] [--tokenizer GGUF]: the embedding's type (default T) and a\n"
+	        "                copy of a tokenizer (a small test model: the make target gpu-model); a tensor\n"
+	        "                whose type stays is copied block for block from a GGUF source\n"
 	        "  train-head    train a SpecDec++ acceptance head: --draft layerskip:SPEC -o HEAD.safetensors\n"
 	        "                [--tokens N] [--layers k] [--corpus FILE]\n"
 	        "  build     SPEC.json -o ENGINE_DIR [--no-compile] [--cache DIR]: plan, render, NVRTC-compile an engine\n"
@@ -38,6 +42,9 @@ static void usage(FILE *f)
 	        "            a built engine: prefill, then one replayed graph per iteration; greedy\n"
 	        "            engines are checked against the host reference path\n"
 	        "  profile   ENGINE_DIR [--backend B] [-n ITERS]: per-op timings, achieved GB/s\n"
+	        "  run|profile ENGINE_DIR --random-weights SEED [-P N]: timing only: every weight buffer\n"
+	        "            filled on the device from a seeded generator (no model file, no tokenizer, no\n"
+	        "            text), a synthetic prompt of N ids (default 32); tok/s, tau, host overhead\n"
 	        "  serve     ENGINE_DIR [--host H] [--port P] [--queue N] [--backend B]: OpenAI-compatible\n"
 	        "            HTTP server (completions, chat, SSE streaming, /metrics); serve --help\n"
 	        "  bundle    ENGINE_DIR... -o DIR [--with-weights] [--kit KITDIR]: a folder a GPU machine with\n"
@@ -267,34 +274,52 @@ out_free:
 	return rc;
 }
 
-static int cmd_derive(cli_opts *o)
+static int parse_wtype(const char *opt, const char *v, uint32_t *type)
 {
 	static const struct { const char *name; uint32_t type; } types[] = {
 		{ "f32", GGML_T_F32 }, { "f16", GGML_T_F16 }, { "bf16", GGML_T_BF16 },
 		{ "q8_0", GGML_T_Q8_0 }, { "q4_0", GGML_T_Q4_0 }, { "q4_1", GGML_T_Q4_1 },
 	};
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (!strcmp(v, types[i].name)) {
+			*type = types[i].type;
+			return 0;
+		}
+	fprintf(stderr, "specwright derive-draft: %s '%s': expected f32, f16, bf16, q8_0, q4_0 or q4_1\n", opt, v);
+	return 2;
+}
+
+static int cmd_derive(cli_opts *o)
+{
 	sw_err err = { 0 };
 	if (!o->output || !o->layers) {
 		fprintf(stderr, "specwright derive-draft: -o FILE and --layers SPEC are required\n");
 		return 2;
 	}
-	uint32_t type = GGML_T_Q8_0;
-	if (o->wtype) {
-		size_t i;
-		for (i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-			if (!strcmp(o->wtype, types[i].name))
-				break;
-		if (i == sizeof(types) / sizeof(types[0])) {
-			fprintf(stderr, "specwright derive-draft: --type '%s': expected f32, f16, bf16, q8_0, q4_0 or q4_1\n",
-			        o->wtype);
-			return 2;
-		}
-		type = types[i].type;
-	}
+	rt_derive_opts dop = { .type = GGML_T_Q8_0 };
+	if (o->wtype && parse_wtype("--type", o->wtype, &dop.type))
+		return 2;
+	dop.embd_type = dop.type;
+	if (o->embd_type && parse_wtype("--embd-type", o->embd_type, &dop.embd_type))
+		return 2;
+	int n_copied = 0;
+	dop.n_copied = &n_copied;
 	rt_model *m = rt_model_load(o->model, &err), *v = NULL;
+	gguf_file *src = NULL, *tok = NULL;
 	int rc = 1;
 	if (!m)
 		goto out_err;
+	/* a GGUF source: tensors whose type stays are copied block for block */
+	struct stat st;
+	if (stat(o->model, &st) == 0 && S_ISREG(st.st_mode) && !(src = gguf_open(o->model, &err)))
+		goto out_err;
+	dop.src = src;
+	if (o->tokenizer) {
+		if (src && !strcmp(o->tokenizer, o->model))
+			dop.tok = src;
+		else if (!(dop.tok = tok = gguf_open(o->tokenizer, &err)))
+			goto out_err;
+	}
 	v = rt_model_layerskip_parse(m, o->layers, &err);
 	if (!v)
 		goto out_err;
@@ -302,9 +327,11 @@ static int cmd_derive(cli_opts *o)
 		sw_errf(&err, SW_EINVAL, "--layers %s: a vocabulary limit cannot be baked into a file", o->layers);
 		goto out_err;
 	}
-	if (rt_llama_save_gguf(v, o->output, type, &err))
+	if (rt_llama_derive_gguf(v, o->output, &dop, &err))
 		goto out_err;
-	fprintf(stderr, "wrote %s: %d of %d layers of %s\n", o->output, v->n_layers_run, m->cfg.n_layers, o->model);
+	fprintf(stderr, "wrote %s: %d of %d layers of %s (%d tensors copied block for block, the rest "
+	        "encoded; %s)\n", o->output, v->n_layers_run, m->cfg.n_layers, o->model, n_copied,
+	        dop.tok ? "tokenizer copied" : "no tokenizer: drafts with the target's");
 	rc = 0;
 	goto out_free;
 out_err:
@@ -312,6 +339,8 @@ out_err:
 out_free:
 	rt_model_free(v);
 	rt_model_free(m);
+	gguf_close(tok);
+	gguf_close(src);
 	return rc;
 }
 
@@ -358,6 +387,11 @@ int main(int argc, char **argv)
 		if (o.target_only) {
 			fprintf(stderr, "specwright run: --target-only applies to an engine directory; for a "
 			        "model file use `specwright generate %s`\n", o.model);
+			return 2;
+		}
+		if (o.random_weights) {
+			fprintf(stderr, "specwright %s: --random-weights needs an engine directory (from "
+			        "`specwright build`), found '%s'\n", cmd, o.model);
 			return 2;
 		}
 		return cmd_decode(cmd, &o);

@@ -91,6 +91,19 @@ static int op_cast(const rt_op *op, sw_err *err)
 	return 0;
 }
 
+/* (dst, n, seed, buf, mode, a_bits, c_bits): scalars by value */
+static int op_fill_random(const rt_op *op, sw_err *err)
+{
+	float a, c;
+	const uint32_t ab = (uint32_t)op->argval[5], cb = (uint32_t)op->argval[6];
+	memcpy(&a, &ab, 4);
+	memcpy(&c, &cb, 4);
+	if (ref_fill_random(ARG(op, 0, void *), op->argval[1], (int)op->argval[4], op->argval[2],
+	                    (uint32_t)op->argval[3], a, c))
+		return refused(op, "fill_random mode outside 0..2", err);
+	return 0;
+}
+
 /* (x, pos, inv_freq); rows = grid.x */
 static int op_rope(const rt_op *op, sw_err *err)
 {
@@ -324,6 +337,7 @@ static const host_op_entry registry[] = {
 	{"embedding", op_embedding},
 	{"embedding16", op_embedding16},
 	{"feature_tap", op_feature_tap},
+	{"fill_random", op_fill_random},
 	{"kv_commit", op_kv_commit},
 	{"kv_store", op_kv_store},
 	{"logits_process", op_logits_process},

@@ -11,6 +11,7 @@
 #include "formats/engine_files.h"
 #include "weights_gguf.h"
 #include "device/host_gemm.h"
+#include "random_weights.h"
 #include "kernels/engine_state.h"
 #include "core/timing.h"
 #include "formats/gguf.h"
@@ -369,8 +370,11 @@ static int resolve_ops(rt_engine *e, sw_err *err)
 	return 0;
 }
 
-int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
-                   const rt_engine_weights *draft, uint64_t seed, sw_err *err)
+/* wseed NULL: the weights come from target (and draft); else they are
+ * filled on the device from *wseed (random_weights.h), after the kernels
+ * are loaded. */
+static int bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
+                const rt_engine_weights *draft, const uint64_t *wseed, uint64_t seed, sw_err *err)
 {
 	int rc;
 	if (e->dev)
@@ -385,9 +389,12 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 		               "than %d.%d", e->man->dir, e->man->nvrtc_version, need / 1000,
 		               need % 1000 / 10, need, dv / 1000, dv % 1000 / 10, dv, dv / 1000,
 		               dv % 1000 / 10);
-	if ((rc = check_model(e, target, &e->man->tcfg, "target", err)))
+	if (wseed && (rc = rt_engine_random_check(e, err)))
 		return rc;
-	if (e->man->draft_kind == RT_ENGINE_DRAFT_MODEL || e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK) {
+	if (!wseed && (rc = check_model(e, target, &e->man->tcfg, "target", err)))
+		return rc;
+	if (!wseed &&
+	    (e->man->draft_kind == RT_ENGINE_DRAFT_MODEL || e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK)) {
 		if (!draft)
 			return sw_errf(err, SW_EINVAL, "%s: the engine drafts with %s: give its weights "
 			               "(%s)", e->man->dir, e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK
@@ -415,7 +422,7 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 	rt_engine_weights rawsrc = {0};
 	rt_engine_gguf *rawg = NULL;
 	const rt_engine_weights *raw = NULL;
-	if (e->man->dtype == RT_GGUF_A8) {
+	if (e->man->dtype == RT_GGUF_A8 && !wseed) {
 		if (target->get_raw) {
 			raw = target;
 		} else if ((rawg = rt_engine_gguf_open(target->name, &rawsrc, err))) {
@@ -425,7 +432,7 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 			                     "target GGUF's own blocks", e->man->dir);
 		}
 	}
-	for (int i = 0; i < e->man->n_bufs; i++) {
+	for (int i = 0; i < e->man->n_bufs && !wseed; i++) {
 		const rt_engine_buf *b = &e->man->bufs[i];
 		if (strcmp(b->kind, "weight"))
 			continue;
@@ -442,7 +449,7 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 		}
 	}
 	rt_engine_gguf_close(rawg);
-	for (int r = 0; r < 2; r++) {
+	for (int r = 0; r < 2 && !wseed; r++) {
 		const char *want = r ? e->man->draft_digest : e->man->target_digest;
 		char got[32];
 		sw_digest_format(&dg[r], got, sizeof(got));
@@ -476,6 +483,8 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 	}
 	if ((rc = dev->ops->load_kernels(dev, e->man->dir, e->ops, e->n_ops, err)))
 		return rc;
+	if (wseed && (rc = rt_engine_random_fill(e, *wseed, err)))
+		return rc;
 	/* gated phases on a device without conditional graph regions: every
 	 * iteration runs eagerly, each gated phase after reading its flag
 	 * (rt_engine_generate); said once, here */
@@ -491,6 +500,17 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 		fprintf(stderr, "specwright: note: %s\n", e->notice);
 	}
 	return 0;
+}
+
+int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
+                   const rt_engine_weights *draft, uint64_t seed, sw_err *err)
+{
+	return bind(e, dev, target, draft, NULL, seed, err);
+}
+
+int rt_engine_bind_random(rt_engine *e, rt_dev *dev, uint64_t wseed, uint64_t seed, sw_err *err)
+{
+	return bind(e, dev, NULL, NULL, &wseed, seed, err);
 }
 
 /* --- running ------------------------------------------------------------- */

@@ -96,6 +96,14 @@ void rt_engine_free(rt_engine *e);
 int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
                    const rt_engine_weights *draft, uint64_t seed, sw_err *err);
 
+/* Timing only: binds like rt_engine_bind, but every weight buffer (the
+ * target's, a separate draft model's, a block drafter's) is filled ON THE
+ * DEVICE from Philox keyed by wseed (the engine's fill_random kernel,
+ * runtime/engine/random_weights.h) instead of read from a model: shape-only
+ * engines can run. Refused (SW_EINVAL, saying to rebuild) for an engine built
+ * without the fill kernel, and (SW_ENOTSUP, naming the dtype) for q8_0 ones. */
+int rt_engine_bind_random(rt_engine *e, rt_dev *dev, uint64_t wseed, uint64_t seed, sw_err *err);
+
 /* Returns nonzero to stop generation after these tokens. */
 typedef int (*rt_engine_token_fn)(void *user, const int32_t *tok, int n);
 typedef bool (*rt_engine_eog_fn)(const void *user, int32_t tok);

@@ -131,5 +131,8 @@ bool gguf_dtype_can_dequantize(uint32_t type);
  * file needed: 0, SW_ENOTSUP for types without a dequantizer, SW_EINVAL for
  * a partial block. */
 int gguf_dequantize(uint32_t type, const void *src, uint64_t n, float *out);
+/* Copies one metadata entry of f (any type but an array of arrays) into w
+ * under its own key (gguf_copy.c): 0, or an error naming the file and key. */
+int gguf_w_copy_kv(gguf_writer *w, const gguf_file *f, const gguf_kv *kv, sw_err *err);
 
 #endif

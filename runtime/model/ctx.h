@@ -146,6 +146,20 @@ static inline int rt_model_vocab(const rt_model *m) { return m->cfg.vocab; }
  * matrices encoded as `type` (enum ggml_dtype: F32, F16, BF16, Q8_0, Q4_0,
  * Q4_1). Used to derive a separate draft model from a target. */
 int rt_llama_save_gguf(const rt_model *m, const char *path, uint32_t type, sw_err *err);
+/* The general form (derive.c). With src (m's own GGUF file, which m was
+ * loaded from), a tensor whose output type equals its type in src is copied
+ * block for block (src's blocks for m's layer_map[l]), never decoded and
+ * re-encoded; the others are encoded from m's fp32 values. Norms are f32. */
+struct gguf_file;
+typedef struct rt_derive_opts {
+	uint32_t type;                /* the layers' matrices */
+	uint32_t embd_type;           /* token_embd (and output.weight when untied) */
+	const struct gguf_file *src;  /* m's source GGUF, or NULL (encode everything) */
+	const struct gguf_file *tok;  /* copy its every tokenizer.* key (its tokenizer.ggml.tokens
+	                               * must hold m's vocabulary), or NULL: no tokenizer */
+	int *n_copied;                /* if set: tensors copied from src */
+} rt_derive_opts;
+int rt_llama_derive_gguf(const rt_model *m, const char *path, const rt_derive_opts *opt, sw_err *err);
 
 /* Saves a table model as GGUF (general.architecture "markov"). */
 int rt_table_save(const char *path, int vocab, int order, const float *table, sw_err *err);

@@ -11,27 +11,29 @@
 # cores, multi-threaded BLAS/OpenMP barriers stall under load. The data grows while the
 # drafter trains, so a rerun reproduces the recipe and the sizes, not the bytes.
 # Knobs: MODEL, WORK (build/drafters), PROMPTS (training prompts cut, 16000),
-# GEN_SECONDS (1560 per process), GEN_PROCS (2), GEN_BATCH (128 rows), N_NEW (96),
-# TRAIN_SECONDS (3500, once the first batch is written), NICE (10; 0 on a machine of
-# one's own), DRAFTER (b16: smollm2-features-b16, B = 16, 2 layers, Vd = 16384; b8:
-# smollm2-features-b8, B = 8, 1 layer, Vd = 8192, with TRAIN_SECONDS=2040 and
-# GEN_SECONDS=1260 as it was made), TOKENS=1 to also train the tokens-conditioned
-# drafter afterwards (on the finished data) for TOKENS_SECONDS (780).
+# GEN_SECONDS (per process), GEN_PROCS (2), GEN_BATCH (128 rows), N_NEW (96),
+# TRAIN_SECONDS (once the first batch is written), NICE (10; 0 on a machine of
+# one's own), DRAFTER (b8, the default: smollm2-features-b8, the drafter kept in the
+# tree, B = 8, 1 layer, Vd = 8192, GEN_SECONDS 1260 and TRAIN_SECONDS 2040 as it was
+# made; b16: the retired smollm2-features-b16, B = 16, 2 layers, Vd = 16384,
+# GEN_SECONDS 1560 and TRAIN_SECONDS 3500), TOKENS=1 to also train the retired
+# tokens-conditioned smollm2-tokens-b8 afterwards (on the finished data) for
+# TOKENS_SECONDS (780). models/drafters/README.md, "Retired drafters", has the commands.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 MODEL=${MODEL:-models/cache/SmolLM2-135M-Instruct.Q4_1.gguf}
 WORK=${WORK:-build/drafters}
 PROMPTS=${PROMPTS:-16000}
-DRAFTER=${DRAFTER:-b16}
+DRAFTER=${DRAFTER:-b8}
 case "$DRAFTER" in
-b16) OUT=smollm2-features-b16 BLOCK=16 LAYERS=2 VD=16384 ANCHORS=${ANCHORS:-12} ;;
-b8) OUT=smollm2-features-b8 BLOCK=8 LAYERS=1 VD=8192 ANCHORS=${ANCHORS:-24} ;;
-*) echo "drafters: DRAFTER: expected b16 or b8, found '$DRAFTER'"; exit 2 ;;
+b8) OUT=smollm2-features-b8 BLOCK=8 LAYERS=1 VD=8192 ANCHORS=${ANCHORS:-24}
+    GEN_SECONDS=${GEN_SECONDS:-1260} TRAIN_SECONDS=${TRAIN_SECONDS:-2040} ;;
+b16) OUT=smollm2-features-b16 BLOCK=16 LAYERS=2 VD=16384 ANCHORS=${ANCHORS:-12}
+     GEN_SECONDS=${GEN_SECONDS:-1560} TRAIN_SECONDS=${TRAIN_SECONDS:-3500} ;;
+*) echo "drafters: DRAFTER: expected b8 or b16, found '$DRAFTER'"; exit 2 ;;
 esac
 export LAYERS ANCHORS SOFT_VD=$VD
-GEN_SECONDS=${GEN_SECONDS:-1560}
 GEN_BATCH=${GEN_BATCH:-128}
-TRAIN_SECONDS=${TRAIN_SECONDS:-3500}
 GEN_PROCS=${GEN_PROCS:-2}
 N_NEW=${N_NEW:-96}
 NICE=${NICE:-10}
