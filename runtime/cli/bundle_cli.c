@@ -380,11 +380,15 @@ static int engine_weights(bundle *b, bengine *e, sw_err *err)
 	const rt_manifest *m = e->man;
 	const bool draft = m->draft_kind == RT_ENGINE_DRAFT_MODEL || m->draft_kind == RT_ENGINE_DRAFT_BLOCK;
 	int rc;
-	if (b->with_weights) {
-		if (!m->target_path[0] || !m->target_digest[0])
-			return sw_errf(err, SW_EINVAL, "engine %s: %s/engine.json $.spec.target: built from a "
-			               "shape, no weights file or digest to bundle (drop --with-weights)", e->src,
-			               e->src);
+	if (b->with_weights && !m->target_path[0]) {
+		/* a shape-only engine has no weights to carry: it runs for timing
+		 * with --random-weights (its draft is a shape too) */
+		fprintf(stderr, "bundle: engine %s is built from a shape: no weights to carry (time it "
+		        "with `run --random-weights SEED`)\n", e->name);
+	} else if (b->with_weights) {
+		if (!m->target_digest[0])
+			return sw_errf(err, SW_EINVAL, "engine %s: %s/engine.json $.spec.target.digest: missing "
+			               "(a weights file without its digest cannot be checked)", e->src, e->src);
 		if (draft && (!m->draft_path[0] || !m->draft_digest[0]))
 			return sw_errf(err, SW_EINVAL, "engine %s: %s/engine.json $.spec.draft: no weights path "
 			               "and digest to bundle (drop --with-weights)", e->src, e->src);
