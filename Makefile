@@ -210,6 +210,14 @@ gpu-engines: $(GPU_MODEL) $(BUILD)/specwright
 	    { tail -n 20 $(GPU_DIR)/$$e.build.log; exit 1; }; \
 	  echo "  $$(du -sb $(GPU_DIR)/engines/$$e | cut -f1) bytes"; done
 	@du -sb $(GPU_DIR)/engines | sed 's/^/gpu-engines: all engines: /'
+# gpu-bundle: the folder a GPU machine gets (the portable kit, the seven
+# engines, the two-layer model), checked against the upload limit (tracked
+# files + bundle <= 64 MiB); run there as `$(GPU_DIR)/bundle/run --check`.
+GPU_BUNDLE ?= $(GPU_DIR)/bundle
+.PHONY: gpu-bundle
+gpu-bundle: gpu-engines portable
+	$(BUILD)/specwright bundle $(sort $(wildcard $(GPU_DIR)/engines/*)) -o $(GPU_BUNDLE) --with-weights
+	@tests/gpu/size.sh $(GPU_BUNDLE)
 
 asan:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan OPT=-O1 FUZZ_SMOKE_SECONDS=0 \

@@ -34,8 +34,10 @@
 # there is no GPU or no bundle.
 # Knobs: OUT, BUDGET (s, 420), N (tokens, 32), ITERS (profile iterations, 20),
 # PEAK_GBS (else from the GPU's name), ALLOW_DIVERGE, SANITIZER (path),
-# SKIP (space-separated step names or prefixes to skip), ONLY_TIMING (engine
-# names for the timing step), PYTHON (one with torch).
+# SKIP (space-separated step names or prefixes to skip), ONLY_ENGINES (the
+# bundled engines with weights to check, by name; default all),
+# TIMING_ENGINES (the engines timed with random weights, by name; default the
+# shape-only ones), PYTHON (one with torch).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 B=""
@@ -165,6 +167,9 @@ for d in "$B"/engines/*/; do
 	d=${d%/}
 	[ -f "$d/engine.json" ] || continue
 	read -r ename ekind etemp edtype earchs epath < <(util engine "$d") || continue
+	if [ -n "${ONLY_ENGINES:-}" ] && [ $ekind = weights ] && [[ " $ONLY_ENGINES " != *" $(basename "$d") "* ]]; then
+		continue
+	fi
 	case $ekind in weights) real_engines+=("$d") ;; *) shape_engines+=("$d") ;; esac
 	printf '%-44s %-7s T %-4s %-5s %s\n' "$ename" "$ekind" "$etemp" "$edtype" "$earchs"
 done
@@ -263,21 +268,26 @@ for d in "${real_engines[@]}"; do
 done
 
 # ---- real shapes, random weights (timing only) ----
-for d in "${shape_engines[@]}"; do
+timing_engines=("${shape_engines[@]}")
+if [ -n "${TIMING_ENGINES:-}" ]; then
+	timing_engines=()
+	for n in $TIMING_ENGINES; do timing_engines+=("$B/engines/$n"); done
+fi
+for d in "${timing_engines[@]}"; do
 	name=$(basename "$d")
 	section "timing $name (random weights)"
-	if skipped "timing:$name" || { [ -n "${ONLY_TIMING:-}" ] && [[ " $ONLY_TIMING " != *" $name "* ]]; }; then
-		result SKIP "timing:$name" "SKIP/ONLY_TIMING"
+	if skipped "timing:$name"; then
+		result SKIP "timing:$name" "SKIP"
 		continue
 	fi
 	limit "timing:$name" 120 || continue
-	if ! t $lim "$SW" run "$d" --backend cuda --random-weights 1 -n 64 --json >"$W/$name.graph.json" \
-		2>"$W/$name.graph.err"; then
-		tail -n 10 "$W/$name.graph.err"
+	if ! t $lim "$SW" run "$d" --backend cuda --random-weights 1 -n "${TIMING_N:-64}" --json \
+		>"$W/$name.random.json" 2>"$W/$name.random.err"; then
+		tail -n 10 "$W/$name.random.err"
 		result FAIL "timing:$name" "run --random-weights on cuda failed (exit $?)"
 		continue
 	fi
-	echo "  $(fields "$W/$name.graph.json")"
+	echo "  $(fields "$W/$name.random.json")"
 	limit "timing:$name" 90 || continue
 	profile_engine "$name" "$d" timing --random-weights 1
 done

@@ -15,6 +15,9 @@
  *   SW_FAKE_CUDA_EMU     the engine's kernels.cu built as an emulator
  *                        module (gen_emu_module_build, e.g. host-emulate's
  *                        cache entry engine-kernels-*.so): <entry>_emu.
+ *                        Both may be ':'-separated lists of equal length
+ *                        (engine i with module i), for a process that
+ *                        runs several engines (the GPU check's dry run).
  *   SW_FAKE_CUDA_DEVICES the device count (default 1: a "Fake H100", sm_90,
  *                        driver 13.0, cuBLASLt in the host backend's fp32
  *                        order).
@@ -153,9 +156,23 @@ __attribute__((constructor)) static void fake_so_init(void)
 			fprintf(stderr, "fake libcuda.so.1: SW_FAKE_CUDA_ENGINE and SW_FAKE_CUDA_EMU go together\n");
 			cfg.init_result = CUDA_ERROR_NOT_INITIALIZED;
 			fake_cuda_reset(&cfg);
-		} else if (register_engine(dir, mod)) {
-			cfg.init_result = CUDA_ERROR_NOT_INITIALIZED;
-			fake_cuda_reset(&cfg);
+		} else {
+			char ds[4096], ms[4096], *sd = NULL, *sm = NULL;
+			snprintf(ds, sizeof(ds), "%s", dir);
+			snprintf(ms, sizeof(ms), "%s", mod);
+			char *d = strtok_r(ds, ":", &sd), *m = strtok_r(ms, ":", &sm);
+			int bad = 0;
+			for (; d && m && !bad; d = strtok_r(NULL, ":", &sd), m = strtok_r(NULL, ":", &sm))
+				bad = register_engine(d, m);
+			if (!bad && (d || m)) {
+				fprintf(stderr, "fake libcuda.so.1: SW_FAKE_CUDA_ENGINE and SW_FAKE_CUDA_EMU list "
+				        "different numbers of entries\n");
+				bad = 1;
+			}
+			if (bad) {
+				cfg.init_result = CUDA_ERROR_NOT_INITIALIZED;
+				fake_cuda_reset(&cfg);
+			}
 		}
 	}
 	rt_cu_api cu;
