@@ -318,9 +318,33 @@ int cli_engine_run(cli_opts *o)
 	                   .cb_user = &sm, .eager = o->eager, .samp = &j.samp,
 	                   .target_only = o->target_only};
 	rt_engine_stats st;
+	int8_t *trace = cli_ctrl_trace_on() ? calloc((size_t)o->max_new + 1, 1) : NULL;
+	r.trace = trace;
+	r.trace_cap = trace ? o->max_new + 1 : 0;
 	int n = rt_engine_generate(j.e, &r, out, &st, &err);
-	if (n < 0)
+	if (n < 0) {
+		free(trace);
 		goto out_err;
+	}
+	/* the baseline that matters: the same engine's target-only decode on the
+	 * same backend (a target forward per token) */
+	rt_engine_stats tst = {0};
+	int n_to = -1, to_match = -1;
+	if (o->baseline && !o->target_only) {
+		rt_engine_run tr = r;
+		tr.on_tokens = NULL;
+		tr.trace = NULL;
+		tr.target_only = true;
+		tr.max_new = n;
+		if ((n_to = rt_engine_generate(j.e, &tr, ref, &tst, &err)) < 0) {
+			free(trace);
+			goto out_err;
+		}
+		to_match = 0;
+		while (to_match < n && to_match < n_to && out[to_match] == ref[to_match])
+			to_match++;
+	}
+	const double to_tps = tst.t_decode > 0 ? tst.n_tokens / tst.t_decode : 0;
 	char tail[64];
 	int k = rt_detok_flush(&sm.dt, tail, sizeof(tail));
 	if (k > 0 && !o->json)
@@ -361,6 +385,10 @@ int cli_engine_run(cli_opts *o)
 			        n_ref, match, t_ref);
 		if (margin >= 0)
 			fprintf(f, ", \"diverge_margin\": %.6g", margin);
+		if (n_to >= 0)
+			fprintf(f, ", \"target_only\": {\"tokens_identical\": %d, \"tok_per_s\": %.3f, "
+			        "\"speedup\": %.4f}", to_match, to_tps, to_tps > 0 ? tps / to_tps : 0.0);
+		cli_ctrl_report(f, e, &st, trace, trace ? st.n_iters : 0, true);
 		fprintf(f, "}\n");
 	} else {
 		fprintf(f, "engine %s on %s: %d prompt tokens, %d tokens in %d iterations (tau %.3f), "
@@ -381,7 +409,14 @@ int cli_engine_run(cli_opts *o)
 			fprintf(f, "first divergence at token %d: the engine's token scores %.4g below the "
 			        "reference's in its fp32 logits%s\n", match, margin,
 			        margin < 0.05 ? " (a near-tie)" : "");
+		if (n_to >= 0)
+			fprintf(f, "target-only decode (same engine, same backend): %d of %d tokens "
+			        "identical%s, %.2f tok/s; speculative %.2fx\n", to_match, n,
+			        greedy ? "" : " (sampled: not expected)", to_tps,
+			        to_tps > 0 ? tps / to_tps : 0.0);
+		cli_ctrl_report(f, e, &st, trace, trace ? st.n_iters : 0, false);
 	}
+	free(trace);
 	rc = 0;
 	goto out;
 out_err:
