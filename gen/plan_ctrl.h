@@ -11,10 +11,13 @@
  *               "prior": 0.5, "prior_weight": 1, alpha's prior mean and weight
  *               "decay": 0.9,                    per update of a class's counters
  *               "cost": "measure" | "flat" | [1, c1, .., cD]}
- *                   an iteration drafting k tokens over one drafting none:
- *                   measured at load on a backend that sizes the verify
- *                   forward to the drafted rows (host native), flat (1s)
- *                   elsewhere; or this table (D + 1 numbers, the first 1) */
+ *                   an iteration drafting k tokens over one drafting none
+ *                   on a backend that sizes the verify forward to the
+ *                   drafted rows (host): measured at load (the least of 3
+ *                   timed forwards per row count), 1s, or this table (D + 1
+ *                   numbers, the first 1: reproducible sampled tokens across
+ *                   loads). A backend with fixed-shape forwards (cuda
+ *                   graphs) always takes 1s: drafting costs it no rows. */
 #ifndef GEN_PLAN_CTRL_H
 #define GEN_PLAN_CTRL_H
 

@@ -771,6 +771,9 @@ int cli_engine_bench(cli_opts *o)
 		                   .is_eog = cli_is_eog, .eog_user = j.s.tok, .samp = &j.samp};
 		rt_engine_stats st, st_to;
 		double ecpu_tok = 0, tcpu_tok = 0;
+		int8_t btrace[1024];
+		r.trace = cli_ctrl_trace_on() ? btrace : NULL;
+		r.trace_cap = (int)sizeof(btrace);
 		int n = timed_generate(j.e, &r, M, out, &st, &ecpu_tok, &err);
 		if (n < 0)
 			goto out_err;
@@ -778,6 +781,7 @@ int cli_engine_bench(cli_opts *o)
 		to_out = out + M + 1;
 		rt_engine_run rt = r;
 		rt.target_only = true;
+		rt.trace = NULL;
 		int tn = timed_generate(j.e, &rt, M, to_out, &st_to, &tcpu_tok, &err);
 		if (tn < 0)
 			goto out_err;
@@ -807,6 +811,11 @@ int cli_engine_bench(cli_opts *o)
 		sv[S_CTX][used] = n_prompt + 0.5 * n;
 		sv[S_SPW][used] = sv[S_TOW][used] > 0 ? sv[S_EDEC][used] / sv[S_TOW][used] : 0;
 		sv[S_SPC][used] = sv[S_TOC][used] > 0 ? sv[S_ECPU][used] / sv[S_TOC][used] : 0;
+		fprintf(stderr, "bench: prompt %d: tau %.3f, speculative vs target-only %.2fx wall-clock, "
+		        "%.2fx per CPU-second\n", i + 1, st.n_iters ? (double)n / st.n_iters : 0.0,
+		        sv[S_SPW][used], sv[S_SPC][used]);
+		cli_ctrl_report(stderr, e, &st, r.trace, r.trace && st.n_iters < r.trace_cap ? st.n_iters
+		                : r.trace_cap, false);
 		used++;
 		same += greedy && n == n_ref && !memcmp(out, ref, sizeof(*out) * (size_t)n);
 		toks += n;

@@ -110,13 +110,14 @@ int rt_engine_ctrl_bind(rt_engine *e, sw_err *err)
 	if (!rt_engine_buf_addr(e, "ctrl") || !rt_engine_buf_addr(e, "ctrl_cost"))
 		return sw_errf(err, SW_EINVAL, "%s/engine.json: $.spec.control is set but the buffers "
 		               "\"ctrl\" and \"ctrl_cost\" are missing", m->dir);
-	if (m->ctrl == RT_CTRL_TABLE) {
+	const bool sized = e->dev->ops->rows_begin != NULL;
+	if (m->ctrl == RT_CTRL_TABLE && sized) {
 		if (m->n_ctrl_cost != m->depth + 1)
 			return sw_errf(err, SW_EINVAL, "%s/engine.json: $.spec.control.cost: %d entries, "
 			               "expected %d (drafting 0 .. %d tokens)", m->dir, m->n_ctrl_cost,
 			               m->depth + 1, m->depth);
 		memcpy(cost, m->ctrl_cost, sizeof(*cost) * (size_t)m->n_ctrl_cost);
-	} else if (m->ctrl == RT_CTRL_MEASURE) {
+	} else if (m->ctrl == RT_CTRL_MEASURE && sized) {
 		if ((rc = rt_engine_ctrl_measure(e, 3, cost, err)))
 			return rc;
 	} else {
@@ -125,8 +126,8 @@ int rt_engine_ctrl_bind(rt_engine *e, sw_err *err)
 	}
 	if ((rc = rt_engine_set_ctrl_cost(e, cost, m->depth + 1, err)))
 		return rc;
-	e->ctrl_cost_src = m->ctrl == RT_CTRL_TABLE ? "spec" : m->ctrl == RT_CTRL_FLAT ? "flat"
-	                   : e->dev->ops->rows_begin ? "measured" : "flat";
+	e->ctrl_cost_src = !sized ? "flat: fixed-shape verify forward" : m->ctrl == RT_CTRL_TABLE
+	                   ? "spec" : m->ctrl == RT_CTRL_FLAT ? "flat" : "measured";
 	return 0;
 }
 
