@@ -12,6 +12,9 @@
 #include "core/timing.h"
 #include "kernels/engine_state.h"
 
+/* the least measured cost of each drafted row, over a plain step */
+#define CTRL_FLOOR 0.05
+
 int rt_engine_set_ctrl_cost(rt_engine *e, const double *cost, int n, sw_err *err)
 {
 	const rt_manifest *m = e->man;
@@ -92,9 +95,14 @@ int rt_engine_ctrl_measure(rt_engine *e, int reps, double *cost, sw_err *err)
 				return sw_err_prefix(err, "%s: draft cost measurement, %d rows", m->dir, r);
 			best[r - 1] = s < best[r - 1] ? s : best[r - 1];
 		}
+	/* floored at 1 + CTRL_FLOOR k: on a loaded machine 2 rows can time as 1,
+	 * and an iteration that drafts has costs the verify timing leaves out
+	 * (the lookup's, a longer accept and commit); without the floor a
+	 * near-zero acceptance would still look worth drafting for */
 	for (int k = 1; k <= D; k++) {
 		double c = best[0] > 0 ? best[k] / best[0] : 1.0;
 		c = c < cost[k - 1] ? cost[k - 1] : c; /* more rows never cost less */
+		c = c < 1.0 + CTRL_FLOOR * k ? 1.0 + CTRL_FLOOR * k : c;
 		cost[k] = c > 1000.0 ? 1000.0 : c;
 	}
 	return 0;
