@@ -55,6 +55,8 @@ enum { BLK_EMB = 128, BLK_RMS = 256, BLK_ROPE = 128, BLK_SWIGLU = 256, BLK_ARGMA
 enum { BLK_LOGITS = 256, BLK_EXPAND = 256, BLK_VERIFY = 256, BLK_COMMIT = 128 };
 /* The engine's own small kernels (test_kern_kv_store, _step, _ngram_lookup). */
 enum { BLK_KVSTORE = 128, BLK_STEP = 64, BLK_NGRAM = 128, RING = 256 };
+/* The draft-length controller (test_kern_draft_ctrl). */
+enum { BLK_CTRL = 32 };
 /* The block drafter's kernels (test_kern_feature_tap, _block_embed, _block_unmask). */
 enum { BLK_TAP = 128, BLK_UNMASK = 256 };
 
@@ -986,6 +988,17 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	ACT(err, "state", "i32", 1, 1, 0);
 	if (!has_draft_model)
 		ACT(ngram_hist, "state", "i32", 1, s->max_context, 0);
+	/* the n-gram pick's length and end; the controller's per-request words
+	 * and its cost table (gen/plan_ctrl.h) */
+	int ngram_info = -1, ctrl = -1, ctrl_cost = -1;
+	if (s->draft_kind == GEN_DRAFT_NGRAM &&
+	    (ngram_info = add_buf(p, "ngram_info", "state", "i32", 1, 2, 0, 0, 0)) < 0)
+		goto out_nomem;
+	if (s->ctrl.on &&
+	    ((ctrl = add_buf(p, "ctrl", "state", "i32", 1,
+	                     gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max), 0, 0, 0)) < 0 ||
+	     (ctrl_cost = add_buf(p, "ctrl_cost", "state", "i32", 1, t->n, 0, 0, 0)) < 0))
+		goto out_nomem;
 	int adapt_go = -1, adapt_cum = -1;
 	if (s->adaptive) {
 		/* adapt_go[d]: draft level d + 1 runs; adapt_cum: the running
@@ -1131,11 +1144,25 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		                   PI("BLOCK", BLK_NGRAM)};
 		op_desc od = {.name = "ngram_lookup", .op = "ngram_lookup", .exec = GEN_EXEC_KERNEL,
 		              .kernel = kernel(&c, "ngram", "ngram_lookup.cu.tmpl", prm, 6), .gx = 1,
-		              .block = BLK_NGRAM, .n_args = 3,
-		              .args = {A(a->tree_tokens, 4), A(a->ngram_hist, 0), A(a->state, 0)},
+		              .block = BLK_NGRAM, .n_args = 4,
+		              .args = {A(a->tree_tokens, 4), A(a->ngram_hist, 0), A(a->state, 0),
+		                       A(ngram_info, 0)},
 		              .bytes = (double)s->est_context * 4,
 		              .flops = (double)s->est_context * s->ngram_max};
 		emit(&c, &od);
+		if (s->ctrl.on) { /* how many of them to keep (ALGORITHMS.txt 12) */
+			gen_param cp[GEN_KERNEL_MAX_PARAMS];
+			const int np = gen_ctrl_params(&s->ctrl, t->n - 1, s->ngram_min, s->ngram_max,
+			                               BLK_CTRL, cp, GEN_KERNEL_MAX_PARAMS);
+			op_desc cd = {.name = "draft_ctrl", .op = "draft_ctrl", .exec = GEN_EXEC_KERNEL,
+			              .kernel = kernel(&c, "draft_ctrl", "draft_ctrl.cu.tmpl", cp, np),
+			              .gx = 1, .block = BLK_CTRL, .n_args = 5,
+			              .args = {A(ctrl, 0), A(a->tree_tokens, 4), A(ngram_info, 0),
+			                       A(a->state, 0), A(ctrl_cost, 0)},
+			              .bytes = 4.0 * (gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max) +
+			                              2 * t->n + 8), .flops = 0};
+			emit(&c, &cd);
+		}
 		PHASE_END();
 	}
 
@@ -1386,6 +1413,7 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 	if (s->adaptive)
 		fprintf(f, ",\n    \"adaptive\": {\"h\": %.9g, \"min\": %d, \"max\": %d}",
 		        (double)s->adapt_h, s->adapt_min, s->adapt_max);
+	gen_ctrl_write_json(&s->ctrl, s->tree.depth_max, f);
 	fprintf(f, "\n  },\n");
 
 	fprintf(f, "  \"shapes\": {\n    \"target\": ");

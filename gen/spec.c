@@ -486,7 +486,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 {
 	static const char *const keys[] = {"name", "target", "draft", "tree", "verify", "sampling",
 	                                   "max_context", "prefill_chunk", "dtype", "archs",
-	                                   "allow_spills", "roofline", "adaptive", NULL};
+	                                   "allow_spills", "roofline", "adaptive", "control", NULL};
 	json_value *root;
 	const json_value *o, *v;
 	const char *s;
@@ -747,6 +747,10 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 			goto out_free;
 		}
 	}
+
+	if ((rc = gen_ctrl_parse(root, sp->draft_kind == GEN_DRAFT_NGRAM, sp->tree.depth_max,
+	                         &sp->ctrl, err)))
+		goto out_free;
 
 	sp->est_context = sp->max_context / 2;
 	if ((o = json_get(root, "roofline"))) {

@@ -41,6 +41,9 @@
  *     "adaptive": {"h": 0.3, "min": 1, "max": 6}  optional, chain trees with a draft
  *                                                 model: SpecDec++ stop rule on the
  *                                                 device, later levels as graph IFs
+ *     "control": {"mode": "cost", ...}            optional, ngram engines (on by
+ *                                                 default): how many tokens to draft
+ *                                                 each iteration (gen/plan_ctrl.h)
  *     "roofline": {"tau": 3.2, "context": 1024}   optional: expected tokens per
  *                                                 iteration and the context length
  *                                                 the bytes estimates assume
@@ -55,6 +58,7 @@
 #include "model/block_drafter.h"
 #include "model/model.h"
 #include "decode/tree.h"
+#include "plan_ctrl.h"
 
 #define GEN_SPEC_MAX_ARCHS 8
 #define GEN_SPEC_MAX_LAYERS 512
@@ -115,6 +119,7 @@ typedef struct gen_spec {
 	bool adaptive;             /* SpecDec++: stop drafting a chain early (device-side) */
 	float adapt_h;             /* stop once P(a rejection) > h, the draft's q(Y) as predictor */
 	int adapt_min, adapt_max;  /* draft at least / at most this many tokens */
+	gen_ctrl ctrl;             /* the draft-length controller ("control", plan_ctrl.h) */
 	double tau;                /* 0 when not given */
 	int est_context;           /* context length the bytes estimates assume */
 } gen_spec;

@@ -20,6 +20,8 @@ enum rt_state_word {
 	RT_ST_EOS = 6,   /* end-of-generation id, -1 for none */
 	RT_ST_STOP = 7,  /* 0 running, else enum rt_stop */
 	RT_ST_ITER = 8,  /* iterations completed (not the Philox counter: buffer iter) */
+	RT_ST_DRAFTED = 9, /* tokens the draft-length controller let this iteration draft
+	                    * (templates/draft_ctrl.cu.tmpl); 0 in engines without one */
 	RT_ST_WORDS = 16, /* header size; the ring follows */
 };
 
@@ -45,6 +47,24 @@ enum rt_samp_word {
 	RT_SP_SEED_LO = 6,  /* Philox seed, low 32 bits */
 	RT_SP_SEED_HI = 7,  /* high 32 bits */
 	RT_SP_WORDS = 8,
+};
+
+/* Buffer "ctrl": int32[RT_CTRL_STATS + 2 * classes * depth], the draft-length
+ * controller's per-request state (templates/draft_ctrl.cu.tmpl,
+ * kernels/ref/draft_ctrl.c), zeroed by the host before each request's
+ * prefill, so a request's decisions depend on nothing that ran before it.
+ * Per class c (the drafter's signal: n-gram match length - MIN_N, capped)
+ * two rows of depth words, Q16 fixed point, decayed by each update: T (depth
+ * j tried: drafted, j - 1 accepted) then A (depth j accepted). Buffer
+ * "ctrl_cost": int32[depth + 1], Q16: the cost of an iteration that drafts
+ * k tokens over one that drafts none (65536), written by the host at bind
+ * (measured, or the spec's table). */
+enum rt_ctrl_word {
+	RT_CTRL_PREV_NOUT = 0,  /* RT_ST_NOUT when the last decision was taken */
+	RT_CTRL_PREV_K = 1,     /* tokens that iteration drafted */
+	RT_CTRL_PREV_CLASS = 2, /* its class, -1: no match (nothing to learn) */
+	RT_CTRL_IDLE = 3,       /* matched iterations since the last draft (probing) */
+	RT_CTRL_STATS = 8,      /* T and A rows per class */
 };
 
 #endif

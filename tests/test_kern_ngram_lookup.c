@@ -113,7 +113,8 @@ static int check(const cfg *c, int S, int vocab, bool planted)
 	int32_t *hist = emu_alloc((size_t)c->max_ctx * 4, "hist");
 	int32_t *st = emu_alloc((RT_ST_WORDS + 16) * 4, "state");
 	int32_t *out = emu_alloc((size_t)c->n_draft * 4, "out");
-	int32_t *ref = malloc((size_t)c->n_draft * 4);
+	int32_t *info = emu_alloc(2 * 4, "info");
+	int32_t *ref = malloc((size_t)c->n_draft * 4), rinfo[2];
 
 	make_seq(hist, S, vocab, planted);
 	for (int i = S; i < c->max_ctx; i++) /* beyond S: the suffix again, a trap */
@@ -121,13 +122,24 @@ static int check(const cfg *c, int S, int vocab, bool planted)
 	for (int i = 0; i < RT_ST_WORDS + 16; i++)
 		st[i] = 7777;
 	st[RT_ST_TLEN] = S - 1;
-	int n = ref_ngram_lookup(ref, hist, S, c->min_n, c->max_n, c->n_draft);
-	void *args[] = {&out, &hist, &st};
+	int n = ref_ngram_lookup_info(ref, rinfo, hist, S, c->min_n, c->max_n, c->n_draft);
+	/* the signal: a proposal iff a match, its tokens follow the match's end */
+	assert_true((n > 0) == (rinfo[0] > 0));
+	if (n > 0) {
+		assert_true(rinfo[0] >= c->min_n && rinfo[0] <= c->max_n && rinfo[1] + 1 < S);
+		assert_int_equal(ref[0], hist[rinfo[1] + 1]);
+		for (int j = 0; j < rinfo[0]; j++)
+			assert_int_equal(hist[rinfo[1] - j], hist[S - 1 - j]);
+	}
+	info[0] = info[1] = 7777;
+	void *args[] = {&out, &hist, &st, &info};
 	char what[128];
 	snprintf(what, sizeof(what), "%s S %d vocab %d (ref proposed %d)", k->name, S, vocab, n);
-	kern_out o = {.name = "out", .type = KERN_I32, .got = out, .want = ref,
-	              .n = (size_t)c->n_draft};
-	kern_launch_expect(what, k, d3(1, 1, 1), d3((unsigned)c->block, 1, 1), args, &o, 1);
+	kern_out o[2] = {{.name = "out", .type = KERN_I32, .got = out, .want = ref,
+	                  .n = (size_t)c->n_draft},
+	                 {.name = "info", .type = KERN_I32, .got = info, .want = rinfo, .n = 2}};
+	kern_launch_expect(what, k, d3(1, 1, 1), d3((unsigned)c->block, 1, 1), args, o, 2);
+	emu_free(info);
 	emu_free(hist);
 	emu_free(st);
 	emu_free(out);

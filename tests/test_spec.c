@@ -330,10 +330,54 @@ static void test_example_specs(void **state)
 	assert_int_equal(g_spec.tree.n, 26);
 }
 
+/* $.control (gen/plan_ctrl.h): on by default for n-gram engines, off for
+ * others; values, types and unknown keys refused naming the field, what
+ * was expected and what was found. */
+static void test_control(void **state)
+{
+	(void)state;
+	expect_ok(mk(GOOD_T, "\"ngram:1:3\"", "chain:6", GOOD_V, TAIL));
+	assert_true(g_spec.ctrl.on);
+	assert_int_equal(g_spec.ctrl.cost_kind, GEN_CTRL_COST_MEASURE);
+	assert_int_equal(g_spec.ctrl.probe, 8);
+	expect_ok(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL));
+	assert_false(g_spec.ctrl.on);
+	expect_ok(mk(GOOD_T, "\"ngram\"", "chain:3", GOOD_V,
+	             TAIL ", \"control\": {\"mode\": \"cost\", \"probe\": 0, \"decay\": 1, "
+	             "\"cost\": [1, 1.5, 2, 2.5]}"));
+	assert_true(g_spec.ctrl.on && g_spec.ctrl.probe == 0 && g_spec.ctrl.cost[3] == 2.5);
+	assert_int_equal(g_spec.ctrl.cost_kind, GEN_CTRL_COST_TABLE);
+	expect_ok(mk(GOOD_T, "\"ngram\"", "chain:3", GOOD_V, TAIL ", \"control\": {\"mode\": \"off\"}"));
+	assert_false(g_spec.ctrl.on);
+	expect_ok(mk(GOOD_T, "\"ngram\"", "chain:3", GOOD_V, TAIL ", \"control\": {\"cost\": \"flat\"}"));
+	assert_int_equal(g_spec.ctrl.cost_kind, GEN_CTRL_COST_FLAT);
+	const char *N = "\"ngram\"";
+	expect_err(mk(GOOD_T, N, "chain:3", GOOD_V, TAIL ", \"control\": {\"mdoe\": \"cost\"}"),
+	           "$.control: unknown field \"mdoe\"");
+	expect_err(mk(GOOD_T, N, "chain:3", GOOD_V, TAIL ", \"control\": {\"mode\": \"fast\"}"),
+	           "$.control.mode: expected \"cost\" or \"off\", found \"fast\"");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:3", GOOD_V, TAIL ", \"control\": {\"mode\": \"cost\"}"),
+	           "$.control.mode: expected \"off\" (the draft-length controller drives n-gram");
+	expect_err(mk(GOOD_T, N, "chain:3", GOOD_V, TAIL ", \"control\": {\"cost\": [1, 2]}"),
+	           "$.control.cost");
+	expect_err(mk(GOOD_T, N, "chain:3", GOOD_V, TAIL ", \"control\": {\"cost\": [2, 2, 2, 2]}"),
+	           "$.control.cost[0]: expected 1");
+	expect_err(mk(GOOD_T, N, "chain:3", GOOD_V, TAIL ", \"control\": {\"cost\": [1, 0.5, 2, 2]}"),
+	           "$.control.cost[1]");
+	expect_err(mk(GOOD_T, N, "chain:3", GOOD_V, TAIL ", \"control\": {\"cost\": \"cheap\"}"),
+	           "$.control.cost: expected \"measure\", \"flat\" or an array, found \"cheap\"");
+	expect_err(mk(GOOD_T, N, "chain:3", GOOD_V, TAIL ", \"control\": {\"decay\": 0.2}"),
+	           "$.control.decay");
+	expect_err(mk(GOOD_T, N, "chain:3", GOOD_V, TAIL ", \"control\": {\"probe\": -1}"),
+	           "$.control.probe");
+	expect_err(mk(GOOD_T, N, "chain:3", GOOD_V, TAIL ", \"control\": 3"), "$.control");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_good_defaults),
+		cmocka_unit_test(test_control),
 		cmocka_unit_test(test_bad_specs),
 		cmocka_unit_test(test_block_specs),
 		cmocka_unit_test(test_example_specs),

@@ -8,9 +8,10 @@
 
 #include "ref.h"
 
-int ref_ngram_lookup(int32_t *out, const int32_t *hist, int S, int min_n, int max_n, int n_draft)
+int ref_ngram_lookup_info(int32_t *out, int32_t *info, const int32_t *hist, int S, int min_n,
+                          int max_n, int n_draft)
 {
-	int k = 0;
+	int k = 0, len = 0, end = -1;
 	for (int n = max_n; n >= min_n && k == 0 && n_draft > 0; n--) {
 		if (n >= S)
 			continue;
@@ -22,10 +23,21 @@ int ref_ngram_lookup(int32_t *out, const int32_t *hist, int S, int min_n, int ma
 				out[k] = hist[st + n + k];
 				k++;
 			}
+			len = n;
+			end = st + n - 1;
 			break; /* st + n <= S - 1, so k >= 1 */
 		}
 	}
 	for (int i = k; i < n_draft; i++)
 		out[i] = -1; /* absent: not drafted */
+	if (info) {
+		info[0] = len;
+		info[1] = end;
+	}
 	return k;
+}
+
+int ref_ngram_lookup(int32_t *out, const int32_t *hist, int S, int min_n, int max_n, int n_draft)
+{
+	return ref_ngram_lookup_info(out, NULL, hist, S, min_n, max_n, n_draft);
 }

@@ -157,6 +157,27 @@ void ref_step(int mode, int n_nodes, int ring, int max_ctx, int has_hist, int32_
  * rest repeat the last proposed token (hist[S-1] when none). Returns how
  * many were proposed (0..n_draft). S >= 1. */
 int ref_ngram_lookup(int32_t *out, const int32_t *hist, int S, int min_n, int max_n, int n_draft);
+/* The same, also writing info[0] = the matched n-gram's length (0: none)
+ * and info[1] = the end of its occurrence in hist (-1: none): the drafter's
+ * own signal the draft-length controller reads. info may be NULL. */
+int ref_ngram_lookup_info(int32_t *out, int32_t *info, const int32_t *hist, int S, int min_n,
+                          int max_n, int n_draft);
+
+/* The draft-length controller (ALGORITHMS.txt 12; templates/draft_ctrl.cu.tmpl,
+ * kernels/ref/draft_ctrl.c). tokens: the chain's n_draft drafted tokens
+ * (tree_tokens + 1), the first K0 present; info: [match length, end]
+ * (ngram_lookup); state: the header (reads RT_ST_NOUT, writes
+ * RT_ST_DRAFTED); ctrl: the per-request words of kernels/engine_state.h
+ * (rt_ctrl_word), n_class classes of match length min_n, min_n + 1, ...
+ * (the last one: that or longer); cost: n_draft + 1 Q16 words. First folds
+ * the previous iteration's outcome into its class's counters (decayed by
+ * decay / 65536), then keeps the first k tokens, k in [0, K0] maximising
+ * E[tokens | k] / cost[k] with alpha_j = (A_j + prior_a) / (T_j + prior_w)
+ * (Q16), k = 1 every probe-th matched iteration that would draft none
+ * (probe 0: never), and marks tokens[k..n_draft) absent (-1). */
+void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int32_t prior_a,
+                    int32_t prior_w, int32_t decay, int32_t *ctrl, int32_t *tokens,
+                    const int32_t *info, int32_t *state, const int32_t *cost);
 
 /* SpecDec++ adaptive draft length on a chain tree (node i at depth i), the
  * specification of templates/adapt.cu.tmpl (see kernels/ref/adapt.c): called

@@ -88,6 +88,12 @@ int cli_serve(int argc, char **argv);
 int cli_bundle(int argc, char **argv);
 /* `specwright bench ENGINE_DIR` (engine_cli.c). */
 int cli_engine_bench(cli_opts *o);
+/* The draft-length controller's cost table and decisions (ctrl_report.c);
+ * trace (n_trace entries) may be NULL. Nothing for an engine without one. */
+void cli_ctrl_report(FILE *f, const rt_engine *e, const rt_engine_stats *st, const int8_t *trace,
+                     int n_trace, bool json);
+/* SW_CTRL_TRACE set (not "0"): print each iteration's decision. */
+bool cli_ctrl_trace_on(void);
 
 /* The engine's weight source over a loaded Llama model (engine_cli.c): w
  * points into m, which must outlive it. role ("target", "draft") names it in

@@ -329,9 +329,33 @@ int cli_engine_run(cli_opts *o)
 	                   .cb_user = &sm, .eager = o->eager, .samp = &j.samp,
 	                   .target_only = o->target_only};
 	rt_engine_stats st;
+	int8_t *trace = cli_ctrl_trace_on() ? calloc((size_t)o->max_new + 1, 1) : NULL;
+	r.trace = trace;
+	r.trace_cap = trace ? o->max_new + 1 : 0;
 	int n = rt_engine_generate(j.e, &r, out, &st, &err);
-	if (n < 0)
+	if (n < 0) {
+		free(trace);
 		goto out_err;
+	}
+	/* the baseline that matters: the same engine's target-only decode on the
+	 * same backend (a target forward per token) */
+	rt_engine_stats tst = {0};
+	int n_to = -1, to_match = -1;
+	if (o->baseline && !o->target_only) {
+		rt_engine_run tr = r;
+		tr.on_tokens = NULL;
+		tr.trace = NULL;
+		tr.target_only = true;
+		tr.max_new = n;
+		if ((n_to = rt_engine_generate(j.e, &tr, ref, &tst, &err)) < 0) {
+			free(trace);
+			goto out_err;
+		}
+		to_match = 0;
+		while (to_match < n && to_match < n_to && out[to_match] == ref[to_match])
+			to_match++;
+	}
+	const double to_tps = tst.t_decode > 0 ? tst.n_tokens / tst.t_decode : 0;
 	char tail[64];
 	int k = rt_detok_flush(&sm.dt, tail, sizeof(tail));
 	if (k > 0 && !o->json)
@@ -372,6 +396,10 @@ int cli_engine_run(cli_opts *o)
 			        n_ref, match, t_ref);
 		if (margin >= 0)
 			fprintf(f, ", \"diverge_margin\": %.6g", margin);
+		if (n_to >= 0)
+			fprintf(f, ", \"target_only\": {\"tokens_identical\": %d, \"tok_per_s\": %.3f, "
+			        "\"speedup\": %.4f}", to_match, to_tps, to_tps > 0 ? tps / to_tps : 0.0);
+		cli_ctrl_report(f, e, &st, trace, trace ? st.n_iters : 0, true);
 		fprintf(f, "}\n");
 	} else {
 		fprintf(f, "engine %s on %s: %d prompt tokens, %d tokens in %d iterations (tau %.3f), "
@@ -392,7 +420,14 @@ int cli_engine_run(cli_opts *o)
 			fprintf(f, "first divergence at token %d: the engine's token scores %.4g below the "
 			        "reference's in its fp32 logits%s\n", match, margin,
 			        margin < 0.05 ? " (a near-tie)" : "");
+		if (n_to >= 0)
+			fprintf(f, "target-only decode (same engine, same backend): %d of %d tokens "
+			        "identical%s, %.2f tok/s; speculative %.2fx\n", to_match, n,
+			        greedy ? "" : " (sampled: not expected)", to_tps,
+			        to_tps > 0 ? tps / to_tps : 0.0);
+		cli_ctrl_report(f, e, &st, trace, trace ? st.n_iters : 0, false);
 	}
+	free(trace);
 	rc = 0;
 	goto out;
 out_err:
@@ -749,6 +784,9 @@ int cli_engine_bench(cli_opts *o)
 		                   .is_eog = cli_is_eog, .eog_user = j.s.tok, .samp = &j.samp};
 		rt_engine_stats st, st_to;
 		double ecpu_tok = 0, tcpu_tok = 0;
+		int8_t btrace[1024];
+		r.trace = cli_ctrl_trace_on() ? btrace : NULL;
+		r.trace_cap = (int)sizeof(btrace);
 		int n = timed_generate(j.e, &r, M, out, &st, &ecpu_tok, &err);
 		if (n < 0)
 			goto out_err;
@@ -756,6 +794,7 @@ int cli_engine_bench(cli_opts *o)
 		to_out = out + M + 1;
 		rt_engine_run rt = r;
 		rt.target_only = true;
+		rt.trace = NULL;
 		int tn = timed_generate(j.e, &rt, M, to_out, &st_to, &tcpu_tok, &err);
 		if (tn < 0)
 			goto out_err;
@@ -785,6 +824,11 @@ int cli_engine_bench(cli_opts *o)
 		sv[S_CTX][used] = n_prompt + 0.5 * n;
 		sv[S_SPW][used] = sv[S_TOW][used] > 0 ? sv[S_EDEC][used] / sv[S_TOW][used] : 0;
 		sv[S_SPC][used] = sv[S_TOC][used] > 0 ? sv[S_ECPU][used] / sv[S_TOC][used] : 0;
+		fprintf(stderr, "bench: prompt %d: tau %.3f, speculative vs target-only %.2fx wall-clock, "
+		        "%.2fx per CPU-second\n", i + 1, st.n_iters ? (double)n / st.n_iters : 0.0,
+		        sv[S_SPW][used], sv[S_SPC][used]);
+		cli_ctrl_report(stderr, e, &st, r.trace, r.trace && st.n_iters < r.trace_cap ? st.n_iters
+		                : r.trace_cap, false);
 		used++;
 		same += greedy && n == n_ref && !memcmp(out, ref, sizeof(*out) * (size_t)n);
 		toks += n;

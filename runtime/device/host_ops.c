@@ -302,12 +302,26 @@ static int op_step(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-/* (out, hist, state): prompt lookup over hist[0 .. TLEN] */
+/* (out, hist, state, info): prompt lookup over hist[0 .. TLEN] */
 static int op_ngram_lookup(const rt_op *op, sw_err *err)
 {
 	const int32_t *state = ARG(op, 2, const int32_t *);
-	ref_ngram_lookup(ARG(op, 0, int32_t *), ARG(op, 1, const int32_t *), state[RT_ST_TLEN] + 1,
-	                 (int)PI_("MIN_N"), (int)PI_("MAX_N"), (int)PI_("N_DRAFT"));
+	int S = state[RT_ST_TLEN] + 1;
+	const int mc = (int)PI_("MAX_CTX");
+	S = S < mc ? S : mc; /* the kernel's clamp */
+	ref_ngram_lookup_info(ARG(op, 0, int32_t *), ARG(op, 3, int32_t *),
+	                      ARG(op, 1, const int32_t *), S, (int)PI_("MIN_N"), (int)PI_("MAX_N"),
+	                      (int)PI_("N_DRAFT"));
+	return 0;
+}
+
+/* (ctrl, tokens, info, state, cost): the draft-length controller */
+static int op_draft_ctrl(const rt_op *op, sw_err *err)
+{
+	ref_draft_ctrl((int)PI_("N_DRAFT"), (int)PI_("N_CLASS"), (int)PI_("MIN_N"), (int)PI_("PROBE"),
+	               (int32_t)PI_("PRIOR_A"), (int32_t)PI_("PRIOR_W"), (int32_t)PI_("DECAY"),
+	               ARG(op, 0, int32_t *), ARG(op, 1, int32_t *), ARG(op, 2, const int32_t *),
+	               ARG(op, 3, int32_t *), ARG(op, 4, const int32_t *));
 	return 0;
 }
 
@@ -334,6 +348,7 @@ static const host_op_entry registry[] = {
 	{"block_embed", op_block_embed},
 	{"block_unmask", op_block_unmask},
 	{"cast", op_cast},
+	{"draft_ctrl", op_draft_ctrl},
 	{"embedding", op_embedding},
 	{"embedding16", op_embedding16},
 	{"feature_tap", op_feature_tap},

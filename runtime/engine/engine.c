@@ -12,6 +12,7 @@
 #include "weights_gguf.h"
 #include "device/host_gemm.h"
 #include "random_weights.h"
+#include "ctrl.h"
 #include "kernels/engine_state.h"
 #include "core/timing.h"
 #include "formats/gguf.h"
@@ -499,7 +500,7 @@ static int bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 		         gated);
 		fprintf(stderr, "specwright: note: %s\n", e->notice);
 	}
-	return 0;
+	return rt_engine_ctrl_bind(e, err);
 }
 
 int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
@@ -522,7 +523,7 @@ int rt_engine_bind_random(rt_engine *e, rt_dev *dev, uint64_t wseed, uint64_t se
  * target_only (eager): before it, only the bookkeeping (step) ops run and
  * every node but the root is made absent, so the forward is one row and
  * verification emits the target's own next token. */
-static int run_phases(rt_engine *e, int ph0, int ph1, bool target_only, sw_err *err)
+int rt_engine_run_phases(rt_engine *e, int ph0, int ph1, bool target_only, int cap, sw_err *err)
 {
 	rt_dev *d = e->dev;
 	const int ph_fwd = rt_manifest_phase_find(e->man, "verify"), nn = e->man->n_nodes;
@@ -559,7 +560,7 @@ static int run_phases(rt_engine *e, int ph0, int ph1, bool target_only, sw_err *
 					continue;
 			}
 		}
-		if (rows && (rc = d->ops->rows_begin(d, tree_tok, nn, nn, err)))
+		if (rows && (rc = d->ops->rows_begin(d, tree_tok, nn, cap > 0 && cap < nn ? cap : nn, err)))
 			return sw_err_prefix(err, "phase %s", P->name);
 		const rt_engine_span *S = &e->ph_ops[ph];
 		for (int i = S->first; i < S->first + S->n && !rc; i++)
@@ -600,7 +601,7 @@ static int prefill(rt_engine *e, const int32_t *prompt, int n_pre, sw_err *err)
 		if ((rc = upload_i32(e, "tokens", 0, tok, C, err)) || (rc = upload_i32(e, "pos", 0, pos, C, err)) ||
 		    (rc = upload_i32(e, "state", RT_ST_TLEN, lens, 2, err)))
 			break;
-		rc = run_phases(e, e->man->ph_prefill, e->man->ph_prefill + 1, false, err);
+		rc = rt_engine_run_phases(e, e->man->ph_prefill, e->man->ph_prefill + 1, false, 0, err);
 		done = start + real;
 	}
 	free(tok);
@@ -656,6 +657,9 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 		return rc;
 	if (rt_engine_buf_addr(e, "ngram_hist") && (rc = upload_i32(e, "ngram_hist", 0, r->prompt, P, err)))
 		return rc;
+	if ((rc = rt_engine_ctrl_reset(e, err))) /* per request: nothing that ran before counts */
+		return rc;
+	st->ctrl = e->man->ctrl != RT_CTRL_NONE;
 	if ((rc = d->ops->sync(d, err)))
 		return rc;
 	st->t_prefill = sw_now_s() - t0;
@@ -666,7 +670,7 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 		double tc = sw_now_s();
 		if ((rc = d->ops->graph_begin(d, err)))
 			return rc;
-		rc = run_phases(e, ph0, ph1, false, err);
+		rc = rt_engine_run_phases(e, ph0, ph1, false, 0, err);
 		rt_graph *g = NULL;
 		int rc2 = d->ops->graph_end(d, &g, rc ? NULL : err);
 		if (rc || rc2) {
@@ -683,7 +687,7 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 	int n_out = 0, stop = 0;
 	const size_t hbytes = sizeof(int32_t) * (size_t)(RT_ST_WORDS + e->man->ring);
 	while (!stop) {
-		rc = eager ? run_phases(e, ph0, ph1, r->target_only, err)
+		rc = eager ? rt_engine_run_phases(e, ph0, ph1, r->target_only, 0, err)
 		           : d->ops->graph_launch(d, e->graph, err);
 		if (rc || (rc = buf_copy(e, "state", 0, e->host_state, hbytes, false, err)))
 			return rc;
@@ -695,7 +699,20 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 		if (nout - n_out > e->man->ring)
 			return sw_errf(err, SW_EINVAL, "output ring of %d overrun", e->man->ring);
 		const int first = n_out, acc = nout - n_out - 1;
-		for (int dd = 0; dd < e->man->depth && dd <= acc && dd < RT_ENGINE_MAX_DEPTH; dd++) {
+		/* depths tried: up to the first rejection, and with a controller
+		 * only those it let the iteration draft */
+		int kd = e->man->depth;
+		if (st->ctrl) {
+			kd = hs[RT_ST_DRAFTED] < 0 ? 0 : hs[RT_ST_DRAFTED] > kd ? kd : hs[RT_ST_DRAFTED];
+			st->drafted[kd]++;
+			if (acc > kd)
+				return sw_errf(err, SW_EINVAL, "iteration %d: %d tokens accepted of %d "
+				               "drafted (a kernel broke the state invariant)", st->n_iters,
+				               acc, kd);
+		}
+		if (r->trace && st->n_iters < r->trace_cap)
+			r->trace[st->n_iters] = (int8_t)(st->ctrl ? kd : -1);
+		for (int dd = 0; dd < kd && dd <= acc && dd < RT_ENGINE_MAX_DEPTH; dd++) {
 			st->pos_tried[dd]++;
 			st->pos_accepted[dd] += dd < acc;
 		}

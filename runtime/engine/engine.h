@@ -68,6 +68,12 @@ typedef struct rt_engine {
 	 * to stderr once, at bind) */
 	bool eager_gates;
 	char notice[1024];
+	/* the draft-length controller's cost table in use (manifest ctrl != 0):
+	 * an iteration drafting k tokens over one drafting none, k = 0..depth;
+	 * ctrl_cost_src says where it came from ("measured", "flat", "spec",
+	 * "set") */
+	double ctrl_cost[RT_ENGINE_MAX_NODES + 1];
+	const char *ctrl_cost_src;
 } rt_engine;
 
 typedef struct rt_engine_stats {
@@ -78,6 +84,10 @@ typedef struct rt_engine_stats {
 	double t_ops;             /* host backends: seconds inside op execution */
 	double t_callback;        /* inside the caller's on_tokens (streaming output) */
 	double host_overhead_us;  /* per iteration: decode time minus op and callback time */
+	/* engines with a draft-length controller: iterations by the number of
+	 * tokens it let them draft (0: a plain target step) */
+	bool ctrl;
+	uint64_t drafted[RT_ENGINE_MAX_DEPTH + 1];
 } rt_engine_stats;
 
 /* Reads dir/engine.json (rt_manifest_load) into an unbound engine. */
@@ -103,6 +113,19 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
  * engines can run. Refused (SW_EINVAL, saying to rebuild) for an engine built
  * without the fill kernel, and (SW_ENOTSUP, naming the dtype) for q8_0 ones. */
 int rt_engine_bind_random(rt_engine *e, rt_dev *dev, uint64_t wseed, uint64_t seed, sw_err *err);
+/* The draft-length controller's cost table (runtime/engine/ctrl.c): cost[k]
+ * = an iteration drafting k tokens over one drafting none, k = 0..depth,
+ * cost[0] = 1, each in [1, 1000] (refused otherwise); uploaded for the next
+ * request. rt_engine_bind sets it from $.spec.control.cost: the table, 1s
+ * ("flat"), or ("measure") timed replays of the verify forward at each row
+ * count where the device sizes it to the drafted rows (host), else 1s. */
+int rt_engine_set_ctrl_cost(rt_engine *e, const double *cost, int n, sw_err *err);
+/* Measures the table as bind does (host: timed verify forwards at 1 ..
+ * depth + 1 rows, the least of reps each; elsewhere 1s) into cost[0..depth]. */
+int rt_engine_ctrl_measure(rt_engine *e, int reps, double *cost, sw_err *err);
+/* Runs (or records, while capturing) phases [ph0, ph1) as an iteration
+ * does (engine.c); cap > 0 caps the verify forward's rows (calibration). */
+int rt_engine_run_phases(rt_engine *e, int ph0, int ph1, bool target_only, int cap, sw_err *err);
 
 /* Returns nonzero to stop generation after these tokens. */
 typedef int (*rt_engine_token_fn)(void *user, const int32_t *tok, int n);
@@ -129,6 +152,10 @@ typedef struct rt_engine_run {
 	 * a change needs no rebuild and no recapture. Checked first
 	 * (rt_engine_check_sampling): what the engine cannot honour is refused. */
 	const rt_engine_sampling *samp;
+	/* optional: the controller's decision (tokens drafted) of each
+	 * iteration, the first trace_cap of them (-1 where the engine has none) */
+	int8_t *trace;
+	int trace_cap;
 } rt_engine_run;
 
 /* Whether the engine's verification family samples: every method but

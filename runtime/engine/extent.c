@@ -474,8 +474,8 @@ static void ext_step(ectx *c)
 	    (long long)MC);
 }
 
-/* ngram_lookup.cu.tmpl:31-79: one block; hist[0 .. TLEN] (TLEN < MAX_CTX),
- * out[0 .. N_DRAFT), state's header. */
+/* ngram_lookup.cu.tmpl: one block; hist[0 .. TLEN] (TLEN < MAX_CTX),
+ * out[0 .. N_DRAFT), state's header, info[0 .. 2). */
 static void ext_ngram_lookup(ectx *c)
 {
 	const int64_t MC = P_eq(c, "MAX_CTX", c->m->max_ctx, "$.spec.max_context");
@@ -488,6 +488,29 @@ static void ext_ngram_lookup(ectx *c)
 	set(c, 0, mul(ND, 4), true, "N_DRAFT %lld tokens", (long long)ND);
 	set(c, 1, mul(MC, 4), false, "MAX_CTX %lld words", (long long)MC);
 	set(c, 2, RT_ST_WORDS * 4, false, "RT_ST_WORDS %d words", RT_ST_WORDS);
+	set(c, 3, 2 * 4, true, "two info words");
+}
+
+/* draft_ctrl.cu.tmpl: one block; ctrl (RT_CTRL_STATS + 2 N_CLASS N_DRAFT
+ * words), tokens[0 .. N_DRAFT), info[0 .. 2), the state header (word
+ * RT_ST_DRAFTED written), cost[0 .. N_DRAFT]. */
+static void ext_draft_ctrl(ectx *c)
+{
+	const int64_t ND = P(c, "N_DRAFT", 1, RT_ENGINE_MAX_NODES - 1);
+	const int64_t NC = P(c, "N_CLASS", 1, 1024);
+	(void)P(c, "MIN_N", 1, 1024);
+	(void)P(c, "PROBE", 0, MAXI);
+	(void)P(c, "PRIOR_A", 0, 1000 * 65536);
+	(void)P(c, "PRIOR_W", 1, 1000 * 65536);
+	(void)P(c, "DECAY", 0, 65536);
+	one_block(c);
+	block_is(c, P(c, "BLOCK", 32, 1024));
+	set(c, 0, mul(RT_CTRL_STATS + mul3(2, NC, ND), 4), true, "RT_CTRL_STATS %d + 2 x N_CLASS "
+	    "%lld x N_DRAFT %lld words", RT_CTRL_STATS, (long long)NC, (long long)ND);
+	set(c, 1, mul(ND, 4), true, "N_DRAFT %lld tokens", (long long)ND);
+	set(c, 2, 2 * 4, false, "two info words");
+	set(c, 3, RT_ST_WORDS * 4, true, "RT_ST_WORDS %d words", RT_ST_WORDS);
+	set(c, 4, mul(ND + 1, 4), false, "N_DRAFT + 1 = %lld cost words", (long long)(ND + 1));
 }
 
 /* adapt.cu.tmpl:26-61: one block; go[0 .. DEPTH), cum, tree tokens (N),
@@ -532,7 +555,8 @@ static const rule rules[] = {
 	{"tree_expand", "tree_expand.cu.tmpl", 5, ext_tree_expand},
 	{"verify", "verify.cu.tmpl", 10, ext_verify},
 	{"step", "step.cu.tmpl", 10, ext_step},
-	{"ngram_lookup", "ngram_lookup.cu.tmpl", 3, ext_ngram_lookup},
+	{"ngram_lookup", "ngram_lookup.cu.tmpl", 4, ext_ngram_lookup},
+	{"draft_ctrl", "draft_ctrl.cu.tmpl", 5, ext_draft_ctrl},
 	{"adapt", "adapt.cu.tmpl", 5, ext_adapt},
 };
 

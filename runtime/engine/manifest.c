@@ -202,6 +202,27 @@ static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.spec.sampling.top_p: %g, expected "
 			                       "0 < top_p <= 1", j->file, (double)e->samp.top_p);
 	}
+	const json_value *ct = json_get(spec, "control");
+	if (ct && !j->rc) {
+		const json_value *cv = json_get(ct, "cost");
+		if (!cv) {
+			j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.spec.control.cost: missing (expected "
+			                "\"measure\", \"flat\" or an array)", j->file);
+		} else if (cv->type == JSON_STRING && !strcmp(cv->str, "measure")) {
+			e->ctrl = RT_CTRL_MEASURE;
+		} else if (cv->type == JSON_STRING && !strcmp(cv->str, "flat")) {
+			e->ctrl = RT_CTRL_FLAT;
+		} else if (!(j->rc = json_as_array(cv, "$.spec.control.cost", 1, RT_ENGINE_MAX_NODES,
+		                                   j->err))) {
+			e->ctrl = RT_CTRL_TABLE;
+			e->n_ctrl_cost = (int)cv->n;
+			for (size_t i = 0; i < cv->n && !j->rc; i++) {
+				char pi[64];
+				snprintf(pi, sizeof(pi), "$.spec.control.cost[%zu]", i);
+				j->rc = json_as_number(cv->items[i], pi, 1.0, 1000.0, &e->ctrl_cost[i], j->err);
+			}
+		}
+	}
 	e->max_ctx = (int)jint(j, spec, "max_context", P, 2, 1 << 24);
 	e->chunk = (int)jint(j, spec, "prefill_chunk", P, 1, 1 << 16);
 	const char *dt = jstr(j, spec, "dtype", P);

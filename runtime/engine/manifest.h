@@ -105,7 +105,15 @@ typedef struct rt_manifest {
 	 * 0 when none) */
 	char nvrtc_version[16];
 	int min_driver;
+	/* $.spec.control: the draft-length controller (templates/draft_ctrl.cu.tmpl),
+	 * RT_CTRL_NONE when the engine has none; its cost table's source and,
+	 * RT_CTRL_TABLE, the depth + 1 entries */
+	int ctrl;                 /* enum rt_ctrl_cost */
+	double ctrl_cost[RT_ENGINE_MAX_NODES + 1];
+	int n_ctrl_cost;
 } rt_manifest;
+
+enum rt_ctrl_cost { RT_CTRL_NONE = 0, RT_CTRL_MEASURE, RT_CTRL_FLAT, RT_CTRL_TABLE };
 
 /* Parses and validates dir/engine.json. */
 rt_manifest *rt_manifest_load(const char *dir, sw_err *err);

@@ -1,0 +1,148 @@
+/* The draft-length controller's spec block, template parameters and
+ * engine.json echo (plan_ctrl.h). The defaults were tuned on
+ * models/prompts/tune.txt (models/prompts/README.md). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/engine_state.h"
+#include "plan_ctrl.h"
+
+static int bad(sw_err *err, const json_value *v, const char *path, const char *expected,
+               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int bad(sw_err *err, const json_value *v, const char *path, const char *expected,
+               const char *fmt, ...)
+{
+	char found[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(found, sizeof(found), fmt, ap);
+	va_end(ap);
+	return sw_errf(err, SW_EINVAL, "%s:%d:%d: %s: expected %s, found %s", v->file, v->line,
+	               v->col, path, expected, found);
+}
+
+static int opt_num(const json_value *o, const char *key, double lo, double hi, double *out,
+                   sw_err *err)
+{
+	return json_get(o, key) ? json_get_number(o, key, "$.control", lo, hi, out, err) : 0;
+}
+
+int gen_ctrl_parse(const json_value *root, bool ngram, int depth, gen_ctrl *c, sw_err *err)
+{
+	static const char *const keys[] = {"mode", "probe", "prior", "prior_weight", "decay", "cost",
+	                                   NULL};
+	const json_value *o = json_get(root, "control"), *v;
+	const char *s;
+	int rc;
+	memset(c, 0, sizeof(*c));
+	c->on = ngram;
+	c->probe = 8;
+	c->prior = 0.5;
+	c->prior_w = 1.0;
+	c->decay = 0.9;
+	c->cost_kind = GEN_CTRL_COST_MEASURE;
+	if (!o)
+		return 0;
+	if ((rc = json_as_object(o, "$.control", err)) ||
+	    (rc = json_check_keys(o, "$.control", keys, err)))
+		return rc;
+	if (json_get(o, "mode")) {
+		if ((rc = json_get_string(o, "mode", "$.control", &s, err)))
+			return rc;
+		if (strcmp(s, "cost") && strcmp(s, "off"))
+			return bad(err, json_get(o, "mode"), "$.control.mode", "\"cost\" or \"off\"",
+			           "\"%.40s\"", s);
+		c->on = !strcmp(s, "cost");
+		if (c->on && !ngram)
+			return bad(err, json_get(o, "mode"), "$.control.mode", "\"off\" (the draft-length "
+			           "controller drives n-gram chain drafters only, $.draft.method ngram)",
+			           "\"cost\"");
+	}
+	if (json_get(o, "probe")) {
+		int64_t p = 0;
+		if ((rc = json_get_int(o, "probe", "$.control", 0, 100000, &p, err)))
+			return rc;
+		c->probe = (int)p;
+	}
+	if ((rc = opt_num(o, "prior", 0.0, 1.0, &c->prior, err)) ||
+	    (rc = opt_num(o, "prior_weight", 0.01, 1000.0, &c->prior_w, err)) ||
+	    (rc = opt_num(o, "decay", 0.5, 1.0, &c->decay, err)))
+		return rc;
+	if ((v = json_get(o, "cost"))) {
+		if (v->type == JSON_STRING) {
+			if (!strcmp(v->str, "measure")) {
+				c->cost_kind = GEN_CTRL_COST_MEASURE;
+			} else if (!strcmp(v->str, "flat")) {
+				c->cost_kind = GEN_CTRL_COST_FLAT;
+			} else {
+				return bad(err, v, "$.control.cost", "\"measure\", \"flat\" or an array",
+				           "\"%.40s\"", v->str);
+			}
+		} else {
+			if ((rc = json_as_array(v, "$.control.cost", (size_t)depth + 1, (size_t)depth + 1,
+			                        err)))
+				return rc;
+			for (int i = 0; i <= depth; i++) {
+				char p[64];
+				snprintf(p, sizeof(p), "$.control.cost[%d]", i);
+				if ((rc = json_as_number(v->items[i], p, 1.0, 1000.0, &c->cost[i], err)))
+					return rc;
+			}
+			if (c->cost[0] != 1.0)
+				return bad(err, v->items[0], "$.control.cost[0]", "1 (the cost of an iteration "
+				           "that drafts nothing, the unit)", "%g", c->cost[0]);
+			c->cost_kind = GEN_CTRL_COST_TABLE;
+		}
+	}
+	return 0;
+}
+
+static int32_t q16(double x)
+{
+	return (int32_t)lround(x * 65536.0);
+}
+
+int gen_ctrl_params(const gen_ctrl *c, int n_draft, int min_n, int max_n, int block,
+                    gen_param *prm, int cap)
+{
+	const gen_param all[] = {
+		{.name = "NAME", .type = GEN_PARAM_IDENT},
+		{.name = "N_DRAFT", .type = GEN_PARAM_INT, .i = n_draft},
+		{.name = "N_CLASS", .type = GEN_PARAM_INT, .i = max_n - min_n + 1},
+		{.name = "MIN_N", .type = GEN_PARAM_INT, .i = min_n},
+		{.name = "PROBE", .type = GEN_PARAM_INT, .i = c->probe},
+		{.name = "PRIOR_A", .type = GEN_PARAM_INT, .i = q16(c->prior * c->prior_w)},
+		{.name = "PRIOR_W", .type = GEN_PARAM_INT, .i = q16(c->prior_w)},
+		{.name = "DECAY", .type = GEN_PARAM_INT, .i = q16(c->decay)},
+		{.name = "BLOCK", .type = GEN_PARAM_INT, .i = block},
+	};
+	const int n = (int)(sizeof(all) / sizeof(all[0]));
+	if (n > cap)
+		return -1;
+	memcpy(prm, all, sizeof(all));
+	return n;
+}
+
+int gen_ctrl_words(int n_draft, int min_n, int max_n)
+{
+	return RT_CTRL_STATS + 2 * (max_n - min_n + 1) * n_draft;
+}
+
+void gen_ctrl_write_json(const gen_ctrl *c, int depth, FILE *f)
+{
+	if (!c->on)
+		return;
+	fprintf(f, ",\n    \"control\": {\"mode\": \"cost\", \"probe\": %d, \"prior\": %.9g, "
+	        "\"prior_weight\": %.9g, \"decay\": %.9g, \"cost\": ", c->probe, c->prior, c->prior_w,
+	        c->decay);
+	if (c->cost_kind == GEN_CTRL_COST_TABLE) {
+		fprintf(f, "[");
+		for (int i = 0; i <= depth; i++)
+			fprintf(f, "%s%.9g", i ? ", " : "", c->cost[i]);
+		fprintf(f, "]}");
+	} else {
+		fprintf(f, "\"%s\"}", c->cost_kind == GEN_CTRL_COST_FLAT ? "flat" : "measure");
+	}
+}

@@ -1,0 +1,59 @@
+/* The draft-length controller's spec block and its place in the plan
+ * (ALGORITHMS.txt 12; DESIGN.md "How much to draft"): the "control" object
+ * of an engine spec, the template parameters of templates/draft_ctrl.cu.tmpl
+ * and its echo in engine.json. Not the kernel (templates/, kernels/ref/) and
+ * not the cost table's measurement (runtime/engine/ctrl.c).
+ *
+ *   "control": {"mode": "cost" | "off",          default "cost" on ngram engines
+ *               "probe": 8,                      draft one token every probe-th
+ *                                                matched iteration that drafts none
+ *                                                (0: never)
+ *               "prior": 0.5, "prior_weight": 1, alpha's prior mean and weight
+ *               "decay": 0.9,                    per update of a class's counters
+ *               "cost": "measure" | "flat" | [1, c1, .., cD]}
+ *                   an iteration drafting k tokens over one drafting none
+ *                   on a backend that sizes the verify forward to the
+ *                   drafted rows (host): measured at load (the least of 3
+ *                   timed forwards per row count), 1s, or this table (D + 1
+ *                   numbers, the first 1: reproducible sampled tokens across
+ *                   loads). A backend with fixed-shape forwards (cuda
+ *                   graphs) always takes 1s: drafting costs it no rows. */
+#ifndef GEN_PLAN_CTRL_H
+#define GEN_PLAN_CTRL_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "core/err.h"
+#include "core/json.h"
+#include "decode/tree.h"
+#include "render.h"
+
+enum gen_ctrl_cost { GEN_CTRL_COST_MEASURE = 0, GEN_CTRL_COST_FLAT, GEN_CTRL_COST_TABLE };
+
+typedef struct gen_ctrl {
+	bool on;
+	int probe;
+	double prior, prior_w, decay;
+	int cost_kind;                          /* enum gen_ctrl_cost */
+	double cost[GEN_TREE_MAX_DEPTH + 1];    /* GEN_CTRL_COST_TABLE: depth + 1 entries */
+} gen_ctrl;
+
+/* Parses $.control of root into c for an engine whose drafter is an n-gram
+ * lookup (ngram) or not, over a chain of depth `depth`: defaults when absent
+ * (on for ngram, off otherwise); "cost" mode on another drafter is refused. */
+int gen_ctrl_parse(const json_value *root, bool ngram, int depth, gen_ctrl *c, sw_err *err);
+
+/* The draft_ctrl template's parameters after NAME (prm[0] is set to NAME):
+ * returns how many, at most cap. */
+int gen_ctrl_params(const gen_ctrl *c, int n_draft, int min_n, int max_n, int block,
+                    gen_param *prm, int cap);
+
+/* Words of the per-request "ctrl" buffer (kernels/engine_state.h). */
+int gen_ctrl_words(int n_draft, int min_n, int max_n);
+
+/* engine.json's $.spec.control echo (",\n    \"control\": {...}"), nothing
+ * when off. */
+void gen_ctrl_write_json(const gen_ctrl *c, int depth, FILE *f);
+
+#endif

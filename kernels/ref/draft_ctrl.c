@@ -1,0 +1,83 @@
+/* The draft-length controller as one op: the specification of
+ * templates/draft_ctrl.cu.tmpl (ALGORITHMS.txt 12). Runs after a chain
+ * drafter proposed its tokens (ngram_lookup) and before the verify forward;
+ * keeps the first k of them and marks the rest absent (-1), k chosen from
+ * what is known before this iteration's verification: the acceptance so
+ * far, by depth and by the drafter's own signal (the n-gram match length),
+ * and the cost table. Never from the target's p of this iteration's drafts,
+ * so every verification method stays exact.
+ *
+ * Integer arithmetic only (Q16 fixed point), so the device, the emulator
+ * and this reference decide bit for bit alike. Not the lookup itself
+ * (ngram_lookup.c) and not the cost measurement (runtime/engine/ctrl.c). */
+#include "kernels/engine_state.h"
+#include "ref.h"
+
+/* One step of the controller; the layout of ctrl is rt_ctrl_word
+ * (kernels/engine_state.h). */
+void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int32_t prior_a,
+                    int32_t prior_w, int32_t decay, int32_t *ctrl, int32_t *tokens,
+                    const int32_t *info, int32_t *state, const int32_t *cost)
+{
+	const int D = n_draft;
+	/* 1. the previous iteration's outcome: a = tokens accepted of pk drafted
+	 * (NOUT grew by a + 1); depth j was tried when j <= pk and j - 1 were
+	 * accepted */
+	const int nout = state[RT_ST_NOUT];
+	const int pk = ctrl[RT_CTRL_PREV_K], pc = ctrl[RT_CTRL_PREV_CLASS];
+	if (pk > 0 && pc >= 0 && pc < n_class) {
+		int a = nout - ctrl[RT_CTRL_PREV_NOUT] - 1;
+		a = a < 0 ? 0 : a > pk ? pk : a;
+		int32_t *T = ctrl + RT_CTRL_STATS + 2 * pc * D, *A = T + D;
+		for (int j = 0; j < D; j++) { /* forget old outcomes of this class */
+			T[j] = (int32_t)(((int64_t)T[j] * decay) >> 16);
+			A[j] = (int32_t)(((int64_t)A[j] * decay) >> 16);
+		}
+		for (int j = 1; j <= pk && j <= a + 1; j++) {
+			T[j - 1] += 65536;
+			A[j - 1] += j <= a ? 65536 : 0;
+		}
+	}
+
+	/* 2. this iteration: the class of the drafter's signal, the drafted
+	 * length K0 (leading present tokens) */
+	int K0 = 0;
+	while (K0 < D && tokens[K0] >= 0)
+		K0++;
+	const int m = info[0];
+	int c = -1;
+	if (m > 0 && K0 > 0) {
+		c = m - min_n;
+		c = c < 0 ? 0 : c >= n_class ? n_class - 1 : c;
+	}
+	int k = 0;
+	if (c >= 0) {
+		/* argmax over k of E[tokens | k] / cost[k], E = 1 + sum_i prod_{j<=i}
+		 * alpha_j, alpha_j = (A_j + prior_a) / (T_j + prior_w): compared by
+		 * cross-multiplication (E < 2^20, cost < 2^24 in Q16) */
+		const int32_t *T = ctrl + RT_CTRL_STATS + 2 * c * D, *A = T + D;
+		int64_t prod = 65536, E = 65536, bestE = 65536, bestC = cost[0];
+		for (int i = 1; i <= K0; i++) {
+			const int64_t den = (int64_t)T[i - 1] + prior_w;
+			const int64_t alpha = den > 0 ? (((int64_t)A[i - 1] + prior_a) << 16) / den : 0;
+			prod = (prod * (alpha > 65536 ? 65536 : alpha)) >> 16;
+			E += prod;
+			if (E * bestC > bestE * (int64_t)cost[i]) {
+				bestE = E;
+				bestC = cost[i];
+				k = i;
+			}
+		}
+		/* not paying: draft one token every probe-th such iteration, so a
+		 * request whose text starts copying later finds out */
+		if (k == 0 && probe > 0 && ctrl[RT_CTRL_IDLE] + 1 >= probe)
+			k = 1;
+		ctrl[RT_CTRL_IDLE] = k > 0 ? 0 : ctrl[RT_CTRL_IDLE] + 1;
+	}
+	for (int i = k; i < D; i++)
+		tokens[i] = -1;
+	ctrl[RT_CTRL_PREV_NOUT] = nout;
+	ctrl[RT_CTRL_PREV_K] = k;
+	ctrl[RT_CTRL_PREV_CLASS] = c;
+	state[RT_ST_DRAFTED] = k;
+}

@@ -1,0 +1,55 @@
+/* What the draft-length controller did in a run (runtime/engine/ctrl.h):
+ * its cost table and the iterations by tokens drafted, as text or as JSON
+ * fields; with SW_CTRL_TRACE=1 also each iteration's decision. Used by
+ * `run` and `bench` (engine_cli.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+bool cli_ctrl_trace_on(void)
+{
+	const char *v = getenv("SW_CTRL_TRACE");
+	return v && *v && strcmp(v, "0");
+}
+
+void cli_ctrl_report(FILE *f, const rt_engine *e, const rt_engine_stats *st, const int8_t *trace,
+                     int n_trace, bool json)
+{
+	const int D = e->man->depth;
+	if (!st->ctrl)
+		return;
+	if (json) {
+		fprintf(f, ", \"control\": {\"cost_source\": \"%s\", \"cost\": [",
+		        e->ctrl_cost_src ? e->ctrl_cost_src : "");
+		for (int k = 0; k <= D; k++)
+			fprintf(f, "%s%.4f", k ? ", " : "", e->ctrl_cost[k]);
+		fprintf(f, "], \"iterations_by_drafted\": [");
+		for (int k = 0; k <= D && k <= RT_ENGINE_MAX_DEPTH; k++)
+			fprintf(f, "%s%llu", k ? ", " : "", (unsigned long long)st->drafted[k]);
+		fprintf(f, "]");
+		if (trace) {
+			fprintf(f, ", \"drafted\": [");
+			for (int i = 0; i < n_trace; i++)
+				fprintf(f, "%s%d", i ? ", " : "", trace[i]);
+			fprintf(f, "]");
+		}
+		fprintf(f, "}");
+		return;
+	}
+	fprintf(f, "draft-length controller: cost of drafting 0..%d (%s):", D,
+	        e->ctrl_cost_src ? e->ctrl_cost_src : "?");
+	for (int k = 0; k <= D; k++)
+		fprintf(f, " %.2f", e->ctrl_cost[k]);
+	fprintf(f, "; iterations by tokens drafted:");
+	for (int k = 0; k <= D && k <= RT_ENGINE_MAX_DEPTH; k++)
+		fprintf(f, " %d:%llu", k, (unsigned long long)st->drafted[k]);
+	fprintf(f, "\n");
+	if (trace) {
+		fprintf(f, "drafted per iteration:");
+		for (int i = 0; i < n_trace; i++)
+			fprintf(f, " %d", trace[i]);
+		fprintf(f, "\n");
+	}
+}

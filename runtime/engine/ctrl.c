@@ -1,0 +1,154 @@
+/* The draft-length controller's host side (ctrl.h): the cost table (given,
+ * flat, or measured by timed verify forwards at each row count) and the
+ * per-request reset of its device words. On the host backend the verify
+ * forward runs only the drafted rows (device.h rows regions), so drafting k
+ * tokens costs a forward of 1 + k rows; on a GPU the forward is nearly flat
+ * in rows and the table is 1s. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrl.h"
+#include "core/timing.h"
+#include "kernels/engine_state.h"
+
+/* the least measured cost of each drafted row, over a plain step */
+#define CTRL_FLOOR 0.05
+
+int rt_engine_set_ctrl_cost(rt_engine *e, const double *cost, int n, sw_err *err)
+{
+	const rt_manifest *m = e->man;
+	if (m->ctrl == RT_CTRL_NONE)
+		return sw_errf(err, SW_EINVAL, "%s: the engine has no draft-length controller "
+		               "($.spec.control)", m->dir);
+	if (n != m->depth + 1)
+		return sw_errf(err, SW_EINVAL, "%s: draft cost table of %d entries, expected %d (drafting "
+		               "0 .. %d tokens)", m->dir, n, m->depth + 1, m->depth);
+	int32_t q[RT_ENGINE_MAX_NODES + 1];
+	for (int i = 0; i < n; i++) {
+		if (!(cost[i] >= 1.0 && cost[i] <= 1000.0) || (i == 0 && cost[i] != 1.0))
+			return sw_errf(err, SW_EINVAL, "%s: draft cost[%d] = %g, expected %s", m->dir, i,
+			               cost[i], i ? "1 to 1000 (over an iteration drafting none)" : "1");
+		q[i] = (int32_t)lround(cost[i] * 65536.0);
+	}
+	const rt_dptr p = rt_engine_buf_addr(e, "ctrl_cost");
+	int rc = e->dev->ops->upload(e->dev, p, q, sizeof(*q) * (size_t)n, err);
+	if (rc)
+		return rc;
+	memcpy(e->ctrl_cost, cost, sizeof(*cost) * (size_t)n);
+	e->ctrl_cost_src = "set";
+	return 0;
+}
+
+/* One timed verify forward at `rows` rows, the iteration's draft phases run
+ * first (positions, the lookup) and every node made present (token 0). */
+static int time_verify(rt_engine *e, int ph_v, int rows, double *s, sw_err *err)
+{
+	rt_dev *d = e->dev;
+	const int nn = e->man->n_nodes;
+	int32_t tok[RT_ENGINE_MAX_NODES];
+	int rc;
+	if ((rc = rt_engine_run_phases(e, e->man->ph_iter_first, ph_v, false, 0, err)))
+		return rc;
+	memset(tok, 0, sizeof(tok));
+	if ((rc = d->ops->upload(d, rt_engine_buf_addr(e, "tree_tokens"), tok, sizeof(*tok) *
+	                         (size_t)nn, err)) || (rc = d->ops->sync(d, err)))
+		return rc;
+	const double t0 = sw_now_s();
+	if ((rc = rt_engine_run_phases(e, ph_v, ph_v + 1, false, rows, err)) ||
+	    (rc = d->ops->sync(d, err)))
+		return rc;
+	*s = sw_now_s() - t0;
+	return 0;
+}
+
+int rt_engine_ctrl_measure(rt_engine *e, int reps, double *cost, sw_err *err)
+{
+	const rt_manifest *m = e->man;
+	rt_dev *d = e->dev;
+	const int nn = m->n_nodes, D = m->depth, ph_v = rt_manifest_phase_find(m, "verify");
+	for (int k = 0; k <= D; k++)
+		cost[k] = 1.0;
+	if (!d->ops->rows_begin || ph_v < 0 || nn != D + 1)
+		return 0; /* fixed-shape forwards (cuda), or not a chain: flat */
+	/* a context of a few hundred tokens (the cache holds zeros; the cost is
+	 * the weights' and the rows'), the root and every node present */
+	int32_t hdr[RT_ST_WORDS] = {0};
+	hdr[RT_ST_TLEN] = hdr[RT_ST_DLEN] = m->max_ctx - nn - 1 < 256 ? m->max_ctx - nn - 1 : 256;
+	hdr[RT_ST_MAXNEW] = 1 << 30;
+	hdr[RT_ST_EOS] = -1;
+	hdr[RT_ST_LAST] = -1;
+	int rc;
+	if (hdr[RT_ST_TLEN] < 0)
+		hdr[RT_ST_TLEN] = hdr[RT_ST_DLEN] = 0;
+	if ((rc = d->ops->upload(d, rt_engine_buf_addr(e, "state"), hdr, sizeof(hdr), err)))
+		return rc;
+	double best[RT_ENGINE_MAX_NODES + 1];
+	for (int r = 0; r < nn; r++)
+		best[r] = HUGE_VAL;
+	/* interleaved, so a burst of load on a shared machine hits every row
+	 * count alike; the least time of each (a timing's noise only adds) */
+	for (int rep = 0; rep < reps; rep++)
+		for (int r = 1; r <= nn; r++) {
+			double s = 0;
+			if ((rc = time_verify(e, ph_v, r, &s, err)))
+				return sw_err_prefix(err, "%s: draft cost measurement, %d rows", m->dir, r);
+			best[r - 1] = s < best[r - 1] ? s : best[r - 1];
+		}
+	/* floored at 1 + CTRL_FLOOR k: on a loaded machine 2 rows can time as 1,
+	 * and an iteration that drafts has costs the verify timing leaves out
+	 * (the lookup's, a longer accept and commit); without the floor a
+	 * near-zero acceptance would still look worth drafting for */
+	for (int k = 1; k <= D; k++) {
+		double c = best[0] > 0 ? best[k] / best[0] : 1.0;
+		c = c < cost[k - 1] ? cost[k - 1] : c; /* more rows never cost less */
+		c = c < 1.0 + CTRL_FLOOR * k ? 1.0 + CTRL_FLOOR * k : c;
+		cost[k] = c > 1000.0 ? 1000.0 : c;
+	}
+	return 0;
+}
+
+int rt_engine_ctrl_bind(rt_engine *e, sw_err *err)
+{
+	const rt_manifest *m = e->man;
+	double cost[RT_ENGINE_MAX_NODES + 1];
+	int rc;
+	if (m->ctrl == RT_CTRL_NONE)
+		return 0;
+	if (!rt_engine_buf_addr(e, "ctrl") || !rt_engine_buf_addr(e, "ctrl_cost"))
+		return sw_errf(err, SW_EINVAL, "%s/engine.json: $.spec.control is set but the buffers "
+		               "\"ctrl\" and \"ctrl_cost\" are missing", m->dir);
+	const bool sized = e->dev->ops->rows_begin != NULL;
+	if (m->ctrl == RT_CTRL_TABLE && sized) {
+		if (m->n_ctrl_cost != m->depth + 1)
+			return sw_errf(err, SW_EINVAL, "%s/engine.json: $.spec.control.cost: %d entries, "
+			               "expected %d (drafting 0 .. %d tokens)", m->dir, m->n_ctrl_cost,
+			               m->depth + 1, m->depth);
+		memcpy(cost, m->ctrl_cost, sizeof(*cost) * (size_t)m->n_ctrl_cost);
+	} else if (m->ctrl == RT_CTRL_MEASURE && sized) {
+		if ((rc = rt_engine_ctrl_measure(e, 3, cost, err)))
+			return rc;
+	} else {
+		for (int k = 0; k <= m->depth; k++)
+			cost[k] = 1.0;
+	}
+	if ((rc = rt_engine_set_ctrl_cost(e, cost, m->depth + 1, err)))
+		return rc;
+	e->ctrl_cost_src = !sized ? "flat: fixed-shape verify forward" : m->ctrl == RT_CTRL_TABLE
+	                   ? "spec" : m->ctrl == RT_CTRL_FLAT ? "flat" : "measured";
+	return 0;
+}
+
+int rt_engine_ctrl_reset(rt_engine *e, sw_err *err)
+{
+	const int b = rt_manifest_buf_find(e->man, "ctrl");
+	if (e->man->ctrl == RT_CTRL_NONE || b < 0)
+		return 0;
+	const size_t n = (size_t)e->man->bufs[b].bytes;
+	void *z = calloc(1, n);
+	if (!z)
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	int rc = e->dev->ops->upload(e->dev, rt_engine_buf_addr(e, "ctrl"), z, n, err);
+	free(z);
+	return rc;
+}
