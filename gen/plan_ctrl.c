@@ -29,7 +29,8 @@ static int opt_num(const json_value *o, const char *key, double lo, double hi, d
 	return json_get(o, key) ? json_get_number(o, key, "$.control", lo, hi, out, err) : 0;
 }
 
-int gen_ctrl_parse(const json_value *root, bool ngram, int depth, gen_ctrl *c, sw_err *err)
+int gen_ctrl_parse(const json_value *root, bool ngram, bool greedy, int depth, gen_ctrl *c,
+                   sw_err *err)
 {
 	static const char *const keys[] = {"mode", "probe", "prior", "prior_weight", "decay", "cost",
 	                                   NULL};
@@ -42,7 +43,7 @@ int gen_ctrl_parse(const json_value *root, bool ngram, int depth, gen_ctrl *c, s
 	c->prior = 0.5;
 	c->prior_w = 1.0;
 	c->decay = 0.9;
-	c->cost_kind = GEN_CTRL_COST_MEASURE;
+	c->cost_kind = greedy ? GEN_CTRL_COST_MEASURE : GEN_CTRL_COST_FLAT;
 	if (!o)
 		return 0;
 	if ((rc = json_as_object(o, "$.control", err)) ||

@@ -41,8 +41,15 @@ typedef struct gen_ctrl {
 
 /* Parses $.control of root into c for an engine whose drafter is an n-gram
  * lookup (ngram) or not, over a chain of depth `depth`: defaults when absent
- * (on for ngram, off otherwise); "cost" mode on another drafter is refused. */
-int gen_ctrl_parse(const json_value *root, bool ngram, int depth, gen_ctrl *c, sw_err *err);
+ * (on for ngram, off otherwise); "cost" mode on another drafter is refused.
+ * The default cost table is "measure" for a greedy engine (its tokens do
+ * not depend on k) and "flat" for a sampling one: a table timed at load
+ * differs between processes, and with it k, the iterations and so the
+ * random streams, so a seed would no longer give the same tokens in every
+ * process (DESIGN.md, "How much to draft"); a sampling engine that wants
+ * the controller's savings gives a fixed table, "cost": [1, c1, ...]. */
+int gen_ctrl_parse(const json_value *root, bool ngram, bool greedy, int depth, gen_ctrl *c,
+                   sw_err *err);
 
 /* The draft_ctrl template's parameters after NAME (prm[0] is set to NAME):
  * returns how many, at most cap. */

@@ -748,8 +748,9 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		}
 	}
 
-	if ((rc = gen_ctrl_parse(root, sp->draft_kind == GEN_DRAFT_NGRAM, sp->tree.depth_max,
-	                         &sp->ctrl, err)))
+	if ((rc = gen_ctrl_parse(root, sp->draft_kind == GEN_DRAFT_NGRAM,
+	                         sp->verify_method == RT_VERIFY_GREEDY, sp->tree.depth_max, &sp->ctrl,
+	                         err)))
 		goto out_free;
 
 	sp->est_context = sp->max_context / 2;

@@ -340,6 +340,12 @@ static void test_control(void **state)
 	assert_true(g_spec.ctrl.on);
 	assert_int_equal(g_spec.ctrl.cost_kind, GEN_CTRL_COST_MEASURE);
 	assert_int_equal(g_spec.ctrl.probe, 8);
+	/* a sampling engine's default table is flat: a timed one differs between
+	 * processes, and a seed must give the same tokens in every process */
+	expect_ok(mk(GOOD_T, "\"ngram:1:3\"", "chain:6", "{\"method\": \"onehot\", \"expand\": \"topk\"}",
+	             TAIL ", \"sampling\": {\"temperature\": 0.8, \"top_k\": 0, \"top_p\": 1}"));
+	assert_true(g_spec.ctrl.on);
+	assert_int_equal(g_spec.ctrl.cost_kind, GEN_CTRL_COST_FLAT);
 	expect_ok(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL));
 	assert_false(g_spec.ctrl.on);
 	expect_ok(mk(GOOD_T, "\"ngram\"", "chain:3", GOOD_V,
