@@ -288,8 +288,9 @@ static void bdr_free(rt_drafter *d)
 }
 
 static const struct rt_drafter_ops block_drafter_ops = {
-	/* .propose = */ bdr_propose,
-	/* .free    = */ bdr_free,
+	/* .propose    = */ bdr_propose,
+	/* .free       = */ bdr_free,
+	/* .draft_tree = */ rt_block_draft_tree,
 };
 
 rt_drafter *rt_drafter_block(const rt_block_drafter *bd, rt_ctx *tc, int steps, sw_err *err)
