@@ -120,6 +120,17 @@ static int parse_config(const char *text, size_t n, const char *file, const rt_m
 		             c->target_dim);
 		goto out;
 	}
+	/* SGLang's fc takes a bias when $.bias is true; the public heads have none */
+	b = json_get(root, "bias");
+	if (b && b->type != JSON_NULL) {
+		bool bias;
+		if ((rc = json_as_bool(b, "$.bias", &bias, err)))
+			goto out;
+		if (bias) {
+			rc = sw_errf(err, SW_ENOTSUP, "%s: $.bias: expected false (biases are not supported), found true", file);
+			goto out;
+		}
+	}
 	b = json_get(root, "norm_before_residual");
 	if (b && b->type != JSON_NULL && (rc = json_as_bool(b, "$.norm_before_residual", &c->norm_before_residual, err)))
 		goto out;
