@@ -333,6 +333,60 @@ static void test_greedy_tiny(void **state)
 	teardown(&S);
 }
 
+/* Tree drafting level by level (masked staged rows) gives every node the
+ * q of its own path: recomputed on a fresh state as a chain of steps along
+ * the path (commit, then one causal step per ancestor), the same within
+ * fp32 rounding (the attention sums the same keys; 1e-5 absolute on
+ * probabilities). A wrong tree mask mixes siblings' rows and misses by
+ * O(0.01..1). */
+static void test_tree_rows(void **state)
+{
+	enum { V = 9 };
+	struct setup S;
+	setup(&S, V, 21);
+	sw_err err = { 0 };
+	gen_tree t;
+	assert_int_equal(gen_tree_parse("branch:3,2,2", NULL, &t, &err), 0);
+	rt_ctx *tc = rt_ctx_new(S.tm, 64, t.n, &err);
+	rt_drafter *d = rt_drafter_eagle3(S.h, tc, 4, &err);
+	assert_non_null(d);
+	static const int32_t hist[] = { 4, 1, 7, 0, 3, 8 };
+	const int nh = 6;
+	assert_int_equal(rt_ctx_feed(tc, hist, nh - 1, NULL, &err), 0);
+	float *q = malloc((size_t)t.n * V * sizeof(float)), qr[V], p[V], hid[2][16], lg[V];
+	int32_t tok[GEN_TREE_MAX_NODES];
+	int idx[V];
+	assert_int_equal(d->ops->draft_tree(d, &t, RT_EXPAND_TOPK, &S1, &S1, 5, 0, hist, nh, tok, q, &err), 0);
+	rt_e3_state *st = rt_e3_state_new(S.h, 64, 8, &err);
+	double worst = 0;
+	int checked = 0;
+	for (int u = 0; u < t.n; u++) {
+		if (!t.n_children[u])
+			continue;
+		int path[8], np = 0;
+		for (int v = u; v > 0; v = t.parent[v])
+			path[np++] = v;
+		rt_e3_truncate(st, 0);
+		assert_int_equal(rt_e3_commit(st, tc->tap_cache, hist + 1, nh - 1, hid[0], lg, &err), 0);
+		for (int i = np - 1, k = 0; i >= 0; i--, k ^= 1) {
+			int32_t pos = nh - 2 + t.depth[path[i]];
+			assert_int_equal(rt_e3_step(st, hid[k], &tok[path[i]], &pos, 1, NULL, hid[k ^ 1], lg, &err), 0);
+		}
+		rt_eagle3_q(S.h, lg, &S1, qr, p, idx);
+		for (int v = 0; v < V; v++)
+			worst = fmax(worst, fabs((double)qr[v] - q[(size_t)u * V + v]));
+		checked++;
+	}
+	printf("  tree branch:3,2,2: %d nodes' q against their paths recomputed as chains: max |dq| %.2g\n", checked,
+	       worst);
+	assert_true(worst < 1e-5);
+	rt_e3_state_free(st);
+	free(q);
+	rt_drafter_free(d);
+	rt_ctx_free(tc);
+	teardown(&S);
+}
+
 /* ---- SmolLM2 with a random head ---- */
 
 static const char *model_path(void)
@@ -517,6 +571,7 @@ int main(void)
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_forward_torch),
 		cmocka_unit_test(test_greedy_tiny),
+		cmocka_unit_test(test_tree_rows),
 		cmocka_unit_test(test_chain_chi2),
 		cmocka_unit_test(test_tree_chi2),
 		cmocka_unit_test(test_smollm2_greedy),
