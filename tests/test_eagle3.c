@@ -256,7 +256,16 @@ static void check_dist(const char *label, const char *tree, int rule, int method
 	printf("  %-34s T=%.1f k=%d: chi2 %7.2f df %3d crit(1e-4) %6.2f, acceptance %.3f, outputs with id 1 %llu\n",
 	       label, s.temperature, s.top_k, chi, df, crit, (double)acc / (double)drafted, (unsigned long long)q1);
 	assert_true(acc > 0 && acc < drafted); /* both outcomes exercised */
-	assert_true(q1 > 0);                   /* the undraftable id still comes out (the residual) */
+	/* id 1 has q = 0: where the target gives it mass, it still comes out
+	 * (through the residual) */
+	double p1 = 0;
+	for (int a = 0; a < V; a++)
+		for (int b = 0; b < V; b++)
+			for (int c = 0; c < V; c++)
+				if (a == 1 || b == 1 || c == 1)
+					p1 += probs[(a * V + b) * V + c];
+	if (p1 * TRIALS >= 20)
+		assert_true(q1 > 0);
 	assert_true(chi < crit);
 	rt_drafter_free(d);
 	rt_ctx_free(tc);
