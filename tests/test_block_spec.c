@@ -284,7 +284,7 @@ static int naive_propose(rt_drafter *d, const int32_t *hist, int n_hist, int gam
 
 static void naive_free(rt_drafter *d) { (void)d; }
 
-static const struct rt_drafter_ops naive_ops = { naive_propose, naive_free };
+static const struct rt_drafter_ops naive_ops = { naive_propose, naive_free, NULL };
 
 static void test_naive_steps_fail(void **state)
 {

@@ -216,6 +216,51 @@ static void test_roundtrip_mem(void **state)
 	free(buf);
 }
 
+/* I64 and BOOL (EAGLE-3's d2t and t2d): read as int64 exactly (values
+ * beyond 2^53 and negative ones included), BOOL any non-zero byte as 1,
+ * refused by safetensors_to_i64 for a float dtype; to_f32 gives the values. */
+static void test_int_dtypes(void **state)
+{
+	const int64_t iv[4] = { -3, 0, 9007199254740993LL, INT64_MIN };
+	const uint8_t bv[5] = { 0, 1, 2, 255, 0 };
+	const float fv[1] = { 1.5f };
+	struct wt t[] = {
+		{ "d2t", "I64", 1, { 4 }, iv, sizeof(iv) },
+		{ "t2d", "BOOL", 1, { 5 }, bv, sizeof(bv) },
+		{ "f", "F32", 1, { 1 }, fv, sizeof(fv) },
+	};
+	size_t len;
+	uint8_t *buf = st_build(t, 3, &len);
+	safetensors_file *f;
+	sw_err err = { 0 };
+	assert_int_equal(safetensors_open_mem(buf, len, "mem", &f, &err), 0);
+	const safetensors_tensor *a = safetensors_find(f, "d2t"), *b = safetensors_find(f, "t2d"),
+	                         *c = safetensors_find(f, "f");
+	assert_int_equal(a->dtype, SAFETENSORS_I64);
+	assert_int_equal(b->dtype, SAFETENSORS_BOOL);
+	assert_string_equal(safetensors_dtype_name(SAFETENSORS_BOOL), "BOOL");
+	int64_t out[5];
+	assert_int_equal(safetensors_to_i64(a, out), 0);
+	assert_memory_equal(out, iv, sizeof(iv));
+	assert_int_equal(safetensors_to_i64(b, out), 0);
+	const int64_t bw[5] = { 0, 1, 1, 1, 0 };
+	assert_memory_equal(out, bw, sizeof(bw));
+	assert_int_equal(safetensors_to_i64(c, out), -1);
+	float fo[5];
+	safetensors_to_f32(a, fo);
+	assert_true(fo[0] == -3.0f && fo[2] == 9007199254740992.0f);
+	safetensors_to_f32(b, fo);
+	assert_true(fo[2] == 1.0f && fo[4] == 0.0f);
+	safetensors_free(f);
+	free(buf);
+	/* a size that does not match the dtype */
+	struct wt bad[] = { { "d2t", "I64", 1, { 3 }, iv, 20 } };
+	buf = st_build(bad, 1, &len);
+	assert_int_equal(safetensors_open_mem(buf, len, "mem", &f, &err), SW_EINVAL);
+	assert_non_null(strstr(err.msg, "expected 24 (3 elements of I64)"));
+	free(buf);
+}
+
 static void test_malformed(void **state)
 {
 	size_t len;
@@ -780,6 +825,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_f16_bf16_closed_form),
 		cmocka_unit_test(test_roundtrip_mem),
+		cmocka_unit_test(test_int_dtypes),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_hf_config),
 		cmocka_unit_test(test_hf_load_tiny),

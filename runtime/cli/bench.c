@@ -318,7 +318,7 @@ static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np,
 				int n;
 				double c0 = sw_cpu_s();
 				if (tree_spec)
-					n = rt_generate_tree_block(s->tctx, s->drafter, &tcfg, ids, n_prompt, &cfg, out, &st, err);
+					n = rt_generate_tree_drafter(s->tctx, s->drafter, &tcfg, ids, n_prompt, &cfg, out, &st, err);
 				else if (s->drafter)
 					n = rt_generate_spec(s->tctx, s->drafter, ids, n_prompt, &cfg, out, &st, err);
 				else

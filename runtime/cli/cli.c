@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "decode/block_decode.h"
+#include "decode/eagle3_draft.h"
 #include "formats/gguf.h"
 #include "model/model_gguf.h"
 #include "decode/tree.h"
@@ -282,8 +283,18 @@ int cli_make_drafter(cli_session *s, const char *spec, int max_ctx, rt_drafter *
 			return sw_err_prefix(err, "--draft %s", spec);
 		*out = rt_drafter_block(s->block, s->tctx, steps, err);
 		return *out ? 0 : sw_err_prefix(err, "--draft %s", spec);
+	} else if (!strncmp(spec, "eagle3:", 7)) {
+		/* eagle3:DIR, a public-format EAGLE-3 head; a fresh context for
+		 * its taps, as for block: */
+		rt_ctx_truncate(s->tctx, 0);
+		rt_eagle3_free(s->eagle3);
+		s->eagle3 = rt_eagle3_load(spec + 7, s->target, err);
+		if (!s->eagle3)
+			return sw_err_prefix(err, "--draft %s", spec);
+		*out = rt_drafter_eagle3(s->eagle3, s->tctx, 16, err);
+		return *out ? 0 : sw_err_prefix(err, "--draft %s", spec);
 	} else {
-		return sw_errf(err, SW_EINVAL, "--draft '%s': expected none, layerskip:N, model:PATH or ngram[:MIN:MAX], or block:DIR[,steps=S]",
+		return sw_errf(err, SW_EINVAL, "--draft '%s': expected none, layerskip:N, model:PATH or ngram[:MIN:MAX], block:DIR[,steps=S] or eagle3:DIR",
 		               spec);
 	}
 	*out = rt_drafter_model(s->draft_model, max_ctx, err);
@@ -323,6 +334,7 @@ void cli_session_close(cli_session *s)
 	rt_ctx_free(s->tctx);
 	rt_model_free(s->draft_model);
 	rt_block_drafter_free(s->block);
+	rt_eagle3_free(s->eagle3);
 	rt_tokenizer_free(s->tok);
 	rt_model_free(s->target);
 	memset(s, 0, sizeof(*s));
@@ -462,8 +474,8 @@ void cli_print_stats(FILE *f, const char *label, const rt_stats *st, int gamma, 
 
 int cli_tree_setup(const cli_opts *o, cli_session *s, rt_tree_cfg *tcfg, sw_err *err)
 {
-	if (!s->draft_model && !rt_drafter_is_block(s->drafter))
-		return sw_errf(err, SW_EINVAL, "--tree needs a draft model or a block drafter: --draft layerskip:..., model:PATH or block:DIR (found '%s')",
+	if (!s->draft_model && !rt_drafter_drafts_trees(s->drafter))
+		return sw_errf(err, SW_EINVAL, "--tree needs a draft model, a block drafter or an EAGLE-3 head: --draft layerskip:..., model:PATH, block:DIR or eagle3:DIR (found '%s')",
 		               o->draft);
 	gen_tree *t = (gen_tree *)tcfg->tree;
 	int rc = gen_tree_parse(o->tree, NULL, t, err);

@@ -19,7 +19,7 @@ typedef struct cli_opts {
 	const char *prompt;
 	const char *prompt_file;
 	const char *tokenizer; /* GGUF to take the tokenizer from (default: the model) */
-	const char *draft;     /* none | layerskip:N | model:PATH | ngram[:MIN:MAX] | block:DIR[,steps=S] */
+	const char *draft;     /* none | layerskip:N | model:PATH | ngram[:MIN:MAX] | block:DIR[,steps=S] | eagle3:DIR */
 	const char *dump;      /* eval: output file */
 	int gamma;
 	float temperature;
@@ -125,6 +125,7 @@ typedef struct cli_session {
 	rt_tokenizer *tok;
 	rt_drafter *drafter;    /* NULL: target only */
 	struct rt_block_drafter *block; /* owned: a block drafter's weights (--draft block:DIR) */
+	struct rt_eagle3 *eagle3; /* owned: an EAGLE-3 head (--draft eagle3:DIR) */
 	rt_ctx *tctx;
 } cli_session;
 

@@ -52,7 +52,8 @@ static void usage(FILE *f)
 	        "options:\n"
 	        "  -p, --prompt TEXT      prompt text            -f, --prompt-file FILE\n"
 	        "  --draft SPEC           none | ngram[:MIN:MAX] | layerskip:N | layerskip:0-9,20-29[@V] | model:PATH |\n"
-	        "                         block:DIR[,steps=S] (default ngram; block: a trained block drafter, models/drafters/)\n"
+	        "                         block:DIR[,steps=S] | eagle3:DIR (default ngram; block: a trained block drafter,\n"
+	        "                         models/drafters/; eagle3: a public EAGLE-3 head, config.json + model.safetensors)\n"
 	        "  -g, --gamma K          draft tokens per iteration (default 4)\n"
 	        "  -t, --temp T           temperature, 0 = greedy (default 0)\n"
 	        "  --top-k K, --top-p P   truncation of the target (and draft) distribution\n"
@@ -157,8 +158,8 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	rt_stats st;
 	int n;
 	if (use_tree)
-		n = rt_drafter_is_block(s.drafter)
-		            ? rt_generate_tree_block(s.tctx, s.drafter, &tcfg, ids, n_prompt, &cfg, out, &st, &err)
+		n = rt_drafter_drafts_trees(s.drafter)
+		            ? rt_generate_tree_drafter(s.tctx, s.drafter, &tcfg, ids, n_prompt, &cfg, out, &st, &err)
 		            : rt_generate_tree(s.tctx, s.draft_model, &tcfg, ids, n_prompt, &cfg, out, &st, &err);
 	else if (spec && s.drafter)
 		n = rt_generate_spec(s.tctx, s.drafter, ids, n_prompt, &cfg, out, &st, &err);

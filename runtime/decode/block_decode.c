@@ -22,6 +22,7 @@ struct block_drafter {
 	int32_t *ctx_tok;     /* (max_ctx) the tokens whose features st holds */
 	float *logits;        /* (B, Vd) the last pass */
 	float *row;           /* (V) */
+	float *qd;            /* (Vd) a row over draft ids, before the map */
 	int *idx;             /* (V) */
 	rt_adaptive adapt;
 };
@@ -82,9 +83,23 @@ static void probs_vd(const float *lg, int Vd, int V, const rt_sampling *s, float
 		q[v] = 0.0f;
 }
 
+/* q (V) over draft ids [0, Vd) (zero beyond) to target ids through the
+ * drafter's map (d2t; nothing to do without one). */
+static void scatter_q(struct block_drafter *b, float *q)
+{
+	const rt_bd_config *c = &b->bd->cfg;
+	if (!c->has_map)
+		return;
+	memcpy(b->qd, q, (size_t)c->draft_vocab * sizeof(*q));
+	memset(q, 0, (size_t)c->vocab * sizeof(*q));
+	for (int i = 0; i < c->draft_vocab; i++)
+		q[b->bd->d2t[i]] = b->qd[i];
+}
+
 static void row_probs(struct block_drafter *b, const float *lg, const rt_sampling *s, float *q)
 {
 	probs_vd(lg, b->bd->cfg.draft_vocab, b->bd->cfg.vocab, s, q, b->idx);
+	scatter_q(b, q);
 }
 
 void rt_block_unmask_step(int i, int S, int B, int Vd, const float *logits, const rt_sampling *s,
@@ -127,7 +142,8 @@ int32_t rt_block_final_draw(int j, int32_t fixed_j, const float *lg, int Vd, int
 }
 
 /* Runs the S passes and leaves in fixed[j] the token drawn for position j
- * by passes 1..S-1 (-1: still masked) and in b->logits the last pass (Z). */
+ * by passes 1..S-1 (a draft id; -1: still masked) and in b->logits the
+ * last pass (Z). */
 static int bdr_denoise(struct block_drafter *b, const int32_t *hist, int n_hist, const rt_sampling *s,
                        uint64_t seed, uint32_t iter, int32_t *fixed, sw_err *err)
 {
@@ -138,8 +154,8 @@ static int bdr_denoise(struct block_drafter *b, const int32_t *hist, int n_hist,
 	for (int i = 0; i < S; i++) {
 		/* Row j predicts position pos0+1+j, which is row j+1's input. */
 		blk[0] = hist[n_hist - 1];
-		for (int j = 1; j < B; j++)
-			blk[j] = fixed[j - 1];
+		for (int j = 1; j < B; j++) /* fixed[] holds draft ids; the block takes target ids */
+			blk[j] = fixed[j - 1] >= 0 ? b->bd->d2t[fixed[j - 1]] : -1;
 		int rc = bdr_pass(b, blk, hist, n_hist, err);
 		if (rc)
 			return rc;
@@ -182,11 +198,14 @@ static int bdr_propose(rt_drafter *d, const int32_t *hist, int n_hist, int gamma
 	for (int j = 0; j < max; j++) {
 		const float *lg = b->logits + (size_t)j * Vd;
 		float *qj = q ? q + (size_t)j * V : NULL;
-		tok[j] = rt_block_final_draw(j, fixed[j], lg, Vd, V, s, seed, iter, qj, b->idx);
+		int32_t dj = rt_block_final_draw(j, fixed[j], lg, Vd, V, s, seed, iter, qj, b->idx);
+		tok[j] = b->bd->d2t[dj];
+		if (qj && (fixed[j] >= 0 || !greedy))
+			scatter_q(b, qj);
 		if (b->adapt.predictor != RT_ADAPT_OFF) {
 			if (rt_adaptive_stop(&b->adapt, j + 1, max, p_prev, &cum))
 				return j + 1;
-			p_prev = fixed[j] >= 0 ? 1.0 : greedy ? softmax_at(lg, Vd, tok[j]) : (double)qj[tok[j]];
+			p_prev = fixed[j] >= 0 ? 1.0 : greedy ? softmax_at(lg, Vd, dj) : (double)qj[tok[j]];
 		}
 	}
 	return max;
@@ -200,7 +219,7 @@ static void z_row(struct block_drafter *b, int d, int32_t fixed_d, const rt_samp
 {
 	if (fixed_d >= 0) {
 		memset(q, 0, (size_t)b->bd->cfg.vocab * sizeof(*q));
-		q[fixed_d] = 1.0f;
+		q[b->bd->d2t[fixed_d]] = 1.0f;
 		return;
 	}
 	row_probs(b, b->logits + (size_t)d * b->bd->cfg.draft_vocab, s, q);
@@ -283,13 +302,15 @@ static void bdr_free(rt_drafter *d)
 	free(b->ctx_tok);
 	free(b->logits);
 	free(b->row);
+	free(b->qd);
 	free(b->idx);
 	free(b);
 }
 
 static const struct rt_drafter_ops block_drafter_ops = {
-	/* .propose = */ bdr_propose,
-	/* .free    = */ bdr_free,
+	/* .propose    = */ bdr_propose,
+	/* .free       = */ bdr_free,
+	/* .draft_tree = */ rt_block_draft_tree,
 };
 
 rt_drafter *rt_drafter_block(const rt_block_drafter *bd, rt_ctx *tc, int steps, sw_err *err)
@@ -324,8 +345,9 @@ rt_drafter *rt_drafter_block(const rt_block_drafter *bd, rt_ctx *tc, int steps, 
 	b->ctx_tok = malloc((size_t)tc->max_ctx * sizeof(*b->ctx_tok));
 	b->logits = malloc((size_t)c->block * c->draft_vocab * sizeof(float));
 	b->row = malloc((size_t)c->vocab * sizeof(float));
+	b->qd = malloc((size_t)c->draft_vocab * sizeof(float));
 	b->idx = malloc((size_t)c->vocab * sizeof(int));
-	if (!b->ctx_tok || !b->logits || !b->row || !b->idx) {
+	if (!b->ctx_tok || !b->logits || !b->row || !b->qd || !b->idx) {
 		bdr_free(&b->base);
 		sw_errf(err, SW_ENOMEM, "block drafter: out of memory");
 		return NULL;

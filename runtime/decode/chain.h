@@ -15,6 +15,7 @@
 #define RT_MAX_GAMMA 64
 
 typedef struct rt_drafter rt_drafter;
+struct gen_tree;
 struct rt_drafter_ops {
 	/* Proposes up to gamma tokens continuing hist[0..n_hist) (the whole
 	 * sequence so far, its last token not yet in the target cache). Writes
@@ -24,6 +25,14 @@ struct rt_drafter_ops {
 	int (*propose)(rt_drafter *d, const int32_t *hist, int n_hist, int gamma, const rt_sampling *s,
 	               uint64_t seed, uint32_t iter, int32_t *tok, float *q, sw_err *err);
 	void (*free)(rt_drafter *d);
+	/* Optional (NULL: chains only): drafts the static tree t for the tree
+	 * decoder (rt_generate_tree_drafter). tok (t->n): tok[0] =
+	 * hist[n_hist-1], tok[u] node u's token (-1: absent); q (t->n, V): row u
+	 * the distribution u's children were drawn from by `rule`, at the draft
+	 * sampling sd (s: the request's). */
+	int (*draft_tree)(rt_drafter *d, const struct gen_tree *t, int rule, const rt_sampling *sd,
+	                  const rt_sampling *s, uint64_t seed, uint32_t iter, const int32_t *hist, int n_hist,
+	                  int32_t *tok, float *q, sw_err *err);
 };
 
 struct rt_drafter {
@@ -100,7 +109,6 @@ int rt_verify_chain(const float *logits, const rt_sampling *s, const float *q, c
  * target forward with the ancestor mask, and accepts a path with `method`
  * (tree_verify.h). At temperature 0 the expansion is top-k by draft logits
  * and the verification greedy, whatever rule/method say. */
-struct gen_tree;
 typedef struct rt_tree_cfg {
 	const struct gen_tree *tree;
 	int rule;   /* enum rt_expand_rule */
@@ -109,5 +117,10 @@ typedef struct rt_tree_cfg {
 
 int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg, const int32_t *prompt,
                      int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st, sw_err *err);
+/* The same with the tree drafted by a drafter that drafts trees (its
+ * draft_tree op: block drafters, EAGLE-3 heads) instead of a draft model. */
+int rt_generate_tree_drafter(rt_ctx *tc, rt_drafter *d, const rt_tree_cfg *tcfg, const int32_t *prompt,
+                             int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st, sw_err *err);
+static inline bool rt_drafter_drafts_trees(const rt_drafter *d) { return d && d->ops->draft_tree; }
 
 #endif

@@ -155,8 +155,9 @@ static void md_free(rt_drafter *d)
 }
 
 static const struct rt_drafter_ops model_drafter_ops = {
-	/* .propose = */ md_propose,
-	/* .free    = */ md_free,
+	/* .propose    = */ md_propose,
+	/* .free       = */ md_free,
+	/* .draft_tree = */ NULL,
 };
 
 rt_drafter *rt_drafter_model(const rt_model *dm, int max_ctx, sw_err *err)
@@ -255,8 +256,9 @@ static int ng_propose(rt_drafter *d, const int32_t *hist, int n_hist, int gamma,
 static void ng_free(rt_drafter *d) { free(d); }
 
 static const struct rt_drafter_ops ngram_drafter_ops = {
-	/* .propose = */ ng_propose,
-	/* .free    = */ ng_free,
+	/* .propose    = */ ng_propose,
+	/* .free       = */ ng_free,
+	/* .draft_tree = */ NULL,
 };
 
 rt_drafter *rt_drafter_ngram(int min_n, int max_n, sw_err *err)

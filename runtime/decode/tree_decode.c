@@ -126,7 +126,8 @@ static int draft_tree(struct tree_state *S, const gen_tree *t, const rt_tree_cfg
 	return 0;
 }
 
-/* block: a block drafter drafts the whole tree from one pass (draft unused). */
+/* block: a drafter with a draft_tree op (a block drafter, an EAGLE-3 head)
+ * drafts the whole tree (draft unused). */
 static int generate_tree(rt_ctx *tc, const rt_model *draft, rt_drafter *block, const rt_tree_cfg *tcfg,
                          const int32_t *prompt, int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st,
                          sw_err *err)
@@ -134,7 +135,8 @@ static int generate_tree(rt_ctx *tc, const rt_model *draft, rt_drafter *block, c
 	const gen_tree *t = tcfg->tree;
 	int V = tc->m->cfg.vocab, n = t->n;
 	bool greedy = rt_sampling_greedy(&cfg->samp);
-	int dV = block ? rt_block_drafter_of(block)->cfg.vocab : draft->cfg.vocab;
+	/* a tree drafter was checked against the target when it was made */
+	int dV = block ? V : draft->cfg.vocab;
 	if (dV != V)
 		return sw_errf(err, SW_EINVAL, "tree decoding: draft vocabulary %d differs from the target's %d", dV, V);
 	if (!rt_verify_compatible(tcfg->rule, tcfg->method, greedy))
@@ -181,8 +183,8 @@ static int generate_tree(rt_ctx *tc, const rt_model *draft, rt_drafter *block, c
 			 * = 0; S > 1 passes draft at the request's sampling (the engine's way) */
 			rt_sampling sd = { greedy ? 1.0f : cfg->samp.temperature, 0, 1.0f };
 			uint64_t f0 = block->n_forwards;
-			rc = rt_block_draft_tree(block, t, greedy ? RT_EXPAND_TOPK : tcfg->rule, &sd, &cfg->samp,
-			                         cfg->seed, it, L.hist, L.n_hist, S.tok, L.q, err);
+			rc = block->ops->draft_tree(block, t, greedy ? RT_EXPAND_TOPK : tcfg->rule, &sd, &cfg->samp,
+			                            cfg->seed, it, L.hist, L.n_hist, S.tok, L.q, err);
 			st->n_draft_calls += block->n_forwards - f0;
 		} else {
 			rc = draft_tree(&S, t, tcfg, cfg, &L, it, L.q, st, err);
@@ -263,6 +265,15 @@ int rt_generate_tree(rt_ctx *tc, const rt_model *draft, const rt_tree_cfg *tcfg,
                      int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st, sw_err *err)
 {
 	return generate_tree(tc, draft, NULL, tcfg, prompt, n_prompt, cfg, out, st, err);
+}
+
+int rt_generate_tree_drafter(rt_ctx *tc, rt_drafter *d, const rt_tree_cfg *tcfg, const int32_t *prompt,
+                             int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st, sw_err *err)
+{
+	if (!rt_drafter_drafts_trees(d))
+		return sw_errf(err, SW_EINVAL, "tree decoding: drafter '%s' drafts chains only (expected a draft model, a block drafter or an EAGLE-3 head)",
+		               d ? d->name : "(none)");
+	return generate_tree(tc, NULL, d, tcfg, prompt, n_prompt, cfg, out, st, err);
 }
 
 int rt_generate_tree_block(rt_ctx *tc, rt_drafter *block, const rt_tree_cfg *tcfg, const int32_t *prompt,

@@ -24,6 +24,8 @@ static const struct {
 	{ "F32", SAFETENSORS_F32, 4 },
 	{ "F16", SAFETENSORS_F16, 2 },
 	{ "BF16", SAFETENSORS_BF16, 2 },
+	{ "I64", SAFETENSORS_I64, 8 },
+	{ "BOOL", SAFETENSORS_BOOL, 1 },
 };
 
 const char *safetensors_dtype_name(int dtype)
@@ -86,6 +88,35 @@ void safetensors_to_f32(const safetensors_tensor *t, float *out)
 		for (uint64_t i = 0; i < t->numel; i++)
 			out[i] = safetensors_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
 		break;
+	case SAFETENSORS_I64:
+	case SAFETENSORS_BOOL: {
+		for (uint64_t i = 0; i < t->numel; i++) {
+			int64_t v;
+			if (t->dtype == SAFETENSORS_BOOL) {
+				v = p[i] != 0;
+			} else {
+				memcpy(&v, p + 8 * i, sizeof(v));
+			}
+			out[i] = (float)v;
+		}
+		break;
+	}
+	}
+}
+
+int safetensors_to_i64(const safetensors_tensor *t, int64_t *out)
+{
+	const uint8_t *p = t->data;
+	switch (t->dtype) {
+	case SAFETENSORS_I64:
+		memcpy(out, p, t->numel * sizeof(int64_t));
+		return 0;
+	case SAFETENSORS_BOOL:
+		for (uint64_t i = 0; i < t->numel; i++)
+			out[i] = p[i] != 0;
+		return 0;
+	default:
+		return -1;
 	}
 }
 
@@ -129,7 +160,7 @@ static int parse_tensor(safetensors_file *f, const json_member *m, uint64_t data
 		if (!strcmp(dt, dtypes[i].name))
 			t->dtype = dtypes[i].dtype;
 	if (t->dtype < 0)
-		return sw_errf(err, SW_ENOTSUP, "%s: tensor \"%.128s\": dtype %.32s is not supported (supported: F32, F16, BF16)",
+		return sw_errf(err, SW_ENOTSUP, "%s: tensor \"%.128s\": dtype %.32s is not supported (supported: F32, F16, BF16, I64, BOOL)",
 			       f->name, m->key, dt);
 
 	if ((rc = json_get_array(v, "shape", path, 0, SAFETENSORS_MAX_DIMS, &shape, err)))

@@ -1,7 +1,8 @@
 /* safetensors reader: one file over mmap (or a caller's buffer, for fuzzing),
  * and a checkpoint directory (single model.safetensors or shards listed in
  * model.safetensors.index.json). Every offset and size is validated before
- * use. F32, F16 and BF16 tensors only; conversion to f32. Not a writer. */
+ * use. F32, F16 and BF16 tensors, converted to f32; I64 and BOOL (the index
+ * maps of EAGLE-3 heads: d2t, t2d), read as int64. Not a writer. */
 #ifndef RT_SAFETENSORS_H
 #define RT_SAFETENSORS_H
 
@@ -17,6 +18,8 @@ enum safetensors_dtype {
 	SAFETENSORS_F32 = 0,
 	SAFETENSORS_F16,
 	SAFETENSORS_BF16,
+	SAFETENSORS_I64,
+	SAFETENSORS_BOOL,  /* one byte, 0 or not */
 };
 
 typedef struct safetensors_tensor {
@@ -49,8 +52,12 @@ void safetensors_free(safetensors_file *f);
 const safetensors_tensor *safetensors_find(const safetensors_file *f, const char *name);
 const char *safetensors_dtype_name(int dtype);
 
-/* Converts t's numel elements to f32 (F32 is copied bit for bit). */
+/* Converts t's numel elements to f32 (F32 is copied bit for bit; I64 and
+ * BOOL by value, so a float loader handed an index tensor reads numbers). */
 void safetensors_to_f32(const safetensors_tensor *t, float *out);
+/* An I64 or BOOL tensor's numel elements as int64 (BOOL: 0 or 1); -1 for
+ * a float dtype (nothing written), else 0. */
+int safetensors_to_i64(const safetensors_tensor *t, int64_t *out);
 
 /* IEEE binary16 / bfloat16 bits to f32, exact (subnormals, inf, NaN kept). */
 float safetensors_f16_to_f32(uint16_t h);

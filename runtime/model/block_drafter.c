@@ -17,7 +17,7 @@
 static const char *const CONFIG_KEYS[] = {
 	"format", "version", "conditioning", "block", "draft_vocab", "target", "taps", "window",
 	"block_attention", "n_layers", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "norm_eps",
-	"rope_theta", "dtype", "steps", "training", NULL,
+	"rope_theta", "dtype", "steps", "training", "d2t", NULL,
 };
 static const char *const TARGET_KEYS[] = { "dim", "vocab", "n_layers", NULL };
 /* A spec's shape-only drafter: config.json's keys but format, version,
@@ -131,6 +131,8 @@ static int parse_config_value(const json_value *root, const char *file, const ch
 	}
 	if ((rc = get_int(root, "draft_vocab", P, 1, c->vocab, &c->draft_vocab, err)))
 		goto out;
+	if (!shape && json_get(root, "d2t") && (rc = json_get_bool(root, "d2t", P, &c->has_map, err)))
+		goto out;
 	if (c->cond == RT_BD_FEATURES) {
 		if ((rc = json_get_array(root, "taps", P, 1, RT_MAX_TAPS, &taps, err)))
 			goto out;
@@ -205,6 +207,47 @@ static int take_tensor(const safetensors_file *f, const struct want *w, float **
 	return 0;
 }
 
+/* d2t (absolute target ids) from the file's offsets when mapped, else the
+ * identity; checked: in range and distinct. */
+static int bd_take_map(const safetensors_file *f, const rt_bd_config *c, int32_t *d2t, sw_err *err)
+{
+	const int Vd = c->draft_vocab, V = c->vocab;
+	if (!c->has_map) {
+		for (int i = 0; i < Vd; i++)
+			d2t[i] = i;
+		return 0;
+	}
+	const safetensors_tensor *t = safetensors_find(f, "d2t");
+	if (!t)
+		return sw_errf(err, SW_EINVAL, "%s: tensor d2t: missing (expected shape [%d], I64, with \"d2t\": true)", f->name, Vd);
+	if (t->dtype != SAFETENSORS_I64 || t->n_dims != 1 || t->shape[0] != Vd)
+		return sw_errf(err, SW_EINVAL, "%s: tensor d2t: expected I64 of shape [%d], found %s of %d dimensions (first %lld)",
+		               f->name, Vd, safetensors_dtype_name(t->dtype), t->n_dims, t->n_dims ? (long long)t->shape[0] : 0LL);
+	int64_t *off = malloc((size_t)Vd * sizeof(*off));
+	uint8_t *seen = calloc((size_t)V, 1);
+	int rc = 0;
+	if (!off || !seen) {
+		rc = sw_errf(err, SW_ENOMEM, "%s: out of memory", f->name);
+		goto out;
+	}
+	safetensors_to_i64(t, off);
+	for (int i = 0; i < Vd && !rc; i++) {
+		int64_t tid = (int64_t)i + off[i];
+		if (tid < 0 || tid >= V)
+			rc = sw_errf(err, SW_EINVAL, "%s: tensor d2t[%d]: expected an offset to a target id in [0, %d), found %lld (target id %lld)",
+			             f->name, i, V, (long long)off[i], (long long)tid);
+		else if (seen[tid])
+			rc = sw_errf(err, SW_EINVAL, "%s: tensor d2t[%d]: expected distinct target ids, found target id %lld twice",
+			             f->name, i, (long long)tid);
+		else
+			seen[tid] = 1, d2t[i] = (int32_t)tid;
+	}
+out:
+	free(off);
+	free(seen);
+	return rc;
+}
+
 int rt_bd_config_load(const char *dir, const rt_config *tcfg, const char *tname, rt_bd_config *c, sw_err *err)
 {
 	char cpath[4096];
@@ -216,6 +259,9 @@ int rt_bd_config_load(const char *dir, const rt_config *tcfg, const char *tname,
 		               cpath);
 	int rc = parse_config(text, n, cpath, tcfg, tname, c, err);
 	free(text);
+	if (!rc && c->has_map)
+		rc = sw_errf(err, SW_ENOTSUP, "%s: $.d2t: expected false for an engine (its verify and block_unmask take draft ids [0, %d) as target ids; a draft map runs on the host decoder only), found true",
+		             cpath, c->draft_vocab);
 	return rc;
 }
 
@@ -277,6 +323,8 @@ rt_block_drafter *rt_block_drafter_load(const char *dir, const rt_model *tm, sw_
 			w[nw++] = (struct want){ nm, lw[i].dst, lw[i].d0, lw[i].d1 };
 		}
 	}
+	if (c->has_map)
+		w[nw++] = (struct want){ "d2t", NULL, c->draft_vocab, 0 };
 	/* Every tensor in the file must be one the config asks for: a stray
 	 * tensor means the config and the weights disagree (e.g. fc in a tokens
 	 * drafter, a layer beyond n_layers). */
@@ -293,7 +341,9 @@ rt_block_drafter *rt_block_drafter_load(const char *dir, const rt_model *tm, sw_
 	size_t total = 0;
 	for (int k = 0; k < nw; k++)
 		total += (size_t)w[k].d0 * (size_t)(w[k].d1 ? w[k].d1 : 1);
-	d->arena = malloc(total * sizeof(float));
+	if (c->has_map) /* the gathered LM head rows */
+		total += (size_t)c->draft_vocab * dim;
+	d->arena = malloc(total * sizeof(float) + (size_t)c->draft_vocab * sizeof(int32_t));
 	d->inv_freq = malloc((size_t)c->head_dim / 2 * sizeof(float));
 	if (!d->arena || !d->inv_freq) {
 		sw_errf(err, SW_ENOMEM, "%s: out of memory for %zu weights", dir, total);
@@ -301,11 +351,19 @@ rt_block_drafter *rt_block_drafter_load(const char *dir, const rt_model *tm, sw_
 	}
 	float *cur = d->arena;
 	for (int k = 0; k < nw; k++)
-		if (take_tensor(f, &w[k], &cur, err))
+		if (w[k].dst && take_tensor(f, &w[k], &cur, err))
 			goto out_free_f;
+	d->d2t = (int32_t *)((float *)d->arena + total);
+	if (bd_take_map(f, c, d->d2t, err))
+		goto out_free_f;
 	safetensors_free(f);
 	d->tok_embd = tm->w.tok_embd;
 	d->lm_head = tm->w.lm_head;
+	if (c->has_map) {
+		for (int i = 0; i < c->draft_vocab; i++)
+			memcpy(cur + (size_t)i * dim, tm->w.lm_head + (size_t)d->d2t[i] * dim, (size_t)dim * sizeof(float));
+		d->lm_head = cur;
+	}
 	ref_rope_freqs(d->inv_freq, c->head_dim, c->rope_theta, 0, 1.0f, 0, 0, 0);
 	return d;
 out_free_f:

@@ -18,7 +18,13 @@
  *   layers.L.w_gate, .w_up (ffn_dim, dim); layers.L.w_down (dim, ffn_dim)
  *   out_norm             (dim)
  * The token embedding and LM head are the target's, shared and frozen; the
- * draft head covers ids [0, draft_vocab).
+ * draft head covers ids [0, draft_vocab), or with "d2t": true in config.json
+ * the ids a tensor d2t (draft_vocab) I64 in model.safetensors maps to, in
+ * the public EAGLE-3 encoding (target id = draft id + d2t[draft id];
+ * distinct, in range): its LM head is those rows of the target's, q is 0
+ * elsewhere, verification stays over every id. The engine drafts over a
+ * prefix only (its verify and block_unmask index the draft vocabulary as
+ * target ids), so rt_bd_config_load, the planner's entry, refuses a map.
  *
  * Conditioning:
  *   features: the target's hidden states after layers `taps` at every
@@ -50,7 +56,8 @@ enum rt_bd_attn { RT_BD_BIDIRECTIONAL = 0, RT_BD_CAUSAL };
 typedef struct rt_bd_config {
 	int cond;          /* enum rt_bd_cond */
 	int block;         /* B: rows per pass (anchor + B-1 masks), 2..RT_BD_MAX_BLOCK */
-	int draft_vocab;   /* Vd: the draft head covers ids [0, Vd); q = 0 beyond */
+	int draft_vocab;   /* Vd: the draft head covers ids [0, Vd), or the map's; q = 0 elsewhere */
+	bool has_map;      /* "d2t": true: a d2t tensor maps draft ids to target ids */
 	int dim, vocab, target_layers; /* the target's, checked against it */
 	int n_taps;
 	int taps[RT_MAX_TAPS]; /* target layers tapped (features), increasing */
@@ -69,7 +76,9 @@ typedef struct rt_block_drafter {
 	rt_layer_weights layers[RT_BD_MAX_LAYERS];
 	float *out_norm;    /* (dim) */
 	const float *tok_embd; /* (vocab, dim) the target's */
-	const float *lm_head;  /* (vocab, dim) the target's; rows [0, Vd) used */
+	const float *lm_head;  /* (Vd, dim) rows d2t[0..Vd) of the target's (its own
+	                        * array when mapped, else the target's first rows) */
+	int32_t *d2t;       /* (Vd) target id of each draft id (identity without a map) */
 	float *inv_freq;    /* (head_dim/2) */
 	void *arena;        /* owns every array above but the target's */
 } rt_block_drafter;

@@ -134,7 +134,7 @@ static int parse_rope_scaling(const json_value *root, rt_config *cfg, sw_err *er
 		       rs->file, rs->line, rs->col, path, type);
 }
 
-static int check_arch(const json_value *root, sw_err *err)
+static int check_arch(const json_value *root, const char *const *archs, sw_err *err)
 {
 	const json_value *v;
 	const char *mt, *act;
@@ -154,13 +154,14 @@ static int check_arch(const json_value *root, sw_err *err)
 		if ((rc = json_as_array(v, "$.architectures", 1, 64, err)))
 			return rc;
 		for (size_t i = 0; i < v->n; i++)
-			if (v->items[i]->type == JSON_STRING && !strcmp(v->items[i]->str, "LlamaForCausalLM"))
-				found = true;
+			for (const char *const *a = archs; *a; a++)
+				if (v->items[i]->type == JSON_STRING && !strcmp(v->items[i]->str, *a))
+					found = true;
 		if (!found) {
 			char f[96];
 			snprintf(f, sizeof(f), "%s", v->items[0]->type == JSON_STRING ? v->items[0]->str : "?");
-			return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: $.architectures: expected [\"LlamaForCausalLM\"], found \"%.64s\"",
-				       v->file, v->line, v->col, f);
+			return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: $.architectures: expected [\"%s\"], found \"%.64s\"",
+				       v->file, v->line, v->col, archs[0], f);
 		}
 	}
 	static const char *const biases[] = { "attention_bias", "mlp_bias", NULL };
@@ -188,6 +189,13 @@ static int check_arch(const json_value *root, sw_err *err)
 int rt_llama_config_from_hf_json(const char *json_text, size_t n, const char *name,
 				 rt_config *cfg, sw_err *err)
 {
+	static const char *const llama[] = { "LlamaForCausalLM", NULL };
+	return rt_llama_config_from_hf_json_as(json_text, n, name, llama, cfg, err);
+}
+
+int rt_llama_config_from_hf_json_as(const char *json_text, size_t n, const char *name,
+				    const char *const *archs, rt_config *cfg, sw_err *err)
+{
 	int64_t dim, ffn, heads, kv, layers, hd, vocab, ctx;
 	double eps, theta;
 	const json_value *v;
@@ -199,7 +207,7 @@ int rt_llama_config_from_hf_json(const char *json_text, size_t n, const char *na
 	root = json_parse(json_text, n, name, err);
 	if (!root)
 		return err ? err->code : SW_EINVAL;
-	if ((rc = json_as_object(root, "$", err)) || (rc = check_arch(root, err)))
+	if ((rc = json_as_object(root, "$", err)) || (rc = check_arch(root, archs, err)))
 		goto out_free_root;
 
 	/* Bounds keep every product below (vocab*dim, layers*ffn*dim) far from

@@ -25,6 +25,12 @@ int rt_llama_load_hf(const char *dir, rt_config *cfg, rt_weights *w, sw_err *err
 int rt_llama_config_from_hf_json(const char *json_text, size_t n, const char *name,
 				 rt_config *cfg, sw_err *err);
 
+/* The same for a config whose $.architectures (when present) names one of
+ * archs (NULL-terminated; the first is quoted in errors): EAGLE-3 heads are
+ * Llama configs under "LlamaForCausalLMEagle3". */
+int rt_llama_config_from_hf_json_as(const char *json_text, size_t n, const char *name,
+				    const char *const *archs, rt_config *cfg, sw_err *err);
+
 /* HF (rotate_half) -> GGUF (adjacent pairs) row order of one projection of
  * n_head heads of head_dim rows each, in place: llama.cpp's
  * W.reshape(n_head, 2, hd/2, dim).swapaxes(1, 2).reshape(n_head*hd, dim). */

@@ -43,9 +43,9 @@ void tbu_config_text(const rt_model *m, const tbu_opts *o, char *out, size_t cap
 	         " \"target\": {\"dim\": %d, \"vocab\": %d, \"n_layers\": %d},\n"
 	         " \"taps\": %s, \"window\": %d, \"block_attention\": \"%s\",\n"
 	         " \"n_layers\": %d, \"n_heads\": %d, \"n_kv_heads\": %d, \"head_dim\": %d, \"ffn_dim\": %d,\n"
-	         " \"norm_eps\": 1e-5, \"rope_theta\": 10000.0}\n",
+	         " \"norm_eps\": 1e-5, \"rope_theta\": 10000.0%s}\n",
 	         o->cond, o->block, o->draft_vocab, m->cfg.dim, m->cfg.vocab, m->cfg.n_layers, taps, o->window, o->attn,
-	         o->n_layers, o->n_heads, o->n_kv_heads, o->head_dim, o->ffn);
+	         o->n_layers, o->n_heads, o->n_kv_heads, o->head_dim, o->ffn, o->map ? ", \"d2t\": true" : "");
 }
 
 struct tw {
@@ -112,6 +112,9 @@ int tbu_write(const char *dir, const rt_model *m, const tbu_opts *o, uint64_t se
 		first = 0;
 		off += numel * 4;
 	}
+	if (o->map && o->map_bad != 2)
+		k += (size_t)snprintf(hdr + k, 16384 - k, "%s\"d2t\":{\"dtype\":\"I64\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]}",
+		                      first ? "" : ",", o->draft_vocab, off, off + (size_t)o->draft_vocab * 8);
 	k += (size_t)snprintf(hdr + k, 16384 - k, "}");
 	while (k % 8)
 		hdr[k++] = ' ';
@@ -141,6 +144,12 @@ int tbu_write(const char *dir, const rt_model *m, const tbu_opts *o, uint64_t se
 			float v = (float)(t[i].bias + sc * (2 * tu_uniform(&s) - 1));
 			fwrite(&v, 4, 1, f);
 		}
+	}
+	for (int i = 0; o->map && o->map_bad != 2 && i < o->draft_vocab; i++) {
+		int64_t v = (int64_t)o->map[i] - i;
+		if (o->map_bad == 1 && i == 0)
+			v = -1;
+		fwrite(&v, 8, 1, f);
 	}
 	fclose(f);
 	free(hdr);

@@ -17,6 +17,9 @@ typedef struct tbu_opts {
 	double scale;           /* weight scale (1: logits O(1..3)) */
 	double qk_scale, vo_scale; /* extra factors on wq/wk and wv/wo (default 1;
 	                            * qk 0: uniform attention, every row mixes all) */
+	const int32_t *map;     /* non-NULL: "d2t": true and a d2t tensor (I64 offsets)
+	                         * mapping draft id i to target id map[i] */
+	int map_bad;            /* 1: d2t[0] out of range; 2: the tensor omitted */
 	/* corruption knobs (tests of malformed files) */
 	const char *config_override; /* non-NULL: written as config.json verbatim */
 	const char *skip_tensor;     /* omitted from the file */
