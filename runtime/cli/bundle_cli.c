@@ -24,7 +24,7 @@
 #include "core/fileio.h"
 #include "core/json.h"
 #include "core/sha256.h"
-#include "engine/files.h"
+#include "formats/engine_files.h"
 #include "engine/manifest.h"
 #include "model/block_drafter.h"
 
