@@ -650,6 +650,28 @@ static double now_s(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Strict UTF-8 (RFC 3629: shortest form, no surrogates, <= U+10FFFF),
+ * written here from the RFC's table, not the project's decoder. */
+static bool utf8_valid(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		unsigned c = p[i];
+		size_t k = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3
+		           : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+		if (!k || i + k > n)
+			return false;
+		for (size_t j = 1; j < k; j++)
+			if ((p[i + j] & 0xC0) != 0x80)
+				return false;
+		unsigned c1 = k > 1 ? p[i + 1] : 0;
+		if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||
+		    (c == 0xF4 && c1 > 0x8F))
+			return false;
+		i += k;
+	}
+	return true;
+}
+
 /* Sends raw bytes, reads the answer for up to wait_s: status, or -1 when the
  * connection ended without one (refused, reset, closed). */
 static int raw_http(int port, const char *req, size_t n, resp *r, double wait_s)
@@ -681,6 +703,86 @@ static int raw_http(int port, const char *req, size_t n, resp *r, double wait_s)
 	memcpy(r->body, sep + 4, r->n + 1);
 	free(buf);
 	return r->status;
+}
+
+/* Every answer's body is valid UTF-8 and valid JSON; an error is an
+ * OpenAI error object with the given status and code. */
+static void expect_json_error(const resp *r, int status, const char *code)
+{
+	if (!utf8_valid((const unsigned char *)r->body, r->n))
+		fail_msg("status %d: the body is not valid UTF-8: %s", r->status, r->body);
+	expect_error(r, status, NULL, code);
+}
+
+static void post_typed(int port, const char *path, const char *ctype, const char *body, resp *r)
+{
+	char req[4096];
+	int n = snprintf(req, sizeof(req), "POST %s HTTP/1.0\r\nHost: x\r\n%s%s%sContent-Length: %zu\r\n\r\n%s",
+	                 path, ctype ? "Content-Type: " : "", ctype ? ctype : "", ctype ? "\r\n" : "",
+	                 strlen(body), body);
+	const int st = raw_http(port, req, (size_t)n, r, 10);
+	if (st <= 0)
+		fail_msg("POST %s (%s): no answer", path, ctype ? ctype : "no type");
+}
+
+/* Bodies that are not declared JSON get 415 with an OpenAI error; client
+ * bytes that are not UTF-8 (in a quoted field, a percent-encoded URL) never
+ * make an answer invalid UTF-8 or invalid JSON (issue 26 items 9, 10). */
+static void test_media_type_and_utf8(void **state)
+{
+	sw_server *s = start(4, 1 << 16);
+	sw_server_ready(s, &g_b);
+	int port = sw_server_port(s);
+	resp r;
+	const char *ok = "{\"prompt\": \"a\"}";
+	const char *bad_types[] = {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+	                           "application/jsonx", "text/json", NULL};
+	for (int i = 0; i < 6; i++) {
+		post_typed(port, i % 2 ? "/v1/chat/completions" : "/v1/completions", bad_types[i], ok, &r);
+		expect_json_error(&r, 415, "unsupported_media_type");
+		free(r.body);
+	}
+	post_typed(port, "/v1/completions", "text/plain", "prompt=a&max_tokens=3", &r);
+	expect_json_error(&r, 415, "unsupported_media_type");
+	free(r.body);
+	post_typed(port, "/v1/completions", "Application/JSON; charset=utf-8", ok, &r);
+	assert_int_equal(r.status, 200);
+	free(r.body);
+	/* invalid, overlong, surrogate and cut UTF-8 inside quoted fields that
+	 * the error messages quote back */
+	const char *bodies[] = {
+		"{\"prompt\": \"a\", \"bogus\xff\xfe\": 1}",
+		"{\"prompt\": \"a\", \"\xc0\xaf\xe0\x80\xaf\": 1}",
+		"{\"prompt\": \"a\", \"model\": \"m\xed\xa0\x80\xf4\x90\x80\x80\"}",
+		"{\"prompt\": \"a\", \"model\": \"\xf0\x9f\x98\"}",
+		"{\"prompt\": \"a\", \"model\": \"\\udc00\xe2\x82\"}",
+		"{\"prompt\": \"\xff\"}",
+		"{\"prompt\": \"a\", \"stop\": [\"\xc1\xbf\"], \"x\xf5\": 2}",
+	};
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		post_typed(port, "/v1/completions", "application/json", bodies[i], &r);
+		if (r.status == 200)
+			fail_msg("body %zu accepted", i);
+		if (!utf8_valid((const unsigned char *)r.body, r.n))
+			fail_msg("body %zu: the answer is not valid UTF-8: %s", i, r.body);
+		expect_error(&r, r.status, NULL, NULL);
+		free(r.body);
+	}
+	/* percent-encoded bytes that are not UTF-8 in the URL (404 and 405
+	 * quote it) */
+	const char *urls[] = {"GET /%FF%FE HTTP/1.0\r\n\r\n", "GET /v1/%C0%AF%ED%A0%80 HTTP/1.0\r\n\r\n",
+	                      "POST /health%F0%9F HTTP/1.0\r\n\r\n", "DELETE /v1/models%E2%82 HTTP/1.0\r\n\r\n"};
+	for (size_t i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
+		int st = raw_http(port, urls[i], strlen(urls[i]), &r, 10);
+		if (st != 404 && st != 405 && st != 400)
+			fail_msg("%s: status %d", urls[i], st);
+		if (!utf8_valid((const unsigned char *)r.body, r.n))
+			fail_msg("%s: the answer is not valid UTF-8: %s", urls[i], r.body);
+		if (st != 400) /* libmicrohttpd's own 400 page is HTML */
+			expect_error(&r, st, NULL, NULL);
+		free(r.body);
+	}
+	sw_server_stop(s);
 }
 
 /* Idle and trickling connections cannot hold the connection slots: with
@@ -811,7 +913,7 @@ int main(void)
 		cmocka_unit_test(test_routes_and_loading),  cmocka_unit_test(test_json_and_stream),
 		cmocka_unit_test(test_stop_strings_and_eog), cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_queue_full_and_disconnect), cmocka_unit_test(test_metrics_add_up),
-		cmocka_unit_test(test_graceful_stop),
+		cmocka_unit_test(test_graceful_stop), cmocka_unit_test(test_media_type_and_utf8),
 		cmocka_unit_test(test_idle_connections), cmocka_unit_test(test_grace_keeps_stream_whole),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
