@@ -382,12 +382,12 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 
 	/* kernels.cu, and each kernel's own source for the per-kernel compiles */
 	snprintf(path, sizeof(path), "%s/kernels/philox.h", src_dir);
-	if (!(philox = sw_read_file(path, NULL))) {
+	if (!(philox = sw_read_file(path, SW_CAP_SOURCE, NULL))) {
 		rc = sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
 		goto out_free;
 	}
 	snprintf(path, sizeof(path), "%s/kernels/graph_set_cond.cuh", src_dir);
-	if (!(set_cond = sw_read_file(path, NULL))) {
+	if (!(set_cond = sw_read_file(path, SW_CAP_SOURCE, NULL))) {
 		rc = sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
 		goto out_free;
 	}
@@ -658,7 +658,7 @@ static int write_manifest(const char *dir, const char *json, size_t json_len,
 	for (int i = 0; i < n && !rc; i++) {
 		size_t len = 0;
 		snprintf(path, sizeof(path), "%.1100s/%.255s", dir, names[i]);
-		char *t = sw_read_file(path, &len);
+		char *t = sw_read_file(path, SW_CAP_IMAGE, &len);
 		if (!t) {
 			rc = sw_errf(err, SW_EIO, "%s: cannot read back: %s", path, strerror(errno));
 			break;

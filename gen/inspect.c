@@ -1,6 +1,7 @@
 /* Engine inspection and the H100 roofline projection (inspect.h). Reads only
  * the engine directory, through the strict JSON parser, so it also checks
  * that engine.json and resources.json are well formed. */
+#include <unistd.h>
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fileio.h"
 #include "attn_cost.h"
 #include "inspect.h"
 #include "core/json.h"
@@ -17,26 +19,16 @@ static json_value *load_json(const char *dir, const char *file, bool must, sw_er
 {
 	char path[1100];
 	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		if (must)
-			sw_errf(err, SW_EIO, "%s: cannot open: %s (is %s an engine directory from "
-			        "specwright build?)", path, strerror(errno), dir);
+	if (!must && access(path, F_OK) != 0)
 		return NULL;
-	}
-	char *buf = NULL;
-	long n = -1;
-	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
-	    (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
+	size_t n = 0;
+	char *buf = sw_read_capped(path, strstr(file, "engine.json") ? SW_CAP_ENGINE_JSON : SW_CAP_CONFIG, file, &n, err);
 	if (!buf) {
-		sw_errf(err, SW_EIO, "%s: cannot read", path);
+		if (must)
+			sw_err_prefix(err, "is %s an engine directory from specwright build?", dir);
 		return NULL;
 	}
-	json_value *v = json_parse(buf, (size_t)n, path, err);
+	json_value *v = json_parse(buf, n, path, err);
 	free(buf);
 	return v;
 }

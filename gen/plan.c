@@ -1625,7 +1625,7 @@ int gen_plan_check_restrict(const gen_plan *p, const char *src_dir, sw_err *err)
 		if (!loaded || strcmp(loaded, tmpl)) {
 			free(src);
 			size_t n = 0;
-			if (!(src = sw_read_file(path, &n))) {
+			if (!(src = sw_read_file(path, SW_CAP_SOURCE, &n))) {
 				rc = sw_errf(err, SW_EIO, "%s: cannot read the template", path);
 				break;
 			}

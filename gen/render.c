@@ -158,7 +158,7 @@ out_free:
 
 int gen_render_file(const char *path, const gen_param *p, int n, char **out, sw_err *err)
 {
-	char *t = sw_read_file(path, NULL);
+	char *t = sw_read_file(path, SW_CAP_SOURCE, NULL);
 	const char *base = strrchr(path, '/');
 
 	*out = NULL;

@@ -143,10 +143,11 @@ static int model_from_path(const json_value *v, const char *path, const char *mp
 	if (S_ISDIR(st.st_mode)) {
 		size_t n = 0;
 		snprintf(p, sizeof(p), "%s/config.json", mpath);
-		char *t = sw_read_file(p, &n);
+		char *t = sw_read_capped(p, SW_CAP_CONFIG, "an HF config.json", &n, err);
 		if (!t)
-			return bad(err, v, path, "an HF directory with config.json", "\"%s\" without one",
-			           mpath);
+			return err->code == SW_EINVAL /* too big, or not a file: named */
+			       ? err->code
+			       : bad(err, v, path, "an HF directory with config.json", "\"%s\" without one", mpath);
 		rc = rt_llama_config_from_hf_json(t, n, p, cfg, err);
 		free(t);
 	} else {
@@ -777,9 +778,9 @@ out_free:
 int gen_spec_load(const char *path, const char *trees_dir, gen_spec *s, sw_err *err)
 {
 	size_t n = 0;
-	char *t = sw_read_file(path, &n);
+	char *t = sw_read_capped(path, SW_CAP_CONFIG, "a spec", &n, err);
 	if (!t)
-		return sw_errf(err, SW_EIO, "%s: cannot read the spec: %s", path, strerror(errno));
+		return sw_err_prefix(err, "%s: cannot read the spec", path);
 	int rc = gen_spec_parse(t, n, path, trees_dir, s, err);
 	free(t);
 	return rc;

@@ -64,7 +64,7 @@ static void same_file(const char *a_dir, const char *b_dir, const char *name)
 	size_t la = 0, lb = 0;
 	snprintf(pa, sizeof(pa), "%s/%s", a_dir, name);
 	snprintf(pb, sizeof(pb), "%s/%s", b_dir, name);
-	char *a = sw_read_file(pa, &la), *b = sw_read_file(pb, &lb);
+	char *a = sw_read_file(pa, SW_CAP_IMAGE, &la), *b = sw_read_file(pb, SW_CAP_IMAGE, &lb);
 	if (!a || !b)
 		fail_msg("missing %s or %s", pa, pb);
 	if (la != lb || memcmp(a, b, la))
@@ -99,13 +99,13 @@ static void check_resources(const char *dir, const gen_spec *s)
 	size_t n = 0;
 	sw_err err = {0};
 	snprintf(path, sizeof(path), "%s/resources.json", dir);
-	char *t = sw_read_file(path, &n);
+	char *t = sw_read_file(path, SW_CAP_IMAGE, &n);
 	assert_non_null(t);
 	json_value *r = json_parse(t, n, path, &err);
 	if (!r)
 		fail_msg("%s", err.msg);
 	snprintf(path, sizeof(path), "%s/engine.json", dir);
-	char *e = sw_read_file(path, &n);
+	char *e = sw_read_file(path, SW_CAP_IMAGE, &n);
 	json_value *eng = json_parse(e, n, path, &err);
 	if (!eng)
 		fail_msg("%s", err.msg);
@@ -170,7 +170,7 @@ static void check_engine_files(const char *dir, const gen_spec *s, bool compiled
 	char path[512];
 	size_t n = 0;
 	snprintf(path, sizeof(path), "%s/kernels.cu", dir);
-	char *src = sw_read_file(path, &n);
+	char *src = sw_read_file(path, SW_CAP_IMAGE, &n);
 	assert_non_null(src);
 	char *nl = strchr(src, '\n');
 	assert_non_null(nl);
@@ -197,7 +197,7 @@ static void check_engine_files(const char *dir, const gen_spec *s, bool compiled
 	rt_manifest_free(m);
 	for (int a = 0; a < s->n_archs; a++) {
 		snprintf(path, sizeof(path), "%s/kernels.%s.cubin", dir, s->archs[a]);
-		char *c = sw_read_file(path, &n);
+		char *c = sw_read_file(path, SW_CAP_IMAGE, &n);
 		if (!compiled) {
 			assert_null(c);
 			continue;
@@ -210,7 +210,7 @@ static void check_engine_files(const char *dir, const gen_spec *s, bool compiled
 		free(c);
 	}
 	snprintf(path, sizeof(path), "%s/kernels.ptx", dir);
-	char *ptx = sw_read_file(path, &n);
+	char *ptx = sw_read_file(path, SW_CAP_IMAGE, &n);
 	if (compiled) {
 		assert_non_null(ptx);
 		assert_non_null(strstr(ptx, ".entry"));
@@ -275,7 +275,7 @@ static void test_build_real_model(void **state)
 	entry_for(".sm_80.kernel.entry", e80, sizeof(e80));
 	assert_true(e90[0] && e80[0]);
 	size_t n90 = 0, n80 = 0;
-	char *orig90 = sw_read_file(e90, &n90), *orig80 = sw_read_file(e80, &n80);
+	char *orig90 = sw_read_file(e90, SW_CAP_IMAGE, &n90), *orig80 = sw_read_file(e80, SW_CAP_IMAGE, &n80);
 	assert_int_equal(truncate(e90, (off_t)(n90 / 2)), 0);
 	FILE *f = fopen(e80, "r+b");
 	assert_non_null(f);
@@ -286,7 +286,7 @@ static void test_build_real_model(void **state)
 	assert_int_equal(again.cache_misses, 2);
 	assert_int_equal(again.cache_hits, n_entries - 2);
 	size_t m90 = 0, m80 = 0;
-	char *new90 = sw_read_file(e90, &m90), *new80 = sw_read_file(e80, &m80);
+	char *new90 = sw_read_file(e90, SW_CAP_IMAGE, &m90), *new80 = sw_read_file(e80, SW_CAP_IMAGE, &m80);
 	assert_int_equal(m90, n90);
 	assert_int_equal(m80, n80);
 	assert_memory_equal(new80, orig80, n80);
@@ -326,7 +326,7 @@ static void test_build_real_model(void **state)
 static gen_spec *with_tree(const char *path, const char *tree)
 {
 	size_t n = 0;
-	char *t = sw_read_file(path, &n), out[4096];
+	char *t = sw_read_file(path, SW_CAP_IMAGE, &n), out[4096];
 	sw_err err = {0};
 	assert_non_null(t);
 	char *p = strstr(t, "\"tree\": \"");
@@ -390,7 +390,7 @@ static void test_build_7b_shapes(void **state)
 static gen_spec *with_tree_verify(const char *path, const char *tree, const char *verify)
 {
 	size_t n = 0;
-	char *t = sw_read_file(path, &n), out[4096], tmp[4096];
+	char *t = sw_read_file(path, SW_CAP_IMAGE, &n), out[4096], tmp[4096];
 	sw_err err = {0};
 	assert_non_null(t);
 	char *p = strstr(t, "\"tree\": \"");
@@ -575,7 +575,7 @@ static void test_build_head_dims(void **state)
 			char rp[500];
 			size_t n = 0;
 			snprintf(rp, sizeof(rp), "%s/engine.json", dir);
-			char *r = sw_read_file(rp, &n);
+			char *r = sw_read_file(rp, SW_CAP_IMAGE, &n);
 			assert_non_null(r);
 			assert_non_null(strstr(r, "embedding16_dim896_n_rows151936_n_ids152064"));
 			assert_non_null(strstr(r, "embedding16_dim3584_n_rows152064_n_ids152064"));

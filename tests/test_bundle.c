@@ -336,7 +336,7 @@ static void test_verify(void **state)
 	snprintf(p, sizeof(p), "%s/bundle.json", V);
 	sw_err err = {0};
 	size_t len = 0;
-	char *text = sw_read_file(p, &len);
+	char *text = sw_read_file(p, SW_CAP_IMAGE, &len);
 	assert_non_null(text);
 	json_value *root = json_parse(text, len, p, &err);
 	free(text);

@@ -547,7 +547,7 @@ static void test_errors(void **state)
 	char src[400];
 	snprintf(src, sizeof(src), "%s/tiny_eagle/engine.json", g_dir);
 	size_t n = 0;
-	char *text = sw_read_file(src, &n);
+	char *text = sw_read_file(src, SW_CAP_IMAGE, &n);
 	assert_non_null(text);
 	static const char *const cases[][3] = {
 		{"\"specwright-engine/1\"", "\"specwright-engine/9\"", "$.format"},

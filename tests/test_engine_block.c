@@ -407,7 +407,7 @@ static void test_block_errors(void **state)
 	char path[400];
 	snprintf(path, sizeof(path), "%s/engine.json", dir);
 	size_t n = 0;
-	char *text = sw_read_file(path, &n);
+	char *text = sw_read_file(path, SW_CAP_IMAGE, &n);
 	assert_non_null(text);
 	char *at = strstr(text, "\"layer0\": 2,");
 	assert_non_null(at);

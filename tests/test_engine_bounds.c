@@ -56,7 +56,7 @@ static char *read_json(const char *dir, size_t *len)
 {
 	char p[600];
 	snprintf(p, sizeof(p), "%s/engine.json", dir);
-	char *t = sw_read_file(p, len);
+	char *t = sw_read_file(p, SW_CAP_IMAGE, len);
 	if (!t)
 		fail_msg("%s: cannot read", p);
 	return t;
@@ -414,7 +414,7 @@ static const gguf_tensor *tiny_tensor(const gguf_file *f, const char *field, int
 static char *copy_file(const char *from, const char *to, long flip)
 {
 	size_t n;
-	char *b = sw_read_file(from, &n);
+	char *b = sw_read_file(from, SW_CAP_IMAGE, &n);
 	assert_non_null(b);
 	if (flip >= 0)
 		b[n - (size_t)flip] ^= 0x40; /* a float's exponent bit: another value */
@@ -643,7 +643,7 @@ static void test_fuzz_seeds_accepted(void **state)
 		char path[256];
 		snprintf(path, sizeof(path), "tests/fuzz/seeds/fuzz_engine/%s.json", seeds[i]);
 		size_t len = 0;
-		char *text = sw_read_file(path, &len);
+		char *text = sw_read_file(path, SW_CAP_IMAGE, &len);
 		if (!text)
 			fail_msg("%s: cannot read the fuzz seed", path);
 		sw_err err = { 0 };

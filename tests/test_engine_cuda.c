@@ -98,7 +98,7 @@ static json_value *read_json(const char *path)
 {
 	sw_err err = {0};
 	size_t n = 0;
-	char *text = sw_read_file(path, &n);
+	char *text = sw_read_file(path, SW_CAP_IMAGE, &n);
 	if (!text)
 		fail_msg("cannot read %s", path);
 	json_value *root = json_parse(text, n, path, &err);
@@ -116,7 +116,7 @@ static void engine_kernels_load(const char *dir, engine_kernels *ek)
 	sw_err err = {0};
 	memset(ek, 0, sizeof(*ek));
 	snprintf(path, sizeof(path), "%s/kernels.cu", dir);
-	char *src = sw_read_file(path, NULL);
+	char *src = sw_read_file(path, SW_CAP_IMAGE, NULL);
 	if (!src)
 		fail_msg("cannot read %s", path);
 	snprintf(kdir, sizeof(kdir), "%s/kernels", src_root());
@@ -536,7 +536,7 @@ static void check_driver_floor(const char *dir, const engine_kernels *ek, const 
 	/* min_driver disagreeing with the NVRTC version */
 	snprintf(path, sizeof(path), "%s/engine.json", dir);
 	size_t n = 0;
-	char *text = sw_read_file(path, &n), num[16];
+	char *text = sw_read_file(path, SW_CAP_IMAGE, &n), num[16];
 	assert_non_null(text);
 	snprintf(num, sizeof(num), "%d", need);
 	char *at = strstr(text, "\"min_driver\": ");
@@ -1171,7 +1171,7 @@ static void test_dyn_smem(void **state)
 	eu_build(spec, dir, NULL, false);
 	snprintf(path, sizeof(path), "%s/engine.json", dir);
 	size_t n = 0;
-	char *text = sw_read_file(path, &n);
+	char *text = sw_read_file(path, SW_CAP_IMAGE, &n);
 	assert_non_null(text);
 	rt_manifest *m = rt_manifest_parse(dir, text, n, &err);
 	if (!m)

@@ -109,7 +109,7 @@ static void test_file_list(void **state)
 	build(e, "--no-compile");
 	snprintf(p, sizeof(p), "%s/engine.json", e);
 	size_t len = 0, klen = 0;
-	char *text = sw_read_file(p, &len);
+	char *text = sw_read_file(p, SW_CAP_IMAGE, &len);
 	assert_non_null(text);
 	sw_err err = {0};
 	json_value *root = json_parse(text, len, p, &err);
@@ -117,7 +117,7 @@ static void test_file_list(void **state)
 	const json_value *files = json_get(root, "files"), *k = files ? json_get(files, "kernels.cu") : NULL;
 	assert_non_null(k);
 	snprintf(p, sizeof(p), "%s/kernels.cu", e);
-	char *ks = sw_read_file(p, &klen);
+	char *ks = sw_read_file(p, SW_CAP_IMAGE, &klen);
 	assert_non_null(ks);
 	char want[17];
 	snprintf(want, sizeof(want), "%016" PRIx64, fnv((const unsigned char *)ks, klen));

@@ -117,7 +117,7 @@ static void test_nvrtc_vocabulary(void **state)
 		skip();
 	char path[512];
 	snprintf(path, sizeof(path), "%s/kernels/philox.h", src_root());
-	char *philox = sw_read_file(path, NULL);
+	char *philox = sw_read_file(path, SW_CAP_IMAGE, NULL);
 	assert_non_null(philox);
 	static const char body[] =
 		"KERNEL(vocab_probe, (float *RESTRICT, y), (uint32_t *, u), (int32_t *, k), (uint64_t, seed))\n"
@@ -164,9 +164,9 @@ static void test_nvrtc_prelude_text(void **state)
 	(void)state;
 	char path[512];
 	snprintf(path, sizeof(path), "%s/kernels/prelude_common.h", src_root());
-	char *common = sw_read_file(path, NULL);
+	char *common = sw_read_file(path, SW_CAP_IMAGE, NULL);
 	snprintf(path, sizeof(path), "%s/kernels/prelude_cuda.h", src_root());
-	char *cuda = sw_read_file(path, NULL);
+	char *cuda = sw_read_file(path, SW_CAP_IMAGE, NULL);
 	assert_non_null(common);
 	assert_non_null(cuda);
 	static const char inc[] = "#include \"prelude_common.h\"\n";

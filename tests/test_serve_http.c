@@ -6,6 +6,7 @@
  * errors (400/404/405/413/429/503), disconnects, /metrics and the graceful
  * stop. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -283,6 +285,15 @@ static void sse_text(const resp *r, bool chat, char *text, size_t cap, char *fin
 		p = end + 2;
 	}
 	assert_true(done);
+}
+
+static sw_server *start_opts(const sw_server_opts *o)
+{
+	sw_err err = {0};
+	sw_server *s = sw_server_start(o, &err);
+	if (!s)
+		fail_msg("%s", err.msg);
+	return s;
 }
 
 static sw_server *start(int queue, size_t max_body)
@@ -632,13 +643,278 @@ static void test_graceful_stop(void **state)
 	g_sc.iter_ms = 0;
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Strict UTF-8 (RFC 3629: shortest form, no surrogates, <= U+10FFFF),
+ * written here from the RFC's table, not the project's decoder. */
+static bool utf8_valid(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		unsigned c = p[i];
+		size_t k = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3
+		           : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+		if (!k || i + k > n)
+			return false;
+		for (size_t j = 1; j < k; j++)
+			if ((p[i + j] & 0xC0) != 0x80)
+				return false;
+		unsigned c1 = k > 1 ? p[i + 1] : 0;
+		if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||
+		    (c == 0xF4 && c1 > 0x8F))
+			return false;
+		i += k;
+	}
+	return true;
+}
+
+/* Sends raw bytes, reads the answer for up to wait_s: status, or -1 when the
+ * connection ended without one (refused, reset, closed). */
+static int raw_http(int port, const char *req, size_t n, resp *r, double wait_s)
+{
+	memset(r, 0, sizeof(*r));
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	struct timeval tv = {.tv_sec = (time_t)wait_s, .tv_usec = (long)((wait_s - (double)(time_t)wait_s) * 1e6)};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) || send(fd, req, n, MSG_NOSIGNAL) != (ssize_t)n) {
+		close(fd);
+		return -1;
+	}
+	size_t cap = 1 << 16, got = 0;
+	char *buf = malloc(cap);
+	ssize_t k;
+	while (got < cap - 1 && (k = recv(fd, buf + got, cap - 1 - got, 0)) > 0)
+		got += (size_t)k;
+	buf[got] = 0;
+	close(fd);
+	char *sep = strstr(buf, "\r\n\r\n");
+	if (!sep || sscanf(buf, "HTTP/1.%*d %d", &r->status) != 1) {
+		free(buf);
+		return -1;
+	}
+	r->n = got - (size_t)(sep + 4 - buf);
+	r->body = malloc(r->n + 1);
+	memcpy(r->body, sep + 4, r->n + 1);
+	free(buf);
+	return r->status;
+}
+
+/* Every answer's body is valid UTF-8 and valid JSON; an error is an
+ * OpenAI error object with the given status and code. */
+static void expect_json_error(const resp *r, int status, const char *code)
+{
+	if (!utf8_valid((const unsigned char *)r->body, r->n))
+		fail_msg("status %d: the body is not valid UTF-8: %s", r->status, r->body);
+	expect_error(r, status, NULL, code);
+}
+
+static void post_typed(int port, const char *path, const char *ctype, const char *body, resp *r)
+{
+	char req[4096];
+	int n = snprintf(req, sizeof(req), "POST %s HTTP/1.0\r\nHost: x\r\n%s%s%sContent-Length: %zu\r\n\r\n%s",
+	                 path, ctype ? "Content-Type: " : "", ctype ? ctype : "", ctype ? "\r\n" : "",
+	                 strlen(body), body);
+	const int st = raw_http(port, req, (size_t)n, r, 10);
+	if (st <= 0)
+		fail_msg("POST %s (%s): no answer", path, ctype ? ctype : "no type");
+}
+
+/* Bodies that are not declared JSON get 415 with an OpenAI error; client
+ * bytes that are not UTF-8 (in a quoted field, a percent-encoded URL) never
+ * make an answer invalid UTF-8 or invalid JSON (issue 26 items 9, 10). */
+static void test_media_type_and_utf8(void **state)
+{
+	sw_server *s = start(4, 1 << 16);
+	sw_server_ready(s, &g_b);
+	int port = sw_server_port(s);
+	resp r;
+	const char *ok = "{\"prompt\": \"a\"}";
+	const char *bad_types[] = {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+	                           "application/jsonx", "text/json", NULL};
+	for (int i = 0; i < 6; i++) {
+		post_typed(port, i % 2 ? "/v1/chat/completions" : "/v1/completions", bad_types[i], ok, &r);
+		expect_json_error(&r, 415, "unsupported_media_type");
+		free(r.body);
+	}
+	post_typed(port, "/v1/completions", "text/plain", "prompt=a&max_tokens=3", &r);
+	expect_json_error(&r, 415, "unsupported_media_type");
+	free(r.body);
+	post_typed(port, "/v1/completions", "Application/JSON; charset=utf-8", ok, &r);
+	assert_int_equal(r.status, 200);
+	free(r.body);
+	/* invalid, overlong, surrogate and cut UTF-8 inside quoted fields that
+	 * the error messages quote back */
+	const char *bodies[] = {
+		"{\"prompt\": \"a\", \"bogus\xff\xfe\": 1}",
+		"{\"prompt\": \"a\", \"\xc0\xaf\xe0\x80\xaf\": 1}",
+		"{\"prompt\": \"a\", \"model\": \"m\xed\xa0\x80\xf4\x90\x80\x80\"}",
+		"{\"prompt\": \"a\", \"model\": \"\xf0\x9f\x98\"}",
+		"{\"prompt\": \"a\", \"model\": \"\\udc00\xe2\x82\"}",
+		"{\"prompt\": \"\xff\"}",
+		"{\"prompt\": \"a\", \"stop\": [\"\xc1\xbf\"], \"x\xf5\": 2}",
+	};
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		post_typed(port, "/v1/completions", "application/json", bodies[i], &r);
+		if (r.status == 200)
+			fail_msg("body %zu accepted", i);
+		if (!utf8_valid((const unsigned char *)r.body, r.n))
+			fail_msg("body %zu: the answer is not valid UTF-8: %s", i, r.body);
+		expect_error(&r, r.status, NULL, NULL);
+		free(r.body);
+	}
+	/* percent-encoded bytes that are not UTF-8 in the URL (404 and 405
+	 * quote it) */
+	const char *urls[] = {"GET /%FF%FE HTTP/1.0\r\n\r\n", "GET /v1/%C0%AF%ED%A0%80 HTTP/1.0\r\n\r\n",
+	                      "POST /health%F0%9F HTTP/1.0\r\n\r\n", "DELETE /v1/models%E2%82 HTTP/1.0\r\n\r\n"};
+	for (size_t i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
+		int st = raw_http(port, urls[i], strlen(urls[i]), &r, 10);
+		if (st != 404 && st != 405 && st != 400)
+			fail_msg("%s: status %d", urls[i], st);
+		if (!utf8_valid((const unsigned char *)r.body, r.n))
+			fail_msg("%s: the answer is not valid UTF-8: %s", urls[i], r.body);
+		if (st != 400) /* libmicrohttpd's own 400 page is HTML */
+			expect_error(&r, st, NULL, NULL);
+		free(r.body);
+	}
+	sw_server_stop(s);
+}
+
+/* Idle and trickling connections cannot hold the connection slots: with
+ * every slot taken by sockets that send nothing (or one byte at a time), a
+ * /health request is answered within the header timeout plus a margin, and
+ * a request whose generation outlasts the header timeout is not cut. */
+static void *trickle_main(void *arg)
+{
+	int fd = *(int *)arg;
+	const char *req = "GET /health HTTP/1.0\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+	for (size_t i = 0; req[i]; i++) {
+		if (send(fd, req + i, 1, MSG_NOSIGNAL) != 1)
+			break; /* cut: what the server must do */
+		usleep(100000);
+	}
+	return NULL;
+}
+
+/* With every slot held by sockets that send nothing (trickle: one byte per
+ * 0.1 s, which keeps an inactivity timer fresh for 8 s), /health is answered
+ * within 4 s and the held sockets are closed by the server. */
+static void hold_slots_then_health(int port, int slots, bool trickle)
+{
+	int fds[16];
+	pthread_t th[16];
+	for (int i = 0; i < slots; i++) {
+		fds[i] = dial(port);
+		if (trickle)
+			pthread_create(&th[i], NULL, trickle_main, &fds[i]);
+	}
+	usleep(200000); /* every slot held */
+	const double t0 = now_s();
+	resp r = {0};
+	int st = -1;
+	const char *health = "GET /health HTTP/1.0\r\n\r\n";
+	while (st != 200 && now_s() - t0 < 4)
+		if ((st = raw_http(port, health, strlen(health), &r, 4)) != 200)
+			free(r.body), r.body = NULL, usleep(50000);
+	if (st != 200)
+		fail_msg("/health not answered within %.1f s with %d %s connections (status %d)", now_s() - t0, slots,
+		         trickle ? "trickling" : "idle", st);
+	json_value *hv = parse(r.body, r.n);
+	assert_string_equal(path(hv, "status")->str, "ok");
+	json_free(hv);
+	free(r.body);
+	for (int i = 0; i < slots; i++) {
+		char ch;
+		struct timeval tv = {.tv_sec = 3};
+		setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		ssize_t k = recv(fds[i], &ch, 1, 0); /* the server's end (no answer: nothing was asked) */
+		assert_true(k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK));
+		if (trickle)
+			pthread_join(th[i], NULL);
+		close(fds[i]);
+	}
+}
+
+static void test_idle_connections(void **state)
+{
+	enum { SLOTS = 6 };
+	sw_server_opts o = {.host = "127.0.0.1", .port = 0, .queue = 4, .max_body = 1 << 16, .default_max_tokens = 10,
+	                    .shutdown_grace_s = 30, .quiet = true, .max_connections = SLOTS, .header_timeout_s = 1};
+	sw_server *s = start_opts(&o);
+	sw_server_ready(s, &g_b);
+	int port = sw_server_port(s);
+	hold_slots_then_health(port, SLOTS, false);
+	hold_slots_then_health(port, SLOTS, true);
+	resp r;
+	/* a request that runs longer than the header timeout keeps its
+	 * connection (streamed and not) */
+	g_sc.iter_ms = 150; /* 24 tokens: 8 iterations of 3, 1.2 s */
+	const double t1 = now_s();
+	r = http(port, "POST", "/v1/completions", "{\"prompt\": \"a\", \"max_tokens\": 24}");
+	assert_int_equal(r.status, 200);
+	assert_true(now_s() - t1 > 1.0);
+	char want[512];
+	expected_text(24, want, sizeof(want));
+	json_value *v = parse(r.body, r.n);
+	assert_string_equal(path(v, "choices.0.text")->str, want);
+	json_free(v);
+	free(r.body);
+	r = http(port, "POST", "/v1/completions", "{\"prompt\": \"a\", \"max_tokens\": 24, \"stream\": true}");
+	assert_int_equal(r.status, 200);
+	char text[512], finish[16];
+	int usage, n_ev;
+	sse_text(&r, false, text, sizeof(text), finish, &usage, &n_ev);
+	assert_string_equal(text, want);
+	free(r.body);
+	g_sc.iter_ms = 0;
+	sw_server_stop(s);
+}
+
+/* The grace over, the running stream is ended at its next iteration but
+ * still closed properly: its final chunk (finish_reason "length") and
+ * [DONE], every event valid JSON. */
+static void test_grace_keeps_stream_whole(void **state)
+{
+	sw_server_opts o = {.host = "127.0.0.1", .port = 0, .queue = 4, .max_body = 1 << 16, .default_max_tokens = 10,
+	                    .shutdown_grace_s = 0.3, .quiet = true};
+	sw_server *s = start_opts(&o);
+	sw_server_ready(s, &g_b);
+	int port = sw_server_port(s);
+	g_sc.iter_ms = 50; /* 60 tokens: 20 iterations, 1 s */
+	bg_req a = {.port = port, .path = "/v1/completions",
+	            .body = "{\"prompt\": \"a\", \"max_tokens\": 60, \"stream\": true}"};
+	pthread_create(&a.th, NULL, bg_main, &a);
+	wait_metric(port, "vllm:num_requests_running{model_name=\"tiny-script\"}", 1);
+	sw_server_stop(s);
+	pthread_join(a.th, NULL);
+	g_sc.iter_ms = 0;
+	assert_int_equal(a.r.status, 200);
+	char text[1024], finish[16], want[1024];
+	int usage, n_ev;
+	sse_text(&a.r, false, text, sizeof(text), finish, &usage, &n_ev);
+	assert_string_equal(finish, "length");
+	int n_words = 0;
+	for (const char *q = text; *q; q++)
+		n_words += *q == ' ';
+	assert_true(n_words > 0 && n_words < 60); /* ended early, at an iteration */
+	expected_text(n_words, want, sizeof(want));
+	assert_string_equal(text, want);
+	free(a.r.body);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_routes_and_loading),  cmocka_unit_test(test_json_and_stream),
 		cmocka_unit_test(test_stop_strings_and_eog), cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_queue_full_and_disconnect), cmocka_unit_test(test_metrics_add_up),
-		cmocka_unit_test(test_graceful_stop),
+		cmocka_unit_test(test_graceful_stop), cmocka_unit_test(test_media_type_and_utf8),
+		cmocka_unit_test(test_idle_connections), cmocka_unit_test(test_grace_keeps_stream_whole),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -309,7 +309,7 @@ static void test_manifest_refuses_larger_draft(void **state)
 	eu_build(spec, dir, cache_dir(), false);
 	snprintf(mp, sizeof(mp), "%s/engine.json", dir);
 	size_t n = 0;
-	char *text = sw_read_file(mp, &n);
+	char *text = sw_read_file(mp, SW_CAP_IMAGE, &n);
 	assert_non_null(text);
 	char *sh = strstr(text, "\"shapes\"");
 	assert_non_null(sh);

@@ -73,7 +73,7 @@ int gen_jit_cache_get(const char *path, const uint64_t key[2], void **payload, s
                       char **log)
 {
 	size_t n = 0;
-	unsigned char *b = (unsigned char *)sw_read_file(path, &n);
+	unsigned char *b = (unsigned char *)sw_read_file(path, SW_CAP_IMAGE, &n);
 	uint64_t hdr[4], sum;
 	const size_t H = 8 + sizeof(hdr);
 

@@ -34,7 +34,7 @@ int gen_emu_module_build(const char *src, const char *key, const char *kernels_d
 	for (int i = 0; i < (int)(sizeof(deps) / sizeof(deps[0])); i++) {
 		size_t len = 0;
 		snprintf(path, sizeof(path), "%s/%s", kernels_dir, deps[i]);
-		char *t = sw_read_file(path, &len);
+		char *t = sw_read_file(path, SW_CAP_SOURCE, &len);
 		if (!t)
 			return sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
 		h = sw_fnv1a64(h, t, len);
@@ -52,7 +52,7 @@ int gen_emu_module_build(const char *src, const char *key, const char *kernels_d
 		size_t k = strlen(cmd);
 		snprintf(cmd + k, sizeof(cmd) - k, " -o '%s' '%s' -lm > '%s' 2>&1", tmp, cpath, log);
 		if (system(cmd) != 0) {
-			char *l = sw_read_file(log, NULL);
+			char *l = sw_read_file(log, SW_CAP_SOURCE, NULL);
 			rc = sw_errf(err, SW_EINVAL, "%s: emulator build failed:\n%.700s", cpath,
 			             l ? l : "(no log)");
 			free(l);

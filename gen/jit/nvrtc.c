@@ -399,14 +399,14 @@ char *gen_nvrtc_prelude_load(const char *kernels_dir, sw_err *err)
 	char *cuda, *common = NULL, *out, *at;
 
 	snprintf(path, sizeof(path), "%s/prelude_cuda.h", kernels_dir);
-	if (!(cuda = sw_read_file(path, NULL))) {
+	if (!(cuda = sw_read_file(path, SW_CAP_SOURCE, NULL))) {
 		sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
 		return NULL;
 	}
 	if (!(at = strstr(cuda, inc)))
 		return cuda;
 	snprintf(path, sizeof(path), "%s/prelude_common.h", kernels_dir);
-	if (!(common = sw_read_file(path, NULL))) {
+	if (!(common = sw_read_file(path, SW_CAP_SOURCE, NULL))) {
 		sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
 		free(cuda);
 		return NULL;

@@ -5,9 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <stdint.h>
+#include <sys/stat.h>
 
 #include "decode/acchead.h"
 #include "cli.h"
+#include "core/fileio.h"
 
 int cli_adaptive_setup(const cli_opts *o, cli_session *s, rt_gen_cfg *cfg, rt_acchead **head, sw_err *err)
 {
@@ -77,6 +80,13 @@ static char *load_corpus(const char *path, const char **used, sw_err *err)
 	if (!f) {
 		sw_errf(err, SW_EIO, "train-head: %s: cannot read the corpus (give a text file with --corpus FILE)",
 		        path ? path : "no default corpus (fortunes or bible-kjv) installed");
+		return NULL;
+	}
+	struct stat st = {0};
+	if (!is_pipe && (fstat(fileno(f), &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > SW_CAP_TEXT)) {
+		fclose(f);
+		sw_errf(err, SW_EINVAL, "train-head: %s: %lld bytes or not a regular file; expected a text file of at most "
+		        "%zu bytes", *used, S_ISREG(st.st_mode) ? (long long)st.st_size : -1LL, SW_CAP_TEXT);
 		return NULL;
 	}
 	size_t cap = 1 << 16, n = 0;

@@ -378,9 +378,11 @@ int cli_bench(const cli_opts *o)
 		return bench_markov(o);
 	const char *corpus = o->corpus ? o->corpus : "/usr/share/games/fortunes/fortunes";
 	size_t len = 0;
-	text = sw_read_file(corpus, &len);
+	sw_err rerr = {0};
+	text = sw_read_capped(corpus, SW_CAP_TEXT, "a bench corpus", &len, &rerr);
 	if (!text) {
-		fprintf(stderr, "specwright bench: cannot read corpus %s (give one with --corpus FILE)\n", corpus);
+		fprintf(stderr, "specwright bench: cannot read the corpus: %s (give one with --corpus FILE)\n",
+		        rerr.msg);
 		return 1;
 	}
 	prompts = calloc((size_t)o->n_prompts, sizeof(*prompts));

@@ -207,7 +207,7 @@ static void jstr(FILE *f, const char *s)
 static json_value *read_json(const char *path, sw_err *err)
 {
 	size_t len = 0;
-	char *text = sw_read_input(path, &len, err);
+	char *text = sw_read_capped(path, SW_CAP_ENGINE_JSON, "an engine.json", &len, err);
 	if (!text)
 		return NULL;
 	json_value *root = json_parse(text, len, path, err);

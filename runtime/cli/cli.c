@@ -349,7 +349,7 @@ char *cli_read_prompt(const cli_opts *o, sw_err *err)
 		return t;
 	}
 	size_t len = 0;
-	char *t = sw_read_input(o->prompt_file, &len, err);
+	char *t = sw_read_capped(o->prompt_file, SW_CAP_TEXT, "a prompt file", &len, err);
 	if (!t)
 		return sw_err_prefix(err, "cannot open the prompt file (-f)"), NULL;
 	const char *nul = memchr(t, 0, len);

@@ -693,9 +693,10 @@ int cli_engine_bench(cli_opts *o)
 	const char *corpus = o->corpus ? o->corpus : "/usr/share/games/fortunes/fortunes";
 	memset(&j, 0, sizeof(j));
 	size_t len = 0;
-	if (!(text = sw_read_file(corpus, &len))) {
-		fprintf(stderr, "specwright bench: cannot read corpus %s (give one with --corpus FILE)\n",
-		        corpus);
+	sw_err rerr = {0};
+	if (!(text = sw_read_capped(corpus, SW_CAP_TEXT, "a bench corpus", &len, &rerr))) {
+		fprintf(stderr, "specwright bench: cannot read the corpus: %s (give one with --corpus FILE)\n",
+		        rerr.msg);
 		return 1;
 	}
 	prompts = calloc((size_t)o->n_prompts, sizeof(*prompts));

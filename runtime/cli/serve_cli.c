@@ -1,16 +1,20 @@
 /* `specwright serve ENGINE_DIR`: the HTTP server (runtime/serve) over one
  * built engine on the best backend. The engine is loaded and its graph
- * captured (one warm-up generation) while /health says "loading"; SIGTERM or
- * SIGINT stops it gracefully (queued requests get 503, the running one
- * finishes) and the process exits 0. */
+ * captured (one warm-up generation) while /health says "loading". SIGTERM,
+ * SIGINT or SIGHUP (core/stopsig.h: taken the same way whatever threads the
+ * libraries start) stops it gracefully and the process exits 0: during
+ * loading once the current loading step returns; while serving, queued
+ * requests get 503 and the running one finishes (or is ended after the
+ * grace, its stream still closed properly). Signals during the stop are
+ * logged and change nothing: a running stream is never cut by one. */
 #include <math.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "core/stopsig.h"
 #include "engine/engine.h"
 #include "gen/render.h"
 #include "serve/server.h"
@@ -128,8 +132,18 @@ static void usage(FILE *f)
 	           "         [--backend auto|host|host-emulate|cuda] [--model GGUF] [--max-body BYTES]\n"
 	           "         [--default-max-tokens N] [--seed N] [--quiet] [--draft-model DIR: a block\n"
 	           "         drafter engine's drafter directory, default the one it was built from]\n"
+	           "         [--max-connections N (default queue + 64)] [--header-timeout S (default 10)]\n"
 	           "OpenAI-compatible: POST /v1/completions, POST /v1/chat/completions (stream: true for\n"
-	           "server-sent events), GET /v1/models, GET /health, GET /metrics (Prometheus).\n");
+	           "server-sent events), GET /v1/models, GET /health, GET /metrics (Prometheus).\n"
+	           "Connections: a connection must send a complete request (headers and body) within\n"
+	           "--header-timeout seconds of connecting or of its previous answer, else it is closed,\n"
+	           "so idle sockets cannot hold the --max-connections slots; one with a request keeps\n"
+	           "its slot while it waits, runs and streams (600 s of inactivity at most).\n"
+	           "Signals: SIGTERM, SIGINT or SIGHUP stops gracefully, exit 0: during loading, once the\n"
+	           "current loading step returns; while serving, no new requests (503), queued ones get\n"
+	           "503, the running one finishes (after 30 s it is ended at its next iteration,\n"
+	           "finish_reason \"length\"), and every stream ends with its final chunk and [DONE].\n"
+	           "A second signal during the stop is logged and changes nothing (SIGKILL ends at once).\n");
 }
 
 static int arg_int(const char *opt, const char *v, long lo, long hi, long *out)
@@ -185,6 +199,14 @@ int cli_serve(int argc, char **argv)
 			o.model_override = v, i++;
 		} else if (!strcmp(a, "--draft-model") && v) {
 			o.draft_model = v, i++;
+		} else if (!strcmp(a, "--max-connections")) {
+			if (arg_int(a, v, 1, 100000, &x))
+				return 2;
+			so.max_connections = (int)x, i++;
+		} else if (!strcmp(a, "--header-timeout")) {
+			if (arg_int(a, v, 1, 3600, &x))
+				return 2;
+			so.header_timeout_s = (double)x, i++;
 		} else if (!strcmp(a, "--quiet")) {
 			so.quiet = true;
 		} else if (a[0] != '-' && !dir) {
@@ -201,15 +223,14 @@ int cli_serve(int argc, char **argv)
 		        dir ? dir : "(nothing)");
 		return 2;
 	}
-	/* SIGTERM/SIGINT are taken by sigwait below: block them before any thread starts */
-	sigset_t sigs;
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	signal(SIGPIPE, SIG_IGN);
-
 	sw_err err = {0};
+	/* before any thread of ours starts (main() calls nothing that starts one
+	 * before this); threads the libraries started earlier only pass a
+	 * signal on (stopsig.h) */
+	if (sw_stopsig_setup(&err)) {
+		fprintf(stderr, "specwright serve: %s\n", err.msg);
+		return 1;
+	}
 	sw_server *srv = sw_server_start(&so, &err);
 	if (!srv) {
 		fprintf(stderr, "specwright serve: %s\n", err.msg);
@@ -217,9 +238,16 @@ int cli_serve(int argc, char **argv)
 	}
 	fprintf(stderr, "serve: listening on http://%s:%d (loading %s)\n", so.host, sw_server_port(srv), dir);
 	serve_ctx c = {0};
-	int rc = 1;
+	int rc = 1, sig = 0;
+/* a stop signal during loading: stop before the next step */
+#define STOP_IF_SIGNALLED()                                                                                 \
+	do {                                                                                                \
+		if ((sig = sw_stopsig_wait(0)) != 0)                                                        \
+			goto stopped_loading;                                                               \
+	} while (0)
 	if (!(c.e = rt_engine_load(dir, &err)))
 		goto out;
+	STOP_IF_SIGNALLED();
 	o.model = o.model_override ? o.model_override : c.e->man->target_path;
 	if (!o.model[0]) {
 		sw_errf(&err, SW_EINVAL, "%s/engine.json: built from a shape, not a weights file: give the weights "
@@ -235,9 +263,11 @@ int cli_serve(int argc, char **argv)
 		sw_err_prefix(&err, "engine %s: target", dir);
 		goto out;
 	}
+	STOP_IF_SIGNALLED();
 	const rt_dev_opts dopts = {.emu_compile = gen_emu_module_build};
 	if (!(c.dev = rt_dev_open(o.backend ? o.backend : "auto", &dopts, &err)))
 		goto out;
+	STOP_IF_SIGNALLED();
 	if (o.draft_model && c.e->man->draft_kind != RT_ENGINE_DRAFT_BLOCK) {
 		sw_errf(&err, SW_EINVAL, "%s: --draft-model cannot apply: the engine does not draft with a "
 		        "block drafter", dir);
@@ -258,6 +288,7 @@ int cli_serve(int argc, char **argv)
 	} else if (cli_engine_bind(c.e, c.dev, c.s.target, NULL, o.seed, &err)) {
 		goto out;
 	}
+	STOP_IF_SIGNALLED();
 	c.base_seed = o.seed;
 	if (!(c.out = malloc(sizeof(*c.out) * (size_t)(c.e->man->max_ctx + 1)))) {
 		sw_errf(&err, SW_ENOMEM, "out of memory");
@@ -271,6 +302,8 @@ int cli_serve(int argc, char **argv)
 		if (rt_engine_generate(c.e, &run, c.out, &st, &err) < 0)
 			goto out;
 	}
+	STOP_IF_SIGNALLED();
+#undef STOP_IF_SIGNALLED
 	snprintf(c.b.model_id, sizeof(c.b.model_id), "%s", c.e->man->name);
 	c.b.user = &c;
 	c.b.max_ctx = c.e->man->max_ctx;
@@ -282,10 +315,18 @@ int cli_serve(int argc, char **argv)
 	sw_server_ready(srv, &c.b);
 	fprintf(stderr, "serve: ready: model \"%s\" on %s, context %d, queue %d\n", c.b.model_id, c.dev->desc,
 	        c.e->man->max_ctx, so.queue);
-	int sig = 0;
-	sigwait(&sigs, &sig);
-	fprintf(stderr, "serve: %s: stopping (queued requests get 503, the running one finishes)\n",
-	        sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	while (!(sig = sw_stopsig_wait(-1)))
+		;
+	fprintf(stderr, "serve: %s: stopping (queued requests get 503, the running one finishes)\n", strsignal(sig));
+	sw_server_quiesce(srv);
+	while (!sw_server_drained(srv, 0.2))
+		if ((sig = sw_stopsig_wait(0)) != 0)
+			fprintf(stderr, "serve: %s again: already stopping; the running request goes on to its end "
+			        "(SIGKILL ends the process at once)\n", strsignal(sig));
+	rc = 0;
+	goto out;
+stopped_loading:
+	fprintf(stderr, "serve: %s while loading: stopping before serving\n", strsignal(sig));
 	rc = 0;
 out:
 	if (rc)

@@ -80,34 +80,22 @@ static char *read_all(int fd, size_t *len, size_t max)
 	return s;
 }
 
-char *sw_read_file(const char *path, size_t *len)
+char *sw_read_file(const char *path, size_t cap, size_t *len)
 {
 	sw_err err;
 	int fd = sw_open_regular(path, &err);
 	if (fd < 0)
 		return NULL; /* errno set */
-	char *s = read_all(fd, len, SIZE_MAX);
+	struct stat st;
+	if (fstat(fd, &st) < 0 || st.st_size < 0 || (uint64_t)st.st_size > cap) {
+		close(fd);
+		errno = EFBIG;
+		return NULL;
+	}
+	char *s = read_all(fd, len, cap);
 	int e = errno;
 	close(fd);
 	errno = e;
-	return s;
-}
-
-char *sw_read_input(const char *path, size_t *len, sw_err *err)
-{
-	if (!strcmp(path, "-")) {
-		char *s = read_all(STDIN_FILENO, len, SIZE_MAX);
-		if (!s)
-			sw_errf(err, SW_EIO, "standard input: cannot read: %s", strerror(errno));
-		return s;
-	}
-	int fd = sw_open_regular(path, err);
-	if (fd < 0)
-		return NULL;
-	char *s = read_all(fd, len, SIZE_MAX);
-	if (!s)
-		sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
-	close(fd);
 	return s;
 }
 

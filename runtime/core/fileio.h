@@ -15,20 +15,21 @@
  * the fd (blocking mode restored) or a negative error with err set. */
 int sw_open_regular(const char *path, sw_err *err);
 
+/* Every whole-file read takes a cap derived from what can be valid (the
+ * caps below say how), checked with fstat BEFORE anything is allocated or
+ * read, so a huge (or sparse) file is refused at once: there is no uncapped
+ * reader. */
+
 /* The file's bytes plus a terminating NUL (malloc'ed), its length in *len
  * (may be NULL). NULL with errno set when it cannot be opened or read
- * (EISDIR for a directory, EINVAL for another non-regular file). */
-char *sw_read_file(const char *path, size_t *len);
+ * (EISDIR for a directory, EINVAL for another non-regular file, EFBIG for
+ * more than cap bytes). For the project's own files (templates, kernel
+ * images, cache entries); a file a user names goes through sw_read_capped. */
+char *sw_read_file(const char *path, size_t cap, size_t *len);
 
-/* The same with a message naming the file and what went wrong; "-" reads
- * standard input (to its end). */
-char *sw_read_input(const char *path, size_t *len, sw_err *err);
-
-/* sw_read_input refusing a file of more than cap bytes, checked with fstat
- * BEFORE reading (standard input: after cap + 1 bytes): SW_EINVAL naming
- * the file, its size and the cap, what is `what` ("an engine.json"). Every
- * file the runtime reads whole goes through it with a cap derived from
- * what can be valid (the caps below; each says how). */
+/* The same with a message: a file of more than cap bytes is SW_EINVAL
+ * naming the file, its size and the cap, what is `what` ("an engine.json");
+ * "-" reads standard input (refused after cap + 1 bytes). */
 char *sw_read_capped(const char *path, size_t cap, const char *what, size_t *len, sw_err *err);
 
 /* Caps on whole-file reads (bytes). */
@@ -50,5 +51,11 @@ char *sw_read_capped(const char *path, size_t cap, const char *what, size_t *len
  * takes is 2^24 tokens (engine.json max_context), and a token is at most
  * a few dozen bytes of text: 1 GiB */
 #define SW_CAP_TEXT ((size_t)1 << 30)
+/* the project's own sources (kernel templates, rendered kernels.cu: ~1 MiB
+ * for the largest engine) and logs */
+#define SW_CAP_SOURCE ((size_t)64 << 20)
+/* compiled kernel images (a cubin of <= ~500 kernels x 4 arches is tens of
+ * MiB) and JIT cache entries */
+#define SW_CAP_IMAGE ((size_t)512 << 20)
 
 #endif

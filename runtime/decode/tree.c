@@ -3,6 +3,7 @@
  * ancestor masks. Also the generated forms (chain, kary, branch, batch),
  * presets and tree files. It does not choose trees (no acceptance-rate
  * search) and knows nothing of tokens or devices. */
+#include "core/fileio.h"
 #include "tree.h"
 
 #include <dirent.h>
@@ -508,40 +509,8 @@ out_free:
  * stream forever. */
 static int read_tree_file(const char *path, char **out, size_t *len, sw_err *err)
 {
-	struct stat st;
-	FILE *f;
-	char *text = NULL;
-	int rc = 0;
-
-	*out = NULL;
-	f = fopen(path, "rb");
-	if (!f)
-		return sw_errf(err, SW_EIO, "cannot open tree file %s: %s", path, strerror(errno));
-	if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-		rc = sw_errf(err, SW_EIO, "tree file %s: expected a regular file", path);
-		goto out_close;
-	}
-	if (st.st_size > TREE_FILE_MAX) {
-		rc = sw_errf(err, SW_ERANGE, "tree file %s: expected at most %d bytes, found %lld", path,
-			     TREE_FILE_MAX, (long long)st.st_size);
-		goto out_close;
-	}
-	text = malloc((size_t)st.st_size + 1);
-	if (!text) {
-		rc = sw_errf(err, SW_ENOMEM, "tree file %s: out of memory", path);
-		goto out_close;
-	}
-	*len = fread(text, 1, (size_t)st.st_size, f);
-	if (ferror(f)) {
-		rc = sw_errf(err, SW_EIO, "cannot read tree file %s: %s", path, strerror(errno));
-		free(text);
-		goto out_close;
-	}
-	text[*len] = '\0';
-	*out = text;
-out_close:
-	fclose(f);
-	return rc;
+	*out = sw_read_capped(path, TREE_FILE_MAX, "a tree file", len, err);
+	return *out ? 0 : sw_err_prefix(err, "tree file");
 }
 
 static int load_tree_file(const char *path, gen_tree *t, sw_err *err)

@@ -509,11 +509,11 @@ static int cuda_load_kernels(rt_dev *d, const char *engine_dir, rt_op *ops, int 
 	 * (sm_80 code on sm_86/89, never sm_80 code on sm_90) */
 	for (int a = d->arch; a >= d->arch / 10 * 10 && !image; a--) {
 		snprintf(path, sizeof(path), "%s/kernels.sm_%d.cubin", engine_dir, a);
-		image = sw_read_file(path, NULL);
+		image = sw_read_file(path, SW_CAP_IMAGE, NULL);
 	}
 	if (!image) {
 		snprintf(path, sizeof(path), "%s/kernels.ptx", engine_dir);
-		image = sw_read_file(path, NULL);
+		image = sw_read_file(path, SW_CAP_IMAGE, NULL);
 	}
 	if (!image)
 		return sw_errf(err, SW_EINVAL, "%s: neither kernels.sm_%d.cubin (or an sm_%d.. cubin) nor "

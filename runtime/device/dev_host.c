@@ -220,7 +220,7 @@ static int host_load_kernels(rt_dev *d, const char *engine_dir, rt_op *ops, int 
 		return 0;
 	}
 	snprintf(path, sizeof(path), "%s/kernels.cu", engine_dir);
-	char *src = sw_read_file(path, NULL);
+	char *src = sw_read_file(path, SW_CAP_SOURCE, NULL);
 	if (!src)
 		return sw_errf(err, SW_EIO, "%s: cannot read the generated kernels (host-emulate compiles "
 		               "them)", path);

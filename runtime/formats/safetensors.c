@@ -375,31 +375,8 @@ const safetensors_tensor *safetensors_find(const safetensors_file *f, const char
 
 static int read_text(const char *path, char **out, size_t *n, sw_err *err)
 {
-	FILE *fp = fopen(path, "rb");
-	struct stat st;
-	char *buf;
-
-	if (!fp)
-		return sw_errf(err, SW_EIO, "%s: cannot open: %m", path);
-	if (fstat(fileno(fp), &st) || st.st_size < 0 || (uint64_t)st.st_size > MAX_INDEX_BYTES) {
-		fclose(fp);
-		return sw_errf(err, SW_EINVAL, "%s: not a regular file under %u bytes", path, MAX_INDEX_BYTES);
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		fclose(fp);
-		return sw_errf(err, SW_ENOMEM, "%s: out of memory", path);
-	}
-	if (fread(buf, 1, (size_t)st.st_size, fp) != (size_t)st.st_size) {
-		free(buf);
-		fclose(fp);
-		return sw_errf(err, SW_EIO, "%s: read failed", path);
-	}
-	fclose(fp);
-	buf[st.st_size] = 0;
-	*out = buf;
-	*n = (size_t)st.st_size;
-	return 0;
+	*out = sw_read_capped(path, MAX_INDEX_BYTES, "a safetensors index", n, err);
+	return *out ? 0 : err->code;
 }
 
 void safetensors_ckpt_free(safetensors_ckpt *c)

@@ -253,10 +253,10 @@ int rt_bd_config_load(const char *dir, const rt_config *tcfg, const char *tname,
 	char cpath[4096];
 	snprintf(cpath, sizeof(cpath), "%s/config.json", dir);
 	size_t n;
-	char *text = sw_read_file(cpath, &n);
+	char *text = sw_read_capped(cpath, SW_CAP_CONFIG, "a block drafter's config", &n, err);
 	if (!text)
-		return sw_errf(err, SW_EIO, "%s: cannot read the block drafter's config (expected a directory with config.json and model.safetensors)",
-		               cpath);
+		return sw_err_prefix(err, "cannot read the block drafter's config (expected a directory with config.json and "
+		                     "model.safetensors)"), err->code;
 	int rc = parse_config(text, n, cpath, tcfg, tname, c, err);
 	free(text);
 	if (!rc && c->has_map)
@@ -271,10 +271,10 @@ rt_block_drafter *rt_block_drafter_load(const char *dir, const rt_model *tm, sw_
 	snprintf(cpath, sizeof(cpath), "%s/config.json", dir);
 	snprintf(wpath, sizeof(wpath), "%s/model.safetensors", dir);
 	size_t n;
-	char *text = sw_read_file(cpath, &n);
+	char *text = sw_read_capped(cpath, SW_CAP_CONFIG, "a block drafter's config", &n, err);
 	if (!text) {
-		sw_errf(err, SW_EIO, "%s: cannot read the block drafter's config (expected a directory with config.json and model.safetensors)",
-		        cpath);
+		sw_err_prefix(err, "cannot read the block drafter's config (expected a directory with config.json and "
+		              "model.safetensors)");
 		return NULL;
 	}
 	rt_block_drafter *d = calloc(1, sizeof(*d));

@@ -2,6 +2,7 @@
  * tensors of LlamaForCausalLM, converted to f32 in one arena with q/k rows in
  * the GGUF RoPE order. Refuses other architectures (biases, other model_type,
  * unknown RoPE scaling) rather than loading them half right. */
+#include "core/fileio.h"
 #include "model_hf.h"
 
 #include <inttypes.h>
@@ -301,32 +302,16 @@ int rt_hf_permute_qk(float *w, int n_head, int head_dim, int dim, sw_err *err)
 static int read_config(const char *dir, rt_config *cfg, sw_err *err)
 {
 	char path[4096];
-	struct stat st;
-	char *buf;
-	FILE *fp;
 	int rc;
 
 	if (snprintf(path, sizeof(path), "%s/config.json", dir) >= (int)sizeof(path))
 		return sw_errf(err, SW_EINVAL, "%s: path too long", dir);
-	fp = fopen(path, "rb");
-	if (!fp)
-		return sw_errf(err, SW_EIO, "%s: cannot open: %m", path);
-	if (fstat(fileno(fp), &st) || st.st_size < 0 || (uint64_t)st.st_size > MAX_CONFIG_BYTES) {
-		fclose(fp);
-		return sw_errf(err, SW_EINVAL, "%s: not a regular file under %u bytes", path, MAX_CONFIG_BYTES);
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		fclose(fp);
-		return sw_errf(err, SW_ENOMEM, "%s: out of memory", path);
-	}
-	if (fread(buf, 1, (size_t)st.st_size, fp) != (size_t)st.st_size) {
-		rc = sw_errf(err, SW_EIO, "%s: read failed", path);
-	} else {
-		rc = rt_llama_config_from_hf_json(buf, (size_t)st.st_size, path, cfg, err);
-	}
+	size_t n = 0;
+	char *buf = sw_read_capped(path, MAX_CONFIG_BYTES, "an HF config.json", &n, err);
+	if (!buf)
+		return err->code;
+	rc = rt_llama_config_from_hf_json(buf, n, path, cfg, err);
 	free(buf);
-	fclose(fp);
 	return rc;
 }
 

@@ -36,6 +36,7 @@ typedef struct job {
 	int refs;                 /* the handler's and the worker's */
 	int state;
 	bool cancel;              /* the client went away */
+	bool halt;                /* the server ends it (grace over): it still finishes properly */
 	bool failed;              /* error set: answer it instead of text */
 	sw_req_error error;
 	sw_req req;
@@ -57,14 +58,27 @@ typedef struct job {
 	double t_arrive, t_start, t_first, t_last;
 } job;
 
+/* A connection while it is open (libmicrohttpd's socket context): until
+ * it has sent a complete request it must do so before `deadline` (then the
+ * reaper shuts its socket down), so idle or trickling sockets cannot hold
+ * the connection slots against clients that send requests. */
+typedef struct sconn {
+	struct sconn *prev, *next;
+	int fd;
+	double deadline;
+	bool busy;                /* a complete request in hand: the long timeout */
+} sconn;
+
 struct sw_server {
 	sw_server_opts o;
 	struct MHD_Daemon *mhd;
 	int port;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	pthread_t worker;
-	bool worker_started;
+	pthread_t worker, reaper;
+	bool worker_started, reaper_started, reaper_exit;
+	sconn *conns;             /* every open connection */
+	double t_quiesce;         /* when the graceful stop began (0: not yet) */
 	sw_serve_backend *b;      /* NULL until ready */
 	bool stopping;            /* no new requests */
 	bool worker_exit;
@@ -434,7 +448,7 @@ static int emit_tokens(void *sink, const int32_t *tok, int n)
 		}
 	}
 	j->t_last = t;
-	if (j->cancel)
+	if (j->cancel || j->halt)
 		stop = 1;
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
@@ -772,6 +786,29 @@ static bool content_is_json(const char *ct)
 	return !*ct || *ct == ';';
 }
 
+/* Seconds as libmicrohttpd takes them (whole, at least 1). */
+static unsigned whole_s(double t)
+{
+	return t < 1 ? 1u : t > 86400 ? 86400u : (unsigned)(t + 0.999);
+}
+
+/* A connection has a complete request in hand (busy: it keeps its slot with
+ * the long inactivity timeout while it waits, runs and streams) or has been
+ * answered (idle again: a new request is due within the header timeout). */
+static void conn_mark(sw_server *s, struct MHD_Connection *mc, bool busy)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	sconn *sc = ci ? ci->socket_context : NULL;
+	pthread_mutex_lock(&s->mu);
+	if (sc) {
+		sc->busy = busy;
+		sc->deadline = now_s() + s->o.header_timeout_s;
+	}
+	pthread_mutex_unlock(&s->mu);
+	MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT,
+	                          whole_s(busy ? s->o.idle_timeout_s : s->o.header_timeout_s));
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **ctx)
 {
@@ -809,6 +846,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	conn_mark(s, mc, true);
 	int ep = !strcmp(url, "/v1/completions")        ? SW_EP_COMPLETIONS
 	         : !strcmp(url, "/v1/chat/completions") ? SW_EP_CHAT
 	         : !strcmp(url, "/v1/models")           ? SW_EP_MODELS
@@ -852,9 +890,10 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **ctx, enum 
 {
 	sw_server *s = cls;
 	conn *c = *ctx;
-	(void)mc;
 	if (!c)
 		return;
+	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		conn_mark(s, mc, false); /* kept alive: the next request is due within the header timeout */
 	pthread_mutex_lock(&s->mu);
 	if (c->j) {
 		if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && c->j->state != JOB_DONE)
@@ -870,6 +909,63 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **ctx, enum 
 	free(c->out);
 	free(c);
 	*ctx = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code)
+{
+	sw_server *s = cls;
+	sconn *sc = *socket_ctx;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (!ci || !(sc = calloc(1, sizeof(*sc))))
+			return; /* untracked: libmicrohttpd's own inactivity timeout still applies */
+		sc->fd = ci->connect_fd;
+		pthread_mutex_lock(&s->mu);
+		sc->deadline = now_s() + s->o.header_timeout_s;
+		sc->next = s->conns;
+		if (s->conns)
+			s->conns->prev = sc;
+		s->conns = sc;
+		pthread_mutex_unlock(&s->mu);
+		*socket_ctx = sc;
+		return;
+	}
+	if (!sc)
+		return;
+	/* libmicrohttpd closes the socket after this returns: the reaper, which
+	 * shuts sockets down under s->mu, never touches a closed descriptor */
+	pthread_mutex_lock(&s->mu);
+	if (sc->prev)
+		sc->prev->next = sc->next;
+	else
+		s->conns = sc->next;
+	if (sc->next)
+		sc->next->prev = sc->prev;
+	pthread_mutex_unlock(&s->mu);
+	free(sc);
+	*socket_ctx = NULL;
+}
+
+/* Shuts down the sockets of connections past their request deadline (its
+ * connection thread then sees the end and closes it): a socket that
+ * trickles bytes keeps libmicrohttpd's inactivity timer fresh, this does
+ * not. */
+static void *reaper_main(void *arg)
+{
+	sw_server *s = arg;
+	pthread_mutex_lock(&s->mu);
+	while (!s->reaper_exit) {
+		const double t = now_s();
+		for (sconn *sc = s->conns; sc; sc = sc->next)
+			if (!sc->busy && t > sc->deadline) {
+				shutdown(sc->fd, SHUT_RDWR);
+				sc->deadline = t + 3600; /* once */
+			}
+		timed_wait(s, 0.1);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
 }
 
 sw_server *sw_server_start(const sw_server_opts *o, sw_err *err)
@@ -888,6 +984,12 @@ sw_server *sw_server_start(const sw_server_opts *o, sw_err *err)
 		s->o.max_body = 1 << 20;
 	if (s->o.default_max_tokens <= 0)
 		s->o.default_max_tokens = 256;
+	if (!(s->o.header_timeout_s > 0))
+		s->o.header_timeout_s = 10;
+	if (!(s->o.idle_timeout_s > 0))
+		s->o.idle_timeout_s = 600;
+	if (s->o.max_connections <= 0)
+		s->o.max_connections = s->o.queue + 64;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -903,8 +1005,9 @@ sw_server *sw_server_start(const sw_server_opts *o, sw_err *err)
 	                              MHD_USE_POLL,
 	                          (uint16_t)o->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
 	                          (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-	                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->o.queue + 64),
-	                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
+	                          MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_LIMIT,
+	                          (unsigned)s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+	                          whole_s(s->o.header_timeout_s), MHD_OPTION_END);
 	if (!s->mhd) {
 		sw_errf(err, SW_EIO, "serve: cannot listen on %s:%d (%s)", s->o.host, o->port,
 		        errno ? strerror(errno) : "address in use?");
@@ -918,6 +1021,12 @@ sw_server *sw_server_start(const sw_server_opts *o, sw_err *err)
 		goto fail;
 	}
 	s->worker_started = true;
+	if (pthread_create(&s->reaper, NULL, reaper_main, s)) {
+		sw_errf(err, SW_ENOMEM, "serve: cannot start the connection reaper thread");
+		sw_server_stop(s);
+		return NULL;
+	}
+	s->reaper_started = true;
 	return s;
 fail:
 	pthread_mutex_destroy(&s->mu);
@@ -938,35 +1047,63 @@ int sw_server_port(const sw_server *s)
 	return s->port;
 }
 
-void sw_server_stop(sw_server *s)
+void sw_server_quiesce(sw_server *s)
 {
-	if (!s)
-		return;
 	pthread_mutex_lock(&s->mu);
+	bool first = s->t_quiesce == 0;
+	if (first)
+		s->t_quiesce = now_s();
 	s->stopping = true;
 	for (job *j = s->head; j; j = j->next)
 		j->cancel = true;
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
-	MHD_socket ls = MHD_quiesce_daemon(s->mhd); /* no new connections */
-	if (ls != MHD_INVALID_SOCKET)
-		close(ls);
+	if (first) {
+		MHD_socket ls = MHD_quiesce_daemon(s->mhd); /* no new connections */
+		if (ls != MHD_INVALID_SOCKET)
+			close(ls);
+	}
+}
+
+bool sw_server_drained(sw_server *s, double wait_s)
+{
 	/* queued requests are answered 503 by their handlers; the running one
-	 * finishes within the grace, else it is ended */
-	double t0 = now_s();
+	 * finishes within the grace, else it is ended at its next iteration
+	 * (halt, not cancel: its answer or stream still ends properly) */
+	const double t_end = now_s() + wait_s;
 	pthread_mutex_lock(&s->mu);
-	while ((s->running || s->head || s->handlers) && now_s() - t0 < s->o.shutdown_grace_s + 5) {
-		if (s->running && now_s() - t0 > s->o.shutdown_grace_s)
-			s->running->cancel = true;
+	bool busy;
+	for (;;) {
+		const double t = now_s();
+		busy = (s->running || s->head || s->handlers) && t - s->t_quiesce < s->o.shutdown_grace_s + 5;
+		if (!busy || t >= t_end)
+			break;
+		if (s->running && t - s->t_quiesce > s->o.shutdown_grace_s)
+			s->running->halt = true;
 		for (job *j = s->head; j; j = j->next)
 			j->cancel = true;
 		timed_wait(s, 0.05);
 	}
+	pthread_mutex_unlock(&s->mu);
+	return !busy;
+}
+
+void sw_server_stop(sw_server *s)
+{
+	if (!s)
+		return;
+	sw_server_quiesce(s);
+	while (!sw_server_drained(s, 1.0))
+		;
+	pthread_mutex_lock(&s->mu);
 	s->worker_exit = true;
+	s->reaper_exit = true;
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 	if (s->worker_started)
 		pthread_join(s->worker, NULL);
+	if (s->reaper_started)
+		pthread_join(s->reaper, NULL);
 	MHD_stop_daemon(s->mhd);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);

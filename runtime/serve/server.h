@@ -62,6 +62,12 @@ typedef struct sw_server_opts {
 	size_t max_body;          /* bytes; larger bodies get 413 */
 	int default_max_tokens;   /* when a request gives none */
 	double shutdown_grace_s;  /* the running request may finish within this */
+	/* a connection sends a complete request (headers and body) within this
+	 * many seconds of connecting or of its previous answer, else it is
+	 * closed (0: 10); once it has one, idle_timeout_s of inactivity (0: 600)
+	 * closes it: a long generation or stream keeps its connection */
+	double header_timeout_s, idle_timeout_s;
+	int max_connections;      /* open connections at once (0: queue + 64) */
 	bool quiet;               /* no access log on stderr */
 } sw_server_opts;
 
@@ -71,9 +77,16 @@ typedef struct sw_server sw_server;
 sw_server *sw_server_start(const sw_server_opts *o, sw_err *err);
 void sw_server_ready(sw_server *s, sw_serve_backend *b);
 int sw_server_port(const sw_server *s);
-/* Graceful stop: no new connections, queued requests answered 503, the
- * running one finishes (or is ended after the grace), then everything is
- * released. */
+/* The graceful stop in steps: quiesce stops taking requests (new
+ * connections refused, queued requests answered 503, /health "stopping")
+ * and starts the grace; drained waits up to wait_s for the running request
+ * and the answers in flight to end (true when they have), ending the running
+ * generation at its next iteration once the grace is over (its answer or
+ * stream still ends properly: final chunk, finish_reason "length", [DONE]).
+ * Both may be called again; neither frees anything. */
+void sw_server_quiesce(sw_server *s);
+bool sw_server_drained(sw_server *s, double wait_s);
+/* Graceful stop: quiesce, wait until drained, then release everything. */
 void sw_server_stop(sw_server *s);
 
 #endif

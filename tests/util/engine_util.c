@@ -145,12 +145,12 @@ void eu_list_file(const char *dir, const char *name)
 	char path[1200];
 	size_t n = 0, jl = 0;
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	char *data = sw_read_file(path, &n);
+	char *data = sw_read_file(path, SW_CAP_IMAGE, &n);
 	assert_non_null(data);
 	uint64_t h = sw_fnv1a64(SW_FNV64_BASIS, data, n);
 	free(data);
 	snprintf(path, sizeof(path), "%s/engine.json", dir);
-	char *json = sw_read_file(path, &jl);
+	char *json = sw_read_file(path, SW_CAP_IMAGE, &jl);
 	assert_non_null(json);
 	char *at = strstr(json, "\"files\": {");
 	assert_non_null(at);

@@ -39,7 +39,7 @@ char *render_kernel(const char *tmpl, const char *op, gen_param *p, int np, bool
 	if (!philox)
 		return src;
 	snprintf(path, sizeof(path), "%s/kernels/philox.h", src_root());
-	char *ph = sw_read_file(path, NULL);
+	char *ph = sw_read_file(path, SW_CAP_IMAGE, NULL);
 	assert_non_null(ph);
 	size_t n = strlen(ph) + strlen(src) + 2;
 	char *all = malloc(n);

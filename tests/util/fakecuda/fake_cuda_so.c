@@ -102,7 +102,7 @@ static int register_engine(const char *dir, const char *module)
 	sw_err err = {0};
 	size_t len = 0;
 	snprintf(path, sizeof(path), "%s/engine.json", dir);
-	char *text = sw_read_input(path, &len, &err);
+	char *text = sw_read_capped(path, SW_CAP_ENGINE_JSON, "an engine.json", &len, &err);
 	if (!text) {
 		fprintf(stderr, "fake libcuda.so.1: SW_FAKE_CUDA_ENGINE: %s\n", err.msg);
 		return -1;
