@@ -107,7 +107,7 @@ static void forward_case(const char *flags)
 	char rpath[128];
 	snprintf(rpath, sizeof(rpath), "%s/ref.json", dir);
 	size_t n;
-	char *text = sw_read_file(rpath, &n);
+	char *text = sw_read_file(rpath, SW_CAP_TEXT, &n);
 	assert_non_null(text);
 	json_value *ref = json_parse(text, n, rpath, &err);
 	assert_non_null(ref);

@@ -280,10 +280,10 @@ rt_eagle3 *rt_eagle3_load(const char *dir, const rt_model *tm, sw_err *err)
 		return NULL;
 	}
 	size_t n;
-	char *text = sw_read_file(cpath, &n);
+	char *text = sw_read_capped(cpath, SW_CAP_CONFIG, "an EAGLE-3 head's config.json", &n, err);
 	if (!text) {
-		sw_errf(err, SW_EIO, "%s: cannot read the EAGLE-3 head's config (expected a directory with config.json and model.safetensors)",
-		        cpath);
+		sw_err_prefix(err, "%s: cannot read the EAGLE-3 head's config (expected a directory with "
+		              "config.json and model.safetensors)", dir);
 		return NULL;
 	}
 	rt_eagle3 *h = calloc(1, sizeof(*h));

@@ -163,7 +163,7 @@ void eu_list_file(const char *dir, const char *name)
 	free(json);
 	/* engine.json changed as a build would have written it: its integrity
 	 * record too (the format gen/build.c writes) */
-	json = sw_read_file(path, &jl);
+	json = sw_read_file(path, SW_CAP_ENGINE_JSON, &jl);
 	assert_non_null(json);
 	snprintf(path, sizeof(path), "%s/" RT_ENGINE_SUM, dir);
 	f = fopen(path, "w");
