@@ -218,6 +218,8 @@ GPU_BUNDLE ?= $(GPU_DIR)/bundle
 gpu-bundle: gpu-engines portable
 	$(BUILD)/specwright bundle $(sort $(wildcard $(GPU_DIR)/engines/*)) -o $(GPU_BUNDLE) --with-weights
 	@tests/gpu/size.sh $(GPU_BUNDLE)
+# the dry run of the hardware check runs the bundle (tests/test_gpu_check.c)
+$(BUILD)/tests/test_gpu_check: gpu-bundle fakecuda
 
 asan:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan OPT=-O1 FUZZ_SMOKE_SECONDS=0 \
@@ -253,31 +255,40 @@ FAKE_SO_OBJ   := $(FAKE_SO_SRC:%.c=$(FAKECUDA)/obj/%.o)
 
 $(PORTABLE)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(PORT_ALL_CFLAGS) -MMD -MP -c $< -o $@
+	$(say) CC $<
+	$(Q)$(CC) $(PORT_ALL_CFLAGS) -MMD -MP -c $< -o $@
 $(PORTABLE)/obj/libspecwright.a: $(PORT_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(say) AR $@
+	$(Q)ar rcs $@ $^
 $(PORTABLE)/obj/specwright: $(PORTABLE)/obj/runtime/cli/main.o $(PORTABLE)/obj/libspecwright.a
-	$(CC) -o $@ $^ $(PORT_RPATH) $(HTTP_LIBS) $(PORT_LDLIBS)
+	$(say) LINK $@
+	$(Q)$(CC) -o $@ $^ $(PORT_RPATH) $(HTTP_LIBS) $(PORT_LDLIBS)
 $(PORTABLE)/obj/test_device: tests/test_device.c $(PORT_TU_OBJ) $(PORTABLE)/obj/libspecwright.a
-	$(CC) $(PORT_ALL_CFLAGS) -Itests -Itests/util -o $@ $< $(PORT_TU_OBJ) $(PORTABLE)/obj/libspecwright.a \
+	$(say) LINK $@
+	$(Q)$(CC) $(PORT_ALL_CFLAGS) -Itests -Itests/util -o $@ $< $(PORT_TU_OBJ) $(PORTABLE)/obj/libspecwright.a \
 	  $(PORT_RPATH) -lcmocka $(HTTP_LIBS) $(PORT_LDLIBS)
 # the kit: binaries stripped, libraries, launcher, check scripts, kit.json
 $(PORTABLE)/kit.json: $(PORTABLE)/obj/specwright $(PORTABLE)/obj/test_device $(PORT_KIT_SRC)
-	runtime/cli/bundle/kit.sh $(PORTABLE) "$(PORT_CFLAGS)" $(PORTABLE)/obj/specwright $(PORTABLE)/obj/test_device
+	$(say) KIT $@
+	$(Q)runtime/cli/bundle/kit.sh $(PORTABLE) "$(PORT_CFLAGS)" $(PORTABLE)/obj/specwright $(PORTABLE)/obj/test_device
 portable: $(PORTABLE)/kit.json
 
 $(FAKECUDA)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(PORT_ALL_CFLAGS) -fPIC -fvisibility=hidden -Itests/util -MMD -MP -c $< -o $@
+	$(say) CC $<
+	$(Q)$(CC) $(PORT_ALL_CFLAGS) -fPIC -fvisibility=hidden -Itests/util -MMD -MP -c $< -o $@
 $(FAKECUDA)/libcuda.so.1: $(FAKE_SO_OBJ) tests/util/fakecuda/cu.map
-	$(CC) -shared -o $@ $(FAKE_SO_OBJ) -Wl,-soname,libcuda.so.1 -Wl,--version-script=tests/util/fakecuda/cu.map \
+	$(say) LINK $@
+	$(Q)$(CC) -shared -o $@ $(FAKE_SO_OBJ) -Wl,-soname,libcuda.so.1 -Wl,--version-script=tests/util/fakecuda/cu.map \
 	  -Wl,-z,defs $(PORT_LDLIBS)
 $(FAKECUDA)/obj/fake_cuda_lt.o: tests/util/fakecuda/fake_cuda_so.c
 	@mkdir -p $(dir $@)
-	$(CC) $(PORT_ALL_CFLAGS) -fPIC -fvisibility=hidden -Itests/util -DFAKE_CUDA_LT -c $< -o $@
+	$(say) CC $<
+	$(Q)$(CC) $(PORT_ALL_CFLAGS) -fPIC -fvisibility=hidden -Itests/util -DFAKE_CUDA_LT -c $< -o $@
 $(FAKECUDA)/libcublasLt.so.13: $(FAKECUDA)/obj/fake_cuda_lt.o $(FAKECUDA)/libcuda.so.1 tests/util/fakecuda/lt.map
-	$(CC) -shared -o $@ $(FAKECUDA)/obj/fake_cuda_lt.o -Wl,-soname,libcublasLt.so.13 \
+	$(say) LINK $@
+	$(Q)$(CC) -shared -o $@ $(FAKECUDA)/obj/fake_cuda_lt.o -Wl,-soname,libcublasLt.so.13 \
 	  -Wl,--version-script=tests/util/fakecuda/lt.map -L$(FAKECUDA) -l:libcuda.so.1 -Wl,-z,defs
 fakecuda: $(FAKECUDA)/libcuda.so.1 $(FAKECUDA)/libcublasLt.so.13
 

@@ -17,6 +17,9 @@
 #define MC 96   /* rows per tile (a multiple of MR) */
 #define NC 256  /* columns per tile (a multiple of NR): the packed B slice is 256 KB */
 
+/* v8 passes by value only between this file's static functions (no ABI
+ * boundary): a build without AVX (the fuzz build) need not warn about it */
+#pragma GCC diagnostic ignored "-Wpsabi"
 typedef float v8 __attribute__((vector_size(32)));
 
 static inline v8 ld8(const float *p)

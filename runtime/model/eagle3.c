@@ -283,7 +283,7 @@ rt_eagle3 *rt_eagle3_load(const char *dir, const rt_model *tm, sw_err *err)
 	char *text = sw_read_capped(cpath, SW_CAP_CONFIG, "an EAGLE-3 head's config.json", &n, err);
 	if (!text) {
 		sw_err_prefix(err, "%s: cannot read the EAGLE-3 head's config (expected a directory with "
-		              "config.json and model.safetensors)", dir);
+		              "config.json and model.safetensors)", cpath);
 		return NULL;
 	}
 	rt_eagle3 *h = calloc(1, sizeof(*h));

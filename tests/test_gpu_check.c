@@ -1,0 +1,250 @@
+/* The GPU check's dry run: the bundle a GPU machine gets (`make gpu-bundle`:
+ * the portable kit, the seven sm_90 engines, the two-layer SmolLM2) and the
+ * hardware check it carries (tests/gpu/run.sh), exercised here in every step
+ * but the hardware:
+ *   - the upload limit: tracked files + bundle <= 64 MiB (tests/gpu/size.sh),
+ *     its sum equal to bundle.json's own record, and the script able to fail;
+ *   - the bundle from a clean environment (env -i, its own directory and the
+ *     system's glibc) on the host backend: the tokens of build/specwright on
+ *     the same engine, equal to the fp32 reference;
+ *   - the same on the cuda backend over the fake driver (tests/util/fakecuda:
+ *     libcuda.so.1 and libcublasLt.so.13 running the engine's kernels in the
+ *     emulator): host-emulate's tokens;
+ *   - `run --check` with a stub nvidia-smi and compute-sanitizer
+ *     (tests/gpu/stub/), the fake driver as the GPU and PyTorch on the CPU:
+ *     every step passes (probe, device tests, a greedy and a sampled engine,
+ *     profiles against inspect, random-weights timing, PyTorch, sanitizers),
+ *     the log and the tarball are written;
+ *   - the dev_cuda_api.h layouts against this toolkit's cuda.h/cublasLt.h.
+ * BUILD names the build directory (the bundle is $BUILD/gpu/bundle). */
+#include <dirent.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static char g_out[1 << 18];
+static char g_src[PATH_MAX], g_build[PATH_MAX], g_bundle[PATH_MAX + 16], g_work[PATH_MAX + 64];
+static char g_fakehome[PATH_MAX + 80], g_mod[2][PATH_MAX + 200];
+static const char *const ENGINES[2] = {"smollm2-2l-ngram", "smollm2-2l-adaptive"};
+static const char *const IDS = "504 3458 282 253 1345 1098 5765";
+
+/* Runs a shell command; stdout+stderr into g_out; the exit status. */
+static int sh(const char *fmt, ...)
+{
+	char cmd[16384];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	size_t n = fread(g_out, 1, sizeof(g_out) - 1, p);
+	g_out[n] = 0;
+	int st = pclose(p);
+	assert_true(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+static void must(int rc, const char *what)
+{
+	if (rc)
+		fail_msg("%s: exit %d:\n%s", what, rc, g_out);
+}
+
+/* The "tokens": [...] of a --json run in g_out. */
+static int json_tokens(int32_t *out, int cap)
+{
+	const char *p = strstr(g_out, "\"tokens\": [");
+	if (!p)
+		fail_msg("no tokens in:\n%s", g_out);
+	p += strlen("\"tokens\": [");
+	int n = 0;
+	while (n < cap && *p && *p != ']') {
+		char *end;
+		out[n++] = (int32_t)strtol(p, &end, 10);
+		p = end;
+		while (*p == ',' || *p == ' ')
+			p++;
+	}
+	return n;
+}
+
+/* The first engine-kernels-*.so in dir (host-emulate's cache entry). */
+static void find_module(const char *dir, char *out, size_t n)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	out[0] = 0;
+	while (d && (de = readdir(d)))
+		if (!strncmp(de->d_name, "engine-kernels-", 15) && strstr(de->d_name, ".so"))
+			snprintf(out, n, "%s/%s", dir, de->d_name);
+	if (d)
+		closedir(d);
+	if (!out[0])
+		fail_msg("no engine-kernels-*.so in %s", dir);
+}
+
+static int setup(void **state)
+{
+	const char *b = getenv("BUILD");
+	if (!getcwd(g_src, sizeof(g_src)) || !realpath(b && *b ? b : "build", g_build))
+		return -1;
+	snprintf(g_bundle, sizeof(g_bundle), "%s/gpu/bundle", g_build);
+	if (access(g_bundle, F_OK)) {
+		fprintf(stderr, "test_gpu_check: no %s: `make gpu-bundle` (make test-build) builds it\n",
+		        g_bundle);
+		return -1;
+	}
+	snprintf(g_work, sizeof(g_work), "%s/test_gpu_check.%d", g_build, (int)getpid());
+	snprintf(g_fakehome, sizeof(g_fakehome), "%s/fakehome", g_work);
+	/* CUDA_HOME/lib64 holding the fake libcuda.so.1 and libcublasLt.so.13:
+	 * the launcher finds cuBLASLt there and puts the folder on the library
+	 * path, so the driver the runtime dlopens is the fake too */
+	if (sh("mkdir -p %s/lib64 && ln -sf %s/tests/fakecuda/libcuda.so.1 %s/tests/fakecuda/libcublasLt.so.13 "
+	       "%s/lib64/", g_fakehome, g_build, g_build, g_fakehome))
+		return -1;
+	/* each engine's kernels as an emulator module (host-emulate's cache) */
+	for (int i = 0; i < 2; i++) {
+		char cache[PATH_MAX + 128];
+		snprintf(cache, sizeof(cache), "%s/emu-%s", g_work, ENGINES[i]);
+		if (sh("SPECWRIGHT_CACHE=%s %s/specwright run %s/engines/%s --backend host-emulate --ids '%s' "
+		       "-n 1 --no-baseline --json 2>&1", cache, g_build, g_bundle, ENGINES[i], IDS)) {
+			fprintf(stderr, "host-emulate %s:\n%s\n", ENGINES[i], g_out);
+			return -1;
+		}
+		find_module(cache, g_mod[i], sizeof(g_mod[i]));
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	return sh("rm -rf %s", g_work);
+}
+
+/* The upload limit: the sum size.sh reports is the files' own (bundle.json
+ * records every file's bytes: the same total), it passes today, and it
+ * fails under a limit the bundle cannot meet. */
+static void test_size(void **state)
+{
+	must(sh("cd %s && tests/gpu/size.sh %s", g_src, g_bundle), "size.sh");
+	print_message("  %s", g_out);
+	double tracked = 0, bundle = 0, total = 0, limit = 0;
+	if (sscanf(strstr(g_out, "upload: tracked files "), "upload: tracked files %lf MiB + bundle %*s %lf MiB "
+	           "= %lf MiB of %lf MiB", &tracked, &bundle, &total, &limit) != 4)
+		fail_msg("size.sh output: %s", g_out);
+	assert_true(total <= 64.0 && limit == 64.0 && tracked > 1 && bundle > 20);
+	/* bundle.json's "bytes" fields (every file but bundle.json itself) */
+	must(sh("python3 -c 'import json,sys,os; b=json.load(open(sys.argv[1]+\"/bundle.json\")); "
+	        "print(sum(f[\"bytes\"] for f in b[\"files\"]) + os.path.getsize(sys.argv[1]+\"/bundle.json\"))' %s",
+	        g_bundle), "bundle.json");
+	const double recorded = atof(g_out) / 1048576.0;
+	if (recorded < bundle - 0.01 || recorded > bundle + 0.01)
+		fail_msg("size.sh says the bundle is %.2f MiB, bundle.json records %.2f MiB", bundle, recorded);
+	assert_int_equal(sh("cd %s && LIMIT_MIB=16 tests/gpu/size.sh %s 2>&1", g_src, g_bundle), 1);
+	assert_non_null(strstr(g_out, "over the limit"));
+}
+
+/* From a clean environment on the host backend: build/specwright's tokens on
+ * the same engine, and the fp32 reference's. */
+static void test_clean_host(void **state)
+{
+	int32_t a[32], b[32];
+	const char *opts = "--backend host -n 12 --json";
+	must(sh("%s/specwright run %s/gpu/engines/%s --model %s/gpu/smollm2-2l.gguf --ids '%s' %s 2>/dev/null",
+	        g_build, g_build, ENGINES[0], g_build, IDS, opts), "build/specwright run");
+	const int n = json_tokens(a, 32);
+	must(sh("env -i PATH=/usr/bin:/bin %s/run run %s --ids '%s' %s 2>/dev/null", g_bundle, ENGINES[0], IDS,
+	        opts), "bundle run (env -i, host)");
+	assert_int_equal(json_tokens(b, 32), n);
+	assert_memory_equal(a, b, sizeof(*a) * (size_t)n);
+	assert_non_null(strstr(g_out, "\"greedy_match\": 12"));
+}
+
+/* The cuda backend over the fake driver from a clean environment: the
+ * emulated kernels give host-emulate's tokens. */
+static void test_clean_fake_cuda(void **state)
+{
+	int32_t a[32], b[32];
+	const char *opts = "-n 8 --json --no-baseline";
+	must(sh("SW_SRC_DIR=%s SPECWRIGHT_CACHE=%s/emu-%s %s/specwright run %s/engines/%s --ids '%s' "
+	        "--backend host-emulate %s 2>/dev/null", g_src, g_work, ENGINES[0], g_build, g_bundle, ENGINES[0],
+	        IDS, opts), "host-emulate");
+	const int n = json_tokens(a, 32);
+	must(sh("env -i PATH=/usr/bin:/bin CUDA_HOME=%s SW_FAKE_CUDA_ENGINE=%s/engines/%s SW_FAKE_CUDA_EMU=%s "
+	        "%s/run run %s --ids '%s' --backend cuda %s 2>&1", g_fakehome, g_bundle, ENGINES[0], g_mod[0],
+	        g_bundle, ENGINES[0], IDS, opts), "bundle run (env -i, fake cuda)");
+	if (!strstr(g_out, "Fake H100"))
+		fail_msg("not the fake driver:\n%s", g_out);
+	assert_int_equal(json_tokens(b, 32), n);
+	assert_memory_equal(a, b, sizeof(*a) * (size_t)n);
+}
+
+/* The hardware check itself, every step exercised but the hardware. */
+static void test_check_dry_run(void **state)
+{
+	char out[PATH_MAX + 80];
+	snprintf(out, sizeof(out), "%s/out", g_work);
+	int rc = sh("mkdir -p %s && env -i PATH=%s/tests/gpu/stub:/usr/bin:/bin CUDA_HOME=%s "
+	            "SW_FAKE_CUDA_ENGINE=%s/engines/%s:%s/engines/%s SW_FAKE_CUDA_EMU=%s:%s OUT=%s N=4 ITERS=2 "
+	            "BUDGET=1500 ONLY_ENGINES='%s %s' TIMING_ENGINES=%s TIMING_N=4 PYTHON=/usr/bin/python3 "
+	            "%s/run --check 2>&1", out, g_src, g_fakehome, g_bundle, ENGINES[0], g_bundle, ENGINES[1],
+	            g_mod[0], g_mod[1], out, ENGINES[0], ENGINES[1], ENGINES[0], g_bundle);
+	const char *sum = strstr(g_out, "== summary");
+	print_message("%s", sum ? sum : g_out);
+	if (rc)
+		fail_msg("run --check: exit %d:\n%s", rc, g_out);
+	static const char *const steps[] = {
+		"PASS  probe", "PASS  device", "PASS  engine:smollm2-2l-ngram", "PASS  engine:smollm2-2l-adaptive",
+		"PASS  profile:smollm2-2l-ngram", "PASS  profile:smollm2-2l-adaptive", "PASS  timing:smollm2-2l-ngram",
+		"PASS  torch", "PASS  sanitize"};
+	for (size_t i = 0; i < sizeof(steps) / sizeof(*steps); i++)
+		if (!sum || !strstr(sum, steps[i]))
+			fail_msg("the summary lacks '%s':\n%s", steps[i], sum ? sum : g_out);
+	assert_null(strstr(sum, "FAIL"));
+	/* the two result files: the log, and every step's outputs */
+	must(sh("test -s %s/gpu-check.log && tar -tzf %s/gpu-check.tar.gz | grep -c -e summary -e "
+	        "smollm2-2l-ngram.graph.json -e torch.cpu.json -e sanitize.results", out, out), "results");
+	assert_int_equal(atoi(g_out), 4);
+}
+
+/* dev_cuda_api.h restates cuda.h/cublasLt.h: both compiled, the same lines. */
+static void test_layouts(void **state)
+{
+	const char *home = getenv("CUDA_HOME");
+	char inc[PATH_MAX];
+	snprintf(inc, sizeof(inc), "%s/include", home && *home ? home : "/usr/local/cuda");
+	char p[PATH_MAX + 16];
+	snprintf(p, sizeof(p), "%s/cuda.h", inc);
+	if (access(p, R_OK)) {
+		print_message("  skipped: no %s (the CUDA toolkit's headers)\n", p);
+		skip();
+	}
+	must(sh("cd %s && cc -DREAL -I%s -o %s/layout_real tests/gpu/layouts.c && cc -Iruntime -Iruntime/device "
+	        "-o %s/layout_ours tests/gpu/layouts.c && %s/layout_real > %s/real.txt && %s/layout_ours > "
+	        "%s/ours.txt && diff %s/real.txt %s/ours.txt && wc -l < %s/real.txt", g_src, inc, g_work, g_work,
+	        g_work, g_work, g_work, g_work, g_work, g_work, g_work), "layouts differ");
+	assert_true(atoi(g_out) >= 10);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_size),
+		cmocka_unit_test(test_clean_host),
+		cmocka_unit_test(test_clean_fake_cuda),
+		cmocka_unit_test(test_check_dry_run),
+		cmocka_unit_test(test_layouts),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
