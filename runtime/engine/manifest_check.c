@@ -80,7 +80,7 @@ static int check_gemm(const rt_manifest *e, const rt_engine_pop *x, const char *
                       const char *file, sw_err *err)
 {
 	static const char *const dt[] = {[RT_BF16] = "bf16", [RT_FP16] = "fp16", [RT_Q8_0] = "q8_0",
-	                                 [RT_Q8_0_A8] = "q8_0_a8"};
+	                                 [RT_Q8_0_A8] = "q8_0_a8", [RT_GGUF_A8] = "gguf_a8"};
 	char want[192];
 	const char *dn = e->dtype >= 0 && e->dtype < (int)(sizeof(dt) / sizeof(dt[0])) && dt[e->dtype]
 	                 ? dt[e->dtype] : "?";
@@ -152,27 +152,30 @@ static int check_schedule(const rt_manifest *e, const char *file, sw_err *err)
 				first = strcmp(e->ops[k].name, x->name) || e->ops[k].layers != x->layers;
 			if (!first)
 				continue;
+			/* its segments, in phase order, tile the model's layers in order,
+			 * once per pass (a block drafter's S denoising passes run its
+			 * layers S times in one phase; the target's taps split them) */
 			const int nl = model_layers(e, x->layers);
-			int next = 0; /* the layer the next segment must start at */
-			for (bool more = true; more;) {
-				more = false;
-				for (int k = i; k < P->first + P->n; k++)
-					if (!strcmp(e->ops[k].name, x->name) && e->ops[k].layers == x->layers &&
-					    e->ops[k].layer0 == next) {
-						next += e->ops[k].repeat;
-						more = true;
-						break;
-					}
+			int next = 0, passes = 0, total = 0; /* next: the layer the next segment starts at */
+			bool in_order = true;
+			for (int k = i; k < P->first + P->n; k++) {
+				const rt_engine_pop *y = &e->ops[k];
+				if (strcmp(y->name, x->name) || y->layers != x->layers)
+					continue;
+				if (y->layer0 != next || y->repeat < 1 || next + y->repeat > nl)
+					in_order = false;
+				next += y->repeat;
+				total += y->repeat;
+				if (next >= nl) {
+					next = 0;
+					passes++;
+				}
 			}
-			int total = 0;
-			for (int k = i; k < P->first + P->n; k++)
-				if (!strcmp(e->ops[k].name, x->name) && e->ops[k].layers == x->layers)
-					total += e->ops[k].repeat;
-			if (next != nl || total != nl)
-				return sw_errf(err, SW_EINVAL, "%s: %s (op %s): its segments run %d of the %s's %d "
-				               "layers (%d repetitions in all): expected every layer once, in "
-				               "order ($.shapes.%s.n_layers)", file, p, x->name, next,
-				               x->layers == 2 ? "draft" : "target", nl, total,
+			if (!in_order || next != 0 || passes < 1)
+				return sw_errf(err, SW_EINVAL, "%s: %s (op %s): its segments run %d of the %s's "
+				               "%d layers: expected every layer once, in order, in each pass "
+				               "($.shapes.%s.n_layers)", file, p, x->name, total,
+				               x->layers == 2 ? "draft" : "target", nl,
 				               x->layers == 2 ? "draft" : "target");
 		}
 	}
