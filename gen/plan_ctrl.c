@@ -9,19 +9,6 @@
 #include "kernels/engine_state.h"
 #include "plan_ctrl.h"
 
-static int bad(sw_err *err, const json_value *v, const char *path, const char *expected,
-               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static int bad(sw_err *err, const json_value *v, const char *path, const char *expected,
-               const char *fmt, ...)
-{
-	char found[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(found, sizeof(found), fmt, ap);
-	va_end(ap);
-	return sw_errf(err, SW_EINVAL, "%s:%d:%d: %s: expected %s, found %s", v->file, v->line,
-	               v->col, path, expected, found);
-}
 
 static int opt_num(const json_value *o, const char *key, double lo, double hi, double *out,
                    sw_err *err)
@@ -53,11 +40,11 @@ int gen_ctrl_parse(const json_value *root, bool ngram, bool greedy, int depth, g
 		if ((rc = json_get_string(o, "mode", "$.control", &s, err)))
 			return rc;
 		if (strcmp(s, "cost") && strcmp(s, "off"))
-			return bad(err, json_get(o, "mode"), "$.control.mode", "\"cost\" or \"off\"",
+			return json_refuse(err, json_get(o, "mode"), "$.control.mode", "\"cost\" or \"off\"",
 			           "\"%.40s\"", s);
 		c->on = !strcmp(s, "cost");
 		if (c->on && !ngram)
-			return bad(err, json_get(o, "mode"), "$.control.mode", "\"off\" (the draft-length "
+			return json_refuse(err, json_get(o, "mode"), "$.control.mode", "\"off\" (the draft-length "
 			           "controller drives n-gram chain drafters only, $.draft.method ngram)",
 			           "\"cost\"");
 	}
@@ -78,7 +65,7 @@ int gen_ctrl_parse(const json_value *root, bool ngram, bool greedy, int depth, g
 			} else if (!strcmp(v->str, "flat")) {
 				c->cost_kind = GEN_CTRL_COST_FLAT;
 			} else {
-				return bad(err, v, "$.control.cost", "\"measure\", \"flat\" or an array",
+				return json_refuse(err, v, "$.control.cost", "\"measure\", \"flat\" or an array",
 				           "\"%.40s\"", v->str);
 			}
 		} else {
@@ -92,7 +79,7 @@ int gen_ctrl_parse(const json_value *root, bool ngram, bool greedy, int depth, g
 					return rc;
 			}
 			if (c->cost[0] != 1.0)
-				return bad(err, v->items[0], "$.control.cost[0]", "1 (the cost of an iteration "
+				return json_refuse(err, v->items[0], "$.control.cost[0]", "1 (the cost of an iteration "
 				           "that drafts nothing, the unit)", "%g", c->cost[0]);
 			c->cost_kind = GEN_CTRL_COST_TABLE;
 		}

@@ -46,8 +46,6 @@ int gen_wtype_block(int t, int *bytes)
 	return !*bytes ? 0 : t == GGML_T_Q4_K ? 256 : 32;
 }
 
-static int bad(sw_err *err, const json_value *v, const char *path, const char *expected,
-               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* gguf_a8: the target file's GEMM weight types, one supported type a field
  * for every layer, each k a whole number of its blocks. */
@@ -58,7 +56,7 @@ static int gguf_wtypes(gen_model_src *src, const json_value *v, sw_err *err)
 	const rt_config *c = &src->cfg;
 	struct stat st;
 	if (src->from_shape || stat(src->path, &st) || S_ISDIR(st.st_mode))
-		return bad(err, v, "$.dtype", "a target GGUF file (the weights keep its types)",
+		return json_refuse(err, v, "$.dtype", "a target GGUF file (the weights keep its types)",
 		           "\"gguf_a8\" with a target %s", src->from_shape ? "given by shape"
 		           : "that is not a GGUF file");
 	gguf_file *f = gguf_open(src->path, err);
@@ -79,18 +77,18 @@ static int gguf_wtypes(gen_model_src *src, const json_value *v, sw_err *err)
 			int bytes;
 			const int blk = t ? gen_wtype_block((int)t->type, &bytes) : 0;
 			if (!t)
-				rc = bad(err, v, "$.dtype", "a GGUF with every GEMM weight",
+				rc = json_refuse(err, v, "$.dtype", "a GGUF with every GEMM weight",
 				         "\"gguf_a8\" with %s, which has no tensor '%s'", src->path, name);
 			else if (!blk)
-				rc = bad(err, v, "$.dtype", "GEMM weights of type Q8_0, Q4_0, Q4_1 or Q4_K",
+				rc = json_refuse(err, v, "$.dtype", "GEMM weights of type Q8_0, Q4_0, Q4_1 or Q4_K",
 				         "\"gguf_a8\" with %s's tensor '%s' of type %s", src->path, name,
 				         ggml_dtype_name(t->type));
 			else if (k % blk)
-				rc = bad(err, v, "$.dtype", "a GEMM weight whose rows are whole blocks",
+				rc = json_refuse(err, v, "$.dtype", "a GEMM weight whose rows are whole blocks",
 				         "\"gguf_a8\" with %s's tensor '%s' of type %s (blocks of %d) and "
 				         "rows of %d", src->path, name, ggml_dtype_name(t->type), blk, k);
 			else if (l && (int)t->type != src->wtype[w])
-				rc = bad(err, v, "$.dtype", "one type for every layer's GEMM weight",
+				rc = json_refuse(err, v, "$.dtype", "one type for every layer's GEMM weight",
 				         "\"gguf_a8\" with %s's tensor '%s' of type %s, layer 0's %s",
 				         src->path, name, ggml_dtype_name(t->type),
 				         ggml_dtype_name((uint32_t)src->wtype[w]));
@@ -113,21 +111,6 @@ int gen_dtype_size(int dtype)
 	return 2;
 }
 
-/* "file:line:col: $.path: expected E, found F" for a value the typed getters
- * accepted but a rule refuses. */
-static int bad(sw_err *err, const json_value *v, const char *path, const char *expected,
-               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static int bad(sw_err *err, const json_value *v, const char *path, const char *expected,
-               const char *fmt, ...)
-{
-	char found[384];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(found, sizeof(found), fmt, ap);
-	va_end(ap);
-	return sw_errf(err, SW_EINVAL, "%s:%d:%d: %s: expected %s, found %s", v->file, v->line,
-	               v->col, path, expected, found);
-}
 
 /* Shapes from a model file's metadata (no weights read). */
 static int model_from_path(const json_value *v, const char *path, const char *mpath,
@@ -138,7 +121,7 @@ static int model_from_path(const json_value *v, const char *path, const char *mp
 	int rc;
 
 	if (stat(mpath, &st))
-		return bad(err, v, path, "a GGUF file or an HF model directory", "\"%s\" (%s)", mpath,
+		return json_refuse(err, v, path, "a GGUF file or an HF model directory", "\"%s\" (%s)", mpath,
 		           strerror(errno));
 	if (S_ISDIR(st.st_mode)) {
 		size_t n = 0;
@@ -147,7 +130,7 @@ static int model_from_path(const json_value *v, const char *path, const char *mp
 		if (!t)
 			return err->code == SW_EINVAL /* too big, or not a file: named */
 			       ? err->code
-			       : bad(err, v, path, "an HF directory with config.json", "\"%s\" without one", mpath);
+			       : json_refuse(err, v, path, "an HF directory with config.json", "\"%s\" without one", mpath);
 		rc = rt_llama_config_from_hf_json(t, n, p, cfg, err);
 		free(t);
 	} else {
@@ -218,7 +201,7 @@ static int shape_parse(const json_value *sh, const char *path, rt_config *c, sw_
 	if (json_get(sh, "tied_embd") && (rc = json_get_bool(sh, "tied_embd", path, &c->tied_embd, err)))
 		return rc;
 	if (!json_get(sh, "head_dim") && c->dim % c->n_heads)
-		return bad(err, json_get(sh, "dim"), json_path_key(kp, sizeof(kp), path, "dim"),
+		return json_refuse(err, json_get(sh, "dim"), json_path_key(kp, sizeof(kp), path, "dim"),
 		           "a multiple of n_heads (or give head_dim)", "%d with n_heads %d", c->dim,
 		           c->n_heads);
 	return 0;
@@ -228,10 +211,10 @@ static int shape_parse(const json_value *sh, const char *path, rt_config *c, sw_
 static int shape_check(const json_value *v, const char *path, const rt_config *c, sw_err *err)
 {
 	if (c->n_heads % c->n_kv_heads)
-		return bad(err, v, path, "n_heads a multiple of n_kv_heads (GQA)",
+		return json_refuse(err, v, path, "n_heads a multiple of n_kv_heads (GQA)",
 		           "n_heads %d, n_kv_heads %d", c->n_heads, c->n_kv_heads);
 	if (c->head_dim % 2)
-		return bad(err, v, path, "an even head_dim (RoPE rotates pairs)", "head_dim %d",
+		return json_refuse(err, v, path, "an even head_dim (RoPE rotates pairs)", "head_dim %d",
 		           c->head_dim);
 	return 0;
 }
@@ -246,9 +229,9 @@ static int model_parse(const json_value *m, const char *path, gen_model_src *src
 
 	memset(src, 0, sizeof(*src));
 	if (pv && sv)
-		return bad(err, m, path, "exactly one of \"path\" and \"shape\"", "both");
+		return json_refuse(err, m, path, "exactly one of \"path\" and \"shape\"", "both");
 	if (!pv && !sv)
-		return bad(err, m, path, "exactly one of \"path\" and \"shape\"", "neither");
+		return json_refuse(err, m, path, "exactly one of \"path\" and \"shape\"", "neither");
 	if (sv) {
 		src->from_shape = true;
 		if ((rc = shape_parse(sv, json_path_key(kp, sizeof(kp), path, "shape"), &src->cfg, err)))
@@ -259,7 +242,7 @@ static int model_parse(const json_value *m, const char *path, gen_model_src *src
 		return rc;
 	json_path_key(kp, sizeof(kp), path, "path");
 	if (strlen(p) >= sizeof(src->path))
-		return bad(err, pv, kp, "a path shorter than 512 bytes", "%zu bytes", strlen(p));
+		return json_refuse(err, pv, kp, "a path shorter than 512 bytes", "%zu bytes", strlen(p));
 	snprintf(src->path, sizeof(src->path), "%s", p);
 	if ((rc = model_from_path(pv, kp, p, &src->cfg, err)))
 		return rc;
@@ -278,14 +261,14 @@ static int layerskip_parse(const json_value *v, const char *path, const char *s,
 	sp->n_skip_layers = 0;
 	sp->draft_vocab = vocab;
 	if (ln == 0 || ln >= sizeof(list))
-		return bad(err, v, path, "layerskip:N or layerskip:a-b,c,...[@V]", "\"layerskip:%s\"", s);
+		return json_refuse(err, v, path, "layerskip:N or layerskip:a-b,c,...[@V]", "\"layerskip:%s\"", s);
 	memcpy(list, s, ln);
 	list[ln] = 0;
 	if (at) {
 		char *e;
 		long vl = strtol(at + 1, &e, 10);
 		if (*e || e == at + 1 || vl < 2 || vl > vocab)
-			return bad(err, v, path, "a vocabulary limit @V with 2 <= V <= the target vocab",
+			return json_refuse(err, v, path, "a vocabulary limit @V with 2 <= V <= the target vocab",
 			           "\"@%s\" (vocab %d)", at + 1, vocab);
 		sp->draft_vocab = (int)vl;
 	}
@@ -293,7 +276,7 @@ static int layerskip_parse(const json_value *v, const char *path, const char *s,
 		char *e;
 		long k = strtol(list, &e, 10);
 		if (*e || k < 1 || k >= n_layers)
-			return bad(err, v, path, "a layer count 1 <= N < the target's layers",
+			return json_refuse(err, v, path, "a layer count 1 <= N < the target's layers",
 			           "\"%s\" (target has %d layers)", list, n_layers);
 		for (int i = 0; i < k; i++)
 			sp->skip_layers[sp->n_skip_layers++] = i;
@@ -313,18 +296,18 @@ static int layerskip_parse(const json_value *v, const char *path, const char *s,
 		if (*e)
 			goto out_bad;
 		if (a < 0 || b >= n_layers || b < a || a <= prev)
-			return bad(err, v, path, "increasing layer ids in [0, n_layers)",
+			return json_refuse(err, v, path, "increasing layer ids in [0, n_layers)",
 			           "\"%s\" in \"%s\" (target has %d layers)", tok, s, n_layers);
 		for (long i = a; i <= b; i++)
 			sp->skip_layers[sp->n_skip_layers++] = (int)i;
 		prev = (int)b;
 	}
 	if (sp->n_skip_layers >= n_layers)
-		return bad(err, v, path, "a proper subset of the target's layers",
+		return json_refuse(err, v, path, "a proper subset of the target's layers",
 		           "all %d layers", n_layers);
 	return 0;
 out_bad:
-	return bad(err, v, path, "layerskip:N or layerskip:a-b,c,...[@V]", "\"layerskip:%s\"", s);
+	return json_refuse(err, v, path, "layerskip:N or layerskip:a-b,c,...[@V]", "\"layerskip:%s\"", s);
 }
 
 /* {"method": "block", "path": DIR, "steps": S}: the drafter's config.json
@@ -334,11 +317,11 @@ static int block_parse(const json_value *d, gen_spec *sp, sw_err *err)
 	const char *dir;
 	int rc;
 	if (d->type != JSON_OBJECT)
-		return bad(err, d, "$.draft", "{\"method\": \"block\", \"path\": DIR, \"steps\": S}",
+		return json_refuse(err, d, "$.draft", "{\"method\": \"block\", \"path\": DIR, \"steps\": S}",
 		           "the string \"block\"");
 	const json_value *sv = json_get(d, "shape");
 	if (sv && json_get(d, "path"))
-		return bad(err, d, "$.draft", "exactly one of \"path\" and \"shape\"", "both");
+		return json_refuse(err, d, "$.draft", "exactly one of \"path\" and \"shape\"", "both");
 	sp->block_steps = 1;
 	if ((rc = opt_int(d, "steps", "$.draft", 1, 16, &sp->block_steps, err)))
 		return rc;
@@ -352,7 +335,7 @@ static int block_parse(const json_value *d, gen_spec *sp, sw_err *err)
 		                             err)))
 			return rc;
 		if (sp->block.cond != RT_BD_FEATURES)
-			return bad(err, sv, "$.draft.shape.conditioning", "\"features\" (the engine keeps "
+			return json_refuse(err, sv, "$.draft.shape.conditioning", "\"features\" (the engine keeps "
 			           "no token window)", "\"tokens\"");
 		sp->draft_vocab = sp->block.draft_vocab;
 		return 0;
@@ -361,10 +344,10 @@ static int block_parse(const json_value *d, gen_spec *sp, sw_err *err)
 		return rc;
 	const json_value *pv = json_get(d, "path");
 	if (strlen(dir) >= sizeof(sp->draft.path))
-		return bad(err, pv, "$.draft.path", "a path shorter than 512 bytes", "%zu bytes", strlen(dir));
+		return json_refuse(err, pv, "$.draft.path", "a path shorter than 512 bytes", "%zu bytes", strlen(dir));
 	struct stat st;
 	if (stat(dir, &st) || !S_ISDIR(st.st_mode))
-		return bad(err, pv, "$.draft.path", "a block drafter directory (config.json, "
+		return json_refuse(err, pv, "$.draft.path", "a block drafter directory (config.json, "
 		           "model.safetensors)", "\"%s\" (%s)", dir,
 		           stat(dir, &st) ? strerror(errno) : "not a directory");
 	sp->draft_kind = GEN_DRAFT_BLOCK;
@@ -374,7 +357,7 @@ static int block_parse(const json_value *d, gen_spec *sp, sw_err *err)
 	if ((rc = rt_bd_config_load(dir, &sp->target.cfg, tname, &sp->block, err)))
 		return sw_err_prefix(err, "%s:%d:%d: $.draft.path", pv->file, pv->line, pv->col);
 	if (sp->block.cond != RT_BD_FEATURES)
-		return bad(err, pv, "$.draft.path", "a features-conditioned block drafter (config.json "
+		return json_refuse(err, pv, "$.draft.path", "a features-conditioned block drafter (config.json "
 		           "$.conditioning \"features\"; the engine keeps no token window)",
 		           "\"%s\": $.conditioning \"tokens\"", dir);
 	sp->draft_vocab = sp->block.draft_vocab;
@@ -395,7 +378,7 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 		method = d->str;
 	} else {
 		if (d->type != JSON_OBJECT)
-			return bad(err, d, "$.draft", "an object or a string", "%s", json_type_name(d->type));
+			return json_refuse(err, d, "$.draft", "an object or a string", "%s", json_type_name(d->type));
 		if ((rc = json_check_keys(d, "$.draft", keys, err)) ||
 		    (rc = json_get_string(d, "method", "$.draft", &method, err)))
 			return rc;
@@ -405,14 +388,14 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 	snprintf(sp->draft_method, sizeof(sp->draft_method), "%s", method);
 	bool has_src = d->type == JSON_OBJECT && (json_get(d, "path") || json_get(d, "shape"));
 	if (d->type == JSON_OBJECT && json_get(d, "steps") && strcmp(method, "block"))
-		return bad(err, json_get(d, "steps"), "$.draft.steps", "\"steps\" only with method "
+		return json_refuse(err, json_get(d, "steps"), "$.draft.steps", "\"steps\" only with method "
 		           "\"block\"", "it with \"%s\"", method);
 	if (!strcmp(method, "block"))
 		return block_parse(d, sp, err);
 
 	if (!strncmp(method, "layerskip:", 10) || !strncmp(method, "ngram", 5)) {
 		if (has_src)
-			return bad(err, d, "$.draft", "\"path\"/\"shape\" only with method \"model\"",
+			return json_refuse(err, d, "$.draft", "\"path\"/\"shape\" only with method \"model\"",
 			           "them with \"%s\"", method);
 	}
 	if (!strncmp(method, "layerskip:", 10)) {
@@ -428,7 +411,7 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 		if (method[5] == ':' &&
 		    (sscanf(method + 6, "%d:%d%c", &sp->ngram_min, &sp->ngram_max, &tail) != 2 ||
 		     sp->ngram_min < 1 || sp->ngram_max < sp->ngram_min || sp->ngram_max > 16))
-			return bad(err, mv, mp, "ngram or ngram:MIN:MAX with 1 <= MIN <= MAX <= 16",
+			return json_refuse(err, mv, mp, "ngram or ngram:MIN:MAX with 1 <= MIN <= MAX <= 16",
 			           "\"%s\"", method);
 		sp->draft_vocab = 0;
 		return 0;
@@ -437,7 +420,7 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 		sp->draft_kind = GEN_DRAFT_MODEL;
 		if (method[5] == ':') {
 			if (has_src)
-				return bad(err, d, "$.draft", "the model given once", "\"%s\" and a "
+				return json_refuse(err, d, "$.draft", "the model given once", "\"%s\" and a "
 				           "path/shape field", method);
 			json_value fake = *mv;
 			char mpath[512];
@@ -449,7 +432,7 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 				return rc;
 		} else {
 			if (d->type != JSON_OBJECT)
-				return bad(err, d, "$.draft", "model:PATH or {\"method\": \"model\", \"path\" | "
+				return json_refuse(err, d, "$.draft", "model:PATH or {\"method\": \"model\", \"path\" | "
 				           "\"shape\": ...}", "\"model\"");
 			if ((rc = model_parse(d, "$.draft", &sp->draft, err)))
 				return rc;
@@ -458,7 +441,7 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 		 * under Qwen2-7B's 152064): q = 0 beyond it, and the draft embeds
 		 * the ids beyond it the target commits as a zero row (gen/plan.c) */
 		if (sp->draft.cfg.vocab > sp->target.cfg.vocab)
-			return bad(err, d, "$.draft", "a draft vocabulary at most the target's (the "
+			return json_refuse(err, d, "$.draft", "a draft vocabulary at most the target's (the "
 			           "target's or a prefix of it)", "%d (target %d)", sp->draft.cfg.vocab,
 			           sp->target.cfg.vocab);
 		if ((rc = rt_draft_vocab_check(sp->target.path, sp->target.cfg.vocab, sp->draft.path,
@@ -467,7 +450,7 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 		sp->draft_vocab = sp->draft.cfg.vocab;
 		return 0;
 	}
-	return bad(err, mv, mp, "layerskip:LAYERS, model, model:PATH, ngram, ngram:MIN:MAX or block",
+	return json_refuse(err, mv, mp, "layerskip:LAYERS, model, model:PATH, ngram, ngram:MIN:MAX or block",
 	           "\"%s\"", method);
 }
 
@@ -510,7 +493,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		for (size_t i = 0; i < l && ok; i++)
 			ok = isalnum((unsigned char)s[i]) || strchr("_.-", s[i]);
 		if (!ok) {
-			rc = bad(err, v, "$.name", "1-63 characters from [A-Za-z0-9_.-]", "\"%.80s\"", s);
+			rc = json_refuse(err, v, "$.name", "1-63 characters from [A-Za-z0-9_.-]", "\"%.80s\"", s);
 			goto out_free;
 		}
 		snprintf(sp->name, sizeof(sp->name), "%s", s);
@@ -533,7 +516,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		goto out_free;
 	}
 	if (sp->tree.n < 2) {
-		rc = bad(err, json_get(root, "tree"), "$.tree", "a tree with at least one draft node",
+		rc = json_refuse(err, json_get(root, "tree"), "$.tree", "a tree with at least one draft node",
 		         "\"%s\" (root only)", s);
 		goto out_free;
 	}
@@ -548,12 +531,12 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	sp->verify_method = rt_verify_method_parse(ms);
 	sp->expand_rule = rt_expand_rule_parse(es);
 	if (sp->verify_method < 0) {
-		rc = bad(err, json_get(o, "method"), "$.verify.method",
+		rc = json_refuse(err, json_get(o, "method"), "$.verify.method",
 		         "greedy, rrs, rrsw, spechub or onehot", "\"%s\"", ms);
 		goto out_free;
 	}
 	if (sp->expand_rule < 0) {
-		rc = bad(err, json_get(o, "expand"), "$.verify.expand",
+		rc = json_refuse(err, json_get(o, "expand"), "$.verify.expand",
 		         "topk, sample, sample-wor or spechub", "\"%s\"", es);
 		goto out_free;
 	}
@@ -576,7 +559,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 			if ((rc = json_get_number(o, "top_p", "$.sampling", 0.0, 1.0, &d, err)))
 				goto out_free;
 			if (d <= 0.0) {
-				rc = bad(err, json_get(o, "top_p"), "$.sampling.top_p", "0 < top_p <= 1",
+				rc = json_refuse(err, json_get(o, "top_p"), "$.sampling.top_p", "0 < top_p <= 1",
 				         "%g", d);
 				goto out_free;
 			}
@@ -586,7 +569,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	bool greedy = sp->temperature == 0.0f;
 	if (!rt_verify_compatible(sp->expand_rule, sp->verify_method, greedy)) {
 		o = json_get(root, "verify");
-		rc = bad(err, o, "$.verify", "an exact (expand, method) pair: sample+rrs, "
+		rc = json_refuse(err, o, "$.verify", "an exact (expand, method) pair: sample+rrs, "
 		         "sample-wor+rrsw, spechub+spechub, any+onehot, any+greedy at temperature 0",
 		         "expand \"%s\" with method \"%s\" at temperature %g", es, ms,
 		         (double)sp->temperature);
@@ -595,13 +578,13 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	if (sp->draft_kind == GEN_DRAFT_NGRAM) {
 		for (int i = 0; i < sp->tree.n; i++)
 			if (sp->tree.n_children[i] > 1) {
-				rc = bad(err, json_get(root, "tree"), "$.tree", "a chain (ngram drafts one "
+				rc = json_refuse(err, json_get(root, "tree"), "$.tree", "a chain (ngram drafts one "
 				         "continuation)", "\"%s\" (node %d has %d children)", sp->tree_spec, i,
 				         sp->tree.n_children[i]);
 				goto out_free;
 			}
 		if (sp->verify_method != RT_VERIFY_GREEDY && sp->verify_method != RT_VERIFY_ONEHOT) {
-			rc = bad(err, json_get(root, "verify"), "$.verify.method", "greedy or onehot "
+			rc = json_refuse(err, json_get(root, "verify"), "$.verify.method", "greedy or onehot "
 			         "(ngram drafts have no draft distribution)", "\"%s\"", ms);
 			goto out_free;
 		}
@@ -613,14 +596,14 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		for (int i = 0; i < sp->tree.n; i++)
 			chain &= sp->tree.n_children[i] <= 1;
 		if (sp->tree.depth_max > B) {
-			rc = bad(err, json_get(root, "tree"), "$.tree", "a tree of depth at most the block "
+			rc = json_refuse(err, json_get(root, "tree"), "$.tree", "a tree of depth at most the block "
 			         "drafter's B (one pass drafts B positions)", "\"%s\" of depth %d with "
 			         "B = %d (%s/config.json $.block)", sp->tree_spec, sp->tree.depth_max, B,
 			         sp->draft.path);
 			goto out_free;
 		}
 		if (sp->block_steps > 1 && !chain) {
-			rc = bad(err, json_get(json_get(root, "draft"), "steps"), "$.draft.steps",
+			rc = json_refuse(err, json_get(json_get(root, "draft"), "steps"), "$.draft.steps",
 			         "1 with a tree (a tree is drafted from one pass; steps > 1 need a chain)",
 			         "%d with tree \"%s\"", sp->block_steps, sp->tree_spec);
 			goto out_free;
@@ -631,12 +614,12 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		goto out_free;
 	v = json_get(root, "max_context");
 	if (sp->target.cfg.max_ctx > 0 && sp->max_context > sp->target.cfg.max_ctx) {
-		rc = bad(err, v, "$.max_context", "at most the target's trained context",
+		rc = json_refuse(err, v, "$.max_context", "at most the target's trained context",
 		         "%d (trained %d)", sp->max_context, sp->target.cfg.max_ctx);
 		goto out_free;
 	}
 	if (sp->max_context < 2 * sp->tree.n) {
-		rc = bad(err, v, "$.max_context", "room for at least two trees of nodes",
+		rc = json_refuse(err, v, "$.max_context", "room for at least two trees of nodes",
 		         "%d with a %d-node tree", sp->max_context, sp->tree.n);
 		goto out_free;
 	}
@@ -644,7 +627,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	if ((rc = opt_int(root, "prefill_chunk", "$", 1, 1 << 20, &sp->prefill_chunk, err)))
 		goto out_free;
 	if (sp->prefill_chunk > sp->max_context) {
-		rc = bad(err, json_get(root, "prefill_chunk"), "$.prefill_chunk",
+		rc = json_refuse(err, json_get(root, "prefill_chunk"), "$.prefill_chunk",
 		         "at most max_context", "%d (max_context %d)", sp->prefill_chunk, sp->max_context);
 		goto out_free;
 	}
@@ -659,7 +642,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		/* every GEMM's k (dim, ffn_dim, n_heads x head_dim) in whole Q8_0 blocks */
 		sp->dtype = strcmp(s, "q8_0") ? GEN_DTYPE_Q8_0_A8 : GEN_DTYPE_Q8_0;
 		if (sp->draft_kind == GEN_DRAFT_BLOCK) {
-			rc = bad(err, json_get(root, "dtype"), "$.dtype", "\"bf16\" or \"fp16\" with a "
+			rc = json_refuse(err, json_get(root, "dtype"), "$.dtype", "\"bf16\" or \"fp16\" with a "
 			         "block drafter", "\"%s\"", gen_dtype_name(sp->dtype));
 			goto out_free;
 		}
@@ -669,7 +652,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 				break;
 			const int q = c->n_heads * c->head_dim;
 			if (c->dim % 32 || c->ffn_dim % 32 || q % 32) {
-				rc = bad(err, json_get(root, "dtype"), "$.dtype", "a model whose dim, ffn_dim "
+				rc = json_refuse(err, json_get(root, "dtype"), "$.dtype", "a model whose dim, ffn_dim "
 				         "and n_heads x head_dim are multiples of 32 (q8_0 blocks)",
 				         "\"%s\" with the %s's %d, %d and %d", gen_dtype_name(sp->dtype),
 				         mi ? "draft" : "target",
@@ -680,7 +663,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	} else if (!strcmp(s, "gguf_a8")) {
 		sp->dtype = GEN_DTYPE_GGUF_A8;
 		if (sp->draft_kind == GEN_DRAFT_BLOCK || sp->draft_kind == GEN_DRAFT_MODEL) {
-			rc = bad(err, json_get(root, "dtype"), "$.dtype", "an n-gram or layer-skip draft "
+			rc = json_refuse(err, json_get(root, "dtype"), "$.dtype", "an n-gram or layer-skip draft "
 			         "with \"gguf_a8\" (the target's weights only)", "a draft %s",
 			         sp->draft_kind == GEN_DRAFT_BLOCK ? "block drafter" : "model");
 			goto out_free;
@@ -688,7 +671,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		if ((rc = gguf_wtypes(&sp->target, json_get(root, "dtype"), err)))
 			goto out_free;
 	} else {
-		rc = bad(err, json_get(root, "dtype"), "$.dtype",
+		rc = json_refuse(err, json_get(root, "dtype"), "$.dtype",
 		         "\"bf16\", \"fp16\", \"q8_0\", \"q8_0_a8\" or \"gguf_a8\"",
 		         "\"%.40s\"", s);
 		goto out_free;
@@ -703,13 +686,13 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 			if ((rc = json_as_string(a->items[i], kp, &s, err)))
 				goto out_free;
 			if (!arch_ok(s)) {
-				rc = bad(err, a->items[i], kp, "an NVRTC real arch sm_XX (XX >= 70, e.g. "
+				rc = json_refuse(err, a->items[i], kp, "an NVRTC real arch sm_XX (XX >= 70, e.g. "
 				         "sm_80, sm_90, sm_90a)", "\"%.40s\"", s);
 				goto out_free;
 			}
 			for (int j = 0; j < sp->n_archs; j++)
 				if (!strcmp(sp->archs[j], s)) {
-					rc = bad(err, a->items[i], kp, "each arch once", "\"%s\" again", s);
+					rc = json_refuse(err, a->items[i], kp, "each arch once", "\"%s\" again", s);
 					goto out_free;
 				}
 			snprintf(sp->archs[sp->n_archs++], sizeof(sp->archs[0]), "%s", s);
@@ -742,7 +725,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		for (int i = 0; i < sp->tree.n; i++)
 			chain &= sp->tree.n_children[i] <= 1;
 		if (!chain || sp->draft_kind == GEN_DRAFT_NGRAM || sp->draft_kind == GEN_DRAFT_BLOCK) {
-			rc = bad(err, o, "$.adaptive", "a chain tree drafted by a model (layerskip or "
+			rc = json_refuse(err, o, "$.adaptive", "a chain tree drafted by a model (layerskip or "
 			         "model)", "tree \"%s\" with draft \"%s\"", sp->tree_spec,
 			         sp->draft_method);
 			goto out_free;

@@ -32,6 +32,8 @@
 
 #include <cmocka.h>
 
+#include "shell_util.h"
+
 #include "core/fileio.h"
 #include "core/json.h"
 #include "engine_util.h"
@@ -41,6 +43,7 @@
 
 static char g_dir[256], g_abs[400], g_model[600], g_engine[600];
 static char g_out[1 << 17];
+#define sh(...) tu_sh(g_out, sizeof(g_out), __VA_ARGS__)
 static const char *const PROMPT = "abcab cabca bcabc abcab";
 
 static const char *build_dir(void)
@@ -49,45 +52,10 @@ static const char *build_dir(void)
 	return b && *b ? b : "build";
 }
 
-/* Runs a shell command; stdout+stderr into g_out; the exit status. */
-static int sh(const char *fmt, ...)
-{
-	char cmd[8192];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	FILE *p = popen(cmd, "r");
-	assert_non_null(p);
-	size_t n = fread(g_out, 1, sizeof(g_out) - 1, p);
-	g_out[n] = 0;
-	int st = pclose(p);
-	assert_true(WIFEXITED(st));
-	return WEXITSTATUS(st);
-}
-
 static void must(int rc, const char *what)
 {
 	if (rc)
 		fail_msg("%s: exit %d:\n%s", what, rc, g_out);
-}
-
-/* The "tokens": [...] of a --json run in g_out. */
-static int json_tokens(int32_t *out, int cap)
-{
-	const char *p = strstr(g_out, "\"tokens\": [");
-	if (!p)
-		fail_msg("no tokens in:\n%s", g_out);
-	p += strlen("\"tokens\": [");
-	int n = 0;
-	while (n < cap && *p && *p != ']') {
-		char *end;
-		out[n++] = (int32_t)strtol(p, &end, 10);
-		p = end;
-		while (*p == ',' || *p == ' ')
-			p++;
-	}
-	return n;
 }
 
 /* The tiny model with a tokenizer: ids 0..93 the characters '!'..'~', 94
@@ -167,14 +135,14 @@ static void test_run_host(void **state)
 	const char *opts = "--backend host -n 24 --no-chat --json";
 	must(sh("%s/specwright run %s %s -p '%s' 2>/dev/null", build_dir(), g_engine, opts, PROMPT),
 	     "build/specwright run");
-	int n_ref = json_tokens(ref, 64);
+	int n_ref = tu_json_tokens(g_out, ref, 64);
 	assert_int_equal(n_ref, 24);
 	char *m = strstr(g_out, "\"greedy_match\"");
 	assert_non_null(m);
 	int match_ref = atoi(m + strlen("\"greedy_match\": "));
 	must(sh("env -i PATH=/usr/bin:/bin HOME=%s %s/run run %s -p '%s' 2>/dev/null", g_abs, B, opts, PROMPT),
 	     "bundle run (env -i)");
-	assert_int_equal(json_tokens(got, 64), n_ref);
+	assert_int_equal(tu_json_tokens(g_out, got, 64), n_ref);
 	assert_memory_equal(got, ref, sizeof(*ref) * (size_t)n_ref);
 	m = strstr(g_out, "\"greedy_match\"");
 	assert_non_null(m);
@@ -201,7 +169,7 @@ static void test_run_host(void **state)
 	assert_int_equal(unlink(model2), 0);
 	must(sh("env -i PATH=/usr/bin:/bin %s/run run tiny-moved %s -p '%s' 2>&1", W, opts, PROMPT),
 	     "bundle --with-weights run (env -i)");
-	assert_int_equal(json_tokens(got, 64), n_ref);
+	assert_int_equal(tu_json_tokens(g_out, got, 64), n_ref);
 	assert_memory_equal(got, ref, sizeof(*ref) * (size_t)n_ref);
 	must(sh("env -i PATH=/usr/bin:/bin %s/run generate -n 16 --no-chat -p '%s' 2>/dev/null", W, PROMPT),
 	     "bundle --with-weights generate");
@@ -214,21 +182,6 @@ static void test_run_host(void **state)
 	assert_non_null(strstr(g_out, "cuBLASLt:"));
 	assert_non_null(strstr(g_out, "glibc:"));
 	assert_non_null(strstr(g_out, "vector level:"));
-}
-
-/* The first engine-kernels-*.so in dir (host-emulate's cache entry). */
-static void find_module(const char *dir, char *out, size_t n)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	out[0] = 0;
-	while (d && (de = readdir(d)))
-		if (!strncmp(de->d_name, "engine-kernels-", 15) && strstr(de->d_name, ".so"))
-			snprintf(out, n, "%s/%s", dir, de->d_name);
-	if (d)
-		closedir(d);
-	if (!out[0])
-		fail_msg("no engine-kernels-*.so in %s", dir);
 }
 
 static void test_run_cuda_fake(void **state)
@@ -245,9 +198,9 @@ static void test_run_cuda_fake(void **state)
 	 * kernels' preludes come from the source tree) */
 	must(sh("env -i PATH=/usr/bin:/bin SW_SRC_DIR=%s SPECWRIGHT_CACHE=%s %s/run run --backend host-emulate "
 	        "%s -p '%s' 2>&1", src, cache, B, opts, PROMPT), "bundle run host-emulate");
-	const int n = json_tokens(emu, 64);
+	const int n = tu_json_tokens(g_out, emu, 64);
 	assert_int_equal(n, 12);
-	find_module(cache, mod, sizeof(mod));
+	tu_find_emu_module(cache, mod, sizeof(mod));
 	/* CUDA_HOME/lib64 holds the fake libcuda.so.1 and libcublasLt.so.13 */
 	snprintf(home, sizeof(home), "%s/fakehome", g_abs);
 	char fake[1000];
@@ -260,7 +213,7 @@ static void test_run_cuda_fake(void **state)
 	     "bundle run cuda (fake driver)");
 	if (!strstr(g_out, "Fake H100") || !strstr(g_out, "libcublasLt.so.13 in"))
 		fail_msg("not the fake driver or no cuBLASLt report:\n%s", g_out);
-	assert_int_equal(json_tokens(got, 64), n);
+	assert_int_equal(tu_json_tokens(g_out, got, 64), n);
 	assert_memory_equal(got, emu, sizeof(*emu) * (size_t)n);
 	print_message("  cuda (fake libcuda.so.1 via CUDA_HOME): %d tokens equal host-emulate's\n", n);
 	/* without the libraries the cuda backend is refused, clearly */

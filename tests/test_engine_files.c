@@ -24,11 +24,14 @@
 
 #include <cmocka.h>
 
+#include "shell_util.h"
+
 #include "core/fileio.h"
 #include "core/json.h"
 #include "formats/engine_files.h"
 
 static char g_out[1 << 16];
+#define sh(...) tu_sh(g_out, sizeof(g_out), __VA_ARGS__)
 static char g_dir[512];
 
 static const char *bin(void)
@@ -42,22 +45,6 @@ static const char *model(void)
 {
 	const char *p = getenv("SW_MODEL");
 	return p ? p : "models/cache/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
-static int sh(const char *fmt, ...)
-{
-	char cmd[4096];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	FILE *p = popen(cmd, "r");
-	assert_non_null(p);
-	size_t n = fread(g_out, 1, sizeof(g_out) - 1, p);
-	g_out[n] = 0;
-	int st = pclose(p);
-	assert_true(WIFEXITED(st));
-	return WEXITSTATUS(st);
 }
 
 /* FNV-1a 64 written here, not the project's header: the independent check */

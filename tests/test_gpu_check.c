@@ -32,66 +32,19 @@
 
 #include <cmocka.h>
 
+#include "shell_util.h"
+
 static char g_out[1 << 18];
+#define sh(...) tu_sh(g_out, sizeof(g_out), __VA_ARGS__)
 static char g_src[PATH_MAX], g_build[PATH_MAX], g_bundle[PATH_MAX + 16], g_work[PATH_MAX + 64];
 static char g_fakehome[PATH_MAX + 80], g_mod[2][PATH_MAX + 200];
 static const char *const ENGINES[2] = {"smollm2-2l-ngram", "smollm2-2l-adaptive"};
 static const char *const IDS = "504 3458 282 253 1345 1098 5765";
 
-/* Runs a shell command; stdout+stderr into g_out; the exit status. */
-static int sh(const char *fmt, ...)
-{
-	char cmd[16384];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	FILE *p = popen(cmd, "r");
-	assert_non_null(p);
-	size_t n = fread(g_out, 1, sizeof(g_out) - 1, p);
-	g_out[n] = 0;
-	int st = pclose(p);
-	assert_true(WIFEXITED(st));
-	return WEXITSTATUS(st);
-}
-
 static void must(int rc, const char *what)
 {
 	if (rc)
 		fail_msg("%s: exit %d:\n%s", what, rc, g_out);
-}
-
-/* The "tokens": [...] of a --json run in g_out. */
-static int json_tokens(int32_t *out, int cap)
-{
-	const char *p = strstr(g_out, "\"tokens\": [");
-	if (!p)
-		fail_msg("no tokens in:\n%s", g_out);
-	p += strlen("\"tokens\": [");
-	int n = 0;
-	while (n < cap && *p && *p != ']') {
-		char *end;
-		out[n++] = (int32_t)strtol(p, &end, 10);
-		p = end;
-		while (*p == ',' || *p == ' ')
-			p++;
-	}
-	return n;
-}
-
-/* The first engine-kernels-*.so in dir (host-emulate's cache entry). */
-static void find_module(const char *dir, char *out, size_t n)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	out[0] = 0;
-	while (d && (de = readdir(d)))
-		if (!strncmp(de->d_name, "engine-kernels-", 15) && strstr(de->d_name, ".so"))
-			snprintf(out, n, "%s/%s", dir, de->d_name);
-	if (d)
-		closedir(d);
-	if (!out[0])
-		fail_msg("no engine-kernels-*.so in %s", dir);
 }
 
 static int setup(void **state)
@@ -122,7 +75,7 @@ static int setup(void **state)
 			fprintf(stderr, "host-emulate %s:\n%s\n", ENGINES[i], g_out);
 			return -1;
 		}
-		find_module(cache, g_mod[i], sizeof(g_mod[i]));
+		tu_find_emu_module(cache, g_mod[i], sizeof(g_mod[i]));
 	}
 	return 0;
 }
@@ -163,10 +116,10 @@ static void test_clean_host(void **state)
 	const char *opts = "--backend host -n 12 --json";
 	must(sh("%s/specwright run %s/gpu/engines/%s --model %s/gpu/smollm2-2l.gguf --ids '%s' %s 2>/dev/null",
 	        g_build, g_build, ENGINES[0], g_build, IDS, opts), "build/specwright run");
-	const int n = json_tokens(a, 32);
+	const int n = tu_json_tokens(g_out, a, 32);
 	must(sh("env -i PATH=/usr/bin:/bin %s/run run %s --ids '%s' %s 2>/dev/null", g_bundle, ENGINES[0], IDS,
 	        opts), "bundle run (env -i, host)");
-	assert_int_equal(json_tokens(b, 32), n);
+	assert_int_equal(tu_json_tokens(g_out, b, 32), n);
 	assert_memory_equal(a, b, sizeof(*a) * (size_t)n);
 	assert_non_null(strstr(g_out, "\"greedy_match\": 12"));
 }
@@ -180,13 +133,13 @@ static void test_clean_fake_cuda(void **state)
 	must(sh("SW_SRC_DIR=%s SPECWRIGHT_CACHE=%s/emu-%s %s/specwright run %s/engines/%s --ids '%s' "
 	        "--backend host-emulate %s 2>/dev/null", g_src, g_work, ENGINES[0], g_build, g_bundle, ENGINES[0],
 	        IDS, opts), "host-emulate");
-	const int n = json_tokens(a, 32);
+	const int n = tu_json_tokens(g_out, a, 32);
 	must(sh("env -i PATH=/usr/bin:/bin CUDA_HOME=%s SW_FAKE_CUDA_ENGINE=%s/engines/%s SW_FAKE_CUDA_EMU=%s "
 	        "%s/run run %s --ids '%s' --backend cuda %s 2>&1", g_fakehome, g_bundle, ENGINES[0], g_mod[0],
 	        g_bundle, ENGINES[0], IDS, opts), "bundle run (env -i, fake cuda)");
 	if (!strstr(g_out, "Fake H100"))
 		fail_msg("not the fake driver:\n%s", g_out);
-	assert_int_equal(json_tokens(b, 32), n);
+	assert_int_equal(tu_json_tokens(g_out, b, 32), n);
 	assert_memory_equal(a, b, sizeof(*a) * (size_t)n);
 }
 

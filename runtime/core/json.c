@@ -986,6 +986,18 @@ static size_t edit_distance(const char *a, const char *b)
 	return row[lb];
 }
 
+int json_refuse(sw_err *err, const json_value *v, const char *path, const char *expected,
+                const char *fmt, ...)
+{
+	char found[384];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(found, sizeof(found), fmt, ap);
+	va_end(ap);
+	return sw_errf(err, SW_EINVAL, "%s:%d:%d: %s: expected %s, found %s", v->file, v->line,
+	               v->col, path, expected, found);
+}
+
 int json_check_keys(const json_value *obj, const char *path,
 		    const char *const *allowed, sw_err *err)
 {

@@ -91,6 +91,11 @@ int json_as_array(const json_value *v, const char *path, size_t min_len,
 		  size_t max_len, sw_err *err);
 int json_as_object(const json_value *v, const char *path, sw_err *err);
 
+/* "file:line:col: $.path: expected E, found F" (SW_EINVAL) for a value the
+ * typed getters accepted but a rule refuses; found is printf-style. */
+int json_refuse(sw_err *err, const json_value *v, const char *path, const char *expected,
+                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
 /* Refuses members of obj whose key is not in `allowed` (NULL-terminated):
  * "spec.json:4:3: $.tree: unknown field "depht" (did you mean "depth"?;
  * allowed: ...)". Returns 0 or SW_EINVAL. */

@@ -510,7 +510,7 @@ out_free:
 static int read_tree_file(const char *path, char **out, size_t *len, sw_err *err)
 {
 	*out = sw_read_capped(path, TREE_FILE_MAX, "a tree file", len, err);
-	return *out ? 0 : sw_err_prefix(err, "tree file");
+	return *out ? 0 : sw_err_prefix(err, "cannot open tree file");
 }
 
 static int load_tree_file(const char *path, gen_tree *t, sw_err *err)

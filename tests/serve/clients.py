@@ -199,11 +199,13 @@ def part_curl(port, model):
     for body, want in [("{bad", 400), (json.dumps({"model": "x", "prompt": "a"}), 404),
                        (json.dumps({"prompt": "a", "max_tokens": 10 ** 7}), 400),
                        (json.dumps({"prompt": "a", "logit_bias": {"1": 5}}), 400)]:
-        r = curl("-o", "/dev/null", "-w", "%{http_code}", f"{url}/v1/completions", "-d", body)
+        r = curl("-o", "/dev/null", "-w", "%{http_code}", f"{url}/v1/completions",
+                 "-H", "Content-Type: application/json", "-d", body)
         check(r.stdout == str(want), f"curl {body[:40]} -> {r.stdout}, expected {want}")
     big = json.dumps({"prompt": "a" * (2 << 20)})
     r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"{url}/v1/completions",
-                        "--data-binary", "@-"], input=big, capture_output=True, text=True)
+                        "-H", "Content-Type: application/json", "--data-binary", "@-"], input=big,
+                       capture_output=True, text=True)
     check(r.stdout == "413", f"2 MB body -> {r.stdout}, expected 413")
     r = curl("-o", "/dev/null", "-w", "%{http_code}", f"{url}/v1/chat/completions")
     check(r.stdout == "405", f"GET chat -> {r.stdout}, expected 405")
@@ -420,7 +422,8 @@ def part_sigterm(sw, engine, tmp, model):
     def req(name, n):
         try:
             r = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions",
-                                       data=json.dumps({"prompt": "Tell me a story.", "max_tokens": n}).encode())
+                                       data=json.dumps({"prompt": "Tell me a story.", "max_tokens": n}).encode(),
+                                       headers={"Content-Type": "application/json"})
             with urllib.request.urlopen(r, timeout=600) as resp:
                 res[name] = (resp.status, json.loads(resp.read()))
         except urllib.error.HTTPError as e:

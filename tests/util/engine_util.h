@@ -42,6 +42,10 @@ rt_dev *eu_open_host(int mode, const char *cache_dir);
  * stand-in module image) to engine.json's file list, as the build would
  * have listed it, so the executor's check accepts it. */
 void eu_list_file(const char *dir, const char *name);
+/* Rewrites dir's engine.sum for its engine.json as it is (the format
+ * gen/build.c writes): a test that edits engine.json to stand for an older
+ * or another build, not for a tampered one. */
+void eu_resum(const char *dir);
 /* Host fp32 target-only greedy tokens (model/ forward: the independent
  * reference engines are held to), the top-2 logit margin at each step, and
  * (max_logit non-NULL) the largest |logit| after the prompt, for the
