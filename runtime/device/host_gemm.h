@@ -88,7 +88,13 @@ int hg_i8_path_auto(void);
 
 /* GGUF weight types the "gguf_a8" engine dtype's GEMM reads in the file's
  * own blocks, numbered as ggml's enum (formats/gguf.h GGML_T_*). */
-enum hg_gguf_type { HG_GGUF_Q4_0 = 2, HG_GGUF_Q4_1 = 3, HG_GGUF_Q8_0 = 8, HG_GGUF_Q4_K = 12 };
+enum hg_gguf_type {
+	HG_GGUF_Q4_0 = 2,
+	HG_GGUF_Q4_1 = 3,
+	HG_GGUF_Q8_0 = 8,
+	HG_GGUF_Q4_K = 12,
+	HG_GGUF_Q6_K = 14
+};
 /* Elements and bytes of one block of wtype (Q4_0 32/18, Q4_1 32/20, Q8_0
  * 32/34, Q4_K 256/144); 0 for a type this GEMM does not take. */
 int64_t hg_gguf_block(int wtype);

@@ -49,7 +49,10 @@ typedef struct q4_job {
 	int wtype;
 	bool has_min;
 	int64_t m, n, k, nb, wrow, n_groups;
-	char *pack;          /* Q4_PACK(nb) bytes for each part */
+	char *pack;          /* part_bytes for each part: the portable path's
+	                      * unpacked group (Q4_PACK), the vector paths' row
+	                      * accumulators (64 bytes a row) */
+	size_t part_bytes;
 	void (*cols)(const struct q4_job *j, int64_t j0, int64_t j1, char *pack);
 } q4_job;
 
@@ -144,74 +147,15 @@ static void unpack(int wtype, const char *blk, uint8_t *q, size_t qstride, float
 	}
 }
 
-#if Q4_X86
-/* group_unpack's numbers for the vector paths, in registers: nibbles split
- * 16 or 32 bytes at a time, scales by vcvtph2ps (exact, as hg_to_f32); the
- * scalar unpack cost seven times the GEMM at one row */
-static __attribute__((target("avx2,f16c"))) void unpack_rows_x86(const q4_job *jb, char *pack,
-                                                                  int64_t j, int nc)
-{
-	const int64_t nb = jb->nb, bb = hg_gguf_block_bytes(jb->wtype);
-	const int wt = jb->wtype;
-	uint8_t *q = (uint8_t *)pack;
-	float *d = (float *)(void *)(pack + (size_t)(G * nb * QB)), *mn = d + G * nb;
-	const __m128i m4 = _mm_set1_epi8(15);
-	const __m256i m4y = _mm256_set1_epi8(15);
-	for (int c = 0; c < nc; c++) {
-		const char *row = jb->W + (j + c) * jb->wrow;
-		uint8_t *qc = q + c * nb * QB;
-		if (wt == HG_GGUF_Q4_0 || wt == HG_GGUF_Q4_1) {
-			const int off = wt == HG_GGUF_Q4_0 ? 2 : 4;
-			for (int64_t b = 0; b < nb; b++) {
-				const char *blk = row + b * bb;
-				uint16_t h0, h1; /* fixed sizes: one load each, no store forwarding */
-				memcpy(&h0, blk, sizeof(h0));
-				memcpy(&h1, blk + 2, sizeof(h1));
-				d[b * G + c] = _cvtsh_ss(h0);
-				mn[b * G + c] = wt == HG_GGUF_Q4_1 ? _cvtsh_ss(h1) : 0.0f;
-				const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(blk + off));
-				_mm_storeu_si128((__m128i *)(void *)(qc + b * QB), _mm_and_si128(v, m4));
-				_mm_storeu_si128((__m128i *)(void *)(qc + b * QB + 16),
-				                 _mm_and_si128(_mm_srli_epi16(v, 4), m4));
-			}
-			continue;
-		}
-		for (int64_t b = 0; b < nb; b += 8) { /* Q4_K: 8 32-blocks a block */
-			const uint8_t *blk = (const uint8_t *)row + b / 8 * bb, *sc = blk + 4;
-			uint16_t h[2];
-			memcpy(h, blk, sizeof(h));
-			const float dd = _cvtsh_ss(h[0]), dmin = _cvtsh_ss(h[1]);
-			for (int jj = 0; jj < 8; jj++) {
-				const int s = jj < 4 ? sc[jj] & 63 : (sc[jj + 4] & 15) | ((sc[jj - 4] >> 6) << 4);
-				const int mm = jj < 4 ? sc[jj + 4] & 63 : (sc[jj + 4] >> 4) | ((sc[jj] >> 6) << 4);
-				d[(b + jj) * G + c] = dd * (float)s;
-				mn[(b + jj) * G + c] = -(dmin * (float)mm);
-			}
-			for (int x = 0; x < 4; x++) {
-				const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * x));
-				_mm256_storeu_si256((__m256i *)(void *)(qc + (b + 2 * x) * QB), _mm256_and_si256(v, m4y));
-				_mm256_storeu_si256((__m256i *)(void *)(qc + (b + 2 * x + 1) * QB),
-				                    _mm256_and_si256(_mm256_srli_epi16(v, 4), m4y));
-			}
-		}
-	}
-}
-#endif
 
-/* Columns [j, j + nc) of W unpacked into a group's pack; columns nc .. G - 1
- * zero (q 0, d 0, mn 0: finite, never stored). vec: the vector paths'
- * unpacker, the same numbers. */
-static void group_unpack(const q4_job *jb, char *pack, int64_t j, int nc, bool vec)
+/* Columns [j, j + nc) of W unpacked into a group's pack (the portable
+ * path's); columns nc .. G - 1 zero (q 0, d 0, mn 0: finite, never stored) */
+static void group_unpack(const q4_job *jb, char *pack, int64_t j, int nc)
 {
 	const int64_t nb = jb->nb, per = hg_gguf_block(jb->wtype) / QB;
 	const int64_t bb = hg_gguf_block_bytes(jb->wtype);
 	uint8_t *q = (uint8_t *)pack;
 	float *d = (float *)(void *)(pack + (size_t)(G * nb * QB)), *mn = d + G * nb;
-#if Q4_X86
-	if (vec)
-		unpack_rows_x86(jb, pack, j, nc);
-	else
-#endif
 	for (int c = 0; c < nc; c++) {
 		const char *row = jb->W + (j + c) * jb->wrow;
 		for (int64_t b = 0; b < nb; b += per)
@@ -235,7 +179,7 @@ static void cols_portable(const q4_job *jb, int64_t j0, int64_t j1, char *pack)
 	const float *d = (const float *)(const void *)(pack + (size_t)(G * nb * QB)), *mn = d + G * nb;
 	for (int64_t j = j0; j < j1; j += G) {
 		const int nc = j1 - j < G ? (int)(j1 - j) : G;
-		group_unpack(jb, pack, j, nc, false);
+		group_unpack(jb, pack, j, nc);
 		for (int c = 0; c < nc; c++)
 			for (int64_t i = 0; i < jb->m; i++) {
 				float acc = 0.0f;
@@ -257,16 +201,69 @@ static void cols_portable(const q4_job *jb, int64_t j0, int64_t j1, char *pack)
 
 #if Q4_X86
 #define Q4_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define Q4_VNNI __attribute__((target("avx512f,avx512vnni,avx2,fma,f16c")))
+#define Q4_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma,f16c")))
 
-/* 8 columns' 32-block b (columns c0 .. c0 + 7 of the pack) transposed:
- * T[x] lane c = dword x of column c0 + c's 32 bytes */
-static inline Q4_AVX2 void tr8(__m256i T[8], const char *pack, int64_t nb, int64_t b, int c0)
+/* ---- the vector paths: lanes are columns, read in place ----
+ *
+ * A group's columns are read where they lie (rp[c]: column c's row of W;
+ * columns past the last one repeat column 0: their lanes are computed and
+ * never stored). Per 32-block the 16 bytes of nibbles of each column are
+ * transposed as dwords (4 x 4 in each 128-bit lane: column 4L + g in lane L
+ * of load g, so no permutation is left over), then split in registers:
+ * T[x] = R[x] & 15 is elements 4x .. 4x + 3, T[x + 4] = (R[x] >> 4) & 15
+ * elements 16 + 4x .. (vpsrlw crosses bytes; the mask drops what came in).
+ * The scales are transposed the same way from the block's first dword
+ * (Q4_0/Q4_1: d | m << 16; Q4_K once a super-block: d | dmin, 12 scale
+ * bytes). Each row then broadcasts its 4 bytes against T[x]: 8 vpdpbusd
+ * (maddubs on AVX2) a 32-block, as host_gemm_i8.c's VNNI path, with no
+ * per-group buffer. The FMAs are the specification's, in its order. */
+
+/* the group's g row pointers */
+static void group_rows(const q4_job *jb, int64_t j, int nc, int g, const char **rp)
+{
+	for (int c = 0; c < g; c++)
+		rp[c] = jb->W + (j + (c < nc ? c : 0)) * jb->wrow;
+}
+
+static inline Q4_AVX2 __m128i ld16(const char *p)
+{
+	return _mm_loadu_si128((const __m128i *)(const void *)p);
+}
+
+/* AVX2: R[x] lane c = dword x of the 16 bytes at rp[c] + off, 8 columns */
+static inline Q4_AVX2 void tr4_256(__m256i R[4], const char *const *rp, int64_t off)
+{
+	__m256i v[4];
+	for (int g = 0; g < 4; g++)
+		v[g] = _mm256_inserti128_si256(_mm256_castsi128_si256(ld16(rp[g] + off)),
+		                               ld16(rp[g + 4] + off), 1);
+	const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+	const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+	R[0] = _mm256_unpacklo_epi64(t0, t2);
+	R[1] = _mm256_unpackhi_epi64(t0, t2);
+	R[2] = _mm256_unpacklo_epi64(t1, t3);
+	R[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+/* AVX2: the first dword of the 16 bytes at rp[c] + off, lane c (tr4_256's
+ * first output: cheaper than a gather here) */
+static inline Q4_AVX2 __m256i d0_256(const char *const *rp, int64_t off)
+{
+	__m256i v[4];
+	for (int g = 0; g < 4; g++)
+		v[g] = _mm256_inserti128_si256(_mm256_castsi128_si256(ld16(rp[g] + off)),
+		                               ld16(rp[g + 4] + off), 1);
+	return _mm256_unpacklo_epi64(_mm256_unpacklo_epi32(v[0], v[1]),
+	                             _mm256_unpacklo_epi32(v[2], v[3]));
+}
+
+/* AVX2: R[x] lane c = dword x of the 32 bytes at rp[c] + off (tr8's
+ * shuffle) */
+static inline Q4_AVX2 void tr8_256(__m256i T[8], const char *const *rp, int64_t off)
 {
 	__m256i r[8], t[8], u[8];
 	for (int c = 0; c < 8; c++)
-		r[c] = _mm256_loadu_si256(
-			(const __m256i *)(const void *)(pack + ((c0 + c) * nb + b) * QB));
+		r[c] = _mm256_loadu_si256((const __m256i *)(const void *)(rp[c] + off));
 	for (int c = 0; c < 8; c += 2) {
 		t[c] = _mm256_unpacklo_epi32(r[c], r[c + 1]);
 		t[c + 1] = _mm256_unpackhi_epi32(r[c], r[c + 1]);
@@ -283,50 +280,141 @@ static inline Q4_AVX2 void tr8(__m256i T[8], const char *pack, int64_t nb, int64
 	}
 }
 
-/* AVX2: two halves of 8 columns; maddubs(w unsigned 0..15, a signed): pairs
- * at most 2 x 15 x 127, far from int16's saturation */
-static Q4_AVX2 void cols_avx2(const q4_job *jb, int64_t j0, int64_t j1, char *pack)
+/* fp16 in the low (hi: high) half of each dword -> fp32 (exact) */
+static inline Q4_AVX2 __m256 h2f_256(__m256i v, bool hi)
+{
+	v = hi ? _mm256_srli_epi32(v, 16) : _mm256_and_si256(v, _mm256_set1_epi32(0xffff));
+	v = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08);
+	return _mm256_cvtph_ps(_mm256_castsi256_si128(v));
+}
+
+/* Q4_K's 6-bit scale (mn: min) of sub-block sb from the transposed scale
+ * dwords S[1..3] (bytes 0..3, 4..7, 8..11 of scales[12]) */
+static inline Q4_AVX2 __m256i k_scale_256(const __m256i S[4], int sb, bool mn)
+{
+	const __m256i m6 = _mm256_set1_epi32(63), m4 = _mm256_set1_epi32(15);
+	const __m256i lo = mn ? S[2] : S[1];
+	if (sb < 4)
+		return _mm256_and_si256(_mm256_srli_epi32(lo, 8 * sb), m6);
+	const int s = 8 * (sb - 4);
+	const __m256i l4 = _mm256_and_si256(_mm256_srli_epi32(S[3], s + (mn ? 4 : 0)), m4);
+	const __m256i h2 = _mm256_and_si256(_mm256_srli_epi32(lo, s + 6), _mm256_set1_epi32(3));
+	return _mm256_or_si256(l4, _mm256_slli_epi32(h2, 4));
+}
+
+/* every row's 32-block b against T (8 columns): maddubs (w 0..15 unsigned,
+ * a signed: a pair at most 2 x 15 x 127 = 3810, eight summed in int16 at
+ * most 30480, exact), one madd to int32, then the specification's FMAs */
+static inline Q4_AVX2 void rows_avx2(const q4_job *jb, __m256 *acc, const __m256i T[8],
+                                     __m256 dw, __m256 mw, int64_t b)
 {
 	const __m256i ones16 = _mm256_set1_epi16(1);
-	const int64_t nb = jb->nb;
-	const float *d = (const float *)(const void *)(pack + (size_t)(G * nb * QB)), *mn = d + G * nb;
-	for (int64_t j = j0; j < j1; j += G) {
-		const int nc = j1 - j < G ? (int)(j1 - j) : G;
-		group_unpack(jb, pack, j, nc, true);
-		for (int h = 0; h * 8 < nc; h++) {
-			const int hc = nc - 8 * h < 8 ? nc - 8 * h : 8;
-			const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(hc),
-			                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-			for (int64_t b = 0; b < nb; b++) {
-				__m256i T[8];
-				tr8(T, pack, nb, b, 8 * h);
-				const __m256 dw = _mm256_loadu_ps(d + b * G + 8 * h);
-				const __m256 mw = _mm256_loadu_ps(mn + b * G + 8 * h);
-				for (int64_t i = 0; i < jb->m; i++) {
-					const int8_t *a = jb->aq + i * jb->k + b * QB;
-					__m256i acc = _mm256_set1_epi32(jb->zas[i * nb + b]);
-					for (int x = 0; x < 8; x++) {
-						int32_t a4;
-						memcpy(&a4, a + 4 * x, sizeof(a4));
-						acc = _mm256_add_epi32(acc, _mm256_madd_epi16(
-							_mm256_maddubs_epi16(T[x], _mm256_set1_epi32(a4)), ones16));
-					}
-					float *cr = jb->C + i * jb->n + j + 8 * h;
-					const __m256 p = _mm256_mul_ps(_mm256_set1_ps(jb->da[i * nb + b]), dw);
-					const __m256 prev = b ? _mm256_maskload_ps(cr, mask) : _mm256_setzero_ps();
-					__m256 r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), p, prev);
-					if (jb->has_min)
-						r = _mm256_fmadd_ps(mw, _mm256_set1_ps(jb->sa[i * nb + b]), r);
-					_mm256_maskstore_ps(cr, mask, r);
-				}
-			}
+	const int64_t nb = jb->nb, k = jb->k;
+	const int8_t *a = jb->aq + b * QB;
+	for (int64_t i = 0; i < jb->m; i++, a += k) {
+		__m256i s16 = _mm256_setzero_si256();
+		for (int x = 0; x < 8; x++) {
+			int32_t a4;
+			memcpy(&a4, a + 4 * x, sizeof(a4));
+			s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(T[x], _mm256_set1_epi32(a4)));
 		}
+		const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(s16, ones16),
+		                                      _mm256_set1_epi32(jb->zas[i * nb + b]));
+		const __m256 p = _mm256_mul_ps(_mm256_set1_ps(jb->da[i * nb + b]), dw);
+		__m256 r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), p, b ? acc[i] : _mm256_setzero_ps());
+		if (jb->has_min)
+			r = _mm256_fmadd_ps(mw, _mm256_set1_ps(jb->sa[i * nb + b]), r);
+		acc[i] = r;
 	}
 }
 
-/* 16 columns' 32-block b transposed: T[x] lane c = dword x of column c's
- * bytes (host_gemm_i8.c vnni_tr16's shuffle) */
-static inline Q4_VNNI void tr16(__m512i T[8], const char *pack, int64_t nb, int64_t b)
+/* AVX2: groups of 8 columns, every row's accumulator on the stack */
+static Q4_AVX2 void cols_avx2(const q4_job *jb, int64_t j0, int64_t j1, char *pack)
+{
+	const int64_t nb = jb->nb, m = jb->m, bb = hg_gguf_block_bytes(jb->wtype);
+	const int wt = jb->wtype;
+	const __m256i m4 = _mm256_set1_epi8(15);
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	__m256 *acc = (__m256 *)(void *)pack;
+	const char *rp[8];
+	for (int64_t j = j0; j < j1; j += 8) {
+		const int nc = j1 - j < 8 ? (int)(j1 - j) : 8;
+		const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc),
+		                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+		group_rows(jb, j, nc, 8, rp);
+		if (wt == HG_GGUF_Q4_0 || wt == HG_GGUF_Q4_1) {
+			const int64_t off = wt == HG_GGUF_Q4_0 ? 2 : 4;
+			for (int64_t b = 0; b < nb; b++) {
+				__m256i R[4], T[8];
+				tr4_256(R, rp, b * bb + off);
+				for (int x = 0; x < 4; x++) {
+					T[x] = _mm256_and_si256(R[x], m4);
+					T[x + 4] = _mm256_and_si256(_mm256_srli_epi16(R[x], 4), m4);
+				}
+				const __m256i D = d0_256(rp, b * bb);
+				rows_avx2(jb, acc, T, h2f_256(D, false),
+				          wt == HG_GGUF_Q4_1 ? h2f_256(D, true) : _mm256_setzero_ps(), b);
+			}
+		} else {
+			for (int64_t s = 0; s < nb / 8; s++) {
+				__m256i S[4];
+				tr4_256(S, rp, s * bb);
+				const __m256 dd = h2f_256(S[0], false), dmin = h2f_256(S[0], true);
+				for (int p = 0; p < 4; p++) {
+					__m256i R[8], T[8];
+					tr8_256(R, rp, s * bb + 16 + 32 * p);
+					for (int h = 0; h < 2; h++) {
+						const int sb = 2 * p + h;
+						for (int x = 0; x < 8; x++)
+							T[x] = _mm256_and_si256(h ? _mm256_srli_epi16(R[x], 4) : R[x], m4);
+						const __m256 dw = _mm256_mul_ps(
+							dd, _mm256_cvtepi32_ps(k_scale_256(S, sb, false)));
+						const __m256 mw = _mm256_xor_ps(_mm256_mul_ps(
+							dmin, _mm256_cvtepi32_ps(k_scale_256(S, sb, true))), sign);
+						rows_avx2(jb, acc, T, dw, mw, 8 * s + sb);
+					}
+				}
+			}
+		}
+		for (int64_t i = 0; i < m; i++)
+			_mm256_maskstore_ps(jb->C + i * jb->n + j, mask, acc[i]);
+	}
+}
+
+/* AVX-512: the 4 loads of tr4_512, column 4L + g in 128-bit lane L of load g */
+static inline Q4_VNNI __m512i ld4_512(const char *const *rp, int g, int64_t off)
+{
+	__m512i v = _mm512_castsi128_si512(ld16(rp[g] + off));
+	v = _mm512_inserti32x4(v, ld16(rp[g + 4] + off), 1);
+	v = _mm512_inserti32x4(v, ld16(rp[g + 8] + off), 2);
+	return _mm512_inserti32x4(v, ld16(rp[g + 12] + off), 3);
+}
+
+/* AVX-512: R[x] lane c = dword x of the 16 bytes at rp[c] + off */
+static inline Q4_VNNI void tr4_512(__m512i R[4], const char *const *rp, int64_t off)
+{
+	const __m512i v0 = ld4_512(rp, 0, off), v1 = ld4_512(rp, 1, off);
+	const __m512i v2 = ld4_512(rp, 2, off), v3 = ld4_512(rp, 3, off);
+	const __m512i t0 = _mm512_unpacklo_epi32(v0, v1), t1 = _mm512_unpackhi_epi32(v0, v1);
+	const __m512i t2 = _mm512_unpacklo_epi32(v2, v3), t3 = _mm512_unpackhi_epi32(v2, v3);
+	R[0] = _mm512_unpacklo_epi64(t0, t2);
+	R[1] = _mm512_unpackhi_epi64(t0, t2);
+	R[2] = _mm512_unpacklo_epi64(t1, t3);
+	R[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+/* AVX-512: the first dword of the 16 bytes at rp[c] + off, lane c (a
+ * gather measured slower) */
+static inline Q4_VNNI __m512i d0_512(const char *const *rp, int64_t off)
+{
+	const __m512i v0 = ld4_512(rp, 0, off), v1 = ld4_512(rp, 1, off);
+	const __m512i v2 = ld4_512(rp, 2, off), v3 = ld4_512(rp, 3, off);
+	return _mm512_unpacklo_epi64(_mm512_unpacklo_epi32(v0, v1), _mm512_unpacklo_epi32(v2, v3));
+}
+
+/* AVX-512: R[x] lane c = dword x of the 32 bytes at rp[c] + off (tr16's
+ * shuffle: column c in the low half of zmm c, column c + 8 in its high) */
+static inline Q4_VNNI void tr8_512(__m512i T[8], const char *const *rp, int64_t off)
 {
 	const __m512i ix_lo = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
 	const __m512i ix_hi = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
@@ -334,10 +422,8 @@ static inline Q4_VNNI void tr16(__m512i T[8], const char *pack, int64_t nb, int6
 #pragma GCC unroll 8
 	for (int c = 0; c < 8; c++)
 		r[c] = _mm512_inserti64x4(
-			_mm512_castsi256_si512(_mm256_load_si256(
-				(const __m256i *)(const void *)(pack + (c * nb + b) * QB))),
-			_mm256_load_si256((const __m256i *)(const void *)(pack + ((c + 8) * nb + b) * QB)),
-			1);
+			_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(rp[c] + off))),
+			_mm256_loadu_si256((const __m256i *)(const void *)(rp[c + 8] + off)), 1);
 #pragma GCC unroll 4
 	for (int c = 0; c < 8; c += 2) {
 		t[c] = _mm512_unpacklo_epi32(r[c], r[c + 1]);
@@ -357,6 +443,23 @@ static inline Q4_VNNI void tr16(__m512i T[8], const char *pack, int64_t nb, int6
 	}
 }
 
+static inline Q4_VNNI __m512 h2f_512(__m512i v, bool hi)
+{
+	return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hi ? _mm512_srli_epi32(v, 16) : v));
+}
+
+static inline Q4_VNNI __m512i k_scale_512(const __m512i S[4], int sb, bool mn)
+{
+	const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15);
+	const __m512i lo = mn ? S[2] : S[1];
+	if (sb < 4)
+		return _mm512_and_si512(_mm512_srli_epi32(lo, 8 * (unsigned)sb), m6);
+	const unsigned s = 8 * (unsigned)(sb - 4);
+	const __m512i l4 = _mm512_and_si512(_mm512_srli_epi32(S[3], s + (mn ? 4 : 0)), m4);
+	const __m512i h2 = _mm512_and_si512(_mm512_srli_epi32(lo, s + 6), _mm512_set1_epi32(3));
+	return _mm512_or_si512(l4, _mm512_slli_epi32(h2, 4));
+}
+
 static inline Q4_VNNI __m512i bcast4(const int8_t *p)
 {
 	int32_t v;
@@ -364,49 +467,87 @@ static inline Q4_VNNI __m512i bcast4(const int8_t *p)
 	return _mm512_set1_epi32(v);
 }
 
-#define Q4_ROWS 64 /* rows a pass over a group: their accumulators on the stack */
+/* every row's 32-block b against T (16 columns): two chains of 4 vpdpbusd
+ * (exact integer sums: any order), then the specification's FMAs */
+static inline Q4_VNNI void rows_vnni(const q4_job *jb, __m512 *acc, const __m512i T[8],
+                                     __m512 dw, __m512 mw, int64_t b)
+{
+	const int64_t nb = jb->nb, k = jb->k, m = jb->m;
+	const int8_t *a = jb->aq + b * QB;
+	const float *da = jb->da + b, *sa = jb->sa + b;
+	const int32_t *zas = jb->zas + b;
+	const bool has_min = jb->has_min;
+	for (int64_t i = 0; i < m; i++, a += k) {
+		__m512i s0 = _mm512_dpbusd_epi32(_mm512_set1_epi32(zas[i * nb]), T[0], bcast4(a));
+		__m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), T[4], bcast4(a + 16));
+#pragma GCC unroll 3
+		for (int x = 1; x < 4; x++) {
+			s0 = _mm512_dpbusd_epi32(s0, T[x], bcast4(a + 4 * x));
+			s1 = _mm512_dpbusd_epi32(s1, T[x + 4], bcast4(a + 16 + 4 * x));
+		}
+		const __m512 p = _mm512_mul_ps(_mm512_set1_ps(da[i * nb]), dw);
+		__m512 r = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), p,
+		                           b ? acc[i] : _mm512_setzero_ps());
+		if (has_min)
+			r = _mm512_fmadd_ps(mw, _mm512_set1_ps(sa[i * nb]), r);
+		acc[i] = r;
+	}
+}
 
+/* AVX-512 VNNI: groups of 16 columns, every row's accumulator in the part's
+ * buffer (contiguous: C's rows are n floats apart) */
 static Q4_VNNI void cols_vnni(const q4_job *jb, int64_t j0, int64_t j1, char *pack)
 {
-	const int64_t nb = jb->nb, m = jb->m, k = jb->k, n = jb->n;
-	const int8_t *const aq = jb->aq;
-	const float *const da = jb->da, *const sa = jb->sa;
-	const int32_t *const zas = jb->zas;
-	const bool has_min = jb->has_min;
-	const float *d = (const float *)(const void *)(pack + (size_t)(G * nb * QB)), *mn = d + G * nb;
-	__m512 acc[Q4_ROWS];
-	for (int64_t j = j0; j < j1; j += G) {
-		const int nc = j1 - j < G ? (int)(j1 - j) : G;
+	const int64_t nb = jb->nb, m = jb->m, n = jb->n, bb = hg_gguf_block_bytes(jb->wtype);
+	const int wt = jb->wtype;
+	const __m512i m4 = _mm512_set1_epi8(15);
+	const __m512i sign = _mm512_set1_epi32((int32_t)0x80000000u);
+	__m512 *acc = (__m512 *)(void *)pack;
+	const char *rp[16];
+	for (int64_t j = j0; j < j1; j += 16) {
+		const int nc = j1 - j < 16 ? (int)(j1 - j) : 16;
 		const __mmask16 mk = (__mmask16)((1u << nc) - 1);
-		group_unpack(jb, pack, j, nc, true);
-		for (int64_t i0 = 0; i0 < m; i0 += Q4_ROWS) {
-			const int64_t mr = m - i0 < Q4_ROWS ? m - i0 : Q4_ROWS;
+		group_rows(jb, j, nc, 16, rp);
+		if (wt == HG_GGUF_Q4_0 || wt == HG_GGUF_Q4_1) {
+			const int64_t off = wt == HG_GGUF_Q4_0 ? 2 : 4;
 			for (int64_t b = 0; b < nb; b++) {
-				__m512i T[8];
-				tr16(T, pack, nb, b);
-				const __m512 dw = _mm512_loadu_ps(d + b * G), mw = _mm512_loadu_ps(mn + b * G);
-				const int8_t *a = aq + i0 * k + b * QB;
-				const int64_t o = i0 * nb + b;
-				for (int64_t i = 0; i < mr; i++, a += k) {
-					__m512i s0 = _mm512_dpbusd_epi32(_mm512_set1_epi32(zas[o + i * nb]), T[0],
-					                                 bcast4(a));
-					__m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), T[4], bcast4(a + 16));
-#pragma GCC unroll 3
-					for (int x = 1; x < 4; x++) {
-						s0 = _mm512_dpbusd_epi32(s0, T[x], bcast4(a + 4 * x));
-						s1 = _mm512_dpbusd_epi32(s1, T[x + 4], bcast4(a + 16 + 4 * x));
+				__m512i R[4], T[8];
+				tr4_512(R, rp, b * bb + off);
+#pragma GCC unroll 4
+				for (int x = 0; x < 4; x++) {
+					T[x] = _mm512_and_si512(R[x], m4);
+					T[x + 4] = _mm512_and_si512(_mm512_srli_epi16(R[x], 4), m4);
+				}
+				const __m512i D = d0_512(rp, b * bb);
+				rows_vnni(jb, acc, T, h2f_512(D, false),
+				          wt == HG_GGUF_Q4_1 ? h2f_512(D, true) : _mm512_setzero_ps(), b);
+			}
+		} else {
+			for (int64_t s = 0; s < nb / 8; s++) {
+				__m512i S[4];
+				tr4_512(S, rp, s * bb);
+				const __m512 dd = h2f_512(S[0], false), dmin = h2f_512(S[0], true);
+				for (int p = 0; p < 4; p++) {
+					__m512i R[8], T[8];
+					tr8_512(R, rp, s * bb + 16 + 32 * p);
+					for (int h = 0; h < 2; h++) {
+						const int sb = 2 * p + h;
+#pragma GCC unroll 8
+						for (int x = 0; x < 8; x++)
+							T[x] = _mm512_and_si512(h ? _mm512_srli_epi16(R[x], 4) : R[x], m4);
+						const __m512 dw = _mm512_mul_ps(
+							dd, _mm512_cvtepi32_ps(k_scale_512(S, sb, false)));
+						const __m512 mw = _mm512_castsi512_ps(_mm512_xor_si512(
+							_mm512_castps_si512(_mm512_mul_ps(
+								dmin, _mm512_cvtepi32_ps(k_scale_512(S, sb, true)))),
+							sign));
+						rows_vnni(jb, acc, T, dw, mw, 8 * s + sb);
 					}
-					const __m512 p = _mm512_mul_ps(_mm512_set1_ps(da[o + i * nb]), dw);
-					__m512 r = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), p,
-					                           b ? acc[i] : _mm512_setzero_ps());
-					if (has_min)
-						r = _mm512_fmadd_ps(mw, _mm512_set1_ps(sa[o + i * nb]), r);
-					acc[i] = r;
 				}
 			}
-			for (int64_t i = 0; i < mr; i++)
-				_mm512_mask_storeu_ps(jb->C + (i0 + i) * n + j, mk, acc[i]);
 		}
+		for (int64_t i = 0; i < m; i++)
+			_mm512_mask_storeu_ps(jb->C + i * n + j, mk, acc[i]);
 	}
 }
 #endif /* Q4_X86 */
@@ -419,7 +560,7 @@ static void run_part(void *ctx, int part, int n_parts)
 	const int64_t g0 = jb->n_groups * part / n_parts, g1 = jb->n_groups * (part + 1) / n_parts;
 	const int64_t j0 = G * g0, j1 = G * g1 < jb->n ? G * g1 : jb->n;
 	if (j0 < j1)
-		jb->cols(jb, j0, j1, jb->pack + Q4_PACK(jb->nb) * (size_t)part);
+		jb->cols(jb, j0, j1, jb->pack + jb->part_bytes * (size_t)part);
 }
 
 int hg_gemm_gguf_a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n, int64_t k,
@@ -444,7 +585,8 @@ int hg_gemm_gguf_a8(float *C, const uint16_t *A, const void *W, int64_t m, int64
 	/* aq (m k), the packs (one a part, 64-aligned), da, sa (m nb floats
 	 * each), zas (m nb int32), the fp32 row (k) */
 	const size_t q_bytes = ((size_t)(m * k) + 63) & ~(size_t)63;
-	const size_t pack_bytes = (Q4_PACK(nb) * (size_t)parts + 63) & ~(size_t)63;
+	const size_t part_bytes = path == HG_PATH_PORTABLE ? Q4_PACK(nb) : 64 * (size_t)m;
+	const size_t pack_bytes = part_bytes * (size_t)parts; /* multiples of 64 */
 	const size_t need = q_bytes + pack_bytes + sizeof(float) * (size_t)(3 * m * nb + k);
 	char *s_buf = hg_thread_scratch(need);
 	if (!s_buf)
@@ -466,7 +608,8 @@ int hg_gemm_gguf_a8(float *C, const uint16_t *A, const void *W, int64_t m, int64
 	}
 	q4_job jb = {.C = C, .aq = aq, .da = da, .zas = zas, .sa = sa, .W = W, .wtype = wtype,
 	             .has_min = has_min, .m = m, .n = n, .k = k, .nb = nb, .wrow = wrow,
-	             .n_groups = n_groups, .pack = pack, .cols = cols_portable};
+	             .n_groups = n_groups, .pack = pack, .part_bytes = part_bytes,
+	             .cols = cols_portable};
 #if Q4_X86
 	if (path == HG_PATH_AVX2)
 		jb.cols = cols_avx2;
