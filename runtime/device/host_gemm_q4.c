@@ -43,7 +43,8 @@ typedef struct q4_job {
 	float *C;            /* (m, n) */
 	const int8_t *aq;    /* (m, k) quantized A */
 	const float *da;     /* (m, nb) scales */
-	const int32_t *zas;  /* (m, nb) -z asum, the integer sum's start */
+	const int32_t *zas;  /* (m, nb) -z asum, the integer sum's start; Q6_K:
+	                      * (m, 2 nb), -32 asum of each 16-element half */
 	const float *sa;     /* (m, nb) da * asum (types with mn) */
 	const char *W;       /* (n, k) in wtype's blocks, rows wrow bytes apart */
 	int wtype;
@@ -67,7 +68,7 @@ int64_t hg_gguf_block(int wtype)
 {
 	switch (wtype) {
 	case HG_GGUF_Q4_0: case HG_GGUF_Q4_1: case HG_GGUF_Q8_0: return 32;
-	case HG_GGUF_Q4_K: return 256;
+	case HG_GGUF_Q4_K: case HG_GGUF_Q6_K: return 256;
 	default: return 0;
 	}
 }
@@ -79,6 +80,7 @@ int64_t hg_gguf_block_bytes(int wtype)
 	case HG_GGUF_Q4_1: return 20;
 	case HG_GGUF_Q8_0: return HG_Q8_BYTES;
 	case HG_GGUF_Q4_K: return 144;
+	case HG_GGUF_Q6_K: return 210;
 	default: return 0;
 	}
 }
@@ -90,6 +92,7 @@ const char *hg_gguf_name(int wtype)
 	case HG_GGUF_Q4_1: return "q4_1";
 	case HG_GGUF_Q8_0: return "q8_0";
 	case HG_GGUF_Q4_K: return "q4_k";
+	case HG_GGUF_Q6_K: return "q6_k";
 	default: return NULL;
 	}
 }
@@ -196,6 +199,56 @@ static void cols_portable(const q4_job *jb, int64_t j0, int64_t j1, char *pack)
 				}
 				jb->C[i * jb->n + j + c] = acc;
 			}
+	}
+}
+
+/* Q6_K (llama.cpp block_q6_K: ql[128] low 4 bits, qh[64] high 2 bits,
+ * scales[16] int8, d fp16; dequantize_row_q6_K): element e of a 128-half
+ * n, l = e % 32, is ql[64 n + l (+ 32 for e / 32 odd)]'s low (e < 64) or high
+ * nibble, with bits 2 (e / 32) .. + 1 of qh[32 n + l] above, minus 32, times
+ * d scales[e / 16 of the block]. 32-block b of a super-block is therefore
+ * (b % 4 odd: ql's second 32 bytes of the half; b % 4 >= 2: high nibbles;
+ * qh shifted by 2 (b % 4)). q6_elem: its element e, 0..63 */
+static int q6_elem(const uint8_t *blk, int e)
+{
+	const int n = e / 128, r = e % 128, l = r % 32, x = r / 32;
+	const uint8_t ql = blk[64 * n + l + 32 * (x & 1)], qh = blk[128 + 32 * n + l];
+	return (x >= 2 ? ql >> 4 : ql & 15) | ((qh >> (2 * x) & 3) << 4);
+}
+
+/* Q6_K portable, column by column: q (k bytes, 0..63) and the scales
+ * unpacked into the part's buffer, then every row's 32-blocks in order */
+static void cols_portable_q6k(const q4_job *jb, int64_t j0, int64_t j1, char *pack)
+{
+	const int64_t nb = jb->nb, k = jb->k;
+	uint8_t *q = (uint8_t *)pack;
+	int32_t *sc = (int32_t *)(void *)(pack + ((k + 63) & ~(int64_t)63));
+	float *d = (float *)(sc + 2 * nb);
+	for (int64_t j = j0; j < j1; j++) {
+		const uint8_t *row = (const uint8_t *)jb->W + j * jb->wrow;
+		for (int64_t s = 0; s < nb / 8; s++) {
+			const uint8_t *blk = row + 210 * s;
+			for (int e = 0; e < 256; e++)
+				q[256 * s + e] = (uint8_t)q6_elem(blk, e);
+			for (int h = 0; h < 16; h++)
+				sc[16 * s + h] = (int8_t)blk[192 + h];
+			d[s] = h2f((const char *)blk + 208);
+		}
+		for (int64_t i = 0; i < jb->m; i++) {
+			float acc = 0.0f;
+			for (int64_t b = 0; b < nb; b++) {
+				const int8_t *a = jb->aq + i * k + b * QB;
+				int32_t isum = 0;
+				for (int h = 0; h < 2; h++) {
+					int32_t s16 = jb->zas[i * 2 * nb + 2 * b + h];
+					for (int t = 16 * h; t < 16 * h + 16; t++)
+						s16 += (int32_t)q[b * QB + t] * a[t];
+					isum += sc[2 * b + h] * s16;
+				}
+				acc = __builtin_fmaf((float)isum, jb->da[i * nb + b] * d[b / 8], acc);
+			}
+			jb->C[i * jb->n + j] = acc;
+		}
 	}
 }
 
@@ -328,6 +381,83 @@ static inline Q4_AVX2 void rows_avx2(const q4_job *jb, __m256 *acc, const __m256
 	}
 }
 
+/* Q6_K's 32-block x (0..3) of a half from the transposed ql halves L0, L1
+ * and qh H: nibbles (low for x < 2) | qh bits 2x, 2x + 1 at bits 4, 5 (the
+ * 16-bit shifts' spill into the next byte masked off) */
+static inline Q4_AVX2 __m256i q6_t256(__m256i L0, __m256i L1, __m256i H, int x)
+{
+	const __m256i l = x & 1 ? L1 : L0;
+	const __m256i nib = _mm256_and_si256(x >= 2 ? _mm256_srli_epi16(l, 4) : l,
+	                                     _mm256_set1_epi8(15));
+	const __m256i hi = 2 * x <= 4 ? _mm256_slli_epi16(H, 4 - 2 * x) : _mm256_srli_epi16(H, 2);
+	return _mm256_or_si256(nib, _mm256_and_si256(hi, _mm256_set1_epi8(0x30)));
+}
+
+/* int8 scale byte `at` (0..15) of the transposed scales SC, sign-extended */
+static inline Q4_AVX2 __m256i q6_sc256(const __m256i SC[4], int at)
+{
+	return _mm256_srai_epi32(_mm256_slli_epi32(SC[at / 4], 24 - 8 * (at % 4)), 24);
+}
+
+/* Q6_K, every row's 32-block b against T (q 0..63): a maddubs pair at most
+ * 2 x 63 x 127 = 16002, two summed in int16, then madd against the half's
+ * scale (in both 16-bit halves of each dword: scale times the pair's sum,
+ * int32, exact), and the -32 asum term times the scale */
+static inline Q4_AVX2 void rows_q6_avx2(const q4_job *jb, __m256 *acc, const __m256i T[8],
+                                        __m256i sc0, __m256i sc1, __m256 dw, int64_t b)
+{
+	const int64_t nb = jb->nb, k = jb->k;
+	const int8_t *a = jb->aq + b * QB;
+	const __m256i lo16 = _mm256_set1_epi32(0xffff);
+	const __m256i w0 = _mm256_or_si256(_mm256_and_si256(sc0, lo16), _mm256_slli_epi32(sc0, 16));
+	const __m256i w1 = _mm256_or_si256(_mm256_and_si256(sc1, lo16), _mm256_slli_epi32(sc1, 16));
+	for (int64_t i = 0; i < jb->m; i++, a += k) {
+		__m256i p[4];
+		for (int x = 0; x < 4; x++) {
+			int32_t u, v;
+			memcpy(&u, a + 8 * x, sizeof(u));
+			memcpy(&v, a + 8 * x + 4, sizeof(v));
+			p[x] = _mm256_add_epi16(_mm256_maddubs_epi16(T[2 * x], _mm256_set1_epi32(u)),
+			                        _mm256_maddubs_epi16(T[2 * x + 1], _mm256_set1_epi32(v)));
+		}
+		const int32_t *z = jb->zas + i * 2 * nb + 2 * b;
+		__m256i isum = _mm256_add_epi32(_mm256_madd_epi16(p[0], w0), _mm256_madd_epi16(p[1], w0));
+		isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(p[2], w1),
+		                                               _mm256_madd_epi16(p[3], w1)));
+		isum = _mm256_add_epi32(isum, _mm256_add_epi32(
+			_mm256_mullo_epi32(sc0, _mm256_set1_epi32(z[0])),
+			_mm256_mullo_epi32(sc1, _mm256_set1_epi32(z[1]))));
+		const __m256 pr = _mm256_mul_ps(_mm256_set1_ps(jb->da[i * nb + b]), dw);
+		acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), pr, b ? acc[i] : _mm256_setzero_ps());
+	}
+}
+
+/* AVX2 Q6_K: per super-block the scales (bytes 192..207) and d (the high
+ * half of the dword at 206), per half the transposed ql and qh */
+static Q4_AVX2 void q6_group_avx2(const q4_job *jb, __m256 *acc, const char *const *rp)
+{
+	for (int64_t s = 0; s < jb->nb / 8; s++) {
+		__m256i SC[4], DQ[4];
+		tr4_256(SC, rp, 210 * s + 192);
+		tr4_256(DQ, rp, 210 * s + 194);
+		const __m256 dw = h2f_256(DQ[3], true);
+		for (int n = 0; n < 2; n++) {
+			__m256i L0[8], L1[8], H[8];
+			tr8_256(L0, rp, 210 * s + 64 * n);
+			tr8_256(L1, rp, 210 * s + 64 * n + 32);
+			tr8_256(H, rp, 210 * s + 128 + 32 * n);
+			for (int x = 0; x < 4; x++) {
+				__m256i T[8];
+				for (int y = 0; y < 8; y++)
+					T[y] = q6_t256(L0[y], L1[y], H[y], x);
+				const int sb = 4 * n + x;
+				rows_q6_avx2(jb, acc, T, q6_sc256(SC, 2 * sb), q6_sc256(SC, 2 * sb + 1), dw,
+				             8 * s + sb);
+			}
+		}
+	}
+}
+
 /* AVX2: groups of 8 columns, every row's accumulator on the stack */
 static Q4_AVX2 void cols_avx2(const q4_job *jb, int64_t j0, int64_t j1, char *pack)
 {
@@ -342,7 +472,9 @@ static Q4_AVX2 void cols_avx2(const q4_job *jb, int64_t j0, int64_t j1, char *pa
 		const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc),
 		                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 		group_rows(jb, j, nc, 8, rp);
-		if (wt == HG_GGUF_Q4_0 || wt == HG_GGUF_Q4_1) {
+		if (wt == HG_GGUF_Q6_K) {
+			q6_group_avx2(jb, acc, rp);
+		} else if (wt == HG_GGUF_Q4_0 || wt == HG_GGUF_Q4_1) {
 			const int64_t off = wt == HG_GGUF_Q4_0 ? 2 : 4;
 			for (int64_t b = 0; b < nb; b++) {
 				__m256i R[4], T[8];
@@ -494,6 +626,71 @@ static inline Q4_VNNI void rows_vnni(const q4_job *jb, __m512 *acc, const __m512
 	}
 }
 
+static inline Q4_VNNI __m512i q6_t512(__m512i L0, __m512i L1, __m512i H, int x)
+{
+	const __m512i l = x & 1 ? L1 : L0;
+	const __m512i nib = _mm512_and_si512(x >= 2 ? _mm512_srli_epi16(l, 4) : l,
+	                                     _mm512_set1_epi8(15));
+	const __m512i hi = 2 * x <= 4 ? _mm512_slli_epi16(H, 4 - 2 * (unsigned)x)
+	                              : _mm512_srli_epi16(H, 2);
+	return _mm512_or_si512(nib, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)));
+}
+
+static inline Q4_VNNI __m512i q6_sc512(const __m512i SC[4], int at)
+{
+	return _mm512_srai_epi32(_mm512_slli_epi32(SC[at / 4], 24 - 8 * (unsigned)(at % 4)), 24);
+}
+
+/* Q6_K, every row's 32-block b: each half's chain of 4 vpdpbusd from -32
+ * asum, times its scale (vpmulld), summed: the specification's isum */
+static inline Q4_VNNI void rows_q6_vnni(const q4_job *jb, __m512 *acc, const __m512i T[8],
+                                        __m512i sc0, __m512i sc1, __m512 dw, int64_t b)
+{
+	const int64_t nb = jb->nb, k = jb->k, m = jb->m;
+	const int8_t *a = jb->aq + b * QB;
+	const int32_t *z = jb->zas + 2 * b;
+	for (int64_t i = 0; i < m; i++, a += k, z += 2 * nb) {
+		__m512i s0 = _mm512_dpbusd_epi32(_mm512_set1_epi32(z[0]), T[0], bcast4(a));
+		__m512i s1 = _mm512_dpbusd_epi32(_mm512_set1_epi32(z[1]), T[4], bcast4(a + 16));
+#pragma GCC unroll 3
+		for (int x = 1; x < 4; x++) {
+			s0 = _mm512_dpbusd_epi32(s0, T[x], bcast4(a + 4 * x));
+			s1 = _mm512_dpbusd_epi32(s1, T[x + 4], bcast4(a + 16 + 4 * x));
+		}
+		const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(s0, sc0),
+		                                      _mm512_mullo_epi32(s1, sc1));
+		const __m512 p = _mm512_mul_ps(_mm512_set1_ps(jb->da[i * nb + b]), dw);
+		acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), p, b ? acc[i] : _mm512_setzero_ps());
+	}
+}
+
+/* AVX-512 Q6_K: as q6_group_avx2, 16 columns; d from the dword at 206
+ * (a 16-byte load at 208 would pass the block's end) */
+static Q4_VNNI void q6_group_vnni(const q4_job *jb, __m512 *acc, const char *const *rp)
+{
+	for (int64_t s = 0; s < jb->nb / 8; s++) {
+		__m512i SC[4], DQ[4];
+		tr4_512(SC, rp, 210 * s + 192);
+		tr4_512(DQ, rp, 210 * s + 194);
+		const __m512 dw = h2f_512(DQ[3], true);
+		for (int n = 0; n < 2; n++) {
+			__m512i L0[8], L1[8], H[8];
+			tr8_512(L0, rp, 210 * s + 64 * n);
+			tr8_512(L1, rp, 210 * s + 64 * n + 32);
+			tr8_512(H, rp, 210 * s + 128 + 32 * n);
+			for (int x = 0; x < 4; x++) {
+				__m512i T[8];
+#pragma GCC unroll 8
+				for (int y = 0; y < 8; y++)
+					T[y] = q6_t512(L0[y], L1[y], H[y], x);
+				const int sb = 4 * n + x;
+				rows_q6_vnni(jb, acc, T, q6_sc512(SC, 2 * sb), q6_sc512(SC, 2 * sb + 1), dw,
+				             8 * s + sb);
+			}
+		}
+	}
+}
+
 /* AVX-512 VNNI: groups of 16 columns, every row's accumulator in the part's
  * buffer (contiguous: C's rows are n floats apart) */
 static Q4_VNNI void cols_vnni(const q4_job *jb, int64_t j0, int64_t j1, char *pack)
@@ -508,7 +705,9 @@ static Q4_VNNI void cols_vnni(const q4_job *jb, int64_t j0, int64_t j1, char *pa
 		const int nc = j1 - j < 16 ? (int)(j1 - j) : 16;
 		const __mmask16 mk = (__mmask16)((1u << nc) - 1);
 		group_rows(jb, j, nc, 16, rp);
-		if (wt == HG_GGUF_Q4_0 || wt == HG_GGUF_Q4_1) {
+		if (wt == HG_GGUF_Q6_K) {
+			q6_group_vnni(jb, acc, rp);
+		} else if (wt == HG_GGUF_Q4_0 || wt == HG_GGUF_Q4_1) {
 			const int64_t off = wt == HG_GGUF_Q4_0 ? 2 : 4;
 			for (int64_t b = 0; b < nb; b++) {
 				__m512i R[4], T[8];
@@ -587,7 +786,7 @@ int hg_gemm_gguf_a8(float *C, const uint16_t *A, const void *W, int64_t m, int64
 	const size_t q_bytes = ((size_t)(m * k) + 63) & ~(size_t)63;
 	const size_t part_bytes = path == HG_PATH_PORTABLE ? Q4_PACK(nb) : 64 * (size_t)m;
 	const size_t pack_bytes = part_bytes * (size_t)parts; /* multiples of 64 */
-	const size_t need = q_bytes + pack_bytes + sizeof(float) * (size_t)(3 * m * nb + k);
+	const size_t need = q_bytes + pack_bytes + sizeof(float) * (size_t)(4 * m * nb + k);
 	char *s_buf = hg_thread_scratch(need);
 	if (!s_buf)
 		return SW_ENOMEM;
@@ -595,9 +794,9 @@ int hg_gemm_gguf_a8(float *C, const uint16_t *A, const void *W, int64_t m, int64
 	char *pack = s_buf + q_bytes;
 	float *da = (float *)(void *)(s_buf + q_bytes + pack_bytes), *sa = da + m * nb;
 	int32_t *zas = (int32_t *)(void *)(sa + m * nb);
-	float *xrow = (float *)(void *)(zas + m * nb);
+	float *xrow = (float *)(void *)(zas + 2 * m * nb);
 	const int z = wtype == HG_GGUF_Q4_0 ? 8 : 0;
-	const bool has_min = wtype != HG_GGUF_Q4_0;
+	const bool has_min = wtype != HG_GGUF_Q4_0 && wtype != HG_GGUF_Q6_K;
 	hg_a8_quant((uint8_t *)aq, da, xrow, A, m, k, a_bf16, 0, path);
 	for (int64_t i = 0; i < m * nb; i++) {
 		int32_t s = 0;
@@ -606,10 +805,17 @@ int hg_gemm_gguf_a8(float *C, const uint16_t *A, const void *W, int64_t m, int64
 		zas[i] = -z * s;
 		sa[i] = da[i] * (float)s;
 	}
+	if (wtype == HG_GGUF_Q6_K) /* -32 asum a 16-element half */
+		for (int64_t i = 0; i < 2 * m * nb; i++) {
+			int32_t s = 0;
+			for (int t = 0; t < QB / 2; t++)
+				s += aq[i * QB / 2 + t];
+			zas[i] = -32 * s;
+		}
 	q4_job jb = {.C = C, .aq = aq, .da = da, .zas = zas, .sa = sa, .W = W, .wtype = wtype,
 	             .has_min = has_min, .m = m, .n = n, .k = k, .nb = nb, .wrow = wrow,
 	             .n_groups = n_groups, .pack = pack, .part_bytes = part_bytes,
-	             .cols = cols_portable};
+	             .cols = wtype == HG_GGUF_Q6_K ? cols_portable_q6k : cols_portable};
 #if Q4_X86
 	if (path == HG_PATH_AVX2)
 		jb.cols = cols_avx2;
