@@ -1,25 +1,30 @@
-/* The host GEMM on a GGUF file's own 4-bit weight blocks times int8
- * activations (host_gemm.h hg_gemm_gguf_a8): Q4_0, Q4_1 and Q4_K read as
- * the file stores them, never expanded to 16 bits in memory; Q8_0 is
- * hg_gemm_q8a8. The activations are quantized by hg_gemm_q8a8's rule
- * (hg_a8_quant, bias 0), so a Q8_0 and a Q4 layer see the same int8 inputs.
+/* The host GEMM on a GGUF file's own 4- and 6-bit weight blocks times int8
+ * activations (host_gemm.h hg_gemm_gguf_a8): Q4_0, Q4_1, Q4_K and Q6_K read
+ * as the file stores them, never expanded in memory; Q8_0 is hg_gemm_q8a8.
+ * The activations are quantized by hg_gemm_q8a8's rule (hg_a8_quant, bias
+ * 0), so a Q8_0 and a Q4 layer see the same int8 inputs.
  *
- * Every type is read as 32-element sub-blocks w_t = d (q_t - z) + mn with q
- * unsigned 4-bit: Q4_0 z = 8, mn = 0; Q4_1 z = 0, mn = m; Q4_K z = 0, d =
- * d_super * sc_j, mn = -dmin * m_j (both exact in fp32: 11-bit times
+ * The Q4 types are read as 32-element sub-blocks w_t = d (q_t - z) + mn
+ * with q unsigned 4-bit: Q4_0 z = 8, mn = 0; Q4_1 z = 0, mn = m; Q4_K z =
+ * 0, d = d_super * sc_j, mn = -dmin * m_j (both exact in fp32: 11-bit times
  * 6-bit). Against the activation block (int8 a, scale da, exact sum asum):
  *   isum = sum q a - z asum                 (int32, exact)
  *   acc  = fmaf((float)isum, da * d, acc)   (da * d one rounding)
  *   acc  = fmaf(mn, da * (float)asum, acc)  (only where the type has mn)
+ * Q6_K (w_t = d sc_h (q_t - 32), q 6-bit, sc_h int8 per 16 elements):
+ *   isum = sc_0 (sum_{t<16} q a - 32 asum_0) + sc_1 (sum_{t>=16} ... - 32
+ *          asum_1)                          (int32, exact, |isum| < 2^24)
+ *   acc  = fmaf((float)isum, da * d, acc)
  * over the 32-blocks in order from acc = 0: every path (portable, AVX2,
  * AVX-512 VNNI) computes exactly this, so they give the same bits at every
  * row count and thread count.
  *
- * Layout as host_gemm_i8.c's: a group of 16 columns is unpacked (nibbles to
- * bytes, scales to fp32) into a per-part buffer, then block by block
- * transposed in registers so that lanes are columns; the weights are the
- * unsigned operand of vpdpbusd / maddubs (0..15) and each row broadcasts
- * its signed bytes against them, so no bias correction is needed. */
+ * Layout: lanes are output columns, as in host_gemm_i8.c, but the vector
+ * paths read the blocks in place (see "the vector paths" below: nibbles
+ * split in registers, no per-group buffer); the weights are the unsigned
+ * operand of vpdpbusd / maddubs (0..15, 0..63) and each row broadcasts its
+ * signed bytes against them, so no bias correction is needed. The portable
+ * path unpacks a group into a per-part buffer. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
