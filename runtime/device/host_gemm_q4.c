@@ -276,11 +276,15 @@ static void cols_portable_q6k(const q4_job *jb, int64_t j0, int64_t j1, char *pa
  * (maddubs on AVX2) a 32-block, as host_gemm_i8.c's VNNI path, with no
  * per-group buffer. The FMAs are the specification's, in its order. */
 
-/* the group's g row pointers */
-static void group_rows(const q4_job *jb, int64_t j, int nc, int g, const char **rp)
+/* the group's g row pointers, into a copy of its rows at cp (wrow bytes
+ * each, copied row after row: read where they lie, 16 rows at a time, the
+ * weights would stream from memory at half the rate, as host_gemm_i8.c's
+ * group_pack says; the copy stays in L1/L2) */
+static void group_rows(const q4_job *jb, int64_t j, int nc, int g, const char **rp, char *cp)
 {
+	memcpy(cp, jb->W + j * jb->wrow, (size_t)(nc * jb->wrow)); /* the rows are adjacent */
 	for (int c = 0; c < g; c++)
-		rp[c] = jb->W + (j + (c < nc ? c : 0)) * jb->wrow;
+		rp[c] = cp + (c < nc ? c : 0) * jb->wrow;
 }
 
 static inline Q4_AVX2 __m128i ld16(const char *p)
@@ -476,7 +480,7 @@ static Q4_AVX2 void cols_avx2(const q4_job *jb, int64_t j0, int64_t j1, char *pa
 		const int nc = j1 - j < 8 ? (int)(j1 - j) : 8;
 		const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc),
 		                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-		group_rows(jb, j, nc, 8, rp);
+		group_rows(jb, j, nc, 8, rp, pack + 64 * m);
 		if (wt == HG_GGUF_Q6_K) {
 			q6_group_avx2(jb, acc, rp);
 		} else if (wt == HG_GGUF_Q4_0 || wt == HG_GGUF_Q4_1) {
@@ -709,7 +713,7 @@ static Q4_VNNI void cols_vnni(const q4_job *jb, int64_t j0, int64_t j1, char *pa
 	for (int64_t j = j0; j < j1; j += 16) {
 		const int nc = j1 - j < 16 ? (int)(j1 - j) : 16;
 		const __mmask16 mk = (__mmask16)((1u << nc) - 1);
-		group_rows(jb, j, nc, 16, rp);
+		group_rows(jb, j, nc, 16, rp, pack + 64 * m);
 		if (wt == HG_GGUF_Q6_K) {
 			q6_group_vnni(jb, acc, rp);
 		} else if (wt == HG_GGUF_Q4_0 || wt == HG_GGUF_Q4_1) {
@@ -789,7 +793,8 @@ int hg_gemm_gguf_a8(float *C, const uint16_t *A, const void *W, int64_t m, int64
 	/* aq (m k), the packs (one a part, 64-aligned), da, sa (m nb floats
 	 * each), zas (m nb int32), the fp32 row (k) */
 	const size_t q_bytes = ((size_t)(m * k) + 63) & ~(size_t)63;
-	const size_t part_bytes = path == HG_PATH_PORTABLE ? Q4_PACK(nb) : 64 * (size_t)m;
+	const size_t part_bytes = path == HG_PATH_PORTABLE ? Q4_PACK(nb)
+	                          : 64 * (size_t)m + (((size_t)(G * wrow) + 63) & ~(size_t)63);
 	const size_t pack_bytes = part_bytes * (size_t)parts; /* multiples of 64 */
 	const size_t need = q_bytes + pack_bytes + sizeof(float) * (size_t)(4 * m * nb + k);
 	char *s_buf = hg_thread_scratch(need);

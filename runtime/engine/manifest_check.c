@@ -80,7 +80,7 @@ static int check_gemm(const rt_manifest *e, const rt_engine_pop *x, const char *
                       const char *file, sw_err *err)
 {
 	static const char *const dt[] = {[RT_BF16] = "bf16", [RT_FP16] = "fp16", [RT_Q8_0] = "q8_0",
-	                                 [RT_Q8_0_A8] = "q8_0_a8"};
+	                                 [RT_Q8_0_A8] = "q8_0_a8", [RT_GGUF_A8] = "gguf_a8"};
 	char want[192];
 	const char *dn = e->dtype >= 0 && e->dtype < (int)(sizeof(dt) / sizeof(dt[0])) && dt[e->dtype]
 	                 ? dt[e->dtype] : "?";
