@@ -87,6 +87,12 @@ $(BUILD)/tests/%: tests/%.c $(TEST_UTIL_OBJ) $(BUILD)/libspecwright.a
 	$(say) LINK $@
 	$(Q)$(CC) $(ALL_CFLAGS) -Itests -Itests/util -o $@ $< $(TEST_UTIL_OBJ) $(BUILD)/libspecwright.a -lcmocka $(HTTP_LIBS) $(LDLIBS)
 
+# microbenchmarks (tests/tools/bench_*.c): speed is printed, never asserted
+$(BUILD)/tools/%: tests/tools/%.c $(BUILD)/libspecwright.a
+	@mkdir -p $(dir $@)
+	$(say) LINK $@
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libspecwright.a $(LDLIBS)
+
 # the test helpers' objects are kept (make would delete them as intermediates)
 .SECONDARY: $(TEST_UTIL_OBJ) $(BUILD)/obj/tests/deploy/sw_tiny_run.o
 

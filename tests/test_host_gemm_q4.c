@@ -1,10 +1,11 @@
 /* The GGUF-type GEMM on int8 activations (runtime/device/host_gemm_q4.c,
- * host_gemm.h hg_gemm_gguf_a8) for Q4_0, Q4_1, Q4_K and Q8_0 weights.
+ * host_gemm.h hg_gemm_gguf_a8) for Q4_0, Q4_1, Q4_K, Q6_K and Q8_0 weights.
  *
  * The weight blocks are built here (random scales, mins and every nibble
- * value; Q4_K random packed 6-bit scales), and read back by this file's own
- * dequantizer written from llama.cpp's formulas (ggml-quants.c
- * dequantize_row_q4_0/q4_1/q4_K, get_scale_min_k4), in double, exactly; that
+ * value; Q4_K random packed 6-bit scales; Q6_K random bits and int8 scales
+ * of either sign), and read back by this file's own dequantizer written from
+ * llama.cpp's formulas (ggml-quants.c dequantize_row_q4_0/q4_1/q4_K/q6_K,
+ * get_scale_min_k4), in double, exactly; that
  * dequantizer is checked against formats/gguf.c's gguf_dequantize (another
  * implementation) bit for bit after the one fp32 rounding both make.
  *
@@ -20,8 +21,12 @@
  *      to its own rounding): add the activation rounding, |a - da q| <=
  *      da (1/2 + 127 2^-22) per element (two fp32 roundings in a / da), times
  *      sum |w| over the block; the looser, separately checked bound.
+ * Q6_K's 16-element scales enter as integers: isum = sum_h sc_h sum_{t in h}
+ * (q_t - 32) a_t, exact (at most 2 x 128 x 16 x 32 x 127 < 2^24, so also
+ * exact in fp32), then the one fmaf; the bounds hold as written with w_t =
+ * d sc_h (q_t - 32).
  * Shapes: k whole blocks but odd block counts (1, 3, 35 blocks of 32; 1, 3, 5
- * of 256 for Q4_K), n = 33, 111 (not multiples of the 16- or 8-column
+ * of 256 for Q4_K and Q6_K), n = 33, 111 (not multiples of the 16- or 8-column
  * groups), m = 1, 5, 26, 70 (past the 64-row tile). Every path, one thread
  * and the pool; all paths bit-identical to the portable one and to the
  * specification written out plainly here, every row the same bits at
@@ -41,16 +46,18 @@
 
 #include "check.h"
 
-static const int TYPES[] = {HG_GGUF_Q4_0, HG_GGUF_Q4_1, HG_GGUF_Q4_K, HG_GGUF_Q8_0};
+static const int TYPES[] = {HG_GGUF_Q4_0, HG_GGUF_Q4_1, HG_GGUF_Q4_K, HG_GGUF_Q8_0,
+                            HG_GGUF_Q6_K};
 
 static int blk_elems(int t)
 {
-	return t == HG_GGUF_Q4_K ? 256 : 32;
+	return t == HG_GGUF_Q4_K || t == HG_GGUF_Q6_K ? 256 : 32;
 }
 
 static int blk_bytes(int t)
 {
-	return t == HG_GGUF_Q4_0 ? 18 : t == HG_GGUF_Q4_1 ? 20 : t == HG_GGUF_Q8_0 ? 34 : 144;
+	return t == HG_GGUF_Q4_0 ? 18 : t == HG_GGUF_Q4_1 ? 20 : t == HG_GGUF_Q8_0 ? 34
+	       : t == HG_GGUF_Q6_K ? 210 : 144;
 }
 
 static uint32_t rbits(void)
@@ -68,6 +75,13 @@ static uint16_t rscale(double lo)
 static void enc_block(int t, uint8_t *p)
 {
 	uint16_t h;
+	if (t == HG_GGUF_Q6_K) { /* ql[128], qh[64], scales[16] (any int8), d */
+		for (int i = 0; i < 208; i++)
+			p[i] = (uint8_t)rbits();
+		h = rscale(1.0 / 8192);
+		memcpy(p + 208, &h, 2);
+		return;
+	}
 	if (t == HG_GGUF_Q8_0) {
 		h = rscale(1.0 / 512);
 		memcpy(p, &h, 2);
@@ -97,19 +111,53 @@ static void enc_block(int t, uint8_t *p)
 }
 
 /* llama.cpp's dequantizers, in double (exact): 32-block j of the block at p
- * as w_t = d (q_t - z) + mn, its d, mn, q (0..15 or signed 8-bit) and z. */
+ * as w_t = d sc_{t / 16} (q_t - z) + mn, its d, mn, q (0..15, 0..63 or
+ * signed 8-bit), z and the 16-element scales sc (1 but for Q6_K). */
 typedef struct sub {
 	double d, mn;
-	int q[32], z;
+	int q[32], z, sc[2];
 } sub;
+
+/* dequantize_row_q6_K's loop, element by element: q (0..63) and scale */
+static void dec_q6_k(const uint8_t *p, int j, sub *s)
+{
+	int qv[256], scv[256];
+	for (int n = 0; n < 2; n++) {
+		const uint8_t *ql = p + 64 * n, *qh = p + 128 + 32 * n;
+		const int8_t *sc = (const int8_t *)(p + 192 + 8 * n);
+		for (int l = 0; l < 32; l++) {
+			const int is = l / 16, y = 128 * n + l;
+			qv[y] = (ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4);
+			qv[y + 32] = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
+			qv[y + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+			qv[y + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+			scv[y] = sc[is];
+			scv[y + 32] = sc[is + 2];
+			scv[y + 64] = sc[is + 4];
+			scv[y + 96] = sc[is + 6];
+		}
+	}
+	uint16_t h;
+	memcpy(&h, p + 208, 2);
+	*s = (sub){.d = gguf_f16_to_f32(h), .mn = 0, .z = 32,
+	           .sc = {scv[32 * j], scv[32 * j + 16]}};
+	for (int u = 0; u < 32; u++) {
+		s->q[u] = qv[32 * j + u];
+		assert_int_equal(scv[32 * j + u], s->sc[u / 16]);
+	}
+}
 
 static void dec_sub(int t, const uint8_t *p, int j, sub *s)
 {
 	uint16_t h;
+	if (t == HG_GGUF_Q6_K) {
+		dec_q6_k(p, j, s);
+		return;
+	}
 	memcpy(&h, p, 2);
 	const double d = gguf_f16_to_f32(h);
 	if (t == HG_GGUF_Q8_0) {
-		*s = (sub){.d = d, .mn = 0, .z = 0};
+		*s = (sub){.d = d, .mn = 0, .z = 0, .sc = {1, 1}};
 		for (int i = 0; i < 32; i++)
 			s->q[i] = (int8_t)p[2 + i];
 		return;
@@ -121,7 +169,7 @@ static void dec_sub(int t, const uint8_t *p, int j, sub *s)
 			memcpy(&h, p + 2, 2);
 			m = gguf_f16_to_f32(h);
 		}
-		*s = (sub){.d = d, .mn = m, .z = t == HG_GGUF_Q4_0 ? 8 : 0};
+		*s = (sub){.d = d, .mn = m, .z = t == HG_GGUF_Q4_0 ? 8 : 0, .sc = {1, 1}};
 		for (int i = 0; i < 16; i++) {
 			s->q[i] = qs[i] & 15;
 			s->q[i + 16] = qs[i] >> 4;
@@ -139,7 +187,7 @@ static void dec_sub(int t, const uint8_t *p, int j, sub *s)
 		scale = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
 		mn = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
 	}
-	*s = (sub){.d = d * scale, .mn = -dmin * mn, .z = 0};
+	*s = (sub){.d = d * scale, .mn = -dmin * mn, .z = 0, .sc = {1, 1}};
 	for (int i = 0; i < 32; i++)
 		s->q[i] = j % 2 ? qs[i] >> 4 : qs[i] & 15;
 }
@@ -184,10 +232,9 @@ static void spec(float *C, const int8_t *q, const float *da, const uint8_t *W, i
 				w_sub(t, W, K, j, b, &s);
 				int32_t isum = 0, asum = 0;
 				for (int u = 0; u < 32; u++) {
-					isum += s.q[u] * q[(size_t)i * K + 32 * b + u];
+					isum += s.sc[u / 16] * (s.q[u] - s.z) * q[(size_t)i * K + 32 * b + u];
 					asum += q[(size_t)i * K + 32 * b + u];
 				}
-				isum -= s.z * asum;
 				const float a = da[i * nb + b];
 				acc = fmaf((float)isum, a * (float)s.d, acc);
 				if (t == HG_GGUF_Q4_1 || t == HG_GGUF_Q4_K)
@@ -229,7 +276,7 @@ static void test_dequant_agrees(void **state)
 				sub s;
 				w_sub(t, W, K, j, b, &s);
 				for (int u = 0; u < 32; u++) {
-					const float want = (float)(s.d * (s.q[u] - s.z) + s.mn);
+					const float want = (float)(s.d * s.sc[u / 16] * (s.q[u] - s.z) + s.mn);
 					if (y[(size_t)j * K + 32 * b + u] != want)
 						fail_msg("%s row %d elem %d: gguf_dequantize %a, this file's %a",
 						         hg_gguf_name(t), j, 32 * b + u, y[(size_t)j * K + 32 * b + u],
@@ -251,7 +298,7 @@ static void run_type(int t)
 		for (size_t ni = 0; ni < 2; ni++)
 			for (size_t ki = 0; ki < 3; ki++) {
 				const int M = MS[mi], N = NS[ni];
-				const int K = t == HG_GGUF_Q4_K ? 256 * (2 * (int)ki + 1) : 32 * KB[ki];
+				const int K = blk_elems(t) == 256 ? 256 * (2 * (int)ki + 1) : 32 * KB[ki];
 				const int nb = K / 32;
 				uint16_t *A;
 				uint8_t *W;
@@ -273,8 +320,8 @@ static void run_type(int t)
 							double sw = 0;
 							for (int u = 0; u < 32; u++) {
 								const size_t x = (size_t)i * K + 32 * b + u;
-								const double w = s.d * (s.q[u] - s.z) + s.mn;
-								isum += (long)(s.q[u] - s.z) * q[x];
+								const double w = s.d * s.sc[u / 16] * (s.q[u] - s.z) + s.mn;
+								isum += (long)s.sc[u / 16] * (s.q[u] - s.z) * q[x];
 								asum += q[x];
 								e1 += a * q[x] * w;
 								e2 += gguf_f16_to_f32(A[x]) * w;
@@ -332,6 +379,12 @@ static void test_q4_k(void **state)
 	run_type(HG_GGUF_Q4_K);
 }
 
+static void test_q6_k(void **state)
+{
+	(void)state;
+	run_type(HG_GGUF_Q6_K);
+}
+
 static void test_q8_0(void **state)
 {
 	(void)state;
@@ -341,14 +394,14 @@ static void test_q8_0(void **state)
 /* The portable path equals spec() bit for bit; every path, on one thread and
  * two (and the pool), equals the portable path at every m from 1 to 27 and
  * at 70, and the first rows of a 70-row call are an m-row call's. K: 35
- * 32-blocks (5 256-blocks for Q4_K), N = 111. Refusals: k not whole blocks,
+ * 32-blocks (5 256-blocks for Q4_K and Q6_K), N = 111. Refusals: k not whole blocks,
  * an unknown type. */
 static void test_bit_identical(void **state)
 {
 	(void)state;
 	const int M = 70, N = 111;
 	for (size_t ti = 0; ti < sizeof(TYPES) / sizeof(TYPES[0]); ti++) {
-		const int t = TYPES[ti], K = t == HG_GGUF_Q4_K ? 1280 : 1120;
+		const int t = TYPES[ti], K = blk_elems(t) == 256 ? 1280 : 1120;
 		rng_state = 90 + ti;
 		uint16_t *A;
 		uint8_t *W;
@@ -387,7 +440,7 @@ static void test_bit_identical(void **state)
 	uint8_t w[64] = {0};
 	assert_int_equal(hg_gemm_gguf_a8(c, a, w, 1, 1, 32, 6 /* Q5_0 */, false, HG_PATH_AUTO, 0), -22);
 	assert_null(hg_gguf_name(6));
-	assert_int_equal(hg_gguf_block(14 /* Q6_K */), 0);
+	assert_int_equal(hg_gguf_block(13 /* Q5_K */), 0);
 }
 
 int main(void)
@@ -397,6 +450,7 @@ int main(void)
 		cmocka_unit_test(test_q4_0),
 		cmocka_unit_test(test_q4_1),
 		cmocka_unit_test(test_q4_k),
+		cmocka_unit_test(test_q6_k),
 		cmocka_unit_test(test_q8_0),
 		cmocka_unit_test(test_bit_identical),
 	};

@@ -88,12 +88,18 @@ int hg_i8_path_auto(void);
 
 /* GGUF weight types the "gguf_a8" engine dtype's GEMM reads in the file's
  * own blocks, numbered as ggml's enum (formats/gguf.h GGML_T_*). */
-enum hg_gguf_type { HG_GGUF_Q4_0 = 2, HG_GGUF_Q4_1 = 3, HG_GGUF_Q8_0 = 8, HG_GGUF_Q4_K = 12 };
+enum hg_gguf_type {
+	HG_GGUF_Q4_0 = 2,
+	HG_GGUF_Q4_1 = 3,
+	HG_GGUF_Q8_0 = 8,
+	HG_GGUF_Q4_K = 12,
+	HG_GGUF_Q6_K = 14
+};
 /* Elements and bytes of one block of wtype (Q4_0 32/18, Q4_1 32/20, Q8_0
- * 32/34, Q4_K 256/144); 0 for a type this GEMM does not take. */
+ * 32/34, Q4_K 256/144, Q6_K 256/210); 0 for a type this GEMM does not take. */
 int64_t hg_gguf_block(int wtype);
 int64_t hg_gguf_block_bytes(int wtype);
-/* "q4_0", "q4_1", "q8_0", "q4_k"; NULL for other types. */
+/* "q4_0", "q4_1", "q8_0", "q4_k", "q6_k"; NULL for other types. */
 const char *hg_gguf_name(int wtype);
 
 /* C = A * W^T with W (n, k) in GGUF type wtype's blocks as the file stores
@@ -105,9 +111,12 @@ const char *hg_gguf_name(int wtype);
  *   acc = fmaf((float)(sum q a - z asum), da_b * d_b, acc)
  *   acc = fmaf(mn_b, da_b * (float)asum_b, acc)       (Q4_1, Q4_K)
  * with the integer sums exact (asum: the activation block's int8 sum) and
- * da_b * d_b, da_b * asum_b one rounding each. Every path gives these bits
- * at every m and thread count. k a multiple of the block (else SW_EINVAL,
- * as for an unknown wtype). */
+ * da_b * d_b, da_b * asum_b one rounding each. Q6_K: w = d sc_h (q - 32),
+ * q in 0..63, sc_h the int8 scale of each 16-element half h, and
+ *   acc = fmaf((float)(sum_h sc_h (sum_{t in h} q a - 32 asum_h)), da_b * d, acc)
+ * (the integer exact, below 2^24). Every path gives these bits at every m
+ * and thread count. k a multiple of the block (else SW_EINVAL, as for an
+ * unknown wtype). */
 int hg_gemm_gguf_a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n, int64_t k,
                     int wtype, bool a_bf16, int path, int threads);
 

@@ -1,0 +1,137 @@
+/* A microbenchmark of the GGUF-type GEMM (host_gemm.h hg_gemm_gguf_a8) on
+ * one thread, next to hg_gemm_q8a8 on the same shape: microseconds per call
+ * (the fastest of 41 timed calls after warm-up: the machine is shared and
+ * others' load only adds; W in cache when it fits)
+ * and the weight bytes read per microsecond. Not a test: nothing is
+ * asserted; speed is measured, never checked (COMMON.md). Build with
+ * `make build/tools/bench_gemm_gguf`.
+ *
+ *   build/tools/bench_gemm_gguf [N K [path]]     (default 1536 576, auto)
+ *
+ * path: portable, avx2, avx512. Types whose block does not divide K are
+ * left out (Q4_K, Q6_K: 256). Rows 1, 7 and 26 (decode, a 7-row chain
+ * verify, a 26-row tree). W: random blocks with finite fp16 scales (the
+ * numbers do not matter to the time), A: random fp16. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "device/host_gemm.h"
+
+static uint64_t rs = 88172645463325252ull;
+
+static uint32_t rnd32(void)
+{
+	rs ^= rs << 13;
+	rs ^= rs >> 7;
+	rs ^= rs << 17;
+	return (uint32_t)(rs >> 11);
+}
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	const double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* fp16 scale bits in [2^-10, 2^-9): positive, normal, finite */
+static uint16_t small_f16(void)
+{
+	return (uint16_t)((5u << 10) | (rnd32() & 0x3ff));
+}
+
+/* random blocks of wtype: every fp16 field a small positive normal */
+static void fill(uint8_t *W, int wtype, int64_t n_blocks)
+{
+	const int64_t bb = hg_gguf_block_bytes(wtype);
+	for (int64_t i = 0; i < n_blocks * bb; i++)
+		W[i] = (uint8_t)rnd32();
+	for (int64_t b = 0; b < n_blocks; b++) {
+		uint8_t *p = W + b * bb;
+		const uint16_t h0 = small_f16(), h1 = small_f16();
+		const int64_t at0 = wtype == HG_GGUF_Q6_K ? 208 : 0;
+		memcpy(p + at0, &h0, 2);
+		if (wtype == HG_GGUF_Q4_1 || wtype == HG_GGUF_Q4_K)
+			memcpy(p + 2, &h1, 2);
+	}
+}
+
+static double time_call(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n,
+                        int64_t k, int wtype, int path, bool q8)
+{
+	enum { REPS = 41 };
+	double t[REPS];
+	for (int r = -5; r < REPS; r++) {
+		const double t0 = now_us();
+		const int rc = q8 ? hg_gemm_q8a8(C, A, W, m, n, k, false, path, 1)
+		                  : hg_gemm_gguf_a8(C, A, W, m, n, k, wtype, false, path, 1);
+		const double t1 = now_us();
+		if (rc) {
+			fprintf(stderr, "bench_gemm_gguf: %s m %lld: error %d\n", hg_gguf_name(wtype),
+			        (long long)m, rc);
+			exit(1);
+		}
+		if (r >= 0)
+			t[r] = t1 - t0;
+	}
+	qsort(t, REPS, sizeof(t[0]), cmp_d);
+	return t[0];
+}
+
+int main(int argc, char **argv)
+{
+	const int64_t n = argc > 2 ? atoll(argv[1]) : 1536, k = argc > 2 ? atoll(argv[2]) : 576;
+	int path = HG_PATH_AUTO;
+	if (argc > 3)
+		path = !strcmp(argv[3], "portable") ? HG_PATH_PORTABLE
+		       : !strcmp(argv[3], "avx2")   ? HG_PATH_AVX2
+		                                    : HG_PATH_AVX512;
+	if (n <= 0 || k <= 0 || k % 32) {
+		fprintf(stderr, "bench_gemm_gguf: N K: positive, K a multiple of 32; found %lld %lld\n",
+		        (long long)n, (long long)k);
+		return 2;
+	}
+	static const int TYPES[] = {HG_GGUF_Q8_0, HG_GGUF_Q4_0, HG_GGUF_Q4_1, HG_GGUF_Q4_K,
+	                            HG_GGUF_Q6_K};
+	static const int64_t MS[] = {1, 7, 26};
+	uint16_t *A = malloc(sizeof(*A) * 26 * (size_t)k);
+	float *C = malloc(sizeof(*C) * 26 * (size_t)n);
+	if (!A || !C)
+		return 1;
+	for (int64_t i = 0; i < 26 * k; i++) /* fp16 in (-1, 1) */
+		A[i] = (uint16_t)((rnd32() & 0x8000) | ((rnd32() % 15) << 10) | (rnd32() & 0x3ff));
+	printf("bench_gemm_gguf: N %lld K %lld, one thread, us per call (MB/s of W)\n",
+	       (long long)n, (long long)k);
+	for (size_t ti = 0; ti < sizeof(TYPES) / sizeof(TYPES[0]); ti++) {
+		const int t = TYPES[ti];
+		if (!hg_gguf_block(t) || k % hg_gguf_block(t))
+			continue;
+		const int64_t nblk = n * (k / hg_gguf_block(t)), bytes = nblk * hg_gguf_block_bytes(t);
+		uint8_t *W = malloc((size_t)bytes);
+		if (!W)
+			return 1;
+		fill(W, t, nblk);
+		for (int q8 = t == HG_GGUF_Q8_0; q8 >= (t == HG_GGUF_Q8_0); q8--) {
+			printf("  %-5s%-9s %6.2f MB:", hg_gguf_name(t), q8 ? " (q8a8)" : "",
+			       (double)bytes / 1e6);
+			for (size_t mi = 0; mi < 3; mi++) {
+				const double us = time_call(C, A, W, MS[mi], n, k, t, path, q8);
+				printf("  m %2lld %8.1f us (%5.0f)", (long long)MS[mi], us, (double)bytes / us);
+			}
+			printf("\n");
+		}
+		free(W);
+	}
+	free(A);
+	free(C);
+	return 0;
+}
