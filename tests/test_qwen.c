@@ -9,7 +9,9 @@
  *     whose margin exceeds the two logits' bounds; the same tensors as GGUF
  *     under llama.cpp's names (the gguf package, as convert_hf_to_gguf.py
  *     maps them): logits bit for bit the HF-loaded model's. Config.json
- *     rewritten to another family is refused naming the tensor.
+ *     rewritten to another family is refused naming the tensor. The CLI's
+ *     generate and run (layer-skip, n-gram) print transformers' greedy
+ *     tokens from the GGUF and from the HF directory.
  *     Bound: a logit is the end of D = 12 L + 2 chained fp32 stages (per
  *     layer: the norm, q/k/v with bias, the q/k norm, RoPE, scores,
  *     softmax, P V, o plus residual, the norm, gate/up, SiLU product, down
@@ -337,6 +339,55 @@ static void test_hf_refusals(void **state)
 	          "$.attention_bias: expected false (qwen3 without biases), found true");
 }
 
+/* The CLI's host decoder on these files: `generate` prints transformers'
+ * greedy tokens (the GGUF's stand-in tokenizer spells id i "<i>"), `run`
+ * with a layer-skip or n-gram drafter prints the same, from the GGUF and
+ * from the HF directory (--tokenizer the GGUF). */
+static void cli_out(const char *args, char *out, size_t cap)
+{
+	char cmd[2048];
+	const char *b = getenv("BUILD");
+	snprintf(cmd, sizeof(cmd), "%s/specwright %s 2>/dev/null", b && b[0] ? b : "build", args);
+	FILE *f = popen(cmd, "r");
+	assert_non_null(f);
+	size_t n = fread(out, 1, cap - 1, f);
+	out[n] = 0;
+	if (pclose(f) != 0)
+		fail_msg("%s: non-zero exit", cmd);
+}
+
+static void test_cli(void **state)
+{
+	(void)state;
+	if (!g_have)
+		skip();
+	static const char *const vs[] = { "qwen2", "qwen3" };
+	for (int k = 0; k < 2; k++) {
+		char dir[600], *text, ids[512] = "", want[1024] = "", got[2048], args[1600];
+		snprintf(dir, sizeof(dir), "%s/%s", g_dir, vs[k]);
+		json_value *ref = load_ref(dir, &text);
+		const json_value *jp = jget(ref, "prompt"), *jg = jget(ref, "greedy");
+		size_t a = 0, b = 0;
+		for (size_t i = 0; i < jp->n; i++)
+			a += (size_t)snprintf(ids + a, sizeof(ids) - a, "%s%d", i ? " " : "", (int)jp->items[i]->integer);
+		for (size_t i = 0; i < jg->n; i++)
+			b += (size_t)snprintf(want + b, sizeof(want) - b, "<%d>", (int)jg->items[i]->integer);
+		static const char *const runs[] = {
+			"generate %s/model.gguf", "run %s/model.gguf --draft layerskip:2",
+			"run %s/model.gguf --draft ngram", "run %s --tokenizer %s/model.gguf --draft layerskip:1",
+		};
+		for (int r = 0; r < 4; r++) {
+			int n = snprintf(args, sizeof(args), runs[r], dir, dir);
+			snprintf(args + n, sizeof(args) - (size_t)n, " --ids \"%s\" -n %zu --no-chat --ctx 256", ids, jg->n);
+			cli_out(args, got, sizeof(got));
+			if (strncmp(got, want, strlen(want)))
+				fail_msg("specwright %s:\n  printed %s\n  expected %s", args, got, want);
+		}
+		json_free(ref);
+		free(text);
+	}
+}
+
 /* ---- without Python ---- */
 
 /* m as a GGUF under llama.cpp's names for its architecture (f32), minus
@@ -596,6 +647,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_against_transformers),
 		cmocka_unit_test(test_hf_refusals),
+		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_gguf_roundtrip_and_refusals),
 		cmocka_unit_test(test_config),
 		cmocka_unit_test(test_generator_refuses),

@@ -15,7 +15,8 @@ heads is 16):
   OUT_DIR/model.gguf   the same tensors as GGUF with the gguf package, under
       llama.cpp's architecture, key and tensor names as convert_hf_to_gguf.py
       writes them for Qwen2Model / Qwen3Model (no q/k row permutation: these
-      architectures use NeoX RoPE in llama.cpp), f32;
+      architectures use NeoX RoPE in llama.cpp), f32, with a stand-in
+      tokenizer (gpt2, token i spelled "<i>", one merge) for the CLI;
   OUT_DIR/ref.json     the prompt ids; per prompt row the float64 logits of
       the model in float64 (model.double()), the float32 logits of the model
       as saved, and S[t][i] = sum_d |lm_head[i, d] * h[t, d]| with h the
@@ -97,7 +98,7 @@ def redraw(model, gen):
 def write_gguf(path, arch, cfg, sd, tied):
     """The checkpoint as llama.cpp's converter writes a Qwen2/Qwen3 model
     (set_gguf_parameters of TextModel, tensor map of gguf-py's
-    MODEL_TENSORS), f32, no tokenizer."""
+    MODEL_TENSORS), f32, a stand-in tokenizer."""
     w = gguf.GGUFWriter(path, arch)
     w.add_context_length(cfg.max_position_embeddings)
     w.add_embedding_length(cfg.hidden_size)
@@ -107,6 +108,13 @@ def write_gguf(path, arch, cfg, sd, tied):
     w.add_head_count_kv(cfg.num_key_value_heads)
     w.add_rope_freq_base(cfg.rope_theta)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    # a stand-in tokenizer so that the CLI runs the file (prompts as --ids):
+    # byte-level BPE, token i spelled "<i>" but the last three "[", "]" and
+    # "[]", one merge "[ ]" (gguf-py writes no empty array)
+    toks = ["<%d>" % i for i in range(cfg.vocab_size - 3)] + ["[", "]", "[]"]
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(toks)
+    w.add_token_merges(["[ ]"])
     if getattr(cfg, "head_dim", None) is not None and arch == "qwen3":
         w.add_key_length(cfg.head_dim)
         w.add_value_length(cfg.head_dim)
