@@ -142,6 +142,14 @@ static int model_from_path(const json_value *v, const char *path, const char *mp
 	}
 	if (rc)
 		return sw_err_prefix(err, "%s:%d:%d: %s", v->file, v->line, v->col, path);
+	/* The engine's kernels and weight binding are Llama's: a Qwen model
+	 * (biases, q/k norms, NeoX RoPE) would build an engine that computes
+	 * another function. The host decoder runs it (generate, run MODEL). */
+	if (cfg->arch != RT_ARCH_LLAMA)
+		return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: %s: \"%s\": architecture: expected llama (engines "
+		               "are generated for Llama models only; run a %s model with the host decoder: "
+		               "specwright generate / run -m MODEL), found %s", v->file, v->line, v->col, path,
+		               mpath, rt_arch_name(cfg->arch), rt_arch_name(cfg->arch));
 	return 0;
 }
 

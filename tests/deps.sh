@@ -31,3 +31,19 @@ if [ ! -f $VENV/.ok ] || [ "$(cat $VENV/.ok)" != "$PY_PKGS" ]; then
 	$VENV/bin/pip install -q --disable-pip-version-check $PY_PKGS
 	echo "$PY_PKGS" > $VENV/.ok
 fi
+
+# The transformers cross-check of Qwen2/Qwen3 (tests/test_qwen.c runs
+# tests/tools/hf_tiny.py): transformers 4.51 (the first with Qwen3) on
+# Debian's python3-torch, in build/venv-hf (git-ignored) made with
+# /usr/bin/python3 --system-site-packages so it sees that torch (the venv
+# above has none). About 15 s and 170 MB when made; skipped, and the test
+# with it, where /usr/bin/python3 has no torch.
+HFVENV=build/venv-hf
+HF_PKGS="transformers==4.51.3 safetensors==0.8.0 gguf==0.19.0"
+if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 &&
+   { [ ! -f $HFVENV/.ok ] || [ "$(cat $HFVENV/.ok)" != "$HF_PKGS" ]; }; then
+	echo "deps: creating $HFVENV ($HF_PKGS over Debian's torch)"
+	/usr/bin/python3 -m venv --system-site-packages $HFVENV
+	$HFVENV/bin/pip install -q --disable-pip-version-check $HF_PKGS
+	echo "$HF_PKGS" > $HFVENV/.ok
+fi

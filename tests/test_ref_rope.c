@@ -1,7 +1,10 @@
 /* ref_rope_freqs and ref_rope: against a double loop on awkward shapes and
  * partial rotary dims, the closed form for rotating unit vectors, the HF
  * rotate_half convention on permuted rows (pins the pairing), and Llama-3.1
- * and linear frequency scaling against values computed independently. */
+ * and linear frequency scaling against values computed independently.
+ * ref_rope_neox (Qwen2/Qwen3): against HF's q * cos + rotate_half(q) * sin
+ * written out in HF layout on awkward shapes and partial rotary dims (dims
+ * past rot_dim untouched), and bit for bit ref_rope on permuted rows. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -248,6 +251,88 @@ static void test_rope_hf_rotate_half(void **state)
 	}
 }
 
+/* NeoX pairing against HF's formula in HF layout, no permutation: slot d <
+ * rd/2 pairs with d + rd/2, cos/sin = cat(f, f); the bound of naive_rope. */
+static void test_rope_neox_shapes(void **state)
+{
+	static const int cfg[][4] = { /* T, n_heads, head_dim, rot_dim */
+		{1, 1, 64, 64}, {3, 9, 64, 64}, {33, 3, 128, 128}, {7, 5, 80, 80},
+		{5, 3, 80, 32}, {2, 4, 128, 64}, {4, 7, 24, 24}, {1, 1, 2, 2},
+	};
+	(void)state;
+	for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
+		const int T = cfg[c][0], nh = cfg[c][1], hd = cfg[c][2], rd = cfg[c][3], half = rd / 2;
+		const size_t n = (size_t)T * nh * hd;
+		float *x = galloc(n), *x0 = malloc(n * sizeof(*x0)), inv_freq[64];
+		int32_t *pos = malloc((size_t)T * sizeof(*pos));
+		double *ref = malloc(n * sizeof(*ref)), *bound = malloc(n * sizeof(*bound));
+		char what[64];
+
+		ref_rope_freqs(inv_freq, rd, 1000000.0f, 0, 1.0f, 1.0f, 4.0f, 8192);
+		fill(x, n, 3.0);
+		memcpy(x0, x, n * sizeof(*x));
+		for (int t = 0; t < T; t++)
+			pos[t] = t == 0 ? 0 : t == 2 ? pos[1] : (int32_t)((rnd() + 1.0) * 2048.0);
+		for (int t = 0; t < T; t++)
+			for (int h = 0; h < nh; h++) {
+				size_t o = ((size_t)t * nh + h) * hd;
+				for (int d = 0; d < hd; d++) {
+					if (d >= rd) {
+						ref[o + d] = x0[o + d];
+						bound[o + d] = 0.0;
+						continue;
+					}
+					double a = (double)pos[t] * inv_freq[d % half];
+					double rot = d < half ? -(double)x0[o + d + half] : (double)x0[o + d - half];
+					ref[o + d] = x0[o + d] * cos(a) + rot * sin(a);
+					bound[o + d] = (fabs(x0[o + d]) + fabs(rot)) * (U32 * fabs(a) + 6.0 * U32);
+				}
+			}
+		ref_rope_neox(x, pos, T, nh, hd, rd, inv_freq);
+		snprintf(what, sizeof(what), "rope neox T%d h%d hd%d rd%d", T, nh, hd, rd);
+		check_close(what, x, ref, bound, n);
+		gcheck(what, x, n);
+		for (int t = 0; t < T; t++)
+			for (int h = 0; h < nh; h++)
+				for (int d = 0; d < hd; d++) {
+					size_t j = ((size_t)t * nh + h) * hd + d;
+					if ((d >= rd || pos[t] == 0) && memcmp(&x[j], &x0[j], sizeof(*x)) != 0)
+						fail_msg("%s: element t%d h%d d%d changed", what, t, h, d);
+				}
+		gfree(x);
+		free(x0);
+		free(pos);
+		free(ref);
+		free(bound);
+	}
+}
+
+/* The two modes differ in the pairing only: NeoX on x equals, bit for bit,
+ * the normal mode on x's rows permuted as the GGUF Llama converter does
+ * (gguf[2i + c] = hf[c hd/2 + i]), permuted back. */
+static void test_rope_neox_is_permuted_normal(void **state)
+{
+	const int T = 5, nh = 3, hd = 48, half = hd / 2;
+	const int32_t pos[5] = {0, 3, 3, 999, 4095};
+	const size_t n = (size_t)T * nh * hd;
+	float x[5 * 3 * 48], y[5 * 3 * 48], inv_freq[24];
+	(void)state;
+	ref_rope_freqs(inv_freq, hd, 1000000.0f, 0, 1.0f, 1.0f, 4.0f, 8192);
+	fill(x, n, 2.0);
+	for (size_t r = 0; r < n / hd; r++)
+		for (int c = 0; c < 2; c++)
+			for (int i = 0; i < half; i++)
+				y[r * hd + 2 * i + c] = x[r * hd + c * half + i];
+	ref_rope_neox(x, pos, T, nh, hd, hd, inv_freq);
+	ref_rope(y, pos, T, nh, hd, hd, inv_freq);
+	for (size_t r = 0; r < n / hd; r++)
+		for (int c = 0; c < 2; c++)
+			for (int i = 0; i < half; i++)
+				if (memcmp(&y[r * hd + 2 * i + c], &x[r * hd + c * half + i], sizeof(float)))
+					fail_msg("row %zu slot %d: neox %.9g, permuted normal %.9g", r, c * half + i,
+					         (double)x[r * hd + c * half + i], (double)y[r * hd + 2 * i + c]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -257,6 +342,8 @@ int main(void)
 		cmocka_unit_test(test_rope_shapes),
 		cmocka_unit_test(test_rope_unit_vectors),
 		cmocka_unit_test(test_rope_hf_rotate_half),
+		cmocka_unit_test(test_rope_neox_shapes),
+		cmocka_unit_test(test_rope_neox_is_permuted_normal),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -387,8 +387,8 @@ static void test_hf_config(void **state)
 	assert_int_equal(c.rope_scaling, RT_ROPE_SCALING_NONE);
 
 	cfg_bad("{" CFG_BASE ",\"model_type\":\"qwen2\"}", SW_EINVAL, "duplicate key \"model_type\"");
-	cfg_bad("{\"model_type\":\"qwen2\",\"hidden_size\":64}", SW_ENOTSUP,
-		"config.json:1:15: $.model_type: expected \"llama\" (LlamaForCausalLM without biases), found \"qwen2\"");
+	cfg_bad("{\"model_type\":\"gemma3\",\"hidden_size\":64}", SW_ENOTSUP,
+		"config.json:1:15: $.model_type: expected \"llama\" (without biases), \"qwen2\" or \"qwen3\", found \"gemma3\"");
 	cfg_bad("{\"hidden_size\":64}", SW_EINVAL, "$: missing required field \"model_type\"");
 	cfg_bad("{" CFG_BASE ",\"architectures\":[\"MistralForCausalLM\"]}", SW_ENOTSUP,
 		"$.architectures: expected [\"LlamaForCausalLM\"], found \"MistralForCausalLM\"");
@@ -596,7 +596,7 @@ static void test_hf_load_tiny(void **state)
 	assert_non_null(strstr(err.msg, "tensor \"model.norm.weight\": expected shape [8], found [2, 4]"));
 	tiny_write(dir, m, NULL, false, true, true);
 	assert_int_equal(rt_llama_load_hf(dir, &c, &w, &err), SW_ENOTSUP);
-	assert_non_null(strstr(err.msg, "model.layers.0.self_attn.q_proj.bias\": biases are not supported"));
+	assert_non_null(strstr(err.msg, "model.layers.0.self_attn.q_proj.bias\": expected no bias at all (model_type \"llama\"), found one"));
 
 	/* no checkpoint at all */
 	char path[512];

@@ -37,6 +37,11 @@ void ref_rope_freqs(float *inv_freq, int rot_dim, float theta, int scaling, floa
  * i < rot_dim/2, rotated by angle pos[t] * inv_freq[i] (GGUF/ggml "normal" mode). */
 void ref_rope(float *x, const int32_t *pos, int T, int n_heads, int head_dim, int rot_dim,
               const float *inv_freq);
+/* The same rotation in GPT-NeoX pairing (HF rotate_half, ggml's NEOX mode,
+ * Qwen2/Qwen3): pairs (x[i], x[i + rot_dim/2]), i < rot_dim/2; elements from
+ * rot_dim on are left as they are. */
+void ref_rope_neox(float *x, const int32_t *pos, int T, int n_heads, int head_dim, int rot_dim,
+                   const float *inv_freq);
 
 /* Attention of a block of T new queries over n_ctx cached keys plus the block's
  * own T keys.

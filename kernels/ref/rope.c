@@ -1,7 +1,9 @@
 /* Rotary position embedding, GGUF/ggml "normal" mode: adjacent pairs
  * (x[2i], x[2i+1]) rotate by pos * inv_freq[i]. HF checkpoints use the
- * rotate_half (NeoX) pairing (x[i], x[i+hd/2]); the GGUF converter permutes
- * the Q/K weight rows so that both give the same attention scores. */
+ * rotate_half (NeoX) pairing (x[i], x[i+hd/2]); for Llama the GGUF converter
+ * permutes the Q/K weight rows so that both give the same attention scores.
+ * Qwen2/Qwen3 rows are not permuted (in GGUF either): ref_rope_neox rotates
+ * the NeoX pairs themselves. */
 #include <math.h>
 
 #include "ref.h"
@@ -58,6 +60,33 @@ void ref_rope(float *x, const int32_t *pos, int T, int n_heads, int head_dim, in
 
 				p[0] = (float)(x0 * c - x1 * s);
 				p[1] = (float)(x0 * s + x1 * c);
+			}
+		}
+	}
+}
+
+/* NeoX pairing: x[i] and x[i + rot_dim/2] rotate by pos * inv_freq[i], that
+ * is x * cos + rotate_half(x) * sin with rotate_half(x) = (-x2, x1). The same
+ * double angle and rotation as ref_rope: the two modes differ in the pairing
+ * only, bit for bit (tests/test_ref_rope.c). */
+void ref_rope_neox(float *x, const int32_t *pos, int T, int n_heads, int head_dim, int rot_dim,
+                   const float *inv_freq)
+{
+	const int half = rot_dim / 2;
+
+	for (int t = 0; t < T; t++) {
+		float *xt = x + (size_t)t * n_heads * head_dim;
+
+		for (int i = 0; i < half; i++) {
+			double a = (double)pos[t] * inv_freq[i];
+			double c = cos(a), s = sin(a);
+
+			for (int h = 0; h < n_heads; h++) {
+				float *p = xt + (size_t)h * head_dim;
+				double x0 = p[i], x1 = p[i + half];
+
+				p[i] = (float)(x0 * c - x1 * s);
+				p[i + half] = (float)(x0 * s + x1 * c);
 			}
 		}
 	}

@@ -48,9 +48,10 @@ static int model_weight(void *user, const char *field, int l, const float **data
 int cli_engine_weights(rt_engine_weights *w, const rt_model *m, const char *role, sw_err *err)
 {
 	const rt_config *c = &m->cfg;
-	if (m->kind != RT_MODEL_LLAMA)
-		return sw_errf(err, SW_EINVAL, "%s: the %s must be a Llama-architecture model", m->name,
-		               role);
+	if (m->kind != RT_MODEL_LLAMA || m->cfg.arch != RT_ARCH_LLAMA)
+		return sw_errf(err, SW_EINVAL, "%s: the %s must be a Llama-architecture model, found %s",
+		               m->name, role, m->kind != RT_MODEL_LLAMA ? "a table model"
+		                                                        : rt_arch_name(m->cfg.arch));
 	memset(w, 0, sizeof(*w));
 	w->name = m->name;
 	w->shape = (rt_engine_shape){

@@ -64,6 +64,10 @@ int rt_llama_derive_gguf(const rt_model *m, const char *path, const rt_derive_op
 {
 	if (m->kind != RT_MODEL_LLAMA)
 		return sw_errf(err, SW_EINVAL, "derive: %s is not a transformer", m->name);
+	if (m->cfg.arch != RT_ARCH_LLAMA) /* the writer knows Llama's tensors only */
+		return sw_errf(err, SW_ENOTSUP, "derive: %s: architecture: expected llama (a derived "
+		               "draft is written as a Llama GGUF), found %s", m->name,
+		               rt_arch_name(m->cfg.arch));
 	if (m->embd_rows > 0) /* its tables have fewer rows than its vocabulary says */
 		return sw_errf(err, SW_EINVAL, "derive: %s is a padded view; save the model it pads",
 		               m->name);

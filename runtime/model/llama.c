@@ -1,7 +1,10 @@
 /* The Llama-architecture forward pass on the host, composed from the
  * kernels/ref ops: a block of T tokens at arbitrary positions with an ancestor
  * mask, over the committed KV cache. This is the host backend's "native" path
- * and the reference the generated kernels are checked against. */
+ * and the reference the generated kernels are checked against. Also what the
+ * Llama family shares (transformer.h: cache, embedding, MLP, taps, LM head)
+ * and the model views (layer skip, padded vocabulary); the Qwen attention
+ * block is qwen.c's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,12 +12,13 @@
 
 #include "ctx.h"
 #include "formats/gguf.h"
+#include "transformer.h"
 #include "model_gguf.h"
 #include "kernels/ref/ref.h"
 
 static size_t kv_dim(const rt_config *c) { return (size_t)c->n_kv_heads * c->head_dim; }
 
-static int llama_ctx_init(rt_ctx *c, sw_err *err)
+int rt_tf_ctx_init(rt_ctx *c, sw_err *err)
 {
 	const rt_model *m = c->m;
 	const rt_config *cfg = &m->cfg;
@@ -36,69 +40,67 @@ static int llama_ctx_init(rt_ctx *c, sw_err *err)
 	return 0;
 }
 
-static void llama_ctx_free(rt_ctx *c)
+void rt_tf_ctx_free(rt_ctx *c)
 {
 	free(c->k_cache);
 	free(c->v_cache);
 	free(c->scratch);
 }
 
-static int llama_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
-                      float *logits, float *hidden, sw_err *err)
+void rt_tf_scratch_at(const rt_ctx *c, int T, rt_tf_scratch *s)
+{
+	const rt_config *cfg = &c->m->cfg;
+	const size_t dim = (size_t)cfg->dim, qd = (size_t)cfg->n_heads * cfg->head_dim;
+	s->x = c->scratch;
+	s->h = s->x + (size_t)T * dim;
+	s->o = s->h + (size_t)T * dim;
+	s->q = s->o + (size_t)T * dim;
+	s->att = s->q + (size_t)T * qd;
+	s->mlp = s->att + (size_t)T * qd;
+	s->att_scratch = s->mlp + 2 * (size_t)T * cfg->ffn_dim;
+}
+
+int rt_tf_embed(const rt_ctx *c, const int32_t *tok, int T, float *x, sw_err *err)
+{
+	const rt_model *m = c->m;
+	const int dim = m->cfg.dim;
+	/* a padded draft (rt_model_pad_vocab): ids past its table embed as a
+	 * zero row, as the engine's embedding16 does with N_IDS */
+	const int rows = m->embd_rows > 0 ? m->embd_rows : m->cfg.vocab;
+	if (ref_embedding(x, m->w.tok_embd, tok, T, dim, rows)) /* all or nothing */
+		for (int t = 0; t < T; t++) {
+			if (tok[t] < 0 || tok[t] >= m->cfg.vocab)
+				return sw_errf(err, SW_EINVAL, "%s: token id %d outside the vocabulary [0, %d)",
+				               m->name, tok[t], m->cfg.vocab);
+			if (ref_embedding(x + (size_t)t * dim, m->w.tok_embd, &tok[t], 1, dim, rows))
+				memset(x + (size_t)t * dim, 0, (size_t)dim * sizeof(*x));
+		}
+	return 0;
+}
+
+void rt_tf_mlp(rt_ctx *c, const rt_layer_weights *L, int l, int T, const rt_tf_scratch *s)
+{
+	const rt_config *cfg = &c->m->cfg;
+	const int dim = cfg->dim;
+	ref_rmsnorm(s->h, s->x, L->ffn_norm, T, dim, cfg->norm_eps);
+	ref_mlp_swiglu(s->o, s->h, L->w_gate, L->w_up, L->w_down, T, dim, cfg->ffn_dim, s->mlp);
+	ref_add(s->x, s->x, s->o, (size_t)T * dim);
+	for (int k = 0; k < c->n_taps; k++) {
+		if (c->tap_layers[k] != l)
+			continue;
+		size_t row = (size_t)c->n_taps * dim;
+		float *dst = c->tap_cache + ((size_t)c->len + c->blk_off) * row + (size_t)k * dim;
+		for (int t = 0; t < T; t++)
+			memcpy(dst + (size_t)t * row, s->x + (size_t)t * dim, (size_t)dim * sizeof(float));
+	}
+}
+
+void rt_tf_head(const rt_ctx *c, int T, float *x, float *h, float *logits, float *hidden)
 {
 	const rt_model *m = c->m;
 	const rt_config *cfg = &m->cfg;
 	const rt_weights *w = &m->w;
-	const int dim = cfg->dim, hd = cfg->head_dim, nh = cfg->n_heads, nkv = cfg->n_kv_heads;
-	const int qd = nh * hd, kvd = nkv * hd;
-	float *x = c->scratch;
-	float *h = x + (size_t)T * dim;
-	float *o = h + (size_t)T * dim;
-	float *q = o + (size_t)T * dim;
-	float *att = q + (size_t)T * qd;
-	float *mlp = att + (size_t)T * qd;
-	float *att_scratch = mlp + 2 * (size_t)T * cfg->ffn_dim;
-
-	/* a padded draft (rt_model_pad_vocab): ids past its table embed as a
-	 * zero row, as the engine's embedding16 does with N_IDS */
-	const int rows = m->embd_rows > 0 ? m->embd_rows : cfg->vocab;
-	if (ref_embedding(x, w->tok_embd, tok, T, dim, rows)) /* all or nothing */
-		for (int t = 0; t < T; t++) {
-			if (tok[t] < 0 || tok[t] >= cfg->vocab)
-				return sw_errf(err, SW_EINVAL, "%s: token id %d outside the vocabulary [0, %d)",
-				               m->name, tok[t], cfg->vocab);
-			if (ref_embedding(x + (size_t)t * dim, w->tok_embd, &tok[t], 1, dim, rows))
-				memset(x + (size_t)t * dim, 0, (size_t)dim * sizeof(*x));
-		}
-	for (int l = 0; l < m->n_layers_run; l++) {
-		const rt_layer_weights *L = &w->layers[m->layer_map[l]];
-		float *kc = c->k_cache + (size_t)l * c->max_ctx * kvd;
-		float *vc = c->v_cache + (size_t)l * c->max_ctx * kvd;
-		size_t first = (size_t)c->len + c->blk_off; /* slot of the first new entry */
-		float *kb = kc + first * kvd, *vb = vc + first * kvd;
-
-		ref_rmsnorm(h, x, L->attn_norm, T, dim, cfg->norm_eps);
-		ref_matmul(q, h, L->wq, T, dim, qd);
-		ref_matmul(kb, h, L->wk, T, dim, kvd);
-		ref_matmul(vb, h, L->wv, T, dim, kvd);
-		ref_rope(q, pos, T, nh, hd, hd, m->inv_freq);
-		ref_rope(kb, pos, T, nkv, hd, hd, m->inv_freq);
-		ref_attention_append(att, q, kc, vc, T, c->len, c->blk_off + T, nh, nkv, hd, mask, att_scratch);
-		ref_matmul(o, att, L->wo, T, qd, dim);
-		ref_add(x, x, o, (size_t)T * dim);
-
-		ref_rmsnorm(h, x, L->ffn_norm, T, dim, cfg->norm_eps);
-		ref_mlp_swiglu(o, h, L->w_gate, L->w_up, L->w_down, T, dim, cfg->ffn_dim, mlp);
-		ref_add(x, x, o, (size_t)T * dim);
-		for (int k = 0; k < c->n_taps; k++) {
-			if (c->tap_layers[k] != l)
-				continue;
-			size_t row = (size_t)c->n_taps * dim;
-			float *dst = c->tap_cache + ((size_t)c->len + c->blk_off) * row + (size_t)k * dim;
-			for (int t = 0; t < T; t++)
-				memcpy(dst + (size_t)t * row, x + (size_t)t * dim, (size_t)dim * sizeof(float));
-		}
-	}
+	const int dim = cfg->dim;
 	if (hidden)
 		ref_rmsnorm(hidden, x, w->out_norm, T, dim, cfg->norm_eps);
 	if (logits) {
@@ -119,10 +121,45 @@ static int llama_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, 
 			}
 		}
 	}
+}
+
+static int llama_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
+                      float *logits, float *hidden, sw_err *err)
+{
+	const rt_model *m = c->m;
+	const rt_config *cfg = &m->cfg;
+	const rt_weights *w = &m->w;
+	const int dim = cfg->dim, hd = cfg->head_dim, nh = cfg->n_heads, nkv = cfg->n_kv_heads;
+	const int qd = nh * hd, kvd = nkv * hd;
+	rt_tf_scratch s;
+	rt_tf_scratch_at(c, T, &s);
+
+	if (rt_tf_embed(c, tok, T, s.x, err))
+		return err->code;
+	for (int l = 0; l < m->n_layers_run; l++) {
+		const rt_layer_weights *L = &w->layers[m->layer_map[l]];
+		float *kc = c->k_cache + (size_t)l * c->max_ctx * kvd;
+		float *vc = c->v_cache + (size_t)l * c->max_ctx * kvd;
+		size_t first = (size_t)c->len + c->blk_off; /* slot of the first new entry */
+		float *kb = kc + first * kvd, *vb = vc + first * kvd;
+
+		ref_rmsnorm(s.h, s.x, L->attn_norm, T, dim, cfg->norm_eps);
+		ref_matmul(s.q, s.h, L->wq, T, dim, qd);
+		ref_matmul(kb, s.h, L->wk, T, dim, kvd);
+		ref_matmul(vb, s.h, L->wv, T, dim, kvd);
+		ref_rope(s.q, pos, T, nh, hd, hd, m->inv_freq);
+		ref_rope(kb, pos, T, nkv, hd, hd, m->inv_freq);
+		ref_attention_append(s.att, s.q, kc, vc, T, c->len, c->blk_off + T, nh, nkv, hd, mask,
+		                     s.att_scratch);
+		ref_matmul(s.o, s.att, L->wo, T, qd, dim);
+		ref_add(s.x, s.x, s.o, (size_t)T * dim);
+		rt_tf_mlp(c, L, l, T, &s);
+	}
+	rt_tf_head(c, T, s.x, s.h, logits, hidden);
 	return 0;
 }
 
-static void llama_commit_kv(rt_ctx *c, const int *keep, int n)
+void rt_tf_commit_kv(rt_ctx *c, const int *keep, int n)
 {
 	const rt_model *m = c->m;
 	size_t kvd = kv_dim(&m->cfg);
@@ -138,7 +175,7 @@ static void llama_commit_kv(rt_ctx *c, const int *keep, int n)
 	}
 }
 
-static void llama_free(rt_model *m)
+void rt_tf_free(rt_model *m)
 {
 	if (m->owns_weights)
 		rt_weights_free(&m->w);
@@ -149,15 +186,39 @@ static void llama_free(rt_model *m)
 }
 
 static const struct rt_model_ops llama_ops = {
-	/* .ctx_init  = */ llama_ctx_init,
-	/* .ctx_free  = */ llama_ctx_free,
+	/* .ctx_init  = */ rt_tf_ctx_init,
+	/* .ctx_free  = */ rt_tf_ctx_free,
 	/* .eval      = */ llama_eval,
-	/* .commit_kv = */ llama_commit_kv,
-	/* .free      = */ llama_free,
+	/* .commit_kv = */ rt_tf_commit_kv,
+	/* .free      = */ rt_tf_free,
 };
+
+/* The arrays each family's forward reads beyond Llama's, present exactly
+ * when the family has them: a forward never meets a NULL it needs, and a
+ * bias or q/k norm is never dropped silently. */
+static int arch_check_weights(const rt_config *c, const rt_weights *w, const char *name, sw_err *err)
+{
+	const bool bias = c->arch == RT_ARCH_QWEN2, qknorm = c->arch == RT_ARCH_QWEN3;
+	for (int l = 0; w->layers && l < c->n_layers; l++) {
+		const rt_layer_weights *L = &w->layers[l];
+		const struct { const char *f; const float *p; bool want; } a[] = {
+			{"bq", L->bq, bias}, {"bk", L->bk, bias}, {"bv", L->bv, bias},
+			{"q_norm", L->q_norm, qknorm}, {"k_norm", L->k_norm, qknorm},
+		};
+		for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++)
+			if (!a[i].p != !a[i].want)
+				return sw_errf(err, SW_EINVAL, "%s: layer %d weight %s: expected %s for architecture "
+				               "%s, found %s", name, l, a[i].f, a[i].want ? "present" : "absent",
+				               rt_arch_name(c->arch), a[i].p ? "present" : "absent");
+	}
+	return 0;
+}
 
 static int llama_check_config(const rt_config *c, const char *name, sw_err *err)
 {
+	if (c->arch != RT_ARCH_LLAMA && c->arch != RT_ARCH_QWEN2 && c->arch != RT_ARCH_QWEN3)
+		return sw_errf(err, SW_EINVAL, "%s: config arch: expected llama, qwen2 or qwen3, found %d", name,
+		               c->arch);
 	if (c->n_layers < 1 || c->dim < 1 || c->n_heads < 1 || c->n_kv_heads < 1 || c->head_dim < 2 ||
 	    c->ffn_dim < 1 || c->vocab < 1)
 		return sw_errf(err, SW_EINVAL, "%s: config has a non-positive dimension", name);
@@ -171,7 +232,7 @@ static int llama_check_config(const rt_config *c, const char *name, sw_err *err)
 
 rt_model *rt_model_from_weights(const rt_config *cfg, rt_weights *w, const char *name, sw_err *err)
 {
-	if (llama_check_config(cfg, name, err))
+	if (llama_check_config(cfg, name, err) || arch_check_weights(cfg, w, name, err))
 		goto out_free_w;
 	rt_model *m = calloc(1, sizeof(*m));
 	float *inv = malloc((size_t)cfg->head_dim / 2 * sizeof(*inv));
@@ -181,7 +242,7 @@ rt_model *rt_model_from_weights(const rt_config *cfg, rt_weights *w, const char 
 		sw_errf(err, SW_ENOMEM, "%s: out of memory", name);
 		goto out_free_w;
 	}
-	m->ops = &llama_ops;
+	m->ops = cfg->arch == RT_ARCH_LLAMA ? &llama_ops : &rt_qwen_ops;
 	m->kind = RT_MODEL_LLAMA;
 	snprintf(m->name, sizeof(m->name), "%s", name);
 	m->cfg = *cfg;

@@ -1,7 +1,8 @@
 /* Models as the decoding loop sees them: a config (shapes), weights
  * (read-only, fp32 after dequantization) and a per-sequence context (KV cache
- * plus the committed tokens). Two kinds share one interface: Llama-architecture
- * transformers and Markov "table" models used by exactness tests. */
+ * plus the committed tokens). Two kinds share one interface: transformers of
+ * the Llama family (Llama, Qwen2/Qwen2.5, Qwen3: rt_config.arch) and Markov
+ * "table" models used by exactness tests. */
 #ifndef RT_MODEL_H
 #define RT_MODEL_H
 
@@ -17,7 +18,19 @@ enum rt_rope_scaling {
 	RT_ROPE_SCALING_LLAMA3,  /* Llama-3.1 frequency-dependent scaling */
 };
 
+/* The transformer family, which decides the forward pass (llama.c, qwen.c).
+ * Zero is Llama, so a config built field by field stays one. */
+enum rt_arch {
+	RT_ARCH_LLAMA = 0, /* no biases; RoPE on adjacent pairs (GGUF row order) */
+	RT_ARCH_QWEN2,     /* q/k/v biases; RoPE on (x[i], x[i + hd/2]) (NeoX) */
+	RT_ARCH_QWEN3,     /* per-head RMSNorm of q and k before RoPE (NeoX) */
+};
+
+/* "llama", "qwen2", "qwen3" (llama.cpp's general.architecture). */
+const char *rt_arch_name(int arch);
+
 typedef struct rt_config {
+	int arch;         /* enum rt_arch */
 	int n_layers;
 	int dim;          /* model width */
 	int n_heads;
@@ -36,10 +49,13 @@ typedef struct rt_config {
 	int bos_id, eos_id; /* -1 when absent */
 } rt_config;
 
-/* Q and K projections are stored in the GGUF (llama.cpp) row order, where RoPE
- * rotates adjacent pairs (x[2i], x[2i+1]). The safetensors loader permutes HF
- * rows (rotate_half convention) into this order at load time, so exactly one
- * RoPE convention exists in the engine. */
+/* Llama: Q and K projections are stored in the GGUF (llama.cpp) row order,
+ * where RoPE rotates adjacent pairs (x[2i], x[2i+1]). The safetensors loader
+ * permutes HF rows (rotate_half convention) into this order at load time, so
+ * exactly one RoPE convention exists in the engine for Llama.
+ * Qwen2/Qwen3: rows stay in HF order in both formats (llama.cpp's converter
+ * does not permute them and runs NeoX RoPE), and the forward rotates
+ * (x[i], x[i + hd/2]) (ref_rope_neox). */
 typedef struct rt_layer_weights {
 	float *attn_norm; /* (dim) */
 	float *wq;        /* (n_heads*head_dim, dim) row-major: out x in */
@@ -50,6 +66,11 @@ typedef struct rt_layer_weights {
 	float *w_gate;    /* (ffn_dim, dim) */
 	float *w_up;      /* (ffn_dim, dim) */
 	float *w_down;    /* (dim, ffn_dim) */
+	float *bq;        /* (n_heads*head_dim): Qwen2 only, else NULL */
+	float *bk;        /* (n_kv_heads*head_dim): Qwen2 only */
+	float *bv;        /* (n_kv_heads*head_dim): Qwen2 only */
+	float *q_norm;    /* (head_dim): Qwen3 only, RMSNorm of each q head */
+	float *k_norm;    /* (head_dim): Qwen3 only */
 } rt_layer_weights;
 
 typedef struct rt_weights {
@@ -64,7 +85,8 @@ typedef struct rt_weights {
 void rt_weights_free(rt_weights *w);
 /* A weight array by the engine's field name (tok_embd, out_norm, lm_head,
  * inv_freq; per layer l: attn_norm, ffn_norm, wq, wk, wv, wo, w_gate, w_up,
- * w_down) and its element count; NULL for an unknown field or a layered
+ * w_down, and where the family has them bq, bk, bv, q_norm, k_norm) and its
+ * element count (0 for an array the model lacks); NULL for an unknown field or a layered
  * one asked without a valid layer. Used by the engine binding and by the
  * weights digest at build time, so both read the same arrays. */
 struct rt_model;

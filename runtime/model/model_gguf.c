@@ -1,7 +1,9 @@
-/* Llama weights and config from a GGUF file (llama.cpp tensor and key names).
- * Everything is dequantized to fp32 into one arena; ggml's ne = [in, out] is
- * already the row-major (out, in) layout rt_weights wants, and Q/K rows stay
- * in GGUF order (the engine uses GGUF's RoPE pairing). Not a converter. */
+/* Llama-family weights and config from a GGUF file (llama.cpp tensor and key
+ * names; general.architecture "llama", "qwen2" or "qwen3", keys under that
+ * prefix). Everything is dequantized to fp32 into one arena; ggml's ne = [in,
+ * out] is already the row-major (out, in) layout rt_weights wants, and Q/K
+ * rows stay in GGUF order (Llama: GGUF's RoPE pairing; Qwen: HF order, NeoX
+ * RoPE, as llama.cpp runs them). Not a converter. */
 #include "model_gguf.h"
 
 #include <stdio.h>
@@ -9,7 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ARCH "llama"
+/* The metadata key "<arch>.<suffix>" */
+#define KEY(suffix) key_name(kb, sizeof(kb), c->arch, suffix)
+static const char *key_name(char *b, size_t n, int arch, const char *suffix)
+{
+	snprintf(b, n, "%s.%s", rt_arch_name(arch), suffix);
+	return b;
+}
 /* Loose sanity bounds: large enough for any Llama, small enough that every
  * size product below fits comfortably in 64 bits. */
 #define MAX_DIM (1 << 24)
@@ -66,6 +74,7 @@ static int get_token_id(const gguf_file *f, const char *key, int vocab, int *out
 static int rope_scaling(const gguf_file *f, rt_config *c, sw_err *err)
 {
 	gguf_str type;
+	char kb[96];
 	int rc;
 
 	c->rope_scaling = RT_ROPE_SCALING_NONE;
@@ -74,10 +83,10 @@ static int rope_scaling(const gguf_file *f, rt_config *c, sw_err *err)
 	c->rope_high_freq_factor = 4.0f;
 	c->rope_orig_ctx = c->max_ctx;
 
-	rc = gguf_get_str(f, ARCH ".rope.scaling.type", &type, err);
+	rc = gguf_get_str(f, KEY("rope.scaling.type"), &type, err);
 	if (rc == SW_ENOENT_KEY) {
 		/* older files: a bare linear factor */
-		rc = get_float(f, ARCH ".rope.scale_linear", &c->rope_factor, false, 1.0f, err);
+		rc = get_float(f, KEY("rope.scale_linear"), &c->rope_factor, false, 1.0f, err);
 		if (!rc && c->rope_factor != 1.0f)
 			c->rope_scaling = RT_ROPE_SCALING_LINEAR;
 		goto check_freqs;
@@ -88,24 +97,24 @@ static int rope_scaling(const gguf_file *f, rt_config *c, sw_err *err)
 		goto check_freqs;
 	if (type.n == 6 && !memcmp(type.p, "linear", 6)) {
 		c->rope_scaling = RT_ROPE_SCALING_LINEAR;
-		rc = get_float(f, ARCH ".rope.scaling.factor", &c->rope_factor, true, 1.0f, err);
+		rc = get_float(f, KEY("rope.scaling.factor"), &c->rope_factor, true, 1.0f, err);
 		goto check_freqs;
 	}
 	if (type.n == 6 && !memcmp(type.p, "llama3", 6)) {
 		c->rope_scaling = RT_ROPE_SCALING_LLAMA3;
 		/* defaults are Llama-3.1's published values */
-		if ((rc = get_float(f, ARCH ".rope.scaling.factor", &c->rope_factor, true, 8.0f, err)) ||
-		    (rc = get_float(f, ARCH ".rope.scaling.low_freq_factor", &c->rope_low_freq_factor, false, 1.0f, err)) ||
-		    (rc = get_float(f, ARCH ".rope.scaling.high_freq_factor", &c->rope_high_freq_factor, false, 4.0f, err)) ||
-		    (rc = get_dim(f, ARCH ".rope.scaling.original_context_length", &c->rope_orig_ctx, false, 8192, INT32_MAX, err)))
+		if ((rc = get_float(f, KEY("rope.scaling.factor"), &c->rope_factor, true, 8.0f, err)) ||
+		    (rc = get_float(f, KEY("rope.scaling.low_freq_factor"), &c->rope_low_freq_factor, false, 1.0f, err)) ||
+		    (rc = get_float(f, KEY("rope.scaling.high_freq_factor"), &c->rope_high_freq_factor, false, 4.0f, err)) ||
+		    (rc = get_dim(f, KEY("rope.scaling.original_context_length"), &c->rope_orig_ctx, false, 8192, INT32_MAX, err)))
 			return rc;
 		if (!(c->rope_high_freq_factor > c->rope_low_freq_factor))
 			return sw_errf(err, SW_EINVAL, "%s: rope.scaling: high_freq_factor (%g) must exceed low_freq_factor (%g)",
 				       f->path, (double)c->rope_high_freq_factor, (double)c->rope_low_freq_factor);
 		return 0;
 	}
-	return sw_errf(err, SW_ENOTSUP, "%s: metadata key '" ARCH ".rope.scaling.type': expected \"none\", \"linear\" or \"llama3\", found \"%.*s\"",
-		       f->path, (int)(type.n < 64 ? type.n : 64), type.p);
+	return sw_errf(err, SW_ENOTSUP, "%s: metadata key '%s': expected \"none\", \"linear\" or \"llama3\", found \"%.*s\"",
+		       f->path, KEY("rope.scaling.type"), (int)(type.n < 64 ? type.n : 64), type.p);
 check_freqs:
 	if (rc)
 		return rc;
@@ -113,83 +122,91 @@ check_freqs:
 	 * factors; ignoring them would silently change every position. */
 	if (gguf_tensor_find(f, "rope_freqs.weight"))
 		return sw_errf(err, SW_ENOTSUP, "%s: tensor 'rope_freqs.weight' (precomputed RoPE factors) is not supported; "
-			       "set " ARCH ".rope.scaling.type = \"llama3\" with its factors instead", f->path);
+			       "set %s = \"llama3\" with its factors instead", f->path, KEY("rope.scaling.type"));
 	return 0;
 }
 
 int rt_llama_config_from_gguf(const gguf_file *f, rt_config *cfg, sw_err *err)
 {
-	rt_config c;
+	rt_config cc, *c = &cc;
 	gguf_str arch;
+	char kb[96];
 	int rc;
 
-	memset(&c, 0, sizeof(c));
+	memset(c, 0, sizeof(*c));
 	rc = gguf_get_str(f, "general.architecture", &arch, err);
 	if (rc)
 		return rc;
-	if (arch.n != strlen(ARCH) || memcmp(arch.p, ARCH, arch.n))
-		return sw_errf(err, SW_ENOTSUP, "%s: metadata key 'general.architecture': expected \"" ARCH "\", found \"%.*s\"",
+	static const int archs[] = { RT_ARCH_LLAMA, RT_ARCH_QWEN2, RT_ARCH_QWEN3 };
+	c->arch = -1;
+	for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); i++) {
+		const char *nm = rt_arch_name(archs[i]);
+		if (arch.n == strlen(nm) && !memcmp(arch.p, nm, arch.n))
+			c->arch = archs[i];
+	}
+	if (c->arch < 0)
+		return sw_errf(err, SW_ENOTSUP, "%s: metadata key 'general.architecture': expected \"llama\", \"qwen2\" or \"qwen3\", found \"%.*s\"",
 			       f->path, (int)(arch.n < 64 ? arch.n : 64), arch.p);
 
-	if ((rc = get_dim(f, ARCH ".block_count", &c.n_layers, true, 0, 4096, err)) ||
-	    (rc = get_dim(f, ARCH ".embedding_length", &c.dim, true, 0, MAX_DIM, err)) ||
-	    (rc = get_dim(f, ARCH ".feed_forward_length", &c.ffn_dim, true, 0, MAX_DIM, err)) ||
-	    (rc = get_dim(f, ARCH ".attention.head_count", &c.n_heads, true, 0, 65536, err)) ||
-	    (rc = get_dim(f, ARCH ".attention.head_count_kv", &c.n_kv_heads, false, c.n_heads, 65536, err)) ||
-	    (rc = get_dim(f, ARCH ".context_length", &c.max_ctx, true, 0, INT32_MAX, err)) ||
-	    (rc = get_float(f, ARCH ".rope.freq_base", &c.rope_theta, false, 10000.0f, err)) ||
-	    (rc = get_float(f, ARCH ".attention.layer_norm_rms_epsilon", &c.norm_eps, true, 0, err)))
+	if ((rc = get_dim(f, KEY("block_count"), &c->n_layers, true, 0, 4096, err)) ||
+	    (rc = get_dim(f, KEY("embedding_length"), &c->dim, true, 0, MAX_DIM, err)) ||
+	    (rc = get_dim(f, KEY("feed_forward_length"), &c->ffn_dim, true, 0, MAX_DIM, err)) ||
+	    (rc = get_dim(f, KEY("attention.head_count"), &c->n_heads, true, 0, 65536, err)) ||
+	    (rc = get_dim(f, KEY("attention.head_count_kv"), &c->n_kv_heads, false, c->n_heads, 65536, err)) ||
+	    (rc = get_dim(f, KEY("context_length"), &c->max_ctx, true, 0, INT32_MAX, err)) ||
+	    (rc = get_float(f, KEY("rope.freq_base"), &c->rope_theta, false, 10000.0f, err)) ||
+	    (rc = get_float(f, KEY("attention.layer_norm_rms_epsilon"), &c->norm_eps, true, 0, err)))
 		return rc;
-	if (c.n_heads % c.n_kv_heads)
+	if (c->n_heads % c->n_kv_heads)
 		return sw_errf(err, SW_EINVAL, "%s: attention.head_count (%d) must be a multiple of attention.head_count_kv (%d)",
-			       f->path, c.n_heads, c.n_kv_heads);
+			       f->path, c->n_heads, c->n_kv_heads);
 
 	/* head_dim: explicit key_length when present, else dim / n_heads */
 	int kl, vl;
-	if ((rc = get_dim(f, ARCH ".attention.key_length", &kl, false, 0, MAX_DIM, err)) ||
-	    (rc = get_dim(f, ARCH ".attention.value_length", &vl, false, kl, MAX_DIM, err)))
+	if ((rc = get_dim(f, KEY("attention.key_length"), &kl, false, 0, MAX_DIM, err)) ||
+	    (rc = get_dim(f, KEY("attention.value_length"), &vl, false, kl, MAX_DIM, err)))
 		return rc;
 	if (kl) {
 		if (vl != kl)
 			return sw_errf(err, SW_ENOTSUP, "%s: attention.key_length (%d) != attention.value_length (%d) is not supported",
 				       f->path, kl, vl);
-		c.head_dim = kl;
+		c->head_dim = kl;
 	} else {
-		if (c.dim % c.n_heads)
+		if (c->dim % c->n_heads)
 			return sw_errf(err, SW_EINVAL, "%s: embedding_length (%d) is not a multiple of attention.head_count (%d)",
-				       f->path, c.dim, c.n_heads);
-		c.head_dim = c.dim / c.n_heads;
+				       f->path, c->dim, c->n_heads);
+		c->head_dim = c->dim / c->n_heads;
 	}
-	if (c.head_dim % 2 || (uint64_t)c.head_dim * (uint64_t)c.n_heads > MAX_DIM)
+	if (c->head_dim % 2 || (uint64_t)c->head_dim * (uint64_t)c->n_heads > MAX_DIM)
 		return sw_errf(err, SW_EINVAL, "%s: head_dim %d (x %d heads) must be even and at most %d in total",
-			       f->path, c.head_dim, c.n_heads, MAX_DIM);
+			       f->path, c->head_dim, c->n_heads, MAX_DIM);
 	int rope_dim;
-	if ((rc = get_dim(f, ARCH ".rope.dimension_count", &rope_dim, false, c.head_dim, MAX_DIM, err)))
+	if ((rc = get_dim(f, KEY("rope.dimension_count"), &rope_dim, false, c->head_dim, MAX_DIM, err)))
 		return rc;
-	if (rope_dim != c.head_dim)
-		return sw_errf(err, SW_ENOTSUP, "%s: metadata key '" ARCH ".rope.dimension_count': expected %d (head_dim; partial RoPE is not supported), found %d",
-			       f->path, c.head_dim, rope_dim);
+	if (rope_dim != c->head_dim)
+		return sw_errf(err, SW_ENOTSUP, "%s: metadata key '%s': expected %d (head_dim; partial RoPE is not supported), found %d",
+			       f->path, KEY("rope.dimension_count"), c->head_dim, rope_dim);
 
 	const gguf_tensor *te = gguf_tensor_find(f, "token_embd.weight");
-	rc = get_dim(f, ARCH ".vocab_size", &c.vocab, false, 0, MAX_DIM, err);
+	rc = get_dim(f, KEY("vocab_size"), &c->vocab, false, 0, MAX_DIM, err);
 	if (rc)
 		return rc;
-	if (!c.vocab) {
+	if (!c->vocab) {
 		if (!te)
-			return sw_errf(err, SW_EINVAL, "%s: no '" ARCH ".vocab_size' key and no tensor 'token_embd.weight' to take it from",
-				       f->path);
+			return sw_errf(err, SW_EINVAL, "%s: no '%s' key and no tensor 'token_embd.weight' to take it from",
+				       f->path, KEY("vocab_size"));
 		if (te->n_dims < 2 || te->ne[1] > MAX_DIM)
 			return sw_errf(err, SW_EINVAL, "%s: tensor 'token_embd.weight': expected 2 dims with at most %d rows",
 				       f->path, MAX_DIM);
-		c.vocab = (int)te->ne[1];
+		c->vocab = (int)te->ne[1];
 	}
-	if ((rc = rope_scaling(f, &c, err)))
+	if ((rc = rope_scaling(f, c, err)))
 		return rc;
-	if ((rc = get_token_id(f, "tokenizer.ggml.bos_token_id", c.vocab, &c.bos_id, err)) ||
-	    (rc = get_token_id(f, "tokenizer.ggml.eos_token_id", c.vocab, &c.eos_id, err)))
+	if ((rc = get_token_id(f, "tokenizer.ggml.bos_token_id", c->vocab, &c->bos_id, err)) ||
+	    (rc = get_token_id(f, "tokenizer.ggml.eos_token_id", c->vocab, &c->eos_id, err)))
 		return rc;
-	c.tied_embd = gguf_tensor_find(f, "output.weight") == NULL;
-	*cfg = c;
+	c->tied_embd = gguf_tensor_find(f, "output.weight") == NULL;
+	*cfg = cc;
 	return 0;
 }
 
@@ -252,6 +269,31 @@ static void want_add(struct want *q, size_t *n, const char *name, uint64_t ne0, 
 	x->t = NULL;
 }
 
+/* A bias the forward would not add is refused, never dropped: Qwen2 has
+ * exactly blk.N.attn_{q,k,v}.bias, Llama and Qwen3 none (llama.cpp also
+ * knows attn_output.bias and output.bias for other Qwen2-derived models). */
+static int check_biases(const gguf_file *f, const rt_config *c, sw_err *err)
+{
+	for (uint64_t i = 0; i < f->n_tensors; i++) {
+		const gguf_str *gn = &f->tensors[i].name;
+		char nm[128];
+		snprintf(nm, sizeof(nm), "%.*s", (int)(gn->n < 127 ? gn->n : 127), gn->p);
+		size_t len = strlen(nm);
+		int l, end = 0;
+		char which;
+		if (len < 5 || strcmp(nm + len - 5, ".bias"))
+			continue;
+		if (c->arch == RT_ARCH_QWEN2 && sscanf(nm, "blk.%d.attn_%c.bias%n", &l, &which, &end) == 2 &&
+		    (size_t)end == len && (which == 'q' || which == 'k' || which == 'v'))
+			continue;
+		return sw_errf(err, SW_ENOTSUP, "%s: tensor '%.96s': expected no bias %s (general.architecture "
+		               "\"%s\"), found one", f->path, nm,
+		               c->arch == RT_ARCH_QWEN2 ? "but attn_q/attn_k/attn_v's" : "at all",
+		               rt_arch_name(c->arch));
+	}
+	return 0;
+}
+
 int rt_llama_load_gguf(const gguf_file *f, rt_config *cfg, rt_weights *w, sw_err *err)
 {
 	rt_config c;
@@ -265,8 +307,10 @@ int rt_llama_load_gguf(const gguf_file *f, rt_config *cfg, rt_weights *w, sw_err
 	if ((rc = rt_llama_config_from_gguf(f, &c, err)))
 		return rc;
 
+	if ((rc = check_biases(f, &c, err)))
+		return rc;
 	/* Layer table first, then each tensor 64-byte aligned, all in one arena. */
-	size_t n_want = 3 + 9 * (size_t)c.n_layers;
+	size_t n_want = 3 + 12 * (size_t)c.n_layers;
 	q = calloc(n_want, sizeof(*q));
 	lw = calloc((size_t)c.n_layers, sizeof(*lw)); /* staging; copied into the arena */
 	if (!q || !lw) {
@@ -292,6 +336,19 @@ int rt_llama_load_gguf(const gguf_file *f, rt_config *cfg, rt_weights *w, sw_err
 		W(w_up, "ffn_up", D, F);
 		W(w_down, "ffn_down", F, D);
 #undef W
+#define B(field, suffix, ne0) \
+		snprintf(name, sizeof(name), "blk.%d." suffix, l); \
+		want_add(q, &n, name, ne0, 0, &L->field)
+		if (c.arch == RT_ARCH_QWEN2) {
+			B(bq, "attn_q.bias", QD);
+			B(bk, "attn_k.bias", KVD);
+			B(bv, "attn_v.bias", KVD);
+		}
+		if (c.arch == RT_ARCH_QWEN3) {
+			B(q_norm, "attn_q_norm.weight", (uint64_t)c.head_dim);
+			B(k_norm, "attn_k_norm.weight", (uint64_t)c.head_dim);
+		}
+#undef B
 	}
 	want_add(q, &n, "output_norm.weight", D, 0, &w->out_norm);
 	if (!c.tied_embd)

@@ -1,6 +1,9 @@
-/* Llama-architecture models from GGUF: the config from metadata and the
- * weights dequantized to fp32 into one arena. Not a general GGUF model zoo:
- * only general.architecture == "llama" is accepted. */
+/* Llama-family models from GGUF: the config from metadata and the weights
+ * dequantized to fp32 into one arena. Not a general GGUF model zoo: only
+ * general.architecture "llama", "qwen2" (q/k/v biases blk.N.attn_{q,k,v}.bias)
+ * and "qwen3" (blk.N.attn_{q,k}_norm.weight, head_dim from
+ * qwen3.attention.key_length) are accepted, with llama.cpp's key and tensor
+ * names; cfg->arch says which. */
 #ifndef RT_MODEL_GGUF_H
 #define RT_MODEL_GGUF_H
 

@@ -1,7 +1,10 @@
-/* HF Llama checkpoint loader: config.json validation and the safetensors
- * tensors of LlamaForCausalLM, converted to f32 in one arena with q/k rows in
- * the GGUF RoPE order. Refuses other architectures (biases, other model_type,
- * unknown RoPE scaling) rather than loading them half right. */
+/* HF checkpoint loader for the Llama family: config.json validation and the
+ * safetensors tensors of LlamaForCausalLM (q/k rows permuted to the GGUF
+ * RoPE order), Qwen2ForCausalLM (q/k/v biases) and Qwen3ForCausalLM (q/k
+ * norms; q/k rows of both Qwen kept in HF order for NeoX RoPE), converted to
+ * f32 in one arena. Refuses anything else (a bias it would not add, another
+ * model_type, sliding windows, unknown RoPE scaling) rather than loading it
+ * half right. */
 #include "core/fileio.h"
 #include "model_hf.h"
 
@@ -135,20 +138,59 @@ static int parse_rope_scaling(const json_value *root, rt_config *cfg, sw_err *er
 		       rs->file, rs->line, rs->col, path, type);
 }
 
-static int check_arch(const json_value *root, const char *const *archs, sw_err *err)
+/* model_type -> family and its architectures[] class */
+static const struct hf_family {
+	const char *model_type;
+	int arch;
+	const char *cls;
+	int64_t def_ctx;    /* max_position_embeddings when absent, as the HF config class */
+} families[] = {
+	{ "llama", RT_ARCH_LLAMA, "LlamaForCausalLM", 2048 },
+	{ "qwen2", RT_ARCH_QWEN2, "Qwen2ForCausalLM", 32768 },
+	{ "qwen3", RT_ARCH_QWEN3, "Qwen3ForCausalLM", 32768 },
+};
+
+/* An optional bool that must be false (absent and null are false). */
+static int must_be_false(const json_value *root, const char *key, const char *why, sw_err *err)
+{
+	const json_value *v = json_get(root, key);
+	bool b;
+	int rc;
+	if (!v || v->type == JSON_NULL)
+		return 0;
+	if ((rc = json_get_bool(root, key, "$", &b, err)))
+		return rc;
+	if (b)
+		return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: $.%s: expected false (%s), found true",
+		               v->file, v->line, v->col, key, why);
+	return 0;
+}
+
+/* archs: the accepted $.architectures of a Llama config (EAGLE-3 heads), or
+ * NULL: any family above under its own class. *fam receives the family. */
+static int check_arch(const json_value *root, const char *const *archs, const struct hf_family **fam,
+                      sw_err *err)
 {
 	const json_value *v;
 	const char *mt, *act;
-	bool b;
 	int rc;
 
 	if ((rc = json_get_string(root, "model_type", "$", &mt, err)))
 		return rc;
-	if (strcmp(mt, "llama")) {
+	*fam = NULL;
+	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
+		if (!strcmp(mt, families[i].model_type) && (!archs || families[i].arch == RT_ARCH_LLAMA))
+			*fam = &families[i];
+	if (!*fam) {
 		v = json_get(root, "model_type");
-		return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: $.model_type: expected \"llama\" (LlamaForCausalLM without biases), found \"%.32s\"",
-			       v->file, v->line, v->col, mt);
+		return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: $.model_type: expected %s, found \"%.32s\"",
+			       v->file, v->line, v->col,
+			       archs ? "\"llama\" (LlamaForCausalLM without biases)"
+			             : "\"llama\" (without biases), \"qwen2\" or \"qwen3\"", mt);
 	}
+	const char *const own[] = { (*fam)->cls, NULL };
+	if (!archs)
+		archs = own;
 	v = json_get(root, "architectures");
 	if (v && v->type != JSON_NULL) {
 		bool found = false;
@@ -165,16 +207,32 @@ static int check_arch(const json_value *root, const char *const *archs, sw_err *
 				       v->file, v->line, v->col, archs[0], f);
 		}
 	}
-	static const char *const biases[] = { "attention_bias", "mlp_bias", NULL };
-	for (const char *const *k = biases; *k; k++) {
-		v = json_get(root, *k);
-		if (!v || v->type == JSON_NULL)
-			continue;
-		if ((rc = json_get_bool(root, *k, "$", &b, err)))
+	switch ((*fam)->arch) {
+	case RT_ARCH_LLAMA:
+		if ((rc = must_be_false(root, "attention_bias", "biases are not supported for llama", err)) ||
+		    (rc = must_be_false(root, "mlp_bias", "biases are not supported for llama", err)))
 			return rc;
-		if (b)
-			return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: $.%s: expected false (biases are not supported), found true",
-				       v->file, v->line, v->col, *k);
+		break;
+	case RT_ARCH_QWEN3: /* Qwen3Attention gives q/k/v/o biases by attention_bias */
+		if ((rc = must_be_false(root, "attention_bias", "qwen3 without biases", err)))
+			return rc;
+		/* fall through */
+	case RT_ARCH_QWEN2: /* Qwen2: q/k/v biases always, whatever attention_bias says */
+		if ((rc = must_be_false(root, "use_sliding_window", "sliding-window attention is not supported", err)))
+			return rc;
+		v = json_get(root, "layer_types");
+		if (v && v->type != JSON_NULL) {
+			if ((rc = json_as_array(v, "$.layer_types", 0, 4096, err)))
+				return rc;
+			for (size_t i = 0; i < v->n; i++)
+				if (v->items[i]->type != JSON_STRING || strcmp(v->items[i]->str, "full_attention"))
+					return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: $.layer_types[%zu]: expected \"full_attention\", found %s%.32s%s",
+					               v->items[i]->file, v->items[i]->line, v->items[i]->col, i,
+					               v->items[i]->type == JSON_STRING ? "\"" : "",
+					               v->items[i]->type == JSON_STRING ? v->items[i]->str : "another type",
+					               v->items[i]->type == JSON_STRING ? "\"" : "");
+		}
+		break;
 	}
 	v = json_get(root, "hidden_act");
 	if (v && v->type != JSON_NULL) {
@@ -187,16 +245,25 @@ static int check_arch(const json_value *root, const char *const *archs, sw_err *
 	return 0;
 }
 
+static int config_parse(const char *json_text, size_t n, const char *name, const char *const *archs,
+                        rt_config *cfg, sw_err *err);
+
 int rt_llama_config_from_hf_json(const char *json_text, size_t n, const char *name,
 				 rt_config *cfg, sw_err *err)
 {
-	static const char *const llama[] = { "LlamaForCausalLM", NULL };
-	return rt_llama_config_from_hf_json_as(json_text, n, name, llama, cfg, err);
+	return config_parse(json_text, n, name, NULL, cfg, err);
 }
 
 int rt_llama_config_from_hf_json_as(const char *json_text, size_t n, const char *name,
 				    const char *const *archs, rt_config *cfg, sw_err *err)
 {
+	return config_parse(json_text, n, name, archs, cfg, err);
+}
+
+static int config_parse(const char *json_text, size_t n, const char *name, const char *const *archs,
+                        rt_config *cfg, sw_err *err)
+{
+	const struct hf_family *fam = NULL;
 	int64_t dim, ffn, heads, kv, layers, hd, vocab, ctx;
 	double eps, theta;
 	const json_value *v;
@@ -208,7 +275,7 @@ int rt_llama_config_from_hf_json_as(const char *json_text, size_t n, const char 
 	root = json_parse(json_text, n, name, err);
 	if (!root)
 		return err ? err->code : SW_EINVAL;
-	if ((rc = json_as_object(root, "$", err)) || (rc = check_arch(root, archs, err)))
+	if ((rc = json_as_object(root, "$", err)) || (rc = check_arch(root, archs, &fam, err)))
 		goto out_free_root;
 
 	/* Bounds keep every product below (vocab*dim, layers*ffn*dim) far from
@@ -219,7 +286,7 @@ int rt_llama_config_from_hf_json_as(const char *json_text, size_t n, const char 
 	    (rc = opt_int(root, "num_key_value_heads", heads, 1, heads, &kv, err)) ||
 	    (rc = json_get_int(root, "num_hidden_layers", "$", 1, 4096, &layers, err)) ||
 	    (rc = json_get_int(root, "vocab_size", "$", 1, 1 << 24, &vocab, err)) ||
-	    (rc = opt_int(root, "max_position_embeddings", 2048, 1, INT32_MAX, &ctx, err)) ||
+	    (rc = opt_int(root, "max_position_embeddings", fam->def_ctx, 1, INT32_MAX, &ctx, err)) ||
 	    (rc = opt_number(root, "rms_norm_eps", 1e-6, 0.0, 1.0, &eps, err)) ||
 	    (rc = opt_number(root, "rope_theta", 10000.0, 1e-3, 1e12, &theta, err)))
 		goto out_free_root;
@@ -233,6 +300,8 @@ int rt_llama_config_from_hf_json_as(const char *json_text, size_t n, const char 
 	if (v && v->type != JSON_NULL) {
 		if ((rc = json_get_int(root, "head_dim", "$", 2, 4096, &hd, err)))
 			goto out_free_root;
+	} else if (fam->arch == RT_ARCH_QWEN3) {
+		hd = 128; /* Qwen3Config's default, independent of hidden_size */
 	} else {
 		if (dim % heads) {
 			rc = sw_errf(err, SW_EINVAL, "%s: $.hidden_size (%" PRId64 ") is not a multiple of num_attention_heads (%" PRId64 ") and head_dim is absent",
@@ -251,6 +320,7 @@ int rt_llama_config_from_hf_json_as(const char *json_text, size_t n, const char 
 	if (v && v->type != JSON_NULL && (rc = json_get_bool(root, "tie_word_embeddings", "$", &tied, err)))
 		goto out_free_root;
 
+	cfg->arch = fam->arch;
 	cfg->n_layers = (int)layers;
 	cfg->dim = (int)dim;
 	cfg->n_heads = (int)heads;
@@ -361,17 +431,26 @@ static int load_slot(const safetensors_ckpt *c, const rt_config *cfg, struct hf_
 	return 0;
 }
 
-/* Biases mean a different architecture (Qwen2, ...): refuse loudly instead of
- * silently dropping them. */
-static int check_no_bias(const safetensors_ckpt *c, sw_err *err)
+/* A bias the forward would not add is refused, never dropped: Qwen2 has
+ * exactly model.layers.N.self_attn.{q,k,v}_proj.bias, Llama and Qwen3 none. */
+static int check_biases(const safetensors_ckpt *c, int arch, sw_err *err)
 {
 	for (size_t i = 0; i < c->n_files; i++) {
 		for (size_t k = 0; k < c->files[i]->n_tensors; k++) {
 			const char *n = c->files[i]->tensors[k].name;
 			size_t l = strlen(n);
-			if (l >= 5 && !strcmp(n + l - 5, ".bias"))
-				return sw_errf(err, SW_ENOTSUP, "%s: tensor \"%.128s\": biases are not supported (Llama architecture has none)",
-					       c->files[i]->name, n);
+			int layer, end = 0;
+			char which;
+			if (l < 5 || strcmp(n + l - 5, ".bias"))
+				continue;
+			if (arch == RT_ARCH_QWEN2 &&
+			    sscanf(n, "model.layers.%d.self_attn.%c_proj.bias%n", &layer, &which, &end) == 2 &&
+			    (size_t)end == l && (which == 'q' || which == 'k' || which == 'v'))
+				continue;
+			return sw_errf(err, SW_ENOTSUP, "%s: tensor \"%.128s\": expected no bias %s (model_type \"%s\"), found one",
+				       c->files[i]->name, n,
+				       arch == RT_ARCH_QWEN2 ? "but q_proj/k_proj/v_proj's" : "at all",
+				       rt_arch_name(arch));
 		}
 	}
 	return 0;
@@ -391,7 +470,7 @@ int rt_llama_load_hf(const char *dir, rt_config *cfg, rt_weights *w, sw_err *err
 		return rc;
 	if ((rc = safetensors_ckpt_open(dir, &c, err)))
 		return rc;
-	if ((rc = check_no_bias(c, err)))
+	if ((rc = check_biases(c, cfg->arch, err)))
 		goto out_free_ckpt;
 	if ((rc = safetensors_ckpt_find(c, "lm_head.weight", &lm, NULL, err)))
 		goto out_free_ckpt;
@@ -401,7 +480,10 @@ int rt_llama_load_hf(const char *dir, rt_config *cfg, rt_weights *w, sw_err *err
 	const int64_t dim = cfg->dim, ffn = cfg->ffn_dim, vocab = cfg->vocab;
 	const int64_t q_rows = (int64_t)cfg->n_heads * cfg->head_dim;
 	const int64_t kv_rows = (int64_t)cfg->n_kv_heads * cfg->head_dim;
-	size_t max_slots = 3 + 9 * (size_t)cfg->n_layers;
+	size_t max_slots = 3 + 12 * (size_t)cfg->n_layers;
+	/* Llama rows go to GGUF order; Qwen rows stay (NeoX RoPE, model.h) */
+	const int perm_q = cfg->arch == RT_ARCH_LLAMA ? cfg->n_heads : 0;
+	const int perm_k = cfg->arch == RT_ARCH_LLAMA ? cfg->n_kv_heads : 0;
 
 	/* rt_weights_free releases only the arena, so the layer table lives in
 	 * it too: staged here, copied to the arena's head once it exists. */
@@ -431,8 +513,8 @@ int rt_llama_load_hf(const char *dir, rt_config *cfg, rt_weights *w, sw_err *err
 		SLOT(nm, dst_, nd, s0, s1, perm);                                   \
 	} while (0)
 		LAYER("input_layernorm", &L->attn_norm, 1, dim, 0, 0);
-		LAYER("self_attn.q_proj", &L->wq, 2, q_rows, dim, cfg->n_heads);
-		LAYER("self_attn.k_proj", &L->wk, 2, kv_rows, dim, cfg->n_kv_heads);
+		LAYER("self_attn.q_proj", &L->wq, 2, q_rows, dim, perm_q);
+		LAYER("self_attn.k_proj", &L->wk, 2, kv_rows, dim, perm_k);
 		LAYER("self_attn.v_proj", &L->wv, 2, kv_rows, dim, 0);
 		LAYER("self_attn.o_proj", &L->wo, 2, dim, q_rows, 0);
 		LAYER("post_attention_layernorm", &L->ffn_norm, 1, dim, 0, 0);
@@ -440,6 +522,20 @@ int rt_llama_load_hf(const char *dir, rt_config *cfg, rt_weights *w, sw_err *err
 		LAYER("mlp.up_proj", &L->w_up, 2, ffn, dim, 0);
 		LAYER("mlp.down_proj", &L->w_down, 2, dim, ffn, 0);
 #undef LAYER
+#define VEC(suffix, dst_, len) do {                                                 \
+		snprintf(nm, sizeof(nm), "model.layers.%d.%s", l, suffix);          \
+		SLOT(nm, dst_, 1, len, 0, 0);                                       \
+	} while (0)
+		if (cfg->arch == RT_ARCH_QWEN2) {
+			VEC("self_attn.q_proj.bias", &L->bq, q_rows);
+			VEC("self_attn.k_proj.bias", &L->bk, kv_rows);
+			VEC("self_attn.v_proj.bias", &L->bv, kv_rows);
+		}
+		if (cfg->arch == RT_ARCH_QWEN3) {
+			VEC("self_attn.q_norm.weight", &L->q_norm, cfg->head_dim);
+			VEC("self_attn.k_norm.weight", &L->k_norm, cfg->head_dim);
+		}
+#undef VEC
 	}
 	SLOT("model.norm.weight", &w->out_norm, 1, dim, 0, 0);
 	if (!cfg->tied_embd)

@@ -8,6 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *rt_arch_name(int arch)
+{
+	switch (arch) {
+	case RT_ARCH_LLAMA: return "llama";
+	case RT_ARCH_QWEN2: return "qwen2";
+	case RT_ARCH_QWEN3: return "qwen3";
+	default: return "unknown";
+	}
+}
+
 void rt_weights_free(rt_weights *w)
 {
 	if (!w)
@@ -41,6 +51,11 @@ const float *rt_model_weight(const rt_model *m, const char *field, int l, size_t
 		{"w_gate", L ? L->w_gate : NULL, F * D},
 		{"w_up", L ? L->w_up : NULL, F * D},
 		{"w_down", L ? L->w_down : NULL, D * F},
+		{"bq", L ? L->bq : NULL, qd},
+		{"bk", L ? L->bk : NULL, kvd},
+		{"bv", L ? L->bv : NULL, kvd},
+		{"q_norm", L ? L->q_norm : NULL, (size_t)c->head_dim},
+		{"k_norm", L ? L->k_norm : NULL, (size_t)c->head_dim},
 	};
 	*n = 0;
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)

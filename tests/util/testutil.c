@@ -37,29 +37,31 @@ void tu_random_table(float *t, int rows, int V, double zero_frac, uint64_t seed)
 	}
 }
 
-rt_model *tu_tiny_llama(int vocab, int dim, int n_layers, int n_heads, int n_kv_heads, int ffn,
-                        uint64_t seed)
+static rt_model *tiny_model(int arch, int vocab, int dim, int n_layers, int n_heads, int n_kv_heads,
+                            int head_dim, int ffn, uint64_t seed)
 {
 	rt_config c;
 	memset(&c, 0, sizeof(c));
+	c.arch = arch;
 	c.n_layers = n_layers;
 	c.dim = dim;
 	c.n_heads = n_heads;
 	c.n_kv_heads = n_kv_heads;
-	c.head_dim = dim / n_heads;
+	c.head_dim = head_dim;
 	c.ffn_dim = ffn;
 	c.vocab = vocab;
 	c.max_ctx = 4096;
-	c.rope_theta = 10000.0f;
+	c.rope_theta = arch == RT_ARCH_LLAMA ? 10000.0f : 1000000.0f;
 	c.norm_eps = 1e-5f;
 	c.bos_id = c.eos_id = -1;
 	int qd = n_heads * c.head_dim, kvd = n_kv_heads * c.head_dim;
-	size_t per_layer = 2 * (size_t)dim + (size_t)qd * dim * 2 + (size_t)kvd * dim * 2 + 3 * (size_t)ffn * dim;
+	size_t per_layer = 2 * (size_t)dim + (size_t)qd * dim * 2 + (size_t)kvd * dim * 2 + 3 * (size_t)ffn * dim +
+	                   (size_t)qd + 2 * (size_t)kvd + 2 * (size_t)head_dim;
 	size_t total = (size_t)vocab * dim * 2 + dim + per_layer * n_layers;
 	rt_weights w;
 	memset(&w, 0, sizeof(w));
 	size_t layer_bytes = (size_t)n_layers * sizeof(rt_layer_weights);
-	w.arena = malloc(layer_bytes + total * sizeof(float));
+	w.arena = calloc(1, layer_bytes + total * sizeof(float));
 	w.arena_bytes = layer_bytes + total * sizeof(float);
 	w.layers = w.arena;
 	float *p = (float *)((char *)w.arena + layer_bytes);
@@ -88,9 +90,33 @@ rt_model *tu_tiny_llama(int vocab, int dim, int n_layers, int n_heads, int n_kv_
 	}
 	TAKE(w.out_norm, dim, 0.2, 1.0);
 	TAKE(w.lm_head, (size_t)vocab * dim, 1.5, 0.0);
+	/* the families' extra arrays last: a Llama draws what it always drew */
+	for (int l = 0; l < n_layers; l++) {
+		rt_layer_weights *L = &w.layers[l];
+		if (arch == RT_ARCH_QWEN2) {
+			TAKE(L->bq, qd, 0.5, 0.0);
+			TAKE(L->bk, kvd, 0.5, 0.0);
+			TAKE(L->bv, kvd, 0.5, 0.0);
+		} else if (arch == RT_ARCH_QWEN3) {
+			TAKE(L->q_norm, head_dim, 0.2, 1.0);
+			TAKE(L->k_norm, head_dim, 0.2, 1.0);
+		}
+	}
 #undef TAKE
 	sw_err err;
-	return rt_model_from_weights(&c, &w, "tiny-llama", &err);
+	return rt_model_from_weights(&c, &w, arch == RT_ARCH_LLAMA ? "tiny-llama" : rt_arch_name(arch), &err);
+}
+
+rt_model *tu_tiny_llama(int vocab, int dim, int n_layers, int n_heads, int n_kv_heads, int ffn,
+                        uint64_t seed)
+{
+	return tiny_model(RT_ARCH_LLAMA, vocab, dim, n_layers, n_heads, n_kv_heads, dim / n_heads, ffn, seed);
+}
+
+rt_model *tu_tiny_qwen(int arch, int vocab, int dim, int n_layers, int n_heads, int n_kv_heads,
+                       int head_dim, int ffn, uint64_t seed)
+{
+	return tiny_model(arch, vocab, dim, n_layers, n_heads, n_kv_heads, head_dim, ffn, seed);
 }
 
 static void seq_rec(rt_ctx *c, int V, int depth, int n, const rt_sampling *s, double pr, size_t idx,

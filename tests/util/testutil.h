@@ -20,6 +20,11 @@ void tu_random_table(float *t, int rows, int V, double zero_frac, uint64_t seed)
 rt_model *tu_tiny_llama(int vocab, int dim, int n_layers, int n_heads, int n_kv_heads, int ffn,
                         uint64_t seed);
 
+/* The same for Qwen2 (arch RT_ARCH_QWEN2: random q/k/v biases) or Qwen3
+ * (RT_ARCH_QWEN3: random q/k norm weights), head_dim free. */
+rt_model *tu_tiny_qwen(int arch, int vocab, int dim, int n_layers, int n_heads, int n_kv_heads,
+                       int head_dim, int ffn, uint64_t seed);
+
 /* Exact distribution of the next n tokens after prompt under model m with
  * sampling s: probs over V^n sequences, index = sum tok_i * V^(n-1-i). */
 void tu_seq_dist(const rt_model *m, const int32_t *prompt, int n_prompt, int n, const rt_sampling *s,
