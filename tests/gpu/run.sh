@@ -378,14 +378,20 @@ for k in json.load(open(sys.argv[1]))["kernels"]:
 print(" ".join(sorted(names)))
 EOF
 )
-	# the runs go side by side (the GPU and 16 cores take them), each with its limit
+	# the runs go side by side (the GPU and 16 cores take them), each with its
+	# limit; waited for by pid (a bare `wait` would wait for the log's tee too)
+	pids=()
 	san memcheck-eager $lim memcheck -- --eager &
+	pids+=($!)
 	san memcheck-graph $lim memcheck -- &
+	pids+=($!)
 	for k in $own; do
 		san "racecheck-$k" $lim racecheck --kernel-name "kns=$k" -- --eager &
+		pids+=($!)
 		san "synccheck-$k" $lim synccheck --kernel-name "kns=$k" -- --eager &
+		pids+=($!)
 	done
-	wait
+	wait "${pids[@]}"
 	nf=$(grep -c '^FAIL' "$W/sanitize.results")
 	np=$(grep -c '^PASS' "$W/sanitize.results")
 	grep '^FAIL' "$W/sanitize.results" | sed 's/^/  /'
