@@ -103,10 +103,13 @@ test-build: $(BUILD)/specwright $(TEST_BIN) $(DEPLOY_BIN)
 
 # The whole suite: installs dependencies and the model, builds, runs every
 # tests/test_* binary (each a CMocka runner), then prints one summary line.
+# JOBS: parallel compiles (every core by default; `make test` itself runs
+# serially, as CI calls it, so the builds it starts say how wide to go)
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: deps model
-	@echo "test: building the program, the test binaries and the deploy check"
-	$(Q)$(MAKE) --no-print-directory test-build
-	@if [ "$(FUZZ_SMOKE_SECONDS)" != 0 ]; then $(MAKE) --no-print-directory fuzz-build; fi
+	@echo "test: building the program, the test binaries and the deploy check ($(JOBS) jobs)"
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) test-build
+	@if [ "$(FUZZ_SMOKE_SECONDS)" != 0 ]; then $(MAKE) --no-print-directory -j$(JOBS) fuzz-build; fi
 	@SW_MODEL=$(MODEL) BUILD=$(BUILD) TEST_FILTER="$(TEST_FILTER)" FUZZ_SMOKE_SECONDS=$(FUZZ_SMOKE_SECONDS) \
 	  tests/run_all.sh $(TEST_BIN) $(if $(filter-out 0,$(FUZZ_SMOKE_SECONDS)),$(FUZZ_BIN))
 

@@ -691,7 +691,7 @@ static void test_files(void **state)
 	spec_bad_(path, NULL, "cannot open tree file", path, NULL);
 	snprintf(path, sizeof(path), "%s/dir.json", tmpdir);
 	assert_int_equal(mkdir(path, 0700), 0);
-	spec_bad_(path, NULL, path, "expected a regular file", NULL);
+	spec_bad_(path, NULL, path, "is a directory, not a regular file", NULL);
 
 	static const struct {
 		const char *text;
