@@ -123,8 +123,8 @@ void rt_tf_head(const rt_ctx *c, int T, float *x, float *h, float *logits, float
 	}
 }
 
-static int llama_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
-                      float *logits, float *hidden, sw_err *err)
+int rt_tf_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
+               float *logits, float *hidden, rt_tf_qk_fn qk, sw_err *err)
 {
 	const rt_model *m = c->m;
 	const rt_config *cfg = &m->cfg;
@@ -147,8 +147,7 @@ static int llama_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, 
 		ref_matmul(s.q, s.h, L->wq, T, dim, qd);
 		ref_matmul(kb, s.h, L->wk, T, dim, kvd);
 		ref_matmul(vb, s.h, L->wv, T, dim, kvd);
-		ref_rope(s.q, pos, T, nh, hd, hd, m->inv_freq);
-		ref_rope(kb, pos, T, nkv, hd, hd, m->inv_freq);
+		qk(c, L, pos, T, s.q, kb, vb);
 		ref_attention_append(s.att, s.q, kc, vc, T, c->len, c->blk_off + T, nh, nkv, hd, mask,
 		                     s.att_scratch);
 		ref_matmul(s.o, s.att, L->wo, T, qd, dim);
@@ -157,6 +156,23 @@ static int llama_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, 
 	}
 	rt_tf_head(c, T, s.x, s.h, logits, hidden);
 	return 0;
+}
+
+/* Llama: no biases, RoPE in GGUF's "normal" pairing */
+static void llama_qk(const rt_ctx *c, const rt_layer_weights *L, const int32_t *pos, int T,
+                     float *q, float *k, float *v)
+{
+	const rt_config *cfg = &c->m->cfg;
+	(void)L;
+	(void)v;
+	ref_rope(q, pos, T, cfg->n_heads, cfg->head_dim, cfg->head_dim, c->m->inv_freq);
+	ref_rope(k, pos, T, cfg->n_kv_heads, cfg->head_dim, cfg->head_dim, c->m->inv_freq);
+}
+
+static int llama_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
+                      float *logits, float *hidden, sw_err *err)
+{
+	return rt_tf_eval(c, tok, pos, T, mask, logits, hidden, llama_qk, err);
 }
 
 void rt_tf_commit_kv(rt_ctx *c, const int *keep, int n)

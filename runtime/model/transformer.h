@@ -2,8 +2,9 @@
  * part of the model interface): the context's KV cache and scratch, the
  * embedding of a block (padded views embed ids past their table as zero
  * rows), the hidden-state taps, the final norm and LM head (a vocabulary
- * limit sets the rest to -inf), the KV commit and freeing a model. The
- * per-family file owns only its attention block. */
+ * limit sets the rest to -inf), the KV commit and freeing a model, and the
+ * layer loop itself (rt_tf_eval). The per-family file owns only what its
+ * attention does to q, k and v after their projections. */
 #ifndef RT_TRANSFORMER_H
 #define RT_TRANSFORMER_H
 
@@ -29,6 +30,16 @@ int rt_tf_embed(const rt_ctx *c, const int32_t *tok, int T, float *x, sw_err *er
 void rt_tf_mlp(rt_ctx *c, const rt_layer_weights *L, int l, int T, const rt_tf_scratch *s);
 /* hidden (T, dim) after the final norm, or NULL; logits as eval documents. */
 void rt_tf_head(const rt_ctx *c, int T, float *x, float *h, float *logits, float *hidden);
+
+/* What a family adds to the attention block: after q (T, n_heads*head_dim)
+ * = h Wq^T, k and v (T, n_kv_heads*head_dim) = h Wk^T, h Wv^T, its own
+ * biases, norms and RoPE pairing on q and k (v: biases only). */
+typedef void (*rt_tf_qk_fn)(const rt_ctx *c, const rt_layer_weights *L, const int32_t *pos, int T,
+                            float *q, float *k, float *v);
+/* The whole forward of T rows (the eval of rt_model_ops) for a family whose
+ * blocks differ from Llama's only by qk. */
+int rt_tf_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
+               float *logits, float *hidden, rt_tf_qk_fn qk, sw_err *err);
 
 /* The Qwen2/Qwen3 forward (qwen.c); rt_model_from_weights picks it by
  * cfg.arch. */
