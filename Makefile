@@ -106,11 +106,14 @@ test-build: $(BUILD)/specwright $(TEST_BIN) $(DEPLOY_BIN)
 # JOBS: parallel compiles (every core by default; `make test` itself runs
 # serially, as CI calls it, so the builds it starts say how wide to go)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# TEST_JOBS: test binaries run at once (tests/run_all.sh); TEST_JOBS=1 runs
+# them one after another, each line printed as it starts
+TEST_JOBS ?= $(JOBS)
 test: deps model
 	@echo "test: building the program, the test binaries and the deploy check ($(JOBS) jobs)"
 	$(Q)$(MAKE) --no-print-directory -j$(JOBS) test-build
 	@if [ "$(FUZZ_SMOKE_SECONDS)" != 0 ]; then $(MAKE) --no-print-directory -j$(JOBS) fuzz-build; fi
-	@SW_MODEL=$(MODEL) BUILD=$(BUILD) TEST_FILTER="$(TEST_FILTER)" FUZZ_SMOKE_SECONDS=$(FUZZ_SMOKE_SECONDS) \
+	@SW_MODEL=$(MODEL) BUILD=$(BUILD) TEST_FILTER="$(TEST_FILTER)" FUZZ_SMOKE_SECONDS=$(FUZZ_SMOKE_SECONDS) TEST_JOBS=$(TEST_JOBS) \
 	  tests/run_all.sh $(TEST_BIN) $(if $(filter-out 0,$(FUZZ_SMOKE_SECONDS)),$(FUZZ_BIN))
 
 deps:
