@@ -14,6 +14,9 @@ have libmicrohttpd-dev || need+=(libmicrohttpd-dev)  # specwright serve
 command -v curl >/dev/null || need+=(curl)
 command -v clang >/dev/null || need+=(clang)
 command -v bible >/dev/null || need+=(bible-kjv)  # tokenizer test corpus (KJV text, >4 MB)
+# Debian's PyTorch, for the transformers/PyTorch cross-checks (test_qwen,
+# test_eagle3, the GPU check's dry run): without it those parts would skip
+/usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || need+=(python3-torch)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "deps: installing ${need[*]}"
 	SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -37,7 +40,7 @@ fi
 # Debian's python3-torch, in build/venv-hf (git-ignored) made with
 # /usr/bin/python3 --system-site-packages so it sees that torch (the venv
 # above has none). About 15 s and 170 MB when made; skipped, and the test
-# with it, where /usr/bin/python3 has no torch.
+# with it, only where python3-torch could not be installed above.
 HFVENV=build/venv-hf
 HF_PKGS="transformers==4.51.3 safetensors==0.8.0 gguf==0.19.0"
 if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 &&
