@@ -22,18 +22,18 @@ res=$(mktemp -d)
 trap 'rm -rf "$res"' EXIT
 
 # Longest first (classic list scheduling): the last run's wall times when
-# recorded, else these, known slow on a 2-core machine (2026-11-27).
+# recorded (a binary's line in test-logs/.times), else these, known slow
+# on a 2-core machine (2026-11-27).
 SLOW_FIRST="test_build test_engine test_kern_verify test_engine_block test_cli test_real_model
 test_gpu_check test_engine_ctrl test_bundle test_deploy"
 order=("$@")
 if [ "$jobs" -gt 1 ]; then
 	mapfile -t order < <(
 		for t in "$@"; do
-			n=$(basename "$t"); w=0
-			if [ -s "$logs/.times" ]; then
-				w=$(awk -v n="$n" '$1 == n { print $2 }' "$logs/.times" | tail -n 1)
-			else
-				i=0
+			n=$(basename "$t"); w=
+			[ -s "$logs/.times" ] && w=$(awk -v n="$n" '$1 == n { print $2 }' "$logs/.times" | tail -n 1)
+			if [ -z "$w" ]; then
+				w=0; i=0
 				for s in $SLOW_FIRST; do i=$((i + 1)); [ "$s" = "$n" ] && w=$((1000 - i)); done
 			fi
 			printf '%s %s\n' "${w:-0}" "$t"
@@ -125,7 +125,11 @@ done
 for pid in "${!running[@]}"; do
 	wait "$pid" 2>/dev/null; report "${running[$pid]}"
 done
-[ -s "$res/times" ] && sort -k2,2 -g -r "$res/times" > "$logs/.times"
+# this run's times replace those binaries' lines; the others are kept
+if [ -s "$res/times" ]; then
+	cat "$logs/.times" "$res/times" 2>/dev/null | awk '{ t[$1] = $0 } END { for (n in t) print t[n] }' |
+		sort -k2,2 -g -r > "$res/all" && mv "$res/all" "$logs/.times"
+fi
 echo
 [ ${#bad[@]} -gt 0 ] && echo "failing binaries: ${bad[*]} (whole logs in $logs/)"
 echo "$pass passed, $fail failed ($(( $(date +%s) - suite_start )) s)"
