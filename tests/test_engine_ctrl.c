@@ -8,7 +8,9 @@
  * engine's target-only greedy tokens, token for token.
  * (2) A tiny n-gram chain with one-hot verification at temperature 1: a
  * seeded request gives the same tokens after other requests ran (the
- * controller's state is per request) and on a freshly bound engine.
+ * controller's state is per request) and on a freshly bound engine; the
+ * measured cost table is 1 at k = 0, non-decreasing, at least the floor
+ * 1 + 0.05 k, and a repetition count outside 1..31 is refused.
  * (3) Exactness at T > 0: the first two tokens of 3000 seeded requests on
  * a 12-token model through an n-gram one-hot engine with the controller,
  * chi-square against the exact enumeration (tu_seq_dist) at 1e-4. */
@@ -173,6 +175,22 @@ static void test_tiny_reproducible(void **state)
 		print_message("  %s: %d iterations, %d drafting, %d not; seed 5 reproduced after 3 "
 		              "other requests\n", d->desc, it1, on, off);
 		assert_true(on > 0);
+		if (mode == 0) { /* the measured table (CPU-time ratios, median of reps) */
+			double cost[5];
+			if (rt_engine_ctrl_measure(e, 5, cost, &err))
+				fail_msg("%s", err.msg);
+			print_message("  measured cost table: %.3f %.3f %.3f %.3f %.3f\n", cost[0], cost[1],
+			              cost[2], cost[3], cost[4]);
+			assert_true(cost[0] == 1.0);
+			for (int k = 1; k <= 4; k++) /* more rows never cost less; the floor */
+				assert_true(cost[k] >= cost[k - 1] && cost[k] >= 1.0 + 0.05 * k - 1e-12 &&
+				            cost[k] <= 1000.0);
+			for (int bad = 0; bad < 2; bad++) {
+				sw_err e2 = {0};
+				assert_int_equal(rt_engine_ctrl_measure(e, bad ? 32 : 0, cost, &e2), SW_EINVAL);
+				assert_non_null(strstr(e2.msg, "repetitions, expected 1 to 31"));
+			}
+		}
 		rt_engine_free(e);
 		rt_dev_free(d);
 	}

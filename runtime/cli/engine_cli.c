@@ -678,9 +678,12 @@ static int llamacpp_side(const char *ref, const char *model, const char *ids, in
  * speculative run's; the verify-cost line sets the tree forward at its
  * planned rows against it at one row. The decode CPU time of either is a
  * generate of max_new tokens minus one of a single token (the same
- * prefill). $SW_BENCH_IDS
+ * prefill); speculative and target-only run alternately $SW_BENCH_REPS
+ * times a prompt (default 3) and each rate is the median. $SW_BENCH_IDS
  * names a file to receive the prompts' token ids, one prompt a line, for
  * tests/reference/llamacpp_bench.py. */
+#define BENCH_MAX_REPS 15
+
 int cli_engine_bench(cli_opts *o)
 {
 	sw_err err = {0};
@@ -758,6 +761,15 @@ int cli_engine_bench(cli_opts *o)
 	}
 	uint64_t tried[RT_ENGINE_MAX_DEPTH] = {0}, acc[RT_ENGINE_MAX_DEPTH] = {0};
 	long toks = 0, iters = 0;
+	const char *rep_env = getenv("SW_BENCH_REPS");
+	char *rep_end = NULL;
+	const long reps_l = rep_env && *rep_env ? strtol(rep_env, &rep_end, 10) : 3;
+	const int reps = (int)reps_l;
+	if (reps_l < 1 || reps_l > BENCH_MAX_REPS || (rep_end && *rep_end)) {
+		sw_errf(&err, SW_EINVAL, "$SW_BENCH_REPS: expected 1 to %d, found \"%.20s\"",
+		        BENCH_MAX_REPS, rep_env);
+		goto out_err;
+	}
 	int same = 0, used = 0, to_same = 0;
 	int32_t *to_out = NULL; /* target-only tokens (the second half of out) */
 	for (int i = 0; i < np; i++) {
@@ -789,19 +801,31 @@ int cli_engine_bench(cli_opts *o)
 		int8_t btrace[1024];
 		r.trace = cli_ctrl_trace_on() ? btrace : NULL;
 		r.trace_cap = (int)sizeof(btrace);
-		int n = timed_generate(j.e, &r, M, out, &st, &ecpu_tok, &err);
-		if (n < 0)
-			goto out_err;
-		/* target-only on the same engine and device: one row a token */
+		/* speculative and target-only alternated reps times (SW_BENCH_REPS,
+		 * default 3): the median of each decoder's rates, so a burst of load
+		 * on a shared machine moves one sample, not the ratio */
+		double es_c[BENCH_MAX_REPS], es_w[BENCH_MAX_REPS], to_c[BENCH_MAX_REPS],
+		       to_w[BENCH_MAX_REPS];
+		int n = 0, tn = 0;
 		to_out = out + M + 1;
-		rt_engine_run rt = r;
-		rt.target_only = true;
-		rt.trace = NULL;
-		int tn = timed_generate(j.e, &rt, M, to_out, &st_to, &tcpu_tok, &err);
-		if (tn < 0)
-			goto out_err;
+		for (int rep = 0; rep < reps; rep++) {
+			n = timed_generate(j.e, &r, M, out, &st, &es_c[rep], &err);
+			if (n < 0)
+				goto out_err;
+			es_w[rep] = st.t_decode > 0 ? n / st.t_decode : 0;
+			/* target-only on the same engine and device: one row a token */
+			rt_engine_run rt = r;
+			rt.target_only = true;
+			rt.trace = NULL;
+			tn = timed_generate(j.e, &rt, M, to_out, &st_to, &to_c[rep], &err);
+			if (tn < 0)
+				goto out_err;
+			to_w[rep] = st_to.t_decode > 0 ? tn / st_to.t_decode : 0;
+		}
+		ecpu_tok = cli_median(es_c, reps);
+		tcpu_tok = cli_median(to_c, reps);
 		to_same += tn == n && !memcmp(out, to_out, sizeof(*out) * (size_t)n);
-		sv[S_TOW][used] = st_to.t_decode > 0 ? tn / st_to.t_decode : 0;
+		sv[S_TOW][used] = cli_median(to_w, reps);
 		sv[S_TOC][used] = tcpu_tok;
 		double t_ref = 0;
 		ref_decode rd;
@@ -815,7 +839,7 @@ int cli_engine_bench(cli_opts *o)
 		     phase_replay(j.e, ph_verify, 0, true, 5, &sv[S_GT][used], &sv[S_GTC][used], &err) ||
 		     phase_replay(j.e, ph_verify, 1, true, 5, &sv[S_G1][used], &sv[S_G1C][used], &err)))
 			goto out_err;
-		tps[used] = st.t_decode > 0 ? n / st.t_decode : 0;
+		tps[used] = cli_median(es_w, reps);
 		rtps[used] = t_ref > 0 ? n_ref / t_ref : 0;
 		ratio[used] = rtps[used] > 0 ? tps[used] / rtps[used] : 0;
 		ovh[used] = st.host_overhead_us;

@@ -14,6 +14,9 @@
 
 /* the least measured cost of each drafted row, over a plain step */
 #define CTRL_FLOOR 0.05
+/* timed forwards per row count at load (interleaved; the median ratio) */
+#define CTRL_REPS 7
+#define CTRL_MAX_REPS 31
 
 int rt_engine_set_ctrl_cost(rt_engine *e, const double *cost, int n, sw_err *err)
 {
@@ -41,7 +44,11 @@ int rt_engine_set_ctrl_cost(rt_engine *e, const double *cost, int n, sw_err *err
 }
 
 /* One timed verify forward at `rows` rows, the iteration's draft phases run
- * first (positions, the lookup) and every node made present (token 0). */
+ * first (positions, the lookup) and every node made present (token 0): the
+ * CPU seconds of this process (every thread's), which a loaded machine
+ * disturbs far less than wall-clock (at load 15 on 2 cores a 10 ms forward
+ * took 50 ms of wall-clock, and 2 rows timed 1.7x or 0.95x of 1 row from
+ * one load to the next). */
 static int time_verify(rt_engine *e, int ph_v, int rows, double *s, sw_err *err)
 {
 	rt_dev *d = e->dev;
@@ -54,12 +61,18 @@ static int time_verify(rt_engine *e, int ph_v, int rows, double *s, sw_err *err)
 	if ((rc = d->ops->upload(d, rt_engine_buf_addr(e, "tree_tokens"), tok, sizeof(*tok) *
 	                         (size_t)nn, err)) || (rc = d->ops->sync(d, err)))
 		return rc;
-	const double t0 = sw_now_s();
+	const double t0 = sw_cpu_s();
 	if ((rc = rt_engine_run_phases(e, ph_v, ph_v + 1, false, rows, err)) ||
 	    (rc = d->ops->sync(d, err)))
 		return rc;
-	*s = sw_now_s() - t0;
+	*s = sw_cpu_s() - t0;
 	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	const double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
 }
 
 int rt_engine_ctrl_measure(rt_engine *e, int reps, double *cost, sw_err *err)
@@ -83,24 +96,29 @@ int rt_engine_ctrl_measure(rt_engine *e, int reps, double *cost, sw_err *err)
 		hdr[RT_ST_TLEN] = hdr[RT_ST_DLEN] = 0;
 	if ((rc = d->ops->upload(d, rt_engine_buf_addr(e, "state"), hdr, sizeof(hdr), err)))
 		return rc;
-	double best[RT_ENGINE_MAX_NODES + 1];
-	for (int r = 0; r < nn; r++)
-		best[r] = HUGE_VAL;
-	/* interleaved, so a burst of load on a shared machine hits every row
-	 * count alike; the least time of each (a timing's noise only adds) */
-	for (int rep = 0; rep < reps; rep++)
-		for (int r = 1; r <= nn; r++) {
-			double s = 0;
-			if ((rc = time_verify(e, ph_v, r, &s, err)))
+	if (reps < 1 || reps > CTRL_MAX_REPS)
+		return sw_errf(err, SW_EINVAL, "%s: draft cost measurement: %d repetitions, expected 1 "
+		               "to %d", m->dir, reps, CTRL_MAX_REPS);
+	/* ratio[r][rep]: rows r + 1 over 1 row within one repetition (the row
+	 * counts interleaved, so a burst of load hits adjacent timings alike);
+	 * the median over the repetitions (a burst in either timing moves one
+	 * ratio, not the median) */
+	double t[RT_ENGINE_MAX_NODES], ratio[RT_ENGINE_MAX_NODES][CTRL_MAX_REPS];
+	for (int rep = 0; rep < reps; rep++) {
+		for (int r = 1; r <= nn; r++)
+			if ((rc = time_verify(e, ph_v, r, &t[r - 1], err)))
 				return sw_err_prefix(err, "%s: draft cost measurement, %d rows", m->dir, r);
-			best[r - 1] = s < best[r - 1] ? s : best[r - 1];
-		}
-	/* floored at 1 + CTRL_FLOOR k: on a loaded machine 2 rows can time as 1,
-	 * and an iteration that drafts has costs the verify timing leaves out
-	 * (the lookup's, a longer accept and commit); without the floor a
-	 * near-zero acceptance would still look worth drafting for */
+		for (int r = 1; r <= nn; r++)
+			ratio[r - 1][rep] = t[0] > 0 ? t[r - 1] / t[0] : 1.0;
+	}
+	/* floored at 1 + CTRL_FLOOR k: an iteration that drafts has costs the
+	 * verify timing leaves out (the lookup's, a longer accept and commit);
+	 * without the floor a near-zero acceptance would still look worth
+	 * drafting for */
 	for (int k = 1; k <= D; k++) {
-		double c = best[0] > 0 ? best[k] / best[0] : 1.0;
+		qsort(ratio[k], (size_t)reps, sizeof(double), cmp_double);
+		double c = reps % 2 ? ratio[k][reps / 2] : 0.5 * (ratio[k][reps / 2 - 1] +
+		                                                  ratio[k][reps / 2]);
 		c = c < cost[k - 1] ? cost[k - 1] : c; /* more rows never cost less */
 		c = c < 1.0 + CTRL_FLOOR * k ? 1.0 + CTRL_FLOOR * k : c;
 		cost[k] = c > 1000.0 ? 1000.0 : c;
@@ -126,7 +144,7 @@ int rt_engine_ctrl_bind(rt_engine *e, sw_err *err)
 			               m->depth + 1, m->depth);
 		memcpy(cost, m->ctrl_cost, sizeof(*cost) * (size_t)m->n_ctrl_cost);
 	} else if (m->ctrl == RT_CTRL_MEASURE && sized) {
-		if ((rc = rt_engine_ctrl_measure(e, 3, cost, err)))
+		if ((rc = rt_engine_ctrl_measure(e, CTRL_REPS, cost, err)))
 			return rc;
 	} else {
 		for (int k = 0; k <= m->depth; k++)

@@ -120,8 +120,10 @@ int rt_engine_bind_random(rt_engine *e, rt_dev *dev, uint64_t wseed, uint64_t se
  * ("flat"), or ("measure") timed replays of the verify forward at each row
  * count where the device sizes it to the drafted rows (host), else 1s. */
 int rt_engine_set_ctrl_cost(rt_engine *e, const double *cost, int n, sw_err *err);
-/* Measures the table as bind does (host: timed verify forwards at 1 ..
- * depth + 1 rows, the least of reps each; elsewhere 1s) into cost[0..depth]. */
+/* Measures the table as bind does (host: the verify forward at 1 .. depth +
+ * 1 rows in each of reps repetitions, 1 to 31, timed in process CPU
+ * seconds; cost[k] the median over the repetitions of k + 1 rows over 1 row,
+ * floored at 1 + 0.05 k; elsewhere 1s) into cost[0..depth]. */
 int rt_engine_ctrl_measure(rt_engine *e, int reps, double *cost, sw_err *err);
 /* Runs (or records, while capturing) phases [ph0, ph1) as an iteration
  * does (engine.c); cap > 0 caps the verify forward's rows (calibration). */
