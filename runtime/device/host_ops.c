@@ -269,14 +269,25 @@ static int op_feature_tap(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-/* (blk_tok, probs, seed, iter): the block drafter's S > 1 step (FINAL 0)
- * or its final Z and draws (FINAL 1); seed as for tree_expand */
+/* (blk_tok, probs, seed, iter, d2t): the block drafter's S > 1 step (FINAL
+ * 0) or its final Z and draws (FINAL 1); seed as for tree_expand; d2t read
+ * only with MAPPED */
 static int op_block_unmask(const rt_op *op, sw_err *err)
 {
-	if (ref_block_unmask(ARG(op, 0, int32_t *), ARG(op, 1, float *), (int)PI_("B"), (int)PI_("VD"),
-	                     (int)PI_("PASS"), (int)PI_("STEPS"), (int)PI_("FINAL"),
-	                     seed_of(ARG(op, 2, const uint32_t *)), *ARG(op, 3, const uint32_t *)))
+	if (ref_block_unmask_map(ARG(op, 0, int32_t *), ARG(op, 1, float *),
+	                         PI_("MAPPED") ? ARG(op, 4, const int32_t *) : NULL, (int)PI_("B"),
+	                         (int)PI_("VD"), (int)PI_("PASS"), (int)PI_("STEPS"), (int)PI_("FINAL"),
+	                         seed_of(ARG(op, 2, const uint32_t *)), *ARG(op, 3, const uint32_t *)))
 		return refused(op, "block_unmask: B, VD, PASS or STEPS outside what the op accepts", err);
+	return 0;
+}
+
+/* (out, q, t2d): a mapped draft vocabulary's q over the target's ids */
+static int op_q_target(const rt_op *op, sw_err *err)
+{
+	if (ref_q_target(ARG(op, 0, float *), ARG(op, 1, const float *), ARG(op, 2, const int32_t *),
+	                 (int)PI_("DEPTHS"), (int)PI_("VD"), (int)PI_("V")))
+		return refused(op, "q_target: DEPTHS, VD, V or a t2d entry outside what the op accepts", err);
 	return 0;
 }
 
@@ -357,6 +368,7 @@ static const host_op_entry registry[] = {
 	{"kv_store", op_kv_store},
 	{"logits_process", op_logits_process},
 	{"ngram_lookup", op_ngram_lookup},
+	{"q_target", op_q_target},
 	{"rmsnorm_residual", op_rmsnorm_residual},
 	{"rope", op_rope},
 	{"step", op_step},
