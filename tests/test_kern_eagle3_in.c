@@ -28,6 +28,8 @@
 #include "kernels/half.h"
 #include "kernels/ref/ref.h"
 #include "gen/render.h"
+#include "device/device.h"
+#include "device/host_ops.h"
 
 #include "kern_util.h"
 #include "testutil.h"
@@ -35,14 +37,40 @@
 #define I(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
 #define EPS 1e-5f
 
+#define PARAMS(rows, dim, n_ids, f16, nbr, tree, lb, pb, nf, block)                                  \
+	{{.name = "NAME", .type = GEN_PARAM_IDENT}, I("ROWS", rows), I("DIM", dim),                \
+	 I("N_IDS", n_ids), I("IS_F16", f16), I("NORM_BEFORE_RES", nbr), I("FEAT_TREE", tree),      \
+	 I("LEVEL_BEGIN", lb), I("PREV_BEGIN", pb), I("N_FEAT", nf),                                \
+	 {.name = "EPS", .type = GEN_PARAM_FLOAT, .f = EPS}, I("BLOCK", block)}
+enum { NP_ = 12 };
+
 static const emu_kernel *kern(int rows, int dim, int n_ids, int f16, int nbr, int tree, int lb,
-                              int pb, int block)
+                              int pb, int nf, int block)
 {
-	gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("ROWS", rows), I("DIM", dim),
-	                 I("N_IDS", n_ids), I("IS_F16", f16), I("NORM_BEFORE_RES", nbr),
-	                 I("FEAT_TREE", tree), I("LEVEL_BEGIN", lb), I("PREV_BEGIN", pb),
-	                 {.name = "EPS", .type = GEN_PARAM_FLOAT, .f = EPS}, I("BLOCK", block)};
-	return load_kernel("eagle3_in.cu.tmpl", "eagle3_in", p, 11);
+	gen_param p[] = PARAMS(rows, dim, n_ids, f16, nbr, tree, lb, pb, nf, block);
+	return load_kernel("eagle3_in.cu.tmpl", "eagle3_in", p, NP_);
+}
+
+/* The native host backend's op (runtime/device/host_ops.c) on the same
+ * buffers: what an engine's host run does; bit for bit the reference. */
+static void host_op(gen_param *p, void **args, int n_args)
+{
+	rt_kernel_info ki = {.n_params = 0};
+	snprintf(ki.tmpl, sizeof(ki.tmpl), "eagle3_in.cu.tmpl");
+	for (int i = 1; i < NP_; i++) {
+		snprintf(ki.params[ki.n_params].name, sizeof(ki.params[0].name), "%s", p[i].name);
+		ki.params[ki.n_params].i = p[i].type == GEN_PARAM_INT ? p[i].i : 0;
+		ki.params[ki.n_params].f = p[i].type == GEN_PARAM_INT ? (double)p[i].i : (double)p[i].f;
+		ki.n_params++;
+	}
+	rt_op op = {.kind = RT_OP_KERNEL, .kinfo = &ki, .layer = -1, .n_args = n_args};
+	snprintf(op.op, sizeof(op.op), "eagle3_in");
+	for (int a = 0; a < n_args; a++)
+		op.argval[a] = (rt_dptr)(uintptr_t)*(void **)args[a];
+	rt_op_fix_argv(&op);
+	sw_err err = {0};
+	if (rt_host_native_run(&op, &err))
+		fail_msg("host op: %s", err.msg);
 }
 
 static long g_absent;
@@ -101,8 +129,14 @@ static void check(int rows, int dim, int f16, int nbr, int tree, int block)
 			assert_memory_equal(&wres[(size_t)r * dim + i], &want, sizeof(want));
 		}
 	}
-	const emu_kernel *k = kern(rows, dim, N_IDS, f16, nbr, tree, LB, PB, block);
 	void *args[] = {&x2, &res, &embd, &tok, &feat, &tt, &w_in, &w_hid};
+	/* the host backend's op first, into the kernel's buffers: the reference */
+	host_op((gen_param[])PARAMS(rows, dim, N_IDS, f16, nbr, tree, LB, PB, n_feat, block), args, 8);
+	assert_memory_equal(x2, wx2, (size_t)rows * 2 * dim * sizeof(*x2));
+	assert_memory_equal(res, wres, (size_t)rows * dim * sizeof(*res));
+	memset(x2, 0, (size_t)rows * 2 * dim * sizeof(*x2));
+	memset(res, 0, (size_t)rows * dim * sizeof(*res));
+	const emu_kernel *k = kern(rows, dim, N_IDS, f16, nbr, tree, LB, PB, n_feat, block);
 	char what[128];
 	snprintf(what, sizeof(what), "%s ROWS%d DIM%d f16 %d nbr %d tree %d", k->name, rows, dim, f16,
 	         nbr, tree);
@@ -174,12 +208,9 @@ static void test_eagle3_in_nvrtc(void **state)
 	                                {16, 4096, 128256, 1}};
 	(void)state;
 	for (int s = 0; s < 4; s++) {
-		gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("ROWS", shapes[s][0]),
-		                 I("DIM", shapes[s][1]), I("N_IDS", shapes[s][2]), I("IS_F16", s & 1),
-		                 I("NORM_BEFORE_RES", 0), I("FEAT_TREE", shapes[s][3]),
-		                 I("LEVEL_BEGIN", shapes[s][3] ? 5 : 0), I("PREV_BEGIN", shapes[s][3]),
-		                 {.name = "EPS", .type = GEN_PARAM_FLOAT, .f = EPS}, I("BLOCK", 256)};
-		nvrtc_check_ex("eagle3_in.cu.tmpl", "eagle3_in", p, 11, false);
+		gen_param p[] = PARAMS(shapes[s][0], shapes[s][1], shapes[s][2], s & 1, 0, shapes[s][3],
+		                       shapes[s][3] ? 5 : 0, shapes[s][3], shapes[s][3] ? 4 : shapes[s][0], 256);
+		nvrtc_check_ex("eagle3_in.cu.tmpl", "eagle3_in", p, NP_, false);
 	}
 }
 
