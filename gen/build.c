@@ -301,7 +301,8 @@ static int weights_digest(const gen_plan *p, const char *tag, const char *path,
 		const bool layered = strcmp(field, "tok_embd") && strcmp(field, "out_norm") &&
 		                     strcmp(field, "lm_head") && strcmp(field, "inv_freq") &&
 		                     strcmp(field, "mask_embd") && strcmp(field, "fc") &&
-		                     strcmp(field, "fc_norm");
+		                     strcmp(field, "fc_norm") && strcmp(field, "d2t") &&
+		                     strcmp(field, "t2d");
 		for (int l = 0; l < (layered ? (int)b->shape[0] : 1) && !rc; l++) {
 			size_t k = 0;
 			const float *x = bd ? rt_bd_weight(bd, field, layered ? l : -1, &k)

@@ -31,7 +31,10 @@
  * target's, logits_process; block_unmask between passes for S > 1), then
  * every level's expansion from q row depth(u) (Q_BY_DEPTH), which verify
  * also reads. The drafter's cache has B slots past max_context for its
- * block rows. */
+ * block rows. A mapped draft vocabulary (d2t, ALGORITHMS.txt 11): the head
+ * is its own gathered rows, block_unmask writes target ids, and q_target
+ * gathers each depth's q onto the target's ids (t2d) for expansion and
+ * verification over all V ids, the host decoder's scatter_q. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -58,7 +61,7 @@ enum { BLK_KVSTORE = 128, BLK_STEP = 64, BLK_NGRAM = 128, RING = 256 };
 /* The draft-length controller (test_kern_draft_ctrl). */
 enum { BLK_CTRL = 32 };
 /* The block drafter's kernels (test_kern_feature_tap, _block_embed, _block_unmask). */
-enum { BLK_TAP = 128, BLK_UNMASK = 256 };
+enum { BLK_TAP = 128, BLK_UNMASK = 256, BLK_QTGT = 256 };
 
 typedef struct model_ix {
 	const char *tag;     /* "target" / "draft" */
@@ -69,6 +72,8 @@ typedef struct model_ix {
 	int tok_embd, attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down, out_norm, lm_head;
 	int k_cache, v_cache, inv_freq;
 	int mask_embd, fc, fc_norm; /* a block drafter's own weights, else -1 */
+	int d2t, t2d;        /* a mapped draft vocabulary (i32: draft id -> target id, target
+	                      * id -> draft id or -1), else -1 */
 	int len_word;        /* state[len_word]: this cache's length (target 0, draft 1) */
 	int ctx_rows;        /* cache slots per layer: max_context, + B for a block drafter
 	                      * (its block rows are staged past the length) */
@@ -78,7 +83,7 @@ typedef struct act_ix {
 	int h, delta, xn, x16, q, q16, k, v, attn, part_o, part_ml, gate, up, pos, tokens,
 	    tree_tokens, tree_table, logits, probs, draft_logits, draft_probs, state, iter, err,
 	    accept_path, emitted, counts, verify_scratch, kv_done, ngram_hist, sampling,
-	    taps, blk_tok, blk_pos;
+	    taps, blk_tok, blk_pos, q_tgt;
 } act_ix;
 
 /* Tree attention launch shape: the one of least projected _part + _merge
@@ -474,7 +479,7 @@ static void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, ge
  * per node: the q row once from HBM, k best-below passes (top-k, race) or a
  * CDF prefix from L2) from q rows of V entries: node u's row u, or with
  * by_depth row depth(u) (a block drafter's per-depth rows). */
-static void op_expand(ctx *c, int d, int V, int rule, bool by_depth)
+static void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf)
 {
 	const act_ix *a = &c->a;
 	const gen_tree *t = &c->s->tree;
@@ -488,7 +493,7 @@ static void op_expand(ctx *c, int d, int V, int rule, bool by_depth)
 	              .kernel = kernel_x(c, "expand", "tree_expand.cu.tmpl", prm, 7, GEN_PREFIX_PHILOX,
 	                                 false, NULL),
 	              .gx = nd, .block = BLK_EXPAND, .n_args = 5,
-	              .args = {A(a->tree_tokens, 0), A(a->draft_probs, 0), A(a->tree_table, 0),
+	              .args = {A(a->tree_tokens, 0), A(q_buf, 0), A(a->tree_table, 0),
 	                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0)},
 	              .bytes = (double)nd * V * 4 + kc * 4.0 + t->n * 20.0,
 	              .flops = (double)nd * V * (20.0 + 4.0 * kmax)};
@@ -782,7 +787,7 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 	m->len_word = shared ? 1 : 0;
 	m->embd_rows = own_weights ? cfg->vocab : shared->embd_rows;
 	m->ctx_rows = c->s->max_context;
-	m->mask_embd = m->fc = m->fc_norm = -1;
+	m->mask_embd = m->fc = m->fc_norm = m->d2t = m->t2d = -1;
 	const bool block = c->s->draft_kind == GEN_DRAFT_BLOCK && shared;
 	if (block || own_weights) {
 		if (block) {
@@ -793,6 +798,13 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 			m->tok_embd = shared->tok_embd;
 			m->lm_head = shared->lm_head;
 			m->ctx_rows = c->s->max_context + bk->block;
+			if (bk->has_map) {
+				/* a mapped draft vocabulary: the head is the target's rows
+				 * d2t[0..Vd) (the drafter's gathered copy), and both maps */
+				B(lm_head, "weight", mdt, 2, bk->draft_vocab, D, 0, 0);
+				B(d2t, "weight", "i32", 1, bk->draft_vocab, 0, 0, 0);
+				B(t2d, "weight", "i32", 1, cfg->vocab, 0, 0, 0);
+			}
 			B(mask_embd, "weight", wdt, 2, bk->block - 1, D, 0, 0);
 			B(fc, "weight", mdt, 2, D, (int64_t)bk->n_taps * D, 0, 0);
 			B(fc_norm, "weight", "f32", 1, D, 0, 0, 0);
@@ -854,6 +866,9 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	const bool has_draft_model = s->draft_kind != GEN_DRAFT_NGRAM;
 	const bool is_block = s->draft_kind == GEN_DRAFT_BLOCK;
 	const rt_bd_config *bk = &s->block;
+	/* a block drafter over a mapped draft vocabulary (d2t): its q rows go
+	 * to the target's ids (q_target) before expansion and verification */
+	const bool mapped = is_block && bk->has_map;
 	model_ix tm, dm;
 	act_ix *a = &c.a;
 	int rc;
@@ -967,6 +982,9 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		ACT(taps, "activation", "f32", 2, rows, (int64_t)bk->n_taps * tc->dim);
 		ACT(blk_tok, "state", "i32", 1, BB + 1, 0);
 		ACT(blk_pos, "state", "i32", 1, BB, 0);
+		/* a mapped draft vocabulary: q of each depth over the target's ids */
+		if (bk->has_map)
+			ACT(q_tgt, "activation", "f32", 2, t->depth_max, tc->vocab);
 	}
 	ACT(tree_tokens, "state", "i32", 1, t->n, 0);
 	/* the tree for expansion and verification: parent, n_children,
@@ -1073,20 +1091,34 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			          A(a->sampling, 4 * (S > 1 ? RT_SP_TEMP : RT_SP_DRAFT)));
 			if (S > 1) {
 				gen_param prm[] = {PNAME, PI("B", BB), PI("VD", Vd), PI("PASS", i), PI("STEPS", S),
-				                   PI("FINAL", i == S - 1), PI("BLOCK", BLK_UNMASK)};
+				                   PI("FINAL", i == S - 1), PI("MAPPED", mapped),
+				                   PI("BLOCK", BLK_UNMASK)};
 				op_desc od = {.name = "block_unmask", .op = "block_unmask", .exec = GEN_EXEC_KERNEL,
-				              .kernel = kernel_x(&c, "block_unmask", "block_unmask.cu.tmpl", prm, 7,
+				              .kernel = kernel_x(&c, "block_unmask", "block_unmask.cu.tmpl", prm, 8,
 				                                 GEN_PREFIX_PHILOX, false, NULL),
-				              .gx = BB, .block = BLK_UNMASK, .n_args = 4,
+				              .gx = BB, .block = BLK_UNMASK, .n_args = 5,
 				              .args = {A(a->blk_tok, 0), A(a->draft_probs, 0),
-				                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0)},
+				                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0),
+				                       A(mapped ? dm.d2t : a->tree_table, 0)},
 				              .bytes = (double)BB * Vd * 4 * (i == S - 1 ? 2 : 1) + BB * 8.0,
 				              .flops = (double)BB * Vd * 2};
 				emit(&c, &od);
 			}
 		}
+		if (mapped) { /* q of depths 0..D-1 over the target's ids */
+			gen_param qp[] = {PNAME, PI("DEPTHS", t->depth_max), PI("VD", Vd), PI("V", tc->vocab),
+			                  PI("BLOCK", BLK_QTGT)};
+			op_desc qd = {.name = "q_target", .op = "q_target", .exec = GEN_EXEC_KERNEL,
+			              .kernel = kernel(&c, "q_target", "q_target.cu.tmpl", qp, 5),
+			              .gx = (tc->vocab + BLK_QTGT - 1) / BLK_QTGT, .gy = t->depth_max,
+			              .block = BLK_QTGT, .n_args = 3,
+			              .args = {A(a->q_tgt, 0), A(a->draft_probs, 0), A(dm.t2d, 0)},
+			              .bytes = (double)t->depth_max * (tc->vocab + Vd) * 4 + tc->vocab * 4.0,
+			              .flops = 0};
+			emit(&c, &qd);
+		}
 		for (int d = 0; d < t->depth_max; d++)
-			op_expand(&c, d, Vd, rule, true);
+			op_expand(&c, d, mapped ? tc->vocab : Vd, rule, true, mapped ? a->q_tgt : a->draft_probs);
 		PHASE_END();
 	} else if (has_draft_model) {
 		/* catch-up: the draft never forwards a depth-D leaf, so the last
@@ -1119,7 +1151,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			          A(a->draft_probs, (int64_t)l0 * s->draft_vocab * 4),
 			          A(a->draft_logits, (int64_t)l0 * s->draft_vocab * 4),
 			          A(a->sampling, 4 * RT_SP_DRAFT));
-			op_expand(&c, d, s->draft_vocab, rule, false);
+			op_expand(&c, d, s->draft_vocab, rule, false, a->draft_probs);
 			if (s->adaptive && d + 1 < t->depth_max) {
 				/* decide whether level d + 1 runs; marks undrafted nodes -1 */
 				gen_param ap[] = {PNAME, PI("LEVEL", d), PI("N_NODES", t->n),
@@ -1191,7 +1223,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		/* a draft head over the first VQ ids (layerskip "@V", or a draft
 		 * model whose vocabulary is a prefix of the target's): q rows of VQ
 		 * entries, q = 0 beyond */
-		const int vq = has_draft_model ? s->draft_vocab : tc->vocab;
+		const int vq = has_draft_model && !mapped ? s->draft_vocab : tc->vocab;
 		bool uses_q = s->verify_method != RT_VERIFY_GREEDY && s->verify_method != RT_VERIFY_ONEHOT;
 		const int vm = s->verify_method, sl = sw_verify_slices(t->n, tc->vocab, BLK_VERIFY, vm);
 		gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", tc->vocab), PI("VQ", vq),
@@ -1228,7 +1260,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		              .gx = (int)sw_verify_grid(t->n, sl, vm), .block = BLK_VERIFY, .n_args = 10,
 		              .args = {A(a->accept_path, 0), A(a->emitted, 0), A(a->counts, 0),
 		                       A(a->tree_table, 0), A(a->tree_tokens, 0), A(a->probs, 0),
-		                       A(has_draft_model ? a->draft_probs : a->probs, 0),
+		                       A(mapped ? a->q_tgt : has_draft_model ? a->draft_probs : a->probs, 0),
 		                       A(a->verify_scratch, 0), A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0)},
 		              .bytes = traffic * V4 +
 		                       (double)sw_verify_grid(t->n, sl, vm) * (2 * BLK_VERIFY * 8.0 + 64),

@@ -10,9 +10,10 @@
  *     draft ids become target ids as inputs) and a sampled tree with RRS,
  *     id 1 still produced (through the residual);
  *   - greedy chain and tree output equal to target-only;
- *   - refused: an offset out of range, a missing or unannounced d2t tensor,
- *     and an engine spec over a mapped drafter (the engine drafts over a
- *     prefix). */
+ *   - refused: an offset out of range, a missing or unannounced d2t tensor;
+ *   - the planner's entry takes the map, and the weights an engine uploads
+ *     for it are the gathered head rows, d2t and its inverse t2d
+ *     (tests/test_engine_block.c runs such engines). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -217,14 +218,47 @@ static void test_refused(void **state)
 	refused(1, NULL, "tensor d2t[0]: expected an offset to a target id in [0, 5), found -1 (target id -1)");
 	refused(2, NULL, "tensor d2t: missing (expected shape [4], I64");
 	refused(0, "d2t", "tensor d2t: not expected");
-	/* the planner's entry: an engine drafts over a prefix */
+}
+
+/* The planner's entry takes a map (the engine drafts through it), and the
+ * weights an engine uploads for it (rt_bd_weight): the head's rows d2t[i]
+ * of the target's, d2t, and t2d its inverse with -1 off the map. */
+static void test_engine_weights(void **state)
+{
 	struct setup S;
 	setup(&S, MAP, 31);
 	rt_bd_config c;
 	sw_err err = { 0 };
-	assert_int_equal(rt_bd_config_load(S.dir, &S.tm->cfg, "t", &c, &err), SW_ENOTSUP);
-	assert_non_null(strstr(err.msg, "$.d2t: expected false for an engine"));
-	printf("  refused: %s\n", err.msg);
+	assert_int_equal(rt_bd_config_load(S.dir, &S.tm->cfg, "t", &c, &err), 0);
+	assert_true(c.has_map);
+	assert_int_equal(c.draft_vocab, VD);
+	size_t n = 0;
+	const float *d2t = rt_bd_weight(S.bd, "d2t", -1, &n);
+	assert_non_null(d2t);
+	assert_int_equal(n, VD);
+	for (int i = 0; i < VD; i++)
+		assert_true(d2t[i] == (float)MAP[i]);
+	const float *t2d = rt_bd_weight(S.bd, "t2d", -1, &n);
+	assert_non_null(t2d);
+	assert_int_equal(n, V);
+	for (int x = 0; x < V; x++) {
+		int want = -1;
+		for (int i = 0; i < VD; i++)
+			want = MAP[i] == x ? i : want;
+		assert_true(t2d[x] == (float)want);
+	}
+	const int D = S.tm->cfg.dim;
+	const float *lm = rt_bd_weight(S.bd, "lm_head", -1, &n);
+	assert_non_null(lm);
+	assert_int_equal(n, (size_t)VD * D);
+	for (int i = 0; i < VD; i++)
+		assert_memory_equal(lm + (size_t)i * D, S.tm->w.lm_head + (size_t)MAP[i] * D, (size_t)D * sizeof(float));
+	teardown(&S);
+	/* unmapped: none of the three (the engine uses the target's head) */
+	setup(&S, NULL, 32);
+	assert_null(rt_bd_weight(S.bd, "d2t", -1, &n));
+	assert_null(rt_bd_weight(S.bd, "t2d", -1, &n));
+	assert_null(rt_bd_weight(S.bd, "lm_head", -1, &n));
 	teardown(&S);
 }
 
@@ -233,6 +267,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_logits_gathered),
 		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_engine_weights),
 		cmocka_unit_test(test_greedy),
 		cmocka_unit_test(test_exact),
 	};

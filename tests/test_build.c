@@ -598,7 +598,8 @@ static void test_build_head_dims(void **state)
  * Llama-3-8B-shaped ones (dim 4096, 128256, 32768, B 16, fp16), for sm_80
  * and sm_90 with zero spills (nvrtc_check_ex asserts it and prints the
  * registers): block_embed (FIRST 0 and 1), feature_tap (the verify tree's
- * rows and a prefill chunk's), block_unmask (a middle pass and the final),
+ * rows and a prefill chunk's), block_unmask (a middle pass, and the final
+ * over a mapped draft vocabulary),
  * tree_expand with Q_BY_DEPTH 1 on a Cartesian tree (every rule; SpecHub
  * on a binary one) and verify with Q_BY_DEPTH 1 and VQ = the draft
  * vocabulary (every method; the chain method on chain:B). Template by
@@ -641,8 +642,8 @@ static void test_build_block_kernels(void **state)
 		}
 		for (int fin = 0; fin < 2; fin++) {
 			gen_param p[] = {BN, BI("B", B), BI("VD", VD), BI("PASS", fin ? 0 : 1), BI("STEPS", 4),
-			                 BI("FINAL", fin), BI("BLOCK", 256)};
-			nvrtc_check_ex("block_unmask.cu.tmpl", "block_unmask", p, 7, true);
+			                 BI("FINAL", fin), BI("MAPPED", fin), BI("BLOCK", 256)};
+			nvrtc_check_ex("block_unmask.cu.tmpl", "block_unmask", p, 8, true);
 		}
 		for (int rule = 0; rule < 4; rule++) {
 			const gen_tree *t = rule == 3 ? &bin : &cart;

@@ -24,6 +24,11 @@
  *  - the real SmolLM2-135M with models/drafters/smollm2-features-b8: greedy
  *    word for word equal to the host block decoder and the reference, on
  *    a held-out chat prompt where drafts are accepted.
+ * The same three checks (greedy, same seed as the host, chi-square) with a
+ * drafter over a mapped draft vocabulary (d2t: Vd ids of the target's, not
+ * a prefix, not sorted; q = 0 off the map, verification over all V ids):
+ * the engine's q_target and block_unmask MAPPED path against the host
+ * decoder's scatter_q and d2t.
  * Plus bad input: a drafter other than the one the engine was built for. */
 #include <math.h>
 #include <setjmp.h>
@@ -57,6 +62,10 @@ static rt_model *g_tiny;
 static char g_tiny_path[300];
 static char g_drafter[300];           /* a tiny features drafter over g_tiny, B = 4 */
 static rt_block_drafter *g_bd;
+static char g_drafter_map[300];       /* the same shape over a mapped vocabulary: 61 ids */
+static rt_block_drafter *g_bdm;
+enum { MAP_VD = 61 };
+static int32_t g_map[MAP_VD];         /* draft id i -> target id (47 i + 5) mod 111 */
 
 static int mkdir_p(const char *d)
 {
@@ -89,14 +98,27 @@ static int setup(void **state)
 	if (mkdir_p(g_drafter) || tbu_write(g_drafter, g_tiny, &o, 5))
 		return -1;
 	g_bd = rt_block_drafter_load(g_drafter, g_tiny, &err);
-	if (!g_bd)
+	if (!g_bd) {
 		print_message("%s\n", err.msg);
-	return g_bd ? 0 : -1;
+		return -1;
+	}
+	snprintf(g_drafter_map, sizeof(g_drafter_map), "%s/drafter_map", g_dir);
+	for (int i = 0; i < MAP_VD; i++)
+		g_map[i] = (47 * i + 5) % EU_TINY_VOCAB;
+	o.draft_vocab = MAP_VD;
+	o.map = g_map;
+	if (mkdir_p(g_drafter_map) || tbu_write(g_drafter_map, g_tiny, &o, 5))
+		return -1;
+	g_bdm = rt_block_drafter_load(g_drafter_map, g_tiny, &err);
+	if (!g_bdm)
+		print_message("%s\n", err.msg);
+	return g_bdm ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
 	rt_block_drafter_free(g_bd);
+	rt_block_drafter_free(g_bdm);
 	rt_model_free(g_tiny);
 	return 0;
 }
@@ -182,7 +204,7 @@ static void expect_same(const char *what, const int32_t *got, const int32_t *wan
 /* Greedy chain (S = 1, S = 3) and Cartesian tree engines: native and
  * emulate emit the host block decoder's tokens, which are target-only
  * greedy's (checked too). 37 prompt tokens: two chunks and a tail. */
-static void test_tiny_block_greedy(void **state)
+static void greedy_cases(const char *drafter, const rt_block_drafter *bd, const char *tag)
 {
 	static const struct {
 		const char *tree, *verify, *expand;
@@ -200,27 +222,50 @@ static void test_tiny_block_greedy(void **state)
 	const rt_sampling greedy = {0.0f, 0, 1.0f};
 	for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
 		char spec[2048], dir[300], what[96];
-		snprintf(dir, sizeof(dir), "%s/greedy%zu", g_dir, c);
-		block_spec(spec, sizeof(spec), g_tiny_path, g_drafter, cfg[c].steps, cfg[c].tree,
+		snprintf(dir, sizeof(dir), "%s/%sgreedy%zu", g_dir, tag, c);
+		block_spec(spec, sizeof(spec), g_tiny_path, drafter, cfg[c].steps, cfg[c].tree,
 		           cfg[c].verify, cfg[c].expand, 0.0, 192, 16);
 		eu_build(spec, dir, cache_dir(), false);
 		rt_stats hs;
 		const bool chain = !strncmp(cfg[c].tree, "chain:", 6);
-		int hn = host_block(g_tiny, g_bd, chain && cfg[c].steps > 1 ? NULL : cfg[c].tree,
+		int hn = host_block(g_tiny, bd, chain && cfg[c].steps > 1 ? NULL : cfg[c].tree,
 		                    cfg[c].steps, RT_EXPAND_TOPK, RT_VERIFY_GREEDY, &greedy, 1, prompt, P,
 		                    N, atoi(cfg[c].tree + 6), host, &hs);
 		assert_int_equal(hn, N);
 		assert_memory_equal(host, ref, sizeof(ref)); /* greedy speculation = target-only */
+		assert_true(hs.n_accepted > 0); /* drafts accepted: the draft ids' mapping matters */
 		rt_engine_stats st;
-		snprintf(what, sizeof(what), "%s S=%d native", cfg[c].tree, cfg[c].steps);
-		assert_int_equal(run_block(dir, RT_HOST_NATIVE, g_tiny, g_bd, 1, prompt, P, N, NULL, a, &st), N);
+		snprintf(what, sizeof(what), "%s%s S=%d native", tag, cfg[c].tree, cfg[c].steps);
+		assert_int_equal(run_block(dir, RT_HOST_NATIVE, g_tiny, bd, 1, prompt, P, N, NULL, a, &st), N);
 		expect_same(what, a, host, N);
 		print_message("  %s: tau %.2f (host %.2f)\n", what, (double)N / st.n_iters,
 		              (double)N / hs.n_iters);
-		snprintf(what, sizeof(what), "%s S=%d emulate", cfg[c].tree, cfg[c].steps);
-		assert_int_equal(run_block(dir, RT_HOST_EMULATE, g_tiny, g_bd, 1, prompt, P, N, NULL, b, &st), N);
+		snprintf(what, sizeof(what), "%s%s S=%d emulate", tag, cfg[c].tree, cfg[c].steps);
+		assert_int_equal(run_block(dir, RT_HOST_EMULATE, g_tiny, bd, 1, prompt, P, N, NULL, b, &st), N);
 		expect_same(what, b, host, N);
 	}
+}
+
+static void test_tiny_block_greedy(void **state)
+{
+	greedy_cases(g_drafter, g_bd, "");
+}
+
+static void test_tiny_block_map_greedy(void **state)
+{
+	greedy_cases(g_drafter_map, g_bdm, "map_");
+	/* random weights cannot fill the maps (i32 ids): refused, by name */
+	sw_err err = {0};
+	char dir[300];
+	snprintf(dir, sizeof(dir), "%s/map_greedy0", g_dir);
+	rt_dev *d = open_dev(RT_HOST_NATIVE);
+	rt_engine *e = rt_engine_load(dir, &err);
+	assert_non_null(e);
+	assert_int_not_equal(rt_engine_bind_random(e, d, 7, 1, &err), 0);
+	print_message("  random weights: %s\n", err.msg);
+	assert_non_null(strstr(err.msg, "draft.d2t"));
+	rt_engine_free(e);
+	rt_dev_free(d);
 }
 
 /* Stochastic engines (spec T = 0.8) emit the host block tree decoder's
@@ -238,7 +283,7 @@ static void test_tiny_block_greedy(void **state)
  * draw u = 0.281937 lies 5.3e-4 below the upper edge 0.282471 of token
  * 55's CDF interval on the host (fp32), the fp16 engine's edge is 0.281496
  * (a 1.7e-3 relative shift), so it draws token 62: an fp16 near-tie. */
-static void test_tiny_block_stochastic(void **state)
+static void stochastic_cases(const char *drafter, const rt_block_drafter *bd, const char *tag)
 {
 	static const struct {
 		const char *tree;
@@ -255,32 +300,42 @@ static void test_tiny_block_stochastic(void **state)
 	eu_tiny_prompt(prompt, P);
 	for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
 		char spec[2048], dir[300];
-		snprintf(dir, sizeof(dir), "%s/stoch%zu", g_dir, c);
-		block_spec(spec, sizeof(spec), g_tiny_path, g_drafter, cfg[c].steps, cfg[c].tree, "rrs",
+		snprintf(dir, sizeof(dir), "%s/%sstoch%zu", g_dir, tag, c);
+		block_spec(spec, sizeof(spec), g_tiny_path, drafter, cfg[c].steps, cfg[c].tree, "rrs",
 		           "sample", 0.8, 192, 16);
 		eu_build(spec, dir, cache_dir(), false);
 		const rt_engine_sampling es = {cfg[c].s.temperature, cfg[c].s.top_k, cfg[c].s.top_p};
 		rt_stats hs;
 		for (uint64_t seed = 11; seed < 13; seed++) {
-			assert_int_equal(host_block(g_tiny, g_bd, cfg[c].tree, cfg[c].steps, RT_EXPAND_SAMPLE,
+			assert_int_equal(host_block(g_tiny, bd, cfg[c].tree, cfg[c].steps, RT_EXPAND_SAMPLE,
 			                            RT_VERIFY_RRS, &cfg[c].s, seed, prompt, P, N, 4, host,
 			                            &hs), N);
 			rt_engine_stats st;
 			char what[96];
-			snprintf(what, sizeof(what), "%s S=%d T %.1f k %d seed %llu native", cfg[c].tree,
-			         cfg[c].steps, (double)cfg[c].s.temperature, cfg[c].s.top_k,
+			snprintf(what, sizeof(what), "%s%s S=%d T %.1f k %d seed %llu native", tag,
+			         cfg[c].tree, cfg[c].steps, (double)cfg[c].s.temperature, cfg[c].s.top_k,
 			         (unsigned long long)seed);
-			assert_int_equal(run_block(dir, RT_HOST_NATIVE, g_tiny, g_bd, seed, prompt, P, N, &es,
+			assert_int_equal(run_block(dir, RT_HOST_NATIVE, g_tiny, bd, seed, prompt, P, N, &es,
 			                           a, &st), N);
 			expect_same(what, a, host, N);
-			snprintf(what, sizeof(what), "%s S=%d T %.1f k %d seed %llu emulate", cfg[c].tree,
-			         cfg[c].steps, (double)cfg[c].s.temperature, cfg[c].s.top_k,
+			snprintf(what, sizeof(what), "%s%s S=%d T %.1f k %d seed %llu emulate", tag,
+			         cfg[c].tree, cfg[c].steps, (double)cfg[c].s.temperature, cfg[c].s.top_k,
 			         (unsigned long long)seed);
-			assert_int_equal(run_block(dir, RT_HOST_EMULATE, g_tiny, g_bd, seed, prompt, P, N,
+			assert_int_equal(run_block(dir, RT_HOST_EMULATE, g_tiny, bd, seed, prompt, P, N,
 			                           &es, b, &st), N);
 			expect_same(what, b, host, N);
 		}
 	}
+}
+
+static void test_tiny_block_stochastic(void **state)
+{
+	stochastic_cases(g_drafter, g_bd, "");
+}
+
+static void test_tiny_block_map_stochastic(void **state)
+{
+	stochastic_cases(g_drafter_map, g_bdm, "map_");
 }
 
 /* Exactness of the engine path: chain S = 1 (RRS), chain S = 3 (RRS, the
@@ -290,7 +345,7 @@ static void test_tiny_block_stochastic(void **state)
  * enumeration, chi-square at significance 1e-4; the graph captured once per
  * engine. Runs natively (the emulated kernels make the same decisions:
  * test_kern_* and the token tests above). */
-static void test_block_exactness(void **state)
+static void exactness_cases(const int32_t *map, int Vd, const char *tag)
 {
 	static const struct {
 		const char *tree, *verify, *expand;
@@ -309,9 +364,10 @@ static void test_block_exactness(void **state)
 	snprintf(mpath, sizeof(mpath), "%s/v12.gguf", g_dir);
 	if (rt_llama_save_gguf(m, mpath, GGML_T_F32, &err))
 		fail_msg("%s", err.msg);
-	snprintf(ddir, sizeof(ddir), "%s/drafter12", g_dir);
+	snprintf(ddir, sizeof(ddir), "%s/%sdrafter12", g_dir, tag);
 	tbu_opts o = tbu_default(m);
-	o.draft_vocab = 10;
+	o.draft_vocab = Vd;
+	o.map = map;
 	o.block = 3;
 	o.scale = 0.25; /* a flat q: most of p's mass is under it, drafts are accepted */
 	assert_int_equal(mkdir_p(ddir), 0);
@@ -325,7 +381,7 @@ static void test_block_exactness(void **state)
 	assert_non_null(counts);
 	for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
 		char spec[2048], dir[300];
-		snprintf(dir, sizeof(dir), "%s/exact%zu", g_dir, c);
+		snprintf(dir, sizeof(dir), "%s/%sexact%zu", g_dir, tag, c);
 		block_spec(spec, sizeof(spec), mpath, ddir, cfg[c].steps, cfg[c].tree, cfg[c].verify,
 		           cfg[c].expand, 1.0, 64, 8);
 		eu_build(spec, dir, cache_dir(), false);
@@ -351,8 +407,8 @@ static void test_block_exactness(void **state)
 			}
 			int df;
 			double chi = tu_chi2(counts, pk, K, (uint64_t)N, &df), crit = tu_chi2_crit(df, 1e-4);
-			print_message("  %-10s S=%d %-7s T %.1f k %d: chi2 %.1f (df %d, critical %.1f at "
-			              "1e-4), %.2f iterations per 2 tokens\n", cfg[c].tree, cfg[c].steps,
+			print_message("  %s%-10s S=%d %-7s T %.1f k %d: chi2 %.1f (df %d, critical %.1f at "
+			              "1e-4), %.2f iterations per 2 tokens\n", tag, cfg[c].tree, cfg[c].steps,
 			              cfg[c].verify, (double)set[k].temperature, set[k].top_k, chi, df, crit,
 			              (double)iters / N);
 			if (!(chi < crit))
@@ -368,6 +424,21 @@ static void test_block_exactness(void **state)
 	free(probs);
 	free(counts);
 	rt_model_free(m);
+}
+
+static void test_block_exactness(void **state)
+{
+	exactness_cases(NULL, 10, "");
+}
+
+/* A mapped draft vocabulary of 7 of the 12 ids, not sorted: ids 1, 4, 6,
+ * 8, 10 have q = 0 and come only through the residual. The map holds id 7,
+ * where the target puts 98% of the first token's mass at T = 1 (so drafts
+ * are accepted: a map without it gives ~1.98 iterations per 2 tokens). */
+static void test_block_map_exactness(void **state)
+{
+	static const int32_t map[7] = {11, 3, 7, 0, 5, 9, 2};
+	exactness_cases(map, 7, "map_");
 }
 
 /* Bind refuses a drafter other than the one the engine was built for (same
@@ -498,6 +569,9 @@ int main(void)
 		cmocka_unit_test(test_tiny_block_greedy),
 		cmocka_unit_test(test_tiny_block_stochastic),
 		cmocka_unit_test(test_block_exactness),
+		cmocka_unit_test(test_tiny_block_map_greedy),
+		cmocka_unit_test(test_tiny_block_map_stochastic),
+		cmocka_unit_test(test_block_map_exactness),
 		cmocka_unit_test(test_block_errors),
 		cmocka_unit_test(test_real_block_engine),
 	};

@@ -16,7 +16,12 @@
  * no q). Shapes: B 2, 5, 8, 16; VD 37, 1000, 8192; S 1..5; T 0, 0.8, 1.3
  * with top-k / top-p; logits with ties (the argmax's lower-id rule) on some
  * cases. Counts how many positions were unmasked early, so the test cannot
- * pass with a rule that never fires. Then NVRTC (sm_80, sm_90). */
+ * pass with a rule that never fires. Mapped draft vocabularies (MAPPED 1,
+ * ref_block_unmask_map): d2t a shuffled choice of VD of the V target ids
+ * (not sorted, VD not a multiple of the block), blk_tok in target ids: the
+ * kernel bit for bit the reference, the reference's tokens the host's
+ * draft ids through d2t (block_decode's blk[] and tok[]), Z in draft ids
+ * as the host's. Then NVRTC (sm_80, sm_90). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,16 +44,17 @@
 #define IP(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
 #define NM {.name = "NAME", .type = GEN_PARAM_IDENT}
 
-static const emu_kernel *kern(int B, int VD, int pass, int steps, int final, int block)
+static const emu_kernel *kern(int B, int VD, int pass, int steps, int final, int mapped, int block)
 {
 	gen_param p[] = {NM, IP("B", B), IP("VD", VD), IP("PASS", pass), IP("STEPS", steps),
-	                 IP("FINAL", final), IP("BLOCK", block)};
-	return load_kernel_ex("block_unmask.cu.tmpl", "block_unmask", p, 7, true);
+	                 IP("FINAL", final), IP("MAPPED", mapped), IP("BLOCK", block)};
+	return load_kernel_ex("block_unmask.cu.tmpl", "block_unmask", p, 8, true);
 }
 
 static long g_cases, g_early;
 
-static void check(int B, int VD, int S, float temp, int top_k, float top_p, int ties, int sd_i)
+static void check_m(int B, int VD, int S, float temp, int top_k, float top_p, int ties, int sd_i,
+                    int mapped)
 {
 	const int block = VD >= 1000 ? 256 : 32, V = VD + 11; /* the target's vocabulary: wider */
 	const uint64_t seed = 0xb1a5c0deull + (uint64_t)sd_i * 104729u + (uint64_t)(B * VD);
@@ -61,6 +67,16 @@ static void check(int B, int VD, int S, float temp, int top_k, float top_p, int 
 	float *lg = malloc(nv * sizeof(*lg)), *want_p = malloc(nv * sizeof(*want_p));
 	float *row = malloc((size_t)VD * sizeof(*row)), *q = malloc((size_t)B * V * sizeof(*q));
 	int *idx = malloc((size_t)V * sizeof(*idx));
+	/* the map: VD distinct target ids of V, shuffled (identity: unmapped) */
+	int32_t *d2t = emu_alloc((size_t)V * sizeof(*d2t), "d2t");
+	for (int v = 0; v < V; v++)
+		d2t[v] = v;
+	for (int v = V - 1; mapped && v > 0; v--) {
+		const int w = (int)(tu_rand(&rng_state) % (uint64_t)(v + 1)), x = d2t[v];
+		d2t[v] = d2t[w];
+		d2t[w] = x;
+	}
+#define TGT(y) ((y) >= 0 ? d2t[y] : -1)
 	int32_t want_tok[65], fixed[64], host_tok[64];
 	rt_sampling s = {.temperature = temp, .top_k = top_k, .top_p = top_p};
 	const bool greedy = rt_sampling_greedy(&s);
@@ -78,13 +94,13 @@ static void check(int B, int VD, int S, float temp, int top_k, float top_p, int 
 			lg[e] = ties ? floorf((float)(2.0 * rnd())) : (float)(4.0 * rnd());
 		ref_logits_process(want_p, lg, B, VD, temp, top_k, top_p, idx);
 		memcpy(probs, want_p, nv * sizeof(*probs));
-		assert_int_equal(ref_block_unmask(want_tok, want_p, B, VD, final ? 0 : i, S, final, seed,
-		                                  iter_v),
+		assert_int_equal(ref_block_unmask_map(want_tok, want_p, mapped ? d2t : NULL, B, VD,
+		                                      final ? 0 : i, S, final, seed, iter_v),
 		                 0);
-		const emu_kernel *k = kern(B, VD, final ? 0 : i, S, final, block);
-		void *args[] = {&tok, &probs, &sw, &iter};
-		snprintf(what, sizeof(what), "%s T %.2f k %d p %.2f ties %d seed %d pass %d", k->name,
-		         (double)temp, top_k, (double)top_p, ties, sd_i, i);
+		const emu_kernel *k = kern(B, VD, final ? 0 : i, S, final, mapped, block);
+		void *args[] = {&tok, &probs, &sw, &iter, &d2t};
+		snprintf(what, sizeof(what), "%s T %.2f k %d p %.2f ties %d seed %d pass %d%s", k->name,
+		         (double)temp, top_k, (double)top_p, ties, sd_i, i, mapped ? " mapped" : "");
 		kern_out o[] = {
 			{.name = "blk_tok", .type = KERN_I32, .got = tok, .want = want_tok, .n = (size_t)B + 1},
 			{.name = "probs", .type = KERN_F32, .got = probs, .want = want_p, .n = nv,
@@ -96,7 +112,7 @@ static void check(int B, int VD, int S, float temp, int top_k, float top_p, int 
 		if (!final) {
 			rt_block_unmask_step(i, S, B, VD, lg, &s, seed, iter_v, fixed, row, idx);
 			for (int j = 0; j < B; j++)
-				if (fixed[j] != want_tok[j + 1])
+				if (TGT(fixed[j]) != want_tok[j + 1])
 					fail_msg("%s: position %d: ref_block_unmask fixed %d, block_decode %d", what,
 					         j, want_tok[j + 1], fixed[j]);
 			continue;
@@ -108,7 +124,7 @@ static void check(int B, int VD, int S, float temp, int top_k, float top_p, int 
 			host_tok[j] = rt_block_final_draw(j, fixed[j], lg + (size_t)j * VD, VD, V, &s, seed,
 			                                  iter_v, qj, idx);
 			g_early += fixed[j] >= 0;
-			if (host_tok[j] != want_tok[j + 1])
+			if (TGT(host_tok[j]) != want_tok[j + 1])
 				fail_msg("%s: draft token %d: ref_block_unmask %d, block_decode %d (fixed %d)",
 				         what, j, want_tok[j + 1], host_tok[j], fixed[j]);
 			const float *z = want_p + (size_t)j * VD;
@@ -134,11 +150,38 @@ static void check(int B, int VD, int S, float temp, int top_k, float top_p, int 
 	emu_free(probs);
 	emu_free(sw);
 	emu_free(iter);
+	emu_free(d2t);
+#undef TGT
 	free(lg);
 	free(want_p);
 	free(row);
 	free(q);
 	free(idx);
+}
+
+static void check(int B, int VD, int S, float temp, int top_k, float top_p, int ties, int sd_i)
+{
+	check_m(B, VD, S, temp, top_k, top_p, ties, sd_i, 0);
+}
+
+/* Mapped: VD 37 (not a multiple of BLOCK 32) and 1000 of V = VD + 11 ids,
+ * shuffled; S 1..4, T 0 and 0.8, ties. */
+static void test_block_unmask_mapped(void **state)
+{
+	static const int Bs[] = {3, 8}, VDs[] = {37, 1000};
+	(void)state;
+	int sd = 300;
+	for (int b = 0; b < 2; b++)
+		for (int v = 0; v < 2; v++)
+			for (int S = 1; S <= 4; S++) {
+				check_m(Bs[b], VDs[v], S, 0.8f, 0, 1.0f, 0, sd, 1);
+				check_m(Bs[b], VDs[v], S, 0.0f, 0, 1.0f, sd % 2, sd + 1, 1);
+				sd += 2;
+			}
+	print_message("  %ld mapped cases, %ld draft positions fixed by an earlier pass\n", g_cases,
+	              g_early);
+	assert_true(g_early > 5);
+	g_cases = g_early = 0;
 }
 
 static void test_block_unmask_shapes(void **state)
@@ -198,11 +241,11 @@ static void test_block_unmask_nvrtc(void **state)
 	static const int shapes[][5] = {{8, 8192, 0, 2, 0}, {8, 8192, 0, 2, 1}, {16, 32768, 1, 4, 0},
 	                                {16, 32768, 0, 4, 1}};
 	(void)state;
-	for (int i = 0; i < 4; i++) {
-		gen_param p[] = {NM, IP("B", shapes[i][0]), IP("VD", shapes[i][1]),
-		                 IP("PASS", shapes[i][2]), IP("STEPS", shapes[i][3]),
-		                 IP("FINAL", shapes[i][4]), IP("BLOCK", 256)};
-		nvrtc_check_ex("block_unmask.cu.tmpl", "block_unmask", p, 7, true);
+	for (int i = 0; i < 8; i++) { /* each unmapped and mapped */
+		gen_param p[] = {NM, IP("B", shapes[i % 4][0]), IP("VD", shapes[i % 4][1]),
+		                 IP("PASS", shapes[i % 4][2]), IP("STEPS", shapes[i % 4][3]),
+		                 IP("FINAL", shapes[i % 4][4]), IP("MAPPED", i / 4), IP("BLOCK", 256)};
+		nvrtc_check_ex("block_unmask.cu.tmpl", "block_unmask", p, 8, true);
 	}
 }
 
@@ -211,6 +254,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_block_unmask_shapes),
 		cmocka_unit_test(test_block_unmask_sampling),
+		cmocka_unit_test(test_block_unmask_mapped),
 		cmocka_unit_test(test_block_unmask_refused),
 		cmocka_unit_test(test_block_unmask_nvrtc),
 	};

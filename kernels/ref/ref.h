@@ -136,6 +136,33 @@ void ref_feature_tap(float *taps, const float *h, const float *delta, int rows, 
  * 1..16, or final 0 with pass outside 0..steps - 2; else 0. */
 int ref_block_unmask(int32_t *blk_tok, float *probs, int B, int VD, int pass, int steps, int final,
                      uint64_t seed, uint32_t iter);
+/* ref_block_unmask over a mapped draft vocabulary: d2t (VD) gives draft
+ * id i's target id (distinct, >= 0), and blk_tok[1..B] hold target ids
+ * (block_embed's inputs): a drawn draft id y is written as d2t[y], and
+ * FINAL's one-hot row of a fixed position with target id x is at the draft
+ * id i with d2t[i] == x (none: an all-zero row, which draws -1). d2t NULL
+ * is ref_block_unmask (draft id = target id). */
+int ref_block_unmask_map(int32_t *blk_tok, float *probs, const int32_t *d2t, int B, int VD, int pass,
+                         int steps, int final, uint64_t seed, uint32_t iter);
+
+/* A mapped draft vocabulary's q over target ids (templates/q_target.cu.tmpl):
+ * out (rows, V)[r][x] = q (rows, VD)[r][t2d[x]] where t2d[x] >= 0, else 0.
+ * t2d (V): the draft id of target id x, -1 off the map. REF_EINVAL (nothing
+ * written) for rows < 1, VD < 1, V < VD or a t2d entry outside [-1, VD);
+ * else 0. */
+int ref_q_target(float *out, const float *q, const int32_t *t2d, int rows, int VD, int V);
+
+/* An EAGLE-3 head's layer input (templates/eagle3_in.cu.tmpl; eagle3.c
+ * row_in): x2 (rows, 2 dim) 16-bit = [rmsnorm(embd[tok[r]]) * w_in ;
+ * rmsnorm(f) * w_hid] with f = feat[feat_row ? feat_row[r] : r] (feat
+ * (n_feat, dim) fp32); res (rows, dim) = the second half in fp32 with
+ * norm_before_res, else f. embd (n_ids, dim) 16-bit (is_f16: fp16, else
+ * bf16); a token outside [0, n_ids) (an absent node) embeds as zeros.
+ * tmp: 2 dim floats. REF_EINVAL (nothing written) for a feature row
+ * outside [0, n_feat) or sizes < 1. */
+int ref_eagle3_in(uint16_t *x2, float *res, const uint16_t *embd, const int32_t *tok, const float *feat,
+                  const int32_t *feat_row, const float *w_in, const float *w_hid, int rows, int dim,
+                  int n_ids, int n_feat, int is_f16, int norm_before_res, float eps, float *tmp);
 
 /* New K/V rows into one layer's 16-bit cache. kc, vc point at slot row0 (the
  * caller added row0 * kvd elements); k, v (rows, kvd) fp32. Row r goes to

@@ -269,14 +269,50 @@ static int op_feature_tap(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-/* (blk_tok, probs, seed, iter): the block drafter's S > 1 step (FINAL 0)
- * or its final Z and draws (FINAL 1); seed as for tree_expand */
+/* (blk_tok, probs, seed, iter, d2t): the block drafter's S > 1 step (FINAL
+ * 0) or its final Z and draws (FINAL 1); seed as for tree_expand; d2t read
+ * only with MAPPED */
 static int op_block_unmask(const rt_op *op, sw_err *err)
 {
-	if (ref_block_unmask(ARG(op, 0, int32_t *), ARG(op, 1, float *), (int)PI_("B"), (int)PI_("VD"),
-	                     (int)PI_("PASS"), (int)PI_("STEPS"), (int)PI_("FINAL"),
-	                     seed_of(ARG(op, 2, const uint32_t *)), *ARG(op, 3, const uint32_t *)))
+	if (ref_block_unmask_map(ARG(op, 0, int32_t *), ARG(op, 1, float *),
+	                         PI_("MAPPED") ? ARG(op, 4, const int32_t *) : NULL, (int)PI_("B"),
+	                         (int)PI_("VD"), (int)PI_("PASS"), (int)PI_("STEPS"), (int)PI_("FINAL"),
+	                         seed_of(ARG(op, 2, const uint32_t *)), *ARG(op, 3, const uint32_t *)))
 		return refused(op, "block_unmask: B, VD, PASS or STEPS outside what the op accepts", err);
+	return 0;
+}
+
+/* (x2, res, embd, tok, feat, tree, w_in, w_hid): an EAGLE-3 head's layer
+ * input; FEAT_TREE 1 reads node LEVEL_BEGIN + r's token and its parent's row
+ * of the previous level, as the template does */
+static int op_eagle3_in(const rt_op *op, sw_err *err)
+{
+	const int R = (int)PI_("ROWS"), D = (int)PI_("DIM"), tree_mode = (int)PI_("FEAT_TREE");
+	const int lb = (int)PI_("LEVEL_BEGIN"), pb = (int)PI_("PREV_BEGIN");
+	if (R < 1 || D < 1)
+		return refused(op, "eagle3_in: ROWS or DIM outside what the op accepts", err);
+	const int32_t *tree = ARG(op, 5, const int32_t *), *tok = ARG(op, 3, const int32_t *);
+	float *tmp = malloc(2 * (size_t)D * sizeof(*tmp) + (size_t)R * sizeof(int32_t));
+	if (!tmp)
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	int32_t *frow = (int32_t *)(tmp + 2 * (size_t)D);
+	for (int r = 0; r < R && tree_mode; r++)
+		frow[r] = tree[lb + r] - pb;
+	int rc = ref_eagle3_in(ARG(op, 0, uint16_t *), ARG(op, 1, float *), ARG(op, 2, const uint16_t *),
+	                       tree_mode ? tok + lb : tok, ARG(op, 4, const float *), tree_mode ? frow : NULL,
+	                       ARG(op, 6, const float *), ARG(op, 7, const float *), R, D, (int)PI_("N_IDS"),
+	                       (int)PI_("N_FEAT"), (int)PI_("IS_F16"), (int)PI_("NORM_BEFORE_RES"),
+	                       (float)PF_("EPS", 1e-5), tmp);
+	free(tmp);
+	return rc ? refused(op, "eagle3_in: a feature row outside [0, N_FEAT)", err) : 0;
+}
+
+/* (out, q, t2d): a mapped draft vocabulary's q over the target's ids */
+static int op_q_target(const rt_op *op, sw_err *err)
+{
+	if (ref_q_target(ARG(op, 0, float *), ARG(op, 1, const float *), ARG(op, 2, const int32_t *),
+	                 (int)PI_("DEPTHS"), (int)PI_("VD"), (int)PI_("V")))
+		return refused(op, "q_target: DEPTHS, VD, V or a t2d entry outside what the op accepts", err);
 	return 0;
 }
 
@@ -350,6 +386,7 @@ static const host_op_entry registry[] = {
 	{"cast", op_cast},
 	{"draft_ctrl", op_draft_ctrl},
 	{"embedding", op_embedding},
+	{"eagle3_in", op_eagle3_in},
 	{"embedding16", op_embedding16},
 	{"feature_tap", op_feature_tap},
 	{"fill_random", op_fill_random},
@@ -357,6 +394,7 @@ static const host_op_entry registry[] = {
 	{"kv_store", op_kv_store},
 	{"logits_process", op_logits_process},
 	{"ngram_lookup", op_ngram_lookup},
+	{"q_target", op_q_target},
 	{"rmsnorm_residual", op_rmsnorm_residual},
 	{"rope", op_rope},
 	{"step", op_step},

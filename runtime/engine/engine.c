@@ -264,6 +264,19 @@ static int upload_weights(rt_engine *e, const rt_engine_buf *b, const rt_engine_
 			rc = upload_raw(e, b, raw, field, layered ? l : -1, src, n, stage, per, err);
 			if (rc)
 				break;
+		} else if (!strcmp(b->dtype, "i32")) {
+			/* an id map (a mapped draft vocabulary's d2t, t2d): ids in
+			 * floats, exact below 2^24; -1 marks an unmapped id */
+			int32_t *d = stage;
+			for (size_t i = 0; i < n && !rc; i++) {
+				if (!(src[i] >= -1.0f && src[i] < 16777216.0f) || src[i] != (float)(int32_t)src[i])
+					rc = sw_errf(err, SW_EINVAL, "%s: %s[%zu]: expected an id (an integer in [-1, "
+					             "2^24)), found %g", m->name, b->name, i, (double)src[i]);
+				else
+					d[i] = (int32_t)src[i];
+			}
+			if (rc)
+				break;
 		} else if (es == 4) {
 			memcpy(stage, src, (size_t)per);
 		} else if (!strcmp(b->dtype, "q8_0")) { /* GGUF Q8_0, as ggml's reference quantizer */

@@ -210,6 +210,25 @@ static void ext_block_unmask(ectx *c)
 	    (long long)VD);
 	set(c, 2, 2 * 4, false, "two seed words");
 	set(c, 3, 4, false, "one iteration word");
+	const int64_t MP = P(c, "MAPPED", 0, 1);
+	set(c, 4, MP ? mul(VD, 4) : 0, false, "%s", MP ? "VD i32 (d2t)" : "not read (MAPPED 0)");
+}
+
+/* q_target.cu.tmpl: block (BID_X, r = BID_Y < DEPTHS) writes out[r, x] for x
+ * < V (grid.x * BLOCK >= V), reads t2d[x] and q[r, t2d[x]] with t2d[x] <
+ * VD (the kernel reads nothing for an entry outside [0, VD)). */
+static void ext_q_target(ectx *c)
+{
+	const int64_t R = P(c, "DEPTHS", 1, MAXI), VD = P(c, "VD", 1, MAXI), V = P(c, "V", 1, MAXI);
+	const int64_t BL = P(c, "BLOCK", 32, 1024);
+	block_is(c, BL);
+	const unsigned *g = c->x->grid;
+	if (!c->rc && ((int64_t)g[0] != (V + BL - 1) / BL || g[1] != (uint64_t)R || g[2] != 1))
+		refuse(c, "grid [%u, %u, %u], expected [%lld, %lld, 1] (ceil(V / BLOCK), DEPTHS)", g[0],
+		       g[1], g[2], (long long)((V + BL - 1) / BL), (long long)R);
+	set(c, 0, mul3(R, V, 4), true, "DEPTHS %lld x V %lld f32", (long long)R, (long long)V);
+	set(c, 1, mul3(R, VD, 4), false, "DEPTHS %lld x VD %lld f32", (long long)R, (long long)VD);
+	set(c, 2, mul(V, 4), false, "V %lld i32 (t2d)", (long long)V);
 }
 
 /* rmsnorm_residual.cu.tmpl:14-44: row BID_X of y, s, x, r (D floats each),
@@ -542,7 +561,8 @@ typedef struct rule {
 static const rule rules[] = {
 	{"embedding16", "embedding16.cu.tmpl", 4, ext_embedding16},
 	{"block_embed", "block_embed.cu.tmpl", 8, ext_block_embed},
-	{"block_unmask", "block_unmask.cu.tmpl", 4, ext_block_unmask},
+	{"block_unmask", "block_unmask.cu.tmpl", 5, ext_block_unmask},
+	{"q_target", "q_target.cu.tmpl", 3, ext_q_target},
 	{"feature_tap", "feature_tap.cu.tmpl", 3, ext_feature_tap},
 	{"rmsnorm_residual", "rmsnorm_residual.cu.tmpl", 5, ext_rmsnorm_residual},
 	{"cast", "cast.cu.tmpl", 2, ext_cast},

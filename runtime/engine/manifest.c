@@ -991,5 +991,5 @@ bool rt_manifest_field_layered(const char *f)
 {
 	return strcmp(f, "tok_embd") && strcmp(f, "out_norm") && strcmp(f, "lm_head") &&
 	       strcmp(f, "inv_freq") && strcmp(f, "mask_embd") && strcmp(f, "fc") &&
-	       strcmp(f, "fc_norm");
+	       strcmp(f, "fc_norm") && strcmp(f, "d2t") && strcmp(f, "t2d");
 }

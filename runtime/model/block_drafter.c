@@ -259,9 +259,6 @@ int rt_bd_config_load(const char *dir, const rt_config *tcfg, const char *tname,
 		                     "model.safetensors)"), err->code;
 	int rc = parse_config(text, n, cpath, tcfg, tname, c, err);
 	free(text);
-	if (!rc && c->has_map)
-		rc = sw_errf(err, SW_ENOTSUP, "%s: $.d2t: expected false for an engine (its verify and block_unmask take draft ids [0, %d) as target ids; a draft map runs on the host decoder only), found true",
-		             cpath, c->draft_vocab);
 	return rc;
 }
 
@@ -363,6 +360,19 @@ rt_block_drafter *rt_block_drafter_load(const char *dir, const rt_model *tm, sw_
 		for (int i = 0; i < c->draft_vocab; i++)
 			memcpy(cur + (size_t)i * dim, tm->w.lm_head + (size_t)d->d2t[i] * dim, (size_t)dim * sizeof(float));
 		d->lm_head = cur;
+		/* the maps as an engine uploads them (rt_bd_weight "d2t", "t2d") */
+		d->d2t_f = malloc(((size_t)c->draft_vocab + (size_t)c->vocab) * sizeof(float));
+		if (!d->d2t_f) {
+			sw_errf(err, SW_ENOMEM, "%s: out of memory for the draft map", dir);
+			goto out_free_d;
+		}
+		d->t2d_f = d->d2t_f + c->draft_vocab;
+		for (int v = 0; v < c->vocab; v++)
+			d->t2d_f[v] = -1.0f;
+		for (int i = 0; i < c->draft_vocab; i++) {
+			d->d2t_f[i] = (float)d->d2t[i];
+			d->t2d_f[d->d2t[i]] = (float)i;
+		}
 	}
 	ref_rope_freqs(d->inv_freq, c->head_dim, c->rope_theta, 0, 1.0f, 0, 0, 0);
 	return d;
@@ -379,6 +389,7 @@ void rt_block_drafter_free(rt_block_drafter *d)
 		return;
 	free(d->arena);
 	free(d->inv_freq);
+	free(d->d2t_f);
 	free(d);
 }
 
@@ -395,6 +406,11 @@ const float *rt_bd_weight(const rt_block_drafter *d, const char *field, int laye
 			{ "fc_norm", feat ? d->fc_norm : NULL, D },
 			{ "out_norm", d->out_norm, D },
 			{ "inv_freq", d->inv_freq, (size_t)c->head_dim / 2 },
+			/* mapped only: the gathered head rows, and the maps as ids in
+			 * floats (what an engine uploads as i32) */
+			{ "lm_head", c->has_map ? d->lm_head : NULL, (size_t)c->draft_vocab * D },
+			{ "d2t", c->has_map ? d->d2t_f : NULL, (size_t)c->draft_vocab },
+			{ "t2d", c->has_map ? d->t2d_f : NULL, (size_t)c->vocab },
 		};
 		for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++)
 			if (!strcmp(field, g[i].k)) {

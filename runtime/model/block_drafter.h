@@ -22,9 +22,9 @@
  * the ids a tensor d2t (draft_vocab) I64 in model.safetensors maps to, in
  * the public EAGLE-3 encoding (target id = draft id + d2t[draft id];
  * distinct, in range): its LM head is those rows of the target's, q is 0
- * elsewhere, verification stays over every id. The engine drafts over a
- * prefix only (its verify and block_unmask index the draft vocabulary as
- * target ids), so rt_bd_config_load, the planner's entry, refuses a map.
+ * elsewhere, verification stays over every id. An engine takes the map
+ * too (gen/plan.c: the head's gathered rows, d2t and t2d as weights; q
+ * through t2d onto the target's ids before expansion and verification).
  *
  * Conditioning:
  *   features: the target's hidden states after layers `taps` at every
@@ -79,6 +79,8 @@ typedef struct rt_block_drafter {
 	const float *lm_head;  /* (Vd, dim) rows d2t[0..Vd) of the target's (its own
 	                        * array when mapped, else the target's first rows) */
 	int32_t *d2t;       /* (Vd) target id of each draft id (identity without a map) */
+	float *d2t_f, *t2d_f; /* mapped only: (Vd) d2t and (vocab) its inverse (-1 off the
+	                       * map) as floats, an engine's i32 weights "d2t", "t2d" */
 	float *inv_freq;    /* (head_dim/2) */
 	void *arena;        /* owns every array above but the target's */
 } rt_block_drafter;
@@ -99,7 +101,8 @@ int rt_bd_config_shape(const json_value *shape, const char *file, const char *pa
                        rt_bd_config *c, sw_err *err);
 /* The drafter's own weight `field` (layer l for the per-layer ones, else
  * -1) by its safetensors name without "layers.L.": mask_embd, fc, fc_norm,
- * out_norm, attn_norm, wq, ..., w_down; NULL if it has none. *n: floats. */
+ * out_norm, attn_norm, wq, ..., w_down (mapped: also lm_head, the gathered
+ * rows (Vd, dim), and d2t, t2d as floats); NULL if it has none. *n: floats. */
 const float *rt_bd_weight(const rt_block_drafter *d, const char *field, int layer, size_t *n);
 
 /* Per-sequence drafter state: the fused context's keys and values per layer
