@@ -95,11 +95,16 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	char cmd[600];
+	char cmd[700];
 	if (g_have && !strncmp(g_hf, "/tmp/sw_qweng_", 14)) {
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_hf);
 		if (system(cmd) != 0)
 			fprintf(stderr, "cannot remove %s\n", g_hf);
+	}
+	if (!strncmp(g_dir, "build/test_qwen_engine.", 23)) { /* eu_work_dir's, engines inside */
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "cannot remove %s\n", g_dir);
 	}
 	return 0;
 }
@@ -241,6 +246,57 @@ static void test_engines_vs_transformers(void **state)
 		free(text);
 	}
 	print_message("  worst logit error: %.3f of the bound\n", worst_ratio);
+}
+
+/* engine.json states the family: a model of another one is refused at
+ * binding naming both, an engine.json naming a family the runtime lacks is
+ * refused at load naming the path and the value (test_engines_vs_
+ * transformers' qwen2 engine; a Llama engine of an older build, without
+ * the key, stays Llama: test_engine). */
+static void test_family_refusals(void **state)
+{
+	(void)state;
+	if (!g_have)
+		skip();
+	char edir[700], q3[600], path[2400], bad[800], cache[400];
+	sw_err err = {0};
+	snprintf(edir, sizeof(edir), "%s/qwen2_0", g_dir);
+	snprintf(q3, sizeof(q3), "%s/qwen3", g_hf);
+	snprintf(cache, sizeof(cache), "%s/cache", g_dir);
+	rt_model *m = rt_model_load(q3, &err);
+	if (!m)
+		fail_msg("%s", err.msg);
+	rt_engine *e = rt_engine_load(edir, &err);
+	if (!e)
+		fail_msg("%s", err.msg);
+	rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache);
+	assert_int_not_equal(cli_engine_bind(e, d, m, NULL, 1, &err), 0);
+	if (!strstr(err.msg, "architecture qwen3") || !strstr(err.msg, "expects qwen2"))
+		fail_msg("message: %s", err.msg);
+	rt_engine_free(e);
+	rt_dev_free(d);
+	rt_model_free(m);
+	/* a copy whose engine.json names another family */
+	snprintf(bad, sizeof(bad), "%s/qwen2_badarch", g_dir);
+	snprintf(path, sizeof(path), "rm -rf '%s' && cp -r '%s' '%s'", bad, edir, bad);
+	assert_int_equal(system(path), 0);
+	snprintf(path, sizeof(path), "%s/engine.json", bad);
+	size_t n;
+	char *t = sw_read_file(path, SW_CAP_ENGINE_JSON, &n);
+	assert_non_null(t);
+	char *at = strstr(t, "\"arch\": \"qwen2\"");
+	assert_non_null(at);
+	memcpy(at, "\"arch\": \"qwen9\"", 15);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fwrite(t, 1, n, f);
+	fclose(f);
+	free(t);
+	eu_resum(bad);
+	assert_null(rt_engine_load(bad, &err));
+	if (!strstr(err.msg, "arch") || !strstr(err.msg, "qwen9") || !strstr(err.msg, "engine.json"))
+		fail_msg("message: %s", err.msg);
+	print_message("  refused: %s\n", err.msg);
 }
 
 /* A Qwen-shaped draft pair: the 3-layer Qwen3 target drafted by a 1-layer
@@ -507,6 +563,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plan_families),
 		cmocka_unit_test(test_engines_vs_transformers),
+		cmocka_unit_test(test_family_refusals),
 		cmocka_unit_test(test_draft_pair),
 		cmocka_unit_test(test_draft_vocab_refused),
 	};
