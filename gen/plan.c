@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "attn_cost.h"
 #include "core/fileio.h"
 #include "core/hash.h"
@@ -77,6 +78,8 @@ typedef struct model_ix {
 	int len_word;        /* state[len_word]: this cache's length (target 0, draft 1) */
 	int ctx_rows;        /* cache slots per layer: max_context, + B for a block drafter
 	                      * (its block rows are staged past the length) */
+	const gen_arch *arch; /* the family's weights and q/k/v ops (arch.h) */
+	int n_xw, xw[GEN_ARCH_MAX_W]; /* the family's extra weights (arch->weights order) */
 } model_ix;
 
 typedef struct act_ix {
@@ -557,16 +560,20 @@ static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 	op_gemm(c, "wq", rows, qd, D, A(a->q, 0), A(a->x16, 0), A(m->wq, 0), L, layers);
 	op_gemm(c, "wk", rows, kvd, D, A(a->k, 0), A(a->x16, 0), A(m->wk, 0), L, layers);
 	op_gemm(c, "wv", rows, kvd, D, A(a->v, 0), A(a->x16, 0), A(m->wv, 0), L, layers);
-	for (int qk = 0; qk < 2; qk++) {
-		int H = qk ? cfg->n_kv_heads : cfg->n_heads;
-		gen_param prm[] = {PNAME, PI("N_HEADS", H), PI("HEAD_DIM", hd), PI("ROT_DIM", hd),
-		                   PI("BLOCK", BLK_ROPE)};
-		op_desc d = {.name = qk ? "rope_k" : "rope_q", .op = "rope", .exec = GEN_EXEC_KERNEL,
-		             .kernel = kernel(c, "rope_f32", "rope.cu.tmpl", prm, 5), .gx = (int)rows,
-		             .block = BLK_ROPE, .repeat = L, .layers = layers, .n_args = 3,
-		             .args = {A(qk ? a->k : a->q, 0), pos, A(m->inv_freq, 0)},
-		             .bytes = 2.0 * rows * H * hd * 4 + rows * 4.0 + hd / 2 * 4.0,
-		             .flops = 3.0 * rows * H * hd};
+	/* the family's in-place ops on q, k, v (gen/arch.h: Llama's RoPE,
+	 * Qwen's biases, q/k norms and NeoX RoPE) */
+	gen_arch_op xo[GEN_ARCH_MAX_OPS];
+	const int nxo = m->arch->qkv_ops(cfg, rows, xo);
+	for (int i = 0; i < nxo; i++) {
+		const int xb = xo[i].x == GEN_QKV_Q ? a->q : xo[i].x == GEN_QKV_K ? a->k : a->v;
+		op_desc d = {.name = xo[i].name, .op = xo[i].op, .exec = GEN_EXEC_KERNEL,
+		             .kernel = kernel(c, xo[i].kop, xo[i].tmpl, xo[i].params, xo[i].n_params),
+		             .gx = (int)rows, .block = xo[i].block, .repeat = L, .layers = layers,
+		             .n_args = xo[i].n_args,
+		             .args = {A(xb, 0), pos, A(m->inv_freq, 0)},
+		             .bytes = xo[i].bytes, .flops = xo[i].flops};
+		for (int j = 0; j < 2 && xo[i].n_args == 5; j++)
+			d.args[3 + j] = A(xo[i].w[j] >= 0 ? m->xw[xo[i].w[j]] : m->inv_freq, 0);
 		emit(c, &d);
 	}
 	/* new K/V rows: into the cache at slots ctx + row0 .. ctx + row0 + rows - 1
@@ -789,6 +796,12 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 	m->ctx_rows = c->s->max_context;
 	m->mask_embd = m->fc = m->fc_norm = m->d2t = m->t2d = -1;
 	const bool block = c->s->draft_kind == GEN_DRAFT_BLOCK && shared;
+	/* a block drafter's layers are Llama's (rt_bd_config has no family) */
+	m->arch = gen_arch_of(block ? RT_ARCH_LLAMA : cfg->arch);
+	if (!m->arch)
+		return SW_ENOTSUP;
+	gen_arch_weight xw[GEN_ARCH_MAX_W];
+	m->n_xw = (block || own_weights) ? m->arch->weights(cfg, xw) : shared->n_xw;
 	if (block || own_weights) {
 		if (block) {
 			/* a block drafter: its own layers, mask rows, fusion and norms;
@@ -830,6 +843,11 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 		else
 			B(lm_head, "weight", MDT(GEN_WT_LM_HEAD), 2, cfg->vocab, D, 0, 0);
 		B(inv_freq, "weight", "f32", 1, hd / 2, 0, 0, 0);
+		for (int i = 0; i < m->n_xw; i++) {
+			snprintf(nm, sizeof(nm), "%s.%s", tag, xw[i].field);
+			if ((m->xw[i] = add_buf(p, nm, "weight", "f32", 2, L, xw[i].per, 0, 0)) < 0)
+				return SW_ENOMEM;
+		}
 	} else {
 		m->tok_embd = shared->tok_embd;
 		m->attn_norm = shared->attn_norm;
@@ -844,6 +862,8 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 		m->out_norm = shared->out_norm;
 		m->lm_head = shared->lm_head;
 		m->inv_freq = shared->inv_freq;
+		for (int i = 0; i < m->n_xw; i++)
+			m->xw[i] = shared->xw[i];
 	}
 	B(k_cache, "kv", wdt, 3, L, m->ctx_rows, kvd, 0);
 	B(v_cache, "kv", wdt, 3, L, m->ctx_rows, kvd, 0);
@@ -1349,9 +1369,10 @@ static void jnum(FILE *f, double x)
 
 static void write_cfg(FILE *f, const rt_config *c, const char *ind)
 {
-	fprintf(f, "{\n%s  \"n_layers\": %d, \"dim\": %d, \"n_heads\": %d, \"n_kv_heads\": %d, "
-	        "\"head_dim\": %d,\n%s  \"ffn_dim\": %d, \"vocab\": %d, \"rope_theta\": ",
-	        ind, c->n_layers, c->dim, c->n_heads, c->n_kv_heads, c->head_dim, ind, c->ffn_dim,
+	fprintf(f, "{\n%s  \"arch\": \"%s\", \"n_layers\": %d, \"dim\": %d, \"n_heads\": %d, "
+	        "\"n_kv_heads\": %d, \"head_dim\": %d,\n%s  \"ffn_dim\": %d, \"vocab\": %d, "
+	        "\"rope_theta\": ",
+	        ind, rt_arch_name(c->arch), c->n_layers, c->dim, c->n_heads, c->n_kv_heads, c->head_dim, ind, c->ffn_dim,
 	        c->vocab);
 	jnum(f, c->rope_theta);
 	fprintf(f, ", \"norm_eps\": %.9g, \"tied_embd\": %s\n%s}", (double)c->norm_eps,

@@ -14,6 +14,7 @@
 #include "core/json.h"
 #include "model/model_gguf.h"
 #include "model/model_hf.h"
+#include "arch.h"
 #include "spec.h"
 #include "decode/tree_verify.h"
 
@@ -142,14 +143,11 @@ static int model_from_path(const json_value *v, const char *path, const char *mp
 	}
 	if (rc)
 		return sw_err_prefix(err, "%s:%d:%d: %s", v->file, v->line, v->col, path);
-	/* The engine's kernels and weight binding are Llama's: a Qwen model
-	 * (biases, q/k norms, NeoX RoPE) would build an engine that computes
-	 * another function. The host decoder runs it (generate, run MODEL). */
-	if (cfg->arch != RT_ARCH_LLAMA)
-		return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: %s: \"%s\": architecture: expected llama (engines "
-		               "are generated for Llama models only; run a %s model with the host decoder: "
-		               "specwright generate / run -m MODEL), found %s", v->file, v->line, v->col, path,
-		               mpath, rt_arch_name(cfg->arch), rt_arch_name(cfg->arch));
+	/* every family the loaders take has its planner file (gen/arch.h) */
+	if (!gen_arch_of(cfg->arch))
+		return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: %s: \"%s\": architecture: expected llama, "
+		               "qwen2 or qwen3 (a family the generator has a file for), found %s",
+		               v->file, v->line, v->col, path, mpath, rt_arch_name(cfg->arch));
 	return 0;
 }
 
@@ -171,7 +169,7 @@ static int opt_int(const json_value *o, const char *key, const char *path, int64
 
 static int shape_parse(const json_value *sh, const char *path, rt_config *c, sw_err *err)
 {
-	static const char *const keys[] = {"n_layers", "dim", "n_heads", "n_kv_heads", "head_dim",
+	static const char *const keys[] = {"arch", "n_layers", "dim", "n_heads", "n_kv_heads", "head_dim",
 	                                   "ffn_dim", "vocab", "rope_theta", "norm_eps",
 	                                   "tied_embd", "max_ctx", NULL};
 	char kp[256];
@@ -208,6 +206,18 @@ static int shape_parse(const json_value *sh, const char *path, rt_config *c, sw_
 	}
 	if (json_get(sh, "tied_embd") && (rc = json_get_bool(sh, "tied_embd", path, &c->tied_embd, err)))
 		return rc;
+	if (json_get(sh, "arch")) { /* the family: llama (default), qwen2, qwen3 */
+		const json_value *a = json_get(sh, "arch");
+		int k = -1;
+		for (int i = RT_ARCH_LLAMA; i <= RT_ARCH_QWEN3; i++)
+			if (a->type == JSON_STRING && !strcmp(a->str, rt_arch_name(i)))
+				k = i;
+		if (k < 0)
+			return json_refuse(err, a, json_path_key(kp, sizeof(kp), path, "arch"),
+			                   "\"llama\", \"qwen2\" or \"qwen3\"", "%s",
+			                   a->type == JSON_STRING ? a->str : "not a string");
+		c->arch = k;
+	}
 	if (!json_get(sh, "head_dim") && c->dim % c->n_heads)
 		return json_refuse(err, json_get(sh, "dim"), json_path_key(kp, sizeof(kp), path, "dim"),
 		           "a multiple of n_heads (or give head_dim)", "%d with n_heads %d", c->dim,

@@ -43,6 +43,13 @@ void ref_rope(float *x, const int32_t *pos, int T, int n_heads, int head_dim, in
 void ref_rope_neox(float *x, const int32_t *pos, int T, int n_heads, int head_dim, int rot_dim,
                    const float *inv_freq);
 
+/* The Qwen family's per-head steps on one projection (T, n_heads, head_dim),
+ * in place: + b (n_heads * head_dim) when b, each head RMS-normalized with
+ * w (head_dim) and eps when w, then NeoX RoPE over the whole head when
+ * rope (kernels/ref/head_prep.c; templates/head_prep.cu.tmpl). */
+void ref_head_prep(float *x, const int32_t *pos, int T, int n_heads, int head_dim, const float *b,
+                   const float *w, float eps, int rope, const float *inv_freq);
+
 /* Attention of a block of T new queries over n_ctx cached keys plus the block's
  * own T keys.
  *   q   (T, n_heads, head_dim)

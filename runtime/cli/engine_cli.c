@@ -48,14 +48,13 @@ static int model_weight(void *user, const char *field, int l, const float **data
 int cli_engine_weights(rt_engine_weights *w, const rt_model *m, const char *role, sw_err *err)
 {
 	const rt_config *c = &m->cfg;
-	if (m->kind != RT_MODEL_LLAMA || m->cfg.arch != RT_ARCH_LLAMA)
-		return sw_errf(err, SW_EINVAL, "%s: the %s must be a Llama-architecture model, found %s",
-		               m->name, role, m->kind != RT_MODEL_LLAMA ? "a table model"
-		                                                        : rt_arch_name(m->cfg.arch));
+	if (m->kind != RT_MODEL_LLAMA)
+		return sw_errf(err, SW_EINVAL, "%s: the %s must be a transformer (llama, qwen2, qwen3), "
+		               "found a table model", m->name, role);
 	memset(w, 0, sizeof(*w));
 	w->name = m->name;
 	w->shape = (rt_engine_shape){
-		.n_layers = c->n_layers, .dim = c->dim, .n_heads = c->n_heads,
+		.arch = c->arch, .n_layers = c->n_layers, .dim = c->dim, .n_heads = c->n_heads,
 		.n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim, .ffn_dim = c->ffn_dim,
 		.vocab = c->vocab, .rope_theta = c->rope_theta, .norm_eps = c->norm_eps,
 		.tied_embd = c->tied_embd,
@@ -91,6 +90,7 @@ int cli_block_weights(rt_engine_weights *w, const rt_block_drafter *bd, const rt
 		.n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim, .ffn_dim = c->ffn_dim,
 		.vocab = c->vocab, .rope_theta = c->rope_theta, .norm_eps = c->norm_eps,
 		.tied_embd = target->cfg.tied_embd,
+		.arch = target->cfg.arch, /* engine.json's draft shape is the target's family */
 	};
 	w->get = block_weight;
 	w->user = (void *)bd;

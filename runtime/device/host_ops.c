@@ -113,6 +113,19 @@ static int op_rope(const rt_op *op, sw_err *err)
 	return 0;
 }
 
+/* (x, pos, inv_freq, b, w); rows = grid.x; b, w, inv_freq read only when
+ * BIAS, NORM, ROPE say so */
+static int op_head_prep(const rt_op *op, sw_err *err)
+{
+	(void)err;
+	ref_head_prep(ARG(op, 0, float *), ARG(op, 1, const int32_t *),
+	              (int)live_rows(op, op->grid[0]), (int)PI_("N_HEADS"), (int)PI_("HEAD_DIM"),
+	              PI_("BIAS") ? ARG(op, 3, const float *) : NULL,
+	              PI_("NORM") ? ARG(op, 4, const float *) : NULL, (float)PF_("EPS", 1e-6),
+	              (int)PI_("ROPE"), ARG(op, 2, const float *));
+	return 0;
+}
+
 /* (y, gate, up); rows = grid.y */
 static int op_swiglu(const rt_op *op, sw_err *err)
 {
@@ -390,6 +403,7 @@ static const host_op_entry registry[] = {
 	{"embedding16", op_embedding16},
 	{"feature_tap", op_feature_tap},
 	{"fill_random", op_fill_random},
+	{"head_prep", op_head_prep},
 	{"kv_commit", op_kv_commit},
 	{"kv_store", op_kv_store},
 	{"logits_process", op_logits_process},

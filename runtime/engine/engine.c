@@ -217,6 +217,10 @@ static int check_model(const rt_engine *e, const rt_engine_weights *w, const rt_
 	if (c->f != want->f)                                                                 \
 		return sw_errf(err, SW_EINVAL, "%s: %s " #f " %d, engine %s/engine.json expects %d", \
 		               w->name, role, (int)c->f, e->man->dir, (int)want->f);
+	if (c->arch != want->arch)
+		return sw_errf(err, SW_EINVAL, "%s: %s architecture %s, engine %s/engine.json expects %s",
+		               w->name, role, rt_manifest_arch_name(c->arch), e->man->dir,
+		               rt_manifest_arch_name(want->arch));
 	CHK(n_layers) CHK(dim) CHK(n_heads) CHK(n_kv_heads) CHK(head_dim) CHK(ffn_dim) CHK(vocab)
 #undef CHK
 	if (c->tied_embd != want->tied_embd)

@@ -272,6 +272,26 @@ static void ext_rope(ectx *c)
 	set(c, 2, mul(ROT / 2, 4), false, "ROT_DIM / 2 = %lld f32", (long long)(ROT / 2));
 }
 
+/* head_prep.cu.tmpl: row t = BID_X: pos[t], x[t * H * HD .. + H * HD);
+ * inv_freq[0 .. HD / 2) when ROPE, b (H * HD) when BIAS, w (HD) when NORM;
+ * a step that is off reads nothing of its argument. */
+static void ext_head_prep(ectx *c)
+{
+	const int64_t H = P(c, "N_HEADS", 1, MAXI), HD = P(c, "HEAD_DIM", 2, 512);
+	const int64_t bias = P(c, "BIAS", 0, 1), norm = P(c, "NORM", 0, 1), rope = P(c, "ROPE", 0, 1);
+	const int64_t T = c->x->grid[0], B = P(c, "BLOCK", 32, 1024);
+	block_is(c, B);
+	if (!c->rc && (HD % 2 || B % 32))
+		refuse(c, "kernel %s: HEAD_DIM %lld and BLOCK %lld, expected an even HEAD_DIM and a "
+		       "BLOCK of whole warps", c->k->uri, (long long)HD, (long long)B);
+	set(c, 0, mul3(T, mul(H, HD), 4), true, "grid.x %lld rows x N_HEADS %lld x HEAD_DIM %lld f32",
+	    (long long)T, (long long)H, (long long)HD);
+	set(c, 1, mul(T, 4), false, "grid.x %lld positions", (long long)T);
+	set(c, 2, rope ? mul(HD / 2, 4) : 0, false, "HEAD_DIM / 2 = %lld f32", (long long)(HD / 2));
+	set(c, 3, bias ? mul3(H, HD, 4) : 0, false, "N_HEADS x HEAD_DIM f32 bias");
+	set(c, 4, norm ? mul(HD, 4) : 0, false, "HEAD_DIM %lld f32 norm weights", (long long)HD);
+}
+
 /* swiglu.cu.tmpl:16-30: row BID_Y, columns i < FFN (guarded): y, gate, up;
  * y may be gate (in place). */
 static void ext_swiglu(ectx *c)
@@ -567,6 +587,7 @@ static const rule rules[] = {
 	{"rmsnorm_residual", "rmsnorm_residual.cu.tmpl", 5, ext_rmsnorm_residual},
 	{"cast", "cast.cu.tmpl", 2, ext_cast},
 	{"rope", "rope.cu.tmpl", 3, ext_rope},
+	{"head_prep", "head_prep.cu.tmpl", 5, ext_head_prep},
 	{"swiglu", "swiglu.cu.tmpl", 3, ext_swiglu},
 	{"tree_attention", "tree_attention.cu.tmpl", -1, ext_tree_attention} /* 6 _part, 4 _merge */,
 	{"kv_store", "kv_store.cu.tmpl", 5, ext_kv_store},

@@ -83,9 +83,27 @@ static void jints(jctx *j, const json_value *o, const char *key, const char *pat
 	}
 }
 
+const char *rt_manifest_arch_name(int arch)
+{
+	static const char *const names[] = {"llama", "qwen2", "qwen3"};
+	return arch >= 0 && arch < 3 ? names[arch] : "unknown";
+}
+
 static void read_cfg(jctx *j, const json_value *c, const char *path, rt_engine_shape *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
+	/* the family (gen/arch.h); engines written before it had no key: llama */
+	const json_value *a = json_get(c, "arch");
+	if (a && !j->rc) {
+		const char *s = jstr(j, c, "arch", path);
+		cfg->arch = -1;
+		for (int i = 0; i < 3 && !j->rc; i++)
+			if (!strcmp(s, rt_manifest_arch_name(i)))
+				cfg->arch = i;
+		if (!j->rc && cfg->arch < 0)
+			j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.arch: expected \"llama\", \"qwen2\" or "
+			                "\"qwen3\", found \"%.40s\"", j->file, path, s);
+	}
 	cfg->n_layers = (int)jint(j, c, "n_layers", path, 1, 1024);
 	cfg->dim = (int)jint(j, c, "dim", path, 1, 1 << 20);
 	cfg->n_heads = (int)jint(j, c, "n_heads", path, 1, 1024);

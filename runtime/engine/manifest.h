@@ -21,10 +21,17 @@
 /* A Llama model's shapes as engine.json states them ($.shapes.target,
  * $.shapes.draft); a weight source states its own the same way (engine.h). */
 typedef struct rt_engine_shape {
+	int arch;                  /* $.shapes.*.arch, model/model.h's enum rt_arch: 0 llama
+	                            * (also when absent), 1 qwen2, 2 qwen3 */
 	int n_layers, dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab;
 	float rope_theta, norm_eps;
 	bool tied_embd;            /* lm_head is tok_embd */
 } rt_engine_shape;
+
+/* "llama", "qwen2", "qwen3" for rt_engine_shape.arch ("unknown" otherwise):
+ * model/model.h rt_arch_name's words, which the deployable runtime cannot
+ * include. */
+const char *rt_manifest_arch_name(int arch);
 
 /* Sampling values: the spec's ($.spec.sampling) are the engine's defaults;
  * a request may set others at run time (engine.h rt_engine_run.samp). */

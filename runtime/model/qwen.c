@@ -14,29 +14,21 @@
 #include "kernels/ref/ref.h"
 #include "transformer.h"
 
-/* y (T, n) += b (n) on every row */
-static void add_bias(float *y, const float *b, int T, int n)
-{
-	for (int t = 0; t < T; t++)
-		ref_add(y + (size_t)t * n, y + (size_t)t * n, b, (size_t)n);
-}
-
+/* ref_head_prep (kernels/ref/head_prep.c): the specification the engine's
+ * head_prep kernels follow, so the host decoder and the generated engines
+ * compose the same steps. */
 static void qwen_qk(const rt_ctx *c, const rt_layer_weights *L, const int32_t *pos, int T,
                     float *q, float *k, float *v)
 {
 	const rt_config *cfg = &c->m->cfg;
 	const int hd = cfg->head_dim, nh = cfg->n_heads, nkv = cfg->n_kv_heads;
-	if (L->bq) { /* Qwen2 (rt_model_from_weights checked: all three or none) */
-		add_bias(q, L->bq, T, nh * hd);
-		add_bias(k, L->bk, T, nkv * hd);
-		add_bias(v, L->bv, T, nkv * hd);
-	}
-	if (L->q_norm) { /* Qwen3: each head's row of head_dim is one norm row */
-		ref_rmsnorm(q, q, L->q_norm, T * nh, hd, cfg->norm_eps);
-		ref_rmsnorm(k, k, L->k_norm, T * nkv, hd, cfg->norm_eps);
-	}
-	ref_rope_neox(q, pos, T, nh, hd, hd, c->m->inv_freq);
-	ref_rope_neox(k, pos, T, nkv, hd, hd, c->m->inv_freq);
+	const float *inv = c->m->inv_freq;
+	/* Qwen2: bq/bk/bv (rt_model_from_weights checked: all three or none);
+	 * Qwen3: q_norm/k_norm, each head's row of head_dim one norm row */
+	ref_head_prep(q, pos, T, nh, hd, L->bq, L->q_norm, cfg->norm_eps, 1, inv);
+	ref_head_prep(k, pos, T, nkv, hd, L->bk, L->k_norm, cfg->norm_eps, 1, inv);
+	if (L->bv)
+		ref_head_prep(v, pos, T, nkv, hd, L->bv, NULL, cfg->norm_eps, 0, inv);
 }
 
 static int qwen_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
