@@ -23,10 +23,14 @@ int rt_manifest_parse_ltypes(rt_engine_buf *x, const json_value *lt, const char 
 		               "of rank %d, expected a layered GGUF-typed weight with one type a layer "
 		               "(%lld)", file, p, x->name, lt->n, x->dtype, x->kind, x->rank,
 		               (long long)(x->rank ? x->shape[0] : 0));
+	int64_t stride;
+	if (__builtin_mul_overflow(x->shape[1], x->shape[2] / hg_gguf_block(wt), &stride) ||
+	    __builtin_mul_overflow(stride, hg_gguf_block_bytes(wt), &stride))
+		return sw_errf(err, SW_EINVAL, "%s: %s.shape (%s): %lld x %lld, expected a layer of "
+		               "fewer than 2^63 bytes", file, p, x->name, (long long)x->shape[1],
+		               (long long)x->shape[2]);
 	if (!(x->ltype = malloc(lt->n ? lt->n : 1)))
 		return sw_errf(err, SW_ENOMEM, "out of memory");
-	const int64_t stride = x->shape[1] * (x->shape[2] / hg_gguf_block(wt)) *
-	                       hg_gguf_block_bytes(wt);
 	for (size_t l = 0; l < lt->n; l++) {
 		const json_value *v = lt->items[l];
 		const int t = v->type == JSON_STRING ? rt_manifest_wtype(v->str) : -1;
@@ -37,8 +41,10 @@ int rt_manifest_parse_ltypes(rt_engine_buf *x, const json_value *lt, const char 
 			               v->type == JSON_STRING ? v->str : json_type_name(v->type),
 			               v->type == JSON_STRING ? "\"" : "");
 		const int64_t blk = hg_gguf_block(t);
+		int64_t lb; /* this layer's bytes */
 		if (x->shape[2] % blk ||
-		    x->shape[1] * (x->shape[2] / blk) * hg_gguf_block_bytes(t) > stride)
+		    __builtin_mul_overflow(x->shape[1], x->shape[2] / blk, &lb) ||
+		    __builtin_mul_overflow(lb, hg_gguf_block_bytes(t), &lb) || lb > stride)
 			return sw_errf(err, SW_EINVAL, "%s: %s.layer_dtypes[%zu] (%s): %s, expected a type "
 			               "whose blocks divide the rows of %lld and fit the %s layer stride "
 			               "(%lld bytes)", file, p, l, x->name, v->str, (long long)x->shape[2],
