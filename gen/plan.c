@@ -43,6 +43,7 @@
 
 #include "arch.h"
 #include "attn_cost.h"
+#include "plan_gguf.h"
 #include "core/fileio.h"
 #include "core/hash.h"
 #include "formats/gguf.h"
@@ -129,17 +130,6 @@ static int64_t dtype_bytes(const char *dt)
 	return !strcmp(dt, "f32") || !strcmp(dt, "i32") ? 4 : !strcmp(dt, "u64") ? 8 : 2;
 }
 
-/* A GGUF block type's elements a block and *bytes (0: not one) */
-static int wtype_block(const char *dt, int *bytes)
-{
-	static const int types[] = {GGML_T_Q8_0, GGML_T_Q4_0, GGML_T_Q4_1, GGML_T_Q4_K};
-	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-		if (!strcmp(dt, gen_wtype_name(types[i])))
-			return gen_wtype_block(types[i], bytes);
-	*bytes = 0;
-	return 0;
-}
-
 static int grow(void **p, int *cap, int n, size_t elem)
 {
 	if (n < *cap)
@@ -170,7 +160,7 @@ static int add_buf(gen_plan *p, const char *name, const char *kind, const char *
 		b->shape[i] = d[i];
 		n *= d[i];
 	}
-	int bb, blk = wtype_block(dt, &bb);
+	int bb, blk = gen_plan_wtype_block(dt, &bb);
 	if (blk) /* q8_0 34 bytes a block of 32, q4_1 20, ... (rows are whole blocks) */
 		n = n / 2 / blk * bb;
 	b->bytes = n;
@@ -325,8 +315,7 @@ static void op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, g
 	char uri[192];
 	snprintf(uri, sizeof(uri), "gemm_%s_f32acc_m%" PRId64 "_n%" PRId64 "_k%" PRId64,
 	         gen_dtype_name(c->s->dtype), m, n, k);
-	int bb, blk = wtype_block(c->p->bufs[w.buf].dtype, &bb);
-	const double wb = blk ? (double)bb / blk : c->dt16; /* W bytes/element */
+	const double wb = gen_plan_w_bytes(c->p, w.buf, c->dt16); /* W bytes/element */
 	op_desc d = {.name = name, .op = "gemm", .exec = GEN_EXEC_CUBLASLT, .uri = uri,
 	             .repeat = repeat, .layers = layers, .m = m, .n = n, .k = k, .n_args = 3,
 	             .args = {out, a, w},
@@ -847,6 +836,11 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 			snprintf(nm, sizeof(nm), "%s.%s", tag, xw[i].field);
 			if ((m->xw[i] = add_buf(p, nm, "weight", "f32", 2, L, xw[i].per, 0, 0)) < 0)
 				return SW_ENOMEM;
+		}
+		if (!block && !shared) {
+			const int wb[GEN_WT_LM_HEAD] = {m->wq, m->wk, m->wv, m->wo, m->w_gate,
+			                                m->w_up, m->w_down};
+			gen_plan_gguf_layers(p, c->s, wb);
 		}
 	} else {
 		m->tok_embd = shared->tok_embd;
@@ -1507,7 +1501,9 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 		        b->name, b->kind, b->dtype);
 		for (int d = 0; d < b->rank; d++)
 			fprintf(f, "%s%" PRId64, d ? ", " : "", b->shape[d]);
-		fprintf(f, "], \"bytes\": %" PRId64 ", \"offset\": %" PRId64 "}%s\n", b->bytes, b->offset,
+		fprintf(f, "]");
+		gen_plan_write_ltypes(f, b);
+		fprintf(f, ", \"bytes\": %" PRId64 ", \"offset\": %" PRId64 "}%s\n", b->bytes, b->offset,
 		        i + 1 < p->n_bufs ? "," : "");
 	}
 	fprintf(f, "  ],\n  \"kernels\": [\n");

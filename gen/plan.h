@@ -37,6 +37,9 @@ typedef struct gen_buf {
 	int rank;
 	int64_t shape[4];
 	int64_t bytes, offset; /* offset in the arena, a multiple of GEN_PLAN_ALIGN */
+	const unsigned char *ltypes; /* gguf_a8, a field whose layers differ: each layer's GGUF
+	                              * type (plan_gguf.h), n_ltypes of them; else NULL */
+	int n_ltypes;
 } gen_buf;
 
 typedef struct gen_arg {

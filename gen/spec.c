@@ -37,19 +37,21 @@ const char *const gen_wfield_names[GEN_WT_N] = {"wq", "wk", "wv", "wo", "w_gate"
 const char *gen_wtype_name(int t)
 {
 	return t == GGML_T_Q8_0 ? "q8_0" : t == GGML_T_Q4_0 ? "q4_0" : t == GGML_T_Q4_1 ? "q4_1"
-	       : t == GGML_T_Q4_K ? "q4_k" : NULL;
+	       : t == GGML_T_Q4_K ? "q4_k" : t == GGML_T_Q6_K ? "q6_k" : NULL;
 }
 
 int gen_wtype_block(int t, int *bytes)
 {
 	*bytes = t == GGML_T_Q8_0 ? 34 : t == GGML_T_Q4_0 ? 18 : t == GGML_T_Q4_1 ? 20
-	         : t == GGML_T_Q4_K ? 144 : 0;
-	return !*bytes ? 0 : t == GGML_T_Q4_K ? 256 : 32;
+	         : t == GGML_T_Q4_K ? 144 : t == GGML_T_Q6_K ? 210 : 0;
+	return !*bytes ? 0 : t == GGML_T_Q4_K || t == GGML_T_Q6_K ? 256 : 32;
 }
 
 
-/* gguf_a8: the target file's GEMM weight types, one supported type a field
- * for every layer, each k a whole number of its blocks. */
+/* gguf_a8: the target file's GEMM weight types, each layer's tensor a
+ * supported type of its own (a Q4_K_M file mixes Q4_K and Q6_K within a
+ * field), each k a whole number of its blocks; wtype[w] the field's type
+ * with the most bytes an element (its buffer's layer stride). */
 static int gguf_wtypes(gen_model_src *src, const json_value *v, sw_err *err)
 {
 	static const char *const tname[GEN_WT_N] = {"attn_q", "attn_k", "attn_v", "attn_output",
@@ -64,6 +66,9 @@ static int gguf_wtypes(gen_model_src *src, const json_value *v, sw_err *err)
 	if (!f)
 		return sw_err_prefix(err, "%s:%d:%d: $.dtype", v->file, v->line, v->col);
 	int rc = 0;
+	if (c->n_layers > GEN_SPEC_MAX_LAYERS)
+		rc = json_refuse(err, v, "$.dtype", "a target of at most 512 layers",
+		                 "\"gguf_a8\" with %s's %d layers", src->path, c->n_layers);
 	for (int w = 0; w < GEN_WT_N && !rc; w++) {
 		const int k = w == GEN_WT_WO ? c->n_heads * c->head_dim
 		              : w == GEN_WT_DOWN ? c->ffn_dim : c->dim;
@@ -81,20 +86,24 @@ static int gguf_wtypes(gen_model_src *src, const json_value *v, sw_err *err)
 				rc = json_refuse(err, v, "$.dtype", "a GGUF with every GEMM weight",
 				         "\"gguf_a8\" with %s, which has no tensor '%s'", src->path, name);
 			else if (!blk)
-				rc = json_refuse(err, v, "$.dtype", "GEMM weights of type Q8_0, Q4_0, Q4_1 or Q4_K",
+				rc = json_refuse(err, v, "$.dtype",
+				         "GEMM weights of type Q8_0, Q4_0, Q4_1, Q4_K or Q6_K",
 				         "\"gguf_a8\" with %s's tensor '%s' of type %s", src->path, name,
 				         ggml_dtype_name(t->type));
 			else if (k % blk)
 				rc = json_refuse(err, v, "$.dtype", "a GEMM weight whose rows are whole blocks",
 				         "\"gguf_a8\" with %s's tensor '%s' of type %s (blocks of %d) and "
 				         "rows of %d", src->path, name, ggml_dtype_name(t->type), blk, k);
-			else if (l && (int)t->type != src->wtype[w])
-				rc = json_refuse(err, v, "$.dtype", "one type for every layer's GEMM weight",
-				         "\"gguf_a8\" with %s's tensor '%s' of type %s, layer 0's %s",
-				         src->path, name, ggml_dtype_name(t->type),
-				         ggml_dtype_name((uint32_t)src->wtype[w]));
-			else
-				src->wtype[w] = (int)t->type;
+			else {
+				int ob = 0;
+				const int ob_blk = l ? gen_wtype_block(src->wtype[w], &ob) : 0;
+				src->wtype_l[w][l] = (unsigned char)t->type;
+				if (l && (int)t->type != src->wtype[w])
+					src->wmixed[w] = true;
+				/* the widest: most bytes an element (bytes/blk > ob/ob_blk) */
+				if (!l || (int64_t)bytes * ob_blk > (int64_t)ob * blk)
+					src->wtype[w] = (int)t->type;
+			}
 		}
 	}
 	gguf_close(f);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "device/host_gemm.h"
 #include "device/host_pool.h"
 #include "engine/engine.h"
 #include "gen/render.h"
@@ -544,6 +545,49 @@ static int phase_replay(rt_engine *e, int ph, int rows, bool gemm_only, int reps
 	return 0;
 }
 
+/* The verify forward's cost by rows (1, 2, 4, 8, 16, 26 and the planned
+ * rows, those the tree has): the tree forward and its GEMMs alone replayed
+ * as a rows region (phase_replay, 5 each, medians) at the context the last
+ * generate left, every node made present (the bench's last step: the next
+ * generate rewrites the tokens), wall-clock and per CPU-second, each against
+ * one row. What the draft-length controller's "measure" table
+ * (runtime/engine/ctrl.c) times at bind for a chain, on the engine's own
+ * dtype and device. */
+static int verify_rows_table(rt_engine *e, int ph, int planned, sw_err *err)
+{
+	int rows[8], n = 0;
+	static const int want[] = {1, 2, 4, 8, 16, 26};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		if (want[i] < planned)
+			rows[n++] = want[i];
+	rows[n++] = planned;
+	double fw[8], fc[8], gw[8], gc[8];
+	/* every node present (token 0, as the controller's measurement does):
+	 * a region runs the rows up to the last present node */
+	int32_t tok[RT_ENGINE_MAX_NODES] = {0};
+	int rc = e->dev->ops->upload(e->dev, rt_engine_buf_addr(e, "tree_tokens"), tok,
+	                             sizeof(*tok) * (size_t)e->man->n_nodes, err);
+	if (rc || (rc = e->dev->ops->sync(e->dev, err)))
+		return rc;
+	for (int i = 0; i < n; i++) {
+		if ((rc = phase_replay(e, ph, rows[i], false, 5, &fw[i], &fc[i], err)) ||
+		    (rc = phase_replay(e, ph, rows[i], true, 5, &gw[i], &gc[i], err)))
+			return rc;
+	}
+	printf("\nverify cost by rows (%s, engine dtype %s): the tree forward and its GEMMs alone, "
+	       "medians of 5 replays, ms and against 1 row\n\n| rows | forward ms | x | per CPU-s "
+	       "ms | x | GEMMs ms | x | GEMMs per CPU-s ms | x |\n|---|---|---|---|---|---|---|---|"
+	       "---|\n", e->man->name, e->man->dtype == RT_GGUF_A8 ? "gguf_a8" : e->man->dtype == RT_Q8_0_A8
+	       ? "q8_0_a8" : e->man->dtype == RT_Q8_0 ? "q8_0" : e->man->dtype == RT_BF16 ? "bf16"
+	       : "fp16");
+	for (int i = 0; i < n; i++)
+		printf("| %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", rows[i],
+		       1e3 * fw[i], fw[0] > 0 ? fw[i] / fw[0] : 0, 1e3 * fc[i],
+		       fc[0] > 0 ? fc[i] / fc[0] : 0, 1e3 * gw[i], gw[0] > 0 ? gw[i] / gw[0] : 0,
+		       1e3 * gc[i], gc[0] > 0 ? gc[i] / gc[0] : 0);
+	return 0;
+}
+
 /* A generate of max_new tokens after one of a single token (the same
  * prefill, whose CPU time the second one's minus the first one's leaves
  * out): *cpu_tok is the decode's tokens per CPU-second. Returns the
@@ -570,6 +614,41 @@ static int timed_generate(rt_engine *e, rt_engine_run *r, int max_new, int32_t *
  * negligible, and so is the embedding of an engine whose LM head is a
  * buffer of its own, a q8_0 engine's) plus K and V of `ctx` positions, at
  * kv_bytes each. f32: every weight as fp32 (the host reference's). */
+/* The weights a target-only step reads, in words: "fp16", "q8_0 (int8 GEMM
+ * inputs)", or for gguf_a8 the GGUF block types of the target's GEMM
+ * weights as the engine keeps them ("gguf_a8: q4_1 + q8_0 blocks, int8 GEMM
+ * inputs"), into out. */
+static const char *weights_label(const rt_engine *e, char *out, size_t n)
+{
+	if (e->man->dtype != RT_GGUF_A8) {
+		snprintf(out, n, "%s", e->man->dtype == RT_Q8_0 ? "q8_0 weights"
+		         : e->man->dtype == RT_Q8_0_A8 ? "q8_0 weights (int8 GEMM inputs)"
+		         : e->man->dtype == RT_BF16 ? "bf16 weights" : "fp16 weights");
+		return out;
+	}
+	bool seen[32] = {false};
+	for (int i = 0; i < e->man->n_bufs; i++) {
+		const rt_engine_buf *b = &e->man->bufs[i];
+		if (strcmp(b->kind, "weight") || strncmp(b->name, "target.", 7))
+			continue;
+		for (int l = 0; l < (b->ltype ? b->shape[0] : 1); l++) {
+			const int t = b->ltype ? b->ltype[l] : rt_manifest_wtype(b->dtype);
+			if (t >= 0 && t < 32)
+				seen[t] = true;
+		}
+	}
+	size_t k = (size_t)snprintf(out, n, "gguf_a8: the file's own");
+	const char *sep = " ";
+	for (int t = 0; t < 32 && k < n; t++)
+		if (seen[t] && hg_gguf_name(t)) {
+			k += (size_t)snprintf(out + k, n - k, "%s%s", sep, hg_gguf_name(t));
+			sep = " + ";
+		}
+	if (k < n)
+		snprintf(out + k, n - k, " blocks (int8 GEMM inputs), fp16 embedding row");
+	return out;
+}
+
 static double step_bytes(const rt_engine *e, bool f32, int kv_bytes, double ctx)
 {
 	double w = 0;
@@ -582,6 +661,14 @@ static double step_bytes(const rt_engine *e, bool f32, int kv_bytes, double ctx)
 		double n = 1;
 		for (int d = 0; d < b->rank; d++)
 			n *= (double)b->shape[d];
+		if (!f32 && b->ltype) { /* gguf_a8, per-layer types: each layer reads its own blocks */
+			for (int l = 0; l < b->shape[0]; l++) {
+				const int t = b->ltype[l];
+				w += n / (double)b->shape[0] / (double)hg_gguf_block(t) *
+				     (double)hg_gguf_block_bytes(t);
+			}
+			continue;
+		}
 		w += f32 ? 4 * n : (double)b->bytes;
 	}
 	const rt_engine_shape *c = &e->man->tcfg;
@@ -885,11 +972,12 @@ int cli_engine_bench(cli_opts *o)
 	const double bytes16 = step_bytes(e, false, 2, ctx), bytes32 = step_bytes(e, true, 4, ctx);
 	const double t1w = cli_median(sv[S_T1W], used), t1c = cli_median(sv[S_T1C], used);
 	const double edec = cli_median(sv[S_EDEC], used), rdec = cli_median(sv[S_RDEC], used);
+	char wlabel[160];
+	const double kvb = step_bytes(e, false, 2, ctx) - step_bytes(e, false, 2, 0);
 	printf("\nDecode only, medians over %d prompts; roofline: a target-only step reads %.1f MB "
-	       "(%s weights + fp16 K/V at context %.0f; the fp32 reference %.1f MB) at %.2f GB/s: "
-	       "%.1f tok/s (%.1f for the reference)\n\n", used, bytes16 / 1e6,
-	       e->man->dtype == RT_Q8_0 ? "q8_0" : e->man->dtype == RT_Q8_0_A8 ? "q8_0 (int8 GEMM inputs)"
-	       : e->man->dtype == RT_BF16 ? "bf16" : "fp16", ctx,
+	       "a token (%s: %.1f MB; fp16 K/V at context %.0f: %.1f MB; the fp32 reference %.1f "
+	       "MB) at %.2f GB/s: %.1f tok/s (%.1f for the reference)\n\n", used, bytes16 / 1e6,
+	       weights_label(e, wlabel, sizeof(wlabel)), (bytes16 - kvb) / 1e6, ctx, kvb / 1e6,
 	       bytes32 / 1e6, bw / 1e9, bw / bytes16, bw / bytes32);
 	const double rcpu = cli_median(sv[S_RCPU], used), ecpu = cli_median(sv[S_ECPU], used);
 	printf("| decoder | tok/s | tok per CPU-s | share of the roofline: wall-clock | per "
@@ -921,6 +1009,8 @@ int cli_engine_bench(cli_opts *o)
 		printf("verify cost per CPU-second: %d rows %.2f ms vs 1 row %.2f ms: %.2fx; its GEMMs "
 		       "alone %.2f ms vs %.2f ms: %.2fx\n", verify_rows, 1e3 * vc, 1e3 * t1c,
 		       t1c > 0 ? vc / t1c : 0, 1e3 * gtc, 1e3 * g1c, g1c > 0 ? gtc / g1c : 0);
+		if (j.dev->ops->rows_begin && verify_rows_table(j.e, ph_verify, verify_rows, &err))
+			goto out_err;
 	}
 	if (lref && *lref) {
 		if (idf && fclose(idf)) {

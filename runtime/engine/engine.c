@@ -188,13 +188,15 @@ static int upload_raw(rt_engine *e, const rt_engine_buf *b, const rt_engine_weig
 	int type = -1, rc;
 	if ((rc = raw->get_raw(raw->user, field, layer, &data, &bytes, &type, err)))
 		return rc;
-	const int want = rt_manifest_wtype(b->dtype);
-	if (type != want || (int64_t)bytes != per)
+	const int want = rt_manifest_buf_wtype(b, layer);
+	const int64_t wblk = hg_gguf_block(want);
+	const int64_t wb = wblk ? (int64_t)n / wblk * hg_gguf_block_bytes(want) : -1;
+	if (type != want || (int64_t)bytes != wb || wb > per)
 		return sw_errf(err, SW_EINVAL, "%s: weight %s (layer %d) is %s (%zu bytes), engine "
 		               "%s/engine.json buffer %s expects %s (%lld bytes): the engine keeps the "
 		               "file's own types; rebuild it for this file", raw->name, field, layer,
-		               ggml_dtype_name((uint32_t)type), bytes, e->man->dir, b->name, b->dtype,
-		               (long long)per);
+		               ggml_dtype_name((uint32_t)type), bytes, e->man->dir, b->name,
+		               hg_gguf_name(want) ? hg_gguf_name(want) : b->dtype, (long long)wb);
 	float *chk = malloc(sizeof(*chk) * n);
 	if (!chk)
 		return sw_errf(err, SW_ENOMEM, "out of memory checking %s", b->name);
@@ -206,6 +208,7 @@ static int upload_raw(rt_engine *e, const rt_engine_buf *b, const rt_engine_weig
 		               "the weights the source gives (another file?)", raw->name, field, layer,
 		               b->dtype);
 	memcpy(stage, data, bytes);
+	memset((char *)stage + bytes, 0, (size_t)(per - (int64_t)bytes)); /* a narrower layer */
 	return 0;
 }
 
@@ -341,6 +344,8 @@ static int resolve_one(rt_engine *e, const rt_engine_pop *x, int l, int n, sw_er
 				               "buffer %s has %lld layers", e->man->dir, x->name, id,
 				               b->name, (long long)b->shape[0]);
 			p += (rt_dptr)(id * (b->bytes / b->shape[0]));
+			if (a == 2 && o->wtype >= 0) /* gguf_a8: the layer's own type */
+				o->wtype = rt_manifest_buf_wtype(b, id);
 		}
 		o->argval[a] = p;
 	}

@@ -327,6 +327,8 @@ static int parse_buffers(rt_manifest *e, jctx *j, const json_value *root)
 		x->rank = s ? (int)s->n : 0;
 		x->bytes = jint(j, o, "bytes", p, 0, INT64_MAX);
 		x->offset = jint(j, o, "offset", p, 0, INT64_MAX);
+		if (!j->rc)
+			j->rc = rt_manifest_parse_ltypes(x, json_get(o, "layer_dtypes"), j->file, p, j->err);
 		if (!j->rc && x->offset + x->bytes > e->arena_bytes)
 			j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s (%s): offset %lld + %lld bytes exceeds the "
 			                "arena (%lld bytes)", j->file, p, x->name, (long long)x->offset,
@@ -666,7 +668,8 @@ static int parse_phases(rt_manifest *e, jctx *j, const json_value *root)
 
 int rt_manifest_wtype(const char *dt)
 {
-	static const int types[] = {HG_GGUF_Q8_0, HG_GGUF_Q4_0, HG_GGUF_Q4_1, HG_GGUF_Q4_K};
+	static const int types[] = {HG_GGUF_Q8_0, HG_GGUF_Q4_0, HG_GGUF_Q4_1, HG_GGUF_Q4_K,
+	                            HG_GGUF_Q6_K};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 		if (!strcmp(dt, hg_gguf_name(types[i])))
 			return types[i];
@@ -699,7 +702,7 @@ static int check_buffers(rt_manifest *e, jctx *j)
 		int64_t n = dtype_size(b->dtype);
 		if (!n)
 			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d].dtype (%s): \"%s\", "
-			                       "expected f32, i32, u64, bf16, fp16, q8_0, q4_0, q4_1 or q4_k",
+			                       "expected f32, i32, u64, bf16, fp16, q8_0, q4_0, q4_1, q4_k or q6_k",
 			                       j->file, i, b->name, b->dtype);
 		const int wt = rt_manifest_wtype(b->dtype);
 		const bool q8 = wt >= 0; /* a GGUF block type */
@@ -800,7 +803,7 @@ static int check_gemm_shapes(const rt_manifest *e, jctx *j, const rt_engine_pop 
 		if (a == 2 && e->dtype == RT_GGUF_A8) {
 			if (rt_manifest_wtype(b->dtype) < 0)
 				return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.args[2] (op %s, gemm W): "
-				                       "buffer %s is %s, expected q8_0, q4_0, q4_1 or q4_k (a "
+				                       "buffer %s is %s, expected q8_0, q4_0, q4_1, q4_k or q6_k (a "
 				                       "gguf_a8 engine)", j->file, p, x->name, b->name, b->dtype);
 			continue;
 		}
@@ -992,6 +995,8 @@ void rt_manifest_free(rt_manifest *e)
 	for (int i = 0; i < e->n_kernels; i++)
 		free(e->kernels[i].mask);
 	free(e->kernels);
+	for (int i = 0; e->bufs && i < e->n_bufs; i++)
+		free(e->bufs[i].ltype);
 	free(e->bufs);
 	free(e->ops);
 	free(e);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "core/json.h"
 #include "device/device.h"
 
 #define RT_ENGINE_MAX_PHASES 48
@@ -48,6 +49,8 @@ typedef struct rt_engine_buf {
 	int rank;
 	int64_t shape[4];
 	int64_t bytes, offset;
+	signed char *ltype; /* gguf_a8 "layer_dtypes": each layer's GGUF type, or NULL
+	                     * (every layer the dtype's); manifest_ltypes.c */
 } rt_engine_buf;
 
 typedef struct rt_engine_phase {
@@ -132,9 +135,17 @@ void rt_manifest_free(rt_manifest *m);
 int rt_manifest_buf_find(const rt_manifest *m, const char *name);
 int rt_manifest_phase_find(const rt_manifest *m, const char *name);
 /* The GGUF type (enum ggml_dtype) of a weight buffer dtype kept in its
- * file's blocks ("q8_0", "q4_0", "q4_1", "q4_k": host_gemm.h hg_gguf_name),
+ * file's blocks ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k": host_gemm.h hg_gguf_name),
  * -1 for any other dtype. */
 int rt_manifest_wtype(const char *dtype);
+/* The GGUF type of weight buffer b's layer (its "layer_dtypes" entry where
+ * it has them, else rt_manifest_wtype of its dtype; layer -1: the dtype's). */
+int rt_manifest_buf_wtype(const rt_engine_buf *b, int layer);
+/* Reads buffer x's "layer_dtypes" (lt; NULL: none) at path p of file:
+ * one GGUF block type a layer of a layered GGUF-typed weight, each fitting
+ * the dtype's layer stride. 0 or an error naming the field. */
+int rt_manifest_parse_ltypes(rt_engine_buf *x, const json_value *lt, const char *file,
+                             const char *p, sw_err *err);
 /* Whether weight field `field` ("wq", the part of a buffer name after
  * "target."/"draft.") has one slice per layer (not tok_embd, out_norm,
  * lm_head, inv_freq, nor a block drafter's mask_embd, fc, fc_norm). */
