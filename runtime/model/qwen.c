@@ -21,9 +21,10 @@ static void add_bias(float *y, const float *b, int T, int n)
 		ref_add(y + (size_t)t * n, y + (size_t)t * n, b, (size_t)n);
 }
 
-static void qwen_qk(const rt_ctx *c, const rt_layer_weights *L, const int32_t *pos, int T,
+static void qwen_qk(const rt_ctx *c, const rt_layer_weights *L, int lw, const int32_t *pos, int T,
                     float *q, float *k, float *v)
 {
+	(void)lw;
 	const rt_config *cfg = &c->m->cfg;
 	const int hd = cfg->head_dim, nh = cfg->n_heads, nkv = cfg->n_kv_heads;
 	if (L->bq) { /* Qwen2 (rt_model_from_weights checked: all three or none) */
@@ -42,7 +43,8 @@ static void qwen_qk(const rt_ctx *c, const rt_layer_weights *L, const int32_t *p
 static int qwen_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
                      float *logits, float *hidden, sw_err *err)
 {
-	return rt_tf_eval(c, tok, pos, T, mask, logits, hidden, qwen_qk, err);
+	static const rt_tf_family fam = { qwen_qk, NULL, NULL };
+	return rt_tf_eval(c, tok, pos, T, mask, logits, hidden, &fam, err);
 }
 
 const struct rt_model_ops rt_qwen_ops = {
