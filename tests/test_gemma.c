@@ -25,7 +25,8 @@
  *   - greedy speculative decoding (n-gram, layer-skip over global and
  *     sliding layers, tree expansions) on those checkpoints emits the
  *     target-only tokens: the window over staged entries (blk_pos) agrees
- *     with the one over committed ones.
+ *     with the one over committed ones; a tree block with two roots at one
+ *     position gives each branch the chain's logits bit for bit.
  *   - without Python: config.json defaults as Gemma3TextConfig's, and the
  *     refusals (an attention softcap, a layer_types list that is no
  *     period, another activation, the multimodal model_type "gemma3");
@@ -322,6 +323,51 @@ static void test_spec_equals_target(void **state)
 	}
 }
 
+/* A tree block whose entries' positions are not their slots (two roots at
+ * one position): the window must go by position. The last row of the
+ * branch under the second root equals the same tokens evaluated as a
+ * chain, bit for bit (masked keys add exact zeros), with the window (4)
+ * cutting the second root off the last query (position distance 4) where
+ * numbering by slot would see it (slot distance 3). */
+static void test_tree_window(void **state)
+{
+	(void)state;
+	if (!g_have)
+		skip();
+	char dir[600];
+	sw_err err = { 0 };
+	snprintf(dir, sizeof(dir), "%s/%s", g_dir, VARIANTS[0]);
+	rt_model *m = rt_model_load(dir, &err);
+	if (!m)
+		fail_msg("%s", err.msg);
+	assert_int_equal(m->cfg.swa_window, 4);
+	static const int32_t prompt[9] = { 5, 17, 230, 41, 9, 77, 120, 3, 64 };
+	/* entries: 0 X@9, 1 Y@9 (roots), 2..5 a chain under Y at 10..13 */
+	const int32_t tok[6] = { 11, 12, 13, 14, 15, 16 }, pos[6] = { 9, 9, 10, 11, 12, 13 };
+	const uint64_t mask[6] = { 1u, 2u, 2u | 4u, 2u | 4u | 8u, 2u | 4u | 8u | 16u, 2u | 4u | 8u | 16u | 32u };
+	const int V = m->cfg.vocab;
+	float *lt = malloc((size_t)6 * V * sizeof(float)), *lc = malloc((size_t)5 * V * sizeof(float));
+	float *pl = malloc((size_t)V * sizeof(float));
+	for (int k = 0; k < 2; k++) {
+		rt_ctx *c = rt_ctx_new(m, 64, 16, &err);
+		assert_non_null(c);
+		if (rt_ctx_feed(c, prompt, 9, pl, &err))
+			fail_msg("%s", err.msg);
+		int rc = k == 0 ? rt_ctx_eval(c, tok, pos, 6, mask, lt, NULL, &err)
+		                : rt_ctx_eval(c, tok + 1, pos + 1, 5, NULL, lc, NULL, &err);
+		if (rc)
+			fail_msg("%s", err.msg);
+		rt_ctx_free(c);
+	}
+	for (int r = 0; r < 5; r++)
+		if (memcmp(lt + (size_t)(r + 1) * V, lc + (size_t)r * V, (size_t)V * sizeof(float)))
+			fail_msg("tree entry %d (position %d): logits differ from the chain's", r + 1, pos[r + 1]);
+	free(lt);
+	free(lc);
+	free(pl);
+	rt_model_free(m);
+}
+
 static void cli_out(const char *args, char *out, size_t cap)
 {
 	char cmd[2048];
@@ -553,6 +599,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_against_transformers),
 		cmocka_unit_test(test_spec_equals_target),
+		cmocka_unit_test(test_tree_window),
 		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_config),
 		cmocka_unit_test(test_gguf),
