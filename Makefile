@@ -315,10 +315,12 @@ fakecuda: $(FAKECUDA)/libcuda.so.1 $(FAKECUDA)/libcublasLt.so.13
 
 # test_bundle runs the kit and the fake driver
 $(BUILD)/tests/test_bundle: $(PORTABLE)/kit.json $(FAKECUDA)/libcuda.so.1 $(FAKECUDA)/libcublasLt.so.13 $(BUILD)/specwright
--include $(PORT_OBJ:.o=.d) $(PORT_TU_OBJ:.o=.d) $(FAKE_SO_OBJ:.o=.d)
+-include $(PORT_OBJ:.o=.d) $(PORT_TU_OBJ:.o=.d) $(FAKE_SO_OBJ:.o=.d) $(PORTABLE)/obj/runtime/cli/main.d
 # ---- end of the portable kit block ----------------------------------------
 
 clean:
 	rm -rf $(BUILD) build-asan
 
--include $(LIB_OBJ:.o=.d) $(TEST_UTIL_OBJ:.o=.d) $(BUILD)/obj/tests/deploy/sw_tiny_run.d $(FUZZ_OBJ:.o=.d)
+# main.o is outside LIB_OBJ: its header dependencies too (a stale main.o
+# reads a grown rt_model at old offsets)
+-include $(LIB_OBJ:.o=.d) $(TEST_UTIL_OBJ:.o=.d) $(BUILD)/obj/tests/deploy/sw_tiny_run.d $(FUZZ_OBJ:.o=.d) $(BUILD)/obj/runtime/cli/main.d
