@@ -50,6 +50,8 @@ for i in "${!PROMPTS[@]}"; do
 done
 "$BUILD/venv-hf/bin/python" tests/gemma/gemma_ref.py logits "$MODEL" "${dumps[@]}" || rc=1
 
+# and a prompt that repeats itself, so that drafts are accepted
+PROMPTS+=("one two three four five six seven, one two three four five six seven, one two three")
 for i in "${!PROMPTS[@]}"; do
 	"$SW" generate "$MODEL" --no-chat -p "${PROMPTS[$i]}" -n "$N_GEN" > "$RUN/t$i.txt" 2> "$RUN/t$i.err"
 	for d in ngram layerskip:9 layerskip:0-5,17; do

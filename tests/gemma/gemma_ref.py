@@ -105,15 +105,17 @@ def logits(gguf_path, dumps):
     model, cfg = build_model(gguf_path)
     u = 2.0 ** -24
     ok = True
-    m64 = None
-    for path in dumps:
+    cases = []
+    for path in dumps:  # float32 first: .double() converts the model in place
         p, g, ours = read_dump(path)
         seq = torch.tensor([p + g[:-1]])
+        with torch.no_grad():
+            l32 = model(seq, attention_mask=torch.ones_like(seq), use_cache=False).logits[0, len(p) - 1:]
+        cases.append((path, p, g, ours, seq, l32.double()))
+    m64 = model.double()
+    for path, p, g, ours, seq, l32 in cases:
         one = torch.ones_like(seq)
         with torch.no_grad():
-            l32 = model(seq, attention_mask=one, use_cache=False).logits[0, len(p) - 1:].double()
-            if m64 is None:
-                m64 = model.double()
             res = m64(seq, attention_mask=one, use_cache=False, output_hidden_states=True)
             l64 = res.logits[0, len(p) - 1:]
             h = res.hidden_states[-1][0, len(p) - 1:]
