@@ -54,9 +54,9 @@ done
 PROMPTS+=("one two three four five six seven, one two three four five six seven, one two three")
 for i in "${!PROMPTS[@]}"; do
 	"$SW" generate "$MODEL" --no-chat -p "${PROMPTS[$i]}" -n "$N_GEN" > "$RUN/t$i.txt" 2> "$RUN/t$i.err"
-	for d in ngram layerskip:9 layerskip:0-5,17; do
+	for d in ngram layerskip:0-15,17 layerskip:0-11,16-17; do
 		"$SW" run "$MODEL" --no-chat --draft "$d" -p "${PROMPTS[$i]}" -n "$N_GEN" > "$RUN/s$i.txt" 2> "$RUN/s$i.err"
-		stats=$(grep -o 'tau [0-9.]*' "$RUN/s$i.err" | tail -1)
+		stats=$(grep -o 'tau [0-9.]*' "$RUN/s$i.err" | head -1)
 		if cmp -s "$RUN/t$i.txt" "$RUN/s$i.txt"; then
 			echo "check-gemma: prompt $((i + 1)) --draft $d: $N_GEN tokens equal to target-only ($stats) PASS"
 		else
