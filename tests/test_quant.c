@@ -501,17 +501,10 @@ struct rowspec {
 	uint32_t type; /* expected in the file: the point is covering each */
 };
 
-static void test_real_model_vs_gguf_py(void **state)
+/* Rows of a real file's tensors, ours against gguf-py's, bit for bit. */
+static void rows_vs_gguf_py(const char *path, const struct rowspec *specs, int n_specs, gguf_file **fo,
+                            float **refo)
 {
-	const char *path = model_path();
-	static const struct rowspec specs[] = {
-		{ "token_embd.weight", { 0, 1, 2, 12345, 49151 }, 5, GGML_T_Q8_0 },
-		{ "blk.0.attn_q.weight", { 0, 100, 575 }, 3, GGML_T_Q4_1 },
-		{ "blk.29.ffn_down.weight", { 0, 311, 575 }, 3, GGML_T_Q4_1 },
-		{ "blk.7.attn_k.weight", { 191 }, 1, GGML_T_Q4_1 },
-		{ "output_norm.weight", { 0 }, 1, GGML_T_F32 },
-	};
-	const int n_specs = sizeof(specs) / sizeof(specs[0]);
 	struct tmp t;
 	sw_err e = { 0 };
 	need_python();
@@ -548,6 +541,25 @@ static void test_real_model_vs_gguf_py(void **state)
 		free(row);
 	}
 	assert_int_equal((size_t)(r - ref) * sizeof(float), n_ref);
+	tmp_free(&t);
+	*fo = f;
+	*refo = ref;
+}
+
+static void test_real_model_vs_gguf_py(void **state)
+{
+	const char *path = model_path();
+	static const struct rowspec specs[] = {
+		{ "token_embd.weight", { 0, 1, 2, 12345, 49151 }, 5, GGML_T_Q8_0 },
+		{ "blk.0.attn_q.weight", { 0, 100, 575 }, 3, GGML_T_Q4_1 },
+		{ "blk.29.ffn_down.weight", { 0, 311, 575 }, 3, GGML_T_Q4_1 },
+		{ "blk.7.attn_k.weight", { 191 }, 1, GGML_T_Q4_1 },
+		{ "output_norm.weight", { 0 }, 1, GGML_T_F32 },
+	};
+	gguf_file *f;
+	float *ref;
+	sw_err e = { 0 };
+	rows_vs_gguf_py(path, specs, sizeof(specs) / sizeof(specs[0]), &f, &ref);
 
 	/* the whole-tensor path agrees with the row path */
 	const gguf_tensor *tq = gguf_tensor_find(f, "blk.0.attn_q.weight");
@@ -558,7 +570,32 @@ static void test_real_model_vs_gguf_py(void **state)
 
 	gguf_close(f);
 	free(ref);
-	tmp_free(&t);
+}
+
+/* The second real model's types (Gemma 3 270M Q4_K_M: Q4_K, Q6_K, Q5_0,
+ * Q8_0), skipped without it (make model-gemma; SW_GEMMA_MODEL) */
+static void test_gemma_vs_gguf_py(void **state)
+{
+	(void)state;
+	const char *path = getenv("SW_GEMMA_MODEL");
+	if (!path)
+		path = "models/cache/gemma-3-270m-q4_k_m.gguf";
+	if (access(path, R_OK)) {
+		printf("  %s absent (make model-gemma): skipped\n", path);
+		skip();
+	}
+	static const struct rowspec specs[] = {
+		{ "blk.0.attn_output.weight", { 0, 1, 333, 639 }, 4, GGML_T_Q4_K },
+		{ "blk.0.ffn_down.weight", { 0, 17, 639 }, 3, GGML_T_Q6_K },
+		{ "blk.3.attn_q.weight", { 0, 512, 1023 }, 3, GGML_T_Q5_0 },
+		{ "blk.0.attn_v.weight", { 0, 255 }, 2, GGML_T_Q8_0 },
+		{ "token_embd.weight", { 0, 2, 262143 }, 3, GGML_T_Q8_0 },
+	};
+	gguf_file *f;
+	float *ref;
+	rows_vs_gguf_py(path, specs, sizeof(specs) / sizeof(specs[0]), &f, &ref);
+	gguf_close(f);
+	free(ref);
 }
 
 int main(void)
@@ -580,6 +617,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip_float_types),
 		cmocka_unit_test(test_quantize_matches_gguf_py),
 		cmocka_unit_test(test_real_model_vs_gguf_py),
+		cmocka_unit_test(test_gemma_vs_gguf_py),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,10 @@
 /* Tokenizer tests. Byte-level BPE ids are checked against HF `tokenizers`
  * built from the same GGUF (tests/tools/tok_reference.py) over >1 MB of the
  * KJV bible (Debian bible-kjv) plus odd and random Unicode strings; SPM ids
- * against sentencepiece itself on a model trained here. Also round trips,
+ * against sentencepiece itself on a model trained here, and on Gemma 3's
+ * 262144-id vocabulary (the second real model, SW_GEMMA_MODEL or
+ * models/cache/gemma-3-270m-q4_k_m.gguf from `make model-gemma`; skipped
+ * when absent) over the same corpus and strings. Also round trips,
  * the streaming decoder, invalid UTF-8, buffer limits and the chat prompt.
  * Needs the real model (SW_MODEL) and build/venv (tests/deps.sh). */
 #include <setjmp.h>
@@ -682,6 +685,77 @@ static void test_spm_matches_sentencepiece(void **state)
 	gguf_close(f);
 }
 
+/* Gemma 3's tokenizer (SentencePiece BPE, 262144 ids, byte fallback, no
+ * dummy prefix) against sentencepiece itself on a ModelProto of the GGUF's
+ * own vocabulary (tests/tools/tok_reference.py spm-gguf), over the corpus,
+ * the odd strings and 3000 random ones (special tokens not parsed:
+ * sentencepiece reads "<bos>" as text too); then decoding gives the text
+ * back byte for byte. */
+static void test_gemma_matches_sentencepiece(void **state)
+{
+	(void)state;
+	const char *gp = getenv("SW_GEMMA_MODEL");
+	if (!gp)
+		gp = "models/cache/gemma-3-270m-q4_k_m.gguf";
+	if (access(gp, R_OK)) {
+		printf("  %s absent (make model-gemma): the Gemma 3 tokenizer check is skipped\n", gp);
+		skip();
+	}
+	sw_err e = { 0 };
+	gguf_file *f = gguf_open(gp, &e);
+	if (!f)
+		fail_msg("%s", e.msg);
+	rt_tokenizer *t = rt_tokenizer_from_gguf(f, &e);
+	if (!t)
+		fail_msg("%s", e.msg);
+	assert_int_equal(rt_tokenizer_vocab(t), 262144);
+	assert_int_equal(rt_tokenizer_kind(t), RT_TOK_SPM);
+	struct recs r = { 0 };
+	char in[128], out[128], cmd[768];
+	size_t reflen;
+	int mism = 0, toks = 0;
+	int32_t *ref = malloc(sizeof(*ref) * 400000);
+	build_records(&r, 3000);
+	snprintf(in, sizeof(in), "%s/gemma.in", fx.dir);
+	snprintf(out, sizeof(out), "%s/gemma.out", fx.dir);
+	write_records(&r, in);
+	snprintf(cmd, sizeof(cmd), "%s tests/tools/tok_reference.py spm-gguf '%s' %s %s", python(), gp, in, out);
+	double t0 = sw_now_s();
+	run_cmd(cmd);
+	double tref = sw_now_s() - t0;
+	char *txt = read_path(out, &reflen), *p = txt;
+	t0 = sw_now_s();
+	for (int i = 0; i < r.count; i++) {
+		int nref = parse_ids(&p, ref, 400000);
+		int32_t *ids;
+		int n = encode(t, r.s[i], r.n[i], false, &ids);
+		toks += n;
+		int at = 0;
+		while (at < n && at < nref && ids[at] == ref[at])
+			at++;
+		if ((at < n || at < nref) && mism++ < 3) {
+			fprintf(stderr, "gemma mismatch, record %d, token %d, text: \"%.200s\"\n", i, at, r.s[i]);
+			show_ids("ours", ids, n, at);
+			show_ids("spm ", ref, nref, at);
+		}
+		size_t len;
+		char *d = decode(t, ids, n, &len);
+		if (len != r.n[i] || memcmp(d, r.s[i], len))
+			fail_msg("gemma: record %d does not decode back to its text", i);
+		free(d);
+		free(ids);
+	}
+	double tours = sw_now_s() - t0;
+	printf("  gemma vs sentencepiece: %d records, %.2f MB, %d tokens, %d mismatches (ours %.1f s, "
+	       "sentencepiece with its setup %.1f s)\n", r.count, r.bytes / 1e6, toks, mism, tours, tref);
+	assert_int_equal(mism, 0);
+	free(txt);
+	free(ref);
+	recs_free(&r);
+	rt_tokenizer_free(t);
+	gguf_close(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -693,6 +767,7 @@ int main(void)
 		cmocka_unit_test(test_chat_format),
 		cmocka_unit_test(test_unknown_pre),
 		cmocka_unit_test(test_spm_matches_sentencepiece),
+		cmocka_unit_test(test_gemma_matches_sentencepiece),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

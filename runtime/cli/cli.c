@@ -365,7 +365,7 @@ char *cli_read_prompt(const cli_opts *o, sw_err *err)
 int cli_encode_prompt(const cli_session *s, const char *text, bool chat, int32_t *ids, int cap, sw_err *err)
 {
 	if (!chat)
-		return rt_tokenize(s->tok, text, strlen(text), false, false, ids, cap, err);
+		return rt_tokenize(s->tok, text, strlen(text), rt_tokenizer_add_bos(s->tok), false, ids, cap, err);
 	size_t n = strlen(text) + 4096;
 	char *buf = malloc(n);
 	if (!buf)

@@ -32,7 +32,8 @@ static int be_encode(void *user, const sw_req *r, int32_t *ids, int cap, sw_err 
 {
 	serve_ctx *c = user;
 	if (r->kind == SW_REQ_COMPLETION)
-		return rt_tokenize(c->s.tok, r->prompt, strlen(r->prompt), false, false, ids, cap, err);
+		return rt_tokenize(c->s.tok, r->prompt, strlen(r->prompt), rt_tokenizer_add_bos(c->s.tok), false,
+		                   ids, cap, err);
 	size_t n = 4096;
 	for (int i = 0; i < r->n_msgs; i++)
 		n += strlen(r->contents[i]) + 64;

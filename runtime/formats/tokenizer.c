@@ -46,6 +46,7 @@ struct rt_tokenizer {
 	int32_t eog[MAX_EOG];
 	int n_eog;
 	bool add_space_prefix;
+	bool add_bos;
 	bool chatml;
 	char *chat_system;         /* default system prompt, NULL if none */
 };
@@ -348,6 +349,7 @@ rt_tokenizer *rt_tokenizer_new(const rt_tok_desc *d, sw_err *err)
 	t->kind = d->kind;
 	t->n_vocab = d->n_vocab;
 	t->add_space_prefix = d->add_space_prefix;
+	t->add_bos = d->add_bos;
 	t->pre = PRE_GPT2;
 	if (d->kind == RT_TOK_BPE && d->pre) {
 		if (strcmp(d->pre, "smollm") == 0)
@@ -648,6 +650,13 @@ rt_tokenizer *rt_tokenizer_from_gguf(const gguf_file *f, sw_err *err)
 		d.add_space_prefix = b;
 	else if (rc != SW_ENOENT_KEY)
 		goto out;
+	/* llama.cpp's default when the key is absent: SPM yes, BPE no */
+	d.add_bos = d.kind == RT_TOK_SPM;
+	rc = gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &b, err);
+	if (rc == 0)
+		d.add_bos = b;
+	else if (rc != SW_ENOENT_KEY)
+		goto out;
 
 	rc = gguf_get_str(f, "tokenizer.chat_template", &tpl, err);
 	if (rc == 0) {
@@ -678,6 +687,7 @@ out:
 
 int rt_tokenizer_vocab(const rt_tokenizer *t) { return t->n_vocab; }
 enum rt_tok_kind rt_tokenizer_kind(const rt_tokenizer *t) { return t->kind; }
+bool rt_tokenizer_add_bos(const rt_tokenizer *t) { return t->add_bos && t->bos >= 0; }
 int32_t rt_token_bos(const rt_tokenizer *t) { return t->bos; }
 int32_t rt_token_eos(const rt_tokenizer *t) { return t->eos; }
 

@@ -41,6 +41,7 @@ typedef struct rt_tok_desc {
 	const size_t *merge_lens;
 	int32_t bos, eos, unk, eot; /* -1 when absent */
 	bool add_space_prefix;
+	bool add_bos;              /* a plain prompt starts with bos (tokenizer.ggml.add_bos_token) */
 	const char *chat_template; /* NULL when absent */
 	size_t chat_template_len;
 } rt_tok_desc;
@@ -71,6 +72,9 @@ const char *rt_token_text(const rt_tokenizer *t, int32_t id, size_t *len);
 
 int rt_tokenizer_vocab(const rt_tokenizer *t);
 enum rt_tok_kind rt_tokenizer_kind(const rt_tokenizer *t);
+/* A prompt given as text starts with bos (the file's add_bos_token: Gemma
+ * yes, SmolLM2 no); false when the model has no bos. */
+bool rt_tokenizer_add_bos(const rt_tokenizer *t);
 int32_t rt_token_bos(const rt_tokenizer *t); /* -1 when the model has none */
 int32_t rt_token_eos(const rt_tokenizer *t);
 int rt_token_type(const rt_tokenizer *t, int32_t id); /* enum rt_tok_type, 0 if out of range */

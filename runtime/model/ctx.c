@@ -31,9 +31,10 @@ rt_ctx *rt_ctx_new(const rt_model *m, int max_ctx, int max_block, sw_err *err)
 	c->max_block = max_block;
 	c->tokens = calloc((size_t)max_ctx, sizeof(*c->tokens));
 	c->blk_tok = calloc((size_t)max_block, sizeof(*c->blk_tok));
+	c->blk_pos = calloc((size_t)max_block, sizeof(*c->blk_pos));
 	c->mask_words = (max_block + 63) / 64;
 	c->blk_mask = calloc((size_t)max_block * c->mask_words, sizeof(*c->blk_mask));
-	if (!c->tokens || !c->blk_tok || !c->blk_mask)
+	if (!c->tokens || !c->blk_tok || !c->blk_pos || !c->blk_mask)
 		goto out_free_ctx;
 	if (m->ops->ctx_init(c, err))
 		goto out_free_ctx_noerr;
@@ -43,6 +44,7 @@ out_free_ctx:
 out_free_ctx_noerr:
 	free(c->tokens);
 	free(c->blk_tok);
+	free(c->blk_pos);
 	free(c->blk_mask);
 	free(c);
 	return NULL;
@@ -86,6 +88,7 @@ void rt_ctx_free(rt_ctx *c)
 	c->m->ops->ctx_free(c);
 	free(c->tokens);
 	free(c->blk_tok);
+	free(c->blk_pos);
 	free(c->blk_mask);
 	free(c);
 }
@@ -126,6 +129,7 @@ int rt_ctx_eval_append(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T,
 				row[j / 64] |= 1ull << (j % 64);
 		}
 		c->blk_tok[off + i] = tok[i];
+		c->blk_pos[off + i] = pos[i];
 	}
 	c->blk_off = off;
 	int rc = c->m->ops->eval(c, tok, pos, T, mask, logits, hidden, err);

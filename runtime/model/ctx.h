@@ -69,6 +69,7 @@ struct rt_ctx {
 	int len;             /* committed tokens */
 	int32_t *tokens;     /* (max_ctx) committed tokens */
 	int32_t *blk_tok;    /* (max_block) staged block tokens */
+	int32_t *blk_pos;    /* (max_block) their positions (sliding-window attention) */
 	int blk_T;           /* staged block size */
 	int blk_off;         /* during eval: staged entries before this append */
 	int mask_words;      /* (max_block + 63) / 64: row stride of blk_mask */

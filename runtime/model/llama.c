@@ -4,7 +4,7 @@
  * and the reference the generated kernels are checked against. Also what the
  * Llama family shares (transformer.h: cache, embedding, MLP, taps, LM head)
  * and the model views (layer skip, padded vocabulary); the Qwen attention
- * block is qwen.c's. */
+ * block is qwen.c's, Gemma 3's hooks gemma.c's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +25,10 @@ int rt_tf_ctx_init(rt_ctx *c, sw_err *err)
 	size_t kv = (size_t)m->n_layers_run * c->max_ctx * kv_dim(cfg);
 	size_t T = (size_t)c->max_block;
 	size_t qd = (size_t)cfg->n_heads * cfg->head_dim;
-	/* x, h, o: T*dim each; q, att: T*qd; mlp: 2*T*ffn; attention: max_ctx */
-	c->scratch_floats = 3 * T * cfg->dim + 2 * T * qd + 2 * T * cfg->ffn_dim + c->max_ctx + T;
+	/* mask row: 2 floats a word, first (8-byte aligned); x, h, o: T*dim
+	 * each; q, att: T*qd; mlp: 2*T*ffn; attention: max_ctx */
+	c->scratch_floats = 2 * (size_t)c->mask_words + 3 * T * cfg->dim + 2 * T * qd +
+	                    2 * T * cfg->ffn_dim + c->max_ctx + T;
 	c->k_cache = malloc(kv * sizeof(float));
 	c->v_cache = malloc(kv * sizeof(float));
 	c->scratch = malloc(c->scratch_floats * sizeof(float));
@@ -51,7 +53,8 @@ void rt_tf_scratch_at(const rt_ctx *c, int T, rt_tf_scratch *s)
 {
 	const rt_config *cfg = &c->m->cfg;
 	const size_t dim = (size_t)cfg->dim, qd = (size_t)cfg->n_heads * cfg->head_dim;
-	s->x = c->scratch;
+	s->mask_row = (uint64_t *)(void *)c->scratch;
+	s->x = c->scratch + 2 * (size_t)c->mask_words;
 	s->h = s->x + (size_t)T * dim;
 	s->o = s->h + (size_t)T * dim;
 	s->q = s->o + (size_t)T * dim;
@@ -75,15 +78,25 @@ int rt_tf_embed(const rt_ctx *c, const int32_t *tok, int T, float *x, sw_err *er
 			if (ref_embedding(x + (size_t)t * dim, m->w.tok_embd, &tok[t], 1, dim, rows))
 				memset(x + (size_t)t * dim, 0, (size_t)dim * sizeof(*x));
 		}
+	if (m->cfg.embd_scale > 0) /* Gemma: in fp32, as llama.cpp and transformers' fp32 model */
+		for (size_t i = 0; i < (size_t)T * dim; i++)
+			x[i] *= m->cfg.embd_scale;
 	return 0;
 }
 
-void rt_tf_mlp(rt_ctx *c, const rt_layer_weights *L, int l, int T, const rt_tf_scratch *s)
+/* The MLP half of run layer l (norm, MLP, post-norm, residual add) and its taps. */
+static void tf_mlp(rt_ctx *c, const rt_layer_weights *L, int l, int T, const rt_tf_scratch *s,
+                   const rt_tf_family *fam)
 {
 	const rt_config *cfg = &c->m->cfg;
 	const int dim = cfg->dim;
 	ref_rmsnorm(s->h, s->x, L->ffn_norm, T, dim, cfg->norm_eps);
-	ref_mlp_swiglu(s->o, s->h, L->w_gate, L->w_up, L->w_down, T, dim, cfg->ffn_dim, s->mlp);
+	if (fam->ffn)
+		fam->ffn(c, L, T, s->h, s->o, s->mlp);
+	else
+		ref_mlp_swiglu(s->o, s->h, L->w_gate, L->w_up, L->w_down, T, dim, cfg->ffn_dim, s->mlp);
+	if (L->post_ffn_norm)
+		ref_rmsnorm(s->o, s->o, L->post_ffn_norm, T, dim, cfg->norm_eps);
 	ref_add(s->x, s->x, s->o, (size_t)T * dim);
 	for (int k = 0; k < c->n_taps; k++) {
 		if (c->tap_layers[k] != l)
@@ -120,11 +133,18 @@ void rt_tf_head(const rt_ctx *c, int T, float *x, float *h, float *logits, float
 					lr[v] = -INFINITY;
 			}
 		}
+		const float cap = cfg->final_softcap;
+		if (cap > 0)
+			for (int r = 0; r < rows; r++)
+				for (int v = 0; v < Vh; v++) {
+					float *p = &logits[(size_t)r * V + v];
+					*p = cap * tanhf(*p / cap);
+				}
 	}
 }
 
 int rt_tf_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
-               float *logits, float *hidden, rt_tf_qk_fn qk, sw_err *err)
+               float *logits, float *hidden, const rt_tf_family *fam, sw_err *err)
 {
 	const rt_model *m = c->m;
 	const rt_config *cfg = &m->cfg;
@@ -137,7 +157,8 @@ int rt_tf_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const u
 	if (rt_tf_embed(c, tok, T, s.x, err))
 		return err->code;
 	for (int l = 0; l < m->n_layers_run; l++) {
-		const rt_layer_weights *L = &w->layers[m->layer_map[l]];
+		const int lw = m->layer_map[l];
+		const rt_layer_weights *L = &w->layers[lw];
 		float *kc = c->k_cache + (size_t)l * c->max_ctx * kvd;
 		float *vc = c->v_cache + (size_t)l * c->max_ctx * kvd;
 		size_t first = (size_t)c->len + c->blk_off; /* slot of the first new entry */
@@ -147,23 +168,29 @@ int rt_tf_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const u
 		ref_matmul(s.q, s.h, L->wq, T, dim, qd);
 		ref_matmul(kb, s.h, L->wk, T, dim, kvd);
 		ref_matmul(vb, s.h, L->wv, T, dim, kvd);
-		qk(c, L, pos, T, s.q, kb, vb);
-		ref_attention_append(s.att, s.q, kc, vc, T, c->len, c->blk_off + T, nh, nkv, hd, mask,
-		                     s.att_scratch);
+		fam->qk(c, L, lw, pos, T, s.q, kb, vb);
+		if (fam->attend)
+			fam->attend(c, lw, pos, T, s.q, kc, vc, mask, s.att, &s);
+		else
+			ref_attention_append(s.att, s.q, kc, vc, T, c->len, c->blk_off + T, nh, nkv, hd,
+			                     mask, s.att_scratch);
 		ref_matmul(s.o, s.att, L->wo, T, qd, dim);
+		if (L->post_attn_norm)
+			ref_rmsnorm(s.o, s.o, L->post_attn_norm, T, dim, cfg->norm_eps);
 		ref_add(s.x, s.x, s.o, (size_t)T * dim);
-		rt_tf_mlp(c, L, l, T, &s);
+		tf_mlp(c, L, l, T, &s, fam);
 	}
 	rt_tf_head(c, T, s.x, s.h, logits, hidden);
 	return 0;
 }
 
 /* Llama: no biases, RoPE in GGUF's "normal" pairing */
-static void llama_qk(const rt_ctx *c, const rt_layer_weights *L, const int32_t *pos, int T,
+static void llama_qk(const rt_ctx *c, const rt_layer_weights *L, int lw, const int32_t *pos, int T,
                      float *q, float *k, float *v)
 {
 	const rt_config *cfg = &c->m->cfg;
 	(void)L;
+	(void)lw;
 	(void)v;
 	ref_rope(q, pos, T, cfg->n_heads, cfg->head_dim, cfg->head_dim, c->m->inv_freq);
 	ref_rope(k, pos, T, cfg->n_kv_heads, cfg->head_dim, cfg->head_dim, c->m->inv_freq);
@@ -172,7 +199,8 @@ static void llama_qk(const rt_ctx *c, const rt_layer_weights *L, const int32_t *
 static int llama_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
                       float *logits, float *hidden, sw_err *err)
 {
-	return rt_tf_eval(c, tok, pos, T, mask, logits, hidden, llama_qk, err);
+	static const rt_tf_family fam = { llama_qk, NULL, NULL };
+	return rt_tf_eval(c, tok, pos, T, mask, logits, hidden, &fam, err);
 }
 
 void rt_tf_commit_kv(rt_ctx *c, const int *keep, int n)
@@ -214,12 +242,15 @@ static const struct rt_model_ops llama_ops = {
  * bias or q/k norm is never dropped silently. */
 static int arch_check_weights(const rt_config *c, const rt_weights *w, const char *name, sw_err *err)
 {
-	const bool bias = c->arch == RT_ARCH_QWEN2, qknorm = c->arch == RT_ARCH_QWEN3;
+	const bool bias = c->arch == RT_ARCH_QWEN2, gemma = c->arch == RT_ARCH_GEMMA3;
+	const bool qknorm = c->arch == RT_ARCH_QWEN3 || gemma;
 	for (int l = 0; w->layers && l < c->n_layers; l++) {
 		const rt_layer_weights *L = &w->layers[l];
 		const struct { const char *f; const float *p; bool want; } a[] = {
 			{"bq", L->bq, bias}, {"bk", L->bk, bias}, {"bv", L->bv, bias},
 			{"q_norm", L->q_norm, qknorm}, {"k_norm", L->k_norm, qknorm},
+			{"post_attn_norm", L->post_attn_norm, gemma},
+			{"post_ffn_norm", L->post_ffn_norm, gemma},
 		};
 		for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++)
 			if (!a[i].p != !a[i].want)
@@ -232,9 +263,21 @@ static int arch_check_weights(const rt_config *c, const rt_weights *w, const cha
 
 static int llama_check_config(const rt_config *c, const char *name, sw_err *err)
 {
-	if (c->arch != RT_ARCH_LLAMA && c->arch != RT_ARCH_QWEN2 && c->arch != RT_ARCH_QWEN3)
-		return sw_errf(err, SW_EINVAL, "%s: config arch: expected llama, qwen2 or qwen3, found %d", name,
-		               c->arch);
+	if (c->arch != RT_ARCH_LLAMA && c->arch != RT_ARCH_QWEN2 && c->arch != RT_ARCH_QWEN3 &&
+	    c->arch != RT_ARCH_GEMMA3)
+		return sw_errf(err, SW_EINVAL, "%s: config arch: expected llama, qwen2, qwen3 or gemma3, found %d",
+		               name, c->arch);
+	const bool gemma = c->arch == RT_ARCH_GEMMA3;
+	if (!gemma && (c->embd_scale != 0 || c->query_scalar != 0 || c->swa_window != 0 ||
+	               c->swa_pattern != 0 || c->rope_theta_local != 0 || c->final_softcap != 0))
+		return sw_errf(err, SW_EINVAL, "%s: config: Gemma 3 fields (embedding scale, query scale, sliding "
+		               "window, softcap) set for architecture %s", name, rt_arch_name(c->arch));
+	if (gemma && (!(c->embd_scale > 0) || !(c->query_scalar > 0) || c->swa_window < 0 ||
+	              c->swa_pattern < 0 || (c->swa_window > 0 && !(c->rope_theta_local > 0)) ||
+	              !(c->final_softcap >= 0)))
+		return sw_errf(err, SW_EINVAL, "%s: config: expected a positive embedding and query scale, a "
+		               "non-negative sliding window and pattern, a positive local RoPE base, a "
+		               "non-negative softcap for gemma3", name);
 	if (c->n_layers < 1 || c->dim < 1 || c->n_heads < 1 || c->n_kv_heads < 1 || c->head_dim < 2 ||
 	    c->ffn_dim < 1 || c->vocab < 1)
 		return sw_errf(err, SW_EINVAL, "%s: config has a non-positive dimension", name);
@@ -251,14 +294,15 @@ rt_model *rt_model_from_weights(const rt_config *cfg, rt_weights *w, const char 
 	if (llama_check_config(cfg, name, err) || arch_check_weights(cfg, w, name, err))
 		goto out_free_w;
 	rt_model *m = calloc(1, sizeof(*m));
-	float *inv = malloc((size_t)cfg->head_dim / 2 * sizeof(*inv));
+	float *inv = malloc((size_t)rt_config_inv_freq_len(cfg) * sizeof(*inv));
 	if (!m || !inv) {
 		free(m);
 		free(inv);
 		sw_errf(err, SW_ENOMEM, "%s: out of memory", name);
 		goto out_free_w;
 	}
-	m->ops = cfg->arch == RT_ARCH_LLAMA ? &llama_ops : &rt_qwen_ops;
+	m->ops = cfg->arch == RT_ARCH_LLAMA ? &llama_ops : cfg->arch == RT_ARCH_GEMMA3 ? &rt_gemma_ops
+	                                                                               : &rt_qwen_ops;
 	m->kind = RT_MODEL_LLAMA;
 	snprintf(m->name, sizeof(m->name), "%s", name);
 	m->cfg = *cfg;
@@ -277,6 +321,10 @@ rt_model *rt_model_from_weights(const rt_config *cfg, rt_weights *w, const char 
 	m->inv_freq = inv;
 	ref_rope_freqs(inv, cfg->head_dim, cfg->rope_theta, cfg->rope_scaling, cfg->rope_factor,
 	               cfg->rope_low_freq_factor, cfg->rope_high_freq_factor, cfg->rope_orig_ctx);
+	if (cfg->arch == RT_ARCH_GEMMA3) /* the sliding layers': their own base, unscaled */
+		ref_rope_freqs(inv + cfg->head_dim / 2, cfg->head_dim,
+		               cfg->swa_window > 0 ? cfg->rope_theta_local : cfg->rope_theta,
+		               RT_ROPE_SCALING_NONE, 1.0f, 0, 0, 0);
 	memset(w, 0, sizeof(*w));
 	return m;
 out_free_w:
@@ -306,7 +354,7 @@ rt_model *rt_model_layerskip(const rt_model *src, const int *layers, int n, int 
 		return NULL;
 	}
 	rt_model *m = malloc(sizeof(*m));
-	float *inv = malloc((size_t)src->cfg.head_dim / 2 * sizeof(*inv));
+	float *inv = malloc((size_t)rt_config_inv_freq_len(&src->cfg) * sizeof(*inv));
 	int *map = malloc((size_t)n * sizeof(*map));
 	if (!m || !inv || !map) {
 		free(m);
@@ -322,7 +370,7 @@ rt_model *rt_model_layerskip(const rt_model *src, const int *layers, int n, int 
 	memcpy(map, layers, (size_t)n * sizeof(*map));
 	m->layer_map = map;
 	m->vocab_limit = vocab_limit;
-	memcpy(inv, src->inv_freq, (size_t)src->cfg.head_dim / 2 * sizeof(*inv));
+	memcpy(inv, src->inv_freq, (size_t)rt_config_inv_freq_len(&src->cfg) * sizeof(*inv));
 	m->inv_freq = inv;
 	snprintf(m->name, sizeof(m->name), "%.200s[%d of %d layers]", src->name, n, src->cfg.n_layers);
 	return m;
@@ -343,7 +391,7 @@ rt_model *rt_model_pad_vocab(rt_model *src, int vocab, bool own, sw_err *err)
 		return NULL;
 	}
 	rt_model *m = malloc(sizeof(*m));
-	float *inv = malloc((size_t)src->cfg.head_dim / 2 * sizeof(*inv));
+	float *inv = malloc((size_t)rt_config_inv_freq_len(&src->cfg) * sizeof(*inv));
 	int *map = malloc((size_t)src->n_layers_run * sizeof(*map));
 	if (!m || !inv || !map) {
 		free(m);
@@ -359,7 +407,7 @@ rt_model *rt_model_pad_vocab(rt_model *src, int vocab, bool own, sw_err *err)
 	m->vocab_limit = src->vocab_limit > 0 ? src->vocab_limit : src->cfg.vocab;
 	memcpy(map, src->layer_map, (size_t)src->n_layers_run * sizeof(*map));
 	m->layer_map = map;
-	memcpy(inv, src->inv_freq, (size_t)src->cfg.head_dim / 2 * sizeof(*inv));
+	memcpy(inv, src->inv_freq, (size_t)rt_config_inv_freq_len(&src->cfg) * sizeof(*inv));
 	m->inv_freq = inv;
 	m->owned_src = own ? src : NULL;
 	snprintf(m->name, sizeof(m->name), "%.200s[ids to %d]", src->name, vocab);

@@ -1,11 +1,14 @@
 /* Llama-family weights and config from a GGUF file (llama.cpp tensor and key
- * names; general.architecture "llama", "qwen2" or "qwen3", keys under that
+ * names; general.architecture "llama", "qwen2", "qwen3" or "gemma3", keys under that
  * prefix). Everything is dequantized to fp32 into one arena; ggml's ne = [in,
  * out] is already the row-major (out, in) layout rt_weights wants, and Q/K
  * rows stay in GGUF order (Llama: GGUF's RoPE pairing; Qwen: HF order, NeoX
- * RoPE, as llama.cpp runs them). Not a converter. */
+ * RoPE, as llama.cpp runs them). Gemma 3's norms are stored as (1 + w)
+ * by llama.cpp's converter, which is what the forward wants. Not a
+ * converter. */
 #include "model_gguf.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -126,6 +129,40 @@ check_freqs:
 	return 0;
 }
 
+/* What llama.cpp's llama_model::load_hparams reads or fixes for gemma3:
+ * the sliding window (absent or 0: every layer global), the pattern 6 and
+ * the local RoPE base 10000 (fixed in llama.cpp: no key holds them), the
+ * optional final logit softcap, the query scale head_dim^-1/2 except for the
+ * 62-layer 27B (dim / n_heads)^-1/2 (query_pre_attn_scalar, which the file
+ * does not carry), the embedding times sqrtf(dim) in f32. An attention
+ * logit softcap (Gemma 2's) is refused: gemma3 has none. */
+static int gemma3_config(const gguf_file *f, rt_config *c, sw_err *err)
+{
+	char kb[96];
+	uint32_t win = 0;
+	float cap = 0;
+	int rc = gguf_get_u32(f, KEY("attention.sliding_window"), &win, err);
+	if (rc && rc != SW_ENOENT_KEY)
+		return rc;
+	if (win > (uint32_t)INT32_MAX)
+		return sw_errf(err, SW_EINVAL, "%s: metadata key '%s': expected at most %d, found %u", f->path,
+		               KEY("attention.sliding_window"), INT32_MAX, win);
+	if ((rc = get_float(f, KEY("final_logit_softcapping"), &c->final_softcap, false, 0.0f, err)))
+		return rc;
+	rc = gguf_get_f32(f, KEY("attn_logit_softcapping"), &cap, err);
+	if (rc && rc != SW_ENOENT_KEY)
+		return rc;
+	if (!rc && cap != 0)
+		return sw_errf(err, SW_ENOTSUP, "%s: metadata key '%s': expected absent or 0 (gemma3 has no "
+		               "attention softcap), found %g", f->path, KEY("attn_logit_softcapping"), (double)cap);
+	c->swa_window = (int)win;
+	c->swa_pattern = win ? 6 : 0;
+	c->rope_theta_local = win ? 10000.0f : 0.0f;
+	c->embd_scale = sqrtf((float)c->dim);
+	c->query_scalar = (float)(c->n_layers == 62 ? c->dim / c->n_heads : c->head_dim);
+	return 0;
+}
+
 int rt_llama_config_from_gguf(const gguf_file *f, rt_config *cfg, sw_err *err)
 {
 	rt_config cc, *c = &cc;
@@ -137,7 +174,7 @@ int rt_llama_config_from_gguf(const gguf_file *f, rt_config *cfg, sw_err *err)
 	rc = gguf_get_str(f, "general.architecture", &arch, err);
 	if (rc)
 		return rc;
-	static const int archs[] = { RT_ARCH_LLAMA, RT_ARCH_QWEN2, RT_ARCH_QWEN3 };
+	static const int archs[] = { RT_ARCH_LLAMA, RT_ARCH_QWEN2, RT_ARCH_QWEN3, RT_ARCH_GEMMA3 };
 	c->arch = -1;
 	for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); i++) {
 		const char *nm = rt_arch_name(archs[i]);
@@ -145,7 +182,7 @@ int rt_llama_config_from_gguf(const gguf_file *f, rt_config *cfg, sw_err *err)
 			c->arch = archs[i];
 	}
 	if (c->arch < 0)
-		return sw_errf(err, SW_ENOTSUP, "%s: metadata key 'general.architecture': expected \"llama\", \"qwen2\" or \"qwen3\", found \"%.*s\"",
+		return sw_errf(err, SW_ENOTSUP, "%s: metadata key 'general.architecture': expected \"llama\", \"qwen2\", \"qwen3\" or \"gemma3\", found \"%.*s\"",
 			       f->path, (int)(arch.n < 64 ? arch.n : 64), arch.p);
 
 	if ((rc = get_dim(f, KEY("block_count"), &c->n_layers, true, 0, 4096, err)) ||
@@ -206,6 +243,8 @@ int rt_llama_config_from_gguf(const gguf_file *f, rt_config *cfg, sw_err *err)
 	    (rc = get_token_id(f, "tokenizer.ggml.eos_token_id", c->vocab, &c->eos_id, err)))
 		return rc;
 	c->tied_embd = gguf_tensor_find(f, "output.weight") == NULL;
+	if (c->arch == RT_ARCH_GEMMA3 && (rc = gemma3_config(f, c, err)))
+		return rc;
 	*cfg = cc;
 	return 0;
 }
@@ -310,7 +349,7 @@ int rt_llama_load_gguf(const gguf_file *f, rt_config *cfg, rt_weights *w, sw_err
 	if ((rc = check_biases(f, &c, err)))
 		return rc;
 	/* Layer table first, then each tensor 64-byte aligned, all in one arena. */
-	size_t n_want = 3 + 12 * (size_t)c.n_layers;
+	size_t n_want = 3 + 14 * (size_t)c.n_layers;
 	q = calloc(n_want, sizeof(*q));
 	lw = calloc((size_t)c.n_layers, sizeof(*lw)); /* staging; copied into the arena */
 	if (!q || !lw) {
@@ -344,9 +383,13 @@ int rt_llama_load_gguf(const gguf_file *f, rt_config *cfg, rt_weights *w, sw_err
 			B(bk, "attn_k.bias", KVD);
 			B(bv, "attn_v.bias", KVD);
 		}
-		if (c.arch == RT_ARCH_QWEN3) {
+		if (c.arch == RT_ARCH_QWEN3 || c.arch == RT_ARCH_GEMMA3) {
 			B(q_norm, "attn_q_norm.weight", (uint64_t)c.head_dim);
 			B(k_norm, "attn_k_norm.weight", (uint64_t)c.head_dim);
+		}
+		if (c.arch == RT_ARCH_GEMMA3) {
+			B(post_attn_norm, "post_attention_norm.weight", D);
+			B(post_ffn_norm, "post_ffw_norm.weight", D);
 		}
 #undef B
 	}

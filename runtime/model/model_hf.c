@@ -1,8 +1,10 @@
 /* HF checkpoint loader for the Llama family: config.json validation and the
  * safetensors tensors of LlamaForCausalLM (q/k rows permuted to the GGUF
- * RoPE order), Qwen2ForCausalLM (q/k/v biases) and Qwen3ForCausalLM (q/k
- * norms; q/k rows of both Qwen kept in HF order for NeoX RoPE), converted to
- * f32 in one arena. Refuses anything else (a bias it would not add, another
+ * RoPE order), Qwen2ForCausalLM (q/k/v biases), Qwen3ForCausalLM (q/k
+ * norms; q/k rows of both Qwen kept in HF order for NeoX RoPE) and
+ * Gemma3ForCausalLM (model_type gemma3_text: pre/post norms, stored as
+ * 1 + w, q/k norms, rows in HF order), converted to f32 in one arena.
+ * Refuses anything else (a bias it would not add, another
  * model_type, sliding windows, unknown RoPE scaling) rather than loading it
  * half right. */
 #include "core/fileio.h"
@@ -148,6 +150,7 @@ static const struct hf_family {
 	{ "llama", RT_ARCH_LLAMA, "LlamaForCausalLM", 2048 },
 	{ "qwen2", RT_ARCH_QWEN2, "Qwen2ForCausalLM", 32768 },
 	{ "qwen3", RT_ARCH_QWEN3, "Qwen3ForCausalLM", 32768 },
+	{ "gemma3_text", RT_ARCH_GEMMA3, "Gemma3ForCausalLM", 131072 },
 };
 
 /* An optional bool that must be false (absent and null are false). */
@@ -186,7 +189,7 @@ static int check_arch(const json_value *root, const char *const *archs, const st
 		return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: $.model_type: expected %s, found \"%.32s\"",
 			       v->file, v->line, v->col,
 			       archs ? "\"llama\" (LlamaForCausalLM without biases)"
-			             : "\"llama\" (without biases), \"qwen2\" or \"qwen3\"", mt);
+			             : "\"llama\" (without biases), \"qwen2\", \"qwen3\" or \"gemma3_text\"", mt);
 	}
 	const char *const own[] = { (*fam)->cls, NULL };
 	if (!archs)
@@ -233,15 +236,103 @@ static int check_arch(const json_value *root, const char *const *archs, const st
 					               v->items[i]->type == JSON_STRING ? "\"" : "");
 		}
 		break;
-	}
-	v = json_get(root, "hidden_act");
-	if (v && v->type != JSON_NULL) {
-		if ((rc = json_get_string(root, "hidden_act", "$", &act, err)))
+	case RT_ARCH_GEMMA3:
+		if ((rc = must_be_false(root, "attention_bias", "gemma3 without biases", err)))
 			return rc;
-		if (strcmp(act, "silu"))
-			return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: $.hidden_act: expected \"silu\", found \"%.32s\"",
-				       v->file, v->line, v->col, act);
+		break;
 	}
+	/* Gemma3TextConfig's activation is hidden_activation (hidden_act is
+	 * ignored by its MLP); the others' hidden_act */
+	const bool gemma = (*fam)->arch == RT_ARCH_GEMMA3;
+	const char *akey = gemma ? "hidden_activation" : "hidden_act", *want = gemma ? "gelu_pytorch_tanh" : "silu";
+	v = json_get(root, akey);
+	if (v && v->type != JSON_NULL) {
+		if ((rc = json_get_string(root, akey, "$", &act, err)))
+			return rc;
+		if (strcmp(act, want))
+			return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: $.%s: expected \"%s\", found \"%.32s\"",
+				       v->file, v->line, v->col, akey, want, act);
+	}
+	return 0;
+}
+
+/* 16-bit rounding (to nearest even) of an fp32 value, back in fp32 */
+static float round_bf16(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, 4);
+	u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+	memcpy(&x, &u, 4);
+	return x;
+}
+
+static float round_f16(float x)
+{
+	/* |x| in fp16's normal range here (sqrt of a width): 10 mantissa bits */
+	int e;
+	double m = frexp((double)x, &e);           /* x = m 2^e, 0.5 <= m < 1 */
+	return (float)ldexp(nearbyint(ldexp(m, 11)), e - 11);
+}
+
+/* Gemma3TextConfig's fields beyond the Llama ones (defaults as that class):
+ * query_pre_attn_scalar (256), sliding_window (4096), the layer pattern
+ * (layer_types when present, which must be one of period
+ * sliding_window_pattern: transformers 4.51's rule (l + 1) % pattern;
+ * else sliding_window_pattern, 6), rope_local_base_freq (10000),
+ * final_logit_softcapping (null), attn_logit_softcapping (must be null).
+ * The embedding scale is sqrt(hidden_size) in the checkpoint's torch_dtype,
+ * as Gemma3TextScaledWordEmbedding casts it. */
+static int gemma3_config(const json_value *root, rt_config *cfg, sw_err *err)
+{
+	int64_t win, pat;
+	double qs, local, cap;
+	const json_value *v;
+	int rc;
+
+	if ((rc = opt_number(root, "query_pre_attn_scalar", 256, 1e-6, 1e9, &qs, err)) ||
+	    (rc = opt_int(root, "sliding_window", 4096, 1, INT32_MAX, &win, err)) ||
+	    (rc = opt_int(root, "sliding_window_pattern", 6, 1, 4096, &pat, err)) ||
+	    (rc = opt_number(root, "rope_local_base_freq", 10000.0, 1e-3, 1e12, &local, err)) ||
+	    (rc = opt_number(root, "final_logit_softcapping", 0.0, 1e-6, 1e9, &cap, err)))
+		return rc;
+	v = json_get(root, "attn_logit_softcapping");
+	if (v && v->type != JSON_NULL)
+		return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: $.attn_logit_softcapping: expected null (gemma3 has no "
+		               "attention softcap), found a value", v->file, v->line, v->col);
+	v = json_get(root, "layer_types");
+	if (v && v->type != JSON_NULL) {
+		if ((rc = json_as_array(v, "$.layer_types", (size_t)cfg->n_layers, (size_t)cfg->n_layers, err)))
+			return rc;
+		/* the period: the first global layer's index + 1 */
+		pat = 0;
+		for (size_t i = 0; i < v->n && !pat; i++)
+			if (v->items[i]->type == JSON_STRING && !strcmp(v->items[i]->str, "full_attention"))
+				pat = (int64_t)i + 1;
+		if (!pat)
+			pat = cfg->n_layers + 1; /* all sliding */
+		for (size_t i = 0; i < v->n; i++) {
+			const char *want = ((int64_t)i + 1) % pat ? "sliding_attention" : "full_attention";
+			const json_value *it = v->items[i];
+			if (it->type != JSON_STRING || strcmp(it->str, want))
+				return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: $.layer_types[%zu]: expected \"%s\" (a global "
+				               "layer every %" PRId64 "), found %s%.32s%s", it->file, it->line, it->col,
+				               i, want, pat, it->type == JSON_STRING ? "\"" : "",
+				               it->type == JSON_STRING ? it->str : "another type",
+				               it->type == JSON_STRING ? "\"" : "");
+		}
+	}
+	float scale = sqrtf((float)cfg->dim);
+	v = json_get(root, "torch_dtype");
+	if (v && v->type == JSON_STRING && !strcmp(v->str, "bfloat16"))
+		scale = round_bf16(scale);
+	else if (v && v->type == JSON_STRING && !strcmp(v->str, "float16"))
+		scale = round_f16(scale);
+	cfg->embd_scale = scale;
+	cfg->query_scalar = (float)qs;
+	cfg->swa_window = (int)win;
+	cfg->swa_pattern = (int)pat;
+	cfg->rope_theta_local = (float)local;
+	cfg->final_softcap = (float)cap;
 	return 0;
 }
 
@@ -272,6 +363,8 @@ static int config_parse(const char *json_text, size_t n, const char *name, const
 	int rc;
 
 	memset(cfg, 0, sizeof(*cfg));
+	/* Gemma3TextConfig ties by default; the other classes' absent key is
+	 * settled by the checkpoint (no lm_head.weight: tied) */
 	root = json_parse(json_text, n, name, err);
 	if (!root)
 		return err ? err->code : SW_EINVAL;
@@ -288,7 +381,8 @@ static int config_parse(const char *json_text, size_t n, const char *name, const
 	    (rc = json_get_int(root, "vocab_size", "$", 1, 1 << 24, &vocab, err)) ||
 	    (rc = opt_int(root, "max_position_embeddings", fam->def_ctx, 1, INT32_MAX, &ctx, err)) ||
 	    (rc = opt_number(root, "rms_norm_eps", 1e-6, 0.0, 1.0, &eps, err)) ||
-	    (rc = opt_number(root, "rope_theta", 10000.0, 1e-3, 1e12, &theta, err)))
+	    (rc = opt_number(root, "rope_theta", fam->arch == RT_ARCH_GEMMA3 ? 1e6 : 10000.0, 1e-3, 1e12,
+	                     &theta, err)))
 		goto out_free_root;
 	if (heads % kv) {
 		v = json_get(root, "num_key_value_heads");
@@ -300,8 +394,9 @@ static int config_parse(const char *json_text, size_t n, const char *name, const
 	if (v && v->type != JSON_NULL) {
 		if ((rc = json_get_int(root, "head_dim", "$", 2, 4096, &hd, err)))
 			goto out_free_root;
-	} else if (fam->arch == RT_ARCH_QWEN3) {
-		hd = 128; /* Qwen3Config's default, independent of hidden_size */
+	} else if (fam->arch == RT_ARCH_QWEN3 || fam->arch == RT_ARCH_GEMMA3) {
+		/* Qwen3Config's and Gemma3TextConfig's defaults, independent of hidden_size */
+		hd = fam->arch == RT_ARCH_QWEN3 ? 128 : 256;
 	} else {
 		if (dim % heads) {
 			rc = sw_errf(err, SW_EINVAL, "%s: $.hidden_size (%" PRId64 ") is not a multiple of num_attention_heads (%" PRId64 ") and head_dim is absent",
@@ -316,6 +411,7 @@ static int config_parse(const char *json_text, size_t n, const char *name, const
 			     root->file, hd);
 		goto out_free_root;
 	}
+	tied = fam->arch == RT_ARCH_GEMMA3;
 	v = json_get(root, "tie_word_embeddings");
 	if (v && v->type != JSON_NULL && (rc = json_get_bool(root, "tie_word_embeddings", "$", &tied, err)))
 		goto out_free_root;
@@ -335,6 +431,8 @@ static int config_parse(const char *json_text, size_t n, const char *name, const
 	if ((rc = parse_rope_scaling(root, cfg, err)) ||
 	    (rc = token_id(root, "bos_token_id", vocab, &cfg->bos_id, err)) ||
 	    (rc = token_id(root, "eos_token_id", vocab, &cfg->eos_id, err)))
+		goto out_free_root;
+	if (fam->arch == RT_ARCH_GEMMA3 && (rc = gemma3_config(root, cfg, err)))
 		goto out_free_root;
 	rc = 0;
 
@@ -392,6 +490,7 @@ struct hf_slot {
 	int n_dims;
 	int64_t shape[2];
 	int permute_heads; /* > 0: q/k with this many heads */
+	bool add_one;      /* Gemma's norms: store 1 + w (Gemma3RMSNorm's factor) */
 	size_t off;        /* in the arena, bytes */
 };
 
@@ -426,6 +525,9 @@ static int load_slot(const safetensors_ckpt *c, const rt_config *cfg, struct hf_
 			       f->name, s->name, exp, got);
 	}
 	safetensors_to_f32(t, *s->dst);
+	if (s->add_one) /* in fp32, as Gemma3RMSNorm: 1.0 + weight.float() */
+		for (int64_t i = 0; i < s->shape[0]; i++)
+			(*s->dst)[i] += 1.0f;
 	if (s->permute_heads)
 		return rt_hf_permute_qk(*s->dst, s->permute_heads, cfg->head_dim, cfg->dim, err);
 	return 0;
@@ -480,7 +582,8 @@ int rt_llama_load_hf(const char *dir, rt_config *cfg, rt_weights *w, sw_err *err
 	const int64_t dim = cfg->dim, ffn = cfg->ffn_dim, vocab = cfg->vocab;
 	const int64_t q_rows = (int64_t)cfg->n_heads * cfg->head_dim;
 	const int64_t kv_rows = (int64_t)cfg->n_kv_heads * cfg->head_dim;
-	size_t max_slots = 3 + 12 * (size_t)cfg->n_layers;
+	size_t max_slots = 3 + 14 * (size_t)cfg->n_layers;
+	const bool gemma = cfg->arch == RT_ARCH_GEMMA3;
 	/* Llama rows go to GGUF order; Qwen rows stay (NeoX RoPE, model.h) */
 	const int perm_q = cfg->arch == RT_ARCH_LLAMA ? cfg->n_heads : 0;
 	const int perm_k = cfg->arch == RT_ARCH_LLAMA ? cfg->n_kv_heads : 0;
@@ -502,6 +605,7 @@ int rt_llama_load_hf(const char *dir, rt_config *cfg, rt_weights *w, sw_err *err
 		s_->shape[0] = (s0);                                                \
 		s_->shape[1] = (s1);                                                \
 		s_->permute_heads = (perm);                                         \
+		s_->add_one = gemma && (nd) == 1;                                   \
 	} while (0)
 
 	SLOT("model.embed_tokens.weight", &w->tok_embd, 2, vocab, dim, 0);
@@ -517,7 +621,13 @@ int rt_llama_load_hf(const char *dir, rt_config *cfg, rt_weights *w, sw_err *err
 		LAYER("self_attn.k_proj", &L->wk, 2, kv_rows, dim, perm_k);
 		LAYER("self_attn.v_proj", &L->wv, 2, kv_rows, dim, 0);
 		LAYER("self_attn.o_proj", &L->wo, 2, dim, q_rows, 0);
-		LAYER("post_attention_layernorm", &L->ffn_norm, 1, dim, 0, 0);
+		if (gemma) { /* post_attention_layernorm is the attention's post-norm */
+			LAYER("post_attention_layernorm", &L->post_attn_norm, 1, dim, 0, 0);
+			LAYER("pre_feedforward_layernorm", &L->ffn_norm, 1, dim, 0, 0);
+			LAYER("post_feedforward_layernorm", &L->post_ffn_norm, 1, dim, 0, 0);
+		} else {
+			LAYER("post_attention_layernorm", &L->ffn_norm, 1, dim, 0, 0);
+		}
 		LAYER("mlp.gate_proj", &L->w_gate, 2, ffn, dim, 0);
 		LAYER("mlp.up_proj", &L->w_up, 2, ffn, dim, 0);
 		LAYER("mlp.down_proj", &L->w_down, 2, dim, ffn, 0);
@@ -531,7 +641,7 @@ int rt_llama_load_hf(const char *dir, rt_config *cfg, rt_weights *w, sw_err *err
 			VEC("self_attn.k_proj.bias", &L->bk, kv_rows);
 			VEC("self_attn.v_proj.bias", &L->bv, kv_rows);
 		}
-		if (cfg->arch == RT_ARCH_QWEN3) {
+		if (cfg->arch == RT_ARCH_QWEN3 || gemma) {
 			VEC("self_attn.q_norm.weight", &L->q_norm, cfg->head_dim);
 			VEC("self_attn.k_norm.weight", &L->k_norm, cfg->head_dim);
 		}

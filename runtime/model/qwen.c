@@ -17,9 +17,10 @@
 /* ref_head_prep (kernels/ref/head_prep.c): the specification the engine's
  * head_prep kernels follow, so the host decoder and the generated engines
  * compose the same steps. */
-static void qwen_qk(const rt_ctx *c, const rt_layer_weights *L, const int32_t *pos, int T,
+static void qwen_qk(const rt_ctx *c, const rt_layer_weights *L, int lw, const int32_t *pos, int T,
                     float *q, float *k, float *v)
 {
+	(void)lw;
 	const rt_config *cfg = &c->m->cfg;
 	const int hd = cfg->head_dim, nh = cfg->n_heads, nkv = cfg->n_kv_heads;
 	const float *inv = c->m->inv_freq;
@@ -34,7 +35,8 @@ static void qwen_qk(const rt_ctx *c, const rt_layer_weights *L, const int32_t *p
 static int qwen_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,
                      float *logits, float *hidden, sw_err *err)
 {
-	return rt_tf_eval(c, tok, pos, T, mask, logits, hidden, qwen_qk, err);
+	static const rt_tf_family fam = { qwen_qk, NULL, NULL };
+	return rt_tf_eval(c, tok, pos, T, mask, logits, hidden, &fam, err);
 }
 
 const struct rt_model_ops rt_qwen_ops = {

@@ -14,6 +14,7 @@ const char *rt_arch_name(int arch)
 	case RT_ARCH_LLAMA: return "llama";
 	case RT_ARCH_QWEN2: return "qwen2";
 	case RT_ARCH_QWEN3: return "qwen3";
+	case RT_ARCH_GEMMA3: return "gemma3";
 	default: return "unknown";
 	}
 }
@@ -41,7 +42,7 @@ const float *rt_model_weight(const rt_model *m, const char *field, int l, size_t
 		{"tok_embd", m->w.tok_embd, V * D},
 		{"out_norm", m->w.out_norm, D},
 		{"lm_head", m->w.lm_head, V * D},
-		{"inv_freq", m->inv_freq, (size_t)c->head_dim / 2},
+		{"inv_freq", m->inv_freq, (size_t)rt_config_inv_freq_len(c)},
 		{"attn_norm", L ? L->attn_norm : NULL, D},
 		{"ffn_norm", L ? L->ffn_norm : NULL, D},
 		{"wq", L ? L->wq : NULL, qd * D},
@@ -56,6 +57,8 @@ const float *rt_model_weight(const rt_model *m, const char *field, int l, size_t
 		{"bv", L ? L->bv : NULL, kvd},
 		{"q_norm", L ? L->q_norm : NULL, (size_t)c->head_dim},
 		{"k_norm", L ? L->k_norm : NULL, (size_t)c->head_dim},
+		{"post_attn_norm", L ? L->post_attn_norm : NULL, D},
+		{"post_ffn_norm", L ? L->post_ffn_norm : NULL, D},
 	};
 	*n = 0;
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)

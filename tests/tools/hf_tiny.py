@@ -1,10 +1,23 @@
 #!/usr/bin/env python3
-"""A tiny random Qwen2 or Qwen3 checkpoint made and run by Hugging Face
-transformers itself, for tests/test_qwen.c.
+"""A tiny random Qwen2, Qwen3 or Gemma 3 checkpoint made and run by Hugging
+Face transformers itself, for tests/test_qwen.c and tests/test_gemma.c.
 
 Usage: build/venv-hf/bin/python tests/tools/hf_tiny.py OUT VARIANT...
-  VARIANT: ARCH[-tied][-kvK][-sSEED], ARCH qwen2 or qwen3 (e.g. qwen3-tied-kv1)
+  VARIANT: ARCH[-tied][-untied][-kvK][-sSEED][-free][-capC],
+  ARCH qwen2, qwen3 or gemma3 (e.g. qwen3-tied-kv1, gemma3-free-cap8)
   [--layers L] [--prompt N] [--steps N]
+
+Gemma 3 (Gemma3TextConfig / Gemma3ForCausalLM; tied unless -untied):
+hidden 64, 4 heads, head_dim 32 (hidden / heads is 16), ffn 96, sliding
+window 4 (shorter than the prompt, so it cuts), rope_theta 1e6. As llama.cpp
+fixes them for gemma3 GGUF files (its load_hparams): 6 layers, a global
+layer every 6 (layers 0-4 sliding, 5 global), local RoPE base 10000,
+query_pre_attn_scalar = head_dim; then model.gguf is written too, as
+convert_hf_to_gguf.py's Gemma3Model does (norm weights + 1). With -free:
+4 layers, a global layer every 2, local base 100, query_pre_attn_scalar
+24, all of which a GGUF cannot say (no model.gguf); -capC sets
+final_logit_softcapping C. Norm weights are drawn as 0.2 u (the forward
+multiplies by 1 + w).
 
 Writes for each variant, into OUT/VARIANT/, all from transformers' own
 classes (Qwen2Config / Qwen3Config, Qwen2ForCausalLM / Qwen3ForCausalLM,
@@ -74,18 +87,19 @@ for _n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
         setattr(torch, _n, _Absent(_n))
 
 import transformers  # noqa: E402
-from transformers import (Qwen2Config, Qwen2ForCausalLM, Qwen3Config,  # noqa: E402
+from transformers import (Gemma3ForCausalLM, Gemma3TextConfig,  # noqa: E402
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
                           Qwen3ForCausalLM)
 import gguf  # noqa: E402
 
 
-def redraw(model, gen):
+def redraw(model, gen, gemma=False):
     """Every parameter redrawn (see the module docstring)."""
     with torch.no_grad():
         for name, p in model.named_parameters():
             u = torch.rand(p.shape, generator=gen, dtype=torch.float64) * 2 - 1
             if name.endswith("norm.weight") or "layernorm" in name:
-                v = 1 + 0.2 * u
+                v = (0 if gemma else 1) + 0.2 * u
             elif name.endswith(".bias"):
                 v = 0.5 * u
             elif "embed_tokens" in name:
@@ -155,39 +169,114 @@ def write_gguf(path, arch, cfg, sd, tied):
     w.close()
 
 
-def make(out, arch, tied, seed, kv_heads, layers, n_prompt, steps):
+def write_gguf_gemma3(path, cfg, sd):
+    """As convert_hf_to_gguf.py's Gemma3Model writes a text model: its keys
+    (no pattern, local base or query scale: llama.cpp fixes them), every
+    norm weight + 1, tied (no output.weight), f32, the stand-in tokenizer."""
+    w = gguf.GGUFWriter(path, "gemma3")
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_rope_freq_base(cfg.rope_theta)
+    w.add_sliding_window(cfg.sliding_window)
+    toks = ["<%d>" % i for i in range(cfg.vocab_size - 3)] + ["[", "]", "[]"]
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(toks)
+    w.add_token_merges(["[ ]"])
+    names = {
+        "input_layernorm.weight": "attn_norm.weight",
+        "self_attn.q_proj.weight": "attn_q.weight",
+        "self_attn.k_proj.weight": "attn_k.weight",
+        "self_attn.v_proj.weight": "attn_v.weight",
+        "self_attn.o_proj.weight": "attn_output.weight",
+        "self_attn.q_norm.weight": "attn_q_norm.weight",
+        "self_attn.k_norm.weight": "attn_k_norm.weight",
+        "post_attention_layernorm.weight": "post_attention_norm.weight",
+        "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+        "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+        "mlp.gate_proj.weight": "ffn_gate.weight",
+        "mlp.up_proj.weight": "ffn_up.weight",
+        "mlp.down_proj.weight": "ffn_down.weight",
+    }
+    for k, t in sd.items():
+        a = t.detach().to(torch.float32)
+        if k.endswith("norm.weight"):
+            a = a + 1
+        a = a.numpy()
+        if k == "model.embed_tokens.weight":
+            g = "token_embd.weight"
+        elif k == "model.norm.weight":
+            g = "output_norm.weight"
+        elif k == "lm_head.weight":
+            continue
+        else:
+            parts = k.split(".")
+            assert parts[0] == "model" and parts[1] == "layers", k
+            g = "blk.%s.%s" % (parts[2], names[".".join(parts[3:])])
+        w.add_tensor(g, np.ascontiguousarray(a))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def make(out, arch, tied, seed, kv_heads, layers, n_prompt, steps, free=False, cap=None):
     common = dict(vocab_size=300, hidden_size=64, intermediate_size=96,
                   num_hidden_layers=layers, num_attention_heads=4,
                   num_key_value_heads=kv_heads, max_position_embeddings=512,
                   rope_theta=1000000.0, rms_norm_eps=1e-6,
                   tie_word_embeddings=tied, use_sliding_window=False,
                   sliding_window=None, attn_implementation="eager")
-    if arch == "qwen2":
+    if arch == "gemma3":
+        for k in ("use_sliding_window", "tie_word_embeddings", "num_hidden_layers",
+                  "sliding_window"):
+            del common[k]
+        cfg = Gemma3TextConfig(head_dim=32, sliding_window=4, tie_word_embeddings=tied,
+                               num_hidden_layers=4 if free else 6,
+                               sliding_window_pattern=2 if free else 6,
+                               rope_local_base_freq=100.0 if free else 10000.0,
+                               query_pre_attn_scalar=24 if free else 32,
+                               final_logit_softcapping=cap, attn_logit_softcapping=None,
+                               hidden_activation="gelu_pytorch_tanh", **common)
+        cls = Gemma3ForCausalLM
+    elif arch == "qwen2":
         cfg, cls = Qwen2Config(**common), Qwen2ForCausalLM
     else:  # head_dim 24 while hidden / heads is 16
         cfg, cls = Qwen3Config(head_dim=24, **common), Qwen3ForCausalLM
     torch.manual_seed(seed)
     model = cls(cfg)
     gen = torch.Generator().manual_seed(seed)
-    redraw(model, gen)
+    redraw(model, gen, arch == "gemma3")
     if tied:
         assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
     model.eval()
     os.makedirs(out, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
-    write_gguf(os.path.join(out, "model.gguf"), arch, cfg, model.state_dict(), tied)
+    if arch != "gemma3":
+        write_gguf(os.path.join(out, "model.gguf"), arch, cfg, model.state_dict(), tied)
+    elif not free and tied:
+        write_gguf_gemma3(os.path.join(out, "model.gguf"), cfg, model.state_dict())
 
     prompt = torch.randint(0, cfg.vocab_size, (1, n_prompt), generator=gen)
+    ones = lambda s: torch.ones_like(s)  # noqa: E731 (Gemma's sliding mask needs a mask)
     with torch.no_grad():
-        l32 = model(prompt, use_cache=False).logits[0]
+        l32 = model(prompt, attention_mask=ones(prompt), use_cache=False).logits[0]
         m64 = model.double()
-        res = m64(prompt, use_cache=False, output_hidden_states=True)
+        res = m64(prompt, attention_mask=ones(prompt), use_cache=False, output_hidden_states=True)
         l64 = res.logits[0]
         h = res.hidden_states[-1][0]  # after the final norm
+        # the softcap's tanh only shrinks errors (|tanh'| <= 1): S of the
+        # logits before it bounds both
         S = h.abs() @ m64.lm_head.weight.abs().T
         seq, greedy, margin, margin_abs = prompt, [], [], []
         for _ in range(steps):
-            r = m64(seq, use_cache=False, output_hidden_states=True)
+            r = m64(seq, attention_mask=ones(seq), use_cache=False, output_hidden_states=True)
             lg, hl = r.logits[0, -1], r.hidden_states[-1][0, -1]
             top = torch.topk(lg, 2)
             greedy.append(int(top.indices[0]))
@@ -205,6 +294,10 @@ def make(out, arch, tied, seed, kv_heads, layers, n_prompt, steps):
         "logits64": l64.tolist(), "logits32": l32.double().tolist(), "abs": S.tolist(),
         "greedy": greedy, "margin": margin, "margin_abs": margin_abs,
     }
+    if arch == "gemma3":
+        ref.update({"sliding_window": cfg.sliding_window, "pattern": cfg.sliding_window_pattern,
+                    "softcap": cap, "gguf": os.path.exists(os.path.join(out, "model.gguf")),
+                    "free": free})
     with open(os.path.join(out, "ref.json"), "w") as f:
         json.dump(ref, f)
 
@@ -219,19 +312,26 @@ def main():
     a = ap.parse_args()
     for k, v in enumerate(a.variants):
         parts = v.split("-")
-        if parts[0] not in ("qwen2", "qwen3"):
-            ap.error("variant %s: expected qwen2 or qwen3 first" % v)
-        tied, kv, seed = False, 2, k + 1
+        if parts[0] not in ("qwen2", "qwen3", "gemma3"):
+            ap.error("variant %s: expected qwen2, qwen3 or gemma3 first" % v)
+        tied, kv, seed, free, cap = parts[0] == "gemma3", 2, k + 1, False, None
         for p in parts[1:]:
             if p == "tied":
                 tied = True
+            elif p == "untied":
+                tied = False
+            elif p == "free":
+                free = True
+            elif p.startswith("cap"):
+                cap = float(p[3:])
             elif p.startswith("kv"):
                 kv = int(p[2:])
             elif p.startswith("s"):
                 seed = int(p[1:])
             else:
                 ap.error("variant %s: unknown part %s" % (v, p))
-        make(os.path.join(a.out, v), parts[0], tied, seed, kv, a.layers, a.prompt, a.steps)
+        make(os.path.join(a.out, v), parts[0], tied, seed, kv, a.layers, a.prompt, a.steps,
+             free, cap)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,15 @@ bpe GGUF IN OUT
     IN holds NUL-separated UTF-8 records; OUT gets two lines per record:
     "S id id ..." (special tokens parsed) and "N id id ..." (not parsed).
 
+spm-gguf GGUF IN OUT
+    Google's sentencepiece itself on a GGUF's SentencePiece vocabulary
+    (Gemma 3): a ModelProto built from tokenizer.ggml.tokens / scores /
+    token_type (BPE, byte fallback, identity normalization, dummy prefix as
+    tokenizer.ggml.add_space_prefix, whitespace escaped to U+2581: the
+    settings of Gemma 3's tokenizer.model; user-defined pieces with their
+    spaces back as U+2581, undoing llama.cpp's converter), encoded with
+    SentencePieceProcessor; one line of ids per record of IN (no BOS).
+
 spm TRAIN WORKDIR IN OUT
     Trains a SentencePiece BPE model (byte fallback, vocab 2000, identity
     normalization) on TRAIN, writes it as WORKDIR/spm.gguf with the `gguf`
@@ -71,6 +80,48 @@ def bpe(gguf_path, inp, outp):
             o.write("N " + " ".join(map(str, b.ids)) + "\n")
 
 
+def field(r, k, default=None):
+    f = r.fields.get(k)
+    return default if f is None else f.contents()
+
+
+def spm_gguf(gguf_path, inp, outp):
+    import sentencepiece as spm
+    from gguf import GGUFReader
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    r = GGUFReader(gguf_path)
+    tokens = field(r, "tokenizer.ggml.tokens")
+    scores = field(r, "tokenizer.ggml.scores")
+    types = field(r, "tokenizer.ggml.token_type")
+    m = pb.ModelProto()
+    m.trainer_spec.model_type = pb.TrainerSpec.BPE
+    m.trainer_spec.byte_fallback = True
+    m.trainer_spec.vocab_size = len(tokens)
+    m.trainer_spec.unk_id = field(r, "tokenizer.ggml.unknown_token_id", 3)
+    m.trainer_spec.bos_id = field(r, "tokenizer.ggml.bos_token_id", 2)
+    m.trainer_spec.eos_id = field(r, "tokenizer.ggml.eos_token_id", 1)
+    m.trainer_spec.pad_id = field(r, "tokenizer.ggml.padding_token_id", 0)
+    m.normalizer_spec.name = "identity"
+    m.normalizer_spec.add_dummy_prefix = bool(field(r, "tokenizer.ggml.add_space_prefix", False))
+    m.normalizer_spec.remove_extra_whitespaces = False
+    m.normalizer_spec.escape_whitespaces = True
+    kinds = {1: pb.ModelProto.SentencePiece.NORMAL, 2: pb.ModelProto.SentencePiece.UNKNOWN,
+             3: pb.ModelProto.SentencePiece.CONTROL, 4: pb.ModelProto.SentencePiece.USER_DEFINED,
+             5: pb.ModelProto.SentencePiece.UNUSED, 6: pb.ModelProto.SentencePiece.BYTE}
+    for t, s, ty in zip(tokens, scores, types):
+        p = m.pieces.add()
+        # convert_hf_to_gguf.py "pre-normalizes" user-defined pieces, U+2581
+        # -> " " (Gemma's whitespace runs); the tokenizer.model had U+2581
+        p.piece = t.replace(" ", "\u2581") if int(ty) == 4 else t
+        p.score = float(s)
+        p.type = kinds[int(ty)]
+    sp = spm.SentencePieceProcessor(model_proto=m.SerializeToString())
+    with open(outp, "w") as o:
+        for rec in read_records(inp):
+            o.write(" ".join(map(str, sp.encode(rec))) + "\n")
+
+
 def spm(train, workdir, inp, outp):
     import sentencepiece as sp
     from gguf import GGUFWriter
@@ -119,6 +170,8 @@ def spm(train, workdir, inp, outp):
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "bpe":
         bpe(*sys.argv[2:])
+    elif len(sys.argv) == 5 and sys.argv[1] == "spm-gguf":
+        spm_gguf(*sys.argv[2:])
     elif len(sys.argv) == 6 and sys.argv[1] == "spm":
         spm(*sys.argv[2:])
     else:
