@@ -31,11 +31,12 @@ def main():
     with torch.no_grad():
         for p in (m.in_norm, m.hid_norm, m.post_norm):
             p.add_(0.2 * torch.randn(H))
+        m.fscale.copy_(torch.rand(3 * H) * 2 + 0.1)  # saved as fc * fscale
     feat = torch.randn(1, T, 3 * H)
     tok = torch.randint(0, V, (1, T))
     outs = m.unroll(feat, tok, steps)
     pre = "midlayer."
-    W = {"fc.weight": m.fc, pre + "input_layernorm.weight": m.in_norm, pre + "hidden_norm.weight": m.hid_norm,
+    W = {"fc.weight": m.fc * m.fscale[None], pre + "input_layernorm.weight": m.in_norm, pre + "hidden_norm.weight": m.hid_norm,
          pre + "self_attn.q_proj.weight": m.q, pre + "self_attn.k_proj.weight": m.k,
          pre + "self_attn.v_proj.weight": m.v, pre + "self_attn.o_proj.weight": m.o,
          pre + "post_attention_layernorm.weight": m.post_norm, pre + "mlp.gate_proj.weight": m.gate,

@@ -4,7 +4,7 @@
 e3train.py WDIR OUT [--seconds S] [--vd 4096] [--ttt 3] [--device cpu|cuda]
   [--min-tokens N] [--milestones 1e5,3e5,1e6,...] [--lr 5e-4] [--rows 2]
 Reads tf_data.py's shards WDIR/tf/*.pt as they appear (it may still be writing); shards
-0-2 are held back (the top-1 proxy printed at every milestone). Writes OUT/ (and
+0 and 3 (a text and a chat shard) are held back (the top-1 proxy printed at every milestone). Writes OUT/ (and
 OUT/ck-NNNNNNN/ at every milestone of trained tokens) in the public EAGLE-3 checkpoint
 format that runtime/model/eagle3.c loads (SGLang / SpecForge names: fc, midlayer.*,
 norm, lm_head, d2t as offsets, t2d), F16, no embed_tokens (the target's is used).
@@ -72,6 +72,10 @@ class Head(nn.Module):
         self.norm = nn.Parameter(out_norm.clone())
         self.lm_head = nn.Parameter(head_rows.clone())  # the target's LM head rows of the map
         self.register_buffer("embd", embd, persistent=False)
+        # 1 / the RMS of each tapped feature dimension over the first shards: the target's
+        # residual stream has a few dimensions ~1000x the median; training fc on standardized
+        # inputs and saving fc * fscale is the same function with a well-conditioned start
+        self.register_buffer("fscale", torch.ones(3 * H), persistent=False)
         inv = 1.0 / (self.theta ** (torch.arange(0, self.hd, 2, dtype=torch.float64) / self.hd))
         self.register_buffer("inv", inv, persistent=False)
 
@@ -108,7 +112,7 @@ class Head(nn.Module):
         R = T - 1
         pos = torch.arange(R, device=feat.device)
         tokp = torch.cat((tok, tok.new_zeros(B, steps)), 1)
-        hid = feat @ self.fc.T
+        hid = (feat * self.fscale) @ self.fc.T
         hid = hid[:, :R]
         q, k0, v0 = self.qkv(self.embd[tokp[:, 1:R + 1]], hid, pos)
         scale = 1.0 / math.sqrt(self.hd)
@@ -161,7 +165,7 @@ def save(m, used, V, tc, taps, out, record):
            "eagle_config": {"eagle_aux_hidden_state_layer_ids": list(taps), "use_aux_hidden_state": True}}
     json.dump(cfg, open(f"{out}/config.json", "w"), indent=1)
     p = "midlayer."
-    W = [("fc.weight", m.fc), (p + "input_layernorm.weight", m.in_norm), (p + "hidden_norm.weight", m.hid_norm),
+    W = [("fc.weight", m.fc * m.fscale[None]), (p + "input_layernorm.weight", m.in_norm), (p + "hidden_norm.weight", m.hid_norm),
          (p + "self_attn.q_proj.weight", m.q), (p + "self_attn.k_proj.weight", m.k),
          (p + "self_attn.v_proj.weight", m.v), (p + "self_attn.o_proj.weight", m.o),
          (p + "post_attention_layernorm.weight", m.post_norm), (p + "mlp.gate_proj.weight", m.gate),
@@ -197,7 +201,7 @@ def main():
     embd = ld("token_embd.weight")
     head_w = ld("output.weight") if os.path.exists(f"{a.wdir}/w/output.weight.npy") else embd
     out_norm = ld("output_norm.weight")
-    held = {0, 1, 2}
+    held = {0, 3}  # a text shard and a chat shard (tf_data: every CHAT_EVERY=4th shard is chat)
 
     def shards():
         return sorted(glob.glob(f"{a.wdir}/tf/*.pt"))
@@ -210,8 +214,13 @@ def main():
         print(f"e3train: waiting for data ({len(fs)} shards, {n} tokens)", flush=True)
         time.sleep(30)
     cnt = torch.zeros(V, dtype=torch.long)
+    sq, nsq = torch.zeros(3 * tc["embedding_length"], dtype=torch.float64), 0
     for f in fs:
         s = torch.load(f)
+        for r in range(s["tok"].shape[0]):
+            x = s["feat"][r, :int(s["len"][r])].double()
+            sq += x.pow(2).sum(0)
+            nsq += x.shape[0]
         for r in range(s["tok"].shape[0]):
             cnt += torch.bincount(s["top_id"][r, :int(s["len"][r]), 0].long(), minlength=V)
     used = torch.sort(torch.topk(cnt, a.vd).indices).values
@@ -221,7 +230,9 @@ def main():
           f"the {a.vd} most frequent cover {cov_map:.4f}, the prefix [0, {a.vd}) {cov_pre:.4f}", flush=True)
     t2d_idx = torch.full((V,), -1, dtype=torch.long)
     t2d_idx[used] = torch.arange(a.vd)
-    m = Head(tc, a.vd, embd, out_norm, head_w[used]).to(dev)
+    m = Head(tc, a.vd, embd, out_norm, head_w[used])
+    m.fscale.copy_((sq / max(nsq, 1)).sqrt().clamp(min=1e-3).reciprocal().float())
+    m = m.to(dev)
     t2d_idx = t2d_idx.to(dev)
     params = [p for p in m.parameters()]
     opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.95), weight_decay=0.0)
@@ -262,7 +273,7 @@ def main():
         m.eval()
         hits = [[0, 0] for _ in range(a.ttt + 1)]
         with torch.no_grad():
-            for f in fs[:3]:
+            for f in [fs[i] for i in sorted(held)]:
                 s = torch.load(f)
                 for r in range(0, s["tok"].shape[0], a.rows):
                     rows = torch.arange(r, min(r + a.rows, s["tok"].shape[0]))
