@@ -69,7 +69,7 @@ class Head(nn.Module):
         self.gate = P(ffn, H)
         self.up = P(ffn, H)
         self.down = P(H, ffn, 0.5)
-        self.norm = nn.Parameter(out_norm.clone())
+        self.norm = nn.Parameter(out_norm.clone() * 0.1)  # starts near uniform over the map
         self.lm_head = nn.Parameter(head_rows.clone())  # the target's LM head rows of the map
         self.register_buffer("embd", embd, persistent=False)
         # 1 / the RMS of each tapped feature dimension over the first shards: the target's
@@ -191,6 +191,7 @@ def main():
     ap.add_argument("--milestones", default="1e5,3e5,1e6,3e6,1e7,3e7")
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--rows", type=int, default=2, help="rows (sequences) per step")
+    ap.add_argument("--warmup", type=int, default=10, help="steps of linear warm-up")
     ap.add_argument("--max-len", type=int, default=512)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -304,7 +305,7 @@ def main():
         for r in range(0, nrow, a.rows):
             el = time.time() - t_start
             frac = el / a.seconds
-            lr = a.lr * min(1.0, (step + 1) / 100) * (1.0 if frac < 0.85 else max(0.1, (1 - frac) / 0.15))
+            lr = a.lr * min(1.0, (step + 1) / a.warmup) * (1.0 if frac < 0.85 else max(0.1, (1 - frac) / 0.15))
             for gp in opt.param_groups:
                 gp["lr"] = lr
             feat, tok, tid, tp, ln = batch_of(s, perm[r:r + a.rows])
