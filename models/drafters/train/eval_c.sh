@@ -5,6 +5,7 @@
 # and the acceptance at each position (accepted / tried, the per-prompt figures weighted by
 # the prompt's draft iterations) over all prompts.
 # eval_c.sh DRAFT_SPEC TEMP N_NEW [GAMMA [EXTRA_ARGS...]]   e.g. eval_c.sh eagle3:DIR 0 64 4
+# LINES="0 4 8 12": only those prompts (0-based, after the header); default all.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 SPEC=$1 TEMP=$2 N=$3 GAMMA=${4:-4}
@@ -17,6 +18,10 @@ trap 'rm -f "$tmp"' EXIT
 i=0
 tail -n +2 "$PROMPTS" | while IFS= read -r line; do
 	[ -n "$line" ] || continue
+	if [ -n "${LINES:-}" ] && ! [[ " $LINES " == *" $i "* ]]; then
+		i=$((i + 1))
+		continue
+	fi
 	"$SW" run "$MODEL" --no-baseline --draft "$SPEC" -t "$TEMP" -n "$N" -g "$GAMMA" --seed "$i" -p "$line" --json "$@" \
 		2>&1 >/dev/null | grep '^{"label"' >> "$tmp"
 	i=$((i + 1))

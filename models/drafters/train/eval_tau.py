@@ -126,17 +126,23 @@ def main():
     tc = json.load(open(f"{wdir}/target_config.json"))
     embd = torch.from_numpy(np.load(f"{wdir}/w/token_embd.weight.npy"))
     seqs = sequences(wdir, ids_file, n_new)
+    if os.environ.get("LINES"):  # a subset of the prompts (0-based), as eval_c.sh takes it
+        seqs = [seqs[int(i)] for i in os.environ["LINES"].split()]
+    if os.environ.get("N_EVAL"):  # only the first N_EVAL generated tokens of each
+        k = int(os.environ["N_EVAL"])
+        seqs = [dict(s, tok=s["tok"][:s["n_prompt"] + k], feat=s["feat"][:s["n_prompt"] + k]) for s in seqs]
     print(f"eval_tau: {len(seqs)} held-out prompts, {sum(s['tok'].shape[0] - s['n_prompt'] for s in seqs)} "
           f"greedy tokens, gamma {gamma}", flush=True)
     for d in sys.argv[5:]:
         m, used = load_head(d, tc, embd)
         t, a, it = tau(m, used, seqs, gamma)
+        per = [tau(m, used, [s], gamma)[0] for s in seqs]
         rec = {}
         if os.path.exists(f"{d}/train_record.json"):
             rec = json.load(open(f"{d}/train_record.json"))
         print(f"eval_tau: {d}: tau {t:.3f} over {it} iterations; acceptance by position "
-              + " ".join(f"{x:.3f}" for x in a), flush=True)
-        json.dump({"tau": t, "acceptance": a, "iterations": it, "gamma": gamma, "n_new": n_new},
+              + " ".join(f"{x:.3f}" for x in a) + "; per prompt " + " ".join(f"{x:.2f}" for x in per), flush=True)
+        json.dump({"tau": t, "per_prompt": per, "acceptance": a, "iterations": it, "gamma": gamma, "n_new": n_new},
                   open(f"{d}/heldout_tau.json", "w"))
 
 
