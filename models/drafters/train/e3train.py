@@ -2,7 +2,7 @@
 """EAGLE-3 head training (Debian python3-torch; --device cuda on a GPU, same script).
 
 e3train.py WDIR OUT [--seconds S] [--vd 4096] [--ttt 3] [--device cpu|cuda]
-  [--min-tokens N] [--milestones 1e5,3e5,1e6,...] [--lr 5e-4] [--rows 2]
+  [--min-tokens 4e4] [--milestones 1e4,3e4,6e4,1e5,...] [--lr 2e-3] [--rows 2] [--warmup 10]
 Reads tf_data.py's shards WDIR/tf/*.pt as they appear (it may still be writing); shards
 0 and 3 (a text and a chat shard) are held back (the top-1 proxy printed at every milestone). Writes OUT/ (and
 OUT/ck-NNNNNNN/ at every milestone of trained tokens) in the public EAGLE-3 checkpoint
@@ -187,9 +187,9 @@ def main():
     ap.add_argument("--ttt", type=int, default=3, help="draft steps unrolled after step 0")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--min-tokens", type=float, default=1e5)
-    ap.add_argument("--milestones", default="1e5,3e5,1e6,3e6,1e7,3e7")
-    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--min-tokens", type=float, default=4e4)
+    ap.add_argument("--milestones", default="1e4,3e4,6e4,1e5,3e5,1e6,3e6,1e7")
+    ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--rows", type=int, default=2, help="rows (sequences) per step")
     ap.add_argument("--warmup", type=int, default=10, help="steps of linear warm-up")
     ap.add_argument("--max-len", type=int, default=512)

@@ -8,7 +8,8 @@
 #      and the target's own chat continuations, tapped features + top-K soft labels;
 #   4. e3train.py (python3-torch, TRAIN_SECONDS, beside stage 3): the head with EAGLE-3's
 #      training-time test, checkpoints at token milestones, the final head in $OUT;
-#   5. check_e3.py (the unroll against the public forward), sha256 of the head, and the
+#   5. check_e3.py (the unroll against the public forward), the learning curve (eval_tau.py:
+#      held-out greedy tau of each checkpoint), sha256 of the head, and the
 #      held-out bench (specwright bench --drafters, T = 0 and 0.7) into $OUT/bench.md.
 # Knobs: MODEL, WORK (build/drafters/e3), OUT (build/drafters/smollm2-eagle3), GEN_SECONDS
 # (2400), TRAIN_SECONDS (2700), VD (4096), TTT (3), DEVICE (cpu; cuda on a GPU), THREADS
@@ -59,6 +60,9 @@ wait $GEN_PID 2>/dev/null || true
 trap - EXIT
 echo "eagle3-drafter: [5/5] checks, sha256, held-out bench"
 $PY check_e3.py
+echo "eagle3-drafter: the learning curve: held-out greedy tau of every checkpoint (eval_tau.py)"
+../../../build/venv/bin/python heldout_ids.py "$ABS_MODEL" ../../prompts/heldout-general.txt "$ABS_WORK/heldout_ids.json"
+nice -n "$NICE" $PY eval_tau.py "$ABS_WORK" "$ABS_WORK/heldout_ids.json" 64 4 "$ABS_OUT"/ck-* "$ABS_OUT"
 cd ../../..
 (cd "$OUT" && sha256sum config.json model.safetensors > SHA256SUMS && cat SHA256SUMS)
 if [ "${BENCH:-1}" = 1 ]; then

@@ -31,7 +31,7 @@ import smollm
 TAPS = (1, 14, 26)
 K = int(os.environ.get("TOPK", 12))
 BATCH = int(os.environ.get("BATCH", 4))
-CHAT_EVERY = int(os.environ.get("CHAT_EVERY", 3))
+CHAT_EVERY = int(os.environ.get("CHAT_EVERY", 4))
 CHAT_BATCH = int(os.environ.get("CHAT_BATCH", 24))
 N_NEW = int(os.environ.get("N_NEW", 160))
 EOT = 2
