@@ -55,7 +55,7 @@ TEST_UTIL_OBJ := $(TEST_UTIL_SRC:%.c=$(BUILD)/obj/%.o)
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
-.PHONY: all test test-build run run-host bench fuzz fuzz-build asan clean deps model check-reference serve serve-load drafters
+.PHONY: all test test-build run run-host bench fuzz fuzz-build asan clean deps model check-reference serve serve-load drafters eagle3-drafter
 all: $(BUILD)/specwright $(BUILD)/libspecwright_rt.a
 
 $(BUILD)/obj/%.o: %.c
@@ -172,6 +172,12 @@ serve-load: deps model $(BUILD)/specwright
 # CPU, about an hour; installs python3-torch when missing). CI never runs it.
 drafters: deps model
 	models/drafters/train/make_drafters.sh
+
+# Trains an EAGLE-3 head for the target on general text (Debian text sources and the
+# target's own chat continuations, teacher-forced), time-boxed: GEN_SECONDS, TRAIN_SECONDS,
+# DEVICE=cuda on a GPU; output in build/drafters/smollm2-eagle3 (--draft eagle3:DIR).
+eagle3-drafter: deps model $(BUILD)/specwright
+	models/drafters/train/make_eagle3.sh
 
 # Independent check of the forward pass against llama.cpp (built from the
 # llama-cpp-python sdist); slow, so outside the suite.
