@@ -19,8 +19,9 @@
  *               "cost": "measure" | "flat" | [1, c1, .., cD]}
  *                   an iteration drafting k tokens over one drafting none
  *                   on a backend that sizes the verify forward to the
- *                   drafted rows (host): measured at load (the least of 3
- *                   timed forwards per row count), 1s, or this table (D + 1
+ *                   drafted rows (host): measured at load (CPU-time
+ *                   medians over 7 interleaved repetitions, ctrl.c), 1s,
+ *                   or this table (D + 1
  *                   numbers, the first 1: reproducible sampled tokens across
  *                   loads). A backend with fixed-shape forwards (cuda
  *                   graphs) always takes 1s: drafting costs it no rows. */
