@@ -18,6 +18,8 @@ models/prompts/replay/getids.sh. Tune on tune-*.txt only.
 usage: tests/tools/ctrl_replay.py [--eng a8|fp16] [--cost c1,..,c6] [--show]
        [--probe 8] [--probe-max 256] [--prior 0.5] [--prior-w 1]
        [--prior1 0.1] [--prior1-w 4] [--decay 0.9] [--ngram 1:4] [-n 64]
+       [--data DIR --sets a,b]   (the rule before the evidence gate:
+       --probe-max 8 --prior1 0.5 --prior1-w 1)
 """
 import argparse
 import glob
@@ -107,15 +109,17 @@ def main():
     ap.add_argument('--decay', type=float, default=0.9)
     ap.add_argument('--ngram', default='1:4')
     ap.add_argument('-n', type=int, default=64)
+    ap.add_argument('--data', default=DATA)
+    ap.add_argument('--sets', default='tune-general,tune-copy')
     a = ap.parse_args()
     a.min_n, a.max_n = map(int, a.ngram.split(':'))
     # CPU-second tables measured at load (runtime/engine/README.md)
     tables = {'a8': [1, 1.059, 1.277, 1.335, 1.566, 1.694, 1.914],
               'fp16': [1, 1.055, 1.107, 1.219, 1.535, 1.87, 2.072]}
     cost = [1.0] + [float(x) for x in a.cost.split(',')] if a.cost else tables[a.eng]
-    for s in ('tune-general', 'tune-copy'):
+    for s in a.sets.split(','):
         r = []
-        for f in sorted(glob.glob(os.path.join(DATA, s + '.*.prompt'))):
+        for f in sorted(glob.glob(os.path.join(a.data, s + '.*.prompt'))):
             i = f.split('.')[-2]
             p = list(map(int, open(f).read().split()))
             t = list(map(int, open(f[:-len('prompt')] + a.eng).read().split()))[:a.n]
