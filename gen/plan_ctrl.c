@@ -1,10 +1,11 @@
 /* The draft-length controller's spec block, template parameters and
- * engine.json echo (plan_ctrl.h). The defaults (probe 8, prior 0.5 of
- * weight 1, decay 0.9) were tuned on models/prompts/tune-general.txt and
- * tune-copy.txt only, against the measured cost tables: a replay of
+ * engine.json echo (plan_ctrl.h). The defaults (probe 8 doubling to 256
+ * while drafts fail, prior 0.5 of weight 1, one-token matches 0.1 of weight
+ * 4, decay 0.9) were tuned on models/prompts/tune-general.txt and
+ * tune-copy.txt only, against measured cost tables: a replay of
  * ngram_lookup + draft_ctrl over each prompt's greedy tokens (cost = the sum
- * of cost[k] over the iterations) kept them as they were; the held-out sets
- * are for the reported numbers (runtime/engine/README.md). */
+ * of cost[k] over the iterations; tests/tools/ctrl_replay.py); the held-out
+ * sets are for the reported numbers (runtime/engine/README.md). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -23,16 +24,19 @@ static int opt_num(const json_value *o, const char *key, double lo, double hi, d
 int gen_ctrl_parse(const json_value *root, bool ngram, bool greedy, int depth, gen_ctrl *c,
                    sw_err *err)
 {
-	static const char *const keys[] = {"mode", "probe", "prior", "prior_weight", "decay", "cost",
-	                                   NULL};
+	static const char *const keys[] = {"mode", "probe", "probe_max", "prior", "prior_weight",
+	                                   "prior_1", "prior_1_weight", "decay", "cost", NULL};
 	const json_value *o = json_get(root, "control"), *v;
 	const char *s;
 	int rc;
 	memset(c, 0, sizeof(*c));
 	c->on = ngram;
 	c->probe = 8;
+	c->probe_max = 256;
 	c->prior = 0.5;
 	c->prior_w = 1.0;
+	c->prior1 = 0.1;
+	c->prior1_w = 4.0;
 	c->decay = 0.9;
 	c->cost_kind = greedy ? GEN_CTRL_COST_MEASURE : GEN_CTRL_COST_FLAT;
 	if (!o)
@@ -57,9 +61,18 @@ int gen_ctrl_parse(const json_value *root, bool ngram, bool greedy, int depth, g
 		if ((rc = json_get_int(o, "probe", "$.control", 0, 100000, &p, err)))
 			return rc;
 		c->probe = (int)p;
+		c->probe_max = c->probe <= 3125 ? 32 * c->probe : 100000;
+	}
+	if (json_get(o, "probe_max")) {
+		int64_t p = 0;
+		if ((rc = json_get_int(o, "probe_max", "$.control", c->probe, 100000, &p, err)))
+			return rc;
+		c->probe_max = (int)p;
 	}
 	if ((rc = opt_num(o, "prior", 0.0, 1.0, &c->prior, err)) ||
 	    (rc = opt_num(o, "prior_weight", 0.01, 1000.0, &c->prior_w, err)) ||
+	    (rc = opt_num(o, "prior_1", 0.0, 1.0, &c->prior1, err)) ||
+	    (rc = opt_num(o, "prior_1_weight", 0.01, 1000.0, &c->prior1_w, err)) ||
 	    (rc = opt_num(o, "decay", 0.5, 1.0, &c->decay, err)))
 		return rc;
 	if ((v = json_get(o, "cost"))) {
@@ -105,8 +118,11 @@ int gen_ctrl_params(const gen_ctrl *c, int n_draft, int min_n, int max_n, int bl
 		{.name = "N_CLASS", .type = GEN_PARAM_INT, .i = max_n - min_n + 1},
 		{.name = "MIN_N", .type = GEN_PARAM_INT, .i = min_n},
 		{.name = "PROBE", .type = GEN_PARAM_INT, .i = c->probe},
+		{.name = "PROBE_MAX", .type = GEN_PARAM_INT, .i = c->probe_max},
 		{.name = "PRIOR_A", .type = GEN_PARAM_INT, .i = q16(c->prior * c->prior_w)},
 		{.name = "PRIOR_W", .type = GEN_PARAM_INT, .i = q16(c->prior_w)},
+		{.name = "PRIOR1_A", .type = GEN_PARAM_INT, .i = q16(c->prior1 * c->prior1_w)},
+		{.name = "PRIOR1_W", .type = GEN_PARAM_INT, .i = q16(c->prior1_w)},
 		{.name = "DECAY", .type = GEN_PARAM_INT, .i = q16(c->decay)},
 		{.name = "BLOCK", .type = GEN_PARAM_INT, .i = block},
 	};
@@ -126,9 +142,10 @@ void gen_ctrl_write_json(const gen_ctrl *c, int depth, FILE *f)
 {
 	if (!c->on)
 		return;
-	fprintf(f, ",\n    \"control\": {\"mode\": \"cost\", \"probe\": %d, \"prior\": %.9g, "
-	        "\"prior_weight\": %.9g, \"decay\": %.9g, \"cost\": ", c->probe, c->prior, c->prior_w,
-	        c->decay);
+	fprintf(f, ",\n    \"control\": {\"mode\": \"cost\", \"probe\": %d, \"probe_max\": %d, "
+	        "\"prior\": %.9g, \"prior_weight\": %.9g, \"prior_1\": %.9g, \"prior_1_weight\": %.9g, "
+	        "\"decay\": %.9g, \"cost\": ", c->probe, c->probe_max, c->prior, c->prior_w, c->prior1,
+	        c->prior1_w, c->decay);
 	if (c->cost_kind == GEN_CTRL_COST_TABLE) {
 		fprintf(f, "[");
 		for (int i = 0; i <= depth; i++)

@@ -5,16 +5,23 @@
  * not the cost table's measurement (runtime/engine/ctrl.c).
  *
  *   "control": {"mode": "cost" | "off",          default "cost" on ngram engines
- *               "probe": 8,                      draft one token every probe-th
- *                                                matched iteration that drafts none
- *                                                (0: never)
+ *               "probe": 8,                      draft one token after probe
+ *                                                matched iterations in a row that
+ *                                                draft none (0: never)
+ *               "probe_max": 32 probe,           that interval doubles after each
+ *                                                draft with nothing accepted, up to
+ *                                                this, and is probe again after an
+ *                                                accepted one (at least probe)
  *               "prior": 0.5, "prior_weight": 1, alpha's prior mean and weight
+ *               "prior_1": 0.1,                  the same for one-token matches
+ *               "prior_1_weight": 4,             (ngram min 1): weak evidence
  *               "decay": 0.9,                    per update of a class's counters
  *               "cost": "measure" | "flat" | [1, c1, .., cD]}
  *                   an iteration drafting k tokens over one drafting none
  *                   on a backend that sizes the verify forward to the
- *                   drafted rows (host): measured at load (the least of 3
- *                   timed forwards per row count), 1s, or this table (D + 1
+ *                   drafted rows (host): measured at load (CPU-time
+ *                   medians over 7 interleaved repetitions, ctrl.c), 1s,
+ *                   or this table (D + 1
  *                   numbers, the first 1: reproducible sampled tokens across
  *                   loads). A backend with fixed-shape forwards (cuda
  *                   graphs) always takes 1s: drafting costs it no rows. */
@@ -33,8 +40,8 @@ enum gen_ctrl_cost { GEN_CTRL_COST_MEASURE = 0, GEN_CTRL_COST_FLAT, GEN_CTRL_COS
 
 typedef struct gen_ctrl {
 	bool on;
-	int probe;
-	double prior, prior_w, decay;
+	int probe, probe_max;
+	double prior, prior_w, prior1, prior1_w, decay;
 	int cost_kind;                          /* enum gen_ctrl_cost */
 	double cost[GEN_TREE_MAX_DEPTH + 1];    /* GEN_CTRL_COST_TABLE: depth + 1 entries */
 } gen_ctrl;

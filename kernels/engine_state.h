@@ -64,6 +64,7 @@ enum rt_ctrl_word {
 	RT_CTRL_PREV_K = 1,     /* tokens that iteration drafted */
 	RT_CTRL_PREV_CLASS = 2, /* its class, -1: no match (nothing to learn) */
 	RT_CTRL_IDLE = 3,       /* matched iterations since the last draft (probing) */
+	RT_CTRL_GAP = 4,        /* the probe interval now (0: PROBE; doubles while drafts fail) */
 	RT_CTRL_STATS = 8,      /* T and A rows per class */
 };
 

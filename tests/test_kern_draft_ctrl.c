@@ -5,11 +5,16 @@
  * enumeration (checked where the best and the runner-up are not within
  * Q16 rounding of each other), plus closed forms: a flat cost table drafts
  * every proposed token once acceptance is above 0; a table where drafting
- * never pays drafts only the probes, one every PROBE matched iterations;
+ * never pays drafts only the probes, one every PROBE matched iterations
+ * (PROBE_MAX = PROBE), or after 5, 10, 20, 20.. while they fail and 5
+ * again after an accepted one (PROBE_MAX 4 PROBE); one-token matches take
+ * their own prior (PRIOR1: drafting at first sight or not by the prior
+ * against cost[1]);
  * no match or nothing proposed drafts nothing and leaves the counters. Then
  * the kernel in the emulator against the reference on awkward inputs
  * (random counters from 0 to large, a previous k or class out of range,
- * NOUT going backwards or jumping, K0 from 0 to N_DRAFT, match lengths
+ * NOUT going backwards or jumping, a probe gap from 0 to past PROBE_MAX,
+ * K0 from 0 to N_DRAFT, match lengths
  * past MAX_N, ties in the cost table, N_DRAFT 1, 6, 15, 33, classes 1, 3,
  * 16), exact equality of every output word with guard zones. Then NVRTC
  * (sm_80, sm_90): zero spills. */
@@ -38,8 +43,8 @@ static int rnd_int(int n) { return (int)(tu_rand(&rng_state) % (uint64_t)n); }
 static double rnd01(void) { return (double)(tu_rand(&rng_state) >> 11) / 9007199254740992.0; }
 
 typedef struct cfg {
-	int nd, nc, min_n, probe, block;
-	double prior, prior_w, decay;
+	int nd, nc, min_n, probe, probe_max, block;
+	double prior, prior_w, prior1, prior1_w, decay;
 } cfg;
 
 static int words(const cfg *c) { return RT_CTRL_STATS + 2 * c->nc * c->nd; }
@@ -47,8 +52,10 @@ static int words(const cfg *c) { return RT_CTRL_STATS + 2 * c->nc * c->nd; }
 static void call_ref(const cfg *c, int32_t *ctrl, int32_t *tok, const int32_t *info, int32_t *st,
                      const int32_t *cost)
 {
-	ref_draft_ctrl(c->nd, c->nc, c->min_n, c->probe, (int32_t)lround(c->prior * c->prior_w * Q16),
-	               (int32_t)lround(c->prior_w * Q16), (int32_t)lround(c->decay * Q16), ctrl, tok,
+	ref_draft_ctrl(c->nd, c->nc, c->min_n, c->probe, c->probe_max,
+	               (int32_t)lround(c->prior * c->prior_w * Q16), (int32_t)lround(c->prior_w * Q16),
+	               (int32_t)lround(c->prior1 * c->prior1_w * Q16),
+	               (int32_t)lround(c->prior1_w * Q16), (int32_t)lround(c->decay * Q16), ctrl, tok,
 	               info, st, cost);
 }
 
@@ -57,7 +64,7 @@ static void call_ref(const cfg *c, int32_t *ctrl, int32_t *tok, const int32_t *i
  * tol of each other (a Q16 near-tie the test skips). */
 typedef struct model {
 	double T[16][40], A[16][40];
-	int prev_nout, prev_k, prev_class, idle;
+	int prev_nout, prev_k, prev_class, idle, gap;
 } model;
 
 static int model_step(model *m, const cfg *c, int nout, int K0, int mlen, const double *cost)
@@ -73,6 +80,8 @@ static int model_step(model *m, const cfg *c, int nout, int K0, int mlen, const 
 			m->T[m->prev_class][j - 1] += 1;
 			m->A[m->prev_class][j - 1] += j <= a;
 		}
+		const int g = m->gap ? m->gap : c->probe;
+		m->gap = a > 0 ? c->probe : 2 * g < c->probe_max ? 2 * g : c->probe_max;
 	}
 	int cl = -1, k = 0;
 	if (mlen > 0 && K0 > 0) {
@@ -82,8 +91,10 @@ static int model_step(model *m, const cfg *c, int nout, int K0, int mlen, const 
 	bool tie = false;
 	if (cl >= 0) {
 		double prod = 1, E = 1, best = 1.0 / cost[0];
+		const bool one = c->min_n == 1 && cl == 0;
+		const double pr = one ? c->prior1 : c->prior, pw = one ? c->prior1_w : c->prior_w;
 		for (int i = 1; i <= K0; i++) {
-			double al = (m->A[cl][i - 1] + c->prior * c->prior_w) / (m->T[cl][i - 1] + c->prior_w);
+			double al = (m->A[cl][i - 1] + pr * pw) / (m->T[cl][i - 1] + pw);
 			prod *= al > 1 ? 1 : al;
 			E += prod;
 			const double r = E / cost[i];
@@ -94,7 +105,7 @@ static int model_step(model *m, const cfg *c, int nout, int K0, int mlen, const 
 				k = i;
 			}
 		}
-		if (k == 0 && c->probe > 0 && m->idle + 1 >= c->probe)
+		if (k == 0 && c->probe > 0 && m->idle + 1 >= (m->gap ? m->gap : c->probe))
 			k = 1;
 		m->idle = k > 0 ? 0 : m->idle + 1;
 	}
@@ -170,8 +181,8 @@ static void simulate(const cfg *c, const double *cost, const double *truth, int 
 static void test_ref_vs_model(void **state)
 {
 	(void)state;
-	const cfg c = {.nd = 6, .nc = 3, .min_n = 1, .probe = 8, .block = 32, .prior = 0.5,
-	               .prior_w = 1, .decay = 0.9};
+	const cfg c = {.nd = 6, .nc = 3, .min_n = 1, .probe = 8, .probe_max = 256, .block = 32,
+	               .prior = 0.5, .prior_w = 1, .prior1 = 0.1, .prior1_w = 4, .decay = 0.9};
 	/* the host's measured shape: 2-3 rows ~1.16x, 4-7 rows ~1.5x */
 	const double host[] = {1, 1.16, 1.16, 1.47, 1.47, 1.47, 1.47};
 	const double truth_lo[] = {0.05, 0.1, 0.15}, truth_hi[] = {0.6, 0.85, 0.95};
@@ -181,12 +192,17 @@ static void test_ref_vs_model(void **state)
 	/* low acceptance on a costly device: mostly plain target steps */
 	assert_true(nk[1] > nk[0] * 3 / 5);
 	memset(nk, 0, sizeof(nk));
-	simulate(&c, host, truth_hi, 400, nk);
+	/* (one-token matches at prior 0.5 too: at 0.1 of weight 4 their class
+	 * waits for probes to learn its 0.6) */
+	cfg ch = c;
+	ch.prior1 = 0.5;
+	ch.prior1_w = 1;
+	simulate(&ch, host, truth_hi, 400, nk);
 	print_message("high acceptance: %d eligible, %d drafted none, %d all\n", nk[0], nk[1], nk[2]);
 	/* high acceptance: mostly every proposed token */
 	assert_true(nk[2] > nk[0] * 3 / 5 && nk[1] < nk[0] / 10);
-	const cfg c2 = {.nd = 15, .nc = 16, .min_n = 2, .probe = 3, .block = 64, .prior = 0.3,
-	                .prior_w = 4, .decay = 0.75};
+	const cfg c2 = {.nd = 15, .nc = 16, .min_n = 2, .probe = 3, .probe_max = 20, .block = 64,
+	                .prior = 0.3, .prior_w = 4, .prior1 = 0.9, .prior1_w = 2, .decay = 0.75};
 	double lin[16], truth[16];
 	for (int i = 0; i <= 15; i++)
 		lin[i] = 1 + 0.1 * i;
@@ -200,8 +216,8 @@ static void test_ref_vs_model(void **state)
 static void test_ref_closed_forms(void **state)
 {
 	(void)state;
-	const cfg c = {.nd = 6, .nc = 3, .min_n = 1, .probe = 5, .block = 32, .prior = 0.5,
-	               .prior_w = 1, .decay = 0.9};
+	const cfg c = {.nd = 6, .nc = 3, .min_n = 1, .probe = 5, .probe_max = 5, .block = 32,
+	               .prior = 0.5, .prior_w = 1, .prior1 = 0.5, .prior1_w = 1, .decay = 0.9};
 	int32_t ctrl[RT_CTRL_STATS + 36], tok[6], info[2] = {2, 9}, st[RT_ST_WORDS] = {0};
 	int32_t flat[7], dear[7];
 	for (int i = 0; i <= 6; i++) {
@@ -240,6 +256,65 @@ static void test_ref_closed_forms(void **state)
 	}
 	/* 27 matched iterations, one probe each 5 */
 	assert_int_equal(drafted, 27 / 5);
+
+	/* the interval doubling up to probe_max 20 while probes fail: probes
+	 * at the 5th, 15th, 35th, 55th matched iteration; an accepted one
+	 * resets it (the next after 5 more) */
+	cfg cg = c;
+	cg.probe_max = 20;
+	memset(ctrl, 0, sizeof(ctrl));
+	int at[8], n_at = 0;
+	for (int it = 1; it <= 60; it++) {
+		for (int i = 0; i < 6; i++)
+			tok[i] = 7;
+		st[RT_ST_NOUT] += 1;
+		call_ref(&cg, ctrl, tok, info, st, dear);
+		if (st[RT_ST_DRAFTED] && n_at < 8)
+			at[n_at++] = it;
+	}
+	assert_int_equal(n_at, 4);
+	assert_int_equal(at[0], 5);
+	assert_int_equal(at[1], 15);
+	assert_int_equal(at[2], 35);
+	assert_int_equal(at[3], 55);
+	int prevk = 0;
+	n_at = 0;
+	for (int it = 61; it <= 90; it++) {
+		for (int i = 0; i < 6; i++)
+			tok[i] = 7;
+		st[RT_ST_NOUT] += 1 + prevk; /* from here every probe accepted */
+		call_ref(&cg, ctrl, tok, info, st, dear);
+		prevk = st[RT_ST_DRAFTED];
+		if (prevk && n_at < 8)
+			at[n_at++] = it;
+	}
+	assert_int_equal(n_at, 4); /* 75 (55 + 20), then every 5 */
+	assert_int_equal(at[0], 75);
+	assert_int_equal(at[1], 80);
+	assert_int_equal(at[3], 90);
+
+	/* one-token matches (match 1, class 0 at min_n 1): prior 0.1 drafts at
+	 * first sight where cost[1] < 1.1, not where it is 1.2; a two-token
+	 * match keeps prior 0.5 (drafts at 1.2) */
+	cfg c1 = c;
+	c1.probe = 0;
+	c1.prior1 = 0.1;
+	c1.prior1_w = 4;
+	int32_t cheap[7], costly[7];
+	for (int i = 0; i <= 6; i++) {
+		cheap[i] = (int32_t)lround((1 + 0.09 * i) * Q16);
+		costly[i] = (int32_t)lround((1 + 0.2 * i) * Q16);
+	}
+	for (int m1 = 1; m1 <= 2; m1++)
+		for (int ci = 0; ci < 2; ci++) {
+			int32_t inf[2] = {m1, 4};
+			memset(ctrl, 0, sizeof(ctrl));
+			for (int i = 0; i < 6; i++)
+				tok[i] = i < 1 ? 7 : -1;
+			st[RT_ST_NOUT] += 1;
+			call_ref(&c1, ctrl, tok, inf, st, ci ? costly : cheap);
+			assert_int_equal(st[RT_ST_DRAFTED], m1 == 2 || !ci ? 1 : 0);
+		}
 }
 
 /* ---- the kernel against the reference ---- */
@@ -248,10 +323,12 @@ static const emu_kernel *kern(const cfg *c)
 {
 	gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("N_DRAFT", c->nd),
 	                 I("N_CLASS", c->nc), I("MIN_N", c->min_n), I("PROBE", c->probe),
-	                 I("PRIOR_A", lround(c->prior * c->prior_w * Q16)),
-	                 I("PRIOR_W", lround(c->prior_w * Q16)), I("DECAY", lround(c->decay * Q16)),
+	                 I("PROBE_MAX", c->probe_max), I("PRIOR_A", lround(c->prior * c->prior_w * Q16)),
+	                 I("PRIOR_W", lround(c->prior_w * Q16)),
+	                 I("PRIOR1_A", lround(c->prior1 * c->prior1_w * Q16)),
+	                 I("PRIOR1_W", lround(c->prior1_w * Q16)), I("DECAY", lround(c->decay * Q16)),
 	                 I("BLOCK", c->block)};
-	return load_kernel("draft_ctrl.cu.tmpl", "draft_ctrl", p, 9);
+	return load_kernel("draft_ctrl.cu.tmpl", "draft_ctrl", p, 12);
 }
 
 static void check_case(const cfg *c, int rep)
@@ -268,7 +345,8 @@ static void check_case(const cfg *c, int rep)
 	ctrl[RT_CTRL_PREV_NOUT] = rnd_int(1000);
 	ctrl[RT_CTRL_PREV_K] = rnd_int(5) == 0 ? 0 : rnd_int(c->nd + 3) - 1; /* may exceed */
 	ctrl[RT_CTRL_PREV_CLASS] = rnd_int(c->nc + 3) - 1;                  /* -1 .. NC + 1 */
-	ctrl[RT_CTRL_IDLE] = rnd_int(c->probe + 3);
+	ctrl[RT_CTRL_IDLE] = rnd_int(c->probe_max + 3);
+	ctrl[RT_CTRL_GAP] = rnd_int(4) == 0 ? 0 : rnd_int(c->probe_max + 3);
 	const int K0 = rep % 7 == 0 ? 0 : rep % 7 == 1 ? c->nd : rnd_int(c->nd + 1);
 	for (int i = 0; i < c->nd; i++)
 		tok[i] = i < K0 ? rnd_int(50000) : -1;
@@ -303,10 +381,14 @@ static void check_case(const cfg *c, int rep)
 }
 
 static const cfg kcfgs[] = {
-	{.nd = 6, .nc = 3, .min_n = 1, .probe = 8, .block = 32, .prior = 0.5, .prior_w = 1, .decay = 0.9},
-	{.nd = 1, .nc = 1, .min_n = 3, .probe = 0, .block = 32, .prior = 0.0, .prior_w = 0.01, .decay = 1.0},
-	{.nd = 15, .nc = 16, .min_n = 1, .probe = 1, .block = 64, .prior = 1.0, .prior_w = 1000, .decay = 0.5},
-	{.nd = 33, .nc = 2, .min_n = 2, .probe = 3, .block = 32, .prior = 0.25, .prior_w = 3, .decay = 0.97},
+	{.nd = 6, .nc = 3, .min_n = 1, .probe = 8, .probe_max = 256, .block = 32, .prior = 0.5,
+	 .prior_w = 1, .prior1 = 0.1, .prior1_w = 4, .decay = 0.9},
+	{.nd = 1, .nc = 1, .min_n = 3, .probe = 0, .probe_max = 0, .block = 32, .prior = 0.0,
+	 .prior_w = 0.01, .prior1 = 0.7, .prior1_w = 2, .decay = 1.0},
+	{.nd = 15, .nc = 16, .min_n = 1, .probe = 1, .probe_max = 7, .block = 64, .prior = 1.0,
+	 .prior_w = 1000, .prior1 = 0.0, .prior1_w = 0.01, .decay = 0.5},
+	{.nd = 33, .nc = 2, .min_n = 2, .probe = 3, .probe_max = 3, .block = 32, .prior = 0.25,
+	 .prior_w = 3, .prior1 = 0.05, .prior1_w = 9, .decay = 0.97},
 };
 
 static void test_kernel(void **state)
@@ -324,10 +406,13 @@ static void test_nvrtc(void **state)
 		const cfg *c = &kcfgs[ci];
 		gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("N_DRAFT", c->nd),
 		                 I("N_CLASS", c->nc), I("MIN_N", c->min_n), I("PROBE", c->probe),
+		                 I("PROBE_MAX", c->probe_max),
 		                 I("PRIOR_A", lround(c->prior * c->prior_w * Q16)),
-		                 I("PRIOR_W", lround(c->prior_w * Q16)), I("DECAY", lround(c->decay * Q16)),
+		                 I("PRIOR_W", lround(c->prior_w * Q16)),
+		                 I("PRIOR1_A", lround(c->prior1 * c->prior1_w * Q16)),
+		                 I("PRIOR1_W", lround(c->prior1_w * Q16)), I("DECAY", lround(c->decay * Q16)),
 		                 I("BLOCK", c->block)};
-		nvrtc_check_ex("draft_ctrl.cu.tmpl", "draft_ctrl", p, 9, false);
+		nvrtc_check_ex("draft_ctrl.cu.tmpl", "draft_ctrl", p, 12, false);
 	}
 }
 

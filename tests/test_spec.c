@@ -340,6 +340,8 @@ static void test_control(void **state)
 	assert_true(g_spec.ctrl.on);
 	assert_int_equal(g_spec.ctrl.cost_kind, GEN_CTRL_COST_MEASURE);
 	assert_int_equal(g_spec.ctrl.probe, 8);
+	assert_int_equal(g_spec.ctrl.probe_max, 256);
+	assert_true(g_spec.ctrl.prior1 == 0.1 && g_spec.ctrl.prior1_w == 4);
 	/* a sampling engine's default table is flat: a timed one differs between
 	 * processes, and a seed must give the same tokens in every process */
 	expect_ok(mk(GOOD_T, "\"ngram:1:3\"", "chain:6", "{\"method\": \"onehot\", \"expand\": \"topk\"}",
@@ -353,6 +355,13 @@ static void test_control(void **state)
 	             "\"cost\": [1, 1.5, 2, 2.5]}"));
 	assert_true(g_spec.ctrl.on && g_spec.ctrl.probe == 0 && g_spec.ctrl.cost[3] == 2.5);
 	assert_int_equal(g_spec.ctrl.cost_kind, GEN_CTRL_COST_TABLE);
+	expect_ok(mk(GOOD_T, "\"ngram\"", "chain:3", GOOD_V,
+	             TAIL ", \"control\": {\"probe\": 5, \"prior_1\": 0.3, \"prior_1_weight\": 2}"));
+	assert_true(g_spec.ctrl.probe == 5 && g_spec.ctrl.probe_max == 160); /* 32 probe */
+	assert_true(g_spec.ctrl.prior1 == 0.3 && g_spec.ctrl.prior1_w == 2);
+	expect_ok(mk(GOOD_T, "\"ngram\"", "chain:3", GOOD_V,
+	             TAIL ", \"control\": {\"probe\": 5, \"probe_max\": 5}"));
+	assert_int_equal(g_spec.ctrl.probe_max, 5);
 	expect_ok(mk(GOOD_T, "\"ngram\"", "chain:3", GOOD_V, TAIL ", \"control\": {\"mode\": \"off\"}"));
 	assert_false(g_spec.ctrl.on);
 	expect_ok(mk(GOOD_T, "\"ngram\"", "chain:3", GOOD_V, TAIL ", \"control\": {\"cost\": \"flat\"}"));
@@ -376,6 +385,12 @@ static void test_control(void **state)
 	           "$.control.decay");
 	expect_err(mk(GOOD_T, N, "chain:3", GOOD_V, TAIL ", \"control\": {\"probe\": -1}"),
 	           "$.control.probe");
+	expect_err(mk(GOOD_T, N, "chain:3", GOOD_V,
+	              TAIL ", \"control\": {\"probe\": 9, \"probe_max\": 8}"), "$.control.probe_max");
+	expect_err(mk(GOOD_T, N, "chain:3", GOOD_V, TAIL ", \"control\": {\"prior_1\": 1.5}"),
+	           "$.control.prior_1");
+	expect_err(mk(GOOD_T, N, "chain:3", GOOD_V, TAIL ", \"control\": {\"prior_1_weight\": 0}"),
+	           "$.control.prior_1_weight");
 	expect_err(mk(GOOD_T, N, "chain:3", GOOD_V, TAIL ", \"control\": 3"), "$.control");
 }
 

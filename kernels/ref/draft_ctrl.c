@@ -15,9 +15,10 @@
 
 /* One step of the controller; the layout of ctrl is rt_ctrl_word
  * (kernels/engine_state.h). */
-void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int32_t prior_a,
-                    int32_t prior_w, int32_t decay, int32_t *ctrl, int32_t *tokens,
-                    const int32_t *info, int32_t *state, const int32_t *cost)
+void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int probe_max,
+                    int32_t prior_a, int32_t prior_w, int32_t prior1_a, int32_t prior1_w,
+                    int32_t decay, int32_t *ctrl, int32_t *tokens, const int32_t *info,
+                    int32_t *state, const int32_t *cost)
 {
 	const int D = n_draft;
 	/* 1. the previous iteration's outcome: a = tokens accepted of pk drafted
@@ -37,6 +38,10 @@ void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int32_t prio
 			T[j - 1] += 65536;
 			A[j - 1] += j <= a ? 65536 : 0;
 		}
+		/* the probe interval: back to probe after an accepted token,
+		 * doubled (up to probe_max) after a draft that got none */
+		const int gap = ctrl[RT_CTRL_GAP] > 0 ? ctrl[RT_CTRL_GAP] : probe;
+		ctrl[RT_CTRL_GAP] = a > 0 ? probe : 2 * gap < probe_max ? 2 * gap : probe_max;
 	}
 
 	/* 2. this iteration: the class of the drafter's signal, the drafted
@@ -56,10 +61,14 @@ void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int32_t prio
 		 * alpha_j, alpha_j = (A_j + prior_a) / (T_j + prior_w): compared by
 		 * cross-multiplication (E < 2^20, cost < 2^24 in Q16) */
 		const int32_t *T = ctrl + RT_CTRL_STATS + 2 * c * D, *A = T + D;
+		/* one-token matches (min_n 1, class 0) are weak evidence: their
+		 * own, pessimistic prior */
+		const int64_t pa = min_n == 1 && c == 0 ? prior1_a : prior_a;
+		const int64_t pw = min_n == 1 && c == 0 ? prior1_w : prior_w;
 		int64_t prod = 65536, E = 65536, bestE = 65536, bestC = cost[0];
 		for (int i = 1; i <= K0; i++) {
-			const int64_t den = (int64_t)T[i - 1] + prior_w;
-			const int64_t alpha = den > 0 ? (((int64_t)A[i - 1] + prior_a) << 16) / den : 0;
+			const int64_t den = (int64_t)T[i - 1] + pw;
+			const int64_t alpha = den > 0 ? (((int64_t)A[i - 1] + pa) << 16) / den : 0;
 			prod = (prod * (alpha > 65536 ? 65536 : alpha)) >> 16;
 			E += prod;
 			if (E * bestC > bestE * (int64_t)cost[i]) {
@@ -68,9 +77,11 @@ void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int32_t prio
 				k = i;
 			}
 		}
-		/* not paying: draft one token every probe-th such iteration, so a
-		 * request whose text starts copying later finds out */
-		if (k == 0 && probe > 0 && ctrl[RT_CTRL_IDLE] + 1 >= probe)
+		/* not paying: draft one token after `gap` such iterations (probe,
+		 * doubling while probes fail), so a request whose text starts
+		 * copying later finds out */
+		const int gap = ctrl[RT_CTRL_GAP] > 0 ? ctrl[RT_CTRL_GAP] : probe;
+		if (k == 0 && probe > 0 && ctrl[RT_CTRL_IDLE] + 1 >= gap)
 			k = 1;
 		ctrl[RT_CTRL_IDLE] = k > 0 ? 0 : ctrl[RT_CTRL_IDLE] + 1;
 	}

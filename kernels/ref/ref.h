@@ -212,11 +212,15 @@ int ref_ngram_lookup_info(int32_t *out, int32_t *info, const int32_t *hist, int 
  * the previous iteration's outcome into its class's counters (decayed by
  * decay / 65536), then keeps the first k tokens, k in [0, K0] maximising
  * E[tokens | k] / cost[k] with alpha_j = (A_j + prior_a) / (T_j + prior_w)
- * (Q16), k = 1 every probe-th matched iteration that would draft none
- * (probe 0: never), and marks tokens[k..n_draft) absent (-1). */
-void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int32_t prior_a,
-                    int32_t prior_w, int32_t decay, int32_t *ctrl, int32_t *tokens,
-                    const int32_t *info, int32_t *state, const int32_t *cost);
+ * (Q16; prior1_a, prior1_w for one-token matches, class 0 when min_n is 1),
+ * k = 1 when a matched iteration would draft none and the gap-th in a row
+ * did (gap: probe, doubled up to probe_max after each draft that got no
+ * token accepted, back to probe after one that did; probe 0: never), and
+ * marks tokens[k..n_draft) absent (-1). */
+void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int probe_max,
+                    int32_t prior_a, int32_t prior_w, int32_t prior1_a, int32_t prior1_w,
+                    int32_t decay, int32_t *ctrl, int32_t *tokens, const int32_t *info,
+                    int32_t *state, const int32_t *cost);
 
 /* SpecDec++ adaptive draft length on a chain tree (node i at depth i), the
  * specification of templates/adapt.cu.tmpl (see kernels/ref/adapt.c): called

@@ -368,7 +368,8 @@ static int op_ngram_lookup(const rt_op *op, sw_err *err)
 static int op_draft_ctrl(const rt_op *op, sw_err *err)
 {
 	ref_draft_ctrl((int)PI_("N_DRAFT"), (int)PI_("N_CLASS"), (int)PI_("MIN_N"), (int)PI_("PROBE"),
-	               (int32_t)PI_("PRIOR_A"), (int32_t)PI_("PRIOR_W"), (int32_t)PI_("DECAY"),
+	               (int)PI_("PROBE_MAX"), (int32_t)PI_("PRIOR_A"), (int32_t)PI_("PRIOR_W"),
+	               (int32_t)PI_("PRIOR1_A"), (int32_t)PI_("PRIOR1_W"), (int32_t)PI_("DECAY"),
 	               ARG(op, 0, int32_t *), ARG(op, 1, int32_t *), ARG(op, 2, const int32_t *),
 	               ARG(op, 3, int32_t *), ARG(op, 4, const int32_t *));
 	return 0;

@@ -538,9 +538,12 @@ static void ext_draft_ctrl(ectx *c)
 	const int64_t ND = P(c, "N_DRAFT", 1, RT_ENGINE_MAX_NODES - 1);
 	const int64_t NC = P(c, "N_CLASS", 1, 1024);
 	(void)P(c, "MIN_N", 1, 1024);
-	(void)P(c, "PROBE", 0, MAXI);
+	(void)P(c, "PROBE", 0, 100000);
+	(void)P(c, "PROBE_MAX", 0, 200000);
 	(void)P(c, "PRIOR_A", 0, 1000 * 65536);
 	(void)P(c, "PRIOR_W", 1, 1000 * 65536);
+	(void)P(c, "PRIOR1_A", 0, 1000 * 65536);
+	(void)P(c, "PRIOR1_W", 1, 1000 * 65536);
 	(void)P(c, "DECAY", 0, 65536);
 	one_block(c);
 	block_is(c, P(c, "BLOCK", 32, 1024));
