@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "host_argmax.h"
 #include "host_attn.h"
 #include "host_gemm.h"
 #include "host_ops.h"
@@ -174,12 +175,21 @@ static int op_logits_process(const rt_op *op, sw_err *err)
 	float temp, top_p;
 	memcpy(&temp, &prm[0], sizeof(temp));
 	memcpy(&top_p, &prm[2], sizeof(top_p));
+	const int T = (int)live_rows(op, op->grid[0]);
+	float *probs = ARG(op, 0, float *);
+	const float *logits = ARG(op, 1, const float *);
+	if (!(temp > 0.0f)) { /* greedy (NaN too): ref_logits_process_row's one-hot */
+		for (int t = 0; t < T; t++) {
+			float *p = probs + (size_t)t * V;
+			memset(p, 0, sizeof(*p) * (size_t)V);
+			p[hg_argmax_row(logits + (size_t)t * V, V, HG_PATH_AUTO)] = 1.0f;
+		}
+		return 0;
+	}
 	int *idx = malloc(sizeof(*idx) * (size_t)V);
 	if (!idx)
 		return sw_errf(err, SW_ENOMEM, "%s: out of memory", op->entry);
-	ref_logits_process(ARG(op, 0, float *), ARG(op, 1, const float *),
-	                   (int)live_rows(op, op->grid[0]), V,
-	                   temp, prm[1], top_p, idx);
+	ref_logits_process(probs, logits, T, V, temp, prm[1], top_p, idx);
 	free(idx);
 	return 0;
 }
@@ -187,8 +197,11 @@ static int op_logits_process(const rt_op *op, sw_err *err)
 /* (out, x); rows = grid.x */
 static int op_argmax(const rt_op *op, sw_err *err)
 {
-	ref_argmax(ARG(op, 0, int32_t *), ARG(op, 1, const float *), (int)live_rows(op, op->grid[0]),
-	           (int)PI_("N"));
+	const int T = (int)live_rows(op, op->grid[0]), N = (int)PI_("N");
+	int32_t *out = ARG(op, 0, int32_t *);
+	const float *x = ARG(op, 1, const float *);
+	for (int t = 0; t < T; t++) /* ref_argmax's rows, vectorised (host_argmax.h) */
+		out[t] = hg_argmax_row(x + (size_t)t * N, N, HG_PATH_AUTO);
 	return 0;
 }
 
