@@ -49,7 +49,8 @@ With --rho fp32, run on the same weights dequantized to F32 (written by
 --convert-f32; llama.cpp then quantizes no activation either), the same
 comparison uses the fp32 rounding bound RHO32 = 4 u sqrt(K_max) instead
 (K_max the longest dot product of the model's matmuls: 1536 for SmolLM2,
-2048 for Gemma 3 270M).
+2048 for Gemma 3 270M). Gemma adds llama.cpp's fp16 GELU table (RHO_GELU
+below), one per block.
 """
 import argparse
 import json
@@ -111,7 +112,7 @@ def output_matrix(model_path):
     mm = [(u.tensor_type.name, int(u.shape[0])) for u in r.tensors
           if len(u.shape) == 2 and u.name not in ("token_embd.weight", "output.weight")]
     mm.append((t.tensor_type.name, int(t.shape[0])))
-    return np.ascontiguousarray(E, dtype=np.float32), t.name, t.tensor_type.name, n_blk, mm
+    return np.ascontiguousarray(E, dtype=np.float32), t.name, t.tensor_type.name, n_blk, mm, arch
 
 
 def convert_gguf(src, dst, f16=False, q8_0=False):
@@ -307,7 +308,7 @@ def main():
     n_ctx = max(len(p) + len(g) for _, p, g, _ in cases) + 8
     n_ctx = max(64, (n_ctx + 63) // 64 * 64)
 
-    E, ename, etype, L_blocks, matmuls = output_matrix(args.model)
+    E, ename, etype, L_blocks, matmuls, arch = output_matrix(args.model)
     if E.shape[0] != V:
         raise SystemExit(f"vocab mismatch: dump V={V}, {ename} has {E.shape[0]} rows")
     D = E.shape[1]
@@ -336,6 +337,19 @@ def main():
         rho_typ = U32 * math.sqrt(k_max)
         eps_bound = rho * math.sqrt(N)
         eps_typ = rho_typ * math.sqrt(N)
+        if arch.startswith("gemma"):
+            # llama.cpp's CPU GEGLU (ggml-cpu/vec.h, GGML_GELU_FP16 defined)
+            # looks gelu up in a table indexed by the fp16 rounding of its
+            # input and returns the fp16 entry: two roundings of relative
+            # size <= 2^-11 (the input's through |x g'(x)/g(x)| <= 1.3 where
+            # x > -0.75, which carries the norm) at the input of each
+            # block's down projection. RHO_GELU = 4 * 2^-11 (typ 2^-11/sqrt(3)
+            # * sqrt(1 + 1)), one per block, added in quadrature.
+            rho_gelu, rho_gelu_typ = 4.0 * FP16_SCALE, FP16_SCALE / math.sqrt(3.0) * math.sqrt(2.0)
+            eps_bound = math.sqrt(eps_bound ** 2 + L_blocks * rho_gelu ** 2)
+            eps_typ = math.sqrt(eps_typ ** 2 + L_blocks * rho_gelu_typ ** 2)
+            rho = max(rho, rho_gelu)
+            rho_typ = max(rho_typ, rho_gelu_typ)
     types = {}
     for wt, _ in matmuls:
         types[wt] = types.get(wt, 0) + 1
