@@ -128,11 +128,20 @@ model:
 # tokenizer against transformers' on a large text, logits against
 # transformers' Gemma3 forward on the GGUF's dequantized weights, greedy
 # speculative decoding equal to target-only; a few minutes on 1 core).
-.PHONY: model-gemma check-gemma
+# check-reference-gemma: its forward against llama.cpp as check-reference
+# does for SmolLM2 (tests/reference/check.sh; the bound follows the file's
+# weight types). bench-gemma: `specwright bench` on Gemma 3 270M and SmolLM2
+# (target-only, n-gram, layer-skip) with llama.cpp on the same prompt ids,
+# one thread (tests/gemma/bench.sh; needs check-reference's llama.cpp build).
+.PHONY: model-gemma check-gemma check-reference-gemma bench-gemma
 model-gemma:
 	@models/fetch.sh $(MODEL_DIR) gemma3
 check-gemma: deps model-gemma $(BUILD)/specwright
 	tests/gemma/check.sh $(BUILD)/specwright $(GEMMA_MODEL)
+check-reference-gemma: deps model-gemma $(BUILD)/specwright
+	tests/reference/check.sh $(BUILD)/specwright $(GEMMA_MODEL)
+bench-gemma: deps model model-gemma $(BUILD)/specwright
+	tests/gemma/bench.sh $(BUILD)/specwright $(GEMMA_MODEL) $(MODEL)
 
 # The main job: build the engine (plan, kernels, NVRTC; cached) and run it
 # on the best backend present: cuda with a driver and GPU, else host.

@@ -246,6 +246,7 @@ static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np,
 	char *list = strdup(o->drafters);
 	char *rows[32];
 	int nr = 0;
+	FILE *idf = NULL;
 	if (!ids || !out || !refs || !nref || !base || !base_cpu || !list) {
 		sw_errf(err, SW_ENOMEM, "out of memory");
 		goto out;
@@ -253,8 +254,16 @@ static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np,
 	rows[nr++] = "none";
 	for (char *tok = strtok(list, ";"); tok && nr < 32; tok = strtok(NULL, ";"))
 		rows[nr++] = tok;
-	printf("### Real model, drafters: %s, %d prompts from %s, %d new tokens, chat template on\n\n", o->model, np,
-	       o->corpus ? o->corpus : "(default corpus)", M);
+	/* $SW_BENCH_IDS: each prompt's ids, a line each, as the engine bench
+	 * writes them (tests/reference/llamacpp_bench.py times llama.cpp on them) */
+	const char *idp = getenv("SW_BENCH_IDS");
+	if (idp && *idp && !(idf = fopen(idp, "w"))) {
+		rc = sw_errf(err, SW_EIO, "%s ($SW_BENCH_IDS): cannot write", idp);
+		goto out;
+	}
+	const bool chat = o->chat != 0; /* --no-chat: plain text (a model without a chatml template) */
+	printf("### Real model, drafters: %s, %d prompts from %s, %d new tokens, chat template %s\n\n", o->model, np,
+	       o->corpus ? o->corpus : "(default corpus)", M, chat ? "on" : "off");
 	/* acceptance columns: positions 1..8, or 1..16 when a row drafts deeper
 	 * (a gamma over 8, or a tree of depth over 8) */
 	int npos = 8;
@@ -300,10 +309,15 @@ static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np,
 			if (tree_spec && (rc = gen_tree_parse(tree_spec, NULL, &tree, err)))
 				goto out;
 			for (int pi = 0; pi < np; pi++) {
-				int n_prompt = cli_encode_prompt(s, prompts[pi], true, ids, o->ctx, err);
+				int n_prompt = cli_encode_prompt(s, prompts[pi], chat, ids, o->ctx, err);
 				if (n_prompt < 0) {
 					rc = n_prompt;
 					goto out;
+				}
+				if (idf && ti == 0 && ri == 0) {
+					for (int k = 0; k < n_prompt; k++)
+						fprintf(idf, "%s%d", k ? " " : "", (int)ids[k]);
+					fputc('\n', idf);
 				}
 				rt_drafter_free(s->drafter);
 				s->drafter = NULL;
@@ -350,10 +364,20 @@ static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np,
 				printf(" %.3f", frac(su->pos_accepted[j], su->pos_tried[j]));
 			printf(" | %s |\n", temps[ti] == 0 ? (pl.same == pl.runs ? "yes" : "NO") : "-");
 			fflush(stdout);
+			if (idf && ti == 0 && ri == 0) {
+				const int bad = fclose(idf) != 0;
+				idf = NULL;
+				if (bad) {
+					rc = sw_errf(err, SW_EIO, "%s ($SW_BENCH_IDS): write failed", idp);
+					goto out;
+				}
+			}
 		}
 	}
 	rc = 0;
 out:
+	if (idf)
+		fclose(idf);
 	free(ids);
 	free(out);
 	free(refs);

@@ -3,6 +3,11 @@
 #
 #   tests/reference/check.sh build/specwright MODEL.gguf
 #
+# MODEL: SmolLM2-135M-Instruct Q4_1 (make check-reference) or Gemma 3 270M
+# Q4_K_M (make check-reference-gemma); the bound follows each file's weight
+# types (tests/reference/README.md). REF_DIR (default build/ref) may hold
+# the venv and source of an earlier build, or symlinks to them.
+#
 # 1. Builds llama.cpp once, from the PyPI sdist of llama-cpp-python (pinned
 #    below), into the venv build/ref/venv: CPU only, no BLAS, no OpenMP, no
 #    llava/tools, -DGGML_NATIVE=ON, 2 compile jobs. Cached: later runs reuse it.
@@ -56,7 +61,8 @@ PY="$VENV/bin/python"
 "$PY" -c 'import llama_cpp; print("check-reference: llama-cpp-python", llama_cpp.__version__, "|", llama_cpp.llama_print_system_info().decode().strip())'
 
 # Our side: greedy target-only decoding with the logits dumped.
-RUN=$REF/run
+STEM=$(basename "$MODEL" .gguf)
+RUN=$REF/run-$STEM
 rm -rf "$RUN"; mkdir -p "$RUN"
 PROMPTS=(
 	"The capital of France is"
@@ -75,11 +81,11 @@ done
 
 rc=0
 "$PY" tests/reference/llamacpp_ref.py --model "$MODEL" "${cases[@]}" --rho q8 \
-	--label "$(basename "$MODEL") vs llama.cpp (activations quantized to Q8_1/Q8_0)" --json "$RUN/q8.json" || rc=1
+	--label "$(basename "$MODEL") vs llama.cpp (activations quantized to Q8_0/Q8_1/Q8_K)" --json "$RUN/q8.json" || rc=1
 
 # The same weights dequantized to F32: llama.cpp then does no activation
 # quantization, and what is left is fp32 rounding. Cached, keyed on the model.
-F32=$REF/model-f32.gguf
+F32=$REF/$STEM-f32.gguf
 key="$(realpath "$MODEL") $(stat -c '%s %Y' "$MODEL")"
 if [ ! -f "$F32" ] || [ "$(cat "$F32.key" 2>/dev/null)" != "$key" ]; then
 	echo "check-reference: writing $F32 (all tensors dequantized to F32)"

@@ -35,9 +35,22 @@ column rank), so the measured eps = ||h_ours - h_llama|| / ||h_ours|| is
 reported against EPS_BOUND (and against the typical value EPS_TYP, for which
 max|x_b|/rms(x_b) = 2.44, the mean max of 32 |N(0,1)|, replaces sqrt(32)).
 
+Other weight types (Gemma 3 270M's Q4_K_M file mixes Q5_0, Q8_0, Q4_K and
+Q6_K): llama.cpp quantizes the activation of a Q4_0/Q4_1/Q5_0/Q5_1/Q8_0
+matmul to Q8_0/Q8_1 (blocks of 32, fp16 scale, RHO_MAX above) and that of a
+K-quant (Q2_K..Q6_K) to Q8_K (blocks of 256, fp32 scale):
+    RHO_K = sqrt(256/12)/127 = 0.0364   (typ 3.04/(127 sqrt 12) = 0.0069,
+                                         3.04 = mean max of 256 |N(0,1)|).
+Each matmul i gets the rho of its own weight type, and with independent
+injections EPS_BOUND = sqrt(sum_i rho_i^2) (= RHO_MAX sqrt(N) when all are
+alike, as for SmolLM2).
+
 With --rho fp32, run on the same weights dequantized to F32 (written by
 --convert-f32; llama.cpp then quantizes no activation either), the same
-comparison uses the fp32 rounding bound RHO32 = 4 u sqrt(1536) instead.
+comparison uses the fp32 rounding bound RHO32 = 4 u sqrt(K_max) instead
+(K_max the longest dot product of the model's matmuls: 1536 for SmolLM2,
+2048 for Gemma 3 270M). Gemma adds llama.cpp's fp16 GELU table (RHO_GELU
+below), one per block.
 """
 import argparse
 import json
@@ -54,6 +67,20 @@ U32 = 2.0 ** -24                     # fp32 unit roundoff
 FP16_SCALE = 2.0 ** -11              # relative rounding of the fp16 block scale
 RHO_MAX = math.sqrt(D_BLOCK / 12.0) / 127.0 + FP16_SCALE   # 0.01335
 RHO_TYP = 2.44 / (127.0 * math.sqrt(12.0))                   # 0.00555
+RHO_K = math.sqrt(256 / 12.0) / 127.0                        # Q8_K, fp32 scale: 0.0364
+RHO_K_TYP = 3.04 / (127.0 * math.sqrt(12.0))                 # 0.0069
+K_QUANTS = {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}
+FP_TYPES = {"F32", "F16", "BF16"}
+
+
+def act_rho(wtype):
+    """(hard cap, typical) relative error of the activation quantization
+    llama.cpp's CPU matmul applies for a weight of type wtype."""
+    if wtype in FP_TYPES:
+        return 0.0, 0.0
+    if wtype in K_QUANTS:
+        return RHO_K, RHO_K_TYP
+    return RHO_MAX, RHO_TYP
 Z_PAIR = 4.0
 
 
@@ -80,7 +107,12 @@ def output_matrix(model_path):
     E = gguf.quants.dequantize(t.data, t.tensor_type)
     arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
     n_blk = int(r.fields[f"{arch}.block_count"].parts[-1][0])
-    return np.ascontiguousarray(E, dtype=np.float32), t.name, t.tensor_type.name, n_blk
+    # the matmuls of one forward: every 2-D weight but the embedding lookup,
+    # plus the lm_head (the tied embedding or output.weight)
+    mm = [(u.tensor_type.name, int(u.shape[0])) for u in r.tensors
+          if len(u.shape) == 2 and u.name not in ("token_embd.weight", "output.weight")]
+    mm.append((t.tensor_type.name, int(t.shape[0])))
+    return np.ascontiguousarray(E, dtype=np.float32), t.name, t.tensor_type.name, n_blk, mm, arch
 
 
 def convert_gguf(src, dst, f16=False, q8_0=False):
@@ -276,7 +308,7 @@ def main():
     n_ctx = max(len(p) + len(g) for _, p, g, _ in cases) + 8
     n_ctx = max(64, (n_ctx + 63) // 64 * 64)
 
-    E, ename, etype, L_blocks = output_matrix(args.model)
+    E, ename, etype, L_blocks, matmuls, arch = output_matrix(args.model)
     if E.shape[0] != V:
         raise SystemExit(f"vocab mismatch: dump V={V}, {ename} has {E.shape[0]} rows")
     D = E.shape[1]
@@ -290,24 +322,45 @@ def main():
         y = np.linalg.solve(Gc, E64.T @ l)
         return np.linalg.solve(Gc.T, y)
 
-    N = L_blocks * 7 + 1      # q, k, v, o, gate, up, down per block + lm_head
+    N = len(matmuls)          # q, k, v, o, gate, up, down per block + lm_head
+    k_max = max(k for _, k in matmuls)
     if args.rho == "q8":
-        rho, rho_typ = RHO_MAX, RHO_TYP
+        rhos = [act_rho(wt) for wt, _ in matmuls]
+        eps_bound = math.sqrt(sum(r * r for r, _ in rhos))
+        eps_typ = math.sqrt(sum(r * r for _, r in rhos))
+        rho, rho_typ = max(r for r, _ in rhos), max(r for _, r in rhos)
     else:
         # fp32 only: dot-product accumulation in a different order (u sqrt(K)),
-        # RoPE angle/sin/cos rounding (~ u * pos) and exp/silu approximations
-        # (~ 2 ulp); a factor 4 over the largest, u * sqrt(1536).
-        rho = 4.0 * U32 * math.sqrt(1536)
-        rho_typ = U32 * math.sqrt(1536)
-    eps_bound = rho * math.sqrt(N)
-    eps_typ = rho_typ * math.sqrt(N)
+        # RoPE angle/sin/cos rounding (~ u * pos) and exp/silu/gelu
+        # approximations (~ 2 ulp); a factor 4 over the largest, u * sqrt(K_max).
+        rho = 4.0 * U32 * math.sqrt(k_max)
+        rho_typ = U32 * math.sqrt(k_max)
+        eps_bound = rho * math.sqrt(N)
+        eps_typ = rho_typ * math.sqrt(N)
+        if arch.startswith("gemma"):
+            # llama.cpp's CPU GEGLU (ggml-cpu/vec.h, GGML_GELU_FP16 defined)
+            # looks gelu up in a table indexed by the fp16 rounding of its
+            # input and returns the fp16 entry: two roundings of relative
+            # size <= 2^-11 (the input's through |x g'(x)/g(x)| <= 1.3 where
+            # x > -0.75, which carries the norm) at the input of each
+            # block's down projection. RHO_GELU = 4 * 2^-11 (typ 2^-11/sqrt(3)
+            # * sqrt(1 + 1)), one per block, added in quadrature.
+            rho_gelu, rho_gelu_typ = 4.0 * FP16_SCALE, FP16_SCALE / math.sqrt(3.0) * math.sqrt(2.0)
+            eps_bound = math.sqrt(eps_bound ** 2 + L_blocks * rho_gelu ** 2)
+            eps_typ = math.sqrt(eps_typ ** 2 + L_blocks * rho_gelu_typ ** 2)
+            rho = max(rho, rho_gelu)
+            rho_typ = max(rho_typ, rho_gelu_typ)
+    types = {}
+    for wt, _ in matmuls:
+        types[wt] = types.get(wt, 0) + 1
     steps = sum(len(g) for _, _, g, _ in cases)
     z = math.sqrt(2.0 * math.log(V * steps))
 
     ref = Ref(args.model, n_ctx)
     print(f"== {args.label}")
-    print(f"   lm_head {ename} ({etype}), V={V}, D={D}, cond(E)={cond:.1f}; {L_blocks} blocks -> N={N} matmuls")
-    print(f"   rho_max={rho:.3g} (typ {rho_typ:.3g}); eps_bound=rho*sqrt(N)={eps_bound:.4g} (typ {eps_typ:.3g}); "
+    print(f"   lm_head {ename} ({etype}), V={V}, D={D}, cond(E)={cond:.1f}; {L_blocks} blocks -> N={N} matmuls "
+          f"({', '.join(f'{n} {wt}' for wt, n in sorted(types.items()))}; K_max {k_max})")
+    print(f"   rho_max={rho:.3g} (typ {rho_typ:.3g}); eps_bound=sqrt(sum rho_i^2)={eps_bound:.4g} (typ {eps_typ:.3g}); "
           f"Z=sqrt(2 ln(V*steps))={z:.2f}; logit bound max|dl_j|/s_j <= {z * eps_bound:.4g}")
     results = []
     ok_all = True
