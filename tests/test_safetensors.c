@@ -387,8 +387,10 @@ static void test_hf_config(void **state)
 	assert_int_equal(c.rope_scaling, RT_ROPE_SCALING_NONE);
 
 	cfg_bad("{" CFG_BASE ",\"model_type\":\"qwen2\"}", SW_EINVAL, "duplicate key \"model_type\"");
+	/* the multimodal Gemma 3 wrapper: only its text model (gemma3_text) loads */
 	cfg_bad("{\"model_type\":\"gemma3\",\"hidden_size\":64}", SW_ENOTSUP,
-		"config.json:1:15: $.model_type: expected \"llama\" (without biases), \"qwen2\" or \"qwen3\", found \"gemma3\"");
+		"config.json:1:15: $.model_type: expected \"llama\" (without biases), \"qwen2\", \"qwen3\" or "
+		"\"gemma3_text\", found \"gemma3\"");
 	cfg_bad("{\"hidden_size\":64}", SW_EINVAL, "$: missing required field \"model_type\"");
 	cfg_bad("{" CFG_BASE ",\"architectures\":[\"MistralForCausalLM\"]}", SW_ENOTSUP,
 		"$.architectures: expected [\"LlamaForCausalLM\"], found \"MistralForCausalLM\"");
