@@ -53,6 +53,7 @@
 #include "model/ctx.h"
 #include "model/model_gguf.h"
 #include "model/model_hf.h"
+#include "hf_util.h"
 #include "testutil.h"
 
 static const char *const VARIANTS[] = { "gemma3", "gemma3-free-cap20-untied-kv1-s5" };
@@ -61,103 +62,19 @@ static const char *const VARIANTS[] = { "gemma3", "gemma3-free-cap20-untied-kv1-
 static char g_dir[64];
 static bool g_have;
 
-static const char *venv_python(void)
-{
-	static char p[512];
-	const char *b = getenv("BUILD");
-	snprintf(p, sizeof(p), "%s/venv-hf/bin/python", b && b[0] ? b : "build");
-	return p;
-}
-
-static void rm_rf(const char *dir)
-{
-	char cmd[600];
-	if (!dir[0] || strncmp(dir, "/tmp/sw_gemma_", 14))
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cannot remove %s\n", dir);
-}
-
 static int setup_hf(void **state)
 {
 	(void)state;
-	char cmd[1024];
-	snprintf(cmd, sizeof(cmd), "%s -c 'import transformers, gguf' >/dev/null 2>&1", venv_python());
-	if (access(venv_python(), X_OK) || system(cmd) != 0)
-		return 0; /* g_have stays false: the torch tests skip, saying why */
-	strcpy(g_dir, "/tmp/sw_gemma_XXXXXX");
-	if (!mkdtemp(g_dir))
-		return -1;
-	int k = snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 %s tests/tools/hf_tiny.py %s", venv_python(), g_dir);
-	for (int i = 0; i < N_VARIANTS; i++)
-		k += snprintf(cmd + k, sizeof(cmd) - (size_t)k, " %s", VARIANTS[i]);
-	snprintf(cmd + k, sizeof(cmd) - (size_t)k, " >/dev/null 2>&1");
-	if (system(cmd) != 0) {
-		fprintf(stderr, "%s failed\n", cmd);
-		return -1;
-	}
-	g_have = true;
-	return 0;
+	int rc = hf_make("/tmp/sw_gemma_XXXXXX", g_dir, sizeof(g_dir), VARIANTS, N_VARIANTS);
+	g_have = rc == 1; /* 0: no transformers, the torch tests skip, saying why */
+	return rc < 0 ? -1 : 0;
 }
 
 static int teardown_hf(void **state)
 {
 	(void)state;
-	rm_rf(g_dir);
+	hf_rm_rf(g_dir, "/tmp/sw_gemma_");
 	return 0;
-}
-
-static const json_value *jget(const json_value *o, const char *k)
-{
-	const json_value *v = json_get(o, k);
-	if (!v)
-		fail_msg("ref.json: %s missing", k);
-	return v;
-}
-
-static json_value *load_ref(const char *dir, char **text)
-{
-	char p[700];
-	size_t n;
-	sw_err err = { 0 };
-	snprintf(p, sizeof(p), "%s/ref.json", dir);
-	*text = sw_read_file(p, SW_CAP_TEXT, &n);
-	assert_non_null(*text);
-	json_value *ref = json_parse(*text, n, p, &err);
-	if (!ref)
-		fail_msg("%s", err.msg);
-	return ref;
-}
-
-static float *prompt_logits(const rt_model *m, const int32_t *tok, int T)
-{
-	sw_err err = { 0 };
-	rt_ctx *c = rt_ctx_new(m, 256, 64, &err);
-	if (!c)
-		fail_msg("%s", err.msg);
-	int32_t pos[64];
-	for (int t = 0; t < T; t++)
-		pos[t] = t;
-	float *lg = malloc((size_t)T * m->cfg.vocab * sizeof(float));
-	if (rt_ctx_eval(c, tok, pos, T, NULL, lg, NULL, &err))
-		fail_msg("%s", err.msg);
-	rt_ctx_free(c);
-	return lg;
-}
-
-static int greedy(const rt_model *m, const int32_t *prompt, int n_prompt, int n, int32_t *out)
-{
-	sw_err err = { 0 };
-	rt_ctx *c = rt_ctx_new(m, 256, 64, &err);
-	assert_non_null(c);
-	rt_gen_cfg cfg = { .samp = { 0.0f, 0, 1.0f }, .gamma = 4, .seed = 1, .max_new = n };
-	rt_stats st;
-	int got = rt_generate_target(c, prompt, n_prompt, &cfg, out, &st, &err);
-	if (got < 0)
-		fail_msg("%s", err.msg);
-	rt_ctx_free(c);
-	return got;
 }
 
 static void check_variant(const char *v)
@@ -166,13 +83,13 @@ static void check_variant(const char *v)
 	char *text;
 	sw_err err = { 0 };
 	snprintf(dir, sizeof(dir), "%s/%s", g_dir, v);
-	json_value *ref = load_ref(dir, &text);
-	const int V = (int)jget(ref, "vocab")->integer, L = (int)jget(ref, "layers")->integer;
-	const int H = (int)jget(ref, "hidden")->integer, F = (int)jget(ref, "ffn")->integer;
-	const int hd = (int)jget(ref, "head_dim")->integer;
-	const json_value *jp = jget(ref, "prompt"), *l64 = jget(ref, "logits64"), *l32 = jget(ref, "logits32"),
-	                 *ab = jget(ref, "abs"), *jg = jget(ref, "greedy"), *jm = jget(ref, "margin"),
-	                 *js = jget(ref, "margin_abs");
+	json_value *ref = hf_load_ref(dir, &text);
+	const int V = (int)hf_jget(ref, "vocab")->integer, L = (int)hf_jget(ref, "layers")->integer;
+	const int H = (int)hf_jget(ref, "hidden")->integer, F = (int)hf_jget(ref, "ffn")->integer;
+	const int hd = (int)hf_jget(ref, "head_dim")->integer;
+	const json_value *jp = hf_jget(ref, "prompt"), *l64 = hf_jget(ref, "logits64"), *l32 = hf_jget(ref, "logits32"),
+	                 *ab = hf_jget(ref, "abs"), *jg = hf_jget(ref, "greedy"), *jm = hf_jget(ref, "margin"),
+	                 *js = hf_jget(ref, "margin_abs");
 	const int T = (int)jp->n;
 	int32_t prompt[64];
 	assert_true(T <= 64);
@@ -185,12 +102,12 @@ static void check_variant(const char *v)
 	assert_int_equal(m->cfg.arch, RT_ARCH_GEMMA3);
 	assert_int_equal(m->cfg.head_dim, hd);
 	assert_int_equal(m->cfg.vocab, V);
-	assert_int_equal(m->cfg.n_kv_heads, (int)jget(ref, "kv_heads")->integer);
-	assert_true(m->cfg.tied_embd == jget(ref, "tied")->boolean);
-	assert_int_equal(m->cfg.swa_window, (int)jget(ref, "sliding_window")->integer);
-	assert_int_equal(m->cfg.swa_pattern, (int)jget(ref, "pattern")->integer);
+	assert_int_equal(m->cfg.n_kv_heads, (int)hf_jget(ref, "kv_heads")->integer);
+	assert_true(m->cfg.tied_embd == hf_jget(ref, "tied")->boolean);
+	assert_int_equal(m->cfg.swa_window, (int)hf_jget(ref, "sliding_window")->integer);
+	assert_int_equal(m->cfg.swa_pattern, (int)hf_jget(ref, "pattern")->integer);
 	assert_true(m->cfg.swa_window < T); /* the window cuts inside the prompt */
-	const json_value *jc = jget(ref, "softcap");
+	const json_value *jc = hf_jget(ref, "softcap");
 	assert_true(m->cfg.final_softcap == (jc->type == JSON_NULL ? 0.0f : (float)jc->number));
 
 	int K = H > F ? H : F;
@@ -200,7 +117,7 @@ static void check_variant(const char *v)
 		K = T;
 	const int D = 14 * L + 3;
 	const double g = gamma_n(K);
-	float *lg = prompt_logits(m, prompt, T);
+	float *lg = hf_prompt_logits(m, prompt, T);
 	double wc = 0, wh = 0;
 	for (int t = 0; t < T; t++)
 		for (int i = 0; i < V; i++) {
@@ -219,7 +136,7 @@ static void check_variant(const char *v)
 
 	int32_t out[64];
 	const int n = (int)jg->n;
-	assert_int_equal(greedy(m, prompt, T, n, out), n);
+	assert_int_equal(hf_greedy(m, prompt, T, n, out), n);
 	for (int j = 0; j < n; j++) {
 		if (jm->items[j]->number <= 2.0 * D * g * js->items[j]->number)
 			fail_msg("%s greedy step %d: margin %.3g within the bound: the fixture decides nothing", v, j,
@@ -229,7 +146,7 @@ static void check_variant(const char *v)
 			         (int)jg->items[j]->integer, jm->items[j]->number);
 	}
 
-	if (jget(ref, "gguf")->boolean) {
+	if (hf_jget(ref, "gguf")->boolean) {
 		snprintf(gpath, sizeof(gpath), "%s/model.gguf", dir);
 		rt_model *mg = rt_model_load(gpath, &err);
 		if (!mg)
@@ -240,13 +157,13 @@ static void check_variant(const char *v)
 		assert_true(mg->cfg.query_scalar == m->cfg.query_scalar);
 		assert_true(mg->cfg.rope_theta_local == m->cfg.rope_theta_local);
 		assert_true(mg->cfg.embd_scale == m->cfg.embd_scale);
-		float *lgg = prompt_logits(mg, prompt, T);
+		float *lgg = hf_prompt_logits(mg, prompt, T);
 		assert_memory_equal(lgg, lg, (size_t)T * V * sizeof(float));
 		free(lgg);
 		rt_model_free(mg);
 	}
 	printf("  %-28s worst error %.3f gamma_K S_i (transformers fp32: %.3f; bound %d), %d greedy steps equal%s\n",
-	       v, wc, wh, 2 * D, n, jget(ref, "gguf")->boolean ? ", GGUF bit for bit" : "");
+	       v, wc, wh, 2 * D, n, hf_jget(ref, "gguf")->boolean ? ", GGUF bit for bit" : "");
 	free(lg);
 	rt_model_free(m);
 	json_free(ref);
@@ -258,7 +175,7 @@ static void test_against_transformers(void **state)
 	(void)state;
 	if (!g_have) {
 		printf("  %s with transformers is missing (make deps): the transformers cross-check is skipped\n",
-		       venv_python());
+		       hf_python());
 		skip();
 	}
 	for (int i = 0; i < N_VARIANTS; i++)
@@ -290,7 +207,7 @@ static void test_spec_equals_target(void **state)
 		for (int pi = 0; pi < 2; pi++) {
 			int32_t ref[48], out[48];
 			const int N = 40;
-			assert_int_equal(greedy(t, prompts[pi], 12, N, ref), N);
+			assert_int_equal(hf_greedy(t, prompts[pi], 12, N, ref), N);
 			for (int d = 0; d < 2; d++) {
 				rt_drafter *dr = d == 0 ? rt_drafter_ngram(1, 3, &err) : rt_drafter_model(ls, 256, &err);
 				if (!dr)
@@ -390,8 +307,8 @@ static void test_cli(void **state)
 		skip();
 	char dir[600], *text, ids[512] = "", want[1024] = "", got[2048], args[1600];
 	snprintf(dir, sizeof(dir), "%s/%s", g_dir, VARIANTS[0]);
-	json_value *ref = load_ref(dir, &text);
-	const json_value *jp = jget(ref, "prompt"), *jg = jget(ref, "greedy");
+	json_value *ref = hf_load_ref(dir, &text);
+	const json_value *jp = hf_jget(ref, "prompt"), *jg = hf_jget(ref, "greedy");
 	size_t a = 0, b = 0;
 	for (size_t i = 0; i < jp->n; i++)
 		a += (size_t)snprintf(ids + a, sizeof(ids) - a, "%s%d", i ? " " : "", (int)jp->items[i]->integer);

@@ -53,6 +53,7 @@
 #include "model/ctx.h"
 #include "model/model_gguf.h"
 #include "model/model_hf.h"
+#include "hf_util.h"
 #include "testutil.h"
 
 static const char *const VARIANTS[] = { "qwen2", "qwen2-tied", "qwen3", "qwen3-tied-kv1" };
@@ -61,104 +62,19 @@ static const char *const VARIANTS[] = { "qwen2", "qwen2-tied", "qwen3", "qwen3-t
 static char g_dir[64]; /* hf_tiny.py output, one run for every variant */
 static bool g_have;
 
-static const char *venv_python(void)
-{
-	static char p[512];
-	const char *b = getenv("BUILD");
-	snprintf(p, sizeof(p), "%s/venv-hf/bin/python", b && b[0] ? b : "build");
-	return p;
-}
-
-static void rm_rf(const char *dir)
-{
-	char cmd[600];
-	if (!dir[0] || strncmp(dir, "/tmp/sw_qwen_", 13))
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cannot remove %s\n", dir);
-}
-
 static int setup_hf(void **state)
 {
 	(void)state;
-	char cmd[1024];
-	snprintf(cmd, sizeof(cmd), "%s -c 'import transformers, gguf' >/dev/null 2>&1", venv_python());
-	if (access(venv_python(), X_OK) || system(cmd) != 0)
-		return 0; /* g_have stays false: the torch tests skip, saying why */
-	strcpy(g_dir, "/tmp/sw_qwen_XXXXXX");
-	if (!mkdtemp(g_dir))
-		return -1;
-	int k = snprintf(cmd, sizeof(cmd), "%s tests/tools/hf_tiny.py %s", venv_python(), g_dir);
-	for (int i = 0; i < N_VARIANTS; i++)
-		k += snprintf(cmd + k, sizeof(cmd) - (size_t)k, " %s", VARIANTS[i]);
-	snprintf(cmd + k, sizeof(cmd) - (size_t)k, " >/dev/null 2>&1");
-	if (system(cmd) != 0) {
-		fprintf(stderr, "%s failed\n", cmd);
-		return -1;
-	}
-	g_have = true;
-	return 0;
+	int rc = hf_make("/tmp/sw_qwen_XXXXXX", g_dir, sizeof(g_dir), VARIANTS, N_VARIANTS);
+	g_have = rc == 1; /* 0: no transformers, the torch tests skip, saying why */
+	return rc < 0 ? -1 : 0;
 }
 
 static int teardown_hf(void **state)
 {
 	(void)state;
-	rm_rf(g_dir);
+	hf_rm_rf(g_dir, "/tmp/sw_qwen_");
 	return 0;
-}
-
-static const json_value *jget(const json_value *o, const char *k)
-{
-	const json_value *v = json_get(o, k);
-	if (!v)
-		fail_msg("ref.json: %s missing", k);
-	return v;
-}
-
-static json_value *load_ref(const char *dir, char **text)
-{
-	char p[700];
-	size_t n;
-	sw_err err = { 0 };
-	snprintf(p, sizeof(p), "%s/ref.json", dir);
-	*text = sw_read_file(p, SW_CAP_TEXT, &n);
-	assert_non_null(*text);
-	json_value *ref = json_parse(*text, n, p, &err);
-	if (!ref)
-		fail_msg("%s", err.msg);
-	return ref;
-}
-
-/* All T rows' logits of a fresh context on the prompt. */
-static float *prompt_logits(const rt_model *m, const int32_t *tok, int T)
-{
-	sw_err err = { 0 };
-	rt_ctx *c = rt_ctx_new(m, 256, 64, &err);
-	if (!c)
-		fail_msg("%s", err.msg);
-	int32_t pos[64];
-	for (int t = 0; t < T; t++)
-		pos[t] = t;
-	float *lg = malloc((size_t)T * m->cfg.vocab * sizeof(float));
-	if (rt_ctx_eval(c, tok, pos, T, NULL, lg, NULL, &err))
-		fail_msg("%s", err.msg);
-	rt_ctx_free(c);
-	return lg;
-}
-
-static int greedy(const rt_model *m, const int32_t *prompt, int n_prompt, int n, int32_t *out)
-{
-	sw_err err = { 0 };
-	rt_ctx *c = rt_ctx_new(m, 256, 64, &err);
-	assert_non_null(c);
-	rt_gen_cfg cfg = { .samp = { 0.0f, 0, 1.0f }, .gamma = 4, .seed = 1, .max_new = n };
-	rt_stats st;
-	int got = rt_generate_target(c, prompt, n_prompt, &cfg, out, &st, &err);
-	if (got < 0)
-		fail_msg("%s", err.msg);
-	rt_ctx_free(c);
-	return got;
 }
 
 static double worst_c = 0, worst_hf32 = 0;
@@ -169,13 +85,13 @@ static void check_variant(const char *v)
 	char *text;
 	sw_err err = { 0 };
 	snprintf(dir, sizeof(dir), "%s/%s", g_dir, v);
-	json_value *ref = load_ref(dir, &text);
-	const int V = (int)jget(ref, "vocab")->integer, L = (int)jget(ref, "layers")->integer;
-	const int H = (int)jget(ref, "hidden")->integer, F = (int)jget(ref, "ffn")->integer;
-	const int hd = (int)jget(ref, "head_dim")->integer;
-	const json_value *jp = jget(ref, "prompt"), *l64 = jget(ref, "logits64"), *l32 = jget(ref, "logits32"),
-	                 *ab = jget(ref, "abs"), *jg = jget(ref, "greedy"), *jm = jget(ref, "margin"),
-	                 *js = jget(ref, "margin_abs");
+	json_value *ref = hf_load_ref(dir, &text);
+	const int V = (int)hf_jget(ref, "vocab")->integer, L = (int)hf_jget(ref, "layers")->integer;
+	const int H = (int)hf_jget(ref, "hidden")->integer, F = (int)hf_jget(ref, "ffn")->integer;
+	const int hd = (int)hf_jget(ref, "head_dim")->integer;
+	const json_value *jp = hf_jget(ref, "prompt"), *l64 = hf_jget(ref, "logits64"), *l32 = hf_jget(ref, "logits32"),
+	                 *ab = hf_jget(ref, "abs"), *jg = hf_jget(ref, "greedy"), *jm = hf_jget(ref, "margin"),
+	                 *js = hf_jget(ref, "margin_abs");
 	const int T = (int)jp->n;
 	int32_t prompt[64];
 	assert_true(T <= 64);
@@ -189,8 +105,8 @@ static void check_variant(const char *v)
 	assert_int_equal(m->cfg.arch, qwen3 ? RT_ARCH_QWEN3 : RT_ARCH_QWEN2);
 	assert_int_equal(m->cfg.head_dim, hd);
 	assert_int_equal(m->cfg.vocab, V);
-	assert_int_equal(m->cfg.n_kv_heads, (int)jget(ref, "kv_heads")->integer);
-	assert_true(m->cfg.tied_embd == jget(ref, "tied")->boolean);
+	assert_int_equal(m->cfg.n_kv_heads, (int)hf_jget(ref, "kv_heads")->integer);
+	assert_true(m->cfg.tied_embd == hf_jget(ref, "tied")->boolean);
 	assert_true(m->cfg.rope_theta == 1000000.0f);
 
 	int K = H > F ? H : F;
@@ -200,7 +116,7 @@ static void check_variant(const char *v)
 		K = T;
 	const int D = 12 * L + 2;
 	const double g = gamma_n(K);
-	float *lg = prompt_logits(m, prompt, T);
+	float *lg = hf_prompt_logits(m, prompt, T);
 	double wc = 0, wh = 0;
 	for (int t = 0; t < T; t++)
 		for (int i = 0; i < V; i++) {
@@ -223,7 +139,7 @@ static void check_variant(const char *v)
 	 * within the two logits' bounds (none is in these fixtures: checked) */
 	int32_t out[64];
 	const int n = (int)jg->n;
-	assert_int_equal(greedy(m, prompt, T, n, out), n);
+	assert_int_equal(hf_greedy(m, prompt, T, n, out), n);
 	int decisive = 0;
 	for (int j = 0; j < n; j++) {
 		if (jm->items[j]->number <= 2.0 * D * g * js->items[j]->number)
@@ -243,10 +159,10 @@ static void check_variant(const char *v)
 	assert_int_equal(mg->cfg.arch, m->cfg.arch);
 	assert_int_equal(mg->cfg.head_dim, hd);
 	assert_true(mg->cfg.tied_embd == m->cfg.tied_embd);
-	float *lgg = prompt_logits(mg, prompt, T);
+	float *lgg = hf_prompt_logits(mg, prompt, T);
 	assert_memory_equal(lgg, lg, (size_t)T * V * sizeof(float));
 	int32_t out2[64];
-	assert_int_equal(greedy(mg, prompt, T, n, out2), n);
+	assert_int_equal(hf_greedy(mg, prompt, T, n, out2), n);
 	assert_memory_equal(out2, out, (size_t)n * sizeof(int32_t));
 	printf("  %-15s worst error %.3f gamma_K S_i (transformers fp32: %.3f; bound %d), %d greedy steps equal\n",
 	       v, wc, wh, 2 * D, n);
@@ -263,7 +179,7 @@ static void test_against_transformers(void **state)
 	(void)state;
 	if (!g_have) {
 		printf("  %s with transformers is missing (make deps): the transformers cross-check is skipped\n",
-		       venv_python());
+		       hf_python());
 		skip();
 	}
 	for (int i = 0; i < N_VARIANTS; i++)
@@ -312,7 +228,7 @@ static void refuse_as(const char *variant, const char *from, const char *to, con
 		fail_msg("%s as %s: loaded", variant, to);
 	if (!strstr(err.msg, want))
 		fail_msg("%s as %s: message \"%s\" lacks \"%s\"", variant, to, err.msg, want);
-	rm_rf(dir);
+	hf_rm_rf(dir, "/tmp/sw_qwen_");
 }
 
 static void test_hf_refusals(void **state)
@@ -365,8 +281,8 @@ static void test_cli(void **state)
 	for (int k = 0; k < 2; k++) {
 		char dir[600], *text, ids[512] = "", want[1024] = "", got[2048], args[1600];
 		snprintf(dir, sizeof(dir), "%s/%s", g_dir, vs[k]);
-		json_value *ref = load_ref(dir, &text);
-		const json_value *jp = jget(ref, "prompt"), *jg = jget(ref, "greedy");
+		json_value *ref = hf_load_ref(dir, &text);
+		const json_value *jp = hf_jget(ref, "prompt"), *jg = hf_jget(ref, "greedy");
 		size_t a = 0, b = 0;
 		for (size_t i = 0; i < jp->n; i++)
 			a += (size_t)snprintf(ids + a, sizeof(ids) - a, "%s%d", i ? " " : "", (int)jp->items[i]->integer);
@@ -476,7 +392,7 @@ static void test_gguf_roundtrip_and_refusals(void **state)
 		if (!g)
 			fail_msg("%s", err.msg);
 		assert_int_equal(g->cfg.arch, a);
-		float *l1 = prompt_logits(m, prompt, 7), *l2 = prompt_logits(g, prompt, 7);
+		float *l1 = hf_prompt_logits(m, prompt, 7), *l2 = hf_prompt_logits(g, prompt, 7);
 		assert_memory_equal(l1, l2, 7 * 97 * sizeof(float));
 		free(l1);
 		free(l2);
@@ -609,7 +525,7 @@ static void test_spec_equals_target(void **state)
 		for (int pi = 0; pi < 3; pi++) {
 			int32_t ref[48], out[48];
 			const int N = 40;
-			assert_int_equal(greedy(t, prompts[pi], 6, N, ref), N);
+			assert_int_equal(hf_greedy(t, prompts[pi], 6, N, ref), N);
 			for (int d = 0; d < 3; d++) {
 				rt_drafter *dr = d == 0 ? rt_drafter_ngram(1, 3, &err)
 				                 : rt_drafter_model(d == 1 ? ls : dm, 256, &err);

@@ -43,6 +43,7 @@
 #include "gen/plan.h"
 #include "gen/spec.h"
 #include "model/ctx.h"
+#include "hf_util.h"
 #include "testutil.h"
 
 static const char *const VARIANTS[] = {"qwen2", "qwen2-tied", "qwen3", "qwen3-tied-kv1"};
@@ -52,42 +53,18 @@ static char g_hf[64];  /* hf_tiny.py output */
 static char g_dir[300]; /* engines and the emulator's cache */
 static bool g_have;
 
-static const char *venv_python(void)
-{
-	static char p[512];
-	const char *b = getenv("BUILD");
-	snprintf(p, sizeof(p), "%s/venv-hf/bin/python", b && b[0] ? b : "build");
-	return p;
-}
 
 static int setup(void **state)
 {
 	(void)state;
-	char cmd[1024];
 	eu_work_dir(g_dir, sizeof(g_dir), "test_qwen_engine");
-	snprintf(cmd, sizeof(cmd), "%s -c 'import transformers, gguf' >/dev/null 2>&1", venv_python());
-	if (access(venv_python(), X_OK) || system(cmd) != 0)
-		return 0; /* g_have stays false: the transformers tests skip, saying why */
-	strcpy(g_hf, "/tmp/sw_qweng_XXXXXX");
-	if (!mkdtemp(g_hf))
-		return -1;
-	int k = snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 %s tests/tools/hf_tiny.py %s",
-	                 venv_python(), g_hf);
-	for (int i = 0; i < N_VARIANTS; i++)
-		k += snprintf(cmd + k, sizeof(cmd) - (size_t)k, " %s", VARIANTS[i]);
-	snprintf(cmd + k, sizeof(cmd) - (size_t)k, " >/dev/null 2>&1");
-	if (system(cmd) != 0) {
-		fprintf(stderr, "%s failed\n", cmd);
-		return -1;
-	}
+	int rc = hf_make("/tmp/sw_qweng_XXXXXX", g_hf, sizeof(g_hf), VARIANTS, N_VARIANTS);
+	if (rc <= 0)
+		return rc; /* 0: g_have stays false, the transformers tests skip, saying why */
 	/* the drafter of the Qwen-shaped pair: one layer, another seed, the
 	 * same 300-id vocabulary */
-	snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 %s tests/tools/hf_tiny.py %s qwen3-s9 --layers 1 "
-	         ">/dev/null 2>&1", venv_python(), g_hf);
-	if (system(cmd) != 0) {
-		fprintf(stderr, "%s failed\n", cmd);
+	if (hf_run(g_hf, "qwen3-s9 --layers 1"))
 		return -1;
-	}
 	g_have = true;
 	return 0;
 }
@@ -109,13 +86,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-static const json_value *jget(const json_value *o, const char *k)
-{
-	const json_value *v = json_get(o, k);
-	if (!v)
-		fail_msg("ref.json: %s missing", k);
-	return v;
-}
 
 static void spec_for(char *buf, size_t n, const char *path, const char *draft, const char *tree,
                      const char *dtype)
@@ -139,8 +109,8 @@ static void run_one(const char *what, const char *edir, int mode, const rt_model
 	sw_err err = {0};
 	snprintf(cache, sizeof(cache), "%s/cache", g_dir);
 	const int V = m->cfg.vocab, L = m->cfg.n_layers;
-	const json_value *l64 = jget(ref, "logits64"), *ab = jget(ref, "abs"), *jg = jget(ref, "greedy"),
-	                 *jm = jget(ref, "margin");
+	const json_value *l64 = hf_jget(ref, "logits64"), *ab = hf_jget(ref, "abs"), *jg = hf_jget(ref, "greedy"),
+	                 *jm = hf_jget(ref, "margin");
 	const int N = (int)jg->n;
 	int K = m->cfg.dim > m->cfg.ffn_dim ? m->cfg.dim : m->cfg.ffn_dim;
 	if (m->cfg.n_heads * m->cfg.head_dim > K)
@@ -201,7 +171,7 @@ static void test_engines_vs_transformers(void **state)
 {
 	(void)state;
 	if (!g_have) {
-		printf("  %s with transformers is missing (make deps): skipped\n", venv_python());
+		printf("  %s with transformers is missing (make deps): skipped\n", hf_python());
 		skip();
 	}
 	for (int v = 0; v < N_VARIANTS; v++) {
@@ -215,8 +185,8 @@ static void test_engines_vs_transformers(void **state)
 		json_value *ref = json_parse(text, n, p, &err);
 		if (!ref)
 			fail_msg("%s", err.msg);
-		const json_value *jp = jget(ref, "prompt");
-		const int T = (int)jp->n, N = (int)jget(ref, "greedy")->n;
+		const json_value *jp = hf_jget(ref, "prompt");
+		const int T = (int)jp->n, N = (int)hf_jget(ref, "greedy")->n;
 		int32_t prompt[64], host[64];
 		float margin[64];
 		assert_true(T <= 64 && N <= 64);
@@ -340,7 +310,7 @@ static void test_draft_pair(void **state)
 	json_value *ref = json_parse(text, n, p, &err);
 	if (!ref)
 		fail_msg("%s", err.msg);
-	const json_value *jp = jget(ref, "prompt"), *jg = jget(ref, "greedy");
+	const json_value *jp = hf_jget(ref, "prompt"), *jg = hf_jget(ref, "greedy");
 	const int T = (int)jp->n, N = (int)jg->n;
 	int32_t prompt[64], out[64], tonly[64];
 	for (int t = 0; t < T; t++)

@@ -1,0 +1,43 @@
+/* Tests against Hugging Face transformers (test_qwen, test_qwen_engine,
+ * test_gemma): tiny random checkpoints that transformers itself makes and
+ * saves (tests/tools/hf_tiny.py, run with build/venv-hf's Python: Debian's
+ * torch + transformers), the reference each writes (ref.json), and the
+ * host model's logits and greedy tokens to hold against it. */
+#ifndef HF_UTIL_H
+#define HF_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/json.h"
+#include "model/ctx.h"
+
+/* $BUILD/venv-hf/bin/python (BUILD defaults to build). */
+const char *hf_python(void);
+
+/* Makes a fresh directory from tmpl (a mkdtemp template under /tmp) into dir
+ * (cap bytes) and runs hf_tiny.py there for the n variants, then extra (its
+ * own arguments, or NULL). 1: made; 0: no transformers in hf_python() (the
+ * caller skips, saying why); -1: the script failed (said on stderr). */
+int hf_make(const char *tmpl, char *dir, size_t cap, const char *const *variants, int n);
+
+/* Runs hf_tiny.py once more in dir with the given arguments; 0 or -1. */
+int hf_run(const char *dir, const char *args);
+
+/* rm -rf dir, only when it starts with prefix (a test's own directory). */
+void hf_rm_rf(const char *dir, const char *prefix);
+
+/* A key of ref.json; a missing one fails the test. */
+const json_value *hf_jget(const json_value *o, const char *k);
+
+/* dir/ref.json parsed (text holds the file, freed by the caller after the
+ * value); a missing or malformed file fails the test. */
+json_value *hf_load_ref(const char *dir, char **text);
+
+/* All T (<= 64) rows' logits of a fresh context on tok (malloc'd). */
+float *hf_prompt_logits(const rt_model *m, const int32_t *tok, int T);
+
+/* n greedy target-only tokens after the prompt into out; the count. */
+int hf_greedy(const rt_model *m, const int32_t *prompt, int n_prompt, int n, int32_t *out);
+
+#endif
