@@ -94,6 +94,13 @@ $(BUILD)/tools/%: tests/tools/%.c $(BUILD)/libspecwright.a
 	$(say) LINK $@
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libspecwright.a $(LDLIBS)
 
+# the cuda backend's diagnostic GEMM (SW_CUDA_GEMM=simple): its embedded PTX,
+# regenerated from kernels/gemm_simple.cuh by NVRTC (test_device checks it)
+.PHONY: gemm-simple-ptx
+gemm-simple-ptx: $(BUILD)/tools/gemm_simple_ptx
+	$(Q)$< . > runtime/device/gemm_simple_ptx.inc.tmp && mv runtime/device/gemm_simple_ptx.inc.tmp runtime/device/gemm_simple_ptx.inc
+	@echo "gemm-simple-ptx: runtime/device/gemm_simple_ptx.inc ($$(wc -l < runtime/device/gemm_simple_ptx.inc) lines)"
+
 # the test helpers' objects are kept (make would delete them as intermediates)
 .SECONDARY: $(TEST_UTIL_OBJ) $(BUILD)/obj/tests/deploy/sw_tiny_run.o
 
@@ -286,6 +293,7 @@ PORT_RPATH    := -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/../lib'
 PORT_KIT_SRC  := runtime/cli/bundle/run.sh runtime/cli/bundle/kit.sh $(wildcard tests/gpu/*)
 FAKECUDA      := $(BUILD)/tests/fakecuda
 FAKE_SO_SRC   := tests/util/fake_cuda.c tests/util/fakecuda/fake_cuda_so.c kernels/emu.c \
+                 tests/util/gemm_simple_emu.c \
                  runtime/device/host_gemm.c runtime/device/host_gemm_i8.c runtime/device/host_pool.c \
                  runtime/device/sgemm_portable.c runtime/formats/gguf.c runtime/core/err.c \
                  runtime/core/json.c runtime/core/fileio.c runtime/core/utf8.c

@@ -21,6 +21,8 @@
 #include <cmocka.h>
 
 #include "device/dev_cuda_api.h"
+#include "device/dev_cuda_gemm_simple.h"
+#include "gemm_simple_emu.h"
 #include "device/device.h"
 #include "fake_cuda.h"
 #include "core/fileio.h"
@@ -133,7 +135,20 @@ static rt_dev *open_real_cuda(void)
 	return must_dev(rt_dev_cuda_new(0, &err), "cuda", &err);
 }
 
-static backend g_be[4];
+/* the real GPU again, its GEMMs by the diagnostic kernel (SW_CUDA_GEMM=simple,
+ * runtime/device/dev_cuda_gemm_simple.c) instead of cuBLASLt */
+static rt_dev *open_real_cuda_simple(void)
+{
+	sw_err err = {0};
+	setenv("SW_CUDA_GEMM", "simple", 1);
+	rt_dev *d = rt_dev_cuda_new(0, &err);
+	unsetenv("SW_CUDA_GEMM");
+	must_dev(d, "cuda (SW_CUDA_GEMM=simple)", &err);
+	assert_non_null(strstr(d->desc, "(GEMMs: simple kernel)"));
+	return d;
+}
+
+static backend g_be[5];
 static int g_nbe;
 
 static void close_dev(const backend *b, rt_dev *d)
@@ -303,6 +318,7 @@ static int setup(void **state)
 				snprintf(path, sizeof(path), "%s/kernels.%s.cubin", g_dir, arch);
 				write_file(path, cubin, cs);
 				g_be[g_nbe++] = (backend){"cuda", open_real_cuda, false};
+				g_be[g_nbe++] = (backend){"cuda simple GEMM", open_real_cuda_simple, false};
 			}
 		}
 		if (g_nbe < 4)
@@ -852,9 +868,15 @@ static void test_cuda_fake_lifecycle(void **state)
 	              have_nvrtc ? "loads" : "absent");
 	rt_op kops[K_N];
 	load_kernels(d, kops);
-	const char *const load[] = {"cuModuleLoadDataEx ptx", "cuModuleGetFunction"};
+	/* the engine kernels: the sm_90 cubin where the setup wrote one (a real
+	 * GPU of arch 90 is present: NVRTC compiled for it), else the PTX */
+	char cubin[300];
+	snprintf(cubin, sizeof(cubin), "%s/kernels.sm_90.cubin", g_dir);
+	const char *const how = access(cubin, R_OK) == 0 ? "cuModuleLoadDataEx cubin"
+	                                                 : "cuModuleLoadDataEx ptx";
+	const char *const load[] = {how, "cuModuleGetFunction"};
 	assert_true(fake_cuda_has_seq(load, 2, NULL));
-	assert_true(fake_cuda_find("cuModuleLoadDataEx ptx", n_init) >= n_init);
+	assert_true(fake_cuda_find(how, n_init) >= n_init);
 	/* the loaded kernel serves an IF region */
 	rt_dptr p = dalloc(d, 16);
 	MUST(d->ops->graph_begin(d, &err_));
@@ -896,6 +918,38 @@ static void test_cuda_fake_lifecycle(void **state)
 	d->ops->graph_free(d, g);
 	d->ops->free(d, p);
 	rt_dev_free(d);
+	assert_int_equal(fake_cuda_live_allocs(), 0);
+}
+
+/* SW_CUDA_GEMM=simple on the fake driver: the PTX module and its two entries
+ * load at open, no cuBLASLt plan is made, and a GEMM is one launch of the
+ * dtype's entry; the emulator runs kernels/gemm_simple.cuh for it, checked
+ * against the double-precision reference (on a real GPU: test_gemm's
+ * backend "cuda simple GEMM") */
+static void test_cuda_fake_simple_gemm(void **state)
+{
+	sw_err err = {0};
+	rt_cu_api cu;
+	rt_lt_api lt;
+	fake_cuda_reset(NULL);
+	fake_cuda_api(&cu, &lt);
+	gemm_simple_emu_register(fake_cuda_register);
+	const rt_cuda_cfg cfg = {.simple_gemm = true};
+	rt_dev *d = must_dev(rt_dev_cuda_new_with_api(&cu, &lt, &cfg, &err), "fake simple", &err);
+	assert_string_equal(d->desc, "cuda: Fake H100, sm_90 (GEMMs: simple kernel)");
+	assert_int_equal(fake_cuda_count("cuModuleLoadDataEx ptx"), 2); /* set-cond + GEMM */
+	const char *const got[] = {"cuModuleGetFunction " RT_CUDA_GEMM_SIMPLE_F16,
+	                           "cuModuleGetFunction " RT_CUDA_GEMM_SIMPLE_BF16};
+	assert_true(fake_cuda_has_seq(got, 2, NULL));
+	check_gemm(d, 5, 33, 111, RT_FP16, 0);
+	check_gemm(d, 3, 130, 40, RT_BF16, 1); /* two blocks across n, unaligned operands */
+	/* two rounds each (check_gemm rewrites one weight) */
+	assert_int_equal(fake_cuda_count("cuLaunchKernel " RT_CUDA_GEMM_SIMPLE_F16), 2);
+	assert_int_equal(fake_cuda_count("cuLaunchKernel " RT_CUDA_GEMM_SIMPLE_BF16), 2);
+	assert_int_equal(fake_cuda_count("cublasLtMatmulAlgoGetHeuristic"), 0);
+	assert_int_equal(fake_cuda_count("cublasLtMatmul"), 0);
+	rt_dev_free(d);
+	assert_int_equal(fake_cuda_count("cuModuleUnload"), 2);
 	assert_int_equal(fake_cuda_live_allocs(), 0);
 }
 
@@ -983,6 +1037,56 @@ static void test_cond_ptx_assembles(void **state)
 		if (system(cmd) != 0)
 			fail_msg("ptxas %s rejects the embedded set-conditional PTX", archs[a]);
 	}
+	/* the diagnostic GEMM's PTX (SW_CUDA_GEMM=simple): both entries, each
+	 * assembling for sm_80 (its target) and sm_90, and the text NVRTC makes
+	 * of kernels/gemm_simple.cuh now (else: make gemm-simple-ptx) */
+	const char *g = rt_cuda_gemm_simple_ptx();
+	assert_non_null(strstr(g, ".entry " RT_CUDA_GEMM_SIMPLE_F16 "("));
+	assert_non_null(strstr(g, ".entry " RT_CUDA_GEMM_SIMPLE_BF16 "("));
+	snprintf(path, sizeof(path), "%s/gemm_simple.ptx", g_dir);
+	write_file(path, g, strlen(g));
+	static const char *garchs[] = {"sm_80", "sm_90"};
+	for (int a = 0; a < 2; a++) {
+		snprintf(cmd, sizeof(cmd), "'%s' -arch=%s '%s' -o '%s.%s.cubin' 2>&1", ptxas, garchs[a],
+		         path, path, garchs[a]);
+		if (system(cmd) != 0)
+			fail_msg("ptxas %s rejects the embedded simple-GEMM PTX", garchs[a]);
+	}
+	sw_err err = {0};
+	gen_nvrtc *nv = gen_nvrtc_open(&err);
+	char *prelude = NULL, *src = NULL, *fresh = NULL;
+	size_t nf = 0;
+	if (nv) {
+		snprintf(path, sizeof(path), "%s/kernels", src_root());
+		prelude = gen_nvrtc_prelude_load(path, &err);
+		snprintf(path, sizeof(path), "%s/kernels/gemm_simple.cuh", src_root());
+		src = sw_read_file(path, 1 << 20, NULL);
+		assert_true(prelude && src);
+		if (gen_nvrtc_ptx(nv, prelude, src, "gemm_simple.cu", "compute_80", &fresh, &nf, &err))
+			fail_msg("NVRTC on kernels/gemm_simple.cuh: %s", err.msg);
+		/* the same NVRTC (its release line) must make the same text */
+		const char *rel = "// Cuda compilation tools, ";
+		const char *r1 = strstr(g, rel), *r2 = strstr(fresh, rel);
+		if (r1 && r2 && strcspn(r1, "\n") == strcspn(r2, "\n") &&
+		    !strncmp(r1, r2, strcspn(r1, "\n"))) {
+			if (strcmp(g, fresh) != 0)
+				fail_msg("runtime/device/gemm_simple_ptx.inc is not NVRTC's output for "
+				         "kernels/gemm_simple.cuh: run make gemm-simple-ptx");
+		} else {
+			print_message("  another NVRTC than the embedded PTX's: its text not compared\n");
+		}
+		free(fresh);
+		free(src);
+		free(prelude);
+		gen_nvrtc_close(nv);
+	}
+	/* a value of SW_CUDA_GEMM other than cublaslt or simple: refused, named */
+	setenv("SW_CUDA_GEMM", "cutlass", 1);
+	rt_dev *d = rt_dev_cuda_new(0, &err);
+	unsetenv("SW_CUDA_GEMM");
+	assert_null(d);
+	assert_int_equal(err.code, SW_EINVAL);
+	assert_non_null(strstr(err.msg, "SW_CUDA_GEMM: expected cublaslt or simple, found 'cutlass'"));
 }
 
 static void test_open(void **state)
@@ -1026,6 +1130,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_cuda_fake_lifecycle),
 		cmocka_unit_test(test_cuda_fake_errors),
+		cmocka_unit_test(test_cuda_fake_simple_gemm),
 		cmocka_unit_test(test_cond_ptx_assembles),
 		cmocka_unit_test(test_open),
 	};

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "dev_cuda_api.h"
+#include "dev_cuda_gemm_simple.h"
 #include "core/fileio.h"
 #include "core/timing.h"
 
@@ -65,6 +66,8 @@ typedef struct cuda_dev {
 	CUfunction cond_fn;     /* sets an IF node's handle from an int32 in device memory */
 	bool cond_ok;           /* driver and entry points support IF nodes */
 	char cond_why[700];     /* why conditionals are unavailable (cond_fn NULL) */
+	CUmodule gemm_mod;      /* SW_CUDA_GEMM=simple: the plain GEMM kernel's module */
+	CUfunction gemm_fn[2];  /* its fp16 and bf16 entries; NULL: GEMMs through cuBLASLt */
 } cuda_dev;
 
 typedef struct cuda_graph {
@@ -568,7 +571,7 @@ static int cuda_load_kernels(rt_dev *d, const char *engine_dir, rt_op *ops, int 
 		gemm_plan *p = NULL;
 		bool ran = false;
 		if (o->kind != RT_OP_GEMM || !cuda_supports_op(d, o) || o->m <= 0 || o->n <= 0 ||
-		    o->k <= 0)
+		    o->k <= 0 || c->gemm_mod)
 			continue;
 		if ((rc = gemm_plan_get(c, o, false, &p, &ran, err)))
 			return sw_err_prefix(err, "%s: op %s (readying its cuBLASLt plan)", d->desc, o->name);
@@ -776,6 +779,19 @@ static int cuda_gemm(cuda_dev *c, const rt_op *op, bool capturing, CUstream s, s
 	if (op->k <= 0) /* an empty sum; cuBLASLt refuses k = 0 */
 		return CU_CHECK(c, c->cu.cuMemsetD8Async((CUdeviceptr)op->argval[0], 0,
 		                                         sizeof(float) * (size_t)(op->m * op->n), s), err);
+	if (c->gemm_mod) { /* SW_CUDA_GEMM=simple: one thread per output */
+		if (op->m > 65535 || op->n > INT32_MAX)
+			return sw_errf(err, SW_ENOTSUP, "GEMM m=%lld n=%lld k=%lld: past the simple "
+			               "kernel's grid (m <= 65535; SW_CUDA_GEMM=simple)", (long long)op->m,
+			               (long long)op->n, (long long)op->k);
+		int64_t m = op->m, n = op->n, k = op->k; /* the kernel's int64_t parameters */
+		void *args[] = {(void *)&op->argval[0], (void *)&op->argval[1], (void *)&op->argval[2],
+		                &m, &n, &k};
+		const unsigned bx = RT_CUDA_GEMM_SIMPLE_BLOCK;
+		return CU_CHECK(c, c->cu.cuLaunchKernel(c->gemm_fn[op->dtype == RT_BF16],
+		                                        (unsigned)((n + bx - 1) / bx), (unsigned)m, 1, bx,
+		                                        1, 1, 0, s, args, NULL), err);
+	}
 	if ((rc = gemm_plan_get(c, op, capturing, &p, &ran, err)) || ran)
 		return rc;
 	return gemm_run(c, p, &p->algo, op, s, err);
@@ -1068,6 +1084,8 @@ static void cuda_destroy(rt_dev *d)
 		free(c->mods);
 		if (c->cond_mod)
 			c->cu.cuModuleUnload(c->cond_mod);
+		if (c->gemm_mod)
+			c->cu.cuModuleUnload(c->gemm_mod);
 		for (int i = 0; i < CUDA_MAX_IF_DEPTH; i++)
 			if (c->body[i])
 				c->cu.cuStreamDestroy(c->body[i]);
@@ -1155,6 +1173,18 @@ static int cuda_open(rt_dev *d, cuda_dev *c, const rt_cuda_cfg *cfg, sw_err *err
 	    (rc = CUBLASLT_CHECK(c, c->lt.cublasLtCreate(&c->lth), err)))
 		return rc;
 	cond_kernel_load(d, c);
+	if (cfg->simple_gemm) {
+		if ((rc = CU_CHECK(c, c->cu.cuModuleLoadDataEx(&c->gemm_mod, rt_cuda_gemm_simple_ptx(), 0,
+		                                              NULL, NULL), err)) ||
+		    (rc = CU_CHECK(c, c->cu.cuModuleGetFunction(&c->gemm_fn[0], c->gemm_mod,
+		                                                RT_CUDA_GEMM_SIMPLE_F16), err)) ||
+		    (rc = CU_CHECK(c, c->cu.cuModuleGetFunction(&c->gemm_fn[1], c->gemm_mod,
+		                                                RT_CUDA_GEMM_SIMPLE_BF16), err)))
+			return sw_err_prefix(err, "SW_CUDA_GEMM=simple: the simple GEMM kernel (embedded "
+			                     "PTX)");
+		size_t l = strlen(d->desc);
+		snprintf(d->desc + l, sizeof(d->desc) - l, " (GEMMs: simple kernel)");
+	}
 	return 0;
 }
 
@@ -1185,6 +1215,18 @@ rt_dev *rt_dev_cuda_new_with_api(const rt_cu_api *cu, const rt_lt_api *lt, const
 
 rt_dev *rt_dev_cuda_new(int device_ordinal, sw_err *err)
 {
+	rt_cuda_cfg cfg = {.ordinal = device_ordinal};
+	/* SW_CUDA_GEMM: cublaslt (the default) or simple (a diagnostic, for
+	 * compute-sanitizer's racecheck: dev_cuda_gemm_simple.c) */
+	const char *g = getenv("SW_CUDA_GEMM");
+	if (g && *g && strcmp(g, "cublaslt") != 0) {
+		if (strcmp(g, "simple") != 0) {
+			sw_errf(err, SW_EINVAL, "environment SW_CUDA_GEMM: expected cublaslt or simple, "
+			        "found '%.60s'", g);
+			return NULL;
+		}
+		cfg.simple_gemm = true;
+	}
 	rt_cu_api cu;
 	rt_lt_api lt;
 	if (rt_cu_api_load(&cu, err))
@@ -1193,7 +1235,6 @@ rt_dev *rt_dev_cuda_new(int device_ordinal, sw_err *err)
 		rt_cu_api_unload(&cu);
 		return NULL;
 	}
-	rt_cuda_cfg cfg = {.ordinal = device_ordinal};
 	rt_dev *d = rt_dev_cuda_new_with_api(&cu, &lt, &cfg, err);
 	if (!d) {
 		rt_lt_api_unload(&lt);

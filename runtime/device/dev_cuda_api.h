@@ -9,6 +9,7 @@
 #define RT_DEV_CUDA_API_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "device.h"
@@ -233,7 +234,8 @@ void rt_cu_api_unload(rt_cu_api *api);
 void rt_lt_api_unload(rt_lt_api *api);
 
 typedef struct rt_cuda_cfg {
-	int ordinal;    /* device */
+	int ordinal;      /* device */
+	bool simple_gemm; /* GEMMs by the plain kernel, not cuBLASLt (SW_CUDA_GEMM=simple) */
 } rt_cuda_cfg;
 
 /* The backend over given tables (copied; a fake's tables stay the caller's

@@ -30,6 +30,7 @@
 #include "core/fileio.h"
 #include "core/json.h"
 #include "fake_cuda.h"
+#include "gemm_simple_emu.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -151,6 +152,7 @@ __attribute__((constructor)) static void fake_so_init(void)
 	fake_cuda_cfg cfg = {.n_devices = nd && *nd ? atoi(nd) : 1, .cc_major = 9, .cc_minor = 0,
 	                     .name = "Fake H100 (libcuda.so.1)", .gemm_blas = true};
 	fake_cuda_reset(&cfg);
+	gemm_simple_emu_register(fake_cuda_register); /* SW_CUDA_GEMM=simple */
 	if ((dir && *dir) || (mod && *mod)) {
 		if (!dir || !*dir || !mod || !*mod) {
 			fprintf(stderr, "fake libcuda.so.1: SW_FAKE_CUDA_ENGINE and SW_FAKE_CUDA_EMU go together\n");
