@@ -55,7 +55,7 @@ TEST_UTIL_OBJ := $(TEST_UTIL_SRC:%.c=$(BUILD)/obj/%.o)
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
-.PHONY: all test test-build run run-host bench fuzz fuzz-build asan clean deps model check-reference serve serve-load drafters eagle3-drafter
+.PHONY: all test test-build run run-host bench fuzz fuzz-build asan clean deps model check-reference serve serve-load drafters eagle3-drafter eagle3-gpu-pack
 all: $(BUILD)/specwright $(BUILD)/libspecwright_rt.a
 
 $(BUILD)/obj/%.o: %.c
@@ -194,6 +194,14 @@ drafters: deps model
 # DEVICE=cuda on a GPU; output in build/drafters/smollm2-eagle3 (--draft eagle3:DIR).
 eagle3-drafter: deps model $(BUILD)/specwright
 	models/drafters/train/make_eagle3.sh
+
+# The same head trained in one time-boxed GPU job (models/drafters/train/gpu_e3.py, torch
+# alone on the GPU machine): packs build/e3gpu/a (the GGUF's first half) and build/e3gpu/b
+# (the rest, the chat prompts as ids, text windows), each under 48 MiB, for two device
+# calls: `true` carrying build/e3gpu/a, then `bash models/drafters/train/gpu_run.sh`
+# carrying build/e3gpu/b (models/drafters/README.md, "EAGLE-3 on a GPU").
+eagle3-gpu-pack: deps model
+	models/drafters/train/gpu_pack.sh
 
 # Independent check of the forward pass against llama.cpp (built from the
 # llama-cpp-python sdist); slow, so outside the suite.

@@ -33,9 +33,12 @@ BLOCKS = {GGML_F32: (1, 4), GGML_F16: (1, 2), GGML_BF16: (1, 2),
 class GGUF:
     """Metadata and tensor table of a GGUF v2/v3 file; tensor bytes by name."""
 
-    def __init__(self, path):
-        with open(path, "rb") as f:
-            self.buf = f.read()
+    def __init__(self, path, buf=None):
+        """path: the file (or, with buf, the name its messages give to buf's bytes)."""
+        if buf is None:
+            with open(path, "rb") as f:
+                buf = f.read()
+        self.buf = buf
         self.pos = 0
         if self.buf[:4] != b"GGUF":
             raise SystemExit(f"{path}: not a GGUF file (magic {self.buf[:4]!r})")

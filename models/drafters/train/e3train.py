@@ -22,8 +22,11 @@ head's draft-vocabulary softmax against the target's top-K distribution (soft la
 mapped through t2d (mass outside the map is dropped: q is 0 there).
 The draft vocabulary: the Vd most frequent target argmax ids (top_id[..., 0]) over the
 shards present at the start (at least --min-tokens), sorted (EAGLE's d2t = used - arange).
+Importable without numpy (gpu_e3.py trains with Head, draft_map, make_losses, lr_at and
+save on a machine with torch alone); main() reads prep.py's .npy weights with numpy.
 """
 import argparse
+import ctypes
 import glob
 import json
 import math
@@ -31,7 +34,6 @@ import os
 import struct
 import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -139,9 +141,11 @@ def write_safetensors(path, tensors):
     kinds = {torch.float16: "F16", torch.int64: "I64", torch.bool: "BOOL"}
     header, blobs, off = {}, [], 0
     for name, t in tensors:
-        t = t.detach().cpu().contiguous()
-        raw = (t.to(torch.uint8) if t.dtype == torch.bool else t).numpy().tobytes()
-        header[name] = {"dtype": kinds[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
+        t = t.detach().cpu()
+        kind = kinds[t.dtype]
+        t = (t.to(torch.uint8) if t.dtype == torch.bool else t).contiguous()
+        raw = ctypes.string_at(t.data_ptr(), t.numel() * t.element_size())  # no numpy
+        header[name] = {"dtype": kind, "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
         blobs.append(raw)
         off += len(raw)
     h = json.dumps(header, separators=(",", ":")).encode()
@@ -178,7 +182,53 @@ def save(m, used, V, tc, taps, out, record):
     json.dump(record, open(f"{out}/train_record.json", "w"), indent=1)
 
 
+def draft_map(cnt, vd):
+    """cnt (V,) long: target argmax counts. Returns the draft vocabulary (the vd most
+    frequent ids, sorted), t2d_idx (V,) (draft index or -1), the map's coverage of the
+    counts and the coverage of the prefix [0, vd)."""
+    V = cnt.shape[0]
+    used = torch.sort(torch.topk(cnt, vd).indices).values
+    tot = max(1.0, float(cnt.sum()))
+    t2d_idx = torch.full((V,), -1, dtype=torch.long, device=cnt.device)
+    t2d_idx[used] = torch.arange(vd, device=cnt.device)
+    return used, t2d_idx, float(cnt[used].sum()) / tot, float(cnt[:vd].sum()) / tot
+
+
+def make_losses(m, used, t2d_idx, ttt):
+    """The training loss of the unroll (see the module comment): losses(feat, tok, tid, tp,
+    ln) -> (weighted soft cross-entropy, [(top-1 hits, valid rows) tensors per step])."""
+    def losses(feat, tok, tid, tp, ln):
+        dev = feat.device
+        outs = m.unroll(feat, tok, ttt)
+        B, T = tok.shape
+        R = T - 1
+        tot, acc = 0.0, []
+        for k, lg in enumerate(outs):
+            # row a at step k predicts the token at a+k+2: the target's distribution at a+k+1
+            idx = torch.arange(R, device=dev) + k + 1
+            valid = (idx[None] < ln[:, None]) & (idx[None] < T)
+            idc = idx.clamp(max=T - 1)
+            ids, ps = tid[:, idc], tp[:, idc]               # (B, R, K)
+            d = t2d_idx[ids]
+            lq = lg.log_softmax(-1)
+            g = lq.gather(-1, d.clamp(min=0)) * (d >= 0)
+            ce = -(ps * g).sum(-1)                          # (B, R)
+            nv = valid.sum().clamp(min=1)
+            tot = tot + (0.8 ** k) * (ce * valid).sum() / nv
+            hit = (used[lg.argmax(-1)] == ids[..., 0]) & valid
+            acc.append((hit.sum(), valid.sum()))
+        return tot, acc
+    return losses
+
+
+def lr_at(base, step, warmup, frac):
+    """Linear warm-up over warmup steps, constant, then a linear decay over the last 15% of
+    the time budget (frac: the fraction spent) down to a tenth."""
+    return base * min(1.0, (step + 1) / warmup) * (1.0 if frac < 0.85 else max(0.1, (1 - frac) / 0.15))
+
+
 def main():
+    import numpy as np  # here only: gpu_e3.py imports this file where there is no numpy
     ap = argparse.ArgumentParser()
     ap.add_argument("wdir")
     ap.add_argument("out")
@@ -224,13 +274,9 @@ def main():
             nsq += x.shape[0]
         for r in range(s["tok"].shape[0]):
             cnt += torch.bincount(s["top_id"][r, :int(s["len"][r]), 0].long(), minlength=V)
-    used = torch.sort(torch.topk(cnt, a.vd).indices).values
-    cov_map = float(cnt[used].sum()) / float(cnt.sum())
-    cov_pre = float(cnt[:a.vd].sum()) / float(cnt.sum())
+    used, t2d_idx, cov_map, cov_pre = draft_map(cnt, a.vd)
     print(f"e3train: draft vocabulary from {len(fs)} shards, {int(cnt.sum())} target argmax outputs: "
           f"the {a.vd} most frequent cover {cov_map:.4f}, the prefix [0, {a.vd}) {cov_pre:.4f}", flush=True)
-    t2d_idx = torch.full((V,), -1, dtype=torch.long)
-    t2d_idx[used] = torch.arange(a.vd)
     m = Head(tc, a.vd, embd, out_norm, head_w[used])
     m.fscale.copy_((sq / max(nsq, 1)).sqrt().clamp(min=1e-3).reciprocal().float())
     m = m.to(dev)
@@ -249,26 +295,11 @@ def main():
         return (s["feat"][rows, :L].to(dev).float(), s["tok"][rows, :L].long().to(dev),
                 s["top_id"][rows, :L].long().to(dev), s["top_p"][rows, :L].to(dev).float(), ln)
 
-    def losses(feat, tok, tid, tp, ln, train=True):
-        outs = m.unroll(feat, tok, a.ttt)
-        B, T = tok.shape
-        R = T - 1
-        tot, acc = 0.0, []
-        for k, lg in enumerate(outs):
-            # row a at step k predicts the token at a+k+2: the target's distribution at a+k+1
-            idx = torch.arange(R, device=dev) + k + 1
-            valid = (idx[None] < ln[:, None]) & (idx[None] < T)
-            idc = idx.clamp(max=T - 1)
-            ids, ps = tid[:, idc], tp[:, idc]               # (B, R, K)
-            d = t2d_idx[ids]
-            lq = lg.log_softmax(-1)
-            g = lq.gather(-1, d.clamp(min=0)) * (d >= 0)
-            ce = -(ps * g).sum(-1)                          # (B, R)
-            nv = valid.sum().clamp(min=1)
-            tot = tot + (0.8 ** k) * (ce * valid).sum() / nv
-            hit = (used.to(dev)[lg.argmax(-1)] == ids[..., 0]) & valid
-            acc.append((int(hit.sum()), int(valid.sum())))
-        return tot, acc
+    loss_fn = make_losses(m, used.to(dev), t2d_idx, a.ttt)
+
+    def losses(feat, tok, tid, tp, ln):
+        tot, acc = loss_fn(feat, tok, tid, tp, ln)
+        return tot, [(int(h), int(n)) for h, n in acc]
 
     def evaluate():
         m.eval()
@@ -305,7 +336,7 @@ def main():
         for r in range(0, nrow, a.rows):
             el = time.time() - t_start
             frac = el / a.seconds
-            lr = a.lr * min(1.0, (step + 1) / a.warmup) * (1.0 if frac < 0.85 else max(0.1, (1 - frac) / 0.15))
+            lr = lr_at(a.lr, step, a.warmup, frac)
             for gp in opt.param_groups:
                 gp["lr"] = lr
             feat, tok, tid, tp, ln = batch_of(s, perm[r:r + a.rows])

@@ -2,16 +2,22 @@
 mirroring runtime/model/llama.c: GGUF row order, RoPE on adjacent pairs (x[2i], x[2i+1]),
 RMSNorm, GQA attention, SwiGLU, tied LM head. Batched with left padding and a KV cache;
 returns the hidden states after the tapped layers (the residual stream after layer l,
-0-based, what runtime/model/llama.c hands out for a tap at l)."""
+0-based, what runtime/model/llama.c hands out for a tap at l). Every tensor lives on the
+device of the weights (Target(d) loads prep.py's .npy files on the CPU; Target.from_gguf
+dequantizes a GGUF with tests/gpu/torch_ref.py's reader on any device, no numpy)."""
 import json
 
-import numpy as np
 import torch
 
 
 class Target:
-    def __init__(self, d):
-        c = json.load(open(f"{d}/target_config.json"))
+    def __init__(self, d, c=None, ld=None):
+        """d: prep.py's directory (target_config.json, w/NAME.npy); or c (the config dict)
+        and ld (NAME -> fp32 tensor, FileNotFoundError when absent) with d None."""
+        if ld is None:
+            import numpy as np
+            c = json.load(open(f"{d}/target_config.json"))
+            ld = lambda n: torch.from_numpy(np.load(f"{d}/w/{n}.npy"))
         self.L = c["block_count"]
         self.dim = c["embedding_length"]
         self.nh = c["attention.head_count"]
@@ -20,7 +26,6 @@ class Target:
         self.eps = c["attention.layer_norm_rms_epsilon"]
         self.theta = c["rope.freq_base"]
         self.V = c["vocab_size"]
-        ld = lambda n: torch.from_numpy(np.load(f"{d}/w/{n}.npy"))
         self.embd = ld("token_embd.weight")
         self.layers = []
         for l in range(self.L):
@@ -34,8 +39,25 @@ class Target:
         except FileNotFoundError:
             self.head = self.embd
         i = torch.arange(self.hd // 2, dtype=torch.float64)
-        self.inv_freq = (self.theta ** (-2.0 * i / self.hd)).float().double()
+        self.inv_freq = (self.theta ** (-2.0 * i / self.hd)).float().double().to(self.embd.device)
         self.bf16 = {}  # id(weight) -> its bf16 copy, once use_bf16() is on
+
+    @classmethod
+    def from_gguf(cls, g, device):
+        """g: a torch_ref.GGUF (Llama architecture); the weights as fp32 on device."""
+        k = lambda s: g.kv[f"llama.{s}"]
+        c = {n: k(n) for n in ("block_count", "embedding_length", "feed_forward_length",
+                               "attention.head_count", "attention.head_count_kv", "rope.freq_base",
+                               "attention.layer_norm_rms_epsilon")}
+        c["vocab_size"] = g.kv.get("llama.vocab_size", len(g.kv.get("tokenizer.ggml.tokens", [])))
+
+        def ld(n):
+            if n not in g.tensors:
+                raise FileNotFoundError(n)
+            return g.tensor(n, torch.float32, device)
+        m = cls(None, c, ld)
+        m.config = c
+        return m
 
     def use_bf16(self):
         """forward_cached's weight products in bfloat16 (fp32 accumulation; oneDNN runs them
@@ -94,11 +116,11 @@ def forward(m, tok, pos, kv, keymask, taps=(), want_logits=True):
             v = torch.cat((kv[l][1], v), 2)
         kv[l] = (k, v)
         S = k.shape[2]
-        causal = torch.ones(T, S, dtype=torch.bool).tril(S - T)
+        causal = torch.ones(T, S, dtype=torch.bool, device=tok.device).tril(S - T)
         mask = causal.unsqueeze(0) & keymask[:, None, :]
         # A padding row sees itself, so no softmax row is empty (NaN would leak
         # into real rows through 0 * NaN); real rows never see padding keys.
-        mask[:, :, S - T:] |= torch.eye(T, dtype=torch.bool)
+        mask[:, :, S - T:] |= torch.eye(T, dtype=torch.bool, device=tok.device)
         # GQA without copying the cache: query heads grouped by their KV head
         qg = q.reshape(B, m.nkv, rep, T, m.hd)
         att = (qg @ k.unsqueeze(2).transpose(-1, -2)) / (m.hd ** 0.5)
@@ -119,13 +141,14 @@ class Cache:
     bias. Rows are left-padded; pad[r] columns at the front of row r are not real."""
 
     def __init__(self, m, pad, s_max):
-        B = pad.shape[0]
-        self.K = [torch.zeros(B, m.nkv, s_max, m.hd) for _ in range(m.L)]
-        self.V = [torch.zeros(B, m.nkv, s_max, m.hd) for _ in range(m.L)]
+        B, dev = pad.shape[0], m.embd.device
+        pad = pad.to(dev)
+        self.K = [torch.zeros(B, m.nkv, s_max, m.hd, device=dev) for _ in range(m.L)]
+        self.V = [torch.zeros(B, m.nkv, s_max, m.hd, device=dev) for _ in range(m.L)]
         self.pad, self.n = pad.clone(), 0
-        col = torch.arange(s_max)
-        self.bias = torch.zeros(B, s_max).masked_fill(col[None] < pad[:, None], float("-inf"))
-        a = torch.arange(s_max, dtype=torch.float64)[:, None] * m.inv_freq  # angles in double
+        col = torch.arange(s_max, device=dev)
+        self.bias = torch.zeros(B, s_max, device=dev).masked_fill(col[None] < pad[:, None], float("-inf"))
+        a = torch.arange(s_max, dtype=torch.float64, device=dev)[:, None] * m.inv_freq  # angles in double
         self.cos, self.sin = torch.cos(a).float(), torch.sin(a).float()
 
     def keep(self, rows):
@@ -149,15 +172,16 @@ def forward_cached(m, tok, cache, taps=()):
     the taps (B, T, n_taps*dim)."""
     B, T = tok.shape
     S0, S = cache.n, cache.n + T
-    pos = (torch.arange(S0, S)[None] - cache.pad[:, None]).clamp(min=0)  # (B, T)
+    dev = tok.device
+    pos = (torch.arange(S0, S, device=dev)[None] - cache.pad[:, None]).clamp(min=0)  # (B, T)
     c, s = cache.cos[pos], cache.sin[pos]
     bias = cache.bias[:, :S].clone()
     if T > 1:
-        causal = torch.ones(T, S, dtype=torch.bool).tril(S0)
+        causal = torch.ones(T, S, dtype=torch.bool, device=dev).tril(S0)
         bias = bias[:, None, :].expand(B, T, S).clone()
         bias.masked_fill_(~causal[None], float("-inf"))
         # a padding row sees itself, so no softmax row is empty
-        d = torch.arange(T)
+        d = torch.arange(T, device=dev)
         bias[:, d, S0 + d] = 0.0
     else:
         bias = bias[:, None, :]

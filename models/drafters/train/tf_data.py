@@ -23,7 +23,6 @@ import os
 import sys
 import time
 
-import numpy as np
 import torch
 
 import smollm
@@ -38,15 +37,16 @@ EOT = 2
 
 
 @torch.inference_mode()
-def tf_forward(m, tok):
-    """tok (B, T) long: one causal forward from position 0. Returns feat (B, T, 3*dim)
-    fp16 and the top-K next-token distribution (ids int32, probs fp16) at every position."""
+def tf_forward(m, tok, chunk=1024):
+    """tok (B, T) long (on the weights' device): one causal forward from position 0. Returns
+    feat (B, T, 3*dim) fp16 and the top-K next-token distribution (ids int32, probs fp16)
+    at every position (the LM head over chunk positions at a time)."""
     B, T = tok.shape
-    pos = torch.arange(T)
+    pos = torch.arange(T, device=tok.device)
     a = pos.double()[:, None] * m.inv_freq
     c = torch.cos(a).float()[None].expand(B, T, -1)
     s = torch.sin(a).float()[None].expand(B, T, -1)
-    mask = torch.full((T, T), float("-inf")).triu(1)
+    mask = torch.full((T, T), float("-inf"), device=tok.device).triu(1)
     rep = m.nh // m.nkv
     x = m.embd[tok]
     taps = []
@@ -65,8 +65,8 @@ def tf_forward(m, tok):
             taps.append(x.half())
     xn = smollm.rmsnorm(x, m.out_norm, m.eps).reshape(B * T, m.dim)
     ids, ps = [], []
-    for r in range(0, B * T, 1024):
-        lg = smollm.lin(m, xn[r:r + 1024], m.head, True)
+    for r in range(0, B * T, chunk):
+        lg = smollm.lin(m, xn[r:r + chunk], m.head, True)
         p = lg.softmax(-1)
         t = p.topk(K, -1)
         ids.append(t.indices.int())
@@ -75,37 +75,47 @@ def tf_forward(m, tok):
 
 
 @torch.inference_mode()
-def generate(m, P, n_new, gen):
+def generate(m, P, n_new, gen, sampled=None, deadline=None, compact=8):
     """The target's own continuations of prompts P (lists of ids): rows 0::2 greedy, 1::2
-    sampled at T = 0.7. Returns prompt + continuation per row (ending at <|im_end|>)."""
+    sampled at T = 0.7 (or the rows where the bool list sampled is True). Returns prompt +
+    continuation per row (ending at <|im_end|>, or cut at n_new tokens, or when
+    time.time() passes deadline). gen: a torch.Generator on the weights' device. Finished
+    rows leave the cache once they are at least 1/compact of it (each removal copies it)."""
+    dev = m.embd.device
     B, Lp = len(P), max(map(len, P))
     tok = torch.zeros(B, Lp, dtype=torch.long)
     for r, p in enumerate(P):
         tok[r, Lp - len(p):] = torch.tensor(p)
     pad = torch.tensor([Lp - len(p) for p in P])
     cache = smollm.Cache(m, pad, Lp + n_new)
-    logits, _ = smollm.forward_cached(m, tok, cache)
+    logits, _ = smollm.forward_cached(m, tok.to(dev), cache)
     out = [list(p) for p in P]
-    live = torch.arange(B)
+    live = torch.arange(B, device=dev)  # the prompt of each cache row
+    done = torch.zeros(B, dtype=torch.bool, device=dev)  # cache rows past their <|im_end|>
+    samp_all = (torch.arange(B) % 2 == 1) if sampled is None else torch.tensor(sampled, dtype=torch.bool)
+    samp_all = samp_all.to(dev)
     for s in range(n_new):
-        samp = (live % 2 == 1)
+        samp = samp_all[live]
         pr = (logits / 0.7).softmax(-1)
         drawn = torch.multinomial(pr, 1, generator=gen)[:, 0]
         nxt = torch.where(samp, drawn, logits.argmax(-1))
-        for i, r in enumerate(live.tolist()):
-            out[r].append(int(nxt[i]))
-        keep = nxt != EOT
-        if s + 1 == n_new or not bool(keep.any()):
+        for r, t, d in zip(live.tolist(), nxt.tolist(), done.tolist()):
+            if not d:
+                out[r].append(t)
+        done = done | (nxt == EOT)
+        nd = int(done.sum())
+        if s + 1 == n_new or nd == done.shape[0] or (deadline is not None and time.time() > deadline):
             break
-        if not bool(keep.all()):
-            rows = keep.nonzero()[:, 0]
+        if nd > 0 and nd * compact >= done.shape[0]:
+            rows = (~done).nonzero()[:, 0]
             cache.keep(rows)
-            live, nxt = live[rows], nxt[rows]
+            live, nxt, done = live[rows], nxt[rows], done[rows]
         logits, _ = smollm.forward_cached(m, nxt[:, None], cache)
     return out
 
 
 def main():
+    import numpy as np  # here only: gpu_e3.py imports this file where there is no numpy
     torch.set_num_threads(int(os.environ.get("THREADS", 1)))
     d = sys.argv[1]
     budget = float(sys.argv[2]) if len(sys.argv) > 2 else 1e9
