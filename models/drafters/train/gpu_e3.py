@@ -52,17 +52,17 @@ def log(msg):
         LOG.flush()
 
 
+def mem():
+    """The device memory in use and at peak, for the log (empty on the CPU)."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return ""
+    return f", device memory {torch.cuda.memory_allocated() / 2 ** 30:.1f} GiB (peak " \
+        f"{torch.cuda.max_memory_allocated() / 2 ** 30:.1f})"
+
+
 def fail(msg):
     log("FAILED: " + msg)
     sys.exit(1)
-
-
-def set_tf32(on):
-    """TF32 matmuls on CUDA (the legacy switch; a torch without it only gets a log line)."""
-    try:
-        torch.backends.cuda.matmul.allow_tf32 = on
-    except Exception as e:  # noqa: BLE001
-        log(f"note: TF32 switch not set ({type(e).__name__}: {e}); fp32 matmuls")
 
 
 def load_torch_ref():
@@ -184,7 +184,6 @@ def main():
         if not torch.cuda.is_available():
             fail("--device cuda but torch.cuda.is_available() is False")
         rec["device"] = torch.cuda.get_device_name(0)
-        set_tf32(False)  # the target's fp32 parts stay fp32
     else:
         rec["device"] = "cpu"
     gen_batch = a.gen_batch or (768 if cuda else 8)
@@ -225,9 +224,18 @@ def main():
         else:
             samp = [True] * len(P)
         t = time.time()
-        seqs = tf_data.generate(m, P, a.n_new, gen, samp, deadline=t0 + gen_end)
-        if cuda:
-            torch.cuda.synchronize()
+        try:
+            seqs = tf_data.generate(m, P, a.n_new, gen, samp, deadline=t0 + gen_end)
+            if cuda:
+                torch.cuda.synchronize()
+        except RuntimeError as e:  # out of device memory: half the batch, once more
+            if "out of memory" not in str(e) or gen_batch < 16:
+                raise
+            gen_batch //= 2
+            if cuda:
+                torch.cuda.empty_cache()
+            log(f"data: out of memory generating {len(P)} rows; {gen_batch} a batch from now on")
+            continue
         dt = time.time() - t
         gen_s += dt
         n = sum(len(s) - len(p) for s, p in zip(seqs, P))
@@ -240,14 +248,15 @@ def main():
         # text windows for --text-share of the tokens
         while W is not None and nwin < W.shape[0] and \
                 data.tokens["text"] < a.text_share / max(1e-9, 1 - a.text_share) * data.tokens["chat"]:
-            k = max(1, min(W.shape[0] - nwin, batch_tokens // W.shape[1] * 4))
+            short = a.text_share / max(1e-9, 1 - a.text_share) * data.tokens["chat"] - data.tokens["text"]
+            k = max(1, min(W.shape[0] - nwin, -(-int(short) // W.shape[1]), batch_tokens // W.shape[1] * 4))
             tok = W[nwin:nwin + k]
             nwin += k
             data.add([r.tolist() for r in tok], "text", window_lengths(tok))
         log(f"data: batch of {len(P)} prompts (pass {npass}), {n} new tokens in {dt:.1f}s ({n / max(dt, 1e-9):.0f} tok/s "
             f"generated); total {new_tok} generated at {new_tok / max(gen_s, 1e-9):.0f} tok/s; teacher-forced "
             f"{data.tokens['chat']} chat + {data.tokens['text']} text tokens ({nwin} windows), features "
-            f"{(data.tokens['chat'] + data.tokens['text']) / max(data.tf_seconds, 1e-9):.0f} tok/s; {el():.1f}s")
+            f"{(data.tokens['chat'] + data.tokens['text']) / max(data.tf_seconds, 1e-9):.0f} tok/s; {el():.1f}s{mem()}")
     data_s = time.time() - t_data
     rec["phases"].update({"data_end_s": round(el(), 1), "generated_tokens": new_tok, "generate_seconds": round(gen_s, 1),
                           "generate_tok_s": round(new_tok / max(gen_s, 1e-9)), "chat_tokens": data.tokens["chat"],
@@ -284,7 +293,6 @@ def main():
     del m.bf16
     m.bf16 = {}
     if cuda:
-        set_tf32(True)  # the head's training (fp32 master weights)
         torch.cuda.empty_cache()
     params = list(hm.parameters())
     opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.95), weight_decay=0.0)
@@ -344,10 +352,11 @@ def main():
             ema = a0 if ema is None else 0.8 * ema + 0.2 * a0
             dt = time.time() - t_train
             log(f"train: step {step}, {tokens} tokens ({tokens / max(1, nsq):.2f} epochs), loss {float(loss):.3f}, "
-                f"top-1@1 ~{ema:.3f}, lr {lr:.2e}, {tokens / max(dt, 1e-9):.0f} tok/s, {el():.1f}s")
+                f"top-1@1 ~{ema:.3f}, lr {lr:.2e}, {tokens / max(dt, 1e-9):.0f} tok/s, {el():.1f}s{mem()}")
         if time.time() >= next_save and el() < train_end - 5:
             save(False)
             next_save = time.time() + a.save_every
+    rec["phases"]["peak_device_mem_gib"] = round(torch.cuda.max_memory_allocated() / 2 ** 30, 1) if cuda else None
     rec["phases"].update({"train_end_s": round(el(), 1), "train_tokens": tokens, "train_steps": step,
                           "train_tok_s": round(tokens / max(time.time() - t_train, 1e-9))})
     save(True)
