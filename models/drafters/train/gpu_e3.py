@@ -18,7 +18,8 @@ Phases, each against a deadline measured from --t0 (the job's start):
      training-time test over --ttt steps, soft labels), draft map (draft_map) and schedule
      (lr_at); one chat batch and one text batch held back (top-1 by step at the end);
   4. OUT/head/ (config.json + model.safetensors, e3train.save: the format --draft
-     eagle3:DIR loads) every --save-every seconds of training and at the end; OUT/gpu_e3.log
+     eagle3:DIR loads) after 10 s of training, every --save-every (20) s, and at the end (a run
+     cut short still leaves a whole head); OUT/gpu_e3.log
      (progress) and OUT/gpu_e3.json (the record). Any failure: a message and exit 1.
 The prompts are corpus.py's chat prompts (held-out fragments checked out there and again
 by gpu_pack.py); this job reads nothing else.
@@ -29,6 +30,7 @@ import importlib.util
 import json
 import os
 import random
+import shutil
 import sys
 import time
 import traceback
@@ -168,7 +170,9 @@ def main():
     ap.add_argument("--ttt", type=int, default=3)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=30)
-    ap.add_argument("--save-every", type=float, default=30.0)
+    ap.add_argument("--save-every", type=float, default=20.0,
+                    help="seconds between heads written during training (the first after 10 s): a run cut "
+                         "short still leaves a whole head")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     ap.add_argument("--seed", type=int, default=1234)
     a = ap.parse_args()
@@ -322,7 +326,14 @@ def main():
         record["curve"].append({"tokens": tokens, "steps": step, "seconds": round(el()), "heldback_top1_by_step": ev})
         if final:
             record["final"] = dict(record["curve"][-1], epochs=round(tokens / max(1, nsq), 2))
-        e3train.save(hm, used_cpu, V, tc, tf_data.TAPS, f"{a.out}/head", record)
+        # written beside, then swapped in: a run killed here leaves the previous whole head
+        new, old = f"{a.out}/head.new", f"{a.out}/head.old"
+        shutil.rmtree(new, ignore_errors=True)
+        e3train.save(hm, used_cpu, V, tc, tf_data.TAPS, new, record)
+        if os.path.exists(f"{a.out}/head"):
+            os.replace(f"{a.out}/head", old)
+        os.replace(new, f"{a.out}/head")
+        shutil.rmtree(old, ignore_errors=True)
         rec["train"] = record
         json.dump(rec, open(f"{a.out}/gpu_e3.json", "w"), indent=1)
         log(f"train: {'final head' if final else 'milestone'} -> {a.out}/head at {el():.1f}s: {tokens} tokens, "
@@ -330,7 +341,7 @@ def main():
 
     step, tokens, ema, perm, pi = 0, 0, None, [], 0
     t_train = time.time()
-    next_save = t_train + a.save_every
+    next_save = t_train + min(10.0, a.save_every)
     span = max(1.0, t0 + train_end - t_train)
     while el() < train_end:
         if pi >= len(perm):
