@@ -93,6 +93,7 @@ static Q4_INLINE Q4_AVX2 __m128i ld16(const char *p)
 static Q4_INLINE Q4_AVX2 void tr4_256(__m256i R[4], const char *const *rp, int64_t off)
 {
 	__m256i v[4];
+#pragma GCC unroll 4
 	for (int g = 0; g < 4; g++)
 		v[g] = _mm256_inserti128_si256(_mm256_castsi128_si256(ld16(rp[g] + off)),
 		                               ld16(rp[g + 4] + off), 1);
@@ -109,6 +110,7 @@ static Q4_INLINE Q4_AVX2 void tr4_256(__m256i R[4], const char *const *rp, int64
 static Q4_INLINE Q4_AVX2 __m256i d0_256(const char *const *rp, int64_t off)
 {
 	__m256i v[4];
+#pragma GCC unroll 4
 	for (int g = 0; g < 4; g++)
 		v[g] = _mm256_inserti128_si256(_mm256_castsi128_si256(ld16(rp[g] + off)),
 		                               ld16(rp[g + 4] + off), 1);
@@ -121,18 +123,22 @@ static Q4_INLINE Q4_AVX2 __m256i d0_256(const char *const *rp, int64_t off)
 static Q4_INLINE Q4_AVX2 void tr8_256(__m256i T[8], const char *const *rp, int64_t off)
 {
 	__m256i r[8], t[8], u[8];
+#pragma GCC unroll 8
 	for (int c = 0; c < 8; c++)
 		r[c] = _mm256_loadu_si256((const __m256i *)(const void *)(rp[c] + off));
+#pragma GCC unroll 4
 	for (int c = 0; c < 8; c += 2) {
 		t[c] = _mm256_unpacklo_epi32(r[c], r[c + 1]);
 		t[c + 1] = _mm256_unpackhi_epi32(r[c], r[c + 1]);
 	}
+#pragma GCC unroll 2
 	for (int h = 0; h < 2; h++) {
 		u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
 		u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
 		u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
 		u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
 	}
+#pragma GCC unroll 4
 	for (int x = 0; x < 4; x++) {
 		T[x] = _mm256_permute2x128_si256(u[x], u[x + 4], 0x20);
 		T[x + 4] = _mm256_permute2x128_si256(u[x], u[x + 4], 0x31);
@@ -172,6 +178,7 @@ static Q4_INLINE Q4_AVX2 void rows_avx2(const q4_job *jb, __m256 *acc, const __m
 	const int8_t *a = jb->aq + b * HG_Q4_QB;
 	for (int64_t i = 0; i < jb->m; i++, a += k) {
 		__m256i s16 = _mm256_setzero_si256();
+#pragma GCC unroll 8
 		for (int x = 0; x < 8; x++) {
 			int32_t a4;
 			memcpy(&a4, a + 4 * x, sizeof(a4));
@@ -219,6 +226,7 @@ static Q4_INLINE Q4_AVX2 void rows_q6_avx2(const q4_job *jb, __m256 *acc, const 
 	const __m256i w1 = _mm256_or_si256(_mm256_and_si256(sc1, lo16), _mm256_slli_epi32(sc1, 16));
 	for (int64_t i = 0; i < jb->m; i++, a += k) {
 		__m256i p[4];
+#pragma GCC unroll 4
 		for (int x = 0; x < 4; x++) {
 			int32_t u, v;
 			memcpy(&u, a + 8 * x, sizeof(u));
@@ -247,13 +255,16 @@ static Q4_AVX2 void q6_group_avx2(const q4_job *jb, __m256 *acc, const char *con
 		tr4_256(SC, rp, 210 * s + 192);
 		tr4_256(DQ, rp, 210 * s + 194);
 		const __m256 dw = h2f_256(DQ[3], true);
+#pragma GCC unroll 2
 		for (int n = 0; n < 2; n++) {
 			__m256i L0[8], L1[8], H[8];
 			tr8_256(L0, rp, 210 * s + 64 * n);
 			tr8_256(L1, rp, 210 * s + 64 * n + 32);
 			tr8_256(H, rp, 210 * s + 128 + 32 * n);
+#pragma GCC unroll 4
 			for (int x = 0; x < 4; x++) {
 				__m256i T[8];
+#pragma GCC unroll 8
 				for (int y = 0; y < 8; y++)
 					T[y] = q6_t256(L0[y], L1[y], H[y], x);
 				const int sb = 4 * n + x;
@@ -285,6 +296,7 @@ Q4_AVX2 void hg_q4_cols_avx2(const q4_job *jb, int64_t j0, int64_t j1, char *pac
 			for (int64_t b = 0; b < nb; b++) {
 				__m256i R[4], T[8];
 				tr4_256(R, rp, b * bb + off);
+#pragma GCC unroll 4
 				for (int x = 0; x < 4; x++) {
 					T[x] = _mm256_and_si256(R[x], m4);
 					T[x + 4] = _mm256_and_si256(_mm256_srli_epi16(R[x], 4), m4);
@@ -298,11 +310,14 @@ Q4_AVX2 void hg_q4_cols_avx2(const q4_job *jb, int64_t j0, int64_t j1, char *pac
 				__m256i S[4];
 				tr4_256(S, rp, s * bb);
 				const __m256 dd = h2f_256(S[0], false), dmin = h2f_256(S[0], true);
+#pragma GCC unroll 4
 				for (int p = 0; p < 4; p++) {
 					__m256i R[8], T[8];
 					tr8_256(R, rp, s * bb + 16 + 32 * p);
+#pragma GCC unroll 2
 					for (int h = 0; h < 2; h++) {
 						const int sb = 2 * p + h;
+#pragma GCC unroll 8
 						for (int x = 0; x < 8; x++)
 							T[x] = _mm256_and_si256(h ? _mm256_srli_epi16(R[x], 4) : R[x], m4);
 						const __m256 dw = _mm256_mul_ps(
