@@ -163,6 +163,8 @@ static void group_pack(char *pack, int g, int nc, const char *W, int64_t j, int6
 /* ---- AVX2: 8 columns, u8 x s8 by maddubs (|w| times a with w's sign: at
  * most 128 x 127 x 2 per pair, below int16's saturation), madd to int32 ---- */
 
+/* (the fixed-count loops unrolled: rolled, GCC kept r, t, u, T, U in
+ * stack arrays, 3x slower) */
 static I8_AVX2 void cols_avx2(const i8_job *jb, int64_t j0, int64_t j1, char *pack)
 {
 	const __m256i ones16 = _mm256_set1_epi16(1);
@@ -175,24 +177,29 @@ static I8_AVX2 void cols_avx2(const i8_job *jb, int64_t j0, int64_t j1, char *pa
 		const uint16_t *sc = (const uint16_t *)(const void *)(pack + 8 * nb * HG_Q8_BLOCK);
 		for (int64_t b = 0; b < nb; b++) {
 			__m256i r[8], t[8], u[8], T[8], U[8];
+#pragma GCC unroll 8
 			for (int c = 0; c < 8; c++)
 				r[c] = _mm256_load_si256(
 					(const __m256i *)(const void *)(pack + (c * nb + b) * HG_Q8_BLOCK));
 			/* 8 x 8 dwords: T[x] lane c = dword x of column c's block */
+#pragma GCC unroll 4
 			for (int c = 0; c < 8; c += 2) {
 				t[c] = _mm256_unpacklo_epi32(r[c], r[c + 1]);
 				t[c + 1] = _mm256_unpackhi_epi32(r[c], r[c + 1]);
 			}
+#pragma GCC unroll 2
 			for (int h = 0; h < 2; h++) {
 				u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
 				u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
 				u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
 				u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
 			}
+#pragma GCC unroll 4
 			for (int x = 0; x < 4; x++) {
 				T[x] = _mm256_permute2x128_si256(u[x], u[x + 4], 0x20);
 				T[x + 4] = _mm256_permute2x128_si256(u[x], u[x + 4], 0x31);
 			}
+#pragma GCC unroll 8
 			for (int x = 0; x < 8; x++)
 				U[x] = _mm256_abs_epi8(T[x]);
 			const __m256 dw =
@@ -200,6 +207,7 @@ static I8_AVX2 void cols_avx2(const i8_job *jb, int64_t j0, int64_t j1, char *pa
 			for (int64_t i = 0; i < jb->m; i++) {
 				const uint8_t *a = jb->aq + i * jb->k + b * HG_Q8_BLOCK;
 				__m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 8
 				for (int x = 0; x < 8; x++) {
 					int32_t a4;
 					memcpy(&a4, a + 4 * x, sizeof(a4));
