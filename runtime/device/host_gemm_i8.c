@@ -329,7 +329,7 @@ static I8_VNNI void cols_vnni(const i8_job *jb, int64_t j0, int64_t j1, char *pa
 		 * weight stream runs under the arithmetic (host_gemm_q4_x86.c's
 		 * q4_pf: measured there and here, one thread, W from memory) */
 		const int64_t pa = j + 2 * 16, pe = pa + 16 < j1 ? pa + 16 : j1;
-		const char *pf = W + pa * wrow;
+		const char *pf = pa < pe ? W + pa * wrow : W; /* no pointer past W's end */
 		int64_t pf_left = pa < pe ? (pe - pa) * wrow : 0;
 		const int64_t pf_step = (pf_left + nb - 1) / nb;
 		for (int64_t i0 = 0; i0 < m; i0 += I8_ROWS) {
@@ -337,10 +337,11 @@ static I8_VNNI void cols_vnni(const i8_job *jb, int64_t j0, int64_t j1, char *pa
 			for (int64_t b = 0; b < nb; b++) {
 				__m512i T[8];
 				__m512 dw;
-				for (int64_t q = 0; q < pf_step && q < pf_left; q += 64)
+				const int64_t pn = pf_step < pf_left ? pf_step : pf_left;
+				for (int64_t q = 0; q < pn; q += 64)
 					_mm_prefetch(pf + q, _MM_HINT_T1);
-				pf += pf_step;
-				pf_left -= pf_step;
+				pf += pn;
+				pf_left -= pn;
 				vnni_tr16(T, &dw, pack, nb, b);
 				__m512i sw0 = _mm512_dpbusd_epi32(zero, ones, T[0]);
 				__m512i sw1 = _mm512_dpbusd_epi32(zero, ones, T[4]);

@@ -70,7 +70,7 @@ typedef struct q4_pf {
 static void pf_start(q4_pf *pf, const q4_job *jb, int64_t j, int64_t j1, int g, int64_t slices)
 {
 	const int64_t a = j + Q4_PF_GROUPS * g, e = a + g < j1 ? a + g : j1;
-	pf->p = jb->W + a * jb->wrow;
+	pf->p = a < e ? jb->W + a * jb->wrow : jb->W; /* no pointer past W's end */
 	pf->left = a < e ? (e - a) * jb->wrow : 0;
 	pf->step = slices > 0 ? (pf->left + slices - 1) / slices : pf->left;
 }
