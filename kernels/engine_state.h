@@ -65,6 +65,10 @@ enum rt_ctrl_word {
 	RT_CTRL_PREV_CLASS = 2, /* its class, -1: no match (nothing to learn) */
 	RT_CTRL_IDLE = 3,       /* matched iterations since the last draft (probing) */
 	RT_CTRL_GAP = 4,        /* the probe interval now (0: PROBE; doubles while drafts fail) */
+	RT_CTRL_PREV_TOK = 5,   /* 1 + the first proposed token of an iteration that drafted
+	                         * none with a match, else 0: checked against the token the
+	                         * target emitted (RT_ST_ROOT): a quarter of an outcome at
+	                         * depth 1 */
 	RT_CTRL_STATS = 8,      /* T and A rows per class */
 };
 

@@ -394,8 +394,9 @@ static void test_q8_0(void **state)
 /* The portable path equals spec() bit for bit; every path, on one thread and
  * two (and the pool), equals the portable path at every m from 1 to 27 and
  * at 70, and the first rows of a 70-row call are an m-row call's. K: 35
- * 32-blocks (5 256-blocks for Q4_K and Q6_K), N = 111. Refusals: k not whole blocks,
- * an unknown type. */
+ * 32-blocks (5 256-blocks for Q4_K and Q6_K), N = 111; Q4_1 also at 2, 36, 37
+ * and 38 blocks, N 47 and 64, 1 to 5 rows, 1 to 3 threads. Refusals: k not
+ * whole blocks, an unknown type. */
 static void test_bit_identical(void **state)
 {
 	(void)state;
@@ -435,6 +436,44 @@ static void test_bit_identical(void **state)
 		free(C0);
 		free(C1);
 	}
+	/* Q4_1's AVX-512 path reads three blocks a transpose (and one row on its
+	 * own loop): every remainder of the block count by 3 and a count below
+	 * 3, at N with a partial last group of 16 and one with whole groups,
+	 * with the part boundaries of 1, 2 and 3 threads */
+	static const int KB3[] = {2, 36, 37, 38}, NB3[] = {47, 64};
+	for (size_t ki = 0; ki < sizeof(KB3) / sizeof(KB3[0]); ki++)
+		for (size_t ni = 0; ni < 2; ni++) {
+			const int t = HG_GGUF_Q4_1, K = 32 * KB3[ki], N3 = NB3[ni], M3 = 5;
+			rng_state = 300 + 2 * ki + ni;
+			uint16_t *A;
+			uint8_t *W;
+			make(t, M3, N3, K, &A, &W);
+			int8_t *q = malloc((size_t)M3 * K);
+			float *da = malloc(sizeof(*da) * (size_t)M3 * (K / 32));
+			float *C0 = malloc(sizeof(float) * M3 * N3), *C1 = malloc(sizeof(float) * M3 * N3);
+			assert_true(q && da && C0 && C1);
+			quant_a(A, M3, K, q, da);
+			spec(C0, q, da, W, t, M3, N3, K);
+			for (int p = HG_PATH_PORTABLE; p <= HG_PATH_AVX512; p++) {
+				if (!hg_i8_path_available(p))
+					continue;
+				for (int m = 1; m <= M3; m++)
+					for (int th = 1; th <= 3; th++) {
+						memset(C1, 0, sizeof(float) * M3 * N3);
+						assert_int_equal(hg_gemm_gguf_a8(C1, A, W, m, N3, K, t, false, p, th),
+						                 0);
+						if (memcmp(C0, C1, sizeof(float) * m * N3))
+							fail_msg("q4_1 K %d N %d, path %s, %d rows, threads %d: not the "
+							         "specification's bits", K, N3, hg_path_name(p), m, th);
+					}
+			}
+			free(A);
+			free(W);
+			free(q);
+			free(da);
+			free(C0);
+			free(C1);
+		}
 	float c[1];
 	uint16_t a[32] = {0};
 	uint8_t w[64] = {0};

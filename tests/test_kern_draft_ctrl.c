@@ -9,7 +9,9 @@
  * (PROBE_MAX = PROBE), or after 5, 10, 20, 20.. while they fail and 5
  * again after an accepted one (PROBE_MAX 4 PROBE); one-token matches take
  * their own prior (PRIOR1: drafting at first sight or not by the prior
- * against cost[1]);
+ * against cost[1]); an iteration that drafts none learns a quarter of an
+ * outcome from whether its first proposal was the token emitted (drafting
+ * resumes at the closed-form iteration without a probe);
  * no match or nothing proposed drafts nothing and leaves the counters. Then
  * the kernel in the emulator against the reference on awkward inputs
  * (random counters from 0 to large, a previous k or class out of range,
@@ -65,9 +67,12 @@ static void call_ref(const cfg *c, int32_t *ctrl, int32_t *tok, const int32_t *i
 typedef struct model {
 	double T[16][40], A[16][40];
 	int prev_nout, prev_k, prev_class, idle, gap;
+	int prev_tok; /* an iteration that drafted none with a match: its first proposal, else -1 */
 } model;
 
-static int model_step(model *m, const cfg *c, int nout, int K0, int mlen, const double *cost)
+/* root: the token the previous iteration emitted last; tok0: this one's first proposal */
+static int model_step(model *m, const cfg *c, int nout, int root, int K0, int tok0, int mlen,
+                      const double *cost)
 {
 	if (m->prev_k > 0 && m->prev_class >= 0) {
 		int a = nout - m->prev_nout - 1;
@@ -82,6 +87,13 @@ static int model_step(model *m, const cfg *c, int nout, int K0, int mlen, const 
 		}
 		const int g = m->gap ? m->gap : c->probe;
 		m->gap = a > 0 ? c->probe : 2 * g < c->probe_max ? 2 * g : c->probe_max;
+	}
+	/* drafted none on a match and emitted one token: a quarter of an outcome
+	 * at depth 1, no decay, accepted if that token was the first proposal
+	 * (the reference's saturation at 2^14 is never reached here) */
+	if (m->prev_k == 0 && m->prev_class >= 0 && m->prev_tok >= 0 && nout == m->prev_nout + 1) {
+		m->T[m->prev_class][0] += 0.25;
+		m->A[m->prev_class][0] += (root == m->prev_tok) * 0.25;
 	}
 	int cl = -1, k = 0;
 	if (mlen > 0 && K0 > 0) {
@@ -112,6 +124,7 @@ static int model_step(model *m, const cfg *c, int nout, int K0, int mlen, const 
 	m->prev_nout = nout;
 	m->prev_k = k;
 	m->prev_class = cl;
+	m->prev_tok = k == 0 && cl >= 0 ? tok0 : -1;
 	return tie ? -1 : k;
 }
 
@@ -130,29 +143,32 @@ static void simulate(const cfg *c, const double *cost, const double *truth, int 
 	memset(&m, 0, sizeof(m));
 	for (int i = 0; i <= c->nd; i++)
 		qc[i] = (int32_t)lround(cost[i] * Q16);
-	int nout = 0, skipped = 0;
+	int nout = 0, skipped = 0, root = 0;
 	for (int it = 0; it < iters; it++) {
 		const int K0 = rnd_int(4) ? 1 + rnd_int(c->nd) : 0;
 		const int mlen = rnd_int(8) ? c->min_n + rnd_int(c->nc + 2) : 0;
+		const int base = 100 + 10 * rnd_int(3); /* the proposal: base, base + 1, .. */
 		for (int i = 0; i < c->nd; i++)
-			tok[i] = i < K0 ? 100 + i : -1;
+			tok[i] = i < K0 ? base + i : -1;
 		info[0] = mlen;
 		info[1] = mlen ? 5 : -1;
 		st[RT_ST_NOUT] = nout;
-		const int mk = model_step(&m, c, nout, K0, mlen, cost);
+		st[RT_ST_ROOT] = root;
+		const int mk = model_step(&m, c, nout, root, K0, base, mlen, cost);
 		call_ref(c, ctrl, tok, info, st, qc);
 		const int k = st[RT_ST_DRAFTED];
 		if (mk < 0) {
 			skipped++;
 			m.prev_k = k; /* follow the reference through a near-tie */
 			m.idle = ctrl[RT_CTRL_IDLE];
+			m.prev_tok = k == 0 && m.prev_class >= 0 ? base : -1;
 		} else if (mk != k) {
 			fail_msg("iteration %d: K0 %d match %d: reference drafts %d, the model %d", it, K0,
 			         mlen, k, mk);
 		}
 		assert_true(k >= 0 && k <= K0);
 		for (int i = 0; i < c->nd; i++)
-			assert_int_equal(tok[i], i < k ? 100 + i : -1);
+			assert_int_equal(tok[i], i < k ? base + i : -1);
 		if (K0 > 0 && mlen > 0) { /* eligible: none, all, or some of K0 */
 			n_k[0]++;
 			n_k[1] += k == 0;
@@ -172,6 +188,9 @@ static void simulate(const cfg *c, const double *cost, const double *truth, int 
 		const int cl = mlen > 0 && K0 > 0 ? (mlen - c->min_n >= c->nc ? c->nc - 1 : mlen - c->min_n) : 0;
 		while (a < k && rnd01() < truth[cl])
 			a++;
+		/* the last emitted token: after a draft of none, the first proposal
+		 * with the class's acceptance, else another token */
+		root = k == 0 && rnd01() < truth[cl] ? base : 7 + rnd_int(3);
 		nout += a + 1;
 	}
 	assert_true(skipped < iters / 10);
@@ -315,6 +334,34 @@ static void test_ref_closed_forms(void **state)
 			call_ref(&c1, ctrl, tok, inf, st, ci ? costly : cheap);
 			assert_int_equal(st[RT_ST_DRAFTED], m1 == 2 || !ci ? 1 : 0);
 		}
+
+	/* the k = 0 evidence, no probes, one-token matches at prior 0.1 of
+	 * weight 4, cost[1] 1.19: drafting pays once alpha_1 = (A + 0.4) / (T +
+	 * 4) > 0.19. Every first proposal right (the emitted root = it): after
+	 * n such iterations T = A = n / 4: alpha 0.153 at n = 1, 0.2 at n = 2,
+	 * so the 3rd iteration drafts. Every one
+	 * wrong, or two tokens emitted (not one), or the word cleared by a new
+	 * request (PREV_TOK 0): never. */
+	int32_t c119[7];
+	for (int i = 0; i <= 6; i++)
+		c119[i] = (int32_t)lround((1 + 0.19 * i) * Q16);
+	for (int sc = 0; sc < 4; sc++) {
+		int32_t inf[2] = {1, 4};
+		int first = 0;
+		memset(ctrl, 0, sizeof(ctrl));
+		for (int it = 1; it <= 20 && !first; it++) {
+			for (int i = 0; i < 6; i++)
+				tok[i] = i < 1 ? 7 : -1;
+			st[RT_ST_ROOT] = sc == 1 ? 8 : 7;
+			st[RT_ST_NOUT] += sc == 2 ? 2 : 1;
+			if (sc == 3)
+				ctrl[RT_CTRL_PREV_TOK] = 0;
+			call_ref(&c1, ctrl, tok, inf, st, c119);
+			if (st[RT_ST_DRAFTED])
+				first = it;
+		}
+		assert_int_equal(first, sc == 0 ? 3 : 0);
+	}
 }
 
 /* ---- the kernel against the reference ---- */
@@ -347,6 +394,9 @@ static void check_case(const cfg *c, int rep)
 	ctrl[RT_CTRL_PREV_CLASS] = rnd_int(c->nc + 3) - 1;                  /* -1 .. NC + 1 */
 	ctrl[RT_CTRL_IDLE] = rnd_int(c->probe_max + 3);
 	ctrl[RT_CTRL_GAP] = rnd_int(4) == 0 ? 0 : rnd_int(c->probe_max + 3);
+	/* the k = 0 evidence: none, the root (a hit), another token (a miss) */
+	ctrl[RT_CTRL_PREV_TOK] = rnd_int(3) == 0 ? 0 : rnd_int(2) ? 31337 + RT_ST_ROOT + 1
+	                                                          : 1 + rnd_int(50000);
 	const int K0 = rep % 7 == 0 ? 0 : rep % 7 == 1 ? c->nd : rnd_int(c->nd + 1);
 	for (int i = 0; i < c->nd; i++)
 		tok[i] = i < K0 ? rnd_int(50000) : -1;
@@ -354,7 +404,8 @@ static void check_case(const cfg *c, int rep)
 	info[1] = info[0] ? rnd_int(900) : -1;
 	for (int i = 0; i < RT_ST_WORDS; i++)
 		st[i] = 31337 + i;
-	st[RT_ST_NOUT] = ctrl[RT_CTRL_PREV_NOUT] + rnd_int(c->nd + 4) - 2; /* backwards, jumps */
+	st[RT_ST_NOUT] = ctrl[RT_CTRL_PREV_NOUT] + (rep % 4 == 0 ? 1 : rnd_int(c->nd + 4) - 2);
+	/* (backwards, jumps; one token in a quarter of the cases) */
 	cost[0] = Q16;
 	for (int i = 1; i <= c->nd; i++) /* non-decreasing with ties, or any */
 		cost[i] = rep % 3 ? cost[i - 1] + (rnd_int(2) ? 0 : rnd_int(Q16 / 2))

@@ -43,6 +43,26 @@ void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int probe_ma
 		const int gap = ctrl[RT_CTRL_GAP] > 0 ? ctrl[RT_CTRL_GAP] : probe;
 		ctrl[RT_CTRL_GAP] = a > 0 ? probe : 2 * gap < probe_max ? 2 * gap : probe_max;
 	}
+	/* 1b. an iteration that drafted none with a match still tells whether
+	 * its first proposed token was right: the one token it emitted (the root
+	 * now) against that proposal (PREV_TOK - 1): depth 1 of its class
+	 * learns (tried, accepted if equal) at a quarter of a drafted outcome's
+	 * weight and without decay (decayed, a stream of these washed out the
+	 * outcomes of real drafts, and depth 2's prior then drafted two tokens
+	 * where one-token acceptance was low: test_kern_draft_ctrl's low-
+	 * acceptance simulation), saturating at 2^14 outcomes, so a class whose one-token guesses come right starts
+	 * drafting again without waiting for a probe (the quarter: tuned by
+	 * tests/tools/ctrl_replay.py on the tuning prompts, where a whole one
+	 * let streaks of guesses start drafts that then failed on the dearer
+	 * cost tables). Nothing here touches which tokens are accepted. */
+	if (pk == 0 && pc >= 0 && pc < n_class && ctrl[RT_CTRL_PREV_TOK] > 0 &&
+	    nout == ctrl[RT_CTRL_PREV_NOUT] + 1) {
+		int32_t *T = ctrl + RT_CTRL_STATS + 2 * pc * D, *A = T + D;
+		if (T[0] < (1 << 30)) {
+			T[0] += 16384;
+			A[0] += state[RT_ST_ROOT] == ctrl[RT_CTRL_PREV_TOK] - 1 ? 16384 : 0;
+		}
+	}
 
 	/* 2. this iteration: the class of the drafter's signal, the drafted
 	 * length K0 (leading present tokens) */
@@ -85,6 +105,7 @@ void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int probe_ma
 			k = 1;
 		ctrl[RT_CTRL_IDLE] = k > 0 ? 0 : ctrl[RT_CTRL_IDLE] + 1;
 	}
+	ctrl[RT_CTRL_PREV_TOK] = k == 0 && c >= 0 ? tokens[0] + 1 : 0;
 	for (int i = k; i < D; i++)
 		tokens[i] = -1;
 	ctrl[RT_CTRL_PREV_NOUT] = nout;

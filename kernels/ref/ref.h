@@ -205,12 +205,14 @@ int ref_ngram_lookup_info(int32_t *out, int32_t *info, const int32_t *hist, int 
 /* The draft-length controller (ALGORITHMS.txt 12; templates/draft_ctrl.cu.tmpl,
  * kernels/ref/draft_ctrl.c). tokens: the chain's n_draft drafted tokens
  * (tree_tokens + 1), the first K0 present; info: [match length, end]
- * (ngram_lookup); state: the header (reads RT_ST_NOUT, writes
+ * (ngram_lookup); state: the header (reads RT_ST_NOUT and RT_ST_ROOT, writes
  * RT_ST_DRAFTED); ctrl: the per-request words of kernels/engine_state.h
  * (rt_ctrl_word), n_class classes of match length min_n, min_n + 1, ...
  * (the last one: that or longer); cost: n_draft + 1 Q16 words. First folds
  * the previous iteration's outcome into its class's counters (decayed by
- * decay / 65536), then keeps the first k tokens, k in [0, K0] maximising
+ * decay / 65536; an iteration that drafted none with a match: depth 1
+ * only, a quarter of a drafted outcome, accepted when the token it emitted,
+ * RT_ST_ROOT, was its first proposal), then keeps the first k tokens, k in [0, K0] maximising
  * E[tokens | k] / cost[k] with alpha_j = (A_j + prior_a) / (T_j + prior_w)
  * (Q16; prior1_a, prior1_w for one-token matches, class 0 when min_n is 1),
  * k = 1 when a matched iteration would draft none and the gap-th in a row

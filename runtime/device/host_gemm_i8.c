@@ -163,6 +163,8 @@ static void group_pack(char *pack, int g, int nc, const char *W, int64_t j, int6
 /* ---- AVX2: 8 columns, u8 x s8 by maddubs (|w| times a with w's sign: at
  * most 128 x 127 x 2 per pair, below int16's saturation), madd to int32 ---- */
 
+/* (the fixed-count loops unrolled: rolled, GCC kept r, t, u, T, U in
+ * stack arrays, 3x slower) */
 static I8_AVX2 void cols_avx2(const i8_job *jb, int64_t j0, int64_t j1, char *pack)
 {
 	const __m256i ones16 = _mm256_set1_epi16(1);
@@ -175,24 +177,29 @@ static I8_AVX2 void cols_avx2(const i8_job *jb, int64_t j0, int64_t j1, char *pa
 		const uint16_t *sc = (const uint16_t *)(const void *)(pack + 8 * nb * HG_Q8_BLOCK);
 		for (int64_t b = 0; b < nb; b++) {
 			__m256i r[8], t[8], u[8], T[8], U[8];
+#pragma GCC unroll 8
 			for (int c = 0; c < 8; c++)
 				r[c] = _mm256_load_si256(
 					(const __m256i *)(const void *)(pack + (c * nb + b) * HG_Q8_BLOCK));
 			/* 8 x 8 dwords: T[x] lane c = dword x of column c's block */
+#pragma GCC unroll 4
 			for (int c = 0; c < 8; c += 2) {
 				t[c] = _mm256_unpacklo_epi32(r[c], r[c + 1]);
 				t[c + 1] = _mm256_unpackhi_epi32(r[c], r[c + 1]);
 			}
+#pragma GCC unroll 2
 			for (int h = 0; h < 2; h++) {
 				u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
 				u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
 				u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
 				u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
 			}
+#pragma GCC unroll 4
 			for (int x = 0; x < 4; x++) {
 				T[x] = _mm256_permute2x128_si256(u[x], u[x + 4], 0x20);
 				T[x + 4] = _mm256_permute2x128_si256(u[x], u[x + 4], 0x31);
 			}
+#pragma GCC unroll 8
 			for (int x = 0; x < 8; x++)
 				U[x] = _mm256_abs_epi8(T[x]);
 			const __m256 dw =
@@ -200,6 +207,7 @@ static I8_AVX2 void cols_avx2(const i8_job *jb, int64_t j0, int64_t j1, char *pa
 			for (int64_t i = 0; i < jb->m; i++) {
 				const uint8_t *a = jb->aq + i * jb->k + b * HG_Q8_BLOCK;
 				__m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 8
 				for (int x = 0; x < 8; x++) {
 					int32_t a4;
 					memcpy(&a4, a + 4 * x, sizeof(a4));
@@ -317,11 +325,23 @@ static I8_VNNI void cols_vnni(const i8_job *jb, int64_t j0, int64_t j1, char *pa
 		const int nc = j1 - j < 16 ? (int)(j1 - j) : 16;
 		const __mmask16 mk = (__mmask16)((1u << nc) - 1);
 		group_pack(pack, 16, nc, W, j, wrow, nb);
+		/* the rows of the group two ahead into L2, a slice a block, so the
+		 * weight stream runs under the arithmetic (host_gemm_q4_x86.c's
+		 * q4_pf: measured there and here, one thread, W from memory) */
+		const int64_t pa = j + 2 * 16, pe = pa + 16 < j1 ? pa + 16 : j1;
+		const char *pf = pa < pe ? W + pa * wrow : W; /* no pointer past W's end */
+		int64_t pf_left = pa < pe ? (pe - pa) * wrow : 0;
+		const int64_t pf_step = (pf_left + nb - 1) / nb;
 		for (int64_t i0 = 0; i0 < m; i0 += I8_ROWS) {
 			const int64_t mr = m - i0 < I8_ROWS ? m - i0 : I8_ROWS;
 			for (int64_t b = 0; b < nb; b++) {
 				__m512i T[8];
 				__m512 dw;
+				const int64_t pn = pf_step < pf_left ? pf_step : pf_left;
+				for (int64_t q = 0; q < pn; q += 64)
+					_mm_prefetch(pf + q, _MM_HINT_T1);
+				pf += pn;
+				pf_left -= pn;
 				vnni_tr16(T, &dw, pack, nb, b);
 				__m512i sw0 = _mm512_dpbusd_epi32(zero, ones, T[0]);
 				__m512i sw1 = _mm512_dpbusd_epi32(zero, ones, T[4]);

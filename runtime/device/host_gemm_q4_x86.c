@@ -19,6 +19,10 @@
 #if Q4_X86
 #define Q4_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define Q4_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma,f16c")))
+/* the transposes and per-block helpers inlined whatever GCC's size
+ * heuristics say: called out of line, their vectors went through the stack
+ * (measured: tr15_512, tr8_512, tr4_512 were calls) */
+#define Q4_INLINE inline __attribute__((always_inline))
 
 /* ---- the vector paths: lanes are columns, read in place ----
  *
@@ -46,15 +50,50 @@ static void group_rows(const q4_job *jb, int64_t j, int nc, int g, const char **
 		rp[c] = cp + (c < nc ? c : 0) * jb->wrow;
 }
 
-static inline Q4_AVX2 __m128i ld16(const char *p)
+/* The weight stream: while a group is computed from its copy, the rows of
+ * the group two ahead (Q4_PF_GROUPS) are prefetched into L2 a slice per
+ * block, so the memory is busy under the arithmetic (the copies alone left
+ * it idle there: from memory a GEMV took the time of its arithmetic plus a
+ * plain read's). The group after this one is by then on its way, and its
+ * copy reads L2. Measured on the decode's shapes (one thread, W from
+ * memory, bench_gemm_gguf cold): one group ahead or into L1 helped less,
+ * a burst at the group's start not at all. Only where bytes are read
+ * from: the arithmetic and so every result bit is unchanged. */
+#define Q4_PF_GROUPS 2
+
+typedef struct q4_pf {
+	const char *p;
+	int64_t left, step; /* bytes still to prefetch, bytes a slice */
+} q4_pf;
+
+/* columns [j + Q4_PF_GROUPS g, + g) of the part's [.., j1), in `slices` */
+static void pf_start(q4_pf *pf, const q4_job *jb, int64_t j, int64_t j1, int g, int64_t slices)
+{
+	const int64_t a = j + Q4_PF_GROUPS * g, e = a + g < j1 ? a + g : j1;
+	pf->p = a < e ? jb->W + a * jb->wrow : jb->W; /* no pointer past W's end */
+	pf->left = a < e ? (e - a) * jb->wrow : 0;
+	pf->step = slices > 0 ? (pf->left + slices - 1) / slices : pf->left;
+}
+
+static inline void pf_slice(q4_pf *pf)
+{
+	const int64_t n = pf->step < pf->left ? pf->step : pf->left;
+	for (int64_t q = 0; q < n; q += 64)
+		_mm_prefetch(pf->p + q, _MM_HINT_T1);
+	pf->p += n;
+	pf->left -= n;
+}
+
+static Q4_INLINE Q4_AVX2 __m128i ld16(const char *p)
 {
 	return _mm_loadu_si128((const __m128i *)(const void *)p);
 }
 
 /* AVX2: R[x] lane c = dword x of the 16 bytes at rp[c] + off, 8 columns */
-static inline Q4_AVX2 void tr4_256(__m256i R[4], const char *const *rp, int64_t off)
+static Q4_INLINE Q4_AVX2 void tr4_256(__m256i R[4], const char *const *rp, int64_t off)
 {
 	__m256i v[4];
+#pragma GCC unroll 4
 	for (int g = 0; g < 4; g++)
 		v[g] = _mm256_inserti128_si256(_mm256_castsi128_si256(ld16(rp[g] + off)),
 		                               ld16(rp[g + 4] + off), 1);
@@ -68,9 +107,10 @@ static inline Q4_AVX2 void tr4_256(__m256i R[4], const char *const *rp, int64_t 
 
 /* AVX2: the first dword of the 16 bytes at rp[c] + off, lane c (tr4_256's
  * first output: cheaper than a gather here) */
-static inline Q4_AVX2 __m256i d0_256(const char *const *rp, int64_t off)
+static Q4_INLINE Q4_AVX2 __m256i d0_256(const char *const *rp, int64_t off)
 {
 	__m256i v[4];
+#pragma GCC unroll 4
 	for (int g = 0; g < 4; g++)
 		v[g] = _mm256_inserti128_si256(_mm256_castsi128_si256(ld16(rp[g] + off)),
 		                               ld16(rp[g + 4] + off), 1);
@@ -80,21 +120,25 @@ static inline Q4_AVX2 __m256i d0_256(const char *const *rp, int64_t off)
 
 /* AVX2: R[x] lane c = dword x of the 32 bytes at rp[c] + off (tr8's
  * shuffle) */
-static inline Q4_AVX2 void tr8_256(__m256i T[8], const char *const *rp, int64_t off)
+static Q4_INLINE Q4_AVX2 void tr8_256(__m256i T[8], const char *const *rp, int64_t off)
 {
 	__m256i r[8], t[8], u[8];
+#pragma GCC unroll 8
 	for (int c = 0; c < 8; c++)
 		r[c] = _mm256_loadu_si256((const __m256i *)(const void *)(rp[c] + off));
+#pragma GCC unroll 4
 	for (int c = 0; c < 8; c += 2) {
 		t[c] = _mm256_unpacklo_epi32(r[c], r[c + 1]);
 		t[c + 1] = _mm256_unpackhi_epi32(r[c], r[c + 1]);
 	}
+#pragma GCC unroll 2
 	for (int h = 0; h < 2; h++) {
 		u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
 		u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
 		u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
 		u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
 	}
+#pragma GCC unroll 4
 	for (int x = 0; x < 4; x++) {
 		T[x] = _mm256_permute2x128_si256(u[x], u[x + 4], 0x20);
 		T[x + 4] = _mm256_permute2x128_si256(u[x], u[x + 4], 0x31);
@@ -102,7 +146,7 @@ static inline Q4_AVX2 void tr8_256(__m256i T[8], const char *const *rp, int64_t 
 }
 
 /* fp16 in the low (hi: high) half of each dword -> fp32 (exact) */
-static inline Q4_AVX2 __m256 h2f_256(__m256i v, bool hi)
+static Q4_INLINE Q4_AVX2 __m256 h2f_256(__m256i v, bool hi)
 {
 	v = hi ? _mm256_srli_epi32(v, 16) : _mm256_and_si256(v, _mm256_set1_epi32(0xffff));
 	v = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08);
@@ -111,7 +155,7 @@ static inline Q4_AVX2 __m256 h2f_256(__m256i v, bool hi)
 
 /* Q4_K's 6-bit scale (mn: min) of sub-block sb from the transposed scale
  * dwords S[1..3] (bytes 0..3, 4..7, 8..11 of scales[12]) */
-static inline Q4_AVX2 __m256i k_scale_256(const __m256i S[4], int sb, bool mn)
+static Q4_INLINE Q4_AVX2 __m256i k_scale_256(const __m256i S[4], int sb, bool mn)
 {
 	const __m256i m6 = _mm256_set1_epi32(63), m4 = _mm256_set1_epi32(15);
 	const __m256i lo = mn ? S[2] : S[1];
@@ -126,7 +170,7 @@ static inline Q4_AVX2 __m256i k_scale_256(const __m256i S[4], int sb, bool mn)
 /* every row's 32-block b against T (8 columns): maddubs (w 0..15 unsigned,
  * a signed: a pair at most 2 x 15 x 127 = 3810, eight summed in int16 at
  * most 30480, exact), one madd to int32, then the specification's FMAs */
-static inline Q4_AVX2 void rows_avx2(const q4_job *jb, __m256 *acc, const __m256i T[8],
+static Q4_INLINE Q4_AVX2 void rows_avx2(const q4_job *jb, __m256 *acc, const __m256i T[8],
                                      __m256 dw, __m256 mw, int64_t b)
 {
 	const __m256i ones16 = _mm256_set1_epi16(1);
@@ -134,6 +178,7 @@ static inline Q4_AVX2 void rows_avx2(const q4_job *jb, __m256 *acc, const __m256
 	const int8_t *a = jb->aq + b * HG_Q4_QB;
 	for (int64_t i = 0; i < jb->m; i++, a += k) {
 		__m256i s16 = _mm256_setzero_si256();
+#pragma GCC unroll 8
 		for (int x = 0; x < 8; x++) {
 			int32_t a4;
 			memcpy(&a4, a + 4 * x, sizeof(a4));
@@ -152,7 +197,7 @@ static inline Q4_AVX2 void rows_avx2(const q4_job *jb, __m256 *acc, const __m256
 /* Q6_K's 32-block x (0..3) of a half from the transposed ql halves L0, L1
  * and qh H: nibbles (low for x < 2) | qh bits 2x, 2x + 1 at bits 4, 5 (the
  * 16-bit shifts' spill into the next byte masked off) */
-static inline Q4_AVX2 __m256i q6_t256(__m256i L0, __m256i L1, __m256i H, int x)
+static Q4_INLINE Q4_AVX2 __m256i q6_t256(__m256i L0, __m256i L1, __m256i H, int x)
 {
 	const __m256i l = x & 1 ? L1 : L0;
 	const __m256i nib = _mm256_and_si256(x >= 2 ? _mm256_srli_epi16(l, 4) : l,
@@ -162,7 +207,7 @@ static inline Q4_AVX2 __m256i q6_t256(__m256i L0, __m256i L1, __m256i H, int x)
 }
 
 /* int8 scale byte `at` (0..15) of the transposed scales SC, sign-extended */
-static inline Q4_AVX2 __m256i q6_sc256(const __m256i SC[4], int at)
+static Q4_INLINE Q4_AVX2 __m256i q6_sc256(const __m256i SC[4], int at)
 {
 	return _mm256_srai_epi32(_mm256_slli_epi32(SC[at / 4], 24 - 8 * (at % 4)), 24);
 }
@@ -171,7 +216,7 @@ static inline Q4_AVX2 __m256i q6_sc256(const __m256i SC[4], int at)
  * 2 x 63 x 127 = 16002, two summed in int16, then madd against the half's
  * scale (in both 16-bit halves of each dword: scale times the pair's sum,
  * int32, exact), and the -32 asum term times the scale */
-static inline Q4_AVX2 void rows_q6_avx2(const q4_job *jb, __m256 *acc, const __m256i T[8],
+static Q4_INLINE Q4_AVX2 void rows_q6_avx2(const q4_job *jb, __m256 *acc, const __m256i T[8],
                                         __m256i sc0, __m256i sc1, __m256 dw, int64_t b)
 {
 	const int64_t nb = jb->nb, k = jb->k;
@@ -181,6 +226,7 @@ static inline Q4_AVX2 void rows_q6_avx2(const q4_job *jb, __m256 *acc, const __m
 	const __m256i w1 = _mm256_or_si256(_mm256_and_si256(sc1, lo16), _mm256_slli_epi32(sc1, 16));
 	for (int64_t i = 0; i < jb->m; i++, a += k) {
 		__m256i p[4];
+#pragma GCC unroll 4
 		for (int x = 0; x < 4; x++) {
 			int32_t u, v;
 			memcpy(&u, a + 8 * x, sizeof(u));
@@ -209,13 +255,16 @@ static Q4_AVX2 void q6_group_avx2(const q4_job *jb, __m256 *acc, const char *con
 		tr4_256(SC, rp, 210 * s + 192);
 		tr4_256(DQ, rp, 210 * s + 194);
 		const __m256 dw = h2f_256(DQ[3], true);
+#pragma GCC unroll 2
 		for (int n = 0; n < 2; n++) {
 			__m256i L0[8], L1[8], H[8];
 			tr8_256(L0, rp, 210 * s + 64 * n);
 			tr8_256(L1, rp, 210 * s + 64 * n + 32);
 			tr8_256(H, rp, 210 * s + 128 + 32 * n);
+#pragma GCC unroll 4
 			for (int x = 0; x < 4; x++) {
 				__m256i T[8];
+#pragma GCC unroll 8
 				for (int y = 0; y < 8; y++)
 					T[y] = q6_t256(L0[y], L1[y], H[y], x);
 				const int sb = 4 * n + x;
@@ -247,6 +296,7 @@ Q4_AVX2 void hg_q4_cols_avx2(const q4_job *jb, int64_t j0, int64_t j1, char *pac
 			for (int64_t b = 0; b < nb; b++) {
 				__m256i R[4], T[8];
 				tr4_256(R, rp, b * bb + off);
+#pragma GCC unroll 4
 				for (int x = 0; x < 4; x++) {
 					T[x] = _mm256_and_si256(R[x], m4);
 					T[x + 4] = _mm256_and_si256(_mm256_srli_epi16(R[x], 4), m4);
@@ -260,11 +310,14 @@ Q4_AVX2 void hg_q4_cols_avx2(const q4_job *jb, int64_t j0, int64_t j1, char *pac
 				__m256i S[4];
 				tr4_256(S, rp, s * bb);
 				const __m256 dd = h2f_256(S[0], false), dmin = h2f_256(S[0], true);
+#pragma GCC unroll 4
 				for (int p = 0; p < 4; p++) {
 					__m256i R[8], T[8];
 					tr8_256(R, rp, s * bb + 16 + 32 * p);
+#pragma GCC unroll 2
 					for (int h = 0; h < 2; h++) {
 						const int sb = 2 * p + h;
+#pragma GCC unroll 8
 						for (int x = 0; x < 8; x++)
 							T[x] = _mm256_and_si256(h ? _mm256_srli_epi16(R[x], 4) : R[x], m4);
 						const __m256 dw = _mm256_mul_ps(
@@ -282,7 +335,7 @@ Q4_AVX2 void hg_q4_cols_avx2(const q4_job *jb, int64_t j0, int64_t j1, char *pac
 }
 
 /* AVX-512: the 4 loads of tr4_512, column 4L + g in 128-bit lane L of load g */
-static inline Q4_VNNI __m512i ld4_512(const char *const *rp, int g, int64_t off)
+static Q4_INLINE Q4_VNNI __m512i ld4_512(const char *const *rp, int g, int64_t off)
 {
 	__m512i v = _mm512_castsi128_si512(ld16(rp[g] + off));
 	v = _mm512_inserti32x4(v, ld16(rp[g + 4] + off), 1);
@@ -291,7 +344,7 @@ static inline Q4_VNNI __m512i ld4_512(const char *const *rp, int g, int64_t off)
 }
 
 /* AVX-512: R[x] lane c = dword x of the 16 bytes at rp[c] + off */
-static inline Q4_VNNI void tr4_512(__m512i R[4], const char *const *rp, int64_t off)
+static Q4_INLINE Q4_VNNI void tr4_512(__m512i R[4], const char *const *rp, int64_t off)
 {
 	const __m512i v0 = ld4_512(rp, 0, off), v1 = ld4_512(rp, 1, off);
 	const __m512i v2 = ld4_512(rp, 2, off), v3 = ld4_512(rp, 3, off);
@@ -305,7 +358,7 @@ static inline Q4_VNNI void tr4_512(__m512i R[4], const char *const *rp, int64_t 
 
 /* AVX-512: the first dword of the 16 bytes at rp[c] + off, lane c (a
  * gather measured slower) */
-static inline Q4_VNNI __m512i d0_512(const char *const *rp, int64_t off)
+static Q4_INLINE Q4_VNNI __m512i d0_512(const char *const *rp, int64_t off)
 {
 	const __m512i v0 = ld4_512(rp, 0, off), v1 = ld4_512(rp, 1, off);
 	const __m512i v2 = ld4_512(rp, 2, off), v3 = ld4_512(rp, 3, off);
@@ -314,7 +367,7 @@ static inline Q4_VNNI __m512i d0_512(const char *const *rp, int64_t off)
 
 /* AVX-512: R[x] lane c = dword x of the 32 bytes at rp[c] + off (tr16's
  * shuffle: column c in the low half of zmm c, column c + 8 in its high) */
-static inline Q4_VNNI void tr8_512(__m512i T[8], const char *const *rp, int64_t off)
+static Q4_INLINE Q4_VNNI void tr8_512(__m512i T[8], const char *const *rp, int64_t off)
 {
 	const __m512i ix_lo = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
 	const __m512i ix_hi = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
@@ -343,12 +396,52 @@ static inline Q4_VNNI void tr8_512(__m512i T[8], const char *const *rp, int64_t 
 	}
 }
 
-static inline Q4_VNNI __m512 h2f_512(__m512i v, bool hi)
+/* AVX-512: O[x] lane c = dword x (0..14) of the 60 bytes at rp[c] + off:
+ * three Q4_1 blocks of 16 columns, scales and nibbles, from one 64-byte
+ * load a column (masked to 60: nothing read past the third block) and a
+ * 16 x 16 dword transpose (64 shuffles, 21 a block, where tr4_512 and
+ * d0_512 take 35 a block from 16-byte pieces) */
+static Q4_INLINE Q4_VNNI void tr15_512(__m512i O[16], const char *const *rp, int64_t off)
+{
+	__m512i r[16], t[16], u[16];
+#pragma GCC unroll 16
+	for (int c = 0; c < 16; c++)
+		r[c] = _mm512_maskz_loadu_epi32((__mmask16)0x7fff, rp[c] + off);
+	/* in each 128-bit lane L: t[2i] dwords 4L, 4L + 1 of columns 2i, 2i + 1
+	 * interleaved, t[2i + 1] dwords 4L + 2, 4L + 3 */
+#pragma GCC unroll 8
+	for (int c = 0; c < 16; c += 2) {
+		t[c] = _mm512_unpacklo_epi32(r[c], r[c + 1]);
+		t[c + 1] = _mm512_unpackhi_epi32(r[c], r[c + 1]);
+	}
+	/* u[4 g + x], lane L: dword 4L + x of columns 4g .. 4g + 3 */
+#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++) {
+		u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+		u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+		u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+		u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+	}
+	/* O[4L + x]: lane L of u[x], u[4 + x], u[8 + x], u[12 + x] */
+#pragma GCC unroll 4
+	for (int x = 0; x < 4; x++) {
+		const __m512i a_lo = _mm512_shuffle_i32x4(u[x], u[4 + x], 0x44);
+		const __m512i a_hi = _mm512_shuffle_i32x4(u[x], u[4 + x], 0xee);
+		const __m512i b_lo = _mm512_shuffle_i32x4(u[8 + x], u[12 + x], 0x44);
+		const __m512i b_hi = _mm512_shuffle_i32x4(u[8 + x], u[12 + x], 0xee);
+		O[x] = _mm512_shuffle_i32x4(a_lo, b_lo, 0x88);
+		O[4 + x] = _mm512_shuffle_i32x4(a_lo, b_lo, 0xdd);
+		O[8 + x] = _mm512_shuffle_i32x4(a_hi, b_hi, 0x88);
+		O[12 + x] = _mm512_shuffle_i32x4(a_hi, b_hi, 0xdd);
+	}
+}
+
+static Q4_INLINE Q4_VNNI __m512 h2f_512(__m512i v, bool hi)
 {
 	return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hi ? _mm512_srli_epi32(v, 16) : v));
 }
 
-static inline Q4_VNNI __m512i k_scale_512(const __m512i S[4], int sb, bool mn)
+static Q4_INLINE Q4_VNNI __m512i k_scale_512(const __m512i S[4], int sb, bool mn)
 {
 	const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15);
 	const __m512i lo = mn ? S[2] : S[1];
@@ -360,7 +453,7 @@ static inline Q4_VNNI __m512i k_scale_512(const __m512i S[4], int sb, bool mn)
 	return _mm512_or_si512(l4, _mm512_slli_epi32(h2, 4));
 }
 
-static inline Q4_VNNI __m512i bcast4(const int8_t *p)
+static Q4_INLINE Q4_VNNI __m512i bcast4(const int8_t *p)
 {
 	int32_t v;
 	memcpy(&v, p, sizeof(v));
@@ -369,7 +462,7 @@ static inline Q4_VNNI __m512i bcast4(const int8_t *p)
 
 /* every row's 32-block b against T (16 columns): two chains of 4 vpdpbusd
  * (exact integer sums: any order), then the specification's FMAs */
-static inline Q4_VNNI void rows_vnni(const q4_job *jb, __m512 *acc, const __m512i T[8],
+static Q4_INLINE Q4_VNNI void rows_vnni(const q4_job *jb, __m512 *acc, const __m512i T[8],
                                      __m512 dw, __m512 mw, int64_t b)
 {
 	const int64_t nb = jb->nb, k = jb->k, m = jb->m;
@@ -394,7 +487,57 @@ static inline Q4_VNNI void rows_vnni(const q4_job *jb, __m512 *acc, const __m512
 	}
 }
 
-static inline Q4_VNNI __m512i q6_t512(__m512i L0, __m512i L1, __m512i H, int x)
+/* Q4_1, one row (the decode's GEMV): rows_vnni's arithmetic, bit for bit,
+ * with the accumulator in a register (through the part's buffer, each
+ * block's FMAs waited on a store and a load) and three blocks a transpose */
+static Q4_VNNI __m512 q41_group_m1(const q4_job *jb, const char *const *rp, q4_pf *pf)
+{
+	const int64_t nb = jb->nb, bb = 20;
+	const __m512i m4 = _mm512_set1_epi8(15);
+	const int8_t *a = jb->aq;
+	__m512 acc = _mm512_setzero_ps();
+	int64_t b = 0;
+	for (; b + 3 <= nb; b += 3) {
+		__m512i O[16];
+		tr15_512(O, rp, b * bb);
+		pf_slice(pf);
+		pf_slice(pf);
+		pf_slice(pf);
+#pragma GCC unroll 3
+		for (int t3 = 0; t3 < 3; t3++) {
+			const int64_t bt = b + t3;
+			const int8_t *ab = a + bt * HG_Q4_QB;
+			__m512i s0 = _mm512_set1_epi32(jb->zas[bt]), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+			for (int x = 0; x < 4; x++) {
+				const __m512i R = O[5 * t3 + 1 + x];
+				s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(R, m4), bcast4(ab + 4 * x));
+				s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(R, 4), m4),
+				                         bcast4(ab + 16 + 4 * x));
+			}
+			const __m512 p = _mm512_mul_ps(_mm512_set1_ps(jb->da[bt]), h2f_512(O[5 * t3], false));
+			acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), p, acc);
+			acc = _mm512_fmadd_ps(h2f_512(O[5 * t3], true), _mm512_set1_ps(jb->sa[bt]), acc);
+		}
+	}
+	for (; b < nb; b++) {
+		__m512i R[4], T[8];
+		pf_slice(pf);
+		tr4_512(R, rp, b * bb + 4);
+#pragma GCC unroll 4
+		for (int x = 0; x < 4; x++) {
+			T[x] = _mm512_and_si512(R[x], m4);
+			T[x + 4] = _mm512_and_si512(_mm512_srli_epi16(R[x], 4), m4);
+		}
+		const __m512i D = d0_512(rp, b * bb);
+		__m512 r[1] = {acc};
+		rows_vnni(jb, r, T, h2f_512(D, false), h2f_512(D, true), b);
+		acc = r[0];
+	}
+	return acc;
+}
+
+static Q4_INLINE Q4_VNNI __m512i q6_t512(__m512i L0, __m512i L1, __m512i H, int x)
 {
 	const __m512i l = x & 1 ? L1 : L0;
 	const __m512i nib = _mm512_and_si512(x >= 2 ? _mm512_srli_epi16(l, 4) : l,
@@ -404,14 +547,14 @@ static inline Q4_VNNI __m512i q6_t512(__m512i L0, __m512i L1, __m512i H, int x)
 	return _mm512_or_si512(nib, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)));
 }
 
-static inline Q4_VNNI __m512i q6_sc512(const __m512i SC[4], int at)
+static Q4_INLINE Q4_VNNI __m512i q6_sc512(const __m512i SC[4], int at)
 {
 	return _mm512_srai_epi32(_mm512_slli_epi32(SC[at / 4], 24 - 8 * (unsigned)(at % 4)), 24);
 }
 
 /* Q6_K, every row's 32-block b: each half's chain of 4 vpdpbusd from -32
  * asum, times its scale (vpmulld), summed: the specification's isum */
-static inline Q4_VNNI void rows_q6_vnni(const q4_job *jb, __m512 *acc, const __m512i T[8],
+static Q4_INLINE Q4_VNNI void rows_q6_vnni(const q4_job *jb, __m512 *acc, const __m512i T[8],
                                         __m512i sc0, __m512i sc1, __m512 dw, int64_t b)
 {
 	const int64_t nb = jb->nb, k = jb->k, m = jb->m;
@@ -434,7 +577,8 @@ static inline Q4_VNNI void rows_q6_vnni(const q4_job *jb, __m512 *acc, const __m
 
 /* AVX-512 Q6_K: as q6_group_avx2, 16 columns; d from the dword at 206
  * (a 16-byte load at 208 would pass the block's end) */
-static Q4_VNNI void q6_group_vnni(const q4_job *jb, __m512 *acc, const char *const *rp)
+static Q4_VNNI void q6_group_vnni(const q4_job *jb, __m512 *acc, const char *const *rp,
+                                  q4_pf *pf)
 {
 	for (int64_t s = 0; s < jb->nb / 8; s++) {
 		__m512i SC[4], DQ[4];
@@ -452,6 +596,7 @@ static Q4_VNNI void q6_group_vnni(const q4_job *jb, __m512 *acc, const char *con
 				for (int y = 0; y < 8; y++)
 					T[y] = q6_t512(L0[y], L1[y], H[y], x);
 				const int sb = 4 * n + x;
+				pf_slice(pf);
 				rows_q6_vnni(jb, acc, T, q6_sc512(SC, 2 * sb), q6_sc512(SC, 2 * sb + 1), dw,
 				             8 * s + sb);
 			}
@@ -469,16 +614,40 @@ Q4_VNNI void hg_q4_cols_vnni(const q4_job *jb, int64_t j0, int64_t j1, char *pac
 	const __m512i sign = _mm512_set1_epi32((int32_t)0x80000000u);
 	__m512 *acc = (__m512 *)(void *)pack;
 	const char *rp[16];
+	q4_pf pf;
 	for (int64_t j = j0; j < j1; j += 16) {
 		const int nc = j1 - j < 16 ? (int)(j1 - j) : 16;
 		const __mmask16 mk = (__mmask16)((1u << nc) - 1);
 		group_rows(jb, j, nc, 16, rp, pack + 64 * m);
+		pf_start(&pf, jb, j, j1, 16, nb);
 		if (wt == HG_GGUF_Q6_K) {
-			q6_group_vnni(jb, acc, rp);
+			q6_group_vnni(jb, acc, rp, &pf);
+		} else if (wt == HG_GGUF_Q4_1 && m == 1) {
+			acc[0] = q41_group_m1(jb, rp, &pf);
 		} else if (wt == HG_GGUF_Q4_0 || wt == HG_GGUF_Q4_1) {
 			const int64_t off = wt == HG_GGUF_Q4_0 ? 2 : 4;
-			for (int64_t b = 0; b < nb; b++) {
+			int64_t b = 0;
+			if (wt == HG_GGUF_Q4_1) /* three blocks at a time (tr15_512) */
+				for (; b + 3 <= nb; b += 3) {
+					__m512i O[16];
+					tr15_512(O, rp, b * bb);
+#pragma GCC unroll 3
+					for (int t3 = 0; t3 < 3; t3++) {
+						__m512i T[8];
+						pf_slice(&pf);
+#pragma GCC unroll 4
+						for (int x = 0; x < 4; x++) {
+							T[x] = _mm512_and_si512(O[5 * t3 + 1 + x], m4);
+							T[x + 4] = _mm512_and_si512(
+								_mm512_srli_epi16(O[5 * t3 + 1 + x], 4), m4);
+						}
+						rows_vnni(jb, acc, T, h2f_512(O[5 * t3], false),
+						          h2f_512(O[5 * t3], true), b + t3);
+					}
+				}
+			for (; b < nb; b++) {
 				__m512i R[4], T[8];
+				pf_slice(&pf);
 				tr4_512(R, rp, b * bb + off);
 #pragma GCC unroll 4
 				for (int x = 0; x < 4; x++) {
@@ -508,6 +677,7 @@ Q4_VNNI void hg_q4_cols_vnni(const q4_job *jb, int64_t j0, int64_t j1, char *pac
 							_mm512_castps_si512(_mm512_mul_ps(
 								dmin, _mm512_cvtepi32_ps(k_scale_512(S, sb, true)))),
 							sign));
+						pf_slice(&pf);
 						rows_vnni(jb, acc, T, dw, mw, 8 * s + sb);
 					}
 				}

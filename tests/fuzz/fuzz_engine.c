@@ -105,7 +105,7 @@ static long long touched(const rt_manifest *e, const rt_engine_pop *x, int a)
 	if (!strcmp(op, "ngram_lookup"))
 		return a == 0 ? prm(k, "N_DRAFT") * 4 : a == 1 ? MC * 4 : a == 2 ? RT_ST_WORDS * 4 : 8;
 	if (!strcmp(op, "draft_ctrl")) { /* ref_draft_ctrl: ctrl's class rows, tokens, info[0],
-	                                  * state words NOUT and DRAFTED, cost[0 .. N_DRAFT] */
+	                                  * state words ROOT, NOUT and DRAFTED, cost[0 .. N_DRAFT] */
 		const long long ND = prm(k, "N_DRAFT");
 		return a == 0 ? (RT_CTRL_STATS + 2 * prm(k, "N_CLASS") * ND) * 4 : a == 1 ? ND * 4
 		       : a == 2 ? 4 : a == 3 ? (RT_ST_DRAFTED + 1) * 4 : (ND + 1) * 4;

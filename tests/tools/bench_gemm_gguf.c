@@ -6,9 +6,12 @@
  * asserted; speed is measured, never checked (COMMON.md). Build with
  * `make build/tools/bench_gemm_gguf`.
  *
- *   build/tools/bench_gemm_gguf [N K [path]]     (default 1536 576, auto)
+ *   build/tools/bench_gemm_gguf [N K [path [cold]]]   (default 1536 576, auto)
  *
- * path: portable, avx2, avx512. Types whose block does not divide K are
+ * path: portable, avx2, avx512, auto. cold: each call reads another of
+ * enough copies of W to pass 160 MB (the caches hold none of it, as in a
+ * decode step, whose layers' weights stream from memory); the median of
+ * the calls instead of the fastest. Types whose block does not divide K are
  * left out (Q4_K, Q6_K: 256). Rows 1, 7 and 26 (decode, a 7-row chain
  * verify, a 26-row tree). W: random blocks with finite fp16 scales (the
  * numbers do not matter to the time), A: random fp16. */
@@ -65,15 +68,16 @@ static void fill(uint8_t *W, int wtype, int64_t n_blocks)
 	}
 }
 
-static double time_call(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n,
-                        int64_t k, int wtype, int path, bool q8)
+static double time_call(float *C, const uint16_t *A, const uint8_t *W, int64_t m, int64_t n,
+                        int64_t k, int wtype, int path, bool q8, int copies, int64_t bytes)
 {
 	enum { REPS = 41 };
 	double t[REPS];
 	for (int r = -5; r < REPS; r++) {
+		const uint8_t *w = W + (size_t)((r + 5) % copies) * (size_t)bytes;
 		const double t0 = now_us();
-		const int rc = q8 ? hg_gemm_q8a8(C, A, W, m, n, k, false, path, 1)
-		                  : hg_gemm_gguf_a8(C, A, W, m, n, k, wtype, false, path, 1);
+		const int rc = q8 ? hg_gemm_q8a8(C, A, w, m, n, k, false, path, 1)
+		                  : hg_gemm_gguf_a8(C, A, w, m, n, k, wtype, false, path, 1);
 		const double t1 = now_us();
 		if (rc) {
 			fprintf(stderr, "bench_gemm_gguf: %s m %lld: error %d\n", hg_gguf_name(wtype),
@@ -84,7 +88,7 @@ static double time_call(float *C, const uint16_t *A, const void *W, int64_t m, i
 			t[r] = t1 - t0;
 	}
 	qsort(t, REPS, sizeof(t[0]), cmp_d);
-	return t[0];
+	return copies > 1 ? t[REPS / 2] : t[0];
 }
 
 int main(int argc, char **argv)
@@ -94,7 +98,15 @@ int main(int argc, char **argv)
 	if (argc > 3)
 		path = !strcmp(argv[3], "portable") ? HG_PATH_PORTABLE
 		       : !strcmp(argv[3], "avx2")   ? HG_PATH_AVX2
-		                                    : HG_PATH_AVX512;
+		       : !strcmp(argv[3], "avx512") ? HG_PATH_AVX512
+		       : !strcmp(argv[3], "auto")   ? HG_PATH_AUTO
+		                                    : -1;
+	const bool cold = argc > 4 && !strcmp(argv[4], "cold");
+	if (path < 0 || (argc > 4 && !cold)) {
+		fprintf(stderr, "bench_gemm_gguf: path: portable, avx2, avx512 or auto, then optionally "
+		                "cold; found %s%s%s\n", argv[3], argc > 4 ? " " : "", argc > 4 ? argv[4] : "");
+		return 2;
+	}
 	if (n <= 0 || k <= 0 || k % 32) {
 		fprintf(stderr, "bench_gemm_gguf: N K: positive, K a multiple of 32; found %lld %lld\n",
 		        (long long)n, (long long)k);
@@ -109,22 +121,25 @@ int main(int argc, char **argv)
 		return 1;
 	for (int64_t i = 0; i < 26 * k; i++) /* fp16 in (-1, 1) */
 		A[i] = (uint16_t)((rnd32() & 0x8000) | ((rnd32() % 15) << 10) | (rnd32() & 0x3ff));
-	printf("bench_gemm_gguf: N %lld K %lld, one thread, us per call (MB/s of W)\n",
-	       (long long)n, (long long)k);
+	printf("bench_gemm_gguf: N %lld K %lld, one thread, %s, us per call (MB/s of W)\n",
+	       (long long)n, (long long)k, cold ? "W from memory (median)" : "W hot (fastest)");
 	for (size_t ti = 0; ti < sizeof(TYPES) / sizeof(TYPES[0]); ti++) {
 		const int t = TYPES[ti];
 		if (!hg_gguf_block(t) || k % hg_gguf_block(t))
 			continue;
 		const int64_t nblk = n * (k / hg_gguf_block(t)), bytes = nblk * hg_gguf_block_bytes(t);
-		uint8_t *W = malloc((size_t)bytes);
+		const int copies = cold ? (int)(160000000 / bytes + 2) : 1;
+		uint8_t *W = malloc((size_t)bytes * (size_t)copies);
 		if (!W)
 			return 1;
 		fill(W, t, nblk);
+		for (int c = 1; c < copies; c++)
+			memcpy(W + (size_t)c * (size_t)bytes, W, (size_t)bytes);
 		for (int q8 = t == HG_GGUF_Q8_0; q8 >= (t == HG_GGUF_Q8_0); q8--) {
 			printf("  %-5s%-9s %6.2f MB:", hg_gguf_name(t), q8 ? " (q8a8)" : "",
 			       (double)bytes / 1e6);
 			for (size_t mi = 0; mi < 3; mi++) {
-				const double us = time_call(C, A, W, MS[mi], n, k, t, path, q8);
+				const double us = time_call(C, A, W, MS[mi], n, k, t, path, q8, copies, bytes);
 				printf("  m %2lld %8.1f us (%5.0f)", (long long)MS[mi], us, (double)bytes / us);
 			}
 			printf("\n");

@@ -5,7 +5,10 @@ Replays ngram_lookup (kernels/ref/ngram_lookup.c: the longest suffix of
 n = max_n .. min_n tokens found earlier, the latest occurrence, its next
 n_draft tokens) and draft_ctrl (kernels/ref/draft_ctrl.c, integer Q16 rule
 word for word: decayed counters per match-length class, probes whose
-interval doubles while drafts fail, a separate prior for one-token matches)
+interval doubles while drafts fail, a separate prior for one-token matches,
+an iteration that drafts none checking its first proposed token against the
+token the target emits: depth-1 evidence for the match's class, a quarter
+of a drafted outcome)
 over each prompt's greedy target tokens, verifying greedily against those
 tokens. The speed model is tokens / sum over iterations of cost[k] (cost[k]:
 an iteration drafting k tokens over one drafting none, measured at load by
@@ -18,8 +21,9 @@ models/prompts/replay/getids.sh. Tune on tune-*.txt only.
 usage: tests/tools/ctrl_replay.py [--eng a8|fp16] [--cost c1,..,c6] [--show]
        [--probe 8] [--probe-max 256] [--prior 0.5] [--prior-w 1]
        [--prior1 0.1] [--prior1-w 4] [--decay 0.9] [--ngram 1:4] [-n 64]
-       [--data DIR --sets a,b]   (the rule before the evidence gate:
-       --probe-max 8 --prior1 0.5 --prior1-w 1)
+       [--data DIR --sets a,b] [--no-k0]   (the rule before the evidence
+       gate: --probe-max 8 --prior1 0.5 --prior1-w 1 --no-k0; before the k = 0
+       evidence: --no-k0)
 """
 import argparse
 import glob
@@ -54,8 +58,12 @@ def replay(prompt, toks, a, cost):
     A = [[0] * D for _ in range(NC)]
     idle = gap = 0
     h, n, total, ks = list(prompt), 0, 0.0, []
-    pk, pc, acc = 0, -1, 0
+    pk, pc, acc, ptok = 0, -1, 0, -1
     while n < len(toks):
+        if pk == 0 and pc >= 0 and ptok >= 0 and a.k0:  # 1b. k = 0 evidence
+            if T[pc][0] < 1 << 30:  # a quarter of an outcome, no decay
+                T[pc][0] += Q // 4
+                A[pc][0] += Q // 4 if h[-1] == ptok else 0
         if pk > 0 and pc >= 0:  # 1. fold the previous outcome
             for j in range(D):
                 T[pc][j] = (T[pc][j] * dec) >> 16
@@ -91,7 +99,7 @@ def replay(prompt, toks, a, cost):
         n += emit
         total += cost[k]
         ks.append(k)
-        pk, pc = k, c
+        pk, pc, ptok = k, c, (draft[0] if k == 0 and c >= 0 else -1)
     return len(toks) / total, ks
 
 
@@ -108,6 +116,8 @@ def main():
     ap.add_argument('--prior1-w', type=float, default=4.0)
     ap.add_argument('--decay', type=float, default=0.9)
     ap.add_argument('--ngram', default='1:4')
+    ap.add_argument('--no-k0', dest='k0', action='store_false',
+                    help='the rule before the k = 0 evidence')
     ap.add_argument('-n', type=int, default=64)
     ap.add_argument('--data', default=DATA)
     ap.add_argument('--sets', default='tune-general,tune-copy')
