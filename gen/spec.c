@@ -155,7 +155,7 @@ static int model_from_path(const json_value *v, const char *path, const char *mp
 	/* every family the loaders take has its planner file (gen/arch.h) */
 	if (!gen_arch_of(cfg->arch))
 		return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: %s: \"%s\": architecture: expected llama, "
-		               "qwen2 or qwen3 (a family the generator has a file for), found %s",
+		               "qwen2, qwen3 or gemma3 (a family the generator has a file for), found %s",
 		               v->file, v->line, v->col, path, mpath, rt_arch_name(cfg->arch));
 	return 0;
 }
@@ -702,6 +702,21 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		         "\"bf16\", \"fp16\", \"q8_0\", \"q8_0_a8\" or \"gguf_a8\"",
 		         "\"%.40s\"", s);
 		goto out_free;
+	}
+
+	/* what a family's engine cannot run (gen/arch.h check: Gemma 3's
+	 * sliding window beyond max_context, ...) */
+	for (int mi = 0; mi < 2 && (!mi || sp->draft_kind == GEN_DRAFT_MODEL); mi++) {
+		const rt_config *c = mi ? &sp->draft.cfg : &sp->target.cfg;
+		const gen_arch *fa = gen_arch_of(c->arch);
+		gen_arch_refusal r = {0};
+		if (fa && fa->check && fa->check(c, mi ? "draft" : "target", sp, &r)) {
+			char key[64];
+			snprintf(key, sizeof(key), "$.%s", r.key);
+			rc = json_refuse(err, json_get(root, r.key) ? json_get(root, r.key) : root, key,
+			                 r.expected, "%s", r.found);
+			goto out_free;
+		}
 	}
 
 	if ((v = json_get(root, "archs"))) {
