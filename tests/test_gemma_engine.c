@@ -26,7 +26,8 @@
  * scale, per-layer RoPE tables holding the local and global frequencies)
  * and the refusals: a max_context beyond the sliding window, a window
  * shorter than the context (hf_tiny's default 4), a final logit softcap,
- * gguf_a8 weights, each naming the spec field, expected and found. */
+ * gguf_a8 weights, each naming the spec field, expected and found; and
+ * Gemma 3 by shape (models/specs/gemma3-4b-ngram.json). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -379,12 +380,71 @@ static void test_refusals(void **state)
 	free(s);
 }
 
+/* Gemma 3 by shape (no weights: planning, inspect's projection, random
+ * weights): models/specs/gemma3-4b-ngram.json plans Gemma-3-4B's engine
+ * (34 layers, head_dim 256, GeGLU, the embedding times sqrt(2560), rope
+ * tables per layer, tied); its max_context past sliding_window 1024 is
+ * refused; a Gemma key under another family is refused naming it. */
+static void test_shape(void **state)
+{
+	(void)state;
+	sw_err err = {0};
+	gen_spec *s = calloc(1, sizeof(*s));
+	gen_plan p;
+	memset(&p, 0, sizeof(p));
+	assert_non_null(s);
+	if (gen_spec_load("models/specs/gemma3-4b-ngram.json", NULL, s, &err) ||
+	    gen_plan_build(s, &p, &err))
+		fail_msg("%s", err.msg);
+	const rt_config *c = &s->target.cfg;
+	assert_int_equal(c->arch, RT_ARCH_GEMMA3);
+	assert_int_equal(c->swa_window, 1024);
+	assert_true(c->tied_embd);
+	assert_true(c->embd_scale == sqrtf(2560.0f));
+	assert_true(c->query_scalar == 256.0f && c->rope_theta_local == 10000.0f);
+	const int b = gen_plan_find_buf(&p, "target.rope_freq");
+	assert_true(b >= 0);
+	assert_int_equal(p.bufs[b].shape[0], 34);
+	assert_int_equal(p.bufs[b].shape[1], 128);
+	assert_true(gen_plan_find_buf(&p, "target.lm_head") < 0);
+	assert_int_equal(count_ops(&p, "rmsnorm_residual", "prefill"), 5);
+	const gen_param *act = kparam(&p, "swiglu.cu.tmpl", "ACT");
+	assert_true(act && act->i == 1);
+	gen_plan_free(&p);
+	/* the same shape at max_context 2048 */
+	size_t n;
+	char *t = sw_read_file("models/specs/gemma3-4b-ngram.json", SW_CAP_TEXT, &n);
+	assert_non_null(t);
+	char *at = strstr(t, "\"max_context\": 1024");
+	assert_non_null(at);
+	memcpy(at, "\"max_context\": 2048", 19);
+	memset(s, 0, sizeof(*s));
+	assert_int_not_equal(gen_spec_parse(t, n, "g4b.json", NULL, s, &err), 0);
+	if (!strstr(err.msg, "g4b.json") || !strstr(err.msg, "$.max_context") ||
+	    !strstr(err.msg, "at most 1024") || !strstr(err.msg, "found 2048"))
+		fail_msg("message: %s", err.msg);
+	free(t);
+	/* a Gemma key under Qwen3 */
+	static const char bad[] =
+		"{\"target\": {\"shape\": {\"arch\": \"qwen3\", \"n_layers\": 2, \"dim\": 64, "
+		"\"n_heads\": 4, \"ffn_dim\": 96, \"vocab\": 300, \"sliding_window\": 64}}, \"draft\": "
+		"\"ngram\", \"tree\": \"chain:4\", \"verify\": {\"method\": \"greedy\", \"expand\": "
+		"\"topk\"}, \"max_context\": 64, \"dtype\": \"bf16\"}";
+	memset(s, 0, sizeof(*s));
+	assert_int_not_equal(gen_spec_parse(bad, strlen(bad), "bad.json", NULL, s, &err), 0);
+	if (!strstr(err.msg, "sliding_window") || !strstr(err.msg, "gemma3") || !strstr(err.msg, "qwen3"))
+		fail_msg("message: %s", err.msg);
+	print_message("  refused: %s\n", err.msg);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plan),
 		cmocka_unit_test(test_engines_vs_transformers),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_shape),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
