@@ -1,6 +1,7 @@
 /* The Llama family in the planner (arch.h): no extra weights; RoPE on
- * adjacent pairs (rows in GGUF order, templates/rope.cu.tmpl) on q and k.
- * Also the family table gen_arch_of. */
+ * adjacent pairs (rows in GGUF order, templates/rope.cu.tmpl) on q and k;
+ * the plain block (gen_arch_block_plain, Qwen's too). Also the family
+ * table gen_arch_of. */
 #include "arch.h"
 
 enum { BLK_ROPE = 128 }; /* the block test_kern_nvrtc checks for zero spills */
@@ -24,7 +25,7 @@ static int llama_qkv_ops(const rt_config *cfg, int64_t rows, gen_arch_op *out)
 		                            {.name = "HEAD_DIM", .type = GEN_PARAM_INT, .i = hd},
 		                            {.name = "ROT_DIM", .type = GEN_PARAM_INT, .i = hd},
 		                            {.name = "BLOCK", .type = GEN_PARAM_INT, .i = BLK_ROPE}},
-		                 .x = qk ? GEN_QKV_K : GEN_QKV_Q, .n_args = 3, .w = {-1, -1},
+		                 .x = qk ? GEN_QKV_K : GEN_QKV_Q, .n_args = 3, .w = {-1, -1}, .freq = -1,
 		                 .block = BLK_ROPE,
 		                 .bytes = 2.0 * rows * H * hd * 4 + rows * 4.0 + hd / 2 * 4.0,
 		                 .flops = 3.0 * rows * H * hd};
@@ -33,7 +34,13 @@ static int llama_qkv_ops(const rt_config *cfg, int64_t rows, gen_arch_op *out)
 	return 2;
 }
 
-const gen_arch gen_arch_llama = {"llama", llama_weights, llama_qkv_ops};
+void gen_arch_block_plain(const rt_config *cfg, gen_arch_block *out)
+{
+	(void)cfg;
+	*out = (gen_arch_block){.embd_scale = 1.0f, .act = 0, .post_attn = -1, .post_ffn = -1};
+}
+
+const gen_arch gen_arch_llama = {"llama", llama_weights, llama_qkv_ops, gen_arch_block_plain, NULL};
 
 const gen_arch *gen_arch_of(int arch)
 {
@@ -43,6 +50,8 @@ const gen_arch *gen_arch_of(int arch)
 	case RT_ARCH_QWEN2:
 	case RT_ARCH_QWEN3:
 		return &gen_arch_qwen;
+	case RT_ARCH_GEMMA3:
+		return &gen_arch_gemma;
 	default:
 		return NULL;
 	}

@@ -81,6 +81,7 @@ typedef struct model_ix {
 	                      * (its block rows are staged past the length) */
 	const gen_arch *arch; /* the family's weights and q/k/v ops (arch.h) */
 	int n_xw, xw[GEN_ARCH_MAX_W]; /* the family's extra weights (arch->weights order) */
+	gen_arch_block blk;   /* the rest of the family's block (arch.h) */
 } model_ix;
 
 typedef struct act_ix {
@@ -339,6 +340,30 @@ static void op_rmsnorm(ctx *c, const char *name, const rt_config *cfg, int64_t r
 	emit(c, &d);
 }
 
+/* A family's post-norm (arch.h gen_arch_block: Gemma 3's sandwich norms)
+ * in place on the block output delta, before the residual add the next
+ * norm does: delta = rmsnorm(delta) * w. The rmsnorm_residual kernel with
+ * x = r = s = y = delta and EPS = 4 eps: s = 2 delta, and 2 delta /
+ * sqrt(mean(4 delta^2) + 4 eps) is delta / sqrt(mean(delta^2) + eps) bit
+ * for bit (every factor a power of two: exact in fp32, barring overflow),
+ * so no kernel of its own (the template lets s alias x and r, y read and
+ * written by one thread). */
+static void op_post_norm(ctx *c, const char *name, const rt_config *cfg, int64_t rows, gen_arg w,
+                         int repeat, const char *layers)
+{
+	const act_ix *a = &c->a;
+	gen_param prm[] = {PNAME, PI("DIM", cfg->dim), PI("BLOCK", BLK_RMS),
+	                   {.name = "EPS", .type = GEN_PARAM_FLOAT, .f = 4.0f * cfg->norm_eps}};
+	op_desc d = {.name = name, .op = "rmsnorm_residual", .exec = GEN_EXEC_KERNEL,
+	             .kernel = kernel(c, "rmsnorm_residual_f32", "rmsnorm_residual.cu.tmpl", prm, 4),
+	             .gx = (int)rows, .block = BLK_RMS, .repeat = repeat, .layers = layers,
+	             .n_args = 5,
+	             .args = {A(a->delta, 0), A(a->delta, 0), A(a->delta, 0), A(a->delta, 0), w},
+	             .bytes = 2.0 * rows * cfg->dim * 4 + cfg->dim * 4.0,
+	             .flops = 5.0 * rows * cfg->dim};
+	emit(c, &d);
+}
+
 /* The tree's ancestor mask rows N_BLK-T .. N_BLK-1, columns 0 .. N_BLK-1:
  * what the tree attention template reads from <NAME>_mask. */
 void gen_plan_attn_mask(const gen_tree *t, int T, int n_blk, uint64_t *rows)
@@ -559,7 +584,8 @@ static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 		             .kernel = kernel(c, xo[i].kop, xo[i].tmpl, xo[i].params, xo[i].n_params),
 		             .gx = (int)rows, .block = xo[i].block, .repeat = L, .layers = layers,
 		             .n_args = xo[i].n_args,
-		             .args = {A(xb, 0), pos, A(m->inv_freq, 0)},
+		             .args = {A(xb, 0), pos,
+		                      A(xo[i].freq >= 0 ? m->xw[xo[i].freq] : m->inv_freq, 0)},
 		             .bytes = xo[i].bytes, .flops = xo[i].flops};
 		for (int j = 0; j < 2 && xo[i].n_args == 5; j++)
 			d.args[3 + j] = A(xo[i].w[j] >= 0 ? m->xw[xo[i].w[j]] : m->inv_freq, 0);
@@ -590,15 +616,18 @@ static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 	                            s, dt, o->mode != FWD_PREFILL, m->ctx_rows);
 	op_attention(c, m, &sh, L, layers, o->mode == FWD_BLOCK ? o->mask_kind : GEN_MASK_TREE);
 	op_gemm(c, "wo", rows, D, qd, A(a->delta, 0), A(a->attn, 0), A(m->wo, 0), L, layers);
+	if (m->blk.post_attn >= 0)
+		op_post_norm(c, "post_attn_norm", cfg, rows, A(m->xw[m->blk.post_attn], 0), L, layers);
 	op_rmsnorm(c, "ffn_norm", cfg, rows, A(m->ffn_norm, 0), L, layers);
 	op_cast(c, "ffn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), L, layers);
 	op_gemm(c, "w_gate", rows, F, D, A(a->gate, 0), A(a->x16, 0), A(m->w_gate, 0), L, layers);
 	op_gemm(c, "w_up", rows, F, D, A(a->up, 0), A(a->x16, 0), A(m->w_up, 0), L, layers);
 	{
-		gen_param prm[] = {PNAME, PI("FFN", F), PI("BLOCK", BLK_SWIGLU)};
+		/* SwiGLU, or the family's GeGLU (ACT 1) */
+		gen_param prm[] = {PNAME, PI("FFN", F), PI("ACT", m->blk.act), PI("BLOCK", BLK_SWIGLU)};
 		int v = F % 4 == 0 ? 4 : 1;
 		op_desc d = {.name = "swiglu", .op = "swiglu", .exec = GEN_EXEC_KERNEL,
-		             .kernel = kernel(c, "swiglu_f32", "swiglu.cu.tmpl", prm, 3),
+		             .kernel = kernel(c, "swiglu_f32", "swiglu.cu.tmpl", prm, 4),
 		             .gx = (int)((F + BLK_SWIGLU * v - 1) / (BLK_SWIGLU * v)), .gy = (int)rows,
 		             .block = BLK_SWIGLU, .repeat = L, .layers = layers, .n_args = 3,
 		             .args = {A(a->gate, 0), A(a->gate, 0), A(a->up, 0)},
@@ -607,6 +636,8 @@ static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 	}
 	op_cast(c, "ffn_mid_cast", rows, F, A(a->x16, 0), A(a->gate, 0), L, layers);
 	op_gemm(c, "w_down", rows, D, F, A(a->delta, 0), A(a->x16, 0), A(m->w_down, 0), L, layers);
+	if (m->blk.post_ffn >= 0)
+		op_post_norm(c, "post_ffn_norm", cfg, rows, A(m->xw[m->blk.post_ffn], 0), L, layers);
 }
 
 /* A tapped layer's output (h + delta: the residual add is deferred to the
@@ -662,12 +693,13 @@ static void forward_ex(ctx *c, const model_ix *m, const fwd_opt *o)
 		 * Every id the target can commit is embedded: a draft model whose
 		 * vocabulary is a prefix of the target's (Qwen2-0.5B's 151936 under
 		 * Qwen2-7B's 152064) embeds the ids beyond its table as a zero row
-		 * (N_IDS) */
+		 * (N_IDS); rows times the family's scale (Gemma 3: sqrt(dim)) */
 		gen_param prm[] = {PNAME, PI("DIM", D), PI("N_ROWS", m->embd_rows),
 		                   PI("N_IDS", c->s->target.cfg.vocab), PI("IS_F16", c->cast_mode),
+		                   {.name = "SCALE", .type = GEN_PARAM_FLOAT, .f = m->blk.embd_scale},
 		                   PI("BLOCK", BLK_EMB)};
 		op_desc emb = {.name = "embedding", .op = "embedding16", .exec = GEN_EXEC_KERNEL,
-		               .kernel = kernel(c, "embedding16", "embedding16.cu.tmpl", prm, 6),
+		               .kernel = kernel(c, "embedding16", "embedding16.cu.tmpl", prm, 7),
 		               .gx = (int)rows, .block = BLK_EMB, .n_args = 4,
 		               .args = {A(a->h, 0), A(m->tok_embd, 0), A(tok_buf, row0 * 4), A(a->err, 0)},
 		               .bytes = rows * 4.0 + (double)rows * D * dt + (double)rows * D * 4};
@@ -789,6 +821,7 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 	m->arch = gen_arch_of(block ? RT_ARCH_LLAMA : cfg->arch);
 	if (!m->arch)
 		return SW_ENOTSUP;
+	m->arch->block(cfg, &m->blk);
 	gen_arch_weight xw[GEN_ARCH_MAX_W];
 	m->n_xw = (block || own_weights) ? m->arch->weights(cfg, xw) : shared->n_xw;
 	if (block || own_weights) {
@@ -831,7 +864,7 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 			m->lm_head = m->tok_embd;
 		else
 			B(lm_head, "weight", MDT(GEN_WT_LM_HEAD), 2, cfg->vocab, D, 0, 0);
-		B(inv_freq, "weight", "f32", 1, hd / 2, 0, 0, 0);
+		B(inv_freq, "weight", "f32", 1, rt_config_inv_freq_len(cfg), 0, 0, 0);
 		for (int i = 0; i < m->n_xw; i++) {
 			snprintf(nm, sizeof(nm), "%s.%s", tag, xw[i].field);
 			if ((m->xw[i] = add_buf(p, nm, "weight", "f32", 2, L, xw[i].per, 0, 0)) < 0)

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <stdarg.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,7 +156,7 @@ static int model_from_path(const json_value *v, const char *path, const char *mp
 	/* every family the loaders take has its planner file (gen/arch.h) */
 	if (!gen_arch_of(cfg->arch))
 		return sw_errf(err, SW_ENOTSUP, "%s:%d:%d: %s: \"%s\": architecture: expected llama, "
-		               "qwen2 or qwen3 (a family the generator has a file for), found %s",
+		               "qwen2, qwen3 or gemma3 (a family the generator has a file for), found %s",
 		               v->file, v->line, v->col, path, mpath, rt_arch_name(cfg->arch));
 	return 0;
 }
@@ -176,11 +177,42 @@ static int opt_int(const json_value *o, const char *key, const char *path, int64
 	return json_get(o, key) ? get_int(o, key, path, lo, hi, out, err) : 0;
 }
 
+/* Gemma 3's fields of a shape (Gemma3TextConfig's names and defaults:
+ * sliding_window 4096, a global layer every 6, local RoPE base 10000,
+ * query_pre_attn_scalar = head_dim), the embedding scale sqrt(dim); tied
+ * unless tied_embd says otherwise, rope_theta 1e6 unless given. */
+static int gemma_shape(const json_value *sh, const char *path, rt_config *c, sw_err *err)
+{
+	double d = 10000.0, q = c->head_dim;
+	int rc;
+	c->swa_window = 4096;
+	c->swa_pattern = 6;
+	if ((rc = opt_int(sh, "sliding_window", path, 1, 1 << 24, &c->swa_window, err)) ||
+	    (rc = opt_int(sh, "sliding_window_pattern", path, 1, 4096, &c->swa_pattern, err)) ||
+	    (json_get(sh, "rope_local_base_freq") &&
+	     (rc = json_get_number(sh, "rope_local_base_freq", path, 1.0, 1e12, &d, err))) ||
+	    (json_get(sh, "query_pre_attn_scalar") &&
+	     (rc = json_get_number(sh, "query_pre_attn_scalar", path, 1e-3, 1e6, &q, err))))
+		return rc;
+	c->rope_theta_local = (float)d;
+	c->query_scalar = (float)q;
+	c->embd_scale = sqrtf((float)c->dim);
+	if (!json_get(sh, "tied_embd"))
+		c->tied_embd = true;
+	if (!json_get(sh, "rope_theta"))
+		c->rope_theta = 1e6f;
+	return 0;
+}
+
 static int shape_parse(const json_value *sh, const char *path, rt_config *c, sw_err *err)
 {
 	static const char *const keys[] = {"arch", "n_layers", "dim", "n_heads", "n_kv_heads", "head_dim",
 	                                   "ffn_dim", "vocab", "rope_theta", "norm_eps",
-	                                   "tied_embd", "max_ctx", NULL};
+	                                   "tied_embd", "max_ctx", "sliding_window",
+	                                   "sliding_window_pattern", "rope_local_base_freq",
+	                                   "query_pre_attn_scalar", NULL};
+	static const char *const gemma_keys[] = {"sliding_window", "sliding_window_pattern",
+	                                         "rope_local_base_freq", "query_pre_attn_scalar"};
 	char kp[256];
 	double d;
 	int rc;
@@ -215,18 +247,26 @@ static int shape_parse(const json_value *sh, const char *path, rt_config *c, sw_
 	}
 	if (json_get(sh, "tied_embd") && (rc = json_get_bool(sh, "tied_embd", path, &c->tied_embd, err)))
 		return rc;
-	if (json_get(sh, "arch")) { /* the family: llama (default), qwen2, qwen3 */
+	if (json_get(sh, "arch")) { /* the family: llama (default), qwen2, qwen3, gemma3 */
 		const json_value *a = json_get(sh, "arch");
 		int k = -1;
-		for (int i = RT_ARCH_LLAMA; i <= RT_ARCH_QWEN3; i++)
+		for (int i = RT_ARCH_LLAMA; i <= RT_ARCH_GEMMA3; i++)
 			if (a->type == JSON_STRING && !strcmp(a->str, rt_arch_name(i)))
 				k = i;
 		if (k < 0)
 			return json_refuse(err, a, json_path_key(kp, sizeof(kp), path, "arch"),
-			                   "\"llama\", \"qwen2\" or \"qwen3\"", "%s",
+			                   "\"llama\", \"qwen2\", \"qwen3\" or \"gemma3\"", "%s",
 			                   a->type == JSON_STRING ? a->str : "not a string");
 		c->arch = k;
 	}
+	for (size_t i = 0; c->arch != RT_ARCH_GEMMA3 && i < sizeof(gemma_keys) / sizeof(*gemma_keys); i++)
+		if (json_get(sh, gemma_keys[i]))
+			return json_refuse(err, json_get(sh, gemma_keys[i]),
+			                   json_path_key(kp, sizeof(kp), path, gemma_keys[i]),
+			                   "the key only with \"arch\": \"gemma3\"", "it with arch %s",
+			                   rt_arch_name(c->arch));
+	if (c->arch == RT_ARCH_GEMMA3 && (rc = gemma_shape(sh, path, c, err)))
+		return rc;
 	if (!json_get(sh, "head_dim") && c->dim % c->n_heads)
 		return json_refuse(err, json_get(sh, "dim"), json_path_key(kp, sizeof(kp), path, "dim"),
 		           "a multiple of n_heads (or give head_dim)", "%d with n_heads %d", c->dim,
@@ -702,6 +742,21 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		         "\"bf16\", \"fp16\", \"q8_0\", \"q8_0_a8\" or \"gguf_a8\"",
 		         "\"%.40s\"", s);
 		goto out_free;
+	}
+
+	/* what a family's engine cannot run (gen/arch.h check: Gemma 3's
+	 * sliding window beyond max_context, ...) */
+	for (int mi = 0; mi < 2 && (!mi || sp->draft_kind == GEN_DRAFT_MODEL); mi++) {
+		const rt_config *c = mi ? &sp->draft.cfg : &sp->target.cfg;
+		const gen_arch *fa = gen_arch_of(c->arch);
+		gen_arch_refusal r = {0};
+		if (fa && fa->check && fa->check(c, mi ? "draft" : "target", sp, &r)) {
+			char key[64];
+			snprintf(key, sizeof(key), "$.%s", r.key);
+			rc = json_refuse(err, json_get(root, r.key) ? json_get(root, r.key) : root, key,
+			                 r.expected, "%s", r.found);
+			goto out_free;
+		}
 	}
 
 	if ((v = json_get(root, "archs"))) {

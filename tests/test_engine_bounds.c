@@ -291,10 +291,9 @@ static void test_tamperings_refused(void **state)
 		 NULL, "expected \"rope.cu.tmpl\" for op kind \"rope\""},
 		{"op kind unknown", "\"op\": \"cast\"", "\"op\": ", "\"gather\"", NULL, NULL, NULL,
 		 "op kind \"gather\" has no extent rule"},
-		{"args written in place", "\"op\": \"rmsnorm_residual\"", "\"args\": ",
-		 "[{\"buf\": \"h\", \"offset\": 0}, {\"buf\": \"h\", \"offset\": 0}, {\"buf\": \"h\", "
-		 "\"offset\": 0}, {\"buf\": \"delta\", \"offset\": 0}, {\"buf\": \"target.attn_norm\", "
-		 "\"offset\": 0}]", NULL, NULL, NULL, "args[0] and args[1] (op attn_norm"},
+		{"args written in place", "\"op\": \"cast\"", "\"args\": ",
+		 "[{\"buf\": \"xn\", \"offset\": 0}, {\"buf\": \"xn\", \"offset\": 0}]", NULL, NULL, NULL,
+		 "args[0] and args[1] (op attn_in_cast"},
 		{"gemm output as a weight", "\"exec\": \"cublaslt\"", "\"args\": ",
 		 "[{\"buf\": \"target.wq\", \"offset\": 0}, {\"buf\": \"x16\", \"offset\": 0}, "
 		 "{\"buf\": \"target.wq\", \"offset\": 0}]", NULL, NULL, NULL,

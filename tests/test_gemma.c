@@ -31,7 +31,8 @@
  *     refusals (an attention softcap, a layer_types list that is no
  *     period, another activation, the multimodal model_type "gemma3");
  *     GGUF refusals (missing post-norm, an attention softcap key); the
- *     generator refuses gemma3 naming the architecture. */
+ *     generator takes gemma3 within its sliding window and refuses a
+ *     max_context beyond it. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -483,8 +484,11 @@ static void test_gguf(void **state)
 	rmdir(dir);
 }
 
-/* gen refuses a gemma3 target, naming the architecture */
-static void test_generator_refuses(void **state)
+/* gen takes a gemma3 target (gen/arch_gemma.c) whose sliding window
+ * covers max_context, and refuses a max_context beyond it naming the
+ * field, the window and the value (the engine's attention has no window:
+ * tests/test_gemma_engine.c runs such engines) */
+static void test_generator_window(void **state)
 {
 	(void)state;
 	char dir[64], p[128], spec[512];
@@ -493,20 +497,27 @@ static void test_generator_refuses(void **state)
 	snprintf(p, sizeof(p), "%s/config.json", dir);
 	FILE *f = fopen(p, "w");
 	assert_non_null(f);
-	fprintf(f, "%s}", G_BASE);
+	fprintf(f, "%s}", G_BASE); /* sliding_window: transformers' default 4096 */
 	fclose(f);
-	snprintf(spec, sizeof(spec), "{\"target\": {\"path\": \"%s\"}, \"draft\": \"ngram\", \"tree\": "
-	         "\"chain:4\", \"verify\": {\"method\": \"greedy\", \"expand\": \"topk\"}, "
-	         "\"max_context\": 256, \"dtype\": \"bf16\"}", dir);
-	gen_spec s;
-	sw_err err = { 0 };
-	memset(&s, 0, sizeof(s));
-	int rc = gen_spec_parse(spec, strlen(spec), "spec.json", NULL, &s, &err);
-	if (rc != SW_ENOTSUP)
-		fail_msg("rc %d: %s", rc, err.msg);
-	if (!strstr(err.msg, "architecture: expected llama") || !strstr(err.msg, "found gemma3") ||
-	    !strstr(err.msg, "spec.json") || !strstr(err.msg, dir))
-		fail_msg("message: %s", err.msg);
+	for (int k = 0; k < 2; k++) {
+		snprintf(spec, sizeof(spec), "{\"target\": {\"path\": \"%s\"}, \"draft\": \"ngram\", "
+		         "\"tree\": \"chain:4\", \"verify\": {\"method\": \"greedy\", \"expand\": "
+		         "\"topk\"}, \"max_context\": %d, \"dtype\": \"bf16\"}", dir, k ? 4097 : 4096);
+		gen_spec *s = calloc(1, sizeof(*s));
+		sw_err err = { 0 };
+		assert_non_null(s);
+		int rc = gen_spec_parse(spec, strlen(spec), "spec.json", NULL, s, &err);
+		if (!k) {
+			if (rc)
+				fail_msg("rc %d: %s", rc, err.msg);
+			assert_int_equal(s->target.cfg.arch, RT_ARCH_GEMMA3);
+		} else if (!rc || !strstr(err.msg, "spec.json") || !strstr(err.msg, "$.max_context") ||
+		           !strstr(err.msg, "at most 4096") || !strstr(err.msg, "sliding_window") ||
+		           !strstr(err.msg, "found 4097")) {
+			fail_msg("rc %d, message: %s", rc, err.msg);
+		}
+		free(s);
+	}
 	unlink(p);
 	rmdir(dir);
 }
@@ -520,7 +531,7 @@ int main(void)
 		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_config),
 		cmocka_unit_test(test_gguf),
-		cmocka_unit_test(test_generator_refuses),
+		cmocka_unit_test(test_generator_window),
 	};
 	return cmocka_run_group_tests(tests, setup_hf, teardown_hf);
 }

@@ -4,7 +4,8 @@
  * and the scalar one (33, 111), 1 and odd token counts, out-of-range ids,
  * and ids in the padding range [N_ROWS, N_IDS) (a draft whose vocabulary is
  * a prefix of the target's), which must come out as rows of +0.0 bits.
- * Widening is exact, so the bound is zero: bit equality over the whole
+ * Rows times SCALE (Gemma 3's sqrt(dim): 8 and sqrt(640); 1 elsewhere),
+ * one fp32 multiply on both sides. Widening is exact, so the bound is zero: bit equality over the whole
  * output, untouched rows still holding emu_alloc's poison, guard zones
  * checked by the emulator. Then NVRTC (sm_80, sm_90) at real shapes: zero
  * spills, resources printed.
@@ -12,6 +13,7 @@
  * payload; the GPU's cvt.f32.f16 may canonicalise it, which no test here can
  * see (no GPU). */
 #include <dlfcn.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,11 +38,14 @@ static uint64_t rnd64(void) /* splitmix64 (tu_rand) on the shared state */
 	return tu_rand(&rng_state);
 }
 
+static float g_scale = 1.0f; /* SCALE of the kernels check() loads */
+
 static const emu_kernel *kern(int dim, int n_rows, int n_ids, int is_f16, int block)
 {
 	gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("DIM", dim), I("N_ROWS", n_rows),
-	                 I("N_IDS", n_ids), I("IS_F16", is_f16), I("BLOCK", block)};
-	return load_kernel("embedding16.cu.tmpl", "embedding16", p, 6);
+	                 I("N_IDS", n_ids), I("IS_F16", is_f16),
+	                 {.name = "SCALE", .type = GEN_PARAM_FLOAT, .f = g_scale}, I("BLOCK", block)};
+	return load_kernel("embedding16.cu.tmpl", "embedding16", p, 7);
 }
 
 /* T rows of dim from a table of n_rows and n_pad padding ids beyond it;
@@ -73,11 +78,11 @@ static void check(int T, int dim, int is_f16, int block, int bad_at, int n_pad)
 	}
 	*err = 0;
 	memset(ref, 0xff, ny * sizeof(*ref)); /* the poison emu_alloc leaves in y */
-	assert_int_equal(ref_embedding16(ref, table, tok, T, dim, n_rows, n_ids, is_f16),
+	assert_int_equal(ref_embedding16(ref, table, tok, T, dim, n_rows, n_ids, is_f16, g_scale),
 	                 bad_at >= 0 ? -1 : 0);
 	void *args[] = {&y, &table, &tok, &err};
 	char what[128];
-	int n = snprintf(what, sizeof(what), "%s T%d", k->name, T);
+	int n = snprintf(what, sizeof(what), "%s T%d scale %g", k->name, T, (double)g_scale);
 	if (bad_at >= 0)
 		n += snprintf(what + n, sizeof(what) - (size_t)n, ", bad ids in rows %d%s (left untouched)",
 		              bad_at, bad_at + 2 < T ? " and +2" : "");
@@ -168,6 +173,26 @@ static void test_embedding16_padding(void **state)
 		}
 }
 
+/* Gemma 3's scaled rows: SCALE 8 (dim 64) and sqrtf(640) (270M), every
+ * shape and path, padding and bad ids beside them: still bit equal (the
+ * padding rows +0.0: 0 * scale). */
+static void test_embedding16_scaled(void **state)
+{
+	static const int dims[] = {576, 64, 33, 111};
+	(void)state;
+	const float scales[] = {8.0f, sqrtf(640.0f)};
+	for (int sc = 0; sc < 2; sc++) {
+		g_scale = scales[sc];
+		for (int f16 = 0; f16 < 2; f16++)
+			for (int a = 0; a < 4; a++) {
+				check(3, dims[a], f16, a % 2 ? 32 : 128, -1, 0);
+				check(7, dims[a], f16, 128, -1, 3);
+				check(5, dims[a], f16, 32, 2, 0);
+			}
+	}
+	g_scale = 1.0f;
+}
+
 static void test_embedding16_bad_id(void **state)
 {
 	(void)state;
@@ -185,13 +210,18 @@ static void test_embedding16_nvrtc(void **state)
 	 * a Qwen2-0.5B draft under Qwen2-7B (896 x 151936, ids to 152064), and
 	 * the scalar path with padding ids */
 	static const int shapes[][4] = {{576, 49152, 49152, 0}, {4096, 128256, 128256, 1},
-	                                {896, 151936, 152064, 0}, {111, 50, 53, 0}};
+	                                {896, 151936, 152064, 0}, {111, 50, 53, 0},
+	                                {640, 262144, 262144, 0}};
 	(void)state;
-	for (int s = 0; s < 4; s++) {
+	for (int s = 0; s < 5; s++) {
+		/* the last: Gemma 3 270M's table, rows times sqrt(640) */
 		gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("DIM", shapes[s][0]),
 		                 I("N_ROWS", shapes[s][1]), I("N_IDS", shapes[s][2]),
-		                 I("IS_F16", shapes[s][3]), I("BLOCK", 128)};
-		nvrtc_check_ex("embedding16.cu.tmpl", "embedding16", p, 6, false);
+		                 I("IS_F16", shapes[s][3]),
+		                 {.name = "SCALE", .type = GEN_PARAM_FLOAT,
+		                  .f = s == 4 ? sqrtf(640.0f) : 1.0f},
+		                 I("BLOCK", 128)};
+		nvrtc_check_ex("embedding16.cu.tmpl", "embedding16", p, 7, false);
 	}
 }
 
@@ -200,6 +230,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_embedding16_all_patterns),
 		cmocka_unit_test(test_embedding16_shapes),
+		cmocka_unit_test(test_embedding16_scaled),
 		cmocka_unit_test(test_embedding16_bad_id),
 		cmocka_unit_test(test_embedding16_padding),
 		cmocka_unit_test(test_embedding16_nvrtc),

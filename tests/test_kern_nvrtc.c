@@ -98,8 +98,8 @@ static void test_nvrtc_templates(void **state)
 		gen_param rope[] = {NM, I("N_HEADS", 9), I("HEAD_DIM", v ? 10 : 64), I("ROT_DIM", v ? 8 : 64),
 		                    I("BLOCK", 128)};
 		one("rope.cu.tmpl", "rope_f32", rope, 5);
-		gen_param sw[] = {NM, I("FFN", v ? 1535 : 1536), I("BLOCK", 256)};
-		one("swiglu.cu.tmpl", "swiglu_f32", sw, 3);
+		gen_param sw[] = {NM, I("FFN", v ? 1535 : 1536), I("ACT", 0), I("BLOCK", 256)};
+		one("swiglu.cu.tmpl", "swiglu_f32", sw, 4);
 		gen_param am[] = {NM, I("N", v ? 32001 : 49152), I("BLOCK", 512)};
 		one("argmax.cu.tmpl", "argmax_f32", am, 3);
 		for (int m = 0; m < 4; m++) {

@@ -513,7 +513,7 @@ static void test_plan_families(void **state)
 	}
 	/* an unknown family: refused, naming the path, the choices and the value */
 	static const char bad[] =
-		"{\"target\": {\"shape\": {\"arch\": \"gemma3\", \"n_layers\": 2, \"dim\": 64, "
+		"{\"target\": {\"shape\": {\"arch\": \"gemma2\", \"n_layers\": 2, \"dim\": 64, "
 		"\"n_heads\": 4, \"ffn_dim\": 96, \"vocab\": 300}}, \"draft\": \"ngram\", \"tree\": "
 		"\"chain:4\", \"verify\": {\"method\": \"greedy\", \"expand\": \"topk\"}, "
 		"\"max_context\": 64, \"dtype\": \"bf16\"}";
@@ -523,7 +523,7 @@ static void test_plan_families(void **state)
 	memset(s, 0, sizeof(*s));
 	assert_int_not_equal(gen_spec_parse(bad, strlen(bad), "bad.json", NULL, s, &err), 0);
 	if (!strstr(err.msg, "bad.json") || !strstr(err.msg, "arch") || !strstr(err.msg, "qwen3") ||
-	    !strstr(err.msg, "gemma3"))
+	    !strstr(err.msg, "gemma2"))
 		fail_msg("message: %s", err.msg);
 	free(s);
 }

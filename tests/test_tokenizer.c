@@ -582,6 +582,97 @@ static void test_chat_format(void **state)
 	assert_int_equal(rt_chat_format(fx.t, "What is 2+2?", out, 20, &e), SW_ERANGE);
 }
 
+/* Gemma 3's chat turns (runtime/formats/chat_gemma.c) from a tiny
+ * SentencePiece vocabulary whose chat_template is the gemma-3 instruct
+ * files' Jinja text: the strings below are that template's rendering with
+ * add_generation_prompt (bos_token, the system message folded into the
+ * first user turn with "\n\n", contents trimmed, assistant -> model),
+ * written out by hand from it; the prompt tokenized with special tokens
+ * parsed gives <bos> and the turn markers as their ids; roles that do not
+ * alternate are refused as the template raises, naming the message. */
+static const char GEMMA_TEMPLATE[] =
+	"{{ bos_token }}\n{%- if messages[0]['role'] == 'system' -%}\n    {%- set first_user_prefix = "
+	"messages[0]['content'] + '\\n\\n' -%}\n    {%- set loop_messages = messages[1:] -%}\n{%- else "
+	"-%}\n    {%- set first_user_prefix = \"\" -%}\n    {%- set loop_messages = messages -%}\n{%- "
+	"endif -%}\n{%- for message in loop_messages -%}\n    {%- if (message['role'] == 'user') != "
+	"(loop.index0 % 2 == 0) -%}\n        {{ raise_exception(\"Conversation roles must alternate "
+	"user/assistant/user/assistant/...\") }}\n    {%- endif -%}\n    {%- if (message['role'] == "
+	"'assistant') -%}\n        {%- set role = \"model\" -%}\n    {%- else -%}\n        {%- set role = "
+	"message['role'] -%}\n    {%- endif -%}\n    {{ '<start_of_turn>' + role + '\\n' + "
+	"(first_user_prefix if loop.first else \"\") }}\n    {{ message['content'] | trim }}\n    {{ "
+	"'<end_of_turn>\\n' }}\n{%- endfor -%}\n{%- if add_generation_prompt -%}\n    "
+	"{{'<start_of_turn>model\\n'}}\n{%- endif -%}\n";
+
+static void test_chat_gemma(void **state)
+{
+	(void)state;
+	enum { NB = 256, NS = 5 };
+	static const char *const special[NS] = {"<unk>", "<bos>", "<eos>", "<start_of_turn>",
+	                                        "<end_of_turn>"};
+	const char *toks[NS + NB];
+	size_t lens[NS + NB];
+	int32_t types[NS + NB];
+	float scores[NS + NB];
+	char bytes[NB][8];
+	for (int i = 0; i < NS; i++) {
+		toks[i] = special[i];
+		lens[i] = strlen(special[i]);
+		types[i] = i ? RT_TT_CONTROL : RT_TT_UNKNOWN;
+		scores[i] = 0;
+	}
+	for (int b = 0; b < NB; b++) {
+		snprintf(bytes[b], sizeof(bytes[b]), "<0x%02X>", b);
+		toks[NS + b] = bytes[b];
+		lens[NS + b] = strlen(bytes[b]);
+		types[NS + b] = RT_TT_BYTE;
+		scores[NS + b] = 0;
+	}
+	sw_err e = { 0 };
+	rt_tok_desc d = {
+		.kind = RT_TOK_SPM, .n_vocab = NS + NB, .tokens = toks, .token_lens = lens,
+		.types = types, .scores = scores, .bos = 1, .eos = 2, .unk = 0, .eot = 4,
+		.add_bos = true, .chat_template = GEMMA_TEMPLATE,
+		.chat_template_len = sizeof(GEMMA_TEMPLATE) - 1,
+	};
+	rt_tokenizer *t = rt_tokenizer_new(&d, &e);
+	if (!t)
+		fail_msg("%s", e.msg);
+	char out[512];
+	assert_int_equal(rt_chat_format(t, "  Hi there\n", out, sizeof(out), &e),
+	                 (int)strlen("<bos><start_of_turn>user\nHi there<end_of_turn>\n"
+	                             "<start_of_turn>model\n"));
+	assert_string_equal(out, "<bos><start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n");
+	const char *roles[] = {"system", "user", "assistant", "user"};
+	const char *cont[] = {"Be brief.", "What is 2+2? ", "4", "\tAnd 3+3?"};
+	assert_true(rt_chat_format_msgs(t, roles, cont, 4, out, sizeof(out), &e) > 0);
+	assert_string_equal(out, "<bos><start_of_turn>user\nBe brief.\n\nWhat is 2+2?<end_of_turn>\n"
+	                         "<start_of_turn>model\n4<end_of_turn>\n"
+	                         "<start_of_turn>user\nAnd 3+3?<end_of_turn>\n<start_of_turn>model\n");
+	/* the markers are their ids, the text between them byte tokens */
+	int32_t ids[256];
+	int n = rt_tokenize(t, out, strlen(out), false, true, ids, 256, &e);
+	assert_true(n > 8);
+	assert_int_equal(ids[0], 1);
+	assert_int_equal(ids[1], 3);
+	int turns = 0, ends = 0;
+	for (int i = 0; i < n; i++) {
+		turns += ids[i] == 3;
+		ends += ids[i] == 4;
+	}
+	assert_int_equal(turns, 4);
+	assert_int_equal(ends, 3);
+	/* roles the template refuses: two users, an assistant first */
+	const char *bad1[] = {"user", "user"}, *bad2[] = {"system", "assistant"};
+	assert_int_equal(rt_chat_format_msgs(t, bad1, cont + 1, 2, out, sizeof(out), &e), SW_EINVAL);
+	assert_non_null(strstr(e.msg, "message 1"));
+	assert_non_null(strstr(e.msg, "alternating"));
+	assert_int_equal(rt_chat_format_msgs(t, bad2, cont, 2, out, sizeof(out), &e), SW_EINVAL);
+	assert_non_null(strstr(e.msg, "\"assistant\""));
+	assert_non_null(strstr(e.msg, "expected \"user\""));
+	assert_int_equal(rt_chat_format(t, "Hi", out, 20, &e), SW_ERANGE);
+	rt_tokenizer_free(t);
+}
+
 static void test_unknown_pre(void **state)
 {
 	const char *toks[] = { "a", "b" };
@@ -765,6 +856,7 @@ int main(void)
 		cmocka_unit_test(test_edges),
 		cmocka_unit_test(test_detok_stream),
 		cmocka_unit_test(test_chat_format),
+		cmocka_unit_test(test_chat_gemma),
 		cmocka_unit_test(test_unknown_pre),
 		cmocka_unit_test(test_spm_matches_sentencepiece),
 		cmocka_unit_test(test_gemma_matches_sentencepiece),

@@ -19,8 +19,8 @@ int ref_block_embed(float *y, const uint16_t *tok_embd, const uint16_t *mask_emb
 		float *row = y + (size_t)j * dim;
 		blk_pos[j] = len + j;
 		if (j > 0 && t == -1)
-			ref_embedding16(row, mask_embd, &m, 1, dim, B - 1, B - 1, is_f16);
-		else if (ref_embedding16(row, tok_embd, &t, 1, dim, n_rows, n_rows, is_f16))
+			ref_embedding16(row, mask_embd, &m, 1, dim, B - 1, B - 1, is_f16, 1.0f);
+		else if (ref_embedding16(row, tok_embd, &t, 1, dim, n_rows, n_rows, is_f16, 1.0f))
 			rc = -1;
 	}
 	return rc;

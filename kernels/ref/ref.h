@@ -43,12 +43,13 @@ void ref_rope(float *x, const int32_t *pos, int T, int n_heads, int head_dim, in
 void ref_rope_neox(float *x, const int32_t *pos, int T, int n_heads, int head_dim, int rot_dim,
                    const float *inv_freq);
 
-/* The Qwen family's per-head steps on one projection (T, n_heads, head_dim),
- * in place: + b (n_heads * head_dim) when b, each head RMS-normalized with
- * w (head_dim) and eps when w, then NeoX RoPE over the whole head when
- * rope (kernels/ref/head_prep.c; templates/head_prep.cu.tmpl). */
+/* The Qwen and Gemma 3 families' per-head steps on one projection (T,
+ * n_heads, head_dim), in place: + b (n_heads * head_dim) when b, each head
+ * RMS-normalized with w (head_dim) and eps when w, then NeoX RoPE over the
+ * whole head when rope, then times scale when scale != 1 (Gemma 3's query
+ * scale) (kernels/ref/head_prep.c; templates/head_prep.cu.tmpl). */
 void ref_head_prep(float *x, const int32_t *pos, int T, int n_heads, int head_dim, const float *b,
-                   const float *w, float eps, int rope, const float *inv_freq);
+                   const float *w, float eps, int rope, const float *inv_freq, float scale);
 
 /* Attention of a block of T new queries over n_ctx cached keys plus the block's
  * own T keys.
@@ -77,6 +78,11 @@ void ref_attention_append(float *out, const float *q, const float *k, const floa
 /* y (n) = silu(gate) * up, silu(x) = x / (1 + exp(-x)). y may alias gate or up. */
 void ref_swiglu(float *y, const float *gate, const float *up, size_t n);
 
+/* y (n) = gelu_tanh(gate) * up (GeGLU, Gemma's MLP), gelu_tanh(x) = 0.5 x
+ * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (PyTorch's gelu 'tanh',
+ * transformers' gelu_pytorch_tanh). y may alias gate or up. */
+void ref_geglu_tanh(float *y, const float *gate, const float *up, size_t n);
+
 /* y (n) = a + b. y may alias a or b. */
 void ref_add(float *y, const float *a, const float *b, size_t n);
 
@@ -101,13 +107,13 @@ void ref_rmsnorm_residual(float *y, float *s, const float *x, const float *r, co
  * ngram_lookup, cast, kv_commit, tree_attention). 16-bit values are raw uint16 bits, bf16 (is_f16 0) or fp16
  * (is_f16 1), converted with kernels/half.h (round to nearest even). */
 
-/* y (T, dim) fp32 = table[tok[t]] widened, table (n_rows, dim) of 16-bit
- * values; ids in [n_rows, n_ids) (n_ids >= n_rows) give a zero row: the
+/* y (T, dim) fp32 = table[tok[t]] widened, times scale (1: exact; Gemma 3:
+ * sqrt(dim)), table (n_rows, dim) of 16-bit values; ids in [n_rows, n_ids) (n_ids >= n_rows) give a zero row: the
  * padding rule of a draft whose vocabulary is a prefix of the target's.
  * Returns -1 when some id is outside [0, n_ids) (that row of y is left
  * untouched, the others are written), else 0. */
 int ref_embedding16(float *y, const uint16_t *table, const int32_t *tok, int T, int dim, int n_rows,
-                    int n_ids, int is_f16);
+                    int n_ids, int is_f16, float scale);
 
 /* A block drafter's B input rows (templates/block_embed.cu.tmpl): first
  * sets blk_tok[0] = root and blk_tok[1 .. B] = -1 (B + 1 words). Then for

@@ -261,7 +261,7 @@ static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np,
 		rc = sw_errf(err, SW_EIO, "%s ($SW_BENCH_IDS): cannot write", idp);
 		goto out;
 	}
-	const bool chat = o->chat != 0; /* --no-chat: plain text (a model without a chatml template) */
+	const bool chat = o->chat != 0; /* --no-chat: plain text (a model without a chatml or Gemma template) */
 	printf("### Real model, drafters: %s, %d prompts from %s, %d new tokens, chat template %s\n\n", o->model, np,
 	       o->corpus ? o->corpus : "(default corpus)", M, chat ? "on" : "off");
 	/* acceptance columns: positions 1..8, or 1..16 when a row drafts deeper

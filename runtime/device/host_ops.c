@@ -115,7 +115,7 @@ static int op_rope(const rt_op *op, sw_err *err)
 }
 
 /* (x, pos, inv_freq, b, w); rows = grid.x; b, w, inv_freq read only when
- * BIAS, NORM, ROPE say so */
+ * BIAS, NORM, ROPE say so; SCALE (Gemma 3's q; 1 when absent) */
 static int op_head_prep(const rt_op *op, sw_err *err)
 {
 	(void)err;
@@ -123,15 +123,20 @@ static int op_head_prep(const rt_op *op, sw_err *err)
 	              (int)live_rows(op, op->grid[0]), (int)PI_("N_HEADS"), (int)PI_("HEAD_DIM"),
 	              PI_("BIAS") ? ARG(op, 3, const float *) : NULL,
 	              PI_("NORM") ? ARG(op, 4, const float *) : NULL, (float)PF_("EPS", 1e-6),
-	              (int)PI_("ROPE"), ARG(op, 2, const float *));
+	              (int)PI_("ROPE"), ARG(op, 2, const float *), (float)PF_("SCALE", 1.0));
 	return 0;
 }
 
-/* (y, gate, up); rows = grid.y */
+/* (y, gate, up); rows = grid.y; ACT 0 (or absent): SwiGLU, 1: GeGLU with
+ * the tanh GELU (Gemma) */
 static int op_swiglu(const rt_op *op, sw_err *err)
 {
-	ref_swiglu(ARG(op, 0, float *), ARG(op, 1, const float *), ARG(op, 2, const float *),
-	           (size_t)PI_("FFN") * (size_t)live_rows(op, op->grid[1]));
+	const size_t n = (size_t)PI_("FFN") * (size_t)live_rows(op, op->grid[1]);
+	const long long act = PI_("ACT");
+	if (act < 0 || act > 1)
+		return refused(op, "swiglu ACT outside 0..1", err);
+	(act ? ref_geglu_tanh : ref_swiglu)(ARG(op, 0, float *), ARG(op, 1, const float *),
+	                                    ARG(op, 2, const float *), n);
 	return 0;
 }
 
@@ -258,14 +263,15 @@ static int op_embedding(const rt_op *op, sw_err *err)
 }
 
 /* (y, table16, tok, err); rows = grid.x; ids in [N_ROWS, N_IDS) embed as
- * zero (an engine built before N_IDS existed has none: N_IDS = N_ROWS) */
+ * zero (an engine built before N_IDS existed has none: N_IDS = N_ROWS);
+ * rows times SCALE (Gemma 3's sqrt(dim); 1 when absent) */
 static int op_embedding16(const rt_op *op, sw_err *err)
 {
 	const int n_rows = (int)PI_("N_ROWS");
 	if (ref_embedding16(ARG(op, 0, float *), ARG(op, 1, const uint16_t *),
 	                    ARG(op, 2, const int32_t *), (int)live_rows(op, op->grid[0]),
 	                    (int)PI_("DIM"), n_rows, (int)rt_op_param_i(op, "N_IDS", n_rows),
-	                    (int)PI_("IS_F16"))) {
+	                    (int)PI_("IS_F16"), (float)PF_("SCALE", 1.0))) {
 		int32_t *e = ARG(op, 3, int32_t *);
 		*e = *e > 1 ? *e : 1; /* as the kernel's atomic max */
 	}

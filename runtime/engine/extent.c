@@ -232,7 +232,10 @@ static void ext_q_target(ectx *c)
 }
 
 /* rmsnorm_residual.cu.tmpl:14-44: row BID_X of y, s, x, r (D floats each),
- * w[0 .. D). s and x may be one buffer (in place: s = x + r). */
+ * w[0 .. D). Any of y, s, x, r may be one buffer: a thread reads its own
+ * elements of x and r, writes s, and (after the block sum) reads s and
+ * writes y, the same elements in both passes (s = x + r in place; a
+ * post-norm's y = s = x = r, gen/plan.c op_post_norm). */
 static void ext_rmsnorm_residual(ectx *c)
 {
 	const int64_t D = P(c, "DIM", 1, MAXI), T = c->x->grid[0];
@@ -241,7 +244,7 @@ static void ext_rmsnorm_residual(ectx *c)
 		set(c, a, mul3(T, D, 4), a < 2, "grid.x %lld rows x DIM %lld f32", (long long)T,
 		    (long long)D);
 	set(c, 4, mul(D, 4), false, "DIM %lld f32", (long long)D);
-	c->e->alias_ok |= 1u << 2; /* x may be s */
+	c->e->alias_any |= 0xfu; /* y, s, x, r */
 }
 
 /* cast.cu.tmpl:22-47: element i < N (any grid: guarded); MODE <= 1 reads

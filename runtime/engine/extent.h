@@ -20,6 +20,9 @@ typedef struct rt_extent {
 	                                * (kv_commit), not one slice */
 	unsigned writes;               /* bit a: the op writes through arg a */
 	unsigned alias_ok;             /* bit a: arg a may overlap arg a - 1 (in-place ops) */
+	unsigned alias_any;            /* bits a, c both set: args a and c may overlap (an op
+	                                * whose every element is read and then written by
+	                                * one thread, e.g. rmsnorm_residual's rows) */
 	char what[RT_OP_MAX_ARGS][96]; /* how bytes[a] was reached, for messages */
 } rt_extent;
 

@@ -85,8 +85,8 @@ static void jints(jctx *j, const json_value *o, const char *key, const char *pat
 
 const char *rt_manifest_arch_name(int arch)
 {
-	static const char *const names[] = {"llama", "qwen2", "qwen3"};
-	return arch >= 0 && arch < 3 ? names[arch] : "unknown";
+	static const char *const names[] = {"llama", "qwen2", "qwen3", "gemma3"};
+	return arch >= 0 && arch < 4 ? names[arch] : "unknown";
 }
 
 static void read_cfg(jctx *j, const json_value *c, const char *path, rt_engine_shape *cfg)
@@ -97,12 +97,12 @@ static void read_cfg(jctx *j, const json_value *c, const char *path, rt_engine_s
 	if (a && !j->rc) {
 		const char *s = jstr(j, c, "arch", path);
 		cfg->arch = -1;
-		for (int i = 0; i < 3 && !j->rc; i++)
+		for (int i = 0; i < 4 && !j->rc; i++)
 			if (!strcmp(s, rt_manifest_arch_name(i)))
 				cfg->arch = i;
 		if (!j->rc && cfg->arch < 0)
-			j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.arch: expected \"llama\", \"qwen2\" or "
-			                "\"qwen3\", found \"%.40s\"", j->file, path, s);
+			j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.arch: expected \"llama\", \"qwen2\", "
+			                "\"qwen3\" or \"gemma3\", found \"%.40s\"", j->file, path, s);
 	}
 	cfg->n_layers = (int)jint(j, c, "n_layers", path, 1, 1024);
 	cfg->dim = (int)jint(j, c, "dim", path, 1, 1 << 20);
@@ -890,7 +890,8 @@ static int check_op_bounds(rt_manifest *e, jctx *j)
 				    lo[a] >= hi[c] || lo[c] >= hi[a])
 					continue;
 				if ((c == a + 1 && (ex.alias_ok & (1u << c))) ||
-				    (a == c + 1 && (ex.alias_ok & (1u << a))))
+				    (a == c + 1 && (ex.alias_ok & (1u << a))) ||
+				    ((ex.alias_any >> a & 1u) && (ex.alias_any >> c & 1u)))
 					continue;
 				return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.args[%d] and args[%d] (op %s, "
 				                       "%s): written bytes [%lld, %lld) overlap [%lld, %lld) of "

@@ -23,7 +23,7 @@
  * $.shapes.draft); a weight source states its own the same way (engine.h). */
 typedef struct rt_engine_shape {
 	int arch;                  /* $.shapes.*.arch, model/model.h's enum rt_arch: 0 llama
-	                            * (also when absent), 1 qwen2, 2 qwen3 */
+	                            * (also when absent), 1 qwen2, 2 qwen3, 3 gemma3 */
 	int n_layers, dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab;
 	float rope_theta, norm_eps;
 	bool tied_embd;            /* lm_head is tok_embd */

@@ -43,7 +43,7 @@ bool rt_engine_random_range(const rt_engine_buf *b, float *a, float *c)
 {
 	const char *dot = strchr(b->name, '.');
 	const char *field = dot ? dot + 1 : b->name;
-	if (!strcmp(field, "inv_freq"))
+	if (!strcmp(field, "inv_freq") || !strcmp(field, "rope_freq"))
 		return false;
 	if (strstr(field, "norm")) {
 		*c = 1.0f;

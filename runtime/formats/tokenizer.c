@@ -1,6 +1,7 @@
 /* Tokenizer: byte-level BPE (GPT-2 / SmolLM pre-tokenizer, merges by rank)
  * and SentencePiece BPE (merges by score, byte fallback), both from GGUF
- * vocabularies; streaming detokenizer; chatml prompt. The pre-tokenizer
+ * vocabularies; streaming detokenizer; chatml prompt (Gemma's turns:
+ * chat_gemma.c). The pre-tokenizer
  * regex is a hand-written matcher over code points, not a regex engine.
  * Exactness target: HF tokenizers / sentencepiece ids on the same vocab. */
 #include "tokenizer.h"
@@ -11,6 +12,7 @@
 
 #include "core/hash.h"
 #include "core/utf8.h"
+#include "chat_gemma.h"
 #include "unicode_tables.h"
 
 enum { PRE_GPT2 = 0, PRE_SMOLLM = 1 };
@@ -48,6 +50,7 @@ struct rt_tokenizer {
 	bool add_space_prefix;
 	bool add_bos;
 	bool chatml;
+	bool chat_gemma;           /* Gemma's <start_of_turn> turns (chat_gemma.c) */
 	char *chat_system;         /* default system prompt, NULL if none */
 };
 
@@ -255,6 +258,7 @@ static int chat_template_parse(rt_tokenizer *t, const char *tpl, size_t n, sw_er
 	size_t i;
 
 	t->chatml = memmem(tpl, n, "<|im_start|>", 12) != NULL;
+	t->chat_gemma = !t->chatml && memmem(tpl, n, "<start_of_turn>", 15) != NULL;
 	p = memmem(tpl, n, start, sizeof(start) - 1);
 	if (!p)
 		return 0;
@@ -472,6 +476,7 @@ rt_tokenizer *rt_tokenizer_new(const rt_tok_desc *d, sw_err *err)
 			goto out_free;
 	} else {
 		t->chatml = rt_token_find(t, "<|im_start|>", 12) >= 0;
+		t->chat_gemma = !t->chatml && rt_token_find(t, "<start_of_turn>", 15) >= 0;
 	}
 	return t;
 
@@ -1221,8 +1226,19 @@ int rt_chat_format(const rt_tokenizer *t, const char *user_msg, char *out, size_
 int rt_chat_format_msgs(const rt_tokenizer *t, const char *const *roles, const char *const *contents, int n_msgs,
                         char *out, size_t cap, sw_err *err)
 {
+	if (!t->chatml && t->chat_gemma) {
+		char bos[64] = "";
+		size_t bl = 0;
+		const char *bt = t->bos >= 0 ? rt_token_text(t, t->bos, &bl) : NULL;
+		if (bt && bl < sizeof(bos)) {
+			memcpy(bos, bt, bl);
+			bos[bl] = '\0';
+		}
+		return rt_chat_gemma(bos, roles, contents, n_msgs, out, cap, err);
+	}
 	if (!t->chatml)
-		return sw_errf(err, SW_ENOTSUP, "chat: the model's chat template is not chatml (<|im_start|>); only chatml is supported");
+		return sw_errf(err, SW_ENOTSUP, "chat: the model's chat template is neither chatml "
+		               "(<|im_start|>) nor Gemma's (<start_of_turn>); only those are supported");
 	size_t n = 0;
 	int w;
 	/* the template's default system turn unless the conversation brings its own */

@@ -103,9 +103,11 @@ int rt_detok_push(rt_detok *d, const rt_tokenizer *t, int32_t id, char *out, siz
 int rt_detok_flush(rt_detok *d, char *out, size_t cap);
 
 /* The model's chat prompt for one user message (chatml with the default
- * system prompt read from tokenizer.chat_template), NUL-terminated. Returns
- * its length, SW_ERANGE if cap is too small, SW_ENOTSUP for a template that
- * is not chatml. */
+ * system prompt read from tokenizer.chat_template, or Gemma's turns when
+ * the template (or, without one, the vocabulary) has <start_of_turn>:
+ * chat_gemma.h), NUL-terminated. Returns its length, SW_ERANGE if cap is
+ * too small, SW_ENOTSUP for a template that is neither, SW_EINVAL for
+ * roles Gemma's template refuses. */
 int rt_chat_format(const rt_tokenizer *t, const char *user_msg, char *out, size_t cap, sw_err *err);
 /* The same for a whole conversation: roles[i] ("system", "user",
  * "assistant") and contents[i], then the assistant's opening. The template's

@@ -15,13 +15,15 @@
  * What is data rides in the shared loop: the embedding times sqrt(dim),
  * the post-attention and post-MLP norms, the final logit softcap; every
  * norm weight is stored as (1 + w) by the loaders. */
-#include <math.h>
 #include <string.h>
 
 #include "ctx.h"
 #include "kernels/ref/ref.h"
 #include "transformer.h"
 
+/* ref_head_prep (kernels/ref/head_prep.c) with Gemma's steps: the norm,
+ * NeoX RoPE, and on q the query scale; the engine's head_prep kernels
+ * (gen/arch_gemma.c) follow the same specification. */
 static void gemma_qk(const rt_ctx *c, const rt_layer_weights *L, int lw, const int32_t *pos, int T,
                      float *q, float *k, float *v)
 {
@@ -29,16 +31,11 @@ static void gemma_qk(const rt_ctx *c, const rt_layer_weights *L, int lw, const i
 	const int hd = cfg->head_dim, nh = cfg->n_heads, nkv = cfg->n_kv_heads;
 	const float *inv = c->m->inv_freq + (rt_config_layer_sliding(cfg, lw) ? hd / 2 : 0);
 	(void)v;
-	ref_rmsnorm(q, q, L->q_norm, T * nh, hd, cfg->norm_eps);
-	ref_rmsnorm(k, k, L->k_norm, T * nkv, hd, cfg->norm_eps);
-	ref_rope_neox(q, pos, T, nh, hd, hd, inv);
-	ref_rope_neox(k, pos, T, nkv, hd, hd, inv);
 	/* scores = (q . k) query_scalar^-1/2 = (q f . k) hd^-1/2; exactly the
 	 * shared attention's scale when query_scalar is head_dim (Gemma 3 but 27B) */
-	const float f = sqrtf((float)hd / cfg->query_scalar);
-	if (cfg->query_scalar != (float)hd)
-		for (size_t i = 0; i < (size_t)T * nh * hd; i++)
-			q[i] *= f;
+	ref_head_prep(q, pos, T, nh, hd, NULL, L->q_norm, cfg->norm_eps, 1, inv,
+	              rt_config_query_scale(cfg));
+	ref_head_prep(k, pos, T, nkv, hd, NULL, L->k_norm, cfg->norm_eps, 1, inv, 1.0f);
 }
 
 /* Global layers: every cached key. Sliding layers: one query at a time,
@@ -76,13 +73,6 @@ static void gemma_attend(const rt_ctx *c, int lw, const int32_t *pos, int T, con
 	}
 }
 
-/* gelu_pytorch_tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-static float gelu_tanh(float x)
-{
-	const float k = 0.7978845608028654f;
-	return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-}
-
 static void gemma_ffn(const rt_ctx *c, const rt_layer_weights *L, int T, const float *h, float *out,
                       float *scratch)
 {
@@ -90,8 +80,7 @@ static void gemma_ffn(const rt_ctx *c, const rt_layer_weights *L, int T, const f
 	float *gate = scratch, *up = scratch + (size_t)T * ffn;
 	ref_matmul(gate, h, L->w_gate, T, dim, ffn);
 	ref_matmul(up, h, L->w_up, T, dim, ffn);
-	for (size_t i = 0; i < (size_t)T * ffn; i++)
-		gate[i] = gelu_tanh(gate[i]) * up[i];
+	ref_geglu_tanh(gate, gate, up, (size_t)T * ffn);
 	ref_matmul(out, gate, L->w_down, T, ffn, dim);
 }
 

@@ -6,6 +6,7 @@
 #ifndef RT_MODEL_H
 #define RT_MODEL_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -65,6 +66,14 @@ typedef struct rt_config {
 static inline bool rt_config_layer_sliding(const rt_config *c, int l)
 {
 	return c->swa_window > 0 && c->swa_pattern > 0 && (l + 1) % c->swa_pattern != 0;
+}
+/* Gemma 3's factor on q after RoPE: the scores' query_scalar^-1/2 over the
+ * attention's own head_dim^-1/2, sqrt(head_dim / query_scalar) in fp32
+ * (1 when query_scalar is head_dim or unset). */
+static inline float rt_config_query_scale(const rt_config *c)
+{
+	return c->query_scalar > 0 && c->query_scalar != (float)c->head_dim
+	       ? sqrtf((float)c->head_dim / c->query_scalar) : 1.0f;
 }
 /* Floats of rt_model.inv_freq: head_dim/2, and for Gemma 3 the sliding
  * layers' frequencies after the global ones. */

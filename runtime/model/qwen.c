@@ -26,10 +26,10 @@ static void qwen_qk(const rt_ctx *c, const rt_layer_weights *L, int lw, const in
 	const float *inv = c->m->inv_freq;
 	/* Qwen2: bq/bk/bv (rt_model_from_weights checked: all three or none);
 	 * Qwen3: q_norm/k_norm, each head's row of head_dim one norm row */
-	ref_head_prep(q, pos, T, nh, hd, L->bq, L->q_norm, cfg->norm_eps, 1, inv);
-	ref_head_prep(k, pos, T, nkv, hd, L->bk, L->k_norm, cfg->norm_eps, 1, inv);
+	ref_head_prep(q, pos, T, nh, hd, L->bq, L->q_norm, cfg->norm_eps, 1, inv, 1.0f);
+	ref_head_prep(k, pos, T, nkv, hd, L->bk, L->k_norm, cfg->norm_eps, 1, inv, 1.0f);
 	if (L->bv)
-		ref_head_prep(v, pos, T, nkv, hd, L->bv, NULL, cfg->norm_eps, 0, inv);
+		ref_head_prep(v, pos, T, nkv, hd, L->bv, NULL, cfg->norm_eps, 0, inv, 1.0f);
 }
 
 static int qwen_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,

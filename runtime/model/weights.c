@@ -43,6 +43,10 @@ const float *rt_model_weight(const rt_model *m, const char *field, int l, size_t
 		{"out_norm", m->w.out_norm, D},
 		{"lm_head", m->w.lm_head, V * D},
 		{"inv_freq", m->inv_freq, (size_t)rt_config_inv_freq_len(c)},
+		/* layer l's RoPE table (head_dim / 2): Gemma 3's sliding layers
+		 * their own base, every other layer the model's (gen/arch_gemma.c) */
+		{"rope_freq", L ? m->inv_freq + (rt_config_layer_sliding(c, l) ? c->head_dim / 2 : 0) : NULL,
+		 (size_t)c->head_dim / 2},
 		{"attn_norm", L ? L->attn_norm : NULL, D},
 		{"ffn_norm", L ? L->ffn_norm : NULL, D},
 		{"wq", L ? L->wq : NULL, qd * D},

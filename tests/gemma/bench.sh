@@ -7,7 +7,7 @@
 # For each model, one after the other in this run: `specwright bench MODEL
 # --drafters 'ngram;layerskip:...'` (target-only, n-gram, a layer-skip
 # draft of the model itself; T=0 and 0.7; medians over the prompts; no chat
-# template: specwright applies only chatml, Gemma's is not), which
+# template (--no-chat): plain-text prompts, as llama.cpp gets them), which
 # writes the prompt ids it used ($SW_BENCH_IDS), then
 # tests/reference/llamacpp_bench.py on those ids: llama.cpp's target-only
 # greedy decode of the same file and its prompt-lookup decoding. Everything

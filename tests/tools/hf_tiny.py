@@ -3,7 +3,7 @@
 Face transformers itself, for tests/test_qwen.c and tests/test_gemma.c.
 
 Usage: build/venv-hf/bin/python tests/tools/hf_tiny.py OUT VARIANT...
-  VARIANT: ARCH[-tied][-untied][-kvK][-sSEED][-free][-capC],
+  VARIANT: ARCH[-tied][-untied][-kvK][-sSEED][-free][-capC][-wW],
   ARCH qwen2, qwen3 or gemma3 (e.g. qwen3-tied-kv1, gemma3-free-cap8)
   [--layers L] [--prompt N] [--steps N]
 
@@ -16,7 +16,8 @@ query_pre_attn_scalar = head_dim; then model.gguf is written too, as
 convert_hf_to_gguf.py's Gemma3Model does (norm weights + 1). With -free:
 4 layers, a global layer every 2, local base 100, query_pre_attn_scalar
 24, all of which a GGUF cannot say (no model.gguf); -capC sets
-final_logit_softcapping C. Norm weights are drawn as 0.2 u (the forward
+final_logit_softcapping C; -wW the sliding window W instead of 4 (an engine
+whose context the window covers: tests/test_gemma_engine.c). Norm weights are drawn as 0.2 u (the forward
 multiplies by 1 + w).
 
 Writes for each variant, into OUT/VARIANT/, all from transformers' own
@@ -226,7 +227,8 @@ def write_gguf_gemma3(path, cfg, sd):
     w.close()
 
 
-def make(out, arch, tied, seed, kv_heads, layers, n_prompt, steps, free=False, cap=None):
+def make(out, arch, tied, seed, kv_heads, layers, n_prompt, steps, free=False, cap=None,
+         window=4):
     common = dict(vocab_size=300, hidden_size=64, intermediate_size=96,
                   num_hidden_layers=layers, num_attention_heads=4,
                   num_key_value_heads=kv_heads, max_position_embeddings=512,
@@ -237,7 +239,7 @@ def make(out, arch, tied, seed, kv_heads, layers, n_prompt, steps, free=False, c
         for k in ("use_sliding_window", "tie_word_embeddings", "num_hidden_layers",
                   "sliding_window"):
             del common[k]
-        cfg = Gemma3TextConfig(head_dim=32, sliding_window=4, tie_word_embeddings=tied,
+        cfg = Gemma3TextConfig(head_dim=32, sliding_window=window, tie_word_embeddings=tied,
                                num_hidden_layers=4 if free else 6,
                                sliding_window_pattern=2 if free else 6,
                                rope_local_base_freq=100.0 if free else 10000.0,
@@ -314,7 +316,7 @@ def main():
         parts = v.split("-")
         if parts[0] not in ("qwen2", "qwen3", "gemma3"):
             ap.error("variant %s: expected qwen2, qwen3 or gemma3 first" % v)
-        tied, kv, seed, free, cap = parts[0] == "gemma3", 2, k + 1, False, None
+        tied, kv, seed, free, cap, window = parts[0] == "gemma3", 2, k + 1, False, None, 4
         for p in parts[1:]:
             if p == "tied":
                 tied = True
@@ -324,6 +326,8 @@ def main():
                 free = True
             elif p.startswith("cap"):
                 cap = float(p[3:])
+            elif p.startswith("w"):
+                window = int(p[1:])
             elif p.startswith("kv"):
                 kv = int(p[2:])
             elif p.startswith("s"):
@@ -331,7 +335,7 @@ def main():
             else:
                 ap.error("variant %s: unknown part %s" % (v, p))
         make(os.path.join(a.out, v), parts[0], tied, seed, kv, a.layers, a.prompt, a.steps,
-             free, cap)
+             free, cap, window)
 
 
 if __name__ == "__main__":

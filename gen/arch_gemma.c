@@ -1,0 +1,99 @@
+/* The Gemma 3 family in the planner (arch.h), as runtime/model/gemma.c runs
+ * it on the host (and transformers' Gemma3ForCausalLM):
+ *   - q and k: per-head RMSNorm (q_norm, k_norm; head_dim each), NeoX RoPE,
+ *     and on q the query scale sqrt(head_dim / query_pre_attn_scalar)
+ *     (ref_head_prep's SCALE), one templates/head_prep.cu.tmpl launch each;
+ *   - RoPE bases: global layers rope_theta, sliding layers their own
+ *     (rope_local_base_freq): the family weight rope_freq holds each
+ *     layer's head_dim / 2 frequencies (rt_model_weight "rope_freq");
+ *   - the embedding times sqrt(dim) (cfg.embd_scale; embedding16 SCALE);
+ *   - RMSNorms on the attention's and the MLP's outputs before their
+ *     residual adds (post_attn_norm, post_ffn_norm: the sandwich norms);
+ *   - GeGLU with the tanh GELU (swiglu.cu.tmpl ACT 1);
+ *   - every norm weight is (1 + w) as the loaders store it, so the plain
+ *     RMSNorm kernels apply; the output is tied (the LM head is the
+ *     embedding table, gen/plan.c model_bufs).
+ * Sliding-window attention is not in the tree attention template: a
+ * sliding layer's window cuts nothing when every position is inside it, so
+ * check refuses a max_context above sliding_window (when any layer slides)
+ * and the engine is exact for the contexts it takes. Also refused: a final
+ * logit softcap (Gemma 2's; Gemma 3 has none), gguf_a8 weights (the engine's
+ * GGUF binding has no per-layer RoPE table) and a block drafter (its
+ * embedding has no scale). */
+#include <stdio.h>
+
+#include "arch.h"
+#include "spec.h"
+
+enum { W_QN = 0, W_KN, W_POST_ATTN, W_POST_FFN, W_FREQ };
+
+static int gemma_weights(const rt_config *cfg, gen_arch_weight *out)
+{
+	const int64_t hd = cfg->head_dim;
+	out[W_QN] = (gen_arch_weight){"q_norm", hd};
+	out[W_KN] = (gen_arch_weight){"k_norm", hd};
+	out[W_POST_ATTN] = (gen_arch_weight){"post_attn_norm", cfg->dim};
+	out[W_POST_FFN] = (gen_arch_weight){"post_ffn_norm", cfg->dim};
+	out[W_FREQ] = (gen_arch_weight){"rope_freq", hd / 2};
+	return 5;
+}
+
+static int gemma_qkv_ops(const rt_config *cfg, int64_t rows, gen_arch_op *out)
+{
+	out[0] = gen_arch_head_op("qk_q", cfg, GEN_QKV_Q, rows, 0, 1, 1, -1, W_QN,
+	                          rt_config_query_scale(cfg), W_FREQ);
+	out[1] = gen_arch_head_op("qk_k", cfg, GEN_QKV_K, rows, 0, 1, 1, -1, W_KN, 1.0f, W_FREQ);
+	return 2;
+}
+
+static void gemma_block(const rt_config *cfg, gen_arch_block *out)
+{
+	*out = (gen_arch_block){.embd_scale = cfg->embd_scale > 0 ? cfg->embd_scale : 1.0f,
+	                        .act = 1, .post_attn = W_POST_ATTN, .post_ffn = W_POST_FFN};
+}
+
+static bool any_sliding(const rt_config *cfg)
+{
+	for (int l = 0; l < cfg->n_layers; l++)
+		if (rt_config_layer_sliding(cfg, l))
+			return true;
+	return false;
+}
+
+static int gemma_check(const rt_config *cfg, const char *role, const gen_spec *s,
+                       gen_arch_refusal *r)
+{
+	if (cfg->final_softcap > 0) {
+		r->key = role;
+		snprintf(r->expected, sizeof(r->expected), "a gemma3 %s without final_logit_softcapping "
+		         "(the engine's LM head does not cap logits)", role);
+		snprintf(r->found, sizeof(r->found), "final_logit_softcapping %g",
+		         (double)cfg->final_softcap);
+		return 1;
+	}
+	if (any_sliding(cfg) && s->max_context > cfg->swa_window) {
+		r->key = "max_context";
+		snprintf(r->expected, sizeof(r->expected), "at most %d, the gemma3 %s's sliding_window "
+		         "(the engine's attention has no window yet: exact only where the window "
+		         "covers the whole context)", cfg->swa_window, role);
+		snprintf(r->found, sizeof(r->found), "%d", s->max_context);
+		return 1;
+	}
+	if (s->dtype == GEN_DTYPE_GGUF_A8) {
+		r->key = "dtype";
+		snprintf(r->expected, sizeof(r->expected), "\"bf16\", \"fp16\", \"q8_0\" or \"q8_0_a8\" "
+		         "with a gemma3 %s", role);
+		snprintf(r->found, sizeof(r->found), "\"gguf_a8\"");
+		return 1;
+	}
+	if (s->draft_kind == GEN_DRAFT_BLOCK) {
+		r->key = "draft";
+		snprintf(r->expected, sizeof(r->expected), "an ngram, layerskip or model draft with a "
+		         "gemma3 %s", role);
+		snprintf(r->found, sizeof(r->found), "a block drafter");
+		return 1;
+	}
+	return 0;
+}
+
+const gen_arch gen_arch_gemma = {"gemma3", gemma_weights, gemma_qkv_ops, gemma_block, gemma_check};

@@ -1,0 +1,450 @@
+/* Gemma 3 engines (gen/arch_gemma.c: embedding times sqrt(dim), (1 + w)
+ * norms, per-head q/k norms, the query scale, sandwich norms, GeGLU with
+ * the tanh GELU, local and global RoPE bases, tied output) against Hugging
+ * Face transformers and the host reference decoder (runtime/model/gemma.c):
+ * tiny random checkpoints made and saved by Gemma3ForCausalLM
+ * (tests/tools/hf_tiny.py, build/venv-hf), built into fp16 engines from the
+ * HF directory and run on the host backend (native: the kernels/ref ops)
+ * and in the SIMT emulator (the generated kernels):
+ *   gemma3-untied-free-w64-s6: 4 layers, a global layer every 2, local RoPE
+ *     base 100 (global 1e6), query_pre_attn_scalar 24 under head_dim 32
+ *     (a query scale of sqrt(32/24)), untied (greedy tokens that vary);
+ *   gemma3-w64: 6 layers, one global (llama.cpp's fixed pattern), tied.
+ * Both with sliding_window 64: the engine's attention has no window, so it
+ * takes a max_context the window covers (64 here) and is exact there.
+ *   - logits: the prompt's last row within B_i = 2 D (2 u + gamma_K) S_i of
+ *     transformers' float64 logits (test_qwen_engine.c's bound, u = 2^-11,
+ *     D = 16 L + 2 stages: Gemma's layer has four more than Qwen's, the
+ *     q/k norm, scale and the two post-norms);
+ *   - greedy tokens equal to transformers' and the host decoder's at every
+ *     step (each step's transformers top-2 margin clears 8 u max|logit|:
+ *     asserted);
+ *   - the same engine's graph replay equals its eager op-by-op run, and
+ *     n-gram (chain) and layer-skip (eagle25 tree) speculative runs equal
+ *     the target-only run, exactly, on the native host backend.
+ * Plus the plan (four RMSNorm launches a layer, GeGLU, the embedding's
+ * scale, per-layer RoPE tables holding the local and global frequencies)
+ * and the refusals: a max_context beyond the sliding window, a window
+ * shorter than the context (hf_tiny's default 4), a final logit softcap,
+ * gguf_a8 weights, each naming the spec field, expected and found; and
+ * Gemma 3 by shape (models/specs/gemma3-4b-ngram.json). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "check.h"
+#include "core/fileio.h"
+#include "core/json.h"
+#include "engine_util.h"
+#include "gen/arch.h"
+#include "gen/plan.h"
+#include "gen/spec.h"
+#include "model/ctx.h"
+#include "hf_util.h"
+#include "testutil.h"
+
+static const char *const VARIANTS[] = {"gemma3-untied-free-w64-s6", "gemma3-w64", "gemma3-free",
+                                       "gemma3-free-cap8-w64"};
+#define N_VARIANTS 4
+#define N_RUN 2 /* the first two are built and run; the others are refused */
+
+static char g_hf[64];   /* hf_tiny.py output */
+static char g_dir[300]; /* engines and the emulator's cache */
+static bool g_have;
+
+static int setup(void **state)
+{
+	(void)state;
+	eu_work_dir(g_dir, sizeof(g_dir), "test_gemma_engine");
+	int rc = hf_make("/tmp/sw_gemmae_XXXXXX", g_hf, sizeof(g_hf), VARIANTS, N_VARIANTS);
+	if (rc <= 0)
+		return rc; /* 0: g_have stays false, the transformers tests skip, saying why */
+	g_have = true;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (g_have)
+		hf_rm_rf(g_hf, "/tmp/sw_gemmae_");
+	hf_rm_rf(g_dir, "build/test_gemma_engine.");
+	return 0;
+}
+
+static void spec_for(char *buf, size_t n, const char *path, const char *draft, const char *tree,
+                     int max_context, const char *dtype)
+{
+	snprintf(buf, n,
+	         "{\"name\": \"gemma\", \"target\": {\"path\": \"%s\"}, \"draft\": {\"method\": \"%s\"}, "
+	         "\"tree\": \"%s\", \"verify\": {\"method\": \"greedy\", \"expand\": \"topk\"}, "
+	         "\"max_context\": %d, \"prefill_chunk\": 8, \"dtype\": \"%s\", "
+	         "\"archs\": [\"sm_80\"]}",
+	         path, draft, tree, max_context, dtype);
+}
+
+static double worst_ratio;
+
+/* One engine on one host mode: logits, greedy tokens == transformers ==
+ * host; native: graph == eager, speculative == target-only. */
+static void run_one(const char *what, const char *edir, int mode, const rt_model *m,
+                    const json_value *ref, const int32_t *prompt, int T, const int32_t *host)
+{
+	char cache[400];
+	sw_err err = {0};
+	snprintf(cache, sizeof(cache), "%s/cache", g_dir);
+	const int V = m->cfg.vocab, L = m->cfg.n_layers;
+	const json_value *l64 = hf_jget(ref, "logits64"), *ab = hf_jget(ref, "abs"),
+	                 *jg = hf_jget(ref, "greedy"), *jm = hf_jget(ref, "margin");
+	const int N = (int)jg->n;
+	int K = m->cfg.dim > m->cfg.ffn_dim ? m->cfg.dim : m->cfg.ffn_dim;
+	if (m->cfg.n_heads * m->cfg.head_dim > K)
+		K = m->cfg.n_heads * m->cfg.head_dim;
+	if (T > K)
+		K = T;
+	const double u = ldexp(1.0, -11), c = 2.0 * (16 * L + 2) * (2 * u + gamma_n(K));
+
+	rt_dev *d = eu_open_host(mode, cache);
+	rt_engine *e = eu_bind(edir, d, m, 1);
+	int32_t out[64], other[64];
+	rt_engine_stats st;
+	/* one token: the first iteration's root row is the prompt's last */
+	assert_int_equal(eu_generate(e, what, prompt, T, 1, false, out, &st), 1);
+	const float *lg = (const float *)(uintptr_t)rt_engine_buf_addr(e, "logits");
+	assert_non_null(lg);
+	double worst = 0, mx = 0;
+	for (int i = 0; i < V; i++) {
+		mx = fmax(mx, fabs(l64->items[T - 1]->items[i]->number));
+		const double r = l64->items[T - 1]->items[i]->number, s = ab->items[T - 1]->items[i]->number;
+		const double err_i = fabs((double)lg[i] - r);
+		if (!isfinite(lg[i]) || err_i > c * s)
+			fail_msg("%s: logit %d = %.9g, transformers (float64) %.9g: error %.3g over the bound "
+			         "%.3g", what, i, (double)lg[i], r, err_i, c * s);
+		worst = fmax(worst, err_i / (c * s));
+	}
+	worst_ratio = fmax(worst_ratio, worst);
+	assert_int_equal(eu_generate(e, what, prompt, T, N, false, out, &st), N);
+	for (int j = 0; j < N; j++) {
+		if (!(jm->items[j]->number > 8.0 * u * mx))
+			fail_msg("%s: step %d: transformers' margin %.3g is a near tie (the fixture "
+			         "changed?)", what, j, jm->items[j]->number);
+		if (out[j] != (int32_t)jg->items[j]->integer)
+			fail_msg("%s: greedy step %d: %d, transformers %d (margin %.3g)", what, j, out[j],
+			         (int)jg->items[j]->integer, jm->items[j]->number);
+		if (out[j] != host[j])
+			fail_msg("%s: greedy step %d: %d, the host decoder %d", what, j, out[j], host[j]);
+	}
+	if (mode == RT_HOST_NATIVE) {
+		assert_int_equal(eu_generate(e, what, prompt, T, N, true, other, &st), N);
+		for (int j = 0; j < N; j++)
+			if (other[j] != out[j])
+				fail_msg("%s: token %d: graph %d, eager %d", what, j, out[j], other[j]);
+		rt_engine_run r = {.prompt = prompt, .n_prompt = T, .max_new = N, .eos = -1,
+		                   .target_only = true};
+		if (rt_engine_generate(e, &r, other, &st, &err) != N)
+			fail_msg("%s target-only: %s", what, err.msg);
+		for (int j = 0; j < N; j++)
+			if (other[j] != out[j])
+				fail_msg("%s: token %d: speculative %d, target-only %d", what, j, out[j], other[j]);
+	}
+	print_message("  %-44s logits within %.3f of the bound, %d/%d greedy == transformers == "
+	              "host%s\n", what, worst, N, N,
+	              mode == RT_HOST_NATIVE ? ", graph == eager == target-only" : "");
+	rt_engine_free(e);
+	rt_dev_free(d);
+}
+
+static void test_engines_vs_transformers(void **state)
+{
+	(void)state;
+	if (!g_have) {
+		printf("  %s with transformers is missing (make deps): skipped\n", hf_python());
+		skip();
+	}
+	for (int v = 0; v < N_RUN; v++) {
+		char dir[600], spec[2048], edir[700], what[128], cache[400];
+		sw_err err = {0};
+		char *text;
+		snprintf(dir, sizeof(dir), "%s/%s", g_hf, VARIANTS[v]);
+		snprintf(cache, sizeof(cache), "%s/cache", g_dir);
+		json_value *ref = hf_load_ref(dir, &text);
+		const json_value *jp = hf_jget(ref, "prompt");
+		const int T = (int)jp->n, N = (int)hf_jget(ref, "greedy")->n;
+		int32_t prompt[64], host[64];
+		float margin[64];
+		assert_true(T <= 64 && N <= 64);
+		for (int t = 0; t < T; t++)
+			prompt[t] = (int32_t)jp->items[t]->integer;
+		rt_model *m = rt_model_load(dir, &err);
+		if (!m)
+			fail_msg("%s: %s", dir, err.msg);
+		assert_int_equal(m->cfg.arch, RT_ARCH_GEMMA3);
+		assert_int_equal(m->cfg.swa_window, 64);
+		eu_reference(m, prompt, T, N, host, margin, NULL);
+		static const char *const drafts[][2] = {{"ngram:1:3", "chain:4"}, {"layerskip:1", "eagle25"}};
+		for (int k = 0; k < 2; k++) {
+			snprintf(edir, sizeof(edir), "%s/%s_%d", g_dir, VARIANTS[v], k);
+			spec_for(spec, sizeof(spec), dir, drafts[k][0], drafts[k][1], 64, "fp16");
+			eu_build(spec, edir, cache, false);
+			snprintf(what, sizeof(what), "%s %s native", VARIANTS[v], drafts[k][0]);
+			run_one(what, edir, RT_HOST_NATIVE, m, ref, prompt, T, host);
+			if (k == 0) { /* the generated kernels */
+				snprintf(what, sizeof(what), "%s %s emulated", VARIANTS[v], drafts[k][0]);
+				run_one(what, edir, RT_HOST_EMULATE, m, ref, prompt, T, host);
+			}
+		}
+		rt_model_free(m);
+		json_free(ref);
+		free(text);
+	}
+	print_message("  worst logit error: %.3f of the bound\n", worst_ratio);
+}
+
+static int count_ops(const gen_plan *p, const char *op, const char *phase)
+{
+	int n = 0;
+	for (int ph = 0; ph < p->n_phases; ph++) {
+		if (strcmp(p->phases[ph].name, phase))
+			continue;
+		for (int i = p->phases[ph].first_op; i < p->phases[ph].first_op + p->phases[ph].n_ops; i++)
+			if (!strcmp(p->ops[i].op, op))
+				n++;
+	}
+	return n;
+}
+
+static const gen_param *kparam(const gen_plan *p, const char *tmpl, const char *name)
+{
+	for (int i = 0; i < p->n_kernels; i++)
+		if (!strcmp(p->kernels[i].tmpl, tmpl))
+			for (int j = 0; j < p->kernels[i].n_params; j++)
+				if (!strcmp(p->kernels[i].params[j].name, name))
+					return &p->kernels[i].params[j];
+	return NULL;
+}
+
+/* The plan of the untied free checkpoint: per layer (one op record with
+ * repeat L) the attention norm, the post-attention norm, the MLP norm and
+ * the post-MLP norm (plus the final norm), two head_prep launches and no
+ * rope; GeGLU; the embedding's SCALE sqrt(64) = 8; q's SCALE sqrt(32/24);
+ * rope_freq (L, 16) and the per-layer weights of transformers' names; the
+ * rope_freq rows as the host model holds them: layer 1 (global) the
+ * rope_theta 1e6 table, layer 0 (sliding) base 100. */
+static void test_plan(void **state)
+{
+	(void)state;
+	if (!g_have)
+		skip();
+	char dir[600], spec[2048];
+	sw_err err = {0};
+	snprintf(dir, sizeof(dir), "%s/%s", g_hf, VARIANTS[0]);
+	spec_for(spec, sizeof(spec), dir, "ngram", "chain:4", 64, "bf16");
+	gen_spec *s = malloc(sizeof(*s));
+	gen_plan p;
+	memset(&p, 0, sizeof(p));
+	assert_non_null(s);
+	memset(s, 0, sizeof(*s));
+	if (gen_spec_parse(spec, strlen(spec), "gemma.json", NULL, s, &err) || gen_plan_build(s, &p, &err))
+		fail_msg("%s", err.msg);
+	assert_int_equal(count_ops(&p, "rmsnorm_residual", "prefill"), 5);
+	assert_int_equal(count_ops(&p, "head_prep", "prefill"), 2);
+	assert_int_equal(count_ops(&p, "rope", "prefill"), 0);
+	const gen_param *act = kparam(&p, "swiglu.cu.tmpl", "ACT"),
+	                *sc = kparam(&p, "embedding16.cu.tmpl", "SCALE");
+	assert_non_null(act);
+	assert_non_null(sc);
+	assert_int_equal(act->i, 1);
+	assert_true(sc->f == 8.0f);
+	bool q_scaled = false;
+	for (int i = 0; i < p.n_kernels; i++)
+		if (!strcmp(p.kernels[i].tmpl, "head_prep.cu.tmpl"))
+			for (int j = 0; j < p.kernels[i].n_params; j++)
+				if (!strcmp(p.kernels[i].params[j].name, "SCALE") &&
+				    p.kernels[i].params[j].f == sqrtf(32.0f / 24.0f))
+					q_scaled = true;
+	assert_true(q_scaled);
+	static const char *const fields[] = {"q_norm", "k_norm", "post_attn_norm", "post_ffn_norm",
+	                                     "rope_freq"};
+	static const int64_t per[] = {32, 32, 64, 64, 16};
+	for (int f = 0; f < 5; f++) {
+		char nm[64];
+		snprintf(nm, sizeof(nm), "target.%s", fields[f]);
+		const int b = gen_plan_find_buf(&p, nm);
+		if (b < 0)
+			fail_msg("no buffer %s", nm);
+		assert_int_equal(p.bufs[b].shape[0], 4);
+		assert_int_equal(p.bufs[b].shape[1], per[f]);
+	}
+	assert_true(gen_plan_find_buf(&p, "target.lm_head") >= 0); /* untied */
+	rt_model *m = rt_model_load(dir, &err);
+	if (!m)
+		fail_msg("%s", err.msg);
+	size_t n0, n1;
+	const float *f0 = rt_model_weight(m, "rope_freq", 0, &n0), *f1 = rt_model_weight(m, "rope_freq", 1, &n1);
+	assert_true(f0 && f1 && n0 == 16 && n1 == 16);
+	for (int i = 0; i < 16; i++) {
+		const double g = pow(1e6, -2.0 * i / 32), l = pow(100.0, -2.0 * i / 32);
+		if (fabs(f1[i] - g) > 1e-6 * g || fabs(f0[i] - l) > 1e-6 * l)
+			fail_msg("rope_freq[%d]: layer 0 %g (base 100: %g), layer 1 %g (base 1e6: %g)", i,
+			         (double)f0[i], l, (double)f1[i], g);
+	}
+	rt_model_free(m);
+	gen_plan_free(&p);
+	/* the tied checkpoint: the LM head is the embedding table */
+	snprintf(dir, sizeof(dir), "%s/%s", g_hf, VARIANTS[1]);
+	spec_for(spec, sizeof(spec), dir, "ngram", "chain:4", 64, "bf16");
+	memset(s, 0, sizeof(*s));
+	memset(&p, 0, sizeof(p));
+	if (gen_spec_parse(spec, strlen(spec), "gemma.json", NULL, s, &err) || gen_plan_build(s, &p, &err))
+		fail_msg("%s", err.msg);
+	assert_true(gen_plan_find_buf(&p, "target.lm_head") < 0);
+	gen_plan_free(&p);
+	free(s);
+}
+
+static rt_model *load_variant(const char *variant)
+{
+	char dir[600];
+	sw_err err = {0};
+	snprintf(dir, sizeof(dir), "%s/%s", g_hf, variant);
+	rt_model *m = rt_model_load(dir, &err);
+	if (!m)
+		fail_msg("%s: %s", dir, err.msg);
+	return m;
+}
+
+/* Refused at parse, naming the file, the field, what was expected and
+ * what was found. */
+static void refuse(const char *variant, const char *file, int max_context, const char *dtype,
+                   const char *const *want)
+{
+	char dir[600], spec[2048];
+	sw_err err = {0};
+	snprintf(dir, sizeof(dir), "%s/%s%s", g_hf, variant, file);
+	spec_for(spec, sizeof(spec), dir, "ngram", "chain:4", max_context, dtype);
+	gen_spec *s = malloc(sizeof(*s));
+	assert_non_null(s);
+	memset(s, 0, sizeof(*s));
+	assert_int_not_equal(gen_spec_parse(spec, strlen(spec), "gemma.json", NULL, s, &err), 0);
+	assert_true(strstr(err.msg, "gemma.json") != NULL);
+	for (int i = 0; want[i]; i++)
+		if (!strstr(err.msg, want[i]))
+			fail_msg("message lacks '%s': %s", want[i], err.msg);
+	print_message("  refused: %s\n", err.msg);
+	free(s);
+}
+
+static void test_refusals(void **state)
+{
+	(void)state;
+	if (!g_have)
+		skip();
+	static const char *const ctx[] = {"$.max_context", "at most 64", "sliding_window", "found 65",
+	                                  NULL};
+	refuse(VARIANTS[0], "", 65, "fp16", ctx);
+	static const char *const win[] = {"$.max_context", "at most 4", "sliding_window", "found 64",
+	                                  NULL};
+	refuse(VARIANTS[2], "", 64, "fp16", win);
+	static const char *const cap[] = {"$.target", "final_logit_softcapping", "found "
+	                                  "final_logit_softcapping 8", NULL};
+	refuse(VARIANTS[3], "", 64, "fp16", cap);
+	/* gguf_a8 (the test GGUF's F32 GEMMs are refused before the family's
+	 * check: gen/spec.c) and a block drafter, from the family's check */
+	gen_spec *s = calloc(1, sizeof(*s));
+	assert_non_null(s);
+	rt_model *m = load_variant(VARIANTS[1]);
+	const gen_arch *fa = gen_arch_of(RT_ARCH_GEMMA3);
+	gen_arch_refusal r = {0};
+	s->max_context = 64;
+	s->dtype = GEN_DTYPE_GGUF_A8;
+	assert_int_equal(fa->check(&m->cfg, "target", s, &r), 1);
+	assert_string_equal(r.key, "dtype");
+	assert_true(strstr(r.expected, "gemma3") && strstr(r.found, "gguf_a8"));
+	s->dtype = GEN_DTYPE_BF16;
+	s->draft_kind = GEN_DRAFT_BLOCK;
+	assert_int_equal(fa->check(&m->cfg, "target", s, &r), 1);
+	assert_string_equal(r.key, "draft");
+	assert_true(strstr(r.found, "block drafter") != NULL);
+	s->draft_kind = GEN_DRAFT_LAYERSKIP;
+	assert_int_equal(fa->check(&m->cfg, "target", s, &r), 0);
+	s->max_context = 65;
+	assert_int_equal(fa->check(&m->cfg, "target", s, &r), 1);
+	rt_model_free(m);
+	free(s);
+}
+
+/* Gemma 3 by shape (no weights: planning, inspect's projection, random
+ * weights): models/specs/gemma3-4b-ngram.json plans Gemma-3-4B's engine
+ * (34 layers, head_dim 256, GeGLU, the embedding times sqrt(2560), rope
+ * tables per layer, tied); its max_context past sliding_window 1024 is
+ * refused; a Gemma key under another family is refused naming it. */
+static void test_shape(void **state)
+{
+	(void)state;
+	sw_err err = {0};
+	gen_spec *s = calloc(1, sizeof(*s));
+	gen_plan p;
+	memset(&p, 0, sizeof(p));
+	assert_non_null(s);
+	if (gen_spec_load("models/specs/gemma3-4b-ngram.json", NULL, s, &err) ||
+	    gen_plan_build(s, &p, &err))
+		fail_msg("%s", err.msg);
+	const rt_config *c = &s->target.cfg;
+	assert_int_equal(c->arch, RT_ARCH_GEMMA3);
+	assert_int_equal(c->swa_window, 1024);
+	assert_true(c->tied_embd);
+	assert_true(c->embd_scale == sqrtf(2560.0f));
+	assert_true(c->query_scalar == 256.0f && c->rope_theta_local == 10000.0f);
+	const int b = gen_plan_find_buf(&p, "target.rope_freq");
+	assert_true(b >= 0);
+	assert_int_equal(p.bufs[b].shape[0], 34);
+	assert_int_equal(p.bufs[b].shape[1], 128);
+	assert_true(gen_plan_find_buf(&p, "target.lm_head") < 0);
+	assert_int_equal(count_ops(&p, "rmsnorm_residual", "prefill"), 5);
+	const gen_param *act = kparam(&p, "swiglu.cu.tmpl", "ACT");
+	assert_true(act && act->i == 1);
+	gen_plan_free(&p);
+	/* the same shape at max_context 2048 */
+	size_t n;
+	char *t = sw_read_file("models/specs/gemma3-4b-ngram.json", SW_CAP_TEXT, &n);
+	assert_non_null(t);
+	char *at = strstr(t, "\"max_context\": 1024");
+	assert_non_null(at);
+	memcpy(at, "\"max_context\": 2048", 19);
+	memset(s, 0, sizeof(*s));
+	assert_int_not_equal(gen_spec_parse(t, n, "g4b.json", NULL, s, &err), 0);
+	if (!strstr(err.msg, "g4b.json") || !strstr(err.msg, "$.max_context") ||
+	    !strstr(err.msg, "at most 1024") || !strstr(err.msg, "found 2048"))
+		fail_msg("message: %s", err.msg);
+	free(t);
+	/* a Gemma key under Qwen3 */
+	static const char bad[] =
+		"{\"target\": {\"shape\": {\"arch\": \"qwen3\", \"n_layers\": 2, \"dim\": 64, "
+		"\"n_heads\": 4, \"ffn_dim\": 96, \"vocab\": 300, \"sliding_window\": 64}}, \"draft\": "
+		"\"ngram\", \"tree\": \"chain:4\", \"verify\": {\"method\": \"greedy\", \"expand\": "
+		"\"topk\"}, \"max_context\": 64, \"dtype\": \"bf16\"}";
+	memset(s, 0, sizeof(*s));
+	assert_int_not_equal(gen_spec_parse(bad, strlen(bad), "bad.json", NULL, s, &err), 0);
+	if (!strstr(err.msg, "sliding_window") || !strstr(err.msg, "gemma3") || !strstr(err.msg, "qwen3"))
+		fail_msg("message: %s", err.msg);
+	print_message("  refused: %s\n", err.msg);
+	free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_plan),
+		cmocka_unit_test(test_engines_vs_transformers),
+		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_shape),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
