@@ -208,7 +208,8 @@ static void test_eagle3_in_refused(void **state)
  * level's last node, feat N_FEAT rows, the tree unread by FEAT_TREE 0); the
  * kernel then runs in buffers of exactly those extents (the guard zones
  * catch a write past them); and the launches the rule must refuse. A tree
- * of 1 root, 3 children, 6 grandchildren (depths 0, 1, 2). */
+ * of 1 root, 3 children, 6 grandchildren (depths 0, 1, 2); the root row
+ * (LEVEL_BEGIN 0: one row whose feature row is a run-time word). */
 enum { XN = 10 };
 static rt_manifest *ext_manifest(void)
 {
@@ -252,12 +253,12 @@ static void test_eagle3_in_extent(void **state)
 	/* rows, dim, f16, tree, level begin, prev begin, n_feat */
 	static const int cfg[][7] = {{1, 37, 1, 0, 0, 0, 1},  {26, 99, 0, 0, 0, 0, 26},
 	                             {3, 64, 1, 1, 1, 0, 1},  {6, 37, 0, 1, 4, 1, 3},
-	                             {6, 128, 1, 1, 4, 1, 3}};
+	                             {6, 128, 1, 1, 4, 1, 3}, {1, 64, 1, 1, 0, 0, 7}};
 	enum { N_IDS = 50 };
 	(void)state;
 	rt_manifest *m = ext_manifest();
 	char why[512];
-	for (int c = 0; c < 5; c++) {
+	for (int c = 0; c < 6; c++) {
 		const int R = cfg[c][0], D = cfg[c][1], f16 = cfg[c][2], T = cfg[c][3];
 		const int LB = cfg[c][4], PB = cfg[c][5], NF = cfg[c][6];
 		gen_param p[] = PARAMS(R, D, N_IDS, f16, 1, T, LB, PB, NF, 32);
@@ -282,8 +283,8 @@ static void test_eagle3_in_extent(void **state)
 			((float *)b[6])[i] = ((float *)b[7])[i] = 1.0f;
 		for (int i = 0; i < (T ? LB + R : R); i++)
 			((int32_t *)b[3])[i] = (i * 7) % (N_IDS + 5) - 2; /* absent and past-the-table ids */
-		for (int u = 0; T && u < LB + R; u++)
-			((int32_t *)b[5])[u] = m->tree_table[u];
+		for (int u = 0; T && u < LB + R; u++) /* the root row: a row id, here the last */
+			((int32_t *)b[5])[u] = LB ? m->tree_table[u] : NF - 1;
 		for (int64_t i = 0; i < e.bytes[4] / 4; i++)
 			((float *)b[4])[i] = (float)(i % 13) - 6.0f;
 		void *args[] = {&b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7]};
@@ -304,7 +305,8 @@ static void test_eagle3_in_extent(void **state)
 		{5, 1, 3, 0, 1, 5, 32, "expected depth 1 (node LEVEL_BEGIN 3's"},
 		{3, 1, 1, 0, 2, 3, 32, "expected at most LEVEL_BEGIN 1"},
 		{6, 1, 4, 0, 4, 6, 32, "tree node 0 (feature row 0) of depth 0, expected 1"},
-		{1, 1, 0, 0, 1, 1, 32, "expected at most LEVEL_BEGIN 0"},
+		{2, 1, 0, 0, 1, 2, 32, "a root row (FEAT_TREE 1, LEVEL_BEGIN 0) with ROWS 2 and "
+		 "PREV_BEGIN 0, expected 1 and 0"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		gen_param p[] = PARAMS(bad[i].rows, 64, N_IDS, 1, 1, bad[i].tree, bad[i].lb, bad[i].pb,

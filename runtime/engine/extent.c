@@ -582,7 +582,10 @@ static void ext_adapt(ectx *c)
  * table's first row) and feat row tree[u] - PREV_BEGIN < N_FEAT (a row
  * outside reads nothing). The level is checked against the manifest's own
  * tree table, the one the engine loads: the ROWS nodes one level deep d,
- * the N_FEAT rows from PREV_BEGIN the level d - 1 they hang from. */
+ * the N_FEAT rows from PREV_BEGIN the level d - 1 they hang from. The root
+ * row (FEAT_TREE 1, LEVEL_BEGIN 0: ROWS 1, an EAGLE-3 engine's draft
+ * root) reads one token and one row word (the state's RT_ST_HROW, a
+ * run-time node id): the row it names is read only inside [0, N_FEAT). */
 static void ext_eagle3_in(ectx *c)
 {
 	const int64_t R = P(c, "ROWS", 1, MAXI), D = P(c, "DIM", 1, MAXI);
@@ -600,22 +603,26 @@ static void ext_eagle3_in(ectx *c)
 		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, 1] (a block per row: ROWS)", g[0], g[1],
 		       g[2], (long long)R);
 	const int64_t N = c->m->n_nodes;
+	const bool root = FT && L0 == 0;
+	if (!c->rc && root && (R != 1 || P0 != 0))
+		refuse(c, "kernel %s: a root row (FEAT_TREE 1, LEVEL_BEGIN 0) with ROWS %lld and "
+		       "PREV_BEGIN %lld, expected 1 and 0", c->k->uri, (long long)R, (long long)P0);
 	if (!c->rc && FT && L0 + R > N)
 		refuse(c, "kernel %s: LEVEL_BEGIN %lld + ROWS %lld nodes, expected at most the tree's "
 		       "%lld ($.shapes.tree.nodes)", c->k->uri, (long long)L0, (long long)R, (long long)N);
-	if (!c->rc && FT && P0 + NF > L0)
+	if (!c->rc && FT && !root && P0 + NF > L0)
 		refuse(c, "kernel %s: PREV_BEGIN %lld + N_FEAT %lld, expected at most LEVEL_BEGIN %lld "
 		       "(the previous level's rows come before the level)", c->k->uri, (long long)P0,
 		       (long long)NF, (long long)L0);
 	const int32_t *tt = c->m->tree_table;
-	const int64_t d = FT && !c->rc ? tt[4 * N + L0] : 0;
-	for (int64_t u = L0; FT && !c->rc && u < L0 + R; u++)
+	const int64_t d = FT && !root && !c->rc ? tt[4 * N + L0] : 0;
+	for (int64_t u = L0; FT && !root && !c->rc && u < L0 + R; u++)
 		if (tt[4 * N + u] != d || d < 1 || tt[u] < P0 || tt[u] >= P0 + NF)
 			refuse(c, "kernel %s: tree node %lld of depth %d with parent %d, expected depth "
 			       "%lld (node LEVEL_BEGIN %lld's, at least 1) and a parent in [PREV_BEGIN %lld, "
 			       "+ N_FEAT %lld)", c->k->uri, (long long)u, tt[4 * N + u], tt[u], (long long)d,
 			       (long long)L0, (long long)P0, (long long)NF);
-	for (int64_t u = P0; FT && !c->rc && u < P0 + NF; u++)
+	for (int64_t u = P0; FT && !root && !c->rc && u < P0 + NF; u++)
 		if (tt[4 * N + u] != d - 1)
 			refuse(c, "kernel %s: tree node %lld (feature row %lld) of depth %d, expected %lld "
 			       "(the level before LEVEL_BEGIN %lld's)", c->k->uri, (long long)u,
@@ -629,8 +636,8 @@ static void ext_eagle3_in(ectx *c)
 		set(c, 3, mul(L0 + R, 4), false, "LEVEL_BEGIN + ROWS = %lld tokens", (long long)(L0 + R));
 		set(c, 4, mul3(NF, D, 4), false, "N_FEAT %lld x DIM %lld f32", (long long)NF,
 		    (long long)D);
-		set(c, 5, mul(L0 + R, 4), false, "LEVEL_BEGIN + ROWS = %lld parent words",
-		    (long long)(L0 + R));
+		set(c, 5, mul(L0 + R, 4), false, "LEVEL_BEGIN + ROWS = %lld %s words",
+		    (long long)(L0 + R), root ? "row" : "parent");
 	} else {
 		set(c, 3, mul(R, 4), false, "ROWS %lld tokens", (long long)R);
 		set(c, 4, mul3(R < NF ? R : NF, D, 4), false, "min(ROWS, N_FEAT) %lld x DIM %lld f32",
