@@ -869,6 +869,8 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	act_ix *a = &c.a;
 	int rc;
 
+	if (s->draft_kind == GEN_DRAFT_EAGLE3) /* gen/plan_eagle3.c */
+		return gen_plan_eagle3(s, p, err);
 	memset(p, 0, sizeof(*p));
 	p->spec = s;
 	if (s->draft_kind == GEN_DRAFT_MODEL) {
@@ -1351,10 +1353,13 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 		fprintf(f, "], \"block_attention\": \"%s\", \"vocab\": %d",
 		        bk->block_attn == RT_BD_CAUSAL ? "causal" : "bidirectional", bk->draft_vocab);
 	}
-	if (s->draft_kind == GEN_DRAFT_MODEL) {
+	if (s->draft_kind == GEN_DRAFT_MODEL || s->draft_kind == GEN_DRAFT_EAGLE3) {
 		fprintf(f, ", ");
 		write_src(f, s->draft.from_shape, s->draft.path, p->draft_digest);
 	}
+	if (s->draft_kind == GEN_DRAFT_EAGLE3) /* the head's taps and Vd (gen/plan_eagle3.c) */
+		fprintf(f, ", \"taps\": [%d, %d, %d], \"vocab\": %d", s->eagle3.taps[0],
+		        s->eagle3.taps[1], s->eagle3.taps[2], s->eagle3.draft_vocab);
 	if (s->draft_kind == GEN_DRAFT_LAYERSKIP) {
 		fprintf(f, ", \"layers\": [");
 		for (int i = 0; i < s->n_skip_layers; i++)

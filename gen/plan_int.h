@@ -159,4 +159,8 @@ int64_t max64(int64_t a, int64_t b);
 void op_accept(ctx *c, int q_buf, int vq, bool by_depth);
 void op_kv_commit(ctx *c, const model_ix *m, int done_word);
 
+/* plan_eagle3.c: the whole plan of an engine drafting with an EAGLE-3 head
+ * (gen_plan_build's GEN_DRAFT_EAGLE3 dispatch). */
+int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err);
+
 #endif

