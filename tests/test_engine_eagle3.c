@@ -36,6 +36,7 @@
 #include "engine/engine.h"
 #include "engine/manifest.h"
 #include "engine_util.h"
+#include "formats/gguf.h"
 #include "gen/build.h"
 #include "gen/render.h"
 #include "model/eagle3.h"
@@ -82,26 +83,38 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void e3_spec(char *buf, size_t n, const char *head, const char *tree, const char *verify,
-                    const char *expand, double temp)
+static void e3_spec_for(char *buf, size_t n, const char *target, const char *head, const char *tree,
+                        const char *verify, const char *expand, double temp, int ctx, int chunk)
 {
 	snprintf(buf, n,
 	         "{\"name\": \"tiny-e3\", \"target\": {\"path\": \"%s\"}, \"draft\": {\"method\": "
 	         "\"eagle3\", \"path\": \"%s\"}, \"tree\": \"%s\", \"verify\": {\"method\": \"%s\", "
 	         "\"expand\": \"%s\"}, \"sampling\": {\"temperature\": %g, \"top_k\": 0, \"top_p\": 1}, "
-	         "\"max_context\": 192, \"prefill_chunk\": 16, \"dtype\": \"fp16\", \"archs\": "
-	         "[\"sm_80\"]}", g_tiny_path, head, tree, verify, expand, temp);
+	         "\"max_context\": %d, \"prefill_chunk\": %d, \"dtype\": \"fp16\", \"archs\": "
+	         "[\"sm_80\"]}", target, head, tree, verify, expand, temp, ctx, chunk);
 }
 
-static rt_engine *bind_e3(const char *dir, rt_dev *d, uint64_t seed)
+static void e3_spec(char *buf, size_t n, const char *head, const char *tree, const char *verify,
+                    const char *expand, double temp)
+{
+	e3_spec_for(buf, n, g_tiny_path, head, tree, verify, expand, temp, 192, 16);
+}
+
+static rt_engine *bind_e3_to(const char *dir, rt_dev *d, const rt_model *m, const rt_eagle3 *h,
+                             uint64_t seed)
 {
 	sw_err err = {0};
 	rt_engine *e = rt_engine_load(dir, &err);
 	if (!e)
 		fail_msg("%s", err.msg);
-	if (cli_engine_bind_eagle3(e, d, g_tiny, g_h, seed, &err))
+	if (cli_engine_bind_eagle3(e, d, m, h, seed, &err))
 		fail_msg("bind (%s): %s", d->desc, err.msg);
 	return e;
+}
+
+static rt_engine *bind_e3(const char *dir, rt_dev *d, uint64_t seed)
+{
+	return bind_e3_to(dir, d, g_tiny, g_h, seed);
 }
 
 /* The host EAGLE-3 decoder (fp32): a chain (tree NULL) or a static tree. */
@@ -274,12 +287,102 @@ static void test_greedy_tree(void **state)
 	greedy_case("branch:2,2,1", 3, 1);
 }
 
+/* Exactness of the engine path at T > 0: a sampled chain (RRS), a sampled
+ * tree (RRSW, without replacement) and a top-k tree verified one-hot, at T
+ * = 1 and T = 2 with top-k 5; a 12-id target, a head over 10 of its ids
+ * (not a prefix: q = 0 on ids 0 and 2). First two tokens of N runs (a fresh
+ * seed each) against tu_seq_dist's enumeration, chi-square at significance
+ * 1e-4 (tu_chi2_crit); the graph captured once per engine. */
+static void test_exactness(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *tree, *verify, *expand;
+	} cfg[] = {
+		{"chain:3", "rrs", "sample"},
+		{"branch:2,2", "rrsw", "sample-wor"},
+		{"branch:2,2", "onehot", "topk"},
+	};
+	static const rt_engine_sampling set[] = {{1.0f, 0, 1.0f}, {2.0f, 5, 1.0f}};
+	static const int32_t used[10] = {5, 1, 3, 11, 4, 6, 7, 10, 8, 9};
+	const int n_set = 2, V = 12, N = 2000, K = V * V;
+	sw_err err = {0};
+	char mpath[300], hdir[300];
+	rt_model *m = tu_tiny_llama(V, 32, 3, 2, 1, 48, 11); /* T = 1: 6 at 0.91 */
+	assert_non_null(m);
+	snprintf(mpath, sizeof(mpath), "%s/v12.gguf", g_dir);
+	if (rt_llama_save_gguf(m, mpath, GGML_T_F32, &err))
+		fail_msg("%s", err.msg);
+	snprintf(hdir, sizeof(hdir), "%s/head12", g_dir);
+	mkdir(hdir, 0755);
+	te3_opts o = te3_default(m);
+	o.draft_vocab = 10;
+	o.used = used;
+	o.ffn = 96;
+	o.scale = 0.25; /* a flat q: most of p's mass is under it, drafts are accepted */
+	assert_int_equal(te3_write(hdir, m, &o, 9), 0);
+	rt_eagle3 *h = rt_eagle3_load(hdir, m, &err);
+	if (!h)
+		fail_msg("%s", err.msg);
+	const int32_t prompt[3] = {3, 7, 1};
+	double *probs = eu_seq_dists(m, prompt, 3, set, n_set);
+	uint64_t *counts = malloc(sizeof(*counts) * (size_t)K);
+	assert_non_null(counts);
+	for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
+		char spec[2048], dir[300];
+		snprintf(dir, sizeof(dir), "%s/exact%zu", g_dir, c);
+		e3_spec_for(spec, sizeof(spec), mpath, hdir, cfg[c].tree, cfg[c].verify, cfg[c].expand,
+		            1.0, 64, 8);
+		eu_build(spec, dir, cache_dir(), false);
+		rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
+		rt_engine *e = bind_e3_to(dir, d, m, h, 1);
+		int captures = 0;
+		uint64_t seed = 5000;
+		for (int k = 0; k < n_set; k++) {
+			const double *pk = probs + (size_t)k * K;
+			memset(counts, 0, sizeof(*counts) * (size_t)K);
+			int iters = 0;
+			for (int r = 0; r < N; r++) {
+				int32_t out[4];
+				rt_engine_stats st;
+				rt_engine_run run = {.prompt = prompt, .n_prompt = 3, .max_new = 2, .eos = -1,
+				                     .samp = &set[k]};
+				if (rt_engine_reseed(e, seed++, &err) ||
+				    rt_engine_generate(e, &run, out, &st, &err) != 2)
+					fail_msg("%s run %d: %s", cfg[c].tree, r, err.msg);
+				counts[out[0] * V + out[1]]++;
+				iters += (int)st.n_iters;
+				captures += st.t_capture > 0;
+			}
+			int df;
+			double chi = tu_chi2(counts, pk, K, (uint64_t)N, &df), crit = tu_chi2_crit(df, 1e-4);
+			print_message("  %-10s %-6s T %.1f k %d: chi2 %.1f (df %d, critical %.1f at 1e-4), "
+			              "%.2f iterations per 2 tokens\n", cfg[c].tree, cfg[c].verify,
+			              (double)set[k].temperature, set[k].top_k, chi, df, crit, (double)iters / N);
+			if (!(chi < crit))
+				fail_msg("%s %s at T %g top-k %d: the engine's output distribution is not the "
+				         "target's", cfg[c].tree, cfg[c].verify, (double)set[k].temperature,
+				         set[k].top_k);
+			assert_true(iters < 2 * N); /* drafts were accepted */
+		}
+		assert_int_equal(captures, 1);
+		rt_engine_free(e);
+		rt_dev_free(d);
+	}
+	rt_eagle3_free(h);
+	te3_rmdir(hdir);
+	free(probs);
+	free(counts);
+	rt_model_free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_planned_loads),
 		cmocka_unit_test(test_greedy_chain),
 		cmocka_unit_test(test_greedy_tree),
+		cmocka_unit_test(test_exactness),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
