@@ -14,7 +14,11 @@
  *    other tokens), for a chain and a Cartesian tree, native and emulate;
  *  - exactness at T > 0: chi-square at significance 1e-4 of the first two
  *    emitted tokens against the target's enumerated distribution;
- *  - bad input: a missing head, a tampered tensor, refused at bind by name.
+ *  - bad input: specs (no head directory, no weights file, a config of
+ *    another target, q8_0, prefill_chunk 1, adaptive, the bare string), and
+ *    at bind no head, a head of another shape, another head's weights (the
+ *    digest the build recorded), each refused by name.
+ * The planner's engines also pass the loader's bounds proof (three trees).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -39,6 +43,8 @@
 #include "formats/gguf.h"
 #include "gen/build.h"
 #include "gen/render.h"
+#include "gen/spec.h"
+#include "core/fileio.h"
 #include "model/eagle3.h"
 #include "testutil.h"
 
@@ -376,6 +382,120 @@ static void test_exactness(void **state)
 	rt_model_free(m);
 }
 
+static void spec_refused(const char *text, const char *want)
+{
+	gen_spec *sp = malloc(sizeof(*sp));
+	sw_err err = {0};
+	assert_non_null(sp);
+	int rc = gen_spec_parse(text, strlen(text), "t.json", NULL, sp, &err);
+	free(sp);
+	if (!rc)
+		fail_msg("accepted (want \"%s\"): %s", want, text);
+	if (!strstr(err.msg, want))
+		fail_msg("message \"%s\" lacks \"%s\"", err.msg, want);
+	print_message("  refused: %s\n", err.msg);
+}
+
+/* Bad input, each refused with the file, the field, what was expected and
+ * what was found: specs (the head's directory, its files, what an EAGLE-3
+ * engine cannot do), and at bind a head other than the engine's (its
+ * shape, its weights: the build's digest), or none. */
+static void test_refused(void **state)
+{
+	(void)state;
+	char spec[2048], bad[300], cfg[400];
+	e3_spec(spec, sizeof(spec), "/nonexistent", "chain:4", "greedy", "topk", 0);
+	spec_refused(spec, "$.draft.path: expected an EAGLE-3 head directory (config.json, "
+	             "model.safetensors), found \"/nonexistent\"");
+	/* a directory with a config and no weights file */
+	snprintf(bad, sizeof(bad), "%s/bad_head", g_dir);
+	mkdir(bad, 0755);
+	snprintf(cfg, sizeof(cfg), "%s/config.json", g_head);
+	size_t n;
+	char *text = sw_read_file(cfg, SW_CAP_CONFIG, &n);
+	assert_non_null(text);
+	snprintf(cfg, sizeof(cfg), "%s/config.json", bad);
+	FILE *f = fopen(cfg, "w");
+	assert_non_null(f);
+	fwrite(text, 1, n, f);
+	fclose(f);
+	e3_spec(spec, sizeof(spec), bad, "chain:4", "greedy", "topk", 0);
+	spec_refused(spec, "bad_head/model.safetensors");
+	/* a config for another target: its vocabulary */
+	char *v = strstr(text, "\"vocab_size\": 111");
+	assert_non_null(v);
+	memcpy(v, "\"vocab_size\": 112", 17);
+	f = fopen(cfg, "w");
+	assert_non_null(f);
+	fwrite(text, 1, n, f);
+	fclose(f);
+	free(text);
+	spec_refused(spec, "bad_head/config.json: $.vocab_size: expected 111 (the vocabulary of the "
+	             "target");
+	unlink(cfg);
+	rmdir(bad);
+	/* what an EAGLE-3 engine cannot do */
+	e3_spec(spec, sizeof(spec), g_head, "chain:4", "greedy", "topk", 0);
+	char *dt = strstr(spec, "\"fp16\"");
+	memcpy(dt, "\"q8_0\"", 6);
+	spec_refused(spec, "$.dtype: expected \"bf16\" or \"fp16\" with an EAGLE-3 head, found "
+	             "\"q8_0\"");
+	e3_spec_for(spec, sizeof(spec), g_tiny_path, g_head, "chain:4", "greedy", "topk", 0, 192, 1);
+	spec_refused(spec, "$.prefill_chunk: expected at least 2 with an EAGLE-3 head");
+	e3_spec(spec, sizeof(spec), g_head, "chain:4", "greedy", "topk", 0);
+	char adapt[2100];
+	snprintf(adapt, sizeof(adapt), "%.*s, \"adaptive\": {\"h\": 0.3}}", (int)strlen(spec) - 1,
+	         spec);
+	spec_refused(adapt, "$.adaptive: expected a chain tree drafted by a model");
+	char *dm = strstr(spec, "{\"method\": \"eagle3\"");
+	char str[2100];
+	snprintf(str, sizeof(str), "%.*s\"eagle3\"%s", (int)(dm - spec), spec,
+	         strstr(dm, "}") + 1);
+	spec_refused(str, "$.draft: expected {\"method\": \"eagle3\", \"path\": DIR}");
+
+	/* at bind: no head, a head of another shape, another head's weights */
+	char dir[400];
+	snprintf(dir, sizeof(dir), "%s/greedy0", g_dir);
+	e3_spec(spec, sizeof(spec), g_head, "chain:4", "greedy", "topk", 0);
+	eu_build(spec, dir, cache_dir(), false);
+	rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
+	sw_err err = {0};
+	rt_engine_weights tw;
+	rt_engine *e = rt_engine_load(dir, &err);
+	assert_non_null(e);
+	assert_int_equal(cli_engine_weights(&tw, g_tiny, "target", &err), 0);
+	assert_int_not_equal(rt_engine_bind(e, d, &tw, NULL, 1, &err), 0);
+	print_message("  refused: %s\n", err.msg);
+	assert_non_null(strstr(err.msg, "the engine drafts with an EAGLE-3 head: give its weights"));
+	rt_engine_free(e);
+	static const struct {
+		int ffn;
+		uint64_t seed;
+		const char *want;
+	} other[] = {{64, 5, "draft ffn_dim 64, engine"}, {192, 6, "draft weights digest"}};
+	for (int i = 0; i < 2; i++) {
+		char odir[300];
+		snprintf(odir, sizeof(odir), "%s/other_head%d", g_dir, i);
+		mkdir(odir, 0755);
+		te3_opts o = te3_default(g_tiny);
+		o.draft_vocab = 60;
+		o.ffn = other[i].ffn;
+		assert_int_equal(te3_write(odir, g_tiny, &o, other[i].seed), 0);
+		rt_eagle3 *h = rt_eagle3_load(odir, g_tiny, &err);
+		assert_non_null(h);
+		e = rt_engine_load(dir, &err);
+		assert_non_null(e);
+		assert_int_not_equal(cli_engine_bind_eagle3(e, d, g_tiny, h, 1, &err), 0);
+		print_message("  refused: %s\n", err.msg);
+		if (!strstr(err.msg, other[i].want))
+			fail_msg("message \"%s\" lacks \"%s\"", err.msg, other[i].want);
+		rt_engine_free(e);
+		rt_eagle3_free(h);
+		te3_rmdir(odir);
+	}
+	rt_dev_free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -383,6 +503,7 @@ int main(void)
 		cmocka_unit_test(test_greedy_chain),
 		cmocka_unit_test(test_greedy_tree),
 		cmocka_unit_test(test_exactness),
+		cmocka_unit_test(test_refused),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
