@@ -205,6 +205,8 @@ static int on_iteration(void *user, const int32_t *tok, int n)
 		fail_msg("%s", err.msg);
 	free(lg);
 	const rt_sampling greedy = {0.0f, 0, 1.0f}, sd = {1.0f, 0, 1.0f};
+	for (int u = 0; u < nn; u++)
+		host[u] = -1; /* nothing drafted (a one-token prompt's first iteration): absent */
 	host[0] = c->hist[c->n_hist - 1];
 	int k = c->t ? c->hd->ops->draft_tree(c->hd, c->t, RT_EXPAND_TOPK, &sd, &greedy, 1,
 	                                      (uint32_t)c->iters, c->hist, c->n_hist, host, c->q, &err)
@@ -291,6 +293,62 @@ static void test_greedy_tree(void **state)
 {
 	(void)state;
 	greedy_case("branch:2,2,1", 3, 1);
+}
+
+/* A one-token prompt: nothing to draft from, so the first iteration runs
+ * target-only (engine.c) and the head takes over from the second; tokens =
+ * the host decoder's (which drafts nothing at first either) = target-only,
+ * in as many iterations, every iteration's drafts the host head's. The
+ * engine's fp16 can flip a draft where the host head's top two logits are
+ * within ~1e-3 (relative): prompt {17} does at its fourth token (ids 49
+ * and 62, 5.2830 and 5.2742), so it is not the one used; {8} meets no such
+ * tie in 20 tokens (a failure names the node). */
+static void test_one_token_prompt(void **state)
+{
+	(void)state;
+	enum { N = 20 };
+	const int32_t prompt[1] = {8};
+	const int NP = 1;
+	const rt_sampling greedy = {0.0f, 0, 1.0f};
+	int32_t ref[N], host[N], a[N];
+	float margin[N];
+	eu_reference(g_tiny, prompt, NP, N, ref, margin, NULL);
+	rt_stats hs;
+	assert_int_equal(host_e3(NULL, 4, &greedy, 1, prompt, NP, N, host, &hs), N);
+	assert_memory_equal(host, ref, sizeof(ref));
+	char spec[2048], dir[400];
+	snprintf(dir, sizeof(dir), "%s/one", g_dir);
+	e3_spec(spec, sizeof(spec), g_head, "chain:4", "greedy", "topk", 0);
+	eu_build(spec, dir, cache_dir(), false);
+	rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
+	rt_engine *e = bind_e3(dir, d, 1);
+	rt_engine_stats st;
+	for (int rep = 0; rep < 2; rep++) { /* the second after a longer request */
+		sw_err err = {0};
+		drafts_cb cb = {.e = e, .gamma = 4, .n_hist = NP};
+		snprintf(cb.what, sizeof(cb.what), "one-token prompt");
+		memcpy(cb.hist, prompt, sizeof(int32_t) * NP);
+		cb.tc = rt_ctx_new(g_tiny, 512, 64, &err);
+		assert_non_null(cb.tc);
+		cb.hd = rt_drafter_eagle3(g_h, cb.tc, 8, &err);
+		assert_non_null(cb.hd);
+		rt_engine_run r = {.prompt = prompt, .n_prompt = NP, .max_new = N, .eos = -1,
+		                   .on_tokens = on_iteration, .cb_user = &cb};
+		if (rt_engine_generate(e, &r, a, &st, &err) != N)
+			fail_msg("one-token prompt: %s", err.msg);
+		rt_drafter_free(cb.hd);
+		rt_ctx_free(cb.tc);
+		assert_memory_equal(a, host, sizeof(host));
+		assert_int_equal(st.n_iters, hs.n_iters);
+		print_message("  one-token prompt: %d/%d tokens = host decoder = target-only, %d "
+		              "iterations (host %d), every iteration's %d drafts the host head's\n", N, N,
+		              (int)st.n_iters, (int)hs.n_iters, cb.nodes);
+		int32_t p2[37], o2[8];
+		eu_tiny_prompt(p2, 37);
+		assert_int_equal(eu_generate(e, "37-token prompt", p2, 37, 8, false, o2, &st), 8);
+	}
+	rt_engine_free(e);
+	rt_dev_free(d);
 }
 
 /* Exactness of the engine path at T > 0: a sampled chain (RRS), a sampled
@@ -502,6 +560,7 @@ int main(void)
 		cmocka_unit_test(test_planned_loads),
 		cmocka_unit_test(test_greedy_chain),
 		cmocka_unit_test(test_greedy_tree),
+		cmocka_unit_test(test_one_token_prompt),
 		cmocka_unit_test(test_exactness),
 		cmocka_unit_test(test_refused),
 	};

@@ -675,17 +675,20 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 	const double ops0 = d->stats.seconds_ops;
 	double t0 = sw_now_s();
 	const bool e3 = e->man->draft_kind == RT_ENGINE_DRAFT_EAGLE3;
-	if (e3 && (P < 2 || e->man->chunk < 2))
-		return sw_errf(err, SW_EINVAL, "%s/engine.json: an EAGLE-3 engine pairs a position's "
-		               "features with the next token: it needs a prompt of at least 2 tokens "
-		               "(found %d) and $.spec.prefill_chunk >= 2 (found %d)", e->man->dir, P,
-		               e->man->chunk);
+	if (e3 && e->man->chunk < 2)
+		return sw_errf(err, SW_EINVAL, "%s/engine.json: $.spec.prefill_chunk: expected at least 2 "
+		               "in an EAGLE-3 engine (a chunk's head rows pair each position with the next "
+		               "token), found %d", e->man->dir, e->man->chunk);
+	/* an EAGLE-3 engine on a one-token prompt has no features to draft
+	 * from: its first iteration runs target-only (eagerly), which computes
+	 * the root's features, and the head's length is set to TLEN - 1 after it */
+	bool e3_first = e3 && P == 1;
 	int32_t hrow = 0;
 	if ((rc = prefill(e, r->prompt, P - 1, &hrow, err)))
 		return rc;
 	int32_t hdr[RT_ST_WORDS] = {0}, zero[8] = {0};
 	hdr[RT_ST_TLEN] = hdr[RT_ST_DLEN] = P - 1;
-	hdr[RT_ST_HLEN] = P - 2; /* EAGLE-3: the head's rows whose token is committed */
+	hdr[RT_ST_HLEN] = P >= 2 ? P - 2 : 0; /* EAGLE-3: the head's rows whose token is committed */
 	hdr[RT_ST_HROW] = hrow;
 	hdr[RT_ST_ROOT] = r->prompt[P - 1];
 	hdr[RT_ST_LAST] = P >= 2 ? r->prompt[P - 2] : -1;
@@ -728,8 +731,12 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 	int n_out = 0, stop = 0;
 	const size_t hbytes = sizeof(int32_t) * (size_t)(RT_ST_WORDS + e->man->ring);
 	while (!stop) {
-		rc = eager ? rt_engine_run_phases(e, ph0, ph1, r->target_only, 0, err)
-		           : d->ops->graph_launch(d, e->graph, err);
+		rc = eager || e3_first ? rt_engine_run_phases(e, ph0, ph1, r->target_only || e3_first, 0, err)
+		                       : d->ops->graph_launch(d, e->graph, err);
+		if (!rc && e3_first) { /* its commit advanced the head's length from 0: TLEN - 1 = 0 */
+			const int32_t zero1 = 0;
+			rc = upload_i32(e, "state", RT_ST_HLEN, &zero1, 1, err);
+		}
 		if (rc || (rc = buf_copy(e, "state", 0, e->host_state, hbytes, false, err)))
 			return rc;
 		const int32_t *hs = e->host_state, *ring = hs + RT_ST_WORDS;
@@ -753,7 +760,7 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 		}
 		if (r->trace && st->n_iters < r->trace_cap)
 			r->trace[st->n_iters] = (int8_t)(st->ctrl ? kd : -1);
-		for (int dd = 0; dd < kd && dd <= acc && dd < RT_ENGINE_MAX_DEPTH; dd++) {
+		for (int dd = 0; dd < kd && dd <= acc && dd < RT_ENGINE_MAX_DEPTH && !e3_first; dd++) {
 			st->pos_tried[dd]++;
 			st->pos_accepted[dd] += dd < acc;
 		}
@@ -766,6 +773,7 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 			}
 		}
 		st->n_iters++;
+		e3_first = false;
 		if (r->on_tokens) {
 			/* the caller's streaming (detokenise, write) is not engine overhead */
 			double tcb = sw_now_s();
