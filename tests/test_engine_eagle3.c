@@ -352,8 +352,9 @@ static void test_greedy_tree(void **state)
 	greedy_case("branch:2,2,1", 3, 1);
 }
 
-/* A head with its own embedding (buffer draft.tok_embd) and no maps (Vd =
- * V, draft id = target id: the identity d2t/t2d bound): the chain again. */
+/* A head with its own embedding (buffer draft.tok_embd), no maps (Vd = V,
+ * draft id = target id: the identity d2t/t2d bound) and vLLM's
+ * norm_before_residual (eagle3_in's NORM_BEFORE_RES): the chain again. */
 static void test_greedy_own_embedding(void **state)
 {
 	(void)state;
@@ -366,10 +367,22 @@ static void test_greedy_own_embedding(void **state)
 	o.own_embd = true;
 	o.no_maps = true;
 	assert_int_equal(te3_write(dir, g_tiny, &o, 8), 0);
+	/* and vLLM's norm_before_residual (the residual is hidden_norm(f)) */
+	char cp[400];
+	size_t n;
+	snprintf(cp, sizeof(cp), "%s/config.json", dir);
+	char *text = sw_read_file(cp, SW_CAP_CONFIG, &n);
+	assert_non_null(text);
+	assert_true(n > 2 && text[0] == '{');
+	FILE *f = fopen(cp, "w");
+	assert_non_null(f);
+	fprintf(f, "{\"norm_before_residual\": true, %s", text + 1);
+	fclose(f);
+	free(text);
 	rt_eagle3 *h = rt_eagle3_load(dir, g_tiny, &err), *keep = g_h;
 	if (!h)
 		fail_msg("%s", err.msg);
-	assert_true(h->cfg.own_embd && !h->cfg.has_d2t);
+	assert_true(h->cfg.own_embd && !h->cfg.has_d2t && h->cfg.norm_before_residual);
 	snprintf(saved, sizeof(saved), "%s", g_head);
 	snprintf(g_head, sizeof(g_head), "%s", dir);
 	g_h = h;
