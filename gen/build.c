@@ -277,18 +277,23 @@ static int write_manifest(const char *dir, const char *json, size_t json_len,
  * them (runtime/engine/engine.c upload_weights). block_dir: the weights are
  * the block drafter's there (path: its target). */
 static int weights_digest(const gen_plan *p, const char *tag, const char *path,
-                          const char *block_dir, char *out, size_t n, sw_err *err)
+                          const char *block_dir, const char *e3_dir, char *out, size_t n,
+                          sw_err *err)
 {
 	rt_model *m = rt_model_load(path, err);
 	if (!m)
 		return sw_err_prefix(err, "digest of the %s's weights", tag);
 	rt_block_drafter *bd = NULL;
-	if (block_dir && !(bd = rt_block_drafter_load(block_dir, m, err))) {
+	rt_eagle3 *e3 = NULL;
+	if ((block_dir && !(bd = rt_block_drafter_load(block_dir, m, err))) ||
+	    (e3_dir && !(e3 = rt_eagle3_load(e3_dir, m, err)))) {
 		rt_model_free(m);
 		return sw_err_prefix(err, "digest of the %s's weights", tag);
 	}
 	if (bd)
 		path = block_dir;
+	if (e3)
+		path = e3_dir;
 	sw_digest d;
 	sw_digest_init(&d);
 	const size_t tl = strlen(tag);
@@ -305,8 +310,9 @@ static int weights_digest(const gen_plan *p, const char *tag, const char *path,
 		                     strcmp(field, "t2d");
 		for (int l = 0; l < (layered ? (int)b->shape[0] : 1) && !rc; l++) {
 			size_t k = 0;
-			const float *x = bd ? rt_bd_weight(bd, field, layered ? l : -1, &k)
-			                    : rt_model_weight(m, field, layered ? l : -1, &k);
+			const float *x = bd   ? rt_bd_weight(bd, field, layered ? l : -1, &k)
+			                 : e3 ? rt_e3_weight(e3, field, &k)
+			                      : rt_model_weight(m, field, layered ? l : -1, &k);
 			if (!x)
 				rc = sw_errf(err, SW_EINVAL, "%s: no weight %s (layer %d) for buffer %s", path,
 				             field, layered ? l : -1, b->name);
@@ -315,6 +321,7 @@ static int weights_digest(const gen_plan *p, const char *tag, const char *path,
 		}
 	}
 	rt_block_drafter_free(bd);
+	rt_eagle3_free(e3);
 	rt_model_free(m);
 	if (!rc)
 		sw_digest_format(&d, out, n);
@@ -352,17 +359,22 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 	st->n_ops = plan.n_ops;
 	/* bind the engine to its weights: bind refuses others (issue 16) */
 	if (!s->target.from_shape &&
-	    (rc = weights_digest(&plan, "target", s->target.path, NULL, plan.target_digest,
+	    (rc = weights_digest(&plan, "target", s->target.path, NULL, NULL, plan.target_digest,
 	                         sizeof(plan.target_digest), err)))
 		goto out_free_plan;
 	if (s->draft_kind == GEN_DRAFT_MODEL && !s->draft.from_shape &&
-	    (rc = weights_digest(&plan, "draft", s->draft.path, NULL, plan.draft_digest,
+	    (rc = weights_digest(&plan, "draft", s->draft.path, NULL, NULL, plan.draft_digest,
 	                         sizeof(plan.draft_digest), err)))
 		goto out_free_plan;
 	/* a block drafter's own tensors (its embedding and head are the
 	 * target's): bound to its directory's weights like a draft model */
 	if (s->draft_kind == GEN_DRAFT_BLOCK && !s->target.from_shape && !s->draft.from_shape &&
-	    (rc = weights_digest(&plan, "draft", s->target.path, s->draft.path, plan.draft_digest,
+	    (rc = weights_digest(&plan, "draft", s->target.path, s->draft.path, NULL, plan.draft_digest,
+	                         sizeof(plan.draft_digest), err)))
+		goto out_free_plan;
+	/* an EAGLE-3 head's tensors (the target's embedding when it has none) */
+	if (s->draft_kind == GEN_DRAFT_EAGLE3 && !s->target.from_shape &&
+	    (rc = weights_digest(&plan, "draft", s->target.path, NULL, s->draft.path, plan.draft_digest,
 	                         sizeof(plan.draft_digest), err)))
 		goto out_free_plan;
 

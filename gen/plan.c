@@ -50,64 +50,11 @@
 #include "kernels/engine_state.h"
 #include "kernels/verify_layout.h"
 #include "plan.h"
+#include "plan_int.h"
 #include "decode/tree_verify.h"
 
-/* Block sizes: the ones test_kern_nvrtc checks for zero spills. */
-enum { BLK_EMB = 128, BLK_RMS = 256, BLK_ROPE = 128, BLK_SWIGLU = 256, BLK_ARGMAX = 512,
-       BLK_CAST = 256 };
-/* The hot kernels' block sizes: the ones their tests compile without spills
- * (test_kern_logits_process, _tree_expand, _verify, _kv_commit, _tree_attention). */
-enum { BLK_LOGITS = 256, BLK_EXPAND = 256, BLK_VERIFY = 256, BLK_COMMIT = 128 };
-/* The engine's own small kernels (test_kern_kv_store, _step, _ngram_lookup). */
-enum { BLK_KVSTORE = 128, BLK_STEP = 64, BLK_NGRAM = 128, RING = 256 };
-/* The draft-length controller (test_kern_draft_ctrl). */
-enum { BLK_CTRL = 32 };
-/* The block drafter's kernels (test_kern_feature_tap, _block_embed, _block_unmask). */
-enum { BLK_TAP = 128, BLK_UNMASK = 256, BLK_QTGT = 256 };
 
-typedef struct model_ix {
-	const char *tag;     /* "target" / "draft" */
-	const rt_config *cfg;
-	int n_layers;        /* layers this forward runs */
-	int vocab_out;       /* LM head rows used */
-	int embd_rows;       /* rows of tok_embd (a layer-skip draft reads the target's) */
-	int tok_embd, attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down, out_norm, lm_head;
-	int k_cache, v_cache, inv_freq;
-	int mask_embd, fc, fc_norm; /* a block drafter's own weights, else -1 */
-	int d2t, t2d;        /* a mapped draft vocabulary (i32: draft id -> target id, target
-	                      * id -> draft id or -1), else -1 */
-	int len_word;        /* state[len_word]: this cache's length (target 0, draft 1) */
-	int ctx_rows;        /* cache slots per layer: max_context, + B for a block drafter
-	                      * (its block rows are staged past the length) */
-	const gen_arch *arch; /* the family's weights and q/k/v ops (arch.h) */
-	int n_xw, xw[GEN_ARCH_MAX_W]; /* the family's extra weights (arch->weights order) */
-	gen_arch_block blk;   /* the rest of the family's block (arch.h) */
-} model_ix;
-
-typedef struct act_ix {
-	int h, delta, xn, x16, q, q16, k, v, attn, part_o, part_ml, gate, up, pos, tokens,
-	    tree_tokens, tree_table, logits, probs, draft_logits, draft_probs, state, iter, err,
-	    accept_path, emitted, counts, verify_scratch, kv_done, ngram_hist, sampling,
-	    taps, blk_tok, blk_pos, q_tgt;
-} act_ix;
-
-/* Tree attention launch shape: the one of least projected _part + _merge
- * time at est_context cached keys (gen/attn_cost.h: the H100 model, its
- * terms and what it leaves out). The T * GROUP query rows of a KV head go
- * to warps of ROW_BLOCKS 16-row mma fragments, WARPS per block, ZT =
- * ceil(rows / (16 ROW_BLOCKS WARPS)) row blocks on the grid's z axis (each
- * re-reads the split's K/V from L2); SPLIT keys per block along the
- * context, the last live split also taking the N_BLK block keys (so
- * blk_splits = 0: no partials of a block split of their own). Fewer splits
- * shrink the fp32 partials, more row blocks cost L2 traffic, both buy
- * blocks for 132 SMs; the model weighs them. E.g. Llama-3-8B at 4096:
- * eagle25 (T = 26) ROW_BLOCKS 1, WARPS 4, SPLIT 512, ZT 2; sequoia63 (T =
- * 64) 2, 2, 512, 4; a decode step (T = 1) 1, 1, 256. */
-typedef struct attn_shape {
-	int T, n_blk, masked, split, warps, rb, mblock, zt, ctx_splits, blk_splits;
-} attn_shape;
-
-static attn_shape attn_choose(const rt_config *cfg, int T, int n_blk, const gen_spec *s, int elt,
+attn_shape attn_choose(const rt_config *cfg, int T, int n_blk, const gen_spec *s, int elt,
                               bool masked, int max_ctx)
 {
 	const gen_attn_geom g = gen_attn_choose(T, n_blk, cfg->n_heads, cfg->n_kv_heads,
@@ -145,7 +92,7 @@ static int grow(void **p, int *cap, int n, size_t elem)
 }
 
 /* Appends a buffer at the next aligned offset; -1 on out of memory. */
-static int add_buf(gen_plan *p, const char *name, const char *kind, const char *dt, int rank,
+int add_buf(gen_plan *p, const char *name, const char *kind, const char *dt, int rank,
                    int64_t d0, int64_t d1, int64_t d2, int64_t d3)
 {
 	if (grow((void **)&p->bufs, &p->cap_bufs, p->n_bufs, sizeof(*p->bufs)))
@@ -208,18 +155,6 @@ static int add_kernel(gen_plan *p, const char *op, const char *tmpl, const gen_p
 	return p->n_kernels++;
 }
 
-typedef struct op_desc {
-	const char *name, *op;
-	int exec, kernel;
-	const char *uri; /* pending/cuBLASLt key; kernels take theirs */
-	const char *entry; /* kernels with two entries: "_part" / "_merge" */
-	int gx, gy, gz, block, repeat, layer0;
-	const char *layers;
-	int64_t m, n, k;
-	double bytes, flops;
-	int n_args;
-	gen_arg args[GEN_OP_MAX_ARGS];
-} op_desc;
 
 static int add_op(gen_plan *p, const op_desc *d)
 {
@@ -255,22 +190,8 @@ static int add_op(gen_plan *p, const op_desc *d)
 	return 0;
 }
 
-#define A(b, off) ((gen_arg){.buf = (b), .offset = (off)})
-#define PI(n, v) ((gen_param){.name = (n), .type = GEN_PARAM_INT, .i = (v)})
-#define PNAME ((gen_param){.name = "NAME", .type = GEN_PARAM_IDENT})
-#define PF(n, v) ((gen_param){.name = (n), .type = GEN_PARAM_FLOAT, .f = (v)})
 
-typedef struct ctx {
-	gen_plan *p;
-	const gen_spec *s;
-	act_ix a;
-	int dt16;       /* bytes of the 16-bit dtype */
-	int cast_mode;  /* cast template MODE for f32 -> dtype */
-	int layer0;     /* the first layer of the per-layer ops being emitted */
-	int rc;
-} ctx;
-
-static void emit(ctx *c, const op_desc *d)
+void emit(ctx *c, const op_desc *d)
 {
 	op_desc dd = *d;
 	if (dd.layers && !dd.layer0)
@@ -279,7 +200,7 @@ static void emit(ctx *c, const op_desc *d)
 		c->rc = SW_ENOMEM;
 }
 
-static int kernel_x(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np,
+int kernel_x(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np,
                     int prefix, bool two, const char *tree_id)
 {
 	int k = add_kernel(c->p, op, tmpl, prm, np, prefix, two, tree_id);
@@ -288,7 +209,7 @@ static int kernel_x(ctx *c, const char *op, const char *tmpl, const gen_param *p
 	return k < 0 ? 0 : k;
 }
 
-static int kernel(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np)
+int kernel(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np)
 {
 	int k = add_kernel(c->p, op, tmpl, prm, np, GEN_PREFIX_NONE, false, NULL);
 	if (k < 0 && !c->rc)
@@ -296,7 +217,7 @@ static int kernel(ctx *c, const char *op, const char *tmpl, const gen_param *prm
 	return k < 0 ? 0 : k;
 }
 
-static void op_cast(ctx *c, const char *name, int64_t rows, int64_t width, gen_arg dst, gen_arg src,
+void op_cast(ctx *c, const char *name, int64_t rows, int64_t width, gen_arg dst, gen_arg src,
                     int repeat, const char *layers)
 {
 	int64_t N = rows * width;
@@ -310,7 +231,7 @@ static void op_cast(ctx *c, const char *name, int64_t rows, int64_t width, gen_a
 	emit(c, &d);
 }
 
-static void op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg out,
+void op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg out,
                     gen_arg a, gen_arg w, int repeat, const char *layers)
 {
 	char uri[192];
@@ -325,7 +246,7 @@ static void op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, g
 	emit(c, &d);
 }
 
-static void op_rmsnorm(ctx *c, const char *name, const rt_config *cfg, int64_t rows, gen_arg w,
+void op_rmsnorm(ctx *c, const char *name, const rt_config *cfg, int64_t rows, gen_arg w,
                        int repeat, const char *layers)
 {
 	const act_ix *a = &c->a;
@@ -432,7 +353,7 @@ static void attn_tree_id(const gen_tree *t, const attn_shape *sh, int mask_kind,
  * (row, head dim, key) over the rows padded to 16-row fragments and the
  * head dim to 16, masked block keys included (multiplied by p = 0, not
  * skipped). _merge reads the partials back and writes the 16-bit output. */
-static void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
+void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
                          const char *layers, int mask_kind)
 {
 	const act_ix *a = &c->a;
@@ -481,7 +402,7 @@ static void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
  * serves every request's setting. Bytes: the logits read and the probabilities written once; the
  * radix passes (~4-6) re-read the row from L2 (a 128K-vocab row is 513 KB).
  * Flops: ~24 per element (scaling, exp, 4-6 histogram passes). */
-static void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
+void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
                       gen_arg params)
 {
 	gen_param prm[] = {PNAME, PI("V", V), PI("BLOCK", BLK_LOGITS)};
@@ -496,7 +417,7 @@ static void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, ge
  * per node: the q row once from HBM, k best-below passes (top-k, race) or a
  * CDF prefix from L2) from q rows of V entries: node u's row u, or with
  * by_depth row depth(u) (a block drafter's per-depth rows). */
-static void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf)
+void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf)
 {
 	const act_ix *a = &c->a;
 	const gen_tree *t = &c->s->tree;
@@ -520,7 +441,7 @@ static void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf)
 /* The engine's bookkeeping kernel (templates/step.cu.tmpl, layout in
  * runtime/engine_state.h): MODE 0 tree_prep, 1 catchup_prep, 2 iter_end. One
  * thread block; every mode takes the same ten arguments. */
-static void op_step(ctx *c, const char *name, int mode, bool has_hist)
+void op_step(ctx *c, const char *name, int mode, bool has_hist)
 {
 	const act_ix *a = &c->a;
 	const gen_tree *t = &c->s->tree;
@@ -538,23 +459,6 @@ static void op_step(ctx *c, const char *name, int mode, bool has_hist)
 	emit(c, &d);
 }
 
-enum fwd_mode { FWD_PREFILL, FWD_TREE, FWD_BLOCK };
-
-/* One forward's shape: FWD_PREFILL a causal chunk, FWD_TREE the staged tree
- * levels under the ancestor mask, FWD_BLOCK a block drafter's pass (its B
- * rows from block_embed, positions blk_pos, the block visibility table). */
-typedef struct fwd_opt {
-	int mode;
-	int64_t rows, row0;
-	int lm_rows;          /* LM head over the last lm_rows rows, into logits_buf */
-	int logits_buf;
-	int64_t logits_off;
-	const char *layers;
-	int n_taps;           /* the outputs of layers taps[] go to slots of a->taps */
-	const int *taps;
-	int first;            /* FWD_BLOCK: block_embed FIRST */
-	int mask_kind;        /* FWD_BLOCK: GEN_MASK_BLOCK_* */
-} fwd_opt;
 
 /* Layers layer0 .. layer0 + L - 1 of the per-layer block (c->layer0 set by
  * the caller): each op repeated L times, a layer's slice each. */
@@ -678,7 +582,7 @@ static void op_block_embed(ctx *c, const model_ix *m, int B, int first)
  * segments that end at each tapped layer, a feature_tap after each), final
  * norm, LM head over lm_rows rows (the last ones) into logits at
  * logits_off. */
-static void forward_ex(ctx *c, const model_ix *m, const fwd_opt *o)
+void forward_ex(ctx *c, const model_ix *m, const fwd_opt *o)
 {
 	const act_ix *a = &c->a;
 	const rt_config *cfg = m->cfg;
@@ -791,7 +695,7 @@ static void block_fuse(ctx *c, const model_ix *dm, const rt_bd_config *bk, int64
 }
 
 /* Weight and cache buffers of one model. shared: layerskip reuses target's. */
-static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n_layers,
+int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n_layers,
                       bool own_weights, const model_ix *shared)
 {
 	gen_plan *p = c->p;
@@ -899,9 +803,86 @@ static int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg
 	return 0;
 }
 
-static int64_t max64(int64_t a, int64_t b)
+int64_t max64(int64_t a, int64_t b)
 {
 	return a > b ? a : b;
+}
+
+/* The accept phase's fused verification (a block per unit and vocabulary
+ * slice, the units a node each and for the tree methods a child-list entry
+ * each; the last block walks) against q rows of buffer q_buf, vq entries
+ * each (q = 0 beyond: a draft vocabulary prefix), one row per node or
+ * (by_depth) per depth. */
+/* One cache's commit: the accepted path's K/V rows compacted in place in
+ * every layer, its length word advanced by counts[1] (the path's nodes);
+ * done_word: its word of kv_done (0 target, 1 draft). */
+void op_kv_commit(ctx *c, const model_ix *m, int done_word)
+{
+	const gen_tree *t = &c->s->tree;
+	const act_ix *a = &c->a;
+	const rt_config *cfg = m->cfg;
+	const int64_t row_bytes = (int64_t)cfg->n_kv_heads * cfg->head_dim * c->dt16;
+	gen_param prm[] = {PNAME, PI("N_LAYERS", m->n_layers), PI("MAX_CTX", m->ctx_rows),
+	                   PI("ROW_VEC", row_bytes / 16), PI("BLOCK", BLK_COMMIT)};
+	int64_t threads = 2 * (int64_t)m->n_layers * (row_bytes / 16);
+	op_desc od = {.name = done_word ? "kv_commit_draft" : "kv_commit_target", .op = "kv_commit",
+	              .exec = GEN_EXEC_KERNEL,
+	              .kernel = kernel(c, "kv_commit", "kv_commit.cu.tmpl", prm, 5),
+	              .gx = (int)((threads + BLK_COMMIT - 1) / BLK_COMMIT), .block = BLK_COMMIT,
+	              .layers = m->tag, .n_args = 6,
+	              .args = {A(m->k_cache, 0), A(m->v_cache, 0), A(a->accept_path, 0),
+	                       A(a->counts, 4), A(a->state, m->len_word * 4),
+	                       A(a->kv_done, done_word * 4)},
+	              /* every path row of every layer of K and V read and written
+	               * (the root's row moves onto itself: skipped by the loop
+	               * only on the host) */
+	              .bytes = 2.0 * 2 * m->n_layers * (t->depth_max + 1) * row_bytes};
+	emit(c, &od);
+}
+
+void op_accept(ctx *c, int q_buf, int vq, bool by_depth)
+{
+	const gen_spec *s = c->s;
+	const gen_tree *t = &s->tree;
+	const rt_config *tc = &s->target.cfg;
+	const act_ix *a = &c->a;
+	const bool uses_q = s->verify_method != RT_VERIFY_GREEDY && s->verify_method != RT_VERIFY_ONEHOT;
+	const int vm = s->verify_method, sl = sw_verify_slices(t->n, tc->vocab, BLK_VERIFY, vm);
+	gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", tc->vocab), PI("VQ", vq),
+	                   PI("METHOD", vm), PI("CHAIN_Q", 1), PI("BLOCK", BLK_VERIFY),
+	                   PI("SLICES", sl), PI("Q_BY_DEPTH", by_depth)};
+	char uri[192];
+	snprintf(uri, sizeof(uri), "verify_%s_v%d_t%d", rt_verify_method_name(vm), tc->vocab,
+	         t->n);
+	/* the sync words (the units' counters, the ticket, the done word
+	 * that elects the walking block), zeroed each iteration
+	 * (kernels/verify_layout.h; the kernel also resets them) */
+	op_desc tk = {.name = "verify_ticket", .op = "memset", .exec = GEN_EXEC_MEMSET,
+	              .n_args = 1,
+	              .args = {A(a->verify_scratch,
+	                         sw_verify_sync_word(t->n, tc->vocab, BLK_VERIFY, sl, vm) * 4)},
+	              .bytes = (double)sw_verify_sync_count(t->n) * 4};
+	emit(c, &tk);
+	/* every unit's vocabulary work (kernels/verify_layout.h's traffic
+	 * model: node work, the tree methods' child-list work); the walk
+	 * reads the tables and one chunk */
+	double traffic = 0;
+	for (int u = 0; u < t->n; u++)
+		traffic += sw_verify_work_traffic(vm, t->n_children[u]);
+	const double V4 = (double)tc->vocab * 4;
+	op_desc od = {.name = "verify", .op = "verify",
+	              .exec = GEN_EXEC_KERNEL, .uri = uri,
+	              .kernel = kernel_x(c, "verify", "verify.cu.tmpl", prm, 9, GEN_PREFIX_PHILOX,
+	                                 false, NULL),
+	              .gx = (int)sw_verify_grid(t->n, sl, vm), .block = BLK_VERIFY, .n_args = 10,
+	              .args = {A(a->accept_path, 0), A(a->emitted, 0), A(a->counts, 0),
+	                       A(a->tree_table, 0), A(a->tree_tokens, 0), A(a->probs, 0),
+	                       A(q_buf, 0),
+	                       A(a->verify_scratch, 0), A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0)},
+	              .bytes = traffic * V4 +
+	                       (double)sw_verify_grid(t->n, sl, vm) * (2 * BLK_VERIFY * 8.0 + 64),
+	              .flops = (uses_q ? 3.0 : 1.0) * traffic * tc->vocab};
+	emit(c, &od);
 }
 
 int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
@@ -920,6 +901,8 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	act_ix *a = &c.a;
 	int rc;
 
+	if (s->draft_kind == GEN_DRAFT_EAGLE3) /* gen/plan_eagle3.c */
+		return gen_plan_eagle3(s, p, err);
 	memset(p, 0, sizeof(*p));
 	p->spec = s;
 	if (s->draft_kind == GEN_DRAFT_MODEL) {
@@ -1266,54 +1249,11 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	 * slice, the units a node each and for the tree methods a child-list
 	 * entry each; the last block walks) */
 	PHASE("accept", t->n);
-	{
-		/* a draft head over the first VQ ids (layerskip "@V", or a draft
-		 * model whose vocabulary is a prefix of the target's): q rows of VQ
-		 * entries, q = 0 beyond */
-		const int vq = has_draft_model && !mapped ? s->draft_vocab : tc->vocab;
-		bool uses_q = s->verify_method != RT_VERIFY_GREEDY && s->verify_method != RT_VERIFY_ONEHOT;
-		const int vm = s->verify_method, sl = sw_verify_slices(t->n, tc->vocab, BLK_VERIFY, vm);
-		gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", tc->vocab), PI("VQ", vq),
-		                   PI("METHOD", vm), PI("CHAIN_Q", 1), PI("BLOCK", BLK_VERIFY),
-		                   PI("SLICES", sl), PI("Q_BY_DEPTH", 0)};
-		char uri[192];
-		snprintf(uri, sizeof(uri), "verify_%s_v%d_t%d", rt_verify_method_name(vm), tc->vocab,
-		         t->n);
-		/* Q_BY_DEPTH: a block drafter's q is one row per depth (node u's
-		 * children were drawn from row depth(u)) */
-		for (size_t i = 0; i < sizeof(prm) / sizeof(prm[0]); i++)
-			if (!strcmp(prm[i].name, "Q_BY_DEPTH"))
-				prm[i].i = is_block;
-		/* the sync words (the units' counters, the ticket, the done word
-		 * that elects the walking block), zeroed each iteration
-		 * (kernels/verify_layout.h; the kernel also resets them) */
-		op_desc tk = {.name = "verify_ticket", .op = "memset", .exec = GEN_EXEC_MEMSET,
-		              .n_args = 1,
-		              .args = {A(a->verify_scratch,
-		                         sw_verify_sync_word(t->n, tc->vocab, BLK_VERIFY, sl, vm) * 4)},
-		              .bytes = (double)sw_verify_sync_count(t->n) * 4};
-		emit(&c, &tk);
-		/* every unit's vocabulary work (kernels/verify_layout.h's traffic
-		 * model: node work, the tree methods' child-list work); the walk
-		 * reads the tables and one chunk */
-		double traffic = 0;
-		for (int u = 0; u < t->n; u++)
-			traffic += sw_verify_work_traffic(vm, t->n_children[u]);
-		const double V4 = (double)tc->vocab * 4;
-		op_desc od = {.name = "verify", .op = "verify",
-		              .exec = GEN_EXEC_KERNEL, .uri = uri,
-		              .kernel = kernel_x(&c, "verify", "verify.cu.tmpl", prm, 9, GEN_PREFIX_PHILOX,
-		                                 false, NULL),
-		              .gx = (int)sw_verify_grid(t->n, sl, vm), .block = BLK_VERIFY, .n_args = 10,
-		              .args = {A(a->accept_path, 0), A(a->emitted, 0), A(a->counts, 0),
-		                       A(a->tree_table, 0), A(a->tree_tokens, 0), A(a->probs, 0),
-		                       A(mapped ? a->q_tgt : has_draft_model ? a->draft_probs : a->probs, 0),
-		                       A(a->verify_scratch, 0), A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0)},
-		              .bytes = traffic * V4 +
-		                       (double)sw_verify_grid(t->n, sl, vm) * (2 * BLK_VERIFY * 8.0 + 64),
-		              .flops = (uses_q ? 3.0 : 1.0) * traffic * tc->vocab};
-		emit(&c, &od);
-	}
+	/* a draft head over the first VQ ids (layerskip "@V", or a draft model
+	 * whose vocabulary is a prefix of the target's): q rows of VQ entries,
+	 * q = 0 beyond; Q_BY_DEPTH: a block drafter's q is one row per depth */
+	op_accept(&c, mapped ? a->q_tgt : has_draft_model ? a->draft_probs : a->probs,
+	          has_draft_model && !mapped ? s->draft_vocab : tc->vocab, is_block);
 	/* ring, stop conditions, next root; zeroes the commit count once stopped */
 	op_step(&c, "iter_end", 2, !has_draft_model);
 	PHASE_END();
@@ -1321,27 +1261,9 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	/* phase: commit (accepted path's K/V compacted in place in each cache,
 	 * lengths advanced by counts[1] = path nodes) */
 	PHASE("commit", t->depth_max + 1);
-	for (int mi = 0; mi < (has_draft_model ? 2 : 1); mi++) {
-		const model_ix *m = mi ? &dm : &tm;
-		const rt_config *cfg = m->cfg;
-		const int64_t row_bytes = (int64_t)cfg->n_kv_heads * cfg->head_dim * c.dt16;
-		gen_param prm[] = {PNAME, PI("N_LAYERS", m->n_layers), PI("MAX_CTX", m->ctx_rows),
-		                   PI("ROW_VEC", row_bytes / 16), PI("BLOCK", BLK_COMMIT)};
-		int64_t threads = 2 * (int64_t)m->n_layers * (row_bytes / 16);
-		op_desc od = {.name = mi ? "kv_commit_draft" : "kv_commit_target", .op = "kv_commit",
-		              .exec = GEN_EXEC_KERNEL,
-		              .kernel = kernel(&c, "kv_commit", "kv_commit.cu.tmpl", prm, 5),
-		              .gx = (int)((threads + BLK_COMMIT - 1) / BLK_COMMIT), .block = BLK_COMMIT,
-		              .layers = m->tag, .n_args = 6,
-		              .args = {A(m->k_cache, 0), A(m->v_cache, 0), A(a->accept_path, 0),
-		                       A(a->counts, 4), A(a->state, m->len_word * 4),
-		                       A(a->kv_done, mi * 4)},
-		              /* every path row of every layer of K and V read and written
-		               * (the root's row moves onto itself: skipped by the loop
-		               * only on the host) */
-		              .bytes = 2.0 * 2 * m->n_layers * (t->depth_max + 1) * row_bytes};
-		emit(&c, &od);
-	}
+	op_kv_commit(&c, &tm, 0);
+	if (has_draft_model)
+		op_kv_commit(&c, &dm, 1);
 	PHASE_END();
 	p->n_phases = ph;
 	/* in every engine, launched by no op: --random-weights fills the weight
@@ -1463,10 +1385,13 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 		fprintf(f, "], \"block_attention\": \"%s\", \"vocab\": %d",
 		        bk->block_attn == RT_BD_CAUSAL ? "causal" : "bidirectional", bk->draft_vocab);
 	}
-	if (s->draft_kind == GEN_DRAFT_MODEL) {
+	if (s->draft_kind == GEN_DRAFT_MODEL || s->draft_kind == GEN_DRAFT_EAGLE3) {
 		fprintf(f, ", ");
 		write_src(f, s->draft.from_shape, s->draft.path, p->draft_digest);
 	}
+	if (s->draft_kind == GEN_DRAFT_EAGLE3) /* the head's taps and Vd (gen/plan_eagle3.c) */
+		fprintf(f, ", \"taps\": [%d, %d, %d], \"vocab\": %d", s->eagle3.taps[0],
+		        s->eagle3.taps[1], s->eagle3.taps[2], s->eagle3.draft_vocab);
 	if (s->draft_kind == GEN_DRAFT_LAYERSKIP) {
 		fprintf(f, ", \"layers\": [");
 		for (int i = 0; i < s->n_skip_layers; i++)

@@ -431,6 +431,45 @@ static int block_parse(const json_value *d, gen_spec *sp, sw_err *err)
 	return 0;
 }
 
+/* {"method": "eagle3", "path": DIR}: an EAGLE-3 head's config.json against
+ * the target (runtime/model/eagle3.h rt_e3_config_load: width, vocabulary,
+ * layer count, the three tapped layers, Vd). */
+static int eagle3_parse(const json_value *d, gen_spec *sp, sw_err *err)
+{
+	const char *dir;
+	int rc;
+	if (d->type != JSON_OBJECT)
+		return json_refuse(err, d, "$.draft", "{\"method\": \"eagle3\", \"path\": DIR}",
+		           "the string \"eagle3\"");
+	if (json_get(d, "shape"))
+		return json_refuse(err, json_get(d, "shape"), "$.draft.shape", "no \"shape\" with method "
+		           "\"eagle3\" (the head's config.json is its shape: give \"path\")", "a shape");
+	if ((rc = json_get_string(d, "path", "$.draft", &dir, err)))
+		return rc;
+	const json_value *pv = json_get(d, "path");
+	if (strlen(dir) >= sizeof(sp->draft.path))
+		return json_refuse(err, pv, "$.draft.path", "a path shorter than 512 bytes", "%zu bytes", strlen(dir));
+	struct stat st;
+	if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+		return json_refuse(err, pv, "$.draft.path", "an EAGLE-3 head directory (config.json, "
+		           "model.safetensors)", "\"%s\" (%s)", dir,
+		           stat(dir, &st) ? strerror(errno) : "not a directory");
+	sp->draft_kind = GEN_DRAFT_EAGLE3;
+	memset(&sp->draft, 0, sizeof(sp->draft));
+	snprintf(sp->draft.path, sizeof(sp->draft.path), "%s", dir);
+	const char *tname = sp->target.from_shape ? "(the spec's target shape)" : sp->target.path;
+	if ((rc = rt_e3_config_load(dir, &sp->target.cfg, tname, &sp->eagle3, err)))
+		return sw_err_prefix(err, "%s:%d:%d: $.draft.path", pv->file, pv->line, pv->col);
+	const rt_config *h = &sp->eagle3.head;
+	if (h->head_dim % 8 || h->n_heads % h->n_kv_heads)
+		return json_refuse(err, pv, "$.draft.path", "a head whose head_dim is a multiple of 8 and "
+		           "whose n_heads is a multiple of n_kv_heads (the engine's tree attention)",
+		           "\"%s\": head_dim %d, %d heads, %d KV heads", dir, h->head_dim, h->n_heads,
+		           h->n_kv_heads);
+	sp->draft_vocab = sp->eagle3.draft_vocab;
+	return 0;
+}
+
 static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 {
 	static const char *const keys[] = {"method", "path", "shape", "steps", NULL};
@@ -459,6 +498,8 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 		           "\"block\"", "it with \"%s\"", method);
 	if (!strcmp(method, "block"))
 		return block_parse(d, sp, err);
+	if (!strcmp(method, "eagle3"))
+		return eagle3_parse(d, sp, err);
 
 	if (!strncmp(method, "layerskip:", 10) || !strncmp(method, "ngram", 5)) {
 		if (has_src)
@@ -517,7 +558,7 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 		sp->draft_vocab = sp->draft.cfg.vocab;
 		return 0;
 	}
-	return json_refuse(err, mv, mp, "layerskip:LAYERS, model, model:PATH, ngram, ngram:MIN:MAX or block",
+	return json_refuse(err, mv, mp, "layerskip:LAYERS, model, model:PATH, ngram, ngram:MIN:MAX, block or eagle3",
 	           "\"%s\"", method);
 }
 
@@ -693,6 +734,12 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	sp->prefill_chunk = sp->max_context < 128 ? sp->max_context : 128;
 	if ((rc = opt_int(root, "prefill_chunk", "$", 1, 1 << 20, &sp->prefill_chunk, err)))
 		goto out_free;
+	if (sp->draft_kind == GEN_DRAFT_EAGLE3 && sp->prefill_chunk < 2) {
+		rc = json_refuse(err, json_get(root, "prefill_chunk"), "$.prefill_chunk", "at least 2 with "
+		         "an EAGLE-3 head (a chunk's head rows pair each position with the next token)",
+		         "%d", sp->prefill_chunk);
+		goto out_free;
+	}
 	if (sp->prefill_chunk > sp->max_context) {
 		rc = json_refuse(err, json_get(root, "prefill_chunk"), "$.prefill_chunk",
 		         "at most max_context", "%d (max_context %d)", sp->prefill_chunk, sp->max_context);
@@ -708,9 +755,11 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	} else if (!strcmp(s, "q8_0") || !strcmp(s, "q8_0_a8")) {
 		/* every GEMM's k (dim, ffn_dim, n_heads x head_dim) in whole Q8_0 blocks */
 		sp->dtype = strcmp(s, "q8_0") ? GEN_DTYPE_Q8_0_A8 : GEN_DTYPE_Q8_0;
-		if (sp->draft_kind == GEN_DRAFT_BLOCK) {
-			rc = json_refuse(err, json_get(root, "dtype"), "$.dtype", "\"bf16\" or \"fp16\" with a "
-			         "block drafter", "\"%s\"", gen_dtype_name(sp->dtype));
+		if (sp->draft_kind == GEN_DRAFT_BLOCK || sp->draft_kind == GEN_DRAFT_EAGLE3) {
+			rc = json_refuse(err, json_get(root, "dtype"), "$.dtype",
+			         sp->draft_kind == GEN_DRAFT_BLOCK ? "\"bf16\" or \"fp16\" with a block drafter"
+			                                           : "\"bf16\" or \"fp16\" with an EAGLE-3 head",
+			         "\"%s\"", gen_dtype_name(sp->dtype));
 			goto out_free;
 		}
 		for (int mi = 0; mi < 2; mi++) {
@@ -729,10 +778,12 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		}
 	} else if (!strcmp(s, "gguf_a8")) {
 		sp->dtype = GEN_DTYPE_GGUF_A8;
-		if (sp->draft_kind == GEN_DRAFT_BLOCK || sp->draft_kind == GEN_DRAFT_MODEL) {
+		if (sp->draft_kind == GEN_DRAFT_BLOCK || sp->draft_kind == GEN_DRAFT_MODEL ||
+		    sp->draft_kind == GEN_DRAFT_EAGLE3) {
 			rc = json_refuse(err, json_get(root, "dtype"), "$.dtype", "an n-gram or layer-skip draft "
 			         "with \"gguf_a8\" (the target's weights only)", "a draft %s",
-			         sp->draft_kind == GEN_DRAFT_BLOCK ? "block drafter" : "model");
+			         sp->draft_kind == GEN_DRAFT_BLOCK ? "block drafter" :
+			         sp->draft_kind == GEN_DRAFT_EAGLE3 ? "EAGLE-3 head" : "model");
 			goto out_free;
 		}
 		if ((rc = gguf_wtypes(&sp->target, json_get(root, "dtype"), err)))
@@ -806,7 +857,8 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		bool chain = true;
 		for (int i = 0; i < sp->tree.n; i++)
 			chain &= sp->tree.n_children[i] <= 1;
-		if (!chain || sp->draft_kind == GEN_DRAFT_NGRAM || sp->draft_kind == GEN_DRAFT_BLOCK) {
+		if (!chain || sp->draft_kind == GEN_DRAFT_NGRAM || sp->draft_kind == GEN_DRAFT_BLOCK ||
+		    sp->draft_kind == GEN_DRAFT_EAGLE3) {
 			rc = json_refuse(err, o, "$.adaptive", "a chain tree drafted by a model (layerskip or "
 			         "model)", "tree \"%s\" with draft \"%s\"", sp->tree_spec,
 			         sp->draft_method);

@@ -23,6 +23,10 @@
  *              or the string "model:PATH" / "layerskip:8" / "ngram"; a model's
  *              vocabulary is the target's or a prefix of it (same tokens,
  *              rt_draft_vocab_check; ids beyond it: q = 0, a zero embedding)
+ *              or {"method": "eagle3", "path": DIR}: an EAGLE-3 head in the
+ *              public checkpoint format (runtime/model/eagle3.h; its
+ *              config.json is read here and checked against the target:
+ *              width, vocabulary, layers, taps); any tree; "bf16" or "fp16"
  *     "tree": "eagle25" | "chain:5" | "kary:2:3" | "path/tree.json" | ...
  *     "verify": {"method": "greedy", "expand": "topk"}   an exact pair
  *     "sampling": {"temperature": 0, "top_k": 0, "top_p": 1}   optional: the
@@ -56,6 +60,7 @@
 
 #include "core/err.h"
 #include "model/block_drafter.h"
+#include "model/eagle3.h"
 #include "model/model.h"
 #include "decode/tree.h"
 #include "plan_ctrl.h"
@@ -84,7 +89,8 @@ enum gen_dtype { GEN_DTYPE_BF16 = 0, GEN_DTYPE_FP16, GEN_DTYPE_Q8_0, GEN_DTYPE_Q
 /* The GEMM weight fields, in gen_model_src.wtype's order. */
 enum gen_wfield { GEN_WT_WQ = 0, GEN_WT_WK, GEN_WT_WV, GEN_WT_WO, GEN_WT_GATE, GEN_WT_UP,
                   GEN_WT_DOWN, GEN_WT_LM_HEAD, GEN_WT_N };
-enum gen_draft_kind { GEN_DRAFT_LAYERSKIP = 0, GEN_DRAFT_MODEL, GEN_DRAFT_NGRAM, GEN_DRAFT_BLOCK };
+enum gen_draft_kind { GEN_DRAFT_LAYERSKIP = 0, GEN_DRAFT_MODEL, GEN_DRAFT_NGRAM, GEN_DRAFT_BLOCK,
+                      GEN_DRAFT_EAGLE3 };
 
 typedef struct gen_model_src {
 	bool from_shape;  /* shape given in the spec, no weights needed to build */
@@ -105,6 +111,7 @@ typedef struct gen_spec {
 	char draft_method[256];    /* as written, for the echo */
 	gen_model_src draft;       /* GEN_DRAFT_MODEL; BLOCK: path = the drafter's directory */
 	rt_bd_config block;        /* GEN_DRAFT_BLOCK: the drafter's config.json */
+	rt_e3_config eagle3;       /* GEN_DRAFT_EAGLE3: the head's config.json (path: draft.path) */
 	int block_steps;           /* GEN_DRAFT_BLOCK: S, the drafter passes per iteration */
 	int n_skip_layers;         /* LAYERSKIP: the target layers the draft runs, increasing */
 	int skip_layers[GEN_SPEC_MAX_LAYERS];

@@ -22,6 +22,12 @@ enum rt_state_word {
 	RT_ST_ITER = 8,  /* iterations completed (not the Philox counter: buffer iter) */
 	RT_ST_DRAFTED = 9, /* tokens the draft-length controller let this iteration draft
 	                    * (templates/draft_ctrl.cu.tmpl); 0 in engines without one */
+	RT_ST_HLEN = 10, /* an EAGLE-3 head's cache length (gen/plan_eagle3.c): its committed
+	                  * rows, TLEN - 1 between iterations (row i pairs the features at i
+	                  * with the token at i + 1); no other engine reads it */
+	RT_ST_HROW = 11, /* the node of the last accepted token (iter_end: accept_path[n - 1]),
+	                  * the row of its fused features an EAGLE-3 head's next root row reads;
+	                  * after prefill, that row of the last chunk (the host writes it) */
 	RT_ST_WORDS = 16, /* header size; the ring follows */
 };
 

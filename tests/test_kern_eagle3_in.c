@@ -30,6 +30,7 @@
 #include "gen/render.h"
 #include "device/device.h"
 #include "device/host_ops.h"
+#include "engine/extent.h"
 
 #include "kern_util.h"
 #include "testutil.h"
@@ -201,6 +202,125 @@ static void test_eagle3_in_refused(void **state)
 	                 REF_EINVAL);
 }
 
+/* The loader's bound (runtime/engine/extent.c's rule) against the sizes
+ * this file derives for the kernel on its own (check()'s buffers: x2 ROWS x
+ * 2 DIM, res ROWS x DIM, the table N_IDS rows, tok and the parent row to the
+ * level's last node, feat N_FEAT rows, the tree unread by FEAT_TREE 0); the
+ * kernel then runs in buffers of exactly those extents (the guard zones
+ * catch a write past them); and the launches the rule must refuse. A tree
+ * of 1 root, 3 children, 6 grandchildren (depths 0, 1, 2); the root row
+ * (LEVEL_BEGIN 0: one row whose feature row is a run-time word). */
+enum { XN = 10 };
+static rt_manifest *ext_manifest(void)
+{
+	static const int par[XN] = {-1, 0, 0, 0, 1, 1, 2, 2, 3, 3};
+	rt_manifest *m = calloc(1, sizeof(*m));
+	assert_non_null(m);
+	m->n_nodes = XN;
+	for (int u = 0; u < XN; u++) {
+		m->tree_table[u] = par[u];
+		m->tree_table[4 * XN + u] = u == 0 ? 0 : u < 4 ? 1 : 2;
+	}
+	return m;
+}
+
+static int ext_run(rt_manifest *m, gen_param *p, unsigned gx, unsigned bx, rt_extent *e, char *why,
+                   size_t n)
+{
+	static rt_kernel_info ki;
+	memset(&ki, 0, sizeof(ki));
+	snprintf(ki.tmpl, sizeof(ki.tmpl), "eagle3_in.cu.tmpl");
+	snprintf(ki.uri, sizeof(ki.uri), "eagle3_in_test");
+	for (int i = 1; i < NP_; i++) {
+		snprintf(ki.params[ki.n_params].name, sizeof(ki.params[0].name), "%s", p[i].name);
+		ki.params[ki.n_params].i = p[i].type == GEN_PARAM_INT ? p[i].i : 0;
+		ki.params[ki.n_params].f = p[i].type == GEN_PARAM_INT ? (double)p[i].i : (double)p[i].f;
+		ki.n_params++;
+	}
+	m->kernels = &ki;
+	m->n_kernels = 1;
+	rt_engine_pop x = {.exec = RT_EXEC_KERNEL, .kernel = 0, .grid = {gx, 1, 1},
+	                   .block = {bx, 1, 1}, .n_args = 8};
+	snprintf(x.op, sizeof(x.op), "eagle3_in");
+	snprintf(x.entry, sizeof(x.entry), "eagle3_in_test");
+	for (int a = 0; a < 8; a++)
+		x.arg_buf[a] = a;
+	return rt_extent_op(m, &x, e, why, n);
+}
+
+static void test_eagle3_in_extent(void **state)
+{
+	/* rows, dim, f16, tree, level begin, prev begin, n_feat */
+	static const int cfg[][7] = {{1, 37, 1, 0, 0, 0, 1},  {26, 99, 0, 0, 0, 0, 26},
+	                             {3, 64, 1, 1, 1, 0, 1},  {6, 37, 0, 1, 4, 1, 3},
+	                             {6, 128, 1, 1, 4, 1, 3}, {1, 64, 1, 1, 0, 0, 7}};
+	enum { N_IDS = 50 };
+	(void)state;
+	rt_manifest *m = ext_manifest();
+	char why[512];
+	for (int c = 0; c < 6; c++) {
+		const int R = cfg[c][0], D = cfg[c][1], f16 = cfg[c][2], T = cfg[c][3];
+		const int LB = cfg[c][4], PB = cfg[c][5], NF = cfg[c][6];
+		gen_param p[] = PARAMS(R, D, N_IDS, f16, 1, T, LB, PB, NF, 32);
+		rt_extent e;
+		if (ext_run(m, p, (unsigned)R, 32, &e, why, sizeof(why)))
+			fail_msg("config %d refused: %s", c, why);
+		const int64_t want[8] = {(int64_t)R * 2 * D * 2, (int64_t)R * D * 4, (int64_t)N_IDS * D * 2,
+		                         (int64_t)(T ? LB + R : R) * 4, (int64_t)NF * D * 4,
+		                         T ? (int64_t)(LB + R) * 4 : 0, (int64_t)D * 4, (int64_t)D * 4};
+		for (int a = 0; a < 8; a++)
+			if (e.bytes[a] != want[a])
+				fail_msg("config %d args[%d]: extent %lld (%s), derived %lld", c, a,
+				         (long long)e.bytes[a], e.what[a], (long long)want[a]);
+		assert_int_equal(e.writes, 3u);
+		/* the kernel in buffers of exactly those extents */
+		void *b[8];
+		for (int a = 0; a < 8; a++) {
+			b[a] = emu_alloc(e.bytes[a] ? (size_t)e.bytes[a] : 1, "extent");
+			memset(b[a], 0, e.bytes[a] ? (size_t)e.bytes[a] : 1);
+		}
+		for (int i = 0; i < D; i++)
+			((float *)b[6])[i] = ((float *)b[7])[i] = 1.0f;
+		for (int i = 0; i < (T ? LB + R : R); i++)
+			((int32_t *)b[3])[i] = (i * 7) % (N_IDS + 5) - 2; /* absent and past-the-table ids */
+		for (int u = 0; T && u < LB + R; u++) /* the root row: a row id, here the last */
+			((int32_t *)b[5])[u] = LB ? m->tree_table[u] : NF - 1;
+		for (int64_t i = 0; i < e.bytes[4] / 4; i++)
+			((float *)b[4])[i] = (float)(i % 13) - 6.0f;
+		void *args[] = {&b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7]};
+		launch(kern(R, D, N_IDS, f16, 1, T, LB, PB, NF, 32), d3((unsigned)R, 1, 1), d3(32, 1, 1),
+		       args);
+		for (int a = 0; a < 8; a++)
+			emu_free(b[a]);
+	}
+	/* refused: each names what it expected */
+	static const struct {
+		int rows, tree, lb, pb, nf, gx, bx;
+		const char *expect;
+	} bad[] = {
+		{3, 1, 1, 0, 1, 4, 32, "expected [3, 1, 1] (a block per row: ROWS)"},
+		{3, 1, 1, 0, 1, 3, 64, "expected [32, 1, 1] (the kernel's BLOCK)"},
+		{6, 1, 5, 1, 3, 6, 32, "expected at most the tree's 10"},
+		{6, 1, 4, 1, 2, 6, 32, "and a parent in [PREV_BEGIN 1, + N_FEAT 2)"},
+		{5, 1, 3, 0, 1, 5, 32, "expected depth 1 (node LEVEL_BEGIN 3's"},
+		{3, 1, 1, 0, 2, 3, 32, "expected at most LEVEL_BEGIN 1"},
+		{6, 1, 4, 0, 4, 6, 32, "tree node 0 (feature row 0) of depth 0, expected 1"},
+		{2, 1, 0, 0, 1, 2, 32, "a root row (FEAT_TREE 1, LEVEL_BEGIN 0) with ROWS 2 and "
+		 "PREV_BEGIN 0, expected 1 and 0"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		gen_param p[] = PARAMS(bad[i].rows, 64, N_IDS, 1, 1, bad[i].tree, bad[i].lb, bad[i].pb,
+		                       bad[i].nf, 32);
+		rt_extent e;
+		if (!ext_run(m, p, (unsigned)bad[i].gx, (unsigned)bad[i].bx, &e, why, sizeof(why)))
+			fail_msg("bad launch %zu accepted", i);
+		if (!strstr(why, bad[i].expect))
+			fail_msg("bad launch %zu: \"%s\" lacks \"%s\"", i, why, bad[i].expect);
+		print_message("  refused: %s\n", why);
+	}
+	free(m);
+}
+
 static void test_eagle3_in_nvrtc(void **state)
 {
 	/* SmolLM2 (576) and Llama-3-8B (4096): committed rows and a draft level */
@@ -219,6 +339,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_eagle3_in_shapes),
 		cmocka_unit_test(test_eagle3_in_refused),
+		cmocka_unit_test(test_eagle3_in_extent),
 		cmocka_unit_test(test_eagle3_in_nvrtc),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -261,6 +261,7 @@ static void iter_end(const gen_tree *t, int ring, int has_hist, const iter_case 
 	int32_t ring0[512];
 	memcpy(ring0, st + RT_ST_WORDS, (size_t)ring * 4);
 	const int iter0 = b.h[B_ITER][0], siter0 = st[RT_ST_ITER], last0 = st[RT_ST_LAST];
+	const int hrow0 = st[RT_ST_HROW];
 	snprintf(what, sizeof(what), "%s (N %d, ring %d, path %d, L %d, NOUT %d, MAXNEW %d)", c->what,
 	         t->n, ring, n, c->L, c->nout, c->maxnew);
 	run(&b, 2, t->n, ring, has_hist, 64, what);
@@ -280,12 +281,14 @@ static void iter_end(const gen_tree *t, int ring, int has_hist, const iter_case 
 		assert_int_equal(b.d[B_ITER][0], iter0);
 		assert_int_equal(ds[RT_ST_ITER], siter0);
 		assert_int_equal(ds[RT_ST_LAST], last0);
+		assert_int_equal(ds[RT_ST_HROW], hrow0);
 	} else {
 		assert_int_equal(b.d[B_COUNTS][1], n);
 		assert_int_equal(b.d[B_ITER][0], iter0 + 1);
 		assert_int_equal(ds[RT_ST_ITER], siter0 + 1);
 		assert_int_equal(ds[RT_ST_ROOT], b.h[B_COUNTS][2]);
 		assert_int_equal(ds[RT_ST_LAST], b.h[B_TT][path[n - 1]]);
+		assert_int_equal(ds[RT_ST_HROW], path[n - 1]); /* the last accepted node */
 		if (has_hist) {
 			for (int i = 0; i < n && c->L + i < MAX_CTX; i++)
 				assert_int_equal(b.d[B_HIST][c->L + i], b.h[B_TT][path[i]]);

@@ -5,7 +5,7 @@
  *   mode 0 tree_prep: the root into node 0, node positions, draft length;
  *   mode 1 catchup_prep: the draft re-forwards the last committed token;
  *   mode 2 iter_end: emitted tokens into the ring, stop conditions, the next
- *          root; once stopped it zeroes counts[1], so the KV commits that
+ *          root, the last accepted node (RT_ST_HROW); once stopped it zeroes counts[1], so the KV commits that
  *          follow move nothing and advance nothing. */
 #include "kernels/engine_state.h"
 #include "ref.h"
@@ -54,8 +54,10 @@ void ref_step(int mode, int n_nodes, int ring, int max_ctx, int has_hist, int32_
 	}
 	if (state[RT_ST_STOP] == RT_STOP_NONE && L + n + n_nodes > max_ctx)
 		state[RT_ST_STOP] = RT_STOP_CTX;
-	if (n > 0) /* the verifier always emits >= 1; a 0 keeps the last token */
+	if (n > 0) { /* the verifier always emits >= 1; a 0 keeps the last token */
 		state[RT_ST_LAST] = tree_tokens[accept_path[n - 1]];
+		state[RT_ST_HROW] = accept_path[n - 1];
+	}
 	state[RT_ST_ROOT] = fin;
 	state[RT_ST_ITER] += 1;
 	iter[0] += 1;

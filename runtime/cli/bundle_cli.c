@@ -499,6 +499,10 @@ static int engine_open(bundle *b, const char *dir, sw_err *err)
 	if (!(e->man = rt_manifest_load(e->src, err)))
 		return SW_EINVAL;
 	b->n_eng++;
+	if (e->man->draft_kind == RT_ENGINE_DRAFT_EAGLE3) /* gen/README.md: not yet */
+		return sw_errf(err, SW_ENOTSUP, "%s: an engine drafting with an EAGLE-3 head "
+		               "($.spec.draft.method \"eagle3\"): bundles do not carry heads yet; run it "
+		               "with `specwright run %s`", e->src, e->src);
 	if (rt_engine_files_check(e->src, err))
 		return SW_EINVAL;
 	for (int i = 0; i < b->n_eng - 1; i++)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "model/block_drafter.h"
+#include "model/eagle3.h"
 #include "model/ctx.h"
 #include "decode/chain.h"
 #include "engine/engine.h"
@@ -105,6 +106,12 @@ int cli_engine_weights(rt_engine_weights *w, const rt_model *m, const char *role
  * layers, heads, norm epsilon and RoPE base). bd must outlive w. */
 int cli_block_weights(rt_engine_weights *w, const rt_block_drafter *bd, const rt_model *target,
                       sw_err *err);
+/* The weight source of an EAGLE-3 head (rt_e3_weight: the engine's draft.*
+ * buffers), its shape the head's one layer. h must outlive w. */
+int cli_eagle3_weights(rt_engine_weights *w, const struct rt_eagle3 *h, sw_err *err);
+/* rt_engine_bind of an EAGLE-3 engine: the target and the loaded head. */
+int cli_engine_bind_eagle3(rt_engine *e, rt_dev *dev, const rt_model *target,
+                           const struct rt_eagle3 *h, uint64_t seed, sw_err *err);
 /* rt_engine_bind with loaded models (draft NULL unless the engine drafts
  * with a separate model). */
 int cli_engine_bind(rt_engine *e, rt_dev *dev, const rt_model *target, const rt_model *draft,

@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "gen/render.h"
 #include "kernels/engine_state.h"
+#include "model/eagle3.h"
 #include "model/model_gguf.h"
 #include "core/fileio.h"
 #include "core/timing.h"
@@ -98,6 +99,44 @@ int cli_block_weights(rt_engine_weights *w, const rt_block_drafter *bd, const rt
 	return 0;
 }
 
+static int eagle3_weight(void *user, const char *field, int l, const float **data, size_t *n,
+                         sw_err *err)
+{
+	const rt_eagle3 *h = user;
+	if (l > 0)
+		return sw_errf(err, SW_EINVAL, "%s: weight %s: layer %d of 1", h->name, field, l);
+	*data = rt_e3_weight(h, field, n);
+	return 0;
+}
+
+int cli_eagle3_weights(rt_engine_weights *w, const rt_eagle3 *h, sw_err *err)
+{
+	const rt_config *c = &h->cfg.head;
+	(void)err;
+	memset(w, 0, sizeof(*w));
+	w->name = h->name;
+	w->shape = (rt_engine_shape){
+		.arch = RT_ARCH_LLAMA, .n_layers = 1, .dim = c->dim, .n_heads = c->n_heads,
+		.n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim, .ffn_dim = c->ffn_dim,
+		.vocab = c->vocab, .rope_theta = c->rope_theta, .norm_eps = c->norm_eps,
+		.tied_embd = c->tied_embd,
+	};
+	w->get = eagle3_weight;
+	w->user = (void *)h;
+	return 0;
+}
+
+int cli_engine_bind_eagle3(rt_engine *e, rt_dev *dev, const rt_model *target, const rt_eagle3 *h,
+                           uint64_t seed, sw_err *err)
+{
+	rt_engine_weights tw, dw;
+	int rc;
+	if ((rc = cli_engine_weights(&tw, target, "target", err)) ||
+	    (rc = cli_eagle3_weights(&dw, h, err)))
+		return rc;
+	return rt_engine_bind(e, dev, &tw, &dw, seed, err);
+}
+
 int cli_engine_bind_block(rt_engine *e, rt_dev *dev, const rt_model *target,
                           const rt_block_drafter *bd, uint64_t seed, sw_err *err)
 {
@@ -148,6 +187,7 @@ typedef struct engine_job {
 	cli_session s;
 	rt_model *draft;
 	rt_block_drafter *block;  /* a block-drafter engine's drafter */
+	rt_eagle3 *eagle3;        /* an EAGLE-3 engine's head */
 	rt_engine *e;
 	rt_dev *dev;
 	int32_t *ids;
@@ -162,6 +202,7 @@ static void job_close(engine_job *j)
 		rt_dev_free(j->dev);
 	rt_model_free(j->draft);
 	rt_block_drafter_free(j->block);
+	rt_eagle3_free(j->eagle3);
 	cli_session_close(&j->s);
 	free(j->ids);
 }
@@ -200,10 +241,10 @@ int cli_engine_refuse_fixed(const rt_manifest *m, const cli_opts *o, const char 
 		               "verification (%s/%s) and context (%d) are fixed at build time; rebuild the engine "
 		               "from a spec with what you want", dir, a, m->n_nodes, m->depth, m->expand, m->verify,
 		               m->max_ctx);
-	/* --draft-model: a draft model's file, or a block drafter's directory
-	 * (a bundle's copy; the digest binds either) */
+	/* --draft-model: a draft model's file, or a block drafter's or an
+	 * EAGLE-3 head's directory (a bundle's copy; the digest binds each) */
 	if ((a = cli_given(o, dmodel)) && m->draft_kind != RT_ENGINE_DRAFT_MODEL &&
-	    m->draft_kind != RT_ENGINE_DRAFT_BLOCK)
+	    m->draft_kind != RT_ENGINE_DRAFT_BLOCK && m->draft_kind != RT_ENGINE_DRAFT_EAGLE3)
 		return sw_errf(err, SW_EINVAL, "%s: %s cannot apply: the engine drafts with %s, not a separate "
 		               "model or a block drafter", dir, a,
 		               m->draft_kind == RT_ENGINE_DRAFT_NGRAM ? "n-grams" : "a layer-skip view");
@@ -253,6 +294,13 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 		if (!(j->block = rt_block_drafter_load(bp, j->s.target, err)))
 			return sw_err_prefix(err, "engine %s: block drafter", dir);
 		if (cli_engine_bind_block(j->e, j->dev, j->s.target, j->block, o->seed, err))
+			return SW_EINVAL;
+	} else if (j->e->man->draft_kind == RT_ENGINE_DRAFT_EAGLE3) {
+		/* the head directory the engine was built from, or --draft-model DIR */
+		const char *hp = o->draft_model ? o->draft_model : j->e->man->draft_path;
+		if (!(j->eagle3 = rt_eagle3_load(hp, j->s.target, err)))
+			return sw_err_prefix(err, "engine %s: EAGLE-3 head", dir);
+		if (cli_engine_bind_eagle3(j->e, j->dev, j->s.target, j->eagle3, o->seed, err))
 			return SW_EINVAL;
 	} else if (cli_engine_bind(j->e, j->dev, j->s.target, j->draft, o->seed, err)) {
 		return SW_EINVAL;

@@ -269,12 +269,22 @@ int cli_serve(int argc, char **argv)
 	if (!(c.dev = rt_dev_open(o.backend ? o.backend : "auto", &dopts, &err)))
 		goto out;
 	STOP_IF_SIGNALLED();
-	if (o.draft_model && c.e->man->draft_kind != RT_ENGINE_DRAFT_BLOCK) {
+	if (o.draft_model && c.e->man->draft_kind != RT_ENGINE_DRAFT_BLOCK &&
+	    c.e->man->draft_kind != RT_ENGINE_DRAFT_EAGLE3) {
 		sw_errf(&err, SW_EINVAL, "%s: --draft-model cannot apply: the engine does not draft with a "
-		        "block drafter", dir);
+		        "block drafter or an EAGLE-3 head", dir);
 		goto out;
 	}
-	if (c.e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK) {
+	if (c.e->man->draft_kind == RT_ENGINE_DRAFT_EAGLE3) {
+		/* the engine's head directory (or --draft-model DIR): bind uploads
+		 * its tensors, its digest checked */
+		const char *hp = o.draft_model ? o.draft_model : c.e->man->draft_path;
+		rt_eagle3 *h = rt_eagle3_load(hp, c.s.target, &err);
+		int hrc = h ? cli_engine_bind_eagle3(c.e, c.dev, c.s.target, h, o.seed, &err) : 1;
+		rt_eagle3_free(h);
+		if (hrc)
+			goto out;
+	} else if (c.e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK) {
 		/* the engine's drafter directory (or --draft-model DIR, a bundle's
 		 * copy): bind uploads its tensors, its digest checked */
 		const char *bp = o.draft_model ? o.draft_model : c.e->man->draft_path;

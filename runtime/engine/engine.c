@@ -416,14 +416,15 @@ static int bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 		return rc;
 	if (!wseed && (rc = check_model(e, target, &e->man->tcfg, "target", err)))
 		return rc;
-	if (!wseed &&
-	    (e->man->draft_kind == RT_ENGINE_DRAFT_MODEL || e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK)) {
+	const int dk = e->man->draft_kind;
+	if (!wseed && (dk == RT_ENGINE_DRAFT_MODEL || dk == RT_ENGINE_DRAFT_BLOCK ||
+	               dk == RT_ENGINE_DRAFT_EAGLE3)) {
 		if (!draft)
 			return sw_errf(err, SW_EINVAL, "%s: the engine drafts with %s: give its weights "
-			               "(%s)", e->man->dir, e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK
-			               ? "a block drafter" : "a separate model",
-			               e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK
-			               ? "the drafter directory, $.spec.draft.path" : "--draft-model PATH");
+			               "(%s)", e->man->dir, dk == RT_ENGINE_DRAFT_BLOCK ? "a block drafter"
+			               : dk == RT_ENGINE_DRAFT_EAGLE3 ? "an EAGLE-3 head" : "a separate model",
+			               dk == RT_ENGINE_DRAFT_MODEL ? "--draft-model PATH"
+			               : "its directory, $.spec.draft.path");
 		if ((rc = check_model(e, draft, &e->man->dcfg, "draft", err)))
 			return rc;
 	}
@@ -603,9 +604,14 @@ static int upload_i32(rt_engine *e, const char *buf, int64_t word, const int32_t
 	return buf_copy(e, buf, 4 * word, (void *)v, sizeof(*v) * (size_t)n, true, err);
 }
 
-static int prefill(rt_engine *e, const int32_t *prompt, int n_pre, sw_err *err)
+/* The prompt's first n_pre tokens in chunks of C rows. An EAGLE-3 engine
+ * (gen/plan_eagle3.c) commits head rows r < C - 1 of a chunk (each needs
+ * the token after it), so its chunks step by C - 1, and *hrow gets the row
+ * of the last chunk whose features the first root row reads. */
+static int prefill(rt_engine *e, const int32_t *prompt, int n_pre, int32_t *hrow, sw_err *err)
 {
 	const int C = e->man->chunk;
+	const bool e3 = e->man->draft_kind == RT_ENGINE_DRAFT_EAGLE3;
 	int32_t *tok = malloc(sizeof(*tok) * (size_t)C * 2), *pos = tok + C;
 	int rc = 0;
 	if (!tok)
@@ -621,10 +627,14 @@ static int prefill(rt_engine *e, const int32_t *prompt, int n_pre, sw_err *err)
 		}
 		int32_t lens[2] = {start, start};
 		if ((rc = upload_i32(e, "tokens", 0, tok, C, err)) || (rc = upload_i32(e, "pos", 0, pos, C, err)) ||
-		    (rc = upload_i32(e, "state", RT_ST_TLEN, lens, 2, err)))
+		    (rc = upload_i32(e, "state", RT_ST_TLEN, lens, 2, err)) ||
+		    (e3 && (rc = upload_i32(e, "state", RT_ST_HLEN, &start, 1, err))))
 			break;
 		rc = rt_engine_run_phases(e, e->man->ph_prefill, e->man->ph_prefill + 1, false, 0, err);
-		done = start + real;
+		*hrow = real - 1;
+		if (e3 && start + real >= n_pre)
+			break;
+		done = e3 ? start + real - 1 : start + real;
 	}
 	free(tok);
 	return rc;
@@ -664,10 +674,22 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 	st->n_prompt = P;
 	const double ops0 = d->stats.seconds_ops;
 	double t0 = sw_now_s();
-	if ((rc = prefill(e, r->prompt, P - 1, err)))
+	const bool e3 = e->man->draft_kind == RT_ENGINE_DRAFT_EAGLE3;
+	if (e3 && e->man->chunk < 2)
+		return sw_errf(err, SW_EINVAL, "%s/engine.json: $.spec.prefill_chunk: expected at least 2 "
+		               "in an EAGLE-3 engine (a chunk's head rows pair each position with the next "
+		               "token), found %d", e->man->dir, e->man->chunk);
+	/* an EAGLE-3 engine on a one-token prompt has no features to draft
+	 * from: its first iteration runs target-only (eagerly), which computes
+	 * the root's features, and the head's length is set to TLEN - 1 after it */
+	bool e3_first = e3 && P == 1;
+	int32_t hrow = 0;
+	if ((rc = prefill(e, r->prompt, P - 1, &hrow, err)))
 		return rc;
 	int32_t hdr[RT_ST_WORDS] = {0}, zero[8] = {0};
 	hdr[RT_ST_TLEN] = hdr[RT_ST_DLEN] = P - 1;
+	hdr[RT_ST_HLEN] = P >= 2 ? P - 2 : 0; /* EAGLE-3: the head's rows whose token is committed */
+	hdr[RT_ST_HROW] = hrow;
 	hdr[RT_ST_ROOT] = r->prompt[P - 1];
 	hdr[RT_ST_LAST] = P >= 2 ? r->prompt[P - 2] : -1;
 	hdr[RT_ST_MAXNEW] = r->max_new;
@@ -709,8 +731,12 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 	int n_out = 0, stop = 0;
 	const size_t hbytes = sizeof(int32_t) * (size_t)(RT_ST_WORDS + e->man->ring);
 	while (!stop) {
-		rc = eager ? rt_engine_run_phases(e, ph0, ph1, r->target_only, 0, err)
-		           : d->ops->graph_launch(d, e->graph, err);
+		rc = eager || e3_first ? rt_engine_run_phases(e, ph0, ph1, r->target_only || e3_first, 0, err)
+		                       : d->ops->graph_launch(d, e->graph, err);
+		if (!rc && e3_first) { /* its commit advanced the head's length from 0: TLEN - 1 = 0 */
+			const int32_t zero1 = 0;
+			rc = upload_i32(e, "state", RT_ST_HLEN, &zero1, 1, err);
+		}
 		if (rc || (rc = buf_copy(e, "state", 0, e->host_state, hbytes, false, err)))
 			return rc;
 		const int32_t *hs = e->host_state, *ring = hs + RT_ST_WORDS;
@@ -734,7 +760,7 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 		}
 		if (r->trace && st->n_iters < r->trace_cap)
 			r->trace[st->n_iters] = (int8_t)(st->ctrl ? kd : -1);
-		for (int dd = 0; dd < kd && dd <= acc && dd < RT_ENGINE_MAX_DEPTH; dd++) {
+		for (int dd = 0; dd < kd && dd <= acc && dd < RT_ENGINE_MAX_DEPTH && !e3_first; dd++) {
 			st->pos_tried[dd]++;
 			st->pos_accepted[dd] += dd < acc;
 		}
@@ -747,6 +773,7 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 			}
 		}
 		st->n_iters++;
+		e3_first = false;
 		if (r->on_tokens) {
 			/* the caller's streaming (detokenise, write) is not engine overhead */
 			double tcb = sw_now_s();

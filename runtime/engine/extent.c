@@ -577,6 +577,80 @@ static void ext_adapt(ectx *c)
 	set(c, 4, mul3(5, N, 4), false, "5 x N_NODES %lld tree words", (long long)N);
 }
 
+/* eagle3_in.cu.tmpl:30-60: row r = BID_X < ROWS (grid.x = ROWS): x2 row r
+ * (2 DIM 16-bit), res row r (DIM f32), a table row tok < N_IDS (else no
+ * row), w_in and w_hid (DIM f32 each). FEAT_TREE 0: tok[r] and feat row r
+ * < N_FEAT; the tree is not read. FEAT_TREE 1 (a draft level): node u =
+ * LEVEL_BEGIN + r < N_NODES reads tok[u] and its parent tree[u] (the
+ * table's first row) and feat row tree[u] - PREV_BEGIN < N_FEAT (a row
+ * outside reads nothing). The level is checked against the manifest's own
+ * tree table, the one the engine loads: the ROWS nodes one level deep d,
+ * the N_FEAT rows from PREV_BEGIN the level d - 1 they hang from. The root
+ * row (FEAT_TREE 1, LEVEL_BEGIN 0: ROWS 1, an EAGLE-3 engine's draft
+ * root) reads one token and one row word (the state's RT_ST_HROW, a
+ * run-time node id): the row it names is read only inside [0, N_FEAT). */
+static void ext_eagle3_in(ectx *c)
+{
+	const int64_t R = P(c, "ROWS", 1, MAXI), D = P(c, "DIM", 1, MAXI);
+	const int64_t NI = P(c, "N_IDS", 1, MAXI), NF = P(c, "N_FEAT", 1, MAXI), es = el16(c);
+	const int64_t FT = P(c, "FEAT_TREE", 0, 1), L0 = P(c, "LEVEL_BEGIN", 0, MAXI);
+	const int64_t P0 = P(c, "PREV_BEGIN", 0, MAXI);
+	(void)P(c, "NORM_BEFORE_RES", 0, 1);
+	const int64_t B = P(c, "BLOCK", 32, 1024);
+	block_is(c, B);
+	if (!c->rc && B % 32)
+		refuse(c, "kernel %s constant BLOCK = %lld, expected whole warps (a multiple of 32)",
+		       c->k->uri, (long long)B);
+	const unsigned *g = c->x->grid;
+	if (!c->rc && (g[0] != (uint64_t)R || g[1] != 1 || g[2] != 1))
+		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, 1] (a block per row: ROWS)", g[0], g[1],
+		       g[2], (long long)R);
+	const int64_t N = c->m->n_nodes;
+	const bool root = FT && L0 == 0;
+	if (!c->rc && root && (R != 1 || P0 != 0))
+		refuse(c, "kernel %s: a root row (FEAT_TREE 1, LEVEL_BEGIN 0) with ROWS %lld and "
+		       "PREV_BEGIN %lld, expected 1 and 0", c->k->uri, (long long)R, (long long)P0);
+	if (!c->rc && FT && L0 + R > N)
+		refuse(c, "kernel %s: LEVEL_BEGIN %lld + ROWS %lld nodes, expected at most the tree's "
+		       "%lld ($.shapes.tree.nodes)", c->k->uri, (long long)L0, (long long)R, (long long)N);
+	if (!c->rc && FT && !root && P0 + NF > L0)
+		refuse(c, "kernel %s: PREV_BEGIN %lld + N_FEAT %lld, expected at most LEVEL_BEGIN %lld "
+		       "(the previous level's rows come before the level)", c->k->uri, (long long)P0,
+		       (long long)NF, (long long)L0);
+	const int32_t *tt = c->m->tree_table;
+	const int64_t d = FT && !root && !c->rc ? tt[4 * N + L0] : 0;
+	for (int64_t u = L0; FT && !root && !c->rc && u < L0 + R; u++)
+		if (tt[4 * N + u] != d || d < 1 || tt[u] < P0 || tt[u] >= P0 + NF)
+			refuse(c, "kernel %s: tree node %lld of depth %d with parent %d, expected depth "
+			       "%lld (node LEVEL_BEGIN %lld's, at least 1) and a parent in [PREV_BEGIN %lld, "
+			       "+ N_FEAT %lld)", c->k->uri, (long long)u, tt[4 * N + u], tt[u], (long long)d,
+			       (long long)L0, (long long)P0, (long long)NF);
+	for (int64_t u = P0; FT && !root && !c->rc && u < P0 + NF; u++)
+		if (tt[4 * N + u] != d - 1)
+			refuse(c, "kernel %s: tree node %lld (feature row %lld) of depth %d, expected %lld "
+			       "(the level before LEVEL_BEGIN %lld's)", c->k->uri, (long long)u,
+			       (long long)(u - P0), tt[4 * N + u], (long long)(d - 1), (long long)L0);
+	set(c, 0, mul3(R, mul(2, D), 2), true, "ROWS %lld x 2 DIM %lld x 2 bytes", (long long)R,
+	    (long long)(2 * D));
+	set(c, 1, mul3(R, D, 4), true, "ROWS %lld x DIM %lld f32", (long long)R, (long long)D);
+	set(c, 2, mul3(NI, D, es), false, "N_IDS %lld x DIM %lld x 2 bytes", (long long)NI,
+	    (long long)D);
+	if (FT) {
+		set(c, 3, mul(L0 + R, 4), false, "LEVEL_BEGIN + ROWS = %lld tokens", (long long)(L0 + R));
+		set(c, 4, mul3(NF, D, 4), false, "N_FEAT %lld x DIM %lld f32", (long long)NF,
+		    (long long)D);
+		set(c, 5, mul(L0 + R, 4), false, "LEVEL_BEGIN + ROWS = %lld %s words",
+		    (long long)(L0 + R), root ? "row" : "parent");
+	} else {
+		set(c, 3, mul(R, 4), false, "ROWS %lld tokens", (long long)R);
+		set(c, 4, mul3(R < NF ? R : NF, D, 4), false, "min(ROWS, N_FEAT) %lld x DIM %lld f32",
+		    (long long)(R < NF ? R : NF), (long long)D);
+		set(c, 5, 0, false, "not read (FEAT_TREE 0)");
+	}
+	for (int a = 6; a < 8; a++)
+		set(c, a, mul(D, 4), false, "DIM %lld f32", (long long)D);
+}
+
 typedef struct rule {
 	const char *op;    /* engine.json "op" (host_ops.c's registry key) */
 	const char *tmpl;  /* the template its kernel must come from */
@@ -589,6 +663,7 @@ static const rule rules[] = {
 	{"block_embed", "block_embed.cu.tmpl", 8, ext_block_embed},
 	{"block_unmask", "block_unmask.cu.tmpl", 5, ext_block_unmask},
 	{"q_target", "q_target.cu.tmpl", 3, ext_q_target},
+	{"eagle3_in", "eagle3_in.cu.tmpl", 8, ext_eagle3_in},
 	{"feature_tap", "feature_tap.cu.tmpl", 3, ext_feature_tap},
 	{"rmsnorm_residual", "rmsnorm_residual.cu.tmpl", 5, ext_rmsnorm_residual},
 	{"cast", "cast.cu.tmpl", 2, ext_cast},

@@ -196,6 +196,12 @@ static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 			e->block = (int)jint(j, d, "block", "$.spec.draft", 2, 64);
 			e->steps = (int)jint(j, d, "steps", "$.spec.draft", 1, 16);
 			e->draft_vocab = (int)jint(j, d, "vocab", "$.spec.draft", 1, 1 << 24);
+		} else if (!strcmp(m, "eagle3")) {
+			/* an EAGLE-3 head (gen/plan_eagle3.c): its directory, Vd */
+			e->draft_kind = RT_ENGINE_DRAFT_EAGLE3;
+			read_source(j, d, "$.spec.draft", target_shape, e->draft_path, sizeof(e->draft_path),
+			            e->draft_digest);
+			e->draft_vocab = (int)jint(j, d, "vocab", "$.spec.draft", 1, 1 << 24);
 		} else {
 			e->draft_kind = RT_ENGINE_DRAFT_MODEL;
 			read_source(j, d, "$.spec.draft", false, e->draft_path, sizeof(e->draft_path),

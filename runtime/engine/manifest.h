@@ -62,7 +62,7 @@ typedef struct rt_engine_phase {
 } rt_engine_phase;
 
 enum rt_draft_kind { RT_ENGINE_DRAFT_NGRAM = 0, RT_ENGINE_DRAFT_LAYERSKIP, RT_ENGINE_DRAFT_MODEL,
-                     RT_ENGINE_DRAFT_BLOCK };
+                     RT_ENGINE_DRAFT_BLOCK, RT_ENGINE_DRAFT_EAGLE3 };
 enum rt_engine_exec { RT_EXEC_KERNEL = 0, RT_EXEC_CUBLASLT, RT_EXEC_MEMSET };
 
 /* A planned op as engine.json states it, before addresses exist. */

@@ -88,8 +88,8 @@ static int opt_int(const json_value *root, const char *key, int64_t def, int64_t
 	return 0;
 }
 
-static int parse_config(const char *text, size_t n, const char *file, const rt_model *tm, rt_e3_config *c,
-                        sw_err *err)
+static int parse_config(const char *text, size_t n, const char *file, const rt_config *t, const char *tname,
+                        rt_e3_config *c, sw_err *err)
 {
 	int rc;
 	memset(c, 0, sizeof(*c));
@@ -98,7 +98,7 @@ static int parse_config(const char *text, size_t n, const char *file, const rt_m
 	json_value *root = json_parse(text, n, file, err);
 	if (!root)
 		return err->code ? err->code : SW_EINVAL;
-	const rt_config *t = &tm->cfg, *h = &c->head;
+	const rt_config *h = &c->head;
 	c->target_layers = t->n_layers;
 	const json_value *b;
 	if (h->n_layers != 1) {
@@ -108,7 +108,7 @@ static int parse_config(const char *text, size_t n, const char *file, const rt_m
 	}
 	if (h->vocab != t->vocab) {
 		rc = sw_errf(err, SW_EINVAL, "%s: $.vocab_size: expected %d (the vocabulary of the target %s), found %d", file,
-		             t->vocab, tm->name, h->vocab);
+		             t->vocab, tname, h->vocab);
 		goto out;
 	}
 	if ((rc = opt_int(root, "draft_vocab_size", h->vocab, 1, h->vocab, &c->draft_vocab, err)) ||
@@ -116,7 +116,7 @@ static int parse_config(const char *text, size_t n, const char *file, const rt_m
 		goto out;
 	if (c->target_dim != t->dim) {
 		rc = sw_errf(err, SW_EINVAL, "%s: $.%s: expected %d (the width of the target %s), found %d", file,
-		             json_get(root, "target_hidden_size") ? "target_hidden_size" : "hidden_size", t->dim, tm->name,
+		             json_get(root, "target_hidden_size") ? "target_hidden_size" : "hidden_size", t->dim, tname,
 		             c->target_dim);
 		goto out;
 	}
@@ -269,6 +269,61 @@ out:
 	return rc;
 }
 
+int rt_e3_config_load(const char *dir, const rt_config *tcfg, const char *tname, rt_e3_config *c, sw_err *err)
+{
+	char cpath[4096];
+	size_t n;
+	snprintf(cpath, sizeof(cpath), "%s/config.json", dir);
+	char *text = sw_read_capped(cpath, SW_CAP_CONFIG, "an EAGLE-3 head's config.json", &n, err);
+	if (!text)
+		return sw_err_prefix(err, "%s: cannot read the EAGLE-3 head's config (expected a directory with "
+		                     "config.json and model.safetensors)", cpath);
+	int rc = parse_config(text, n, cpath, tcfg, tname, c, err);
+	free(text);
+	if (rc)
+		return rc;
+	/* which optional tensors the file has (the engine's buffers follow) */
+	char wpath[4096];
+	safetensors_file *f = NULL;
+	snprintf(wpath, sizeof(wpath), "%s/model.safetensors", dir);
+	if ((rc = safetensors_open(wpath, &f, err)))
+		return rc;
+	c->own_embd = safetensors_find(f, "embed_tokens.weight") != NULL;
+	c->has_d2t = safetensors_find(f, "d2t") != NULL;
+	safetensors_free(f);
+	if (!c->own_embd && c->head.dim != tcfg->dim)
+		return sw_errf(err, SW_EINVAL, "%s: tensor embed_tokens.weight: missing, and the target's embedding is %d wide, the head %d (expected its own embedding, shape [%d, %d])",
+		               wpath, tcfg->dim, c->head.dim, c->head.vocab, c->head.dim);
+	return 0;
+}
+
+const float *rt_e3_weight(const rt_eagle3 *h, const char *field, size_t *n)
+{
+	const rt_config *c = &h->cfg.head;
+	const size_t D = (size_t)c->dim, qd = (size_t)c->n_heads * c->head_dim,
+	             kvd = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->ffn_dim;
+	const size_t V = (size_t)c->vocab, Vd = (size_t)h->cfg.draft_vocab;
+	const struct {
+		const char *f;
+		const float *p;
+		size_t n;
+	} t[] = {
+		{"tok_embd", h->tok_embd, V * D}, {"fc", h->fc, D * RT_E3_TAPS * (size_t)h->cfg.target_dim},
+		{"in_norm", h->input_norm, D}, {"hid_norm", h->hidden_norm, D}, {"wq", h->wq, qd * 2 * D},
+		{"wk", h->wk, kvd * 2 * D}, {"wv", h->wv, kvd * 2 * D}, {"wo", h->wo, D * qd},
+		{"ffn_norm", h->post_norm, D}, {"w_gate", h->w_gate, F * D}, {"w_up", h->w_up, F * D},
+		{"w_down", h->w_down, D * F}, {"out_norm", h->out_norm, D}, {"lm_head", h->lm_head, Vd * D},
+		{"d2t", h->map_f, Vd}, {"t2d", h->map_f + Vd, V}, {"inv_freq", h->inv_freq, (size_t)c->head_dim / 2},
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (!strcmp(t[i].f, field)) {
+			*n = t[i].n;
+			return t[i].p;
+		}
+	*n = 0;
+	return NULL;
+}
+
 rt_eagle3 *rt_eagle3_load(const char *dir, const rt_model *tm, sw_err *err)
 {
 	char cpath[4096], wpath[4096];
@@ -295,7 +350,7 @@ rt_eagle3 *rt_eagle3_load(const char *dir, const rt_model *tm, sw_err *err)
 	}
 	snprintf(h->name, sizeof(h->name), "%s", dir);
 	rt_e3_config *c = &h->cfg;
-	int rc = parse_config(text, n, cpath, tm, c, err);
+	int rc = parse_config(text, n, cpath, &tm->cfg, tm->name, c, err);
 	free(text);
 	if (rc || safetensors_open(wpath, &f, err))
 		goto out_free_h;
@@ -373,6 +428,18 @@ rt_eagle3 *rt_eagle3_load(const char *dir, const rt_model *tm, sw_err *err)
 		goto out_free_f;
 	}
 	safetensors_free(f);
+	/* the engine's maps (rt_e3_weight): d2t's target ids, t2d's draft id
+	 * of each target id or -1, as floats */
+	if (!(h->map_f = malloc(((size_t)Vd + (size_t)V) * sizeof(float)))) {
+		sw_errf(err, SW_ENOMEM, "%s: out of memory", dir);
+		goto out_free_h;
+	}
+	for (int v = 0; v < V; v++)
+		h->map_f[Vd + v] = -1.0f;
+	for (int i = 0; i < Vd; i++) {
+		h->map_f[i] = (float)h->d2t[i];
+		h->map_f[Vd + h->d2t[i]] = (float)i;
+	}
 	h->tok_embd = embd ? embd : tm->w.tok_embd;
 	h->lm_head = lm ? lm : h->tok_embd;
 	ref_rope_freqs(h->inv_freq, hc->head_dim, hc->rope_theta, hc->rope_scaling, hc->rope_factor,
@@ -391,6 +458,7 @@ void rt_eagle3_free(rt_eagle3 *h)
 		return;
 	free(h->arena);
 	free(h->inv_freq);
+	free(h->map_f);
 	free(h);
 }
 

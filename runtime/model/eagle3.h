@@ -86,6 +86,8 @@ typedef struct rt_eagle3 {
 	const float *tok_embd; /* (vocab, dim) own or the target's */
 	int32_t *d2t;         /* (Vd) the target id of each draft id (absolute) */
 	float *inv_freq;      /* (head_dim/2) */
+	float *map_f;         /* (Vd + vocab): d2t's target ids, then each target id's draft
+	                       * id or -1 (t2d), as floats: the engine's maps */
 	void *arena;          /* owns every array above but a target's */
 } rt_eagle3;
 
@@ -95,6 +97,17 @@ typedef struct rt_eagle3 {
  * expected and what was found. The target must outlive the head (its
  * embedding is shared unless the file has its own). */
 rt_eagle3 *rt_eagle3_load(const char *dir, const rt_model *target, sw_err *err);
+/* dir/config.json checked against a target's shapes tcfg (named tname in
+ * messages) as rt_eagle3_load checks it, and the names in
+ * model.safetensors' header (own_embd, has_d2t): what the engine planner
+ * needs (gen/spec.c), no tensor data read. 0 or an error naming the file,
+ * the field, what was expected and what was found. */
+int rt_e3_config_load(const char *dir, const rt_config *tcfg, const char *tname, rt_e3_config *c, sw_err *err);
+/* The engine's buffer field (gen/plan_eagle3.c's draft.* names: tok_embd,
+ * fc, in_norm, hid_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down,
+ * out_norm, lm_head, d2t, t2d, inv_freq) as the n floats bind uploads, or
+ * NULL (*n = 0) for another name. */
+const float *rt_e3_weight(const rt_eagle3 *h, const char *field, size_t *n);
 void rt_eagle3_free(rt_eagle3 *h);
 
 /* Per-sequence state: K/V of the committed rows [0, len), then blk_T staged

@@ -1,0 +1,467 @@
+/* The planner of an engine that drafts with an EAGLE-3 head (ALGORITHMS.txt
+ * 11; runtime/model/eagle3.h; the host reference runtime/decode/
+ * eagle3_draft.c), reached from gen_plan_build by its one dispatch on
+ * GEN_DRAFT_EAGLE3. The target's phases are plan.c's (its forwards with the
+ * three taps, verification, the iteration's end, the commits); this file
+ * plans the head around them.
+ *
+ * The head's cache (buffers draft.k_cache / v_cache, one layer, its length
+ * the state word RT_ST_HLEN): slot i holds head row i, which pairs the
+ * target's fused features at position i with the token at i + 1 (eagle3.h).
+ * Between iterations HLEN = TLEN - 1: every row whose token is committed.
+ * RoPE: a head row is rotated at its TOKEN's position, one past the host
+ * decoder's row position, for every row alike (the position buffers hold
+ * token positions); attention scores depend on position differences only,
+ * so the two agree in exact arithmetic.
+ *   prefill (chunk rows r at positions start + r, HLEN = start): the taps,
+ *     fc over all C rows into e3_fc (row r: the fused features at start +
+ *     r), then head rows r < C - 1 (token row r + 1) commit their K/V at
+ *     HLEN + r. The host steps chunks by C - 1 (engine.c), so each row is
+ *     computed once its next token is in the chunk, and writes HLEN = P - 2
+ *     and RT_ST_HROW (the last prefilled row of e3_fc) before the first
+ *     iteration.
+ *   draft_0: tree_prep, then the root row: eagle3_in with FEAT_TREE 1 and
+ *     LEVEL_BEGIN 0 reads e3_fc row RT_ST_HROW (the last committed
+ *     position's features) with the root token, at slot HLEN (node 0);
+ *     its output row gives q of depth 1.
+ *   draft_d (d >= 1): level d's nodes, each from its parent's output row
+ *     (eagle3_in FEAT_TREE 1) and its own token at slot HLEN + u, attention
+ *     over the committed rows and the node's ancestors (the tree mask),
+ *     o_proj, residual, MLP, the final norm and the LM head over Vd; q over
+ *     the target's ids (q_target through t2d), the level's expansion. The
+ *     output rows alternate between e3_hid0 and e3_hid1 by level parity.
+ *   verify: the target's tree forward with the taps; fc of every node into
+ *     e3_fc (node u's row u, which iter_end's RT_ST_HROW names); every node
+ *     u >= 1's committed row (its parent's features, its token) K/V at slot
+ *     HLEN + u over the draft's staging; node 0's slot keeps the root row.
+ *   commit: kv_commit of the head's cache along the accepted path (slot
+ *     HLEN + path[j] -> HLEN + j, HLEN += the path's nodes): HLEN = TLEN - 1
+ *     again, and the next root row reads the last accepted node's features.
+ * The head's weights: draft.fc, in_norm (input_layernorm, on the
+ * embedding), hid_norm (hidden_norm, on the feature), wq / wk / wv over 2
+ * dim in-features, wo, ffn_norm (post_attention_layernorm), the MLP,
+ * out_norm, lm_head (Vd rows), d2t and t2d (always mapped: an identity map
+ * when the file has none), inv_freq; the embedding is the target's unless
+ * the file has its own. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/engine_state.h"
+#include "kernels/verify_layout.h"
+#include "plan_int.h"
+#include "decode/tree_verify.h"
+
+enum { BLK_E3IN = 128 }; /* test_kern_eagle3_in compiles it without spills */
+
+typedef struct e3_ix {
+	model_ix hm;                 /* the head: its layer's fields, cache, LM head */
+	int in_norm, hid_norm;       /* input_layernorm, hidden_norm (1, dim) */
+	int fc_out, hid[2];          /* e3_fc (rows, dim); the draft levels' output rows */
+} e3_ix;
+
+/* The head's weight and cache buffers (names: the runtime's binding,
+ * runtime/cli/engine_cli.c cli_eagle3_weights). */
+static int head_bufs(ctx *c, e3_ix *x, const model_ix *tm, const rt_config *hc)
+{
+	gen_plan *p = c->p;
+	const rt_e3_config *e3 = &c->s->eagle3;
+	const char *wdt = gen_dtype_name(gen_dtype_act(c->s->dtype));
+	const char *mdt = gen_dtype_name(gen_dtype_weights(c->s->dtype));
+	const int64_t D = hc->dim, F = hc->ffn_dim, hd = hc->head_dim, TD = e3->target_dim;
+	const int64_t qd = (int64_t)hc->n_heads * hd, kvd = (int64_t)hc->n_kv_heads * hd;
+	model_ix *m = &x->hm;
+	memset(m, 0, sizeof(*m));
+	m->tag = "draft";
+	m->cfg = hc;
+	m->n_layers = 1;
+	m->vocab_out = e3->draft_vocab;
+	m->embd_rows = hc->vocab;
+	m->len_word = RT_ST_HLEN;
+	m->ctx_rows = c->s->max_context; /* slots < HLEN + nodes = TLEN - 1 + nodes */
+	m->arch = gen_arch_of(RT_ARCH_LLAMA);
+	m->mask_embd = m->fc_norm = -1;
+	m->tok_embd = tm->tok_embd;
+#define NB(dst, name, kind, dt, rank, d0, d1, d2)                                           \
+	do {                                                                                \
+		if ((dst = add_buf(p, "draft." name, kind, dt, rank, d0, d1, d2, 0)) < 0)   \
+			return SW_ENOMEM;                                                   \
+	} while (0)
+	if (e3->own_embd)
+		NB(m->tok_embd, "tok_embd", "weight", wdt, 2, hc->vocab, D, 0);
+	NB(m->fc, "fc", "weight", mdt, 2, D, 3 * TD, 0);
+	NB(x->in_norm, "in_norm", "weight", "f32", 2, 1, D, 0);
+	NB(x->hid_norm, "hid_norm", "weight", "f32", 2, 1, D, 0);
+	NB(m->wq, "wq", "weight", mdt, 3, 1, qd, 2 * D);
+	NB(m->wk, "wk", "weight", mdt, 3, 1, kvd, 2 * D);
+	NB(m->wv, "wv", "weight", mdt, 3, 1, kvd, 2 * D);
+	NB(m->wo, "wo", "weight", mdt, 3, 1, D, qd);
+	NB(m->ffn_norm, "ffn_norm", "weight", "f32", 2, 1, D, 0);
+	NB(m->w_gate, "w_gate", "weight", mdt, 3, 1, F, D);
+	NB(m->w_up, "w_up", "weight", mdt, 3, 1, F, D);
+	NB(m->w_down, "w_down", "weight", mdt, 3, 1, D, F);
+	NB(m->out_norm, "out_norm", "weight", "f32", 1, D, 0, 0);
+	NB(m->lm_head, "lm_head", "weight", mdt, 2, e3->draft_vocab, D, 0);
+	NB(m->d2t, "d2t", "weight", "i32", 1, e3->draft_vocab, 0, 0);
+	NB(m->t2d, "t2d", "weight", "i32", 1, hc->vocab, 0, 0);
+	NB(m->inv_freq, "inv_freq", "weight", "f32", 1, hd / 2, 0, 0);
+	NB(m->k_cache, "k_cache", "kv", wdt, 3, 1, m->ctx_rows, kvd);
+	NB(m->v_cache, "v_cache", "kv", wdt, 3, 1, m->ctx_rows, kvd);
+#undef NB
+	return 0;
+}
+
+/* eagle3_in (templates/eagle3_in.cu.tmpl): rows rows of [input_norm(embed) ;
+ * hidden_norm(feature)] into x16 at x2_off, the residual into res. tree 0:
+ * feature row r, tokens tok; 1: node l0 + r's feature row tree[u] - pb of
+ * feat (the previous level's nf rows, or the root row's run-time row). */
+static void op_e3_in(ctx *c, const e3_ix *x, int64_t rows, int tree, int l0, int pb, int64_t nf,
+                     gen_arg x2, gen_arg res, gen_arg tok, gen_arg feat, gen_arg tt)
+{
+	const rt_config *hc = x->hm.cfg;
+	const int64_t D = hc->dim;
+	gen_param prm[] = {PNAME, PI("ROWS", rows), PI("DIM", D), PI("N_IDS", hc->vocab),
+	                   PI("IS_F16", c->cast_mode),
+	                   PI("NORM_BEFORE_RES", c->s->eagle3.norm_before_residual),
+	                   PI("FEAT_TREE", tree), PI("LEVEL_BEGIN", l0), PI("PREV_BEGIN", pb),
+	                   PI("N_FEAT", nf), PF("EPS", hc->norm_eps), PI("BLOCK", BLK_E3IN)};
+	op_desc d = {.name = "eagle3_in", .op = "eagle3_in", .exec = GEN_EXEC_KERNEL,
+	             .kernel = kernel(c, "eagle3_in", "eagle3_in.cu.tmpl", prm, 12),
+	             .gx = (int)rows, .block = BLK_E3IN, .repeat = 1, .layers = "draft", .n_args = 8,
+	             .args = {x2, res, A(x->hm.tok_embd, 0), tok, feat, tt, A(x->in_norm, 0),
+	                      A(x->hid_norm, 0)},
+	             .bytes = (double)rows * D * (2.0 * c->dt16 + c->dt16 + 8) + rows * 8.0,
+	             .flops = 8.0 * rows * D};
+	emit(c, &d);
+}
+
+/* rmsnorm_residual over rows rows with explicit buffers: s = x + r (in
+ * place on x), y = rmsnorm(s) * w. */
+static void op_norm(ctx *c, const char *name, const rt_config *cfg, int64_t rows, gen_arg y,
+                    gen_arg x, gen_arg r, gen_arg w, const char *layers)
+{
+	gen_param prm[] = {PNAME, PI("DIM", cfg->dim), PI("BLOCK", 256),
+	                   PF("EPS", cfg->norm_eps)};
+	op_desc d = {.name = name, .op = "rmsnorm_residual", .exec = GEN_EXEC_KERNEL,
+	             .kernel = kernel(c, "rmsnorm_residual_f32", "rmsnorm_residual.cu.tmpl", prm, 4),
+	             .gx = (int)rows, .block = 256, .repeat = 1, .layers = layers, .n_args = 5,
+	             .args = {y, x, x, r, w},
+	             .bytes = 4.0 * rows * cfg->dim * 4 + cfg->dim * 4.0,
+	             .flops = 5.0 * rows * cfg->dim};
+	emit(c, &d);
+}
+
+/* The committed rows' K/V from x2 in x16 (rows of 2 dim): wk, wv, RoPE on k
+ * at positions pos, kv_store at slots HLEN + row0 + r. */
+static void head_kv(ctx *c, const e3_ix *x, int64_t rows, int64_t row0, gen_arg pos)
+{
+	const act_ix *a = &c->a;
+	const model_ix *m = &x->hm;
+	const rt_config *hc = m->cfg;
+	const int64_t D = hc->dim, hd = hc->head_dim, kvd = (int64_t)hc->n_kv_heads * hd;
+	op_gemm(c, "e3_wk", rows, kvd, 2 * D, A(a->k, 0), A(a->x16, 0), A(m->wk, 0), 1, "draft");
+	op_gemm(c, "e3_wv", rows, kvd, 2 * D, A(a->v, 0), A(a->x16, 0), A(m->wv, 0), 1, "draft");
+	{
+		gen_param prm[] = {PNAME, PI("N_HEADS", hc->n_kv_heads), PI("HEAD_DIM", hd),
+		                   PI("ROT_DIM", hd), PI("BLOCK", BLK_ROPE)};
+		op_desc d = {.name = "e3_rope_k", .op = "rope", .exec = GEN_EXEC_KERNEL,
+		             .kernel = kernel(c, "rope_f32", "rope.cu.tmpl", prm, 5), .gx = (int)rows,
+		             .block = BLK_ROPE, .n_args = 3,
+		             .args = {A(a->k, 0), pos, A(m->inv_freq, 0)},
+		             .bytes = 2.0 * rows * kvd * 4 + rows * 4.0 + hd / 2 * 4.0,
+		             .flops = 3.0 * rows * kvd};
+		emit(c, &d);
+	}
+	gen_param prm[] = {PNAME, PI("ROWS", rows), PI("KVD", kvd), PI("ROW0", row0),
+	                   PI("MAX_CTX", m->ctx_rows), PI("IS_F16", c->cast_mode),
+	                   PI("BLOCK", BLK_KVSTORE)};
+	const int64_t v8 = kvd % 8 == 0 ? 8 : 1;
+	op_desc kv = {.name = "e3_kv_store", .op = "kv_store", .exec = GEN_EXEC_KERNEL,
+	              .kernel = kernel(c, "kv_store", "kv_store.cu.tmpl", prm, 7),
+	              .gx = (int)((rows * kvd / v8 + BLK_KVSTORE - 1) / BLK_KVSTORE),
+	              .block = BLK_KVSTORE, .repeat = 1, .layers = "draft", .n_args = 5,
+	              .args = {A(m->k_cache, row0 * kvd * c->dt16), A(m->v_cache, row0 * kvd * c->dt16),
+	                       A(a->k, 0), A(a->v, 0), A(a->state, m->len_word * 4)},
+	              .bytes = 2.0 * rows * kvd * (4 + c->dt16)};
+	emit(c, &kv);
+}
+
+/* One draft level's rows (nodes l0 .. l0 + rows - 1; x2 in x16, the
+ * residual in hid at row l0): the layer at slots HLEN + u under the tree
+ * mask over block rows [0, l0 + rows), the output rows in hid (pre-norm x,
+ * the next level's features), q over Vd and over the target's ids. */
+static void head_level(ctx *c, const e3_ix *x, int l0, int rows, int hid, int q_tgt)
+{
+	const gen_spec *s = c->s;
+	const act_ix *a = &c->a;
+	const model_ix *m = &x->hm;
+	const rt_config *hc = m->cfg;
+	const int64_t D = hc->dim, F = hc->ffn_dim, hd = hc->head_dim;
+	const int64_t qd = (int64_t)hc->n_heads * hd, kvd = (int64_t)hc->n_kv_heads * hd;
+	const int64_t Vd = s->eagle3.draft_vocab, V = s->target.cfg.vocab;
+	const gen_arg pos = A(a->pos, (int64_t)l0 * 4), hrow = A(hid, (int64_t)l0 * D * 4);
+	op_gemm(c, "e3_wq", rows, qd, 2 * D, A(a->q, 0), A(a->x16, 0), A(m->wq, 0), 1, "draft");
+	op_gemm(c, "e3_wk", rows, kvd, 2 * D, A(a->k, 0), A(a->x16, 0), A(m->wk, 0), 1, "draft");
+	op_gemm(c, "e3_wv", rows, kvd, 2 * D, A(a->v, 0), A(a->x16, 0), A(m->wv, 0), 1, "draft");
+	gen_arch_op xo[GEN_ARCH_MAX_OPS];
+	const int nxo = m->arch->qkv_ops(hc, rows, xo);
+	for (int i = 0; i < nxo; i++) {
+		const int xb = xo[i].x == GEN_QKV_Q ? a->q : xo[i].x == GEN_QKV_K ? a->k : a->v;
+		op_desc d = {.name = xo[i].name, .op = xo[i].op, .exec = GEN_EXEC_KERNEL,
+		             .kernel = kernel(c, xo[i].kop, xo[i].tmpl, xo[i].params, xo[i].n_params),
+		             .gx = rows, .block = xo[i].block, .n_args = xo[i].n_args,
+		             .args = {A(xb, 0), pos, A(m->inv_freq, 0)}, .bytes = xo[i].bytes,
+		             .flops = xo[i].flops};
+		emit(c, &d);
+	}
+	{
+		gen_param prm[] = {PNAME, PI("ROWS", rows), PI("KVD", kvd), PI("ROW0", l0),
+		                   PI("MAX_CTX", m->ctx_rows), PI("IS_F16", c->cast_mode),
+		                   PI("BLOCK", BLK_KVSTORE)};
+		const int64_t v8 = kvd % 8 == 0 ? 8 : 1;
+		op_desc kv = {.name = "e3_kv_store", .op = "kv_store", .exec = GEN_EXEC_KERNEL,
+		              .kernel = kernel(c, "kv_store", "kv_store.cu.tmpl", prm, 7),
+		              .gx = (int)((rows * kvd / v8 + BLK_KVSTORE - 1) / BLK_KVSTORE),
+		              .block = BLK_KVSTORE, .repeat = 1, .layers = "draft", .n_args = 5,
+		              .args = {A(m->k_cache, (int64_t)l0 * kvd * c->dt16),
+		                       A(m->v_cache, (int64_t)l0 * kvd * c->dt16), A(a->k, 0), A(a->v, 0),
+		                       A(a->state, m->len_word * 4)},
+		              .bytes = 2.0 * rows * kvd * (4 + c->dt16)};
+		emit(c, &kv);
+	}
+	op_cast(c, "e3_q_cast", rows, qd, A(a->q16, 0), A(a->q, 0), 1, NULL);
+	attn_shape sh = attn_choose(hc, rows, l0 + rows, s, c->dt16, true, m->ctx_rows);
+	op_attention(c, m, &sh, 1, "draft", GEN_MASK_TREE);
+	op_gemm(c, "e3_wo", rows, D, qd, A(a->delta, 0), A(a->attn, 0), A(m->wo, 0), 1, "draft");
+	op_norm(c, "e3_post_norm", hc, rows, A(a->xn, 0), hrow, A(a->delta, 0), A(m->ffn_norm, 0),
+	        "draft");
+	op_cast(c, "e3_ffn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), 1, NULL);
+	op_gemm(c, "e3_w_gate", rows, F, D, A(a->gate, 0), A(a->x16, 0), A(m->w_gate, 0), 1, "draft");
+	op_gemm(c, "e3_w_up", rows, F, D, A(a->up, 0), A(a->x16, 0), A(m->w_up, 0), 1, "draft");
+	{
+		/* an EAGLE-3 head's MLP is SwiGLU (ACT 0) whatever the target's family */
+		gen_param prm[] = {PNAME, PI("FFN", F), PI("ACT", 0), PI("BLOCK", BLK_SWIGLU)};
+		const int v = F % 4 == 0 ? 4 : 1;
+		op_desc d = {.name = "e3_swiglu", .op = "swiglu", .exec = GEN_EXEC_KERNEL,
+		             .kernel = kernel(c, "swiglu_f32", "swiglu.cu.tmpl", prm, 4),
+		             .gx = (int)((F + BLK_SWIGLU * v - 1) / (BLK_SWIGLU * v)), .gy = rows,
+		             .block = BLK_SWIGLU, .n_args = 3,
+		             .args = {A(a->gate, 0), A(a->gate, 0), A(a->up, 0)},
+		             .bytes = 3.0 * rows * F * 4, .flops = 4.0 * rows * F};
+		emit(c, &d);
+	}
+	op_cast(c, "e3_ffn_mid_cast", rows, F, A(a->x16, 0), A(a->gate, 0), 1, NULL);
+	op_gemm(c, "e3_w_down", rows, D, F, A(a->delta, 0), A(a->x16, 0), A(m->w_down, 0), 1, "draft");
+	/* x = h + mlp (kept: the next level's feature), norm(x) for the head */
+	op_norm(c, "e3_out_norm", hc, rows, A(a->xn, 0), hrow, A(a->delta, 0), A(m->out_norm, 0), NULL);
+	op_cast(c, "e3_head_cast", rows, D, A(a->x16, 0), A(a->xn, 0), 1, NULL);
+	op_gemm(c, "e3_lm_head", rows, Vd, D, A(a->draft_logits, (int64_t)l0 * Vd * 4), A(a->x16, 0),
+	        A(m->lm_head, 0), 1, NULL);
+	/* q: softmax at the draft temperature (full support, as the draft
+	 * model's levels), then over the target's ids */
+	op_logits(c, "draft_probs", (int)Vd, rows, A(a->draft_probs, (int64_t)l0 * Vd * 4),
+	          A(a->draft_logits, (int64_t)l0 * Vd * 4), A(a->sampling, 4 * RT_SP_DRAFT));
+	gen_param qp[] = {PNAME, PI("DEPTHS", rows), PI("VD", Vd), PI("V", V), PI("BLOCK", 256)};
+	op_desc qd_ = {.name = "q_target", .op = "q_target", .exec = GEN_EXEC_KERNEL,
+	               .kernel = kernel(c, "q_target", "q_target.cu.tmpl", qp, 5),
+	               .gx = (int)((V + 255) / 256), .gy = rows, .block = 256, .n_args = 3,
+	               .args = {A(q_tgt, (int64_t)l0 * V * 4), A(a->draft_probs, (int64_t)l0 * Vd * 4),
+	                        A(m->t2d, 0)},
+	               .bytes = (double)rows * (V + Vd) * 4 + V * 4.0};
+	emit(c, &qd_);
+}
+
+int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
+{
+	ctx c = {.p = p, .s = s, .dt16 = gen_dtype_size(s->dtype),
+	         .cast_mode = gen_dtype_act(s->dtype) == GEN_DTYPE_FP16 ? 1 : 0};
+	const gen_tree *t = &s->tree;
+	const rt_config *tc = &s->target.cfg;
+	const rt_e3_config *e3 = &s->eagle3;
+	act_ix *a = &c.a;
+	model_ix tm;
+	e3_ix x;
+	int rc, ph = 0, q_tgt = -1;
+	const int C = s->prefill_chunk, V = tc->vocab, Vd = e3->draft_vocab;
+
+	memset(p, 0, sizeof(*p));
+	p->spec = s;
+	p->draft_cfg = e3->head;
+	p->draft_cfg.arch = RT_ARCH_LLAMA;
+	const rt_config *hc = &p->draft_cfg;
+	if ((rc = model_bufs(&c, &tm, "target", tc, tc->n_layers, true, NULL)) ||
+	    (rc = head_bufs(&c, &x, &tm, hc)))
+		goto out_nomem;
+	tm.vocab_out = V;
+
+	const int64_t rows = max64(C, t->n), TD = e3->target_dim, HD = hc->dim;
+	const int64_t D = max64(tc->dim, HD), F = max64(tc->ffn_dim, hc->ffn_dim);
+	const int64_t QD = max64((int64_t)tc->n_heads * tc->head_dim, (int64_t)hc->n_heads * hc->head_dim);
+	const int64_t KVD = max64((int64_t)tc->n_kv_heads * tc->head_dim,
+	                          (int64_t)hc->n_kv_heads * hc->head_dim);
+	const char *wdt = gen_dtype_name(gen_dtype_act(s->dtype));
+#define ACTN(dst, name, kind, dt, rank, d0, d1)                                              \
+	do {                                                                                 \
+		if ((dst = add_buf(p, name, kind, dt, rank, d0, d1, 0, 0)) < 0)              \
+			goto out_nomem;                                                      \
+	} while (0)
+	ACTN(a->h, "h", "activation", "f32", 2, rows, D);
+	ACTN(a->delta, "delta", "activation", "f32", 2, rows, D);
+	ACTN(a->xn, "xn", "activation", "f32", 2, rows, D);
+	ACTN(a->x16, "x16", "activation", wdt, 2, rows,
+	     max64(max64(D, max64(F, QD)), max64(3 * TD, 2 * HD)));
+	ACTN(a->q, "q", "activation", "f32", 2, rows, QD);
+	ACTN(a->q16, "q16", "activation", wdt, 2, rows, QD);
+	ACTN(a->k, "k", "activation", "f32", 2, rows, KVD);
+	ACTN(a->v, "v", "activation", "f32", 2, rows, KVD);
+	ACTN(a->attn, "attn", "activation", wdt, 2, rows, QD);
+	{
+		/* tree attention partials: the largest of the target's prefill
+		 * chunk and tree and the head's levels */
+		attn_shape shs[GEN_TREE_MAX_DEPTH + 2];
+		int ns = 0;
+		shs[ns++] = attn_choose(tc, C, C, s, c.dt16, false, tm.ctx_rows);
+		shs[ns++] = attn_choose(tc, t->n, t->n, s, c.dt16, true, tm.ctx_rows);
+		for (int d = 0; d < t->depth_max; d++)
+			shs[ns++] = attn_choose(hc, t->level_start[d + 1] - t->level_start[d],
+			                        t->level_start[d + 1], s, c.dt16, true, x.hm.ctx_rows);
+		int64_t po = 0, pm = 0;
+		for (int i = 0; i < ns; i++) {
+			const rt_config *cf = i < 2 ? tc : hc;
+			const int64_t rh = (int64_t)(shs[i].ctx_splits + shs[i].blk_splits) * shs[i].T *
+			                   cf->n_heads;
+			po = max64(po, rh * cf->head_dim);
+			pm = max64(pm, rh * 2);
+		}
+		ACTN(a->part_o, "part_o", "activation", "f32", 1, po, 0);
+		ACTN(a->part_ml, "part_ml", "activation", "f32", 1, pm, 0);
+	}
+	ACTN(a->gate, "gate", "activation", "f32", 2, rows, F);
+	ACTN(a->up, "up", "activation", "f32", 2, rows, F);
+	ACTN(a->pos, "pos", "activation", "i32", 1, rows, 0);
+	ACTN(a->tokens, "tokens", "activation", "i32", 1, C, 0);
+	ACTN(a->logits, "logits", "activation", "f32", 2, t->n, V);
+	ACTN(a->probs, "probs", "activation", "f32", 2, t->n, V);
+	ACTN(a->draft_logits, "draft_logits", "activation", "f32", 2, t->n, Vd);
+	ACTN(a->draft_probs, "draft_probs", "activation", "f32", 2, t->n, Vd);
+	ACTN(q_tgt, "q_tgt", "activation", "f32", 2, t->n, V);
+	a->q_tgt = q_tgt;
+	ACTN(a->taps, "taps", "activation", "f32", 2, rows, RT_E3_TAPS * TD);
+	ACTN(x.fc_out, "e3_fc", "activation", "f32", 2, rows, HD);
+	ACTN(x.hid[0], "e3_hid0", "activation", "f32", 2, t->n, HD);
+	ACTN(x.hid[1], "e3_hid1", "activation", "f32", 2, t->n, HD);
+	ACTN(a->tree_tokens, "tree_tokens", "state", "i32", 1, t->n, 0);
+	ACTN(a->tree_table, "tree_table", "const", "i32", 2, 5, t->n);
+	ACTN(a->accept_path, "accept_path", "state", "i32", 1, t->n, 0);
+	ACTN(a->emitted, "emitted", "state", "i32", 1, t->n, 0);
+	ACTN(a->counts, "counts", "state", "i32", 1, 5, 0);
+	ACTN(a->verify_scratch, "verify_scratch", "activation", "f32", 1,
+	     sw_verify_scratch_words(t->n, V, BLK_VERIFY,
+	                             sw_verify_slices(t->n, V, BLK_VERIFY, s->verify_method),
+	                             s->verify_method), 0);
+	ACTN(a->kv_done, "kv_done", "state", "i32", 1, 2, 0);
+	ACTN(a->iter, "iter", "state", "i32", 1, 1, 0);
+	ACTN(a->state, "state", "state", "i32", 1, RT_ST_WORDS + RING, 0);
+	ACTN(a->sampling, "sampling", "state", "i32", 1, RT_SP_WORDS, 0);
+	ACTN(a->err, "err", "state", "i32", 1, 1, 0);
+#undef ACTN
+
+#define PHASE(nm, r)                                                                         \
+	do {                                                                                 \
+		snprintf(p->phases[ph].name, sizeof(p->phases[ph].name), "%s", nm);          \
+		p->phases[ph].rows = (r);                                                    \
+		p->phases[ph].first_op = p->n_ops;                                           \
+		p->phases[ph].gate_buf = -1;                                                 \
+	} while (0)
+#define PHASE_END() (p->phases[ph].n_ops = p->n_ops - p->phases[ph].first_op, ph++)
+	/* prefill: the target's chunk with its taps; fc over every row; the
+	 * head's committed rows r < C - 1 (token row r + 1) */
+	PHASE("prefill", C);
+	{
+		const fwd_opt o = {.mode = FWD_PREFILL, .rows = C, .logits_buf = a->logits,
+		                   .layers = "target", .n_taps = RT_E3_TAPS, .taps = e3->taps};
+		forward_ex(&c, &tm, &o);
+		op_cast(&c, "e3_fc_cast", C, RT_E3_TAPS * TD, A(a->x16, 0), A(a->taps, 0), 1, NULL);
+		op_gemm(&c, "e3_fc", C, HD, RT_E3_TAPS * TD, A(x.fc_out, 0), A(a->x16, 0),
+		        A(x.hm.fc, 0), 1, NULL);
+		op_e3_in(&c, &x, C - 1, 0, 0, 0, C - 1, A(a->x16, 0), A(a->h, 0), A(a->tokens, 4),
+		         A(x.fc_out, 0), A(a->tree_table, 0));
+		head_kv(&c, &x, C - 1, 0, A(a->pos, 4));
+	}
+	PHASE_END();
+
+	/* the draft levels: the root row from the last committed position's
+	 * features, then each level from its parents' output rows */
+	const bool sampled_rule = s->verify_method == RT_VERIFY_RRS ||
+	                          s->verify_method == RT_VERIFY_RRSW ||
+	                          s->verify_method == RT_VERIFY_SPECHUB;
+	const int rule = sampled_rule || s->temperature > 0.0f ? s->expand_rule : RT_EXPAND_TOPK;
+	for (int d = 0; d < t->depth_max; d++) {
+		char nm[32];
+		const int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
+		snprintf(nm, sizeof(nm), "draft_%d", d);
+		PHASE(nm, nd);
+		if (d == 0) {
+			op_step(&c, "tree_prep", 0, false);
+			op_e3_in(&c, &x, 1, 1, 0, 0, rows, A(a->x16, 0), A(x.hid[0], 0),
+			         A(a->tree_tokens, 0), A(x.fc_out, 0), A(a->state, 4 * RT_ST_HROW));
+		} else {
+			const int p0 = t->level_start[d - 1], np = l0 - p0;
+			op_e3_in(&c, &x, nd, 1, l0, p0, np, A(a->x16, 0),
+			         A(x.hid[d % 2], (int64_t)l0 * HD * 4), A(a->tree_tokens, 0),
+			         A(x.hid[(d - 1) % 2], (int64_t)p0 * HD * 4), A(a->tree_table, 0));
+		}
+		head_level(&c, &x, l0, nd, x.hid[d % 2], q_tgt);
+		op_expand(&c, d, V, rule, false, q_tgt);
+		PHASE_END();
+	}
+
+	/* verify: the target's tree forward with its taps; fc of every node
+	 * (node u's row u: RT_ST_HROW's); every node u >= 1's committed row */
+	PHASE("verify", t->n);
+	{
+		const fwd_opt o = {.mode = FWD_TREE, .rows = t->n, .lm_rows = t->n,
+		                   .logits_buf = a->logits, .layers = "target", .n_taps = RT_E3_TAPS,
+		                   .taps = e3->taps};
+		forward_ex(&c, &tm, &o);
+		op_logits(&c, "target_probs", V, t->n, A(a->probs, 0), A(a->logits, 0),
+		          A(a->sampling, 4 * RT_SP_TEMP));
+		op_cast(&c, "e3_fc_cast", t->n, RT_E3_TAPS * TD, A(a->x16, 0), A(a->taps, 0), 1, NULL);
+		op_gemm(&c, "e3_fc", t->n, HD, RT_E3_TAPS * TD, A(x.fc_out, 0), A(a->x16, 0),
+		        A(x.hm.fc, 0), 1, NULL);
+		for (int d = 1; d <= t->depth_max; d++) {
+			const int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
+			const int p0 = t->level_start[d - 1];
+			op_e3_in(&c, &x, nd, 1, l0, p0, l0 - p0,
+			         A(a->x16, (int64_t)(l0 - 1) * 2 * HD * c.dt16),
+			         A(a->h, (int64_t)(l0 - 1) * HD * 4), A(a->tree_tokens, 0),
+			         A(x.fc_out, (int64_t)p0 * HD * 4), A(a->tree_table, 0));
+		}
+		if (t->n > 1)
+			head_kv(&c, &x, t->n - 1, 1, A(a->pos, 4));
+	}
+	PHASE_END();
+
+	PHASE("accept", t->n);
+	op_accept(&c, q_tgt, V, false);
+	op_step(&c, "iter_end", 2, false);
+	PHASE_END();
+
+	PHASE("commit", t->depth_max + 1);
+	op_kv_commit(&c, &tm, 0);
+	op_kv_commit(&c, &x.hm, 1);
+	PHASE_END();
+	p->n_phases = ph;
+	{
+		gen_param prm[] = {PNAME, PI("BLOCK", 256)};
+		kernel_x(&c, "fill_random", "fill_random.cu.tmpl", prm, 2, GEN_PREFIX_PHILOX, false, NULL);
+	}
+#undef PHASE
+#undef PHASE_END
+	if (c.rc)
+		goto out_nomem;
+	return 0;
+out_nomem:
+	gen_plan_free(p);
+	return sw_errf(err, SW_ENOMEM, "%s: out of memory planning", s->file);
+}

@@ -1,0 +1,167 @@
+/* What the planner's files share (gen/plan.c and the drafter planners
+ * beside it, gen/plan_eagle3.c): the plan's model and activation indices,
+ * the op descriptor, the planning context, the forward options, and the op
+ * helpers plan.c defines (each renamed gp_* by the macros below, so the
+ * shared names stay out of the library's global namespace). Internal to
+ * gen/plan*.c; the interface is gen/plan.h. */
+#ifndef GEN_PLAN_INT_H
+#define GEN_PLAN_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arch.h"
+#include "plan.h"
+
+/* Block sizes: the ones test_kern_nvrtc checks for zero spills. */
+enum { BLK_EMB = 128, BLK_RMS = 256, BLK_ROPE = 128, BLK_SWIGLU = 256, BLK_ARGMAX = 512,
+       BLK_CAST = 256 };
+/* The hot kernels' block sizes: the ones their tests compile without spills
+ * (test_kern_logits_process, _tree_expand, _verify, _kv_commit, _tree_attention). */
+enum { BLK_LOGITS = 256, BLK_EXPAND = 256, BLK_VERIFY = 256, BLK_COMMIT = 128 };
+/* The engine's own small kernels (test_kern_kv_store, _step, _ngram_lookup). */
+enum { BLK_KVSTORE = 128, BLK_STEP = 64, BLK_NGRAM = 128, RING = 256 };
+/* The draft-length controller (test_kern_draft_ctrl). */
+enum { BLK_CTRL = 32 };
+/* The block drafter's kernels (test_kern_feature_tap, _block_embed, _block_unmask). */
+enum { BLK_TAP = 128, BLK_UNMASK = 256, BLK_QTGT = 256 };
+
+typedef struct model_ix {
+	const char *tag;     /* "target" / "draft" */
+	const rt_config *cfg;
+	int n_layers;        /* layers this forward runs */
+	int vocab_out;       /* LM head rows used */
+	int embd_rows;       /* rows of tok_embd (a layer-skip draft reads the target's) */
+	int tok_embd, attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down, out_norm, lm_head;
+	int k_cache, v_cache, inv_freq;
+	int mask_embd, fc, fc_norm; /* a block drafter's own weights, else -1 */
+	int d2t, t2d;        /* a mapped draft vocabulary (i32: draft id -> target id, target
+	                      * id -> draft id or -1), else -1 */
+	int len_word;        /* state[len_word]: this cache's length (target 0, draft 1) */
+	int ctx_rows;        /* cache slots per layer: max_context, + B for a block drafter
+	                      * (its block rows are staged past the length) */
+	const gen_arch *arch; /* the family's weights and q/k/v ops (arch.h) */
+	int n_xw, xw[GEN_ARCH_MAX_W]; /* the family's extra weights (arch->weights order) */
+	gen_arch_block blk;   /* the rest of the family's block (arch.h) */
+} model_ix;
+
+typedef struct act_ix {
+	int h, delta, xn, x16, q, q16, k, v, attn, part_o, part_ml, gate, up, pos, tokens,
+	    tree_tokens, tree_table, logits, probs, draft_logits, draft_probs, state, iter, err,
+	    accept_path, emitted, counts, verify_scratch, kv_done, ngram_hist, sampling,
+	    taps, blk_tok, blk_pos, q_tgt;
+} act_ix;
+
+/* Tree attention launch shape: the one of least projected _part + _merge
+ * time at est_context cached keys (gen/attn_cost.h: the H100 model, its
+ * terms and what it leaves out). The T * GROUP query rows of a KV head go
+ * to warps of ROW_BLOCKS 16-row mma fragments, WARPS per block, ZT =
+ * ceil(rows / (16 ROW_BLOCKS WARPS)) row blocks on the grid's z axis (each
+ * re-reads the split's K/V from L2); SPLIT keys per block along the
+ * context, the last live split also taking the N_BLK block keys (so
+ * blk_splits = 0: no partials of a block split of their own). Fewer splits
+ * shrink the fp32 partials, more row blocks cost L2 traffic, both buy
+ * blocks for 132 SMs; the model weighs them. E.g. Llama-3-8B at 4096:
+ * eagle25 (T = 26) ROW_BLOCKS 1, WARPS 4, SPLIT 512, ZT 2; sequoia63 (T =
+ * 64) 2, 2, 512, 4; a decode step (T = 1) 1, 1, 256. */
+typedef struct attn_shape {
+	int T, n_blk, masked, split, warps, rb, mblock, zt, ctx_splits, blk_splits;
+} attn_shape;
+
+typedef struct op_desc {
+	const char *name, *op;
+	int exec, kernel;
+	const char *uri; /* pending/cuBLASLt key; kernels take theirs */
+	const char *entry; /* kernels with two entries: "_part" / "_merge" */
+	int gx, gy, gz, block, repeat, layer0;
+	const char *layers;
+	int64_t m, n, k;
+	double bytes, flops;
+	int n_args;
+	gen_arg args[GEN_OP_MAX_ARGS];
+} op_desc;
+
+#define A(b, off) ((gen_arg){.buf = (b), .offset = (off)})
+#define PI(n, v) ((gen_param){.name = (n), .type = GEN_PARAM_INT, .i = (v)})
+#define PNAME ((gen_param){.name = "NAME", .type = GEN_PARAM_IDENT})
+#define PF(n, v) ((gen_param){.name = (n), .type = GEN_PARAM_FLOAT, .f = (v)})
+
+typedef struct ctx {
+	gen_plan *p;
+	const gen_spec *s;
+	act_ix a;
+	int dt16;       /* bytes of the 16-bit dtype */
+	int cast_mode;  /* cast template MODE for f32 -> dtype */
+	int layer0;     /* the first layer of the per-layer ops being emitted */
+	int rc;
+} ctx;
+
+enum fwd_mode { FWD_PREFILL, FWD_TREE, FWD_BLOCK };
+
+/* One forward's shape: FWD_PREFILL a causal chunk, FWD_TREE the staged tree
+ * levels under the ancestor mask, FWD_BLOCK a block drafter's pass (its B
+ * rows from block_embed, positions blk_pos, the block visibility table). */
+typedef struct fwd_opt {
+	int mode;
+	int64_t rows, row0;
+	int lm_rows;          /* LM head over the last lm_rows rows, into logits_buf */
+	int logits_buf;
+	int64_t logits_off;
+	const char *layers;
+	int n_taps;           /* the outputs of layers taps[] go to slots of a->taps */
+	const int *taps;
+	int first;            /* FWD_BLOCK: block_embed FIRST */
+	int mask_kind;        /* FWD_BLOCK: GEN_MASK_BLOCK_* */
+} fwd_opt;
+
+#define attn_choose(...) gp_attn_choose(__VA_ARGS__)
+#define add_buf(...) gp_add_buf(__VA_ARGS__)
+#define kernel_x(...) gp_kernel_x(__VA_ARGS__)
+#define kernel(...) gp_kernel(__VA_ARGS__)
+#define emit(...) gp_emit(__VA_ARGS__)
+#define op_cast(...) gp_op_cast(__VA_ARGS__)
+#define op_gemm(...) gp_op_gemm(__VA_ARGS__)
+#define op_rmsnorm(...) gp_op_rmsnorm(__VA_ARGS__)
+#define op_attention(...) gp_op_attention(__VA_ARGS__)
+#define op_logits(...) gp_op_logits(__VA_ARGS__)
+#define op_expand(...) gp_op_expand(__VA_ARGS__)
+#define op_step(...) gp_op_step(__VA_ARGS__)
+#define forward_ex(...) gp_forward_ex(__VA_ARGS__)
+#define model_bufs(...) gp_model_bufs(__VA_ARGS__)
+#define max64(...) gp_max64(__VA_ARGS__)
+#define op_accept(...) gp_op_accept(__VA_ARGS__)
+#define op_kv_commit(...) gp_op_kv_commit(__VA_ARGS__)
+
+/* plan.c: see each definition's comment */
+attn_shape attn_choose(const rt_config *cfg, int T, int n_blk, const gen_spec *s, int elt,
+                       bool masked, int max_ctx);
+int add_buf(gen_plan *p, const char *name, const char *kind, const char *dt, int rank,
+            int64_t d0, int64_t d1, int64_t d2, int64_t d3);
+int kernel_x(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np, int prefix,
+             bool two, const char *tree_id);
+int kernel(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np);
+void emit(ctx *c, const op_desc *d);
+void op_cast(ctx *c, const char *name, int64_t rows, int64_t width, gen_arg dst, gen_arg src,
+             int repeat, const char *layers);
+void op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg out, gen_arg a,
+             gen_arg w, int repeat, const char *layers);
+void op_rmsnorm(ctx *c, const char *name, const rt_config *cfg, int64_t rows, gen_arg w,
+                int repeat, const char *layers);
+void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L, const char *layers,
+                  int mask_kind);
+void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
+               gen_arg params);
+void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf);
+void op_step(ctx *c, const char *name, int mode, bool has_hist);
+void forward_ex(ctx *c, const model_ix *m, const fwd_opt *o);
+int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n_layers,
+               bool own_weights, const model_ix *shared);
+int64_t max64(int64_t a, int64_t b);
+void op_accept(ctx *c, int q_buf, int vq, bool by_depth);
+void op_kv_commit(ctx *c, const model_ix *m, int done_word);
+
+/* plan_eagle3.c: the whole plan of an engine drafting with an EAGLE-3 head
+ * (gen_plan_build's GEN_DRAFT_EAGLE3 dispatch). */
+int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err);
+
+#endif

@@ -1,0 +1,666 @@
+/* Engines that draft with an EAGLE-3 head (issue 23; gen/plan_eagle3.c):
+ * spec -> `specwright build` (plan + render, no NVRTC) -> the bounds proof
+ * at load -> bound to the host backend with the head's weights from its
+ * directory (public checkpoint format, tests/util/eagle3_util.c's writer
+ * over the engine tests' tiny target, a draft vocabulary of Vd = 60 ids
+ * spread over the target's 111: not a prefix) -> chunked prefill with the
+ * taps and the head's committed rows -> per iteration the root row, the
+ * head's levels, verify with the node rows, accept, the commits. Checked
+ * against independent references:
+ *  - greedy: the engine emits the host fp32 target-only greedy tokens and
+ *    the host EAGLE-3 decoder's (runtime/decode/eagle3_draft.c, fp32: the
+ *    same head on the model/ forward) token for token, in as many
+ *    iterations, and every iteration's drafted tree (read from the engine
+ *    after it) is the host head's from the same committed sequence: a
+ *    chain, a Cartesian tree, a head with its own embedding and no maps,
+ *    a one-token prompt; native and emulate; graph = eager. A chain draft
+ *    may differ only at an fp16 near-tie of the host head's logits (margin
+ *    <= 8 u max|logit|, u = 2^-11: test_engine.c check_greedy's bound),
+ *    which is named;
+ *  - exactness at T > 0: chi-square at significance 1e-4 of the first two
+ *    emitted tokens against the target's enumerated distribution;
+ *  - bad input: specs (no head directory, no weights file, a config of
+ *    another target, q8_0, prefill_chunk 1, adaptive, the bare string), and
+ *    at bind no head, a head of another shape, another head's weights (the
+ *    digest the build recorded), each refused by name.
+ * The planner's engines also pass the loader's bounds proof (three trees).
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "decode/chain.h"
+#include "decode/eagle3_draft.h"
+#include "decode/tree_verify.h"
+#include "device/device.h"
+#include "eagle3_util.h"
+#include "engine/engine.h"
+#include "engine/manifest.h"
+#include "engine_util.h"
+#include "formats/gguf.h"
+#include "gen/build.h"
+#include "gen/render.h"
+#include "gen/spec.h"
+#include "core/fileio.h"
+#include "model/eagle3.h"
+#include "testutil.h"
+
+static char g_dir[256], g_tiny_path[300], g_head[300];
+static rt_model *g_tiny;
+static rt_eagle3 *g_h;
+
+static const char *cache_dir(void)
+{
+	static char c[300];
+	snprintf(c, sizeof(c), "%s/cache", g_dir);
+	return c;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	eu_work_dir(g_dir, sizeof(g_dir), "test_engine_eagle3");
+	g_tiny = eu_tiny_model(g_dir, g_tiny_path, sizeof(g_tiny_path));
+	if (!g_tiny)
+		return -1;
+	snprintf(g_head, sizeof(g_head), "%s/head", g_dir);
+	mkdir(g_head, 0755);
+	te3_opts o = te3_default(g_tiny);
+	o.draft_vocab = 60;
+	o.ffn = 192;
+	if (te3_write(g_head, g_tiny, &o, 5))
+		return -1;
+	sw_err err = {0};
+	g_h = rt_eagle3_load(g_head, g_tiny, &err);
+	if (!g_h)
+		print_message("head: %s\n", err.msg);
+	return g_h ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	rt_eagle3_free(g_h);
+	rt_model_free(g_tiny);
+	te3_rmdir(g_head);
+	return 0;
+}
+
+static void e3_spec_for(char *buf, size_t n, const char *target, const char *head, const char *tree,
+                        const char *verify, const char *expand, double temp, int ctx, int chunk)
+{
+	snprintf(buf, n,
+	         "{\"name\": \"tiny-e3\", \"target\": {\"path\": \"%s\"}, \"draft\": {\"method\": "
+	         "\"eagle3\", \"path\": \"%s\"}, \"tree\": \"%s\", \"verify\": {\"method\": \"%s\", "
+	         "\"expand\": \"%s\"}, \"sampling\": {\"temperature\": %g, \"top_k\": 0, \"top_p\": 1}, "
+	         "\"max_context\": %d, \"prefill_chunk\": %d, \"dtype\": \"fp16\", \"archs\": "
+	         "[\"sm_80\"]}", target, head, tree, verify, expand, temp, ctx, chunk);
+}
+
+static void e3_spec(char *buf, size_t n, const char *head, const char *tree, const char *verify,
+                    const char *expand, double temp)
+{
+	e3_spec_for(buf, n, g_tiny_path, head, tree, verify, expand, temp, 192, 16);
+}
+
+static rt_engine *bind_e3_to(const char *dir, rt_dev *d, const rt_model *m, const rt_eagle3 *h,
+                             uint64_t seed)
+{
+	sw_err err = {0};
+	rt_engine *e = rt_engine_load(dir, &err);
+	if (!e)
+		fail_msg("%s", err.msg);
+	if (cli_engine_bind_eagle3(e, d, m, h, seed, &err))
+		fail_msg("bind (%s): %s", d->desc, err.msg);
+	return e;
+}
+
+static rt_engine *bind_e3(const char *dir, rt_dev *d, uint64_t seed)
+{
+	return bind_e3_to(dir, d, g_tiny, g_h, seed);
+}
+
+/* The host EAGLE-3 decoder (fp32): a chain (tree NULL) or a static tree. */
+static int host_e3(const char *tree, int gamma, const rt_sampling *s, uint64_t seed,
+                   const int32_t *prompt, int n_prompt, int max_new, int32_t *out, rt_stats *st)
+{
+	sw_err err = {0};
+	gen_tree t;
+	if (tree && gen_tree_parse(tree, NULL, &t, &err))
+		fail_msg("%s", err.msg);
+	rt_ctx *tc = rt_ctx_new(g_tiny, 512, 64, &err);
+	assert_non_null(tc);
+	rt_drafter *d = rt_drafter_eagle3(g_h, tc, 8, &err);
+	if (!d)
+		fail_msg("%s", err.msg);
+	rt_gen_cfg cfg = {.samp = *s, .gamma = gamma, .seed = seed, .max_new = max_new};
+	int n;
+	if (tree) {
+		rt_tree_cfg tcfg = {&t, RT_EXPAND_TOPK, RT_VERIFY_GREEDY};
+		n = rt_generate_tree_drafter(tc, d, &tcfg, prompt, n_prompt, &cfg, out, st, &err);
+	} else {
+		n = rt_generate_spec(tc, d, prompt, n_prompt, &cfg, out, st, &err);
+	}
+	if (n < 0)
+		fail_msg("host EAGLE-3 decoding: %s", err.msg);
+	rt_drafter_free(d);
+	rt_ctx_free(tc);
+	return n;
+}
+
+/* Every planned EAGLE-3 engine passes the loader's bounds proof. */
+static void test_planned_loads(void **state)
+{
+	(void)state;
+	static const char *const trees[] = {"chain:4", "branch:2,2,1", "eagle25"};
+	for (int i = 0; i < 3; i++) {
+		char spec[2048], dir[400];
+		sw_err err = {0};
+		snprintf(dir, sizeof(dir), "%s/load%d", g_dir, i);
+		e3_spec(spec, sizeof(spec), g_head, trees[i], "greedy", "topk", 0);
+		eu_build(spec, dir, cache_dir(), false);
+		rt_manifest *m = rt_manifest_load(dir, &err);
+		if (!m)
+			fail_msg("%s: %s", trees[i], err.msg);
+		assert_int_equal(m->draft_kind, RT_ENGINE_DRAFT_EAGLE3);
+		assert_true(m->draft_digest[0] != 0);
+		print_message("  %-12s %d ops, %d buffers, %d phases: every op inside its buffers\n",
+		              trees[i], m->n_ops, m->n_bufs, m->n_phases);
+		rt_manifest_free(m);
+	}
+}
+
+/* Each iteration's drafted tree (the engine's tree_tokens after it) against
+ * the host head's drafts from the same committed sequence: the root, then
+ * every node (a chain: the host chain drafter's gamma tokens; a tree: its
+ * top-k tree). */
+typedef struct drafts_cb {
+	rt_engine *e;
+	rt_drafter *hd;
+	rt_ctx *tc;
+	const gen_tree *t;     /* NULL: a chain of gamma */
+	int gamma;
+	int32_t hist[256];
+	int n_hist, iters, nodes, ties;
+	float *q;
+	char what[96];
+} drafts_cb;
+
+/* A chain's step u (drafts host[1..u-1] agreed): the host head's logits
+ * over Vd, its pick host[u] over the engine's eng_tok by how much, and the
+ * fp16 bound 8 u max|logit| (test_engine.c check_greedy's derivation).
+ * c->tc holds the target's taps of hist[0..n_hist-2]. */
+static void chain_margin(const drafts_cb *c, const int32_t *host, int u, int32_t eng_tok,
+                         double *margin, double *bound)
+{
+	sw_err err = {0};
+	const int Vd = g_h->cfg.draft_vocab, D = g_h->cfg.head.dim;
+	rt_e3_state *st = rt_e3_state_new(g_h, 512, 8, &err);
+	float *hid = malloc(sizeof(float) * 2 * (size_t)D), *lg = malloc(sizeof(float) * (size_t)Vd);
+	assert_true(st && hid && lg);
+	if (rt_e3_commit(st, c->tc->tap_cache, c->hist + 1, c->n_hist - 1, hid, lg, &err))
+		fail_msg("%s", err.msg);
+	for (int j = 1; j < u; j++) {
+		int32_t pos = c->n_hist - 1 + (j - 1);
+		if (rt_e3_step(st, hid, &host[j], &pos, 1, NULL, hid + D, lg, &err))
+			fail_msg("%s", err.msg);
+		memcpy(hid, hid + D, sizeof(float) * (size_t)D);
+	}
+	const float *t2d = g_h->map_f + Vd;
+	const int dh = (int)t2d[host[u]], de = eng_tok >= 0 ? (int)t2d[eng_tok] : -1;
+	double mx = 0;
+	for (int i = 0; i < Vd; i++)
+		mx = fmax(mx, fabs(lg[i]));
+	*bound = 8.0 * 0x1p-11 * mx;
+	*margin = de >= 0 && dh >= 0 ? (double)lg[dh] - lg[de] : -1;
+	rt_e3_state_free(st);
+	free(hid);
+	free(lg);
+}
+
+static int on_iteration(void *user, const int32_t *tok, int n)
+{
+	drafts_cb *c = user;
+	sw_err err = {0};
+	const int nn = c->t ? c->t->n : c->gamma + 1;
+	int32_t eng[RT_ENGINE_MAX_NODES], host[RT_ENGINE_MAX_NODES];
+	rt_dev *d = c->e->dev;
+	if (d->ops->download(d, eng, rt_engine_buf_addr(c->e, "tree_tokens"), (size_t)nn * 4, &err))
+		fail_msg("%s", err.msg);
+	rt_ctx_truncate(c->tc, 0);
+	float *lg = malloc(sizeof(float) * (size_t)g_tiny->cfg.vocab);
+	assert_non_null(lg);
+	if (rt_ctx_feed(c->tc, c->hist, c->n_hist - 1, lg, &err))
+		fail_msg("%s", err.msg);
+	free(lg);
+	const rt_sampling greedy = {0.0f, 0, 1.0f}, sd = {1.0f, 0, 1.0f};
+	for (int u = 0; u < nn; u++)
+		host[u] = -1; /* nothing drafted (a one-token prompt's first iteration): absent */
+	host[0] = c->hist[c->n_hist - 1];
+	int k = c->t ? c->hd->ops->draft_tree(c->hd, c->t, RT_EXPAND_TOPK, &sd, &greedy, 1,
+	                                      (uint32_t)c->iters, c->hist, c->n_hist, host, c->q, &err)
+	             : c->hd->ops->propose(c->hd, c->hist, c->n_hist, c->gamma, &greedy, 1,
+	                                   (uint32_t)c->iters, host + 1, NULL, &err);
+	if (k < 0)
+		fail_msg("host drafts: %s", err.msg);
+	for (int u = 0; u < nn; u++) {
+		if (eng[u] == host[u])
+			continue;
+		double margin = -1, bound = 0;
+		if (!c->t && u > 0)
+			chain_margin(c, host, u, eng[u], &margin, &bound);
+		if (!(margin >= 0 && margin <= bound))
+			fail_msg("%s: iteration %d (after %d tokens): node %d drafted %d, the host head "
+			         "%d (its logits' margin %.5f, bound %.5f)", c->what, c->iters, c->n_hist,
+			         u, eng[u], host[u], margin, bound);
+		print_message("  %s: iteration %d node %d: %d, the host head's %d, a near-tie (margin "
+		              "%.5f <= %.5f): the rest of this chain not compared\n", c->what, c->iters,
+		              u, eng[u], host[u], margin, bound);
+		c->ties++;
+		break;
+	}
+	c->nodes += nn - 1;
+	c->iters++;
+	for (int i = 0; i < n; i++)
+		c->hist[c->n_hist++] = tok[i];
+	return 0;
+}
+
+static void greedy_case(const char *tree, int gamma, int tag)
+{
+	enum { P = 37, N = 32 };
+	int32_t prompt[P], ref[N], host[N], a[N];
+	float margin[N];
+	eu_tiny_prompt(prompt, P);
+	eu_reference(g_tiny, prompt, P, N, ref, margin, NULL);
+	const rt_sampling greedy = {0.0f, 0, 1.0f};
+	char spec[2048], dir[400], what[96];
+	snprintf(dir, sizeof(dir), "%s/greedy%d", g_dir, tag);
+	e3_spec(spec, sizeof(spec), g_head, tree, "greedy", "topk", 0);
+	eu_build(spec, dir, cache_dir(), false);
+	rt_stats hs;
+	const bool chain = !strncmp(tree, "chain:", 6);
+	assert_int_equal(host_e3(chain ? NULL : tree, gamma, &greedy, 1, prompt, P, N, host, &hs), N);
+	assert_memory_equal(host, ref, sizeof(ref)); /* greedy speculation = target-only */
+	for (int mode = 0; mode < 2; mode++) {
+		rt_dev *d = eu_open_host(mode ? RT_HOST_EMULATE : RT_HOST_NATIVE, cache_dir());
+		rt_engine *e = bind_e3(dir, d, 1);
+		rt_engine_stats st;
+		snprintf(what, sizeof(what), "%s %s", tree, mode ? "emulate" : "native");
+		/* every iteration's drafts against the host head's */
+		sw_err err = {0};
+		gen_tree t;
+		drafts_cb cb = {.e = e, .gamma = gamma, .n_hist = P};
+		snprintf(cb.what, sizeof(cb.what), "%s", what);
+		memcpy(cb.hist, prompt, sizeof(prompt));
+		cb.tc = rt_ctx_new(g_tiny, 512, 64, &err);
+		assert_non_null(cb.tc);
+		cb.hd = rt_drafter_eagle3(g_h, cb.tc, 8, &err);
+		assert_non_null(cb.hd);
+		if (!chain) {
+			if (gen_tree_parse(tree, NULL, &t, &err))
+				fail_msg("%s", err.msg);
+			cb.t = &t;
+			cb.q = malloc(sizeof(float) * (size_t)t.n * g_tiny->cfg.vocab);
+		}
+		rt_engine_run r = {.prompt = prompt, .n_prompt = P, .max_new = N, .eos = -1,
+		                   .on_tokens = on_iteration, .cb_user = &cb};
+		if (rt_engine_generate(e, &r, a, &st, &err) != N)
+			fail_msg("%s: %s", what, err.msg);
+		print_message("  %s: %d iterations, each drafting the host head's tokens (%d nodes, %d "
+		              "fp16 near-ties)\n", what, cb.iters, cb.nodes, cb.ties);
+		free(cb.q);
+		rt_drafter_free(cb.hd);
+		rt_ctx_free(cb.tc);
+		for (int i = 0; i < N; i++)
+			if (a[i] != host[i])
+				fail_msg("%s: token %d is %d, the host EAGLE-3 decoder's %d", what, i, a[i], host[i]);
+		print_message("  %s: %d/%d tokens = host decoder = target-only; %d iterations (host "
+		              "%d)\n", what, N, N, (int)st.n_iters, (int)hs.n_iters);
+		assert_int_equal(st.n_iters, hs.n_iters);
+		if (!mode) { /* the same iteration run op by op: the graph's tokens */
+			int32_t b[N];
+			assert_int_equal(eu_generate(e, "eager", prompt, P, N, true, b, &st), N);
+			assert_memory_equal(a, b, sizeof(b));
+		}
+		rt_engine_free(e);
+		rt_dev_free(d);
+	}
+	/* drafts were accepted (the iteration counts compare them too); the
+	 * own-embedding head's are compared node by node only */
+	if (tag < 2)
+		assert_true(hs.n_accepted > 0);
+}
+
+static void test_greedy_chain(void **state)
+{
+	(void)state;
+	greedy_case("chain:4", 4, 0);
+}
+
+static void test_greedy_tree(void **state)
+{
+	(void)state;
+	greedy_case("branch:2,2,1", 3, 1);
+}
+
+/* A head with its own embedding (buffer draft.tok_embd), no maps (Vd = V,
+ * draft id = target id: the identity d2t/t2d bound) and vLLM's
+ * norm_before_residual (eagle3_in's NORM_BEFORE_RES): the chain again. */
+static void test_greedy_own_embedding(void **state)
+{
+	(void)state;
+	char dir[300], saved[300];
+	sw_err err = {0};
+	snprintf(dir, sizeof(dir), "%s/head_own", g_dir);
+	mkdir(dir, 0755);
+	te3_opts o = te3_default(g_tiny);
+	o.ffn = 192;
+	o.own_embd = true;
+	o.no_maps = true;
+	assert_int_equal(te3_write(dir, g_tiny, &o, 8), 0);
+	/* and vLLM's norm_before_residual (the residual is hidden_norm(f)) */
+	char cp[400];
+	size_t n;
+	snprintf(cp, sizeof(cp), "%s/config.json", dir);
+	char *text = sw_read_file(cp, SW_CAP_CONFIG, &n);
+	assert_non_null(text);
+	assert_true(n > 2 && text[0] == '{');
+	FILE *f = fopen(cp, "w");
+	assert_non_null(f);
+	fprintf(f, "{\"norm_before_residual\": true, %s", text + 1);
+	fclose(f);
+	free(text);
+	rt_eagle3 *h = rt_eagle3_load(dir, g_tiny, &err), *keep = g_h;
+	if (!h)
+		fail_msg("%s", err.msg);
+	assert_true(h->cfg.own_embd && !h->cfg.has_d2t && h->cfg.norm_before_residual);
+	snprintf(saved, sizeof(saved), "%s", g_head);
+	snprintf(g_head, sizeof(g_head), "%s", dir);
+	g_h = h;
+	greedy_case("chain:4", 4, 2);
+	g_h = keep;
+	snprintf(g_head, sizeof(g_head), "%s", saved);
+	rt_eagle3_free(h);
+	te3_rmdir(dir);
+}
+
+/* A one-token prompt: nothing to draft from, so the first iteration runs
+ * target-only (engine.c) and the head takes over from the second; tokens =
+ * the host decoder's (which drafts nothing at first either) = target-only,
+ * in as many iterations, every iteration's drafts the host head's (prompt
+ * {17} meets an fp16 near-tie of the head at its fourth token, ids 49 and
+ * 62 at 5.2830 and 5.2742, which also flips the iteration count; {8} meets
+ * none in 20 tokens). */
+static void test_one_token_prompt(void **state)
+{
+	(void)state;
+	enum { N = 20 };
+	const int32_t prompt[1] = {8};
+	const int NP = 1;
+	const rt_sampling greedy = {0.0f, 0, 1.0f};
+	int32_t ref[N], host[N], a[N];
+	float margin[N];
+	eu_reference(g_tiny, prompt, NP, N, ref, margin, NULL);
+	rt_stats hs;
+	assert_int_equal(host_e3(NULL, 4, &greedy, 1, prompt, NP, N, host, &hs), N);
+	assert_memory_equal(host, ref, sizeof(ref));
+	char spec[2048], dir[400];
+	snprintf(dir, sizeof(dir), "%s/one", g_dir);
+	e3_spec(spec, sizeof(spec), g_head, "chain:4", "greedy", "topk", 0);
+	eu_build(spec, dir, cache_dir(), false);
+	rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
+	rt_engine *e = bind_e3(dir, d, 1);
+	rt_engine_stats st;
+	for (int rep = 0; rep < 2; rep++) { /* the second after a longer request */
+		sw_err err = {0};
+		drafts_cb cb = {.e = e, .gamma = 4, .n_hist = NP};
+		snprintf(cb.what, sizeof(cb.what), "one-token prompt");
+		memcpy(cb.hist, prompt, sizeof(int32_t) * NP);
+		cb.tc = rt_ctx_new(g_tiny, 512, 64, &err);
+		assert_non_null(cb.tc);
+		cb.hd = rt_drafter_eagle3(g_h, cb.tc, 8, &err);
+		assert_non_null(cb.hd);
+		rt_engine_run r = {.prompt = prompt, .n_prompt = NP, .max_new = N, .eos = -1,
+		                   .on_tokens = on_iteration, .cb_user = &cb};
+		if (rt_engine_generate(e, &r, a, &st, &err) != N)
+			fail_msg("one-token prompt: %s", err.msg);
+		rt_drafter_free(cb.hd);
+		rt_ctx_free(cb.tc);
+		assert_memory_equal(a, host, sizeof(host));
+		assert_int_equal(st.n_iters, hs.n_iters);
+		print_message("  one-token prompt: %d/%d tokens = host decoder = target-only, %d "
+		              "iterations (host %d), every iteration's %d drafts the host head's\n", N, N,
+		              (int)st.n_iters, (int)hs.n_iters, cb.nodes);
+		int32_t p2[37], o2[8];
+		eu_tiny_prompt(p2, 37);
+		assert_int_equal(eu_generate(e, "37-token prompt", p2, 37, 8, false, o2, &st), 8);
+	}
+	rt_engine_free(e);
+	rt_dev_free(d);
+}
+
+/* Exactness of the engine path at T > 0: a sampled chain (RRS), a sampled
+ * tree (RRSW, without replacement) and a top-k tree verified one-hot, at T
+ * = 1 and T = 2 with top-k 5; a 12-id target, a head over 10 of its ids
+ * (not a prefix: q = 0 on ids 0 and 2). First two tokens of N runs (a fresh
+ * seed each) against tu_seq_dist's enumeration, chi-square at significance
+ * 1e-4 (tu_chi2_crit); the graph captured once per engine. */
+static void test_exactness(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *tree, *verify, *expand;
+	} cfg[] = {
+		{"chain:3", "rrs", "sample"},
+		{"branch:2,2", "rrsw", "sample-wor"},
+		{"branch:2,2", "onehot", "topk"},
+	};
+	static const rt_engine_sampling set[] = {{1.0f, 0, 1.0f}, {2.0f, 5, 1.0f}};
+	static const int32_t used[10] = {5, 1, 3, 11, 4, 6, 7, 10, 8, 9};
+	const int n_set = 2, V = 12, N = 2000, K = V * V;
+	sw_err err = {0};
+	char mpath[300], hdir[300];
+	rt_model *m = tu_tiny_llama(V, 32, 3, 2, 1, 48, 11); /* T = 1: 6 at 0.91 */
+	assert_non_null(m);
+	snprintf(mpath, sizeof(mpath), "%s/v12.gguf", g_dir);
+	if (rt_llama_save_gguf(m, mpath, GGML_T_F32, &err))
+		fail_msg("%s", err.msg);
+	snprintf(hdir, sizeof(hdir), "%s/head12", g_dir);
+	mkdir(hdir, 0755);
+	te3_opts o = te3_default(m);
+	o.draft_vocab = 10;
+	o.used = used;
+	o.ffn = 96;
+	o.scale = 0.25; /* a flat q: most of p's mass is under it, drafts are accepted */
+	assert_int_equal(te3_write(hdir, m, &o, 9), 0);
+	rt_eagle3 *h = rt_eagle3_load(hdir, m, &err);
+	if (!h)
+		fail_msg("%s", err.msg);
+	const int32_t prompt[3] = {3, 7, 1};
+	double *probs = eu_seq_dists(m, prompt, 3, set, n_set);
+	uint64_t *counts = malloc(sizeof(*counts) * (size_t)K);
+	assert_non_null(counts);
+	for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
+		char spec[2048], dir[300];
+		snprintf(dir, sizeof(dir), "%s/exact%zu", g_dir, c);
+		e3_spec_for(spec, sizeof(spec), mpath, hdir, cfg[c].tree, cfg[c].verify, cfg[c].expand,
+		            1.0, 64, 8);
+		eu_build(spec, dir, cache_dir(), false);
+		rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
+		rt_engine *e = bind_e3_to(dir, d, m, h, 1);
+		int captures = 0;
+		uint64_t seed = 5000;
+		for (int k = 0; k < n_set; k++) {
+			const double *pk = probs + (size_t)k * K;
+			memset(counts, 0, sizeof(*counts) * (size_t)K);
+			int iters = 0;
+			for (int r = 0; r < N; r++) {
+				int32_t out[4];
+				rt_engine_stats st;
+				rt_engine_run run = {.prompt = prompt, .n_prompt = 3, .max_new = 2, .eos = -1,
+				                     .samp = &set[k]};
+				if (rt_engine_reseed(e, seed++, &err) ||
+				    rt_engine_generate(e, &run, out, &st, &err) != 2)
+					fail_msg("%s run %d: %s", cfg[c].tree, r, err.msg);
+				counts[out[0] * V + out[1]]++;
+				iters += (int)st.n_iters;
+				captures += st.t_capture > 0;
+			}
+			int df;
+			double chi = tu_chi2(counts, pk, K, (uint64_t)N, &df), crit = tu_chi2_crit(df, 1e-4);
+			print_message("  %-10s %-6s T %.1f k %d: chi2 %.1f (df %d, critical %.1f at 1e-4), "
+			              "%.2f iterations per 2 tokens\n", cfg[c].tree, cfg[c].verify,
+			              (double)set[k].temperature, set[k].top_k, chi, df, crit, (double)iters / N);
+			if (!(chi < crit))
+				fail_msg("%s %s at T %g top-k %d: the engine's output distribution is not the "
+				         "target's", cfg[c].tree, cfg[c].verify, (double)set[k].temperature,
+				         set[k].top_k);
+			assert_true(iters < 2 * N); /* drafts were accepted */
+		}
+		assert_int_equal(captures, 1);
+		rt_engine_free(e);
+		rt_dev_free(d);
+	}
+	rt_eagle3_free(h);
+	te3_rmdir(hdir);
+	free(probs);
+	free(counts);
+	rt_model_free(m);
+}
+
+static void spec_refused(const char *text, const char *want)
+{
+	gen_spec *sp = malloc(sizeof(*sp));
+	sw_err err = {0};
+	assert_non_null(sp);
+	int rc = gen_spec_parse(text, strlen(text), "t.json", NULL, sp, &err);
+	free(sp);
+	if (!rc)
+		fail_msg("accepted (want \"%s\"): %s", want, text);
+	if (!strstr(err.msg, want))
+		fail_msg("message \"%s\" lacks \"%s\"", err.msg, want);
+	print_message("  refused: %s\n", err.msg);
+}
+
+/* Bad input, each refused with the file, the field, what was expected and
+ * what was found: specs (the head's directory, its files, what an EAGLE-3
+ * engine cannot do), and at bind a head other than the engine's (its
+ * shape, its weights: the build's digest), or none. */
+static void test_refused(void **state)
+{
+	(void)state;
+	char spec[2048], bad[300], cfg[400];
+	e3_spec(spec, sizeof(spec), "/nonexistent", "chain:4", "greedy", "topk", 0);
+	spec_refused(spec, "$.draft.path: expected an EAGLE-3 head directory (config.json, "
+	             "model.safetensors), found \"/nonexistent\"");
+	/* a directory with a config and no weights file */
+	snprintf(bad, sizeof(bad), "%s/bad_head", g_dir);
+	mkdir(bad, 0755);
+	snprintf(cfg, sizeof(cfg), "%s/config.json", g_head);
+	size_t n;
+	char *text = sw_read_file(cfg, SW_CAP_CONFIG, &n);
+	assert_non_null(text);
+	snprintf(cfg, sizeof(cfg), "%s/config.json", bad);
+	FILE *f = fopen(cfg, "w");
+	assert_non_null(f);
+	fwrite(text, 1, n, f);
+	fclose(f);
+	e3_spec(spec, sizeof(spec), bad, "chain:4", "greedy", "topk", 0);
+	spec_refused(spec, "bad_head/model.safetensors");
+	/* a config for another target: its vocabulary */
+	char *v = strstr(text, "\"vocab_size\": 111");
+	assert_non_null(v);
+	memcpy(v, "\"vocab_size\": 112", 17);
+	f = fopen(cfg, "w");
+	assert_non_null(f);
+	fwrite(text, 1, n, f);
+	fclose(f);
+	free(text);
+	spec_refused(spec, "bad_head/config.json: $.vocab_size: expected 111 (the vocabulary of the "
+	             "target");
+	unlink(cfg);
+	rmdir(bad);
+	/* what an EAGLE-3 engine cannot do */
+	e3_spec(spec, sizeof(spec), g_head, "chain:4", "greedy", "topk", 0);
+	char *dt = strstr(spec, "\"fp16\"");
+	memcpy(dt, "\"q8_0\"", 6);
+	spec_refused(spec, "$.dtype: expected \"bf16\" or \"fp16\" with an EAGLE-3 head, found "
+	             "\"q8_0\"");
+	e3_spec_for(spec, sizeof(spec), g_tiny_path, g_head, "chain:4", "greedy", "topk", 0, 192, 1);
+	spec_refused(spec, "$.prefill_chunk: expected at least 2 with an EAGLE-3 head");
+	e3_spec(spec, sizeof(spec), g_head, "chain:4", "greedy", "topk", 0);
+	char adapt[2100];
+	snprintf(adapt, sizeof(adapt), "%.*s, \"adaptive\": {\"h\": 0.3}}", (int)strlen(spec) - 1,
+	         spec);
+	spec_refused(adapt, "$.adaptive: expected a chain tree drafted by a model");
+	char *dm = strstr(spec, "{\"method\": \"eagle3\"");
+	char str[2100];
+	snprintf(str, sizeof(str), "%.*s\"eagle3\"%s", (int)(dm - spec), spec,
+	         strstr(dm, "}") + 1);
+	spec_refused(str, "$.draft: expected {\"method\": \"eagle3\", \"path\": DIR}");
+
+	/* at bind: no head, a head of another shape, another head's weights */
+	char dir[400];
+	snprintf(dir, sizeof(dir), "%s/greedy0", g_dir);
+	e3_spec(spec, sizeof(spec), g_head, "chain:4", "greedy", "topk", 0);
+	eu_build(spec, dir, cache_dir(), false);
+	rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
+	sw_err err = {0};
+	rt_engine_weights tw;
+	rt_engine *e = rt_engine_load(dir, &err);
+	assert_non_null(e);
+	assert_int_equal(cli_engine_weights(&tw, g_tiny, "target", &err), 0);
+	assert_int_not_equal(rt_engine_bind(e, d, &tw, NULL, 1, &err), 0);
+	print_message("  refused: %s\n", err.msg);
+	assert_non_null(strstr(err.msg, "the engine drafts with an EAGLE-3 head: give its weights"));
+	rt_engine_free(e);
+	static const struct {
+		int ffn;
+		uint64_t seed;
+		const char *want;
+	} other[] = {{64, 5, "draft ffn_dim 64, engine"}, {192, 6, "draft weights digest"}};
+	for (int i = 0; i < 2; i++) {
+		char odir[300];
+		snprintf(odir, sizeof(odir), "%s/other_head%d", g_dir, i);
+		mkdir(odir, 0755);
+		te3_opts o = te3_default(g_tiny);
+		o.draft_vocab = 60;
+		o.ffn = other[i].ffn;
+		assert_int_equal(te3_write(odir, g_tiny, &o, other[i].seed), 0);
+		rt_eagle3 *h = rt_eagle3_load(odir, g_tiny, &err);
+		assert_non_null(h);
+		e = rt_engine_load(dir, &err);
+		assert_non_null(e);
+		assert_int_not_equal(cli_engine_bind_eagle3(e, d, g_tiny, h, 1, &err), 0);
+		print_message("  refused: %s\n", err.msg);
+		if (!strstr(err.msg, other[i].want))
+			fail_msg("message \"%s\" lacks \"%s\"", err.msg, other[i].want);
+		rt_engine_free(e);
+		rt_eagle3_free(h);
+		te3_rmdir(odir);
+	}
+	rt_dev_free(d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_planned_loads),
+		cmocka_unit_test(test_greedy_chain),
+		cmocka_unit_test(test_greedy_tree),
+		cmocka_unit_test(test_greedy_own_embedding),
+		cmocka_unit_test(test_one_token_prompt),
+		cmocka_unit_test(test_exactness),
+		cmocka_unit_test(test_refused),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
