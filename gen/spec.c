@@ -433,7 +433,8 @@ static int block_parse(const json_value *d, gen_spec *sp, sw_err *err)
 
 /* {"method": "eagle3", "path": DIR}: an EAGLE-3 head's config.json against
  * the target (runtime/model/eagle3.h rt_e3_config_load: width, vocabulary,
- * layer count, the three tapped layers, Vd). */
+ * layer count, the three tapped layers, Vd). Over a target shape DIR may
+ * hold config.json alone (rt_e3_config_shape: a shape-only head). */
 static int eagle3_parse(const json_value *d, gen_spec *sp, sw_err *err)
 {
 	const char *dir;
@@ -458,7 +459,13 @@ static int eagle3_parse(const json_value *d, gen_spec *sp, sw_err *err)
 	memset(&sp->draft, 0, sizeof(sp->draft));
 	snprintf(sp->draft.path, sizeof(sp->draft.path), "%s", dir);
 	const char *tname = sp->target.from_shape ? "(the spec's target shape)" : sp->target.path;
-	if ((rc = rt_e3_config_load(dir, &sp->target.cfg, tname, &sp->eagle3, err)))
+	/* over a target shape, a head directory with config.json alone is a
+	 * head by shape (no weights anywhere: timed with --random-weights) */
+	char wpath[600];
+	snprintf(wpath, sizeof(wpath), "%s/model.safetensors", dir);
+	const bool shape_only = sp->target.from_shape && stat(wpath, &st) && errno == ENOENT;
+	if ((rc = shape_only ? rt_e3_config_shape(dir, &sp->target.cfg, tname, &sp->eagle3, err)
+	                     : rt_e3_config_load(dir, &sp->target.cfg, tname, &sp->eagle3, err)))
 		return sw_err_prefix(err, "%s:%d:%d: $.draft.path", pv->file, pv->line, pv->col);
 	const rt_config *h = &sp->eagle3.head;
 	if (h->head_dim % 8 || h->n_heads % h->n_kv_heads)

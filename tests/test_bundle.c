@@ -13,7 +13,9 @@
  * order). Refusals: a tampered engine, an existing directory that is not a
  * bundle (the user's file survives), a missing kit, weights whose digest
  * is not the engine's. --verify: bundle.json's hashes against sha256sum
- * (an independent SHA-256), then an edited file caught. The kit's
+ * (an independent SHA-256), then an edited file caught. An EAGLE-3
+ * engine's head is carried (sha256, the launcher's --draft-model, a head
+ * with other weights refused, an edited one caught by --verify). The kit's
  * binaries: no EVEX (AVX-512) instruction outside the functions with
  * AVX-512 target attributes, no GLIBC symbol newer than 2.35, no OpenBLAS;
  * the kit's size is printed. Needs `make portable` and the fake (make
@@ -36,6 +38,7 @@
 
 #include "core/fileio.h"
 #include "core/json.h"
+#include "eagle3_util.h"
 #include "engine_util.h"
 #include "formats/gguf.h"
 #include "model/model_gguf.h"
@@ -278,6 +281,127 @@ static void test_refusals(void **state)
 	assert_int_equal(sh("ls %s | grep -c '\\.tmp\\.'", g_abs), 1);
 }
 
+/* ---- an EAGLE-3 engine: its head carried ---- */
+
+/* bundle.json's weights entry of engine name and role, or fails */
+static const json_value *weights_entry(const json_value *root, const char *name, const char *role)
+{
+	const json_value *engs = json_get(root, "engines");
+	for (size_t i = 0; engs && i < engs->n; i++) {
+		if (strcmp(json_get(engs->items[i], "name")->str, name))
+			continue;
+		const json_value *ws = json_get(engs->items[i], "weights");
+		for (size_t k = 0; ws && k < ws->n; k++)
+			if (!strcmp(json_get(ws->items[k], "role")->str, role))
+				return ws->items[k];
+	}
+	fail_msg("bundle.json: no %s weights for engine %s", role, name);
+	return NULL;
+}
+
+static json_value *read_bundle_json(const char *B)
+{
+	char p[800];
+	sw_err err = {0};
+	size_t len = 0;
+	snprintf(p, sizeof(p), "%s/bundle.json", B);
+	char *text = sw_read_file(p, SW_CAP_IMAGE, &len);
+	assert_non_null(text);
+	json_value *root = json_parse(text, len, p, &err);
+	free(text);
+	if (!root)
+		fail_msg("%s", err.msg);
+	return root;
+}
+
+/* The head (config.json, model.safetensors) is copied under weights/ with
+ * its sha256 (against sha256sum) in bundle.json and passed by the launcher:
+ * the bundle's tokens equal build/specwright's with the original model and
+ * head removed; a head with other weights is refused at bundling (digest),
+ * an edited bundled head by --verify; without --with-weights the head is
+ * referenced by its path. */
+static void test_eagle3_head(void **state)
+{
+	char model[700], head[700], eng[700], spec[4096], B[700], R[700], X[700], sha[65];
+	int32_t ref[64], got[64];
+	sw_err err = {0};
+	snprintf(model, sizeof(model), "%s/e3model.gguf", g_abs);
+	snprintf(head, sizeof(head), "%s/e3head", g_abs);
+	snprintf(eng, sizeof(eng), "%s/tiny-e3", g_abs);
+	must(sh("cp %s %s && mkdir -p %s", g_model, model, head), "cp");
+	rt_model *m = rt_model_load(model, &err);
+	if (!m)
+		fail_msg("%s", err.msg);
+	te3_opts o = te3_default(m);
+	o.draft_vocab = 60;
+	o.ffn = 192;
+	assert_int_equal(te3_write(head, m, &o, 5), 0);
+	snprintf(spec, sizeof(spec),
+	         "{\"name\": \"tiny-e3\", \"target\": {\"path\": \"%s\"}, \"draft\": {\"method\": "
+	         "\"eagle3\", \"path\": \"%s\"}, \"tree\": \"chain:3\", \"verify\": {\"method\": \"greedy\", "
+	         "\"expand\": \"topk\"}, \"sampling\": {\"temperature\": 0, \"top_k\": 0, \"top_p\": 1}, "
+	         "\"max_context\": 192, \"prefill_chunk\": 16, \"dtype\": \"fp16\", \"archs\": "
+	         "[\"sm_80\"]}", model, head);
+	eu_build(spec, eng, NULL, false);
+	const char *opts = "--backend host -n 16 --no-chat --json --no-baseline";
+	must(sh("%s/specwright run %s %s -p '%s' 2>/dev/null", build_dir(), eng, opts, PROMPT),
+	     "build/specwright run (EAGLE-3)");
+	const int n = tu_json_tokens(g_out, ref, 64);
+	assert_int_equal(n, 16);
+	must(sh("sha256sum %s/model.safetensors", head), "sha256sum");
+	snprintf(sha, sizeof(sha), "%.64s", g_out);
+
+	/* without --with-weights: referenced by the path it was built from */
+	snprintf(R, sizeof(R), "%s/E3R", g_abs);
+	bundle(R, eng, "");
+	json_value *root = read_bundle_json(R);
+	const json_value *w = weights_entry(root, "tiny-e3", "draft");
+	assert_string_equal(json_get(w, "kind")->str, "eagle3_head_dir");
+	assert_string_equal(json_get(w, "built_from")->str, head);
+	assert_int_equal(json_get(w, "file")->type, JSON_NULL);
+	assert_string_equal(json_get(w, "sha256")->str, sha);
+	json_free(root);
+
+	/* a head with other weights than the engine's: refused, nothing left */
+	snprintf(X, sizeof(X), "%s/E3X", g_abs);
+	must(sh("cp %s/model.safetensors %s/good.safetensors", head, g_abs), "cp");
+	assert_int_equal(te3_write(head, m, &o, 6), 0);
+	assert_int_equal(sh("%s/specwright bundle %s -o %s --with-weights 2>&1", build_dir(), eng, X), 1);
+	if (!strstr(g_out, "digest") || !strstr(g_out, head))
+		fail_msg("EAGLE-3 head digest mismatch: %s", g_out);
+	assert_int_not_equal(access(X, F_OK), 0);
+	must(sh("mv %s/good.safetensors %s/model.safetensors", g_abs, head), "mv");
+
+	/* --with-weights: carried, hashed, passed by the launcher */
+	snprintf(B, sizeof(B), "%s/E3W", g_abs);
+	bundle(B, eng, "--with-weights");
+	root = read_bundle_json(B);
+	w = weights_entry(root, "tiny-e3", "draft");
+	assert_string_equal(json_get(w, "kind")->str, "eagle3_head_dir");
+	assert_string_equal(json_get(w, "file")->str, "weights/e3head");
+	assert_string_equal(json_get(w, "sha256")->str, sha);
+	json_free(root);
+	must(sh("sha256sum %s/weights/e3head/model.safetensors", B), "sha256sum");
+	assert_memory_equal(g_out, sha, 64);
+	must(sh("cmp %s/config.json %s/weights/e3head/config.json", head, B), "config.json carried");
+	must(sh("grep -c '\"weights/e3head/model.safetensors\"' %s/bundle.json", B), "listed");
+	rt_model_free(m);
+	te3_rmdir(head);
+	assert_int_equal(unlink(model), 0);
+	must(sh("env -i PATH=/usr/bin:/bin %s/run run tiny-e3 %s -p '%s' 2>&1", B, opts, PROMPT),
+	     "bundle run EAGLE-3 (env -i, head and model removed)");
+	assert_int_equal(tu_json_tokens(g_out, got, 64), n);
+	assert_memory_equal(got, ref, sizeof(*ref) * (size_t)n);
+	print_message("  EAGLE-3 head carried (sha256 %.12s...): %d tokens equal build/specwright's\n", sha, n);
+	must(sh("env -i PATH=/usr/bin:/bin %s/run --verify 2>&1", B), "--verify");
+	/* one byte of the carried head changed */
+	must(sh("printf 'x' | dd of=%s/weights/e3head/model.safetensors bs=1 seek=200 conv=notrunc 2>/dev/null", B),
+	     "dd");
+	assert_int_equal(sh("env -i PATH=/usr/bin:/bin %s/run --verify 2>&1", B), 1);
+	if (!strstr(g_out, "weights/e3head/model.safetensors") || !strstr(g_out, "1 of"))
+		fail_msg("--verify: %s", g_out);
+}
+
 /* ---- verify ---- */
 
 static void test_verify(void **state)
@@ -373,6 +497,7 @@ int main(void)
 		cmocka_unit_test(test_run_cuda_fake),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_verify),
+		cmocka_unit_test(test_eagle3_head),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

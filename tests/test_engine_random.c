@@ -1,11 +1,13 @@
 /* Random weights for timing (rt_engine_bind_random, `run|profile ENGINE_DIR
  * --random-weights SEED`): every weight buffer of an engine, the target's,
- * a separate draft model's and a shape-only block drafter's, is filled on
+ * a separate draft model's, a shape-only block drafter's and an EAGLE-3
+ * head's by shape (config.json alone), is filled on
  * the device; downloaded, each equals kernels/ref/fill_random.c's values for
  * its (seed, buffer index, range) bit for bit, on the host (native op) and
  * in the emulator (the template), and inv_freq holds the RoPE frequencies.
  * The same seed gives the same tokens on host and host-emulate and on a
- * second bind; another seed other tokens. Engines that cannot take random
+ * second bind; another seed other tokens. The head's id maps (d2t, t2d)
+ * are a valid map (distinct target ids, t2d the inverse, -1 elsewhere). Engines that cannot take random
  * weights are refused: q8_0 (naming the dtype) and one without the fill
  * kernel (saying to rebuild). */
 #include <math.h>
@@ -16,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "engine/random_weights.h"
@@ -55,6 +59,7 @@ static int check_buffers(rt_engine *e, uint64_t wseed)
 				fail_msg("%s (%s): buffer %s differs from the reference fill", e->man->dir,
 				         e->dev->desc, b->name);
 			n_filled++;
+		} else if (rt_engine_random_map(b)) { /* checked as a pair by check_maps */
 		} else { /* inv_freq: theta^(-2j/head_dim) */
 			const float *f = got;
 			const bool draft = !strncmp(b->name, "draft.", 6) && e->man->dcfg.head_dim;
@@ -67,6 +72,45 @@ static int check_buffers(rt_engine *e, uint64_t wseed)
 		free(want);
 	}
 	return n_filled;
+}
+
+/* the id maps of e (bound) form a valid map: d2t Vd distinct target ids
+ * in [0, V), t2d their inverse and -1 at every other id; *moved: how many
+ * draft ids map to another target id than their own */
+static void check_maps(rt_engine *e, int *moved)
+{
+	sw_err err = {0};
+	const rt_engine_buf *bd = NULL, *bt = NULL;
+	for (int i = 0; i < e->man->n_bufs; i++) {
+		const rt_engine_buf *b = &e->man->bufs[i];
+		if (!strcmp(b->name, "draft.d2t"))
+			bd = b;
+		if (!strcmp(b->name, "draft.t2d"))
+			bt = b;
+	}
+	assert_non_null(bd);
+	assert_non_null(bt);
+	const int Vd = (int)(bd->bytes / 4), V = (int)(bt->bytes / 4);
+	assert_int_equal(Vd, e->man->draft_vocab);
+	assert_int_equal(V, e->man->tcfg.vocab);
+	int32_t *d2t = malloc(sizeof(int32_t) * (size_t)(Vd + V)), *t2d = d2t + Vd;
+	assert_non_null(d2t);
+	if (e->dev->ops->download(e->dev, d2t, rt_engine_buf_addr(e, bd->name), (size_t)bd->bytes, &err) ||
+	    e->dev->ops->download(e->dev, t2d, rt_engine_buf_addr(e, bt->name), (size_t)bt->bytes, &err))
+		fail_msg("%s", err.msg);
+	int mapped = 0;
+	*moved = 0;
+	for (int i = 0; i < Vd; i++) {
+		assert_true(d2t[i] >= 0 && d2t[i] < V);
+		assert_int_equal(t2d[d2t[i]], i); /* distinct: each target id has one draft id */
+		*moved += d2t[i] != i;
+	}
+	for (int v = 0; v < V; v++) {
+		assert_true(t2d[v] >= -1 && t2d[v] < Vd);
+		mapped += t2d[v] >= 0;
+	}
+	assert_int_equal(mapped, Vd);
+	free(d2t);
 }
 
 static rt_engine *bind_random(const char *dir, rt_dev *d, uint64_t wseed)
@@ -143,6 +187,55 @@ static void test_block_shape_engine(void **state)
 	assert_memory_equal(a, b, sizeof(a));
 }
 
+/* an EAGLE-3 head by shape (config.json alone, Vd < V) over a target
+ * shape: its id maps are synthesised valid, the weights drawn */
+static void test_eagle3_shape_engine(void **state)
+{
+	(void)state;
+	char head[300], path[400], dir[300], spec[2048];
+	snprintf(head, sizeof(head), "%s/e3head", g_dir);
+	snprintf(path, sizeof(path), "%s/config.json", head);
+	mkdir(head, 0755);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("{\"architectures\": [\"LlamaForCausalLMEagle3\"], \"model_type\": \"llama\", "
+	      "\"hidden_size\": 256, \"intermediate_size\": 192, \"num_attention_heads\": 4, "
+	      "\"num_key_value_heads\": 2, \"num_hidden_layers\": 1, \"vocab_size\": 111, "
+	      "\"draft_vocab_size\": 40, \"rms_norm_eps\": 1e-5, \"rope_theta\": 10000.0, "
+	      "\"eagle_config\": {\"eagle_aux_hidden_state_layer_ids\": [0, 1, 2]}}\n", f);
+	fclose(f);
+	snprintf(spec, sizeof(spec),
+	         "{\"name\": \"tiny-e3-shape\", \"target\": {\"shape\": {\"n_layers\": 3, \"dim\": 256, "
+	         "\"n_heads\": 4, \"n_kv_heads\": 2, \"ffn_dim\": 384, \"vocab\": 111, \"rope_theta\": 10000}}, "
+	         "\"draft\": {\"method\": \"eagle3\", \"path\": \"%s\"}, \"tree\": \"chain:3\", "
+	         "\"verify\": {\"method\": \"greedy\", \"expand\": \"topk\"}, "
+	         "\"sampling\": {\"temperature\": 0, \"top_k\": 0, \"top_p\": 1}, "
+	         "\"max_context\": 192, \"prefill_chunk\": 16, \"dtype\": \"bf16\", \"archs\": [\"sm_80\"]}",
+	         head);
+	snprintf(dir, sizeof(dir), "%s/e3", g_dir);
+	eu_build(spec, dir, g_cache, false);
+	int32_t a[N], b[N];
+	for (int mode = 0; mode < 2; mode++) {
+		rt_dev *d = eu_open_host(mode ? RT_HOST_EMULATE : RT_HOST_NATIVE, g_cache);
+		rt_engine *e = bind_random(dir, d, 13);
+		int moved = 0, n = check_buffers(e, 13);
+		check_maps(e, &moved);
+		printf("  %s: %d weight buffers equal the reference fill; d2t/t2d a valid map "
+		       "(%d of %d draft ids moved)\n", d->desc, n, moved, e->man->draft_vocab);
+		assert_true(n >= 10);
+		assert_true(moved > 0);
+		int32_t prompt[P];
+		eu_tiny_prompt(prompt, P);
+		rt_engine_stats st;
+		assert_int_equal(eu_generate(e, d->desc, prompt, P, N, false, mode ? b : a, &st), N);
+		rt_engine_free(e);
+		rt_dev_free(d);
+	}
+	assert_memory_equal(a, b, sizeof(a));
+	unlink(path);
+	rmdir(head);
+}
+
 static void test_refusals(void **state)
 {
 	(void)state;
@@ -192,6 +285,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_draft_model_engine),
 		cmocka_unit_test(test_block_shape_engine),
+		cmocka_unit_test(test_eagle3_shape_engine),
 		cmocka_unit_test(test_refusals),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);

@@ -27,6 +27,7 @@
 #include "formats/engine_files.h"
 #include "engine/manifest.h"
 #include "model/block_drafter.h"
+#include "model/eagle3.h"
 
 #define BUNDLE_FORMAT 1
 #define MAX_ENGINES 64
@@ -46,7 +47,8 @@ typedef struct weights_ref {
 	char sha[65];       /* of the file (a directory: of its model.safetensors), "" if unreadable */
 	uint64_t bytes;
 	char digest[32];
-	bool dir;           /* a block drafter's directory */
+	bool dir;           /* a block drafter's or an EAGLE-3 head's directory */
+	bool e3;            /* an EAGLE-3 head's (config.json + model.safetensors) */
 } weights_ref;
 
 typedef struct bengine {
@@ -276,9 +278,10 @@ static int kit_copy(bundle *b, sw_err *err)
 /* ---- engines and weights ------------------------------------------------------ */
 
 /* The weights digest of the `tag` (target/draft) buffers of m, read from
- * model (or the block drafter bd), as rt_engine_bind uploads them. */
+ * model (or the block drafter bd, or the EAGLE-3 head e3), as
+ * rt_engine_bind uploads them (gen/build.c weights_digest). */
 static int manifest_digest(const rt_manifest *m, const char *tag, const rt_model *model,
-                           const rt_block_drafter *bd, char out[32], sw_err *err)
+                           const rt_block_drafter *bd, const rt_eagle3 *e3, char out[32], sw_err *err)
 {
 	sw_digest d;
 	sw_digest_init(&d);
@@ -291,8 +294,9 @@ static int manifest_digest(const rt_manifest *m, const char *tag, const rt_model
 		const bool layered = rt_manifest_field_layered(field);
 		for (int l = 0; l < (layered ? (int)bf->shape[0] : 1); l++) {
 			size_t n = 0;
-			const float *x = bd ? rt_bd_weight(bd, field, layered ? l : -1, &n)
-			                    : rt_model_weight(model, field, layered ? l : -1, &n);
+			const float *x = bd   ? rt_bd_weight(bd, field, layered ? l : -1, &n)
+			                 : e3 ? rt_e3_weight(e3, field, &n)
+			                      : rt_model_weight(model, field, layered ? l : -1, &n);
 			if (!x)
 				return sw_errf(err, SW_EINVAL, "no weight %s (layer %d) for the engine's buffer %s",
 				               field, layered ? l : -1, bf->name);
@@ -309,11 +313,12 @@ static int check_digests(bengine *e, sw_err *err)
 	const rt_manifest *m = e->man;
 	rt_model *t = rt_model_load(m->target_path, err), *dm = NULL;
 	rt_block_drafter *bd = NULL;
+	rt_eagle3 *e3 = NULL;
 	char got[32];
 	int rc = 0;
 	if (!t)
 		return sw_err_prefix(err, "engine %s: target weights", e->src);
-	if ((rc = manifest_digest(m, "target", t, NULL, got, err)))
+	if ((rc = manifest_digest(m, "target", t, NULL, NULL, got, err)))
 		goto out;
 	if (strcmp(got, m->target_digest)) {
 		rc = sw_errf(err, SW_EINVAL, "engine %s: target weights %s: digest %s, but %s/engine.json "
@@ -326,21 +331,28 @@ static int check_digests(bengine *e, sw_err *err)
 			rc = sw_err_prefix(err, "engine %s: draft weights", e->src);
 			goto out;
 		}
-		rc = manifest_digest(m, "draft", dm, NULL, got, err);
+		rc = manifest_digest(m, "draft", dm, NULL, NULL, got, err);
 	} else if (m->draft_kind == RT_ENGINE_DRAFT_BLOCK) {
 		if (!(bd = rt_block_drafter_load(m->draft_path, t, err))) {
 			rc = sw_err_prefix(err, "engine %s: block drafter", e->src);
 			goto out;
 		}
-		rc = manifest_digest(m, "draft", NULL, bd, got, err);
+		rc = manifest_digest(m, "draft", NULL, bd, NULL, got, err);
+	} else if (m->draft_kind == RT_ENGINE_DRAFT_EAGLE3) {
+		if (!(e3 = rt_eagle3_load(m->draft_path, t, err))) {
+			rc = sw_err_prefix(err, "engine %s: EAGLE-3 head", e->src);
+			goto out;
+		}
+		rc = manifest_digest(m, "draft", NULL, NULL, e3, got, err);
 	}
 	if (rc)
 		goto out;
-	if ((dm || bd) && strcmp(got, m->draft_digest))
+	if ((dm || bd || e3) && strcmp(got, m->draft_digest))
 		rc = sw_errf(err, SW_EINVAL, "engine %s: draft weights %s: digest %s, but %s/engine.json "
 		             "$.spec.draft.digest is %s: not the weights the engine was built for",
 		             e->src, m->draft_path, got, e->src, m->draft_digest);
 out:
+	rt_eagle3_free(e3);
 	rt_block_drafter_free(bd);
 	rt_model_free(dm);
 	rt_model_free(t);
@@ -378,7 +390,8 @@ static int weights_name(bundle *b, const bengine *e, const char *src, char *out,
 static int engine_weights(bundle *b, bengine *e, sw_err *err)
 {
 	const rt_manifest *m = e->man;
-	const bool draft = m->draft_kind == RT_ENGINE_DRAFT_MODEL || m->draft_kind == RT_ENGINE_DRAFT_BLOCK;
+	const bool draft = m->draft_kind == RT_ENGINE_DRAFT_MODEL || m->draft_kind == RT_ENGINE_DRAFT_BLOCK ||
+	                   m->draft_kind == RT_ENGINE_DRAFT_EAGLE3;
 	int rc;
 	if (b->with_weights && !m->target_path[0]) {
 		/* a shape-only engine has no weights to carry: it runs for timing
@@ -401,11 +414,14 @@ static int engine_weights(bundle *b, bengine *e, sw_err *err)
 		snprintf(w->role, sizeof(w->role), "%s", r ? "draft" : "target");
 		snprintf(w->built, sizeof(w->built), "%s", src);
 		snprintf(w->digest, sizeof(w->digest), "%s", r ? m->draft_digest : m->target_digest);
-		w->dir = r && m->draft_kind == RT_ENGINE_DRAFT_BLOCK;
+		w->e3 = r && m->draft_kind == RT_ENGINE_DRAFT_EAGLE3;
+		w->dir = w->e3 || (r && m->draft_kind == RT_ENGINE_DRAFT_BLOCK);
 		if (!src[0])
 			continue;
-		if (!b->with_weights) {
-			/* referenced: its hash when it is readable here, for the record */
+		if (!b->with_weights || !m->target_path[0]) {
+			/* referenced (or a head beside a shape-built target: nothing
+			 * to bind it to): its hash when it is readable here, for the
+			 * record */
 			char p[PATH_MAX + 32];
 			snprintf(p, sizeof(p), w->dir ? "%s/model.safetensors" : "%s", src);
 			sw_err e2 = {0};
@@ -499,10 +515,6 @@ static int engine_open(bundle *b, const char *dir, sw_err *err)
 	if (!(e->man = rt_manifest_load(e->src, err)))
 		return SW_EINVAL;
 	b->n_eng++;
-	if (e->man->draft_kind == RT_ENGINE_DRAFT_EAGLE3) /* gen/README.md: not yet */
-		return sw_errf(err, SW_ENOTSUP, "%s: an engine drafting with an EAGLE-3 head "
-		               "($.spec.draft.method \"eagle3\"): bundles do not carry heads yet; run it "
-		               "with `specwright run %s`", e->src, e->src);
 	if (rt_engine_files_check(e->src, err))
 		return SW_EINVAL;
 	for (int i = 0; i < b->n_eng - 1; i++)
@@ -587,7 +599,7 @@ static int write_json(bundle *b, uint64_t part_bytes[4], sw_err *err)
 		for (int r = 0; r < e->n_w; r++) {
 			const weights_ref *w = &e->w[r];
 			fprintf(f, "%s\n       {\"role\": \"%s\", \"kind\": \"%s\", \"built_from\": ", r ? "," : "",
-			        w->role, w->dir ? "block_drafter_dir" : "file");
+			        w->role, w->e3 ? "eagle3_head_dir" : w->dir ? "block_drafter_dir" : "file");
 			jstr(f, w->built);
 			fprintf(f, ", \"file\": ");
 			if (w->file[0])

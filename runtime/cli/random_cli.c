@@ -3,6 +3,7 @@
  * (rt_engine_bind_random), the prompt is N token ids drawn from the same
  * generator (Philox stream lane 0xffffffff, which no buffer uses: id =
  * word % vocab), no model file or tokenizer is read and no text is printed;
+ * an id map (an EAGLE-3 head's d2t/t2d) is a synthetic valid one, said so;
  * run reports tok/s, tau, acceptance and the host overhead per iteration,
  * profile its per-op table. */
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "engine/random_weights.h"
 #include "gen/render.h" /* gen_emu_module_build, for host-emulate */
 #include "kernels/philox.h"
 
@@ -52,6 +54,10 @@ int cli_engine_random(cli_opts *o, bool profile)
 	        (unsigned long long)o->random_seed);
 	if (rt_engine_bind_random(e, dev, o->random_seed, o->seed, &err))
 		goto out_err;
+	if (rt_engine_random_has_maps(e))
+		fprintf(stderr, "specwright %s: the draft vocabulary's id maps (d2t, t2d) are synthetic: "
+		        "%d draft ids onto distinct target ids drawn from the seed (a valid map, not a "
+		        "trained head's)\n", cmd, e->man->draft_vocab);
 	ids = malloc(sizeof(*ids) * (size_t)P);
 	out = malloc(sizeof(*out) * (size_t)(o->max_new + 1));
 	if (!ids || !out) {
@@ -83,9 +89,10 @@ int cli_engine_random(cli_opts *o, bool profile)
 		       e->man->name, dev->desc, (unsigned long long)o->random_seed);
 		for (int i = 0; i < n; i++)
 			printf("%s%d", i ? ", " : "", out[i]);
-		printf("], \"n_prompt\": %d, \"n_tokens\": %d, \"iterations\": %d, \"tau\": %.4f, "
+		printf("], \"synthetic_maps\": %s, \"n_prompt\": %d, \"n_tokens\": %d, \"iterations\": %d, \"tau\": %.4f, "
 		       "\"tok_per_s\": %.3f, \"prefill_s\": %.4f, \"decode_s\": %.4f, \"capture_s\": %.4f, "
-		       "\"host_overhead_us\": %.3f, \"acceptance\": [", st.n_prompt, st.n_tokens, st.n_iters,
+		       "\"host_overhead_us\": %.3f, \"acceptance\": [",
+		       rt_engine_random_has_maps(e) ? "true" : "false", st.n_prompt, st.n_tokens, st.n_iters,
 		       tau, tps, st.t_prefill, st.t_decode, st.t_capture, st.host_overhead_us);
 		for (int d = 0; d < e->man->depth && d < RT_ENGINE_MAX_DEPTH; d++)
 			printf("%s%.4f", d ? ", " : "",

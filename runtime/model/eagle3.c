@@ -297,6 +297,25 @@ int rt_e3_config_load(const char *dir, const rt_config *tcfg, const char *tname,
 	return 0;
 }
 
+int rt_e3_config_shape(const char *dir, const rt_config *tcfg, const char *tname, rt_e3_config *c, sw_err *err)
+{
+	char cpath[4096];
+	size_t n;
+	snprintf(cpath, sizeof(cpath), "%s/config.json", dir);
+	char *text = sw_read_capped(cpath, SW_CAP_CONFIG, "an EAGLE-3 head's config.json", &n, err);
+	if (!text)
+		return sw_err_prefix(err, "%s: cannot read the EAGLE-3 head's config", cpath);
+	int rc = parse_config(text, n, cpath, tcfg, tname, c, err);
+	free(text);
+	if (rc)
+		return rc;
+	/* the public heads' tensors: the target's embedding where the widths
+	 * agree, d2t where the draft vocabulary is smaller */
+	c->own_embd = c->head.dim != tcfg->dim;
+	c->has_d2t = c->draft_vocab != c->head.vocab;
+	return 0;
+}
+
 const float *rt_e3_weight(const rt_eagle3 *h, const char *field, size_t *n)
 {
 	const rt_config *c = &h->cfg.head;

@@ -103,6 +103,11 @@ rt_eagle3 *rt_eagle3_load(const char *dir, const rt_model *target, sw_err *err);
  * needs (gen/spec.c), no tensor data read. 0 or an error naming the file,
  * the field, what was expected and what was found. */
 int rt_e3_config_load(const char *dir, const rt_config *tcfg, const char *tname, rt_e3_config *c, sw_err *err);
+/* A head by its shape alone (a shape-only engine timed with random
+ * weights): dir/config.json checked as rt_e3_config_load checks it, the
+ * tensors those of the public heads: the target's embedding when the widths
+ * agree (else embed_tokens.weight), d2t/t2d when draft_vocab_size < vocab. */
+int rt_e3_config_shape(const char *dir, const rt_config *tcfg, const char *tname, rt_e3_config *c, sw_err *err);
 /* The engine's buffer field (gen/plan_eagle3.c's draft.* names: tok_embd,
  * fc, in_norm, hid_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down,
  * out_norm, lm_head, d2t, t2d, inv_freq) as the n floats bind uploads, or
