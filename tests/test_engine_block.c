@@ -254,16 +254,32 @@ static void test_tiny_block_greedy(void **state)
 static void test_tiny_block_map_greedy(void **state)
 {
 	greedy_cases(g_drafter_map, g_bdm, "map_");
-	/* random weights cannot fill the maps (i32 ids): refused, by name */
+	/* random weights: the maps (i32 ids) synthesised as a valid map, d2t
+	 * Vd distinct target ids, t2d their inverse and -1 elsewhere */
 	sw_err err = {0};
 	char dir[300];
 	snprintf(dir, sizeof(dir), "%s/map_greedy0", g_dir);
 	rt_dev *d = open_dev(RT_HOST_NATIVE);
 	rt_engine *e = rt_engine_load(dir, &err);
 	assert_non_null(e);
-	assert_int_not_equal(rt_engine_bind_random(e, d, 7, 1, &err), 0);
-	print_message("  random weights: %s\n", err.msg);
-	assert_non_null(strstr(err.msg, "draft.d2t"));
+	if (rt_engine_bind_random(e, d, 7, 1, &err))
+		fail_msg("random weights: %s", err.msg);
+	const int Vd = e->man->draft_vocab, V = e->man->tcfg.vocab;
+	int32_t *d2t = malloc(sizeof(int32_t) * (size_t)(Vd + V)), *t2d = d2t + Vd;
+	assert_non_null(d2t);
+	if (d->ops->download(d, d2t, rt_engine_buf_addr(e, "draft.d2t"), sizeof(int32_t) * (size_t)Vd, &err) ||
+	    d->ops->download(d, t2d, rt_engine_buf_addr(e, "draft.t2d"), sizeof(int32_t) * (size_t)V, &err))
+		fail_msg("%s", err.msg);
+	int mapped = 0;
+	for (int i = 0; i < Vd; i++) {
+		assert_true(d2t[i] >= 0 && d2t[i] < V);
+		assert_int_equal(t2d[d2t[i]], i);
+	}
+	for (int v = 0; v < V; v++)
+		mapped += t2d[v] >= 0;
+	assert_int_equal(mapped, Vd);
+	print_message("  random weights: d2t/t2d a valid map of %d draft ids onto %d\n", Vd, V);
+	free(d2t);
 	rt_engine_free(e);
 	rt_dev_free(d);
 }
