@@ -264,7 +264,7 @@ gpu-engines: $(GPU_MODEL) $(BUILD)/specwright
 	    { tail -n 20 $(GPU_DIR)/$$e.build.log; exit 1; }; \
 	  echo "  $$(du -sb $(GPU_DIR)/engines/$$e | cut -f1) bytes"; done
 	@du -sb $(GPU_DIR)/engines | sed 's/^/gpu-engines: all engines: /'
-# gpu-bundle: the folder a GPU machine gets (the portable kit, the seven
+# gpu-bundle: the folder a GPU machine gets (the portable kit, the eight
 # engines, the two-layer model), checked against the upload limit (tracked
 # files + bundle <= 64 MiB); run there as `$(GPU_DIR)/bundle/run --check`.
 GPU_BUNDLE ?= $(GPU_DIR)/bundle
