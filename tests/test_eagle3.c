@@ -574,10 +574,60 @@ static void test_refused(void **state)
 	rt_model_free(tm);
 }
 
+/* A head by shape (config.json alone: rt_e3_config_shape, for shape-only
+ * engines) reads the config as rt_e3_config_load does and infers the
+ * public heads' tensors: its result equals rt_e3_config_load's on a head
+ * te3_write writes with those tensors (d2t/t2d where Vd < V; its own
+ * embedding where the width differs), and a bad config is refused alike. */
+static void test_config_shape(void **state)
+{
+	rt_model *tm = tu_tiny_llama(11, 16, 4, 4, 2, 24, 5);
+	te3_opts base = te3_default(tm), o;
+	base.ffn = 32;
+	char dir[64], cfg[1024], p[128];
+	sw_err err = { 0 };
+	const char *taps = ", \"eagle_config\": {\"eagle_aux_hidden_state_layer_ids\": [0, 1, 3]}";
+	const char *wide = ", \"target_hidden_size\": 16, \"eagle_config\": {\"eagle_aux_hidden_state_layer_ids\": [0, 1, 3]}";
+	const struct { int H, Vd; const char *extra; bool own, maps; } cases[] = {
+		{ 16, 6, taps, false, true }, { 16, 11, taps, false, false }, { 24, 6, wide, true, true },
+	};
+	tbu_tmpdir(dir);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		o = base, o.draft_vocab = cases[i].Vd, o.own_embd = cases[i].own, o.no_maps = !cases[i].maps;
+		cfg_text(cfg, sizeof(cfg), "LlamaForCausalLMEagle3", cases[i].H, 1, 11, cases[i].Vd, cases[i].extra);
+		o.config_override = cfg;
+		assert_int_equal(te3_write(dir, tm, &o, 3), 0);
+		rt_e3_config full, shape;
+		if (rt_e3_config_load(dir, &tm->cfg, tm->name, &full, &err))
+			fail_msg("case %zu: %s", i, err.msg);
+		snprintf(p, sizeof(p), "%s/model.safetensors", dir);
+		assert_int_equal(unlink(p), 0);
+		if (rt_e3_config_shape(dir, &tm->cfg, tm->name, &shape, &err))
+			fail_msg("case %zu (shape): %s", i, err.msg);
+		assert_int_equal(shape.own_embd, full.own_embd);
+		assert_int_equal(shape.has_d2t, full.has_d2t);
+		assert_int_equal(shape.own_embd, cases[i].own);
+		assert_int_equal(shape.has_d2t, cases[i].maps);
+		assert_int_equal(shape.draft_vocab, full.draft_vocab);
+		assert_int_equal(shape.head.dim, full.head.dim);
+		assert_int_equal(shape.head.head_dim, full.head.head_dim);
+		assert_int_equal(shape.target_dim, full.target_dim);
+		assert_memory_equal(shape.taps, full.taps, sizeof(full.taps));
+	}
+	cfg_text(cfg, sizeof(cfg), "LlamaForCausalLMEagle3", 16, 1, 12, 11, taps);
+	o = base, o.config_override = cfg;
+	assert_int_equal(te3_write(dir, tm, &o, 3), 0);
+	assert_int_not_equal(rt_e3_config_shape(dir, &tm->cfg, tm->name, &(rt_e3_config){ 0 }, &err), 0);
+	assert_non_null(strstr(err.msg, "config.json: $.vocab_size: expected 11"));
+	te3_rmdir(dir);
+	rt_model_free(tm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_config_shape),
 		cmocka_unit_test(test_forward_torch),
 		cmocka_unit_test(test_greedy_tiny),
 		cmocka_unit_test(test_tree_rows),
