@@ -13,10 +13,11 @@
  *   - every norm weight is (1 + w) as the loaders store it, so the plain
  *     RMSNorm kernels apply; the output is tied (the LM head is the
  *     embedding table, gen/plan.c model_bufs).
- * Sliding-window attention is not in the tree attention template: a
- * sliding layer's window cuts nothing when every position is inside it, so
- * check refuses a max_context above sliding_window (when any layer slides)
- * and the engine is exact for the contexts it takes. Also refused: a final
+ * Sliding layers attend through the tree attention template's WINDOW
+ * (gen/plan.c layer_runs: a run of layers per window; none where the
+ * window covers max_context); the template takes a block's own keys as
+ * inside the window, so check refuses a prefill chunk or tree larger than
+ * sliding_window when the window cuts (max_context above it). Also refused: a final
  * logit softcap (Gemma 2's; Gemma 3 has none), gguf_a8 weights (the engine's
  * GGUF binding has no per-layer RoPE table) and a block drafter (its
  * embedding has no scale). */
@@ -71,12 +72,13 @@ static int gemma_check(const rt_config *cfg, const char *role, const gen_spec *s
 		         (double)cfg->final_softcap);
 		return 1;
 	}
-	if (any_sliding(cfg) && s->max_context > cfg->swa_window) {
-		r->key = "max_context";
-		snprintf(r->expected, sizeof(r->expected), "at most %d, the gemma3 %s's sliding_window "
-		         "(the engine's attention has no window yet: exact only where the window "
-		         "covers the whole context)", cfg->swa_window, role);
-		snprintf(r->found, sizeof(r->found), "%d", s->max_context);
+	const int blk = s->prefill_chunk > s->tree.n ? s->prefill_chunk : s->tree.n;
+	if (any_sliding(cfg) && s->max_context > cfg->swa_window && blk > cfg->swa_window) {
+		r->key = s->prefill_chunk > s->tree.n ? "prefill_chunk" : "tree";
+		snprintf(r->expected, sizeof(r->expected), "at most %d rows, the gemma3 %s's "
+		         "sliding_window, with a max_context above it (the windowed attention takes "
+		         "every key of its block as inside the window)", cfg->swa_window, role);
+		snprintf(r->found, sizeof(r->found), "%d rows", blk);
 		return 1;
 	}
 	if (s->dtype == GEN_DTYPE_GGUF_A8) {

@@ -367,8 +367,10 @@ void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
 	                   PI("N_HEADS", nh), PI("N_KV_HEADS", nkv), PI("T", sh->T),
 	                   PI("N_BLK", sh->n_blk), PI("MASK_WORDS", mw), PI("SPLIT", sh->split),
 	                   PI("MAX_CTX", m->ctx_rows), PI("WARPS", sh->warps),
-	                   PI("ROW_BLOCKS", sh->rb), PI("MBLOCK", sh->mblock)};
-	int k = kernel_x(c, "tree_attn", "tree_attention.cu.tmpl", prm, 15,
+	                   PI("ROW_BLOCKS", sh->rb), PI("MBLOCK", sh->mblock),
+	                   {.name = "WINDOW", .type = GEN_PARAM_INT, .i = c->window,
+	                    .key_omit_zero = true}};
+	int k = kernel_x(c, "tree_attn", "tree_attention.cu.tmpl", prm, 16,
 	                 sh->masked ? GEN_PREFIX_MASK : GEN_PREFIX_NONE, true, tree_id);
 	if (!c->rc)
 		c->p->kernels[k].mask_kind = sh->masked ? mask_kind : GEN_MASK_TREE;
@@ -544,6 +546,35 @@ static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 		op_post_norm(c, "post_ffn_norm", cfg, rows, A(m->xw[m->blk.post_ffn], 0), L, layers);
 }
 
+/* The attention window of layer l: the family's sliding window on its
+ * sliding layers (Gemma 3's local ones, rt_config_layer_sliding), 0 on the
+ * rest and where the window covers every position the cache holds (it
+ * would cut nothing: the kernels and their keys stay those without one). */
+static int layer_window(const model_ix *m, int l)
+{
+	const rt_config *cfg = m->cfg;
+	if (cfg->swa_window <= 0 || !rt_config_layer_sliding(cfg, l) || cfg->swa_window >= m->ctx_rows)
+		return 0;
+	return cfg->swa_window;
+}
+
+/* Layers l0 .. l1 - 1 in runs of one attention window each (Gemma 3: five
+ * sliding layers, then a global one), layer_ops per run. */
+static void layer_runs(ctx *c, const model_ix *m, const fwd_opt *o, int l0, int l1)
+{
+	while (l0 < l1) {
+		int e = l0 + 1;
+		while (e < l1 && layer_window(m, e) == layer_window(m, l0))
+			e++;
+		c->layer0 = l0;
+		c->window = layer_window(m, l0);
+		layer_ops(c, m, o, e - l0);
+		c->layer0 = 0;
+		c->window = 0;
+		l0 = e;
+	}
+}
+
 /* A tapped layer's output (h + delta: the residual add is deferred to the
  * next norm) into slot `slot` of every row's features. */
 static void op_feature_tap(ctx *c, int64_t rows, int64_t dim, int n_taps, int slot)
@@ -616,17 +647,12 @@ void forward_ex(ctx *c, const model_ix *m, const fwd_opt *o)
 	/* per-layer block, in segments ending at the tapped layers */
 	int l0 = 0;
 	for (int i = 0; i < o->n_taps; i++) {
-		c->layer0 = l0;
-		layer_ops(c, m, o, o->taps[i] + 1 - l0);
-		c->layer0 = 0;
+		layer_runs(c, m, o, l0, o->taps[i] + 1);
 		op_feature_tap(c, rows, D, o->n_taps, i);
 		l0 = o->taps[i] + 1;
 	}
-	if (l0 < L) {
-		c->layer0 = l0;
-		layer_ops(c, m, o, L - l0);
-		c->layer0 = 0;
-	}
+	if (l0 < L)
+		layer_runs(c, m, o, l0, L);
 
 	/* head: the final norm over all rows completes the residual; the LM head
 	 * runs on the last lm_rows rows only. */
@@ -1331,9 +1357,14 @@ static void write_cfg(FILE *f, const rt_config *c, const char *ind)
 static void write_params(FILE *f, const gen_kernel *k)
 {
 	fputc('{', f);
-	for (int i = 1; i < k->n_params; i++) {
+	/* a parameter left out of the key at its default 0 (key_omit_zero) is
+	 * left out here too: the runtime reads a missing int as 0, and
+	 * engine.json stays what it was before the template had it */
+	for (int i = 1, n = 0; i < k->n_params; i++) {
 		const gen_param *q = &k->params[i];
-		fprintf(f, "%s\"%s\": ", i > 1 ? ", " : "", q->name);
+		if (q->type == GEN_PARAM_INT && q->key_omit_zero && q->i == 0)
+			continue;
+		fprintf(f, "%s\"%s\": ", n++ ? ", " : "", q->name);
 		if (q->type == GEN_PARAM_INT)
 			fprintf(f, "%lld", q->i);
 		else if (q->type == GEN_PARAM_FLOAT)

@@ -93,6 +93,7 @@ typedef struct ctx {
 	int dt16;       /* bytes of the 16-bit dtype */
 	int cast_mode;  /* cast template MODE for f32 -> dtype */
 	int layer0;     /* the first layer of the per-layer ops being emitted */
+	int window;     /* their attention's sliding window (WINDOW), 0: none */
 	int rc;
 } ctx;
 

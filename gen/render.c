@@ -178,7 +178,8 @@ int gen_key(char *buf, size_t n, const char *op, const gen_param *p, int np)
 
 	for (int i = 0; i < np && k < n; i++) {
 		char v[48];
-		if (!strcmp(p[i].name, "NAME"))
+		if (!strcmp(p[i].name, "NAME") ||
+		    (p[i].type == GEN_PARAM_INT && p[i].key_omit_zero && p[i].i == 0))
 			continue;
 		if (p[i].type == GEN_PARAM_INT) {
 			snprintf(v, sizeof(v), "%s%lld", p[i].i < 0 ? "m" : "",

@@ -6,6 +6,7 @@
 #ifndef GEN_RENDER_H
 #define GEN_RENDER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/err.h"
@@ -25,6 +26,10 @@ typedef struct gen_param {
 	long long i;
 	float f;
 	const char *s;
+	/* an INT parameter whose 0 is its template's default: at 0 it is left
+	 * out of the key (gen_key), so a parameter added to a template keeps
+	 * the keys of the kernels built before it (tree attention's WINDOW) */
+	bool key_omit_zero;
 } gen_param;
 
 /* Renders tmpl into *out (malloc'ed, NUL-terminated; caller frees), first
@@ -41,7 +46,8 @@ int gen_render_file(const char *path, const gen_param *p, int n, char **out, sw_
 /* Specialisation key: op, then for each parameter in order "_<name><value>"
  * (name lower-cased; ints in decimal, "m" for a minus sign; floats as their
  * 8 hex bit digits; identifiers as themselves, without the name). Parameters
- * named "NAME" are skipped (that is where the key goes). Returns 0, or
+ * named "NAME" are skipped (that is where the key goes), and so are INT
+ * parameters of value 0 with key_omit_zero. Returns 0, or
  * SW_ERANGE if it does not fit in n bytes. */
 int gen_key(char *buf, size_t n, const char *op, const gen_param *p, int np);
 

@@ -62,6 +62,8 @@ typedef unsigned long long uintptr_t;
 /* reconverges the warp: before an mma/ldmatrix (.sync.aligned) that follows
  * lane-dependent branches */
 #define SYNCWARP() __syncwarp()
+/* set bits of a 64-bit word */
+#define POPC64(x) __popcll((unsigned long long)(x))
 
 /* ---- atomics ---- */
 #define ATOMIC_ADD_F32(p, v) atomicAdd((float *)(p), (float)(v))

@@ -130,6 +130,8 @@ DEV uint32_t emu__shfl_u32(uint32_t v, int kind, int arg, const char *f, int l)
  * the warp is converged after it; the emulator flags an mma/ldmatrix that
  * lanes reach along different paths since the warp last converged */
 #define SYNCWARP() ((void)emu__shfl(0u, EMU_SHFL_IDX, 0, __FILE__, __LINE__))
+/* set bits of a 64-bit word (__popcll) */
+#define POPC64(x) __builtin_popcountll((unsigned long long)(x))
 
 /* ---- atomics (fibers never interleave inside one, so plain RMW; the
  * shared-memory tracker sees them as atomic, not as racing accesses) ---- */

@@ -10,8 +10,14 @@
  *     base 100 (global 1e6), query_pre_attn_scalar 24 under head_dim 32
  *     (a query scale of sqrt(32/24)), untied (greedy tokens that vary);
  *   gemma3-w64: 6 layers, one global (llama.cpp's fixed pattern), tied.
- * Both with sliding_window 64: the engine's attention has no window, so it
- * takes a max_context the window covers (64 here) and is exact there.
+ * Both with sliding_window 64 at max_context 64 (the window cuts nothing:
+ * no WINDOW in the plan). And the window that cuts:
+ *   gemma3-untied-free-w10-s7: sliding_window 10 under a prompt of 11 and
+ *     12 greedy steps, max_context 64: the local layers' attention through
+ *     the tree attention template's WINDOW (gen/plan.c layer_runs), the
+ *     same checks past the window (and the plan: WINDOW 10 on the sliding
+ *     layers' kernels, none on the global ones, whose keys have no window
+ *     entry).
  *   - logits: the prompt's last row within B_i = 2 D (2 u + gamma_K) S_i of
  *     transformers' float64 logits (test_qwen_engine.c's bound, u = 2^-11,
  *     D = 16 L + 2 stages: Gemma's layer has four more than Qwen's, the
@@ -24,8 +30,8 @@
  *     the target-only run, exactly, on the native host backend.
  * Plus the plan (four RMSNorm launches a layer, GeGLU, the embedding's
  * scale, per-layer RoPE tables holding the local and global frequencies)
- * and the refusals: a max_context beyond the sliding window, a window
- * shorter than the context (hf_tiny's default 4), a final logit softcap,
+ * and the refusals: a prefill chunk or tree larger than a window that cuts
+ * (hf_tiny's default 4), a final logit softcap,
  * gguf_a8 weights, each naming the spec field, expected and found; and
  * Gemma 3 by shape (models/specs/gemma3-4b-ngram.json). */
 #include <math.h>
@@ -51,8 +57,9 @@
 #include "testutil.h"
 
 static const char *const VARIANTS[] = {"gemma3-untied-free-w64-s6", "gemma3-w64", "gemma3-free",
-                                       "gemma3-free-cap8-w64"};
-#define N_VARIANTS 4
+                                       "gemma3-free-cap8-w64", "gemma3-untied-free-w10-s7"};
+#define N_VARIANTS 5
+#define V_WINDOW 4 /* sliding_window 10 under 11 + 12 positions: the window cuts */
 #define N_RUN 2 /* the first two are built and run; the others are refused */
 
 static char g_hf[64];   /* hf_tiny.py output */
@@ -207,6 +214,83 @@ static void test_engines_vs_transformers(void **state)
 	print_message("  worst logit error: %.3f of the bound\n", worst_ratio);
 }
 
+/* gemma3-untied-free-w10-s7 (layers 0 and 2 sliding, window 10): prompt 11
+ * + 12 steps, so every step past the first attends through the window.
+ * The plan: tree attention kernels with WINDOW 10 and without (the global
+ * layers: no "_window" in their keys); engines: native and emulated greedy
+ * == transformers == the host decoder, graph == eager, speculative ==
+ * target-only (an n-gram chain, a layer-skip tree of 7 nodes). */
+static int count_ops(const gen_plan *p, const char *op, const char *phase);
+
+static void test_window_engine(void **state)
+{
+	(void)state;
+	if (!g_have)
+		skip();
+	char dir[600], spec[2048], edir[700], what[160], cache[400];
+	sw_err err = {0};
+	char *text;
+	snprintf(dir, sizeof(dir), "%s/%s", g_hf, VARIANTS[V_WINDOW]);
+	snprintf(cache, sizeof(cache), "%s/cache", g_dir);
+	json_value *ref = hf_load_ref(dir, &text);
+	const json_value *jp = hf_jget(ref, "prompt");
+	const int T = (int)jp->n, N = (int)hf_jget(ref, "greedy")->n;
+	int32_t prompt[64], host[64];
+	float margin[64];
+	assert_true(T <= 64 && N <= 64);
+	for (int t = 0; t < T; t++)
+		prompt[t] = (int32_t)jp->items[t]->integer;
+	rt_model *m = rt_model_load(dir, &err);
+	if (!m)
+		fail_msg("%s: %s", dir, err.msg);
+	assert_int_equal(m->cfg.swa_window, 10);
+	assert_true(T + N > 10 + 4); /* past the window, and more */
+	assert_true(rt_config_layer_sliding(&m->cfg, 0) && !rt_config_layer_sliding(&m->cfg, 1));
+	/* the plan */
+	gen_spec *s = calloc(1, sizeof(*s));
+	gen_plan p;
+	memset(&p, 0, sizeof(p));
+	assert_non_null(s);
+	spec_for(spec, sizeof(spec), dir, "ngram", "chain:4", 64, "fp16");
+	if (gen_spec_parse(spec, strlen(spec), "gemma.json", NULL, s, &err) || gen_plan_build(s, &p, &err))
+		fail_msg("%s", err.msg);
+	int n_win = 0, n_glob = 0;
+	for (int i = 0; i < p.n_kernels; i++) {
+		if (strcmp(p.kernels[i].tmpl, "tree_attention.cu.tmpl"))
+			continue;
+		long long w = -1;
+		for (int j = 0; j < p.kernels[i].n_params; j++)
+			if (!strcmp(p.kernels[i].params[j].name, "WINDOW"))
+				w = p.kernels[i].params[j].i;
+		assert_true(w == 0 || w == 10);
+		assert_int_equal(strstr(p.kernels[i].uri, "_window10") != NULL, w == 10);
+		assert_null(strstr(p.kernels[i].uri, "_window0"));
+		n_win += w == 10;
+		n_glob += w == 0;
+	}
+	assert_true(n_win >= 2 && n_glob >= 2); /* prefill and verify, each kind */
+	/* four layers in runs 0 | 1 | 2 | 3: four attention launches a forward */
+	assert_int_equal(count_ops(&p, "tree_attention", "prefill"), 8);
+	gen_plan_free(&p);
+	free(s);
+	eu_reference(m, prompt, T, N, host, margin, NULL);
+	static const char *const drafts[][2] = {{"ngram:1:3", "chain:4"}, {"layerskip:1", "kary:2:2"}};
+	for (int k = 0; k < 2; k++) {
+		snprintf(edir, sizeof(edir), "%s/%s_%d", g_dir, VARIANTS[V_WINDOW], k);
+		spec_for(spec, sizeof(spec), dir, drafts[k][0], drafts[k][1], 64, "fp16");
+		eu_build(spec, edir, cache, false);
+		snprintf(what, sizeof(what), "%s %s native", VARIANTS[V_WINDOW], drafts[k][0]);
+		run_one(what, edir, RT_HOST_NATIVE, m, ref, prompt, T, host);
+		if (k == 0) {
+			snprintf(what, sizeof(what), "%s %s emulated", VARIANTS[V_WINDOW], drafts[k][0]);
+			run_one(what, edir, RT_HOST_EMULATE, m, ref, prompt, T, host);
+		}
+	}
+	rt_model_free(m);
+	json_free(ref);
+	free(text);
+}
+
 static int count_ops(const gen_plan *p, const char *op, const char *phase)
 {
 	int n = 0;
@@ -346,11 +430,10 @@ static void test_refusals(void **state)
 	(void)state;
 	if (!g_have)
 		skip();
-	static const char *const ctx[] = {"$.max_context", "at most 64", "sliding_window", "found 65",
-	                                  NULL};
-	refuse(VARIANTS[0], "", 65, "fp16", ctx);
-	static const char *const win[] = {"$.max_context", "at most 4", "sliding_window", "found 64",
-	                                  NULL};
+	/* a window that cuts (4 under max_context 64) under a prefill chunk of
+	 * 8: the windowed attention takes a block's keys as inside it */
+	static const char *const win[] = {"$.prefill_chunk", "at most 4 rows", "sliding_window",
+	                                  "found 8 rows", NULL};
 	refuse(VARIANTS[2], "", 64, "fp16", win);
 	static const char *const cap[] = {"$.target", "final_logit_softcapping", "found "
 	                                  "final_logit_softcapping 8", NULL};
@@ -374,8 +457,19 @@ static void test_refusals(void **state)
 	assert_true(strstr(r.found, "block drafter") != NULL);
 	s->draft_kind = GEN_DRAFT_LAYERSKIP;
 	assert_int_equal(fa->check(&m->cfg, "target", s, &r), 0);
-	s->max_context = 65;
-	assert_int_equal(fa->check(&m->cfg, "target", s, &r), 1);
+	/* a window that cuts under a larger tree (eagle25's 26 nodes over
+	 * window 10; the same tree where the window covers max_context) */
+	rt_model *mw = load_variant(VARIANTS[V_WINDOW]);
+	sw_err err = {0};
+	assert_int_equal(gen_tree_parse("eagle25", NULL, &s->tree, &err), 0);
+	s->prefill_chunk = 8;
+	s->max_context = 10;
+	assert_int_equal(fa->check(&mw->cfg, "target", s, &r), 0);
+	s->max_context = 64;
+	assert_int_equal(fa->check(&mw->cfg, "target", s, &r), 1);
+	assert_string_equal(r.key, "tree");
+	assert_true(strstr(r.expected, "at most 10 rows") && strstr(r.found, "26 rows"));
+	rt_model_free(mw);
 	rt_model_free(m);
 	free(s);
 }
@@ -383,8 +477,8 @@ static void test_refusals(void **state)
 /* Gemma 3 by shape (no weights: planning, inspect's projection, random
  * weights): models/specs/gemma3-4b-ngram.json plans Gemma-3-4B's engine
  * (34 layers, head_dim 256, GeGLU, the embedding times sqrt(2560), rope
- * tables per layer, tied); its max_context past sliding_window 1024 is
- * refused; a Gemma key under another family is refused naming it. */
+ * tables per layer, tied); at max_context 2048, past sliding_window 1024,
+ * the local layers' attention windowed; a Gemma key under another family is refused naming it. */
 static void test_shape(void **state)
 {
 	(void)state;
@@ -411,7 +505,9 @@ static void test_shape(void **state)
 	const gen_param *act = kparam(&p, "swiglu.cu.tmpl", "ACT");
 	assert_true(act && act->i == 1);
 	gen_plan_free(&p);
-	/* the same shape at max_context 2048 */
+	/* the same shape at max_context 2048: the local layers through WINDOW
+	 * 1024, in runs (five local, one global; 34 layers: 11 runs, a part
+	 * and a merge each) */
 	size_t n;
 	char *t = sw_read_file("models/specs/gemma3-4b-ngram.json", SW_CAP_TEXT, &n);
 	assert_non_null(t);
@@ -419,10 +515,17 @@ static void test_shape(void **state)
 	assert_non_null(at);
 	memcpy(at, "\"max_context\": 2048", 19);
 	memset(s, 0, sizeof(*s));
-	assert_int_not_equal(gen_spec_parse(t, n, "g4b.json", NULL, s, &err), 0);
-	if (!strstr(err.msg, "g4b.json") || !strstr(err.msg, "$.max_context") ||
-	    !strstr(err.msg, "at most 1024") || !strstr(err.msg, "found 2048"))
-		fail_msg("message: %s", err.msg);
+	memset(&p, 0, sizeof(p));
+	if (gen_spec_parse(t, n, "g4b.json", NULL, s, &err) || gen_plan_build(s, &p, &err))
+		fail_msg("%s", err.msg);
+	assert_int_equal(count_ops(&p, "tree_attention", "prefill"), 22);
+	const gen_param *wp = kparam(&p, "tree_attention.cu.tmpl", "WINDOW");
+	assert_non_null(wp);
+	bool has_win = false;
+	for (int i = 0; i < p.n_kernels; i++)
+		has_win |= strstr(p.kernels[i].uri, "_window1024") != NULL;
+	assert_true(has_win);
+	gen_plan_free(&p);
 	free(t);
 	/* a Gemma key under Qwen3 */
 	static const char bad[] =
@@ -444,6 +547,7 @@ int main(void)
 		cmocka_unit_test(test_plan),
 		cmocka_unit_test(test_engines_vs_transformers),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_window_engine),
 		cmocka_unit_test(test_shape),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -3,7 +3,9 @@
  * rows, appended to blocks (nb > T) or not, contexts 0 / 37 / 200, GQA 9:3,
  * 4:4, 6:1, head_dim 64 and 20 (not a multiple of the vector width),
  * causal and random tree masks, fp16 and bf16, both paths, one thread and
- * the pool; guard zones around the output; NaN in K/V slots no query sees.
+ * the pool; sliding windows (ha_tree_attention_window: the query at ctx +
+ * its depth, against kernels/ref's ref_tree_attention_window) smaller and
+ * larger than the context; guard zones around the output; NaN in K/V slots no query sees.
  *
  * Bound, per element d of a row: both sides compute each score within
  * gamma_hd (the reference's dot) and gamma_{hd/8+3} (8 lanes + 3 levels)
@@ -47,11 +49,19 @@ typedef struct acase {
 	int T, ctx, nb, H, KH, hd;
 	int masked;    /* 0 causal, 1 random tree */
 	int dead_slot; /* >= 0: a block slot no query sees, its K/V set to NaN */
+	int window;    /* a sliding window (ha_tree_attention_window), 0: none */
 } acase;
 
 static bool vis(const acase *c, const uint64_t *mask, int mw, int t, int j)
 {
 	const int b = j - c->ctx;
+	if (b < 0 && c->window) { /* the query sits at ctx + its depth */
+		int depth = -1;
+		for (int e = 0; e < c->nb; e++)
+			depth += mask ? (int)((mask[(size_t)t * mw + e / 64] >> (e % 64)) & 1u)
+			              : e <= c->nb - c->T + t;
+		return c->ctx + depth - j < c->window;
+	}
 	if (b < 0)
 		return true;
 	if (mask)
@@ -94,7 +104,15 @@ static void run(const acase *c, bool f16, int path, int threads)
 			k[i] = v[i] = f16 ? 0x7e00 : 0x7fc0;
 			kf[i] = vf[i] = NAN;
 		}
-	ref_attention_append(ro, qf, kf, vf, c->T, c->ctx, c->nb, c->H, c->KH, c->hd, mask, scr);
+	if (c->window) { /* kernels/ref's windowed tree attention on the 16-bit inputs */
+		void *ws = malloc(ref_tree_attention_scratch(c->ctx, c->nb, c->hd));
+		assert_non_null(ws);
+		ref_tree_attention_window(ro, q, k, v, c->ctx, c->T, c->nb, c->H, c->KH, c->hd, mask, mw,
+		                          f16, c->window, ws);
+		free(ws);
+	} else {
+		ref_attention_append(ro, qf, kf, vf, c->T, c->ctx, c->nb, c->H, c->KH, c->hd, mask, scr);
+	}
 	const double scale = 1.0 / sqrt((double)c->hd);
 	for (int t = 0; t < c->T; t++)
 		for (int h = 0; h < c->H; h++) {
@@ -126,11 +144,12 @@ static void run(const acase *c, bool f16, int path, int threads)
 				bound[o + d] = (expm1(2 * delta) + 4 * gamma_n(nk + 4) + 16 * U32) * pv;
 			}
 		}
-	assert_int_equal(ha_tree_attention(got, q, k, v, c->T, c->ctx, c->nb, c->H, c->KH, c->hd, mask,
-	                                   mw, f16, path, threads), 0);
-	snprintf(what, sizeof(what), "attn %s %s T%d ctx%d nb%d H%d KH%d hd%d %s%s th%d",
+	assert_int_equal(ha_tree_attention_window(got, q, k, v, c->T, c->ctx, c->nb, c->H, c->KH, c->hd,
+	                                          mask, mw, f16, c->window, path, threads), 0);
+	snprintf(what, sizeof(what), "attn %s %s T%d ctx%d nb%d H%d KH%d hd%d %s%s th%d win%d",
 	         f16 ? "fp16" : "bf16", hg_path_name(path), c->T, c->ctx, c->nb, c->H, c->KH, c->hd,
-	         c->masked ? "tree" : "causal", c->dead_slot >= 0 ? " dead-slot" : "", threads);
+	         c->masked ? "tree" : "causal", c->dead_slot >= 0 ? " dead-slot" : "", threads,
+	         c->window);
 	check_close(what, got, ref, bound, nq);
 	gcheck(what, got, nq);
 	free(q), free(k), free(v), free(qf), free(kf), free(vf), free(ro), free(scr);
@@ -139,10 +158,14 @@ static void run(const acase *c, bool f16, int path, int threads)
 }
 
 static const acase CASES[] = {
-	{1, 37, 1, 9, 3, 64, 0, -1},   {1, 200, 1, 9, 3, 64, 0, -1}, {3, 37, 3, 9, 3, 64, 0, -1},
-	{26, 200, 26, 9, 3, 64, 1, -1}, {26, 37, 31, 4, 4, 20, 1, -1}, {63, 0, 63, 6, 1, 64, 1, -1},
-	{63, 200, 70, 9, 3, 64, 0, -1}, {3, 37, 4, 9, 3, 20, 1, 0},   {26, 0, 26, 4, 4, 64, 0, -1},
-	{7, 130, 9, 6, 1, 8, 1, 1},
+	{1, 37, 1, 9, 3, 64, 0, -1, 0},   {1, 200, 1, 9, 3, 64, 0, -1, 0}, {3, 37, 3, 9, 3, 64, 0, -1, 0},
+	{26, 200, 26, 9, 3, 64, 1, -1, 0}, {26, 37, 31, 4, 4, 20, 1, -1, 0}, {63, 0, 63, 6, 1, 64, 1, -1, 0},
+	{63, 200, 70, 9, 3, 64, 0, -1, 0}, {3, 37, 4, 9, 3, 20, 1, 0, 0},   {26, 0, 26, 4, 4, 64, 0, -1, 0},
+	{7, 130, 9, 6, 1, 8, 1, 1, 0},
+	/* sliding windows: smaller than the context (tree, causal; GQA; a
+	 * window under the block's depth), and larger than it */
+	{26, 200, 26, 9, 3, 64, 1, -1, 40}, {7, 130, 9, 6, 1, 8, 0, -1, 9},
+	{63, 200, 70, 9, 3, 20, 0, -1, 100}, {3, 37, 4, 4, 4, 64, 1, -1, 500},
 };
 
 static void all_cases(int path)

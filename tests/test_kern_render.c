@@ -108,6 +108,19 @@ static void test_key(void **state)
 	assert_int_equal(gen_key(k, sizeof(k), "rmsnorm", p, 5), 0);
 	assert_string_equal(k, "rmsnorm_bf16_dim576_offm2_eps3f800000");
 	assert_int_equal(gen_key(k, 10, "rmsnorm", p, 5), SW_ERANGE);
+	/* key_omit_zero: at 0 out of the key (the key before the parameter
+	 * existed), any other value in it */
+	gen_param w[] = {{.name = "DIM", .type = GEN_PARAM_INT, .i = 8},
+	                 {.name = "WINDOW", .type = GEN_PARAM_INT, .i = 0, .key_omit_zero = true}};
+	assert_int_equal(gen_key(k, sizeof(k), "attn", w, 2), 0);
+	assert_string_equal(k, "attn_dim8");
+	w[1].i = 512;
+	assert_int_equal(gen_key(k, sizeof(k), "attn", w, 2), 0);
+	assert_string_equal(k, "attn_dim8_window512");
+	w[1].key_omit_zero = false;
+	w[1].i = 0;
+	assert_int_equal(gen_key(k, sizeof(k), "attn", w, 2), 0);
+	assert_string_equal(k, "attn_dim8_window0");
 }
 
 int main(void)

@@ -14,7 +14,11 @@
  * padding), run as sm_90 (together) and as sm_80 (one per pass), contexts
  * 0, 1, 37, 300, 513, 900 with splits of 64, 128 and 512 (the last live
  * split taking the block keys, context tiles straddling into block keys),
- * bf16 and fp16. Unused cache slots and the partial buffers start as NaN
+ * bf16 and fp16; sliding windows (WINDOW, Gemma 3's local layers: query
+ * at ctx + depth sees slots above ctx + depth - WINDOW) smaller than, equal
+ * to and larger than the context, with splits wholly outside the window,
+ * against the exact attention and kernels/ref's ref_tree_attention_window.
+ * Unused cache slots and the partial buffers start as NaN
  * (emu_alloc), so a read of a dead split or slot shows. Then NVRTC for
  * sm_80 and sm_90, relocatable as engines are built, on every emulated
  * variant and on real shapes (Llama-2-7B, Llama-3-8B with eagle25 /
@@ -56,6 +60,7 @@ typedef struct acase {
 	int n_blk_causal;
 	int nh, nkv, hd, f16, split, max_ctx, warps, rb;
 	int arch; /* emulated as sm_80 (800: one fragment per pass) or sm_90 (0) */
+	int window; /* WINDOW: a sliding window (0: none, and no key entry) */
 } acase;
 
 typedef struct aspec { /* the case made concrete */
@@ -104,7 +109,7 @@ static void make_spec(const acase *c, aspec *s)
 }
 
 #define I(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
-#define NPARAM 15
+#define NPARAM 16
 
 static void fill_params(const acase *c, const aspec *s, gen_param *p)
 {
@@ -124,6 +129,7 @@ static void fill_params(const acase *c, const aspec *s, gen_param *p)
 		I("WARPS", c->warps),
 		I("ROW_BLOCKS", c->rb),
 		I("MBLOCK", 128),
+		{.name = "WINDOW", .type = GEN_PARAM_INT, .i = c->window, .key_omit_zero = true},
 	};
 	memcpy(p, q, sizeof(q));
 }
@@ -258,7 +264,7 @@ static double gamma2(int n)
  * spacing. */
 static void exact_attention(double *ref, double *bound, const float *qf, const float *kf,
                             const float *vf, int T, int ctx, int n_blk, int nh, int nkv, int hd,
-                            const uint64_t *mask, int mw, const anum *an)
+                            const uint64_t *mask, int mw, int window, const anum *an)
 {
 	const int G = nh / nkv, first = n_blk - T;
 	const float scale = 1.0f / sqrtf((float)hd);
@@ -271,10 +277,14 @@ static void exact_attention(double *ref, double *bound, const float *qf, const f
 			const float *q = qf + ((size_t)t * nh + h) * hd;
 			const size_t kh = (size_t)(h / G) * hd;
 			double m = -INFINITY, S = 0.0, delta = 0.0;
-			int N = 0;
+			int N = 0, depth = -1; /* t's block keys seen, less itself */
+			for (int b = 0; b < n_blk; b++)
+				depth += mask ? (int)((mask[t * mw + b / 64] >> (b % 64)) & 1) : b <= first + t;
 			for (int j = 0; j < ctx + n_blk; j++) {
 				int b = j - ctx;
-				vis[j] = b < 0 || (mask ? (mask[t * mw + b / 64] >> (b % 64)) & 1 : b <= first + t);
+				/* position ctx + depth sees slot j when ctx + depth - j < window */
+				vis[j] = b < 0 ? !window || ctx + depth - j < window
+				               : (mask ? (mask[t * mw + b / 64] >> (b % 64)) & 1 : b <= first + t);
 				if (!vis[j])
 					continue;
 				double dot = 0.0, adot = 0.0;
@@ -384,7 +394,8 @@ static void run_case(const acase *c, const int *ctxs, int n_ctxs)
 		assert_int_equal(*ctx_len, ctx);
 
 		const uint64_t *mask = c->tree ? s->mask : NULL;
-		exact_attention(ref, bound, qf, kf, vf, T, ctx, nb, nh, nkv, hd, mask, s->mw, &an_k);
+		exact_attention(ref, bound, qf, kf, vf, T, ctx, nb, nh, nkv, hd, mask, s->mw, c->window,
+		                &an_k);
 		for (size_t i = 0; i < nq; i++)
 			got[i] = from16(c->f16, out[i]);
 		snprintf(what, sizeof(what), "%s ctx %d", kp->name, ctx);
@@ -394,14 +405,23 @@ static void run_case(const acase *c, const int *ctxs, int n_ctxs)
 		double worst = 0.0; /* how much of the derived bound the kernel uses */
 		for (size_t i = 0; i < nq; i++)
 			worst = fmax(worst, fabs(got[i] - ref[i]) / bound[i]);
-		print_message("  %-16s T %3d G %d hd %3d %s rb %d%s ctx %4d: max |err| / bound = %.3f\n",
+		print_message("  %-16s T %3d G %d hd %3d %s rb %d%s ctx %4d win %d: max |err| / bound = %.3f\n",
 		              s->tree_id, T, nh / nkv, hd, c->f16 ? "f16 " : "bf16", c->rb,
-		              c->arch == 800 ? " sm_80" : "", ctx, worst);
+		              c->arch == 800 ? " sm_80" : "", ctx, c->window, worst);
 		/* The fp32 host reference on the same inputs, within the bound
 		 * without the output rounding and with P in fp32 (an_r). */
-		ref_attention_append(rout, qf, kf, vf, T, ctx, nb, nh, nkv, hd, mask, scratch);
-		exact_attention(ref, bound, qf, kf, vf, T, ctx, nb, nh, nkv, hd, mask, s->mw, &an_r);
-		snprintf(what, sizeof(what), "ref_attention_append vs exact, %s ctx %d", s->tree_id, ctx);
+		exact_attention(ref, bound, qf, kf, vf, T, ctx, nb, nh, nkv, hd, mask, s->mw, c->window,
+		                &an_r);
+		if (c->window) { /* kernels/ref's windowed tree attention (16-bit inputs) */
+			void *rs = malloc(ref_tree_attention_scratch(ctx, nb, hd));
+			ref_tree_attention_window(rout, q, k, v, ctx, T, nb, nh, nkv, hd, mask, s->mw, c->f16,
+			                          c->window, rs);
+			free(rs);
+		} else {
+			ref_attention_append(rout, qf, kf, vf, T, ctx, nb, nh, nkv, hd, mask, scratch);
+		}
+		snprintf(what, sizeof(what), "kernels/ref vs exact, %s ctx %d window %d", s->tree_id, ctx,
+		         c->window);
 		kern_out r = {.name = "out", .type = KERN_F32, .got = rout, .ref = ref, .bound = bound,
 		              .n = nq, .dims = {T, nh, hd}};
 		kern_expect(what, &r);
@@ -434,10 +454,10 @@ static void run_case(const acase *c, const int *ctxs, int n_ctxs)
  * (three of them without rows), one fragment per warp and two (the second
  * all padding). */
 static const acase single_cases[] = {
-	{"root", -1, 0, 4, 4, 64, 0, 64, 384, 1, 1, 0},
-	{"root", -1, 0, 4, 4, 64, 1, 64, 384, 4, 2, 0},
-	{"root", -1, 0, 4, 1, 128, 0, 64, 384, 4, 1, 0},
-	{"root", -1, 0, 4, 1, 128, 1, 64, 384, 1, 2, 0},
+	{"root", -1, 0, 4, 4, 64, 0, 64, 384, 1, 1, 0, 0},
+	{"root", -1, 0, 4, 4, 64, 1, 64, 384, 4, 2, 0, 0},
+	{"root", -1, 0, 4, 1, 128, 0, 64, 384, 4, 1, 0, 0},
+	{"root", -1, 0, 4, 1, 128, 1, 64, 384, 1, 2, 0, 0},
 };
 
 /* Chains and every preset; GQA 4 over one KV head (rows of 4 tokens per
@@ -445,45 +465,45 @@ static const acase single_cases[] = {
  * last warp's second is padding); split 64 and 128; eagle25 once more as
  * sm_80 runs it (the fragments in two passes, the last one idle). */
 static const acase preset_cases[] = {
-	{"chain:5", -1, 0, 4, 1, 64, 0, 128, 448, 4, 1, 0},
-	{"eagle25", -1, 0, 4, 1, 128, 1, 64, 448, 4, 2, 0},
-	{"sequoia63", -1, 0, 4, 1, 64, 0, 128, 448, 4, 2, 0},
-	{"medusa63", -1, 0, 4, 1, 128, 0, 64, 448, 4, 1, 0},
-	{"biseq8", -1, 0, 4, 1, 64, 1, 128, 448, 4, 2, 0},
-	{"biseq16", -1, 0, 4, 1, 128, 0, 64, 448, 4, 2, 0},
-	{"eagle25", -1, 0, 4, 1, 128, 0, 64, 448, 4, 2, 800},
+	{"chain:5", -1, 0, 4, 1, 64, 0, 128, 448, 4, 1, 0, 0},
+	{"eagle25", -1, 0, 4, 1, 128, 1, 64, 448, 4, 2, 0, 0},
+	{"sequoia63", -1, 0, 4, 1, 64, 0, 128, 448, 4, 2, 0, 0},
+	{"medusa63", -1, 0, 4, 1, 128, 0, 64, 448, 4, 1, 0, 0},
+	{"biseq8", -1, 0, 4, 1, 64, 1, 128, 448, 4, 2, 0, 0},
+	{"biseq16", -1, 0, 4, 1, 128, 0, 64, 448, 4, 2, 0, 0},
+	{"eagle25", -1, 0, 4, 1, 128, 0, 64, 448, 4, 2, 800, 0},
 };
 
 /* kary:2:6: 127 nodes, two mask words per row, 127 block keys in the last
  * split of 64 (four tiles of them); chain:64: deep, 65 nodes, GQA 1. */
 static const acase wide_cases[] = {
-	{"kary:2:6", -1, 0, 2, 1, 64, 0, 64, 448, 4, 2, 0},
-	{"chain:64", -1, 0, 1, 1, 64, 1, 64, 192, 2, 1, 0},
+	{"kary:2:6", -1, 0, 2, 1, 64, 0, 64, 448, 4, 2, 0, 0},
+	{"chain:64", -1, 0, 1, 1, 64, 1, 64, 192, 2, 1, 0, 0},
 };
 
 /* GQA 8 and 3 (rows of a token straddle fragments), head dims 80 and 40
  * (40: padded to 48 with zero dims), one and two warps per block, 80 also
  * as sm_80 (steps of 32 keys instead of 16). */
 static const acase gqa_cases[] = {
-	{"eagle25", -1, 0, 8, 1, 64, 1, 64, 192, 4, 2, 0},
-	{"biseq8", -1, 0, 6, 2, 128, 0, 128, 256, 2, 2, 0},
-	{"chain:3", -1, 0, 3, 1, 80, 0, 64, 192, 1, 2, 0},
-	{"chain:3", -1, 0, 4, 2, 40, 1, 64, 192, 1, 1, 0},
-	{"chain:3", -1, 0, 3, 1, 80, 1, 64, 192, 1, 2, 800},
+	{"eagle25", -1, 0, 8, 1, 64, 1, 64, 192, 4, 2, 0, 0},
+	{"biseq8", -1, 0, 6, 2, 128, 0, 128, 256, 2, 2, 0, 0},
+	{"chain:3", -1, 0, 3, 1, 80, 0, 64, 192, 1, 2, 0, 0},
+	{"chain:3", -1, 0, 4, 2, 40, 1, 64, 192, 1, 1, 0, 0},
+	{"chain:3", -1, 0, 3, 1, 80, 1, 64, 192, 1, 2, 800, 0},
 };
 
 /* GQA 8 at T = 64 with head dim 128 and the real shapes' split of 512:
  * 32 softmax steps per split, 512 rows per KV head (4 blocks of 4 warps of
  * 2 fragments), as sm_90 and as sm_80 runs it. */
 static const acase long_cases[] = {
-	{"sequoia63", -1, 0, 8, 1, 128, 0, 512, 1024, 4, 2, 0},
-	{"sequoia63", -1, 0, 8, 1, 128, 1, 512, 1024, 4, 2, 800},
+	{"sequoia63", -1, 0, 8, 1, 128, 0, 512, 1024, 4, 2, 0, 0},
+	{"sequoia63", -1, 0, 8, 1, 128, 1, 512, 1024, 4, 2, 800, 0},
 };
 
 /* Head dim 96, both paths and dtypes (emulated and NVRTC). */
 static const acase hd_cases[] = {
-	{"chain:3", -1, 0, 6, 2, 96, 1, 64, 192, 2, 2, 0},
-	{"chain:3", -1, 0, 6, 2, 96, 0, 64, 192, 2, 2, 800},
+	{"chain:3", -1, 0, 6, 2, 96, 1, 64, 192, 2, 2, 0, 0},
+	{"chain:3", -1, 0, 6, 2, 96, 0, 64, 192, 2, 2, 800, 0},
 };
 
 /* Above 128 dims the output goes in parts of <= 128 dims, a pass each:
@@ -491,17 +511,32 @@ static const acase hd_cases[] = {
  * dtypes, and 136 (padded to 144: 18 n-tiles in parts of 10, the second
  * short by two, skipped), in the NVRTC matrix too. */
 static const acase hd256_cases[] = {
-	{"eagle25", -1, 0, 4, 1, 256, 0, 64, 192, 2, 2, 0},
-	{"biseq8", -1, 0, 8, 1, 256, 1, 64, 192, 1, 1, 800},
-	{"chain:3", -1, 0, 3, 1, 136, 1, 64, 192, 1, 2, 0},
-	{NULL, -1, 37, 2, 1, 136, 0, 64, 256, 2, 1, 800},
+	{"eagle25", -1, 0, 4, 1, 256, 0, 64, 192, 2, 2, 0, 0},
+	{"biseq8", -1, 0, 8, 1, 256, 1, 64, 192, 1, 1, 800, 0},
+	{"chain:3", -1, 0, 3, 1, 136, 1, 64, 192, 1, 2, 0, 0},
+	{NULL, -1, 37, 2, 1, 136, 0, 64, 256, 2, 1, 800, 0},
 };
 
 /* A draft level over the staged levels (T < N_BLK), and causal prefill. */
 static const acase append_cases[] = {
-	{"eagle25", 2, 0, 4, 1, 64, 0, 64, 256, 4, 1, 0},
-	{NULL, -1, 37, 4, 2, 64, 1, 64, 256, 4, 2, 0},
-	{NULL, -1, 1, 2, 1, 128, 0, 128, 256, 4, 1, 0},
+	{"eagle25", 2, 0, 4, 1, 64, 0, 64, 256, 4, 1, 0, 0},
+	{NULL, -1, 37, 4, 2, 64, 1, 64, 256, 4, 2, 0, 0},
+	{NULL, -1, 1, 2, 1, 128, 0, 128, 256, 4, 1, 0, 0},
+};
+
+/* Sliding windows (Gemma 3's local layers): WINDOW 40 and 100 over splits
+ * of 64 (contexts 37..300: windows smaller than, equal to (ctx 40 - depth)
+ * and larger than the context; splits wholly below the window, whose
+ * partials must merge as empty; window edges inside a tile), a tree
+ * (per-node depths), a tree level over staged levels, causal prefill chunks
+ * (depth = the row), head dim 256 as sm_80, GQA 4 two fragments a warp. */
+static const acase window_cases[] = {
+	{"eagle25", -1, 0, 4, 1, 64, 0, 64, 448, 4, 2, 0, 40},
+	{"sequoia63", -1, 0, 4, 1, 64, 1, 64, 448, 4, 1, 0, 100},
+	{"eagle25", 2, 0, 4, 1, 64, 1, 64, 448, 4, 1, 0, 40},
+	{NULL, -1, 37, 4, 2, 64, 0, 64, 448, 4, 2, 0, 40},
+	{NULL, -1, 37, 2, 1, 256, 1, 64, 448, 2, 1, 800, 100},
+	{"root", -1, 0, 4, 1, 128, 0, 64, 448, 1, 1, 0, 40},
 };
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -510,6 +545,13 @@ static void run_table(const acase *cs, size_t n, const int *ctxs, int n_ctxs)
 {
 	for (size_t i = 0; i < n; i++)
 		run_case(&cs[i], ctxs, n_ctxs);
+}
+
+static void test_tree_attention_window(void **state)
+{
+	static const int ctxs[] = {0, 13, 40, 64, 150, 300};
+	(void)state;
+	run_table(window_cases, N_OF(window_cases), ctxs, 6);
 }
 
 static void test_tree_attention_single(void **state)
@@ -592,21 +634,27 @@ static void test_tree_attention_nvrtc(void **state)
 	/* real shapes in the planner's launch shapes (gen/attn_cost.h at 2-4K cached
 	 * keys): Llama-2-7B (GQA 1), Llama-3-8B (GQA 4, and 8), 8K context */
 	static const acase real_cases[] = {
-		{"chain:5", -1, 0, 32, 32, 128, 0, 512, 8192, 1, 1, 0},
-		{"eagle25", -1, 0, 32, 8, 128, 0, 512, 8192, 4, 1, 0},
-		{"sequoia63", -1, 0, 32, 8, 128, 1, 512, 8192, 2, 2, 0},
-		{"sequoia63", -1, 0, 32, 4, 128, 0, 512, 8192, 4, 2, 0}, /* GQA 8 */
-		{NULL, -1, 256, 32, 8, 128, 0, 1024, 8192, 4, 2, 0},
-		{"root", -1, 0, 32, 8, 128, 0, 256, 8192, 1, 1, 0}, /* T = 1 decode */
+		{"chain:5", -1, 0, 32, 32, 128, 0, 512, 8192, 1, 1, 0, 0},
+		{"eagle25", -1, 0, 32, 8, 128, 0, 512, 8192, 4, 1, 0, 0},
+		{"sequoia63", -1, 0, 32, 8, 128, 1, 512, 8192, 2, 2, 0, 0},
+		{"sequoia63", -1, 0, 32, 4, 128, 0, 512, 8192, 4, 2, 0, 0}, /* GQA 8 */
+		{NULL, -1, 256, 32, 8, 128, 0, 1024, 8192, 4, 2, 0, 0},
+		{"root", -1, 0, 32, 8, 128, 0, 256, 8192, 1, 1, 0, 0}, /* T = 1 decode */
 		/* head dims 64 / 80 / 96 / 256 (Gemma-2B: 8 heads, 1 KV head) */
-		{"sequoia63", -1, 0, 32, 8, 64, 0, 512, 8192, 2, 2, 0},
-		{"sequoia63", -1, 0, 32, 8, 80, 0, 512, 8192, 2, 2, 0},
-		{"sequoia63", -1, 0, 28, 4, 96, 0, 512, 8192, 2, 2, 0},
+		{"sequoia63", -1, 0, 32, 8, 64, 0, 512, 8192, 2, 2, 0, 0},
+		{"sequoia63", -1, 0, 32, 8, 80, 0, 512, 8192, 2, 2, 0, 0},
+		{"sequoia63", -1, 0, 28, 4, 96, 0, 512, 8192, 2, 2, 0, 0},
 		/* Qwen2-7B's prefill (GQA 7, T 128): the planner's shape in
 		 * test_build, where the step-loop SYNCWARP()s of 14383d4 spilled */
-		{NULL, -1, 128, 28, 4, 128, 0, 512, 4096, 4, 2, 0},
-		{"eagle25", -1, 0, 8, 1, 256, 0, 512, 8192, 4, 2, 0},
-		{NULL, -1, 128, 8, 1, 256, 0, 512, 8192, 4, 2, 0},
+		{NULL, -1, 128, 28, 4, 128, 0, 512, 4096, 4, 2, 0, 0},
+		{"eagle25", -1, 0, 8, 1, 256, 0, 512, 8192, 4, 2, 0, 0},
+		{NULL, -1, 128, 8, 1, 256, 0, 512, 8192, 4, 2, 0, 0},
+		/* Gemma 3 local layers: 270M (4 heads, 1 KV head, window 512) and
+		 * 4B (8 heads, 4 KV heads, window 1024), a tree and a prefill chunk */
+		{"eagle25", -1, 0, 4, 1, 256, 0, 512, 2048, 4, 1, 0, 512},
+		{NULL, -1, 128, 4, 1, 256, 0, 512, 2048, 4, 2, 0, 512},
+		{"sequoia63", -1, 0, 8, 4, 256, 0, 512, 8192, 2, 2, 0, 1024},
+		{NULL, -1, 128, 8, 4, 256, 1, 512, 8192, 4, 2, 0, 1024},
 	};
 	const struct {
 		const acase *c;
@@ -615,7 +663,7 @@ static void test_tree_attention_nvrtc(void **state)
 	              {wide_cases, N_OF(wide_cases)},     {gqa_cases, N_OF(gqa_cases)},
 	              {long_cases, N_OF(long_cases)},     {append_cases, N_OF(append_cases)},
 	              {hd_cases, N_OF(hd_cases)},         {hd256_cases, N_OF(hd256_cases)},
-	              {real_cases, N_OF(real_cases)}};
+	              {window_cases, N_OF(window_cases)}, {real_cases, N_OF(real_cases)}};
 	(void)state;
 	gen_nvrtc *nv = nvrtc_or_skip("test_kern_tree_attention");
 	char *prelude = load_prelude_cuda();
@@ -697,6 +745,7 @@ int main(void)
 		cmocka_unit_test(test_tree_attention_long),
 		cmocka_unit_test(test_tree_attention_head_dims),
 		cmocka_unit_test(test_tree_attention_append_causal),
+		cmocka_unit_test(test_tree_attention_window),
 		cmocka_unit_test(test_tree_attention_nvrtc),
 	};
 	/* e.g. CMOCKA_FILTER='*nvrtc' (TEST_FILTER is tests/run_all.sh's, by binary) */

@@ -286,6 +286,18 @@ size_t ref_tree_attention_scratch(int n_ctx, int n_blk, int head_dim);
 void ref_tree_attention(float *out, const uint16_t *q, const uint16_t *k, const uint16_t *v,
                         int n_ctx, int T, int n_blk, int n_heads, int n_kv_heads, int head_dim,
                         const uint64_t *mask, int mask_words, int is_f16, void *scratch);
+/* The same with a sliding window (WINDOW of the template; 0: none, as
+ * ref_tree_attention): query t sits at position n_ctx + depth(t), depth =
+ * the number of block keys its row sees minus 1 (causal: n_blk - T + t),
+ * and sees context slot j only when n_ctx + depth(t) - j < window (block
+ * keys as above: the callers keep window >= n_blk). */
+void ref_tree_attention_window(float *out, const uint16_t *q, const uint16_t *k,
+                               const uint16_t *v, int n_ctx, int T, int n_blk, int n_heads,
+                               int n_kv_heads, int head_dim, const uint64_t *mask, int mask_words,
+                               int is_f16, int window, void *scratch);
+/* query t's depth below the block's first key: popcount(row t) - 1, or
+ * n_blk - T + t without a mask */
+int ref_tree_depth(const uint64_t *mask, int mask_words, int T, int n_blk, int t);
 
 /* ---- sampling, expansion and verification (templates argmax,
  * logits_process, tree_expand, verify). p = target, q = draft

@@ -16,9 +16,28 @@ size_t ref_tree_attention_scratch(int n_ctx, int n_blk, int head_dim)
 	return sizeof(double) * hd + sizeof(float) * (2 * nk * hd + nk + hd);
 }
 
+int ref_tree_depth(const uint64_t *mask, int mask_words, int T, int n_blk, int t)
+{
+	if (!mask)
+		return n_blk - T + t;
+	int n = 0;
+	for (int w = 0; w < mask_words; w++)
+		n += __builtin_popcountll(mask[(size_t)t * mask_words + w]);
+	return n - 1;
+}
+
 void ref_tree_attention(float *out, const uint16_t *q, const uint16_t *k, const uint16_t *v,
                         int n_ctx, int T, int n_blk, int n_heads, int n_kv_heads, int head_dim,
                         const uint64_t *mask, int mask_words, int is_f16, void *scratch)
+{
+	ref_tree_attention_window(out, q, k, v, n_ctx, T, n_blk, n_heads, n_kv_heads, head_dim, mask,
+	                          mask_words, is_f16, 0, scratch);
+}
+
+void ref_tree_attention_window(float *out, const uint16_t *q, const uint16_t *k,
+                               const uint16_t *v, int n_ctx, int T, int n_blk, int n_heads,
+                               int n_kv_heads, int head_dim, const uint64_t *mask, int mask_words,
+                               int is_f16, int window, void *scratch)
 {
 	const int ctx = n_ctx, nb = n_blk, H = n_heads, KH = n_kv_heads, hd = head_dim;
 	const int G = H / KH, kvd = KH * hd, nk = ctx + nb;
@@ -36,12 +55,15 @@ void ref_tree_attention(float *out, const uint16_t *q, const uint16_t *k, const 
 			}
 		for (int t = 0; t < T; t++)
 			for (int h = kh * G; h < (kh + 1) * G; h++) {
+				/* context slots below lo are outside a window */
+				const int lo = window > 0 ? ctx + ref_tree_depth(mask, mask_words, T, nb, t) -
+				                            window + 1 : 0;
 				for (int d = 0; d < hd; d++)
 					qf[d] = sw_half_to_f32(q[((size_t)t * H + h) * hd + d], is_f16);
 				float mx = -INFINITY;
 				for (int j = 0; j < nk; j++) {
-					int vis = j < ctx;
-					if (!vis) {
+					int vis = j < ctx && j >= lo;
+					if (!vis && j >= ctx) {
 						const int bk = j - ctx;
 						vis = mask ? (int)(mask[(size_t)t * mask_words + bk / 64] >> (bk % 64) & 1)
 						           : bk <= nb - T + t;

@@ -13,6 +13,7 @@
 #include "host_attn.h"
 #include "host_gemm.h"
 #include "host_pool.h"
+#include "kernels/ref/ref.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -29,6 +30,7 @@ typedef struct ha_job {
 	const uint16_t *q, *k, *v;
 	const uint64_t *mask;
 	int T, ctx, nb, H, KH, hd, hdp, mw, n_tc;
+	int window; /* sliding window (ha_tree_attention_window), 0: none */
 	bool f16, avx2; /* avx2: the AVX2 instantiation runs (any path above portable) */
 	float scale;
 	atomic_int rc; /* any part's failure fails the call */
@@ -256,11 +258,12 @@ static void widen_block(const ha_job *jb, float *buf, const uint16_t *src, int k
 	}
 }
 
-static bool visible(const ha_job *jb, int t, int j)
+/* lo: the first context slot inside query t's window (0 without one) */
+static bool visible(const ha_job *jb, int t, int j, int lo)
 {
 	const int b = j - jb->ctx;
 	if (b < 0)
-		return true;
+		return j >= lo;
 	if (jb->mask)
 		return (jb->mask[(size_t)t * jb->mw + (b >> 6)] >> (b & 63)) & 1u;
 	return b <= jb->nb - jb->T + t;
@@ -273,6 +276,12 @@ static inline __attribute__((always_inline)) void part_impl(ha_job *jb, int part
 	const int G = jb->H / jb->KH, rows = (t1 - t0) * G, hdp = jb->hdp, KB = HA_KEY_BLOCK;
 	/* keys any row of the part may see: causal rows stop at their own slot */
 	const int nk = jb->ctx + (jb->mask ? jb->nb : jb->nb - jb->T + t1);
+	/* a sliding window: query t at position ctx + depth(t) sees context
+	 * slots above ctx + depth(t) - window (kernels/ref tree_attention) */
+	int lo[HA_ROWS_T];
+	for (int t = t0; t < t1; t++)
+		lo[t - t0] = jb->window > 0 ? jb->ctx + ref_tree_depth(jb->mask, jb->mw, jb->T, jb->nb, t) -
+		                              jb->window + 1 : 0;
 	float *qf = NULL, *S = NULL, *O = NULL, *kb = NULL;
 	float *mx = NULL;
 	if (posix_memalign((void **)&qf, 64, sizeof(float) * ((size_t)rows * hdp * 2 + (size_t)KB * hdp)) ||
@@ -308,7 +317,7 @@ static inline __attribute__((always_inline)) void part_impl(ha_job *jb, int part
 				scores_c(s, qf + (size_t)r * hdp, kb, n, hdp, jb->scale);
 			float m = mx[r]; /* a local: s and mx may alias, as far as the compiler knows */
 			for (int j = 0; j < n; j++) {
-				if (!visible(jb, t, j0 + j))
+				if (!visible(jb, t, j0 + j, lo[t - t0]))
 					s[j] = -INFINITY;
 				else
 					m = s[j] > m ? s[j] : m; /* fmaxf (NaN ignored) without the libm call */
@@ -367,15 +376,23 @@ int ha_tree_attention(float *out, const uint16_t *q, const uint16_t *k, const ui
                       int ctx, int nb, int H, int KH, int hd, const uint64_t *mask, int mw, bool f16,
                       int path, int threads)
 {
+	return ha_tree_attention_window(out, q, k, v, T, ctx, nb, H, KH, hd, mask, mw, f16, 0, path,
+	                                threads);
+}
+
+int ha_tree_attention_window(float *out, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                             int T, int ctx, int nb, int H, int KH, int hd, const uint64_t *mask,
+                             int mw, bool f16, int window, int path, int threads)
+{
 	if (path == HG_PATH_AUTO)
 		path = hg_path_auto();
 	if (!hg_path_available(path) || T < 0 || ctx < 0 || nb < T || KH < 1 || H % KH || hd < 1 ||
-	    (mask && mw < (nb + 63) / 64))
+	    (mask && mw < (nb + 63) / 64) || window < 0)
 		return SW_EINVAL;
 	if (T == 0 || H == 0)
 		return 0;
 	ha_job jb = {.out = out, .q = q, .k = k, .v = v, .mask = mask, .T = T, .ctx = ctx, .nb = nb,
-	             .H = H, .KH = KH, .hd = hd, .hdp = (hd + 7) & ~7, .mw = mw, .f16 = f16,
+	             .H = H, .KH = KH, .hd = hd, .hdp = (hd + 7) & ~7, .mw = mw, .window = window, .f16 = f16,
 	             .avx2 = path >= HG_PATH_AVX2, /* AVX-512 machines run the AVX2 code here */ .scale = 1.0f / sqrtf((float)hd),
 	             .n_tc = (T + HA_ROWS_T - 1) / HA_ROWS_T};
 	const int parts = KH * jb.n_tc;

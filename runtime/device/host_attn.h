@@ -23,5 +23,11 @@
 int ha_tree_attention(float *out, const uint16_t *q, const uint16_t *k, const uint16_t *v, int T,
                       int ctx, int nb, int H, int KH, int hd, const uint64_t *mask, int mw, bool f16,
                       int path, int threads);
+/* The same with a sliding window (tree attention's WINDOW; 0: none): query
+ * t at position ctx + depth(t) sees context slot j only when ctx +
+ * depth(t) - j < window (kernels/ref's ref_tree_attention_window). */
+int ha_tree_attention_window(float *out, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                             int T, int ctx, int nb, int H, int KH, int hd, const uint64_t *mask,
+                             int mw, bool f16, int window, int path, int threads);
 
 #endif

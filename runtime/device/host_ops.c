@@ -163,11 +163,13 @@ static int op_tree_attention(const rt_op *op, sw_err *err)
 		               op->entry);
 	/* the fast host kernel (host_attn.c): K/V widened once per (KV head, key
 	 * block); test_host_attn holds it to kernels/ref tree_attention's bound */
-	const int rc = ha_tree_attention(ARG(op, 0, float *), ARG(op, 2, const uint16_t *),
-	                                 ARG(op, 3, const uint16_t *), ARG(op, 4, const uint16_t *), T,
-	                                 *ARG(op, 5, const int32_t *), nb, H, KH, hd,
-	                                 masked ? op->kinfo->mask : NULL, (int)PI_("MASK_WORDS"), is_f16,
-	                                 HG_PATH_AUTO, 0);
+	const int rc = ha_tree_attention_window(ARG(op, 0, float *), ARG(op, 2, const uint16_t *),
+	                                        ARG(op, 3, const uint16_t *),
+	                                        ARG(op, 4, const uint16_t *), T,
+	                                        *ARG(op, 5, const int32_t *), nb, H, KH, hd,
+	                                        masked ? op->kinfo->mask : NULL,
+	                                        (int)PI_("MASK_WORDS"), is_f16, (int)PI_("WINDOW"),
+	                                        HG_PATH_AUTO, 0);
 	return rc ? sw_errf(err, rc, "%s: tree attention failed (out of memory?)", op->entry) : 0;
 }
 
