@@ -484,10 +484,12 @@ static void test_gguf(void **state)
 	rmdir(dir);
 }
 
-/* gen takes a gemma3 target (gen/arch_gemma.c) whose sliding window
- * covers max_context, and refuses a max_context beyond it naming the
- * field, the window and the value (the engine's attention has no window:
- * tests/test_gemma_engine.c runs such engines) */
+/* gen takes a gemma3 target (gen/arch_gemma.c) at any max_context: its
+ * sliding layers run tree attention's window (tests/test_gemma_engine.c runs
+ * such engines). Where the window cuts (max_context above it), a prefill
+ * chunk or tree of more rows than the window is refused naming the field,
+ * the window and the rows (the windowed attention takes a block's own keys
+ * as inside the window) */
 static void test_generator_window(void **state)
 {
 	(void)state;
@@ -497,24 +499,36 @@ static void test_generator_window(void **state)
 	snprintf(p, sizeof(p), "%s/config.json", dir);
 	FILE *f = fopen(p, "w");
 	assert_non_null(f);
-	fprintf(f, "%s}", G_BASE); /* sliding_window: transformers' default 4096 */
+	fprintf(f, "%s, \"sliding_window\": 16}", G_BASE);
 	fclose(f);
-	for (int k = 0; k < 2; k++) {
+	static const struct {
+		int max_ctx, chunk;
+		const char *tree;
+		bool ok;
+	} cases[] = {
+		{16, 16, "chain:6", true},     /* the window covers every position: no window */
+		{4097, 16, "chain:15", true},  /* cuts; 16 rows a block at most */
+		{4097, 16, "chain:16", false}, /* a tree of 17 rows */
+		{4097, 32, "chain:2", false},  /* a prefill chunk of 32 */
+	};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		snprintf(spec, sizeof(spec), "{\"target\": {\"path\": \"%s\"}, \"draft\": \"ngram\", "
-		         "\"tree\": \"chain:4\", \"verify\": {\"method\": \"greedy\", \"expand\": "
-		         "\"topk\"}, \"max_context\": %d, \"dtype\": \"bf16\"}", dir, k ? 4097 : 4096);
+		         "\"tree\": \"%s\", \"verify\": {\"method\": \"greedy\", \"expand\": "
+		         "\"topk\"}, \"max_context\": %d, \"prefill_chunk\": %d, \"dtype\": \"bf16\"}",
+		         dir, cases[k].tree, cases[k].max_ctx, cases[k].chunk);
 		gen_spec *s = calloc(1, sizeof(*s));
 		sw_err err = { 0 };
 		assert_non_null(s);
 		int rc = gen_spec_parse(spec, strlen(spec), "spec.json", NULL, s, &err);
-		if (!k) {
+		if (cases[k].ok) {
 			if (rc)
-				fail_msg("rc %d: %s", rc, err.msg);
+				fail_msg("case %zu: rc %d: %s", k, rc, err.msg);
 			assert_int_equal(s->target.cfg.arch, RT_ARCH_GEMMA3);
-		} else if (!rc || !strstr(err.msg, "spec.json") || !strstr(err.msg, "$.max_context") ||
-		           !strstr(err.msg, "at most 4096") || !strstr(err.msg, "sliding_window") ||
-		           !strstr(err.msg, "found 4097")) {
-			fail_msg("rc %d, message: %s", rc, err.msg);
+		} else if (!rc || !strstr(err.msg, "spec.json") ||
+		           !strstr(err.msg, k == 2 ? "$.tree" : "$.prefill_chunk") ||
+		           !strstr(err.msg, "at most 16 rows") || !strstr(err.msg, "sliding_window") ||
+		           !strstr(err.msg, k == 2 ? "found 17 rows" : "found 32 rows")) {
+			fail_msg("case %zu: rc %d, message: %s", k, rc, err.msg);
 		}
 		free(s);
 	}
