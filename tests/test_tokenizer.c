@@ -670,6 +670,19 @@ static void test_chat_gemma(void **state)
 	assert_non_null(strstr(e.msg, "\"assistant\""));
 	assert_non_null(strstr(e.msg, "expected \"user\""));
 	assert_int_equal(rt_chat_format(t, "Hi", out, 20, &e), SW_ERANGE);
+	assert_true(rt_tokenizer_has_chat(t));
+	rt_tokenizer_free(t);
+	/* the same vocabulary without a template (a base Gemma file: the markers
+	 * are in its vocabulary, it was not trained on them): no chat; the CLI's
+	 * default is plain text and --chat is refused, saying why */
+	d.chat_template = NULL;
+	d.chat_template_len = 0;
+	if (!(t = rt_tokenizer_new(&d, &e)))
+		fail_msg("%s", e.msg);
+	assert_false(rt_tokenizer_has_chat(t));
+	assert_int_equal(rt_chat_format(t, "Hi", out, sizeof(out), &e), SW_ENOTSUP);
+	assert_non_null(strstr(e.msg, "no chat template"));
+	assert_non_null(strstr(e.msg, "--no-chat"));
 	rt_tokenizer_free(t);
 }
 

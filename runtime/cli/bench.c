@@ -261,7 +261,8 @@ static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np,
 		rc = sw_errf(err, SW_EIO, "%s ($SW_BENCH_IDS): cannot write", idp);
 		goto out;
 	}
-	const bool chat = o->chat != 0; /* --no-chat: plain text (a model without a chatml or Gemma template) */
+	/* the chat template unless --no-chat; by default only where the model has one */
+	const bool chat = o->chat < 0 ? rt_tokenizer_has_chat(s->tok) : o->chat != 0;
 	printf("### Real model, drafters: %s, %d prompts from %s, %d new tokens, chat template %s\n\n", o->model, np,
 	       o->corpus ? o->corpus : "(default corpus)", M, chat ? "on" : "off");
 	/* acceptance columns: positions 1..8, or 1..16 when a row drafts deeper
@@ -440,8 +441,9 @@ int cli_bench(const cli_opts *o)
 	int nd = 4;
 	if (o->draft && strcmp(o->draft, "ngram") && strcmp(o->draft, "none") && strcmp(o->draft, drafters[2]))
 		drafters[nd++] = o->draft;
-	printf("### Real model, chain drafting: %s, %d prompts from %s, %d new tokens, gamma %d, chat template on\n\n",
-	       o->model, np, corpus, M, o->gamma);
+	const bool chat = o->chat < 0 ? rt_tokenizer_has_chat(s.tok) : o->chat != 0;
+	printf("### Real model, chain drafting: %s, %d prompts from %s, %d new tokens, gamma %d, chat template %s\n\n",
+	       o->model, np, corpus, M, o->gamma, chat ? "on" : "off");
 	printf("| T | drafter | median tok/s | median speedup | tau | acceptance at position 1 2 3 | first-draft | second-draft | greedy == target |\n");
 	printf("|---|---|---|---|---|---|---|---|---|\n");
 	const float temps1[2] = { 0.0f, 0.8f };
@@ -454,7 +456,7 @@ int cli_bench(const cli_opts *o)
 			/* progress on stderr: a whole bench takes many minutes */
 			fprintf(stderr, "bench: T=%s %s, %d prompts ...\n", tl, drafters[di], np);
 			for (int pi = 0; pi < np; pi++) {
-				int n_prompt = cli_encode_prompt(&s, prompts[pi], true, ids, o->ctx, &err);
+				int n_prompt = cli_encode_prompt(&s, prompts[pi], chat, ids, o->ctx, &err);
 				if (n_prompt < 0)
 					goto out_err;
 				rt_drafter_free(s.drafter);
@@ -502,7 +504,7 @@ int cli_bench(const cli_opts *o)
 		snprintf(tl, sizeof(tl), "%.1f", temps2[ti]);
 		/* target-only baseline per prompt at this temperature */
 		for (int pi = 0; pi < npt; pi++) {
-			int n_prompt = cli_encode_prompt(&s, prompts[pi], true, ids, o->ctx, &err);
+			int n_prompt = cli_encode_prompt(&s, prompts[pi], chat, ids, o->ctx, &err);
 			rt_gen_cfg cfg = { .samp = { temps2[ti], o->top_k, o->top_p }, .gamma = 1,
 			                   .seed = o->seed + (uint64_t)pi, .max_new = Mt };
 			rt_stats st;
@@ -524,7 +526,7 @@ int cli_bench(const cli_opts *o)
 			struct pool pl;
 			memset(&pl, 0, sizeof(pl));
 			for (int pi = 0; pi < npt; pi++) {
-				int n_prompt = cli_encode_prompt(&s, prompts[pi], true, ids, o->ctx, &err);
+				int n_prompt = cli_encode_prompt(&s, prompts[pi], chat, ids, o->ctx, &err);
 				rt_gen_cfg cfg = { .samp = { temps2[ti], o->top_k, o->top_p }, .gamma = 1,
 				                   .seed = o->seed + (uint64_t)pi, .max_new = Mt };
 				rt_stats st;

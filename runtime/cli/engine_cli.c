@@ -305,7 +305,8 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 	} else if (cli_engine_bind(j->e, j->dev, j->s.target, j->draft, o->seed, err)) {
 		return SW_EINVAL;
 	}
-	j->n_prompt = cli_prompt_tokens(o, &j->s, o->chat < 0 ? true : o->chat, &j->ids, err);
+	j->n_prompt = cli_prompt_tokens(o, &j->s, o->chat < 0 ? rt_tokenizer_has_chat(j->s.tok) : o->chat,
+	                                &j->ids, err);
 	return j->n_prompt < 0 ? j->n_prompt : 0;
 }
 
@@ -911,8 +912,9 @@ int cli_engine_bench(cli_opts *o)
 		fprintf(stderr, "bench: prompt %d of %d (engine, then the fp32 reference) ...\n", i + 1, np);
 		free(j.ids);
 		j.ids = NULL;
-		int n_prompt = cli_encode_prompt(&j.s, prompts[i], o->chat < 0 ? true : o->chat, ids, cap,
-		                                 &err);
+		int n_prompt = cli_encode_prompt(&j.s, prompts[i],
+		                                 o->chat < 0 ? rt_tokenizer_has_chat(j.s.tok) : o->chat, ids,
+		                                 cap, &err);
 		if (n_prompt < 0)
 			goto out_err;
 		if (n_prompt + e->man->n_nodes + M > e->man->max_ctx)

@@ -118,7 +118,7 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	}
 	if (cli_session_open(&s, o, &err))
 		goto out_err;
-	bool chat = o->chat < 0 ? !dump : o->chat;
+	bool chat = o->chat < 0 ? !dump && rt_tokenizer_has_chat(s.tok) : o->chat;
 	out = malloc((size_t)(o->max_new + 1) * sizeof(*out));
 	out2 = malloc((size_t)(o->max_new + 1) * sizeof(*out2));
 	if (!out || !out2) {

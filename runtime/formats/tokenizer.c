@@ -51,6 +51,7 @@ struct rt_tokenizer {
 	bool add_bos;
 	bool chatml;
 	bool chat_gemma;           /* Gemma's <start_of_turn> turns (chat_gemma.c) */
+	bool has_template;         /* the file has a chat template */
 	char *chat_system;         /* default system prompt, NULL if none */
 };
 
@@ -471,12 +472,16 @@ rt_tokenizer *rt_tokenizer_new(const rt_tok_desc *d, sw_err *err)
 		}
 	}
 	if (d->chat_template) {
+		t->has_template = true;
 		rc = chat_template_parse(t, d->chat_template, d->chat_template_len, err);
 		if (rc)
 			goto out_free;
 	} else {
+		/* no template: chatml when the vocabulary has its markers; never
+		 * Gemma's turns (a base Gemma file carries <start_of_turn> in its
+		 * vocabulary without being trained on it: its template is what marks
+		 * an instruction-tuned file) */
 		t->chatml = rt_token_find(t, "<|im_start|>", 12) >= 0;
-		t->chat_gemma = !t->chatml && rt_token_find(t, "<start_of_turn>", 15) >= 0;
 	}
 	return t;
 
@@ -1217,6 +1222,11 @@ int rt_detok_flush(rt_detok *d, char *out, size_t cap)
 
 /* ---- chat ---- */
 
+bool rt_tokenizer_has_chat(const rt_tokenizer *t)
+{
+	return t->chatml || t->chat_gemma;
+}
+
 int rt_chat_format(const rt_tokenizer *t, const char *user_msg, char *out, size_t cap, sw_err *err)
 {
 	const char *role = "user";
@@ -1236,6 +1246,10 @@ int rt_chat_format_msgs(const rt_tokenizer *t, const char *const *roles, const c
 		}
 		return rt_chat_gemma(bos, roles, contents, n_msgs, out, cap, err);
 	}
+	if (!t->chatml && !t->has_template)
+		return sw_errf(err, SW_ENOTSUP, "chat: the model has no chat template (no "
+		               "tokenizer.chat_template, no chatml markers in its vocabulary): a base "
+		               "model takes the prompt as plain text (--no-chat)");
 	if (!t->chatml)
 		return sw_errf(err, SW_ENOTSUP, "chat: the model's chat template is neither chatml "
 		               "(<|im_start|>) nor Gemma's (<start_of_turn>); only those are supported");

@@ -109,6 +109,10 @@ int rt_detok_flush(rt_detok *d, char *out, size_t cap);
  * too small, SW_ENOTSUP for a template that is neither, SW_EINVAL for
  * roles Gemma's template refuses. */
 int rt_chat_format(const rt_tokenizer *t, const char *user_msg, char *out, size_t cap, sw_err *err);
+/* Whether rt_chat_format can format for this model: a chatml or Gemma
+ * template in the file (chatml also from its markers in the vocabulary).
+ * The CLI's default chat mode (neither --chat nor --no-chat) is this. */
+bool rt_tokenizer_has_chat(const rt_tokenizer *t);
 /* The same for a whole conversation: roles[i] ("system", "user",
  * "assistant") and contents[i], then the assistant's opening. The template's
  * default system turn comes first unless roles[0] is "system". */
