@@ -100,71 +100,16 @@ static void spec_for(char *buf, size_t n, const char *path, const char *draft, c
 
 static double worst_ratio;
 
-/* One engine of variant dir on one host mode: logits, greedy tokens,
- * speculative == target-only. */
+/* One engine on one host mode (hf_engine_check: logits and greedy tokens
+ * against transformers and the host decoder; native: graph == eager,
+ * speculative == target-only); a layer adds 12 roundings. */
 static void run_one(const char *what, const char *edir, int mode, const rt_model *m,
                     const json_value *ref, const int32_t *prompt, int T, const int32_t *host)
 {
 	char cache[400];
-	sw_err err = {0};
 	snprintf(cache, sizeof(cache), "%s/cache", g_dir);
-	const int V = m->cfg.vocab, L = m->cfg.n_layers;
-	const json_value *l64 = hf_jget(ref, "logits64"), *ab = hf_jget(ref, "abs"), *jg = hf_jget(ref, "greedy"),
-	                 *jm = hf_jget(ref, "margin");
-	const int N = (int)jg->n;
-	int K = m->cfg.dim > m->cfg.ffn_dim ? m->cfg.dim : m->cfg.ffn_dim;
-	if (m->cfg.n_heads * m->cfg.head_dim > K)
-		K = m->cfg.n_heads * m->cfg.head_dim;
-	if (T > K)
-		K = T;
-	const double u = ldexp(1.0, -11), c = 2.0 * (12 * L + 2) * (2 * u + gamma_n(K));
-
-	rt_dev *d = eu_open_host(mode, cache);
-	rt_engine *e = eu_bind(edir, d, m, 1);
-	int32_t out[64], tonly[64];
-	rt_engine_stats st;
-	/* one token: the first iteration's root row is the prompt's last */
-	assert_int_equal(eu_generate(e, what, prompt, T, 1, false, out, &st), 1);
-	const float *lg = (const float *)(uintptr_t)rt_engine_buf_addr(e, "logits");
-	assert_non_null(lg);
-	double worst = 0, mx = 0;
-	for (int i = 0; i < V; i++) {
-		mx = fmax(mx, fabs(l64->items[T - 1]->items[i]->number));
-		const double r = l64->items[T - 1]->items[i]->number, s = ab->items[T - 1]->items[i]->number;
-		const double err_i = fabs((double)lg[i] - r);
-		if (!isfinite(lg[i]) || err_i > c * s)
-			fail_msg("%s: logit %d = %.9g, transformers (float64) %.9g: error %.3g over the bound "
-			         "%.3g", what, i, (double)lg[i], r, err_i, c * s);
-		worst = fmax(worst, err_i / (c * s));
-	}
-	worst_ratio = fmax(worst_ratio, worst);
-	assert_int_equal(eu_generate(e, what, prompt, T, N, false, out, &st), N);
-	int decisive = 0;
-	for (int j = 0; j < N; j++) {
-		if (jm->items[j]->number <= 8.0 * u * mx)
-			break;
-		decisive++;
-		if (out[j] != (int32_t)jg->items[j]->integer)
-			fail_msg("%s: greedy step %d: %d, transformers %d (margin %.3g)", what, j, out[j],
-			         (int)jg->items[j]->integer, jm->items[j]->number);
-		if (out[j] != host[j])
-			fail_msg("%s: greedy step %d: %d, the host decoder %d", what, j, out[j], host[j]);
-	}
-	assert_int_equal(decisive, N); /* no near-tie in these fixtures */
-	if (mode == RT_HOST_NATIVE) {
-		rt_engine_run r = {.prompt = prompt, .n_prompt = T, .max_new = N, .eos = -1,
-		                   .target_only = true};
-		if (rt_engine_generate(e, &r, tonly, &st, &err) != N)
-			fail_msg("%s target-only: %s", what, err.msg);
-		for (int j = 0; j < N; j++)
-			if (tonly[j] != out[j])
-				fail_msg("%s: token %d: speculative %d, target-only %d", what, j, out[j], tonly[j]);
-	}
-	print_message("  %-38s logits within %.3f of the bound, %d/%d greedy == transformers == "
-	              "host%s\n", what, worst, N, N,
-	              mode == RT_HOST_NATIVE ? ", == target-only" : "");
-	rt_engine_free(e);
-	rt_dev_free(d);
+	worst_ratio = fmax(worst_ratio,
+	                   hf_engine_check(what, edir, cache, mode, m, ref, prompt, T, host, 12));
 }
 
 static void test_engines_vs_transformers(void **state)

@@ -1,6 +1,8 @@
 /* Shared by the tests against transformers: see hf_util.h. */
 #include "hf_util.h"
 
+#include <math.h>
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,7 +12,9 @@
 
 #include <cmocka.h>
 
+#include "check.h"
 #include "core/fileio.h"
+#include "engine_util.h"
 #include "decode/chain.h"
 #include "model/ctx.h"
 
@@ -111,4 +115,71 @@ int hf_greedy(const rt_model *m, const int32_t *prompt, int n_prompt, int n, int
 		fail_msg("%s", err.msg);
 	rt_ctx_free(c);
 	return got;
+}
+
+double hf_engine_check(const char *what, const char *edir, const char *cache, int mode,
+                       const rt_model *m, const json_value *ref, const int32_t *prompt, int T,
+                       const int32_t *host, int per_layer)
+{
+	sw_err err = {0};
+	const int V = m->cfg.vocab, L = m->cfg.n_layers;
+	const json_value *l64 = hf_jget(ref, "logits64"), *ab = hf_jget(ref, "abs"),
+	                 *jg = hf_jget(ref, "greedy"), *jm = hf_jget(ref, "margin");
+	const int N = (int)jg->n;
+	int K = m->cfg.dim > m->cfg.ffn_dim ? m->cfg.dim : m->cfg.ffn_dim;
+	if (m->cfg.n_heads * m->cfg.head_dim > K)
+		K = m->cfg.n_heads * m->cfg.head_dim;
+	if (T > K)
+		K = T;
+	const double u = ldexp(1.0, -11), c = 2.0 * (per_layer * L + 2) * (2 * u + gamma_n(K));
+
+	rt_dev *d = eu_open_host(mode, cache);
+	rt_engine *e = eu_bind(edir, d, m, 1);
+	int32_t out[64], other[64];
+	rt_engine_stats st;
+	assert_true(N <= 64);
+	/* one token: the first iteration's root row is the prompt's last */
+	assert_int_equal(eu_generate(e, what, prompt, T, 1, false, out, &st), 1);
+	const float *lg = (const float *)(uintptr_t)rt_engine_buf_addr(e, "logits");
+	assert_non_null(lg);
+	double worst = 0, mx = 0;
+	for (int i = 0; i < V; i++) {
+		mx = fmax(mx, fabs(l64->items[T - 1]->items[i]->number));
+		const double r = l64->items[T - 1]->items[i]->number, s = ab->items[T - 1]->items[i]->number;
+		const double err_i = fabs((double)lg[i] - r);
+		if (!isfinite(lg[i]) || err_i > c * s)
+			fail_msg("%s: logit %d = %.9g, transformers (float64) %.9g: error %.3g over the bound "
+			         "%.3g", what, i, (double)lg[i], r, err_i, c * s);
+		worst = fmax(worst, err_i / (c * s));
+	}
+	assert_int_equal(eu_generate(e, what, prompt, T, N, false, out, &st), N);
+	for (int j = 0; j < N; j++) {
+		if (!(jm->items[j]->number > 8.0 * u * mx))
+			fail_msg("%s: step %d: transformers' margin %.3g is a near tie (the fixture "
+			         "changed?)", what, j, jm->items[j]->number);
+		if (out[j] != (int32_t)jg->items[j]->integer)
+			fail_msg("%s: greedy step %d: %d, transformers %d (margin %.3g)", what, j, out[j],
+			         (int)jg->items[j]->integer, jm->items[j]->number);
+		if (out[j] != host[j])
+			fail_msg("%s: greedy step %d: %d, the host decoder %d", what, j, out[j], host[j]);
+	}
+	if (mode == RT_HOST_NATIVE) {
+		assert_int_equal(eu_generate(e, what, prompt, T, N, true, other, &st), N);
+		for (int j = 0; j < N; j++)
+			if (other[j] != out[j])
+				fail_msg("%s: token %d: graph %d, eager %d", what, j, out[j], other[j]);
+		rt_engine_run r = {.prompt = prompt, .n_prompt = T, .max_new = N, .eos = -1,
+		                   .target_only = true};
+		if (rt_engine_generate(e, &r, other, &st, &err) != N)
+			fail_msg("%s target-only: %s", what, err.msg);
+		for (int j = 0; j < N; j++)
+			if (other[j] != out[j])
+				fail_msg("%s: token %d: speculative %d, target-only %d", what, j, out[j], other[j]);
+	}
+	print_message("  %-44s logits within %.3f of the bound, %d/%d greedy == transformers == "
+	              "host%s\n", what, worst, N, N,
+	              mode == RT_HOST_NATIVE ? ", graph == eager == target-only" : "");
+	rt_engine_free(e);
+	rt_dev_free(d);
+	return worst;
 }

@@ -40,4 +40,15 @@ float *hf_prompt_logits(const rt_model *m, const int32_t *tok, int T);
 /* n greedy target-only tokens after the prompt into out; the count. */
 int hf_greedy(const rt_model *m, const int32_t *prompt, int n_prompt, int n, int32_t *out);
 
+/* One built engine (edir) of a transformers fixture (ref: hf_load_ref's) on
+ * host mode `mode`: the first step's logits against transformers' float64
+ * ones within 2 (per_layer L + 2)(2u + gamma_K) |.| (u = 2^-11, fp16/bf16
+ * storage; per_layer: the roundings a layer adds), every greedy token equal
+ * to transformers' (a near-tie margin fails: the fixture changed) and to
+ * the host decoder's (host); native mode also graph == eager and
+ * speculative == target-only. Returns the worst error over its bound. */
+double hf_engine_check(const char *what, const char *edir, const char *cache, int mode,
+                       const rt_model *m, const json_value *ref, const int32_t *prompt, int T,
+                       const int32_t *host, int per_layer);
+
 #endif
