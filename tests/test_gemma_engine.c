@@ -120,24 +120,16 @@ static void test_engines_vs_transformers(void **state)
 	}
 	for (int v = 0; v < N_RUN; v++) {
 		char dir[600], spec[2048], edir[700], what[128], cache[400];
-		sw_err err = {0};
-		char *text;
 		snprintf(dir, sizeof(dir), "%s/%s", g_hf, VARIANTS[v]);
 		snprintf(cache, sizeof(cache), "%s/cache", g_dir);
-		json_value *ref = hf_load_ref(dir, &text);
-		const json_value *jp = hf_jget(ref, "prompt");
-		const int T = (int)jp->n, N = (int)hf_jget(ref, "greedy")->n;
-		int32_t prompt[64], host[64];
-		float margin[64];
-		assert_true(T <= 64 && N <= 64);
-		for (int t = 0; t < T; t++)
-			prompt[t] = (int32_t)jp->items[t]->integer;
-		rt_model *m = rt_model_load(dir, &err);
-		if (!m)
-			fail_msg("%s: %s", dir, err.msg);
+		hf_fixture fx;
+		hf_fixture_load(dir, &fx);
+		const rt_model *m = fx.m;
+		const json_value *ref = fx.ref;
+		const int32_t *prompt = fx.prompt, *host = fx.host;
+		const int T = fx.T;
 		assert_int_equal(m->cfg.arch, RT_ARCH_GEMMA3);
 		assert_int_equal(m->cfg.swa_window, 64);
-		eu_reference(m, prompt, T, N, host, margin, NULL);
 		static const char *const drafts[][2] = {{"ngram:1:3", "chain:4"}, {"layerskip:1", "eagle25"}};
 		for (int k = 0; k < 2; k++) {
 			snprintf(edir, sizeof(edir), "%s/%s_%d", g_dir, VARIANTS[v], k);
@@ -150,9 +142,7 @@ static void test_engines_vs_transformers(void **state)
 				run_one(what, edir, RT_HOST_EMULATE, m, ref, prompt, T, host);
 			}
 		}
-		rt_model_free(m);
-		json_free(ref);
-		free(text);
+		hf_fixture_free(&fx);
 	}
 	print_message("  worst logit error: %.3f of the bound\n", worst_ratio);
 }
@@ -172,20 +162,14 @@ static void test_window_engine(void **state)
 		skip();
 	char dir[600], spec[2048], edir[700], what[160], cache[400];
 	sw_err err = {0};
-	char *text;
 	snprintf(dir, sizeof(dir), "%s/%s", g_hf, VARIANTS[V_WINDOW]);
 	snprintf(cache, sizeof(cache), "%s/cache", g_dir);
-	json_value *ref = hf_load_ref(dir, &text);
-	const json_value *jp = hf_jget(ref, "prompt");
-	const int T = (int)jp->n, N = (int)hf_jget(ref, "greedy")->n;
-	int32_t prompt[64], host[64];
-	float margin[64];
-	assert_true(T <= 64 && N <= 64);
-	for (int t = 0; t < T; t++)
-		prompt[t] = (int32_t)jp->items[t]->integer;
-	rt_model *m = rt_model_load(dir, &err);
-	if (!m)
-		fail_msg("%s: %s", dir, err.msg);
+	hf_fixture fx;
+	hf_fixture_load(dir, &fx);
+	const rt_model *m = fx.m;
+	const json_value *ref = fx.ref;
+	const int32_t *prompt = fx.prompt, *host = fx.host;
+	const int T = fx.T, N = fx.N;
 	assert_int_equal(m->cfg.swa_window, 10);
 	assert_true(T + N > 10 + 4); /* past the window, and more */
 	assert_true(rt_config_layer_sliding(&m->cfg, 0) && !rt_config_layer_sliding(&m->cfg, 1));
@@ -216,7 +200,6 @@ static void test_window_engine(void **state)
 	assert_int_equal(count_ops(&p, "tree_attention", "prefill"), 8);
 	gen_plan_free(&p);
 	free(s);
-	eu_reference(m, prompt, T, N, host, margin, NULL);
 	static const char *const drafts[][2] = {{"ngram:1:3", "chain:4"}, {"layerskip:1", "kary:2:2"}};
 	for (int k = 0; k < 2; k++) {
 		snprintf(edir, sizeof(edir), "%s/%s_%d", g_dir, VARIANTS[V_WINDOW], k);
@@ -229,9 +212,7 @@ static void test_window_engine(void **state)
 			run_one(what, edir, RT_HOST_EMULATE, m, ref, prompt, T, host);
 		}
 	}
-	rt_model_free(m);
-	json_free(ref);
-	free(text);
+	hf_fixture_free(&fx);
 }
 
 static int count_ops(const gen_plan *p, const char *op, const char *phase)

@@ -120,27 +120,14 @@ static void test_engines_vs_transformers(void **state)
 		skip();
 	}
 	for (int v = 0; v < N_VARIANTS; v++) {
-		char dir[600], p[700], spec[2048], edir[700], what[96];
-		size_t n;
-		sw_err err = {0};
+		char dir[600], spec[2048], edir[700], what[96];
 		snprintf(dir, sizeof(dir), "%s/%s", g_hf, VARIANTS[v]);
-		snprintf(p, sizeof(p), "%s/ref.json", dir);
-		char *text = sw_read_file(p, SW_CAP_TEXT, &n);
-		assert_non_null(text);
-		json_value *ref = json_parse(text, n, p, &err);
-		if (!ref)
-			fail_msg("%s", err.msg);
-		const json_value *jp = hf_jget(ref, "prompt");
-		const int T = (int)jp->n, N = (int)hf_jget(ref, "greedy")->n;
-		int32_t prompt[64], host[64];
-		float margin[64];
-		assert_true(T <= 64 && N <= 64);
-		for (int t = 0; t < T; t++)
-			prompt[t] = (int32_t)jp->items[t]->integer;
-		rt_model *m = rt_model_load(dir, &err);
-		if (!m)
-			fail_msg("%s: %s", dir, err.msg);
-		eu_reference(m, prompt, T, N, host, margin, NULL);
+		hf_fixture fx;
+		hf_fixture_load(dir, &fx);
+		const rt_model *m = fx.m;
+		const json_value *ref = fx.ref;
+		const int32_t *prompt = fx.prompt, *host = fx.host;
+		const int T = fx.T;
 		static const char *const drafts[][2] = {{"ngram:1:3", "chain:4"}, {"layerskip:1", "eagle25"}};
 		for (int k = 0; k < 2; k++) {
 			snprintf(edir, sizeof(edir), "%s/%s_%d", g_dir, VARIANTS[v], k);
@@ -156,9 +143,7 @@ static void test_engines_vs_transformers(void **state)
 				run_one(what, edir, RT_HOST_EMULATE, m, ref, prompt, T, host);
 			}
 		}
-		rt_model_free(m);
-		json_free(ref);
-		free(text);
+		hf_fixture_free(&fx);
 	}
 	print_message("  worst logit error: %.3f of the bound\n", worst_ratio);
 }

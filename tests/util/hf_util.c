@@ -183,3 +183,28 @@ double hf_engine_check(const char *what, const char *edir, const char *cache, in
 	rt_dev_free(d);
 	return worst;
 }
+
+void hf_fixture_load(const char *dir, hf_fixture *f)
+{
+	sw_err err = {0};
+	float margin[64];
+	memset(f, 0, sizeof(*f));
+	f->ref = hf_load_ref(dir, &f->text);
+	const json_value *jp = hf_jget(f->ref, "prompt");
+	f->T = (int)jp->n;
+	f->N = (int)hf_jget(f->ref, "greedy")->n;
+	assert_true(f->T <= 64 && f->N <= 64);
+	for (int t = 0; t < f->T; t++)
+		f->prompt[t] = (int32_t)jp->items[t]->integer;
+	if (!(f->m = rt_model_load(dir, &err)))
+		fail_msg("%s: %s", dir, err.msg);
+	eu_reference(f->m, f->prompt, f->T, f->N, f->host, margin, NULL);
+}
+
+void hf_fixture_free(hf_fixture *f)
+{
+	rt_model_free(f->m);
+	json_free(f->ref);
+	free(f->text);
+	memset(f, 0, sizeof(*f));
+}

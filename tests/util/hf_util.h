@@ -40,6 +40,20 @@ float *hf_prompt_logits(const rt_model *m, const int32_t *tok, int T);
 /* n greedy target-only tokens after the prompt into out; the count. */
 int hf_greedy(const rt_model *m, const int32_t *prompt, int n_prompt, int n, int32_t *out);
 
+/* A transformers fixture as the engine tests use it: dir's ref.json
+ * (hf_load_ref), its prompt and greedy length, the model loaded from dir and
+ * the host decoder's greedy tokens for the prompt (eu_reference). Fails the
+ * test on any error. */
+typedef struct hf_fixture {
+	json_value *ref;
+	char *text;
+	rt_model *m;
+	int T, N;
+	int32_t prompt[64], host[64];
+} hf_fixture;
+void hf_fixture_load(const char *dir, hf_fixture *f);
+void hf_fixture_free(hf_fixture *f);
+
 /* One built engine (edir) of a transformers fixture (ref: hf_load_ref's) on
  * host mode `mode`: the first step's logits against transformers' float64
  * ones within 2 (per_layer L + 2)(2u + gamma_K) |.| (u = 2^-11, fp16/bf16
