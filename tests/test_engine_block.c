@@ -407,20 +407,8 @@ static void exactness_cases(const int32_t *map, int Vd, const char *tag)
 		uint64_t seed = 5000;
 		for (int k = 0; k < n_set; k++) {
 			const double *pk = probs + (size_t)k * K;
-			memset(counts, 0, sizeof(*counts) * (size_t)K);
-			int iters = 0;
-			for (int r = 0; r < N; r++) {
-				int32_t out[4];
-				rt_engine_stats st;
-				rt_engine_run run = {.prompt = prompt, .n_prompt = 3, .max_new = 2, .eos = -1,
-				                     .samp = &set[k]};
-				if (rt_engine_reseed(e, seed++, &err) ||
-				    rt_engine_generate(e, &run, out, &st, &err) != 2)
-					fail_msg("%s run %d: %s", cfg[c].tree, r, err.msg);
-				counts[out[0] * V + out[1]]++;
-				iters += st.n_iters;
-				captures += st.t_capture > 0;
-			}
+			const int iters = eu_sample_pairs(e, cfg[c].tree, prompt, 3, &set[k], N, &seed,
+			                                  counts, V, &captures);
 			int df;
 			double chi = tu_chi2(counts, pk, K, (uint64_t)N, &df), crit = tu_chi2_crit(df, 1e-4);
 			print_message("  %s%-10s S=%d %-7s T %.1f k %d: chi2 %.1f (df %d, critical %.1f at "

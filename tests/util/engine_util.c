@@ -261,3 +261,24 @@ double *eu_seq_dists(const rt_model *m, const int32_t *prompt, int n_prompt,
 	}
 	return probs;
 }
+
+int eu_sample_pairs(rt_engine *e, const char *what, const int32_t *prompt, int n_prompt,
+                    const rt_engine_sampling *samp, int n, uint64_t *seed, uint64_t *counts,
+                    int V, int *captures)
+{
+	sw_err err = {0};
+	int iters = 0;
+	memset(counts, 0, sizeof(*counts) * (size_t)V * (size_t)V);
+	for (int r = 0; r < n; r++) {
+		int32_t out[4];
+		rt_engine_stats st;
+		rt_engine_run run = {.prompt = prompt, .n_prompt = n_prompt, .max_new = 2, .eos = -1,
+		                     .samp = samp};
+		if (rt_engine_reseed(e, (*seed)++, &err) || rt_engine_generate(e, &run, out, &st, &err) != 2)
+			fail_msg("%s run %d: %s", what, r, err.msg);
+		counts[out[0] * V + out[1]]++;
+		iters += (int)st.n_iters;
+		*captures += st.t_capture > 0;
+	}
+	return iters;
+}

@@ -20,6 +20,15 @@
  * (head_dim 64, GQA 2), ffn 384, seed 7: test_engine.c's model. */
 #define EU_TINY_VOCAB 111
 
+/* The pair test's sampling: n seeded runs (seeds *seed, *seed + 1, ...;
+ * *seed advanced) of two new tokens after prompt at samp, each pair counted
+ * in counts[first * V + second] (zeroed first). Returns the iterations
+ * taken; *captures gains the runs that captured a graph. Fails the test on
+ * an error, naming what. */
+int eu_sample_pairs(rt_engine *e, const char *what, const int32_t *prompt, int n_prompt,
+                    const rt_engine_sampling *samp, int n, uint64_t *seed, uint64_t *counts,
+                    int V, int *captures);
+
 /* Makes build/<name>.<pid> (and its cache/ subdirectory) into dir. */
 void eu_work_dir(char *dir, size_t n, const char *name);
 /* The tiny model, also saved (f32) as dir/tiny.gguf into path. */
