@@ -377,6 +377,31 @@ out_bad:
 	return json_refuse(err, v, path, "layerskip:N or layerskip:a-b,c,...[@V]", "\"layerskip:%s\"", s);
 }
 
+/* $.draft.path of a drafter kept in a directory (config.json and
+ * model.safetensors): a string, short enough, a directory; sets the draft
+ * kind and path. what names the directory in the refusal. */
+static int draft_dir(const json_value *d, gen_spec *sp, int kind, const char *what,
+                     const char **dir, const json_value **pv, sw_err *err)
+{
+	int rc;
+	if ((rc = json_get_string(d, "path", "$.draft", dir, err)))
+		return rc;
+	*pv = json_get(d, "path");
+	if (strlen(*dir) >= sizeof(sp->draft.path))
+		return json_refuse(err, *pv, "$.draft.path", "a path shorter than 512 bytes", "%zu bytes",
+		                   strlen(*dir));
+	struct stat st;
+	char expected[160];
+	snprintf(expected, sizeof(expected), "%s (config.json, model.safetensors)", what);
+	if (stat(*dir, &st) || !S_ISDIR(st.st_mode))
+		return json_refuse(err, *pv, "$.draft.path", expected, "\"%s\" (%s)", *dir,
+		                   stat(*dir, &st) ? strerror(errno) : "not a directory");
+	sp->draft_kind = kind;
+	memset(&sp->draft, 0, sizeof(sp->draft));
+	snprintf(sp->draft.path, sizeof(sp->draft.path), "%s", *dir);
+	return 0;
+}
+
 /* {"method": "block", "path": DIR, "steps": S}: the drafter's config.json
  * against the target (width, vocabulary, layers, taps). */
 static int block_parse(const json_value *d, gen_spec *sp, sw_err *err)
@@ -407,19 +432,9 @@ static int block_parse(const json_value *d, gen_spec *sp, sw_err *err)
 		sp->draft_vocab = sp->block.draft_vocab;
 		return 0;
 	}
-	if ((rc = json_get_string(d, "path", "$.draft", &dir, err)))
+	const json_value *pv;
+	if ((rc = draft_dir(d, sp, GEN_DRAFT_BLOCK, "a block drafter directory", &dir, &pv, err)))
 		return rc;
-	const json_value *pv = json_get(d, "path");
-	if (strlen(dir) >= sizeof(sp->draft.path))
-		return json_refuse(err, pv, "$.draft.path", "a path shorter than 512 bytes", "%zu bytes", strlen(dir));
-	struct stat st;
-	if (stat(dir, &st) || !S_ISDIR(st.st_mode))
-		return json_refuse(err, pv, "$.draft.path", "a block drafter directory (config.json, "
-		           "model.safetensors)", "\"%s\" (%s)", dir,
-		           stat(dir, &st) ? strerror(errno) : "not a directory");
-	sp->draft_kind = GEN_DRAFT_BLOCK;
-	memset(&sp->draft, 0, sizeof(sp->draft));
-	snprintf(sp->draft.path, sizeof(sp->draft.path), "%s", dir);
 	const char *tname = sp->target.from_shape ? "(the spec's target shape)" : sp->target.path;
 	if ((rc = rt_bd_config_load(dir, &sp->target.cfg, tname, &sp->block, err)))
 		return sw_err_prefix(err, "%s:%d:%d: $.draft.path", pv->file, pv->line, pv->col);
@@ -445,19 +460,10 @@ static int eagle3_parse(const json_value *d, gen_spec *sp, sw_err *err)
 	if (json_get(d, "shape"))
 		return json_refuse(err, json_get(d, "shape"), "$.draft.shape", "no \"shape\" with method "
 		           "\"eagle3\" (the head's config.json is its shape: give \"path\")", "a shape");
-	if ((rc = json_get_string(d, "path", "$.draft", &dir, err)))
+	const json_value *pv;
+	if ((rc = draft_dir(d, sp, GEN_DRAFT_EAGLE3, "an EAGLE-3 head directory", &dir, &pv, err)))
 		return rc;
-	const json_value *pv = json_get(d, "path");
-	if (strlen(dir) >= sizeof(sp->draft.path))
-		return json_refuse(err, pv, "$.draft.path", "a path shorter than 512 bytes", "%zu bytes", strlen(dir));
 	struct stat st;
-	if (stat(dir, &st) || !S_ISDIR(st.st_mode))
-		return json_refuse(err, pv, "$.draft.path", "an EAGLE-3 head directory (config.json, "
-		           "model.safetensors)", "\"%s\" (%s)", dir,
-		           stat(dir, &st) ? strerror(errno) : "not a directory");
-	sp->draft_kind = GEN_DRAFT_EAGLE3;
-	memset(&sp->draft, 0, sizeof(sp->draft));
-	snprintf(sp->draft.path, sizeof(sp->draft.path), "%s", dir);
 	const char *tname = sp->target.from_shape ? "(the spec's target shape)" : sp->target.path;
 	/* over a target shape, a head directory with config.json alone is a
 	 * head by shape (no weights anywhere: timed with --random-weights) */
