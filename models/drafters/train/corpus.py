@@ -2,7 +2,8 @@
 """EAGLE-3 data, stage 1 (build/venv: numpy, gguf, tokenizers): the general-text corpus and
 the chat prompts, tokenized, with the held-out prompts kept out.
 
-corpus.py GGUF OUTDIR HELDOUT [MAX_MB_PER_SOURCE]
+corpus.py GGUF OUTDIR HELDOUT [MAX_MB_PER_SOURCE]   (CHAT_ONLY=1: rewrite the chat prompts only;
+                                                     CHAT_PROMPTS=N: how many, default 6000)
   Sources (every Debian text source installed here; `apt-get install fortunes jargon-text
   python3-doc python3.11-doc bash-doc` adds four): man pages (troff stripped), info manuals,
   /usr/share/doc (README/text/markdown, .gz too), the Python documentation's reST sources
@@ -155,12 +156,103 @@ TEMPL = [
 ]
 
 
-def chat_prompts(tok, system, frags, rng, out, n=3000):
-    """Distinct chat prompts from TEMPL (none containing a held-out fragment), tokenized with
-    the chat template: OUTDIR/chat_prompts.json."""
+TEMPL2 = [
+    lambda r: f"Write a haiku about {r.choice(STORIES + TOPICS)}.",
+    lambda r: f"What would happen if {r.choice(TOPICS)} had never been discovered or invented?",
+    lambda r: f"Give me a quiz of five questions about {r.choice(TOPICS)}, with the answers.",
+    lambda r: f"Summarize the history of {r.choice(TOPICS)} in a paragraph.",
+    lambda r: f"Continue this story: Once upon a time there was {r.choice(STORIES)}.",
+    lambda r: f"If a train travels {r.randint(40, 400)} km in {r.randint(2, 9)} hours, what is its average "
+              f"speed? Explain step by step.",
+    lambda r: f"What is {r.randint(12, 99)} times {r.randint(12, 99)}? Show your working.",
+    lambda r: f"I have {r.randint(3, 30)} apples and give away {r.randint(1, 3)} to each of "
+              f"{r.randint(2, 6)} friends. How many are left?",
+    lambda r: f"Write a dialogue between two people about {r.choice(ADVICE)}.",
+    lambda r: f"Write a product description for {r.choice(['a reusable water bottle', 'a desk lamp', 'hiking boots', 'a notebook', 'a bicycle helmet', 'a coffee grinder', 'noise-cancelling headphones', 'a garden hose', 'a backpack'])}.",
+]
+
+
+def mined_prompts(rng, n):
+    """Chat prompts whose subjects come from the local text sources (so the asks are as
+    varied as the sources): man pages' NAME lines, the standard library's modules, short
+    fortunes, Bible verses, prose paragraphs of /usr/share/doc to summarise or rewrite, and
+    TEMPL2's extra forms. Returns up to n prompt texts, the families interleaved."""
+    fam = {}
+    names = []
+    for p in sorted(glob.glob("/usr/share/man/man1/*")):
+        t = read(p)
+        m = re.search(r"\n\.SH\s+\"?NAME\"?\s*\n(.+?)\n", t)
+        if not m:
+            continue
+        line = re.sub(r"\\f[BIRP]|\\f\(..|\\\(..|\\[&|^]", "", m.group(1)).replace("\\-", "-")
+        mm = re.match(r"([A-Za-z0-9_.+-]{2,30})(?:,.*?)?\s+-+\s+(.{8,90})$", line.strip())
+        if mm:
+            names.append((mm.group(1), mm.group(2).rstrip(".")))
+    rng.shuffle(names)
+    fam["man"] = []
+    for cmd, desc in names:
+        f = rng.choice([lambda: f"What does the {cmd} command do, and how do I use it?",
+                        lambda: f"Give me three examples of using {cmd} on Linux.",
+                        lambda: f"I need to {desc[0].lower() + desc[1:]}. Is {cmd} the right tool? Explain.",
+                        lambda: f"Explain what '{cmd} - {desc}' means to a new Linux user."])
+        fam["man"].append(f())
+    mods = sorted(set(os.path.basename(p)[:-3] for p in glob.glob("/usr/lib/python3.11/*.py")
+                      if not os.path.basename(p).startswith("_")))
+    rng.shuffle(mods)
+    fam["pymod"] = [rng.choice([f"How do I use Python's {m} module? Show a short example.",
+                                f"What is the {m} module in the Python standard library for?",
+                                f"Write a small Python program that uses the {m} module."]) for m in mods]
+    fort = []
+    for f in sorted(glob.glob("/usr/share/games/fortunes/*")):
+        if "." in os.path.basename(f):
+            continue
+        for q in read(f).split("\n%\n"):
+            q = re.sub(r"\s+", " ", q).strip()
+            if 40 <= len(q) <= 200 and "\t" not in q:
+                fort.append(q)
+    rng.shuffle(fort)
+    fam["fortune"] = [rng.choice([f"What does this quote mean?\n\n{q}", f"Explain this joke: {q}",
+                                  f"Write a short story that ends with this line: {q}"]) for q in fort[:3000]]
+    try:
+        bible = subprocess.run(["bible", "-f", "gen1:1-rev22:21"], capture_output=True, text=True).stdout
+    except OSError:
+        bible = ""
+    verses = [re.sub(r"^\d?[A-Za-z]+ ?\d+:\d+:?\s*", "", v).strip() for v in bible.split("\n")]
+    verses = [v for v in verses if 40 <= len(v) <= 220]
+    rng.shuffle(verses)
+    fam["bible"] = [rng.choice([f"Explain this verse in plain English: {v}",
+                                f"Write a short reflection on this verse: {v}"]) for v in verses[:2000]]
+    paras = []
+    docs = sorted(p for p in glob.glob("/usr/share/doc/*/README*") if os.path.isfile(p))
+    rng.shuffle(docs)
+    for p in docs[:1500]:
+        for para in re.split(r"\n\s*\n", read(p)):
+            q = re.sub(r"\s+", " ", para).strip()
+            letters = sum(ch.isalpha() or ch == " " for ch in q)
+            if 150 <= len(q) <= 500 and letters > 0.9 * len(q) and "http" not in q:
+                paras.append(q)
+                break
+    fam["summary"] = [rng.choice([f"Summarize this in one or two sentences:\n\n{q}",
+                                  f"Rewrite this paragraph in simpler words:\n\n{q}",
+                                  f"What are the key points of this text?\n\n{q}"]) for q in paras]
+    fam["forms"] = [rng.choice(TEMPL2)(rng) for _ in range(4 * n)]
+    out, keys = [], sorted(fam)
+    while len(out) < n and any(fam[k] for k in keys):
+        for k in keys:
+            if fam[k] and len(out) < n:
+                out.append(fam[k].pop())
+    return out
+
+
+def chat_prompts(tok, system, frags, out, n=None):
+    """Distinct chat prompts (none containing a held-out fragment), tokenized with the chat
+    template: OUTDIR/chat_prompts.json. TEMPL's templates x topics (2128 distinct), then
+    mined_prompts up to n (CHAT_PROMPTS, default 6000), shuffled."""
+    n = n or int(os.environ.get("CHAT_PROMPTS", 6000))
+    rng = random.Random(2023)  # its own seed: CHAT_ONLY=1 rewrites the same prompts
     seen, prompts = set(), []
     for _ in range(200000):
-        if len(prompts) >= n:
+        if len(prompts) >= min(n, 3000):
             break
         p = rng.choice(TEMPL)(rng)
         if p in seen:
@@ -169,6 +261,20 @@ def chat_prompts(tok, system, frags, rng, out, n=3000):
         if any(fr in p for fr in frags):
             continue
         prompts.append(p)
+    dropped = 0
+    for p in mined_prompts(random.Random(rng.random()), 2 * n):
+        if len(prompts) >= n:
+            break
+        if p in seen:
+            continue
+        seen.add(p)
+        if any(fr in re.sub(r"\s+", " ", p) for fr in frags):
+            dropped += 1
+            continue
+        prompts.append(p)
+    rng.shuffle(prompts)
+    print(f"corpus: {len(prompts)} chat prompts ({dropped} mined ones dropped for held-out text)",
+          flush=True)
     ids = [e.ids for e in tok.encode_batch([chat(system, p) for p in prompts], add_special_tokens=False)]
     json.dump({"text": prompts, "ids": ids}, open(f"{out}/chat_prompts.json", "w"))
     return prompts
@@ -187,6 +293,12 @@ def main():
     tok, system = build_tokenizer(GGUFReader(gguf_path))
     held = [l for l in open(heldout, encoding="utf-8").read().split("\n")[1:] if l.strip()]
     frags = set(f for h in held for f in fragments(h))
+    if os.environ.get("CHAT_ONLY") == "1":  # the chat prompts alone, beside existing windows
+        prompts = chat_prompts(tok, system, frags, out)
+        meta = json.load(open(f"{out}/corpus.json")) if os.path.exists(f"{out}/corpus.json") else {}
+        meta["chat_prompts"] = len(prompts)
+        json.dump(meta, open(f"{out}/corpus.json", "w"), indent=1)
+        return
     rng = random.Random(23)
     S = sources()
     per = {}
@@ -237,7 +349,7 @@ def main():
     np.save(f"{out}/windows_src.npy", np.array([wsrc[i] for i in order], dtype=np.int8))
     for si, name in enumerate(names):
         per[name]["windows"] = int(sum(1 for s in wsrc if s == si))
-    prompts = chat_prompts(tok, system, frags, rng, out)
+    prompts = chat_prompts(tok, system, frags, out)
     json.dump({"sources": names, "per_source": per, "windows": len(wins), "win": WIN,
                "chat_prompts": len(prompts), "heldout_lines": len(held), "removed_docs": removed},
               open(f"{out}/corpus.json", "w"), indent=1)

@@ -182,6 +182,42 @@ def save(m, used, V, tc, taps, out, record):
     json.dump(record, open(f"{out}/train_record.json", "w"), indent=1)
 
 
+@torch.no_grad()
+def chain_tau(m, used, seqs, gamma):
+    """Greedy tau of head m (drafting over the map used: draft id -> target id) along the
+    target's greedy continuations seqs (tf_data.greedy_features), exactly as a chain of gamma
+    drafts verified greedily runs: with the target holding [0, n) and x_n emitted, draft k is
+    the argmax of m.unroll's step k-1 at anchor row n-1 (its inputs are the true tokens, which
+    are the drafted ones along the accepted prefix); n advances by accepted + 1. Returns
+    (tau, acceptance at each position = accepted / tried, iterations)."""
+    was = m.training
+    m.eval()
+    emitted = iters = 0
+    tried = [0] * gamma
+    acc = [0] * gamma
+    for s in seqs:
+        x, P = s["tok"], s["n_prompt"]
+        L = x.shape[0]
+        outs = m.unroll(s["feat"][None], x[None], gamma - 1)
+        drafts = torch.stack([used[o[0].argmax(-1)] for o in outs], 0).tolist()  # (gamma, L-1)
+        x = x.tolist()
+        n = P  # x_P is the first generated token, emitted by the prefill
+        while n + gamma < L:
+            a = n - 1
+            A = 0
+            while A < gamma and drafts[A][a] == x[n + 1 + A]:
+                A += 1
+            for j in range(min(A + 1, gamma)):
+                tried[j] += 1
+            for j in range(A):
+                acc[j] += 1
+            emitted += A + 1
+            iters += 1
+            n += A + 1
+    m.train(was)
+    return emitted / max(iters, 1), [acc[j] / tried[j] if tried[j] else 0.0 for j in range(gamma)], iters
+
+
 def draft_map(cnt, vd):
     """cnt (V,) long: target argmax counts. Returns the draft vocabulary (the vd most
     frequent ids, sorted), t2d_idx (V,) (draft index or -1), the map's coverage of the

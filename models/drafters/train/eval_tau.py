@@ -26,7 +26,6 @@ import e3train
 import smollm
 import tf_data
 
-EOT = 2
 
 
 def load_head(d, tc, embd):
@@ -65,59 +64,9 @@ def sequences(wdir, ids_file, n_new):
         if c["n_new"] == n_new and c["ids_file"] == os.path.abspath(ids_file):
             return c["seqs"]
     m = smollm.Target(wdir)  # fp32: no use_bf16()
-    P = json.load(open(ids_file))["ids"]
-    B, Lp = len(P), max(map(len, P))
-    tok = torch.zeros(B, Lp, dtype=torch.long)
-    for r, p in enumerate(P):
-        tok[r, Lp - len(p):] = torch.tensor(p)
-    pad = torch.tensor([Lp - len(p) for p in P])
-    cache = smollm.Cache(m, pad, Lp + n_new)
-    logits, _ = smollm.forward_cached(m, tok, cache)
-    out = [list(p) for p in P]
-    done = [False] * B
-    for s in range(n_new):
-        nxt = logits.argmax(-1)
-        for r in range(B):
-            if not done[r]:
-                out[r].append(int(nxt[r]))
-                done[r] = int(nxt[r]) == EOT
-        if all(done) or s + 1 == n_new:
-            break
-        logits, _ = smollm.forward_cached(m, nxt[:, None], cache)
-        print(f"eval_tau: greedy step {s + 1}/{n_new}", flush=True)
-    seqs = []
-    for r in range(B):
-        t = torch.tensor(out[r])[None]
-        feat, _, _ = tf_data.tf_forward(m, t)
-        seqs.append({"tok": t[0], "n_prompt": len(P[r]), "feat": feat[0].float()})
+    seqs = tf_data.greedy_features(m, json.load(open(ids_file))["ids"], n_new)
     torch.save({"n_new": n_new, "ids_file": os.path.abspath(ids_file), "seqs": seqs}, path)
     return seqs
-
-
-@torch.no_grad()
-def tau(m, used, seqs, gamma):
-    emitted = iters = 0
-    tried = [0] * gamma
-    acc = [0] * gamma
-    for s in seqs:
-        x, P = s["tok"], s["n_prompt"]
-        L = x.shape[0]
-        outs = m.unroll(s["feat"][None], x[None], gamma - 1)
-        drafts = torch.stack([used[o[0].argmax(-1)] for o in outs], 0)  # (gamma, L-1): anchor a
-        n = P  # x_P is the first generated token, emitted by the prefill
-        while n + gamma < L:
-            a = n - 1
-            A = 0
-            while A < gamma and int(drafts[A, a]) == int(x[n + 1 + A]):
-                A += 1
-            for j in range(min(A + 1, gamma)):
-                tried[j] += 1
-            for j in range(A):
-                acc[j] += 1
-            emitted += A + 1
-            iters += 1
-            n += A + 1
-    return emitted / max(iters, 1), [acc[j] / tried[j] if tried[j] else 0.0 for j in range(gamma)], iters
 
 
 def main():
@@ -135,8 +84,8 @@ def main():
           f"greedy tokens, gamma {gamma}", flush=True)
     for d in sys.argv[5:]:
         m, used = load_head(d, tc, embd)
-        t, a, it = tau(m, used, seqs, gamma)
-        per = [tau(m, used, [s], gamma)[0] for s in seqs]
+        t, a, it = e3train.chain_tau(m, used, seqs, gamma)
+        per = [e3train.chain_tau(m, used, [s], gamma)[0] for s in seqs]
         rec = {}
         if os.path.exists(f"{d}/train_record.json"):
             rec = json.load(open(f"{d}/train_record.json"))

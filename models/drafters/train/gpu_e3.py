@@ -25,6 +25,7 @@ The prompts are corpus.py's chat prompts (held-out fragments checked out there a
 by gpu_pack.py); this job reads nothing else.
 """
 import argparse
+import array
 import hashlib
 import importlib.util
 import json
@@ -92,9 +93,11 @@ def read_parts(a, b):
     h = hashlib.sha256(buf).hexdigest()
     if h != meta["gguf_sha256"]:
         fail(f"{meta['gguf_name']}: sha256 expected {meta['gguf_sha256']}, found {h} (parts from different packs?)")
-    chat = json.load(open(f"{b}/chat_ids.json"))
-    if len(chat) != meta["chat_prompts"]:
-        fail(f"{b}/chat_ids.json: expected {meta['chat_prompts']} prompts, found {len(chat)}")
+    chat = read_u16_rows(f"{b}/chat_ids.u16", meta["chat_prompts"], meta["chat_prompt_tokens"])
+    heldout = None
+    if "heldout_prompts" in meta:  # measured on, never trained on
+        heldout = read_u16_rows(f"{b}/heldout_ids.u16", meta["heldout_prompts"],
+                                meta["heldout_prompt_tokens"])
     W = None
     if meta["windows"]:
         raw = open(f"{b}/windows.u16", "rb").read()
@@ -102,7 +105,25 @@ def read_parts(a, b):
             fail(f"{b}/windows.u16: expected {meta['windows'] * meta['win'] * 2} bytes, found {len(raw)}")
         W = torch.frombuffer(bytearray(raw), dtype=torch.int16).view(meta["windows"], meta["win"])
         W = W.long() & 0xFFFF  # uint16 ids
-    return meta, buf, chat, W
+    return meta, buf, chat, W, heldout
+
+
+def read_u16_rows(path, n_rows, n_ids):
+    """gpu_pack.py's layout: each row a u16 length, then its u16 ids (little-endian)."""
+    cr = open(path, "rb").read()
+    raw = array.array("H", cr[:len(cr) // 2 * 2])
+    if sys.byteorder != "little":
+        raw.byteswap()
+    rows, i = [], 0
+    while i < len(raw):
+        n = raw[i]
+        if n == 0 or i + 1 + n > len(raw) or len(cr) % 2:
+            fail(f"{path}: row {len(rows)} at u16 {i}: length {n} runs past the file's {len(cr)} bytes")
+        rows.append(raw[i + 1:i + 1 + n].tolist())
+        i += 1 + n
+    if len(rows) != n_rows or sum(map(len, rows)) != n_ids:
+        fail(f"{path}: expected {n_rows} rows of {n_ids} ids, found {len(rows)} of {sum(map(len, rows))}")
+    return rows
 
 
 def window_lengths(tok):
@@ -152,7 +173,7 @@ def main():
     global LOG
     ap = argparse.ArgumentParser()
     ap.add_argument("--a", required=True, help="part a (gguf.part0)")
-    ap.add_argument("--b", required=True, help="part b (gguf.part1, meta.json, chat_ids.json, windows.u16)")
+    ap.add_argument("--b", required=True, help="part b (gguf.part1, meta.json, chat_ids.u16, windows.u16)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--t0", type=float, default=None, help="the job's start (epoch seconds; default: now)")
@@ -173,6 +194,9 @@ def main():
     ap.add_argument("--save-every", type=float, default=20.0,
                     help="seconds between heads written during training (the first after 10 s): a run cut "
                          "short still leaves a whole head")
+    ap.add_argument("--heldout-new", type=int, default=64,
+                    help="greedy tokens of each held-out prompt for the learning curve (0: none)")
+    ap.add_argument("--heldout-gamma", type=int, default=4, help="the curve's chain length")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     ap.add_argument("--seed", type=int, default=1234)
     a = ap.parse_args()
@@ -197,10 +221,17 @@ def main():
         f"data until {gen_end:.0f}s, training until {train_end:.0f}s")
 
     # 1. load
-    meta, buf, chat, W = read_parts(a.a, a.b)
+    meta, buf, chat, W, heldout = read_parts(a.a, a.b)
     tr = load_torch_ref()
     g = tr.GGUF(meta["gguf_name"], buf)
     m = smollm.Target.from_gguf(g, dev)
+    hseqs = None
+    if heldout and a.heldout_new > 0:  # before use_bf16: the fp32 target's greedy text
+        t = time.time()
+        hseqs = tf_data.greedy_features(m, heldout, a.heldout_new)
+        rec["phases"]["heldout_seconds"] = round(time.time() - t, 1)
+        log(f"held-out: {len(hseqs)} prompts' greedy continuations ({sum(len(s['tok']) - s['n_prompt'] for s in hseqs)} "
+            f"tokens, fp32) for the curve, in {time.time() - t:.1f}s")
     m.use_bf16()
     del buf, g
     tc = m.config
@@ -323,7 +354,12 @@ def main():
 
     def save(final):
         ev = evaluate()
-        record["curve"].append({"tokens": tokens, "steps": step, "seconds": round(el()), "heldback_top1_by_step": ev})
+        pt = {"tokens": tokens, "steps": step, "seconds": round(el()), "heldback_top1_by_step": ev}
+        if hseqs:  # the held-out learning curve (e3train.chain_tau, eval_tau.py's measure)
+            ht, hacc, hit = e3train.chain_tau(hm, used, hseqs, a.heldout_gamma)
+            pt.update({"heldout_tau": round(ht, 4), "heldout_acceptance": [round(x, 4) for x in hacc],
+                       "heldout_iterations": hit})
+        record["curve"].append(pt)
         if final:
             record["final"] = dict(record["curve"][-1], epochs=round(tokens / max(1, nsq), 2))
         # written beside, then swapped in: a run killed here leaves the previous whole head
@@ -337,7 +373,8 @@ def main():
         rec["train"] = record
         json.dump(rec, open(f"{a.out}/gpu_e3.json", "w"), indent=1)
         log(f"train: {'final head' if final else 'milestone'} -> {a.out}/head at {el():.1f}s: {tokens} tokens, "
-            f"{step} steps; held-back top-1 by step " + " ".join(f"{x:.3f}" for x in ev))
+            f"{step} steps; held-back top-1 by step " + " ".join(f"{x:.3f}" for x in ev)
+            + (f"; held-out tau {pt['heldout_tau']:.3f}" if hseqs else ""))
 
     step, tokens, ema, perm, pi = 0, 0, None, [], 0
     t_train = time.time()

@@ -80,7 +80,8 @@ def generate(m, P, n_new, gen, sampled=None, deadline=None, compact=8):
     sampled at T = 0.7 (or the rows where the bool list sampled is True). Returns prompt +
     continuation per row (ending at <|im_end|>, or cut at n_new tokens, or when
     time.time() passes deadline). gen: a torch.Generator on the weights' device. Finished
-    rows leave the cache once they are at least 1/compact of it (each removal copies it)."""
+    rows leave the cache once they are at least 1/compact of it (each removal copies it;
+    compact 0: never)."""
     dev = m.embd.device
     B, Lp = len(P), max(map(len, P))
     tok = torch.zeros(B, Lp, dtype=torch.long)
@@ -112,6 +113,23 @@ def generate(m, P, n_new, gen, sampled=None, deadline=None, compact=8):
             live, nxt, done = live[rows], nxt[rows], done[rows]
         logits, _ = smollm.forward_cached(m, nxt[:, None], cache)
     return out
+
+
+@torch.inference_mode()
+def greedy_features(m, P, n_new):
+    """The target's greedy continuations of prompts P (up to n_new tokens, ending at
+    <|im_end|>; no cache compaction, so each row's arithmetic is the same batch's) with the
+    tapped features along each: a list of {"tok" (T,) long, "n_prompt", "feat" (T, 3 dim)
+    fp32}, on the weights' device. The held-out measure's input (e3train.chain_tau);
+    forward_cached in whatever precision m has (fp32 unless use_bf16 was called)."""
+    gen = torch.Generator(device=m.embd.device).manual_seed(0)
+    out = generate(m, P, n_new, gen, [False] * len(P), compact=0)
+    seqs = []
+    for r, seq in enumerate(out):
+        t = torch.tensor(seq, device=m.embd.device)[None]
+        feat, _, _ = tf_forward(m, t)
+        seqs.append({"tok": t[0], "n_prompt": len(P[r]), "feat": feat[0].float()})
+    return seqs
 
 
 def main():
