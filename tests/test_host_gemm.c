@@ -556,7 +556,7 @@ static void a8_spec(float *C, const uint16_t *A, const char *W, int M, int N, in
  * finite rows equal a8_spec's, bit for bit. */
 static void test_a8_bit_identical(void **state)
 {
-	static const int LS[] = {1, 3, 26, 63};
+	static const int LS[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 26, 63};
 	const int M = 257, N = 131, K = 1120;
 	(void)state;
 	uint16_t *A = malloc(sizeof(*A) * M * K);

@@ -263,8 +263,12 @@ static I8_VNNI void quant_row_f16_512(uint8_t *q, float *d, const uint16_t *a, i
 
 /* 16 columns' block b transposed, from group_pack's layout: T[x] lane c =
  * dword x of column c's 32 q bytes; *dw: their scales. */
-static inline I8_VNNI void vnni_tr16(__m512i T[8], __m512 *dw, const char *pack, int64_t nb,
-                                     int64_t b)
+/* (inlined whatever GCC's size heuristics say: called out of line, from
+ * the register tiles' copies, T went through the stack) */
+#define I8_INLINE inline __attribute__((always_inline))
+
+static I8_INLINE I8_VNNI void vnni_tr16(__m512i T[8], __m512 *dw, const char *pack, int64_t nb,
+                                        int64_t b)
 {
 	const __m512i ix_lo = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
 	const __m512i ix_hi = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
@@ -300,7 +304,7 @@ static inline I8_VNNI void vnni_tr16(__m512i T[8], __m512 *dw, const char *pack,
 	}
 }
 
-static inline I8_VNNI __m512i bcast4(const uint8_t *p)
+static I8_INLINE I8_VNNI __m512i bcast4(const uint8_t *p)
 {
 	int32_t v;
 	memcpy(&v, p, sizeof(v));
@@ -312,66 +316,108 @@ static inline I8_VNNI __m512i bcast4(const uint8_t *p)
  * of a group's 64 bytes falls in the same L1 set) */
 #define I8_ROWS 64
 
+/* the rows of the group two ahead, prefetched into L2 a slice a block, so
+ * the weight stream runs under the arithmetic (host_gemm_q4_x86.c's q4_pf:
+ * measured there and here, one thread, W from memory) */
+typedef struct i8_pf {
+	const char *p;
+	int64_t left, step;
+} i8_pf;
+
+/* Rows [i0, i0 + mr) of A against the group in pack (vnni_tr16's layout),
+ * block after block, into acc[0 .. mr). Inlined with mr a constant up to
+ * I8_MAXR (acc in registers: the FMAs wait on no store and load) and with
+ * a run-time mr (acc on the stack); the same operations in the same order
+ * either way, so the same bits. */
+static I8_INLINE I8_VNNI void group_vnni(
+	const i8_job *jb, __m512 *acc, const int64_t mr, int64_t i0, const char *pack, i8_pf *pf)
+{
+	const int64_t nb = jb->nb, k = jb->k;
+	const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
+#pragma GCC unroll 8
+	for (int64_t i = 0; i < mr; i++)
+		acc[i] = _mm512_setzero_ps(); /* fmaf(x, p, +0): the first block's FMA */
+	for (int64_t b = 0; b < nb; b++) {
+		__m512i T[8];
+		__m512 dw;
+		const int64_t pn = pf->step < pf->left ? pf->step : pf->left;
+		for (int64_t q = 0; q < pn; q += 64)
+			_mm_prefetch(pf->p + q, _MM_HINT_T1);
+		pf->p += pn;
+		pf->left -= pn;
+		vnni_tr16(T, &dw, pack, nb, b);
+		__m512i sw0 = _mm512_dpbusd_epi32(zero, ones, T[0]);
+		__m512i sw1 = _mm512_dpbusd_epi32(zero, ones, T[4]);
+#pragma GCC unroll 3
+		for (int x = 1; x < 4; x++) {
+			sw0 = _mm512_dpbusd_epi32(sw0, ones, T[x]);
+			sw1 = _mm512_dpbusd_epi32(sw1, ones, T[x + 4]);
+		}
+		/* -128 sum(w): where one of each row's two chains starts */
+		const __m512i ncorr = _mm512_sub_epi32(zero, _mm512_slli_epi32(
+			_mm512_add_epi32(sw0, sw1), 7));
+		const uint8_t *a0 = jb->aq + i0 * k + b * HG_Q8_BLOCK;
+		const float *d0 = jb->da + i0 * nb + b;
+#pragma GCC unroll 8
+		for (int64_t i = 0; i < mr; i++) {
+			const uint8_t *a = a0 + i * k;
+			/* two chains of 4 (integer sums: any order is exact) */
+			__m512i s0 = _mm512_dpbusd_epi32(ncorr, bcast4(a), T[0]);
+			__m512i s1 = _mm512_dpbusd_epi32(zero, bcast4(a + 16), T[4]);
+#pragma GCC unroll 3
+			for (int x = 1; x < 4; x++) {
+				s0 = _mm512_dpbusd_epi32(s0, bcast4(a + 4 * x), T[x]);
+				s1 = _mm512_dpbusd_epi32(s1, bcast4(a + 16 + 4 * x), T[x + 4]);
+			}
+			const __m512i isum = _mm512_add_epi32(s0, s1);
+			const __m512 p = _mm512_mul_ps(_mm512_set1_ps(d0[i * nb]), dw);
+			acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), p, acc[i]);
+		}
+	}
+}
+
+/* up to I8_MAXR rows (the decode, a chain verify of up to 7 drafted
+ * tokens): one register tile */
+#define I8_MAXR 8
+
+#define I8_TILE(M)                                                                 \
+	case M: {                                                                      \
+		__m512 a[M];                                                               \
+		group_vnni(jb, a, M, 0, pack, &pf);                                        \
+		_Pragma("GCC unroll 8") for (int i = 0; i < M; i++)                        \
+			_mm512_mask_storeu_ps(jb->C + i * n + j, mk, a[i]);                     \
+		break;                                                                     \
+	}
+
 static I8_VNNI void cols_vnni(const i8_job *jb, int64_t j0, int64_t j1, char *pack)
 {
-	/* locals: C's stores could alias jb's fields, which would be reloaded */
-	const int64_t nb = jb->nb, m = jb->m, k = jb->k, n = jb->n, wrow = jb->wrow;
-	const uint8_t *const aq = jb->aq;
-	const float *const da = jb->da;
+	const int64_t nb = jb->nb, m = jb->m, n = jb->n, wrow = jb->wrow;
 	const char *const W = jb->W;
-	const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
 	__m512 acc[I8_ROWS];
 	for (int64_t j = j0; j < j1; j += 16) {
 		const int nc = j1 - j < 16 ? (int)(j1 - j) : 16;
 		const __mmask16 mk = (__mmask16)((1u << nc) - 1);
 		group_pack(pack, 16, nc, W, j, wrow, nb);
-		/* the rows of the group two ahead into L2, a slice a block, so the
-		 * weight stream runs under the arithmetic (host_gemm_q4_x86.c's
-		 * q4_pf: measured there and here, one thread, W from memory) */
 		const int64_t pa = j + 2 * 16, pe = pa + 16 < j1 ? pa + 16 : j1;
-		const char *pf = pa < pe ? W + pa * wrow : W; /* no pointer past W's end */
-		int64_t pf_left = pa < pe ? (pe - pa) * wrow : 0;
-		const int64_t pf_step = (pf_left + nb - 1) / nb;
-		for (int64_t i0 = 0; i0 < m; i0 += I8_ROWS) {
-			const int64_t mr = m - i0 < I8_ROWS ? m - i0 : I8_ROWS;
-			for (int64_t b = 0; b < nb; b++) {
-				__m512i T[8];
-				__m512 dw;
-				const int64_t pn = pf_step < pf_left ? pf_step : pf_left;
-				for (int64_t q = 0; q < pn; q += 64)
-					_mm_prefetch(pf + q, _MM_HINT_T1);
-				pf += pn;
-				pf_left -= pn;
-				vnni_tr16(T, &dw, pack, nb, b);
-				__m512i sw0 = _mm512_dpbusd_epi32(zero, ones, T[0]);
-				__m512i sw1 = _mm512_dpbusd_epi32(zero, ones, T[4]);
-#pragma GCC unroll 3
-				for (int x = 1; x < 4; x++) {
-					sw0 = _mm512_dpbusd_epi32(sw0, ones, T[x]);
-					sw1 = _mm512_dpbusd_epi32(sw1, ones, T[x + 4]);
-				}
-				/* -128 sum(w): where one of each row's two chains starts */
-				const __m512i ncorr = _mm512_sub_epi32(zero, _mm512_slli_epi32(
-					_mm512_add_epi32(sw0, sw1), 7));
-				const uint8_t *a = aq + i0 * k + b * HG_Q8_BLOCK;
-				const float *d = da + i0 * nb + b;
-				for (int64_t i = 0; i < mr; i++, a += k, d += nb) {
-					/* two chains of 4 (integer sums: any order is exact) */
-					__m512i s0 = _mm512_dpbusd_epi32(ncorr, bcast4(a), T[0]);
-					__m512i s1 = _mm512_dpbusd_epi32(zero, bcast4(a + 16), T[4]);
-#pragma GCC unroll 3
-					for (int x = 1; x < 4; x++) {
-						s0 = _mm512_dpbusd_epi32(s0, bcast4(a + 4 * x), T[x]);
-						s1 = _mm512_dpbusd_epi32(s1, bcast4(a + 16 + 4 * x), T[x + 4]);
-					}
-					const __m512i isum = _mm512_add_epi32(s0, s1);
-					const __m512 p = _mm512_mul_ps(_mm512_set1_ps(*d), dw);
-					acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), p,
-					                         b ? acc[i] : _mm512_setzero_ps());
-				}
+		i8_pf pf = {.p = pa < pe ? W + pa * wrow : W, /* no pointer past W's end */
+		            .left = pa < pe ? (pe - pa) * wrow : 0};
+		pf.step = (pf.left + nb - 1) / nb;
+		switch (m) {
+		I8_TILE(1)
+		I8_TILE(2)
+		I8_TILE(3)
+		I8_TILE(4)
+		I8_TILE(5)
+		I8_TILE(6)
+		I8_TILE(7)
+		I8_TILE(8)
+		default:
+			for (int64_t i0 = 0; i0 < m; i0 += I8_ROWS) {
+				const int64_t mr = m - i0 < I8_ROWS ? m - i0 : I8_ROWS;
+				group_vnni(jb, acc, mr, i0, pack, &pf);
+				for (int64_t i = 0; i < mr; i++)
+					_mm512_mask_storeu_ps(jb->C + (i0 + i) * n + j, mk, acc[i]);
 			}
-			for (int64_t i = 0; i < mr; i++)
-				_mm512_mask_storeu_ps(jb->C + (i0 + i) * n + j, mk, acc[i]);
 		}
 	}
 }

@@ -6,14 +6,15 @@
  * asserted; speed is measured, never checked (COMMON.md). Build with
  * `make build/tools/bench_gemm_gguf`.
  *
- *   build/tools/bench_gemm_gguf [N K [path [cold]]]   (default 1536 576, auto)
+ *   build/tools/bench_gemm_gguf [N K [path [cold|hot [ROWS]]]]   (default 1536 576, auto)
  *
  * path: portable, avx2, avx512, auto. cold: each call reads another of
  * enough copies of W to pass 160 MB (the caches hold none of it, as in a
  * decode step, whose layers' weights stream from memory); the median of
  * the calls instead of the fastest. Types whose block does not divide K are
  * left out (Q4_K, Q6_K: 256). Rows 1, 7 and 26 (decode, a 7-row chain
- * verify, a 26-row tree). W: random blocks with finite fp16 scales (the
+ * verify, a 26-row tree), or ROWS: row counts separated by commas, 1 to
+ * 64 each, at most 16 (`1,2,3,4,5,6,7`: a chain verify's k + 1). W: random blocks with finite fp16 scales (the
  * numbers do not matter to the time), A: random fp16. */
 #include <stdint.h>
 #include <stdio.h>
@@ -102,9 +103,9 @@ int main(int argc, char **argv)
 		       : !strcmp(argv[3], "auto")   ? HG_PATH_AUTO
 		                                    : -1;
 	const bool cold = argc > 4 && !strcmp(argv[4], "cold");
-	if (path < 0 || (argc > 4 && !cold)) {
+	if (path < 0 || (argc > 4 && !cold && strcmp(argv[4], "hot"))) {
 		fprintf(stderr, "bench_gemm_gguf: path: portable, avx2, avx512 or auto, then optionally "
-		                "cold; found %s%s%s\n", argv[3], argc > 4 ? " " : "", argc > 4 ? argv[4] : "");
+		                "cold or hot; found %s%s%s\n", argv[3], argc > 4 ? " " : "", argc > 4 ? argv[4] : "");
 		return 2;
 	}
 	if (n <= 0 || k <= 0 || k % 32) {
@@ -114,12 +115,34 @@ int main(int argc, char **argv)
 	}
 	static const int TYPES[] = {HG_GGUF_Q8_0, HG_GGUF_Q4_0, HG_GGUF_Q4_1, HG_GGUF_Q4_K,
 	                            HG_GGUF_Q6_K};
-	static const int64_t MS[] = {1, 7, 26};
-	uint16_t *A = malloc(sizeof(*A) * 26 * (size_t)k);
-	float *C = malloc(sizeof(*C) * 26 * (size_t)n);
+	enum { MAX_MS = 16, MAX_M = 64 };
+	int64_t MS[MAX_MS] = {1, 7, 26};
+	size_t n_ms = 3;
+	if (argc > 5) {
+		const char *p = argv[5];
+		n_ms = 0;
+		for (;;) {
+			char *end;
+			const long v = strtol(p, &end, 10);
+			if (end == p || v < 1 || v > MAX_M || n_ms == MAX_MS || (*end && *end != ',')) {
+				fprintf(stderr, "bench_gemm_gguf: ROWS: up to %d row counts of 1 to %d "
+				                "separated by commas; found %s\n", MAX_MS, MAX_M, argv[5]);
+				return 2;
+			}
+			MS[n_ms++] = v;
+			if (!*end)
+				break;
+			p = end + 1;
+		}
+	}
+	int64_t m_max = 0;
+	for (size_t mi = 0; mi < n_ms; mi++)
+		m_max = MS[mi] > m_max ? MS[mi] : m_max;
+	uint16_t *A = malloc(sizeof(*A) * (size_t)(m_max * k));
+	float *C = malloc(sizeof(*C) * (size_t)(m_max * n));
 	if (!A || !C)
 		return 1;
-	for (int64_t i = 0; i < 26 * k; i++) /* fp16 in (-1, 1) */
+	for (int64_t i = 0; i < m_max * k; i++) /* fp16 in (-1, 1) */
 		A[i] = (uint16_t)((rnd32() & 0x8000) | ((rnd32() % 15) << 10) | (rnd32() & 0x3ff));
 	printf("bench_gemm_gguf: N %lld K %lld, one thread, %s, us per call (MB/s of W)\n",
 	       (long long)n, (long long)k, cold ? "W from memory (median)" : "W hot (fastest)");
@@ -138,7 +161,7 @@ int main(int argc, char **argv)
 		for (int q8 = t == HG_GGUF_Q8_0; q8 >= (t == HG_GGUF_Q8_0); q8--) {
 			printf("  %-5s%-9s %6.2f MB:", hg_gguf_name(t), q8 ? " (q8a8)" : "",
 			       (double)bytes / 1e6);
-			for (size_t mi = 0; mi < 3; mi++) {
+			for (size_t mi = 0; mi < n_ms; mi++) {
 				const double us = time_call(C, A, W, MS[mi], n, k, t, path, q8, copies, bytes);
 				printf("  m %2lld %8.1f us (%5.0f)", (long long)MS[mi], us, (double)bytes / us);
 			}
