@@ -42,11 +42,19 @@
  * dim in-features, wo, ffn_norm (post_attention_layernorm), the MLP,
  * out_norm, lm_head (Vd rows), d2t and t2d (always mapped: an identity map
  * when the file has none), inv_freq; the embedding is the target's unless
- * the file has its own. */
+ * the file has its own.
+ * gguf_a8 (the target's GEMM weights in its GGUF file's blocks, int8 GEMM
+ * activations): the head's GEMM weights (fc, wq .. w_down, lm_head) are
+ * Q8_0 buffers, quantized at upload as a q8_0 engine's (engine.c), and run
+ * by the target's Q8_0 GEMM (each op's "b" dtype is its buffer's); norms,
+ * maps, the embedding and the cache as in an fp16 engine. The draft only
+ * proposes: verification against the target is unchanged, so the output
+ * distribution is the target's whatever the head's rounding. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "kernels/engine_state.h"
 #include "kernels/verify_layout.h"
 #include "plan_int.h"
@@ -67,7 +75,9 @@ static int head_bufs(ctx *c, e3_ix *x, const model_ix *tm, const rt_config *hc)
 	gen_plan *p = c->p;
 	const rt_e3_config *e3 = &c->s->eagle3;
 	const char *wdt = gen_dtype_name(gen_dtype_act(c->s->dtype));
-	const char *mdt = gen_dtype_name(gen_dtype_weights(c->s->dtype));
+	/* gguf_a8: Q8_0 (gen_plan_eagle3_a8_check: every k whole blocks) */
+	const char *mdt = c->s->dtype == GEN_DTYPE_GGUF_A8
+	                  ? "q8_0" : gen_dtype_name(gen_dtype_weights(c->s->dtype));
 	const int64_t D = hc->dim, F = hc->ffn_dim, hd = hc->head_dim, TD = e3->target_dim;
 	const int64_t qd = (int64_t)hc->n_heads * hd, kvd = (int64_t)hc->n_kv_heads * hd;
 	model_ix *m = &x->hm;
@@ -109,6 +119,18 @@ static int head_bufs(ctx *c, e3_ix *x, const model_ix *tm, const rt_config *hc)
 	NB(m->v_cache, "v_cache", "kv", wdt, 3, 1, m->ctx_rows, kvd);
 #undef NB
 	return 0;
+}
+
+int gen_plan_eagle3_a8_check(const gen_spec *s, const json_value *v, sw_err *err)
+{
+	const rt_config *h = &s->eagle3.head;
+	const int td = s->eagle3.target_dim, qd = h->n_heads * h->head_dim;
+	if (h->dim % 32 == 0 && h->ffn_dim % 32 == 0 && qd % 32 == 0 && (3 * td) % 32 == 0)
+		return 0;
+	return json_refuse(err, v, "$.dtype", "an EAGLE-3 head whose dim, ffn_dim, n_heads x "
+	                   "head_dim and 3 x the target's width (fc) are multiples of 32 (its GEMM "
+	                   "weights in Q8_0 blocks)", "\"gguf_a8\" with the head %s's %d, %d, %d "
+	                   "and %d", s->draft.path, h->dim, h->ffn_dim, qd, 3 * td);
 }
 
 /* eagle3_in (templates/eagle3_in.cu.tmpl): rows rows of [input_norm(embed) ;

@@ -16,6 +16,7 @@
 #include "model/model_gguf.h"
 #include "model/model_hf.h"
 #include "arch.h"
+#include "plan.h"
 #include "spec.h"
 #include "decode/tree_verify.h"
 
@@ -770,8 +771,9 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		sp->dtype = strcmp(s, "q8_0") ? GEN_DTYPE_Q8_0_A8 : GEN_DTYPE_Q8_0;
 		if (sp->draft_kind == GEN_DRAFT_BLOCK || sp->draft_kind == GEN_DRAFT_EAGLE3) {
 			rc = json_refuse(err, json_get(root, "dtype"), "$.dtype",
-			         sp->draft_kind == GEN_DRAFT_BLOCK ? "\"bf16\" or \"fp16\" with a block drafter"
-			                                           : "\"bf16\" or \"fp16\" with an EAGLE-3 head",
+			         sp->draft_kind == GEN_DRAFT_BLOCK
+			         ? "\"bf16\" or \"fp16\" with a block drafter"
+			         : "\"bf16\", \"fp16\" or \"gguf_a8\" with an EAGLE-3 head",
 			         "\"%s\"", gen_dtype_name(sp->dtype));
 			goto out_free;
 		}
@@ -791,14 +793,16 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		}
 	} else if (!strcmp(s, "gguf_a8")) {
 		sp->dtype = GEN_DTYPE_GGUF_A8;
-		if (sp->draft_kind == GEN_DRAFT_BLOCK || sp->draft_kind == GEN_DRAFT_MODEL ||
-		    sp->draft_kind == GEN_DRAFT_EAGLE3) {
-			rc = json_refuse(err, json_get(root, "dtype"), "$.dtype", "an n-gram or layer-skip draft "
-			         "with \"gguf_a8\" (the target's weights only)", "a draft %s",
-			         sp->draft_kind == GEN_DRAFT_BLOCK ? "block drafter" :
-			         sp->draft_kind == GEN_DRAFT_EAGLE3 ? "EAGLE-3 head" : "model");
+		if (sp->draft_kind == GEN_DRAFT_BLOCK || sp->draft_kind == GEN_DRAFT_MODEL) {
+			rc = json_refuse(err, json_get(root, "dtype"), "$.dtype", "an n-gram, layer-skip or "
+			         "EAGLE-3 draft with \"gguf_a8\" (the target's weights in the file's "
+			         "blocks, an EAGLE-3 head's in Q8_0)", "a draft %s",
+			         sp->draft_kind == GEN_DRAFT_BLOCK ? "block drafter" : "model");
 			goto out_free;
 		}
+		if (sp->draft_kind == GEN_DRAFT_EAGLE3 &&
+		    (rc = gen_plan_eagle3_a8_check(sp, json_get(root, "dtype"), err)))
+			goto out_free;
 		if ((rc = gguf_wtypes(&sp->target, json_get(root, "dtype"), err)))
 			goto out_free;
 	} else {

@@ -82,7 +82,10 @@
  * and Q6_K layers; the tied LM head a buffer of the embedding's type), the GEMM rounds its fp16 input to int8 as Q8_0_A8 does and sums
  * each 32-block in integers (host_gemm.h hg_gemm_gguf_a8); embedding,
  * activations and KV cache fp16. A file whose GEMM weight has another type
- * is refused naming the tensor and the type. Host backend only. */
+ * is refused naming the tensor and the type. An EAGLE-3 head's GEMM
+ * weights are Q8_0 (quantized at upload; gen/plan_eagle3.c), its k values
+ * whole blocks of 32; other learned drafters are refused. Host backend
+ * only. */
 enum gen_dtype { GEN_DTYPE_BF16 = 0, GEN_DTYPE_FP16, GEN_DTYPE_Q8_0, GEN_DTYPE_Q8_0_A8,
                  GEN_DTYPE_GGUF_A8 };
 

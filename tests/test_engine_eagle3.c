@@ -581,7 +581,8 @@ static void test_refused(void **state)
 	e3_spec(spec, sizeof(spec), g_head, "chain:4", "greedy", "topk", 0);
 	char *dt = strstr(spec, "\"fp16\"");
 	memcpy(dt, "\"q8_0\"", 6);
-	spec_refused(spec, "$.dtype: expected \"bf16\" or \"fp16\" with an EAGLE-3 head, found "
+	spec_refused(spec, "$.dtype: expected \"bf16\", \"fp16\" or \"gguf_a8\" with an EAGLE-3 head, "
+	             "found "
 	             "\"q8_0\"");
 	e3_spec_for(spec, sizeof(spec), g_tiny_path, g_head, "chain:4", "greedy", "topk", 0, 192, 1);
 	spec_refused(spec, "$.prefill_chunk: expected at least 2 with an EAGLE-3 head");

@@ -1,0 +1,579 @@
+/* gguf_a8 engines that draft with an EAGLE-3 head (issue 23;
+ * gen/plan_eagle3.c): the target's GEMM weights in its GGUF file's own
+ * blocks (here a Q8_0 file of test_engine.c's tiny Llama), the head's GEMM
+ * weights (fc, its layer's q/k/v/o/gate/up/down, its LM head over Vd)
+ * quantized to Q8_0 at upload and run by the same int8 GEMM. Checked
+ * against independent references:
+ *  - greedy: the engine's tokens equal the same engine's target-only tokens
+ *    (one row a token) and a gguf_a8 n-gram engine's, on native and emulate,
+ *    graph = eager; drafts are accepted (tau > 1) on a prompt where the host
+ *    fp32 head (runtime/decode/eagle3_draft.c on the dequantized target)
+ *    has acceptance;
+ *  - the head's drafts, every iteration: the host fp32 head whose GEMM
+ *    weights went through Q8_0 (gguf_quantize + gguf_dequantize: the values
+ *    the engine's blocks hold) fed the host target's features of the
+ *    engine's committed tokens drafts the same chain, or the first
+ *    difference is a near-tie of its logits within the int8-input + fp16
+ *    bound 8 (2^-8 + 2^-11) max|logit| (test_engine_gguf.c's rule); a head
+ *    whose weights are wired wrong drafts other tokens by wide margins;
+ *  - T > 0: chi-square at significance 1e-4 of the first two tokens (RRS
+ *    chain, RRSW tree; T 1 and 2) against the target's enumerated distribution
+ *    (tu_seq_dist on the dequantized file: the engine's int8 activations
+ *    move p by ~2^-8 relative, a chi-square shift of ~N sum p (2^-8)^2 <
+ *    0.1 at N = 2000, far below what 1e-4 detects);
+ *  - bad input: a head whose ffn_dim is not whole Q8_0 blocks, a block
+ *    drafter and a draft model with gguf_a8 (spec refusals naming the
+ *    field), another head's weights at bind (the build's digest), and the
+ *    cuda backend (the fake driver) refusing the engine naming gguf_a8. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "block_util.h"
+#include "core/fileio.h"
+#include "decode/chain.h"
+#include "decode/eagle3_draft.h"
+#include "device/dev_cuda_api.h"
+#include "device/device.h"
+#include "eagle3_util.h"
+#include "engine/engine.h"
+#include "engine_util.h"
+#include "fake_cuda.h"
+#include "formats/gguf.h"
+#include "gen/spec.h"
+#include "model/eagle3.h"
+#include "testutil.h"
+
+static char g_dir[256], g_path[300], g_head[300];
+static rt_model *g_t;         /* the tiny target from its Q8_0 file */
+static rt_eagle3 *g_h, *g_hq; /* the head; the same with its GEMM weights through Q8_0 */
+
+static const char *cache_dir(void)
+{
+	static char c[300];
+	snprintf(c, sizeof(c), "%s/cache", g_dir);
+	return c;
+}
+
+/* w (n floats, rows whole blocks of 32) := dequantize(quantize_q8_0(w)) */
+static void q8_round(float *w, size_t n)
+{
+	void *b = malloc(n / 32 * 34);
+	assert_non_null(b);
+	gguf_quantize(GGML_T_Q8_0, w, n, b);
+	assert_int_equal(gguf_dequantize(GGML_T_Q8_0, b, n, w), 0);
+	free(b);
+}
+
+/* The head's GEMM weights through Q8_0 (in place: h owns them). */
+static void head_q8_round(rt_eagle3 *h)
+{
+	const rt_config *c = &h->cfg.head;
+	const size_t D = (size_t)c->dim, F = (size_t)c->ffn_dim, TD = (size_t)h->cfg.target_dim;
+	const size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+	assert_false(h->cfg.tied); /* its own LM head (not the target's embedding) */
+	q8_round(h->fc, D * 3 * TD);
+	q8_round(h->wq, qd * 2 * D);
+	q8_round(h->wk, kvd * 2 * D);
+	q8_round(h->wv, kvd * 2 * D);
+	q8_round(h->wo, D * qd);
+	q8_round(h->w_gate, F * D);
+	q8_round(h->w_up, F * D);
+	q8_round(h->w_down, D * F);
+	q8_round((float *)h->lm_head, (size_t)h->cfg.draft_vocab * D);
+}
+
+/* A model saved as a Q8_0 GGUF at path and loaded back (its dequantized
+ * weights: the reference's, exactly the engine's blocks). */
+static rt_model *q8_model(rt_model *m, const char *path)
+{
+	sw_err err = {0};
+	if (rt_llama_save_gguf(m, path, GGML_T_Q8_0, &err))
+		fail_msg("%s: %s", path, err.msg);
+	rt_model_free(m);
+	rt_model *q = rt_model_load(path, &err);
+	if (!q)
+		fail_msg("%s", err.msg);
+	return q;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	sw_err err = {0};
+	eu_work_dir(g_dir, sizeof(g_dir), "test_engine_eagle3_a8");
+	snprintf(g_path, sizeof(g_path), "%s/tiny_q8.gguf", g_dir);
+	g_t = q8_model(tu_tiny_llama(EU_TINY_VOCAB, 256, 3, 4, 2, 384, 7), g_path);
+	snprintf(g_head, sizeof(g_head), "%s/head", g_dir);
+	mkdir(g_head, 0755);
+	te3_opts o = te3_default(g_t);
+	o.draft_vocab = 60;
+	o.ffn = 192;
+	if (te3_write(g_head, g_t, &o, 5))
+		return -1;
+	g_h = rt_eagle3_load(g_head, g_t, &err);
+	g_hq = g_h ? rt_eagle3_load(g_head, g_t, &err) : NULL;
+	if (!g_hq) {
+		print_message("head: %s\n", err.msg);
+		return -1;
+	}
+	head_q8_round(g_hq);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	rt_eagle3_free(g_h);
+	rt_eagle3_free(g_hq);
+	rt_model_free(g_t);
+	te3_rmdir(g_head);
+	return 0;
+}
+
+static void a8_spec(char *buf, size_t n, const char *target, const char *head, const char *tree,
+                    const char *verify, const char *expand, double temp, int ctx, int chunk)
+{
+	snprintf(buf, n,
+	         "{\"name\": \"tiny-e3-a8\", \"target\": {\"path\": \"%s\"}, \"draft\": {\"method\": "
+	         "\"eagle3\", \"path\": \"%s\"}, \"tree\": \"%s\", \"verify\": {\"method\": \"%s\", "
+	         "\"expand\": \"%s\"}, \"sampling\": {\"temperature\": %g, \"top_k\": 0, \"top_p\": 1}, "
+	         "\"max_context\": %d, \"prefill_chunk\": %d, \"dtype\": \"gguf_a8\", \"archs\": "
+	         "[\"sm_80\"]}", target, head, tree, verify, expand, temp, ctx, chunk);
+}
+
+static rt_engine *bind_e3(const char *dir, rt_dev *d, const rt_model *m, const rt_eagle3 *h)
+{
+	sw_err err = {0};
+	rt_engine *e = rt_engine_load(dir, &err);
+	if (!e)
+		fail_msg("%s", err.msg);
+	if (cli_engine_bind_eagle3(e, d, m, h, 1, &err))
+		fail_msg("bind (%s): %s", d->desc, err.msg);
+	return e;
+}
+
+/* Each iteration's chain (the engine's tree_tokens after it) against the
+ * Q8_0-weight host head's from the same committed tokens. */
+typedef struct drafts_cb {
+	rt_engine *e;
+	rt_drafter *hd;
+	rt_ctx *tc;
+	int gamma;
+	int32_t hist[256];
+	int n_hist, iters, nodes, same, ties;
+	double worst; /* the largest tie margin / bound */
+	const char *what;
+} drafts_cb;
+
+/* The host head's logits at chain step u (drafts host[1..u-1] agreed), its
+ * pick host[u]'s margin over the engine's eng_tok, and the bound. c->tc
+ * holds the target's taps of hist[0..n_hist-2]. */
+static void chain_margin(const drafts_cb *c, const int32_t *host, int u, int32_t eng_tok,
+                         double *margin, double *bound)
+{
+	sw_err err = {0};
+	const int Vd = g_hq->cfg.draft_vocab, D = g_hq->cfg.head.dim;
+	rt_e3_state *st = rt_e3_state_new(g_hq, 512, 8, &err);
+	float *hid = malloc(sizeof(float) * 2 * (size_t)D), *lg = malloc(sizeof(float) * (size_t)Vd);
+	assert_true(st && hid && lg);
+	if (rt_e3_commit(st, c->tc->tap_cache, c->hist + 1, c->n_hist - 1, hid, lg, &err))
+		fail_msg("%s", err.msg);
+	for (int j = 1; j < u; j++) {
+		int32_t pos = c->n_hist - 1 + (j - 1);
+		if (rt_e3_step(st, hid, &host[j], &pos, 1, NULL, hid + D, lg, &err))
+			fail_msg("%s", err.msg);
+		memcpy(hid, hid + D, sizeof(float) * (size_t)D);
+	}
+	const float *t2d = g_hq->map_f + Vd;
+	const int dh = (int)t2d[host[u]], de = eng_tok >= 0 ? (int)t2d[eng_tok] : -1;
+	double mx = 0;
+	for (int i = 0; i < Vd; i++)
+		mx = fmax(mx, fabs(lg[i]));
+	*bound = 8.0 * (0x1p-8 + 0x1p-11) * mx;
+	*margin = de >= 0 && dh >= 0 ? (double)lg[dh] - lg[de] : -1;
+	rt_e3_state_free(st);
+	free(hid);
+	free(lg);
+}
+
+static int on_iteration(void *user, const int32_t *tok, int n)
+{
+	drafts_cb *c = user;
+	sw_err err = {0};
+	const int nn = c->gamma + 1;
+	int32_t eng[RT_ENGINE_MAX_NODES], host[RT_ENGINE_MAX_NODES];
+	rt_dev *d = c->e->dev;
+	if (d->ops->download(d, eng, rt_engine_buf_addr(c->e, "tree_tokens"), (size_t)nn * 4, &err))
+		fail_msg("%s", err.msg);
+	rt_ctx_truncate(c->tc, 0);
+	float *lg = malloc(sizeof(float) * (size_t)g_t->cfg.vocab);
+	assert_non_null(lg);
+	if (rt_ctx_feed(c->tc, c->hist, c->n_hist - 1, lg, &err))
+		fail_msg("%s", err.msg);
+	free(lg);
+	const rt_sampling greedy = {0.0f, 0, 1.0f};
+	host[0] = c->hist[c->n_hist - 1];
+	if (c->hd->ops->propose(c->hd, c->hist, c->n_hist, c->gamma, &greedy, 1, (uint32_t)c->iters,
+	                        host + 1, NULL, &err) < 0)
+		fail_msg("host drafts: %s", err.msg);
+	if (eng[0] != host[0])
+		fail_msg("%s: iteration %d: root %d, the last committed token %d", c->what, c->iters,
+		         eng[0], host[0]);
+	for (int u = 1; u < nn; u++) {
+		if (eng[u] == host[u]) {
+			c->same++;
+			continue;
+		}
+		double margin = -1, bound = 0;
+		chain_margin(c, host, u, eng[u], &margin, &bound);
+		if (!(margin >= 0 && margin <= bound))
+			fail_msg("%s: iteration %d (after %d tokens): node %d drafted %d, the Q8_0 host "
+			         "head %d (its logits' margin %.5f, bound %.5f)", c->what, c->iters,
+			         c->n_hist, u, eng[u], host[u], margin, bound);
+		c->worst = fmax(c->worst, margin / bound);
+		c->ties++;
+		break; /* the rest of this chain follows another token */
+	}
+	c->nodes += nn - 1;
+	c->iters++;
+	for (int i = 0; i < n; i++)
+		c->hist[c->n_hist++] = tok[i];
+	return 0;
+}
+
+static uint64_t accepted(const rt_engine_stats *st)
+{
+	uint64_t a = 0;
+	for (int i = 0; i < RT_ENGINE_MAX_DEPTH; i++)
+		a += st->pos_accepted[i];
+	return a;
+}
+
+/* greedy chain:4: tokens = target-only = a gguf_a8 n-gram engine's; the
+ * drafts the Q8_0 host head's; accepted where the fp32 host head accepts */
+static void test_greedy_chain(void **state)
+{
+	(void)state;
+	enum { P = 37, N = 40, GAMMA = 4 };
+	int32_t prompt[P], ref[N], ng[N], host[N], a[N], b[N];
+	float margin[N];
+	double mx;
+	sw_err err = {0};
+	char spec[2048], dir[400], ndir[400], what[64];
+	eu_tiny_prompt(prompt, P);
+	eu_reference(g_t, prompt, P, N, ref, margin, &mx);
+
+	/* the fp32 host head on the same target: drafts it accepts */
+	const rt_sampling greedy = {0.0f, 0, 1.0f};
+	rt_ctx *tc = rt_ctx_new(g_t, 512, 64, &err);
+	assert_non_null(tc);
+	rt_drafter *hd = rt_drafter_eagle3(g_h, tc, 8, &err);
+	assert_non_null(hd);
+	rt_gen_cfg cfg = {.samp = greedy, .gamma = GAMMA, .seed = 1, .max_new = N};
+	rt_stats hs;
+	assert_int_equal(rt_generate_spec(tc, hd, prompt, P, &cfg, host, &hs, &err), N);
+	rt_drafter_free(hd);
+	rt_ctx_free(tc);
+	assert_memory_equal(host, ref, sizeof(ref));
+	assert_true(hs.n_accepted > 0);
+
+	/* the target-only reference engine: gguf_a8 drafting n-grams */
+	snprintf(ndir, sizeof(ndir), "%s/ngram", g_dir);
+	eu_tiny_spec(spec, sizeof(spec), g_path, "ngram:1:3", "chain:4", "greedy", "topk", 0,
+	             "gguf_a8", NULL);
+	eu_build(spec, ndir, cache_dir(), false);
+	rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
+	rt_engine *e = eu_bind(ndir, d, g_t, 1);
+	rt_engine_stats st;
+	assert_int_equal(eu_generate(e, "gguf_a8 n-gram", prompt, P, N, false, ng, &st), N);
+	rt_engine_free(e);
+	rt_dev_free(d);
+
+	snprintf(dir, sizeof(dir), "%s/chain", g_dir);
+	a8_spec(spec, sizeof(spec), g_path, g_head, "chain:4", "greedy", "topk", 0, 192, 16);
+	eu_build(spec, dir, cache_dir(), false);
+	for (int mode = 0; mode < 2; mode++) {
+		d = eu_open_host(mode ? RT_HOST_EMULATE : RT_HOST_NATIVE, cache_dir());
+		e = bind_e3(dir, d, g_t, g_h);
+		snprintf(what, sizeof(what), "gguf_a8 + head chain:4 %s", mode ? "emulate" : "native");
+		drafts_cb cb = {.e = e, .gamma = GAMMA, .n_hist = P, .what = what};
+		memcpy(cb.hist, prompt, sizeof(prompt));
+		cb.tc = rt_ctx_new(g_t, 512, 64, &err);
+		assert_non_null(cb.tc);
+		cb.hd = rt_drafter_eagle3(g_hq, cb.tc, 8, &err);
+		assert_non_null(cb.hd);
+		rt_engine_run r = {.prompt = prompt, .n_prompt = P, .max_new = N, .eos = -1,
+		                   .on_tokens = on_iteration, .cb_user = &cb};
+		if (rt_engine_generate(e, &r, a, &st, &err) != N)
+			fail_msg("%s: %s", what, err.msg);
+		rt_drafter_free(cb.hd);
+		rt_ctx_free(cb.tc);
+		const uint64_t acc = accepted(&st);
+		print_message("  %s: %d iterations (tau %.2f, %llu drafts accepted; the fp32 host "
+		              "head %d iterations, %d accepted); drafts: %d of %d nodes the Q8_0 host "
+		              "head's, %d chains left at a near-tie (worst margin %.2f of the bound)\n",
+		              what, st.n_iters, (double)N / st.n_iters, (unsigned long long)acc,
+		              (int)hs.n_iters, (int)hs.n_accepted, cb.same, cb.nodes, cb.ties, cb.worst);
+		/* most nodes agree: near-ties are rare, a miswired head differs everywhere */
+		assert_true(cb.same * 4 >= cb.nodes * 3);
+		assert_true(acc > 0 && st.n_iters < N); /* tau > 1: the head runs */
+		for (int i = 0; i < N; i++)
+			if (a[i] != ng[i])
+				fail_msg("%s: token %d is %d, the gguf_a8 n-gram engine's %d", what, i, a[i],
+				         ng[i]);
+		rt_engine_run to = {.prompt = prompt, .n_prompt = P, .max_new = N, .eos = -1,
+		                    .target_only = true};
+		if (rt_engine_generate(e, &to, b, &st, &err) != N)
+			fail_msg("%s target-only: %s", what, err.msg);
+		assert_memory_equal(a, b, sizeof(a));
+		if (!mode) { /* the same iterations op by op: the graph's tokens */
+			assert_int_equal(eu_generate(e, "eager", prompt, P, N, true, b, &st), N);
+			assert_memory_equal(a, b, sizeof(a));
+		}
+		rt_engine_free(e);
+		rt_dev_free(d);
+	}
+	/* and the fp32 reference, up to a near-tie (test_engine_gguf.c's rule) */
+	int k = 0;
+	while (k < N && a[k] == ref[k])
+		k++;
+	const double bound = 8.0 * (0x1p-8 + 0x1p-11) * mx;
+	print_message("  %d/%d tokens = target-only = the n-gram engine's; %d equal to the fp32 "
+	              "reference%s\n", N, N, k, k < N ? " (then a near-tie)" : "");
+	if (k < N && margin[k] > bound)
+		fail_msg("token %d is %d, the fp32 reference's %d wins by %.5f > %.5f", k, a[k], ref[k],
+		         (double)margin[k], bound);
+}
+
+/* A tree (levels of 2 rows through the head's GEMMs): tokens = target-only,
+ * drafts accepted. */
+static void test_greedy_tree(void **state)
+{
+	(void)state;
+	enum { P = 37, N = 32 };
+	int32_t prompt[P], a[N], b[N];
+	char spec[2048], dir[400];
+	sw_err err = {0};
+	eu_tiny_prompt(prompt, P);
+	snprintf(dir, sizeof(dir), "%s/tree", g_dir);
+	a8_spec(spec, sizeof(spec), g_path, g_head, "branch:2,2,1", "greedy", "topk", 0, 192, 16);
+	eu_build(spec, dir, cache_dir(), false);
+	rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
+	rt_engine *e = bind_e3(dir, d, g_t, g_h);
+	rt_engine_stats st;
+	assert_int_equal(eu_generate(e, "gguf_a8 + head branch:2,2,1", prompt, P, N, false, a, &st), N);
+	assert_true(accepted(&st) > 0 && st.n_iters < N);
+	rt_engine_run to = {.prompt = prompt, .n_prompt = P, .max_new = N, .eos = -1,
+	                    .target_only = true};
+	if (rt_engine_generate(e, &to, b, &st, &err) != N)
+		fail_msg("target-only: %s", err.msg);
+	assert_memory_equal(a, b, sizeof(a));
+	rt_engine_free(e);
+	rt_dev_free(d);
+}
+
+/* T > 0: an RRS chain and an RRSW tree at T = 1 and T = 2; a 12-id target
+ * (a Q8_0 file), a head over 10 of its ids; chi-square at 1e-4 of the first
+ * two tokens of N runs against the enumeration. No top-k: this target's
+ * top-5 after id 7 cuts between ids 4 and 2 at logits 2.051 and 1.984, a
+ * near-tie within the int8 inputs' 8 (2^-8 + 2^-11) max|logit| = 0.33, so
+ * the fp32 enumeration's cut need not be the gguf_a8 target's (the engine
+ * sampled a pair the enumeration gives probability 0). */
+static void test_exactness(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *tree, *verify, *expand;
+	} cfg[] = {
+		{"chain:3", "rrs", "sample"},
+		{"branch:2,2", "rrsw", "sample-wor"},
+	};
+	static const rt_engine_sampling set[] = {{1.0f, 0, 1.0f}, {2.0f, 0, 1.0f}};
+	static const int32_t used[10] = {5, 1, 3, 11, 4, 6, 7, 10, 8, 9};
+	const int n_set = 2, V = 12, N = 2000, K = V * V;
+	sw_err err = {0};
+	char mpath[300], hdir[300];
+	snprintf(mpath, sizeof(mpath), "%s/v12_q8.gguf", g_dir);
+	rt_model *m = q8_model(tu_tiny_llama(V, 32, 3, 2, 1, 64, 11), mpath);
+	snprintf(hdir, sizeof(hdir), "%s/head12", g_dir);
+	mkdir(hdir, 0755);
+	te3_opts o = te3_default(m);
+	o.draft_vocab = 10;
+	o.used = used;
+	o.ffn = 96;
+	o.scale = 0.25; /* a flat q: most of p's mass is under it, drafts are accepted */
+	assert_int_equal(te3_write(hdir, m, &o, 9), 0);
+	rt_eagle3 *h = rt_eagle3_load(hdir, m, &err);
+	if (!h)
+		fail_msg("%s", err.msg);
+	const int32_t prompt[3] = {3, 7, 1};
+	double *probs = eu_seq_dists(m, prompt, 3, set, n_set);
+	uint64_t *counts = malloc(sizeof(*counts) * (size_t)K);
+	assert_non_null(counts);
+	for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
+		char spec[2048], dir[300];
+		snprintf(dir, sizeof(dir), "%s/exact%zu", g_dir, c);
+		a8_spec(spec, sizeof(spec), mpath, hdir, cfg[c].tree, cfg[c].verify, cfg[c].expand,
+		        1.0, 64, 8);
+		eu_build(spec, dir, cache_dir(), false);
+		rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
+		rt_engine *e = bind_e3(dir, d, m, h);
+		int captures = 0;
+		uint64_t seed = 7000;
+		for (int k = 0; k < n_set; k++) {
+			const int iters = eu_sample_pairs(e, cfg[c].tree, prompt, 3, &set[k], N, &seed,
+			                                  counts, V, &captures);
+			int df;
+			double chi = tu_chi2(counts, probs + (size_t)k * K, K, (uint64_t)N, &df);
+			double crit = tu_chi2_crit(df, 1e-4);
+			print_message("  gguf_a8 %-10s %-4s T %.1f k %d: chi2 %.1f (df %d, critical %.1f at "
+			              "1e-4), %.2f iterations per 2 tokens\n", cfg[c].tree, cfg[c].verify,
+			              (double)set[k].temperature, set[k].top_k, chi, df, crit,
+			              (double)iters / N);
+			if (!(chi < crit))
+				fail_msg("%s %s at T %g top-k %d: the engine's output distribution is not the "
+				         "target's", cfg[c].tree, cfg[c].verify, (double)set[k].temperature,
+				         set[k].top_k);
+			assert_true(iters < 2 * N); /* drafts were accepted */
+		}
+		assert_int_equal(captures, 1);
+		rt_engine_free(e);
+		rt_dev_free(d);
+	}
+	rt_eagle3_free(h);
+	te3_rmdir(hdir);
+	free(probs);
+	free(counts);
+	rt_model_free(m);
+}
+
+static void spec_refused(const char *text, const char *want)
+{
+	gen_spec *sp = malloc(sizeof(*sp));
+	sw_err err = {0};
+	assert_non_null(sp);
+	int rc = gen_spec_parse(text, strlen(text), "t.json", NULL, sp, &err);
+	free(sp);
+	if (!rc)
+		fail_msg("accepted (want \"%s\"): %s", want, text);
+	if (!strstr(err.msg, want))
+		fail_msg("message \"%s\" lacks \"%s\"", err.msg, want);
+	print_message("  refused: %s\n", err.msg);
+}
+
+static void test_refused(void **state)
+{
+	(void)state;
+	char spec[2048], dir[300], want[600];
+	sw_err err = {0};
+	/* a head whose ffn_dim (w_down's k) is not whole Q8_0 blocks */
+	snprintf(dir, sizeof(dir), "%s/head_ffn200", g_dir);
+	mkdir(dir, 0755);
+	te3_opts o = te3_default(g_t);
+	o.draft_vocab = 60;
+	o.ffn = 200;
+	assert_int_equal(te3_write(dir, g_t, &o, 5), 0);
+	a8_spec(spec, sizeof(spec), g_path, dir, "chain:4", "greedy", "topk", 0, 192, 16);
+	snprintf(want, sizeof(want), "$.dtype: expected an EAGLE-3 head whose dim, ffn_dim, n_heads "
+	         "x head_dim and 3 x the target's width (fc) are multiples of 32 (its GEMM weights "
+	         "in Q8_0 blocks), found \"gguf_a8\" with the head %s's 256, 200, 256 and 768", dir);
+	spec_refused(spec, want);
+	/* the same head in fp16 builds (only gguf_a8 needs the blocks) */
+	char *dt = strstr(spec, "\"gguf_a8\"");
+	assert_non_null(dt);
+	memmove(dt + 6, dt + 9, strlen(dt + 9) + 1);
+	memcpy(dt, "\"fp16\"", 6);
+	gen_spec *sp = malloc(sizeof(*sp));
+	assert_non_null(sp);
+	if (gen_spec_parse(spec, strlen(spec), "t.json", NULL, sp, &err))
+		fail_msg("fp16 with an ffn 200 head: %s", err.msg);
+	free(sp);
+	te3_rmdir(dir);
+
+	/* a block drafter and a draft model stay refused with gguf_a8 */
+	char bdir[300];
+	snprintf(bdir, sizeof(bdir), "%s/block", g_dir);
+	mkdir(bdir, 0755);
+	tbu_opts bo = tbu_default(g_t);
+	assert_int_equal(tbu_write(bdir, g_t, &bo, 3), 0);
+	snprintf(spec, sizeof(spec),
+	         "{\"name\": \"blk\", \"target\": {\"path\": \"%s\"}, \"draft\": {\"method\": "
+	         "\"block\", \"path\": \"%s\"}, \"tree\": \"chain:3\", \"verify\": {\"method\": "
+	         "\"greedy\", \"expand\": \"topk\"}, \"max_context\": 192, \"prefill_chunk\": 16, "
+	         "\"dtype\": \"gguf_a8\", \"archs\": [\"sm_80\"]}", g_path, bdir);
+	spec_refused(spec, "$.dtype: expected an n-gram, layer-skip or EAGLE-3 draft with \"gguf_a8\" "
+	             "(the target's weights in the file's blocks, an EAGLE-3 head's in Q8_0), found a "
+	             "draft block drafter");
+	tbu_rmdir(bdir);
+	char model[400];
+	snprintf(model, sizeof(model), "model:%s", g_path);
+	eu_tiny_spec(spec, sizeof(spec), g_path, model, "chain:3", "greedy", "topk", 0, "gguf_a8",
+	             NULL);
+	spec_refused(spec, "$.dtype: expected an n-gram, layer-skip or EAGLE-3 draft with \"gguf_a8\" "
+	             "(the target's weights in the file's blocks, an EAGLE-3 head's in Q8_0), found a "
+	             "draft model");
+
+	/* at bind: another head's weights (same shapes), refused by the digest */
+	char edir[400], odir[300];
+	snprintf(edir, sizeof(edir), "%s/bind", g_dir);
+	a8_spec(spec, sizeof(spec), g_path, g_head, "chain:4", "greedy", "topk", 0, 192, 16);
+	eu_build(spec, edir, cache_dir(), false);
+	snprintf(odir, sizeof(odir), "%s/other_head", g_dir);
+	mkdir(odir, 0755);
+	o.ffn = 192;
+	assert_int_equal(te3_write(odir, g_t, &o, 6), 0);
+	rt_eagle3 *oh = rt_eagle3_load(odir, g_t, &err);
+	assert_non_null(oh);
+	rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
+	rt_engine *e = rt_engine_load(edir, &err);
+	assert_non_null(e);
+	assert_int_not_equal(cli_engine_bind_eagle3(e, d, g_t, oh, 1, &err), 0);
+	print_message("  refused: %s\n", err.msg);
+	if (!strstr(err.msg, "draft weights digest"))
+		fail_msg("message \"%s\" lacks \"draft weights digest\"", err.msg);
+	rt_engine_free(e);
+	rt_dev_free(d);
+	rt_eagle3_free(oh);
+	te3_rmdir(odir);
+
+	/* the cuda backend (the fake driver) refuses the engine, naming gguf_a8 */
+	rt_cu_api cu;
+	rt_lt_api lt;
+	fake_cuda_cfg fc = {.n_devices = 1, .cc_major = 9, .cc_minor = 0, .name = "Fake H100",
+	                    .gemm_blas = true};
+	fake_cuda_reset(&fc);
+	fake_cuda_api(&cu, &lt);
+	rt_cuda_cfg cc = {.ordinal = 0};
+	d = rt_dev_cuda_new_with_api(&cu, &lt, &cc, &err);
+	if (!d)
+		fail_msg("cuda (fake driver): %s", err.msg);
+	e = rt_engine_load(edir, &err);
+	assert_non_null(e);
+	assert_int_equal(cli_engine_bind_eagle3(e, d, g_t, g_h, 1, &err), SW_ENOTSUP);
+	print_message("  refused: %s\n", err.msg);
+	if (!strstr(err.msg, "(gemm): engine.json $.spec.dtype is \"gguf_a8\" (the GGUF file's own "
+	            "weight types, int8 GEMM activations), which only the host backend runs"))
+		fail_msg("unexpected message: %s", err.msg);
+	rt_engine_free(e);
+	rt_dev_free(d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_greedy_chain),
+		cmocka_unit_test(test_greedy_tree),
+		cmocka_unit_test(test_exactness),
+		cmocka_unit_test(test_refused),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
