@@ -41,6 +41,7 @@
 #include "decode/eagle3_draft.h"
 #include "decode/tree_verify.h"
 #include "device/device.h"
+#include "e3_util.h"
 #include "eagle3_util.h"
 #include "engine/engine.h"
 #include "engine/manifest.h"
@@ -72,11 +73,7 @@ static int setup(void **state)
 	if (!g_tiny)
 		return -1;
 	snprintf(g_head, sizeof(g_head), "%s/head", g_dir);
-	mkdir(g_head, 0755);
-	te3_opts o = te3_default(g_tiny);
-	o.draft_vocab = 60;
-	o.ffn = 192;
-	if (te3_write(g_head, g_tiny, &o, 5))
+	if (e3u_head60(g_head, g_tiny, 192, 5))
 		return -1;
 	sw_err err = {0};
 	g_h = rt_eagle3_load(g_head, g_tiny, &err);
@@ -94,38 +91,10 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void e3_spec_for(char *buf, size_t n, const char *target, const char *head, const char *tree,
-                        const char *verify, const char *expand, double temp, int ctx, int chunk)
-{
-	snprintf(buf, n,
-	         "{\"name\": \"tiny-e3\", \"target\": {\"path\": \"%s\"}, \"draft\": {\"method\": "
-	         "\"eagle3\", \"path\": \"%s\"}, \"tree\": \"%s\", \"verify\": {\"method\": \"%s\", "
-	         "\"expand\": \"%s\"}, \"sampling\": {\"temperature\": %g, \"top_k\": 0, \"top_p\": 1}, "
-	         "\"max_context\": %d, \"prefill_chunk\": %d, \"dtype\": \"fp16\", \"archs\": "
-	         "[\"sm_80\"]}", target, head, tree, verify, expand, temp, ctx, chunk);
-}
-
 static void e3_spec(char *buf, size_t n, const char *head, const char *tree, const char *verify,
                     const char *expand, double temp)
 {
-	e3_spec_for(buf, n, g_tiny_path, head, tree, verify, expand, temp, 192, 16);
-}
-
-static rt_engine *bind_e3_to(const char *dir, rt_dev *d, const rt_model *m, const rt_eagle3 *h,
-                             uint64_t seed)
-{
-	sw_err err = {0};
-	rt_engine *e = rt_engine_load(dir, &err);
-	if (!e)
-		fail_msg("%s", err.msg);
-	if (cli_engine_bind_eagle3(e, d, m, h, seed, &err))
-		fail_msg("bind (%s): %s", d->desc, err.msg);
-	return e;
-}
-
-static rt_engine *bind_e3(const char *dir, rt_dev *d, uint64_t seed)
-{
-	return bind_e3_to(dir, d, g_tiny, g_h, seed);
+	e3u_spec(buf, n, "fp16", g_tiny_path, head, tree, verify, expand, temp, 192, 16);
 }
 
 /* The host EAGLE-3 decoder (fp32): a chain (tree NULL) or a static tree. */
@@ -178,102 +147,6 @@ static void test_planned_loads(void **state)
 	}
 }
 
-/* Each iteration's drafted tree (the engine's tree_tokens after it) against
- * the host head's drafts from the same committed sequence: the root, then
- * every node (a chain: the host chain drafter's gamma tokens; a tree: its
- * top-k tree). */
-typedef struct drafts_cb {
-	rt_engine *e;
-	rt_drafter *hd;
-	rt_ctx *tc;
-	const gen_tree *t;     /* NULL: a chain of gamma */
-	int gamma;
-	int32_t hist[256];
-	int n_hist, iters, nodes, ties;
-	float *q;
-	char what[96];
-} drafts_cb;
-
-/* A chain's step u (drafts host[1..u-1] agreed): the host head's logits
- * over Vd, its pick host[u] over the engine's eng_tok by how much, and the
- * fp16 bound 8 u max|logit| (test_engine.c check_greedy's derivation).
- * c->tc holds the target's taps of hist[0..n_hist-2]. */
-static void chain_margin(const drafts_cb *c, const int32_t *host, int u, int32_t eng_tok,
-                         double *margin, double *bound)
-{
-	sw_err err = {0};
-	const int Vd = g_h->cfg.draft_vocab, D = g_h->cfg.head.dim;
-	rt_e3_state *st = rt_e3_state_new(g_h, 512, 8, &err);
-	float *hid = malloc(sizeof(float) * 2 * (size_t)D), *lg = malloc(sizeof(float) * (size_t)Vd);
-	assert_true(st && hid && lg);
-	if (rt_e3_commit(st, c->tc->tap_cache, c->hist + 1, c->n_hist - 1, hid, lg, &err))
-		fail_msg("%s", err.msg);
-	for (int j = 1; j < u; j++) {
-		int32_t pos = c->n_hist - 1 + (j - 1);
-		if (rt_e3_step(st, hid, &host[j], &pos, 1, NULL, hid + D, lg, &err))
-			fail_msg("%s", err.msg);
-		memcpy(hid, hid + D, sizeof(float) * (size_t)D);
-	}
-	const float *t2d = g_h->map_f + Vd;
-	const int dh = (int)t2d[host[u]], de = eng_tok >= 0 ? (int)t2d[eng_tok] : -1;
-	double mx = 0;
-	for (int i = 0; i < Vd; i++)
-		mx = fmax(mx, fabs(lg[i]));
-	*bound = 8.0 * 0x1p-11 * mx;
-	*margin = de >= 0 && dh >= 0 ? (double)lg[dh] - lg[de] : -1;
-	rt_e3_state_free(st);
-	free(hid);
-	free(lg);
-}
-
-static int on_iteration(void *user, const int32_t *tok, int n)
-{
-	drafts_cb *c = user;
-	sw_err err = {0};
-	const int nn = c->t ? c->t->n : c->gamma + 1;
-	int32_t eng[RT_ENGINE_MAX_NODES], host[RT_ENGINE_MAX_NODES];
-	rt_dev *d = c->e->dev;
-	if (d->ops->download(d, eng, rt_engine_buf_addr(c->e, "tree_tokens"), (size_t)nn * 4, &err))
-		fail_msg("%s", err.msg);
-	rt_ctx_truncate(c->tc, 0);
-	float *lg = malloc(sizeof(float) * (size_t)g_tiny->cfg.vocab);
-	assert_non_null(lg);
-	if (rt_ctx_feed(c->tc, c->hist, c->n_hist - 1, lg, &err))
-		fail_msg("%s", err.msg);
-	free(lg);
-	const rt_sampling greedy = {0.0f, 0, 1.0f}, sd = {1.0f, 0, 1.0f};
-	for (int u = 0; u < nn; u++)
-		host[u] = -1; /* nothing drafted (a one-token prompt's first iteration): absent */
-	host[0] = c->hist[c->n_hist - 1];
-	int k = c->t ? c->hd->ops->draft_tree(c->hd, c->t, RT_EXPAND_TOPK, &sd, &greedy, 1,
-	                                      (uint32_t)c->iters, c->hist, c->n_hist, host, c->q, &err)
-	             : c->hd->ops->propose(c->hd, c->hist, c->n_hist, c->gamma, &greedy, 1,
-	                                   (uint32_t)c->iters, host + 1, NULL, &err);
-	if (k < 0)
-		fail_msg("host drafts: %s", err.msg);
-	for (int u = 0; u < nn; u++) {
-		if (eng[u] == host[u])
-			continue;
-		double margin = -1, bound = 0;
-		if (!c->t && u > 0)
-			chain_margin(c, host, u, eng[u], &margin, &bound);
-		if (!(margin >= 0 && margin <= bound))
-			fail_msg("%s: iteration %d (after %d tokens): node %d drafted %d, the host head "
-			         "%d (its logits' margin %.5f, bound %.5f)", c->what, c->iters, c->n_hist,
-			         u, eng[u], host[u], margin, bound);
-		print_message("  %s: iteration %d node %d: %d, the host head's %d, a near-tie (margin "
-		              "%.5f <= %.5f): the rest of this chain not compared\n", c->what, c->iters,
-		              u, eng[u], host[u], margin, bound);
-		c->ties++;
-		break;
-	}
-	c->nodes += nn - 1;
-	c->iters++;
-	for (int i = 0; i < n; i++)
-		c->hist[c->n_hist++] = tok[i];
-	return 0;
-}
-
 static void greedy_case(const char *tree, int gamma, int tag)
 {
 	enum { P = 37, N = 32 };
@@ -292,34 +165,23 @@ static void greedy_case(const char *tree, int gamma, int tag)
 	assert_memory_equal(host, ref, sizeof(ref)); /* greedy speculation = target-only */
 	for (int mode = 0; mode < 2; mode++) {
 		rt_dev *d = eu_open_host(mode ? RT_HOST_EMULATE : RT_HOST_NATIVE, cache_dir());
-		rt_engine *e = bind_e3(dir, d, 1);
+		rt_engine *e = e3u_bind(dir, d, g_tiny, g_h, 1);
 		rt_engine_stats st;
 		snprintf(what, sizeof(what), "%s %s", tree, mode ? "emulate" : "native");
 		/* every iteration's drafts against the host head's */
 		sw_err err = {0};
 		gen_tree t;
-		drafts_cb cb = {.e = e, .gamma = gamma, .n_hist = P};
+		e3u_drafts cb = {.e = e, .target = g_tiny, .head = g_h, .head_name = "host head",
+		                 .u = E3U_U_FP16, .gamma = gamma};
 		snprintf(cb.what, sizeof(cb.what), "%s", what);
-		memcpy(cb.hist, prompt, sizeof(prompt));
-		cb.tc = rt_ctx_new(g_tiny, 512, 64, &err);
-		assert_non_null(cb.tc);
-		cb.hd = rt_drafter_eagle3(g_h, cb.tc, 8, &err);
-		assert_non_null(cb.hd);
 		if (!chain) {
 			if (gen_tree_parse(tree, NULL, &t, &err))
 				fail_msg("%s", err.msg);
 			cb.t = &t;
-			cb.q = malloc(sizeof(float) * (size_t)t.n * g_tiny->cfg.vocab);
 		}
-		rt_engine_run r = {.prompt = prompt, .n_prompt = P, .max_new = N, .eos = -1,
-		                   .on_tokens = on_iteration, .cb_user = &cb};
-		if (rt_engine_generate(e, &r, a, &st, &err) != N)
-			fail_msg("%s: %s", what, err.msg);
+		e3u_drafts_run(&cb, prompt, P, N, a, &st);
 		print_message("  %s: %d iterations, each drafting the host head's tokens (%d nodes, %d "
 		              "fp16 near-ties)\n", what, cb.iters, cb.nodes, cb.ties);
-		free(cb.q);
-		rt_drafter_free(cb.hd);
-		rt_ctx_free(cb.tc);
 		for (int i = 0; i < N; i++)
 			if (a[i] != host[i])
 				fail_msg("%s: token %d is %d, the host EAGLE-3 decoder's %d", what, i, a[i], host[i]);
@@ -418,23 +280,13 @@ static void test_one_token_prompt(void **state)
 	e3_spec(spec, sizeof(spec), g_head, "chain:4", "greedy", "topk", 0);
 	eu_build(spec, dir, cache_dir(), false);
 	rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
-	rt_engine *e = bind_e3(dir, d, 1);
+	rt_engine *e = e3u_bind(dir, d, g_tiny, g_h, 1);
 	rt_engine_stats st;
 	for (int rep = 0; rep < 2; rep++) { /* the second after a longer request */
-		sw_err err = {0};
-		drafts_cb cb = {.e = e, .gamma = 4, .n_hist = NP};
+		e3u_drafts cb = {.e = e, .target = g_tiny, .head = g_h, .head_name = "host head",
+		                 .u = E3U_U_FP16, .gamma = 4};
 		snprintf(cb.what, sizeof(cb.what), "one-token prompt");
-		memcpy(cb.hist, prompt, sizeof(int32_t) * NP);
-		cb.tc = rt_ctx_new(g_tiny, 512, 64, &err);
-		assert_non_null(cb.tc);
-		cb.hd = rt_drafter_eagle3(g_h, cb.tc, 8, &err);
-		assert_non_null(cb.hd);
-		rt_engine_run r = {.prompt = prompt, .n_prompt = NP, .max_new = N, .eos = -1,
-		                   .on_tokens = on_iteration, .cb_user = &cb};
-		if (rt_engine_generate(e, &r, a, &st, &err) != N)
-			fail_msg("one-token prompt: %s", err.msg);
-		rt_drafter_free(cb.hd);
-		rt_ctx_free(cb.tc);
+		e3u_drafts_run(&cb, prompt, NP, N, a, &st);
 		assert_memory_equal(a, host, sizeof(host));
 		assert_int_equal(st.n_iters, hs.n_iters);
 		print_message("  one-token prompt: %d/%d tokens = host decoder = target-only, %d "
@@ -457,86 +309,24 @@ static void test_one_token_prompt(void **state)
 static void test_exactness(void **state)
 {
 	(void)state;
-	static const struct {
-		const char *tree, *verify, *expand;
-	} cfg[] = {
+	static const e3u_exact_case cfg[] = {
 		{"chain:3", "rrs", "sample"},
 		{"branch:2,2", "rrsw", "sample-wor"},
 		{"branch:2,2", "onehot", "topk"},
 	};
 	static const rt_engine_sampling set[] = {{1.0f, 0, 1.0f}, {2.0f, 5, 1.0f}};
-	static const int32_t used[10] = {5, 1, 3, 11, 4, 6, 7, 10, 8, 9};
-	const int n_set = 2, V = 12, N = 2000, K = V * V;
 	sw_err err = {0};
-	char mpath[300], hdir[300];
-	rt_model *m = tu_tiny_llama(V, 32, 3, 2, 1, 48, 11); /* T = 1: 6 at 0.91 */
+	char mpath[300];
+	rt_model *m = tu_tiny_llama(12, 32, 3, 2, 1, 48, 11); /* T = 1: 6 at 0.91 */
 	assert_non_null(m);
 	snprintf(mpath, sizeof(mpath), "%s/v12.gguf", g_dir);
 	if (rt_llama_save_gguf(m, mpath, GGML_T_F32, &err))
 		fail_msg("%s", err.msg);
-	snprintf(hdir, sizeof(hdir), "%s/head12", g_dir);
-	mkdir(hdir, 0755);
-	te3_opts o = te3_default(m);
-	o.draft_vocab = 10;
-	o.used = used;
-	o.ffn = 96;
-	o.scale = 0.25; /* a flat q: most of p's mass is under it, drafts are accepted */
-	assert_int_equal(te3_write(hdir, m, &o, 9), 0);
-	rt_eagle3 *h = rt_eagle3_load(hdir, m, &err);
-	if (!h)
-		fail_msg("%s", err.msg);
-	const int32_t prompt[3] = {3, 7, 1};
-	double *probs = eu_seq_dists(m, prompt, 3, set, n_set);
-	uint64_t *counts = malloc(sizeof(*counts) * (size_t)K);
-	assert_non_null(counts);
-	for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
-		char spec[2048], dir[300];
-		snprintf(dir, sizeof(dir), "%s/exact%zu", g_dir, c);
-		e3_spec_for(spec, sizeof(spec), mpath, hdir, cfg[c].tree, cfg[c].verify, cfg[c].expand,
-		            1.0, 64, 8);
-		eu_build(spec, dir, cache_dir(), false);
-		rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
-		rt_engine *e = bind_e3_to(dir, d, m, h, 1);
-		int captures = 0;
-		uint64_t seed = 5000;
-		for (int k = 0; k < n_set; k++) {
-			const double *pk = probs + (size_t)k * K;
-			const int iters = eu_sample_pairs(e, cfg[c].tree, prompt, 3, &set[k], N, &seed,
-			                                  counts, V, &captures);
-			int df;
-			double chi = tu_chi2(counts, pk, K, (uint64_t)N, &df), crit = tu_chi2_crit(df, 1e-4);
-			print_message("  %-10s %-6s T %.1f k %d: chi2 %.1f (df %d, critical %.1f at 1e-4), "
-			              "%.2f iterations per 2 tokens\n", cfg[c].tree, cfg[c].verify,
-			              (double)set[k].temperature, set[k].top_k, chi, df, crit, (double)iters / N);
-			if (!(chi < crit))
-				fail_msg("%s %s at T %g top-k %d: the engine's output distribution is not the "
-				         "target's", cfg[c].tree, cfg[c].verify, (double)set[k].temperature,
-				         set[k].top_k);
-			assert_true(iters < 2 * N); /* drafts were accepted */
-		}
-		assert_int_equal(captures, 1);
-		rt_engine_free(e);
-		rt_dev_free(d);
-	}
-	rt_eagle3_free(h);
-	te3_rmdir(hdir);
-	free(probs);
-	free(counts);
+	const e3u_exact x = {.m = m, .mpath = mpath, .dtype = "fp16", .dir = g_dir,
+	                     .cache_dir = cache_dir(), .cases = cfg, .n_cases = 3, .set = set,
+	                     .n_set = 2, .runs = 2000, .seed = 5000, .label = ""};
+	e3u_exactness(&x);
 	rt_model_free(m);
-}
-
-static void spec_refused(const char *text, const char *want)
-{
-	gen_spec *sp = malloc(sizeof(*sp));
-	sw_err err = {0};
-	assert_non_null(sp);
-	int rc = gen_spec_parse(text, strlen(text), "t.json", NULL, sp, &err);
-	free(sp);
-	if (!rc)
-		fail_msg("accepted (want \"%s\"): %s", want, text);
-	if (!strstr(err.msg, want))
-		fail_msg("message \"%s\" lacks \"%s\"", err.msg, want);
-	print_message("  refused: %s\n", err.msg);
 }
 
 /* Bad input, each refused with the file, the field, what was expected and
@@ -548,8 +338,8 @@ static void test_refused(void **state)
 	(void)state;
 	char spec[2048], bad[300], cfg[400];
 	e3_spec(spec, sizeof(spec), "/nonexistent", "chain:4", "greedy", "topk", 0);
-	spec_refused(spec, "$.draft.path: expected an EAGLE-3 head directory (config.json, "
-	             "model.safetensors), found \"/nonexistent\"");
+	e3u_spec_refused(spec, "$.draft.path: expected an EAGLE-3 head directory (config.json, "
+	                 "model.safetensors), found \"/nonexistent\"");
 	/* a directory with a config and no weights file */
 	snprintf(bad, sizeof(bad), "%s/bad_head", g_dir);
 	mkdir(bad, 0755);
@@ -563,7 +353,7 @@ static void test_refused(void **state)
 	fwrite(text, 1, n, f);
 	fclose(f);
 	e3_spec(spec, sizeof(spec), bad, "chain:4", "greedy", "topk", 0);
-	spec_refused(spec, "bad_head/model.safetensors");
+	e3u_spec_refused(spec, "bad_head/model.safetensors");
 	/* a config for another target: its vocabulary */
 	char *v = strstr(text, "\"vocab_size\": 111");
 	assert_non_null(v);
@@ -573,29 +363,29 @@ static void test_refused(void **state)
 	fwrite(text, 1, n, f);
 	fclose(f);
 	free(text);
-	spec_refused(spec, "bad_head/config.json: $.vocab_size: expected 111 (the vocabulary of the "
-	             "target");
+	e3u_spec_refused(spec, "bad_head/config.json: $.vocab_size: expected 111 (the vocabulary of the "
+	                 "target");
 	unlink(cfg);
 	rmdir(bad);
 	/* what an EAGLE-3 engine cannot do */
 	e3_spec(spec, sizeof(spec), g_head, "chain:4", "greedy", "topk", 0);
 	char *dt = strstr(spec, "\"fp16\"");
 	memcpy(dt, "\"q8_0\"", 6);
-	spec_refused(spec, "$.dtype: expected \"bf16\", \"fp16\" or \"gguf_a8\" with an EAGLE-3 head, "
-	             "found "
-	             "\"q8_0\"");
-	e3_spec_for(spec, sizeof(spec), g_tiny_path, g_head, "chain:4", "greedy", "topk", 0, 192, 1);
-	spec_refused(spec, "$.prefill_chunk: expected at least 2 with an EAGLE-3 head");
+	e3u_spec_refused(spec, "$.dtype: expected \"bf16\", \"fp16\" or \"gguf_a8\" with an EAGLE-3 "
+	                 "head, found \"q8_0\"");
+	e3u_spec(spec, sizeof(spec), "fp16", g_tiny_path, g_head, "chain:4", "greedy", "topk", 0, 192,
+	         1);
+	e3u_spec_refused(spec, "$.prefill_chunk: expected at least 2 with an EAGLE-3 head");
 	e3_spec(spec, sizeof(spec), g_head, "chain:4", "greedy", "topk", 0);
 	char adapt[2100];
 	snprintf(adapt, sizeof(adapt), "%.*s, \"adaptive\": {\"h\": 0.3}}", (int)strlen(spec) - 1,
 	         spec);
-	spec_refused(adapt, "$.adaptive: expected a chain tree drafted by a model");
+	e3u_spec_refused(adapt, "$.adaptive: expected a chain tree drafted by a model");
 	char *dm = strstr(spec, "{\"method\": \"eagle3\"");
 	char str[2100];
 	snprintf(str, sizeof(str), "%.*s\"eagle3\"%s", (int)(dm - spec), spec,
 	         strstr(dm, "}") + 1);
-	spec_refused(str, "$.draft: expected {\"method\": \"eagle3\", \"path\": DIR}");
+	e3u_spec_refused(str, "$.draft: expected {\"method\": \"eagle3\", \"path\": DIR}");
 
 	/* at bind: no head, a head of another shape, another head's weights */
 	char dir[400];
@@ -620,11 +410,7 @@ static void test_refused(void **state)
 	for (int i = 0; i < 2; i++) {
 		char odir[300];
 		snprintf(odir, sizeof(odir), "%s/other_head%d", g_dir, i);
-		mkdir(odir, 0755);
-		te3_opts o = te3_default(g_tiny);
-		o.draft_vocab = 60;
-		o.ffn = other[i].ffn;
-		assert_int_equal(te3_write(odir, g_tiny, &o, other[i].seed), 0);
+		assert_int_equal(e3u_head60(odir, g_tiny, other[i].ffn, other[i].seed), 0);
 		rt_eagle3 *h = rt_eagle3_load(odir, g_tiny, &err);
 		assert_non_null(h);
 		e = rt_engine_load(dir, &err);

@@ -43,6 +43,7 @@
 #include "decode/eagle3_draft.h"
 #include "device/dev_cuda_api.h"
 #include "device/device.h"
+#include "e3_util.h"
 #include "eagle3_util.h"
 #include "engine/engine.h"
 #include "engine_util.h"
@@ -113,11 +114,7 @@ static int setup(void **state)
 	snprintf(g_path, sizeof(g_path), "%s/tiny_q8.gguf", g_dir);
 	g_t = q8_model(tu_tiny_llama(EU_TINY_VOCAB, 256, 3, 4, 2, 384, 7), g_path);
 	snprintf(g_head, sizeof(g_head), "%s/head", g_dir);
-	mkdir(g_head, 0755);
-	te3_opts o = te3_default(g_t);
-	o.draft_vocab = 60;
-	o.ffn = 192;
-	if (te3_write(g_head, g_t, &o, 5))
+	if (e3u_head60(g_head, g_t, 192, 5))
 		return -1;
 	g_h = rt_eagle3_load(g_head, g_t, &err);
 	g_hq = g_h ? rt_eagle3_load(g_head, g_t, &err) : NULL;
@@ -142,112 +139,7 @@ static int teardown(void **state)
 static void a8_spec(char *buf, size_t n, const char *target, const char *head, const char *tree,
                     const char *verify, const char *expand, double temp, int ctx, int chunk)
 {
-	snprintf(buf, n,
-	         "{\"name\": \"tiny-e3-a8\", \"target\": {\"path\": \"%s\"}, \"draft\": {\"method\": "
-	         "\"eagle3\", \"path\": \"%s\"}, \"tree\": \"%s\", \"verify\": {\"method\": \"%s\", "
-	         "\"expand\": \"%s\"}, \"sampling\": {\"temperature\": %g, \"top_k\": 0, \"top_p\": 1}, "
-	         "\"max_context\": %d, \"prefill_chunk\": %d, \"dtype\": \"gguf_a8\", \"archs\": "
-	         "[\"sm_80\"]}", target, head, tree, verify, expand, temp, ctx, chunk);
-}
-
-static rt_engine *bind_e3(const char *dir, rt_dev *d, const rt_model *m, const rt_eagle3 *h)
-{
-	sw_err err = {0};
-	rt_engine *e = rt_engine_load(dir, &err);
-	if (!e)
-		fail_msg("%s", err.msg);
-	if (cli_engine_bind_eagle3(e, d, m, h, 1, &err))
-		fail_msg("bind (%s): %s", d->desc, err.msg);
-	return e;
-}
-
-/* Each iteration's chain (the engine's tree_tokens after it) against the
- * Q8_0-weight host head's from the same committed tokens. */
-typedef struct drafts_cb {
-	rt_engine *e;
-	rt_drafter *hd;
-	rt_ctx *tc;
-	int gamma;
-	int32_t hist[256];
-	int n_hist, iters, nodes, same, ties;
-	double worst; /* the largest tie margin / bound */
-	const char *what;
-} drafts_cb;
-
-/* The host head's logits at chain step u (drafts host[1..u-1] agreed), its
- * pick host[u]'s margin over the engine's eng_tok, and the bound. c->tc
- * holds the target's taps of hist[0..n_hist-2]. */
-static void chain_margin(const drafts_cb *c, const int32_t *host, int u, int32_t eng_tok,
-                         double *margin, double *bound)
-{
-	sw_err err = {0};
-	const int Vd = g_hq->cfg.draft_vocab, D = g_hq->cfg.head.dim;
-	rt_e3_state *st = rt_e3_state_new(g_hq, 512, 8, &err);
-	float *hid = malloc(sizeof(float) * 2 * (size_t)D), *lg = malloc(sizeof(float) * (size_t)Vd);
-	assert_true(st && hid && lg);
-	if (rt_e3_commit(st, c->tc->tap_cache, c->hist + 1, c->n_hist - 1, hid, lg, &err))
-		fail_msg("%s", err.msg);
-	for (int j = 1; j < u; j++) {
-		int32_t pos = c->n_hist - 1 + (j - 1);
-		if (rt_e3_step(st, hid, &host[j], &pos, 1, NULL, hid + D, lg, &err))
-			fail_msg("%s", err.msg);
-		memcpy(hid, hid + D, sizeof(float) * (size_t)D);
-	}
-	const float *t2d = g_hq->map_f + Vd;
-	const int dh = (int)t2d[host[u]], de = eng_tok >= 0 ? (int)t2d[eng_tok] : -1;
-	double mx = 0;
-	for (int i = 0; i < Vd; i++)
-		mx = fmax(mx, fabs(lg[i]));
-	*bound = 8.0 * (0x1p-8 + 0x1p-11) * mx;
-	*margin = de >= 0 && dh >= 0 ? (double)lg[dh] - lg[de] : -1;
-	rt_e3_state_free(st);
-	free(hid);
-	free(lg);
-}
-
-static int on_iteration(void *user, const int32_t *tok, int n)
-{
-	drafts_cb *c = user;
-	sw_err err = {0};
-	const int nn = c->gamma + 1;
-	int32_t eng[RT_ENGINE_MAX_NODES], host[RT_ENGINE_MAX_NODES];
-	rt_dev *d = c->e->dev;
-	if (d->ops->download(d, eng, rt_engine_buf_addr(c->e, "tree_tokens"), (size_t)nn * 4, &err))
-		fail_msg("%s", err.msg);
-	rt_ctx_truncate(c->tc, 0);
-	float *lg = malloc(sizeof(float) * (size_t)g_t->cfg.vocab);
-	assert_non_null(lg);
-	if (rt_ctx_feed(c->tc, c->hist, c->n_hist - 1, lg, &err))
-		fail_msg("%s", err.msg);
-	free(lg);
-	const rt_sampling greedy = {0.0f, 0, 1.0f};
-	host[0] = c->hist[c->n_hist - 1];
-	if (c->hd->ops->propose(c->hd, c->hist, c->n_hist, c->gamma, &greedy, 1, (uint32_t)c->iters,
-	                        host + 1, NULL, &err) < 0)
-		fail_msg("host drafts: %s", err.msg);
-	if (eng[0] != host[0])
-		fail_msg("%s: iteration %d: root %d, the last committed token %d", c->what, c->iters,
-		         eng[0], host[0]);
-	for (int u = 1; u < nn; u++) {
-		if (eng[u] == host[u]) {
-			c->same++;
-			continue;
-		}
-		double margin = -1, bound = 0;
-		chain_margin(c, host, u, eng[u], &margin, &bound);
-		if (!(margin >= 0 && margin <= bound))
-			fail_msg("%s: iteration %d (after %d tokens): node %d drafted %d, the Q8_0 host "
-			         "head %d (its logits' margin %.5f, bound %.5f)", c->what, c->iters,
-			         c->n_hist, u, eng[u], host[u], margin, bound);
-		c->worst = fmax(c->worst, margin / bound);
-		c->ties++;
-		break; /* the rest of this chain follows another token */
-	}
-	c->nodes += nn - 1;
-	c->iters++;
-	for (int i = 0; i < n; i++)
-		c->hist[c->n_hist++] = tok[i];
-	return 0;
+	e3u_spec(buf, n, "gguf_a8", target, head, tree, verify, expand, temp, ctx, chunk);
 }
 
 static uint64_t accepted(const rt_engine_stats *st)
@@ -303,20 +195,13 @@ static void test_greedy_chain(void **state)
 	eu_build(spec, dir, cache_dir(), false);
 	for (int mode = 0; mode < 2; mode++) {
 		d = eu_open_host(mode ? RT_HOST_EMULATE : RT_HOST_NATIVE, cache_dir());
-		e = bind_e3(dir, d, g_t, g_h);
+		e = e3u_bind(dir, d, g_t, g_h, 1);
 		snprintf(what, sizeof(what), "gguf_a8 + head chain:4 %s", mode ? "emulate" : "native");
-		drafts_cb cb = {.e = e, .gamma = GAMMA, .n_hist = P, .what = what};
-		memcpy(cb.hist, prompt, sizeof(prompt));
-		cb.tc = rt_ctx_new(g_t, 512, 64, &err);
-		assert_non_null(cb.tc);
-		cb.hd = rt_drafter_eagle3(g_hq, cb.tc, 8, &err);
-		assert_non_null(cb.hd);
-		rt_engine_run r = {.prompt = prompt, .n_prompt = P, .max_new = N, .eos = -1,
-		                   .on_tokens = on_iteration, .cb_user = &cb};
-		if (rt_engine_generate(e, &r, a, &st, &err) != N)
-			fail_msg("%s: %s", what, err.msg);
-		rt_drafter_free(cb.hd);
-		rt_ctx_free(cb.tc);
+		/* every iteration's chain against the Q8_0-weight host head's */
+		e3u_drafts cb = {.e = e, .target = g_t, .head = g_hq, .head_name = "Q8_0 host head",
+		                 .u = E3U_U_A8, .gamma = GAMMA};
+		snprintf(cb.what, sizeof(cb.what), "%s", what);
+		e3u_drafts_run(&cb, prompt, P, N, a, &st);
 		const uint64_t acc = accepted(&st);
 		print_message("  %s: %d iterations (tau %.2f, %llu drafts accepted; the fp32 host "
 		              "head %d iterations, %d accepted); drafts: %d of %d nodes the Q8_0 host "
@@ -346,7 +231,7 @@ static void test_greedy_chain(void **state)
 	int k = 0;
 	while (k < N && a[k] == ref[k])
 		k++;
-	const double bound = 8.0 * (0x1p-8 + 0x1p-11) * mx;
+	const double bound = 8.0 * E3U_U_A8 * mx;
 	print_message("  %d/%d tokens = target-only = the n-gram engine's; %d equal to the fp32 "
 	              "reference%s\n", N, N, k, k < N ? " (then a near-tie)" : "");
 	if (k < N && margin[k] > bound)
@@ -368,7 +253,7 @@ static void test_greedy_tree(void **state)
 	a8_spec(spec, sizeof(spec), g_path, g_head, "branch:2,2,1", "greedy", "topk", 0, 192, 16);
 	eu_build(spec, dir, cache_dir(), false);
 	rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
-	rt_engine *e = bind_e3(dir, d, g_t, g_h);
+	rt_engine *e = e3u_bind(dir, d, g_t, g_h, 1);
 	rt_engine_stats st;
 	assert_int_equal(eu_generate(e, "gguf_a8 + head branch:2,2,1", prompt, P, N, false, a, &st), N);
 	assert_true(accepted(&st) > 0 && st.n_iters < N);
@@ -391,83 +276,19 @@ static void test_greedy_tree(void **state)
 static void test_exactness(void **state)
 {
 	(void)state;
-	static const struct {
-		const char *tree, *verify, *expand;
-	} cfg[] = {
+	static const e3u_exact_case cfg[] = {
 		{"chain:3", "rrs", "sample"},
 		{"branch:2,2", "rrsw", "sample-wor"},
 	};
 	static const rt_engine_sampling set[] = {{1.0f, 0, 1.0f}, {2.0f, 0, 1.0f}};
-	static const int32_t used[10] = {5, 1, 3, 11, 4, 6, 7, 10, 8, 9};
-	const int n_set = 2, V = 12, N = 2000, K = V * V;
-	sw_err err = {0};
-	char mpath[300], hdir[300];
+	char mpath[300];
 	snprintf(mpath, sizeof(mpath), "%s/v12_q8.gguf", g_dir);
-	rt_model *m = q8_model(tu_tiny_llama(V, 32, 3, 2, 1, 64, 11), mpath);
-	snprintf(hdir, sizeof(hdir), "%s/head12", g_dir);
-	mkdir(hdir, 0755);
-	te3_opts o = te3_default(m);
-	o.draft_vocab = 10;
-	o.used = used;
-	o.ffn = 96;
-	o.scale = 0.25; /* a flat q: most of p's mass is under it, drafts are accepted */
-	assert_int_equal(te3_write(hdir, m, &o, 9), 0);
-	rt_eagle3 *h = rt_eagle3_load(hdir, m, &err);
-	if (!h)
-		fail_msg("%s", err.msg);
-	const int32_t prompt[3] = {3, 7, 1};
-	double *probs = eu_seq_dists(m, prompt, 3, set, n_set);
-	uint64_t *counts = malloc(sizeof(*counts) * (size_t)K);
-	assert_non_null(counts);
-	for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
-		char spec[2048], dir[300];
-		snprintf(dir, sizeof(dir), "%s/exact%zu", g_dir, c);
-		a8_spec(spec, sizeof(spec), mpath, hdir, cfg[c].tree, cfg[c].verify, cfg[c].expand,
-		        1.0, 64, 8);
-		eu_build(spec, dir, cache_dir(), false);
-		rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
-		rt_engine *e = bind_e3(dir, d, m, h);
-		int captures = 0;
-		uint64_t seed = 7000;
-		for (int k = 0; k < n_set; k++) {
-			const int iters = eu_sample_pairs(e, cfg[c].tree, prompt, 3, &set[k], N, &seed,
-			                                  counts, V, &captures);
-			int df;
-			double chi = tu_chi2(counts, probs + (size_t)k * K, K, (uint64_t)N, &df);
-			double crit = tu_chi2_crit(df, 1e-4);
-			print_message("  gguf_a8 %-10s %-4s T %.1f k %d: chi2 %.1f (df %d, critical %.1f at "
-			              "1e-4), %.2f iterations per 2 tokens\n", cfg[c].tree, cfg[c].verify,
-			              (double)set[k].temperature, set[k].top_k, chi, df, crit,
-			              (double)iters / N);
-			if (!(chi < crit))
-				fail_msg("%s %s at T %g top-k %d: the engine's output distribution is not the "
-				         "target's", cfg[c].tree, cfg[c].verify, (double)set[k].temperature,
-				         set[k].top_k);
-			assert_true(iters < 2 * N); /* drafts were accepted */
-		}
-		assert_int_equal(captures, 1);
-		rt_engine_free(e);
-		rt_dev_free(d);
-	}
-	rt_eagle3_free(h);
-	te3_rmdir(hdir);
-	free(probs);
-	free(counts);
+	rt_model *m = q8_model(tu_tiny_llama(12, 32, 3, 2, 1, 64, 11), mpath);
+	const e3u_exact x = {.m = m, .mpath = mpath, .dtype = "gguf_a8", .dir = g_dir,
+	                     .cache_dir = cache_dir(), .cases = cfg, .n_cases = 2, .set = set,
+	                     .n_set = 2, .runs = 2000, .seed = 7000, .label = "gguf_a8 "};
+	e3u_exactness(&x);
 	rt_model_free(m);
-}
-
-static void spec_refused(const char *text, const char *want)
-{
-	gen_spec *sp = malloc(sizeof(*sp));
-	sw_err err = {0};
-	assert_non_null(sp);
-	int rc = gen_spec_parse(text, strlen(text), "t.json", NULL, sp, &err);
-	free(sp);
-	if (!rc)
-		fail_msg("accepted (want \"%s\"): %s", want, text);
-	if (!strstr(err.msg, want))
-		fail_msg("message \"%s\" lacks \"%s\"", err.msg, want);
-	print_message("  refused: %s\n", err.msg);
 }
 
 static void test_refused(void **state)
@@ -477,16 +298,12 @@ static void test_refused(void **state)
 	sw_err err = {0};
 	/* a head whose ffn_dim (w_down's k) is not whole Q8_0 blocks */
 	snprintf(dir, sizeof(dir), "%s/head_ffn200", g_dir);
-	mkdir(dir, 0755);
-	te3_opts o = te3_default(g_t);
-	o.draft_vocab = 60;
-	o.ffn = 200;
-	assert_int_equal(te3_write(dir, g_t, &o, 5), 0);
+	assert_int_equal(e3u_head60(dir, g_t, 200, 5), 0);
 	a8_spec(spec, sizeof(spec), g_path, dir, "chain:4", "greedy", "topk", 0, 192, 16);
 	snprintf(want, sizeof(want), "$.dtype: expected an EAGLE-3 head whose dim, ffn_dim, n_heads "
 	         "x head_dim and 3 x the target's width (fc) are multiples of 32 (its GEMM weights "
 	         "in Q8_0 blocks), found \"gguf_a8\" with the head %s's 256, 200, 256 and 768", dir);
-	spec_refused(spec, want);
+	e3u_spec_refused(spec, want);
 	/* the same head in fp16 builds (only gguf_a8 needs the blocks) */
 	char *dt = strstr(spec, "\"gguf_a8\"");
 	assert_non_null(dt);
@@ -510,17 +327,17 @@ static void test_refused(void **state)
 	         "\"block\", \"path\": \"%s\"}, \"tree\": \"chain:3\", \"verify\": {\"method\": "
 	         "\"greedy\", \"expand\": \"topk\"}, \"max_context\": 192, \"prefill_chunk\": 16, "
 	         "\"dtype\": \"gguf_a8\", \"archs\": [\"sm_80\"]}", g_path, bdir);
-	spec_refused(spec, "$.dtype: expected an n-gram, layer-skip or EAGLE-3 draft with \"gguf_a8\" "
-	             "(the target's weights in the file's blocks, an EAGLE-3 head's in Q8_0), found a "
-	             "draft block drafter");
+	e3u_spec_refused(spec, "$.dtype: expected an n-gram, layer-skip or EAGLE-3 draft with \"gguf_a8\" "
+	                 "(the target's weights in the file's blocks, an EAGLE-3 head's in Q8_0), found a "
+	                 "draft block drafter");
 	tbu_rmdir(bdir);
 	char model[400];
 	snprintf(model, sizeof(model), "model:%s", g_path);
 	eu_tiny_spec(spec, sizeof(spec), g_path, model, "chain:3", "greedy", "topk", 0, "gguf_a8",
 	             NULL);
-	spec_refused(spec, "$.dtype: expected an n-gram, layer-skip or EAGLE-3 draft with \"gguf_a8\" "
-	             "(the target's weights in the file's blocks, an EAGLE-3 head's in Q8_0), found a "
-	             "draft model");
+	e3u_spec_refused(spec, "$.dtype: expected an n-gram, layer-skip or EAGLE-3 draft with \"gguf_a8\" "
+	                 "(the target's weights in the file's blocks, an EAGLE-3 head's in Q8_0), found a "
+	                 "draft model");
 
 	/* at bind: another head's weights (same shapes), refused by the digest */
 	char edir[400], odir[300];
@@ -528,9 +345,7 @@ static void test_refused(void **state)
 	a8_spec(spec, sizeof(spec), g_path, g_head, "chain:4", "greedy", "topk", 0, 192, 16);
 	eu_build(spec, edir, cache_dir(), false);
 	snprintf(odir, sizeof(odir), "%s/other_head", g_dir);
-	mkdir(odir, 0755);
-	o.ffn = 192;
-	assert_int_equal(te3_write(odir, g_t, &o, 6), 0);
+	assert_int_equal(e3u_head60(odir, g_t, 192, 6), 0);
 	rt_eagle3 *oh = rt_eagle3_load(odir, g_t, &err);
 	assert_non_null(oh);
 	rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
