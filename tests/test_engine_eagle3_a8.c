@@ -215,11 +215,7 @@ static void test_greedy_chain(void **state)
 			if (a[i] != ng[i])
 				fail_msg("%s: token %d is %d, the gguf_a8 n-gram engine's %d", what, i, a[i],
 				         ng[i]);
-		rt_engine_run to = {.prompt = prompt, .n_prompt = P, .max_new = N, .eos = -1,
-		                    .target_only = true};
-		if (rt_engine_generate(e, &to, b, &st, &err) != N)
-			fail_msg("%s target-only: %s", what, err.msg);
-		assert_memory_equal(a, b, sizeof(a));
+		eu_check_target_only(e, what, prompt, P, N, a, &st);
 		if (!mode) { /* the same iterations op by op: the graph's tokens */
 			assert_int_equal(eu_generate(e, "eager", prompt, P, N, true, b, &st), N);
 			assert_memory_equal(a, b, sizeof(a));
@@ -228,15 +224,8 @@ static void test_greedy_chain(void **state)
 		rt_dev_free(d);
 	}
 	/* and the fp32 reference, up to a near-tie (test_engine_gguf.c's rule) */
-	int k = 0;
-	while (k < N && a[k] == ref[k])
-		k++;
-	const double bound = 8.0 * E3U_U_A8 * mx;
-	print_message("  %d/%d tokens = target-only = the n-gram engine's; %d equal to the fp32 "
-	              "reference%s\n", N, N, k, k < N ? " (then a near-tie)" : "");
-	if (k < N && margin[k] > bound)
-		fail_msg("token %d is %d, the fp32 reference's %d wins by %.5f > %.5f", k, a[k], ref[k],
-		         (double)margin[k], bound);
+	print_message("  %d/%d tokens = target-only = the n-gram engine's\n", N, N);
+	eu_agree_prefix("gguf_a8 + head chain:4", a, ref, margin, N, 8.0 * E3U_U_A8 * mx);
 }
 
 /* A tree (levels of 2 rows through the head's GEMMs): tokens = target-only,
@@ -245,9 +234,8 @@ static void test_greedy_tree(void **state)
 {
 	(void)state;
 	enum { P = 37, N = 32 };
-	int32_t prompt[P], a[N], b[N];
+	int32_t prompt[P], a[N];
 	char spec[2048], dir[400];
-	sw_err err = {0};
 	eu_tiny_prompt(prompt, P);
 	snprintf(dir, sizeof(dir), "%s/tree", g_dir);
 	a8_spec(spec, sizeof(spec), g_path, g_head, "branch:2,2,1", "greedy", "topk", 0, 192, 16);
@@ -257,11 +245,7 @@ static void test_greedy_tree(void **state)
 	rt_engine_stats st;
 	assert_int_equal(eu_generate(e, "gguf_a8 + head branch:2,2,1", prompt, P, N, false, a, &st), N);
 	assert_true(accepted(&st) > 0 && st.n_iters < N);
-	rt_engine_run to = {.prompt = prompt, .n_prompt = P, .max_new = N, .eos = -1,
-	                    .target_only = true};
-	if (rt_engine_generate(e, &to, b, &st, &err) != N)
-		fail_msg("target-only: %s", err.msg);
-	assert_memory_equal(a, b, sizeof(a));
+	eu_check_target_only(e, "gguf_a8 + head branch:2,2,1", prompt, P, N, a, &st);
 	rt_engine_free(e);
 	rt_dev_free(d);
 }

@@ -192,25 +192,13 @@ static void test_mixed_engine(void **state)
 	/* target-only: one row a token, where the chain verified up to 7; the
 	 * GEMMs give every row the same bits at any row count, so the tokens
 	 * are the same */
-	rt_engine_run r = {.prompt = prompt, .n_prompt = P, .max_new = N, .eos = -1,
-	                   .target_only = true};
-	if (rt_engine_generate(e, &r, b, &st, &err) != N)
-		fail_msg("target-only: %s", err.msg);
-	assert_memory_equal(a, b, sizeof(*a) * N);
+	eu_check_target_only(e, "gguf_a8 mixed", prompt, P, N, a, &st);
 	print_message("  gguf_a8 mixed: target-only (1 row a token) == speculative, %d tokens, "
 	              "%d iterations\n", N, st.n_iters);
 	rt_engine_free(e);
 	rt_dev_free(d);
-	int k = 0;
-	while (k < N && a[k] == ref[k])
-		k++;
 	/* int8 GEMM inputs (2^-8) and fp16 elsewhere (2^-11), 8 u max|logit| */
-	const double bound = 8.0 * (0x1p-8 + 0x1p-11) * mx;
-	print_message("  gguf_a8 mixed: %d/%d tokens equal to the fp32 reference%s\n", k, N,
-	              k < N ? " (then a near-tie)" : "");
-	if (k < N && margin[k] > bound)
-		fail_msg("gguf_a8 mixed: token %d is %d, the reference's %d wins by %.5f > %.5f", k,
-		         a[k], ref[k], (double)margin[k], bound);
+	eu_agree_prefix("gguf_a8 mixed", a, ref, margin, N, 8.0 * (0x1p-8 + 0x1p-11) * mx);
 
 	/* refusals: a layer type the GEMM does not take, one that overflows the
 	 * stride (q8_0 in a q6_k buffer), a count that is not the layers' */

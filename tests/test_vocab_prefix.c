@@ -394,23 +394,6 @@ static void check_draft_logits(rt_engine *e, const rt_model *view, const int32_t
 	rt_ctx_free(c);
 }
 
-/* got vs the fp32 reference: identical, or the first divergence at a
- * near-tie of the reference (margin within the dtype's bound). Returns the
- * length of the identical prefix. */
-static int agree_prefix(const char *what, const int32_t *got, const int32_t *ref,
-                        const float *margin, int n, double bound)
-{
-	int k = 0;
-	while (k < n && got[k] == ref[k])
-		k++;
-	if (k < n && margin[k] > bound)
-		fail_msg("%s: token %d is %d, the reference's %d wins by %.5f > %.5f", what, k, got[k],
-		         ref[k], (double)margin[k], bound);
-	print_message("  %-34s %d/%d tokens identical to the fp32 target-only reference%s\n", what, k,
-	              n, k < n ? " (then a near-tie)" : "");
-	return k;
-}
-
 static void test_engine_greedy(void **state)
 {
 	enum { P = 19, N = 40 };
@@ -464,7 +447,7 @@ static void test_engine_greedy(void **state)
 		assert_int_equal(rt_generate_tree(tc, view, &tcfg, prompt, P, &cfg, host, &hst, &err), N);
 		rt_ctx_free(tc);
 		snprintf(what, sizeof(what), "host decoder, %s%s", trees[t], skip ? " layerskip" : "");
-		assert_int_equal(agree_prefix(what, host, ref, margin, N, 0.0), N);
+		assert_int_equal(eu_agree_prefix(what, host, ref, margin, N, 0.0), N);
 		print_message("  %-34s %llu iterations, %llu of %llu drafts accepted\n", "",
 		              (unsigned long long)hst.n_iters, (unsigned long long)hst.n_accepted,
 		              (unsigned long long)hst.n_drafted);
@@ -486,7 +469,7 @@ static void test_engine_greedy(void **state)
 			assert_true(n >= N);
 			snprintf(what, sizeof(what), "engine %s%s, %.40s", trees[t], skip ? " layerskip" : "",
 			         d->desc);
-			int k = agree_prefix(what, out, ref, margin, N, bound);
+			int k = eu_agree_prefix(what, out, ref, margin, N, bound);
 			int kpad = 0;
 			for (int i = 0; i < k; i++)
 				kpad += out[i] >= VD;

@@ -140,6 +140,36 @@ int eu_generate_samp(rt_engine *e, const char *what, const int32_t *prompt, int 
 	return n;
 }
 
+void eu_check_target_only(rt_engine *e, const char *what, const int32_t *prompt, int n_prompt,
+                          int max_new, const int32_t *want, rt_engine_stats *st)
+{
+	sw_err err = {0};
+	int32_t *out = malloc(sizeof(*out) * (size_t)max_new);
+	assert_non_null(out);
+	rt_engine_run r = {.prompt = prompt, .n_prompt = n_prompt, .max_new = max_new, .eos = -1,
+	                   .target_only = true};
+	if (rt_engine_generate(e, &r, out, st, &err) != max_new)
+		fail_msg("%s target-only: %s", what, err.msg);
+	for (int i = 0; i < max_new; i++)
+		if (out[i] != want[i])
+			fail_msg("%s: token %d is %d, target-only %d", what, i, want[i], out[i]);
+	free(out);
+}
+
+int eu_agree_prefix(const char *what, const int32_t *got, const int32_t *ref, const float *margin,
+                    int n, double bound)
+{
+	int k = 0;
+	while (k < n && got[k] == ref[k])
+		k++;
+	if (k < n && margin[k] > bound)
+		fail_msg("%s: token %d is %d, the reference's %d wins by %.5f > %.5f", what, k, got[k],
+		         ref[k], (double)margin[k], bound);
+	print_message("  %-34s %d/%d tokens identical to the fp32 target-only reference%s\n", what, k,
+	              n, k < n ? " (then a near-tie)" : "");
+	return k;
+}
+
 void eu_list_file(const char *dir, const char *name)
 {
 	char path[1200];

@@ -73,6 +73,17 @@ int eu_generate_samp(rt_engine *e, const char *what, const int32_t *prompt, int 
                      int max_new, bool eager, const rt_engine_sampling *samp, int32_t *out,
                      rt_engine_stats *st);
 
+/* The same engine's target-only tokens (one row a token) for max_new after
+ * prompt must be want's, token for token (what names the run); st gets
+ * the run's statistics. */
+void eu_check_target_only(rt_engine *e, const char *what, const int32_t *prompt, int n_prompt,
+                          int max_new, const int32_t *want, rt_engine_stats *st);
+/* got vs the fp32 reference ref: identical, or the first divergence at a
+ * near-tie of the reference (margin within bound, the dtype's 8 u
+ * max|logit|). Returns the length of the identical prefix. */
+int eu_agree_prefix(const char *what, const int32_t *got, const int32_t *ref, const float *margin,
+                    int n, double bound);
+
 /* The engine exactness tests' sampling loop: `runs` requests on prompt
  * (max_new 2, seeds seed, seed + 1, ...: seed is advanced), each one's two
  * tokens counted in counts[first * vocab + second] (vocab^2 words, zeroed here),
