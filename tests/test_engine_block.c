@@ -141,9 +141,7 @@ static rt_engine *bind_block(const char *dir, rt_dev *d, const rt_model *m,
                              const rt_block_drafter *bd, uint64_t seed)
 {
 	sw_err err = {0};
-	rt_engine *e = rt_engine_load(dir, &err);
-	if (!e)
-		fail_msg("%s", err.msg);
+	rt_engine *e = eu_load(dir);
 	if (cli_engine_bind_block(e, d, m, bd, seed, &err))
 		fail_msg("%s", err.msg);
 	return e;

@@ -58,13 +58,6 @@ static char g_dir[256], g_tiny_path[300], g_head[300];
 static rt_model *g_tiny;
 static rt_eagle3 *g_h;
 
-static const char *cache_dir(void)
-{
-	static char c[300];
-	snprintf(c, sizeof(c), "%s/cache", g_dir);
-	return c;
-}
-
 static int setup(void **state)
 {
 	(void)state;
@@ -135,7 +128,7 @@ static void test_planned_loads(void **state)
 		sw_err err = {0};
 		snprintf(dir, sizeof(dir), "%s/load%d", g_dir, i);
 		e3_spec(spec, sizeof(spec), g_head, trees[i], "greedy", "topk", 0);
-		eu_build(spec, dir, cache_dir(), false);
+		eu_build(spec, dir, eu_cache_dir(), false);
 		rt_manifest *m = rt_manifest_load(dir, &err);
 		if (!m)
 			fail_msg("%s: %s", trees[i], err.msg);
@@ -158,13 +151,13 @@ static void greedy_case(const char *tree, int gamma, int tag)
 	char spec[2048], dir[400], what[96];
 	snprintf(dir, sizeof(dir), "%s/greedy%d", g_dir, tag);
 	e3_spec(spec, sizeof(spec), g_head, tree, "greedy", "topk", 0);
-	eu_build(spec, dir, cache_dir(), false);
+	eu_build(spec, dir, eu_cache_dir(), false);
 	rt_stats hs;
 	const bool chain = !strncmp(tree, "chain:", 6);
 	assert_int_equal(host_e3(chain ? NULL : tree, gamma, &greedy, 1, prompt, P, N, host, &hs), N);
 	assert_memory_equal(host, ref, sizeof(ref)); /* greedy speculation = target-only */
 	for (int mode = 0; mode < 2; mode++) {
-		rt_dev *d = eu_open_host(mode ? RT_HOST_EMULATE : RT_HOST_NATIVE, cache_dir());
+		rt_dev *d = eu_open_host(mode ? RT_HOST_EMULATE : RT_HOST_NATIVE, eu_cache_dir());
 		rt_engine *e = e3u_bind(dir, d, g_tiny, g_h, 1);
 		rt_engine_stats st;
 		snprintf(what, sizeof(what), "%s %s", tree, mode ? "emulate" : "native");
@@ -278,8 +271,8 @@ static void test_one_token_prompt(void **state)
 	char spec[2048], dir[400];
 	snprintf(dir, sizeof(dir), "%s/one", g_dir);
 	e3_spec(spec, sizeof(spec), g_head, "chain:4", "greedy", "topk", 0);
-	eu_build(spec, dir, cache_dir(), false);
-	rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
+	eu_build(spec, dir, eu_cache_dir(), false);
+	rt_dev *d = eu_open_host(RT_HOST_NATIVE, eu_cache_dir());
 	rt_engine *e = e3u_bind(dir, d, g_tiny, g_h, 1);
 	rt_engine_stats st;
 	for (int rep = 0; rep < 2; rep++) { /* the second after a longer request */
@@ -323,7 +316,7 @@ static void test_exactness(void **state)
 	if (rt_llama_save_gguf(m, mpath, GGML_T_F32, &err))
 		fail_msg("%s", err.msg);
 	const e3u_exact x = {.m = m, .mpath = mpath, .dtype = "fp16", .dir = g_dir,
-	                     .cache_dir = cache_dir(), .cases = cfg, .n_cases = 3, .set = set,
+	                     .cache_dir = eu_cache_dir(), .cases = cfg, .n_cases = 3, .set = set,
 	                     .n_set = 2, .runs = 2000, .seed = 5000, .label = ""};
 	e3u_exactness(&x);
 	rt_model_free(m);
@@ -391,8 +384,8 @@ static void test_refused(void **state)
 	char dir[400];
 	snprintf(dir, sizeof(dir), "%s/greedy0", g_dir);
 	e3_spec(spec, sizeof(spec), g_head, "chain:4", "greedy", "topk", 0);
-	eu_build(spec, dir, cache_dir(), false);
-	rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
+	eu_build(spec, dir, eu_cache_dir(), false);
+	rt_dev *d = eu_open_host(RT_HOST_NATIVE, eu_cache_dir());
 	sw_err err = {0};
 	rt_engine_weights tw;
 	rt_engine *e = rt_engine_load(dir, &err);

@@ -57,13 +57,6 @@ static char g_dir[256], g_path[300], g_head[300];
 static rt_model *g_t;         /* the tiny target from its Q8_0 file */
 static rt_eagle3 *g_h, *g_hq; /* the head; the same with its GEMM weights through Q8_0 */
 
-static const char *cache_dir(void)
-{
-	static char c[300];
-	snprintf(c, sizeof(c), "%s/cache", g_dir);
-	return c;
-}
-
 /* w (n floats, rows whole blocks of 32) := dequantize(quantize_q8_0(w)) */
 static void q8_round(float *w, size_t n)
 {
@@ -182,8 +175,8 @@ static void test_greedy_chain(void **state)
 	snprintf(ndir, sizeof(ndir), "%s/ngram", g_dir);
 	eu_tiny_spec(spec, sizeof(spec), g_path, "ngram:1:3", "chain:4", "greedy", "topk", 0,
 	             "gguf_a8", NULL);
-	eu_build(spec, ndir, cache_dir(), false);
-	rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
+	eu_build(spec, ndir, eu_cache_dir(), false);
+	rt_dev *d = eu_open_host(RT_HOST_NATIVE, eu_cache_dir());
 	rt_engine *e = eu_bind(ndir, d, g_t, 1);
 	rt_engine_stats st;
 	assert_int_equal(eu_generate(e, "gguf_a8 n-gram", prompt, P, N, false, ng, &st), N);
@@ -192,9 +185,9 @@ static void test_greedy_chain(void **state)
 
 	snprintf(dir, sizeof(dir), "%s/chain", g_dir);
 	a8_spec(spec, sizeof(spec), g_path, g_head, "chain:4", "greedy", "topk", 0, 192, 16);
-	eu_build(spec, dir, cache_dir(), false);
+	eu_build(spec, dir, eu_cache_dir(), false);
 	for (int mode = 0; mode < 2; mode++) {
-		d = eu_open_host(mode ? RT_HOST_EMULATE : RT_HOST_NATIVE, cache_dir());
+		d = eu_open_host(mode ? RT_HOST_EMULATE : RT_HOST_NATIVE, eu_cache_dir());
 		e = e3u_bind(dir, d, g_t, g_h, 1);
 		snprintf(what, sizeof(what), "gguf_a8 + head chain:4 %s", mode ? "emulate" : "native");
 		/* every iteration's chain against the Q8_0-weight host head's */
@@ -239,8 +232,8 @@ static void test_greedy_tree(void **state)
 	eu_tiny_prompt(prompt, P);
 	snprintf(dir, sizeof(dir), "%s/tree", g_dir);
 	a8_spec(spec, sizeof(spec), g_path, g_head, "branch:2,2,1", "greedy", "topk", 0, 192, 16);
-	eu_build(spec, dir, cache_dir(), false);
-	rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
+	eu_build(spec, dir, eu_cache_dir(), false);
+	rt_dev *d = eu_open_host(RT_HOST_NATIVE, eu_cache_dir());
 	rt_engine *e = e3u_bind(dir, d, g_t, g_h, 1);
 	rt_engine_stats st;
 	assert_int_equal(eu_generate(e, "gguf_a8 + head branch:2,2,1", prompt, P, N, false, a, &st), N);
@@ -269,7 +262,7 @@ static void test_exactness(void **state)
 	snprintf(mpath, sizeof(mpath), "%s/v12_q8.gguf", g_dir);
 	rt_model *m = q8_model(tu_tiny_llama(12, 32, 3, 2, 1, 64, 11), mpath);
 	const e3u_exact x = {.m = m, .mpath = mpath, .dtype = "gguf_a8", .dir = g_dir,
-	                     .cache_dir = cache_dir(), .cases = cfg, .n_cases = 2, .set = set,
+	                     .cache_dir = eu_cache_dir(), .cases = cfg, .n_cases = 2, .set = set,
 	                     .n_set = 2, .runs = 2000, .seed = 7000, .label = "gguf_a8 "};
 	e3u_exactness(&x);
 	rt_model_free(m);
@@ -327,12 +320,12 @@ static void test_refused(void **state)
 	char edir[400], odir[300];
 	snprintf(edir, sizeof(edir), "%s/bind", g_dir);
 	a8_spec(spec, sizeof(spec), g_path, g_head, "chain:4", "greedy", "topk", 0, 192, 16);
-	eu_build(spec, edir, cache_dir(), false);
+	eu_build(spec, edir, eu_cache_dir(), false);
 	snprintf(odir, sizeof(odir), "%s/other_head", g_dir);
 	assert_int_equal(e3u_head60(odir, g_t, 192, 6), 0);
 	rt_eagle3 *oh = rt_eagle3_load(odir, g_t, &err);
 	assert_non_null(oh);
-	rt_dev *d = eu_open_host(RT_HOST_NATIVE, cache_dir());
+	rt_dev *d = eu_open_host(RT_HOST_NATIVE, eu_cache_dir());
 	rt_engine *e = rt_engine_load(edir, &err);
 	assert_non_null(e);
 	assert_int_not_equal(cli_engine_bind_eagle3(e, d, g_t, oh, 1, &err), 0);

@@ -116,9 +116,7 @@ static void check_maps(rt_engine *e, int *moved)
 static rt_engine *bind_random(const char *dir, rt_dev *d, uint64_t wseed)
 {
 	sw_err err = {0};
-	rt_engine *e = rt_engine_load(dir, &err);
-	if (!e)
-		fail_msg("%s", err.msg);
+	rt_engine *e = eu_load(dir);
 	if (rt_engine_bind_random(e, d, wseed, 1, &err))
 		fail_msg("bind_random (%s): %s", d->desc, err.msg);
 	return e;

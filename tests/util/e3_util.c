@@ -43,9 +43,7 @@ rt_engine *e3u_bind(const char *dir, rt_dev *d, const rt_model *m, const rt_eagl
                     uint64_t seed)
 {
 	sw_err err = {0};
-	rt_engine *e = rt_engine_load(dir, &err);
-	if (!e)
-		fail_msg("%s", err.msg);
+	rt_engine *e = eu_load(dir);
 	if (cli_engine_bind_eagle3(e, d, m, h, seed, &err))
 		fail_msg("bind (%s): %s", d->desc, err.msg);
 	return e;

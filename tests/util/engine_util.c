@@ -31,14 +31,20 @@ rt_dev *eu_open_host(int mode, const char *cache_dir)
 	return d;
 }
 
+static char g_cache_dir[600];
+
 void eu_work_dir(char *dir, size_t n, const char *name)
 {
-	char c[600];
 	snprintf(dir, n, "build/%s.%d", name, (int)getpid());
 	mkdir("build", 0755);
 	mkdir(dir, 0755);
-	snprintf(c, sizeof(c), "%s/cache", dir);
-	mkdir(c, 0755);
+	snprintf(g_cache_dir, sizeof(g_cache_dir), "%s/cache", dir);
+	mkdir(g_cache_dir, 0755);
+}
+
+const char *eu_cache_dir(void)
+{
+	return g_cache_dir;
 }
 
 rt_model *eu_tiny_model(const char *dir, char *path, size_t n)
@@ -94,12 +100,19 @@ void eu_build(const char *spec_json, const char *dir, const char *cache_dir, boo
 	free(s);
 }
 
-rt_engine *eu_bind(const char *dir, rt_dev *d, const rt_model *m, uint64_t seed)
+rt_engine *eu_load(const char *dir)
 {
 	sw_err err = {0};
 	rt_engine *e = rt_engine_load(dir, &err);
 	if (!e)
 		fail_msg("%s", err.msg);
+	return e;
+}
+
+rt_engine *eu_bind(const char *dir, rt_dev *d, const rt_model *m, uint64_t seed)
+{
+	sw_err err = {0};
+	rt_engine *e = eu_load(dir);
 	if (e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK) {
 		/* the drafter directory the engine names: bind uploads its tensors,
 		 * so it is not needed afterwards */

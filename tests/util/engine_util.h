@@ -31,6 +31,8 @@ int eu_sample_pairs(rt_engine *e, const char *what, const int32_t *prompt, int n
 
 /* Makes build/<name>.<pid> (and its cache/ subdirectory) into dir. */
 void eu_work_dir(char *dir, size_t n, const char *name);
+/* The cache/ subdirectory of the last eu_work_dir ("" before one). */
+const char *eu_cache_dir(void);
 /* The tiny model, also saved (f32) as dir/tiny.gguf into path. */
 rt_model *eu_tiny_model(const char *dir, char *path, size_t n);
 /* A spec for the tiny model at model_path: max_context 192, prefill chunk
@@ -61,6 +63,8 @@ void eu_resum(const char *dir);
  * dtype-derived near-tie bound. */
 void eu_reference(const rt_model *m, const int32_t *prompt, int n_prompt, int n, int32_t *out,
                   float *margin, double *max_logit);
+/* Loads the engine in dir (rt_engine_load), failing the test on error. */
+rt_engine *eu_load(const char *dir);
 /* Loads the engine in dir and binds it to d (seed for Philox); a
  * block-drafter engine with the drafter directory its engine.json names. */
 rt_engine *eu_bind(const char *dir, rt_dev *d, const rt_model *m, uint64_t seed);
