@@ -17,6 +17,7 @@
 #include "host_attn.h"
 #include "host_gemm.h"
 #include "host_ops.h"
+#include "host_verify.h"
 #include "kernels/engine_state.h"
 #include "kernels/ref/ref.h"
 
@@ -235,6 +236,15 @@ static int op_verify(const rt_op *op, sw_err *err)
 	const int method = (int)PI_("METHOD");
 	const bool one_hot = method == REF_VERIFY_CHAIN && !rt_op_param_i(op, "CHAIN_Q", 1);
 	const char *why = NULL;
+	if (method == REF_VERIFY_GREEDY) { /* the argmax vectorised, same outputs (host_verify.h) */
+		if (hv_verify_greedy(ARG(op, 0, int32_t *), ARG(op, 1, int32_t *), ARG(op, 2, int32_t *),
+		                     ARG(op, 3, const int32_t *), ARG(op, 4, const int32_t *),
+		                     ARG(op, 5, const float *), ARG(op, 6, const float *),
+		                     (int)PI_("N_NODES"), (int)PI_("V"),
+		                     (int)rt_op_param_i(op, "VQ", PI_("V")), HG_PATH_AUTO, &why))
+			return refused(op, why, err);
+		return 0;
+	}
 	if (ref_verify_q(ARG(op, 0, int32_t *), ARG(op, 1, int32_t *), ARG(op, 2, int32_t *),
 	                 ARG(op, 3, const int32_t *), ARG(op, 4, const int32_t *),
 	                 ARG(op, 5, const float *), one_hot ? NULL : ARG(op, 6, const float *),
