@@ -27,6 +27,9 @@
 
 #define HA_ROWS_T 8 /* query positions per part */
 #define HA_V_BLOCK 8 /* the direct path: values per accumulation of the output rows */
+#ifndef HA_PF_KEYS
+#define HA_PF_KEYS 8 /* the direct path: K rows prefetched ahead */
+#endif
 
 typedef struct ha_job {
 	float *out;
@@ -465,10 +468,24 @@ static HA_AVX2 void part_direct(ha_job *jb, int t0, int t1, int kh0, int kh1)
 	}
 	/* pass 1: scores, four keys at a time, every head of the part (the last
 	 * 1-3 keys as scores_avx2 takes them: the last key repeated) */
+	const size_t pf0 = (size_t)kh0 * hd * 2, pf1 = (size_t)kh1 * hd * 2; /* the part's bytes of a row */
 	for (int j = 0; j < nk; j += 4) {
 		const uint16_t *kr[4];
 		for (int i = 0; i < 4; i++)
 			kr[i] = jb->k + (size_t)(j + i < nk ? j + i : nk - 1) * kvd;
+		/* prefetch: K rows HA_PF_KEYS on, V's rows here for pass 2 (timing only) */
+		for (int i = 0; i < 4; i++) {
+			if (j + i + HA_PF_KEYS < nk) {
+				const char *pk = (const char *)(jb->k + (size_t)(j + i + HA_PF_KEYS) * kvd);
+				for (size_t o = pf0; o < pf1; o += 64)
+					__builtin_prefetch(pk + o, 0, 3);
+			}
+			if (j + i < nk) {
+				const char *pv = (const char *)(jb->v + (size_t)(j + i) * kvd);
+				for (size_t o = pf0; o < pf1; o += 64)
+					__builtin_prefetch(pv + o, 0, 2);
+			}
+		}
 		for (int kh = kh0; kh < kh1; kh++) {
 			const size_t o = (size_t)kh * hd;
 			for (int r = (kh - kh0) * rh; r < (kh - kh0 + 1) * rh; r++) {
@@ -490,8 +507,23 @@ static HA_AVX2 void part_direct(ha_job *jb, int t0, int t1, int kh0, int kh1)
 	 * never used), the row maxima, then the softmax weights in place */
 	for (int r = 0; r < rows; r++) {
 		const int t = t0 + r % rh / G;
-		float *s = S + (size_t)r * nk, m = -INFINITY;
-		for (int j = 0; j < nk; j++) {
+		float *s = S + (size_t)r * nk;
+		/* context slots: [0, c0) outside the window, [c0, ctx) seen, their
+		 * maximum 8 lanes wide: max_ps(s, m) is s > m ? s : m as below (a
+		 * NaN never wins); only the sign of a zero maximum can depend on the
+		 * lanes, and exp(s - m) does not (exp8_avx2 of +-0 is 1) */
+		const int c0 = lo[t - t0] < 0 ? 0 : lo[t - t0] > jb->ctx ? jb->ctx : lo[t - t0];
+		for (int j = 0; j < c0; j++)
+			s[j] = -INFINITY;
+		__m256 m8 = _mm256_set1_ps(-INFINITY);
+		int j = c0;
+		for (; j + 8 <= jb->ctx; j += 8)
+			m8 = _mm256_max_ps(_mm256_loadu_ps(s + j), m8);
+		float m8s[8], m = -INFINITY;
+		_mm256_storeu_ps(m8s, m8);
+		for (int i = 0; i < 8; i++)
+			m = m8s[i] > m ? m8s[i] : m;
+		for (; j < nk; j++) {
 			if (!visible(jb, t, j, lo[t - t0]))
 				s[j] = -INFINITY;
 			else

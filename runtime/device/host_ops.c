@@ -458,6 +458,12 @@ static const host_op_entry *lookup(const rt_op *op)
 	return NULL;
 }
 
+rt_host_native_fn rt_host_native_find(const rt_op *op)
+{
+	const host_op_entry *e = op->kind == RT_OP_KERNEL ? lookup(op) : NULL;
+	return e ? e->run : NULL;
+}
+
 bool rt_host_native_supports(const rt_op *op)
 {
 	return op->kind == RT_OP_KERNEL && lookup(op) != NULL;
