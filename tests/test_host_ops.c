@@ -14,7 +14,12 @@
  *    position, the same position with other inv_freq values (a miss by
  *    content), rows with repeated positions; head_dim 64 / rot 64, head_dim
  *    20 / rot 16 (partial rotation), rot 258 (past the cache: ref_rope
- *    itself); rows regions. */
+ *    itself); rows regions;
+ *  - swiglu: libm's expf then the rest 8 wide (swiglu_host) against
+ *    ref_swiglu: FFN 1536 (SmolLM2), 900 in 256-element chunks, 5 and 263
+ *    (vector tails); NaN, +-inf, +-0, large |g| (expf overflow and
+ *    underflow); in place (y = gate); rows regions; GeGLU (ACT 1, still
+ *    ref_geglu_tanh) too. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -179,11 +184,73 @@ static void test_rope(void **state)
 	print_message("rope: %d cases identical to ref_rope\n", n);
 }
 
+static void swiglu_case(int ffn, int rows, int live, int act, int alias)
+{
+	const size_t n = (size_t)ffn * rows;
+	float *g = malloc(4 * n), *u = malloc(4 * n), *y = malloc(4 * n), *rg = malloc(4 * n),
+	      *ru = malloc(4 * n), *ry = malloc(4 * n);
+	assert_true(g && u && y && rg && ru && ry);
+	for (size_t i = 0; i < n; i++) {
+		g[i] = rg[i] = rnd() % 3 ? ((float)(rnd() % 40001) - 20000.0f) / 997.0f : awkward();
+		u[i] = ru[i] = rnd() % 5 ? ((float)(rnd() % 2001) - 1000.0f) / 333.0f : awkward();
+		y[i] = ry[i] = -7.0f;
+	}
+	/* alias 1: y is gate (in place), as ref_swiglu allows */
+	float *yo = alias ? g : y, *ryo = alias ? rg : ry;
+	const kp kps[] = {{"FFN", ffn}, {"ACT", act}};
+	uint64_t args[] = {(uintptr_t)yo, (uintptr_t)g, (uintptr_t)u};
+	/* rows = grid.y (run_op sets grid.x): the op record built here */
+	static rt_kernel_info ki;
+	memset(&ki, 0, sizeof(ki));
+	for (int i = 0; i < 2; i++) {
+		snprintf(ki.params[i].name, sizeof(ki.params[i].name), "%s", kps[i].name);
+		ki.params[i].i = kps[i].v;
+		ki.params[i].f = (double)kps[i].v;
+	}
+	ki.n_params = 2;
+	rt_op op = {.kind = RT_OP_KERNEL, .kinfo = &ki, .layer = -1, .n_args = 3};
+	snprintf(op.op, sizeof(op.op), "swiglu");
+	for (int a = 0; a < 3; a++)
+		op.argval[a] = args[a];
+	op.grid[0] = 1;
+	op.grid[1] = (unsigned)rows;
+	op.grid[2] = 1;
+	op.rows_full = live ? rows : 0;
+	op.rows_live = live;
+	rt_op_fix_argv(&op);
+	sw_err err = {0};
+	if (rt_host_native_run(&op, &err))
+		fail_msg("swiglu: %s", err.msg);
+	const size_t nl = (size_t)ffn * (live ? live : rows);
+	(act ? ref_geglu_tanh : ref_swiglu)(ryo, rg, ru, nl);
+	if (memcmp(yo, ryo, 4 * n) || memcmp(g, rg, 4 * n) || memcmp(u, ru, 4 * n))
+		fail_msg("swiglu ffn %d rows %d live %d act %d alias %d: differs from kernels/ref", ffn,
+		         rows, live, act, alias);
+	free(g), free(u), free(y), free(rg), free(ru), free(ry);
+}
+
+static void test_swiglu(void **state)
+{
+	(void)state;
+	int n = 0;
+	for (int act = 0; act < 2; act++)
+		for (int alias = 0; alias < 2; alias++) {
+			swiglu_case(1536, 1, 0, act, alias); /* SmolLM2's FFN, one row */
+			swiglu_case(1536, 7, 3, act, alias); /* rows region */
+			swiglu_case(300, 3, 0, act, alias);  /* 900: chunks, a vector tail */
+			swiglu_case(5, 1, 0, act, alias);    /* below one vector */
+			swiglu_case(263, 2, 1, act, alias);
+			n += 5;
+		}
+	print_message("swiglu: %d cases identical to kernels/ref\n", n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kv_store),
 		cmocka_unit_test(test_rope),
+		cmocka_unit_test(test_swiglu),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -543,6 +543,8 @@ static int host_graph_launch(rt_dev *d, rt_graph *gr, sw_err *err)
 				h->rows_full = h->rows_live = 0;
 			continue;
 		}
+		if (i + 1 < g->n) /* the next record under this op (a decode step evicts them all) */
+			rt_op_prefetch(&g->recs[i + 1].op);
 		int rc = exec_op(d, &r->op, false, err);
 		if (rc) {
 			h->rows_full = h->rows_live = 0;

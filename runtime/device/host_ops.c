@@ -178,6 +178,32 @@ static int op_head_prep(const rt_op *op, sw_err *err)
 	return 0;
 }
 
+/* ref_swiglu, y = g / (1 + expf(-g)) * up, in chunks: each expf(-g) by
+ * libm as there, then the add, divide and multiply 8 wide (the same IEEE
+ * operations in the same order, so the same bits; y may be gate or up) */
+#define SWIGLU_CHUNK 256
+typedef float v8f __attribute__((vector_size(32))); /* GCC/clang vectors: IEEE per lane */
+static void swiglu_host(float *y, const float *gate, const float *up, size_t n)
+{
+	float e[SWIGLU_CHUNK];
+	for (size_t i0 = 0; i0 < n; i0 += SWIGLU_CHUNK) {
+		const size_t m = n - i0 < SWIGLU_CHUNK ? n - i0 : SWIGLU_CHUNK;
+		size_t i = 0;
+		for (; i < m; i++)
+			e[i] = expf(-gate[i0 + i]);
+		for (i = 0; i + 8 <= m; i += 8) {
+			v8f g, u, x;
+			memcpy(&g, gate + i0 + i, sizeof(g));
+			memcpy(&u, up + i0 + i, sizeof(u));
+			memcpy(&x, e + i, sizeof(x));
+			const v8f r = g / (1.0f + x) * u;
+			memcpy(y + i0 + i, &r, sizeof(r));
+		}
+		for (; i < m; i++)
+			y[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * up[i0 + i];
+	}
+}
+
 /* (y, gate, up); rows = grid.y; ACT 0 (or absent): SwiGLU, 1: GeGLU with
  * the tanh GELU (Gemma) */
 static int op_swiglu(const rt_op *op, sw_err *err)
@@ -186,8 +212,8 @@ static int op_swiglu(const rt_op *op, sw_err *err)
 	const long long act = PI_("ACT");
 	if (act < 0 || act > 1)
 		return refused(op, "swiglu ACT outside 0..1", err);
-	(act ? ref_geglu_tanh : ref_swiglu)(ARG(op, 0, float *), ARG(op, 1, const float *),
-	                                    ARG(op, 2, const float *), n);
+	(act ? ref_geglu_tanh : swiglu_host)(ARG(op, 0, float *), ARG(op, 1, const float *),
+	                                     ARG(op, 2, const float *), n);
 	return 0;
 }
 
