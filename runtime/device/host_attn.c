@@ -4,8 +4,9 @@
  * in blocks of HA_KEY_BLOCK: K blocks for the scores (exact max, then
  * expf as the reference does), V blocks for the weighted sums. Each block
  * is widened to fp32 once into an L1 buffer and read by every row. The
- * AVX2 path with head_dim a multiple of 8 reads K/V in place instead, all
- * KV heads of a part key after key (part_direct, below). */
+ * AVX2 path with head_dim a multiple of 8 and at most HA_DIRECT_T query
+ * positions (decoding) reads K/V in place instead, all KV heads of a part
+ * key after key (part_direct, below). */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -26,7 +27,10 @@
 #endif
 
 #define HA_ROWS_T 8 /* query positions per part */
-#define HA_V_BLOCK 8 /* the direct path: values per accumulation of the output rows */
+#define HA_V_BLOCK 32 /* the direct path: values per accumulation of the output rows */
+#define HA_DIRECT_T 4 /* the direct path up to this many query positions (decode-sized
+                       * calls; from ~7 on, each row's reloads of the cache cost more
+                       * than the widened copy: same bits either way) */
 #ifndef HA_PF_KEYS
 #define HA_PF_KEYS 8 /* the direct path: K rows prefetched ahead */
 #endif
@@ -607,7 +611,7 @@ int ha_tree_attention_window(float *out, const uint16_t *q, const uint16_t *k, c
 #if HA_X86
 	if (jb.avx2)
 		run = run_part_avx2;
-	if (jb.avx2 && jb.hdp == hd) { /* the direct path: KV heads split only across threads */
+	if (jb.avx2 && jb.hdp == hd && T <= HA_DIRECT_T) { /* KV heads split only across threads */
 		const int th = threads == 1 ? 1 : hp_threads();
 		jb.n_kg = th < KH ? th : KH;
 		parts = jb.n_kg * jb.n_tc;

@@ -108,9 +108,11 @@ static int op_fill_random(const rt_op *op, sw_err *err)
 }
 
 /* The rotation angles' cos and sin of one position: every layer's rope_q
- * and rope_k of a step rotate by the same ones, so the last position's are
- * kept (per thread), keyed by the position and the inv_freq values. */
+ * and rope_k of a step rotate by the same ones, so they are kept (per
+ * thread, ROPE_CACHE_POS positions by pos modulo it, a tree's consecutive
+ * ones side by side), keyed by the position and the inv_freq values. */
 #define ROPE_CACHE_HALF 128
+#define ROPE_CACHE_POS 16
 typedef struct rope_cs {
 	int half; /* 0: empty */
 	int32_t pos;
@@ -139,7 +141,7 @@ static const rope_cs *rope_angles(rope_cs *cs, int32_t pos, const float *inv_fre
  * instead of once a layer and op (test_host_ops: bit for bit ref_rope) */
 static int op_rope(const rt_op *op, sw_err *err)
 {
-	static _Thread_local rope_cs cache;
+	static _Thread_local rope_cs cache[ROPE_CACHE_POS];
 	float *x = ARG(op, 0, float *);
 	const int32_t *pos = ARG(op, 1, const int32_t *);
 	const float *inv_freq = ARG(op, 2, const float *);
@@ -151,7 +153,8 @@ static int op_rope(const rt_op *op, sw_err *err)
 	}
 	for (int t = 0; t < T; t++) {
 		float *xt = x + (size_t)t * H * hd;
-		const rope_cs *cs = rope_angles(&cache, pos[t], inv_freq, half);
+		const rope_cs *cs = rope_angles(&cache[(uint32_t)pos[t] % ROPE_CACHE_POS], pos[t],
+		                                inv_freq, half);
 		for (int i = 0; i < half; i++) {
 			const double c = cs->c[i], s = cs->s[i];
 			for (int h = 0; h < H; h++) {
