@@ -5,7 +5,8 @@
  * causal and random tree masks, fp16 and bf16, both paths, one thread and
  * the pool; sliding windows (ha_tree_attention_window: the query at ctx +
  * its depth, against kernels/ref's ref_tree_attention_window) smaller and
- * larger than the context; guard zones around the output; NaN in K/V slots no query sees.
+ * larger than the context; guard zones around the output; NaN in K/V slots no query sees;
+ * one thread and the pool (each splitting the work its own way) bit for bit.
  *
  * Bound, per element d of a row: both sides compute each score within
  * gamma_hd (the reference's dot) and gamma_{hd/8+3} (8 lanes + 3 levels)
@@ -152,6 +153,15 @@ static void run(const acase *c, bool f16, int path, int threads)
 	         c->window);
 	check_close(what, got, ref, bound, nq);
 	gcheck(what, got, nq);
+	if (threads == 0) { /* one thread: the same bits as the pool's part split */
+		float *one = malloc(4 * nq);
+		assert_non_null(one);
+		assert_int_equal(ha_tree_attention_window(one, q, k, v, c->T, c->ctx, c->nb, c->H, c->KH,
+		                                          c->hd, mask, mw, f16, c->window, path, 1), 0);
+		if (memcmp(one, got, 4 * nq))
+			fail_msg("%s: one thread and the pool differ", what);
+		free(one);
+	}
 	free(q), free(k), free(v), free(qf), free(kf), free(vf), free(ro), free(scr);
 	free(ref), free(bound), free(p), free(mask);
 	gfree(got);

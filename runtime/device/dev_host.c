@@ -212,11 +212,17 @@ static int host_load_kernels(rt_dev *d, const char *engine_dir, rt_op *ops, int 
 	int rc = 0;
 
 	if (h->mode == RT_HOST_NATIVE) {
-		for (int i = 0; i < n; i++)
-			if (ops[i].kind == RT_OP_KERNEL && !rt_host_native_supports(&ops[i]))
+		/* each kernel's implementation kept in its fn (exec_op calls it) */
+		for (int i = 0; i < n; i++) {
+			if (ops[i].kind != RT_OP_KERNEL)
+				continue;
+			const rt_host_native_fn f = rt_host_native_find(&ops[i]);
+			if (!f)
 				return sw_errf(err, SW_ENOTSUP, "%s: op %s: no native host implementation of "
 				               "op type '%s' (entry %s); use host-emulate", d->desc, ops[i].name,
 				               ops[i].op, ops[i].entry);
+			ops[i].fn = (void *)f;
+		}
 		return 0;
 	}
 	snprintf(path, sizeof(path), "%s/kernels.cu", engine_dir);
@@ -278,7 +284,7 @@ static int check_op(rt_dev *d, const rt_op *op, sw_err *err)
 	case RT_OP_KERNEL:
 		if (h->mode == RT_HOST_EMULATE && !op->fn)
 			return sw_errf(err, SW_EINVAL, "kernel %s not loaded (load_kernels first)", op->entry);
-		if (h->mode == RT_HOST_NATIVE && !rt_host_native_supports(op))
+		if (h->mode == RT_HOST_NATIVE && !op->fn && !rt_host_native_supports(op))
 			return sw_errf(err, SW_ENOTSUP, "no native host implementation of op type '%s'; use "
 			               "host-emulate", op->op);
 		return 0;
@@ -313,8 +319,8 @@ static int exec_op(rt_dev *d, const rt_op *op_in, bool timed, sw_err *err)
 		return op_fail(d, op, rc, err);
 	switch (op->kind) {
 	case RT_OP_KERNEL:
-		if (h->mode == RT_HOST_NATIVE) {
-			rc = rt_host_native_run(op, err);
+		if (h->mode == RT_HOST_NATIVE) { /* fn: set at load_kernels, else the registry */
+			rc = op->fn ? ((rt_host_native_fn)op->fn)(op, err) : rt_host_native_run(op, err);
 		} else {
 			void *argv[RT_OP_MAX_ARGS];
 			for (int i = 0; i < RT_OP_MAX_ARGS; i++)
@@ -537,6 +543,8 @@ static int host_graph_launch(rt_dev *d, rt_graph *gr, sw_err *err)
 				h->rows_full = h->rows_live = 0;
 			continue;
 		}
+		if (i + 1 < g->n) /* the next record under this op (a decode step evicts them all) */
+			rt_op_prefetch(&g->recs[i + 1].op);
 		int rc = exec_op(d, &r->op, false, err);
 		if (rc) {
 			h->rows_full = h->rows_live = 0;

@@ -3,7 +3,10 @@
  * scores (rows x n_keys fp32, in L2), and passes twice over the head's keys
  * in blocks of HA_KEY_BLOCK: K blocks for the scores (exact max, then
  * expf as the reference does), V blocks for the weighted sums. Each block
- * is widened to fp32 once into an L1 buffer and read by every row. */
+ * is widened to fp32 once into an L1 buffer and read by every row. The
+ * AVX2 path with head_dim a multiple of 8 and at most HA_DIRECT_T query
+ * positions (decoding) reads K/V in place instead, all KV heads of a part
+ * key after key (part_direct, below). */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -18,18 +21,26 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define HA_X86 1
-#define HA_AVX2 __attribute__((target("avx2,fma")))
+#define HA_AVX2 __attribute__((target("avx2,fma,f16c"))) /* hg_path AVX2 has F16C */
 #else
 #define HA_X86 0
 #endif
 
 #define HA_ROWS_T 8 /* query positions per part */
+#define HA_V_BLOCK 32 /* the direct path: values per accumulation of the output rows */
+#define HA_DIRECT_T 4 /* the direct path up to this many query positions (decode-sized
+                       * calls; from ~7 on, each row's reloads of the cache cost more
+                       * than the widened copy: same bits either way) */
+#ifndef HA_PF_KEYS
+#define HA_PF_KEYS 8 /* the direct path: K rows prefetched ahead */
+#endif
 
 typedef struct ha_job {
 	float *out;
 	const uint16_t *q, *k, *v;
 	const uint64_t *mask;
 	int T, ctx, nb, H, KH, hd, hdp, mw, n_tc;
+	int n_kg; /* the direct path: parts per query chunk, each a range of KV heads */
 	int window; /* sliding window (ha_tree_attention_window), 0: none */
 	bool f16, avx2; /* avx2: the AVX2 instantiation runs (any path above portable) */
 	float scale;
@@ -360,6 +371,206 @@ static inline __attribute__((always_inline)) void part_impl(ha_job *jb, int part
 	free(S);
 }
 
+#if HA_X86
+/* ---- the direct path: all KV heads of a part, K and V read in place ----
+ * With hd a multiple of 8 (hdp == hd) the AVX2 path reads the cache where
+ * it is, 8 values widened in a register (exactly, as hg_to_f32 widens
+ * them), key after key across the part's KV heads, so a part walks each
+ * cached row front to back once a pass (a sequential stream the hardware
+ * prefetches) instead of each head's 2 * hd-byte slice of every row,
+ * widened into a buffer, once per head. Every score and every output is the
+ * same FMAs in the same order on the same fp32 values as part_impl's AVX2
+ * instantiation, so the same bits (an A/B harness compared the two call by
+ * call, 44 shapes, fp16 and bf16, windows) whatever the part split
+ * (tests/test_host_attn.c: the reference bound, and one thread against the
+ * pool bit for bit). */
+static inline HA_AVX2 __m256 ld16(const uint16_t *p, bool f16)
+{
+	const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+	return f16 ? _mm256_cvtph_ps(x)
+	           : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(x), 16));
+}
+
+/* score4_avx2 on four cached 16-bit key rows */
+static inline HA_AVX2 __m128 score4_direct(const float *q, const uint16_t *k0, const uint16_t *k1,
+                                           const uint16_t *k2, const uint16_t *k3, int hd,
+                                           float scale, bool f16)
+{
+	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+	for (int d = 0; d < hd; d += 8) {
+		const __m256 x = _mm256_load_ps(q + d);
+		a0 = _mm256_fmadd_ps(x, ld16(k0 + d, f16), a0);
+		a1 = _mm256_fmadd_ps(x, ld16(k1 + d, f16), a1);
+		a2 = _mm256_fmadd_ps(x, ld16(k2 + d, f16), a2);
+		a3 = _mm256_fmadd_ps(x, ld16(k3 + d, f16), a3);
+	}
+	const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+	const __m128 t = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+	return _mm_mul_ps(t, _mm_set1_ps(scale));
+}
+
+/* axpy_block_avx2 over n_j cached value rows vb + j * stride */
+static inline HA_AVX2 void axpy_direct(float *y, const float *p, const uint16_t *vb, size_t stride,
+                                       int n_j, int n, bool f16)
+{
+	for (int i = 0; i < n; i += 32) {
+		const int w = n - i < 32 ? n - i : 32; /* 8, 16, 24 or 32 */
+		__m256 a0 = _mm256_load_ps(y + i), a1 = a0, a2 = a0, a3 = a0;
+		if (w > 8)
+			a1 = _mm256_load_ps(y + i + 8);
+		if (w > 16)
+			a2 = _mm256_load_ps(y + i + 16);
+		if (w > 24)
+			a3 = _mm256_load_ps(y + i + 24);
+		for (int j = 0; j < n_j; j++) {
+			if (p[j] == 0.0f)
+				continue;
+			const __m256 pj = _mm256_set1_ps(p[j]);
+			const uint16_t *xr = vb + (size_t)j * stride + i;
+			a0 = _mm256_fmadd_ps(pj, ld16(xr, f16), a0);
+			if (w > 8)
+				a1 = _mm256_fmadd_ps(pj, ld16(xr + 8, f16), a1);
+			if (w > 16)
+				a2 = _mm256_fmadd_ps(pj, ld16(xr + 16, f16), a2);
+			if (w > 24)
+				a3 = _mm256_fmadd_ps(pj, ld16(xr + 24, f16), a3);
+		}
+		_mm256_store_ps(y + i, a0);
+		if (w > 8)
+			_mm256_store_ps(y + i + 8, a1);
+		if (w > 16)
+			_mm256_store_ps(y + i + 16, a2);
+		if (w > 24)
+			_mm256_store_ps(y + i + 24, a3);
+	}
+}
+
+/* Query positions [t0, t1) of KV heads [kh0, kh1): rows head by head, each
+ * head's (t1 - t0) * G rows position by position (part_impl's order). */
+static HA_AVX2 void part_direct(ha_job *jb, int t0, int t1, int kh0, int kh1)
+{
+	const int G = jb->H / jb->KH, hd = jb->hd, rh = (t1 - t0) * G, rows = rh * (kh1 - kh0);
+	const size_t kvd = (size_t)jb->KH * hd;
+	const bool f16 = jb->f16;
+	const int nk = jb->ctx + (jb->mask ? jb->nb : jb->nb - jb->T + t1);
+	int lo[HA_ROWS_T];
+	for (int t = t0; t < t1; t++)
+		lo[t - t0] = jb->window > 0 ? jb->ctx + ref_tree_depth(jb->mask, jb->mw, jb->T, jb->nb, t) -
+		                              jb->window + 1 : 0;
+	float *qf = NULL, *S = NULL;
+	if (posix_memalign((void **)&qf, 64, sizeof(float) * (size_t)rows * hd * 2) ||
+	    !(S = malloc(sizeof(float) * ((size_t)rows * (nk > 0 ? nk : 1) + (size_t)rows)))) {
+		free(qf);
+		atomic_store(&jb->rc, SW_ENOMEM);
+		return;
+	}
+	float *O = qf + (size_t)rows * hd, *mx = S + (size_t)rows * nk;
+	for (int r = 0; r < rows; r++) {
+		const int kh = kh0 + r / rh, t = t0 + r % rh / G, h = kh * G + r % G;
+		hg_to_f32(qf + (size_t)r * hd, jb->q + ((size_t)t * jb->H + h) * hd, hd, !f16);
+		mx[r] = -INFINITY;
+	}
+	/* pass 1: scores, four keys at a time, every head of the part (the last
+	 * 1-3 keys as scores_avx2 takes them: the last key repeated) */
+	const size_t pf0 = (size_t)kh0 * hd * 2, pf1 = (size_t)kh1 * hd * 2; /* the part's bytes of a row */
+	for (int j = 0; j < nk; j += 4) {
+		const uint16_t *kr[4];
+		for (int i = 0; i < 4; i++)
+			kr[i] = jb->k + (size_t)(j + i < nk ? j + i : nk - 1) * kvd;
+		/* prefetch: K rows HA_PF_KEYS on, V's rows here for pass 2 (timing only) */
+		for (int i = 0; i < 4; i++) {
+			if (j + i + HA_PF_KEYS < nk) {
+				const char *pk = (const char *)(jb->k + (size_t)(j + i + HA_PF_KEYS) * kvd);
+				for (size_t o = pf0; o < pf1; o += 64)
+					__builtin_prefetch(pk + o, 0, 3);
+			}
+			if (j + i < nk) {
+				const char *pv = (const char *)(jb->v + (size_t)(j + i) * kvd);
+				for (size_t o = pf0; o < pf1; o += 64)
+					__builtin_prefetch(pv + o, 0, 2);
+			}
+		}
+		for (int kh = kh0; kh < kh1; kh++) {
+			const size_t o = (size_t)kh * hd;
+			for (int r = (kh - kh0) * rh; r < (kh - kh0 + 1) * rh; r++) {
+				const __m128 sc = score4_direct(qf + (size_t)r * hd, kr[0] + o, kr[1] + o,
+				                                kr[2] + o, kr[3] + o, hd, jb->scale, f16);
+				float *s = S + (size_t)r * nk + j;
+				if (j + 4 <= nk) {
+					_mm_storeu_ps(s, sc);
+				} else {
+					float t4[4];
+					_mm_storeu_ps(t4, sc);
+					for (int i = 0; j + i < nk; i++)
+						s[i] = t4[i];
+				}
+			}
+		}
+	}
+	/* the invisible keys masked out (a NaN in an unseen K row overwritten,
+	 * never used), the row maxima, then the softmax weights in place */
+	for (int r = 0; r < rows; r++) {
+		const int t = t0 + r % rh / G;
+		float *s = S + (size_t)r * nk;
+		/* context slots: [0, c0) outside the window, [c0, ctx) seen, their
+		 * maximum 8 lanes wide: max_ps(s, m) is s > m ? s : m as below (a
+		 * NaN never wins); only the sign of a zero maximum can depend on the
+		 * lanes, and exp(s - m) does not (exp8_avx2 of +-0 is 1) */
+		const int c0 = lo[t - t0] < 0 ? 0 : lo[t - t0] > jb->ctx ? jb->ctx : lo[t - t0];
+		for (int j = 0; j < c0; j++)
+			s[j] = -INFINITY;
+		__m256 m8 = _mm256_set1_ps(-INFINITY);
+		int j = c0;
+		for (; j + 8 <= jb->ctx; j += 8)
+			m8 = _mm256_max_ps(_mm256_loadu_ps(s + j), m8);
+		float m8s[8], m = -INFINITY;
+		_mm256_storeu_ps(m8s, m8);
+		for (int i = 0; i < 8; i++)
+			m = m8s[i] > m ? m8s[i] : m;
+		for (; j < nk; j++) {
+			if (!visible(jb, t, j, lo[t - t0]))
+				s[j] = -INFINITY;
+			else
+				m = s[j] > m ? s[j] : m;
+		}
+		if (m == -INFINITY) { /* sees nothing: zeros, as the reference */
+			for (int j = 0; j < nk; j++)
+				s[j] = 0.0f;
+			continue;
+		}
+		mx[r] = exp_row_avx2(s, nk, m);
+	}
+	/* pass 2: weighted V, HA_V_BLOCK keys at a time across the heads */
+	memset(O, 0, sizeof(float) * (size_t)rows * hd);
+	for (int j = 0; j < nk; j += HA_V_BLOCK) {
+		const int n = nk - j < HA_V_BLOCK ? nk - j : HA_V_BLOCK;
+		for (int kh = kh0; kh < kh1; kh++) {
+			const uint16_t *vb = jb->v + (size_t)j * kvd + (size_t)kh * hd;
+			for (int r = (kh - kh0) * rh; r < (kh - kh0 + 1) * rh; r++)
+				axpy_direct(O + (size_t)r * hd, S + (size_t)r * nk + j, vb, kvd, n, hd, f16);
+		}
+	}
+	for (int r = 0; r < rows; r++) {
+		const int kh = kh0 + r / rh, t = t0 + r % rh / G, h = kh * G + r % G;
+		float *o = jb->out + ((size_t)t * jb->H + h) * hd;
+		const bool none = mx[r] == -INFINITY;
+		for (int d = 0; d < hd; d++)
+			o[d] = none ? 0.0f : O[(size_t)r * hd + d] / mx[r];
+	}
+	free(qf);
+	free(S);
+}
+
+/* part: query chunk part % n_tc, head range part / n_tc of n_kg */
+static HA_AVX2 void run_part_direct(void *ctx, int part, int n_parts)
+{
+	ha_job *jb = ctx;
+	const int kg = part / jb->n_tc, t0 = part % jb->n_tc * HA_ROWS_T;
+	const int t1 = t0 + HA_ROWS_T < jb->T ? t0 + HA_ROWS_T : jb->T;
+	part_direct(jb, t0, t1, kg * jb->KH / jb->n_kg, (kg + 1) * jb->KH / jb->n_kg);
+}
+#endif
+
 static void run_part_c(void *ctx, int part, int n_parts)
 {
 	part_impl(ctx, part, false);
@@ -395,11 +606,17 @@ int ha_tree_attention_window(float *out, const uint16_t *q, const uint16_t *k, c
 	             .H = H, .KH = KH, .hd = hd, .hdp = (hd + 7) & ~7, .mw = mw, .window = window, .f16 = f16,
 	             .avx2 = path >= HG_PATH_AVX2, /* AVX-512 machines run the AVX2 code here */ .scale = 1.0f / sqrtf((float)hd),
 	             .n_tc = (T + HA_ROWS_T - 1) / HA_ROWS_T};
-	const int parts = KH * jb.n_tc;
+	int parts = KH * jb.n_tc;
 	hp_fn run = run_part_c;
 #if HA_X86
 	if (jb.avx2)
 		run = run_part_avx2;
+	if (jb.avx2 && jb.hdp == hd && T <= HA_DIRECT_T) { /* KV heads split only across threads */
+		const int th = threads == 1 ? 1 : hp_threads();
+		jb.n_kg = th < KH ? th : KH;
+		parts = jb.n_kg * jb.n_tc;
+		run = run_part_direct;
+	}
 #endif
 	if (threads == 1 || parts == 1)
 		for (int p = 0; p < parts; p++)

@@ -10,6 +10,7 @@
  *
  * Adding an op (or a faster host implementation of one): one function
  * below and one line in the registry table. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,7 @@
 #include "host_attn.h"
 #include "host_gemm.h"
 #include "host_ops.h"
+#include "host_verify.h"
 #include "kernels/engine_state.h"
 #include "kernels/ref/ref.h"
 
@@ -105,12 +107,64 @@ static int op_fill_random(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-/* (x, pos, inv_freq); rows = grid.x */
+/* The rotation angles' cos and sin of one position: every layer's rope_q
+ * and rope_k of a step rotate by the same ones, so they are kept (per
+ * thread, ROPE_CACHE_POS positions by pos modulo it, a tree's consecutive
+ * ones side by side), keyed by the position and the inv_freq values. */
+#define ROPE_CACHE_HALF 128
+#define ROPE_CACHE_POS 16
+typedef struct rope_cs {
+	int half; /* 0: empty */
+	int32_t pos;
+	float inv_freq[ROPE_CACHE_HALF];
+	double c[ROPE_CACHE_HALF], s[ROPE_CACHE_HALF];
+} rope_cs;
+
+static const rope_cs *rope_angles(rope_cs *cs, int32_t pos, const float *inv_freq, int half)
+{
+	if (cs->half != half || cs->pos != pos ||
+	    memcmp(cs->inv_freq, inv_freq, sizeof(*inv_freq) * (size_t)half)) {
+		for (int i = 0; i < half; i++) { /* ref_rope's angle, cos and sin */
+			const double a = (double)pos * inv_freq[i];
+			cs->c[i] = cos(a);
+			cs->s[i] = sin(a);
+		}
+		memcpy(cs->inv_freq, inv_freq, sizeof(*inv_freq) * (size_t)half);
+		cs->pos = pos;
+		cs->half = half;
+	}
+	return cs;
+}
+
+/* (x, pos, inv_freq); rows = grid.x: ref_rope, the same double angle, cos,
+ * sin and rotation, with each position's cos and sin computed once a step
+ * instead of once a layer and op (test_host_ops: bit for bit ref_rope) */
 static int op_rope(const rt_op *op, sw_err *err)
 {
-	ref_rope(ARG(op, 0, float *), ARG(op, 1, const int32_t *), (int)live_rows(op, op->grid[0]),
-	         (int)PI_("N_HEADS"), (int)PI_("HEAD_DIM"), (int)PI_("ROT_DIM"),
-	         ARG(op, 2, const float *));
+	static _Thread_local rope_cs cache[ROPE_CACHE_POS];
+	float *x = ARG(op, 0, float *);
+	const int32_t *pos = ARG(op, 1, const int32_t *);
+	const float *inv_freq = ARG(op, 2, const float *);
+	const int T = (int)live_rows(op, op->grid[0]), H = (int)PI_("N_HEADS");
+	const int hd = (int)PI_("HEAD_DIM"), half = (int)PI_("ROT_DIM") / 2;
+	if (half > ROPE_CACHE_HALF) {
+		ref_rope(x, pos, T, H, hd, 2 * half, inv_freq);
+		return 0;
+	}
+	for (int t = 0; t < T; t++) {
+		float *xt = x + (size_t)t * H * hd;
+		const rope_cs *cs = rope_angles(&cache[(uint32_t)pos[t] % ROPE_CACHE_POS], pos[t],
+		                                inv_freq, half);
+		for (int i = 0; i < half; i++) {
+			const double c = cs->c[i], s = cs->s[i];
+			for (int h = 0; h < H; h++) {
+				float *p = xt + (size_t)h * hd + 2 * i;
+				const double x0 = p[0], x1 = p[1];
+				p[0] = (float)(x0 * c - x1 * s);
+				p[1] = (float)(x0 * s + x1 * c);
+			}
+		}
+	}
 	return 0;
 }
 
@@ -127,6 +181,32 @@ static int op_head_prep(const rt_op *op, sw_err *err)
 	return 0;
 }
 
+/* ref_swiglu, y = g / (1 + expf(-g)) * up, in chunks: each expf(-g) by
+ * libm as there, then the add, divide and multiply 8 wide (the same IEEE
+ * operations in the same order, so the same bits; y may be gate or up) */
+#define SWIGLU_CHUNK 256
+typedef float v8f __attribute__((vector_size(32))); /* GCC/clang vectors: IEEE per lane */
+static void swiglu_host(float *y, const float *gate, const float *up, size_t n)
+{
+	float e[SWIGLU_CHUNK];
+	for (size_t i0 = 0; i0 < n; i0 += SWIGLU_CHUNK) {
+		const size_t m = n - i0 < SWIGLU_CHUNK ? n - i0 : SWIGLU_CHUNK;
+		size_t i = 0;
+		for (; i < m; i++)
+			e[i] = expf(-gate[i0 + i]);
+		for (i = 0; i + 8 <= m; i += 8) {
+			v8f g, u, x;
+			memcpy(&g, gate + i0 + i, sizeof(g));
+			memcpy(&u, up + i0 + i, sizeof(u));
+			memcpy(&x, e + i, sizeof(x));
+			const v8f r = g / (1.0f + x) * u;
+			memcpy(y + i0 + i, &r, sizeof(r));
+		}
+		for (; i < m; i++)
+			y[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * up[i0 + i];
+	}
+}
+
 /* (y, gate, up); rows = grid.y; ACT 0 (or absent): SwiGLU, 1: GeGLU with
  * the tanh GELU (Gemma) */
 static int op_swiglu(const rt_op *op, sw_err *err)
@@ -135,8 +215,8 @@ static int op_swiglu(const rt_op *op, sw_err *err)
 	const long long act = PI_("ACT");
 	if (act < 0 || act > 1)
 		return refused(op, "swiglu ACT outside 0..1", err);
-	(act ? ref_geglu_tanh : ref_swiglu)(ARG(op, 0, float *), ARG(op, 1, const float *),
-	                                    ARG(op, 2, const float *), n);
+	(act ? ref_geglu_tanh : swiglu_host)(ARG(op, 0, float *), ARG(op, 1, const float *),
+	                                     ARG(op, 2, const float *), n);
 	return 0;
 }
 
@@ -235,6 +315,15 @@ static int op_verify(const rt_op *op, sw_err *err)
 	const int method = (int)PI_("METHOD");
 	const bool one_hot = method == REF_VERIFY_CHAIN && !rt_op_param_i(op, "CHAIN_Q", 1);
 	const char *why = NULL;
+	if (method == REF_VERIFY_GREEDY) { /* the argmax vectorised, same outputs (host_verify.h) */
+		if (hv_verify_greedy(ARG(op, 0, int32_t *), ARG(op, 1, int32_t *), ARG(op, 2, int32_t *),
+		                     ARG(op, 3, const int32_t *), ARG(op, 4, const int32_t *),
+		                     ARG(op, 5, const float *), ARG(op, 6, const float *),
+		                     (int)PI_("N_NODES"), (int)PI_("V"),
+		                     (int)rt_op_param_i(op, "VQ", PI_("V")), HG_PATH_AUTO, &why))
+			return refused(op, why, err);
+		return 0;
+	}
 	if (ref_verify_q(ARG(op, 0, int32_t *), ARG(op, 1, int32_t *), ARG(op, 2, int32_t *),
 	                 ARG(op, 3, const int32_t *), ARG(op, 4, const int32_t *),
 	                 ARG(op, 5, const float *), one_hot ? NULL : ARG(op, 6, const float *),
@@ -350,13 +439,20 @@ static int op_q_target(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-/* (kc, vc, k, v, len): rows into the 16-bit cache at slot len + ROW0 + r */
+/* (kc, vc, k, v, len): ref_kv_store's rows (row r to slot len + r, the rows
+ * from len + ROW0 + r = MAX_CTX on dropped), contiguous in the cache, each
+ * converted as the cast op converts (hg_from_f32: bit for bit kernels/half.h's
+ * sw_f32_to_half, NaN included; test_host_ops) */
 static int op_kv_store(const rt_op *op, sw_err *err)
 {
-	ref_kv_store(ARG(op, 0, uint16_t *), ARG(op, 1, uint16_t *), ARG(op, 2, const float *),
-	             ARG(op, 3, const float *), *ARG(op, 4, const int32_t *),
-	             (int)live_rows(op, PI_("ROWS")),
-	             (int)PI_("KVD"), (int)PI_("ROW0"), (int)PI_("MAX_CTX"), (int)PI_("IS_F16"));
+	const long long len = *ARG(op, 4, const int32_t *), rows = live_rows(op, PI_("ROWS"));
+	const long long kvd = PI_("KVD"), room = PI_("MAX_CTX") - len - PI_("ROW0");
+	const long long n = room < 0 ? 0 : room < rows ? room : rows;
+	const bool bf16 = !PI_("IS_F16");
+	if (n > 0 && kvd > 0) {
+		hg_from_f32(ARG(op, 0, uint16_t *) + len * kvd, ARG(op, 2, const float *), n * kvd, bf16);
+		hg_from_f32(ARG(op, 1, uint16_t *) + len * kvd, ARG(op, 3, const float *), n * kvd, bf16);
+	}
 	return 0;
 }
 
@@ -446,6 +542,12 @@ static const host_op_entry *lookup(const rt_op *op)
 		if (!strcmp(registry[i].op, op->op))
 			return &registry[i];
 	return NULL;
+}
+
+rt_host_native_fn rt_host_native_find(const rt_op *op)
+{
+	const host_op_entry *e = op->kind == RT_OP_KERNEL ? lookup(op) : NULL;
+	return e ? e->run : NULL;
 }
 
 bool rt_host_native_supports(const rt_op *op)

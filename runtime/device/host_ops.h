@@ -17,6 +17,11 @@
 bool rt_host_native_supports(const rt_op *op);
 /* Runs it on host memory (argval pointers are host addresses). */
 int rt_host_native_run(const rt_op *op, sw_err *err);
+/* The implementation rt_host_native_run would call for op, NULL without
+ * one: dev_host.c keeps it in the op's fn at load_kernels, so a launch
+ * calls it without the registry's name lookup. */
+typedef int (*rt_host_native_fn)(const rt_op *op, sw_err *err);
+rt_host_native_fn rt_host_native_find(const rt_op *op);
 /* An integer template constant of op's kernel, or def when absent. */
 long long rt_op_param_i(const rt_op *op, const char *name, long long def);
 double rt_op_param_f(const rt_op *op, const char *name, double def);

@@ -586,10 +586,13 @@ int rt_engine_run_phases(rt_engine *e, int ph0, int ph1, bool target_only, int c
 		if (rows && (rc = d->ops->rows_begin(d, tree_tok, nn, cap > 0 && cap < nn ? cap : nn, err)))
 			return sw_err_prefix(err, "phase %s", P->name);
 		const rt_engine_span *S = &e->ph_ops[ph];
-		for (int i = S->first; i < S->first + S->n && !rc; i++)
+		for (int i = S->first; i < S->first + S->n && !rc; i++) {
+			if (i + 1 < e->n_ops) /* the next op's record, read under this op */
+				rt_op_prefetch(&e->ops[i + 1]);
 			if ((!skip_draft || !strcmp(e->ops[i].op, "step")) &&
 			    (rc = d->ops->launch(d, &e->ops[i], err)))
 				return sw_err_prefix(err, "phase %s, op %s", P->name, e->ops[i].name);
+		}
 		if (rows && (rc = d->ops->rows_end(d, err)))
 			return sw_err_prefix(err, "phase %s", P->name);
 		if (P->gate_buf >= 0 && d->capturing && (rc = d->ops->graph_if_end(d, err)))
