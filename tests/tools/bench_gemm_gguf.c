@@ -184,7 +184,8 @@ int main(int argc, char **argv)
 	for (size_t mi = 0; mi < n_ms; mi++)
 		m_max = MS[mi] > m_max ? MS[mi] : m_max;
 	uint16_t *A = malloc(sizeof(*A) * (size_t)(m_max * k));
-	float *C = malloc(sizeof(*C) * (size_t)(m_max * n)), *C2 = malloc(sizeof(*C) * (size_t)(m_max * n));
+	float *C = malloc(sizeof(*C) * (size_t)(m_max * n));
+	float *C2 = malloc(sizeof(*C2) * (size_t)(m_max * n));
 	if (!A || !C || !C2)
 		return 1;
 	for (int64_t i = 0; i < m_max * k; i++) /* fp16 in (-1, 1) */
