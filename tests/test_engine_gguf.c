@@ -14,7 +14,11 @@
  *    or diverge only at a near-tie within the int8-input + fp16 bound
  *    (test_engine.c's rule); graph replay equals eager execution, and
  *    target-only decoding (one row a token) the speculative tokens (up to 7
- *    rows a verify): the GEMMs' rows do not depend on the row count. */
+ *    rows a verify): the GEMMs' rows do not depend on the row count.
+ * Where the GEMM's automatic path is AVX-512, the host backend repacks
+ * the Q4_0 and Q4_1 layers at bind (runtime/device/host_repack.c): the
+ * tokens above are then the repacked GEMM's (checked by mutation: the
+ * repacked bytes read as the file's layout give other tokens). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -42,6 +42,7 @@
 #include <cmocka.h>
 
 #include "device/host_gemm.h"
+#include "device/host_repack.h"
 #include "formats/gguf.h"
 
 #include "check.h"
@@ -483,6 +484,187 @@ static void test_bit_identical(void **state)
 	assert_int_equal(hg_gguf_block(13 /* Q5_K */), 0);
 }
 
+/* Q4_0 and Q4_1 repacked at load (host_gemm.h hg_gguf_repack; issue 24):
+ * the GEMM on the repacked bytes gives the specification's bits (spec on
+ * the file's layout, written out above) on every path, at K of 2, 35, 36,
+ * 37 and 38 blocks, N with no whole group (15), a partial last one (47,
+ * 111) and whole groups only (64), 1 to 9 and 26 rows (the AVX-512 tiles,
+ * the buffer beyond), 1 to 3 threads (part boundaries). The repack moves
+ * bytes (the first group's differ from the file's where N >= 16, the rows
+ * past the whole groups do not) and is refused for other types and k not
+ * whole blocks. */
+static void test_repacked(void **state)
+{
+	(void)state;
+	static const int KB[] = {2, 35, 36, 37, 38}, NS[] = {15, 47, 64, 111};
+	static const int MS[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 26};
+	const int M = 26;
+	for (int ti = 0; ti < 2; ti++)
+		for (size_t ki = 0; ki < sizeof(KB) / sizeof(KB[0]); ki++)
+			for (size_t ni = 0; ni < sizeof(NS) / sizeof(NS[0]); ni++) {
+				const int t = ti ? HG_GGUF_Q4_1 : HG_GGUF_Q4_0, K = 32 * KB[ki], N = NS[ni];
+				const size_t wb = (size_t)N * (K / 32) * blk_bytes(t);
+				rng_state = 700 + 40 * ti + 5 * ki + ni;
+				uint16_t *A;
+				uint8_t *W;
+				make(t, M, N, K, &A, &W);
+				uint8_t *R = malloc(wb);
+				int8_t *q = malloc((size_t)M * K);
+				float *da = malloc(sizeof(*da) * (size_t)M * (K / 32));
+				float *C0 = malloc(sizeof(float) * M * N), *C1 = malloc(sizeof(float) * M * N);
+				assert_true(R && q && da && C0 && C1);
+				memcpy(R, W, wb);
+				const int rt = hg_gguf_repack(R, N, K, t);
+				assert_int_equal(rt, t == HG_GGUF_Q4_0 ? HG_GGUF_Q4_0R : HG_GGUF_Q4_1R);
+				const size_t whole = (size_t)(N / 16 * 16) * (K / 32) * blk_bytes(t);
+				assert_true(N < 16 || memcmp(R, W, whole) != 0);
+				assert_memory_equal(R + whole, W + whole, wb - whole);
+				quant_a(A, M, K, q, da);
+				spec(C0, q, da, W, t, M, N, K);
+				for (int p = HG_PATH_PORTABLE; p <= HG_PATH_AVX512; p++) {
+					if (!hg_i8_path_available(p))
+						continue;
+					for (size_t mi = 0; mi < sizeof(MS) / sizeof(MS[0]); mi++)
+						for (int th = 1; th <= 3; th++) {
+							const int m = MS[mi];
+							memset(C1, 0, sizeof(float) * M * N);
+							assert_int_equal(hg_gemm_gguf_a8(C1, A, R, m, N, K, rt, false, p, th),
+							                 0);
+							if (memcmp(C0, C1, sizeof(float) * m * N))
+								fail_msg("%s repacked, K %d N %d, path %s, %d rows, threads %d: "
+								         "not the specification's bits", hg_gguf_name(t), K, N,
+								         hg_path_name(p), m, th);
+						}
+				}
+				free(A);
+				free(W);
+				free(R);
+				free(q);
+				free(da);
+				free(C0);
+				free(C1);
+			}
+	uint8_t w[4 * 144] = {0};
+	assert_int_equal(hg_gguf_repack(w, 2, 256, HG_GGUF_Q4_K), -22);
+	assert_int_equal(hg_gguf_repack(w, 2, 32, HG_GGUF_Q8_0), -22);
+	assert_int_equal(hg_gguf_repack(w, 2, 48, HG_GGUF_Q4_1), -22);
+	assert_int_equal(hg_gguf_block(HG_GGUF_Q4_1R), 32);
+	assert_int_equal(hg_gguf_block_bytes(HG_GGUF_Q4_0R), 18);
+}
+
+static rt_op gemm_op(const void *C, const void *A, const void *W, int64_t n, int64_t k, int wt)
+{
+	rt_op o;
+	memset(&o, 0, sizeof(o));
+	o.kind = RT_OP_GEMM;
+	o.dtype = RT_GGUF_A8;
+	o.wtype = wt;
+	o.m = 1;
+	o.n = n;
+	o.k = k;
+	o.n_args = 3;
+	o.argval[0] = (uint64_t)(uintptr_t)C;
+	o.argval[1] = (uint64_t)(uintptr_t)A;
+	o.argval[2] = (uint64_t)(uintptr_t)W;
+	rt_op_fix_argv(&o);
+	return o;
+}
+
+/* The host backend's repack at bind (host_repack.h): a Q4_1 weight that
+ * only GEMMs of its shape read is repacked (its GEMMs retyped, the GEMM's
+ * output the specification's bits on the file's bytes), and left as the
+ * file has it (bytes and wtype unchanged) where a kernel's argument points
+ * into it (an embedding gather, say), a memset covers part of it, a GEMM
+ * reads a slice of it (another address or shape) or writes into it; a
+ * Q4_K or fp16 GEMM is never repacked. */
+static void test_repack_ops(void **state)
+{
+	(void)state;
+	const int t = HG_GGUF_Q4_1, M = 3, N = 40, K = 96;
+	const size_t wb = (size_t)N * (K / 32) * 20;
+	rng_state = 901;
+	uint16_t *A;
+	uint8_t *W;
+	make(t, M, N, K, &A, &W);
+	uint8_t *R = malloc(wb);
+	int8_t *q = malloc((size_t)M * K);
+	float *da = malloc(sizeof(*da) * (size_t)M * (K / 32));
+	float *C0 = malloc(sizeof(float) * M * N), *C1 = malloc(sizeof(float) * M * N);
+	assert_true(R && q && da && C0 && C1);
+	quant_a(A, M, K, q, da);
+	spec(C0, q, da, W, t, M, N, K);
+	for (int c = 0; c < 7; c++) {
+		memcpy(R, W, wb);
+		rt_op ops[3];
+		int n = 0;
+		ops[n++] = gemm_op(C1, A, R, N, K, t);
+		ops[n++] = gemm_op(C1, A, R, N, K, t); /* the same weight in another phase */
+		switch (c) {
+		case 1: /* a kernel reading the weight (one argument inside its bytes) */
+			memset(&ops[n], 0, sizeof(ops[n]));
+			ops[n].kind = RT_OP_KERNEL;
+			ops[n].n_args = 4;
+			ops[n].argval[0] = 7;
+			ops[n].argval[3] = (uint64_t)(uintptr_t)(R + wb - 1);
+			rt_op_fix_argv(&ops[n++]);
+			break;
+		case 2: /* a memset over its last byte */
+			memset(&ops[n], 0, sizeof(ops[n]));
+			ops[n].kind = RT_OP_MEMSET;
+			ops[n].n_args = 1;
+			ops[n].argval[0] = (uint64_t)(uintptr_t)(R + wb - 1);
+			ops[n++].bytes = 64;
+			break;
+		case 3: /* a GEMM on its second half */
+			ops[n++] = gemm_op(C1, A, R + wb / 2, N / 2, K, t);
+			break;
+		case 4: /* a GEMM of another shape from the same address */
+			ops[n++] = gemm_op(C1, A, R, N / 2, K, t);
+			break;
+		case 5: /* a GEMM writing into it (an fp16 one: its own W not a candidate) */
+			ops[n] = gemm_op(R + 64, A, A, N, K, t);
+			ops[n++].dtype = RT_FP16;
+			break;
+		case 6: /* not Q4_0 / Q4_1 */
+			ops[0].wtype = ops[1].wtype = HG_GGUF_Q4_K;
+			break;
+		default:
+			break;
+		}
+		const int got = rt_host_repack_weights(ops, n, true);
+		if (c == 0) {
+			assert_int_equal(got, 1);
+			assert_int_equal(ops[0].wtype, HG_GGUF_Q4_1R);
+			assert_int_equal(ops[1].wtype, HG_GGUF_Q4_1R);
+			assert_true(memcmp(R, W, wb) != 0);
+			for (int p = HG_PATH_PORTABLE; p <= HG_PATH_AVX512; p++) {
+				if (!hg_i8_path_available(p))
+					continue;
+				memset(C1, 0, sizeof(float) * M * N);
+				assert_int_equal(hg_gemm_gguf_a8(C1, A, R, M, N, K, ops[0].wtype, false, p, 1),
+				                 0);
+				if (memcmp(C0, C1, sizeof(float) * M * N))
+					fail_msg("repacked at bind, path %s: not the specification's bits",
+					         hg_path_name(p));
+			}
+			/* a second pass finds nothing left to repack */
+			assert_int_equal(rt_host_repack_weights(ops, n, true), 0);
+		} else {
+			if (got != 0)
+				fail_msg("case %d: repacked a weight another op reads", c);
+			assert_int_equal(ops[0].wtype, c == 6 ? HG_GGUF_Q4_K : t);
+			assert_memory_equal(R, W, wb);
+		}
+	}
+	free(A);
+	free(W);
+	free(R);
+	free(q);
+	free(da);
+	free(C0);
+	free(C1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -493,6 +675,8 @@ int main(void)
 		cmocka_unit_test(test_q6_k),
 		cmocka_unit_test(test_q8_0),
 		cmocka_unit_test(test_bit_identical),
+		cmocka_unit_test(test_repacked),
+		cmocka_unit_test(test_repack_ops),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,7 @@
 #include "core/timing.h"
 #include "host_gemm.h"
 #include "host_ops.h"
+#include "host_repack.h"
 
 /* the cuda backend's limit too, so a graph that captures here captures there */
 #define HOST_MAX_IF_DEPTH 8
@@ -205,11 +206,23 @@ static int host_download(rt_dev *d, void *dst, rt_dptr src, size_t bytes, sw_err
 
 /* ---- kernels ---- */
 
+/* Issue 24: the Q4_0 / Q4_1 GEMM weights only GEMMs read, repacked for
+ * the AVX-512 GEMM (host_repack.c; results unchanged). At load_kernels,
+ * which the engine's bind calls once its weights are uploaded. */
+static int repack_weights(rt_dev *d, rt_op *ops, int n, sw_err *err)
+{
+	const int rc = rt_host_repack_weights(ops, n, false);
+	return rc < 0 ? sw_errf(err, rc, "%s: repacking the Q4 GEMM weights: out of memory", d->desc)
+	              : 0;
+}
+
 static int host_load_kernels(rt_dev *d, const char *engine_dir, rt_op *ops, int n, sw_err *err)
 {
 	host_dev *h = d->impl;
 	char path[1200], kdir[600], sym[260];
-	int rc = 0;
+	int rc = repack_weights(d, ops, n, err);
+	if (rc)
+		return rc;
 
 	if (h->mode == RT_HOST_NATIVE) {
 		/* each kernel's implementation kept in its fn (exec_op calls it) */

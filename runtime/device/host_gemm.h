@@ -99,8 +99,27 @@ enum hg_gguf_type {
  * 32/34, Q4_K 256/144, Q6_K 256/210); 0 for a type this GEMM does not take. */
 int64_t hg_gguf_block(int wtype);
 int64_t hg_gguf_block_bytes(int wtype);
-/* "q4_0", "q4_1", "q8_0", "q4_k", "q6_k"; NULL for other types. */
+/* "q4_0", "q4_1", "q8_0", "q4_k", "q6_k" ("q4_0r", "q4_1r": repacked);
+ * NULL for other types. */
 const char *hg_gguf_name(int wtype);
+
+/* Q4_0 and Q4_1 weights repacked (hg_gguf_repack): the same bytes in the
+ * order the AVX-512 path reads them. Each whole group of 16 rows (16 wrow
+ * bytes where it lay) becomes, block b after block b, 16 block sizes:
+ * the 16 rows' scale fields as one vector (Q4_1: dword c = d | m << 16 of
+ * row c, 64 bytes; Q4_0: fp16 d of row c, 32 bytes), then 4 vectors of 64
+ * bytes, dword c of vector x = bytes 4x .. 4x + 3 of row c's 16 nibble
+ * bytes. Rows past the last whole group stay as the file has them. The
+ * GEMM on such W takes wtype HG_GGUF_Q4_0R / HG_GGUF_Q4_1R, gives the bits
+ * it gives on the file's layout, on every path (only AVX-512 reads it in
+ * place; AVX2 and portable restore each group's rows first: slower). */
+enum { HG_GGUF_REPACKED = 0x100,
+       HG_GGUF_Q4_0R = HG_GGUF_REPACKED | HG_GGUF_Q4_0,
+       HG_GGUF_Q4_1R = HG_GGUF_REPACKED | HG_GGUF_Q4_1 };
+/* W (n, k) of wtype Q4_0 or Q4_1 repacked in place (same byte size):
+ * returns the repacked type, SW_EINVAL for another type or k not whole
+ * blocks, SW_ENOMEM. */
+int hg_gguf_repack(void *W, int64_t n, int64_t k, int wtype);
 
 /* C = A * W^T with W (n, k) in GGUF type wtype's blocks as the file stores
  * them and A (m, k) fp16 (a_bf16: bf16) quantized by hg_gemm_q8a8's rule.

@@ -53,6 +53,8 @@
 
 int64_t hg_gguf_block(int wtype)
 {
+	if (wtype == HG_GGUF_Q4_0R || wtype == HG_GGUF_Q4_1R)
+		wtype &= ~HG_GGUF_REPACKED;
 	switch (wtype) {
 	case HG_GGUF_Q4_0: case HG_GGUF_Q4_1: case HG_GGUF_Q8_0: return 32;
 	case HG_GGUF_Q4_K: case HG_GGUF_Q6_K: return 256;
@@ -62,6 +64,8 @@ int64_t hg_gguf_block(int wtype)
 
 int64_t hg_gguf_block_bytes(int wtype)
 {
+	if (wtype == HG_GGUF_Q4_0R || wtype == HG_GGUF_Q4_1R)
+		wtype &= ~HG_GGUF_REPACKED;
 	switch (wtype) {
 	case HG_GGUF_Q4_0: return 18;
 	case HG_GGUF_Q4_1: return 20;
@@ -80,6 +84,8 @@ const char *hg_gguf_name(int wtype)
 	case HG_GGUF_Q8_0: return "q8_0";
 	case HG_GGUF_Q4_K: return "q4_k";
 	case HG_GGUF_Q6_K: return "q6_k";
+	case HG_GGUF_Q4_0R: return "q4_0r";
+	case HG_GGUF_Q4_1R: return "q4_1r";
 	default: return NULL;
 	}
 }
@@ -138,6 +144,65 @@ static void unpack(int wtype, const char *blk, uint8_t *q, size_t qstride, float
 }
 
 
+/* ---- the repacked layout (host_gemm.h hg_gguf_repack) ----
+ *
+ * A whole group's block b is 16 bb bytes at (group offset) + 16 bb b: the
+ * scale fields (sh bytes: Q4_1 16 dwords d | m << 16, Q4_0 16 fp16 d),
+ * then dword x (0..3) of the 16 rows' nibble bytes as 4 vectors of 16
+ * dwords. q4r_put and q4r_get are each other's inverse. */
+
+/* block b of row c (0..15) of a group: file layout blk <-> repacked g */
+static void q4r_put(char *g, const char *blk, int c, int64_t bb)
+{
+	const int sh = bb == 20 ? 64 : 32, fb = bb == 20 ? 4 : 2; /* scale bytes a row */
+	memcpy(g + fb * c, blk, (size_t)fb);
+	for (int x = 0; x < 4; x++)
+		memcpy(g + sh + 64 * x + 4 * c, blk + fb + 4 * x, 4);
+}
+
+static void q4r_get(char *blk, const char *g, int c, int64_t bb)
+{
+	const int sh = bb == 20 ? 64 : 32, fb = bb == 20 ? 4 : 2;
+	memcpy(blk, g + fb * c, (size_t)fb);
+	for (int x = 0; x < 4; x++)
+		memcpy(blk + fb + 4 * x, g + sh + 64 * x + 4 * c, 4);
+}
+
+int hg_gguf_repack(void *W, int64_t n, int64_t k, int wtype)
+{
+	if ((wtype != HG_GGUF_Q4_0 && wtype != HG_GGUF_Q4_1) || n < 0 || k < 0 || k % QB)
+		return SW_EINVAL;
+	const int64_t bb = hg_gguf_block_bytes(wtype), nb = k / QB, wrow = nb * bb;
+	char *tmp = malloc((size_t)(G * wrow) + 1);
+	if (!tmp)
+		return SW_ENOMEM;
+	for (int64_t j = 0; j + G <= n; j += G) {
+		char *g = (char *)W + j * wrow;
+		memcpy(tmp, g, (size_t)(G * wrow));
+		for (int c = 0; c < G; c++)
+			for (int64_t b = 0; b < nb; b++)
+				q4r_put(g + G * bb * b, tmp + c * wrow + b * bb, c, bb);
+	}
+	free(tmp);
+	return wtype | HG_GGUF_REPACKED;
+}
+
+void hg_q4r_rows(const q4_job *jb, int64_t j, int nc, char *cp)
+{
+	const int64_t bb = hg_gguf_block_bytes(jb->wtype), wrow = jb->wrow, full = jb->n / G * G;
+	for (int r = 0; r < nc; r++) {
+		const int64_t row = j + r;
+		char *dst = cp + r * wrow;
+		if (row >= full) { /* past the whole groups: as the file has it */
+			memcpy(dst, jb->W + row * wrow, (size_t)wrow);
+			continue;
+		}
+		const char *g = jb->W + row / G * G * wrow;
+		for (int64_t b = 0; b < jb->nb; b++)
+			q4r_get(dst + b * bb, g + G * bb * b, (int)(row % G), bb);
+	}
+}
+
 /* Columns [j, j + nc) of W unpacked into a group's pack (the portable
  * path's); columns nc .. G - 1 zero (q 0, d 0, mn 0: finite, never stored) */
 static void group_unpack(const q4_job *jb, char *pack, int64_t j, int nc)
@@ -146,11 +211,19 @@ static void group_unpack(const q4_job *jb, char *pack, int64_t j, int nc)
 	const int64_t bb = hg_gguf_block_bytes(jb->wtype);
 	uint8_t *q = (uint8_t *)pack;
 	float *d = (float *)(void *)(pack + (size_t)(G * nb * QB)), *mn = d + G * nb;
+	const int64_t full = jb->n / G * G; /* rows in whole groups */
+	char rb[HG_Q4_QB];                  /* a repacked row's block restored */
 	for (int c = 0; c < nc; c++) {
-		const char *row = jb->W + (j + c) * jb->wrow;
-		for (int64_t b = 0; b < nb; b += per)
-			unpack(jb->wtype, row + b / per * bb, q + (c * nb + b) * QB, QB, d + b * G + c,
-			       mn + b * G + c, G);
+		const int64_t at = j + c;
+		const char *row = jb->W + at * jb->wrow;
+		for (int64_t b = 0; b < nb; b += per) {
+			const char *blk = row + b / per * bb;
+			if (jb->repacked && at < full) {
+				q4r_get(rb, jb->W + at / G * G * jb->wrow + G * bb * b, (int)(at % G), bb);
+				blk = rb;
+			}
+			unpack(jb->wtype, blk, q + (c * nb + b) * QB, QB, d + b * G + c, mn + b * G + c, G);
+		}
 	}
 	if (nc < G) {
 		memset(q + nc * nb * QB, 0, (size_t)((G - nc) * nb * QB));
@@ -254,6 +327,9 @@ static void run_part(void *ctx, int part, int n_parts)
 int hg_gemm_gguf_a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n, int64_t k,
                     int wtype, bool a_bf16, int path, int threads)
 {
+	const bool repacked = wtype == HG_GGUF_Q4_0R || wtype == HG_GGUF_Q4_1R;
+	if (repacked)
+		wtype &= ~HG_GGUF_REPACKED;
 	if (wtype == HG_GGUF_Q8_0)
 		return hg_gemm_q8a8(C, A, W, m, n, k, a_bf16, path, threads);
 	const int64_t blk = hg_gguf_block(wtype);
@@ -303,8 +379,8 @@ int hg_gemm_gguf_a8(float *C, const uint16_t *A, const void *W, int64_t m, int64
 			zas[i] = -32 * s;
 		}
 	q4_job jb = {.C = C, .aq = aq, .da = da, .zas = zas, .sa = sa, .W = W, .wtype = wtype,
-	             .has_min = has_min, .m = m, .n = n, .k = k, .nb = nb, .wrow = wrow,
-	             .n_groups = n_groups, .pack = pack, .part_bytes = part_bytes,
+	             .has_min = has_min, .repacked = repacked, .m = m, .n = n, .k = k, .nb = nb,
+	             .wrow = wrow, .n_groups = n_groups, .pack = pack, .part_bytes = part_bytes,
 	             .cols = wtype == HG_GGUF_Q6_K ? cols_portable_q6k : cols_portable};
 #if Q4_X86
 	if (path == HG_PATH_AVX2)

@@ -19,8 +19,9 @@ typedef struct q4_job {
 	                      * (m, 2 nb), -32 asum of each 16-element half */
 	const float *sa;     /* (m, nb) da * asum (types with mn) */
 	const char *W;       /* (n, k) in wtype's blocks, rows wrow bytes apart */
-	int wtype;
+	int wtype;           /* the block type (Q4_0 or Q4_1 where repacked) */
 	bool has_min;
+	bool repacked;       /* W's whole 16-row groups repacked (hg_gguf_repack) */
 	int64_t m, n, k, nb, wrow, n_groups;
 	char *pack;          /* part_bytes for each part: the portable path's
 	                      * unpacked group (Q4_PACK; Q6_K one column), the
@@ -29,6 +30,10 @@ typedef struct q4_job {
 	size_t part_bytes;
 	void (*cols)(const struct q4_job *j, int64_t j0, int64_t j1, char *pack);
 } q4_job;
+
+/* Rows [j, j + nc) of a repacked W in the file's layout into cp (wrow
+ * bytes each, row after row): where AVX2 and portable read such W */
+void hg_q4r_rows(const q4_job *jb, int64_t j, int nc, char *cp);
 
 /* The vector paths (host_gemm_q4_x86.c; x86 only): columns [j0, j1) of
  * jb into C, pack the part's part_bytes */

@@ -45,7 +45,10 @@
  * group_pack says; the copy stays in L1/L2) */
 static void group_rows(const q4_job *jb, int64_t j, int nc, int g, const char **rp, char *cp)
 {
-	memcpy(cp, jb->W + j * jb->wrow, (size_t)(nc * jb->wrow)); /* the rows are adjacent */
+	if (jb->repacked) /* restored to the file's layout (AVX2; AVX-512's last group) */
+		hg_q4r_rows(jb, j, nc, cp);
+	else
+		memcpy(cp, jb->W + j * jb->wrow, (size_t)(nc * jb->wrow)); /* the rows are adjacent */
 	for (int c = 0; c < g; c++)
 		rp[c] = cp + (c < nc ? c : 0) * jb->wrow;
 }
@@ -674,6 +677,40 @@ static Q4_INLINE Q4_VNNI void group_q4_vnni(const q4_job *jb, __m512 *acc, const
 	}
 }
 
+/* AVX-512 VNNI, Q4_0 and Q4_1 repacked (host_gemm.h hg_gguf_repack): a
+ * whole group's blocks read in place at gp, one after another (one
+ * stream, no copy, no transpose): per block the scale vector and the 4
+ * nibble vectors, split as group_q4_vnni splits its transposes' output,
+ * and rows_vnni's arithmetic, so the same bits */
+static Q4_INLINE Q4_VNNI void group_q4r_vnni(const q4_job *jb, __m512 *acc, const int64_t m,
+                                             const bool tile, const char *gp, q4_pf *pf)
+{
+	const int64_t nb = jb->nb;
+	const bool q41 = jb->wtype == HG_GGUF_Q4_1;
+	const int64_t cb = q41 ? 320 : 288, sh = q41 ? 64 : 32; /* 16 blocks; scale bytes */
+	const __m512i m4 = _mm512_set1_epi8(15);
+#pragma GCC unroll 8
+	for (int64_t i = 0; i < m; i++)
+		acc[i] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nb; b++, gp += cb) {
+		__m512i T[8];
+		pf_slice(pf);
+#pragma GCC unroll 4
+		for (int x = 0; x < 4; x++) {
+			const __m512i R = _mm512_loadu_si512((const void *)(gp + sh + 64 * x));
+			T[x] = _mm512_and_si512(R, m4);
+			T[x + 4] = _mm512_and_si512(_mm512_srli_epi16(R, 4), m4);
+		}
+		if (q41) {
+			const __m512i D = _mm512_loadu_si512((const void *)gp);
+			rows_vnni(jb, acc, m, tile, T, h2f_512(D, false), h2f_512(D, true), b);
+		} else {
+			const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)gp));
+			rows_vnni(jb, acc, m, tile, T, dw, _mm512_setzero_ps(), b);
+		}
+	}
+}
+
 /* AVX-512 VNNI, one group's blocks for a run-time m (acc in the part's
  * buffer): Q4_0 and Q4_1 (group_q4_vnni), Q6_K, Q4_K */
 static Q4_INLINE Q4_VNNI void group_vnni(const q4_job *jb, __m512 *acc, const int64_t m,
@@ -726,7 +763,10 @@ static Q4_INLINE Q4_VNNI void group_vnni(const q4_job *jb, __m512 *acc, const in
 #define Q4_TILE(M)                                                                 \
 	case M: {                                                                      \
 		__m512 a[M];                                                               \
-		group_q4_vnni(jb, a, M, true, rp, &pf);                                    \
+		if (gp)                                                                    \
+			group_q4r_vnni(jb, a, M, true, gp, &pf);                               \
+		else                                                                       \
+			group_q4_vnni(jb, a, M, true, rp, &pf);                                \
 		_Pragma("GCC unroll 8") for (int i = 0; i < M; i++)                        \
 			_mm512_mask_storeu_ps(jb->C + i * n + j, mk, a[i]);                     \
 		break;                                                                     \
@@ -745,9 +785,13 @@ Q4_VNNI void hg_q4_cols_vnni(const q4_job *jb, int64_t j0, int64_t j1, char *pac
 	for (int64_t j = j0; j < j1; j += 16) {
 		const int nc = j1 - j < 16 ? (int)(j1 - j) : 16;
 		const __mmask16 mk = (__mmask16)((1u << nc) - 1);
-		group_rows(jb, j, nc, 16, rp, pack + 64 * m);
+		/* a repacked whole group is read in place (j is a multiple of 16:
+		 * the parts split at groups) */
+		const char *gp = jb->repacked && nc == 16 ? jb->W + j * jb->wrow : NULL;
+		if (!gp)
+			group_rows(jb, j, nc, 16, rp, pack + 64 * m);
 		pf_start(&pf, jb, j, j1, 16, nb);
-		if (wt == HG_GGUF_Q4_1 && m == 1) {
+		if (wt == HG_GGUF_Q4_1 && m == 1 && !gp) {
 			_mm512_mask_storeu_ps(jb->C + j, mk, q41_group_m1(jb, rp, &pf));
 			continue;
 		}
@@ -764,7 +808,10 @@ Q4_VNNI void hg_q4_cols_vnni(const q4_job *jb, int64_t j0, int64_t j1, char *pac
 		Q4_TILE(7)
 		Q4_TILE(8)
 		default:
-			group_vnni(jb, acc, m, rp, &pf);
+			if (gp)
+				group_q4r_vnni(jb, acc, m, false, gp, &pf);
+			else
+				group_vnni(jb, acc, m, rp, &pf);
 			for (int64_t i = 0; i < m; i++)
 				_mm512_mask_storeu_ps(jb->C + i * n + j, mk, acc[i]);
 		}

@@ -6,7 +6,7 @@
  * asserted; speed is measured, never checked (COMMON.md). Build with
  * `make build/tools/bench_gemm_gguf`.
  *
- *   build/tools/bench_gemm_gguf [N K [path [cold|hot [ROWS]]]]   (default 1536 576, auto)
+ *   build/tools/bench_gemm_gguf [N K [path [cold|hot [ROWS [repack]]]]]   (default 1536 576, auto)
  *
  * path: portable, avx2, avx512, auto. cold: each call reads another of
  * enough copies of W to pass 160 MB (the caches hold none of it, as in a
@@ -14,7 +14,11 @@
  * the calls instead of the fastest. Types whose block does not divide K are
  * left out (Q4_K, Q6_K: 256). Rows 1, 7 and 26 (decode, a 7-row chain
  * verify, a 26-row tree), or ROWS: row counts separated by commas, 1 to
- * 64 each, at most 16 (`1,2,3,4,5,6,7`: a chain verify's k + 1). W: random blocks with finite fp16 scales (the
+ * 64 each, at most 16 (`1,2,3,4,5,6,7`: a chain verify's k + 1). repack:
+ * Q4_0 and Q4_1 only, the file's layout and the repacked one
+ * (hg_gguf_repack, as the host backend does at bind) timed call by call
+ * alternately (101 pairs, medians; cold: each pair another copy) and their
+ * outputs compared with memcmp. W: random blocks with finite fp16 scales (the
  * numbers do not matter to the time), A: random fp16. */
 #include <stdint.h>
 #include <stdio.h>
@@ -92,6 +96,41 @@ static double time_call(float *C, const uint16_t *A, const uint8_t *W, int64_t m
 	return copies > 1 ? t[REPS / 2] : t[0];
 }
 
+/* the file's layout (W) against the repacked one (R, wtype rt), call by
+ * call alternately: medians into us[0], us[1]; exits where the bits differ */
+static void time_pair(double us[2], float *C, float *C2, const uint16_t *A, const uint8_t *W,
+                      const uint8_t *R, int64_t m, int64_t n, int64_t k, int wtype, int rt,
+                      int path, int copies, int64_t bytes)
+{
+	enum { REPS = 101 };
+	static double t[2][REPS];
+	for (int r = -5; r < REPS; r++) {
+		const size_t at = (size_t)((r + 5) % copies) * (size_t)bytes;
+		for (int v = 0; v < 2; v++) {
+			const double t0 = now_us();
+			const int rc = hg_gemm_gguf_a8(v ? C2 : C, A, (v ? R : W) + at, m, n, k,
+			                               v ? rt : wtype, false, path, 1);
+			const double t1 = now_us();
+			if (rc) {
+				fprintf(stderr, "bench_gemm_gguf: %s m %lld: error %d\n", hg_gguf_name(wtype),
+				        (long long)m, rc);
+				exit(1);
+			}
+			if (r >= 0)
+				t[v][r] = t1 - t0;
+		}
+		if (memcmp(C, C2, sizeof(*C) * (size_t)(m * n))) {
+			fprintf(stderr, "bench_gemm_gguf: %s m %lld: the repacked layout's output differs\n",
+			        hg_gguf_name(wtype), (long long)m);
+			exit(1);
+		}
+	}
+	for (int v = 0; v < 2; v++) {
+		qsort(t[v], REPS, sizeof(t[v][0]), cmp_d);
+		us[v] = t[v][REPS / 2];
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const int64_t n = argc > 2 ? atoll(argv[1]) : 1536, k = argc > 2 ? atoll(argv[2]) : 576;
@@ -135,12 +174,19 @@ int main(int argc, char **argv)
 			p = end + 1;
 		}
 	}
+	const bool repack = argc > 6 && !strcmp(argv[6], "repack");
+	if (argc > 6 && !repack) {
+		fprintf(stderr, "bench_gemm_gguf: the sixth argument: repack or nothing; found %s\n",
+		        argv[6]);
+		return 2;
+	}
 	int64_t m_max = 0;
 	for (size_t mi = 0; mi < n_ms; mi++)
 		m_max = MS[mi] > m_max ? MS[mi] : m_max;
 	uint16_t *A = malloc(sizeof(*A) * (size_t)(m_max * k));
 	float *C = malloc(sizeof(*C) * (size_t)(m_max * n));
-	if (!A || !C)
+	float *C2 = malloc(sizeof(*C2) * (size_t)(m_max * n));
+	if (!A || !C || !C2)
 		return 1;
 	for (int64_t i = 0; i < m_max * k; i++) /* fp16 in (-1, 1) */
 		A[i] = (uint16_t)((rnd32() & 0x8000) | ((rnd32() % 15) << 10) | (rnd32() & 0x3ff));
@@ -148,7 +194,8 @@ int main(int argc, char **argv)
 	       (long long)n, (long long)k, cold ? "W from memory (median)" : "W hot (fastest)");
 	for (size_t ti = 0; ti < sizeof(TYPES) / sizeof(TYPES[0]); ti++) {
 		const int t = TYPES[ti];
-		if (!hg_gguf_block(t) || k % hg_gguf_block(t))
+		if (!hg_gguf_block(t) || k % hg_gguf_block(t) ||
+		    (repack && t != HG_GGUF_Q4_0 && t != HG_GGUF_Q4_1))
 			continue;
 		const int64_t nblk = n * (k / hg_gguf_block(t)), bytes = nblk * hg_gguf_block_bytes(t);
 		const int copies = cold ? (int)(160000000 / bytes + 2) : 1;
@@ -158,6 +205,29 @@ int main(int argc, char **argv)
 		fill(W, t, nblk);
 		for (int c = 1; c < copies; c++)
 			memcpy(W + (size_t)c * (size_t)bytes, W, (size_t)bytes);
+		if (repack) {
+			uint8_t *R = malloc((size_t)bytes * (size_t)copies);
+			int rt = 0;
+			if (!R)
+				return 1;
+			memcpy(R, W, (size_t)bytes);
+			if ((rt = hg_gguf_repack(R, n, k, t)) < 0)
+				return 1;
+			for (int c = 1; c < copies; c++)
+				memcpy(R + (size_t)c * (size_t)bytes, R, (size_t)bytes);
+			printf("  %-5s %6.2f MB, file layout -> repacked:", hg_gguf_name(t),
+			       (double)bytes / 1e6);
+			for (size_t mi = 0; mi < n_ms; mi++) {
+				double us[2];
+				time_pair(us, C, C2, A, W, R, MS[mi], n, k, t, rt, path, copies, bytes);
+				printf("  m %lld %.1f -> %.1f us (%.2f)", (long long)MS[mi], us[0], us[1],
+				       us[1] / us[0]);
+			}
+			printf("\n");
+			free(R);
+			free(W);
+			continue;
+		}
 		for (int q8 = t == HG_GGUF_Q8_0; q8 >= (t == HG_GGUF_Q8_0); q8--) {
 			printf("  %-5s%-9s %6.2f MB:", hg_gguf_name(t), q8 ? " (q8a8)" : "",
 			       (double)bytes / 1e6);
@@ -171,5 +241,6 @@ int main(int argc, char **argv)
 	}
 	free(A);
 	free(C);
+	free(C2);
 	return 0;
 }
