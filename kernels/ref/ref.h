@@ -477,6 +477,12 @@ int ref_verify_tree_vqd(int method, const int32_t *tree, int n_nodes, const int3
 int ref_verify(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int32_t *tree,
                const int32_t *tok, const float *p, const float *q, float *scratch, uint64_t seed,
                uint32_t iter, int n_nodes, int V, int Vq, int method, const char **why);
+/* The verify op's outputs from an accepted path path[0..n) (node ids, path[0] = 0) and its
+ * final token fin: out_path, out_tok (the n - 1 accepted drafts, then fin) and counts
+ * (0: accepted, 1: emitted, 2: fin, 3 and 4: running totals of accepted). */
+void ref_verify_emit(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int32_t *path,
+                     int n, const int32_t *tok, int32_t fin);
+
 /* The op with the template's Q_BY_DEPTH (ref_verify_tree_vqd); ref_verify
  * is q_by_depth 0. */
 int ref_verify_q(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int32_t *tree,

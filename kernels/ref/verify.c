@@ -468,6 +468,13 @@ int ref_verify_q(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int
 	                                  iter, scratch, path, NULL, &fin, why);
 	if (n < 0)
 		return n;
+	ref_verify_emit(out_path, out_tok, counts, path, n, tok, fin);
+	return 0;
+}
+
+void ref_verify_emit(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int32_t *path,
+                     int n, const int32_t *tok, int32_t fin)
+{
 	for (int i = 0; i < n; i++)
 		out_path[i] = path[i];
 	for (int i = 1; i < n; i++)
@@ -478,5 +485,4 @@ int ref_verify_q(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int
 	counts[2] = fin;
 	counts[3] += n - 1;
 	counts[4] += n - 1;
-	return 0;
 }

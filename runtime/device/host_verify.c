@@ -47,17 +47,6 @@ int hv_verify_greedy(int32_t *out_path, int32_t *out_tok, int32_t *counts, const
 	for (int u = best; u > 0; u = par[u])
 		pth[dep[u]] = u;
 	const int32_t fin = hg_argmax_row(p + (size_t)best * V, V, path);
-	const int np = dep[best] + 1;
-	/* ref_verify_q's outputs */
-	for (int i = 0; i < np; i++)
-		out_path[i] = pth[i];
-	for (int i = 1; i < np; i++)
-		out_tok[i - 1] = tok[pth[i]];
-	out_tok[np - 1] = fin;
-	counts[0] = np - 1;
-	counts[1] = np;
-	counts[2] = fin;
-	counts[3] += np - 1;
-	counts[4] += np - 1;
+	ref_verify_emit(out_path, out_tok, counts, pth, dep[best] + 1, tok, fin); /* ref_verify_q's */
 	return 0;
 }
