@@ -60,10 +60,6 @@ def replay(prompt, toks, a, cost):
     h, n, total, ks = list(prompt), 0, 0.0, []
     pk, pc, acc, ptok = 0, -1, 0, -1
     while n < len(toks):
-        if pk == 0 and pc >= 0 and ptok >= 0 and a.k0:  # 1b. k = 0 evidence
-            if T[pc][0] < 1 << 30:  # a quarter of an outcome, no decay
-                T[pc][0] += Q // 4
-                A[pc][0] += Q // 4 if h[-1] == ptok else 0
         if pk > 0 and pc >= 0:  # 1. fold the previous outcome
             for j in range(D):
                 T[pc][j] = (T[pc][j] * dec) >> 16
@@ -73,6 +69,12 @@ def replay(prompt, toks, a, cost):
                 A[pc][j - 1] += Q if j <= acc else 0
             g = gap if gap > 0 else a.probe
             gap = a.probe if acc > 0 else min(2 * g, a.probe_max)
+        # 1b. the first undrafted proposal against the token the target emitted
+        # there: k = 0 (depth 1), or with --kall any k whose drafts were all accepted
+        if pc >= 0 and ptok >= 0 and acc == pk and (pk == 0 and a.k0 or a.kall):
+            if T[pc][pk] < 1 << 30:  # a quarter of an outcome, no decay
+                T[pc][pk] += Q // 4
+                A[pc][pk] += Q // 4 if h[-1] == ptok else 0
         draft, m = lookup(h, a.min_n, a.max_n, D)
         K0, c, k = len(draft), -1, 0
         if m > 0 and K0 > 0:  # 2.-3. the class, argmax E_k / cost[k]
@@ -99,7 +101,7 @@ def replay(prompt, toks, a, cost):
         n += emit
         total += cost[k]
         ks.append(k)
-        pk, pc, ptok = k, c, (draft[0] if k == 0 and c >= 0 else -1)
+        pk, pc, ptok = k, c, (draft[k] if k < K0 and c >= 0 and (k == 0 or a.kall) else -1)
     return len(toks) / total, ks
 
 
@@ -118,6 +120,8 @@ def main():
     ap.add_argument('--ngram', default='1:4')
     ap.add_argument('--no-k0', dest='k0', action='store_false',
                     help='the rule before the k = 0 evidence')
+    ap.add_argument('--kall', action='store_true',
+                    help='evidence after any k whose drafts were all accepted, not only k = 0')
     ap.add_argument('-n', type=int, default=64)
     ap.add_argument('--data', default=DATA)
     ap.add_argument('--sets', default='tune-general,tune-copy')
