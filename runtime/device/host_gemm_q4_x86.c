@@ -507,7 +507,7 @@ static Q4_INLINE Q4_VNNI void rows_vnni(const q4_job *jb, __m512 *acc, const int
 /* Q4_1, one row (the decode's GEMV): rows_vnni's arithmetic, bit for bit,
  * with the accumulator in a register (through the part's buffer, each
  * block's FMAs waited on a store and a load) and three blocks a transpose */
-static Q4_VNNI __m512 q41_group_m1(const q4_job *jb, const char *const *rp, q4_pf *pf)
+static Q4_VNNI __m512 q41_group_m1_vnni(const q4_job *jb, const char *const *rp, q4_pf *pf)
 {
 	const int64_t nb = jb->nb, bb = 20;
 	const __m512i m4 = _mm512_set1_epi8(15);
@@ -792,7 +792,7 @@ Q4_VNNI void hg_q4_cols_vnni(const q4_job *jb, int64_t j0, int64_t j1, char *pac
 			group_rows(jb, j, nc, 16, rp, pack + 64 * m);
 		pf_start(&pf, jb, j, j1, 16, nb);
 		if (wt == HG_GGUF_Q4_1 && m == 1 && !gp) {
-			_mm512_mask_storeu_ps(jb->C + j, mk, q41_group_m1(jb, rp, &pf));
+			_mm512_mask_storeu_ps(jb->C + j, mk, q41_group_m1_vnni(jb, rp, &pf));
 			continue;
 		}
 		/* Q4_K's and Q6_K's blocks hold more vectors live (scales, two or
