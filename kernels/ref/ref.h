@@ -477,6 +477,11 @@ int ref_verify_tree_vqd(int method, const int32_t *tree, int n_nodes, const int3
 int ref_verify(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int32_t *tree,
                const int32_t *tok, const float *p, const float *q, float *scratch, uint64_t seed,
                uint32_t iter, int n_nodes, int V, int Vq, int method, const char **why);
+/* The verify op's input checks, in the reference's order (method, vocabulary,
+ * draft vocabulary, tree table, q present where the method reads it, drafted
+ * tokens in range): 0, or REF_EINVAL with *why set. */
+int ref_verify_check(int method, const int32_t *tree, int n, const int32_t *tok, const float *q,
+                     int V, int Vq, const char **why);
 /* The verify op's outputs from an accepted path path[0..n) (node ids, path[0] = 0) and its
  * final token fin: out_path, out_tok (the n - 1 accepted drafts, then fin) and counts
  * (0: accepted, 1: emitted, 2: fin, 3 and 4: running totals of accepted). */

@@ -358,14 +358,9 @@ int ref_verify_tree_vq(int method, const int32_t *tree, int n, const int32_t *to
 	                           acc_rank, final, why);
 }
 
-int ref_verify_tree_vqd(int method, const int32_t *tree, int n, const int32_t *tok, const float *p,
-                        const float *q, int V, int Vq, int q_by_depth, uint64_t seed, uint32_t iter,
-                        float *scratch, int32_t *path, int32_t *acc_rank, int32_t *final,
-                        const char **why)
+int ref_verify_check(int method, const int32_t *tree, int n, const int32_t *tok, const float *q,
+                     int V, int Vq, const char **why)
 {
-	float *r = scratch, *qq = scratch + V;
-	const int32_t *nch = tree + n, *cst = tree + 2 * n, *cl = tree + 3 * n;
-
 	if (method < REF_VERIFY_GREEDY || method > REF_VERIFY_CHAIN)
 		return FAIL("unknown verification method");
 	if (V < 1)
@@ -380,6 +375,19 @@ int ref_verify_tree_vqd(int method, const int32_t *tree, int n, const int32_t *t
 	for (int u = 1; u < n; u++)
 		if (tok[u] >= V) /* < 0: absent, never tested */
 			return FAIL("a drafted token outside the vocabulary");
+	return 0;
+}
+
+int ref_verify_tree_vqd(int method, const int32_t *tree, int n, const int32_t *tok, const float *p,
+                        const float *q, int V, int Vq, int q_by_depth, uint64_t seed, uint32_t iter,
+                        float *scratch, int32_t *path, int32_t *acc_rank, int32_t *final,
+                        const char **why)
+{
+	float *r = scratch, *qq = scratch + V;
+	const int32_t *nch = tree + n, *cst = tree + 2 * n, *cl = tree + 3 * n;
+
+	if (ref_verify_check(method, tree, n, tok, q, V, Vq, why))
+		return REF_EINVAL;
 	if (method == REF_VERIFY_SPECHUB && !spechub_valid(tree, n, tok, q, V, Vq, q_by_depth))
 		return FAIL("a node that is not a SpecHub pair");
 	path[0] = 0;

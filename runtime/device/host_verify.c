@@ -15,22 +15,13 @@
 #include "host_argmax.h"
 #include "kernels/ref/ref.h"
 
-#define FAIL(msg) (why ? (void)(*why = (msg)) : (void)0, REF_EINVAL)
 
 int hv_verify_greedy(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int32_t *tree,
                      const int32_t *tok, const float *p, const float *q, int n, int V, int Vq,
                      int path, const char **why)
 {
-	/* ref_verify_tree_vqd's checks, in its order, for REF_VERIFY_GREEDY */
-	if (V < 1)
-		return FAIL("empty vocabulary");
-	if (q && (Vq < 1 || Vq > V))
-		return FAIL("a draft vocabulary that is not a non-empty prefix of the target's");
-	if (ref_tree_table_check(tree, n, why))
-		return REF_EINVAL;
-	for (int u = 1; u < n; u++)
-		if (tok[u] >= V) /* < 0: absent, never tested */
-			return FAIL("a drafted token outside the vocabulary");
+	if (ref_verify_check(REF_VERIFY_GREEDY, tree, n, tok, q, V, Vq, why))
+		return REF_EINVAL; /* ref_verify_tree_vqd's checks */
 	/* verify_greedy: the deepest node whose whole path is the argmax chain
 	 * (ties: the lowest id), final = the argmax of its p */
 	const int32_t *par = tree, *dep = tree + 4 * n;

@@ -45,6 +45,23 @@ static double now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
+/* One timed GEMM (wtype < 0: q8a8, else the gguf_a8 GEMM of that type; name
+ * the type in the message), microseconds; an error ends the program. */
+static double call_us(float *C, const uint16_t *A, const uint8_t *W, int64_t m, int64_t n,
+                      int64_t k, int wtype, int name, int path)
+{
+	const double t0 = now_us();
+	const int rc = wtype < 0 ? hg_gemm_q8a8(C, A, W, m, n, k, false, path, 1)
+	                         : hg_gemm_gguf_a8(C, A, W, m, n, k, wtype, false, path, 1);
+	const double t1 = now_us();
+	if (rc) {
+		fprintf(stderr, "bench_gemm_gguf: %s m %lld: error %d\n", hg_gguf_name(name),
+		        (long long)m, rc);
+		exit(1);
+	}
+	return t1 - t0;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
 	const double x = *(const double *)a, y = *(const double *)b;
@@ -80,17 +97,9 @@ static double time_call(float *C, const uint16_t *A, const uint8_t *W, int64_t m
 	double t[REPS];
 	for (int r = -5; r < REPS; r++) {
 		const uint8_t *w = W + (size_t)((r + 5) % copies) * (size_t)bytes;
-		const double t0 = now_us();
-		const int rc = q8 ? hg_gemm_q8a8(C, A, w, m, n, k, false, path, 1)
-		                  : hg_gemm_gguf_a8(C, A, w, m, n, k, wtype, false, path, 1);
-		const double t1 = now_us();
-		if (rc) {
-			fprintf(stderr, "bench_gemm_gguf: %s m %lld: error %d\n", hg_gguf_name(wtype),
-			        (long long)m, rc);
-			exit(1);
-		}
+		const double us = call_us(C, A, w, m, n, k, q8 ? -1 : wtype, wtype, path);
 		if (r >= 0)
-			t[r] = t1 - t0;
+			t[r] = us;
 	}
 	qsort(t, REPS, sizeof(t[0]), cmp_d);
 	return copies > 1 ? t[REPS / 2] : t[0];
@@ -107,17 +116,10 @@ static void time_pair(double us[2], float *C, float *C2, const uint16_t *A, cons
 	for (int r = -5; r < REPS; r++) {
 		const size_t at = (size_t)((r + 5) % copies) * (size_t)bytes;
 		for (int v = 0; v < 2; v++) {
-			const double t0 = now_us();
-			const int rc = hg_gemm_gguf_a8(v ? C2 : C, A, (v ? R : W) + at, m, n, k,
-			                               v ? rt : wtype, false, path, 1);
-			const double t1 = now_us();
-			if (rc) {
-				fprintf(stderr, "bench_gemm_gguf: %s m %lld: error %d\n", hg_gguf_name(wtype),
-				        (long long)m, rc);
-				exit(1);
-			}
+			const double us = call_us(v ? C2 : C, A, (v ? R : W) + at, m, n, k, v ? rt : wtype,
+			                          wtype, path);
 			if (r >= 0)
-				t[v][r] = t1 - t0;
+				t[v][r] = us;
 		}
 		if (memcmp(C, C2, sizeof(*C) * (size_t)(m * n))) {
 			fprintf(stderr, "bench_gemm_gguf: %s m %lld: the repacked layout's output differs\n",
