@@ -259,6 +259,14 @@ static void test_engine_options(void **state)
 	assert_non_null(strstr(g_out, "9 prompt ids, 4 tokens"));
 	assert_non_null(strstr(g_out, "host overhead per iteration"));
 	EXPECT(0, "timing only: random weights (seed 3)", "profile %s --backend host --random-weights 3 -n 2", dir);
+	/* the verify forward alone at a row count, and row counts it does not have */
+	EXPECT(0, "the verify forward at 2 of its", "profile %s --backend host --random-weights 3 -n 2 --rows 2",
+	       dir);
+	assert_non_null(strstr(g_out, "verify "));
+	assert_null(strstr(g_out, "commit "));
+	EXPECT(1, "--rows 4096: the verify forward has", "profile %s --backend host --random-weights 3 -n 2 "
+	       "--rows 4096", dir);
+	EXPECT(2, "--rows applies to `profile ENGINE_DIR` only", "run %s --rows 2", dir);
 	EXPECT(1, "--model cannot apply with --random-weights", "run %s --model %s --random-weights 3", dir, model());
 	EXPECT(2, "--random-weights takes no prompt text", "run %s --random-weights 3 -p hi", dir);
 	EXPECT(2, "-P N (a synthetic prompt of N token ids) needs --random-weights", "run %s -P 8", dir);

@@ -178,6 +178,8 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 			NEED_VALUE(); o->ids = v;
 		} else if (!strcmp(a, "--target-only")) {
 			o->target_only = true;
+		} else if (!strcmp(a, "--rows")) {
+			NEED_VALUE(); if (parse_int(cmd, a, v, 1, 4096, &o->rows)) return 2;
 		} else {
 			return bad(cmd, "unknown option '%s'%s", a, "");
 		}
@@ -201,6 +203,9 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 		return bad(cmd, "--chat cannot apply to --ids: token ids are fed as given, without the chat template%s%s", "", "");
 	if (o->target_only && strcmp(cmd, "run"))
 		return bad(cmd, "--target-only applies to `run ENGINE_DIR` only (`generate` is target-only already)%s%s", "", "");
+	if (o->rows && strcmp(cmd, "profile"))
+		return bad(cmd, "--rows applies to `profile ENGINE_DIR` only (the verify forward's per-op "
+		           "cost at N rows)%s%s", "", "");
 	if (o->embd_type && strcmp(cmd, "derive-draft"))
 		return bad(cmd, "--embd-type applies to derive-draft only%s%s", "", "");
 	if (o->random_weights && strcmp(cmd, "run") && strcmp(cmd, "profile"))

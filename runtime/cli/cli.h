@@ -55,6 +55,7 @@ typedef struct cli_opts {
 	bool eager;            /* run ENGINE_DIR: op by op, no graph */
 	const char *ids;       /* --ids "1 17 42": the prompt as token ids (no tokenizer, no template) */
 	bool target_only;      /* run ENGINE_DIR: --target-only, no drafting (one target row a token) */
+	int rows;              /* profile ENGINE_DIR: --rows N, the verify forward replayed at N rows */
 	const char *given[64]; /* the options as typed, in order (engine runs refuse the
 	                        * ones an engine fixes at build time) */
 	int n_given;

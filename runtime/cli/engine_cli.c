@@ -499,7 +499,7 @@ int cli_engine_profile(cli_opts *o)
 	int rc = 1;
 	if (job_open(&j, o, &err))
 		goto out_err;
-	rc = rt_engine_profile(j.e, j.ids, j.n_prompt, o->max_new, &j.samp,
+	rc = rt_engine_profile(j.e, j.ids, j.n_prompt, o->max_new, o->rows, &j.samp,
 	                       o->json ? stdout : stderr, &err);
 	if (rc)
 		goto out_err;

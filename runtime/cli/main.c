@@ -70,6 +70,8 @@ static void usage(FILE *f)
 	        "  --ids \"1 17 42\"        the prompt as token ids (run, generate, eval, profile; no chat template)\n"
 	        "  --target-only          run ENGINE_DIR: no drafting, one target forward a token (eager)\n"
 	        "  --no-baseline          run: skip the target-only comparison\n"
+	        "  --rows N               profile ENGINE_DIR: the verify forward alone, replayed at N rows\n"
+	        "                         (host; every draft node present) at the prompt's context\n"
 	        "  --adaptive h[:min:max] SpecDec++: stop drafting once P(a rejection) > h (bounds default 2:20;\n"
 	        "                         gamma becomes max)\n"
 	        "  --acc-head FILE        acceptance head from train-head (default: the draft's q(Y) as predictor)\n"

@@ -71,7 +71,7 @@ int cli_engine_random(cli_opts *o, bool profile)
 			ids[i + j] = (int32_t)(w[j] % (uint32_t)e->man->tcfg.vocab);
 	}
 	if (profile) {
-		if (rt_engine_profile(e, ids, P, o->max_new, &samp, o->json ? stdout : stderr, &err))
+		if (rt_engine_profile(e, ids, P, o->max_new, o->rows, &samp, o->json ? stdout : stderr, &err))
 			goto out_err;
 		rc = 0;
 		goto out;

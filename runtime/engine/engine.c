@@ -808,16 +808,28 @@ typedef struct prof_row {
 	double seconds, bytes, flops;
 } prof_row;
 
-int rt_engine_profile(rt_engine *e, const int32_t *prompt, int n_prompt, int iters,
+int rt_engine_profile(rt_engine *e, const int32_t *prompt, int n_prompt, int iters, int rows,
                       const rt_engine_sampling *samp, FILE *f, sw_err *err)
 {
+	const int ph_v = rt_manifest_phase_find(e->man, "verify");
+	const rt_dptr tree_tok = rt_engine_buf_addr(e, "tree_tokens");
+	if (rows > 0 && (!e->dev->ops->rows_begin || ph_v < 0 || !tree_tok ||
+	                 e->man->phases[ph_v].rows != e->man->n_nodes))
+		return sw_errf(err, SW_EINVAL, "%s: --rows: the verify forward by rows needs a device "
+		               "with rows regions (host) and an engine whose verify phase runs its %d "
+		               "tree nodes; found %s%s", e->man->dir, e->man->n_nodes, e->dev->desc,
+		               ph_v < 0 || !tree_tok ? ", no verify phase" : "");
+	if (rows > e->man->n_nodes)
+		return sw_errf(err, SW_EINVAL, "%s: --rows %d: the verify forward has %d rows (the "
+		               "tree's nodes): expected 1 to %d", e->man->dir, rows, e->man->n_nodes,
+		               e->man->n_nodes);
 	rt_engine_stats st;
 	int32_t *out = malloc(sizeof(*out) * 2);
-	prof_row *rows = calloc((size_t)e->n_ops, sizeof(*rows));
-	int n_rows = 0, rc;
-	if (!out || !rows) {
+	prof_row *tab = calloc((size_t)e->n_ops, sizeof(*tab));
+	int n_tab = 0, rc;
+	if (!out || !tab) {
 		free(out);
-		free(rows);
+		free(tab);
 		return sw_errf(err, SW_ENOMEM, "out of memory");
 	}
 	/* prefill and state set-up through generate (one token), then eager
@@ -834,9 +846,20 @@ int rt_engine_profile(rt_engine *e, const int32_t *prompt, int n_prompt, int ite
 	int32_t zero = 0;
 	if ((rc = upload_i32(e, "state", RT_ST_STOP, &zero, 1, err)))
 		goto out;
+	if (rows > 0) { /* every node present (token 0), as the bench's rows table */
+		int32_t tok[RT_ENGINE_MAX_NODES] = {0};
+		if ((rc = e->dev->ops->upload(e->dev, tree_tok, tok,
+		                              sizeof(*tok) * (size_t)e->man->n_nodes, err)) ||
+		    (rc = e->dev->ops->sync(e->dev, err)))
+			goto out;
+	}
 	double t_all = 0;
-	for (int it = 0; it < iters && !rc; it++)
-		for (int ph = e->man->ph_iter_first; ph < e->man->n_phases && !rc; ph++)
+	for (int it = 0; it < iters && !rc; it++) {
+		if (rows > 0 && (rc = e->dev->ops->rows_begin(e->dev, tree_tok, e->man->n_nodes, rows,
+		                                              err)))
+			break;
+		for (int ph = rows > 0 ? ph_v : e->man->ph_iter_first;
+		     ph < (rows > 0 ? ph_v + 1 : e->man->n_phases) && !rc; ph++)
 			for (int i = e->ph_ops[ph].first;
 			     i < e->ph_ops[ph].first + e->ph_ops[ph].n; i++) {
 				double t0 = sw_now_s();
@@ -846,28 +869,37 @@ int rt_engine_profile(rt_engine *e, const int32_t *prompt, int n_prompt, int ite
 				double dt = sw_now_s() - t0;
 				t_all += dt;
 				int k = 0;
-				while (k < n_rows && (strcmp(rows[k].phase, e->man->phases[ph].name) ||
-				                      strcmp(rows[k].name, e->ops[i].name)))
+				while (k < n_tab && (strcmp(tab[k].phase, e->man->phases[ph].name) ||
+				                      strcmp(tab[k].name, e->ops[i].name)))
 					k++;
-				if (k == n_rows) {
-					snprintf(rows[k].phase, sizeof(rows[k].phase), "%s", e->man->phases[ph].name);
-					snprintf(rows[k].name, sizeof(rows[k].name), "%s", e->ops[i].name);
-					n_rows++;
+				if (k == n_tab) {
+					snprintf(tab[k].phase, sizeof(tab[k].phase), "%s", e->man->phases[ph].name);
+					snprintf(tab[k].name, sizeof(tab[k].name), "%s", e->ops[i].name);
+					n_tab++;
 				}
-				rows[k].launches++;
-				rows[k].seconds += dt;
-				rows[k].bytes += e->op_cost[2 * i];
-				rows[k].flops += e->op_cost[2 * i + 1];
+				tab[k].launches++;
+				tab[k].seconds += dt;
+				tab[k].bytes += e->op_cost[2 * i];
+				tab[k].flops += e->op_cost[2 * i + 1];
 			}
+		if (rows > 0 && !rc)
+			rc = e->dev->ops->rows_end(e->dev, err);
+	}
 	if (rc)
 		goto out;
-	fprintf(f, "profile of %s on %s: %d iterations, per iteration %.3f ms (synchronised after "
-	        "every op: launch latency included)\n", e->man->name, e->dev->desc, iters,
-	        iters ? 1e3 * t_all / iters : 0.0);
+	if (rows > 0)
+		fprintf(f, "profile of %s on %s: the verify forward at %d of its %d rows, %d replays, "
+		        "per replay %.3f ms (synchronised after every op; GB/s and GFLOP/s from the "
+		        "planned %d rows)\n", e->man->name, e->dev->desc, rows, e->man->n_nodes, iters,
+		        iters ? 1e3 * t_all / iters : 0.0, e->man->n_nodes);
+	else
+		fprintf(f, "profile of %s on %s: %d iterations, per iteration %.3f ms (synchronised "
+		        "after every op: launch latency included)\n", e->man->name, e->dev->desc,
+		        iters, iters ? 1e3 * t_all / iters : 0.0);
 	fprintf(f, "%-16s %-18s %8s %12s %10s %10s %6s\n", "phase", "op", "launches", "us/iter",
 	        "GB/s", "GFLOP/s", "share");
-	for (int k = 0; k < n_rows; k++) {
-		const prof_row *w = &rows[k];
+	for (int k = 0; k < n_tab; k++) {
+		const prof_row *w = &tab[k];
 		fprintf(f, "%-16s %-18s %8d %12.2f %10.2f %10.2f %5.1f%%\n", w->phase, w->name,
 		        w->launches / (iters ? iters : 1), 1e6 * w->seconds / (iters ? iters : 1),
 		        w->seconds > 0 ? w->bytes / w->seconds * 1e-9 : 0.0,
@@ -877,6 +909,6 @@ int rt_engine_profile(rt_engine *e, const int32_t *prompt, int n_prompt, int ite
 	rc = 0;
 out:
 	free(out);
-	free(rows);
+	free(tab);
 	return rc < 0 ? rc : 0;
 }

@@ -179,8 +179,13 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 
 /* Per-op timings: prefill, then `iters` iterations op by op with a sync
  * after each, aggregated by (phase, op) with the planner's bytes and flops
- * as achieved GB/s and GFLOP/s. */
-int rt_engine_profile(rt_engine *e, const int32_t *prompt, int n_prompt, int iters,
+ * as achieved GB/s and GFLOP/s. rows > 0: instead of iterations, the
+ * verify phase alone `iters` times as a rows region of `rows` rows (a
+ * device with regions, the host's native ops) with every draft node
+ * present, at the context the prompt left: what a verify of rows - 1
+ * drafted tokens costs, op by op (the planner's bytes and flops are the
+ * planned shape's). */
+int rt_engine_profile(rt_engine *e, const int32_t *prompt, int n_prompt, int iters, int rows,
                       const rt_engine_sampling *samp, FILE *f, sw_err *err);
 
 /* The Philox seed of the next generate: a run-time word the sampling kernels
