@@ -248,6 +248,40 @@ static void test_greedy_own_embedding(void **state)
 	te3_rmdir(dir);
 }
 
+/* A head whose d2t does not ascend (draft id i -> target id (41 i + 7) mod
+ * 111): the engine expands each level over the 60 draft ids through d2t
+ * (tree_expand MAPPED 1), the host decoder over the 111 target ids of q
+ * scattered through it; the trees again node by node (children in the
+ * host's order: ties in q by target id, not by draft id). */
+static void test_greedy_shuffled_map(void **state)
+{
+	(void)state;
+	char dir[300], saved[300];
+	sw_err err = {0};
+	int32_t used[60];
+	snprintf(dir, sizeof(dir), "%s/head_shuf", g_dir);
+	mkdir(dir, 0755);
+	for (int i = 0; i < 60; i++)
+		used[i] = (int32_t)((i * 41 + 7) % 111);
+	te3_opts o = te3_default(g_tiny);
+	o.draft_vocab = 60;
+	o.ffn = 192;
+	o.used = used;
+	assert_int_equal(te3_write(dir, g_tiny, &o, 9), 0);
+	rt_eagle3 *h = rt_eagle3_load(dir, g_tiny, &err), *keep = g_h;
+	if (!h)
+		fail_msg("%s", err.msg);
+	assert_true(h->cfg.has_d2t && h->d2t[3] < h->d2t[2]); /* not ascending */
+	snprintf(saved, sizeof(saved), "%s", g_head);
+	snprintf(g_head, sizeof(g_head), "%s", dir);
+	g_h = h;
+	greedy_case("branch:2,2,1", 3, 3);
+	g_h = keep;
+	snprintf(g_head, sizeof(g_head), "%s", saved);
+	rt_eagle3_free(h);
+	te3_rmdir(dir);
+}
+
 /* A one-token prompt: nothing to draft from, so the first iteration runs
  * target-only (engine.c) and the head takes over from the second; tokens =
  * the host decoder's (which drafts nothing at first either) = target-only,
@@ -426,6 +460,7 @@ int main(void)
 		cmocka_unit_test(test_greedy_chain),
 		cmocka_unit_test(test_greedy_tree),
 		cmocka_unit_test(test_greedy_own_embedding),
+		cmocka_unit_test(test_greedy_shuffled_map),
 		cmocka_unit_test(test_one_token_prompt),
 		cmocka_unit_test(test_exactness),
 		cmocka_unit_test(test_refused),
