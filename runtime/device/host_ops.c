@@ -292,8 +292,9 @@ static int op_argmax(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-/* (tok, q, tree, seed, iter, ids): seed = two words (low, high); nodes LEVEL_BEGIN .. LEVEL_BEGIN + grid.x - 1;
- * Q_BY_DEPTH: q row depth(u) instead of u; MAPPED: entry v of q is id ids[v] */
+/* (tok, q, tree, seed, iter, ids): seed = two words (low, high); nodes
+ * LEVEL_BEGIN .. LEVEL_BEGIN + grid.x - 1; Q_BY_DEPTH: q row depth(u)
+ * instead of u; MAPPED: entry v of q is id ids[v] (else ids unread) */
 static int op_tree_expand(const rt_op *op, sw_err *err)
 {
 	const char *why = NULL;
