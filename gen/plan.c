@@ -418,24 +418,27 @@ void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg i
 /* Expansion of tree level d's nodes into level d + 1 (tree_expand, a block
  * per node: the q row once from HBM, k best-below passes (top-k, race) or a
  * CDF prefix from L2) from q rows of V entries: node u's row u, or with
- * by_depth row depth(u) (a block drafter's per-depth rows). */
-void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf)
+ * by_depth row depth(u) (a block drafter's per-depth rows); ids_buf >= 0:
+ * entry v stands for id ids_buf[v] (MAPPED 1, a head's d2t). */
+void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids_buf)
 {
 	const act_ix *a = &c->a;
 	const gen_tree *t = &c->s->tree;
 	const int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
 	gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", V), PI("RULE", rule),
-	                   PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND), PI("Q_BY_DEPTH", by_depth)};
+	                   PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND), PI("Q_BY_DEPTH", by_depth),
+	                   PI("MAPPED", ids_buf >= 0)};
 	int kc = t->level_start[d + 2] - t->level_start[d + 1], kmax = 1;
 	for (int i = l0; i < l0 + nd; i++)
 		kmax = t->n_children[i] > kmax ? t->n_children[i] : kmax;
 	op_desc od = {.name = "expand", .op = "tree_expand", .exec = GEN_EXEC_KERNEL,
-	              .kernel = kernel_x(c, "expand", "tree_expand.cu.tmpl", prm, 7, GEN_PREFIX_PHILOX,
+	              .kernel = kernel_x(c, "expand", "tree_expand.cu.tmpl", prm, 8, GEN_PREFIX_PHILOX,
 	                                 false, NULL),
-	              .gx = nd, .block = BLK_EXPAND, .n_args = 5,
+	              .gx = nd, .block = BLK_EXPAND, .n_args = 6,
 	              .args = {A(a->tree_tokens, 0), A(q_buf, 0), A(a->tree_table, 0),
-	                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0)},
-	              .bytes = (double)nd * V * 4 + kc * 4.0 + t->n * 20.0,
+	                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0),
+	                       A(ids_buf >= 0 ? ids_buf : a->tree_table, 0)},
+	              .bytes = (double)nd * V * (ids_buf >= 0 ? 8 : 4) + kc * 4.0 + t->n * 20.0,
 	              .flops = (double)nd * V * (20.0 + 4.0 * kmax)};
 	emit(c, &od);
 }
@@ -1174,7 +1177,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			emit(&c, &qd);
 		}
 		for (int d = 0; d < t->depth_max; d++)
-			op_expand(&c, d, mapped ? tc->vocab : Vd, rule, true, mapped ? a->q_tgt : a->draft_probs);
+			op_expand(&c, d, mapped ? tc->vocab : Vd, rule, true, mapped ? a->q_tgt : a->draft_probs, -1);
 		PHASE_END();
 	} else if (has_draft_model) {
 		/* catch-up: the draft never forwards a depth-D leaf, so the last
@@ -1207,7 +1210,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			          A(a->draft_probs, (int64_t)l0 * s->draft_vocab * 4),
 			          A(a->draft_logits, (int64_t)l0 * s->draft_vocab * 4),
 			          A(a->sampling, 4 * RT_SP_DRAFT));
-			op_expand(&c, d, s->draft_vocab, rule, false, a->draft_probs);
+			op_expand(&c, d, s->draft_vocab, rule, false, a->draft_probs, -1);
 			if (s->adaptive && d + 1 < t->depth_max) {
 				/* decide whether level d + 1 runs; marks undrafted nodes -1 */
 				gen_param ap[] = {PNAME, PI("LEVEL", d), PI("N_NODES", t->n),

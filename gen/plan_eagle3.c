@@ -27,9 +27,19 @@
  *   draft_d (d >= 1): level d's nodes, each from its parent's output row
  *     (eagle3_in FEAT_TREE 1) and its own token at slot HLEN + u, attention
  *     over the committed rows and the node's ancestors (the tree mask),
- *     o_proj, residual, MLP, the final norm and the LM head over Vd; q over
- *     the target's ids (q_target through t2d), the level's expansion. The
- *     output rows alternate between e3_hid0 and e3_hid1 by level parity.
+ *     o_proj, residual, MLP, the final norm and the LM head over Vd, q over
+ *     Vd (draft_probs), the level's expansion. The output rows alternate
+ *     between e3_hid0 and e3_hid1 by level parity.
+ *     Expansion over the Vd draft ids (tree_expand MAPPED 1 through d2t:
+ *     children, lanes and ties by target id) for top-k, the race and
+ *     SpecHub: the same children as over q scattered onto the target's ids,
+ *     which the host decoder expands (ref_expand_node_map), at Vd / V of
+ *     the work. Sampling with replacement (RRS) expands over the target's
+ *     ids: its inverse CDF runs in id order, and d2t need not ascend.
+ *     q over the target's ids (q_target through t2d, buffer q_tgt) only
+ *     where something reads it: verification other than greedy and one-hot
+ *     (ref_verify_tree: RRS, RRSw, SpecHub read q; greedy and one-hot read
+ *     none), or that expansion over the target's ids.
  *   verify: the target's tree forward with the taps; fc of every node into
  *     e3_fc (node u's row u, which iter_end's RT_ST_HROW names); every node
  *     u >= 1's committed row (its parent's features, its token) K/V at slot
@@ -211,7 +221,8 @@ static void head_kv(ctx *c, const e3_ix *x, int64_t rows, int64_t row0, gen_arg 
 /* One draft level's rows (nodes l0 .. l0 + rows - 1; x2 in x16, the
  * residual in hid at row l0): the layer at slots HLEN + u under the tree
  * mask over block rows [0, l0 + rows), the output rows in hid (pre-norm x,
- * the next level's features), q over Vd and over the target's ids. */
+ * the next level's features), q over Vd and, into q_tgt unless it is -1
+ * (nothing reads it), over the target's ids. */
 static void head_level(ctx *c, const e3_ix *x, int l0, int rows, int hid, int q_tgt)
 {
 	const gen_spec *s = c->s;
@@ -280,9 +291,11 @@ static void head_level(ctx *c, const e3_ix *x, int l0, int rows, int hid, int q_
 	op_gemm(c, "e3_lm_head", rows, Vd, D, A(a->draft_logits, (int64_t)l0 * Vd * 4), A(a->x16, 0),
 	        A(m->lm_head, 0), 1, NULL);
 	/* q: softmax at the draft temperature (full support, as the draft
-	 * model's levels), then over the target's ids */
+	 * model's levels), then over the target's ids where read */
 	op_logits(c, "draft_probs", (int)Vd, rows, A(a->draft_probs, (int64_t)l0 * Vd * 4),
 	          A(a->draft_logits, (int64_t)l0 * Vd * 4), A(a->sampling, 4 * RT_SP_DRAFT));
+	if (q_tgt < 0)
+		return;
 	gen_param qp[] = {PNAME, PI("DEPTHS", rows), PI("VD", Vd), PI("V", V), PI("BLOCK", 256)};
 	op_desc qd_ = {.name = "q_target", .op = "q_target", .exec = GEN_EXEC_KERNEL,
 	               .kernel = kernel(c, "q_target", "q_target.cu.tmpl", qp, 5),
@@ -366,8 +379,17 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 	ACTN(a->probs, "probs", "activation", "f32", 2, t->n, V);
 	ACTN(a->draft_logits, "draft_logits", "activation", "f32", 2, t->n, Vd);
 	ACTN(a->draft_probs, "draft_probs", "activation", "f32", 2, t->n, Vd);
-	ACTN(q_tgt, "q_tgt", "activation", "f32", 2, t->n, V);
-	a->q_tgt = q_tgt;
+	/* expansion over Vd (top-k, race, SpecHub: see the header); q over the
+	 * target's ids where verification or expansion reads it */
+	const bool sampled_rule = s->verify_method == RT_VERIFY_RRS ||
+	                          s->verify_method == RT_VERIFY_RRSW ||
+	                          s->verify_method == RT_VERIFY_SPECHUB;
+	const int rule = sampled_rule || s->temperature > 0.0f ? s->expand_rule : RT_EXPAND_TOPK;
+	const bool exp_vd = rule != RT_EXPAND_SAMPLE;
+	if (!exp_vd || (s->verify_method != RT_VERIFY_GREEDY && s->verify_method != RT_VERIFY_ONEHOT)) {
+		ACTN(q_tgt, "q_tgt", "activation", "f32", 2, t->n, V);
+		a->q_tgt = q_tgt;
+	}
 	ACTN(a->taps, "taps", "activation", "f32", 2, rows, RT_E3_TAPS * TD);
 	ACTN(x.fc_out, "e3_fc", "activation", "f32", 2, rows, HD);
 	ACTN(x.hid[0], "e3_hid0", "activation", "f32", 2, t->n, HD);
@@ -414,10 +436,6 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 
 	/* the draft levels: the root row from the last committed position's
 	 * features, then each level from its parents' output rows */
-	const bool sampled_rule = s->verify_method == RT_VERIFY_RRS ||
-	                          s->verify_method == RT_VERIFY_RRSW ||
-	                          s->verify_method == RT_VERIFY_SPECHUB;
-	const int rule = sampled_rule || s->temperature > 0.0f ? s->expand_rule : RT_EXPAND_TOPK;
 	for (int d = 0; d < t->depth_max; d++) {
 		char nm[32];
 		const int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
@@ -434,7 +452,8 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 			         A(x.hid[(d - 1) % 2], (int64_t)p0 * HD * 4), A(a->tree_table, 0));
 		}
 		head_level(&c, &x, l0, nd, x.hid[d % 2], q_tgt);
-		op_expand(&c, d, V, rule, false, q_tgt);
+		op_expand(&c, d, exp_vd ? Vd : V, rule, false, exp_vd ? a->draft_probs : q_tgt,
+		          exp_vd ? x.hm.d2t : -1);
 		PHASE_END();
 	}
 
@@ -465,7 +484,8 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 	PHASE_END();
 
 	PHASE("accept", t->n);
-	op_accept(&c, q_tgt, V, false);
+	/* without q_tgt the method reads no q (greedy, one-hot): any row */
+	op_accept(&c, q_tgt >= 0 ? q_tgt : a->draft_probs, q_tgt >= 0 ? V : Vd, false);
 	op_step(&c, "iter_end", 2, false);
 	PHASE_END();
 

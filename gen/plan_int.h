@@ -152,7 +152,7 @@ void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L, const 
                   int mask_kind);
 void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
                gen_arg params);
-void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf);
+void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids_buf);
 void op_step(ctx *c, const char *name, int mode, bool has_hist);
 void forward_ex(ctx *c, const model_ix *m, const fwd_opt *o);
 int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n_layers,

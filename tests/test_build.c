@@ -649,8 +649,8 @@ static void test_build_block_kernels(void **state)
 			const gen_tree *t = rule == 3 ? &bin : &cart;
 			gen_param p[] = {BN, BI("N_NODES", t->n), BI("V", VD), BI("RULE", rule),
 			                 BI("LEVEL_BEGIN", t->level_start[1]), BI("BLOCK", 256),
-			                 BI("Q_BY_DEPTH", 1)};
-			nvrtc_check_ex("tree_expand.cu.tmpl", "expand", p, 7, true);
+			                 BI("Q_BY_DEPTH", 1), BI("MAPPED", 0)};
+			nvrtc_check_ex("tree_expand.cu.tmpl", "expand", p, 8, true);
 		}
 		for (int m = 0; m <= 5; m++) {
 			const gen_tree *t = m == 3 ? &bin : m == 5 ? &chain : &cart;

@@ -23,7 +23,8 @@
  *    another target, q8_0, prefill_chunk 1, adaptive, the bare string), and
  *    at bind no head, a head of another shape, another head's weights (the
  *    digest the build recorded), each refused by name.
- * The planner's engines also pass the loader's bounds proof (three trees).
+ * The planner's engines also pass the loader's bounds proof (three trees),
+ * and plan each method's expansion over Vd or V and q_target where read.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -140,6 +141,64 @@ static void test_planned_loads(void **state)
 	}
 }
 
+/* A kernel op's integer constant (-1: absent). */
+static long long op_param(const rt_manifest *m, const rt_engine_pop *x, const char *name)
+{
+	const rt_kernel_info *k = x->kernel >= 0 ? &m->kernels[x->kernel] : NULL;
+	for (int i = 0; k && i < k->n_params; i++)
+		if (!strcmp(k->params[i].name, name))
+			return k->params[i].i;
+	return -1;
+}
+
+/* What each verification method's engine plans per draft level: the
+ * expansion over the 60 draft ids through d2t (MAPPED 1) for top-k, the
+ * race and SpecHub, over the target's 111 ids for sampling with
+ * replacement; q_target (q over the target's ids) exactly where verify
+ * reads q (RRS, RRSw, SpecHub; greedy and one-hot read none) or the
+ * expansion does, and then verify's q is q_tgt over V (VQ 111). */
+static void test_planned_expansion(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *tree, *verify, *expand;
+		double temp;
+		int mapped, q_target;
+	} cases[] = {{"branch:2,2,1", "greedy", "topk", 0, 1, 0},
+	             {"branch:2,2", "onehot", "topk", 0.8, 1, 0},
+	             {"chain:3", "rrs", "sample", 0.8, 0, 1},
+	             {"branch:2,2", "rrsw", "sample-wor", 0.8, 1, 1},
+	             {"branch:2,2", "spechub", "spechub", 0.8, 1, 1}};
+	for (int i = 0; i < 5; i++) {
+		char spec[2048], dir[400];
+		sw_err err = {0};
+		snprintf(dir, sizeof(dir), "%s/plan%d", g_dir, i);
+		e3_spec(spec, sizeof(spec), g_head, cases[i].tree, cases[i].verify, cases[i].expand,
+		        cases[i].temp);
+		eu_build(spec, dir, eu_cache_dir(), false);
+		rt_manifest *m = rt_manifest_load(dir, &err);
+		if (!m)
+			fail_msg("%s: %s", cases[i].verify, err.msg);
+		int n_expand = 0, n_qt = 0;
+		for (int j = 0; j < m->n_ops; j++) {
+			const rt_engine_pop *x = &m->ops[j];
+			if (!strcmp(x->op, "tree_expand")) {
+				n_expand++;
+				assert_int_equal(op_param(m, x, "MAPPED"), cases[i].mapped);
+				assert_int_equal(op_param(m, x, "V"), cases[i].mapped ? 60 : 111);
+			}
+			n_qt += !strcmp(x->op, "q_target");
+			if (!strcmp(x->op, "verify"))
+				assert_int_equal(op_param(m, x, "VQ"), cases[i].q_target ? 111 : 60);
+		}
+		print_message("  %-8s %-10s: %d expansions over %s, %d q_target ops\n", cases[i].verify,
+		              cases[i].expand, n_expand, cases[i].mapped ? "Vd (MAPPED)" : "V", n_qt);
+		assert_true(n_expand > 0);
+		assert_int_equal(n_qt, cases[i].q_target ? n_expand : 0);
+		rt_manifest_free(m);
+	}
+}
+
 static void greedy_case(const char *tree, int gamma, int tag)
 {
 	enum { P = 37, N = 32 };
@@ -242,6 +301,40 @@ static void test_greedy_own_embedding(void **state)
 	snprintf(g_head, sizeof(g_head), "%s", dir);
 	g_h = h;
 	greedy_case("chain:4", 4, 2);
+	g_h = keep;
+	snprintf(g_head, sizeof(g_head), "%s", saved);
+	rt_eagle3_free(h);
+	te3_rmdir(dir);
+}
+
+/* A head whose d2t does not ascend (draft id i -> target id (41 i + 7) mod
+ * 111): the engine expands each level over the 60 draft ids through d2t
+ * (tree_expand MAPPED 1), the host decoder over the 111 target ids of q
+ * scattered through it; the trees again node by node (children in the
+ * host's order: ties in q by target id, not by draft id). */
+static void test_greedy_shuffled_map(void **state)
+{
+	(void)state;
+	char dir[300], saved[300];
+	sw_err err = {0};
+	int32_t used[60];
+	snprintf(dir, sizeof(dir), "%s/head_shuf", g_dir);
+	mkdir(dir, 0755);
+	for (int i = 0; i < 60; i++)
+		used[i] = (int32_t)((i * 41 + 7) % 111);
+	te3_opts o = te3_default(g_tiny);
+	o.draft_vocab = 60;
+	o.ffn = 192;
+	o.used = used;
+	assert_int_equal(te3_write(dir, g_tiny, &o, 9), 0);
+	rt_eagle3 *h = rt_eagle3_load(dir, g_tiny, &err), *keep = g_h;
+	if (!h)
+		fail_msg("%s", err.msg);
+	assert_true(h->cfg.has_d2t && h->d2t[3] < h->d2t[2]); /* not ascending */
+	snprintf(saved, sizeof(saved), "%s", g_head);
+	snprintf(g_head, sizeof(g_head), "%s", dir);
+	g_h = h;
+	greedy_case("branch:2,2,1", 3, 3);
 	g_h = keep;
 	snprintf(g_head, sizeof(g_head), "%s", saved);
 	rt_eagle3_free(h);
@@ -423,9 +516,11 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_planned_loads),
+		cmocka_unit_test(test_planned_expansion),
 		cmocka_unit_test(test_greedy_chain),
 		cmocka_unit_test(test_greedy_tree),
 		cmocka_unit_test(test_greedy_own_embedding),
+		cmocka_unit_test(test_greedy_shuffled_map),
 		cmocka_unit_test(test_one_token_prompt),
 		cmocka_unit_test(test_exactness),
 		cmocka_unit_test(test_refused),

@@ -6,7 +6,9 @@
  * children) against ref_tree_expand. Then the whole kernel path on Markov
  * tables (V = 5, 6; also with draft rows mostly zero, so the support runs
  * out): expansion kernel level by level, verification kernel, first
- * emitted token chi-squared against the target row at 1e-4.
+ * emitted token chi-squared against the target row at 1e-4. MAPPED 1 (q over
+ * a draft vocabulary, ids through a map) against ref_tree_expand_map and
+ * the plain expansion of q scattered onto the target's ids.
  * NVRTC sm_80 / sm_90 with zero spills. */
 #include <dlfcn.h>
 #include <math.h>
@@ -38,15 +40,17 @@
 #define NM {.name = "NAME", .type = GEN_PARAM_IDENT}
 
 /* Q_BY_DEPTH of the kernels expand_all loads: 0 (q row u) unless a test
- * sets 1 (row depth(u)). */
+ * sets 1 (row depth(u)); g_ids: the MAPPED 1 ids (NULL: MAPPED 0, the ids
+ * argument is the tree table, which the kernel must not read as ids). */
 static int g_qd = 0;
+static int32_t *g_ids = NULL;
 
 static const emu_kernel *expand_kernel(const gen_tree *t, int V, int rule, int level, int block)
 {
 	gen_param p[] = {NM, IP("N_NODES", t->n), IP("V", V), IP("RULE", rule),
 	                 IP("LEVEL_BEGIN", t->level_start[level]), IP("BLOCK", block),
-	                 IP("Q_BY_DEPTH", g_qd)};
-	return load_kernel("tree_expand.cu.tmpl", "expand", p, 7);
+	                 IP("Q_BY_DEPTH", g_qd), IP("MAPPED", g_ids != NULL)};
+	return load_kernel("tree_expand.cu.tmpl", "expand", p, 8);
 }
 
 /* Runs the expansion of every level that has children. */
@@ -57,7 +61,8 @@ static void expand_all(const gen_tree *t, int V, int rule, int block, int32_t *t
 		const emu_kernel *k = expand_kernel(t, V, rule, d, block);
 		unsigned n = (unsigned)(t->level_start[d + 1] - t->level_start[d]);
 		uint32_t *sw = kern_seed(seed);
-		void *args[] = {&tok, &q, &tree, &sw, &iter};
+		int32_t *ids = g_ids ? g_ids : tree;
+		void *args[] = {&tok, &q, &tree, &sw, &iter, &ids};
 		launch(k, d3(n, 1, 1), d3((unsigned)block, 1, 1), args);
 		emu_free(sw);
 	}
@@ -355,6 +360,131 @@ static void test_expand_by_depth(void **state)
 	report("Q_BY_DEPTH 1 (Cartesian trees, chains)");
 }
 
+/* MAPPED 1 (an EAGLE-3 head's expansion over its Vd draft ids through
+ * d2t): q rows over VD entries, ids a map onto V > VD target ids, either a
+ * random injective one (not ascending) or an ascending one. The kernel
+ * level by level against ref_tree_expand_map (its specification), the whole
+ * token array; and, independently of the map code, both against the plain
+ * expansion over the target's ids of q scattered through the inverse map
+ * (ref_q_target, then ref_tree_expand: what the host decoder draws), for
+ * top-k, the race and SpecHub always and for sampling with replacement
+ * when the map ascends (its inverse CDF runs in entry order). VD not a
+ * multiple of the block; ties in q (odd seeds, the order between tied ids
+ * is the map's, not the entries'); peaky rows (one or two ids with q > 0,
+ * fewer than the children: absent children and absent subtrees). */
+static void check_mapped(const char *tree_spec, int rule, int VD, int V, bool ascending,
+                         int n_seeds, int block)
+{
+	gen_tree t;
+	sw_err err = {0};
+	if (gen_tree_parse(tree_spec, NULL, &t, &err))
+		fail_msg("%s", err.msg);
+	int32_t *tok = emu_alloc((size_t)t.n * sizeof(int32_t), "tok");
+	int32_t *tree = emu_alloc(5 * (size_t)t.n * sizeof(int32_t), "tree");
+	int32_t *ids = emu_alloc((size_t)VD * sizeof(int32_t), "ids");
+	float *q = emu_alloc((size_t)t.n * VD * sizeof(float), "q (draft ids)");
+	float *qv = malloc((size_t)t.n * V * sizeof(float));
+	int32_t *t2d = malloc((size_t)V * sizeof(int32_t));
+	uint32_t *iter = emu_alloc(sizeof(uint32_t), "iter");
+	float *z = malloc((size_t)VD * sizeof(float));
+	int *idx = malloc((size_t)VD * sizeof(int));
+	int32_t want[GEN_TREE_MAX_NODES], plain[GEN_TREE_MAX_NODES];
+	rt_sampling s = {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f};
+	uint64_t g = 0x3a9ull + (uint64_t)VD * 7 + (uint64_t)rule;
+	long absent = 0;
+	gen_tree_table(&t, tree);
+	/* the map: VD distinct ids of V, shuffled or in ascending order */
+	for (int v = 0; v < V; v++)
+		t2d[v] = -1;
+	for (int i = 0; i < VD; i++) {
+		int x;
+		do
+			x = (int)(tu_rand(&g) % (uint64_t)V);
+		while (t2d[x] >= 0);
+		t2d[x] = i;
+		ids[i] = x;
+	}
+	if (ascending)
+		for (int x = 0, i = 0; x < V; x++)
+			if (t2d[x] >= 0) {
+				ids[i] = x;
+				t2d[x] = i++;
+			}
+	for (int sd = 0; sd < n_seeds; sd++) {
+		const uint64_t seed = 0x77ull * (uint64_t)(sd + 1) + (uint64_t)VD;
+		*iter = (uint32_t)(sd * 7 + 3);
+		for (int u = 0; u < t.n; u++) {
+			float *qu = q + (size_t)u * VD;
+			for (int v = 0; v < VD; v++)
+				z[v] = (float)(3.0 * rnd());
+			if (sd & 1)
+				for (int v = 0; v < VD; v++)
+					z[v] = floorf(z[v]);
+			rt_probs(qu, z, VD, &s, idx);
+			if (sd % 3 == 2 && u % 2) { /* peaky: one id (u % 4 == 1) or two */
+				memset(qu, 0, (size_t)VD * sizeof(*qu));
+				qu[(u * 13 + 5) % VD] = u % 4 == 1 ? 1.0f : 0.5f;
+				qu[(u * 31 + 2) % VD] += u % 4 == 1 ? 0.0f : 0.5f;
+			}
+		}
+		if (ref_q_target(qv, q, t2d, t.n, VD, V))
+			fail_msg("ref_q_target refused");
+		for (int u = 0; u < t.n; u++)
+			tok[u] = want[u] = plain[u] = -7;
+		tok[0] = want[0] = plain[0] = V - 1;
+		g_ids = ids;
+		expand_all(&t, VD, rule, block, tok, q, tree, seed, iter);
+		g_ids = NULL;
+		const char *why = NULL;
+		if (ref_tree_expand_map(want, q, ids, tree, seed, *iter, t.n, VD, rule, 0, t.n, 0, &why))
+			fail_msg("ref_tree_expand_map: %s", why);
+		char what[160];
+		snprintf(what, sizeof(what), "%s rule %d VD %d V %d %s seed %d: MAPPED kernel", tree_spec,
+		         rule, VD, V, ascending ? "ascending" : "shuffled", sd);
+		kern_out o = {.name = "tok", .type = KERN_I32, .got = tok, .want = want, .n = (size_t)t.n};
+		g_mismatch += (long)kern_mismatches(what, &o);
+		if (rule != RT_EXPAND_SAMPLE || ascending) {
+			if (ref_tree_expand(plain, qv, tree, seed, *iter, t.n, V, rule, 0, t.n, &why))
+				fail_msg("ref_tree_expand: %s", why);
+			snprintf(what, sizeof(what), "%s rule %d VD %d V %d %s seed %d: map vs over V",
+			         tree_spec, rule, VD, V, ascending ? "ascending" : "shuffled", sd);
+			kern_out op = {.name = "tok", .type = KERN_I32, .got = want, .want = plain,
+			               .n = (size_t)t.n};
+			g_mismatch += (long)kern_mismatches(what, &op);
+		}
+		for (int u = 1; u < t.n; u++)
+			absent += want[u] < 0;
+		g_tokens += t.n - 1;
+		g_nodes += t.n;
+	}
+	if (n_seeds >= 3 && rule != RT_EXPAND_SAMPLE)
+		assert_true(absent > 0); /* the peaky rows ran out of candidates */
+	free(qv);
+	free(t2d);
+	free(z);
+	free(idx);
+	emu_free(tok);
+	emu_free(tree);
+	emu_free(ids);
+	emu_free(q);
+	emu_free(iter);
+}
+
+static void test_expand_mapped(void **state)
+{
+	(void)state;
+	for (int r = 0; r < 3; r++) {
+		check_mapped("eagle25", r, 1000, 3001, false, 4, 128);
+		check_mapped("eagle25", r, 333, 1000, true, 4, 64);
+		check_mapped("kary:4:3", r, 97, 300, false, 6, 32);
+	}
+	check_mapped("biseq16", RT_EXPAND_SPECHUB, 1000, 3001, false, 4, 64);
+	check_mapped("biseq8", RT_EXPAND_SPECHUB, 333, 1000, true, 4, 64);
+	check_mapped("kary:2:4", RT_EXPAND_SPECHUB, 97, 300, false, 6, 32);
+	check_mapped("chain:3", RT_EXPAND_TOPK, 4099, 49152, false, 2, 256);
+	report("MAPPED 1 (draft ids through a map)");
+}
+
 static void chi2_one(const char *tree_spec, int rule, int method, int V, int n, double q_zero)
 {
 	gen_tree t;
@@ -407,7 +537,7 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n, 
 			if (d == t.depth_max)
 				break;
 			unsigned nl = (unsigned)(t.level_start[d + 1] - t.level_start[d]);
-			void *ea[] = {&tok, &q, &tree, &seed, &iter};
+			void *ea[] = {&tok, &q, &tree, &seed, &iter, &tree};
 			launch(ek[d], d3(nl, 1, 1), d3(B, 1, 1), ea);
 		}
 		void *va[] = {&path, &otok, &counts, &tree, &tok, &p, &q, &scratch, &seed, &iter};
@@ -461,10 +591,11 @@ static void test_expand_nvrtc(void **state)
 	gen_tree t;
 	sw_err err = {0};
 	assert_int_equal(gen_tree_parse("sequoia63", NULL, &t, &err), 0);
-	for (int r = 0; r < 4; r++) {
-		gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", 32003), IP("RULE", r),
-		                 IP("LEVEL_BEGIN", t.level_start[1]), IP("BLOCK", 256), IP("Q_BY_DEPTH", 0)};
-		nvrtc_check("tree_expand.cu.tmpl", "expand", p, 7);
+	for (int r = 0; r < 8; r++) {
+		gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", r < 4 ? 32003 : 4099), IP("RULE", r % 4),
+		                 IP("LEVEL_BEGIN", t.level_start[1]), IP("BLOCK", 256), IP("Q_BY_DEPTH", 0),
+		                 IP("MAPPED", r >= 4)};
+		nvrtc_check("tree_expand.cu.tmpl", "expand", p, 8);
 	}
 }
 
@@ -474,6 +605,7 @@ int main(void)
 		cmocka_unit_test(test_expand_rules),
 		cmocka_unit_test(test_expand_absent),
 		cmocka_unit_test(test_expand_by_depth),
+		cmocka_unit_test(test_expand_mapped),
 		cmocka_unit_test(test_expand_exact),
 		cmocka_unit_test(test_expand_nvrtc),
 	};

@@ -389,6 +389,17 @@ enum ref_verify_method {
  * V < 1, the rule is unknown, or k > 2 for SPECHUB. */
 int ref_expand_node(int rule, const float *q, int V, int k, uint64_t seed, uint32_t iter,
                     uint32_t node, int32_t *tok, const char **why);
+/* The same over a mapped draft vocabulary: q (V entries) with entry v
+ * standing for the id ids[v] (a head's d2t: distinct target ids, which the
+ * loader checks; NULL: ids[v] = v, ref_expand_node). Every id a rule uses
+ * is ids[v]: tok holds ids, the lanes (SAMPLE_WOR, SPECHUB) are ids, ties
+ * (TOPK, SAMPLE_WOR, the hub and the keys of SPECHUB) go to the lower id.
+ * So TOPK, SAMPLE_WOR and SPECHUB draw exactly what ref_expand_node draws
+ * from q scattered onto the ids (0 elsewhere, ref_q_target) whatever the
+ * map's order; SAMPLE draws lane i's inverse CDF in entry order, the same
+ * child when ids ascend. REF_EINVAL also for a negative id. */
+int ref_expand_node_map(int rule, const float *q, const int32_t *ids, int V, int k, uint64_t seed,
+                        uint32_t iter, uint32_t node, int32_t *tok, const char **why);
 
 /* The op (templates/tree_expand.cu.tmpl): nodes u = level_begin ..
  * level_begin + n_level - 1 of the tree table (n_nodes) each expand into
@@ -407,6 +418,13 @@ int ref_tree_expand(int32_t *tok, const float *q, const int32_t *tree, uint64_t 
 int ref_tree_expand_q(int32_t *tok, const float *q, const int32_t *tree, uint64_t seed,
                       uint32_t iter, int n_nodes, int V, int rule, int level_begin, int n_level,
                       int q_by_depth, const char **why);
+/* The template's MAPPED 1: ref_tree_expand_q with ref_expand_node_map's
+ * ids (V of them: q rows of V draft entries, children written as ids; a
+ * node's own token, read for absence, is an id too). ids NULL is
+ * ref_tree_expand_q. */
+int ref_tree_expand_map(int32_t *tok, const float *q, const int32_t *ids, const int32_t *tree,
+                        uint64_t seed, uint32_t iter, int n_nodes, int V, int rule,
+                        int level_begin, int n_level, int q_by_depth, const char **why);
 
 /* Verifies a drafted tree (tree table of n_nodes, ref_tree_table_check).
  *   tok (n):   tok[0] = root token, tok[u] = node u's token

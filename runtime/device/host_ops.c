@@ -292,16 +292,18 @@ static int op_argmax(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-/* (tok, q, tree, seed, iter): seed = two words (low, high); nodes LEVEL_BEGIN .. LEVEL_BEGIN + grid.x - 1;
- * Q_BY_DEPTH: q row depth(u) instead of u */
+/* (tok, q, tree, seed, iter, ids): seed = two words (low, high); nodes
+ * LEVEL_BEGIN .. LEVEL_BEGIN + grid.x - 1; Q_BY_DEPTH: q row depth(u)
+ * instead of u; MAPPED: entry v of q is id ids[v] (else ids unread) */
 static int op_tree_expand(const rt_op *op, sw_err *err)
 {
 	const char *why = NULL;
-	if (ref_tree_expand_q(ARG(op, 0, int32_t *), ARG(op, 1, const float *),
-	                      ARG(op, 2, const int32_t *), seed_of(ARG(op, 3, const uint32_t *)),
-	                      *ARG(op, 4, const uint32_t *), (int)PI_("N_NODES"), (int)PI_("V"),
-	                      (int)PI_("RULE"), (int)PI_("LEVEL_BEGIN"), (int)op->grid[0],
-	                      (int)PI_("Q_BY_DEPTH"), &why))
+	if (ref_tree_expand_map(ARG(op, 0, int32_t *), ARG(op, 1, const float *),
+	                        PI_("MAPPED") ? ARG(op, 5, const int32_t *) : NULL,
+	                        ARG(op, 2, const int32_t *), seed_of(ARG(op, 3, const uint32_t *)),
+	                        *ARG(op, 4, const uint32_t *), (int)PI_("N_NODES"), (int)PI_("V"),
+	                        (int)PI_("RULE"), (int)PI_("LEVEL_BEGIN"), (int)op->grid[0],
+	                        (int)PI_("Q_BY_DEPTH"), &why))
 		return refused(op, why, err);
 	return 0;
 }

@@ -418,7 +418,7 @@ static void ext_logits_process(ectx *c)
  * floats; Q_BY_DEPTH: row depth(u), bounded by the manifest's own tree
  * table, the one the engine loads) and the tree table (5 x N_NODES),
  * writes tokens of its children (< N_NODES); the seed's two words and an
- * iteration word. */
+ * iteration word; MAPPED: ids (V i32). */
 static void ext_tree_expand(ectx *c)
 {
 	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
@@ -444,6 +444,8 @@ static void ext_tree_expand(ectx *c)
 	set(c, 2, mul3(5, N, 4), false, "5 x N_NODES %lld tree words", (long long)N);
 	set(c, 3, 2 * 4, false, "two seed words");
 	set(c, 4, 4, false, "one iteration word");
+	const int64_t MP = P(c, "MAPPED", 0, 1);
+	set(c, 5, MP ? mul(V, 4) : 0, false, "%s", MP ? "V i32 (ids: d2t)" : "not read (MAPPED 0)");
 }
 
 /* verify.cu.tmpl: grid N_NODES x SLICES (a block per node and vocabulary
@@ -674,7 +676,7 @@ static const rule rules[] = {
 	{"kv_store", "kv_store.cu.tmpl", 5, ext_kv_store},
 	{"kv_commit", "kv_commit.cu.tmpl", 6, ext_kv_commit},
 	{"logits_process", "logits_process.cu.tmpl", 3, ext_logits_process},
-	{"tree_expand", "tree_expand.cu.tmpl", 5, ext_tree_expand},
+	{"tree_expand", "tree_expand.cu.tmpl", 6, ext_tree_expand},
 	{"verify", "verify.cu.tmpl", 10, ext_verify},
 	{"step", "step.cu.tmpl", 10, ext_step},
 	{"ngram_lookup", "ngram_lookup.cu.tmpl", 4, ext_ngram_lookup},

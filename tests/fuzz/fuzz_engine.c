@@ -66,7 +66,8 @@ static long long touched(const rt_manifest *e, const rt_engine_pop *x, int a)
 					rows = e->tree_table[4 * N + u] + 1;
 		}
 		return a == 0 ? N * 4 : a == 1 ? rows * prm(k, "V") * 4
-		       : a == 2 ? 5 * N * 4 : a == 4 ? 4 : -1;
+		       : a == 2 ? 5 * N * 4 : a == 4 ? 4
+		       : a == 5 && prm(k, "MAPPED") ? prm(k, "V") * 4 : -1;
 	}
 	if (!strcmp(op, "verify")) {
 		static const int words[10] = {-1, -1, 5, -5, -1, 0, 0, 0, 0, 1};
