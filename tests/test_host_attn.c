@@ -6,7 +6,13 @@
  * the pool; sliding windows (ha_tree_attention_window: the query at ctx +
  * its depth, against kernels/ref's ref_tree_attention_window) smaller and
  * larger than the context; guard zones around the output; NaN in K/V slots no query sees;
- * one thread and the pool (each splitting the work its own way) bit for bit.
+ * one thread and the pool (each splitting the work its own way) bit for bit;
+ * rows (test_rows_hd64): at head_dim 64, where the AVX2 path reads one query
+ * position's K/V in place (the direct path) and more positions from widened
+ * blocks (8 and 4 keys a step), the first L of 10 queries over the first L
+ * block entries give the first L rows of the 10-query call bit for bit, L =
+ * 1..9 (rows regions: a verify of L rows), causal and tree masks, windows,
+ * fp16 and bf16, one thread and the pool.
  *
  * Bound, per element d of a row: both sides compute each score within
  * gamma_hd (the reference's dot) and gamma_{hd/8+3} (8 lanes + 3 levels)
@@ -225,9 +231,68 @@ static void test_empty_row(void **state)
 	gfree(out);
 }
 
+/* the first L queries over the first L entries of a tree of M (a rows
+ * region) against the M-query call, bit for bit */
+static void rows_case(int M, int ctx, int H, int KH, bool f16, int masked, int window, int path,
+                      int threads)
+{
+	const int hd = 64, kvd = KH * hd, mw = (M + 63) / 64;
+	const size_t nq = (size_t)M * H * hd, nkv = (size_t)(ctx + M) * kvd;
+	uint16_t *q = malloc(2 * nq), *k = malloc(2 * nkv), *v = malloc(2 * nkv);
+	float *full = malloc(4 * nq), *part = malloc(4 * nq);
+	uint64_t *mask = NULL;
+	assert_true(q && k && v && full && part);
+	for (size_t i = 0; i < nq; i++)
+		q[i] = narrow((float)(2.0 * rnd()), f16);
+	for (size_t i = 0; i < nkv; i++)
+		k[i] = narrow((float)(2.0 * rnd()), f16), v[i] = narrow((float)rnd(), f16);
+	if (masked) { /* a random tree in BFS order: a row sees its ancestors and itself */
+		mask = calloc((size_t)M * mw, sizeof(*mask));
+		assert_non_null(mask);
+		for (int i = 0; i < M; i++) {
+			const int par = i ? (int)((rnd() + 1.0) * 0.5 * i) % i : -1;
+			if (par >= 0)
+				memcpy(mask + (size_t)i * mw, mask + (size_t)par * mw, sizeof(*mask) * mw);
+			mask[(size_t)i * mw + i / 64] |= 1ull << (i % 64);
+		}
+	}
+	assert_int_equal(ha_tree_attention_window(full, q, k, v, M, ctx, M, H, KH, hd, mask, mw, f16,
+	                                          window, path, threads), 0);
+	for (int L = 1; L < M; L++) {
+		assert_int_equal(ha_tree_attention_window(part, q, k, v, L, ctx, L, H, KH, hd, mask, mw,
+		                                          f16, window, path, threads), 0);
+		if (memcmp(part, full, 4 * (size_t)L * H * hd))
+			fail_msg("attn rows %s %s ctx %d H %d KH %d %s win %d th %d: L %d differs from the "
+			         "first rows of M %d", f16 ? "fp16" : "bf16", hg_path_name(path), ctx, H, KH,
+			         masked ? "tree" : "causal", window, threads, L, M);
+	}
+	free(q), free(k), free(v), free(full), free(part), free(mask);
+}
+
+static void test_rows_hd64(void **state)
+{
+	(void)state;
+	rng_state = 23;
+	int n = 0;
+	for (int path = HG_PATH_PORTABLE; path <= HG_PATH_AVX2; path++) {
+		if (!hg_path_available(path))
+			continue;
+		for (int f = 0; f < 2; f++)
+			for (int th = 0; th <= 1; th++) {
+				rows_case(10, 117, 9, 3, f, 0, 0, path, th); /* SmolLM2's heads, a chain */
+				rows_case(10, 37, 9, 3, f, 1, 0, path, th);  /* a tree */
+				rows_case(10, 130, 4, 4, f, 1, 40, path, th); /* a window */
+				rows_case(10, 0, 6, 1, f, 0, 0, path, th);   /* no context */
+				n += 4;
+			}
+	}
+	print_message("attn rows: %d cases, every L of 1..9 the first rows of 10 bit for bit\n", n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rows_hd64),
 		cmocka_unit_test(test_portable),
 		cmocka_unit_test(test_avx2),
 		cmocka_unit_test(test_empty_row),

@@ -15,11 +15,16 @@
  *    content), rows with repeated positions; head_dim 64 / rot 64, head_dim
  *    20 / rot 16 (partial rotation), rot 258 (past the cache: ref_rope
  *    itself); rows regions;
- *  - swiglu: libm's expf then the rest 8 wide (swiglu_host) against
- *    ref_swiglu: FFN 1536 (SmolLM2), 900 in 256-element chunks, 5 and 263
- *    (vector tails); NaN, +-inf, +-0, large |g| (expf overflow and
- *    underflow); in place (y = gate); rows regions; GeGLU (ACT 1, still
- *    ref_geglu_tanh) too. */
+ *  - swiglu: SwiGLU (ACT 0) is host_rowops.c's hr_swiglu (host_exp.h's exp;
+ *    tests/test_host_rowops.c holds it to ref_swiglu's derived bound and its
+ *    paths to each other bit for bit): the op against it on the live rows
+ *    only, GeGLU (ACT 1, still ref_geglu_tanh) against kernels/ref: FFN 1536
+ *    (SmolLM2), 900, 5 and 263 (vector tails); NaN, +-inf, +-0, large |g|
+ *    (exp overflow and underflow); in place (y = gate); rows regions;
+ *  - rmsnorm_residual (hr_rmsnorm_residual, rows as independent chains)
+ *    against ref_rmsnorm_residual bit for bit: rows 1-9 and rows regions
+ *    (1, 4, 7 of 9 live), dim 576 and 67; nothing past the live rows
+ *    written. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,7 +35,9 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "device/host_gemm.h"
 #include "device/host_ops.h"
+#include "device/host_rowops.h"
 #include "kernels/ref/ref.h"
 
 static uint64_t rs = 0x243f6a8885a308d3ull;
@@ -222,7 +229,10 @@ static void swiglu_case(int ffn, int rows, int live, int act, int alias)
 	if (rt_host_native_run(&op, &err))
 		fail_msg("swiglu: %s", err.msg);
 	const size_t nl = (size_t)ffn * (live ? live : rows);
-	(act ? ref_geglu_tanh : ref_swiglu)(ryo, rg, ru, nl);
+	if (act)
+		ref_geglu_tanh(ryo, rg, ru, nl);
+	else
+		hr_swiglu(ryo, rg, ru, nl, HG_PATH_AUTO);
 	if (memcmp(yo, ryo, 4 * n) || memcmp(g, rg, 4 * n) || memcmp(u, ru, 4 * n))
 		fail_msg("swiglu ffn %d rows %d live %d act %d alias %d: differs from kernels/ref", ffn,
 		         rows, live, act, alias);
@@ -242,7 +252,43 @@ static void test_swiglu(void **state)
 			swiglu_case(263, 2, 1, act, alias);
 			n += 5;
 		}
-	print_message("swiglu: %d cases identical to kernels/ref\n", n);
+	print_message("swiglu: %d cases identical to hr_swiglu / ref_geglu_tanh\n", n);
+}
+
+static void rms_op_case(int T, int live, int dim)
+{
+	const size_t n = (size_t)T * dim;
+	float *x = malloc(4 * n), *r = malloc(4 * n), *w = malloc(4 * (size_t)dim), *y = malloc(4 * n),
+	      *s = malloc(4 * n), *ry = malloc(4 * n), *rsum = malloc(4 * n);
+	assert_true(x && r && w && y && s && ry && rsum);
+	for (size_t i = 0; i < n; i++) {
+		x[i] = ((float)(rnd() % 200001) - 100000.0f) / 997.0f;
+		r[i] = ((float)(rnd() % 2001) - 1000.0f) / 333.0f;
+		y[i] = ry[i] = s[i] = rsum[i] = -7.0f;
+	}
+	for (int i = 0; i < dim; i++)
+		w[i] = ((float)(rnd() % 2001) - 1000.0f) / 500.0f;
+	const kp kps[] = {{"DIM", dim}};
+	uint64_t args[] = {(uintptr_t)y, (uintptr_t)s, (uintptr_t)x, (uintptr_t)r, (uintptr_t)w};
+	run_op("rmsnorm_residual", kps, 1, args, 5, T, live ? T : 0, live);
+	ref_rmsnorm_residual(ry, rsum, x, r, w, live ? live : T, dim, 1e-5f);
+	if (memcmp(y, ry, 4 * n) || memcmp(s, rsum, 4 * n))
+		fail_msg("rmsnorm_residual T %d live %d dim %d: differs from ref_rmsnorm_residual", T,
+		         live, dim);
+	free(x), free(r), free(w), free(y), free(s), free(ry), free(rsum);
+}
+
+static void test_rmsnorm(void **state)
+{
+	(void)state;
+	int n = 0;
+	for (int dim = 67; dim <= 576; dim += 509) {
+		for (int T = 1; T <= 9; T++, n++)
+			rms_op_case(T, 0, dim);
+		for (int live = 1; live <= 7; live += 3, n++)
+			rms_op_case(9, live, dim);
+	}
+	print_message("rmsnorm_residual: %d cases identical to ref_rmsnorm_residual\n", n);
 }
 
 int main(void)
@@ -251,6 +297,7 @@ int main(void)
 		cmocka_unit_test(test_kv_store),
 		cmocka_unit_test(test_rope),
 		cmocka_unit_test(test_swiglu),
+		cmocka_unit_test(test_rmsnorm),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 #include "host_attn.h"
 #include "host_gemm.h"
 #include "host_ops.h"
+#include "host_rowops.h"
 #include "host_verify.h"
 #include "kernels/engine_state.h"
 #include "kernels/ref/ref.h"
@@ -71,12 +72,14 @@ static uint64_t seed_of(const uint32_t *w)
 	return (uint64_t)w[0] | (uint64_t)w[1] << 32;
 }
 
-/* (y, s, x, r, w); rows = grid.x */
+/* (y, s, x, r, w); rows = grid.x: ref_rmsnorm_residual bit for bit, the
+ * rows' sums of squares as independent chains (host_rowops.h) */
 static int op_rmsnorm_residual(const rt_op *op, sw_err *err)
 {
-	ref_rmsnorm_residual(ARG(op, 0, float *), ARG(op, 1, float *), ARG(op, 2, const float *),
-	                     ARG(op, 3, const float *), ARG(op, 4, const float *),
-	                     (int)live_rows(op, op->grid[0]), (int)PI_("DIM"), (float)PF_("EPS", 1e-5));
+	hr_rmsnorm_residual(ARG(op, 0, float *), ARG(op, 1, float *), ARG(op, 2, const float *),
+	                    ARG(op, 3, const float *), ARG(op, 4, const float *),
+	                    (int)live_rows(op, op->grid[0]), (int)PI_("DIM"), (float)PF_("EPS", 1e-5),
+	                    HG_PATH_AUTO);
 	return 0;
 }
 
@@ -137,8 +140,9 @@ static const rope_cs *rope_angles(rope_cs *cs, int32_t pos, const float *inv_fre
 }
 
 /* (x, pos, inv_freq); rows = grid.x: ref_rope, the same double angle, cos,
- * sin and rotation, with each position's cos and sin computed once a step
- * instead of once a layer and op (test_host_ops: bit for bit ref_rope) */
+ * sin and rotation (hr_rope_rotate, four pairs a step on AVX2), with each
+ * position's cos and sin computed once a step instead of once a layer and
+ * op (test_host_ops: bit for bit ref_rope) */
 static int op_rope(const rt_op *op, sw_err *err)
 {
 	static _Thread_local rope_cs cache[ROPE_CACHE_POS];
@@ -155,15 +159,7 @@ static int op_rope(const rt_op *op, sw_err *err)
 		float *xt = x + (size_t)t * H * hd;
 		const rope_cs *cs = rope_angles(&cache[(uint32_t)pos[t] % ROPE_CACHE_POS], pos[t],
 		                                inv_freq, half);
-		for (int i = 0; i < half; i++) {
-			const double c = cs->c[i], s = cs->s[i];
-			for (int h = 0; h < H; h++) {
-				float *p = xt + (size_t)h * hd + 2 * i;
-				const double x0 = p[0], x1 = p[1];
-				p[0] = (float)(x0 * c - x1 * s);
-				p[1] = (float)(x0 * s + x1 * c);
-			}
-		}
+		hr_rope_rotate(xt, H, hd, half, cs->c, cs->s, HG_PATH_AUTO); /* host_rowops.h */
 	}
 	return 0;
 }
@@ -181,32 +177,6 @@ static int op_head_prep(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-/* ref_swiglu, y = g / (1 + expf(-g)) * up, in chunks: each expf(-g) by
- * libm as there, then the add, divide and multiply 8 wide (the same IEEE
- * operations in the same order, so the same bits; y may be gate or up) */
-#define SWIGLU_CHUNK 256
-typedef float v8f __attribute__((vector_size(32))); /* GCC/clang vectors: IEEE per lane */
-static void swiglu_host(float *y, const float *gate, const float *up, size_t n)
-{
-	float e[SWIGLU_CHUNK];
-	for (size_t i0 = 0; i0 < n; i0 += SWIGLU_CHUNK) {
-		const size_t m = n - i0 < SWIGLU_CHUNK ? n - i0 : SWIGLU_CHUNK;
-		size_t i = 0;
-		for (; i < m; i++)
-			e[i] = expf(-gate[i0 + i]);
-		for (i = 0; i + 8 <= m; i += 8) {
-			v8f g, u, x;
-			memcpy(&g, gate + i0 + i, sizeof(g));
-			memcpy(&u, up + i0 + i, sizeof(u));
-			memcpy(&x, e + i, sizeof(x));
-			const v8f r = g / (1.0f + x) * u;
-			memcpy(y + i0 + i, &r, sizeof(r));
-		}
-		for (; i < m; i++)
-			y[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * up[i0 + i];
-	}
-}
-
 /* (y, gate, up); rows = grid.y; ACT 0 (or absent): SwiGLU, 1: GeGLU with
  * the tanh GELU (Gemma) */
 static int op_swiglu(const rt_op *op, sw_err *err)
@@ -215,8 +185,11 @@ static int op_swiglu(const rt_op *op, sw_err *err)
 	const long long act = PI_("ACT");
 	if (act < 0 || act > 1)
 		return refused(op, "swiglu ACT outside 0..1", err);
-	(act ? ref_geglu_tanh : swiglu_host)(ARG(op, 0, float *), ARG(op, 1, const float *),
-	                                     ARG(op, 2, const float *), n);
+	if (act) /* GeGLU: kernels/ref's, libm's tanhf */
+		ref_geglu_tanh(ARG(op, 0, float *), ARG(op, 1, const float *), ARG(op, 2, const float *), n);
+	else /* SwiGLU: ref_swiglu's operations with host_exp.h's exp (host_rowops.h) */
+		hr_swiglu(ARG(op, 0, float *), ARG(op, 1, const float *), ARG(op, 2, const float *), n,
+		          HG_PATH_AUTO);
 	return 0;
 }
 

@@ -1,0 +1,32 @@
+/* Host row ops (host_rowops.c): SwiGLU and the residual RMSNorm, the two
+ * element-wise/row-wise ops of a transformer layer whose cost grows with a
+ * verify's rows, for the host backend's native op table (host_ops.c).
+ *
+ * hr_swiglu: y = g / (1 + exp(-g)) * u, kernels/ref ref_swiglu's operations
+ * in its order, with host_exp.h's exp in place of libm's expf (within 2 ulp
+ * of it: tests/test_host_ops.c derives the bound on y); portable, AVX2 and
+ * AVX-512 give the same bits for any n and any element position (y may be
+ * gate or up, element for element); a NaN result is the default quiet NaN.
+ *
+ * hr_rmsnorm_residual: kernels/ref ref_rmsnorm_residual bit for bit (s = x +
+ * r, the sequential double sum of squares, the scale rounded to fp32, y =
+ * s * scale * w), several rows' sums at once as independent chains (AVX2:
+ * 8 rows, 4 in each of two double vectors; portable: 4 rows unrolled), so
+ * a verify's rows cost about one row's latency.
+ *
+ * hr_rope_rotate: ref_rope's rotation of one position's H heads (the first
+ * 2 half values of each hd), given the angles' cos c[i] and sin s[i]: x0 c
+ * - x1 s and x0 s + x1 c in double, each rounded to fp32, bit for bit (AVX2:
+ * four pairs a step, the same IEEE operations). */
+#ifndef SW_HOST_ROWOPS_H
+#define SW_HOST_ROWOPS_H
+
+#include <stddef.h>
+
+/* path: an hg_path (host_gemm.h); HG_PATH_AUTO picks the CPU's best */
+void hr_swiglu(float *y, const float *gate, const float *up, size_t n, int path);
+void hr_rmsnorm_residual(float *y, float *s, const float *x, const float *r, const float *w, int T,
+                         int dim, float eps, int path);
+void hr_rope_rotate(float *x, int H, int hd, int half, const double *c, const double *s, int path);
+
+#endif

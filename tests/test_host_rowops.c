@@ -1,0 +1,409 @@
+/* The host exp (runtime/device/host_exp.h) and the host row ops built on it
+ * or beside it (runtime/device/host_rowops.c):
+ *  - exp: hx_exp_c, hx_exp8_avx2 and hx_exp16_512 give the same bits on a
+ *    sample of every float (one in 1021 bit patterns: both signs, NaNs,
+ *    infinities, subnormals) and on every float in [-89, -86] and
+ *    [87, 90] one in 7 (the flush and overflow edges); each result within
+ *    2 ulp of the correctly rounded exp (double exp rounded to fp32) on
+ *    [-87, ln FLT_MAX], exactly +0 below -87, +inf past overflow (within 2
+ *    ulp of FLT_MAX where the rounded exp is the first to overflow), NaN for
+ *    NaN;
+ *  - hr_swiglu against kernels/ref ref_swiglu (libm expf). Bound: with exp's
+ *    relative error e_m (2 ulp: 4u (1 + u), u = 2^-24) against ref's expf's
+ *    e_r (1 ulp: 2u (1 + u)), 1 + exp(-g) carries at most e_m (resp. e_r)
+ *    relative error (exp / (1 + exp) <= 1 damps it), and the add, divide and
+ *    multiply round once each on both sides, so y / y_ref lies within
+ *    [(1 - u)^3 (1 - e_r) / ((1 + u)^3 (1 + e_m)), (1 + u)^3 (1 + e_r) /
+ *    ((1 - u)^3 (1 - e_m))]: |y - y_ref| <= R |y_ref|, R about 12u. Plus
+ *    2^-148 (|u| + 1) where the quotient or the product is subnormal (half
+ *    a subnormal ulp per rounding, each side), and, for g < -88 where exp(-g)
+ *    > 2^126 may overflow on one side only, |g u| 2^-125 (both |y| are
+ *    below |g u| 2^-126 there). NaN where ref is NaN, the same infinity,
+ *    the same sign (g / positive * u). Cases: random g in +-20, the edges
+ *    g in [-89.5, -86.5] and [86.5, 89.5], g and u awkward (NaN, +-inf,
+ *    +-0, subnormals, +-1e30); n 1..37 at offsets 0..16 and 3000;
+ *  - hr_swiglu's paths (portable, AVX2, AVX-512 where the CPU has them)
+ *    bit for bit, on the whole array and on every sub-run (offset, length)
+ *    of a window: an element's bits do not depend on n or on whether it
+ *    falls in a vector or a tail (rows regions);
+ *  - hr_rmsnorm_residual against kernels/ref ref_rmsnorm_residual bit for
+ *    bit (NaNs compared as NaN), every path, T 1..10 and 17 rows (groups of
+ *    8 and 4, short groups), dim 576 (SmolLM2), 67, 5, 3, 1 (the column tail
+ *    of the 4-column transposes), rows of large and tiny magnitudes and a
+ *    row with an inf or a NaN; s aliasing x (in place);
+ *  - hr_rope_rotate against ref_rope bit for bit, every path: half 32 of
+ *    hd 64 (SmolLM2), 8 of 20 (partial rotation), 7 and 5 of 14 (the pairs
+ *    past the last group of four), positions 0, 17 and 40000, values of
+ *    ordinary, large, tiny and subnormal magnitudes. */
+#include <float.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "device/host_exp.h"
+#include "device/host_gemm.h"
+#include "device/host_rowops.h"
+#include "kernels/ref/ref.h"
+
+#define U 0x1p-24
+
+static uint64_t rs = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rnd(void)
+{
+	rs ^= rs << 13;
+	rs ^= rs >> 7;
+	rs ^= rs << 17;
+	return (uint32_t)(rs >> 11);
+}
+
+static float fbits(uint32_t b)
+{
+	float f;
+	memcpy(&f, &b, 4);
+	return f;
+}
+
+static uint32_t bitsf(float f)
+{
+	uint32_t b;
+	memcpy(&b, &f, 4);
+	return b;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+static __attribute__((target("avx2,fma"))) void exp16_avx2(const float x[16], float y[16])
+{
+	_mm256_storeu_ps(y, hx_exp8_avx2(_mm256_loadu_ps(x)));
+	_mm256_storeu_ps(y + 8, hx_exp8_avx2(_mm256_loadu_ps(x + 8)));
+}
+
+static __attribute__((target("avx512f"))) void exp16_512(const float x[16], float y[16])
+{
+	_mm512_storeu_ps(y, hx_exp16_512(_mm512_loadu_ps(x)));
+}
+#endif
+
+/* 16 lanes through each form; all must agree bit for bit */
+static void exp_forms(const float x[16], float y[16])
+{
+	for (int l = 0; l < 16; l++)
+		y[l] = hx_exp_c(x[l]);
+#if defined(__x86_64__) || defined(__i386__)
+	float v[16];
+	for (int p = HG_PATH_AVX2; p <= HG_PATH_AVX512; p++) {
+		if (!hg_path_available(p))
+			continue;
+		(p == HG_PATH_AVX2 ? exp16_avx2 : exp16_512)(x, v);
+		for (int l = 0; l < 16; l++)
+			if (bitsf(v[l]) != bitsf(y[l]))
+				fail_msg("exp(%a): %s %a, C %a", x[l], hg_path_name(p), v[l], y[l]);
+	}
+#endif
+}
+
+static double worst_ulp;
+
+static void exp_check(float x, float y)
+{
+	if (isnan(x)) {
+		if (!isnan(y))
+			fail_msg("exp(NaN) = %a", y);
+		return;
+	}
+	if (x < -87.0f) {
+		if (bitsf(y) != 0)
+			fail_msg("exp(%a) = %a, expected +0 below -87", x, y);
+		return;
+	}
+	const double t = exp((double)x);
+	const float tr = (float)t;
+	if (isinf(tr)) { /* overflow: +inf, or FLT_MAX's neighbourhood at the edge */
+		if (!(isinf(y) && y > 0) && !(y >= FLT_MAX * (1.0f - 0x1p-22f)))
+			fail_msg("exp(%a) = %a, expected +inf", x, y);
+		return;
+	}
+	int e;
+	frexpf(tr, &e);
+	const double ulp = ldexp(1.0, (tr < FLT_MIN ? -125 : e) - 24);
+	const double err = fabs((double)y - t) / ulp;
+	worst_ulp = err > worst_ulp ? err : worst_ulp;
+	if (err > 2.0)
+		fail_msg("exp(%a) = %a, exact %a: %.3f ulp", x, y, t, err);
+}
+
+static void test_exp(void **state)
+{
+	(void)state;
+	float x[16], y[16];
+	long n = 0;
+	int k = 0;
+	/* one bit pattern in 1021, all of them */
+	for (uint64_t b = 0; b <= 0xffffffffull; b += 1021) {
+		x[k++] = fbits((uint32_t)b);
+		if (k == 16) {
+			exp_forms(x, y);
+			for (int l = 0; l < 16; l++)
+				exp_check(x[l], y[l]);
+			n += 16, k = 0;
+		}
+	}
+	/* the edges, one float in 7 */
+	const float lo[] = {-89.0f, 87.0f}, hi[] = {-86.0f, 90.0f};
+	for (int r = 0; r < 2; r++)
+		for (float v = lo[r]; v < hi[r];) {
+			for (int l = 0; l < 16; l++) {
+				x[l] = v;
+				for (int s = 0; s < 7; s++)
+					v = nextafterf(v, INFINITY);
+			}
+			exp_forms(x, y);
+			for (int l = 0; l < 16; l++)
+				exp_check(x[l], y[l]);
+			n += 16;
+		}
+	const float sp[16] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, FLT_MIN, -FLT_MIN,
+	                      0x1p-149f, -0x1p-149f, 1.0f, -1.0f, 88.72283935546875f, -87.0f,
+	                      -87.33654475f, 88.7228317f};
+	exp_forms(sp, y);
+	for (int l = 0; l < 16; l++)
+		exp_check(sp[l], y[l]);
+	assert_true(bitsf(y[4]) == bitsf(1.0f) && bitsf(y[5]) == bitsf(1.0f));
+	assert_true(isinf(y[2]) && bitsf(y[3]) == 0);
+	print_message("exp: %ld values, C / AVX2 / AVX-512 the same bits, worst %.3f ulp\n", n + 16,
+	              worst_ulp);
+}
+
+/* g / u inputs: c 0 ordinary, 1 the overflow and flush edges, 2 awkward */
+static float pick_g(void)
+{
+	static const uint32_t SP[] = {0x7fc00000, 0xffc00001, 0x7f800000, 0xff800000, 0x00000000,
+	                              0x80000000, 0x00000001, 0x80400000, 0x7149f2ca, 0xf149f2ca};
+	switch (rnd() % 4) {
+	case 0:
+		return ((float)(rnd() % 3000001) - 1500000.0f) / 1e6f * 3.0f + (rnd() % 2 ? 88.0f : -88.0f);
+	case 1:
+		return fbits(SP[rnd() % (sizeof(SP) / sizeof(SP[0]))]);
+	default:
+		return ((float)(rnd() % 400001) - 200000.0f) / 1e4f;
+	}
+}
+
+static float pick_u(void)
+{
+	static const uint32_t SP[] = {0x7fc00000, 0x7f800000, 0xff800000, 0x00000000, 0x80000000,
+	                              0x00000001, 0x7149f2ca, 0x0ca00000};
+	if (rnd() % 6 == 0)
+		return fbits(SP[rnd() % (sizeof(SP) / sizeof(SP[0]))]);
+	return ((float)(rnd() % 200001) - 100000.0f) / 3e4f;
+}
+
+static void swiglu_check(const float *g, const float *u, const float *y, const float *yr, size_t n)
+{
+	const double em = 4 * U * (1 + U), er = 2 * U * (1 + U);
+	const double R = pow(1 + U, 3) * (1 + er) / (pow(1 - U, 3) * (1 - em)) - 1;
+	for (size_t i = 0; i < n; i++) {
+		const char *why = NULL;
+		if (isnan(yr[i])) {
+			if (!isnan(y[i]))
+				why = "NaN expected";
+		} else if (isnan(y[i]) || signbit(y[i]) != signbit(yr[i])) {
+			why = "NaN or sign";
+		} else if (isinf(yr[i])) {
+			if (y[i] != yr[i])
+				why = "infinity expected";
+		} else {
+			double b = R * fabs(yr[i]) + 0x1p-148 * (fabs(u[i]) + 1);
+			if (g[i] < -88.0f)
+				b += fabs((double)g[i] * u[i]) * 0x1p-125;
+			if (!(fabs((double)y[i] - yr[i]) <= b) &&
+			    !(isinf(y[i]) && fabs(yr[i]) * (1 + R) + b >= FLT_MAX))
+				why = "outside the bound";
+		}
+		if (why)
+			fail_msg("swiglu g %a u %a: %a, ref %a: %s", g[i], u[i], y[i], yr[i], why);
+	}
+}
+
+static const int PATHS[] = {HG_PATH_PORTABLE, HG_PATH_AVX2, HG_PATH_AVX512};
+
+static void test_swiglu(void **state)
+{
+	(void)state;
+	const size_t N = 3000 + 64;
+	float *g = malloc(4 * N), *u = malloc(4 * N), *yr = malloc(4 * N), *y0 = malloc(4 * N),
+	      *y = malloc(4 * N);
+	assert_true(g && u && yr && y0 && y);
+	int n_paths = 0;
+	for (int rep = 0; rep < 4; rep++) {
+		for (size_t i = 0; i < N; i++)
+			g[i] = pick_g(), u[i] = pick_u();
+		ref_swiglu(yr, g, u, N);
+		for (int p = 0; p < 3; p++) {
+			if (!hg_path_available(PATHS[p]))
+				continue;
+			n_paths += rep == 0;
+			memset(y, 0x55, 4 * N);
+			hr_swiglu(y, g, u, N, PATHS[p]);
+			swiglu_check(g, u, y, yr, N);
+			if (p == 0)
+				memcpy(y0, y, 4 * N);
+			else
+				for (size_t i = 0; i < N; i++)
+					if (bitsf(y[i]) != bitsf(y0[i]))
+						fail_msg("swiglu g %a u %a: %s %a (%08x), portable %a (%08x)", g[i], u[i],
+						         hg_path_name(PATHS[p]), y[i], bitsf(y[i]), y0[i], bitsf(y0[i]));
+			/* sub-runs: the same bits wherever an element falls */
+			for (size_t off = 0; off <= 16; off++)
+				for (size_t len = 1; len <= 37; len++) {
+					float t[37];
+					hr_swiglu(t, g + off, u + off, len, PATHS[p]);
+					if (memcmp(t, y0 + off, 4 * len))
+						fail_msg("swiglu %s: offset %zu length %zu differs from the whole run",
+						         hg_path_name(PATHS[p]), off, len);
+				}
+			/* in place (y = gate), as the engine runs it */
+			float *gi = malloc(4 * N);
+			assert_non_null(gi);
+			memcpy(gi, g, 4 * N);
+			hr_swiglu(gi, gi, u, N, PATHS[p]);
+			if (memcmp(gi, y0, 4 * N))
+				fail_msg("swiglu %s: in place differs", hg_path_name(PATHS[p]));
+			free(gi);
+		}
+	}
+	print_message("swiglu: %d paths the same bits, within the derived bound of ref_swiglu "
+	              "(%zu elements x 4)\n", n_paths, N);
+	free(g), free(u), free(yr), free(y0), free(y);
+}
+
+static float pick_x(int row_kind)
+{
+	const float v = ((float)(rnd() % 200001) - 100000.0f) / 7919.0f;
+	switch (row_kind) {
+	case 1:
+		return v * 3e18f; /* squares near double's fp32-product range, still exact */
+	case 2:
+		return v * 1e-30f; /* squares below fp32's range (exact in double) */
+	default:
+		return v;
+	}
+}
+
+static bool same_bits(const float *a, const float *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (bitsf(a[i]) != bitsf(b[i]) && !(isnan(a[i]) && isnan(b[i])))
+			return false;
+	return true;
+}
+
+static void rms_case(int T, int dim, int path, int inplace)
+{
+	const size_t n = (size_t)T * dim;
+	float *x = malloc(4 * n), *r = malloc(4 * n), *w = malloc(4 * (size_t)dim);
+	float *y = malloc(4 * n), *s = malloc(4 * n), *ry = malloc(4 * n), *rsum = malloc(4 * n);
+	assert_true(x && r && w && y && s && ry && rsum);
+	for (int t = 0; t < T; t++) {
+		const int kind = (int)(rnd() % 5);
+		for (int i = 0; i < dim; i++) {
+			x[(size_t)t * dim + i] = pick_x(kind < 3 ? kind : 0);
+			r[(size_t)t * dim + i] = pick_x(0);
+		}
+		if (kind == 3) /* one special in the row */
+			x[(size_t)t * dim + rnd() % dim] = rnd() % 2 ? INFINITY : NAN;
+	}
+	for (int i = 0; i < dim; i++)
+		w[i] = ((float)(rnd() % 2001) - 1000.0f) / 500.0f;
+	memset(y, 0x55, 4 * n);
+	memset(ry, 0x55, 4 * n);
+	ref_rmsnorm_residual(ry, rsum, x, r, w, T, dim, 1e-5f);
+	if (inplace) { /* s is x */
+		memcpy(s, x, 4 * n);
+		hr_rmsnorm_residual(y, s, s, r, w, T, dim, 1e-5f, path);
+	} else {
+		hr_rmsnorm_residual(y, s, x, r, w, T, dim, 1e-5f, path);
+	}
+	if (!same_bits(y, ry, n) || !same_bits(s, rsum, n))
+		fail_msg("rmsnorm_residual %s T %d dim %d in place %d: differs from "
+		         "ref_rmsnorm_residual", hg_path_name(path), T, dim, inplace);
+	free(x), free(r), free(w), free(y), free(s), free(ry), free(rsum);
+}
+
+static void test_rmsnorm(void **state)
+{
+	(void)state;
+	static const int DIM[] = {576, 67, 5, 3, 1};
+	int n = 0;
+	for (int p = 0; p < 3; p++) {
+		if (!hg_path_available(PATHS[p]))
+			continue;
+		for (int d = 0; d < 5; d++) {
+			for (int T = 1; T <= 10; T++, n++)
+				rms_case(T, DIM[d], PATHS[p], T == 7);
+			rms_case(17, DIM[d], PATHS[p], 0);
+			n++;
+		}
+	}
+	print_message("rmsnorm_residual: %d cases identical to ref_rmsnorm_residual\n", n);
+}
+
+static void rope_case(int H, int hd, int half, int32_t pos, int path)
+{
+	const size_t n = (size_t)H * hd;
+	float *x = malloc(4 * n), *r = malloc(4 * n), f[64];
+	double c[64], sn[64];
+	assert_true(x && r && half <= 64);
+	ref_rope_freqs(f, 2 * half, 10000.0f, 0, 1.0f, 0, 0, 0);
+	for (int i = 0; i < half; i++) { /* ref_rope's angle */
+		const double a = (double)pos * f[i];
+		c[i] = cos(a);
+		sn[i] = sin(a);
+	}
+	for (size_t i = 0; i < n; i++) {
+		static const float MAG[] = {1.0f, 3e30f, 1e-30f, 1e-41f};
+		x[i] = r[i] = ((float)(rnd() % 20001) - 10000.0f) / 1234.5f * MAG[rnd() % 7 < 4 ? 0 : rnd() % 4];
+	}
+	hr_rope_rotate(x, H, hd, half, c, sn, path);
+	ref_rope(r, &pos, 1, H, hd, 2 * half, f);
+	if (memcmp(x, r, 4 * n))
+		fail_msg("rope %s H %d hd %d half %d pos %d: differs from ref_rope", hg_path_name(path), H,
+		         hd, half, pos);
+	free(x), free(r);
+}
+
+static void test_rope(void **state)
+{
+	(void)state;
+	static const int32_t POS[] = {0, 17, 40000};
+	int n = 0;
+	for (int p = 0; p < 3; p++) {
+		if (!hg_path_available(PATHS[p]))
+			continue;
+		for (int k = 0; k < 3; k++) {
+			rope_case(9, 64, 32, POS[k], PATHS[p]);
+			rope_case(3, 20, 8, POS[k], PATHS[p]);
+			rope_case(2, 14, 7, POS[k], PATHS[p]);
+			rope_case(2, 14, 5, POS[k], PATHS[p]);
+			n += 4;
+		}
+	}
+	print_message("rope: %d cases identical to ref_rope\n", n);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exp),
+		cmocka_unit_test(test_swiglu),
+		cmocka_unit_test(test_rmsnorm),
+		cmocka_unit_test(test_rope),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
