@@ -206,13 +206,14 @@ static int host_download(rt_dev *d, void *dst, rt_dptr src, size_t bytes, sw_err
 
 /* ---- kernels ---- */
 
-/* Issue 24: the Q4_0 / Q4_1 GEMM weights only GEMMs read, repacked for
- * the AVX-512 GEMM (host_repack.c; results unchanged). At load_kernels,
+/* Issue 24: the Q4_0 / Q4_1 / Q8_0 GEMM weights only GEMMs read, repacked
+ * for the vector GEMMs (host_repack.c; results unchanged). At load_kernels,
  * which the engine's bind calls once its weights are uploaded. */
 static int repack_weights(rt_dev *d, rt_op *ops, int n, sw_err *err)
 {
 	const int rc = rt_host_repack_weights(ops, n, false);
-	return rc < 0 ? sw_errf(err, rc, "%s: repacking the Q4 GEMM weights: out of memory", d->desc)
+	return rc < 0 ? sw_errf(err, rc, "%s: repacking the GGUF GEMM weights: out of memory",
+	                        d->desc)
 	              : 0;
 }
 

@@ -23,7 +23,15 @@
  * its column's exact block sum. No horizontal sums; the transpose is paid
  * once per group and block, whatever the number of rows. Each group is
  * first repacked into a per-part buffer (group_pack), which is what lets
- * the weights stream. */
+ * the weights stream.
+ *
+ * Repacked at bind (issue 24; hg_q8_repack, host_gemm.h): a weight that
+ * only these GEMMs read is rewritten once, each whole 16-row group into
+ * the transposed order itself (8 vectors a block, then the scales), and
+ * hg_gemm_q8a8r reads it in place: no group_pack, no transpose (AVX-512:
+ * plain loads; AVX2: each vector's half for its 8 columns; portable: the
+ * byte's address). Every path does the same arithmetic in the same order
+ * on the same values, so the bits are those of the file's layout. */
 #include <math.h>
 #include <float.h>
 #include <pthread.h>
@@ -47,7 +55,8 @@ typedef struct i8_job {
 	const uint8_t *aq;    /* (m, k) quantized A: int8, or int8 + 128 (VNNI) */
 	const float *da;      /* (m, k / 32) block scales of A */
 	const char *W;        /* (n, k) q8_0, rows wrow bytes apart */
-	int64_t m, n, k, nb, wrow, n_groups;
+	bool repacked;        /* W's rows [0, full) in whole groups repacked */
+	int64_t m, n, k, nb, wrow, n_groups, full;
 	char *pack;           /* vector paths: I8_PACK(nb) bytes for each part */
 	void (*cols)(const struct i8_job *j, int64_t j0, int64_t j1, char *pack);
 } i8_job;
@@ -57,6 +66,45 @@ typedef struct i8_job {
  * (16 fp16 a block); 17 x 32 bytes a block, so each part's share stays
  * 32-byte aligned */
 #define I8_PACK(nb) ((size_t)(nb) * (16 * HG_Q8_BLOCK + 16 * 2))
+
+/* A repacked group (hg_q8_repack): block b's 8 vectors at I8_RV b, vector
+ * x at + 64 x (dword c: bytes 4x .. 4x + 3 of row c's q); the scales at
+ * I8_RV nb + 32 b + 2 c, where group_pack puts them too */
+#define I8_RV (16 * HG_Q8_BLOCK)
+
+/* row c's block b of a repacked group g: file layout blk <-> g */
+static void q8r_put(char *g, const char *blk, int c, int64_t b, int64_t nb)
+{
+	memcpy(g + I8_RV * nb + 32 * b + 2 * c, blk, 2);
+	for (int x = 0; x < 8; x++)
+		memcpy(g + I8_RV * b + 64 * x + 4 * c, blk + 2 + 4 * x, 4);
+}
+
+static void q8r_get(char *blk, const char *g, int c, int64_t b, int64_t nb)
+{
+	memcpy(blk, g + I8_RV * nb + 32 * b + 2 * c, 2);
+	for (int x = 0; x < 8; x++)
+		memcpy(blk + 2 + 4 * x, g + I8_RV * b + 64 * x + 4 * c, 4);
+}
+
+int hg_q8_repack(void *W, int64_t n, int64_t k)
+{
+	if (n < 0 || k < 0 || k % HG_Q8_BLOCK)
+		return SW_EINVAL;
+	const int64_t nb = k / HG_Q8_BLOCK, wrow = nb * HG_Q8_BYTES;
+	char *tmp = malloc((size_t)(16 * wrow) + 1);
+	if (!tmp)
+		return SW_ENOMEM;
+	for (int64_t j = 0; j + 16 <= n; j += 16) {
+		char *g = (char *)W + j * wrow;
+		memcpy(tmp, g, (size_t)(16 * wrow));
+		for (int c = 0; c < 16; c++)
+			for (int64_t b = 0; b < nb; b++)
+				q8r_put(g, tmp + c * wrow + b * HG_Q8_BYTES, c, b, nb);
+	}
+	free(tmp);
+	return 0;
+}
 
 /* ---- the activations: one row, GGUF Q8_0's rule with an fp32 scale ---- */
 
@@ -111,8 +159,15 @@ static void cols_portable(const i8_job *jb, int64_t j0, int64_t j1, char *pack)
 {
 	for (int64_t j = j0; j < j1; j++) {
 		const char *w = jb->W + j * jb->wrow;
+		const bool rp = jb->repacked && j < jb->full;
+		const char *g = jb->W + (j & ~(int64_t)15) * jb->wrow; /* its group, repacked */
+		char rb[HG_Q8_BYTES]; /* a repacked block in the file's layout */
 		for (int64_t b = 0; b < jb->nb; b++) {
 			const char *blk = w + b * HG_Q8_BYTES;
+			if (rp) {
+				q8r_get(rb, g, (int)(j & 15), b, jb->nb);
+				blk = rb;
+			}
 			uint16_t dh;
 			float dw;
 			memcpy(&dh, blk, sizeof(dh));
@@ -173,37 +228,53 @@ static I8_AVX2 void cols_avx2(const i8_job *jb, int64_t j0, int64_t j1, char *pa
 		const int nc = j1 - j < 8 ? (int)(j1 - j) : 8;
 		const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc),
 		                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-		group_pack(pack, 8, nc, jb->W, j, jb->wrow, nb);
-		const uint16_t *sc = (const uint16_t *)(const void *)(pack + 8 * nb * HG_Q8_BLOCK);
+		/* repacked (j, a multiple of 8, below full): half h of its group,
+		 * the low or high 32 bytes of each vector and 8 of the 16 scales */
+		const bool rp = jb->repacked && j < jb->full;
+		const int h = (int)((j >> 3) & 1);
+		const char *gb = jb->W + (j & ~(int64_t)15) * jb->wrow, *gv = gb + 32 * h;
+		if (!rp)
+			group_pack(pack, 8, nc, jb->W, j, jb->wrow, nb);
+		const uint16_t *sc = (const uint16_t *)(const void *)(
+			rp ? gb + I8_RV * nb + 16 * h : pack + 8 * nb * HG_Q8_BLOCK);
+		const int64_t sstep = rp ? 16 : 8; /* scales a block */
 		for (int64_t b = 0; b < nb; b++) {
-			__m256i r[8], t[8], u[8], T[8], U[8];
+			__m256i T[8], U[8];
+			if (rp) {
 #pragma GCC unroll 8
-			for (int c = 0; c < 8; c++)
-				r[c] = _mm256_load_si256(
-					(const __m256i *)(const void *)(pack + (c * nb + b) * HG_Q8_BLOCK));
-			/* 8 x 8 dwords: T[x] lane c = dword x of column c's block */
+				for (int x = 0; x < 8; x++)
+					T[x] = _mm256_loadu_si256(
+						(const __m256i *)(const void *)(gv + I8_RV * b + 64 * x));
+			} else {
+				__m256i r[8], t[8], u[8];
+#pragma GCC unroll 8
+				for (int c = 0; c < 8; c++)
+					r[c] = _mm256_load_si256(
+						(const __m256i *)(const void *)(pack + (c * nb + b) * HG_Q8_BLOCK));
+				/* 8 x 8 dwords: T[x] lane c = dword x of column c's block */
 #pragma GCC unroll 4
-			for (int c = 0; c < 8; c += 2) {
-				t[c] = _mm256_unpacklo_epi32(r[c], r[c + 1]);
-				t[c + 1] = _mm256_unpackhi_epi32(r[c], r[c + 1]);
-			}
+				for (int c = 0; c < 8; c += 2) {
+					t[c] = _mm256_unpacklo_epi32(r[c], r[c + 1]);
+					t[c + 1] = _mm256_unpackhi_epi32(r[c], r[c + 1]);
+				}
 #pragma GCC unroll 2
-			for (int h = 0; h < 2; h++) {
-				u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
-				u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
-				u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
-				u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
-			}
+				for (int hh = 0; hh < 2; hh++) {
+					u[4 * hh + 0] = _mm256_unpacklo_epi64(t[4 * hh], t[4 * hh + 2]);
+					u[4 * hh + 1] = _mm256_unpackhi_epi64(t[4 * hh], t[4 * hh + 2]);
+					u[4 * hh + 2] = _mm256_unpacklo_epi64(t[4 * hh + 1], t[4 * hh + 3]);
+					u[4 * hh + 3] = _mm256_unpackhi_epi64(t[4 * hh + 1], t[4 * hh + 3]);
+				}
 #pragma GCC unroll 4
-			for (int x = 0; x < 4; x++) {
-				T[x] = _mm256_permute2x128_si256(u[x], u[x + 4], 0x20);
-				T[x + 4] = _mm256_permute2x128_si256(u[x], u[x + 4], 0x31);
+				for (int x = 0; x < 4; x++) {
+					T[x] = _mm256_permute2x128_si256(u[x], u[x + 4], 0x20);
+					T[x + 4] = _mm256_permute2x128_si256(u[x], u[x + 4], 0x31);
+				}
 			}
 #pragma GCC unroll 8
 			for (int x = 0; x < 8; x++)
 				U[x] = _mm256_abs_epi8(T[x]);
-			const __m256 dw =
-				_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(sc + 8 * b)));
+			const __m256 dw = _mm256_cvtph_ps(
+				_mm_loadu_si128((const __m128i *)(const void *)(sc + sstep * b)));
 			for (int64_t i = 0; i < jb->m; i++) {
 				const uint8_t *a = jb->aq + i * jb->k + b * HG_Q8_BLOCK;
 				__m256i acc = _mm256_setzero_si256();
@@ -304,6 +375,17 @@ static I8_INLINE I8_VNNI void vnni_tr16(__m512i T[8], __m512 *dw, const char *pa
 	}
 }
 
+/* the same T and *dw from a repacked group at g (hg_q8_repack), in place */
+static I8_INLINE I8_VNNI void vnni_ld16(__m512i T[8], __m512 *dw, const char *g, int64_t nb,
+                                        int64_t b)
+{
+	*dw = _mm512_cvtph_ps(_mm256_loadu_si256(
+		(const __m256i *)(const void *)(g + I8_RV * nb + 32 * b)));
+#pragma GCC unroll 8
+	for (int x = 0; x < 8; x++)
+		T[x] = _mm512_loadu_si512((const void *)(g + I8_RV * b + 64 * x));
+}
+
 static I8_INLINE I8_VNNI __m512i bcast4(const uint8_t *p)
 {
 	int32_t v;
@@ -324,13 +406,14 @@ typedef struct i8_pf {
 	int64_t left, step;
 } i8_pf;
 
-/* Rows [i0, i0 + mr) of A against the group in pack (vnni_tr16's layout),
- * block after block, into acc[0 .. mr). Inlined with mr a constant up to
- * I8_MAXR (acc in registers: the FMAs wait on no store and load) and with
- * a run-time mr (acc on the stack); the same operations in the same order
- * either way, so the same bits. */
-static I8_INLINE I8_VNNI void group_vnni(
-	const i8_job *jb, __m512 *acc, const int64_t mr, int64_t i0, const char *pack, i8_pf *pf)
+/* Rows [i0, i0 + mr) of A against the group at src (rp: a repacked group
+ * of W, vnni_ld16; else group_pack's buffer, vnni_tr16), block after
+ * block, into acc[0 .. mr). Inlined with mr a constant up to I8_MAXR (acc
+ * in registers: the FMAs wait on no store and load) and with a run-time mr
+ * (acc on the stack), rp a constant; the same operations in the same order
+ * on the same T either way, so the same bits. */
+static I8_INLINE I8_VNNI void group_vnni(const i8_job *jb, __m512 *acc, const int64_t mr,
+                                         int64_t i0, const char *src, const bool rp, i8_pf *pf)
 {
 	const int64_t nb = jb->nb, k = jb->k;
 	const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
@@ -345,7 +428,10 @@ static I8_INLINE I8_VNNI void group_vnni(
 			_mm_prefetch(pf->p + q, _MM_HINT_T1);
 		pf->p += pn;
 		pf->left -= pn;
-		vnni_tr16(T, &dw, pack, nb, b);
+		if (rp)
+			vnni_ld16(T, &dw, src, nb, b);
+		else
+			vnni_tr16(T, &dw, src, nb, b);
 		__m512i sw0 = _mm512_dpbusd_epi32(zero, ones, T[0]);
 		__m512i sw1 = _mm512_dpbusd_epi32(zero, ones, T[4]);
 #pragma GCC unroll 3
@@ -383,42 +469,56 @@ static I8_INLINE I8_VNNI void group_vnni(
 #define I8_TILE(M)                                                                 \
 	case M: {                                                                      \
 		__m512 a[M];                                                               \
-		group_vnni(jb, a, M, 0, pack, &pf);                                        \
+		group_vnni(jb, a, M, 0, src, rp, pf);                                      \
 		_Pragma("GCC unroll 8") for (int i = 0; i < M; i++)                        \
 			_mm512_mask_storeu_ps(jb->C + i * n + j, mk, a[i]);                     \
 		break;                                                                     \
 	}
 
+/* columns [j, j + 16) (mk: those < n) from src, every row of A; rp a
+ * constant at each call (group_vnni) */
+static I8_INLINE I8_VNNI void tiles_vnni(const i8_job *jb, int64_t j, __mmask16 mk,
+                                         const char *src, const bool rp, i8_pf *pf,
+                                         __m512 *acc)
+{
+	const int64_t m = jb->m, n = jb->n;
+	switch (m) {
+	I8_TILE(1)
+	I8_TILE(2)
+	I8_TILE(3)
+	I8_TILE(4)
+	I8_TILE(5)
+	I8_TILE(6)
+	I8_TILE(7)
+	I8_TILE(8)
+	default:
+		for (int64_t i0 = 0; i0 < m; i0 += I8_ROWS) {
+			const int64_t mr = m - i0 < I8_ROWS ? m - i0 : I8_ROWS;
+			group_vnni(jb, acc, mr, i0, src, rp, pf);
+			for (int64_t i = 0; i < mr; i++)
+				_mm512_mask_storeu_ps(jb->C + (i0 + i) * n + j, mk, acc[i]);
+		}
+	}
+}
+
 static I8_VNNI void cols_vnni(const i8_job *jb, int64_t j0, int64_t j1, char *pack)
 {
-	const int64_t nb = jb->nb, m = jb->m, n = jb->n, wrow = jb->wrow;
+	const int64_t nb = jb->nb, wrow = jb->wrow;
 	const char *const W = jb->W;
 	__m512 acc[I8_ROWS];
 	for (int64_t j = j0; j < j1; j += 16) {
 		const int nc = j1 - j < 16 ? (int)(j1 - j) : 16;
 		const __mmask16 mk = (__mmask16)((1u << nc) - 1);
-		group_pack(pack, 16, nc, W, j, wrow, nb);
 		const int64_t pa = j + 2 * 16, pe = pa + 16 < j1 ? pa + 16 : j1;
 		i8_pf pf = {.p = pa < pe ? W + pa * wrow : W, /* no pointer past W's end */
 		            .left = pa < pe ? (pe - pa) * wrow : 0};
 		pf.step = (pf.left + nb - 1) / nb;
-		switch (m) {
-		I8_TILE(1)
-		I8_TILE(2)
-		I8_TILE(3)
-		I8_TILE(4)
-		I8_TILE(5)
-		I8_TILE(6)
-		I8_TILE(7)
-		I8_TILE(8)
-		default:
-			for (int64_t i0 = 0; i0 < m; i0 += I8_ROWS) {
-				const int64_t mr = m - i0 < I8_ROWS ? m - i0 : I8_ROWS;
-				group_vnni(jb, acc, mr, i0, pack, &pf);
-				for (int64_t i = 0; i < mr; i++)
-					_mm512_mask_storeu_ps(jb->C + (i0 + i) * n + j, mk, acc[i]);
-			}
+		if (jb->repacked && j < jb->full) { /* a whole repacked group: read in place */
+			tiles_vnni(jb, j, mk, W + j * wrow, true, &pf, acc);
+			continue;
 		}
+		group_pack(pack, 16, nc, W, j, wrow, nb);
+		tiles_vnni(jb, j, mk, pack, false, &pf, acc);
 	}
 }
 #endif /* I8_X86 */
@@ -481,8 +581,9 @@ static void run_part(void *ctx, int part, int n_parts)
 		jb->cols(jb, j0, j1, jb->pack ? jb->pack + I8_PACK(jb->nb) * (size_t)part : NULL);
 }
 
-int hg_gemm_q8a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n, int64_t k,
-                 bool a_bf16, int path, int threads)
+/* hg_gemm_q8a8 (repacked: hg_gemm_q8a8r) */
+static int q8a8_call(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n, int64_t k,
+                     bool a_bf16, int path, int threads, bool repacked)
 {
 	if (path == HG_PATH_AUTO)
 		path = hg_i8_path_auto();
@@ -510,7 +611,8 @@ int hg_gemm_q8a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t 
 	float *da = (float *)(void *)(s_buf + q_bytes + pack_bytes), *xrow = da + m * nb;
 	hg_a8_quant(aq, da, xrow, A, m, k, a_bf16, path == HG_PATH_AVX512 ? 128 : 0, path);
 	i8_job jb = {.C = C, .aq = aq, .da = da, .W = W, .m = m, .n = n, .k = k, .nb = nb,
-	             .wrow = wrow, .n_groups = n_groups, .pack = pack, .cols = cols_portable};
+	             .wrow = wrow, .n_groups = n_groups, .pack = pack, .cols = cols_portable,
+	             .repacked = repacked, .full = n / 16 * 16};
 #if I8_X86
 	if (path == HG_PATH_AVX2)
 		jb.cols = cols_avx2;
@@ -522,4 +624,16 @@ int hg_gemm_q8a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t 
 	else
 		hp_run(run_part, &jb, (int)parts);
 	return 0;
+}
+
+int hg_gemm_q8a8(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n, int64_t k,
+                 bool a_bf16, int path, int threads)
+{
+	return q8a8_call(C, A, W, m, n, k, a_bf16, path, threads, false);
+}
+
+int hg_gemm_q8a8r(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n, int64_t k,
+                  bool a_bf16, int path, int threads)
+{
+	return q8a8_call(C, A, W, m, n, k, a_bf16, path, threads, true);
 }
