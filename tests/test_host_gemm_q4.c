@@ -495,7 +495,8 @@ static void test_bit_identical(void **state)
  * halves). The repack moves bytes (the first group's differ from the
  * file's where N >= 16, the rows past the whole groups do not) and is
  * refused for other types and k not whole blocks. Q8_0 also against
- * hg_gemm_q8a8 on the file's bytes, at 70 rows (past the 64-row tile). */
+ * hg_gemm_q8a8 on the file's bytes, at 70 rows (past the 64-row tile), and
+ * with a q of -128 in every block (the repacked byte 0, AVX2's |w| 128). */
 /* 70 rows of A (the 64-row tile and a second pass) on Q8_0 W repacked at
  * R: hg_gemm_q8a8's bits on the file's W, path p, 1 and 3 threads */
 static void q8_rows_70(const uint8_t *R, const uint8_t *W, int N, int K, int p)
@@ -535,6 +536,10 @@ static void test_repacked(void **state)
 				uint16_t *A;
 				uint8_t *W;
 				make(t, M, N, K, &A, &W);
+				/* Q8_0: q -128 in every block (no quantizer writes it; a file may) */
+				if (t == HG_GGUF_Q8_0)
+					for (size_t b = 0; b < wb / 34; b++)
+						W[34 * b + 2 + b % 32] = 0x80;
 				uint8_t *R = malloc(wb);
 				int8_t *q = malloc((size_t)M * K);
 				float *da = malloc(sizeof(*da) * (size_t)M * (K / 32));

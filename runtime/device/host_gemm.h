@@ -120,12 +120,14 @@ enum { HG_GGUF_REPACKED = 0x100,
  * and transposed each 16-row group on every call): each whole group of 16
  * rows (16 wrow = 544 nb bytes where it lay) becomes nb blocks of 8
  * vectors of 64 bytes, dword c of vector x of block b = q bytes 4x .. 4x
- * + 3 of row c's block b (at 512 b + 64 x + 4 c: what the VNNI path's
- * transpose produced), then the scales, row c's fp16 d of block b at 512
- * nb + 32 b + 2 c. Rows past the last whole group stay as the file has
- * them. The GEMM on such W takes wtype HG_GGUF_Q8_0R (hg_gemm_q8a8r) and
- * gives the bits it gives on the file's layout, on every path; AVX-512
- * VNNI reads it in place, AVX2 each 8-row half of it (the low or high 32
+ * + 3 of row c's block b, each plus 128 as an unsigned byte (xor 0x80), at
+ * 512 b + 64 x + 4 c (the VNNI path's transpose, and vpdpbusd's unsigned
+ * operand), then the scales, row c's fp16 d of block b at 512 nb + 32 b +
+ * 2 c. Rows past the last whole group stay as the file has them. The GEMM
+ * on such W takes wtype HG_GGUF_Q8_0R (hg_gemm_q8a8r) and gives the bits
+ * it gives on the file's layout, on every path; AVX-512 VNNI reads it in
+ * place (each row's integer sum starting from -128 sum(q) instead of
+ * -128 sum(w) per column), AVX2 each 8-row half of it (the low or high 32
  * bytes of each vector), portable byte by byte. */
 enum { HG_GGUF_Q8_0R = HG_GGUF_REPACKED | HG_GGUF_Q8_0 };
 /* W (n, k) of wtype Q4_0, Q4_1 or Q8_0 repacked in place (same byte

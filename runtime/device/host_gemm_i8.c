@@ -30,8 +30,13 @@
  * the transposed order itself (8 vectors a block, then the scales), and
  * hg_gemm_q8a8r reads it in place: no group_pack, no transpose (AVX-512:
  * plain loads; AVX2: each vector's half for its 8 columns; portable: the
- * byte's address). Every path does the same arithmetic in the same order
- * on the same values, so the bits are those of the file's layout. */
+ * byte's address). Its bytes are w + 128, so on AVX-512 the weights are
+ * vpdpbusd's unsigned operand and A's int8 the signed one: the bias
+ * correction is -128 sum(q) per row and block, computed once a call, not
+ * -128 sum(w) per group and block (8 vpdpbusd, half a one-row GEMV's). The
+ * integer sums are exact either way, and every path does the same FMAs in
+ * the same order on the same values, so the bits are those of the file's
+ * layout. */
 #include <math.h>
 #include <float.h>
 #include <pthread.h>
@@ -54,6 +59,7 @@ typedef struct i8_job {
 	float *C;             /* (m, n) */
 	const uint8_t *aq;    /* (m, k) quantized A: int8, or int8 + 128 (VNNI) */
 	const float *da;      /* (m, k / 32) block scales of A */
+	const int32_t *zas;   /* (m, k / 32) -128 sum(q): the repacked VNNI path's chain start */
 	const char *W;        /* (n, k) q8_0, rows wrow bytes apart */
 	bool repacked;        /* W's rows [0, full) in whole groups repacked */
 	int64_t m, n, k, nb, wrow, n_groups, full;
@@ -68,8 +74,9 @@ typedef struct i8_job {
 #define I8_PACK(nb) ((size_t)(nb) * (16 * HG_Q8_BLOCK + 16 * 2))
 
 /* A repacked group (hg_q8_repack): block b's 8 vectors at I8_RV b, vector
- * x at + 64 x (dword c: bytes 4x .. 4x + 3 of row c's q); the scales at
- * I8_RV nb + 32 b + 2 c, where group_pack puts them too */
+ * x at + 64 x (dword c: bytes 4x .. 4x + 3 of row c's q, each + 128, i.e.
+ * xor 0x80: vpdpbusd's unsigned operand); the scales at I8_RV nb + 32 b +
+ * 2 c, where group_pack puts them too */
 #define I8_RV (16 * HG_Q8_BLOCK)
 
 /* row c's block b of a repacked group g: file layout blk <-> g */
@@ -77,14 +84,26 @@ static void q8r_put(char *g, const char *blk, int c, int64_t b, int64_t nb)
 {
 	memcpy(g + I8_RV * nb + 32 * b + 2 * c, blk, 2);
 	for (int x = 0; x < 8; x++)
-		memcpy(g + I8_RV * b + 64 * x + 4 * c, blk + 2 + 4 * x, 4);
+		for (int t = 0; t < 4; t++)
+			g[I8_RV * b + 64 * x + 4 * c + t] = (char)(blk[2 + 4 * x + t] ^ 0x80);
 }
 
 static void q8r_get(char *blk, const char *g, int c, int64_t b, int64_t nb)
 {
 	memcpy(blk, g + I8_RV * nb + 32 * b + 2 * c, 2);
 	for (int x = 0; x < 8; x++)
-		memcpy(blk + 2 + 4 * x, g + I8_RV * b + 64 * x + 4 * c, 4);
+		for (int t = 0; t < 4; t++)
+			blk[2 + 4 * x + t] = (char)(g[I8_RV * b + 64 * x + 4 * c + t] ^ 0x80);
+}
+
+/* columns [j, j + nc) of a file-layout W as one repacked group at g
+ * (columns nc .. 15: w 0, d 0; computed, never stored) */
+static void group_pack_r(char *g, int nc, const char *W, int64_t j, int64_t wrow, int64_t nb)
+{
+	char zero[HG_Q8_BYTES] = {0};
+	for (int c = 0; c < 16; c++)
+		for (int64_t b = 0; b < nb; b++)
+			q8r_put(g, c < nc ? W + (j + c) * wrow + b * HG_Q8_BYTES : zero, c, b, nb);
 }
 
 int hg_q8_repack(void *W, int64_t n, int64_t k)
@@ -240,11 +259,11 @@ static I8_AVX2 void cols_avx2(const i8_job *jb, int64_t j0, int64_t j1, char *pa
 		const int64_t sstep = rp ? 16 : 8; /* scales a block */
 		for (int64_t b = 0; b < nb; b++) {
 			__m256i T[8], U[8];
-			if (rp) {
+			if (rp) { /* w + 128 back to w */
 #pragma GCC unroll 8
 				for (int x = 0; x < 8; x++)
-					T[x] = _mm256_loadu_si256(
-						(const __m256i *)(const void *)(gv + I8_RV * b + 64 * x));
+					T[x] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(
+						gv + I8_RV * b + 64 * x)), _mm256_set1_epi8((char)0x80));
 			} else {
 				__m256i r[8], t[8], u[8];
 #pragma GCC unroll 8
@@ -393,6 +412,13 @@ static I8_INLINE I8_VNNI __m512i bcast4(const uint8_t *p)
 	return _mm512_set1_epi32(v);
 }
 
+/* acc + the 4-byte dot products of w (T[x]) and a (bcast4): rp, w + 128
+ * unsigned against a signed; else w signed against a + 128 unsigned */
+static I8_INLINE I8_VNNI __m512i dp_vnni(__m512i acc, __m512i w, __m512i a, const bool rp)
+{
+	return rp ? _mm512_dpbusd_epi32(acc, w, a) : _mm512_dpbusd_epi32(acc, a, w);
+}
+
 /* rows of A per pass over a group: their accumulators, a contiguous tile
  * on the stack (C's rows are n floats apart: at the LM head's n, every row
  * of a group's 64 bytes falls in the same L1 set) */
@@ -406,12 +432,15 @@ typedef struct i8_pf {
 	int64_t left, step;
 } i8_pf;
 
-/* Rows [i0, i0 + mr) of A against the group at src (rp: a repacked group
- * of W, vnni_ld16; else group_pack's buffer, vnni_tr16), block after
- * block, into acc[0 .. mr). Inlined with mr a constant up to I8_MAXR (acc
- * in registers: the FMAs wait on no store and load) and with a run-time mr
- * (acc on the stack), rp a constant; the same operations in the same order
- * on the same T either way, so the same bits. */
+/* Rows [i0, i0 + mr) of A against the group at src, block after block,
+ * into acc[0 .. mr). rp: a group in the repacked layout (vnni_ld16; w +
+ * 128 against A's signed q, each row's chain starting at -128 sum(q)),
+ * else group_pack's buffer (vnni_tr16; A's q + 128 against w, the chain
+ * starting at -128 sum(w), by vpdpbusd against ones per group and block).
+ * Both integer sums are exactly sum(q w), so the FMAs see the same values
+ * in the same order. Inlined with mr a constant up to I8_MAXR (acc in
+ * registers: the FMAs wait on no store and load) and with a run-time mr
+ * (acc on the stack), rp a constant. */
 static I8_INLINE I8_VNNI void group_vnni(const i8_job *jb, __m512 *acc, const int64_t mr,
                                          int64_t i0, const char *src, const bool rp, i8_pf *pf)
 {
@@ -428,32 +457,34 @@ static I8_INLINE I8_VNNI void group_vnni(const i8_job *jb, __m512 *acc, const in
 			_mm_prefetch(pf->p + q, _MM_HINT_T1);
 		pf->p += pn;
 		pf->left -= pn;
-		if (rp)
+		__m512i ncorr = zero;
+		if (rp) {
 			vnni_ld16(T, &dw, src, nb, b);
-		else
+		} else {
 			vnni_tr16(T, &dw, src, nb, b);
-		__m512i sw0 = _mm512_dpbusd_epi32(zero, ones, T[0]);
-		__m512i sw1 = _mm512_dpbusd_epi32(zero, ones, T[4]);
+			__m512i sw0 = _mm512_dpbusd_epi32(zero, ones, T[0]);
+			__m512i sw1 = _mm512_dpbusd_epi32(zero, ones, T[4]);
 #pragma GCC unroll 3
-		for (int x = 1; x < 4; x++) {
-			sw0 = _mm512_dpbusd_epi32(sw0, ones, T[x]);
-			sw1 = _mm512_dpbusd_epi32(sw1, ones, T[x + 4]);
+			for (int x = 1; x < 4; x++) {
+				sw0 = _mm512_dpbusd_epi32(sw0, ones, T[x]);
+				sw1 = _mm512_dpbusd_epi32(sw1, ones, T[x + 4]);
+			}
+			/* -128 sum(w): where one of each row's two chains starts */
+			ncorr = _mm512_sub_epi32(zero, _mm512_slli_epi32(_mm512_add_epi32(sw0, sw1), 7));
 		}
-		/* -128 sum(w): where one of each row's two chains starts */
-		const __m512i ncorr = _mm512_sub_epi32(zero, _mm512_slli_epi32(
-			_mm512_add_epi32(sw0, sw1), 7));
 		const uint8_t *a0 = jb->aq + i0 * k + b * HG_Q8_BLOCK;
 		const float *d0 = jb->da + i0 * nb + b;
 #pragma GCC unroll 8
 		for (int64_t i = 0; i < mr; i++) {
 			const uint8_t *a = a0 + i * k;
 			/* two chains of 4 (integer sums: any order is exact) */
-			__m512i s0 = _mm512_dpbusd_epi32(ncorr, bcast4(a), T[0]);
-			__m512i s1 = _mm512_dpbusd_epi32(zero, bcast4(a + 16), T[4]);
+			__m512i s0 = dp_vnni(rp ? _mm512_set1_epi32(jb->zas[(i0 + i) * nb + b]) : ncorr,
+			                     T[0], bcast4(a), rp);
+			__m512i s1 = dp_vnni(zero, T[4], bcast4(a + 16), rp);
 #pragma GCC unroll 3
 			for (int x = 1; x < 4; x++) {
-				s0 = _mm512_dpbusd_epi32(s0, bcast4(a + 4 * x), T[x]);
-				s1 = _mm512_dpbusd_epi32(s1, bcast4(a + 16 + 4 * x), T[x + 4]);
+				s0 = dp_vnni(s0, T[x], bcast4(a + 4 * x), rp);
+				s1 = dp_vnni(s1, T[x + 4], bcast4(a + 16 + 4 * x), rp);
 			}
 			const __m512i isum = _mm512_add_epi32(s0, s1);
 			const __m512 p = _mm512_mul_ps(_mm512_set1_ps(d0[i * nb]), dw);
@@ -513,8 +544,10 @@ static I8_VNNI void cols_vnni(const i8_job *jb, int64_t j0, int64_t j1, char *pa
 		i8_pf pf = {.p = pa < pe ? W + pa * wrow : W, /* no pointer past W's end */
 		            .left = pa < pe ? (pe - pa) * wrow : 0};
 		pf.step = (pf.left + nb - 1) / nb;
-		if (jb->repacked && j < jb->full) { /* a whole repacked group: read in place */
-			tiles_vnni(jb, j, mk, W + j * wrow, true, &pf, acc);
+		if (jb->repacked) { /* a whole group read in place; past them, repacked here */
+			if (j >= jb->full)
+				group_pack_r(pack, nc, W, j, wrow, nb);
+			tiles_vnni(jb, j, mk, j < jb->full ? W + j * wrow : pack, true, &pf, acc);
 			continue;
 		}
 		group_pack(pack, 16, nc, W, j, wrow, nb);
@@ -599,18 +632,31 @@ static int q8a8_call(float *C, const uint16_t *A, const void *W, int64_t m, int6
 	/* none under ~16 KB of W */
 	const int64_t parts = hg_parts(threads, n_groups, 1 + (16384 / wrow) / 16);
 	/* aq (m k bytes), then the vector paths' packed groups (one a part),
-	 * da (m nb floats) and the fp32 row (k), 64-aligned */
+	 * da (m nb floats), zas (m nb int32) and the fp32 row (k), 64-aligned */
 	const size_t q_bytes = ((size_t)(m * k) + 63) & ~(size_t)63;
 	const size_t pack_bytes = path == HG_PATH_PORTABLE ? 0 : I8_PACK(nb) * (size_t)parts;
-	const size_t need = q_bytes + pack_bytes + sizeof(float) * (size_t)(m * nb + k);
+	const size_t need = q_bytes + pack_bytes + sizeof(float) * (size_t)(2 * m * nb + k);
 	char *s_buf = hg_thread_scratch(need); /* the calling thread's, as hg_gemm16's */
 	if (!s_buf)
 		return SW_ENOMEM;
 	uint8_t *aq = (uint8_t *)s_buf;
 	char *pack = pack_bytes ? s_buf + q_bytes : NULL;
-	float *da = (float *)(void *)(s_buf + q_bytes + pack_bytes), *xrow = da + m * nb;
-	hg_a8_quant(aq, da, xrow, A, m, k, a_bf16, path == HG_PATH_AVX512 ? 128 : 0, path);
-	i8_job jb = {.C = C, .aq = aq, .da = da, .W = W, .m = m, .n = n, .k = k, .nb = nb,
+	float *da = (float *)(void *)(s_buf + q_bytes + pack_bytes);
+	int32_t *zas = (int32_t *)(void *)(da + m * nb);
+	float *xrow = (float *)(void *)(zas + m * nb);
+	/* A + 128 where vpdpbusd takes it unsigned (AVX-512 on the file's
+	 * layout); the repacked layout's w is the unsigned operand instead */
+	const bool a_biased = path == HG_PATH_AVX512 && !repacked;
+	hg_a8_quant(aq, da, xrow, A, m, k, a_bf16, a_biased ? 128 : 0, path);
+	if (path == HG_PATH_AVX512 && repacked)
+		for (int64_t i = 0; i < m * nb; i++) {
+			int32_t sq = 0;
+			for (int t = 0; t < HG_Q8_BLOCK; t++)
+				sq += (int8_t)aq[i * HG_Q8_BLOCK + t];
+			zas[i] = -128 * sq;
+		}
+	i8_job jb = {.C = C, .aq = aq, .da = da, .zas = zas, .W = W, .m = m, .n = n, .k = k,
+	             .nb = nb,
 	             .wrow = wrow, .n_groups = n_groups, .pack = pack, .cols = cols_portable,
 	             .repacked = repacked, .full = n / 16 * 16};
 #if I8_X86
