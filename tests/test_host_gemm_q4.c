@@ -716,11 +716,72 @@ static void repack_ops(int t)
 	free(C1);
 }
 
+/* q8_0_a8 GEMMs (the same int8 GEMM on Q8_0 blocks, wtype unused) on a
+ * weight: repacked with two of them on it (wtype HG_GGUF_Q8_0R, the bits
+ * hg_gemm_q8a8's on the file's bytes), refused with a q8_0 GEMM (fp32
+ * expansion of the file's blocks: hg_gemm_q8) or a gguf_a8 one of the
+ * same shape beside them (GEMMs of one dtype only). */
+static void repack_ops_q8a8(void)
+{
+	const int M = 3, N = 40, K = 96;
+	const size_t wb = (size_t)N * (K / 32) * 34;
+	rng_state = 977;
+	uint16_t *A;
+	uint8_t *W;
+	make(HG_GGUF_Q8_0, M, N, K, &A, &W);
+	uint8_t *R = malloc(wb);
+	float *C0 = malloc(sizeof(float) * M * N), *C1 = malloc(sizeof(float) * M * N);
+	assert_true(R && C0 && C1);
+	assert_int_equal(hg_gemm_q8a8(C0, A, W, M, N, K, false, HG_PATH_PORTABLE, 1), 0);
+	for (int c = 0; c < 3; c++) {
+		memcpy(R, W, wb);
+		rt_op ops[3];
+		for (int i = 0; i < 3; i++) {
+			ops[i] = gemm_op(C1, A, R, N, K, -1);
+			ops[i].dtype = RT_Q8_0_A8;
+		}
+		if (c == 1)
+			ops[2].dtype = RT_Q8_0;
+		if (c == 2) {
+			ops[2].dtype = RT_GGUF_A8;
+			ops[2].wtype = HG_GGUF_Q8_0;
+		}
+		const int got = rt_host_repack_weights(ops, 3, true);
+		if (c) {
+			if (got != 0)
+				fail_msg("q8_0_a8, case %d: repacked a weight another op reads", c);
+			assert_int_equal(ops[0].wtype, -1);
+			assert_memory_equal(R, W, wb);
+			continue;
+		}
+		assert_int_equal(got, 1);
+		for (int i = 0; i < 3; i++)
+			assert_int_equal(ops[i].wtype, HG_GGUF_Q8_0R);
+		assert_true(memcmp(R, W, wb) != 0);
+		for (int p = HG_PATH_PORTABLE; p <= HG_PATH_AVX512; p++) {
+			if (!hg_i8_path_available(p))
+				continue;
+			memset(C1, 0, sizeof(float) * M * N);
+			assert_int_equal(hg_gemm_q8a8r(C1, A, R, M, N, K, false, p, 1), 0);
+			if (memcmp(C0, C1, sizeof(float) * M * N))
+				fail_msg("q8_0_a8 repacked at bind, path %s: not hg_gemm_q8a8's bits on the "
+				         "file's bytes", hg_path_name(p));
+		}
+		assert_int_equal(rt_host_repack_weights(ops, 3, true), 0);
+	}
+	free(A);
+	free(W);
+	free(R);
+	free(C0);
+	free(C1);
+}
+
 static void test_repack_ops(void **state)
 {
 	(void)state;
 	repack_ops(HG_GGUF_Q4_1);
 	repack_ops(HG_GGUF_Q8_0);
+	repack_ops_q8a8();
 }
 
 int main(void)

@@ -120,6 +120,8 @@ static int host_gemm(rt_dev *d, const rt_op *op, sw_err *err)
 		return 0;
 	if (m < h->blas_min_m || k == 0 || a8 || gg) { /* k = 0: some BLAS builds reject it */
 		int rc = gg   ? hg_gemm_gguf_a8(C, A, W, m, n, k, op->wtype, false, HG_PATH_AUTO, 0)
+		         : a8 && op->wtype == HG_GGUF_Q8_0R /* repacked at load */
+		              ? hg_gemm_q8a8r(C, A, W, m, n, k, false, HG_PATH_AUTO, 0)
 		         : a8 ? hg_gemm_q8a8(C, A, W, m, n, k, false, HG_PATH_AUTO, 0)
 		         : q8 ? hg_gemm_q8(C, A, W, m, n, k, false, HG_PATH_AUTO, 0)
 		              : hg_gemm16(C, A, W, m, n, k, bf16, HG_PATH_AUTO, 0);
