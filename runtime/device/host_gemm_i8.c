@@ -394,15 +394,22 @@ static I8_INLINE I8_VNNI void vnni_tr16(__m512i T[8], __m512 *dw, const char *pa
 	}
 }
 
-/* the same T and *dw from a repacked group at g (hg_q8_repack), in place */
+/* the same T and *dw from a repacked group at g (hg_q8_repack), in place.
+ * pin: T held in registers (an empty asm makes each an opaque value);
+ * else GCC may reload T[x] from W at every row, which at 2 and 3 rows it
+ * did (1536 x 576 in cache, 2 / 3 rows: 21.2 / 30.1 us, pinned 15.0 /
+ * 17.4; pinned from 4 rows on too, up to 4% slower there, so only below) */
 static I8_INLINE I8_VNNI void vnni_ld16(__m512i T[8], __m512 *dw, const char *g, int64_t nb,
-                                        int64_t b)
+                                        int64_t b, const bool pin)
 {
 	*dw = _mm512_cvtph_ps(_mm256_loadu_si256(
 		(const __m256i *)(const void *)(g + I8_RV * nb + 32 * b)));
 #pragma GCC unroll 8
-	for (int x = 0; x < 8; x++)
+	for (int x = 0; x < 8; x++) {
 		T[x] = _mm512_loadu_si512((const void *)(g + I8_RV * b + 64 * x));
+		if (pin)
+			__asm__("" : "+v"(T[x]));
+	}
 }
 
 static I8_INLINE I8_VNNI __m512i bcast4(const uint8_t *p)
@@ -459,7 +466,7 @@ static I8_INLINE I8_VNNI void group_vnni(const i8_job *jb, __m512 *acc, const in
 		pf->left -= pn;
 		__m512i ncorr = zero;
 		if (rp) {
-			vnni_ld16(T, &dw, src, nb, b);
+			vnni_ld16(T, &dw, src, nb, b, mr < 4);
 		} else {
 			vnni_tr16(T, &dw, src, nb, b);
 			__m512i sw0 = _mm512_dpbusd_epi32(zero, ones, T[0]);
