@@ -16,9 +16,10 @@
  *    target-only decoding (one row a token) the speculative tokens (up to 7
  *    rows a verify): the GEMMs' rows do not depend on the row count.
  * Where the GEMM's automatic path is AVX-512, the host backend repacks
- * the Q4_0 and Q4_1 layers at bind (runtime/device/host_repack.c): the
- * tokens above are then the repacked GEMM's (checked by mutation: the
- * repacked bytes read as the file's layout give other tokens). */
+ * the Q4_0, Q4_1 and Q8_0 layers at bind (runtime/device/host_repack.c;
+ * Q8_0 on AVX2 too): the tokens above are then the repacked GEMM's
+ * (checked by mutation: the repacked bytes read as the file's layout give
+ * other tokens, for the Q8_0 layer as for the Q4 ones). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -484,30 +484,62 @@ static void test_bit_identical(void **state)
 	assert_int_equal(hg_gguf_block(13 /* Q5_K */), 0);
 }
 
-/* Q4_0 and Q4_1 repacked at load (host_gemm.h hg_gguf_repack; issue 24):
- * the GEMM on the repacked bytes gives the specification's bits (spec on
- * the file's layout, written out above) on every path, at K of 2, 35, 36,
- * 37 and 38 blocks, N with no whole group (15), a partial last one (47,
- * 111) and whole groups only (64), 1 to 9 and 26 rows (the AVX-512 tiles,
- * the buffer beyond), 1 to 3 threads (part boundaries). The repack moves
- * bytes (the first group's differ from the file's where N >= 16, the rows
- * past the whole groups do not) and is refused for other types and k not
- * whole blocks. */
+/* Q4_0, Q4_1 and Q8_0 repacked at load (host_gemm.h hg_gguf_repack; issue
+ * 24): the GEMM on the repacked bytes gives the specification's bits (spec
+ * on the file's layout, written out above) on every path, at K of 2, 35,
+ * 36, 37 and 38 blocks (Q8_0: an odd block count leaves the repacked
+ * groups' vectors 32 bytes off a cache line every other group), N with no
+ * whole group (15), a partial last one (47, 111) and whole groups only
+ * (64), 1 to 9 and 26 rows (the AVX-512 tiles, the buffer beyond), 1 to 3
+ * threads (part boundaries; AVX2 reads each 16-row group as two 8-column
+ * halves). The repack moves bytes (the first group's differ from the
+ * file's where N >= 16, the rows past the whole groups do not) and is
+ * refused for other types and k not whole blocks. Q8_0 also against
+ * hg_gemm_q8a8 on the file's bytes, at 70 rows (past the 64-row tile), and
+ * with a q of -128 in every block (the repacked byte 0, AVX2's |w| 128). */
+/* 70 rows of A (the 64-row tile and a second pass) on Q8_0 W repacked at
+ * R: hg_gemm_q8a8's bits on the file's W, path p, 1 and 3 threads */
+static void q8_rows_70(const uint8_t *R, const uint8_t *W, int N, int K, int p)
+{
+	const int M = 70;
+	uint16_t *A = malloc(sizeof(*A) * (size_t)M * K);
+	float *C0 = malloc(sizeof(float) * M * N), *C1 = malloc(sizeof(float) * M * N);
+	assert_true(A && C0 && C1);
+	for (int i = 0; i < M * K; i++)
+		A[i] = gguf_f32_to_f16((float)rnd());
+	assert_int_equal(hg_gemm_q8a8(C0, A, W, M, N, K, false, p, 1), 0);
+	for (int th = 1; th <= 3; th += 2) {
+		memset(C1, 0, sizeof(float) * M * N);
+		assert_int_equal(hg_gemm_q8a8r(C1, A, R, M, N, K, false, p, th), 0);
+		if (memcmp(C0, C1, sizeof(float) * M * N))
+			fail_msg("q8_0 repacked, K %d N %d, path %s, 70 rows, threads %d: not the file "
+			         "layout's bits", K, N, hg_path_name(p), th);
+	}
+	free(A);
+	free(C0);
+	free(C1);
+}
+
 static void test_repacked(void **state)
 {
 	(void)state;
 	static const int KB[] = {2, 35, 36, 37, 38}, NS[] = {15, 47, 64, 111};
 	static const int MS[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 26};
 	const int M = 26;
-	for (int ti = 0; ti < 2; ti++)
+	static const int TS[] = {HG_GGUF_Q4_0, HG_GGUF_Q4_1, HG_GGUF_Q8_0};
+	for (int ti = 0; ti < 3; ti++)
 		for (size_t ki = 0; ki < sizeof(KB) / sizeof(KB[0]); ki++)
 			for (size_t ni = 0; ni < sizeof(NS) / sizeof(NS[0]); ni++) {
-				const int t = ti ? HG_GGUF_Q4_1 : HG_GGUF_Q4_0, K = 32 * KB[ki], N = NS[ni];
+				const int t = TS[ti], K = 32 * KB[ki], N = NS[ni];
 				const size_t wb = (size_t)N * (K / 32) * blk_bytes(t);
 				rng_state = 700 + 40 * ti + 5 * ki + ni;
 				uint16_t *A;
 				uint8_t *W;
 				make(t, M, N, K, &A, &W);
+				/* Q8_0: q -128 in every block (no quantizer writes it; a file may) */
+				if (t == HG_GGUF_Q8_0)
+					for (size_t b = 0; b < wb / 34; b++)
+						W[34 * b + 2 + b % 32] = 0x80;
 				uint8_t *R = malloc(wb);
 				int8_t *q = malloc((size_t)M * K);
 				float *da = malloc(sizeof(*da) * (size_t)M * (K / 32));
@@ -515,7 +547,7 @@ static void test_repacked(void **state)
 				assert_true(R && q && da && C0 && C1);
 				memcpy(R, W, wb);
 				const int rt = hg_gguf_repack(R, N, K, t);
-				assert_int_equal(rt, t == HG_GGUF_Q4_0 ? HG_GGUF_Q4_0R : HG_GGUF_Q4_1R);
+				assert_int_equal(rt, t | HG_GGUF_REPACKED);
 				const size_t whole = (size_t)(N / 16 * 16) * (K / 32) * blk_bytes(t);
 				assert_true(N < 16 || memcmp(R, W, whole) != 0);
 				assert_memory_equal(R + whole, W + whole, wb - whole);
@@ -535,6 +567,8 @@ static void test_repacked(void **state)
 								         "not the specification's bits", hg_gguf_name(t), K, N,
 								         hg_path_name(p), m, th);
 						}
+					if (t == HG_GGUF_Q8_0 && ki < 2)
+						q8_rows_70(R, W, N, K, p);
 				}
 				free(A);
 				free(W);
@@ -546,10 +580,14 @@ static void test_repacked(void **state)
 			}
 	uint8_t w[4 * 144] = {0};
 	assert_int_equal(hg_gguf_repack(w, 2, 256, HG_GGUF_Q4_K), -22);
-	assert_int_equal(hg_gguf_repack(w, 2, 32, HG_GGUF_Q8_0), -22);
+	assert_int_equal(hg_gguf_repack(w, 2, 256, HG_GGUF_Q6_K), -22);
 	assert_int_equal(hg_gguf_repack(w, 2, 48, HG_GGUF_Q4_1), -22);
+	assert_int_equal(hg_gguf_repack(w, 2, 48, HG_GGUF_Q8_0), -22);
 	assert_int_equal(hg_gguf_block(HG_GGUF_Q4_1R), 32);
 	assert_int_equal(hg_gguf_block_bytes(HG_GGUF_Q4_0R), 18);
+	assert_int_equal(hg_gguf_block(HG_GGUF_Q8_0R), 32);
+	assert_int_equal(hg_gguf_block_bytes(HG_GGUF_Q8_0R), 34);
+	assert_string_equal(hg_gguf_name(HG_GGUF_Q8_0R), "q8_0r");
 }
 
 static rt_op gemm_op(const void *C, const void *A, const void *W, int64_t n, int64_t k, int wt)
@@ -570,19 +608,20 @@ static rt_op gemm_op(const void *C, const void *A, const void *W, int64_t n, int
 	return o;
 }
 
-/* The host backend's repack at bind (host_repack.h): a Q4_1 weight that
- * only GEMMs of its shape read is repacked (its GEMMs retyped, the GEMM's
- * output the specification's bits on the file's bytes), and left as the
- * file has it (bytes and wtype unchanged) where a kernel's argument points
- * into it (an embedding gather, say), a memset covers part of it, a GEMM
- * reads a slice of it (another address or shape) or writes into it; a
- * Q4_K or fp16 GEMM is never repacked. */
-static void test_repack_ops(void **state)
+/* The host backend's repack at bind (host_repack.h): a Q4_1 or Q8_0
+ * weight that only GEMMs of its shape read is repacked (its GEMMs retyped,
+ * the GEMM's output the specification's bits on the file's bytes), and
+ * left as the file has it (bytes and wtype unchanged) where a kernel's
+ * argument points into it (an embedding gather on a tied LM head, say), a
+ * memset covers part of it, a GEMM reads a slice of it (another address or
+ * shape) or writes into it, or a GEMM of another dtype reads it (a
+ * q8_0_a8 GEMM on the same bytes: it reads the file's layout); a Q4_K or
+ * fp16 GEMM is never repacked. */
+static void repack_ops(int t)
 {
-	(void)state;
-	const int t = HG_GGUF_Q4_1, M = 3, N = 40, K = 96;
-	const size_t wb = (size_t)N * (K / 32) * 20;
-	rng_state = 901;
+	const int M = 3, N = 40, K = 96;
+	const size_t wb = (size_t)N * (K / 32) * blk_bytes(t);
+	rng_state = 901 + t;
 	uint16_t *A;
 	uint8_t *W;
 	make(t, M, N, K, &A, &W);
@@ -593,7 +632,7 @@ static void test_repack_ops(void **state)
 	assert_true(R && q && da && C0 && C1);
 	quant_a(A, M, K, q, da);
 	spec(C0, q, da, W, t, M, N, K);
-	for (int c = 0; c < 7; c++) {
+	for (int c = 0; c < 9; c++) {
 		memcpy(R, W, wb);
 		rt_op ops[3];
 		int n = 0;
@@ -625,8 +664,20 @@ static void test_repack_ops(void **state)
 			ops[n] = gemm_op(R + 64, A, A, N, K, t);
 			ops[n++].dtype = RT_FP16;
 			break;
-		case 6: /* not Q4_0 / Q4_1 */
+		case 6: /* not Q4_0 / Q4_1 / Q8_0 */
 			ops[0].wtype = ops[1].wtype = HG_GGUF_Q4_K;
+			break;
+		case 7: /* a kernel reading it from its first byte (a tied embedding's lookup) */
+			memset(&ops[n], 0, sizeof(ops[n]));
+			ops[n].kind = RT_OP_KERNEL;
+			ops[n].n_args = 2;
+			ops[n].argval[0] = (uint64_t)(uintptr_t)C1;
+			ops[n].argval[1] = (uint64_t)(uintptr_t)R;
+			rt_op_fix_argv(&ops[n++]);
+			break;
+		case 8: /* a GEMM of another dtype on the same bytes, same shape */
+			ops[n] = gemm_op(C1, A, R, N, K, t);
+			ops[n++].dtype = t == HG_GGUF_Q8_0 ? RT_Q8_0_A8 : RT_FP16;
 			break;
 		default:
 			break;
@@ -634,8 +685,8 @@ static void test_repack_ops(void **state)
 		const int got = rt_host_repack_weights(ops, n, true);
 		if (c == 0) {
 			assert_int_equal(got, 1);
-			assert_int_equal(ops[0].wtype, HG_GGUF_Q4_1R);
-			assert_int_equal(ops[1].wtype, HG_GGUF_Q4_1R);
+			assert_int_equal(ops[0].wtype, t | HG_GGUF_REPACKED);
+			assert_int_equal(ops[1].wtype, t | HG_GGUF_REPACKED);
 			assert_true(memcmp(R, W, wb) != 0);
 			for (int p = HG_PATH_PORTABLE; p <= HG_PATH_AVX512; p++) {
 				if (!hg_i8_path_available(p))
@@ -644,14 +695,14 @@ static void test_repack_ops(void **state)
 				assert_int_equal(hg_gemm_gguf_a8(C1, A, R, M, N, K, ops[0].wtype, false, p, 1),
 				                 0);
 				if (memcmp(C0, C1, sizeof(float) * M * N))
-					fail_msg("repacked at bind, path %s: not the specification's bits",
-					         hg_path_name(p));
+					fail_msg("%s repacked at bind, path %s: not the specification's bits",
+					         hg_gguf_name(t), hg_path_name(p));
 			}
 			/* a second pass finds nothing left to repack */
 			assert_int_equal(rt_host_repack_weights(ops, n, true), 0);
 		} else {
 			if (got != 0)
-				fail_msg("case %d: repacked a weight another op reads", c);
+				fail_msg("%s, case %d: repacked a weight another op reads", hg_gguf_name(t), c);
 			assert_int_equal(ops[0].wtype, c == 6 ? HG_GGUF_Q4_K : t);
 			assert_memory_equal(R, W, wb);
 		}
@@ -663,6 +714,74 @@ static void test_repack_ops(void **state)
 	free(da);
 	free(C0);
 	free(C1);
+}
+
+/* q8_0_a8 GEMMs (the same int8 GEMM on Q8_0 blocks, wtype unused) on a
+ * weight: repacked with two of them on it (wtype HG_GGUF_Q8_0R, the bits
+ * hg_gemm_q8a8's on the file's bytes), refused with a q8_0 GEMM (fp32
+ * expansion of the file's blocks: hg_gemm_q8) or a gguf_a8 one of the
+ * same shape beside them (GEMMs of one dtype only). */
+static void repack_ops_q8a8(void)
+{
+	const int M = 3, N = 40, K = 96;
+	const size_t wb = (size_t)N * (K / 32) * 34;
+	rng_state = 977;
+	uint16_t *A;
+	uint8_t *W;
+	make(HG_GGUF_Q8_0, M, N, K, &A, &W);
+	uint8_t *R = malloc(wb);
+	float *C0 = malloc(sizeof(float) * M * N), *C1 = malloc(sizeof(float) * M * N);
+	assert_true(R && C0 && C1);
+	assert_int_equal(hg_gemm_q8a8(C0, A, W, M, N, K, false, HG_PATH_PORTABLE, 1), 0);
+	for (int c = 0; c < 3; c++) {
+		memcpy(R, W, wb);
+		rt_op ops[3];
+		for (int i = 0; i < 3; i++) {
+			ops[i] = gemm_op(C1, A, R, N, K, -1);
+			ops[i].dtype = RT_Q8_0_A8;
+		}
+		if (c == 1)
+			ops[2].dtype = RT_Q8_0;
+		if (c == 2) {
+			ops[2].dtype = RT_GGUF_A8;
+			ops[2].wtype = HG_GGUF_Q8_0;
+		}
+		const int got = rt_host_repack_weights(ops, 3, true);
+		if (c) {
+			if (got != 0)
+				fail_msg("q8_0_a8, case %d: repacked a weight another op reads", c);
+			assert_int_equal(ops[0].wtype, -1);
+			assert_memory_equal(R, W, wb);
+			continue;
+		}
+		assert_int_equal(got, 1);
+		for (int i = 0; i < 3; i++)
+			assert_int_equal(ops[i].wtype, HG_GGUF_Q8_0R);
+		assert_true(memcmp(R, W, wb) != 0);
+		for (int p = HG_PATH_PORTABLE; p <= HG_PATH_AVX512; p++) {
+			if (!hg_i8_path_available(p))
+				continue;
+			memset(C1, 0, sizeof(float) * M * N);
+			assert_int_equal(hg_gemm_q8a8r(C1, A, R, M, N, K, false, p, 1), 0);
+			if (memcmp(C0, C1, sizeof(float) * M * N))
+				fail_msg("q8_0_a8 repacked at bind, path %s: not hg_gemm_q8a8's bits on the "
+				         "file's bytes", hg_path_name(p));
+		}
+		assert_int_equal(rt_host_repack_weights(ops, 3, true), 0);
+	}
+	free(A);
+	free(W);
+	free(R);
+	free(C0);
+	free(C1);
+}
+
+static void test_repack_ops(void **state)
+{
+	(void)state;
+	repack_ops(HG_GGUF_Q4_1);
+	repack_ops(HG_GGUF_Q8_0);
+	repack_ops_q8a8();
 }
 
 int main(void)

@@ -120,6 +120,8 @@ static int host_gemm(rt_dev *d, const rt_op *op, sw_err *err)
 		return 0;
 	if (m < h->blas_min_m || k == 0 || a8 || gg) { /* k = 0: some BLAS builds reject it */
 		int rc = gg   ? hg_gemm_gguf_a8(C, A, W, m, n, k, op->wtype, false, HG_PATH_AUTO, 0)
+		         : a8 && op->wtype == HG_GGUF_Q8_0R /* repacked at load */
+		              ? hg_gemm_q8a8r(C, A, W, m, n, k, false, HG_PATH_AUTO, 0)
 		         : a8 ? hg_gemm_q8a8(C, A, W, m, n, k, false, HG_PATH_AUTO, 0)
 		         : q8 ? hg_gemm_q8(C, A, W, m, n, k, false, HG_PATH_AUTO, 0)
 		              : hg_gemm16(C, A, W, m, n, k, bf16, HG_PATH_AUTO, 0);
@@ -206,13 +208,14 @@ static int host_download(rt_dev *d, void *dst, rt_dptr src, size_t bytes, sw_err
 
 /* ---- kernels ---- */
 
-/* Issue 24: the Q4_0 / Q4_1 GEMM weights only GEMMs read, repacked for
- * the AVX-512 GEMM (host_repack.c; results unchanged). At load_kernels,
+/* Issue 24: the Q4_0 / Q4_1 / Q8_0 GEMM weights only GEMMs read, repacked
+ * for the vector GEMMs (host_repack.c; results unchanged). At load_kernels,
  * which the engine's bind calls once its weights are uploaded. */
 static int repack_weights(rt_dev *d, rt_op *ops, int n, sw_err *err)
 {
 	const int rc = rt_host_repack_weights(ops, n, false);
-	return rc < 0 ? sw_errf(err, rc, "%s: repacking the Q4 GEMM weights: out of memory", d->desc)
+	return rc < 0 ? sw_errf(err, rc, "%s: repacking the GGUF GEMM weights: out of memory",
+	                        d->desc)
 	              : 0;
 }
 

@@ -81,7 +81,9 @@ typedef struct rt_op {
 	void *argv[RT_OP_MAX_ARGS];
 	int64_t m, n, k;          /* GEMM */
 	int dtype;                /* GEMM: enum rt_dtype of A and W (Q8_0, Q8_0_A8: of W, A fp16) */
-	int wtype;                /* GEMM under RT_GGUF_A8: W's GGUF type (enum ggml_dtype) */
+	int wtype;                /* GEMM under RT_GGUF_A8: W's GGUF type (enum ggml_dtype);
+	                           * the host backend's repack (host_repack.h) may set it
+	                           * on an RT_Q8_0_A8 GEMM too (HG_GGUF_Q8_0R) */
 	int64_t bytes;            /* MEMSET */
 	unsigned dyn_smem;        /* KERNEL: dynamic shared memory bytes the launch provides */
 	int layer;                /* -1, or the layer this launch serves (diagnostics) */

@@ -99,7 +99,7 @@ enum hg_gguf_type {
  * 32/34, Q4_K 256/144, Q6_K 256/210); 0 for a type this GEMM does not take. */
 int64_t hg_gguf_block(int wtype);
 int64_t hg_gguf_block_bytes(int wtype);
-/* "q4_0", "q4_1", "q8_0", "q4_k", "q6_k" ("q4_0r", "q4_1r": repacked);
+/* "q4_0", "q4_1", "q8_0", "q4_k", "q6_k" ("q4_0r", "q4_1r", "q8_0r": repacked);
  * NULL for other types. */
 const char *hg_gguf_name(int wtype);
 
@@ -116,14 +116,33 @@ const char *hg_gguf_name(int wtype);
 enum { HG_GGUF_REPACKED = 0x100,
        HG_GGUF_Q4_0R = HG_GGUF_REPACKED | HG_GGUF_Q4_0,
        HG_GGUF_Q4_1R = HG_GGUF_REPACKED | HG_GGUF_Q4_1 };
-/* W (n, k) of wtype Q4_0 or Q4_1 repacked in place (same byte size):
- * returns the repacked type, SW_EINVAL for another type or k not whole
- * blocks, SW_ENOMEM. */
+/* Q8_0 weights repacked (hg_gguf_repack, issue 24: hg_gemm_q8a8 copied
+ * and transposed each 16-row group on every call): each whole group of 16
+ * rows (16 wrow = 544 nb bytes where it lay) becomes nb blocks of 8
+ * vectors of 64 bytes, dword c of vector x of block b = q bytes 4x .. 4x
+ * + 3 of row c's block b, each plus 128 as an unsigned byte (xor 0x80), at
+ * 512 b + 64 x + 4 c (the VNNI path's transpose, and vpdpbusd's unsigned
+ * operand), then the scales, row c's fp16 d of block b at 512 nb + 32 b +
+ * 2 c. Rows past the last whole group stay as the file has them. The GEMM
+ * on such W takes wtype HG_GGUF_Q8_0R (hg_gemm_q8a8r) and gives the bits
+ * it gives on the file's layout, on every path; AVX-512 VNNI reads it in
+ * place (each row's integer sum starting from -128 sum(q) instead of
+ * -128 sum(w) per column), AVX2 each 8-row half of it (the low or high 32
+ * bytes of each vector), portable byte by byte. */
+enum { HG_GGUF_Q8_0R = HG_GGUF_REPACKED | HG_GGUF_Q8_0 };
+/* W (n, k) of wtype Q4_0, Q4_1 or Q8_0 repacked in place (same byte
+ * size): returns the repacked type, SW_EINVAL for another type or k not
+ * whole blocks, SW_ENOMEM. */
 int hg_gguf_repack(void *W, int64_t n, int64_t k, int wtype);
+/* hg_gguf_repack's Q8_0 case (host_gemm_i8.c): 0, SW_EINVAL, SW_ENOMEM. */
+int hg_q8_repack(void *W, int64_t n, int64_t k);
+/* hg_gemm_q8a8 on W repacked by hg_q8_repack: the same bits. */
+int hg_gemm_q8a8r(float *C, const uint16_t *A, const void *W, int64_t m, int64_t n, int64_t k,
+                  bool a_bf16, int path, int threads);
 
 /* C = A * W^T with W (n, k) in GGUF type wtype's blocks as the file stores
  * them and A (m, k) fp16 (a_bf16: bf16) quantized by hg_gemm_q8a8's rule.
- * Q8_0 is hg_gemm_q8a8. Q4_0, Q4_1, Q4_K (host_gemm_q4.c): each 32-element
+ * Q8_0 is hg_gemm_q8a8 (Q8_0R hg_gemm_q8a8r). Q4_0, Q4_1, Q4_K (host_gemm_q4.c): each 32-element
  * sub-block is w = d (q - z) + mn with q in 0..15 (Q4_0: z 8, mn 0; Q4_1:
  * mn = m; Q4_K: d = d * scale_j, mn = -dmin * min_j, exact in fp32), and
  * each output is, over the 32-blocks b in order from acc = 0,

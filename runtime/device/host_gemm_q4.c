@@ -53,7 +53,7 @@
 
 int64_t hg_gguf_block(int wtype)
 {
-	if (wtype == HG_GGUF_Q4_0R || wtype == HG_GGUF_Q4_1R)
+	if (wtype == HG_GGUF_Q4_0R || wtype == HG_GGUF_Q4_1R || wtype == HG_GGUF_Q8_0R)
 		wtype &= ~HG_GGUF_REPACKED;
 	switch (wtype) {
 	case HG_GGUF_Q4_0: case HG_GGUF_Q4_1: case HG_GGUF_Q8_0: return 32;
@@ -64,7 +64,7 @@ int64_t hg_gguf_block(int wtype)
 
 int64_t hg_gguf_block_bytes(int wtype)
 {
-	if (wtype == HG_GGUF_Q4_0R || wtype == HG_GGUF_Q4_1R)
+	if (wtype == HG_GGUF_Q4_0R || wtype == HG_GGUF_Q4_1R || wtype == HG_GGUF_Q8_0R)
 		wtype &= ~HG_GGUF_REPACKED;
 	switch (wtype) {
 	case HG_GGUF_Q4_0: return 18;
@@ -86,6 +86,7 @@ const char *hg_gguf_name(int wtype)
 	case HG_GGUF_Q6_K: return "q6_k";
 	case HG_GGUF_Q4_0R: return "q4_0r";
 	case HG_GGUF_Q4_1R: return "q4_1r";
+	case HG_GGUF_Q8_0R: return "q8_0r";
 	default: return NULL;
 	}
 }
@@ -170,6 +171,10 @@ static void q4r_get(char *blk, const char *g, int c, int64_t bb)
 
 int hg_gguf_repack(void *W, int64_t n, int64_t k, int wtype)
 {
+	if (wtype == HG_GGUF_Q8_0) { /* host_gemm_i8.c's layout */
+		const int rc = hg_q8_repack(W, n, k);
+		return rc < 0 ? rc : HG_GGUF_Q8_0R;
+	}
 	if ((wtype != HG_GGUF_Q4_0 && wtype != HG_GGUF_Q4_1) || n < 0 || k < 0 || k % QB)
 		return SW_EINVAL;
 	const int64_t bb = hg_gguf_block_bytes(wtype), nb = k / QB, wrow = nb * bb;
@@ -332,6 +337,8 @@ int hg_gemm_gguf_a8(float *C, const uint16_t *A, const void *W, int64_t m, int64
 		wtype &= ~HG_GGUF_REPACKED;
 	if (wtype == HG_GGUF_Q8_0)
 		return hg_gemm_q8a8(C, A, W, m, n, k, a_bf16, path, threads);
+	if (wtype == HG_GGUF_Q8_0R)
+		return hg_gemm_q8a8r(C, A, W, m, n, k, a_bf16, path, threads);
 	const int64_t blk = hg_gguf_block(wtype);
 	if (path == HG_PATH_AUTO)
 		path = hg_i8_path_auto();

@@ -1,10 +1,12 @@
-/* The host backend's repack of Q4_0 / Q4_1 GEMM weights at bind
+/* The host backend's repack of Q4_0 / Q4_1 / Q8_0 GEMM weights at bind
  * (host_repack.h). A weight is repacked only when the engine's ops show
  * that GEMMs alone read it: a kernel reading the file's blocks (an
- * embedding gather on a tied Q4 table, say) would see the new order, so
+ * embedding gather on a tied table, say) would see the new order, so
  * any other op whose arguments reach into the weight's bytes leaves it as
  * the file has it. Repacking changes where bytes lie, never a result bit
- * (host_gemm.h). */
+ * (host_gemm.h). The gguf_a8 SmolLM2 engine's tied LM head is such a
+ * weight: the plan gives the embedding its own fp16 table (the lookup
+ * never reads the Q8_0 copy), so only the LM head's GEMMs read it. */
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -28,8 +30,21 @@ static uint64_t w_bytes(const rt_op *o)
 	return b > 0 ? (uint64_t)b : 1;
 }
 
-/* whether op o leaves W's bytes [lo, hi) to GEMMs of n, k, wt from lo */
-static bool only_gemm(const rt_op *o, uint64_t lo, uint64_t hi, int64_t n, int64_t k, int wt)
+/* the GGUF type a GEMM reads its W as: gguf_a8 its wtype, q8_0_a8 Q8_0
+ * (Q8_0R once repacked); -1 for the other dtypes */
+static int gemm_wtype(const rt_op *o)
+{
+	if (o->dtype == RT_GGUF_A8)
+		return o->wtype;
+	if (o->dtype == RT_Q8_0_A8)
+		return o->wtype == HG_GGUF_Q8_0R ? HG_GGUF_Q8_0R : HG_GGUF_Q8_0;
+	return -1;
+}
+
+/* whether op o leaves W's bytes [lo, hi) to GEMMs of dtype dt, n, k, wt
+ * from lo */
+static bool only_gemm(const rt_op *o, uint64_t lo, uint64_t hi, int dt, int64_t n, int64_t k,
+                      int wt)
 {
 	switch (o->kind) {
 	case RT_OP_GEMM: {
@@ -38,7 +53,7 @@ static bool only_gemm(const rt_op *o, uint64_t lo, uint64_t hi, int64_t n, int64
 		const uint64_t w = o->argval[2];
 		if (w >= hi || w + w_bytes(o) <= lo) /* another weight */
 			return true;
-		return w == lo && o->dtype == RT_GGUF_A8 && o->wtype == wt && o->n == n && o->k == k;
+		return w == lo && o->dtype == dt && gemm_wtype(o) == wt && o->n == n && o->k == k;
 	}
 	case RT_OP_MEMSET:
 		return o->argval[0] >= hi || o->argval[0] + (uint64_t)o->bytes <= lo;
@@ -50,16 +65,24 @@ static bool only_gemm(const rt_op *o, uint64_t lo, uint64_t hi, int64_t n, int64
 	}
 }
 
+/* whether weights of type wt are repacked on this CPU: Q4 where the
+ * automatic path is AVX-512 (AVX2 restores the rows: slower), Q8_0 where
+ * it is AVX-512 or AVX2 (both read it in place) */
+static bool wanted(int wt, bool force)
+{
+	const int p = hg_i8_path_auto();
+	if (wt == HG_GGUF_Q8_0)
+		return force || p == HG_PATH_AVX512 || p == HG_PATH_AVX2;
+	return (wt == HG_GGUF_Q4_0 || wt == HG_GGUF_Q4_1) && (force || p == HG_PATH_AVX512);
+}
+
 int rt_host_repack_weights(rt_op *ops, int n, bool force)
 {
-	if (!force && hg_i8_path_auto() != HG_PATH_AVX512)
-		return 0;
 	int done = 0;
 	for (int i = 0; i < n; i++) {
 		const rt_op *g = &ops[i];
-		const int wt = g->wtype;
-		if (g->kind != RT_OP_GEMM || g->dtype != RT_GGUF_A8 ||
-		    (wt != HG_GGUF_Q4_0 && wt != HG_GGUF_Q4_1) || g->n < 16 || g->k <= 0 ||
+		const int wt = gemm_wtype(g);
+		if (g->kind != RT_OP_GEMM || !wanted(wt, force) || g->n < 16 || g->k <= 0 ||
 		    g->k % hg_gguf_block(wt))
 			continue;
 		const uint64_t lo = g->argval[2];
@@ -67,7 +90,7 @@ int rt_host_repack_weights(rt_op *ops, int n, bool force)
 		                                    hg_gguf_block_bytes(wt));
 		bool ok = true;
 		for (int j = 0; j < n && ok; j++)
-			ok = only_gemm(&ops[j], lo, hi, g->n, g->k, wt);
+			ok = only_gemm(&ops[j], lo, hi, g->dtype, g->n, g->k, wt);
 		if (!ok)
 			continue;
 		const int64_t gn = g->n, gk = g->k;

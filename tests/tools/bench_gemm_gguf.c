@@ -15,7 +15,7 @@
  * left out (Q4_K, Q6_K: 256). Rows 1, 7 and 26 (decode, a 7-row chain
  * verify, a 26-row tree), or ROWS: row counts separated by commas, 1 to
  * 64 each, at most 16 (`1,2,3,4,5,6,7`: a chain verify's k + 1). repack:
- * Q4_0 and Q4_1 only, the file's layout and the repacked one
+ * Q4_0, Q4_1 and Q8_0 only, the file's layout and the repacked one
  * (hg_gguf_repack, as the host backend does at bind) timed call by call
  * alternately (101 pairs, medians; cold: each pair another copy) and their
  * outputs compared with memcmp. W: random blocks with finite fp16 scales (the
@@ -197,7 +197,7 @@ int main(int argc, char **argv)
 	for (size_t ti = 0; ti < sizeof(TYPES) / sizeof(TYPES[0]); ti++) {
 		const int t = TYPES[ti];
 		if (!hg_gguf_block(t) || k % hg_gguf_block(t) ||
-		    (repack && t != HG_GGUF_Q4_0 && t != HG_GGUF_Q4_1))
+		    (repack && t != HG_GGUF_Q4_0 && t != HG_GGUF_Q4_1 && t != HG_GGUF_Q8_0))
 			continue;
 		const int64_t nblk = n * (k / hg_gguf_block(t)), bytes = nblk * hg_gguf_block_bytes(t);
 		const int copies = cold ? (int)(160000000 / bytes + 2) : 1;
