@@ -434,8 +434,7 @@ static bool visible(const ha_job *jb, int t, int j, int lo)
  * 8 lanes wide: max_ps(s, m) is s > m ? s : m as below (a NaN never wins);
  * only the sign of a zero maximum can depend on the lanes, and exp(s - m)
  * does not (exp8_avx2 of +-0 is 1). */
-static inline __attribute__((always_inline)) HA_AVX2 float mask_max_avx2(const ha_job *jb, float *s, int t, int lo,
-                                                                         int nk)
+static HA_AVX2 float mask_max_avx2(const ha_job *jb, float *s, int t, int lo, int nk)
 {
 	const int c0 = lo < 0 ? 0 : lo > jb->ctx ? jb->ctx : lo;
 	for (int j = 0; j < c0; j++)
