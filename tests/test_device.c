@@ -349,7 +349,10 @@ static int teardown(void **state)
 
 static void test_roundtrip(void **state)
 {
-	static const size_t sizes[] = {1, 3, 257, 4099, 65536 + 7};
+	/* 2 MiB and more: the host's weight-sized buffers, on 2 MiB boundaries
+	 * and advised as huge pages (dev_host.c host_big_alloc) */
+	static const size_t sizes[] = {1, 3, 257, 4099, 65536 + 7, ((size_t)2 << 20) - 1,
+	                               ((size_t)3 << 20) + 5};
 	for (int b = 0; b < g_nbe; b++) {
 		rt_dev *d = g_be[b].open();
 		for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
@@ -358,6 +361,8 @@ static void test_roundtrip(void **state)
 			assert_non_null(x);
 			assert_non_null(y);
 			rt_dptr p = dalloc(d, n);
+			if (!strcmp(g_be[b].name, "host"))
+				assert_int_equal(p % (n >= ((size_t)2 << 20) ? ((size_t)2 << 20) : 256), 0);
 			memset(y, 0x5a, n);
 			down(d, y, p, n);
 			for (size_t i = 0; i < n; i++)
