@@ -17,15 +17,13 @@
 #include "device/host_argmax.h"
 #include "device/host_gemm.h"
 #include "kernels/ref/ref.h"
+#include "testutil.h"
 
 static uint64_t rs = 0x9e3779b97f4a7c15ull;
 
 static uint32_t rnd(void)
 {
-	rs ^= rs << 13;
-	rs ^= rs >> 7;
-	rs ^= rs << 17;
-	return (uint32_t)(rs >> 11);
+	return tu_xs32(&rs);
 }
 
 /* the rule, written out: first index of the largest non-NaN value */

@@ -39,15 +39,13 @@
 #include "device/host_ops.h"
 #include "device/host_rowops.h"
 #include "kernels/ref/ref.h"
+#include "testutil.h"
 
 static uint64_t rs = 0x243f6a8885a308d3ull;
 
 static uint32_t rnd(void)
 {
-	rs ^= rs << 13;
-	rs ^= rs >> 7;
-	rs ^= rs << 17;
-	return (uint32_t)(rs >> 11);
+	return tu_xs32(&rs);
 }
 
 typedef struct kp {

@@ -50,6 +50,7 @@
 #include "device/host_gemm.h"
 #include "device/host_rowops.h"
 #include "kernels/ref/ref.h"
+#include "testutil.h"
 
 #define U 0x1p-24
 
@@ -57,10 +58,7 @@ static uint64_t rs = 0x9e3779b97f4a7c15ull;
 
 static uint32_t rnd(void)
 {
-	rs ^= rs << 13;
-	rs ^= rs >> 7;
-	rs ^= rs << 17;
-	return (uint32_t)(rs >> 11);
+	return tu_xs32(&rs);
 }
 
 static float fbits(uint32_t b)

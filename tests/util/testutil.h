@@ -9,6 +9,16 @@
 #include "model/ctx.h"
 #include "decode/sampler.h"
 
+/* xorshift64 (13, 7, 17), 32 bits from the top 53: the raw bit source of
+ * the host-op tests (random floats by their bit patterns). */
+static inline uint32_t tu_xs32(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return (uint32_t)(*s >> 11);
+}
+
 /* Deterministic test RNG (splitmix64), independent of the engine's Philox. */
 uint64_t tu_rand(uint64_t *s);
 double tu_uniform(uint64_t *s);
