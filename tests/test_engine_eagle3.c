@@ -254,6 +254,22 @@ static void greedy_case(const char *tree, int gamma, int tag)
 		assert_true(hs.n_accepted > 0);
 }
 
+/* greedy_case with the head in `dir` (loaded as h) in place of the
+ * fixture's, then the fixture's back; h freed and dir removed */
+static void greedy_case_head(const char *dir, rt_eagle3 *h, const char *tree, int gamma, int tag)
+{
+	char saved[300];
+	rt_eagle3 *keep = g_h;
+	snprintf(saved, sizeof(saved), "%s", g_head);
+	snprintf(g_head, sizeof(g_head), "%s", dir);
+	g_h = h;
+	greedy_case(tree, gamma, tag);
+	g_h = keep;
+	snprintf(g_head, sizeof(g_head), "%s", saved);
+	rt_eagle3_free(h);
+	te3_rmdir(dir);
+}
+
 static void test_greedy_chain(void **state)
 {
 	(void)state;
@@ -272,7 +288,7 @@ static void test_greedy_tree(void **state)
 static void test_greedy_own_embedding(void **state)
 {
 	(void)state;
-	char dir[300], saved[300];
+	char dir[300];
 	sw_err err = {0};
 	snprintf(dir, sizeof(dir), "%s/head_own", g_dir);
 	mkdir(dir, 0755);
@@ -293,18 +309,11 @@ static void test_greedy_own_embedding(void **state)
 	fprintf(f, "{\"norm_before_residual\": true, %s", text + 1);
 	fclose(f);
 	free(text);
-	rt_eagle3 *h = rt_eagle3_load(dir, g_tiny, &err), *keep = g_h;
+	rt_eagle3 *h = rt_eagle3_load(dir, g_tiny, &err);
 	if (!h)
 		fail_msg("%s", err.msg);
 	assert_true(h->cfg.own_embd && !h->cfg.has_d2t && h->cfg.norm_before_residual);
-	snprintf(saved, sizeof(saved), "%s", g_head);
-	snprintf(g_head, sizeof(g_head), "%s", dir);
-	g_h = h;
-	greedy_case("chain:4", 4, 2);
-	g_h = keep;
-	snprintf(g_head, sizeof(g_head), "%s", saved);
-	rt_eagle3_free(h);
-	te3_rmdir(dir);
+	greedy_case_head(dir, h, "chain:4", 4, 2);
 }
 
 /* A head whose d2t does not ascend (draft id i -> target id (41 i + 7) mod
@@ -315,7 +324,7 @@ static void test_greedy_own_embedding(void **state)
 static void test_greedy_shuffled_map(void **state)
 {
 	(void)state;
-	char dir[300], saved[300];
+	char dir[300];
 	sw_err err = {0};
 	int32_t used[60];
 	snprintf(dir, sizeof(dir), "%s/head_shuf", g_dir);
@@ -327,18 +336,11 @@ static void test_greedy_shuffled_map(void **state)
 	o.ffn = 192;
 	o.used = used;
 	assert_int_equal(te3_write(dir, g_tiny, &o, 9), 0);
-	rt_eagle3 *h = rt_eagle3_load(dir, g_tiny, &err), *keep = g_h;
+	rt_eagle3 *h = rt_eagle3_load(dir, g_tiny, &err);
 	if (!h)
 		fail_msg("%s", err.msg);
 	assert_true(h->cfg.has_d2t && h->d2t[3] < h->d2t[2]); /* not ascending */
-	snprintf(saved, sizeof(saved), "%s", g_head);
-	snprintf(g_head, sizeof(g_head), "%s", dir);
-	g_h = h;
-	greedy_case("branch:2,2,1", 3, 3);
-	g_h = keep;
-	snprintf(g_head, sizeof(g_head), "%s", saved);
-	rt_eagle3_free(h);
-	te3_rmdir(dir);
+	greedy_case_head(dir, h, "branch:2,2,1", 3, 3);
 }
 
 /* A one-token prompt: nothing to draft from, so the first iteration runs
