@@ -1,0 +1,246 @@
+/* EAGLE-3 engines that look for an n-gram match first (a "draft" with
+ * "ngram": "MIN:MAX" and "levels": L; gen/plan_eagle3.c, templates/
+ * draft_pick.cu.tmpl): per iteration the n-gram lookup and the draft-length
+ * controller propose the chain, and where they propose nothing the head
+ * drafts L tokens; the head's cache takes every committed row either way.
+ * Checked against independent references, on the engine tests' tiny target
+ * and head (test_engine_eagle3.c's fixture):
+ *  - greedy: the engine's tokens are the host fp32 target-only greedy
+ *    tokens; every iteration drafted either a present prefix of
+ *    ref_ngram_lookup_info's proposal over the committed tokens (all of it,
+ *    and exactly when it proposed some, with the controller off) or the
+ *    host fp32 head's L tokens from the same committed sequence (an fp16
+ *    near-tie named, as test_engine_eagle3) then absent nodes; both kinds
+ *    of iteration occur; native and emulate; graph = eager;
+ *  - exactness at T > 0 (one-hot verification, top-k and sampled head
+ *    expansion): chi-square at significance 1e-4 of the first two tokens
+ *    after a prompt whose suffix repeats (so both drafters propose);
+ *  - bad input: every spec the combination cannot honour, refused by field.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "e3_util.h"
+#include "eagle3_util.h"
+#include "engine/engine.h"
+#include "engine/manifest.h"
+#include "engine_util.h"
+#include "formats/gguf.h"
+#include "model/eagle3.h"
+#include "testutil.h"
+
+static char g_dir[256], g_tiny_path[300], g_head[300];
+static rt_model *g_tiny;
+static rt_eagle3 *g_h;
+
+static int setup(void **state)
+{
+	(void)state;
+	eu_work_dir(g_dir, sizeof(g_dir), "test_engine_eagle3_ngram");
+	g_tiny = eu_tiny_model(g_dir, g_tiny_path, sizeof(g_tiny_path));
+	if (!g_tiny)
+		return -1;
+	snprintf(g_head, sizeof(g_head), "%s/head", g_dir);
+	if (e3u_head60(g_head, g_tiny, 192, 5))
+		return -1;
+	sw_err err = {0};
+	g_h = rt_eagle3_load(g_head, g_tiny, &err);
+	if (!g_h)
+		print_message("head: %s\n", err.msg);
+	return g_h ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	rt_eagle3_free(g_h);
+	rt_model_free(g_tiny);
+	te3_rmdir(g_head);
+	return 0;
+}
+
+typedef struct hy_case {
+	const char *tree;
+	int nodes, ngram_min, ngram_max, levels;
+	bool ctrl_off;
+} hy_case;
+
+static void hy_spec(char *buf, size_t n, const hy_case *c, const char *verify, const char *expand,
+                    double temp)
+{
+	char extra[96];
+	snprintf(extra, sizeof(extra), ", \"ngram\": \"%d:%d\", \"levels\": %d", c->ngram_min,
+	         c->ngram_max, c->levels);
+	e3u_spec_ex(buf, n, "fp16", g_tiny_path, g_head, c->tree, verify, expand, temp, 192, 16, extra,
+	            c->ctrl_off ? ", \"control\": {\"mode\": \"off\"}" : "");
+}
+
+static void greedy_case(const hy_case *c, int tag)
+{
+	enum { P = 37, N = 40 };
+	int32_t prompt[P], ref[N], a[N], b[N];
+	float margin[N];
+	eu_tiny_prompt(prompt, P);
+	eu_reference(g_tiny, prompt, P, N, ref, margin, NULL);
+	char spec[2048], dir[400];
+	snprintf(dir, sizeof(dir), "%s/greedy%d", g_dir, tag);
+	hy_spec(spec, sizeof(spec), c, "greedy", "topk", 0);
+	eu_build(spec, dir, eu_cache_dir(), false);
+	for (int mode = 0; mode < 2; mode++) {
+		rt_dev *d = eu_open_host(mode ? RT_HOST_EMULATE : RT_HOST_NATIVE, eu_cache_dir());
+		rt_engine *e = e3u_bind(dir, d, g_tiny, g_h, 1);
+		rt_engine_stats st;
+		e3u_drafts cb = {.e = e, .target = g_tiny, .head = g_h, .head_name = "host head",
+		                 .u = E3U_U_FP16, .gamma = c->levels, .ngram_min = c->ngram_min,
+		                 .ngram_max = c->ngram_max, .n_nodes = c->nodes, .ctrl_off = c->ctrl_off};
+		snprintf(cb.what, sizeof(cb.what), "%s ngram %d:%d levels %d%s %s", c->tree, c->ngram_min,
+		         c->ngram_max, c->levels, c->ctrl_off ? " (no controller)" : "",
+		         mode ? "emulate" : "native");
+		e3u_drafts_run(&cb, prompt, P, N, a, &st);
+		for (int i = 0; i < N; i++)
+			if (a[i] != ref[i])
+				fail_msg("%s: token %d is %d, target-only's %d", cb.what, i, a[i], ref[i]);
+		print_message("  %s: %d/%d tokens = target-only in %d iterations: %d drafted by the "
+		              "n-gram lookup, %d by the head (%d fp16 near-ties), %d tokens accepted\n",
+		              cb.what, N, N, (int)st.n_iters, cb.by_ngram, cb.by_head, cb.ties,
+		              N - (int)st.n_iters);
+		/* both drafters drafted, and drafts were accepted */
+		assert_true(cb.by_ngram > 0 && cb.by_head > 0);
+		assert_true(st.n_iters < N);
+		if (!mode) { /* the same iterations op by op, each gate read on the host */
+			assert_int_equal(eu_generate(e, "eager", prompt, P, N, true, b, &st), N);
+			assert_memory_equal(a, b, sizeof(b));
+		}
+		rt_engine_free(e);
+		rt_dev_free(d);
+	}
+}
+
+static void test_greedy(void **state)
+{
+	(void)state;
+	static const hy_case cases[] = {
+		{"chain:4", 5, 1, 3, 1, false},
+		{"chain:4", 5, 1, 3, 2, true},
+		{"chain:3", 4, 2, 3, 3, false},
+	};
+	for (int i = 0; i < 3; i++)
+		greedy_case(&cases[i], i);
+}
+
+/* T > 0: one-hot verification of either drafter's proposal, the head's by
+ * top-k or sampled expansion; chi-square at 1e-4 against the enumeration */
+static void test_exactness(void **state)
+{
+	(void)state;
+	static const e3u_exact_case cfg[] = {
+		{"chain:3", "onehot", "topk", ", \"ngram\": \"1:2\""},
+		{"chain:3", "onehot", "sample", ", \"ngram\": \"1:3\", \"levels\": 2"},
+	};
+	static const rt_engine_sampling set[] = {{1.0f, 0, 1.0f}, {2.0f, 5, 1.0f}};
+	static const int32_t prompt[7] = {3, 7, 1, 6, 3, 7, 1}; /* "3 7 1" recurs: 6 proposed at once */
+	sw_err err = {0};
+	char mpath[300];
+	rt_model *m = tu_tiny_llama(12, 32, 3, 2, 1, 48, 11);
+	assert_non_null(m);
+	snprintf(mpath, sizeof(mpath), "%s/v12.gguf", g_dir);
+	if (rt_llama_save_gguf(m, mpath, GGML_T_F32, &err))
+		fail_msg("%s", err.msg);
+	const e3u_exact x = {.m = m, .mpath = mpath, .dtype = "fp16", .dir = g_dir,
+	                     .cache_dir = eu_cache_dir(), .cases = cfg, .n_cases = 2, .set = set,
+	                     .n_set = 2, .runs = 2000, .seed = 7000, .label = "ngram first: ",
+	                     .prompt = prompt, .n_prompt = 7};
+	e3u_exactness(&x);
+	rt_model_free(m);
+}
+
+/* Each spec refused with its field, what was expected and what was found */
+static void test_refused(void **state)
+{
+	(void)state;
+	char spec[2048];
+	hy_case c = {"branch:2,1", 4, 1, 3, 1, false};
+	hy_spec(spec, sizeof(spec), &c, "greedy", "topk", 0);
+	e3u_spec_refused(spec, "$.tree: expected a chain (ngram drafts one continuation), found "
+	                 "\"branch:2,1\"");
+	c = (hy_case){"chain:3", 4, 1, 3, 1, false};
+	hy_spec(spec, sizeof(spec), &c, "rrs", "sample", 1.0);
+	e3u_spec_refused(spec, "$.verify.method: expected greedy or onehot (ngram drafts have no "
+	                 "draft distribution), found \"rrs\"");
+	c = (hy_case){"chain:3", 4, 1, 3, 4, false};
+	hy_spec(spec, sizeof(spec), &c, "greedy", "topk", 0);
+	e3u_spec_refused(spec, "$.draft.levels: expected at most the chain's depth (the head drafts "
+	                 "nodes 1 .. levels), found 4 with tree \"chain:3\" of depth 3");
+	c = (hy_case){"chain:3", 4, 3, 2, 1, false};
+	hy_spec(spec, sizeof(spec), &c, "greedy", "topk", 0);
+	e3u_spec_refused(spec, "$.draft.ngram: expected \"MIN:MAX\" with 1 <= MIN <= MAX <= 16, "
+	                 "found \"3:2\"");
+	e3u_spec_ex(spec, sizeof(spec), "fp16", g_tiny_path, g_head, "chain:3", "greedy", "topk", 0,
+	            192, 16, ", \"levels\": 2", "");
+	e3u_spec_refused(spec, "$.draft.levels: expected \"levels\" only with \"ngram\"");
+	e3u_spec_ex(spec, sizeof(spec), "fp16", g_tiny_path, g_head, "chain:3", "greedy", "topk", 0,
+	            192, 16, ", \"ngram\": 3", "");
+	e3u_spec_refused(spec, "$.draft.ngram: expected \"MIN:MAX\" with 1 <= MIN <= MAX <= 16, "
+	                 "found number");
+	e3u_spec_ex(spec, sizeof(spec), "fp16", g_tiny_path, g_head, "chain:3", "greedy", "topk", 0,
+	            192, 16, "", ", \"control\": {\"mode\": \"cost\"}");
+	e3u_spec_refused(spec, "$.control.mode: expected \"off\" (the draft-length controller drives "
+	                 "n-gram chain drafters only, $.draft.method ngram or $.draft.ngram)");
+	/* "ngram" with another drafter */
+	snprintf(spec, sizeof(spec),
+	         "{\"name\": \"x\", \"target\": {\"path\": \"%s\"}, \"draft\": {\"method\": "
+	         "\"ngram:1:3\", \"ngram\": \"1:3\"}, \"tree\": \"chain:3\", \"verify\": {\"method\": "
+	         "\"greedy\", \"expand\": \"topk\"}, \"sampling\": {\"temperature\": 0, \"top_k\": 0, "
+	         "\"top_p\": 1}, \"max_context\": 192, \"prefill_chunk\": 16, \"dtype\": \"fp16\", "
+	         "\"archs\": [\"sm_80\"]}", g_tiny_path);
+	e3u_spec_refused(spec, "$.draft.ngram: expected \"ngram\" and \"levels\" only with method "
+	                 "\"eagle3\" (an n-gram lookup before the head), found it with \"ngram:1:3\"");
+}
+
+/* The plan: the pick's word gates the head's levels, the history and the
+ * controller's buffers exist, and the loader's bounds proof passes */
+static void test_planned(void **state)
+{
+	(void)state;
+	char spec[2048], dir[400];
+	sw_err err = {0};
+	const hy_case c = {"chain:4", 5, 1, 3, 2, false};
+	snprintf(dir, sizeof(dir), "%s/plan", g_dir);
+	hy_spec(spec, sizeof(spec), &c, "greedy", "topk", 0);
+	eu_build(spec, dir, eu_cache_dir(), false);
+	rt_manifest *m = rt_manifest_load(dir, &err);
+	if (!m)
+		fail_msg("%s", err.msg);
+	const int go = rt_manifest_buf_find(m, "e3_go");
+	assert_true(go >= 0 && rt_manifest_buf_find(m, "ngram_hist") >= 0 &&
+	            rt_manifest_buf_find(m, "ctrl") >= 0 && rt_manifest_buf_find(m, "ctrl_cost") >= 0);
+	assert_int_equal(m->ctrl != RT_CTRL_NONE, 1);
+	int gated = 0;
+	for (int i = 0; i < m->n_phases; i++) {
+		const bool level = !strncmp(m->phases[i].name, "draft_", 6) &&
+		                   strcmp(m->phases[i].name, "draft_ngram");
+		assert_int_equal(m->phases[i].gate_buf == go, level);
+		gated += level;
+	}
+	assert_int_equal(gated, 2); /* levels 2: draft_0, draft_1 */
+	print_message("  %d phases, the head's %d levels gated on e3_go: every op inside its "
+	              "buffers\n", m->n_phases, gated);
+	rt_manifest_free(m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_planned),
+		cmocka_unit_test(test_greedy),
+		cmocka_unit_test(test_exactness),
+		cmocka_unit_test(test_refused),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
