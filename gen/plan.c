@@ -443,6 +443,43 @@ void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids
 	emit(c, &od);
 }
 
+/* The n-gram chain drafter's ops after tree_prep: ngram_lookup over the
+ * history (a->ngram_hist) into tree_tokens[1 ..], its signal into
+ * ngram_info, then (ctrl >= 0) the draft-length controller keeping the
+ * first k (ALGORITHMS.txt 12). The chain is the tree's nodes 1 .. n - 1.
+ * The n-gram engine's draft phase, and the n-gram-first EAGLE-3 engine's
+ * (gen/plan_eagle3.c). */
+void op_ngram_draft(ctx *c, int ngram_info, int ctrl, int ctrl_cost)
+{
+	const gen_spec *s = c->s;
+	const act_ix *a = &c->a;
+	const gen_tree *t = &s->tree;
+	gen_param prm[] = {PNAME, PI("MIN_N", s->ngram_min), PI("MAX_N", s->ngram_max),
+	                   PI("N_DRAFT", t->n - 1), PI("MAX_CTX", s->max_context),
+	                   PI("BLOCK", BLK_NGRAM)};
+	op_desc od = {.name = "ngram_lookup", .op = "ngram_lookup", .exec = GEN_EXEC_KERNEL,
+	              .kernel = kernel(c, "ngram", "ngram_lookup.cu.tmpl", prm, 6), .gx = 1,
+	              .block = BLK_NGRAM, .n_args = 4,
+	              .args = {A(a->tree_tokens, 4), A(a->ngram_hist, 0), A(a->state, 0),
+	                       A(ngram_info, 0)},
+	              .bytes = (double)s->est_context * 4,
+	              .flops = (double)s->est_context * s->ngram_max};
+	emit(c, &od);
+	if (ctrl < 0)
+		return;
+	gen_param cp[GEN_KERNEL_MAX_PARAMS];
+	const int np = gen_ctrl_params(&s->ctrl, t->n - 1, s->ngram_min, s->ngram_max, BLK_CTRL, cp,
+	                               GEN_KERNEL_MAX_PARAMS);
+	op_desc cd = {.name = "draft_ctrl", .op = "draft_ctrl", .exec = GEN_EXEC_KERNEL,
+	              .kernel = kernel(c, "draft_ctrl", "draft_ctrl.cu.tmpl", cp, np), .gx = 1,
+	              .block = BLK_CTRL, .n_args = 5,
+	              .args = {A(ctrl, 0), A(a->tree_tokens, 4), A(ngram_info, 0), A(a->state, 0),
+	                       A(ctrl_cost, 0)},
+	              .bytes = 4.0 * (gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max) +
+	                              2 * t->n + 8), .flops = 0};
+	emit(c, &cd);
+}
+
 /* The engine's bookkeeping kernel (templates/step.cu.tmpl, layout in
  * runtime/engine_state.h): MODE 0 tree_prep, 1 catchup_prep, 2 iter_end. One
  * thread block; every mode takes the same ten arguments. */
@@ -1230,30 +1267,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	} else {
 		PHASE("draft_ngram", t->n - 1);
 		op_step(&c, "tree_prep", 0, false);
-		gen_param prm[] = {PNAME, PI("MIN_N", s->ngram_min), PI("MAX_N", s->ngram_max),
-		                   PI("N_DRAFT", t->n - 1), PI("MAX_CTX", s->max_context),
-		                   PI("BLOCK", BLK_NGRAM)};
-		op_desc od = {.name = "ngram_lookup", .op = "ngram_lookup", .exec = GEN_EXEC_KERNEL,
-		              .kernel = kernel(&c, "ngram", "ngram_lookup.cu.tmpl", prm, 6), .gx = 1,
-		              .block = BLK_NGRAM, .n_args = 4,
-		              .args = {A(a->tree_tokens, 4), A(a->ngram_hist, 0), A(a->state, 0),
-		                       A(ngram_info, 0)},
-		              .bytes = (double)s->est_context * 4,
-		              .flops = (double)s->est_context * s->ngram_max};
-		emit(&c, &od);
-		if (s->ctrl.on) { /* how many of them to keep (ALGORITHMS.txt 12) */
-			gen_param cp[GEN_KERNEL_MAX_PARAMS];
-			const int np = gen_ctrl_params(&s->ctrl, t->n - 1, s->ngram_min, s->ngram_max,
-			                               BLK_CTRL, cp, GEN_KERNEL_MAX_PARAMS);
-			op_desc cd = {.name = "draft_ctrl", .op = "draft_ctrl", .exec = GEN_EXEC_KERNEL,
-			              .kernel = kernel(&c, "draft_ctrl", "draft_ctrl.cu.tmpl", cp, np),
-			              .gx = 1, .block = BLK_CTRL, .n_args = 5,
-			              .args = {A(ctrl, 0), A(a->tree_tokens, 4), A(ngram_info, 0),
-			                       A(a->state, 0), A(ctrl_cost, 0)},
-			              .bytes = 4.0 * (gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max) +
-			                              2 * t->n + 8), .flops = 0};
-			emit(&c, &cd);
-		}
+		op_ngram_draft(&c, ngram_info, ctrl, ctrl_cost);
 		PHASE_END();
 	}
 
@@ -1426,6 +1440,9 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 	if (s->draft_kind == GEN_DRAFT_EAGLE3) /* the head's taps and Vd (gen/plan_eagle3.c) */
 		fprintf(f, ", \"taps\": [%d, %d, %d], \"vocab\": %d", s->eagle3.taps[0],
 		        s->eagle3.taps[1], s->eagle3.taps[2], s->eagle3.draft_vocab);
+	if (s->e3_ngram) /* n-gram first, the head's levels where it drafts none */
+		fprintf(f, ", \"ngram\": \"%d:%d\", \"levels\": %d", s->ngram_min, s->ngram_max,
+		        s->e3_levels);
 	if (s->draft_kind == GEN_DRAFT_LAYERSKIP) {
 		fprintf(f, ", \"layers\": [");
 		for (int i = 0; i < s->n_skip_layers; i++)

@@ -53,7 +53,8 @@ int gen_ctrl_parse(const json_value *root, bool ngram, bool greedy, int depth, g
 		c->on = !strcmp(s, "cost");
 		if (c->on && !ngram)
 			return json_refuse(err, json_get(o, "mode"), "$.control.mode", "\"off\" (the draft-length "
-			           "controller drives n-gram chain drafters only, $.draft.method ngram)",
+			           "controller drives n-gram chain drafters only, $.draft.method ngram or "
+			           "$.draft.ngram)",
 			           "\"cost\"");
 	}
 	if (json_get(o, "probe")) {

@@ -68,6 +68,7 @@
 #include "kernels/engine_state.h"
 #include "kernels/verify_layout.h"
 #include "plan_int.h"
+#include "plan_ctrl.h"
 #include "decode/tree_verify.h"
 
 enum { BLK_E3IN = 128 }; /* test_kern_eagle3_in compiles it without spills */
@@ -223,7 +224,7 @@ static void head_kv(ctx *c, const e3_ix *x, int64_t rows, int64_t row0, gen_arg 
  * mask over block rows [0, l0 + rows), the output rows in hid (pre-norm x,
  * the next level's features), q over Vd and, into q_tgt unless it is -1
  * (nothing reads it), over the target's ids. */
-static void head_level(ctx *c, const e3_ix *x, int l0, int rows, int hid, int q_tgt)
+static void head_level(ctx *c, const e3_ix *x, int l0, int rows, int hid, int q_tgt, bool kv)
 {
 	const gen_spec *s = c->s;
 	const act_ix *a = &c->a;
@@ -234,11 +235,15 @@ static void head_level(ctx *c, const e3_ix *x, int l0, int rows, int hid, int q_
 	const int64_t Vd = s->eagle3.draft_vocab, V = s->target.cfg.vocab;
 	const gen_arg pos = A(a->pos, (int64_t)l0 * 4), hrow = A(hid, (int64_t)l0 * D * 4);
 	op_gemm(c, "e3_wq", rows, qd, 2 * D, A(a->q, 0), A(a->x16, 0), A(m->wq, 0), 1, "draft");
-	op_gemm(c, "e3_wk", rows, kvd, 2 * D, A(a->k, 0), A(a->x16, 0), A(m->wk, 0), 1, "draft");
-	op_gemm(c, "e3_wv", rows, kvd, 2 * D, A(a->v, 0), A(a->x16, 0), A(m->wv, 0), 1, "draft");
+	if (kv) {
+		op_gemm(c, "e3_wk", rows, kvd, 2 * D, A(a->k, 0), A(a->x16, 0), A(m->wk, 0), 1, "draft");
+		op_gemm(c, "e3_wv", rows, kvd, 2 * D, A(a->v, 0), A(a->x16, 0), A(m->wv, 0), 1, "draft");
+	}
 	gen_arch_op xo[GEN_ARCH_MAX_OPS];
 	const int nxo = m->arch->qkv_ops(hc, rows, xo);
 	for (int i = 0; i < nxo; i++) {
+		if (!kv && xo[i].x != GEN_QKV_Q)
+			continue; /* the rows' K/V are in the cache already */
 		const int xb = xo[i].x == GEN_QKV_Q ? a->q : xo[i].x == GEN_QKV_K ? a->k : a->v;
 		op_desc d = {.name = xo[i].name, .op = xo[i].op, .exec = GEN_EXEC_KERNEL,
 		             .kernel = kernel(c, xo[i].kop, xo[i].tmpl, xo[i].params, xo[i].n_params),
@@ -247,7 +252,7 @@ static void head_level(ctx *c, const e3_ix *x, int l0, int rows, int hid, int q_
 		             .flops = xo[i].flops};
 		emit(c, &d);
 	}
-	{
+	if (kv) {
 		gen_param prm[] = {PNAME, PI("ROWS", rows), PI("KVD", kvd), PI("ROW0", l0),
 		                   PI("MAX_CTX", m->ctx_rows), PI("IS_F16", c->cast_mode),
 		                   PI("BLOCK", BLK_KVSTORE)};
@@ -408,6 +413,19 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 	ACTN(a->state, "state", "state", "i32", 1, RT_ST_WORDS + RING, 0);
 	ACTN(a->sampling, "sampling", "state", "i32", 1, RT_SP_WORDS, 0);
 	ACTN(a->err, "err", "state", "i32", 1, 1, 0);
+	/* n-gram first: the history, the lookup's signal, the controller's
+	 * words and cost table, and the pick's word gating the head's levels */
+	int ngram_info = -1, ctrl = -1, ctrl_cost = -1, e3_go = -1;
+	if (s->e3_ngram) {
+		ACTN(a->ngram_hist, "ngram_hist", "state", "i32", 1, s->max_context, 0);
+		ACTN(ngram_info, "ngram_info", "state", "i32", 1, 2, 0);
+		ACTN(e3_go, "e3_go", "state", "i32", 1, 1, 0);
+		if (s->ctrl.on) {
+			ACTN(ctrl, "ctrl", "state", "i32", 1,
+			     gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max), 0);
+			ACTN(ctrl_cost, "ctrl_cost", "state", "i32", 1, t->n, 0);
+		}
+	}
 #undef ACTN
 
 #define PHASE(nm, r)                                                                         \
@@ -434,24 +452,50 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 	}
 	PHASE_END();
 
+	/* n-gram first: the lookup (and the controller) propose the chain;
+	 * draft_pick opens the head's levels when they proposed nothing. The
+	 * root row's K/V are committed here in every iteration, whoever
+	 * drafts: the head's cache must hold every committed row. */
+	const int levels = s->e3_ngram ? s->e3_levels : t->depth_max;
+	if (s->e3_ngram) {
+		PHASE("draft_ngram", t->n - 1);
+		op_step(&c, "tree_prep", 0, false);
+		op_ngram_draft(&c, ngram_info, ctrl, ctrl_cost);
+		gen_param pp[] = {PNAME, PI("N_NODES", t->n), PI("LEVELS", levels), PI("BLOCK", 32)};
+		op_desc pd = {.name = "draft_pick", .op = "draft_pick", .exec = GEN_EXEC_KERNEL,
+		              .kernel = kernel(&c, "draft_pick", "draft_pick.cu.tmpl", pp, 4), .gx = 1,
+		              .block = 32, .n_args = 3,
+		              .args = {A(e3_go, 0), A(a->tree_tokens, 0), A(a->state, 0)},
+		              .bytes = 16.0, .flops = 0};
+		emit(&c, &pd);
+		op_e3_in(&c, &x, 1, 1, 0, 0, rows, A(a->x16, 0), A(x.hid[0], 0), A(a->tree_tokens, 0),
+		         A(x.fc_out, 0), A(a->state, 4 * RT_ST_HROW));
+		head_kv(&c, &x, 1, 0, A(a->pos, 0));
+		PHASE_END();
+	}
+
 	/* the draft levels: the root row from the last committed position's
 	 * features, then each level from its parents' output rows */
-	for (int d = 0; d < t->depth_max; d++) {
+	for (int d = 0; d < levels; d++) {
 		char nm[32];
 		const int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
 		snprintf(nm, sizeof(nm), "draft_%d", d);
 		PHASE(nm, nd);
-		if (d == 0) {
+		if (s->e3_ngram) { /* only when the n-gram lookup drafted nothing */
+			p->phases[ph].gate_buf = e3_go;
+			p->phases[ph].gate_word = 0;
+		}
+		if (d == 0 && !s->e3_ngram) {
 			op_step(&c, "tree_prep", 0, false);
 			op_e3_in(&c, &x, 1, 1, 0, 0, rows, A(a->x16, 0), A(x.hid[0], 0),
 			         A(a->tree_tokens, 0), A(x.fc_out, 0), A(a->state, 4 * RT_ST_HROW));
-		} else {
+		} else if (d > 0) {
 			const int p0 = t->level_start[d - 1], np = l0 - p0;
 			op_e3_in(&c, &x, nd, 1, l0, p0, np, A(a->x16, 0),
 			         A(x.hid[d % 2], (int64_t)l0 * HD * 4), A(a->tree_tokens, 0),
 			         A(x.hid[(d - 1) % 2], (int64_t)p0 * HD * 4), A(a->tree_table, 0));
 		}
-		head_level(&c, &x, l0, nd, x.hid[d % 2], q_tgt);
+		head_level(&c, &x, l0, nd, x.hid[d % 2], q_tgt, d > 0 || !s->e3_ngram);
 		op_expand(&c, d, exp_vd ? Vd : V, rule, false, exp_vd ? a->draft_probs : q_tgt,
 		          exp_vd ? x.hm.d2t : -1);
 		PHASE_END();
@@ -486,7 +530,7 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 	PHASE("accept", t->n);
 	/* without q_tgt the method reads no q (greedy, one-hot): any row */
 	op_accept(&c, q_tgt >= 0 ? q_tgt : a->draft_probs, q_tgt >= 0 ? V : Vd, false);
-	op_step(&c, "iter_end", 2, false);
+	op_step(&c, "iter_end", 2, s->e3_ngram); /* n-gram first: the history too */
 	PHASE_END();
 
 	PHASE("commit", t->depth_max + 1);

@@ -132,6 +132,7 @@ typedef struct fwd_opt {
 #define max64(...) gp_max64(__VA_ARGS__)
 #define op_accept(...) gp_op_accept(__VA_ARGS__)
 #define op_kv_commit(...) gp_op_kv_commit(__VA_ARGS__)
+#define op_ngram_draft(...) gp_op_ngram_draft(__VA_ARGS__)
 
 /* plan.c: see each definition's comment */
 attn_shape attn_choose(const rt_config *cfg, int T, int n_blk, const gen_spec *s, int elt,
@@ -160,6 +161,7 @@ int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n
 int64_t max64(int64_t a, int64_t b);
 void op_accept(ctx *c, int q_buf, int vq, bool by_depth);
 void op_kv_commit(ctx *c, const model_ix *m, int done_word);
+void op_ngram_draft(ctx *c, int ngram_info, int ctrl, int ctrl_cost);
 
 /* plan_eagle3.c: the whole plan of an engine drafting with an EAGLE-3 head
  * (gen_plan_build's GEN_DRAFT_EAGLE3 dispatch). */

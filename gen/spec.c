@@ -481,12 +481,38 @@ static int eagle3_parse(const json_value *d, gen_spec *sp, sw_err *err)
 		           "\"%s\": head_dim %d, %d heads, %d KV heads", dir, h->head_dim, h->n_heads,
 		           h->n_kv_heads);
 	sp->draft_vocab = sp->eagle3.draft_vocab;
+	/* "ngram": "MIN:MAX": an n-gram match of the context drafts first (the
+	 * n-gram engine's lookup and controller), the head drafts "levels"
+	 * tokens (default 1) in the iterations where that drafts none */
+	const json_value *nv = json_get(d, "ngram"), *lv = json_get(d, "levels");
+	if (lv && !nv)
+		return json_refuse(err, lv, "$.draft.levels", "\"levels\" only with \"ngram\" (the "
+		           "head's levels when the n-gram lookup drafts none)", "\"levels\" alone");
+	if (!nv)
+		return 0;
+	char tail = 0;
+	if (nv->type != JSON_STRING ||
+	    sscanf(nv->str, "%d:%d%c", &sp->ngram_min, &sp->ngram_max, &tail) != 2 ||
+	    sp->ngram_min < 1 || sp->ngram_max < sp->ngram_min || sp->ngram_max > 16)
+		return json_refuse(err, nv, "$.draft.ngram", "\"MIN:MAX\" with 1 <= MIN <= MAX <= 16",
+		           "%s%s%s", nv->type == JSON_STRING ? "\"" : "",
+		           nv->type == JSON_STRING ? nv->str : json_type_name(nv->type),
+		           nv->type == JSON_STRING ? "\"" : "");
+	sp->e3_ngram = true;
+	sp->e3_levels = 1;
+	if (lv) {
+		int64_t L = 0;
+		if ((rc = json_get_int(d, "levels", "$.draft", 1, 64, &L, err)))
+			return rc;
+		sp->e3_levels = (int)L;
+	}
 	return 0;
 }
 
 static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 {
-	static const char *const keys[] = {"method", "path", "shape", "steps", NULL};
+	static const char *const keys[] = {"method", "path", "shape", "steps", "ngram", "levels",
+	                                   NULL};
 	const json_value *d = json_get(root, "draft");
 	const char *method;
 	char mp[64] = "$.draft";
@@ -510,6 +536,13 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 	if (d->type == JSON_OBJECT && json_get(d, "steps") && strcmp(method, "block"))
 		return json_refuse(err, json_get(d, "steps"), "$.draft.steps", "\"steps\" only with method "
 		           "\"block\"", "it with \"%s\"", method);
+	for (int i = 0; d->type == JSON_OBJECT && i < 2; i++) {
+		const char *k = i ? "levels" : "ngram";
+		if (json_get(d, k) && strcmp(method, "eagle3"))
+			return json_refuse(err, json_get(d, k), i ? "$.draft.levels" : "$.draft.ngram",
+			           "\"ngram\" and \"levels\" only with method \"eagle3\" (an n-gram "
+			           "lookup before the head)", "it with \"%s\"", method);
+	}
 	if (!strcmp(method, "block"))
 		return block_parse(d, sp, err);
 	if (!strcmp(method, "eagle3"))
@@ -697,7 +730,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		         (double)sp->temperature);
 		goto out_free;
 	}
-	if (sp->draft_kind == GEN_DRAFT_NGRAM) {
+	if (sp->draft_kind == GEN_DRAFT_NGRAM || sp->e3_ngram) {
 		for (int i = 0; i < sp->tree.n; i++)
 			if (sp->tree.n_children[i] > 1) {
 				rc = json_refuse(err, json_get(root, "tree"), "$.tree", "a chain (ngram drafts one "
@@ -708,6 +741,14 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		if (sp->verify_method != RT_VERIFY_GREEDY && sp->verify_method != RT_VERIFY_ONEHOT) {
 			rc = json_refuse(err, json_get(root, "verify"), "$.verify.method", "greedy or onehot "
 			         "(ngram drafts have no draft distribution)", "\"%s\"", ms);
+			goto out_free;
+		}
+		if (sp->e3_ngram && (sp->tree.depth_max < 1 || sp->e3_levels > sp->tree.depth_max)) {
+			rc = json_refuse(err, json_get(json_get(root, "draft"), "levels") ?
+			                 json_get(json_get(root, "draft"), "levels") : json_get(root, "tree"),
+			                 "$.draft.levels", "at most the chain's depth (the head drafts "
+			                 "nodes 1 .. levels)", "%d with tree \"%s\" of depth %d",
+			                 sp->e3_levels, sp->tree_spec, sp->tree.depth_max);
 			goto out_free;
 		}
 	}
@@ -883,7 +924,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		}
 	}
 
-	if ((rc = gen_ctrl_parse(root, sp->draft_kind == GEN_DRAFT_NGRAM,
+	if ((rc = gen_ctrl_parse(root, sp->draft_kind == GEN_DRAFT_NGRAM || sp->e3_ngram,
 	                         sp->verify_method == RT_VERIFY_GREEDY, sp->tree.depth_max, &sp->ctrl,
 	                         err)))
 		goto out_free;

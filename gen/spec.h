@@ -119,7 +119,10 @@ typedef struct gen_spec {
 	int n_skip_layers;         /* LAYERSKIP: the target layers the draft runs, increasing */
 	int skip_layers[GEN_SPEC_MAX_LAYERS];
 	int draft_vocab;           /* LAYERSKIP "@V" limit, else the draft's vocab; 0 for NGRAM */
-	int ngram_min, ngram_max;  /* NGRAM */
+	int ngram_min, ngram_max;  /* NGRAM; EAGLE3 with e3_ngram */
+	bool e3_ngram;             /* EAGLE3 "ngram": an n-gram match drafts first, the head
+	                            * drafts e3_levels tokens where it drafts none */
+	int e3_levels;
 	char tree_spec[512];
 	gen_tree tree;
 	int verify_method, expand_rule; /* rt_verify_method / rt_expand_rule */

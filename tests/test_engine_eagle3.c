@@ -398,9 +398,9 @@ static void test_exactness(void **state)
 {
 	(void)state;
 	static const e3u_exact_case cfg[] = {
-		{"chain:3", "rrs", "sample"},
-		{"branch:2,2", "rrsw", "sample-wor"},
-		{"branch:2,2", "onehot", "topk"},
+		{"chain:3", "rrs", "sample", NULL},
+		{"branch:2,2", "rrsw", "sample-wor", NULL},
+		{"branch:2,2", "onehot", "topk", NULL},
 	};
 	static const rt_engine_sampling set[] = {{1.0f, 0, 1.0f}, {2.0f, 5, 1.0f}};
 	sw_err err = {0};

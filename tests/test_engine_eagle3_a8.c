@@ -16,6 +16,9 @@
  *    difference is a near-tie of its logits within the int8-input + fp16
  *    bound 8 (2^-8 + 2^-11) max|logit| (test_engine_gguf.c's rule); a head
  *    whose weights are wired wrong drafts other tokens by wide margins;
+ *  - n-gram first ("ngram": "1:3"): each iteration the lookup's proposal
+ *    (ref_ngram_lookup_info) or that Q8_0 host head's token, both kinds
+ *    occurring; tokens = the n-gram engine's = target-only;
  *  - T > 0: chi-square at significance 1e-4 of the first two tokens (RRS
  *    chain, RRSW tree; T 1 and 2) against the target's enumerated distribution
  *    (tu_seq_dist on the dequantized file: the engine's int8 activations
@@ -219,6 +222,27 @@ static void test_greedy_chain(void **state)
 	/* and the fp32 reference, up to a near-tie (test_engine_gguf.c's rule) */
 	print_message("  %d/%d tokens = target-only = the n-gram engine's\n", N, N);
 	eu_agree_prefix("gguf_a8 + head chain:4", a, ref, margin, N, 8.0 * E3U_U_A8 * mx);
+
+	/* n-gram first (test_engine_eagle3_ngram.c): each iteration the
+	 * lookup's proposal or the Q8_0 host head's token; tokens the same */
+	snprintf(dir, sizeof(dir), "%s/ngram_first", g_dir);
+	e3u_spec_ex(spec, sizeof(spec), "gguf_a8", g_path, g_head, "chain:4", "greedy", "topk", 0, 192,
+	            16, ", \"ngram\": \"1:3\"", "");
+	eu_build(spec, dir, eu_cache_dir(), false);
+	d = eu_open_host(RT_HOST_NATIVE, eu_cache_dir());
+	e = e3u_bind(dir, d, g_t, g_h, 1);
+	e3u_drafts cb = {.e = e, .target = g_t, .head = g_hq, .head_name = "Q8_0 host head",
+	                 .u = E3U_U_A8, .gamma = 1, .ngram_min = 1, .ngram_max = 3, .n_nodes = 5};
+	snprintf(cb.what, sizeof(cb.what), "gguf_a8 n-gram first + head");
+	e3u_drafts_run(&cb, prompt, P, N, a, &st);
+	print_message("  %s: %d iterations, %d drafted by the n-gram lookup, %d by the head (%d of "
+	              "%d nodes as proposed, %d near-ties)\n", cb.what, st.n_iters, cb.by_ngram,
+	              cb.by_head, cb.same, cb.nodes, cb.ties);
+	assert_true(cb.by_ngram > 0 && cb.by_head > 0 && st.n_iters < N);
+	assert_memory_equal(a, ng, sizeof(a));
+	eu_check_target_only(e, cb.what, prompt, P, N, a, &st);
+	rt_engine_free(e);
+	rt_dev_free(d);
 }
 
 /* A tree (levels of 2 rows through the head's GEMMs): tokens = target-only,
@@ -254,8 +278,8 @@ static void test_exactness(void **state)
 {
 	(void)state;
 	static const e3u_exact_case cfg[] = {
-		{"chain:3", "rrs", "sample"},
-		{"branch:2,2", "rrsw", "sample-wor"},
+		{"chain:3", "rrs", "sample", NULL},
+		{"branch:2,2", "rrsw", "sample-wor", NULL},
 	};
 	static const rt_engine_sampling set[] = {{1.0f, 0, 1.0f}, {2.0f, 0, 1.0f}};
 	char mpath[300];

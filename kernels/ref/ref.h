@@ -230,6 +230,13 @@ void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int probe_ma
                     int32_t decay, int32_t *ctrl, int32_t *tokens, const int32_t *info,
                     int32_t *state, const int32_t *cost);
 
+/* The n-gram-first drafter's pick (templates/draft_pick.cu.tmpl, see
+ * kernels/ref/draft_pick.c), after ngram_lookup and the draft-length
+ * controller: go[0] = 1 when tree_tokens[1] is absent (-1), and then
+ * state[RT_ST_DRAFTED] = levels (the head drafts nodes 1 .. levels); else
+ * go[0] = 0 and state is untouched. */
+void ref_draft_pick(int levels, int32_t *go, const int32_t *tree_tokens, int32_t *state);
+
 /* SpecDec++ adaptive draft length on a chain tree (node i at depth i), the
  * specification of templates/adapt.cu.tmpl (see kernels/ref/adapt.c): called
  * after draft level `level` drew node level+1's token from draft_probs row

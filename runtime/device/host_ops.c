@@ -467,6 +467,15 @@ static int op_draft_ctrl(const rt_op *op, sw_err *err)
 	return 0;
 }
 
+/* (go, tree_tokens, state): the n-gram-first drafter's pick */
+static int op_draft_pick(const rt_op *op, sw_err *err)
+{
+	(void)err;
+	ref_draft_pick((int)PI_("LEVELS"), ARG(op, 0, int32_t *), ARG(op, 1, const int32_t *),
+	               ARG(op, 2, int32_t *));
+	return 0;
+}
+
 /* (go, cum, tree_tokens, draft_probs, tree_table): SpecDec++ stop decision
  * after draft level LEVEL of a chain */
 static int op_adapt(const rt_op *op, sw_err *err)
@@ -491,6 +500,7 @@ static const host_op_entry registry[] = {
 	{"block_unmask", op_block_unmask},
 	{"cast", op_cast},
 	{"draft_ctrl", op_draft_ctrl},
+	{"draft_pick", op_draft_pick},
 	{"embedding", op_embedding},
 	{"eagle3_in", op_eagle3_in},
 	{"embedding16", op_embedding16},

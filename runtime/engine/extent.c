@@ -560,6 +560,22 @@ static void ext_draft_ctrl(ectx *c)
 	set(c, 4, mul(ND + 1, 4), false, "N_DRAFT + 1 = %lld cost words", (long long)(ND + 1));
 }
 
+/* draft_pick.cu.tmpl: one block; go[0], tree tokens 0 .. 1 (node 1 read),
+ * the state header (word RT_ST_DRAFTED written). */
+static void ext_draft_pick(ectx *c)
+{
+	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
+	const int64_t L = P(c, "LEVELS", 1, RT_ENGINE_MAX_NODES - 1);
+	one_block(c);
+	block_is(c, P(c, "BLOCK", 32, 1024));
+	if (!c->rc && (N < 2 || L >= N))
+		refuse(c, "kernel %s: LEVELS %lld with N_NODES %lld, expected 1 <= LEVELS < N_NODES",
+		       c->k->uri, (long long)L, (long long)N);
+	set(c, 0, 4, true, "one go word");
+	set(c, 1, 2 * 4, false, "tree tokens 0 and 1");
+	set(c, 2, RT_ST_WORDS * 4, true, "RT_ST_WORDS %d words", RT_ST_WORDS);
+}
+
 /* adapt.cu.tmpl:26-61: one block; go[0 .. DEPTH), cum, tree tokens (N),
  * draft_probs rows 0 .. LEVEL - 1 (line 42), the tree table. */
 static void ext_adapt(ectx *c)
@@ -682,6 +698,7 @@ static const rule rules[] = {
 	{"ngram_lookup", "ngram_lookup.cu.tmpl", 4, ext_ngram_lookup},
 	{"draft_ctrl", "draft_ctrl.cu.tmpl", 5, ext_draft_ctrl},
 	{"adapt", "adapt.cu.tmpl", 5, ext_adapt},
+	{"draft_pick", "draft_pick.cu.tmpl", 3, ext_draft_pick},
 };
 
 /* GEMM (dev_host.c host_gemm, cuBLASLt row-major C = A W^T): C (m, n) f32,

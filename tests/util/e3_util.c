@@ -16,18 +16,27 @@
 #include "eagle3_util.h"
 #include "engine_util.h"
 #include "gen/spec.h"
+#include "kernels/ref/ref.h"
 #include "testutil.h"
+
+void e3u_spec_ex(char *buf, size_t n, const char *dtype, const char *target, const char *head,
+                 const char *tree, const char *verify, const char *expand, double temp, int ctx,
+                 int chunk, const char *draft_extra, const char *spec_extra)
+{
+	snprintf(buf, n,
+	         "{\"name\": \"tiny-e3-%s\", \"target\": {\"path\": \"%s\"}, \"draft\": {\"method\": "
+	         "\"eagle3\", \"path\": \"%s\"%s}, \"tree\": \"%s\", \"verify\": {\"method\": \"%s\", "
+	         "\"expand\": \"%s\"}, \"sampling\": {\"temperature\": %g, \"top_k\": 0, \"top_p\": 1}, "
+	         "\"max_context\": %d, \"prefill_chunk\": %d, \"dtype\": \"%s\", \"archs\": "
+	         "[\"sm_80\"]%s}", dtype, target, head, draft_extra, tree, verify, expand, temp, ctx,
+	         chunk, dtype, spec_extra);
+}
 
 void e3u_spec(char *buf, size_t n, const char *dtype, const char *target, const char *head,
               const char *tree, const char *verify, const char *expand, double temp, int ctx,
               int chunk)
 {
-	snprintf(buf, n,
-	         "{\"name\": \"tiny-e3-%s\", \"target\": {\"path\": \"%s\"}, \"draft\": {\"method\": "
-	         "\"eagle3\", \"path\": \"%s\"}, \"tree\": \"%s\", \"verify\": {\"method\": \"%s\", "
-	         "\"expand\": \"%s\"}, \"sampling\": {\"temperature\": %g, \"top_k\": 0, \"top_p\": 1}, "
-	         "\"max_context\": %d, \"prefill_chunk\": %d, \"dtype\": \"%s\", \"archs\": "
-	         "[\"sm_80\"]}", dtype, target, head, tree, verify, expand, temp, ctx, chunk, dtype);
+	e3u_spec_ex(buf, n, dtype, target, head, tree, verify, expand, temp, ctx, chunk, "", "");
 }
 
 int e3u_head60(const char *dir, const rt_model *m, int ffn, uint64_t seed)
@@ -96,15 +105,69 @@ static void chain_margin(const e3u_drafts *c, const int32_t *host, int u, int32_
 	free(lg);
 }
 
+/* An n-gram-first engine's iteration (e3u_drafts): true when the n-gram
+ * lookup drafted it (checked here against ref_ngram_lookup_info over the
+ * committed tokens), false when the head did (the caller compares its
+ * nodes 1 .. gamma with the host head's; the rest must be absent). */
+static bool ngram_first(e3u_drafts *c, const int32_t *eng, int ne)
+{
+	sw_err err = {0};
+	int32_t go = -1, prop[RT_ENGINE_MAX_NODES], info[2];
+	rt_dev *d = c->e->dev;
+	if (d->ops->download(d, &go, rt_engine_buf_addr(c->e, "e3_go"), 4, &err))
+		fail_msg("%s", err.msg);
+	const int np = ref_ngram_lookup_info(prop, info, c->hist, c->n_hist, c->ngram_min,
+	                                     c->ngram_max, ne - 1);
+	if (eng[0] != c->hist[c->n_hist - 1])
+		fail_msg("%s: iteration %d: root %d, the last committed token %d", c->what, c->iters,
+		         eng[0], c->hist[c->n_hist - 1]);
+	if (go != 0 && go != 1)
+		fail_msg("%s: iteration %d: the pick word is %d", c->what, c->iters, go);
+	if (c->ctrl_off && go != (np == 0))
+		fail_msg("%s: iteration %d: the head %s, the n-gram lookup proposed %d tokens", c->what,
+		         c->iters, go ? "drafted" : "did not draft", np);
+	if (go) {
+		for (int u = c->gamma + 1; u < ne; u++)
+			if (eng[u] != -1)
+				fail_msg("%s: iteration %d: the head drafted %d levels, node %d is %d", c->what,
+				         c->iters, c->gamma, u, eng[u]);
+		c->by_head++;
+		return false;
+	}
+	int k = 0;
+	while (k + 1 < ne && eng[k + 1] >= 0)
+		k++;
+	if (k < 1 || k > np || (c->ctrl_off && k != np))
+		fail_msg("%s: iteration %d: %d n-gram tokens drafted, the lookup proposed %d", c->what,
+		         c->iters, k, np);
+	for (int u = 1; u < ne; u++)
+		if (eng[u] != (u <= k ? prop[u - 1] : -1))
+			fail_msg("%s: iteration %d: node %d is %d, the n-gram proposal's %d", c->what,
+			         c->iters, u, eng[u], u <= k ? prop[u - 1] : -1);
+	c->by_ngram++;
+	c->nodes += k;
+	c->same += k;
+	return true;
+}
+
 static int on_iteration(void *user, const int32_t *tok, int n)
 {
 	e3u_drafts *c = user;
 	sw_err err = {0};
 	const int nn = c->t ? c->t->n : c->gamma + 1;
+	const int ne = c->ngram_max > 0 ? c->n_nodes : nn; /* the engine's nodes */
 	int32_t eng[RT_ENGINE_MAX_NODES], host[RT_ENGINE_MAX_NODES];
 	rt_dev *d = c->e->dev;
-	if (d->ops->download(d, eng, rt_engine_buf_addr(c->e, "tree_tokens"), (size_t)nn * 4, &err))
+	assert_true(ne >= nn && ne <= RT_ENGINE_MAX_NODES);
+	if (d->ops->download(d, eng, rt_engine_buf_addr(c->e, "tree_tokens"), (size_t)ne * 4, &err))
 		fail_msg("%s", err.msg);
+	if (c->ngram_max > 0 && ngram_first(c, eng, ne)) {
+		c->iters++;
+		assert_true(c->n_hist + n <= (int)(sizeof(c->hist) / sizeof(c->hist[0])));
+		for (int i = 0; i < n; i++)
+			c->hist[c->n_hist++] = tok[i];
+		return 0;
+	}
 	rt_ctx_truncate(c->tc, 0);
 	float *lg = malloc(sizeof(float) * (size_t)c->target->cfg.vocab);
 	assert_non_null(lg);
@@ -158,7 +221,7 @@ void e3u_drafts_run(e3u_drafts *c, const int32_t *prompt, int n_prompt, int max_
 	assert_true(n_prompt <= (int)(sizeof(c->hist) / sizeof(c->hist[0])));
 	memcpy(c->hist, prompt, sizeof(int32_t) * (size_t)n_prompt);
 	c->n_hist = n_prompt;
-	c->iters = c->nodes = c->same = c->ties = 0;
+	c->iters = c->nodes = c->same = c->ties = c->by_ngram = c->by_head = 0;
 	c->worst = 0;
 	c->tc = rt_ctx_new(c->target, 512, 64, &err);
 	assert_non_null(c->tc);
@@ -181,7 +244,9 @@ void e3u_drafts_run(e3u_drafts *c, const int32_t *prompt, int n_prompt, int max_
 void e3u_exactness(const e3u_exact *x)
 {
 	static const int32_t used[10] = {5, 1, 3, 11, 4, 6, 7, 10, 8, 9};
-	static const int32_t prompt[3] = {3, 7, 1};
+	static const int32_t prompt3[3] = {3, 7, 1};
+	const int32_t *prompt = x->prompt ? x->prompt : prompt3;
+	const int np = x->prompt ? x->n_prompt : 3;
 	const int V = x->m->cfg.vocab, N = x->runs, K = V * V;
 	sw_err err = {0};
 	char hdir[300];
@@ -197,15 +262,15 @@ void e3u_exactness(const e3u_exact *x)
 	rt_eagle3 *h = rt_eagle3_load(hdir, x->m, &err);
 	if (!h)
 		fail_msg("%s", err.msg);
-	double *probs = eu_seq_dists(x->m, prompt, 3, x->set, x->n_set);
+	double *probs = eu_seq_dists(x->m, prompt, np, x->set, x->n_set);
 	uint64_t *counts = malloc(sizeof(*counts) * (size_t)K);
 	assert_non_null(counts);
 	for (int c = 0; c < x->n_cases; c++) {
 		const e3u_exact_case *cs = &x->cases[c];
 		char spec[2048], dir[300];
 		snprintf(dir, sizeof(dir), "%s/exact%d", x->dir, c);
-		e3u_spec(spec, sizeof(spec), x->dtype, x->mpath, hdir, cs->tree, cs->verify, cs->expand,
-		         1.0, 64, 8);
+		e3u_spec_ex(spec, sizeof(spec), x->dtype, x->mpath, hdir, cs->tree, cs->verify,
+		            cs->expand, 1.0, 64, 8, cs->draft_extra ? cs->draft_extra : "", "");
 		eu_build(spec, dir, x->cache_dir, false);
 		rt_dev *d = eu_open_host(RT_HOST_NATIVE, x->cache_dir);
 		rt_engine *e = e3u_bind(dir, d, x->m, h, 1);
@@ -213,7 +278,7 @@ void e3u_exactness(const e3u_exact *x)
 		uint64_t seed = x->seed;
 		for (int k = 0; k < x->n_set; k++) {
 			const rt_engine_sampling *s = &x->set[k];
-			const int iters = eu_sample_pairs(e, cs->tree, prompt, 3, s, N, &seed, counts, V,
+			const int iters = eu_sample_pairs(e, cs->tree, prompt, np, s, N, &seed, counts, V,
 			                                  &captures);
 			int df;
 			double chi = tu_chi2(counts, probs + (size_t)k * K, K, (uint64_t)N, &df);

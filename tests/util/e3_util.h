@@ -8,6 +8,7 @@
 #ifndef TESTS_E3_UTIL_H
 #define TESTS_E3_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,11 @@
 void e3u_spec(char *buf, size_t n, const char *dtype, const char *target, const char *head,
               const char *tree, const char *verify, const char *expand, double temp, int ctx,
               int chunk);
+/* The same with extra members of "draft" (e.g. ", \"ngram\": \"1:3\"") and of
+ * the spec (e.g. ", \"control\": {\"mode\": \"off\"}"); either may be "". */
+void e3u_spec_ex(char *buf, size_t n, const char *dtype, const char *target, const char *head,
+                 const char *tree, const char *verify, const char *expand, double temp, int ctx,
+                 int chunk, const char *draft_extra, const char *spec_extra);
 /* The engine tests' head over m: draft vocabulary 60 (spread over m's),
  * ffn as given, written into dir (made here). Returns 0 or -1. */
 int e3u_head60(const char *dir, const rt_model *m, int ffn, uint64_t seed);
@@ -56,8 +62,18 @@ typedef struct e3u_drafts {
 	const gen_tree *t;       /* NULL: a chain of gamma */
 	int gamma;
 	char what[96];
+	/* an n-gram-first engine ("ngram": "MIN:MAX", ngram_max > 0; its chain
+	 * the head drafts gamma = its levels): an iteration
+	 * whose pick word e3_go is 0 must have drafted a present prefix of
+	 * ref_ngram_lookup_info's proposal over the committed tokens (all of it
+	 * when ctrl_off), one whose word is 1 the host head's gamma tokens then
+	 * absent nodes (and, ctrl_off, only when the lookup proposed none); the
+	 * chain has n_nodes nodes */
+	int ngram_min, ngram_max, n_nodes;
+	bool ctrl_off;
 	/* counted */
 	int iters, nodes, same, ties; /* same: non-root nodes equal to the host head's */
+	int by_ngram, by_head;        /* an n-gram-first engine's iterations by drafter */
 	double worst;                 /* the largest near-tie margin / bound */
 	/* scratch */
 	rt_drafter *hd;
@@ -80,6 +96,7 @@ void e3u_drafts_run(e3u_drafts *c, const int32_t *prompt, int n_prompt, int max_
  * captured once per engine. */
 typedef struct e3u_exact_case {
 	const char *tree, *verify, *expand;
+	const char *draft_extra; /* NULL, or e3u_spec_ex's */
 } e3u_exact_case;
 typedef struct e3u_exact {
 	const rt_model *m;
@@ -91,6 +108,8 @@ typedef struct e3u_exact {
 	int n_set, runs;
 	uint64_t seed;     /* the first run's */
 	const char *label; /* prefix of the printed lines */
+	const int32_t *prompt; /* NULL: {3, 7, 1} */
+	int n_prompt;
 } e3u_exact;
 void e3u_exactness(const e3u_exact *x);
 
