@@ -62,26 +62,14 @@ static rt_eagle3 *g_h;
 static int setup(void **state)
 {
 	(void)state;
-	eu_work_dir(g_dir, sizeof(g_dir), "test_engine_eagle3");
-	g_tiny = eu_tiny_model(g_dir, g_tiny_path, sizeof(g_tiny_path));
-	if (!g_tiny)
-		return -1;
-	snprintf(g_head, sizeof(g_head), "%s/head", g_dir);
-	if (e3u_head60(g_head, g_tiny, 192, 5))
-		return -1;
-	sw_err err = {0};
-	g_h = rt_eagle3_load(g_head, g_tiny, &err);
-	if (!g_h)
-		print_message("head: %s\n", err.msg);
-	return g_h ? 0 : -1;
+	return e3u_fixture("test_engine_eagle3", g_dir, sizeof(g_dir), g_tiny_path, sizeof(g_tiny_path), g_head,
+	                   sizeof(g_head), &g_tiny, &g_h);
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	rt_eagle3_free(g_h);
-	rt_model_free(g_tiny);
-	te3_rmdir(g_head);
+	e3u_fixture_free(g_tiny, g_h, g_head);
 	return 0;
 }
 

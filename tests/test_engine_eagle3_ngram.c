@@ -42,26 +42,14 @@ static rt_eagle3 *g_h;
 static int setup(void **state)
 {
 	(void)state;
-	eu_work_dir(g_dir, sizeof(g_dir), "test_engine_eagle3_ngram");
-	g_tiny = eu_tiny_model(g_dir, g_tiny_path, sizeof(g_tiny_path));
-	if (!g_tiny)
-		return -1;
-	snprintf(g_head, sizeof(g_head), "%s/head", g_dir);
-	if (e3u_head60(g_head, g_tiny, 192, 5))
-		return -1;
-	sw_err err = {0};
-	g_h = rt_eagle3_load(g_head, g_tiny, &err);
-	if (!g_h)
-		print_message("head: %s\n", err.msg);
-	return g_h ? 0 : -1;
+	return e3u_fixture("test_engine_eagle3_ngram", g_dir, sizeof(g_dir), g_tiny_path, sizeof(g_tiny_path), g_head,
+	                   sizeof(g_head), &g_tiny, &g_h);
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	rt_eagle3_free(g_h);
-	rt_model_free(g_tiny);
-	te3_rmdir(g_head);
+	e3u_fixture_free(g_tiny, g_h, g_head);
 	return 0;
 }
 
@@ -165,22 +153,27 @@ static void test_refused(void **state)
 {
 	(void)state;
 	char spec[2048];
-	hy_case c = {"branch:2,1", 4, 1, 3, 1, false};
-	hy_spec(spec, sizeof(spec), &c, "greedy", "topk", 0);
-	e3u_spec_refused(spec, "$.tree: expected a chain (ngram drafts one continuation), found "
-	                 "\"branch:2,1\"");
-	c = (hy_case){"chain:3", 4, 1, 3, 1, false};
-	hy_spec(spec, sizeof(spec), &c, "rrs", "sample", 1.0);
-	e3u_spec_refused(spec, "$.verify.method: expected greedy or onehot (ngram drafts have no "
-	                 "draft distribution), found \"rrs\"");
-	c = (hy_case){"chain:3", 4, 1, 3, 4, false};
-	hy_spec(spec, sizeof(spec), &c, "greedy", "topk", 0);
-	e3u_spec_refused(spec, "$.draft.levels: expected at most the chain's depth (the head drafts "
-	                 "nodes 1 .. levels), found 4 with tree \"chain:3\" of depth 3");
-	c = (hy_case){"chain:3", 4, 3, 2, 1, false};
-	hy_spec(spec, sizeof(spec), &c, "greedy", "topk", 0);
-	e3u_spec_refused(spec, "$.draft.ngram: expected \"MIN:MAX\" with 1 <= MIN <= MAX <= 16, "
-	                 "found \"3:2\"");
+	static const struct {
+		hy_case c;
+		const char *verify, *expand;
+		double temp;
+		const char *want;
+	} bad[] = {
+		{{"branch:2,1", 4, 1, 3, 1, false}, "greedy", "topk", 0,
+		 "$.tree: expected a chain (ngram drafts one continuation), found \"branch:2,1\""},
+		{{"chain:3", 4, 1, 3, 1, false}, "rrs", "sample", 1.0,
+		 "$.verify.method: expected greedy or onehot (ngram drafts have no draft distribution), "
+		 "found \"rrs\""},
+		{{"chain:3", 4, 1, 3, 4, false}, "greedy", "topk", 0,
+		 "$.draft.levels: expected at most the chain's depth (the head drafts nodes 1 .. "
+		 "levels), found 4 with tree \"chain:3\" of depth 3"},
+		{{"chain:3", 4, 3, 2, 1, false}, "greedy", "topk", 0,
+		 "$.draft.ngram: expected \"MIN:MAX\" with 1 <= MIN <= MAX <= 16, found \"3:2\""},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		hy_spec(spec, sizeof(spec), &bad[i].c, bad[i].verify, bad[i].expand, bad[i].temp);
+		e3u_spec_refused(spec, bad[i].want);
+	}
 	e3u_spec_ex(spec, sizeof(spec), "fp16", g_tiny_path, g_head, "chain:3", "greedy", "topk", 0,
 	            192, 16, ", \"levels\": 2", "");
 	e3u_spec_refused(spec, "$.draft.levels: expected \"levels\" only with \"ngram\"");

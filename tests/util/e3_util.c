@@ -48,6 +48,31 @@ int e3u_head60(const char *dir, const rt_model *m, int ffn, uint64_t seed)
 	return te3_write(dir, m, &o, seed);
 }
 
+int e3u_fixture(const char *name, char *dir, size_t ndir, char *tiny_path, size_t ntp, char *head,
+                size_t nhead, rt_model **tiny, rt_eagle3 **h)
+{
+	eu_work_dir(dir, ndir, name);
+	*h = NULL;
+	*tiny = eu_tiny_model(dir, tiny_path, ntp);
+	if (!*tiny)
+		return -1;
+	snprintf(head, nhead, "%s/head", dir);
+	if (e3u_head60(head, *tiny, 192, 5))
+		return -1;
+	sw_err err = {0};
+	*h = rt_eagle3_load(head, *tiny, &err);
+	if (!*h)
+		print_message("head: %s\n", err.msg);
+	return *h ? 0 : -1;
+}
+
+void e3u_fixture_free(rt_model *tiny, rt_eagle3 *h, const char *head)
+{
+	rt_eagle3_free(h);
+	rt_model_free(tiny);
+	te3_rmdir(head);
+}
+
 rt_engine *e3u_bind(const char *dir, rt_dev *d, const rt_model *m, const rt_eagle3 *h,
                     uint64_t seed)
 {

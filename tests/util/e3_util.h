@@ -39,6 +39,14 @@ void e3u_spec_ex(char *buf, size_t n, const char *dtype, const char *target, con
 /* The engine tests' head over m: draft vocabulary 60 (spread over m's),
  * ffn as given, written into dir (made here). Returns 0 or -1. */
 int e3u_head60(const char *dir, const rt_model *m, int ffn, uint64_t seed);
+/* The engine tests' fixture: the work directory `dir` for test `name`
+ * (eu_work_dir), the tiny target saved there (eu_tiny_model: *tiny, its path
+ * tiny_path) and e3u_head60's head over it (ffn 192, seed 5) in dir/head
+ * (head), loaded as *h. Returns 0, or -1 saying why. e3u_fixture_free
+ * releases both and removes the head's directory. */
+int e3u_fixture(const char *name, char *dir, size_t ndir, char *tiny_path, size_t ntp, char *head,
+                size_t nhead, rt_model **tiny, rt_eagle3 **h);
+void e3u_fixture_free(rt_model *tiny, rt_eagle3 *h, const char *head);
 /* Loads the engine in dir and binds it to d with target m and head h. */
 rt_engine *e3u_bind(const char *dir, rt_dev *d, const rt_model *m, const rt_eagle3 *h,
                     uint64_t seed);
