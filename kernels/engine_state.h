@@ -28,6 +28,9 @@ enum rt_state_word {
 	RT_ST_HROW = 11, /* the node of the last accepted token (iter_end: accept_path[n - 1]),
 	                  * the row of its fused features an EAGLE-3 head's next root row reads;
 	                  * after prefill, that row of the last chunk (the host writes it) */
+	RT_ST_HEAD = 12, /* 1 when this iteration's chain came from the EAGLE-3 head of an
+	                  * engine that looks for an n-gram match first (draft_pick), 0 when
+	                  * from the lookup; no other engine writes it */
 	RT_ST_WORDS = 16, /* header size; the ring follows */
 };
 

@@ -98,8 +98,11 @@ static void greedy_case(const hy_case *c, int tag)
 		              "n-gram lookup, %d by the head (%d fp16 near-ties), %d tokens accepted\n",
 		              cb.what, N, N, (int)st.n_iters, cb.by_ngram, cb.by_head, cb.ties,
 		              N - (int)st.n_iters);
-		/* both drafters drafted, and drafts were accepted */
+		/* both drafters drafted, and drafts were accepted; the engine's
+		 * own count (state RT_ST_HEAD) is the pick words the test read */
 		assert_true(cb.by_ngram > 0 && cb.by_head > 0);
+		assert_true(st.ngram_first);
+		assert_int_equal(st.by_head, cb.by_head);
 		assert_true(st.n_iters < N);
 		if (!mode) { /* the same iterations op by op, each gate read on the host */
 			assert_int_equal(eu_generate(e, "eager", prompt, P, N, true, b, &st), N);

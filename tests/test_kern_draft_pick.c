@@ -1,7 +1,7 @@
 /* draft_pick template (the n-gram-first drafter's pick, gen/plan_eagle3.c)
  * in the emulator vs ref_draft_pick, and both against the rule stated in
- * the template: go = (node 1 absent), RT_ST_DRAFTED = LEVELS exactly when
- * go, every other state word and token untouched. Node 1 absent or present
+ * the template: go = RT_ST_HEAD = (node 1 absent), RT_ST_DRAFTED = LEVELS
+ * exactly when go, every other state word and token untouched. Node 1 absent or present
  * (ids 0 and large), later nodes anything, the state and go words holding
  * junk from an earlier iteration; LEVELS 1 .. N - 1, blocks of 32 and 64.
  * Then NVRTC for sm_80 / sm_90: zero spills. */
@@ -65,8 +65,8 @@ static void test_draft_pick_kernel(void **state)
 					/* the rule, stated independently of ref */
 					assert_int_equal(want_go, tok[1] < 0);
 					for (int i = 0; i < RT_ST_WORDS; i++)
-						assert_int_equal(want_st[i], i == RT_ST_DRAFTED && tok[1] < 0
-						                 ? levels : st0[i]);
+						assert_int_equal(want_st[i], i == RT_ST_HEAD ? tok[1] < 0
+						                 : i == RT_ST_DRAFTED && tok[1] < 0 ? levels : st0[i]);
 					falls += want_go;
 					keeps += !want_go;
 					void *args[] = {&go, &tok, &st};

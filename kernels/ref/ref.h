@@ -234,7 +234,7 @@ void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int probe_ma
  * kernels/ref/draft_pick.c), after ngram_lookup and the draft-length
  * controller: go[0] = 1 when tree_tokens[1] is absent (-1), and then
  * state[RT_ST_DRAFTED] = levels (the head drafts nodes 1 .. levels); else
- * go[0] = 0 and state is untouched. */
+ * go[0] = 0 and RT_ST_DRAFTED is left as it was; state[RT_ST_HEAD] = go[0]. */
 void ref_draft_pick(int levels, int32_t *go, const int32_t *tree_tokens, int32_t *state);
 
 /* SpecDec++ adaptive draft length on a chain tree (node i at depth i), the

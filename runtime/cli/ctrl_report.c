@@ -1,6 +1,7 @@
 /* What the draft-length controller did in a run (runtime/engine/ctrl.h):
- * its cost table and the iterations by tokens drafted, as text or as JSON
- * fields; with SW_CTRL_TRACE=1 also each iteration's decision. Used by
+ * its cost table and the iterations by tokens drafted (in an engine that
+ * looks for an n-gram match first, how many the EAGLE-3 head drafted), as
+ * text or as JSON fields; with SW_CTRL_TRACE=1 also each iteration's decision. Used by
  * `run` and `bench` (engine_cli.c). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,14 @@ void cli_ctrl_report(FILE *f, const rt_engine *e, const rt_engine_stats *st, con
                      int n_trace, bool json)
 {
 	const int D = e->man->depth;
+	if (!st->ctrl && st->ngram_first) { /* n-gram first, the controller off */
+		if (json)
+			fprintf(f, ", \"iterations_by_head\": %llu", (unsigned long long)st->by_head);
+		else
+			fprintf(f, "n-gram first: the EAGLE-3 head drafted %llu of %d iterations\n",
+			        (unsigned long long)st->by_head, st->n_iters);
+		return;
+	}
 	if (!st->ctrl)
 		return;
 	if (json) {
@@ -29,6 +38,8 @@ void cli_ctrl_report(FILE *f, const rt_engine *e, const rt_engine_stats *st, con
 		for (int k = 0; k <= D && k <= RT_ENGINE_MAX_DEPTH; k++)
 			fprintf(f, "%s%llu", k ? ", " : "", (unsigned long long)st->drafted[k]);
 		fprintf(f, "]");
+		if (st->ngram_first)
+			fprintf(f, ", \"iterations_by_head\": %llu", (unsigned long long)st->by_head);
 		if (trace) {
 			fprintf(f, ", \"drafted\": [");
 			for (int i = 0; i < n_trace; i++)
@@ -45,6 +56,9 @@ void cli_ctrl_report(FILE *f, const rt_engine *e, const rt_engine_stats *st, con
 	fprintf(f, "; iterations by tokens drafted:");
 	for (int k = 0; k <= D && k <= RT_ENGINE_MAX_DEPTH; k++)
 		fprintf(f, " %d:%llu", k, (unsigned long long)st->drafted[k]);
+	if (st->ngram_first)
+		fprintf(f, "; the EAGLE-3 head drafted %llu of them, the n-gram lookup the rest",
+		        (unsigned long long)st->by_head);
 	fprintf(f, "\n");
 	if (trace) {
 		fprintf(f, "drafted per iteration:");

@@ -707,6 +707,7 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 	if ((rc = rt_engine_ctrl_reset(e, err))) /* per request: nothing that ran before counts */
 		return rc;
 	st->ctrl = e->man->ctrl != RT_CTRL_NONE;
+	st->ngram_first = rt_manifest_buf_find(e->man, "e3_go") >= 0;
 	if ((rc = d->ops->sync(d, err)))
 		return rc;
 	st->t_prefill = sw_now_s() - t0;
@@ -761,6 +762,8 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 				               "drafted (a kernel broke the state invariant)", st->n_iters,
 				               acc, kd);
 		}
+		if (st->ngram_first && !r->target_only && !e3_first)
+			st->by_head += hs[RT_ST_HEAD] != 0;
 		if (r->trace && st->n_iters < r->trace_cap)
 			r->trace[st->n_iters] = (int8_t)(st->ctrl ? kd : -1);
 		for (int dd = 0; dd < kd && dd <= acc && dd < RT_ENGINE_MAX_DEPTH && !e3_first; dd++) {

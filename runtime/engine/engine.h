@@ -88,6 +88,10 @@ typedef struct rt_engine_stats {
 	 * tokens it let them draft (0: a plain target step) */
 	bool ctrl;
 	uint64_t drafted[RT_ENGINE_MAX_DEPTH + 1];
+	/* EAGLE-3 engines that look for an n-gram match first (buffer e3_go):
+	 * the iterations whose chain the head drafted (state RT_ST_HEAD) */
+	bool ngram_first;
+	uint64_t by_head;
 } rt_engine_stats;
 
 /* Reads dir/engine.json (rt_manifest_load) into an unbound engine. */

@@ -111,8 +111,9 @@ static long long touched(const rt_manifest *e, const rt_engine_pop *x, int a)
 		return a == 0 ? (RT_CTRL_STATS + 2 * prm(k, "N_CLASS") * ND) * 4 : a == 1 ? ND * 4
 		       : a == 2 ? 4 : a == 3 ? (RT_ST_DRAFTED + 1) * 4 : (ND + 1) * 4;
 	}
-	if (!strcmp(op, "draft_pick")) /* ref_draft_pick: go[0], tokens 0..1, state word DRAFTED */
-		return a == 0 ? 4 : a == 1 ? 8 : (RT_ST_DRAFTED + 1) * 4;
+	if (!strcmp(op, "draft_pick")) /* ref_draft_pick: go[0], tokens 0..1, state words DRAFTED
+	                                 * and HEAD */
+		return a == 0 ? 4 : a == 1 ? 8 : (RT_ST_HEAD + 1) * 4;
 	if (!strcmp(op, "adapt")) {
 		const long long V = prm(k, "V");
 		return a == 0 ? prm(k, "DEPTH") * 4 : a == 1 ? 4 : a == 2 ? N * 4
