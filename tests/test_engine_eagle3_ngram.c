@@ -14,7 +14,8 @@
  *    of iteration occur; native and emulate; graph = eager;
  *  - exactness at T > 0 (one-hot verification, top-k and sampled head
  *    expansion): chi-square at significance 1e-4 of the first two tokens
- *    after a prompt whose suffix repeats (so both drafters propose);
+ *    after a prompt whose suffix repeats (so both drafters propose); the
+ *    same seed gives the same tokens native, emulate and eager;
  *  - bad input: every spec the combination cannot honour, refused by field.
  */
 #include <setjmp.h>
@@ -151,6 +152,45 @@ static void test_exactness(void **state)
 	rt_model_free(m);
 }
 
+/* T > 0, one engine per mode: the same seed gives the same tokens native
+ * and emulate (every draw Philox keyed by seed, iteration and node on both
+ * sides; test_engine.c's rule), and the graph the eager run's; both
+ * drafters drafted */
+static void test_seeded(void **state)
+{
+	(void)state;
+	enum { P = 37, N = 32 };
+	const hy_case c = {"chain:4", 5, 1, 3, 2, true};
+	const rt_engine_sampling samp = {1.0f, 0, 1.0f};
+	int32_t prompt[P], out[3][N];
+	char spec[2048], dir[400];
+	eu_tiny_prompt(prompt, P);
+	snprintf(dir, sizeof(dir), "%s/seeded", g_dir);
+	hy_spec(spec, sizeof(spec), &c, "onehot", "sample", 1.0);
+	eu_build(spec, dir, eu_cache_dir(), false);
+	for (int seed = 1; seed <= 2; seed++) {
+		rt_engine_stats st[3];
+		for (int mode = 0; mode < 2; mode++) {
+			rt_dev *d = eu_open_host(mode ? RT_HOST_EMULATE : RT_HOST_NATIVE, eu_cache_dir());
+			rt_engine *e = e3u_bind(dir, d, g_tiny, g_h, (uint64_t)seed);
+			assert_int_equal(eu_generate_samp(e, mode ? "emulate" : "native", prompt, P, N,
+			                                  false, &samp, out[mode], &st[mode]), N);
+			if (!mode)
+				assert_int_equal(eu_generate_samp(e, "eager", prompt, P, N, true, &samp,
+				                                  out[2], &st[2]), N);
+			rt_engine_free(e);
+			rt_dev_free(d);
+		}
+		assert_memory_equal(out[0], out[1], sizeof(out[0]));
+		assert_memory_equal(out[0], out[2], sizeof(out[0]));
+		assert_int_equal(st[0].n_iters, st[1].n_iters);
+		assert_int_equal(st[0].by_head, st[1].by_head);
+		assert_true(st[0].by_head > 0 && (int)st[0].by_head < st[0].n_iters);
+		print_message("  seed %d: %d tokens equal native, emulate and eager, %d iterations (the "
+		              "head drafted %d)\n", seed, N, st[0].n_iters, (int)st[0].by_head);
+	}
+}
+
 /* Each spec refused with its field, what was expected and what was found */
 static void test_refused(void **state)
 {
@@ -236,6 +276,7 @@ int main(void)
 		cmocka_unit_test(test_planned),
 		cmocka_unit_test(test_greedy),
 		cmocka_unit_test(test_exactness),
+		cmocka_unit_test(test_seeded),
 		cmocka_unit_test(test_refused),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
