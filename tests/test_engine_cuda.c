@@ -18,7 +18,8 @@
  * backend's PTX fallback.
  *
  * Asserted per engine (greedy layer-skip EAGLE-25, stochastic biseq8
- * sample-wor + RRSw, n-gram chain, SpecDec++ adaptive chain):
+ * sample-wor + RRSw, n-gram chain, SpecDec++ adaptive chain, an EAGLE-3
+ * head's chain and the head behind an n-gram lookup):
  *  - tokens: cuda graph == cuda eager == host emulate (graph), same seed,
  *    same iteration count;
  *  - the driver call log: the engine module loaded once, at bind, and a
@@ -36,8 +37,8 @@
  *    again, on the same binding: no capture in their logs (the values are
  *    device words the graph reads), tokens equal to host-emulate's on a
  *    fresh binding at each setting;
- *  - adaptive chains: one conditional handle, set-conditional launch, IF
- *    node and body capture per gated draft level; each IF decided once per
+ *  - adaptive chains and the n-gram-first head: one conditional handle,
+ *    set-conditional launch, IF node and body capture per gated draft level; each IF decided once per
  *    replay, bodies both run and skipped; eager: one 4-byte flag read per
  *    gated level per iteration;
  *  - teardown frees every device allocation. */
@@ -60,6 +61,7 @@
 #include "cli/cli.h"
 #include "engine/engine.h"
 #include "kernels/engine_state.h"
+#include "e3_util.h"
 #include "engine_util.h"
 #include "fake_cuda.h"
 #include "core/fileio.h"
@@ -78,7 +80,7 @@ static char g_dir[256], g_cache[300];
 static int g_bad_algos; /* the fake's refusing algorithms in the case running */
 static rt_model *g_tiny;
 static char g_tiny_path[300];
-static char g_drafter[400];
+static char g_drafter[400], g_head[400];
 
 /* ---- what the engine directory says: kernel entries, gated phases ---- */
 
@@ -602,6 +604,8 @@ static int run_case(const ecase *c)
 	char draft[480];
 	if (!strcmp(c->draft, "block")) /* {"method": "block", "path": the tiny drafter} */
 		snprintf(draft, sizeof(draft), "block\", \"path\": \"%s", g_drafter);
+	else if (!strncmp(c->draft, "eagle3", 6)) /* the tiny head, then the draft's extra */
+		snprintf(draft, sizeof(draft), "eagle3\", \"path\": \"%s%s", g_head, c->draft + 6);
 	else
 		snprintf(draft, sizeof(draft), "%s", c->draft);
 	eu_tiny_spec(spec, sizeof(spec), g_tiny_path, draft, c->tree, c->verify, c->expand,
@@ -893,6 +897,22 @@ static void test_greedy_eagle25(void **state)
 	const ecase c = {"eagle25_greedy", "layerskip:1", "eagle25", "greedy", "topk", 0, "fp16",
 	                 NULL, 37, 24, 1, false, false, NULL, 0, 0, false, false};
 	assert_int_equal(run_case(&c), 0);
+}
+
+/* An EAGLE-3 head's levels in the graph (greedy chain:3, fp16): the taps,
+ * fc, the head's cache and its commit on cuda, the host's tokens; and the
+ * head behind an n-gram lookup (one-hot at T = 0.8, sampled expansion,
+ * ngram 1:3): its levels are IF bodies, taken where the lookup proposes
+ * nothing (also on drivers without IF nodes: run eagerly, flags read) */
+static void test_eagle3(void **state)
+{
+	const ecase c = {"eagle3_chain", "eagle3", "chain:3", "greedy", "topk", 0, "fp16", NULL, 37,
+	                 24, 1, false, false, NULL, 0, 0, false, false};
+	assert_int_equal(run_case(&c), 0);
+	const ecase h = {"eagle3_ngram", "eagle3\", \"levels\": 2, \"ngram\": \"1:3", "chain:4",
+	                 "onehot", "sample", 0.8, "fp16", NULL, 37, 32, 3, true, false, NULL, 0, 0,
+	                 false, true};
+	assert_int_equal(run_case(&h), 2); /* the head's two levels gated */
 }
 
 /* Stochastic: binary tree, sampling without replacement + RRSw, T = 0.8;
@@ -1214,7 +1234,9 @@ static int setup(void **state)
 	o.draft_vocab = 100;
 	if (mkdir(g_drafter, 0755) || tbu_write(g_drafter, g_tiny, &o, 5))
 		return -1;
-	return 0;
+	/* a tiny EAGLE-3 head (draft vocabulary 60 over the target's 111) */
+	snprintf(g_head, sizeof(g_head), "%s/head", g_dir);
+	return e3u_head60(g_head, g_tiny, 192, 5);
 }
 
 static int teardown(void **state)
@@ -1235,6 +1257,7 @@ int main(void)
 		cmocka_unit_test(test_stochastic_biseq8),
 		cmocka_unit_test(test_ngram_chain),
 		cmocka_unit_test(test_block_tree),
+		cmocka_unit_test(test_eagle3),
 		cmocka_unit_test(test_q8_0_refused),
 		cmocka_unit_test(test_adaptive_chain),
 		cmocka_unit_test(test_dyn_smem),

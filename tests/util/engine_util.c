@@ -19,6 +19,8 @@
 #include "core/hash.h"
 #include "formats/engine_files.h"
 #include "formats/gguf.h"
+#include "model/eagle3.h"
+#include "cli/cli.h"
 #include "testutil.h"
 
 rt_dev *eu_open_host(int mode, const char *cache_dir)
@@ -121,6 +123,17 @@ rt_engine *eu_bind(const char *dir, rt_dev *d, const rt_model *m, uint64_t seed)
 			fail_msg("block drafter: %s", err.msg);
 		int rc = cli_engine_bind_block(e, d, m, bd, seed, &err);
 		rt_block_drafter_free(bd);
+		if (rc)
+			fail_msg("bind (%s): %s", d->desc, err.msg);
+		return e;
+	}
+	if (e->man->draft_kind == RT_ENGINE_DRAFT_EAGLE3) {
+		/* the head directory the engine names, uploaded at bind */
+		rt_eagle3 *h = rt_eagle3_load(e->man->draft_path, m, &err);
+		if (!h)
+			fail_msg("EAGLE-3 head: %s", err.msg);
+		int rc = cli_engine_bind_eagle3(e, d, m, h, seed, &err);
+		rt_eagle3_free(h);
 		if (rc)
 			fail_msg("bind (%s): %s", d->desc, err.msg);
 		return e;

@@ -66,7 +66,7 @@ void eu_reference(const rt_model *m, const int32_t *prompt, int n_prompt, int n,
 /* Loads the engine in dir (rt_engine_load), failing the test on error. */
 rt_engine *eu_load(const char *dir);
 /* Loads the engine in dir and binds it to d (seed for Philox); a
- * block-drafter engine with the drafter directory its engine.json names. */
+ * block-drafter or EAGLE-3 engine with the directory its engine.json names. */
 rt_engine *eu_bind(const char *dir, rt_dev *d, const rt_model *m, uint64_t seed);
 /* rt_engine_generate with no EOS; returns the token count; prints a line
  * (what, tokens, iterations, tau, times). */
