@@ -47,6 +47,14 @@
  *   commit: kv_commit of the head's cache along the accepted path (slot
  *     HLEN + path[j] -> HLEN + j, HLEN += the path's nodes): HLEN = TLEN - 1
  *     again, and the next root row reads the last accepted node's features.
+ * N-gram first ("draft": {"ngram": "MIN:MAX", "levels": L}, a chain): a
+ * phase draft_ngram before the levels runs tree_prep, the n-gram engine's
+ * lookup and controller (plan.c op_ngram_draft, over ngram_hist, which
+ * iter_end keeps), draft_pick (e3_go = node 1 absent; RT_ST_DRAFTED = L and
+ * RT_ST_HEAD then) and the root row with its K/V at slot HLEN, in every
+ * iteration; draft_0 .. draft_{L-1} are conditional on e3_go, level 0
+ * without the K/V draft_ngram wrote. The head's cache so takes every
+ * committed row whichever drafter proposed the chain.
  * The head's weights: draft.fc, in_norm (input_layernorm, on the
  * embedding), hid_norm (hidden_norm, on the feature), wq / wk / wv over 2
  * dim in-features, wo, ffn_norm (post_attention_layernorm), the MLP,
