@@ -451,6 +451,16 @@ static int block_parse(const json_value *d, gen_spec *sp, sw_err *err)
  * the target (runtime/model/eagle3.h rt_e3_config_load: width, vocabulary,
  * layer count, the three tapped layers, Vd). Over a target shape DIR may
  * hold config.json alone (rt_e3_config_shape: a shape-only head). */
+/* "MIN:MAX" n-gram lengths (the method "ngram:MIN:MAX" after its prefix, and
+ * an EAGLE-3 draft's "ngram"): 1 <= MIN <= MAX <= 16, nothing after them.
+ * Returns true and sets sp's range, or false. */
+static bool ngram_range(const char *str, gen_spec *sp)
+{
+	char tail = 0;
+	return sscanf(str, "%d:%d%c", &sp->ngram_min, &sp->ngram_max, &tail) == 2 &&
+	       sp->ngram_min >= 1 && sp->ngram_max >= sp->ngram_min && sp->ngram_max <= 16;
+}
+
 static int eagle3_parse(const json_value *d, gen_spec *sp, sw_err *err)
 {
 	const char *dir;
@@ -490,10 +500,7 @@ static int eagle3_parse(const json_value *d, gen_spec *sp, sw_err *err)
 		           "head's levels when the n-gram lookup drafts none)", "\"levels\" alone");
 	if (!nv)
 		return 0;
-	char tail = 0;
-	if (nv->type != JSON_STRING ||
-	    sscanf(nv->str, "%d:%d%c", &sp->ngram_min, &sp->ngram_max, &tail) != 2 ||
-	    sp->ngram_min < 1 || sp->ngram_max < sp->ngram_min || sp->ngram_max > 16)
+	if (nv->type != JSON_STRING || !ngram_range(nv->str, sp))
 		return json_refuse(err, nv, "$.draft.ngram", "\"MIN:MAX\" with 1 <= MIN <= MAX <= 16",
 		           "%s%s%s", nv->type == JSON_STRING ? "\"" : "",
 		           nv->type == JSON_STRING ? nv->str : json_type_name(nv->type),
@@ -562,10 +569,7 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 		sp->draft_kind = GEN_DRAFT_NGRAM;
 		sp->ngram_min = 1;
 		sp->ngram_max = 3;
-		char tail = 0;
-		if (method[5] == ':' &&
-		    (sscanf(method + 6, "%d:%d%c", &sp->ngram_min, &sp->ngram_max, &tail) != 2 ||
-		     sp->ngram_min < 1 || sp->ngram_max < sp->ngram_min || sp->ngram_max > 16))
+		if (method[5] == ':' && !ngram_range(method + 6, sp))
 			return json_refuse(err, mv, mp, "ngram or ngram:MIN:MAX with 1 <= MIN <= MAX <= 16",
 			           "\"%s\"", method);
 		sp->draft_vocab = 0;
@@ -743,9 +747,9 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 			         "(ngram drafts have no draft distribution)", "\"%s\"", ms);
 			goto out_free;
 		}
+		const json_value *lv = json_get(json_get(root, "draft"), "levels");
 		if (sp->e3_ngram && (sp->tree.depth_max < 1 || sp->e3_levels > sp->tree.depth_max)) {
-			rc = json_refuse(err, json_get(json_get(root, "draft"), "levels") ?
-			                 json_get(json_get(root, "draft"), "levels") : json_get(root, "tree"),
+			rc = json_refuse(err, lv ? lv : json_get(root, "tree"),
 			                 "$.draft.levels", "at most the chain's depth (the head drafts "
 			                 "nodes 1 .. levels)", "%d with tree \"%s\" of depth %d",
 			                 sp->e3_levels, sp->tree_spec, sp->tree.depth_max);

@@ -237,6 +237,20 @@ static void test_refused(void **state)
 	         "\"archs\": [\"sm_80\"]}", g_tiny_path);
 	e3u_spec_refused(spec, "$.draft.ngram: expected \"ngram\" and \"levels\" only with method "
 	                 "\"eagle3\" (an n-gram lookup before the head), found it with \"ngram:1:3\"");
+	/* the n-gram method's own MIN:MAX, read by the same parser as "ngram" */
+	static const char *const bad_method[] = {"ngram:4:2", "ngram:1:3x", "ngram:0:2", "ngram:1:17"};
+	for (int i = 0; i < 4; i++) {
+		char want[160];
+		snprintf(spec, sizeof(spec),
+		         "{\"name\": \"x\", \"target\": {\"path\": \"%s\"}, \"draft\": \"%s\", "
+		         "\"tree\": \"chain:3\", \"verify\": {\"method\": \"greedy\", \"expand\": "
+		         "\"topk\"}, \"sampling\": {\"temperature\": 0, \"top_k\": 0, \"top_p\": 1}, "
+		         "\"max_context\": 192, \"prefill_chunk\": 16, \"dtype\": \"fp16\", \"archs\": "
+		         "[\"sm_80\"]}", g_tiny_path, bad_method[i]);
+		snprintf(want, sizeof(want), "$.draft: expected ngram or ngram:MIN:MAX with 1 <= MIN <= "
+		         "MAX <= 16, found \"%s\"", bad_method[i]);
+		e3u_spec_refused(spec, want);
+	}
 }
 
 /* The plan: the pick's word gates the head's levels, the history and the

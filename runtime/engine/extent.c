@@ -561,7 +561,7 @@ static void ext_draft_ctrl(ectx *c)
 }
 
 /* draft_pick.cu.tmpl: one block; go[0], tree tokens 0 .. 1 (node 1 read),
- * the state header (word RT_ST_DRAFTED written). */
+ * the state header (words RT_ST_DRAFTED and RT_ST_HEAD written). */
 static void ext_draft_pick(ectx *c)
 {
 	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
