@@ -475,7 +475,7 @@ void op_ngram_draft(ctx *c, int ngram_info, int ctrl, int ctrl_cost)
 	              .block = BLK_CTRL, .n_args = 5,
 	              .args = {A(ctrl, 0), A(a->tree_tokens, 4), A(ngram_info, 0), A(a->state, 0),
 	                       A(ctrl_cost, 0)},
-	              .bytes = 4.0 * (gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max) +
+	              .bytes = 4.0 * (gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max, s->ctrl.head) +
 	                              2 * t->n + 8), .flops = 0};
 	emit(c, &cd);
 }
@@ -1110,7 +1110,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		goto out_nomem;
 	if (s->ctrl.on &&
 	    ((ctrl = add_buf(p, "ctrl", "state", "i32", 1,
-	                     gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max), 0, 0, 0)) < 0 ||
+	                     gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max, s->ctrl.head), 0, 0, 0)) < 0 ||
 	     (ctrl_cost = add_buf(p, "ctrl_cost", "state", "i32", 1, t->n, 0, 0, 0)) < 0))
 		goto out_nomem;
 	int adapt_go = -1, adapt_cum = -1;

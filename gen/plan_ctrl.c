@@ -21,8 +21,8 @@ static int opt_num(const json_value *o, const char *key, double lo, double hi, d
 	return json_get(o, key) ? json_get_number(o, key, "$.control", lo, hi, out, err) : 0;
 }
 
-int gen_ctrl_parse(const json_value *root, bool ngram, bool greedy, int depth, gen_ctrl *c,
-                   sw_err *err)
+int gen_ctrl_parse(const json_value *root, bool ngram, bool greedy, int depth, int head,
+                   gen_ctrl *c, sw_err *err)
 {
 	static const char *const keys[] = {"mode", "probe", "probe_max", "prior", "prior_weight",
 	                                   "prior_1", "prior_1_weight", "decay", "cost", NULL};
@@ -31,6 +31,7 @@ int gen_ctrl_parse(const json_value *root, bool ngram, bool greedy, int depth, g
 	int rc;
 	memset(c, 0, sizeof(*c));
 	c->on = ngram;
+	c->head = head;
 	c->probe = 8;
 	c->probe_max = 256;
 	c->prior = 0.5;
@@ -87,10 +88,15 @@ int gen_ctrl_parse(const json_value *root, bool ngram, bool greedy, int depth, g
 				           "\"%.40s\"", v->str);
 			}
 		} else {
-			if ((rc = json_as_array(v, "$.control.cost", (size_t)depth + 1, (size_t)depth + 1,
-			                        err)))
+			const size_t n = (size_t)depth + 1 + (size_t)head;
+			if (head > 0 && v->type == JSON_ARRAY && v->n != n)
+				return json_refuse(err, v, "$.control.cost", "an array of 1 + depth + levels "
+				           "entries (drafting 0 .. depth tokens by the lookup, then 1 .. levels by "
+				           "the head)", "%zu entries where 1 + %d + %d = %zu", v->n, depth, head,
+				           n);
+			if ((rc = json_as_array(v, "$.control.cost", n, n, err)))
 				return rc;
-			for (int i = 0; i <= depth; i++) {
+			for (int i = 0; i < (int)n; i++) {
 				char p[64];
 				snprintf(p, sizeof(p), "$.control.cost[%d]", i);
 				if ((rc = json_as_number(v->items[i], p, 1.0, 1000.0, &c->cost[i], err)))
@@ -118,6 +124,7 @@ int gen_ctrl_params(const gen_ctrl *c, int n_draft, int min_n, int max_n, int bl
 		{.name = "N_DRAFT", .type = GEN_PARAM_INT, .i = n_draft},
 		{.name = "N_CLASS", .type = GEN_PARAM_INT, .i = max_n - min_n + 1},
 		{.name = "MIN_N", .type = GEN_PARAM_INT, .i = min_n},
+		{.name = "HEAD", .type = GEN_PARAM_INT, .i = c->head},
 		{.name = "PROBE", .type = GEN_PARAM_INT, .i = c->probe},
 		{.name = "PROBE_MAX", .type = GEN_PARAM_INT, .i = c->probe_max},
 		{.name = "PRIOR_A", .type = GEN_PARAM_INT, .i = q16(c->prior * c->prior_w)},
@@ -134,9 +141,9 @@ int gen_ctrl_params(const gen_ctrl *c, int n_draft, int min_n, int max_n, int bl
 	return n;
 }
 
-int gen_ctrl_words(int n_draft, int min_n, int max_n)
+int gen_ctrl_words(int n_draft, int min_n, int max_n, int head)
 {
-	return RT_CTRL_STATS + 2 * (max_n - min_n + 1) * n_draft;
+	return RT_CTRL_STATS + 2 * (max_n - min_n + 1) * n_draft + (head > 0 ? 2 * head + 1 : 0);
 }
 
 void gen_ctrl_write_json(const gen_ctrl *c, int depth, FILE *f)
@@ -149,7 +156,7 @@ void gen_ctrl_write_json(const gen_ctrl *c, int depth, FILE *f)
 	        c->prior1_w, c->decay);
 	if (c->cost_kind == GEN_CTRL_COST_TABLE) {
 		fprintf(f, "[");
-		for (int i = 0; i <= depth; i++)
+		for (int i = 0; i <= depth + c->head; i++)
 			fprintf(f, "%s%.9g", i ? ", " : "", c->cost[i]);
 		fprintf(f, "]}");
 	} else {

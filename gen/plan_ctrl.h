@@ -42,8 +42,11 @@ typedef struct gen_ctrl {
 	bool on;
 	int probe, probe_max;
 	double prior, prior_w, prior1, prior1_w, decay;
+	int head;                               /* an EAGLE-3 head's levels behind the lookup
+	                                         * (one more class), else 0 */
 	int cost_kind;                          /* enum gen_ctrl_cost */
-	double cost[GEN_TREE_MAX_DEPTH + 1];    /* GEN_CTRL_COST_TABLE: depth + 1 entries */
+	double cost[2 * GEN_TREE_MAX_DEPTH + 1]; /* GEN_CTRL_COST_TABLE: depth + 1 + head
+	                                          * entries */
 } gen_ctrl;
 
 /* Parses $.control of root into c for an engine whose drafter is an n-gram
@@ -54,17 +57,21 @@ typedef struct gen_ctrl {
  * differs between processes, and with it k, the iterations and so the
  * random streams, so a seed would no longer give the same tokens in every
  * process (DESIGN.md, "How much to draft"); a sampling engine that wants
- * the controller's savings gives a fixed table, "cost": [1, c1, ...]. */
-int gen_ctrl_parse(const json_value *root, bool ngram, bool greedy, int depth, gen_ctrl *c,
-                   sw_err *err);
+ * the controller's savings gives a fixed table, "cost": [1, c1, ...]. With
+ * an EAGLE-3 head of `head` levels behind the lookup (head > 0) the head is
+ * one more class, and a table has depth + 1 + head entries: then the cost
+ * of an iteration whose head drafts 1 .. head levels. */
+int gen_ctrl_parse(const json_value *root, bool ngram, bool greedy, int depth, int head,
+                   gen_ctrl *c, sw_err *err);
 
 /* The draft_ctrl template's parameters after NAME (prm[0] is set to NAME):
  * returns how many, at most cap. */
 int gen_ctrl_params(const gen_ctrl *c, int n_draft, int min_n, int max_n, int block,
                     gen_param *prm, int cap);
 
-/* Words of the per-request "ctrl" buffer (kernels/engine_state.h). */
-int gen_ctrl_words(int n_draft, int min_n, int max_n);
+/* Words of the per-request "ctrl" buffer (kernels/engine_state.h); head:
+ * the levels of an EAGLE-3 head behind the lookup, else 0. */
+int gen_ctrl_words(int n_draft, int min_n, int max_n, int head);
 
 /* engine.json's $.spec.control echo (",\n    \"control\": {...}"), nothing
  * when off. */

@@ -50,9 +50,11 @@
  * N-gram first ("draft": {"ngram": "MIN:MAX", "levels": L}, a chain): a
  * phase draft_ngram before the levels runs tree_prep, the n-gram engine's
  * lookup and controller (plan.c op_ngram_draft, over ngram_hist, which
- * iter_end keeps), draft_pick (e3_go = node 1 absent; RT_ST_DRAFTED = L and
- * RT_ST_HEAD then) and the root row with its K/V at slot HLEN, in every
- * iteration; draft_0 .. draft_{L-1} are conditional on e3_go, level 0
+ * iter_end keeps), draft_pick (when node 1 is absent the head drafts hk
+ * levels: L, or with the controller its choice, the head being one more
+ * class there, ctrl word RT_CTRL_HEAD_K; e3_go[j] = j < hk, RT_ST_DRAFTED =
+ * hk and RT_ST_HEAD then) and the root row with its K/V at slot HLEN, in
+ * every iteration; draft_d is conditional on e3_go word d, level 0
  * without the K/V draft_ngram wrote. The head's cache so takes every
  * committed row whichever drafter proposed the chain.
  * The head's weights: draft.fc, in_norm (input_layernorm, on the
@@ -427,11 +429,11 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 	if (s->e3_ngram) {
 		ACTN(a->ngram_hist, "ngram_hist", "state", "i32", 1, s->max_context, 0);
 		ACTN(ngram_info, "ngram_info", "state", "i32", 1, 2, 0);
-		ACTN(e3_go, "e3_go", "state", "i32", 1, 1, 0);
+		ACTN(e3_go, "e3_go", "state", "i32", 1, s->e3_levels, 0);
 		if (s->ctrl.on) {
 			ACTN(ctrl, "ctrl", "state", "i32", 1,
-			     gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max), 0);
-			ACTN(ctrl_cost, "ctrl_cost", "state", "i32", 1, t->n, 0);
+			     gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max, s->ctrl.head), 0);
+			ACTN(ctrl_cost, "ctrl_cost", "state", "i32", 1, t->n + s->ctrl.head, 0);
 		}
 	}
 #undef ACTN
@@ -469,12 +471,16 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 		PHASE("draft_ngram", t->n - 1);
 		op_step(&c, "tree_prep", 0, false);
 		op_ngram_draft(&c, ngram_info, ctrl, ctrl_cost);
-		gen_param pp[] = {PNAME, PI("N_NODES", t->n), PI("LEVELS", levels), PI("BLOCK", 32)};
+		/* the controller's head levels (ctrl word RT_CTRL_HEAD_K) when it
+		 * has one; without, tree_tokens stands in for the unread ctrl */
+		gen_param pp[] = {PNAME, PI("N_NODES", t->n), PI("LEVELS", levels),
+		                  PI("CTRL", ctrl >= 0), PI("BLOCK", 32)};
 		op_desc pd = {.name = "draft_pick", .op = "draft_pick", .exec = GEN_EXEC_KERNEL,
-		              .kernel = kernel(&c, "draft_pick", "draft_pick.cu.tmpl", pp, 4), .gx = 1,
-		              .block = 32, .n_args = 3,
-		              .args = {A(e3_go, 0), A(a->tree_tokens, 0), A(a->state, 0)},
-		              .bytes = 16.0, .flops = 0};
+		              .kernel = kernel(&c, "draft_pick", "draft_pick.cu.tmpl", pp, 5), .gx = 1,
+		              .block = 32, .n_args = 4,
+		              .args = {A(e3_go, 0), A(a->tree_tokens, 0), A(a->state, 0),
+		                       ctrl >= 0 ? A(ctrl, 0) : A(a->tree_tokens, 0)},
+		              .bytes = 16.0 + 4.0 * levels, .flops = 0};
 		emit(&c, &pd);
 		op_e3_in(&c, &x, 1, 1, 0, 0, rows, A(a->x16, 0), A(x.hid[0], 0), A(a->tree_tokens, 0),
 		         A(x.fc_out, 0), A(a->state, 4 * RT_ST_HROW));
@@ -489,9 +495,10 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 		const int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
 		snprintf(nm, sizeof(nm), "draft_%d", d);
 		PHASE(nm, nd);
-		if (s->e3_ngram) { /* only when the n-gram lookup drafted nothing */
+		if (s->e3_ngram) { /* only when the n-gram lookup drafted nothing and
+		                    * the head drafts d + 1 levels or more */
 			p->phases[ph].gate_buf = e3_go;
-			p->phases[ph].gate_word = 0;
+			p->phases[ph].gate_word = d;
 		}
 		if (d == 0 && !s->e3_ngram) {
 			op_step(&c, "tree_prep", 0, false);

@@ -929,8 +929,8 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	}
 
 	if ((rc = gen_ctrl_parse(root, sp->draft_kind == GEN_DRAFT_NGRAM || sp->e3_ngram,
-	                         sp->verify_method == RT_VERIFY_GREEDY, sp->tree.depth_max, &sp->ctrl,
-	                         err)))
+	                         sp->verify_method == RT_VERIFY_GREEDY, sp->tree.depth_max,
+	                         sp->e3_ngram ? sp->e3_levels : 0, &sp->ctrl, err)))
 		goto out_free;
 
 	sp->est_context = sp->max_context / 2;

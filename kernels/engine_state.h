@@ -58,16 +58,21 @@ enum rt_samp_word {
 	RT_SP_WORDS = 8,
 };
 
-/* Buffer "ctrl": int32[RT_CTRL_STATS + 2 * classes * depth], the draft-length
- * controller's per-request state (templates/draft_ctrl.cu.tmpl,
- * kernels/ref/draft_ctrl.c), zeroed by the host before each request's
- * prefill, so a request's decisions depend on nothing that ran before it.
- * Per class c (the drafter's signal: n-gram match length - MIN_N, capped)
- * two rows of depth words, Q16 fixed point, decayed by each update: T (depth
- * j tried: drafted, j - 1 accepted) then A (depth j accepted). Buffer
- * "ctrl_cost": int32[depth + 1], Q16: the cost of an iteration that drafts
- * k tokens over one that drafts none (65536), written by the host at bind
- * (measured, or the spec's table). */
+/* Buffer "ctrl": int32[RT_CTRL_STATS + 2 * classes * depth (+ 2 * levels + 1
+ * with a head)], the draft-length controller's per-request state
+ * (templates/draft_ctrl.cu.tmpl, kernels/ref/draft_ctrl.c), zeroed by the
+ * host before each request's prefill, so a request's decisions depend on
+ * nothing that ran before it. Per class c (the drafter's signal: n-gram
+ * match length - MIN_N, capped) two rows of depth words, Q16 fixed point,
+ * decayed by each update: T (depth j tried: drafted, j - 1 accepted) then A
+ * (depth j accepted). An engine that falls back on an EAGLE-3 head of
+ * `levels` draft levels (gen/plan_eagle3.c, HEAD > 0) has one more class
+ * after them, the head's: T and A rows of `levels` words, then its probe
+ * interval (one word, 0 meaning PROBE). Buffer "ctrl_cost": int32[depth + 1
+ * (+ levels)], Q16: the cost of an iteration that drafts k tokens by the
+ * lookup over one that drafts none (65536), then of one whose head drafts
+ * k = 1 .. levels (its levels and the verify of 1 + k rows), written by the
+ * host at bind (measured, or the spec's table). */
 enum rt_ctrl_word {
 	RT_CTRL_PREV_NOUT = 0,  /* RT_ST_NOUT when the last decision was taken */
 	RT_CTRL_PREV_K = 1,     /* tokens that iteration drafted */
@@ -78,6 +83,9 @@ enum rt_ctrl_word {
 	                         * none with a match, else 0: checked against the token the
 	                         * target emitted (RT_ST_ROOT): a quarter of an outcome at
 	                         * depth 1 */
+	RT_CTRL_HEAD_K = 6,     /* levels the head drafts this iteration (0: none), read by
+	                         * draft_pick; the next iteration's outcome is the head's */
+	RT_CTRL_HEAD_IDLE = 7,  /* iterations with no lookup draft since the head last drafted */
 	RT_CTRL_STATS = 8,      /* T and A rows per class */
 };
 

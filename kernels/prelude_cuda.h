@@ -29,6 +29,9 @@ typedef unsigned long long uintptr_t;
 #define DEV static __device__ __forceinline__
 #define RESTRICT __restrict__
 #define UNROLL _Pragma("unroll")
+/* a loop kept rolled: its trip count is a template constant, but unrolled
+ * it would spill (draft_ctrl's head levels) */
+#define NO_UNROLL _Pragma("unroll 1")
 
 /* ---- thread geometry (TID_LINEAR, LANE_ID, WARP_ID: prelude_common.h) ---- */
 #define TID_X threadIdx.x

@@ -65,6 +65,7 @@ static __attribute__((unused)) void emu__bind(emu_ctx *c)
 #define DEV static inline __attribute__((unused))
 #define RESTRICT __restrict__
 #define UNROLL 
+#define NO_UNROLL 
 
 /* ---- thread geometry (TID_LINEAR, LANE_ID, WARP_ID: prelude_common.h) ---- */
 #define TID_X (emu__ctx->tid.x)

@@ -33,6 +33,7 @@
 #include "engine/manifest.h"
 #include "engine_util.h"
 #include "formats/gguf.h"
+#include "kernels/engine_state.h"
 #include "model/eagle3.h"
 #include "testutil.h"
 
@@ -58,16 +59,30 @@ typedef struct hy_case {
 	const char *tree;
 	int nodes, ngram_min, ngram_max, levels;
 	bool ctrl_off;
+	/* a fixed cost table (the lookup's 0 .. depth, then the head's 1 ..
+	 * levels), else measured; and what it must make the controller do:
+	 * HY_SHORT the head drafts only its first level, HY_PLAIN some
+	 * iterations draft nothing */
+	const char *cost;
+	int expect;
 } hy_case;
+
+enum { HY_ANY = 0, HY_SHORT, HY_PLAIN };
 
 static void hy_spec(char *buf, size_t n, const hy_case *c, const char *verify, const char *expand,
                     double temp)
 {
-	char extra[96];
+	char extra[96], ctl[160];
 	snprintf(extra, sizeof(extra), ", \"ngram\": \"%d:%d\", \"levels\": %d", c->ngram_min,
 	         c->ngram_max, c->levels);
+	if (c->ctrl_off)
+		snprintf(ctl, sizeof(ctl), ", \"control\": {\"mode\": \"off\"}");
+	else if (c->cost)
+		snprintf(ctl, sizeof(ctl), ", \"control\": {\"cost\": %s}", c->cost);
+	else
+		ctl[0] = 0;
 	e3u_spec_ex(buf, n, "fp16", g_tiny_path, g_head, c->tree, verify, expand, temp, 192, 16, extra,
-	            c->ctrl_off ? ", \"control\": {\"mode\": \"off\"}" : "");
+	            ctl);
 }
 
 static void greedy_case(const hy_case *c, int tag)
@@ -85,6 +100,15 @@ static void greedy_case(const hy_case *c, int tag)
 		rt_dev *d = eu_open_host(mode ? RT_HOST_EMULATE : RT_HOST_NATIVE, eu_cache_dir());
 		rt_engine *e = e3u_bind(dir, d, g_tiny, g_h, 1);
 		rt_engine_stats st;
+		if (!c->ctrl_off && !c->cost) { /* measured: the head's k levels on the lookup's k */
+			const int D = e->man->depth;
+			assert_int_equal(rt_engine_ctrl_levels(e), c->levels);
+			for (int k = 1; k <= c->levels; k++)
+				if (!(e->ctrl_cost[D + k] > e->ctrl_cost[k] &&
+				      e->ctrl_cost[D + k] >= e->ctrl_cost[D + k - (k > 1)]))
+					fail_msg("%s: the head's %d levels cost %g, the lookup's %d tokens %g",
+					         dir, k, e->ctrl_cost[D + k], k, e->ctrl_cost[k]);
+		}
 		e3u_drafts cb = {.e = e, .target = g_tiny, .head = g_h, .head_name = "host head",
 		                 .u = E3U_U_FP16, .gamma = c->levels, .ngram_min = c->ngram_min,
 		                 .ngram_max = c->ngram_max, .n_nodes = c->nodes, .ctrl_off = c->ctrl_off};
@@ -96,9 +120,15 @@ static void greedy_case(const hy_case *c, int tag)
 			if (a[i] != ref[i])
 				fail_msg("%s: token %d is %d, target-only's %d", cb.what, i, a[i], ref[i]);
 		print_message("  %s: %d/%d tokens = target-only in %d iterations: %d drafted by the "
-		              "n-gram lookup, %d by the head (%d fp16 near-ties), %d tokens accepted\n",
-		              cb.what, N, N, (int)st.n_iters, cb.by_ngram, cb.by_head, cb.ties,
-		              N - (int)st.n_iters);
+		              "n-gram lookup, %d by the head (%d of fewer levels; %d fp16 near-ties), %d "
+		              "plain, %d tokens accepted\n", cb.what, N, N, (int)st.n_iters, cb.by_ngram,
+		              cb.by_head, cb.head_short, cb.ties, cb.plain, N - (int)st.n_iters);
+		if (c->expect == HY_SHORT) /* the head's second level priced out */
+			assert_int_equal(cb.head_short, cb.by_head);
+		if (c->expect == HY_PLAIN) /* the head priced out: plain steps, probes */
+			assert_true(cb.plain > 0 && cb.by_head < cb.plain);
+		if (c->ctrl_off)
+			assert_int_equal(cb.plain + cb.head_short, 0);
 		/* both drafters drafted, and drafts were accepted; the engine's
 		 * own count (state RT_ST_HEAD) is the pick words the test read */
 		assert_true(cb.by_ngram > 0 && cb.by_head > 0);
@@ -118,11 +148,15 @@ static void test_greedy(void **state)
 {
 	(void)state;
 	static const hy_case cases[] = {
-		{"chain:4", 5, 1, 3, 1, false},
-		{"chain:4", 5, 1, 3, 2, true},
-		{"chain:3", 4, 2, 3, 3, false},
+		{"chain:4", 5, 1, 3, 1, false, NULL, HY_ANY},
+		{"chain:4", 5, 1, 3, 2, true, NULL, HY_ANY},
+		{"chain:3", 4, 2, 3, 3, false, NULL, HY_ANY},
+		/* the head's one level cheap, two dear */
+		{"chain:4", 5, 1, 3, 2, false, "[1, 1.2, 1.3, 1.4, 1.5, 1.02, 1000]", HY_SHORT},
+		/* the head dear at every level */
+		{"chain:4", 5, 1, 3, 2, false, "[1, 1.2, 1.3, 1.4, 1.5, 900, 1000]", HY_PLAIN},
 	};
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < (int)(sizeof(cases) / sizeof(cases[0])); i++)
 		greedy_case(&cases[i], i);
 }
 
@@ -160,7 +194,7 @@ static void test_seeded(void **state)
 {
 	(void)state;
 	enum { P = 37, N = 32 };
-	const hy_case c = {"chain:4", 5, 1, 3, 2, true};
+	const hy_case c = {"chain:4", 5, 1, 3, 2, true, NULL, HY_ANY};
 	const rt_engine_sampling samp = {1.0f, 0, 1.0f};
 	int32_t prompt[P], out[3][N];
 	char spec[2048], dir[400];
@@ -202,15 +236,15 @@ static void test_refused(void **state)
 		double temp;
 		const char *want;
 	} bad[] = {
-		{{"branch:2,1", 4, 1, 3, 1, false}, "greedy", "topk", 0,
+		{{"branch:2,1", 4, 1, 3, 1, false, NULL, HY_ANY}, "greedy", "topk", 0,
 		 "$.tree: expected a chain (ngram drafts one continuation), found \"branch:2,1\""},
-		{{"chain:3", 4, 1, 3, 1, false}, "rrs", "sample", 1.0,
+		{{"chain:3", 4, 1, 3, 1, false, NULL, HY_ANY}, "rrs", "sample", 1.0,
 		 "$.verify.method: expected greedy or onehot (ngram drafts have no draft distribution), "
 		 "found \"rrs\""},
-		{{"chain:3", 4, 1, 3, 4, false}, "greedy", "topk", 0,
+		{{"chain:3", 4, 1, 3, 4, false, NULL, HY_ANY}, "greedy", "topk", 0,
 		 "$.draft.levels: expected at most the chain's depth (the head drafts nodes 1 .. "
 		 "levels), found 4 with tree \"chain:3\" of depth 3"},
-		{{"chain:3", 4, 3, 2, 1, false}, "greedy", "topk", 0,
+		{{"chain:3", 4, 3, 2, 1, false, NULL, HY_ANY}, "greedy", "topk", 0,
 		 "$.draft.ngram: expected \"MIN:MAX\" with 1 <= MIN <= MAX <= 16, found \"3:2\""},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -228,6 +262,13 @@ static void test_refused(void **state)
 	            192, 16, "", ", \"control\": {\"mode\": \"cost\"}");
 	e3u_spec_refused(spec, "$.control.mode: expected \"off\" (the draft-length controller drives "
 	                 "n-gram chain drafters only, $.draft.method ngram or $.draft.ngram)");
+	/* a cost table without the head's levels (the lookup's 0 .. 3 only) */
+	e3u_spec_ex(spec, sizeof(spec), "fp16", g_tiny_path, g_head, "chain:3", "greedy", "topk", 0,
+	            192, 16, ", \"ngram\": \"1:3\", \"levels\": 2",
+	            ", \"control\": {\"cost\": [1, 1.2, 1.3, 1.4]}");
+	e3u_spec_refused(spec, "$.control.cost: expected an array of 1 + depth + levels entries "
+	                 "(drafting 0 .. depth tokens by the lookup, then 1 .. levels by the head), "
+	                 "found 4 entries where 1 + 3 + 2 = 6");
 	/* "ngram" with another drafter */
 	snprintf(spec, sizeof(spec),
 	         "{\"name\": \"x\", \"target\": {\"path\": \"%s\"}, \"draft\": {\"method\": "
@@ -260,7 +301,7 @@ static void test_planned(void **state)
 	(void)state;
 	char spec[2048], dir[400];
 	sw_err err = {0};
-	const hy_case c = {"chain:4", 5, 1, 3, 2, false};
+	const hy_case c = {"chain:4", 5, 1, 3, 2, false, NULL, HY_ANY};
 	snprintf(dir, sizeof(dir), "%s/plan", g_dir);
 	hy_spec(spec, sizeof(spec), &c, "greedy", "topk", 0);
 	eu_build(spec, dir, eu_cache_dir(), false);
@@ -276,11 +317,19 @@ static void test_planned(void **state)
 		const bool level = !strncmp(m->phases[i].name, "draft_", 6) &&
 		                   strcmp(m->phases[i].name, "draft_ngram");
 		assert_int_equal(m->phases[i].gate_buf == go, level);
+		if (level) /* draft_d on word d: the head drafts d + 1 levels or more */
+			assert_int_equal(m->phases[i].gate_word, atoi(m->phases[i].name + 6));
 		gated += level;
 	}
 	assert_int_equal(gated, 2); /* levels 2: draft_0, draft_1 */
-	print_message("  %d phases, the head's %d levels gated on e3_go: every op inside its "
-	              "buffers\n", m->n_phases, gated);
+	/* a word per level; the controller's head class (2 T and 2 A words and
+	 * its probe interval) and the head's two costs after the lookup's */
+	assert_int_equal(m->bufs[go].bytes, 2 * 4);
+	assert_int_equal(m->bufs[rt_manifest_buf_find(m, "ctrl")].bytes,
+	                 4 * (RT_CTRL_STATS + 2 * 3 * 4 + 2 * 2 + 1));
+	assert_int_equal(m->bufs[rt_manifest_buf_find(m, "ctrl_cost")].bytes, 4 * (5 + 2));
+	print_message("  %d phases, the head's %d levels gated on e3_go words 0 and 1: every op "
+	              "inside its buffers\n", m->n_phases, gated);
 	rt_manifest_free(m);
 }
 

@@ -5,7 +5,11 @@
  * what is known before this iteration's verification: the acceptance so
  * far, by depth and by the drafter's own signal (the n-gram match length),
  * and the cost table. Never from the target's p of this iteration's drafts,
- * so every verification method stays exact.
+ * so every verification method stays exact. In an engine that falls back on
+ * an EAGLE-3 head (head > 0 levels, gen/plan_eagle3.c) the head is one more
+ * class: the controller picks among drafting none, the lookup's first k and
+ * the head's first k levels (ctrl word RT_CTRL_HEAD_K, which draft_pick
+ * reads), by the same E / cost rule.
  *
  * Integer arithmetic only (Q16 fixed point), so the device, the emulator
  * and this reference decide bit for bit alike. Not the lookup itself
@@ -15,7 +19,7 @@
 
 /* One step of the controller; the layout of ctrl is rt_ctrl_word
  * (kernels/engine_state.h). */
-void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int probe_max,
+void ref_draft_ctrl(int n_draft, int n_class, int min_n, int head, int probe, int probe_max,
                     int32_t prior_a, int32_t prior_w, int32_t prior1_a, int32_t prior1_w,
                     int32_t decay, int32_t *ctrl, int32_t *tokens, const int32_t *info,
                     int32_t *state, const int32_t *cost)
@@ -26,6 +30,10 @@ void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int probe_ma
 	 * accepted */
 	const int nout = state[RT_ST_NOUT];
 	const int pk = ctrl[RT_CTRL_PREV_K], pc = ctrl[RT_CTRL_PREV_CLASS];
+	/* the head's class: T and A rows of `head` words after the lookup's
+	 * classes, then its probe interval */
+	int32_t *TH = ctrl + RT_CTRL_STATS + 2 * n_class * D, *AH = TH + head, *hgap = AH + head;
+	const int hk = head > 0 ? ctrl[RT_CTRL_HEAD_K] : 0;
 	if (pk > 0 && pc >= 0 && pc < n_class) {
 		int a = nout - ctrl[RT_CTRL_PREV_NOUT] - 1;
 		a = a < 0 ? 0 : a > pk ? pk : a;
@@ -64,6 +72,23 @@ void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int probe_ma
 		}
 	}
 
+	/* 1c. the head drafted hk levels last iteration: its class learns as
+	 * a lookup class does, and its own probe interval */
+	if (hk > 0) {
+		int a = nout - ctrl[RT_CTRL_PREV_NOUT] - 1;
+		a = a < 0 ? 0 : a > hk ? hk : a;
+		for (int j = 0; j < head; j++) {
+			TH[j] = (int32_t)(((int64_t)TH[j] * decay) >> 16);
+			AH[j] = (int32_t)(((int64_t)AH[j] * decay) >> 16);
+		}
+		for (int j = 1; j <= hk && j <= a + 1; j++) {
+			TH[j - 1] += 65536;
+			AH[j - 1] += j <= a ? 65536 : 0;
+		}
+		const int gap = *hgap > 0 ? *hgap : probe;
+		*hgap = a > 0 ? probe : 2 * gap < probe_max ? 2 * gap : probe_max;
+	}
+
 	/* 2. this iteration: the class of the drafter's signal, the drafted
 	 * length K0 (leading present tokens) */
 	int K0 = 0;
@@ -76,6 +101,7 @@ void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int probe_ma
 		c = c < 0 ? 0 : c >= n_class ? n_class - 1 : c;
 	}
 	int k = 0;
+	int64_t best_e = 65536, best_c = cost[0];
 	if (c >= 0) {
 		/* argmax over k of E[tokens | k] / cost[k], E = 1 + sum_i prod_{j<=i}
 		 * alpha_j, alpha_j = (A_j + prior_a) / (T_j + prior_w): compared by
@@ -85,27 +111,59 @@ void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int probe_ma
 		 * own, pessimistic prior */
 		const int64_t pa = min_n == 1 && c == 0 ? prior1_a : prior_a;
 		const int64_t pw = min_n == 1 && c == 0 ? prior1_w : prior_w;
-		int64_t prod = 65536, E = 65536, bestE = 65536, bestC = cost[0];
+		int64_t prod = 65536, E = 65536;
 		for (int i = 1; i <= K0; i++) {
 			const int64_t den = (int64_t)T[i - 1] + pw;
 			const int64_t alpha = den > 0 ? (((int64_t)A[i - 1] + pa) << 16) / den : 0;
 			prod = (prod * (alpha > 65536 ? 65536 : alpha)) >> 16;
 			E += prod;
-			if (E * bestC > bestE * (int64_t)cost[i]) {
-				bestE = E;
-				bestC = cost[i];
+			if (E * best_c > best_e * (int64_t)cost[i]) {
+				best_e = E;
+				best_c = cost[i];
 				k = i;
 			}
 		}
-		/* not paying: draft one token after `gap` such iterations (probe,
-		 * doubling while probes fail), so a request whose text starts
-		 * copying later finds out */
+	}
+	/* 3. with a head: its k = 1 .. head levels against the best so far
+	 * (drafting none, or the lookup's k), E and cost alike (the head's
+	 * iteration cost[n_draft + k]: its k levels and a verify of 1 + k
+	 * rows), the class prior PRIOR; ties keep the earlier choice */
+	int hkn = 0;
+	if (head > 0) {
+		int64_t prod = 65536, E = 65536;
+		for (int i = 1; i <= head; i++) {
+			const int64_t den = (int64_t)TH[i - 1] + prior_w;
+			const int64_t alpha = den > 0 ? (((int64_t)AH[i - 1] + prior_a) << 16) / den : 0;
+			prod = (prod * (alpha > 65536 ? 65536 : alpha)) >> 16;
+			E += prod;
+			if (E * best_c > best_e * (int64_t)cost[D + i]) {
+				best_e = E;
+				best_c = cost[D + i];
+				hkn = i;
+			}
+		}
+		if (hkn > 0)
+			k = 0;
+	}
+	/* not paying: draft one token after `gap` such iterations (probe,
+	 * doubling while probes fail), so a request whose text starts copying
+	 * later finds out; the lookup's probe first, then the head's (its
+	 * iterations with no lookup draft counted) */
+	if (c >= 0) {
 		const int gap = ctrl[RT_CTRL_GAP] > 0 ? ctrl[RT_CTRL_GAP] : probe;
-		if (k == 0 && probe > 0 && ctrl[RT_CTRL_IDLE] + 1 >= gap)
+		if (k == 0 && hkn == 0 && probe > 0 && ctrl[RT_CTRL_IDLE] + 1 >= gap)
 			k = 1;
 		ctrl[RT_CTRL_IDLE] = k > 0 ? 0 : ctrl[RT_CTRL_IDLE] + 1;
 	}
-	ctrl[RT_CTRL_PREV_TOK] = k == 0 && c >= 0 ? tokens[0] + 1 : 0;
+	if (head > 0) {
+		const int gap = *hgap > 0 ? *hgap : probe;
+		if (k == 0 && hkn == 0 && probe > 0 && ctrl[RT_CTRL_HEAD_IDLE] + 1 >= gap)
+			hkn = 1;
+		ctrl[RT_CTRL_HEAD_IDLE] = hkn > 0 ? 0 : k > 0 ? ctrl[RT_CTRL_HEAD_IDLE]
+		                          : ctrl[RT_CTRL_HEAD_IDLE] + 1;
+		ctrl[RT_CTRL_HEAD_K] = hkn;
+	}
+	ctrl[RT_CTRL_PREV_TOK] = k == 0 && hkn == 0 && c >= 0 ? tokens[0] + 1 : 0;
 	for (int i = k; i < D; i++)
 		tokens[i] = -1;
 	ctrl[RT_CTRL_PREV_NOUT] = nout;

@@ -224,18 +224,28 @@ int ref_ngram_lookup_info(int32_t *out, int32_t *info, const int32_t *hist, int 
  * k = 1 when a matched iteration would draft none and the gap-th in a row
  * did (gap: probe, doubled up to probe_max after each draft that got no
  * token accepted, back to probe after one that did; probe 0: never), and
- * marks tokens[k..n_draft) absent (-1). */
-void ref_draft_ctrl(int n_draft, int n_class, int min_n, int probe, int probe_max,
+ * marks tokens[k..n_draft) absent (-1). head > 0 (an EAGLE-3 head of head
+ * levels behind the lookup): one more class, the head's (its rows after
+ * the lookup's, then its probe interval), and cost has n_draft + 1 + head
+ * words, cost[n_draft + k] an iteration whose head drafts k levels; the
+ * head's k in [1, head] is weighed against the best of the above (prior
+ * prior_a, prior_w; ties keep the earlier choice), a chosen head sets k = 0,
+ * and the head probes after gap iterations without a lookup draft as the
+ * lookup does (its own gap); ctrl[RT_CTRL_HEAD_K] = the head's levels. */
+void ref_draft_ctrl(int n_draft, int n_class, int min_n, int head, int probe, int probe_max,
                     int32_t prior_a, int32_t prior_w, int32_t prior1_a, int32_t prior1_w,
                     int32_t decay, int32_t *ctrl, int32_t *tokens, const int32_t *info,
                     int32_t *state, const int32_t *cost);
 
 /* The n-gram-first drafter's pick (templates/draft_pick.cu.tmpl, see
  * kernels/ref/draft_pick.c), after ngram_lookup and the draft-length
- * controller: go[0] = 1 when tree_tokens[1] is absent (-1), and then
- * state[RT_ST_DRAFTED] = levels (the head drafts nodes 1 .. levels); else
- * go[0] = 0 and RT_ST_DRAFTED is left as it was; state[RT_ST_HEAD] = go[0]. */
-void ref_draft_pick(int levels, int32_t *go, const int32_t *tree_tokens, int32_t *state);
+ * controller: when tree_tokens[1] is absent (-1) the head drafts hk levels,
+ * hk = levels without a controller (ctrl NULL), else ctrl[RT_CTRL_HEAD_K]
+ * (clamped to [0, levels]); hk = 0 when node 1 is present. go[j] = j < hk
+ * for j < levels (level j's gate); when hk > 0, state[RT_ST_DRAFTED] = hk,
+ * else it is left as it was; state[RT_ST_HEAD] = hk > 0. */
+void ref_draft_pick(int levels, int32_t *go, const int32_t *tree_tokens, int32_t *state,
+                    const int32_t *ctrl);
 
 /* SpecDec++ adaptive draft length on a chain tree (node i at depth i), the
  * specification of templates/adapt.cu.tmpl (see kernels/ref/adapt.c): called

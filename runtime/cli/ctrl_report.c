@@ -1,6 +1,7 @@
 /* What the draft-length controller did in a run (runtime/engine/ctrl.h):
  * its cost table and the iterations by tokens drafted (in an engine that
- * looks for an n-gram match first, how many the EAGLE-3 head drafted), as
+ * looks for an n-gram match first, the head's costs and how many
+ * iterations the EAGLE-3 head drafted), as
  * text or as JSON fields; with SW_CTRL_TRACE=1 also each iteration's decision. Used by
  * `run` and `bench` (engine_cli.c). */
 #include <stdio.h>
@@ -18,7 +19,7 @@ bool cli_ctrl_trace_on(void)
 void cli_ctrl_report(FILE *f, const rt_engine *e, const rt_engine_stats *st, const int8_t *trace,
                      int n_trace, bool json)
 {
-	const int D = e->man->depth;
+	const int D = e->man->depth, H = rt_engine_ctrl_levels(e);
 	if (!st->ctrl && st->ngram_first) { /* n-gram first, the controller off */
 		if (json)
 			fprintf(f, ", \"iterations_by_head\": %llu", (unsigned long long)st->by_head);
@@ -34,6 +35,11 @@ void cli_ctrl_report(FILE *f, const rt_engine *e, const rt_engine_stats *st, con
 		        e->ctrl_cost_src ? e->ctrl_cost_src : "");
 		for (int k = 0; k <= D; k++)
 			fprintf(f, "%s%.4f", k ? ", " : "", e->ctrl_cost[k]);
+		if (H) {
+			fprintf(f, "], \"head_cost\": [");
+			for (int k = 1; k <= H; k++)
+				fprintf(f, "%s%.4f", k > 1 ? ", " : "", e->ctrl_cost[D + k]);
+		}
 		fprintf(f, "], \"iterations_by_drafted\": [");
 		for (int k = 0; k <= D && k <= RT_ENGINE_MAX_DEPTH; k++)
 			fprintf(f, "%s%llu", k ? ", " : "", (unsigned long long)st->drafted[k]);
@@ -53,6 +59,11 @@ void cli_ctrl_report(FILE *f, const rt_engine *e, const rt_engine_stats *st, con
 	        e->ctrl_cost_src ? e->ctrl_cost_src : "?");
 	for (int k = 0; k <= D; k++)
 		fprintf(f, " %.2f", e->ctrl_cost[k]);
+	if (H) {
+		fprintf(f, "; the head's 1..%d levels:", H);
+		for (int k = 1; k <= H; k++)
+			fprintf(f, " %.2f", e->ctrl_cost[D + k]);
+	}
 	fprintf(f, "; iterations by tokens drafted:");
 	for (int k = 0; k <= D && k <= RT_ENGINE_MAX_DEPTH; k++)
 		fprintf(f, " %d:%llu", k, (unsigned long long)st->drafted[k]);

@@ -459,7 +459,8 @@ static int op_ngram_lookup(const rt_op *op, sw_err *err)
 /* (ctrl, tokens, info, state, cost): the draft-length controller */
 static int op_draft_ctrl(const rt_op *op, sw_err *err)
 {
-	ref_draft_ctrl((int)PI_("N_DRAFT"), (int)PI_("N_CLASS"), (int)PI_("MIN_N"), (int)PI_("PROBE"),
+	ref_draft_ctrl((int)PI_("N_DRAFT"), (int)PI_("N_CLASS"), (int)PI_("MIN_N"), (int)PI_("HEAD"),
+	               (int)PI_("PROBE"),
 	               (int)PI_("PROBE_MAX"), (int32_t)PI_("PRIOR_A"), (int32_t)PI_("PRIOR_W"),
 	               (int32_t)PI_("PRIOR1_A"), (int32_t)PI_("PRIOR1_W"), (int32_t)PI_("DECAY"),
 	               ARG(op, 0, int32_t *), ARG(op, 1, int32_t *), ARG(op, 2, const int32_t *),
@@ -467,12 +468,13 @@ static int op_draft_ctrl(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-/* (go, tree_tokens, state): the n-gram-first drafter's pick */
+/* (go, tree_tokens, state, ctrl): the n-gram-first drafter's pick, ctrl
+ * read when CTRL */
 static int op_draft_pick(const rt_op *op, sw_err *err)
 {
 	(void)err;
 	ref_draft_pick((int)PI_("LEVELS"), ARG(op, 0, int32_t *), ARG(op, 1, const int32_t *),
-	               ARG(op, 2, int32_t *));
+	               ARG(op, 2, int32_t *), PI_("CTRL") ? ARG(op, 3, const int32_t *) : NULL);
 	return 0;
 }
 

@@ -69,10 +69,11 @@ typedef struct rt_engine {
 	bool eager_gates;
 	char notice[1024];
 	/* the draft-length controller's cost table in use (manifest ctrl != 0):
-	 * an iteration drafting k tokens over one drafting none, k = 0..depth;
-	 * ctrl_cost_src says where it came from ("measured", "flat", "spec",
-	 * "set") */
-	double ctrl_cost[RT_ENGINE_MAX_NODES + 1];
+	 * an iteration drafting k tokens over one drafting none, k = 0..depth,
+	 * then with an EAGLE-3 head behind the lookup one whose head drafts k =
+	 * 1 .. levels (rt_engine_ctrl_levels); ctrl_cost_src says where it came
+	 * from ("measured", "flat", "spec", "set") */
+	double ctrl_cost[RT_CTRL_MAX_COST];
 	const char *ctrl_cost_src;
 } rt_engine;
 
@@ -119,16 +120,22 @@ int rt_engine_bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 int rt_engine_bind_random(rt_engine *e, rt_dev *dev, uint64_t wseed, uint64_t seed, sw_err *err);
 /* The draft-length controller's cost table (runtime/engine/ctrl.c): cost[k]
  * = an iteration drafting k tokens over one drafting none, k = 0..depth,
- * cost[0] = 1, each in [1, 1000] (refused otherwise); uploaded for the next
- * request. rt_engine_bind sets it from $.spec.control.cost: the table, 1s
+ * then (n = depth + 1 + levels, rt_engine_ctrl_levels) an iteration whose
+ * EAGLE-3 head drafts 1 .. levels; cost[0] = 1, each in [1, 1000] (refused
+ * otherwise); uploaded for the next request. rt_engine_bind sets it from $.spec.control.cost: the table, 1s
  * ("flat"), or ("measure") timed replays of the verify forward at each row
  * count where the device sizes it to the drafted rows (host), else 1s. */
 int rt_engine_set_ctrl_cost(rt_engine *e, const double *cost, int n, sw_err *err);
 /* Measures the table as bind does (host: the verify forward at 1 .. depth +
  * 1 rows in each of reps repetitions, 1 to 31, timed in process CPU
  * seconds; cost[k] the median over the repetitions of k + 1 rows over 1 row,
- * floored at 1 + 0.05 k; elsewhere 1s) into cost[0..depth]. */
+ * floored at 1 + 0.05 k; with a head, cost[depth + k] = cost[k] + the
+ * median of its first k level phases over 1 row; elsewhere 1s) into
+ * cost[0 .. depth + levels]. */
 int rt_engine_ctrl_measure(rt_engine *e, int reps, double *cost, sw_err *err);
+/* The levels of the EAGLE-3 head the controller weighs as one more class
+ * (an n-gram-first engine with a controller: its e3_go words), else 0. */
+int rt_engine_ctrl_levels(const rt_engine *e);
 /* Runs (or records, while capturing) phases [ph0, ph1) as an iteration
  * does (engine.c); cap > 0 caps the verify forward's rows (calibration). */
 int rt_engine_run_phases(rt_engine *e, int ph0, int ph1, bool target_only, int cap, sw_err *err);

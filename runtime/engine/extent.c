@@ -536,12 +536,14 @@ static void ext_ngram_lookup(ectx *c)
 }
 
 /* draft_ctrl.cu.tmpl: one block; ctrl (RT_CTRL_STATS + 2 N_CLASS N_DRAFT
- * words), tokens[0 .. N_DRAFT), info[0 .. 2), the state header (word
- * RT_ST_DRAFTED written), cost[0 .. N_DRAFT]. */
+ * words, and 2 HEAD + 1 more with a head), tokens[0 .. N_DRAFT), info[0 ..
+ * 2), the state header (word RT_ST_DRAFTED written), cost[0 .. N_DRAFT +
+ * HEAD]. */
 static void ext_draft_ctrl(ectx *c)
 {
 	const int64_t ND = P(c, "N_DRAFT", 1, RT_ENGINE_MAX_NODES - 1);
 	const int64_t NC = P(c, "N_CLASS", 1, 1024);
+	const int64_t H = P(c, "HEAD", 0, ND);
 	(void)P(c, "MIN_N", 1, 1024);
 	(void)P(c, "PROBE", 0, 100000);
 	(void)P(c, "PROBE_MAX", 0, 200000);
@@ -552,28 +554,35 @@ static void ext_draft_ctrl(ectx *c)
 	(void)P(c, "DECAY", 0, 65536);
 	one_block(c);
 	block_is(c, P(c, "BLOCK", 32, 1024));
-	set(c, 0, mul(RT_CTRL_STATS + mul3(2, NC, ND), 4), true, "RT_CTRL_STATS %d + 2 x N_CLASS "
-	    "%lld x N_DRAFT %lld words", RT_CTRL_STATS, (long long)NC, (long long)ND);
+	set(c, 0, mul(RT_CTRL_STATS + mul3(2, NC, ND) + (H ? 2 * H + 1 : 0), 4), true,
+	    "RT_CTRL_STATS %d + 2 x N_CLASS %lld x N_DRAFT %lld (+ 2 x HEAD %lld + 1) words",
+	    RT_CTRL_STATS, (long long)NC, (long long)ND, (long long)H);
 	set(c, 1, mul(ND, 4), true, "N_DRAFT %lld tokens", (long long)ND);
 	set(c, 2, 2 * 4, false, "two info words");
 	set(c, 3, RT_ST_WORDS * 4, true, "RT_ST_WORDS %d words", RT_ST_WORDS);
-	set(c, 4, mul(ND + 1, 4), false, "N_DRAFT + 1 = %lld cost words", (long long)(ND + 1));
+	set(c, 4, mul(ND + 1 + H, 4), false, "N_DRAFT + 1 + HEAD = %lld cost words",
+	    (long long)(ND + 1 + H));
 }
 
-/* draft_pick.cu.tmpl: one block; go[0], tree tokens 0 .. 1 (node 1 read),
- * the state header (words RT_ST_DRAFTED and RT_ST_HEAD written). */
+/* draft_pick.cu.tmpl: one block; go[0 .. LEVELS), tree tokens 0 .. 1 (node
+ * 1 read), the state header (words RT_ST_DRAFTED and RT_ST_HEAD written),
+ * with CTRL the controller's words through RT_CTRL_HEAD_K. */
 static void ext_draft_pick(ectx *c)
 {
 	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
 	const int64_t L = P(c, "LEVELS", 1, RT_ENGINE_MAX_NODES - 1);
+	const int64_t ctl = P(c, "CTRL", 0, 1);
 	one_block(c);
 	block_is(c, P(c, "BLOCK", 32, 1024));
 	if (!c->rc && (N < 2 || L >= N))
 		refuse(c, "kernel %s: LEVELS %lld with N_NODES %lld, expected 1 <= LEVELS < N_NODES",
 		       c->k->uri, (long long)L, (long long)N);
-	set(c, 0, 4, true, "one go word");
+	set(c, 0, mul(L, 4), true, "LEVELS %lld go words", (long long)L);
 	set(c, 1, 2 * 4, false, "tree tokens 0 and 1");
 	set(c, 2, RT_ST_WORDS * 4, true, "RT_ST_WORDS %d words", RT_ST_WORDS);
+	if (ctl)
+		set(c, 3, (RT_CTRL_HEAD_K + 1) * 4, false, "RT_CTRL_HEAD_K + 1 = %d ctrl words",
+		    RT_CTRL_HEAD_K + 1);
 }
 
 /* adapt.cu.tmpl:26-61: one block; go[0 .. DEPTH), cum, tree tokens (N),
@@ -698,7 +707,7 @@ static const rule rules[] = {
 	{"ngram_lookup", "ngram_lookup.cu.tmpl", 4, ext_ngram_lookup},
 	{"draft_ctrl", "draft_ctrl.cu.tmpl", 5, ext_draft_ctrl},
 	{"adapt", "adapt.cu.tmpl", 5, ext_adapt},
-	{"draft_pick", "draft_pick.cu.tmpl", 3, ext_draft_pick},
+	{"draft_pick", "draft_pick.cu.tmpl", 4, ext_draft_pick},
 };
 
 /* GEMM (dev_host.c host_gemm, cuBLASLt row-major C = A W^T): C (m, n) f32,

@@ -236,7 +236,7 @@ static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 			e->ctrl = RT_CTRL_MEASURE;
 		} else if (cv->type == JSON_STRING && !strcmp(cv->str, "flat")) {
 			e->ctrl = RT_CTRL_FLAT;
-		} else if (!(j->rc = json_as_array(cv, "$.spec.control.cost", 1, RT_ENGINE_MAX_NODES,
+		} else if (!(j->rc = json_as_array(cv, "$.spec.control.cost", 1, RT_CTRL_MAX_COST,
 		                                   j->err))) {
 			e->ctrl = RT_CTRL_TABLE;
 			e->n_ctrl_cost = (int)cv->n;

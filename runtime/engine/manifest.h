@@ -18,6 +18,8 @@
 
 #define RT_ENGINE_MAX_PHASES 48
 #define RT_ENGINE_MAX_NODES 256
+/* the draft-length controller's cost table: depth + 1 (+ a head's levels) */
+#define RT_CTRL_MAX_COST (2 * RT_ENGINE_MAX_NODES)
 
 /* A Llama model's shapes as engine.json states them ($.shapes.target,
  * $.shapes.draft); a weight source states its own the same way (engine.h). */
@@ -119,7 +121,7 @@ typedef struct rt_manifest {
 	 * RT_CTRL_NONE when the engine has none; its cost table's source and,
 	 * RT_CTRL_TABLE, the depth + 1 entries */
 	int ctrl;                 /* enum rt_ctrl_cost */
-	double ctrl_cost[RT_ENGINE_MAX_NODES + 1];
+	double ctrl_cost[RT_CTRL_MAX_COST];
 	int n_ctrl_cost;
 } rt_manifest;
 

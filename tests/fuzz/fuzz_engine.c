@@ -105,15 +105,18 @@ static long long touched(const rt_manifest *e, const rt_engine_pop *x, int a)
 	}
 	if (!strcmp(op, "ngram_lookup"))
 		return a == 0 ? prm(k, "N_DRAFT") * 4 : a == 1 ? MC * 4 : a == 2 ? RT_ST_WORDS * 4 : 8;
-	if (!strcmp(op, "draft_ctrl")) { /* ref_draft_ctrl: ctrl's class rows, tokens, info[0],
-	                                  * state words ROOT, NOUT and DRAFTED, cost[0 .. N_DRAFT] */
-		const long long ND = prm(k, "N_DRAFT");
-		return a == 0 ? (RT_CTRL_STATS + 2 * prm(k, "N_CLASS") * ND) * 4 : a == 1 ? ND * 4
-		       : a == 2 ? 4 : a == 3 ? (RT_ST_DRAFTED + 1) * 4 : (ND + 1) * 4;
+	if (!strcmp(op, "draft_ctrl")) { /* ref_draft_ctrl: ctrl's class rows (and the head's),
+	                                  * tokens, info[0], state words ROOT, NOUT and DRAFTED,
+	                                  * cost[0 .. N_DRAFT + HEAD] */
+		const long long ND = prm(k, "N_DRAFT"), H = prm(k, "HEAD");
+		return a == 0 ? (RT_CTRL_STATS + 2 * prm(k, "N_CLASS") * ND + (H ? 2 * H + 1 : 0)) * 4
+		       : a == 1 ? ND * 4 : a == 2 ? 4 : a == 3 ? (RT_ST_DRAFTED + 1) * 4
+		       : (ND + 1 + H) * 4;
 	}
-	if (!strcmp(op, "draft_pick")) /* ref_draft_pick: go[0], tokens 0..1, state words DRAFTED
-	                                 * and HEAD */
-		return a == 0 ? 4 : a == 1 ? 8 : (RT_ST_HEAD + 1) * 4;
+	if (!strcmp(op, "draft_pick")) /* ref_draft_pick: go[0 .. LEVELS), tokens 0..1, state
+	                                 * words DRAFTED and HEAD, ctrl through HEAD_K with CTRL */
+		return a == 0 ? prm(k, "LEVELS") * 4 : a == 1 ? 8 : a == 2 ? (RT_ST_HEAD + 1) * 4
+		       : prm(k, "CTRL") ? (RT_CTRL_HEAD_K + 1) * 4 : -1;
 	if (!strcmp(op, "adapt")) {
 		const long long V = prm(k, "V");
 		return a == 0 ? prm(k, "DEPTH") * 4 : a == 1 ? 4 : a == 2 ? N * 4

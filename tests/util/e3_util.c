@@ -132,36 +132,52 @@ static void chain_margin(const e3u_drafts *c, const int32_t *host, int u, int32_
 
 /* An n-gram-first engine's iteration (e3u_drafts): true when the n-gram
  * lookup drafted it (checked here against ref_ngram_lookup_info over the
- * committed tokens), false when the head did (the caller compares its
- * nodes 1 .. gamma with the host head's; the rest must be absent). */
-static bool ngram_first(e3u_drafts *c, const int32_t *eng, int ne)
+ * committed tokens) or nobody did, false when the head drafted *hk levels
+ * (the caller compares its nodes 1 .. *hk with the host head's; the rest
+ * must be absent). */
+static bool ngram_first(e3u_drafts *c, const int32_t *eng, int ne, int *hk)
 {
 	sw_err err = {0};
-	int32_t go = -1, prop[RT_ENGINE_MAX_NODES], info[2];
+	int32_t go[RT_ENGINE_MAX_NODES], prop[RT_ENGINE_MAX_NODES], info[2];
 	rt_dev *d = c->e->dev;
-	if (d->ops->download(d, &go, rt_engine_buf_addr(c->e, "e3_go"), 4, &err))
+	if (d->ops->download(d, go, rt_engine_buf_addr(c->e, "e3_go"), (size_t)c->gamma * 4, &err))
 		fail_msg("%s", err.msg);
 	const int np = ref_ngram_lookup_info(prop, info, c->hist, c->n_hist, c->ngram_min,
 	                                     c->ngram_max, ne - 1);
 	if (eng[0] != c->hist[c->n_hist - 1])
 		fail_msg("%s: iteration %d: root %d, the last committed token %d", c->what, c->iters,
 		         eng[0], c->hist[c->n_hist - 1]);
-	if (go != 0 && go != 1)
-		fail_msg("%s: iteration %d: the pick word is %d", c->what, c->iters, go);
-	if (c->ctrl_off && go != (np == 0))
-		fail_msg("%s: iteration %d: the head %s, the n-gram lookup proposed %d tokens", c->what,
-		         c->iters, go ? "drafted" : "did not draft", np);
-	if (go) {
-		for (int u = c->gamma + 1; u < ne; u++)
+	int h = 0;
+	while (h < c->gamma && go[h] == 1)
+		h++;
+	for (int j = h; j < c->gamma; j++)
+		if (go[j] != 0)
+			fail_msg("%s: iteration %d: pick word %d is %d after %d open levels", c->what,
+			         c->iters, j, go[j], h);
+	if (c->ctrl_off && h != (np == 0 ? c->gamma : 0))
+		fail_msg("%s: iteration %d: the head drafted %d levels, the n-gram lookup proposed %d "
+		         "tokens", c->what, c->iters, h, np);
+	*hk = h;
+	if (h > 0) {
+		for (int u = h + 1; u < ne; u++)
 			if (eng[u] != -1)
 				fail_msg("%s: iteration %d: the head drafted %d levels, node %d is %d", c->what,
-				         c->iters, c->gamma, u, eng[u]);
+				         c->iters, h, u, eng[u]);
 		c->by_head++;
+		c->head_short += h < c->gamma;
 		return false;
 	}
 	int k = 0;
 	while (k + 1 < ne && eng[k + 1] >= 0)
 		k++;
+	if (k == 0 && !c->ctrl_off) { /* the controller chose a plain step */
+		for (int u = 1; u < ne; u++)
+			if (eng[u] != -1)
+				fail_msg("%s: iteration %d: nothing drafted, node %d is %d", c->what, c->iters,
+				         u, eng[u]);
+		c->plain++;
+		return true;
+	}
 	if (k < 1 || k > np || (c->ctrl_off && k != np))
 		fail_msg("%s: iteration %d: %d n-gram tokens drafted, the lookup proposed %d", c->what,
 		         c->iters, k, np);
@@ -179,20 +195,23 @@ static int on_iteration(void *user, const int32_t *tok, int n)
 {
 	e3u_drafts *c = user;
 	sw_err err = {0};
-	const int nn = c->t ? c->t->n : c->gamma + 1;
-	const int ne = c->ngram_max > 0 ? c->n_nodes : nn; /* the engine's nodes */
+	const int ne = c->ngram_max > 0 ? c->n_nodes : c->t ? c->t->n : c->gamma + 1;
+	int nn = c->t ? c->t->n : c->gamma + 1; /* nodes compared with the host head's */
 	int32_t eng[RT_ENGINE_MAX_NODES], host[RT_ENGINE_MAX_NODES];
 	rt_dev *d = c->e->dev;
 	assert_true(ne >= nn && ne <= RT_ENGINE_MAX_NODES);
 	if (d->ops->download(d, eng, rt_engine_buf_addr(c->e, "tree_tokens"), (size_t)ne * 4, &err))
 		fail_msg("%s", err.msg);
-	if (c->ngram_max > 0 && ngram_first(c, eng, ne)) {
+	int hk = 0;
+	if (c->ngram_max > 0 && ngram_first(c, eng, ne, &hk)) {
 		c->iters++;
 		assert_true(c->n_hist + n <= (int)(sizeof(c->hist) / sizeof(c->hist[0])));
 		for (int i = 0; i < n; i++)
 			c->hist[c->n_hist++] = tok[i];
 		return 0;
 	}
+	if (c->ngram_max > 0)
+		nn = hk + 1; /* the head's first hk levels: the host chain's first hk */
 	rt_ctx_truncate(c->tc, 0);
 	float *lg = malloc(sizeof(float) * (size_t)c->target->cfg.vocab);
 	assert_non_null(lg);
@@ -247,6 +266,7 @@ void e3u_drafts_run(e3u_drafts *c, const int32_t *prompt, int n_prompt, int max_
 	memcpy(c->hist, prompt, sizeof(int32_t) * (size_t)n_prompt);
 	c->n_hist = n_prompt;
 	c->iters = c->nodes = c->same = c->ties = c->by_ngram = c->by_head = 0;
+	c->plain = c->head_short = 0;
 	c->worst = 0;
 	c->tc = rt_ctx_new(c->target, 512, 64, &err);
 	assert_non_null(c->tc);

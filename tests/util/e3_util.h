@@ -71,17 +71,21 @@ typedef struct e3u_drafts {
 	int gamma;
 	char what[96];
 	/* an n-gram-first engine ("ngram": "MIN:MAX", ngram_max > 0; its chain
-	 * the head drafts gamma = its levels): an iteration
-	 * whose pick word e3_go is 0 must have drafted a present prefix of
+	 * the head drafts at most gamma = its levels): the pick words e3_go
+	 * (gamma of them) must be a prefix of hk ones; an iteration with hk = 0
+	 * and node 1 present must have drafted a present prefix of
 	 * ref_ngram_lookup_info's proposal over the committed tokens (all of it
-	 * when ctrl_off), one whose word is 1 the host head's gamma tokens then
-	 * absent nodes (and, ctrl_off, only when the lookup proposed none); the
-	 * chain has n_nodes nodes */
+	 * when ctrl_off), one with hk > 0 the host head's first hk tokens then
+	 * absent nodes (ctrl_off: hk = gamma, and only when the lookup proposed
+	 * none), one with hk = 0 and node 1 absent nothing (a plain step: only
+	 * with the controller); the chain has n_nodes nodes */
 	int ngram_min, ngram_max, n_nodes;
 	bool ctrl_off;
 	/* counted */
 	int iters, nodes, same, ties; /* same: non-root nodes equal to the host head's */
 	int by_ngram, by_head;        /* an n-gram-first engine's iterations by drafter */
+	int plain, head_short;        /* its iterations that drafted nothing, and those whose
+	                               * head drafted fewer than gamma levels */
 	double worst;                 /* the largest near-tie margin / bound */
 	/* scratch */
 	rt_drafter *hd;
