@@ -34,7 +34,11 @@
  *  - hr_rope_rotate against ref_rope bit for bit, every path: half 32 of
  *    hd 64 (SmolLM2), 8 of 20 (partial rotation), 7 and 5 of 14 (the pairs
  *    past the last group of four), positions 0, 17 and 40000, values of
- *    ordinary, large, tiny and subnormal magnitudes. */
+ *    ordinary, large, tiny and subnormal magnitudes;
+ *  - hr_softmax_temp against ref_logits_process_row within a derived bound
+ *    (test_softmax's comment), every path the same bits, V 1 .. 49152 (the
+ *    16-lane tails), T 0.25 .. 3, logits spread to where exp flushes,
+ *    masked (-inf) logits exactly 0, a NaN logit NaN on both sides. */
 #include <float.h>
 #include <math.h>
 #include <setjmp.h>
@@ -395,6 +399,83 @@ static void test_rope(void **state)
 	print_message("rope: %d cases identical to ref_rope\n", n);
 }
 
+/* hr_softmax_temp against ref_logits_process_row (top-k 0, top-p 1: no
+ * truncation). Bound: the exp argument is the same float on both sides;
+ * host_exp's exp is within 2 ulp of the correctly rounded value (4u),
+ * glibc's expf within 1 (2u), so e / e_ref - 1 is within 6u (1 + u); the
+ * sums (double, of positive terms) then differ by that relative amount
+ * too (their own rounding, n 2^-53, is 6e-12 at n 49152), 1 / sum rounded
+ * to fp32 once on each side (2u), e * r once (2u): |p - p_ref| <= 16u
+ * |p_ref|, plus 2^-125 where one side's exp argument lies below -87 (host
+ * exp 0, expf at most e^-87 < 2^-125, times r <= 1) or the product is
+ * subnormal. -inf logits give exactly 0; the paths give the same bits. */
+static void softmax_case(int V, float temp, float spread, int n_inf, bool nan)
+{
+	float *l = malloc(sizeof(float) * (size_t)V), *pr = malloc(sizeof(float) * (size_t)V);
+	float *p = malloc(sizeof(float) * (size_t)V), *p0 = malloc(sizeof(float) * (size_t)V);
+	int *idx = malloc(sizeof(int) * (size_t)V);
+	assert_true(l && pr && p && p0 && idx);
+	for (int i = 0; i < V; i++)
+		l[i] = spread * (2.0f * (float)(rnd() >> 8) / 16777216.0f - 1.0f);
+	for (int k = 0; k < n_inf && V > 1; k++)
+		l[rnd() % (uint32_t)V] = -INFINITY;
+	if (nan && V > 2)
+		l[V / 2] = __builtin_nanf("");
+	ref_logits_process_row(pr, l, V, temp, 0, 1.0f, idx);
+	int paths = 0;
+	for (int q = 0; q < 3; q++) {
+		if (!hg_path_available(PATHS[q]))
+			continue;
+		memset(p, 0xff, sizeof(float) * (size_t)V);
+		hr_softmax_temp(p, l, (size_t)V, temp, PATHS[q]);
+		if (!paths++)
+			memcpy(p0, p, sizeof(float) * (size_t)V);
+		else if (memcmp(p0, p, sizeof(float) * (size_t)V))
+			fail_msg("softmax V %d T %g: %s differs from the portable path", V, temp,
+			         hg_path_name(PATHS[q]));
+		double sum = 0;
+		for (int i = 0; i < V; i++) {
+			if (nan) { /* a NaN logit: NaN everywhere on both sides (the sum is NaN) */
+				if (!(p[i] != p[i] && pr[i] != pr[i]))
+					fail_msg("softmax with a NaN logit: p[%d] %a, ref %a", i, p[i], pr[i]);
+				continue;
+			}
+			if (l[i] == -INFINITY && p[i] != 0.0f)
+				fail_msg("softmax: masked logit %d has p %a", i, p[i]);
+			const double b = 16 * U * (1 + U) * fabs((double)pr[i]) + 0x1p-125;
+			if (!(fabs((double)p[i] - pr[i]) <= b))
+				fail_msg("softmax V %d T %g %s: p[%d] = %a (logit %a), ref %a, bound %a", V, temp,
+				         hg_path_name(PATHS[q]), i, p[i], l[i], pr[i], b);
+			sum += p[i];
+		}
+		if (!nan && fabs(sum - 1.0) > 1e-5)
+			fail_msg("softmax V %d T %g: sums to %.9f", V, temp, sum);
+	}
+	assert_true(paths >= 1);
+	free(l);
+	free(pr);
+	free(p);
+	free(p0);
+	free(idx);
+}
+
+static void test_softmax(void **state)
+{
+	(void)state;
+	static const int Vs[] = {1, 7, 15, 16, 17, 33, 1000, 49152};
+	static const float Ts[] = {0.25f, 0.7f, 1.0f, 3.0f};
+	int n = 0;
+	for (size_t v = 0; v < sizeof(Vs) / sizeof(Vs[0]); v++)
+		for (size_t t = 0; t < sizeof(Ts) / sizeof(Ts[0]); t++) {
+			softmax_case(Vs[v], Ts[t], 15.0f, 0, false);
+			softmax_case(Vs[v], Ts[t], 200.0f, Vs[v] / 8, false); /* flushed tails, masks */
+			n += 2;
+		}
+	softmax_case(49152, 0.7f, 10.0f, 3, true);
+	print_message("softmax: %d rows within 16 ulp of ref_logits_process_row, every path the "
+	              "same bits\n", n + 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -402,6 +483,7 @@ int main(void)
 		cmocka_unit_test(test_swiglu),
 		cmocka_unit_test(test_rmsnorm),
 		cmocka_unit_test(test_rope),
+		cmocka_unit_test(test_softmax),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

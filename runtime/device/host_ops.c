@@ -227,7 +227,9 @@ static int op_tree_attention(const rt_op *op, sw_err *err)
 }
 
 /* (probs, logits, params); rows = grid.x; params: temperature (f32 bits),
- * top-k, top-p (f32 bits), read at run time (kernels/engine_state.h) */
+ * top-k, top-p (f32 bits), read at run time (kernels/engine_state.h);
+ * greedy: a one-hot at the argmax; T > 0 without truncation:
+ * hr_softmax_temp; else ref_logits_process (a sort per row) */
 static int op_logits_process(const rt_op *op, sw_err *err)
 {
 	const int V = (int)PI_("V");
@@ -244,6 +246,13 @@ static int op_logits_process(const rt_op *op, sw_err *err)
 			memset(p, 0, sizeof(*p) * (size_t)V);
 			p[hg_argmax_row(logits + (size_t)t * V, V, HG_PATH_AUTO)] = 1.0f;
 		}
+		return 0;
+	}
+	if (!((prm[1] > 0 && prm[1] < V) || top_p < 1.0f)) { /* no truncation: host_rowops.h's
+	                                                       * vectorised softmax */
+		for (int t = 0; t < T; t++)
+			hr_softmax_temp(probs + (size_t)t * V, logits + (size_t)t * V, (size_t)V, temp,
+			                HG_PATH_AUTO);
 		return 0;
 	}
 	int *idx = malloc(sizeof(*idx) * (size_t)V);

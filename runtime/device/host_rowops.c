@@ -253,3 +253,143 @@ void hr_rope_rotate(float *x, int H, int hd, int half, const double *c, const do
 	for (int h = 0; h < H; h++)
 		rotate_c(x + (size_t)h * hd, c, s, 0, half);
 }
+
+/* ---- softmax at a temperature ----
+ * ref_logits_process_row without top-k / top-p: the max (NaN skipped, as
+ * its `>`), e_i = exp((l_i - max) / T... as (l_i - max) * (1 / T)), their
+ * sum in double, p_i = e_i * (float)(1 / sum). The sum is 16 double
+ * partial sums, element i into lane i mod 16, each lane in element order,
+ * then lanes 0 .. 15 added in order: one order for every path, so every
+ * path gives the same bits. */
+
+#define HR_SM_LANES 16
+
+static void softmax_tail_c(float *p, const float *l, size_t i, size_t n, float mx, float inv_t,
+                           double acc[HR_SM_LANES])
+{
+	for (; i < n; i++) {
+		const float e = hx_exp_c((l[i] - mx) * inv_t);
+		p[i] = e;
+		acc[i % HR_SM_LANES] += e;
+	}
+}
+
+static void scale_c(float *p, size_t i, size_t n, float r)
+{
+	for (; i < n; i++)
+		p[i] *= r;
+}
+
+static float max_c(const float *l, size_t i, size_t n, float mx)
+{
+	for (; i < n; i++)
+		if (l[i] > mx)
+			mx = l[i];
+	return mx;
+}
+
+static float lanes_sum_recip(const double acc[HR_SM_LANES])
+{
+	double s = 0;
+	for (int j = 0; j < HR_SM_LANES; j++)
+		s += acc[j];
+	return (float)(1.0 / s);
+}
+
+#if HR_X86
+static HR_AVX2 void softmax_avx2(float *p, const float *l, size_t n, float inv_t)
+{
+	size_t i = 0;
+	__m256 m = _mm256_set1_ps(-INFINITY);
+	for (; i + 8 <= n; i += 8)
+		m = _mm256_max_ps(_mm256_loadu_ps(l + i), m); /* NaN in l: m kept */
+	float mv[8];
+	_mm256_storeu_ps(mv, m);
+	float mx = -INFINITY;
+	for (int j = 0; j < 8; j++)
+		mx = mv[j] > mx ? mv[j] : mx;
+	mx = max_c(l, i, n, mx);
+	const __m256 vm = _mm256_set1_ps(mx), vt = _mm256_set1_ps(inv_t);
+	__m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+	for (i = 0; i + HR_SM_LANES <= n; i += HR_SM_LANES) {
+		const __m256 e0 = hx_exp8_avx2(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(l + i), vm), vt));
+		const __m256 e1 = hx_exp8_avx2(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(l + i + 8), vm),
+		                                             vt));
+		_mm256_storeu_ps(p + i, e0);
+		_mm256_storeu_ps(p + i + 8, e1);
+		a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e0)));
+		a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(e0, 1)));
+		a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm256_castps256_ps128(e1)));
+		a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm256_extractf128_ps(e1, 1)));
+	}
+	double acc[HR_SM_LANES];
+	_mm256_storeu_pd(acc, a0);
+	_mm256_storeu_pd(acc + 4, a1);
+	_mm256_storeu_pd(acc + 8, a2);
+	_mm256_storeu_pd(acc + 12, a3);
+	softmax_tail_c(p, l, i, n, mx, inv_t, acc);
+	const float r = lanes_sum_recip(acc);
+	const __m256 vr = _mm256_set1_ps(r);
+	for (i = 0; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(p + i, _mm256_mul_ps(_mm256_loadu_ps(p + i), vr));
+	scale_c(p, i, n, r);
+}
+
+static HR_AVX512 void softmax_512(float *p, const float *l, size_t n, float inv_t)
+{
+	size_t i = 0;
+	__m512 m = _mm512_set1_ps(-INFINITY);
+	for (; i + 16 <= n; i += 16)
+		m = _mm512_max_ps(_mm512_loadu_ps(l + i), m); /* NaN in l: m kept */
+	float mv[16];
+	_mm512_storeu_ps(mv, m);
+	float mx = -INFINITY;
+	for (int j = 0; j < 16; j++)
+		mx = mv[j] > mx ? mv[j] : mx;
+	mx = max_c(l, i, n, mx);
+	const __m512 vm = _mm512_set1_ps(mx), vt = _mm512_set1_ps(inv_t);
+	__m512d a0 = _mm512_setzero_pd(), a1 = a0;
+	for (i = 0; i + HR_SM_LANES <= n; i += HR_SM_LANES) {
+		const __m512 e = hx_exp16_512(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(l + i), vm), vt));
+		_mm512_storeu_ps(p + i, e);
+		a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+		a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(
+			_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+	}
+	double acc[HR_SM_LANES];
+	_mm512_storeu_pd(acc, a0);
+	_mm512_storeu_pd(acc + 8, a1);
+	softmax_tail_c(p, l, i, n, mx, inv_t, acc);
+	const float r = lanes_sum_recip(acc);
+	const __m512 vr = _mm512_set1_ps(r);
+	for (i = 0; i + 16 <= n; i += 16)
+		_mm512_storeu_ps(p + i, _mm512_mul_ps(_mm512_loadu_ps(p + i), vr));
+	scale_c(p, i, n, r);
+}
+#endif
+
+static void softmax_c(float *p, const float *l, size_t n, float inv_t)
+{
+	const float mx = max_c(l, 0, n, -INFINITY);
+	double acc[HR_SM_LANES] = {0};
+	softmax_tail_c(p, l, 0, n, mx, inv_t, acc);
+	scale_c(p, 0, n, lanes_sum_recip(acc));
+}
+
+void hr_softmax_temp(float *probs, const float *logits, size_t n, float temp, int path)
+{
+	const float inv_t = 1.0f / temp;
+	if (path == HG_PATH_AUTO)
+		path = hg_path_auto();
+#if HR_X86
+	if (path >= HG_PATH_AVX512 && hg_path_available(HG_PATH_AVX512)) {
+		softmax_512(probs, logits, n, inv_t);
+		return;
+	}
+	if (path >= HG_PATH_AVX2 && hg_path_available(HG_PATH_AVX2)) {
+		softmax_avx2(probs, logits, n, inv_t);
+		return;
+	}
+#endif
+	softmax_c(probs, logits, n, inv_t);
+}

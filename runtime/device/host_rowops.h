@@ -17,7 +17,14 @@
  * hr_rope_rotate: ref_rope's rotation of one position's H heads (the first
  * 2 half values of each hd), given the angles' cos c[i] and sin s[i]: x0 c
  * - x1 s and x0 s + x1 c in double, each rounded to fp32, bit for bit (AVX2:
- * four pairs a step, the same IEEE operations). */
+ * four pairs a step, the same IEEE operations).
+ *
+ * hr_softmax_temp: ref_logits_process_row at temperature temp > 0 without
+ * top-k / top-p (the sampling engines' target_probs): the max (NaN
+ * skipped), e = exp((l - max) * (1 / temp)) by host_exp.h's exp (within 2
+ * ulp of expf), their double sum in 16 lanes (element i into lane i mod
+ * 16, the lanes then added in order, where ref adds in element order), p =
+ * e * (float)(1 / sum); portable, AVX2 and AVX-512 give the same bits. */
 #ifndef SW_HOST_ROWOPS_H
 #define SW_HOST_ROWOPS_H
 
@@ -28,5 +35,6 @@ void hr_swiglu(float *y, const float *gate, const float *up, size_t n, int path)
 void hr_rmsnorm_residual(float *y, float *s, const float *x, const float *r, const float *w, int T,
                          int dim, float eps, int path);
 void hr_rope_rotate(float *x, int H, int hd, int half, const double *c, const double *s, int path);
+void hr_softmax_temp(float *probs, const float *logits, size_t n, float temp, int path);
 
 #endif
