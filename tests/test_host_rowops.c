@@ -38,7 +38,9 @@
  *  - hr_softmax_temp against ref_logits_process_row within a derived bound
  *    (test_softmax's comment), every path the same bits, V 1 .. 49152 (the
  *    16-lane tails), T 0.25 .. 3, logits spread to where exp flushes,
- *    masked (-inf) logits exactly 0, a NaN logit NaN on both sides. */
+ *    masked (-inf) logits exactly 0, a NaN logit NaN on both sides;
+ *  - hr_logits_truncate (top-k, top-p) against ref_logits_process_row: the
+ *    same kept tokens, values within the same bound (test_truncate). */
 #include <float.h>
 #include <math.h>
 #include <setjmp.h>
@@ -476,6 +478,91 @@ static void test_softmax(void **state)
 	              "same bits\n", n + 1);
 }
 
+/* hr_logits_truncate against ref_logits_process_row with top-k / top-p:
+ * the same kept tokens (continuous random logits: no cumulative mass near
+ * top-p's boundary; and a row of exact ties at the top-k boundary, kept by
+ * index), each kept p within test_softmax's bound (16u |p_ref| + 2^-125:
+ * the same e, sums and roundings over the kept tokens), the rest exactly 0;
+ * every path the same bits. */
+static void truncate_case(int V, float temp, int top_k, float top_p, float spread, bool ties)
+{
+	float *l = malloc(sizeof(float) * (size_t)V), *pr = malloc(sizeof(float) * (size_t)V);
+	float *p = malloc(sizeof(float) * (size_t)V), *p0 = malloc(sizeof(float) * (size_t)V);
+	int *idx = malloc(sizeof(int) * (size_t)V);
+	assert_true(l && pr && p && p0 && idx);
+	for (int i = 0; i < V; i++)
+		l[i] = ties ? (float)(int)(rnd() % 3) : spread * (2.0f * (float)(rnd() >> 8) / 16777216.0f - 1.0f);
+	for (int k = 0; k < V / 16; k++)
+		l[rnd() % (uint32_t)V] = -INFINITY;
+	ref_logits_process_row(pr, l, V, temp, top_k, top_p, idx);
+	/* kept: p above 2^-125 (ref's expf leaves e in (0, 2^-125] where host
+	 * exp flushes an argument below -87 to 0: such tokens may be kept by
+	 * ref alone, with that weight) */
+	int paths = 0, kept_ref = 0;
+	for (int i = 0; i < V; i++)
+		kept_ref += pr[i] > 0x1p-125f;
+	for (int q = 0; q < 3; q++) {
+		if (!hg_path_available(PATHS[q]))
+			continue;
+		memset(p, 0xff, sizeof(float) * (size_t)V);
+		const int n_kept = hr_logits_truncate(p, l, V, temp, top_k, top_p, idx, PATHS[q]);
+		int kept = 0, pos = 0;
+		for (int i = 0; i < V; i++) {
+			kept += p[i] > 0x1p-125f;
+			pos += p[i] > 0.0f;
+		}
+		assert_int_equal(n_kept, pos);
+		if (!paths++)
+			memcpy(p0, p, sizeof(float) * (size_t)V);
+		else if (memcmp(p0, p, sizeof(float) * (size_t)V))
+			fail_msg("truncate V %d T %g k %d p %g: %s differs from the portable path", V, temp,
+			         top_k, top_p, hg_path_name(PATHS[q]));
+		if (kept != kept_ref)
+			fail_msg("truncate V %d T %g k %d p %g %s: kept %d, ref %d", V, temp, top_k, top_p,
+			         hg_path_name(PATHS[q]), kept, kept_ref);
+		for (int i = 0; i < V; i++) {
+			if ((p[i] > 0x1p-125f) != (pr[i] > 0x1p-125f) || p[i] < 0.0f || p[i] != p[i])
+				fail_msg("truncate V %d T %g k %d p %g %s: token %d (logit %a) p %a, ref %a", V,
+				         temp, top_k, top_p, hg_path_name(PATHS[q]), i, l[i], p[i], pr[i]);
+			const double b = 16 * U * (1 + U) * fabs((double)pr[i]) + 0x1p-125;
+			if (!(fabs((double)p[i] - pr[i]) <= b))
+				fail_msg("truncate V %d T %g k %d p %g %s: p[%d] = %a, ref %a, bound %a", V, temp,
+				         top_k, top_p, hg_path_name(PATHS[q]), i, p[i], pr[i], b);
+		}
+	}
+	assert_true(paths >= 1);
+	free(l);
+	free(pr);
+	free(p);
+	free(p0);
+	free(idx);
+}
+
+static void test_truncate(void **state)
+{
+	(void)state;
+	static const struct { int k; float p; } kp[] = {
+		{0, 0.9f}, {40, 1.0f}, {40, 0.9f}, {1, 1.0f}, {0, 0.3f}, {0, 0.999f}, {5000, 0.95f},
+		{0, 0.0f}};
+	static const int Vs[] = {1, 17, 1000, 49152};
+	static const float Ts[] = {0.7f, 1.0f, 2.5f};
+	int n = 0;
+	for (size_t v = 0; v < sizeof(Vs) / sizeof(Vs[0]); v++)
+		for (size_t t = 0; t < sizeof(Ts) / sizeof(Ts[0]); t++)
+			for (size_t c = 0; c < sizeof(kp) / sizeof(kp[0]); c++) {
+				truncate_case(Vs[v], Ts[t], kp[c].k, kp[c].p, 12.0f, false);
+				truncate_case(Vs[v], Ts[t], kp[c].k, kp[c].p, 200.0f, false);
+				n += 2;
+			}
+	/* exact ties at the top-k boundary (three logit values): kept by index */
+	for (int k = 1; k <= 300; k += 37) {
+		truncate_case(1000, 1.0f, k, 1.0f, 0, true);
+		n++;
+	}
+	print_message("truncate: %d rows keep ref_logits_process_row's tokens, values within 16 ulp, "
+	              "every path the same bits\n", n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -484,6 +571,7 @@ int main(void)
 		cmocka_unit_test(test_rmsnorm),
 		cmocka_unit_test(test_rope),
 		cmocka_unit_test(test_softmax),
+		cmocka_unit_test(test_truncate),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -229,7 +229,7 @@ static int op_tree_attention(const rt_op *op, sw_err *err)
 /* (probs, logits, params); rows = grid.x; params: temperature (f32 bits),
  * top-k, top-p (f32 bits), read at run time (kernels/engine_state.h);
  * greedy: a one-hot at the argmax; T > 0 without truncation:
- * hr_softmax_temp; else ref_logits_process (a sort per row) */
+ * hr_softmax_temp; with top-k / top-p hr_logits_truncate (host_rowops.h) */
 static int op_logits_process(const rt_op *op, sw_err *err)
 {
 	const int V = (int)PI_("V");
@@ -258,7 +258,9 @@ static int op_logits_process(const rt_op *op, sw_err *err)
 	int *idx = malloc(sizeof(*idx) * (size_t)V);
 	if (!idx)
 		return sw_errf(err, SW_ENOMEM, "%s: out of memory", op->entry);
-	ref_logits_process(probs, logits, T, V, temp, prm[1], top_p, idx);
+	for (int t = 0; t < T; t++) /* the sorted prefix the truncation keeps */
+		hr_logits_truncate(probs + (size_t)t * V, logits + (size_t)t * V, V, temp, prm[1], top_p,
+		                   idx, HG_PATH_AUTO);
 	free(idx);
 	return 0;
 }

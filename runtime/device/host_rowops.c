@@ -2,6 +2,9 @@
  * operations in its order, vectorised across elements (SwiGLU) or rows
  * (RMSNorm's sums of squares). */
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 #include "host_exp.h"
 #include "host_gemm.h"
@@ -254,18 +257,19 @@ void hr_rope_rotate(float *x, int H, int hd, int half, const double *c, const do
 		rotate_c(x + (size_t)h * hd, c, s, 0, half);
 }
 
-/* ---- softmax at a temperature ----
- * ref_logits_process_row without top-k / top-p: the max (NaN skipped, as
- * its `>`), e_i = exp((l_i - max) / T... as (l_i - max) * (1 / T)), their
- * sum in double, p_i = e_i * (float)(1 / sum). The sum is 16 double
- * partial sums, element i into lane i mod 16, each lane in element order,
- * then lanes 0 .. 15 added in order: one order for every path, so every
- * path gives the same bits. */
+/* ---- softmax at a temperature, top-k and top-p ----
+ * ref_logits_process_row's operations: the max (NaN skipped, as its `>`),
+ * e_i = exp((l_i - max) * (1 / T)) by host_exp.h's exp, their sum in double,
+ * p_i = e_i * (float)(1 / sum). The sum is 16 double partial sums, element
+ * i into lane i mod 16, each lane in element order, then lanes 0 .. 15 added
+ * in order: one order for every path, so every path gives the same bits.
+ * With top-k / top-p (hr_logits_truncate) only the sorted prefix the
+ * truncation can keep is sorted (see there). */
 
 #define HR_SM_LANES 16
 
-static void softmax_tail_c(float *p, const float *l, size_t i, size_t n, float mx, float inv_t,
-                           double acc[HR_SM_LANES])
+static void exp_tail_c(float *p, const float *l, size_t i, size_t n, float mx, float inv_t,
+                       double acc[HR_SM_LANES])
 {
 	for (; i < n; i++) {
 		const float e = hx_exp_c((l[i] - mx) * inv_t);
@@ -288,16 +292,17 @@ static float max_c(const float *l, size_t i, size_t n, float mx)
 	return mx;
 }
 
-static float lanes_sum_recip(const double acc[HR_SM_LANES])
+static double lanes_sum(const double acc[HR_SM_LANES])
 {
 	double s = 0;
 	for (int j = 0; j < HR_SM_LANES; j++)
 		s += acc[j];
-	return (float)(1.0 / s);
+	return s;
 }
 
+/* p = the unnormalised e; returns their sum */
 #if HR_X86
-static HR_AVX2 void softmax_avx2(float *p, const float *l, size_t n, float inv_t)
+static HR_AVX2 double exp_row_avx2(float *p, const float *l, size_t n, float inv_t)
 {
 	size_t i = 0;
 	__m256 m = _mm256_set1_ps(-INFINITY);
@@ -327,15 +332,20 @@ static HR_AVX2 void softmax_avx2(float *p, const float *l, size_t n, float inv_t
 	_mm256_storeu_pd(acc + 4, a1);
 	_mm256_storeu_pd(acc + 8, a2);
 	_mm256_storeu_pd(acc + 12, a3);
-	softmax_tail_c(p, l, i, n, mx, inv_t, acc);
-	const float r = lanes_sum_recip(acc);
+	exp_tail_c(p, l, i, n, mx, inv_t, acc);
+	return lanes_sum(acc);
+}
+
+static HR_AVX2 void scale_avx2(float *p, size_t n, float r)
+{
 	const __m256 vr = _mm256_set1_ps(r);
-	for (i = 0; i + 8 <= n; i += 8)
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8)
 		_mm256_storeu_ps(p + i, _mm256_mul_ps(_mm256_loadu_ps(p + i), vr));
 	scale_c(p, i, n, r);
 }
 
-static HR_AVX512 void softmax_512(float *p, const float *l, size_t n, float inv_t)
+static HR_AVX512 double exp_row_512(float *p, const float *l, size_t n, float inv_t)
 {
 	size_t i = 0;
 	__m512 m = _mm512_set1_ps(-INFINITY);
@@ -359,37 +369,134 @@ static HR_AVX512 void softmax_512(float *p, const float *l, size_t n, float inv_
 	double acc[HR_SM_LANES];
 	_mm512_storeu_pd(acc, a0);
 	_mm512_storeu_pd(acc + 8, a1);
-	softmax_tail_c(p, l, i, n, mx, inv_t, acc);
-	const float r = lanes_sum_recip(acc);
+	exp_tail_c(p, l, i, n, mx, inv_t, acc);
+	return lanes_sum(acc);
+}
+
+static HR_AVX512 void scale_512(float *p, size_t n, float r)
+{
 	const __m512 vr = _mm512_set1_ps(r);
-	for (i = 0; i + 16 <= n; i += 16)
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16)
 		_mm512_storeu_ps(p + i, _mm512_mul_ps(_mm512_loadu_ps(p + i), vr));
 	scale_c(p, i, n, r);
 }
 #endif
 
-static void softmax_c(float *p, const float *l, size_t n, float inv_t)
+static double exp_row(float *p, const float *l, size_t n, float inv_t, int path)
 {
-	const float mx = max_c(l, 0, n, -INFINITY);
+#if HR_X86
+	if (path >= HG_PATH_AVX512 && hg_path_available(HG_PATH_AVX512))
+		return exp_row_512(p, l, n, inv_t);
+	if (path >= HG_PATH_AVX2 && hg_path_available(HG_PATH_AVX2))
+		return exp_row_avx2(p, l, n, inv_t);
+#endif
 	double acc[HR_SM_LANES] = {0};
-	softmax_tail_c(p, l, 0, n, mx, inv_t, acc);
-	scale_c(p, 0, n, lanes_sum_recip(acc));
+	exp_tail_c(p, l, 0, n, max_c(l, 0, n, -INFINITY), inv_t, acc);
+	return lanes_sum(acc);
+}
+
+static void scale_row(float *p, size_t n, float r, int path)
+{
+#if HR_X86
+	if (path >= HG_PATH_AVX512 && hg_path_available(HG_PATH_AVX512)) {
+		scale_512(p, n, r);
+		return;
+	}
+	if (path >= HG_PATH_AVX2 && hg_path_available(HG_PATH_AVX2)) {
+		scale_avx2(p, n, r);
+		return;
+	}
+#endif
+	scale_c(p, 0, n, r);
 }
 
 void hr_softmax_temp(float *probs, const float *logits, size_t n, float temp, int path)
 {
-	const float inv_t = 1.0f / temp;
 	if (path == HG_PATH_AUTO)
 		path = hg_path_auto();
-#if HR_X86
-	if (path >= HG_PATH_AVX512 && hg_path_available(HG_PATH_AVX512)) {
-		softmax_512(probs, logits, n, inv_t);
-		return;
+	const double s = exp_row(probs, logits, n, 1.0f / temp, path);
+	scale_row(probs, n, (float)(1.0 / s), path);
+}
+
+/* ref's order: logits descending, ties by index ascending */
+static _Thread_local const float *hr_keys;
+static int cmp_key_desc(const void *a, const void *b)
+{
+	const int i = *(const int *)a, j = *(const int *)b;
+	const float x = hr_keys[i], y = hr_keys[j];
+	if (x > y)
+		return -1;
+	if (x < y)
+		return 1;
+	return (i > j) - (i < j);
+}
+
+int hr_logits_truncate(float *probs, const float *logits, int n, float temp, int top_k,
+                       float top_p, int *idx, int path)
+{
+	if (path == HG_PATH_AUTO)
+		path = hg_path_auto();
+	const double total = exp_row(probs, logits, (size_t)n, 1.0f / temp, path);
+	int n_pos = 0;
+	for (int i = 0; i < n; i++)
+		n_pos += probs[i] > 0.0f;
+	const int kk = top_k > 0 && top_k < n_pos ? top_k : n_pos; /* ref's keep after top-k */
+	/* the tokens ref's sort puts first are those with the largest e (exp
+	 * is monotone in the logit: a token with e >= tau precedes every token
+	 * with e < tau), so {e >= tau} is a prefix of ref's order: sort it
+	 * alone, for tau = 2^-4, 2^-8, .. (the max has e = 1) down to every
+	 * positive e, until it holds the kk tokens top-k keeps and, with top-p,
+	 * the point where ref's walk stops */
+	static const float taus[] = {0x1p-4f, 0x1p-8f, 0x1p-12f, 0x1p-16f, 0x1p-24f, 0x1p-40f,
+	                             0x1p-70f, 0x1p-100f, 0.0f};
+	/* the prefix must hold top-k's kk tokens, except where top-p alone
+	 * truncates (its walk says when the prefix is long enough) */
+	const int need = top_p < 1.0f && kk == n_pos ? 1 : kk;
+	hr_keys = logits;
+	int keep = 0;
+	double ks = 0;
+	for (size_t t = 0; t < sizeof(taus) / sizeof(taus[0]); t++) {
+		const float tau = taus[t];
+		int m = 0;
+		for (int i = 0; i < n; i++)
+			if (probs[i] > 0.0f && probs[i] >= tau)
+				idx[m++] = i;
+		const bool all = m == n_pos;
+		if (m < need && !all)
+			continue;
+		qsort(idx, (size_t)m, sizeof(*idx), cmp_key_desc);
+		keep = m < kk ? m : kk;
+		if (!(top_p < 1.0f))
+			break;
+		/* ref: ks over the top-k survivors (every positive e without top-k:
+		 * the total), keep token r while the mass before it is <= top_p */
+		double kt = 0;
+		if (kk < n_pos)
+			for (int r = 0; r < keep; r++)
+				kt += probs[idx[r]];
+		else
+			kt = total;
+		double c = 0;
+		int r;
+		for (r = 0; r < keep; r++) {
+			if (r > 0 && c / kt > top_p)
+				break;
+			c += probs[idx[r]];
+		}
+		if (r < keep || keep == kk || all) { /* the walk stopped inside the prefix */
+			keep = r;
+			break;
+		}
 	}
-	if (path >= HG_PATH_AVX2 && hg_path_available(HG_PATH_AVX2)) {
-		softmax_avx2(probs, logits, n, inv_t);
-		return;
-	}
-#endif
-	softmax_c(probs, logits, n, inv_t);
+	for (int r = 0; r < keep; r++)
+		ks += probs[idx[r]];
+	/* the kept values (marked by their sign: every e is >= 0), then 0 for
+	 * the other positive e (ref zeroes those it sorted; a NaN stays) */
+	const float inv = (float)(1.0 / ks);
+	for (int r = 0; r < keep; r++)
+		probs[idx[r]] = -(probs[idx[r]] * inv);
+	for (int i = 0; i < n; i++)
+		probs[i] = probs[i] < 0.0f ? -probs[i] : probs[i] > 0.0f ? 0.0f : probs[i];
+	return keep;
 }

@@ -24,7 +24,8 @@
  * skipped), e = exp((l - max) * (1 / temp)) by host_exp.h's exp (within 2
  * ulp of expf), their double sum in 16 lanes (element i into lane i mod
  * 16, the lanes then added in order, where ref adds in element order), p =
- * e * (float)(1 / sum); portable, AVX2 and AVX-512 give the same bits. */
+ * e * (float)(1 / sum); portable, AVX2 and AVX-512 give the same bits.
+ * (hr_logits_truncate below: with top-k / top-p.) */
 #ifndef SW_HOST_ROWOPS_H
 #define SW_HOST_ROWOPS_H
 
@@ -36,5 +37,17 @@ void hr_rmsnorm_residual(float *y, float *s, const float *x, const float *r, con
                          int dim, float eps, int path);
 void hr_rope_rotate(float *x, int H, int hd, int half, const double *c, const double *s, int path);
 void hr_softmax_temp(float *probs, const float *logits, size_t n, float temp, int path);
+/* hr_logits_truncate: ref_logits_process_row with top-k (0 < top_k < the
+ * tokens of positive weight) or top-p (< 1): the e and their sum as
+ * hr_softmax_temp's, then ref's rule (the tokens by logit descending, ties
+ * by index; keep the first top_k; over those, keep token r while the mass
+ * before it over theirs is <= top_p; p = e / the kept mass, 0 for the rest),
+ * sorting only the prefix {e >= tau} (tau = 2^-4, 2^-8, ..: every token
+ * with e >= tau precedes every other in that order) that holds the kept
+ * tokens, where ref sorts every token of positive weight. Without top-k
+ * the mass top-p compares against is the 16-lane sum (ref's: the sum in
+ * sorted order). idx: n ints of scratch; returns the tokens kept. */
+int hr_logits_truncate(float *probs, const float *logits, int n, float temp, int top_k,
+                       float top_p, int *idx, int path);
 
 #endif
