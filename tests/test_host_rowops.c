@@ -401,6 +401,56 @@ static void test_rope(void **state)
 	print_message("rope: %d cases identical to ref_rope\n", n);
 }
 
+/* One row for the softmax and truncation checks: V logits uniform in
+ * +-spread (or ties: the values 0, 1, 2), n_inf of them masked (-inf);
+ * ref's probs, the path under test's, the first path's, and scratch. */
+typedef struct sm_row {
+	int V;
+	float *l, *pr, *p, *p0;
+	int *idx;
+} sm_row;
+
+static sm_row sm_row_new(int V, float spread, int n_inf, bool ties)
+{
+	sm_row r = {.V = V};
+	r.l = malloc(sizeof(float) * (size_t)V);
+	r.pr = malloc(sizeof(float) * (size_t)V);
+	r.p = malloc(sizeof(float) * (size_t)V);
+	r.p0 = malloc(sizeof(float) * (size_t)V);
+	r.idx = malloc(sizeof(int) * (size_t)V);
+	assert_true(r.l && r.pr && r.p && r.p0 && r.idx);
+	for (int i = 0; i < V; i++)
+		r.l[i] = ties ? (float)(int)(rnd() % 3)
+		              : spread * (2.0f * (float)(rnd() >> 8) / 16777216.0f - 1.0f);
+	for (int k = 0; k < n_inf && V > 1; k++)
+		r.l[rnd() % (uint32_t)V] = -INFINITY;
+	return r;
+}
+
+static void sm_row_free(sm_row *r)
+{
+	free(r->l);
+	free(r->pr);
+	free(r->p);
+	free(r->p0);
+	free(r->idx);
+}
+
+/* the path's p (the paths-th tried) against the first path's, bit for bit */
+static void sm_same_paths(sm_row *r, int paths, int path, const char *what)
+{
+	if (paths == 1)
+		memcpy(r->p0, r->p, sizeof(float) * (size_t)r->V);
+	else if (memcmp(r->p0, r->p, sizeof(float) * (size_t)r->V))
+		fail_msg("%s: %s differs from the portable path", what, hg_path_name(path));
+}
+
+/* the bound derived below: 16u |p_ref| + 2^-125 */
+static double sm_bound(float pr)
+{
+	return 16 * U * (1 + U) * fabs((double)pr) + 0x1p-125;
+}
+
 /* hr_softmax_temp against ref_logits_process_row (top-k 0, top-p 1: no
  * truncation). Bound: the exp argument is the same float on both sides;
  * host_exp's exp is within 2 ulp of the correctly rounded value (4u),
@@ -413,28 +463,20 @@ static void test_rope(void **state)
  * subnormal. -inf logits give exactly 0; the paths give the same bits. */
 static void softmax_case(int V, float temp, float spread, int n_inf, bool nan)
 {
-	float *l = malloc(sizeof(float) * (size_t)V), *pr = malloc(sizeof(float) * (size_t)V);
-	float *p = malloc(sizeof(float) * (size_t)V), *p0 = malloc(sizeof(float) * (size_t)V);
-	int *idx = malloc(sizeof(int) * (size_t)V);
-	assert_true(l && pr && p && p0 && idx);
-	for (int i = 0; i < V; i++)
-		l[i] = spread * (2.0f * (float)(rnd() >> 8) / 16777216.0f - 1.0f);
-	for (int k = 0; k < n_inf && V > 1; k++)
-		l[rnd() % (uint32_t)V] = -INFINITY;
+	sm_row r = sm_row_new(V, spread, n_inf, false);
+	float *l = r.l, *pr = r.pr, *p = r.p;
+	char what[96];
+	snprintf(what, sizeof(what), "softmax V %d T %g", V, temp);
 	if (nan && V > 2)
 		l[V / 2] = __builtin_nanf("");
-	ref_logits_process_row(pr, l, V, temp, 0, 1.0f, idx);
+	ref_logits_process_row(pr, l, V, temp, 0, 1.0f, r.idx);
 	int paths = 0;
 	for (int q = 0; q < 3; q++) {
 		if (!hg_path_available(PATHS[q]))
 			continue;
 		memset(p, 0xff, sizeof(float) * (size_t)V);
 		hr_softmax_temp(p, l, (size_t)V, temp, PATHS[q]);
-		if (!paths++)
-			memcpy(p0, p, sizeof(float) * (size_t)V);
-		else if (memcmp(p0, p, sizeof(float) * (size_t)V))
-			fail_msg("softmax V %d T %g: %s differs from the portable path", V, temp,
-			         hg_path_name(PATHS[q]));
+		sm_same_paths(&r, ++paths, PATHS[q], what);
 		double sum = 0;
 		for (int i = 0; i < V; i++) {
 			if (nan) { /* a NaN logit: NaN everywhere on both sides (the sum is NaN) */
@@ -444,21 +486,17 @@ static void softmax_case(int V, float temp, float spread, int n_inf, bool nan)
 			}
 			if (l[i] == -INFINITY && p[i] != 0.0f)
 				fail_msg("softmax: masked logit %d has p %a", i, p[i]);
-			const double b = 16 * U * (1 + U) * fabs((double)pr[i]) + 0x1p-125;
+			const double b = sm_bound(pr[i]);
 			if (!(fabs((double)p[i] - pr[i]) <= b))
-				fail_msg("softmax V %d T %g %s: p[%d] = %a (logit %a), ref %a, bound %a", V, temp,
+				fail_msg("%s %s: p[%d] = %a (logit %a), ref %a, bound %a", what,
 				         hg_path_name(PATHS[q]), i, p[i], l[i], pr[i], b);
 			sum += p[i];
 		}
 		if (!nan && fabs(sum - 1.0) > 1e-5)
-			fail_msg("softmax V %d T %g: sums to %.9f", V, temp, sum);
+			fail_msg("%s: sums to %.9f", what, sum);
 	}
 	assert_true(paths >= 1);
-	free(l);
-	free(pr);
-	free(p);
-	free(p0);
-	free(idx);
+	sm_row_free(&r);
 }
 
 static void test_softmax(void **state)
@@ -486,15 +524,11 @@ static void test_softmax(void **state)
  * every path the same bits. */
 static void truncate_case(int V, float temp, int top_k, float top_p, float spread, bool ties)
 {
-	float *l = malloc(sizeof(float) * (size_t)V), *pr = malloc(sizeof(float) * (size_t)V);
-	float *p = malloc(sizeof(float) * (size_t)V), *p0 = malloc(sizeof(float) * (size_t)V);
-	int *idx = malloc(sizeof(int) * (size_t)V);
-	assert_true(l && pr && p && p0 && idx);
-	for (int i = 0; i < V; i++)
-		l[i] = ties ? (float)(int)(rnd() % 3) : spread * (2.0f * (float)(rnd() >> 8) / 16777216.0f - 1.0f);
-	for (int k = 0; k < V / 16; k++)
-		l[rnd() % (uint32_t)V] = -INFINITY;
-	ref_logits_process_row(pr, l, V, temp, top_k, top_p, idx);
+	sm_row r = sm_row_new(V, spread, V / 16, ties);
+	float *l = r.l, *pr = r.pr, *p = r.p;
+	char what[96];
+	snprintf(what, sizeof(what), "truncate V %d T %g k %d p %g", V, temp, top_k, top_p);
+	ref_logits_process_row(pr, l, V, temp, top_k, top_p, r.idx);
 	/* kept: p above 2^-125 (ref's expf leaves e in (0, 2^-125] where host
 	 * exp flushes an argument below -87 to 0: such tokens may be kept by
 	 * ref alone, with that weight) */
@@ -505,37 +539,28 @@ static void truncate_case(int V, float temp, int top_k, float top_p, float sprea
 		if (!hg_path_available(PATHS[q]))
 			continue;
 		memset(p, 0xff, sizeof(float) * (size_t)V);
-		const int n_kept = hr_logits_truncate(p, l, V, temp, top_k, top_p, idx, PATHS[q]);
+		const int n_kept = hr_logits_truncate(p, l, V, temp, top_k, top_p, r.idx, PATHS[q]);
 		int kept = 0, pos = 0;
 		for (int i = 0; i < V; i++) {
 			kept += p[i] > 0x1p-125f;
 			pos += p[i] > 0.0f;
 		}
 		assert_int_equal(n_kept, pos);
-		if (!paths++)
-			memcpy(p0, p, sizeof(float) * (size_t)V);
-		else if (memcmp(p0, p, sizeof(float) * (size_t)V))
-			fail_msg("truncate V %d T %g k %d p %g: %s differs from the portable path", V, temp,
-			         top_k, top_p, hg_path_name(PATHS[q]));
+		sm_same_paths(&r, ++paths, PATHS[q], what);
 		if (kept != kept_ref)
-			fail_msg("truncate V %d T %g k %d p %g %s: kept %d, ref %d", V, temp, top_k, top_p,
-			         hg_path_name(PATHS[q]), kept, kept_ref);
+			fail_msg("%s %s: kept %d, ref %d", what, hg_path_name(PATHS[q]), kept, kept_ref);
 		for (int i = 0; i < V; i++) {
 			if ((p[i] > 0x1p-125f) != (pr[i] > 0x1p-125f) || p[i] < 0.0f || p[i] != p[i])
-				fail_msg("truncate V %d T %g k %d p %g %s: token %d (logit %a) p %a, ref %a", V,
-				         temp, top_k, top_p, hg_path_name(PATHS[q]), i, l[i], p[i], pr[i]);
-			const double b = 16 * U * (1 + U) * fabs((double)pr[i]) + 0x1p-125;
+				fail_msg("%s %s: token %d (logit %a) p %a, ref %a", what, hg_path_name(PATHS[q]),
+				         i, l[i], p[i], pr[i]);
+			const double b = sm_bound(pr[i]);
 			if (!(fabs((double)p[i] - pr[i]) <= b))
-				fail_msg("truncate V %d T %g k %d p %g %s: p[%d] = %a, ref %a, bound %a", V, temp,
-				         top_k, top_p, hg_path_name(PATHS[q]), i, p[i], pr[i], b);
+				fail_msg("%s %s: p[%d] = %a, ref %a, bound %a", what, hg_path_name(PATHS[q]), i,
+				         p[i], pr[i], b);
 		}
 	}
 	assert_true(paths >= 1);
-	free(l);
-	free(pr);
-	free(p);
-	free(p0);
-	free(idx);
+	sm_row_free(&r);
 }
 
 static void test_truncate(void **state)

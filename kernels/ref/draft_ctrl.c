@@ -14,8 +14,55 @@
  * Integer arithmetic only (Q16 fixed point), so the device, the emulator
  * and this reference decide bit for bit alike. Not the lookup itself
  * (ngram_lookup.c) and not the cost measurement (runtime/engine/ctrl.c). */
+#include <stdbool.h>
+
 #include "kernels/engine_state.h"
 #include "ref.h"
+
+/* A class's outcome: k tokens drafted, NOUT grew by a_raw + 1 (a, clamped to
+ * [0, k], accepted); depth j was tried when j <= k and j - 1 were accepted.
+ * The class's n counters decay, then T_j += 1 for j <= min(k, a + 1), A_j
+ * += 1 for j <= a; its probe interval *gap goes back to probe after an
+ * accepted token, doubles (up to probe_max) after a draft that got none. */
+static void learn(int32_t *T, int32_t *A, int n, int k, int a_raw, int32_t decay, int32_t *gap,
+                  int probe, int probe_max)
+{
+	const int a = a_raw < 0 ? 0 : a_raw > k ? k : a_raw;
+	for (int j = 0; j < n; j++) { /* forget old outcomes of this class */
+		T[j] = (int32_t)(((int64_t)T[j] * decay) >> 16);
+		A[j] = (int32_t)(((int64_t)A[j] * decay) >> 16);
+	}
+	for (int j = 1; j <= k && j <= a + 1; j++) {
+		T[j - 1] += 65536;
+		A[j - 1] += j <= a ? 65536 : 0;
+	}
+	const int g = *gap > 0 ? *gap : probe;
+	*gap = a > 0 ? probe : 2 * g < probe_max ? 2 * g : probe_max;
+}
+
+/* The class's best i in 1 .. kmax against the best so far (*best_e /
+ * *best_c, E and cost in Q16): E_i = 1 + sum_{l<=i} prod_{j<=l} alpha_j,
+ * alpha_j = (A_j + pa) / (T_j + pw) capped at 1, taken when E_i / cost[i]
+ * beats the best (compared by cross-multiplication: E < 2^20, cost < 2^24
+ * in Q16; ties keep the earlier); 0 when none does. */
+static int pick(const int32_t *T, const int32_t *A, int64_t pa, int64_t pw, int kmax,
+                const int32_t *cost, int64_t *best_e, int64_t *best_c)
+{
+	int64_t prod = 65536, E = 65536;
+	int k = 0;
+	for (int i = 1; i <= kmax; i++) {
+		const int64_t den = (int64_t)T[i - 1] + pw;
+		const int64_t alpha = den > 0 ? (((int64_t)A[i - 1] + pa) << 16) / den : 0;
+		prod = (prod * (alpha > 65536 ? 65536 : alpha)) >> 16;
+		E += prod;
+		if (E * *best_c > *best_e * (int64_t)cost[i]) {
+			*best_e = E;
+			*best_c = cost[i];
+			k = i;
+		}
+	}
+	return k;
+}
 
 /* One step of the controller; the layout of ctrl is rt_ctrl_word
  * (kernels/engine_state.h). */
@@ -25,9 +72,8 @@ void ref_draft_ctrl(int n_draft, int n_class, int min_n, int head, int probe, in
                     int32_t *state, const int32_t *cost)
 {
 	const int D = n_draft;
-	/* 1. the previous iteration's outcome: a = tokens accepted of pk drafted
-	 * (NOUT grew by a + 1); depth j was tried when j <= pk and j - 1 were
-	 * accepted */
+	/* 1. the previous iteration's outcome, into the class that drafted
+	 * (learn) */
 	const int nout = state[RT_ST_NOUT];
 	const int pk = ctrl[RT_CTRL_PREV_K], pc = ctrl[RT_CTRL_PREV_CLASS];
 	/* the head's class: T and A rows of `head` words after the lookup's
@@ -35,21 +81,9 @@ void ref_draft_ctrl(int n_draft, int n_class, int min_n, int head, int probe, in
 	int32_t *TH = ctrl + RT_CTRL_STATS + 2 * n_class * D, *AH = TH + head, *hgap = AH + head;
 	const int hk = head > 0 ? ctrl[RT_CTRL_HEAD_K] : 0;
 	if (pk > 0 && pc >= 0 && pc < n_class) {
-		int a = nout - ctrl[RT_CTRL_PREV_NOUT] - 1;
-		a = a < 0 ? 0 : a > pk ? pk : a;
-		int32_t *T = ctrl + RT_CTRL_STATS + 2 * pc * D, *A = T + D;
-		for (int j = 0; j < D; j++) { /* forget old outcomes of this class */
-			T[j] = (int32_t)(((int64_t)T[j] * decay) >> 16);
-			A[j] = (int32_t)(((int64_t)A[j] * decay) >> 16);
-		}
-		for (int j = 1; j <= pk && j <= a + 1; j++) {
-			T[j - 1] += 65536;
-			A[j - 1] += j <= a ? 65536 : 0;
-		}
-		/* the probe interval: back to probe after an accepted token,
-		 * doubled (up to probe_max) after a draft that got none */
-		const int gap = ctrl[RT_CTRL_GAP] > 0 ? ctrl[RT_CTRL_GAP] : probe;
-		ctrl[RT_CTRL_GAP] = a > 0 ? probe : 2 * gap < probe_max ? 2 * gap : probe_max;
+		int32_t *T = ctrl + RT_CTRL_STATS + 2 * pc * D;
+		learn(T, T + D, D, pk, nout - ctrl[RT_CTRL_PREV_NOUT] - 1, decay, ctrl + RT_CTRL_GAP, probe,
+		      probe_max);
 	}
 	/* 1b. an iteration that drafted none with a match still tells whether
 	 * its first proposed token was right: the one token it emitted (the root
@@ -74,20 +108,8 @@ void ref_draft_ctrl(int n_draft, int n_class, int min_n, int head, int probe, in
 
 	/* 1c. the head drafted hk levels last iteration: its class learns as
 	 * a lookup class does, and its own probe interval */
-	if (hk > 0) {
-		int a = nout - ctrl[RT_CTRL_PREV_NOUT] - 1;
-		a = a < 0 ? 0 : a > hk ? hk : a;
-		for (int j = 0; j < head; j++) {
-			TH[j] = (int32_t)(((int64_t)TH[j] * decay) >> 16);
-			AH[j] = (int32_t)(((int64_t)AH[j] * decay) >> 16);
-		}
-		for (int j = 1; j <= hk && j <= a + 1; j++) {
-			TH[j - 1] += 65536;
-			AH[j - 1] += j <= a ? 65536 : 0;
-		}
-		const int gap = *hgap > 0 ? *hgap : probe;
-		*hgap = a > 0 ? probe : 2 * gap < probe_max ? 2 * gap : probe_max;
-	}
+	if (hk > 0)
+		learn(TH, AH, head, hk, nout - ctrl[RT_CTRL_PREV_NOUT] - 1, decay, hgap, probe, probe_max);
 
 	/* 2. this iteration: the class of the drafter's signal, the drafted
 	 * length K0 (leading present tokens) */
@@ -102,49 +124,21 @@ void ref_draft_ctrl(int n_draft, int n_class, int min_n, int head, int probe, in
 	}
 	int k = 0;
 	int64_t best_e = 65536, best_c = cost[0];
-	if (c >= 0) {
-		/* argmax over k of E[tokens | k] / cost[k], E = 1 + sum_i prod_{j<=i}
-		 * alpha_j, alpha_j = (A_j + prior_a) / (T_j + prior_w): compared by
-		 * cross-multiplication (E < 2^20, cost < 2^24 in Q16) */
-		const int32_t *T = ctrl + RT_CTRL_STATS + 2 * c * D, *A = T + D;
+	if (c >= 0) { /* argmax over k of E[tokens | k] / cost[k] */
+		const int32_t *T = ctrl + RT_CTRL_STATS + 2 * c * D;
 		/* one-token matches (min_n 1, class 0) are weak evidence: their
 		 * own, pessimistic prior */
-		const int64_t pa = min_n == 1 && c == 0 ? prior1_a : prior_a;
-		const int64_t pw = min_n == 1 && c == 0 ? prior1_w : prior_w;
-		int64_t prod = 65536, E = 65536;
-		for (int i = 1; i <= K0; i++) {
-			const int64_t den = (int64_t)T[i - 1] + pw;
-			const int64_t alpha = den > 0 ? (((int64_t)A[i - 1] + pa) << 16) / den : 0;
-			prod = (prod * (alpha > 65536 ? 65536 : alpha)) >> 16;
-			E += prod;
-			if (E * best_c > best_e * (int64_t)cost[i]) {
-				best_e = E;
-				best_c = cost[i];
-				k = i;
-			}
-		}
+		const bool one = min_n == 1 && c == 0;
+		k = pick(T, T + D, one ? prior1_a : prior_a, one ? prior1_w : prior_w, K0, cost, &best_e,
+		         &best_c);
 	}
 	/* 3. with a head: its k = 1 .. head levels against the best so far
 	 * (drafting none, or the lookup's k), E and cost alike (the head's
 	 * iteration cost[n_draft + k]: its k levels and a verify of 1 + k
 	 * rows), the class prior PRIOR; ties keep the earlier choice */
-	int hkn = 0;
-	if (head > 0) {
-		int64_t prod = 65536, E = 65536;
-		for (int i = 1; i <= head; i++) {
-			const int64_t den = (int64_t)TH[i - 1] + prior_w;
-			const int64_t alpha = den > 0 ? (((int64_t)AH[i - 1] + prior_a) << 16) / den : 0;
-			prod = (prod * (alpha > 65536 ? 65536 : alpha)) >> 16;
-			E += prod;
-			if (E * best_c > best_e * (int64_t)cost[D + i]) {
-				best_e = E;
-				best_c = cost[D + i];
-				hkn = i;
-			}
-		}
-		if (hkn > 0)
-			k = 0;
-	}
+	int hkn = head > 0 ? pick(TH, AH, prior_a, prior_w, head, cost + D, &best_e, &best_c) : 0;
+	if (hkn > 0)
+		k = 0;
 	/* not paying: draft one token after `gap` such iterations (probe,
 	 * doubling while probes fail), so a request whose text starts copying
 	 * later finds out; the lookup's probe first, then the head's (its

@@ -25,6 +25,12 @@ static int cmp_desc(const void *a, const void *b)
 	return (i > j) - (i < j);
 }
 
+void ref_sort_desc(int *idx, int n, const float *keys)
+{
+	g_sort_keys = keys;
+	qsort(idx, (size_t)n, sizeof(*idx), cmp_desc);
+}
+
 void ref_logits_process_row(float *probs, const float *logits, int V, float temp, int top_k,
                             float top_p, int *idx)
 {
@@ -58,8 +64,7 @@ void ref_logits_process_row(float *probs, const float *logits, int V, float temp
 	for (int i = 0; i < V; i++)
 		if (probs[i] > 0.0f)
 			idx[n++] = i;
-	g_sort_keys = logits; /* same order as probs, exact ties preserved */
-	qsort(idx, (size_t)n, sizeof(*idx), cmp_desc);
+	ref_sort_desc(idx, n, logits); /* same order as probs, exact ties preserved */
 	int keep = n;
 	if (top_k > 0 && top_k < keep)
 		keep = top_k;

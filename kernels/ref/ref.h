@@ -328,6 +328,9 @@ int ref_argmax_row(const float *x, int n);
 /* out[t] = ref_argmax_row(x + t * N, N), x (T, N). */
 void ref_argmax(int32_t *out, const float *x, int T, int N);
 
+/* idx[0 .. n) sorted by keys[idx] descending, ties by index ascending: the
+ * total order logits_process truncates by (kernels/ref/logits_process.c) */
+void ref_sort_desc(int *idx, int n, const float *keys);
 /* probs (V) = softmax(F(logits / temp)) with F = the top-k mask (top_k > 0
  * and < V) then the top-p mask (top_p < 1) (ALGORITHMS.txt 1c); temp <= 0 or
  * NaN: one-hot at ref_argmax_row(logits). The kept set is a prefix of the total

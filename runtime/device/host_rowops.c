@@ -9,6 +9,7 @@
 #include "host_exp.h"
 #include "host_gemm.h"
 #include "host_rowops.h"
+#include "kernels/ref/ref.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -310,10 +311,7 @@ static HR_AVX2 double exp_row_avx2(float *p, const float *l, size_t n, float inv
 		m = _mm256_max_ps(_mm256_loadu_ps(l + i), m); /* NaN in l: m kept */
 	float mv[8];
 	_mm256_storeu_ps(mv, m);
-	float mx = -INFINITY;
-	for (int j = 0; j < 8; j++)
-		mx = mv[j] > mx ? mv[j] : mx;
-	mx = max_c(l, i, n, mx);
+	const float mx = max_c(l, i, n, max_c(mv, 0, 8, -INFINITY));
 	const __m256 vm = _mm256_set1_ps(mx), vt = _mm256_set1_ps(inv_t);
 	__m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
 	for (i = 0; i + HR_SM_LANES <= n; i += HR_SM_LANES) {
@@ -353,10 +351,7 @@ static HR_AVX512 double exp_row_512(float *p, const float *l, size_t n, float in
 		m = _mm512_max_ps(_mm512_loadu_ps(l + i), m); /* NaN in l: m kept */
 	float mv[16];
 	_mm512_storeu_ps(mv, m);
-	float mx = -INFINITY;
-	for (int j = 0; j < 16; j++)
-		mx = mv[j] > mx ? mv[j] : mx;
-	mx = max_c(l, i, n, mx);
+	const float mx = max_c(l, i, n, max_c(mv, 0, 16, -INFINITY));
 	const __m512 vm = _mm512_set1_ps(mx), vt = _mm512_set1_ps(inv_t);
 	__m512d a0 = _mm512_setzero_pd(), a1 = a0;
 	for (i = 0; i + HR_SM_LANES <= n; i += HR_SM_LANES) {
@@ -419,19 +414,6 @@ void hr_softmax_temp(float *probs, const float *logits, size_t n, float temp, in
 	scale_row(probs, n, (float)(1.0 / s), path);
 }
 
-/* ref's order: logits descending, ties by index ascending */
-static _Thread_local const float *hr_keys;
-static int cmp_key_desc(const void *a, const void *b)
-{
-	const int i = *(const int *)a, j = *(const int *)b;
-	const float x = hr_keys[i], y = hr_keys[j];
-	if (x > y)
-		return -1;
-	if (x < y)
-		return 1;
-	return (i > j) - (i < j);
-}
-
 int hr_logits_truncate(float *probs, const float *logits, int n, float temp, int top_k,
                        float top_p, int *idx, int path)
 {
@@ -453,7 +435,6 @@ int hr_logits_truncate(float *probs, const float *logits, int n, float temp, int
 	/* the prefix must hold top-k's kk tokens, except where top-p alone
 	 * truncates (its walk says when the prefix is long enough) */
 	const int need = top_p < 1.0f && kk == n_pos ? 1 : kk;
-	hr_keys = logits;
 	int keep = 0;
 	double ks = 0;
 	for (size_t t = 0; t < sizeof(taus) / sizeof(taus[0]); t++) {
@@ -465,7 +446,7 @@ int hr_logits_truncate(float *probs, const float *logits, int n, float temp, int
 		const bool all = m == n_pos;
 		if (m < need && !all)
 			continue;
-		qsort(idx, (size_t)m, sizeof(*idx), cmp_key_desc);
+		ref_sort_desc(idx, m, logits); /* ref's order: by logit, ties by index */
 		keep = m < kk ? m : kk;
 		if (!(top_p < 1.0f))
 			break;
