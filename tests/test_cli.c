@@ -423,6 +423,11 @@ static void test_draft_vocab(void **state)
 	EXPECT(0, "identical", "run %s --draft model:%s -p hi -n 8 --no-chat", model(), ok);
 	EXPECT(0, "identical", "run %s --draft model:%s --tree kary:2:2 -p hi -n 8 --no-chat",
 	       model(), ok);
+	/* the default pairing follows the temperature: top-k + greedy at 0 */
+	EXPECT(0, "kary:2:2 topk/greedy", "run %s --draft model:%s --tree kary:2:2 -p hi -n 4 --no-chat",
+	       model(), ok);
+	EXPECT(0, "kary:2:2 sample/rrs", "run %s --draft model:%s --tree kary:2:2 -t 0.7 -p hi -n 4 --no-chat",
+	       model(), ok);
 	EXPECT(1, "vocabulary: expected at most the target's 49152 (a draft vocabulary is the "
 	       "target's or a prefix of it), found 49153", "run %s --draft model:%s -p hi", model(),
 	       big);
@@ -484,6 +489,67 @@ static void test_huge_files(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* bench --prompt-set: each line after the header is one prompt, verbatim (the
+ * ids the bench writes equal `run -p LINE`'s, an independent path through
+ * the prompt encoder); refusals name the file and what was expected. */
+static void test_prompt_set(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/sw_pset_XXXXXX", set[300], hdr[300], ids[300], buf[4096];
+	assert_non_null(mkdtemp(dir));
+	snprintf(set, sizeof(set), "%s/set.txt", dir);
+	snprintf(hdr, sizeof(hdr), "%s/header.txt", dir);
+	snprintf(ids, sizeof(ids), "%s/ids.txt", dir);
+	const char *l1 = "Name three rivers in Europe.", *l2 = "Rewrite nothing; just say hello twice.";
+	FILE *f = fopen(set, "w");
+	assert_non_null(f);
+	fprintf(f, "A TEST SET: a header line, then one prompt a line\n%s\n\n%s\r\n", l1, l2);
+	fclose(f);
+	f = fopen(hdr, "w");
+	assert_non_null(f);
+	fprintf(f, "only a header\n\n");
+	fclose(f);
+	EXPECT(2, "--prompt-set applies to bench only, not to run", "run %s --prompt-set %s -p hi", model(), set);
+	EXPECT(2, "give either --prompt-set", "bench %s --prompt-set %s --corpus README.md", model(), set);
+	EXPECT(1, "set.txt: --prompts 3: expected at most the 2 prompt lines the set holds",
+	       "bench %s --prompt-set %s --prompts 3 --drafters ngram -n 1", model(), set);
+	EXPECT(1, "header.txt: expected a header line, then one prompt a line; found no prompt line",
+	       "bench %s --prompt-set %s --drafters ngram -n 1", model(), hdr);
+	EXPECT(1, "--prompt-set", "bench %s --prompt-set %s/missing.txt --drafters ngram -n 1", model(), dir);
+	assert_non_null(strstr(g_out, "missing.txt"));
+	setenv("SW_BENCH_IDS", ids, 1);
+	EXPECT(0, "2 prompts from", "bench %s --prompt-set %s --drafters ngram -n 1", model(), set);
+	unsetenv("SW_BENCH_IDS");
+	assert_non_null(strstr(g_out, "(verbatim)"));
+	f = fopen(ids, "r");
+	assert_non_null(f);
+	const char *lines[2] = { l1, l2 };
+	for (int i = 0; i < 2; i++) {
+		assert_non_null(fgets(buf, sizeof(buf), f));
+		buf[strcspn(buf, "\n")] = 0;
+		EXPECT(0, "prompt_ids", "run %s --no-baseline -n 1 --json -p '%s'", model(), lines[i]);
+		const char *a = strstr(g_out, "\"prompt_ids\":[");
+		assert_non_null(a);
+		a += strlen("\"prompt_ids\":[");
+		char want[4096];
+		size_t k = strcspn(a, "]");
+		assert_true(k < sizeof(want));
+		memcpy(want, a, k);
+		want[k] = 0;
+		for (char *c = want; *c; c++)
+			if (*c == ',')
+				*c = ' ';
+		if (strcmp(buf, want))
+			fail_msg("prompt %d: the bench encoded\n%s\nwhere run -p encodes\n%s", i, buf, want);
+	}
+	assert_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	unlink(ids);
+	unlink(set);
+	unlink(hdr);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -497,6 +563,7 @@ int main(void)
 		cmocka_unit_test(test_run_json),
 		cmocka_unit_test(test_engine_options),
 		cmocka_unit_test(test_prompt_ids),
+		cmocka_unit_test(test_prompt_set),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -352,6 +353,29 @@ static void test_preset_eagle25(void **state)
 static void test_preset_sequoia63(void **state)
 {
 	check_preset("sequoia63", 63, 5);
+}
+
+/* Trees fitted to the GPU-trained EAGLE-3 head's ranks on the tuning prompts
+ * (models/drafters/train/tree_fit.py): loadable as presets, and the fitting's
+ * search equals an exhaustive one over every valid tree of up to 6 nodes. */
+static void test_preset_fitted(void **state)
+{
+	(void)state;
+	check_preset("smollm2-e3gpu-63", 63, 7);
+	check_preset("smollm2-e3gpu-127", 127, 8);
+}
+
+static void test_fit_exhaustive(void **state)
+{
+	(void)state;
+	char out[4096];
+	FILE *p = popen("python3 models/drafters/train/tree_fit.py --self-test 2>&1", "r");
+	assert_non_null(p);
+	size_t n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = 0;
+	int st = pclose(p);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !strstr(out, "240 of 240 exhaustive comparisons agree"))
+		fail_msg("tree_fit.py --self-test: %s", out);
 }
 
 static void test_preset_biseq(void **state)
@@ -752,6 +776,8 @@ int main(void)
 		cmocka_unit_test(test_preset_eagle25),
 		cmocka_unit_test(test_preset_sequoia63),
 		cmocka_unit_test(test_preset_biseq),
+		cmocka_unit_test(test_preset_fitted),
+		cmocka_unit_test(test_fit_exhaustive),
 		cmocka_unit_test(test_generated_chain),
 		cmocka_unit_test(test_generated_kary),
 		cmocka_unit_test(test_generated_branch),

@@ -69,6 +69,63 @@ int cli_cut_prompts(const char *text, size_t len, int n, char **out)
 	return got;
 }
 
+int cli_bench_prompts(const cli_opts *o, char ***out, const char **used, sw_err *err)
+{
+	const char *path = o->prompt_set ? o->prompt_set : o->corpus ? o->corpus : "/usr/share/games/fortunes/fortunes";
+	size_t len = 0;
+	char *text = sw_read_capped(path, SW_CAP_TEXT, o->prompt_set ? "a prompt set" : "a bench corpus", &len, err);
+	*out = NULL;
+	*used = path;
+	if (!text)
+		return sw_err_prefix(err, "%s", o->prompt_set ? "--prompt-set" : o->corpus ? "--corpus" : "the default corpus (give one with --corpus FILE)");
+	int cap = o->prompt_set ? 10000 : o->n_prompts, np = 0, rc = 0;
+	char **p = calloc((size_t)cap, sizeof(*p));
+	if (!p) {
+		free(text);
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	}
+	if (!o->prompt_set) {
+		np = cli_cut_prompts(text, len, o->n_prompts, p);
+		if (np < 1)
+			rc = sw_errf(err, SW_EINVAL, "%s: no prompts of 40 bytes or more could be cut", path);
+	} else {
+		size_t at = 0;
+		int line = 0;
+		while (at < len && !rc) {
+			size_t end = at;
+			while (end < len && text[end] != '\n')
+				end++;
+			size_t e = end > at && text[end - 1] == '\r' ? end - 1 : end;
+			if (memchr(text + at, 0, end - at))
+				rc = sw_errf(err, SW_EINVAL, "%s: line %d: expected text, found a NUL byte", path, line + 1);
+			else if (line > 0 && e > at && (!o->n_prompts_given || np < o->n_prompts)) {
+				if (!(p[np] = malloc(e - at + 1)))
+					rc = sw_errf(err, SW_ENOMEM, "out of memory");
+				else {
+					memcpy(p[np], text + at, e - at);
+					p[np++][e - at] = 0;
+				}
+			}
+			line++;
+			at = end + 1;
+		}
+		if (!rc && np < 1)
+			rc = sw_errf(err, SW_EINVAL, "%s: expected a header line, then one prompt a line; found no prompt line", path);
+		else if (!rc && o->n_prompts_given && np < o->n_prompts)
+			rc = sw_errf(err, SW_ERANGE, "%s: --prompts %d: expected at most the %d prompt lines the set holds",
+			             path, o->n_prompts, np);
+	}
+	free(text);
+	if (rc) {
+		for (int i = 0; i < np; i++)
+			free(p[i]);
+		free(p);
+		return rc;
+	}
+	*out = p;
+	return np;
+}
+
 /* Pooled statistics of one configuration over several runs. */
 struct pool {
 	rt_stats sum;
@@ -263,8 +320,9 @@ static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np,
 	}
 	/* the chat template unless --no-chat; by default only where the model has one */
 	const bool chat = o->chat < 0 ? rt_tokenizer_has_chat(s->tok) : o->chat != 0;
-	printf("### Real model, drafters: %s, %d prompts from %s, %d new tokens, chat template %s\n\n", o->model, np,
-	       o->corpus ? o->corpus : "(default corpus)", M, chat ? "on" : "off");
+	printf("### Real model, drafters: %s, %d prompts from %s (%s), %d new tokens, chat template %s\n\n", o->model,
+	       np, o->prompt_set ? o->prompt_set : o->corpus ? o->corpus : "(default corpus)",
+	       o->prompt_set ? "verbatim" : "cut, after an instruction", M, chat ? "on" : "off");
 	/* acceptance columns: positions 1..8, or 1..16 when a row drafts deeper
 	 * (a gamma over 8, or a tree of depth over 8) */
 	int npos = 8;
@@ -397,23 +455,15 @@ int cli_bench(const cli_opts *o)
 	int32_t *ids = NULL, *out = NULL, *refs = NULL;
 	int *nref = NULL;
 	double *base = NULL;
-	char **prompts = NULL, *text = NULL;
+	char **prompts = NULL;
 	memset(&s, 0, sizeof(s));
 	if (!strcmp(o->model, "markov"))
 		return bench_markov(o);
-	const char *corpus = o->corpus ? o->corpus : "/usr/share/games/fortunes/fortunes";
-	size_t len = 0;
+	const char *corpus = NULL;
 	sw_err rerr = {0};
-	text = sw_read_capped(corpus, SW_CAP_TEXT, "a bench corpus", &len, &rerr);
-	if (!text) {
-		fprintf(stderr, "specwright bench: cannot read the corpus: %s (give one with --corpus FILE)\n",
-		        rerr.msg);
-		return 1;
-	}
-	prompts = calloc((size_t)o->n_prompts, sizeof(*prompts));
-	np = prompts ? cli_cut_prompts(text, len, o->n_prompts, prompts) : 0;
-	if (np < 1) {
-		fprintf(stderr, "specwright bench: no prompts could be cut from %s\n", corpus);
+	if ((np = cli_bench_prompts(o, &prompts, &corpus, &rerr)) < 1) {
+		fprintf(stderr, "specwright bench: %s\n", rerr.msg);
+		np = 0;
 		goto out_free;
 	}
 	if (cli_session_open(&s, o, &err))
@@ -558,6 +608,5 @@ out_free:
 	for (int i = 0; i < np; i++)
 		free(prompts[i]);
 	free(prompts);
-	free(text);
 	return rc;
 }

@@ -115,6 +115,8 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 			NEED_VALUE(); o->expand = v;
 		} else if (!strcmp(a, "--corpus")) {
 			NEED_VALUE(); o->corpus = v;
+		} else if (!strcmp(a, "--prompt-set")) {
+			NEED_VALUE(); o->prompt_set = v;
 		} else if (!strcmp(a, "--drafters")) {
 			NEED_VALUE(); o->drafters = v;
 		} else if (!strcmp(a, "--adaptive")) {
@@ -147,6 +149,7 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 			NEED_VALUE(); if (parse_int(cmd, a, v, 2, 1 << 20, &o->ctx)) return 2;
 		} else if (!strcmp(a, "--prompts")) {
 			NEED_VALUE(); if (parse_int(cmd, a, v, 1, 10000, &o->n_prompts)) return 2;
+			o->n_prompts_given = true;
 		} else if (!strcmp(a, "--chat")) {
 			o->chat = 1;
 		} else if (!strcmp(a, "--no-chat")) {
@@ -193,6 +196,11 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 		return bad(cmd, "--adaptive and --acc-head apply to chain drafting only, not with --tree%s%s", "", "");
 	if ((o->verify || o->expand) && !o->tree)
 		return bad(cmd, "--verify and --expand need --tree%s%s", "", "");
+	if (o->prompt_set && o->corpus)
+		return bad(cmd, "give either --prompt-set (prompts a line, verbatim) or --corpus (prompts cut from "
+		           "text, after an instruction), not both%s%s", "", "");
+	if (o->prompt_set && strcmp(cmd, "bench"))
+		return bad(cmd, "--prompt-set applies to bench only, not to %s%s", cmd, "");
 	if (o->prompt && o->prompt_file)
 		return bad(cmd, "give either -p or -f, not both%s%s", "", "");
 	if (o->ids && (o->prompt || o->prompt_file))
@@ -496,9 +504,12 @@ int cli_tree_setup(const cli_opts *o, cli_session *s, rt_tree_cfg *tcfg, sw_err 
 		{ RT_EXPAND_TOPK, RT_VERIFY_ONEHOT },    { RT_EXPAND_SPECHUB, RT_VERIFY_SPECHUB },
 		{ RT_EXPAND_TOPK, RT_VERIFY_GREEDY },
 	};
+	bool greedy = o->temperature <= 0;
 	if (rule < 0 && method < 0) {
-		rule = RT_EXPAND_SAMPLE;
-		method = RT_VERIFY_RRS;
+		/* at T = 0 verification accepts the target's argmax only, so a
+		 * node's best children are its draft's top-k, not k samples */
+		rule = greedy ? RT_EXPAND_TOPK : RT_EXPAND_SAMPLE;
+		method = greedy ? RT_VERIFY_GREEDY : RT_VERIFY_RRS;
 	}
 	for (size_t i = 0; i < sizeof(pair) / sizeof(pair[0]) && (rule < 0 || method < 0); i++) {
 		if (rule < 0 && pair[i][1] == method)
@@ -506,7 +517,6 @@ int cli_tree_setup(const cli_opts *o, cli_session *s, rt_tree_cfg *tcfg, sw_err 
 		if (method < 0 && pair[i][0] == rule)
 			method = pair[i][1];
 	}
-	bool greedy = o->temperature <= 0;
 	if (!rt_verify_compatible(rule, method, greedy))
 		return sw_errf(err, SW_EINVAL, "--verify %s is not exact with --expand %s at temperature %g",
 		               rt_verify_method_name(method), rt_expand_rule_name(rule), o->temperature);

@@ -35,6 +35,8 @@ typedef struct cli_opts {
 	int n_prompts;         /* bench */
 	float lossy_eps;       /* run: --lossy-eps, the biased relaxation */
 	const char *corpus;    /* bench */
+	const char *prompt_set; /* bench: prompts a line, verbatim, after a header line */
+	bool n_prompts_given;  /* bench: --prompts was given */
 	const char *drafters;  /* bench: ';'-separated rows SPEC[|gamma=G][|tree=TREE] (block-drafter table) */
 	const char *output;    /* derive-draft: -o FILE */
 	const char *layers;    /* derive-draft: layer list as in layerskip: */
@@ -81,6 +83,13 @@ int cli_engine_profile(cli_opts *o);
 /* bench helpers (bench.c): n prompts of 200-600 bytes cut from a corpus at
  * line boundaries (malloc'ed; returns the count), and the median (sorts v). */
 int cli_cut_prompts(const char *text, size_t len, int n, char **out);
+/* The bench's prompts (bench.c): with --prompt-set FILE, its lines after the
+ * first (a header naming the set), verbatim and in order, the first
+ * --prompts N of them (all without --prompts; fewer lines than N is an
+ * error); else cli_cut_prompts over --corpus (the fortunes by default).
+ * *used names the source. Returns the count (>= 1) with *out malloc'ed, or
+ * a negative code with err set. */
+int cli_bench_prompts(const cli_opts *o, char ***out, const char **used, sw_err *err);
 double cli_median(double *v, int n);
 /* `specwright serve ENGINE_DIR ...` (serve_cli.c): the OpenAI-compatible
  * HTTP server; parses its own options from argv[2..). */

@@ -825,24 +825,17 @@ int cli_engine_bench(cli_opts *o)
 	sw_err err = {0};
 	engine_job j;
 	int rc = 1, np = 0;
-	char **prompts = NULL, *text = NULL;
+	char **prompts = NULL;
 	int32_t *out = NULL, *ref = NULL, *ids = NULL;
 	double *tps = NULL, *rtps = NULL, *ratio = NULL, *ovh = NULL;
 	FILE *idf = NULL;
 	char idtmp[64] = ""; /* the prompt ids for the llama.cpp side-by-side, when no $SW_BENCH_IDS */
-	const char *corpus = o->corpus ? o->corpus : "/usr/share/games/fortunes/fortunes";
+	const char *corpus = NULL;
 	memset(&j, 0, sizeof(j));
-	size_t len = 0;
 	sw_err rerr = {0};
-	if (!(text = sw_read_capped(corpus, SW_CAP_TEXT, "a bench corpus", &len, &rerr))) {
-		fprintf(stderr, "specwright bench: cannot read the corpus: %s (give one with --corpus FILE)\n",
-		        rerr.msg);
-		return 1;
-	}
-	prompts = calloc((size_t)o->n_prompts, sizeof(*prompts));
-	np = prompts ? cli_cut_prompts(text, len, o->n_prompts, prompts) : 0;
-	if (np < 1) {
-		fprintf(stderr, "specwright bench: no prompts could be cut from %s\n", corpus);
+	if ((np = cli_bench_prompts(o, &prompts, &corpus, &rerr)) < 1) {
+		fprintf(stderr, "specwright bench: %s\n", rerr.msg);
+		np = 0;
 		goto out;
 	}
 	cli_opts jo = *o;
@@ -868,7 +861,10 @@ int cli_engine_bench(cli_opts *o)
 	const double bw = read_bandwidth(&bw_threads, &bwc);
 	printf("memory read bandwidth: %.2f GB/s wall-clock, %.2f GB per CPU-second (512 MiB "
 	       "streamed by %d threads, median of 5)\n\n", bw / 1e9, bwc / 1e9, bw_threads);
-	const int M = o->max_new, cap = (int)len + 4096;
+	size_t longest = 0; /* ids: at most one a byte, plus the chat template's */
+	for (int i = 0; i < np; i++)
+		longest = strlen(prompts[i]) > longest ? strlen(prompts[i]) : longest;
+	const int M = o->max_new, cap = (int)longest + 4096;
 	enum { S_TPS, S_RTPS, S_RATIO, S_OVH, S_RDEC, S_RCPU, S_EDEC, S_ECPU, S_T1W, S_T1C, S_VW,
 	       S_G1, S_GT, S_CTX, S_TOW, S_TOC, S_SPW, S_SPC, S_VC, S_G1C, S_GTC, S_N };
 	out = malloc(sizeof(*out) * (size_t)(2 * M + 2));
@@ -1001,8 +997,9 @@ int cli_engine_bench(cli_opts *o)
 			acc[d] += st.pos_accepted[d];
 		}
 	}
-	printf("### Engine %s on %s: %d of %d prompts from %s (the rest exceed max_context %d), "
-	       "%d new tokens\n\n", e->man->name, j.dev->desc, used, np, corpus, e->man->max_ctx, M);
+	printf("### Engine %s on %s: %d of %d prompts from %s (%s; the rest exceed max_context %d), "
+	       "%d new tokens\n\n", e->man->name, j.dev->desc, used, np, corpus,
+	       o->prompt_set ? "verbatim" : "cut, after an instruction", e->man->max_ctx, M);
 	printf("| engine | backend | median tok/s | reference tok/s | median speedup | tau | "
 	       "acceptance by depth | host overhead us/iter | greedy == reference |\n");
 	printf("|---|---|---|---|---|---|---|---|---|\n");
@@ -1088,7 +1085,6 @@ out:
 	for (int i = 0; prompts && i < np; i++)
 		free(prompts[i]);
 	free(prompts);
-	free(text);
 	free(out);
 	free(ref);
 	free(ids);

@@ -78,9 +78,13 @@ static void usage(FILE *f)
 	        "  --lossy-eps EPS        LOSSY: accept with min(1,(p+eps)/q) (Yin et al.); biased, reports the TV bound\n"
 	        "  --tree SPEC            tree drafting: preset (medusa63 eagle25 sequoia63 biseq8 biseq16),\n"
 	        "                         FILE.json, chain:K, kary:K:D, branch:b1,b2,.., batch:M:L\n"
-	        "  --expand RULE          topk | sample | sample-wor | spechub (default: matches --verify)\n"
+	        "  --expand RULE          topk | sample | sample-wor | spechub (default: matches --verify;\n"
+	        "                         with neither: topk + greedy at -t 0, sample + rrs above)\n"
 	        "  --verify METHOD        greedy | rrs | rrsw | spechub | onehot (default: matches --expand)\n"
-	        "  --prompts N, --corpus FILE   bench: number of prompts and their source\n"
+	        "  --prompts N, --corpus FILE   bench: number of prompts and their source (cut from the text,\n"
+	        "                         each after an instruction: \"Rewrite the following passage...\")\n"
+	        "  --prompt-set FILE      bench: FILE's lines after its header, each one prompt as written\n"
+	        "                         (models/prompts/*.txt); --prompts N takes the first N\n"
 	        "  --drafters 'A;B;...'   bench: only a table of these chain drafters at T=0 and 0.7, each\n"
 	        "                         SPEC[|gamma=G][|tree=TREE] (e.g. 'ngram;block:models/drafters/X|gamma=4')\n");
 }
