@@ -363,6 +363,7 @@ static void test_preset_fitted(void **state)
 	(void)state;
 	check_preset("smollm2-e3gpu-63", 63, 7);
 	check_preset("smollm2-e3gpu-127", 127, 8);
+	check_preset("smollm2-e3gpu-255", 255, 8);
 }
 
 static void test_fit_exhaustive(void **state)
