@@ -370,7 +370,7 @@ static void test_fit_exhaustive(void **state)
 {
 	(void)state;
 	char out[4096];
-	FILE *p = popen("python3 models/drafters/train/tree_fit.py --self-test 2>&1", "r");
+	FILE *p = popen("/usr/bin/python3 models/drafters/train/tree_fit.py --self-test 2>&1", "r");
 	assert_non_null(p);
 	size_t n = fread(out, 1, sizeof(out) - 1, p);
 	out[n] = 0;
