@@ -67,6 +67,6 @@ cd ../../..
 (cd "$OUT" && sha256sum config.json model.safetensors > SHA256SUMS && cat SHA256SUMS)
 if [ "${BENCH:-1}" = 1 ]; then
 	make build/specwright >/dev/null
-	build/specwright bench "$MODEL" --corpus models/prompts/heldout-general.txt --prompts 16 -n "${BENCH_N:-64}" \
+	build/specwright bench "$MODEL" --prompt-set models/prompts/heldout-general.txt -n "${BENCH_N:-64}" \
 		--drafters "ngram;eagle3:$OUT" | tee "$OUT/bench.md"
 fi
