@@ -83,7 +83,7 @@ def grow(ranks, N, rmax, depth):
     counts = path_counts([r[:depth] for r in ranks])
     iters = max(1, len(ranks))
     kids = {(): []}
-    for p in sorted(counts, key=len):
+    for p in counts:
         kids.setdefault(p, [])
     for p in counts:  # every rank below a counted one is a node too (contiguity), count or not
         for rk in range(p[-1] + 1):
@@ -93,7 +93,6 @@ def grow(ranks, N, rmax, depth):
     for q in kids:
         if q:
             kids[q[:-1]].append(q)
-    NEG = float("-inf")
     f, tables = {}, {}
 
     def solve(p):
@@ -105,10 +104,8 @@ def grow(ranks, N, rmax, depth):
             H = [0.0] * (N + 1)  # stop before c: c and every later child absent
             for k in range(1, N + 1):
                 best = H[k]
-                for s_ in range(1, min(k, len(fc) - 1) + 1):
-                    v = fc[s_] + G[k - s_] if s_ < len(fc) else NEG
-                    if v > best:
-                        best = v
+                for s_ in range(1, k + 1):
+                    best = max(best, fc[s_] + G[k - s_])
                 H[k] = best
             G = H
             tabs.append(G)
@@ -177,7 +174,6 @@ def self_test():
     """grow() against an exhaustive search over every valid tree of up to 6 nodes (ranks < 3,
     depth <= 3) on seeded random rank data: the same best value, a valid tree, and a value
     equal to the trace. Exit 0 when all agree."""
-    import itertools
     import random
     rng = random.Random(5)
 
