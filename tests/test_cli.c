@@ -515,6 +515,14 @@ static void test_prompt_set(void **state)
 	       "bench %s --prompt-set %s --prompts 3 --drafters ngram -n 1", model(), set);
 	EXPECT(1, "header.txt: expected a header line, then one prompt a line; found no prompt line",
 	       "bench %s --prompt-set %s --drafters ngram -n 1", model(), hdr);
+	f = fopen(hdr, "w"); /* more lines than the set may hold: refused, not overrun */
+	assert_non_null(f);
+	fprintf(f, "a header\n");
+	for (int i = 0; i < 10001; i++)
+		fprintf(f, "prompt %d\n", i);
+	fclose(f);
+	EXPECT(1, "header.txt: line 10002: expected at most 10000 prompt lines, found more",
+	       "bench %s --prompt-set %s --drafters ngram -n 1", model(), hdr);
 	EXPECT(1, "--prompt-set", "bench %s --prompt-set %s/missing.txt --drafters ngram -n 1", model(), dir);
 	assert_non_null(strstr(g_out, "missing.txt"));
 	setenv("SW_BENCH_IDS", ids, 1);

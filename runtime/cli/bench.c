@@ -99,7 +99,10 @@ int cli_bench_prompts(const cli_opts *o, char ***out, const char **used, sw_err 
 			if (memchr(text + at, 0, end - at))
 				rc = sw_errf(err, SW_EINVAL, "%s: line %d: expected text, found a NUL byte", path, line + 1);
 			else if (line > 0 && e > at && (!o->n_prompts_given || np < o->n_prompts)) {
-				if (!(p[np] = malloc(e - at + 1)))
+				if (np == cap)
+					rc = sw_errf(err, SW_ERANGE, "%s: line %d: expected at most %d prompt lines, found more",
+					             path, line + 1, cap);
+				else if (!(p[np] = malloc(e - at + 1)))
 					rc = sw_errf(err, SW_ENOMEM, "out of memory");
 				else {
 					memcpy(p[np], text + at, e - at);
