@@ -1091,6 +1091,40 @@ static void test_conn_eviction(void **state)
 	sw_server_stop(s);
 }
 
+/* Issue 40's case as it was found, with the default table (queue + 64)
+ * and cap: one client holds 100 idle sockets, and the same client's (or
+ * anyone's: same address here) next 20 requests are each answered at once,
+ * not after the header timeout (30 s here). */
+static void test_conn_one_client_flood(void **state)
+{
+	enum { FLOOD = 100 };
+	sw_server_opts o = {.host = "127.0.0.1", .port = 0, .queue = 4, .max_body = 1 << 16, .default_max_tokens = 10,
+	                    .shutdown_grace_s = 30, .quiet = true, .header_timeout_s = 30};
+	sw_server *s = start_opts(&o);
+	sw_server_ready(s, &g_b);
+	int port = sw_server_port(s);
+	int fds[FLOOD];
+	for (int i = 0; i < FLOOD; i++)
+		fds[i] = dial_from(port, "127.0.0.1");
+	char want[512];
+	expected_text(3, want, sizeof(want));
+	for (int i = 0; i < 20; i++) {
+		const double t0 = now_s();
+		const int st = health_from(port, "127.0.0.1", 3);
+		if (st != 200)
+			fail_msg("request %d after %d idle sockets: status %d after %.1f s", i, FLOOD, st, now_s() - t0);
+	}
+	resp r = http(port, "POST", "/v1/completions", "{\"prompt\": \"a\", \"max_tokens\": 3}");
+	assert_int_equal(r.status, 200);
+	json_value *v = parse(r.body, r.n);
+	assert_string_equal(path(v, "choices.0.text")->str, want);
+	json_free(v);
+	free(r.body);
+	for (int i = 0; i < FLOOD; i++)
+		close(fds[i]);
+	sw_server_stop(s);
+}
+
 /* With no idle connection to evict, a new one is refused (closed
  * unanswered at once, not left waiting): past its address's cap of 2 (its
  * two requests running and queued), and with the table of 4 full of
@@ -1158,7 +1192,8 @@ int main(void)
 		cmocka_unit_test(test_queue_full_and_disconnect), cmocka_unit_test(test_metrics_add_up),
 		cmocka_unit_test(test_graceful_stop), cmocka_unit_test(test_media_type_and_utf8),
 		cmocka_unit_test(test_idle_connections), cmocka_unit_test(test_grace_keeps_stream_whole),
-		cmocka_unit_test(test_conn_eviction), cmocka_unit_test(test_conn_refusals),
+		cmocka_unit_test(test_conn_eviction), cmocka_unit_test(test_conn_one_client_flood),
+		cmocka_unit_test(test_conn_refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
