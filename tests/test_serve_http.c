@@ -3,8 +3,10 @@
  * word "w<(i mod 7) + 1>", three tokens per iteration, so every expected text,
  * usage count and speculative counter is computed here from that rule, not
  * read back from the server. Covers the JSON and SSE answers, stop strings,
- * errors (400/404/405/413/429/503), disconnects, /metrics and the graceful
- * stop. */
+ * errors (400/404/405/413/429/503), disconnects, /metrics, the graceful
+ * stop and the connection table (idle and trickling sockets, the
+ * per-client cap, eviction of the oldest idle connection; clients on
+ * loopback addresses of their own, 127.0.0.x). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -907,6 +910,280 @@ static void test_grace_keeps_stream_whole(void **state)
 	free(a.r.body);
 }
 
+/* A value in a /metrics answer (-1 when absent). */
+static int metric_in(const resp *m, const char *line_prefix)
+{
+	const char *p = strstr(m->body, line_prefix);
+	double v = -1;
+	if (p)
+		sscanf(p + strlen(line_prefix), " %lf", &v);
+	return (int)v;
+}
+
+/* A connection from source address `src` (127.0.0.x: each its own client
+ * for the per-client cap). */
+static int dial_from(int port, const char *src)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in me = {.sin_family = AF_INET};
+	inet_pton(AF_INET, src, &me.sin_addr);
+	if (bind(fd, (struct sockaddr *)&me, sizeof(me)))
+		fail_msg("bind %s: %s", src, strerror(errno));
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+typedef struct bg_from {
+	int port;
+	const char *src, *body;
+	resp r;
+	pthread_t th;
+} bg_from;
+
+/* (no cmocka assertion off the test's thread: an answer that never came is
+ * status -1, for the test to report) */
+static void *bg_from_main(void *arg)
+{
+	bg_from *b = arg;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in me = {.sin_family = AF_INET}, sa = {.sin_family = AF_INET,
+	                                                        .sin_port = htons((uint16_t)b->port)};
+	inet_pton(AF_INET, b->src, &me.sin_addr);
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	char req[1024];
+	int n = snprintf(req, sizeof(req), "POST /v1/completions HTTP/1.0\r\nHost: x\r\nContent-Type: "
+	                 "application/json\r\nContent-Length: %zu\r\n\r\n%s", strlen(b->body), b->body);
+	size_t cap = 1 << 16, got = 0;
+	char *buf = calloc(1, cap);
+	ssize_t k;
+	if (!bind(fd, (struct sockaddr *)&me, sizeof(me)) && !connect(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
+	    send(fd, req, (size_t)n, MSG_NOSIGNAL) == n)
+		while (got < cap - 1 && (k = recv(fd, buf + got, cap - 1 - got, 0)) > 0)
+			got += (size_t)k;
+	close(fd);
+	const char *sep = strstr(buf, "\r\n\r\n");
+	b->r.status = -1;
+	if (sep)
+		sscanf(buf, "HTTP/1.%*d %d", &b->r.status);
+	b->r.n = sep ? got - (size_t)(sep + 4 - buf) : 0;
+	b->r.body = malloc(b->r.n + 1);
+	memcpy(b->r.body, sep ? sep + 4 : "", b->r.n + 1);
+	free(buf);
+	return NULL;
+}
+
+static void bg_from_start(bg_from *b, int port, const char *src, const char *body)
+{
+	b->port = port;
+	b->src = src;
+	b->body = body;
+	pthread_create(&b->th, NULL, bg_from_main, b);
+}
+
+/* A request on a connection the server may already have closed (an EPIPE,
+ * not a SIGPIPE, when it has). */
+static void send_nosig(int fd, const char *body)
+{
+	char req[1024];
+	int n = snprintf(req, sizeof(req), "POST /v1/completions HTTP/1.0\r\nHost: x\r\nContent-Type: "
+	                 "application/json\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
+	(void)send(fd, req, (size_t)n, MSG_NOSIGNAL);
+}
+
+/* Whether the server ended the connection (end of stream or reset, with no
+ * byte of an answer) within wait_s; false when it is still open or
+ * answered. */
+static bool ended_unanswered(int fd, double wait_s)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	if (poll(&p, 1, (int)(wait_s * 1000)) <= 0)
+		return false;
+	char ch;
+	ssize_t k = recv(fd, &ch, 1, MSG_DONTWAIT);
+	return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* /health from `src`, answered within wait_s: the status, or -1. */
+static int health_from(int port, const char *src, double wait_s)
+{
+	int fd = dial_from(port, src);
+	const char *req = "GET /health HTTP/1.0\r\n\r\n";
+	assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+	struct timeval tv = {.tv_sec = (time_t)wait_s, .tv_usec = (long)((wait_s - (double)(time_t)wait_s) * 1e6)};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	char buf[1024];
+	size_t n = 0;
+	ssize_t k;
+	while (n < sizeof(buf) - 1 && (k = recv(fd, buf + n, sizeof(buf) - 1 - n, 0)) > 0)
+		n += (size_t)k;
+	buf[n] = 0;
+	close(fd);
+	int st = -1;
+	return sscanf(buf, "HTTP/1.%*d %d", &st) == 1 ? st : -1;
+}
+
+/* One client's idle sockets cannot hold the table (issue 40: 100 idle
+ * sockets from one client stopped every request until they timed out):
+ * with a table of 6 and a cap of 3 per address, two clients open 10 idle
+ * sockets each (more than the cap and the table) while a third has a
+ * request running; a newcomer is answered at once (the header timeout, 30
+ * s, plays no part), the running request is never evicted and ends whole,
+ * and the sockets closed are exactly the oldest idle ones by the rule:
+ * the first flooder keeps 3 (7 of its own evicted at its cap), the second
+ * finds the table full at its third (the first's oldest evicted) and then
+ * evicts its own 7; the newcomer evicts the first's oldest again. */
+static void test_conn_eviction(void **state)
+{
+	enum { TABLE = 6, CAP = 3, FLOOD = 10 };
+	sw_server_opts o = {.host = "127.0.0.1", .port = 0, .queue = 4, .max_body = 1 << 16, .default_max_tokens = 10,
+	                    .shutdown_grace_s = 30, .quiet = true, .max_connections = TABLE,
+	                    .max_client_connections = CAP, .header_timeout_s = 30};
+	sw_server *s = start_opts(&o);
+	sw_server_ready(s, &g_b);
+	int port = sw_server_port(s);
+	g_sc.iter_ms = 150; /* 30 tokens: 10 iterations, 1.5 s */
+	bg_from a;
+	bg_from_start(&a, port, "127.0.0.2", "{\"prompt\": \"a\", \"max_tokens\": 30}");
+	wait_metric(port, "vllm:num_requests_running{model_name=\"tiny-script\"}", 1);
+	usleep(100000); /* the /metrics connections closed: the table holds the running request alone */
+	int f1[FLOOD], f2[FLOOD];
+	for (int i = 0; i < FLOOD; i++)
+		f1[i] = dial_from(port, "127.0.0.3");
+	for (int i = 0; i < FLOOD; i++)
+		f2[i] = dial_from(port, "127.0.0.4");
+	const double t0 = now_s();
+	const int st = health_from(port, "127.0.0.5", 3);
+	if (st != 200)
+		fail_msg("/health from a new client: status %d after %.1f s, with %d idle sockets from two clients "
+		         "(table %d, cap %d)", st, now_s() - t0, 2 * FLOOD, TABLE, CAP);
+	usleep(200000);
+	/* the first flooder keeps its newest socket, the second its newest 3 */
+	for (int i = 0; i < FLOOD; i++) {
+		const bool f1_kept = i == FLOOD - 1, f2_kept = i >= FLOOD - CAP;
+		if (ended_unanswered(f1[i], 0.01) == f1_kept)
+			fail_msg("first flooder's socket %d: %s", i, f1_kept ? "closed, expected open" : "open, expected closed");
+		if (ended_unanswered(f2[i], 0.01) == f2_kept)
+			fail_msg("second flooder's socket %d: %s", i, f2_kept ? "closed, expected open" : "open, expected closed");
+	}
+	/* one /metrics read (the table then holds 5 and this one: no eviction) */
+	resp m = http(port, "GET", "/metrics", NULL);
+	assert_int_equal(m.status, 200);
+	assert_int_equal(metric_in(&m, "specwright_connections_evicted_total{reason=\"client_cap\"}"), 2 * (FLOOD - CAP));
+	assert_int_equal(metric_in(&m, "specwright_connections_evicted_total{reason=\"table_full\"}"), 2);
+	assert_int_equal(metric_in(&m, "specwright_connections_refused_total{reason=\"client_cap\"}"), 0);
+	assert_int_equal(metric_in(&m, "specwright_connections_refused_total{reason=\"table_full\"}"), 0);
+	assert_int_equal(metric_in(&m, "\nspecwright_connections_open "), TABLE); /* this one too */
+	free(m.body);
+	pthread_join(a.th, NULL);
+	g_sc.iter_ms = 0;
+	if (a.r.status != 200)
+		fail_msg("the running request: status %d (%s)", a.r.status, a.r.body);
+	char want[512];
+	expected_text(30, want, sizeof(want));
+	json_value *v = parse(a.r.body, a.r.n);
+	assert_string_equal(path(v, "choices.0.text")->str, want);
+	json_free(v);
+	free(a.r.body);
+	for (int i = 0; i < FLOOD; i++)
+		close(f1[i]), close(f2[i]);
+	sw_server_stop(s);
+}
+
+/* Issue 40's case as it was found, with the default table (queue + 64)
+ * and cap: one client holds 100 idle sockets, and the same client's (or
+ * anyone's: same address here) next 20 requests are each answered at once,
+ * not after the header timeout (30 s here). */
+static void test_conn_one_client_flood(void **state)
+{
+	enum { FLOOD = 100 };
+	sw_server_opts o = {.host = "127.0.0.1", .port = 0, .queue = 4, .max_body = 1 << 16, .default_max_tokens = 10,
+	                    .shutdown_grace_s = 30, .quiet = true, .header_timeout_s = 30};
+	sw_server *s = start_opts(&o);
+	sw_server_ready(s, &g_b);
+	int port = sw_server_port(s);
+	int fds[FLOOD];
+	for (int i = 0; i < FLOOD; i++)
+		fds[i] = dial_from(port, "127.0.0.1");
+	char want[512];
+	expected_text(3, want, sizeof(want));
+	for (int i = 0; i < 20; i++) {
+		const double t0 = now_s();
+		const int st = health_from(port, "127.0.0.1", 3);
+		if (st != 200)
+			fail_msg("request %d after %d idle sockets: status %d after %.1f s", i, FLOOD, st, now_s() - t0);
+	}
+	resp r = http(port, "POST", "/v1/completions", "{\"prompt\": \"a\", \"max_tokens\": 3}");
+	assert_int_equal(r.status, 200);
+	json_value *v = parse(r.body, r.n);
+	assert_string_equal(path(v, "choices.0.text")->str, want);
+	json_free(v);
+	free(r.body);
+	for (int i = 0; i < FLOOD; i++)
+		close(fds[i]);
+	sw_server_stop(s);
+}
+
+/* With no idle connection to evict, a new one is refused (closed
+ * unanswered at once, not left waiting): past its address's cap of 2 (its
+ * two requests running and queued), and with the table of 4 full of
+ * requests in progress; other clients are served meanwhile, and every
+ * request in progress ends whole. */
+static void test_conn_refusals(void **state)
+{
+	sw_server_opts o = {.host = "127.0.0.1", .port = 0, .queue = 4, .max_body = 1 << 16, .default_max_tokens = 10,
+	                    .shutdown_grace_s = 30, .quiet = true, .max_connections = 4,
+	                    .max_client_connections = 2, .header_timeout_s = 30};
+	sw_server *s = start_opts(&o);
+	sw_server_ready(s, &g_b);
+	int port = sw_server_port(s);
+	g_sc.iter_ms = 150; /* 24 tokens: 8 iterations, 1.2 s each */
+	const char *body = "{\"prompt\": \"a\", \"max_tokens\": 24}";
+	bg_from r[4];
+	bg_from_start(&r[0], port, "127.0.0.2", body);
+	wait_metric(port, "vllm:num_requests_running{model_name=\"tiny-script\"}", 1);
+	bg_from_start(&r[1], port, "127.0.0.2", body);
+	wait_metric(port, "vllm:num_requests_waiting{model_name=\"tiny-script\"}", 1);
+	/* a third from the same address: its two are busy, nothing to evict */
+	int fd = dial_from(port, "127.0.0.2");
+	send_nosig(fd, body);
+	if (!ended_unanswered(fd, 1.0))
+		fail_msg("a third connection from an address at its cap of 2 (both busy) was not refused");
+	close(fd);
+	assert_int_equal(health_from(port, "127.0.0.3", 3), 200); /* another client is served */
+	bg_from_start(&r[2], port, "127.0.0.3", body);
+	wait_metric(port, "vllm:num_requests_waiting{model_name=\"tiny-script\"}", 2);
+	usleep(100000); /* the /metrics connections closed */
+	bg_from_start(&r[3], port, "127.0.0.4", body);
+	usleep(500000); /* its request read: the table holds 4 requests in progress */
+	fd = dial_from(port, "127.0.0.5");
+	send_nosig(fd, body);
+	if (!ended_unanswered(fd, 1.0))
+		fail_msg("a connection to a table full of requests in progress was not refused");
+	close(fd);
+	char want[512];
+	expected_text(24, want, sizeof(want));
+	for (int i = 0; i < 4; i++) {
+		pthread_join(r[i].th, NULL);
+		if (r[i].r.status != 200)
+			fail_msg("request %d: status %d (%s)", i, r[i].r.status, r[i].r.body);
+		json_value *v = parse(r[i].r.body, r[i].r.n);
+		assert_string_equal(path(v, "choices.0.text")->str, want);
+		json_free(v);
+		free(r[i].r.body);
+	}
+	g_sc.iter_ms = 0;
+	/* (a /metrics connection that has had its answer is idle until it
+	 * closes, so the waits above may have evicted one: not counted here) */
+	resp m = http(port, "GET", "/metrics", NULL);
+	assert_int_equal(metric_in(&m, "specwright_connections_refused_total{reason=\"client_cap\"}"), 1);
+	assert_int_equal(metric_in(&m, "specwright_connections_refused_total{reason=\"table_full\"}"), 1);
+	assert_int_equal(metric_in(&m, "specwright_connections_evicted_total{reason=\"client_cap\"}"), 0);
+	free(m.body);
+	sw_server_stop(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -915,6 +1192,8 @@ int main(void)
 		cmocka_unit_test(test_queue_full_and_disconnect), cmocka_unit_test(test_metrics_add_up),
 		cmocka_unit_test(test_graceful_stop), cmocka_unit_test(test_media_type_and_utf8),
 		cmocka_unit_test(test_idle_connections), cmocka_unit_test(test_grace_keeps_stream_whole),
+		cmocka_unit_test(test_conn_eviction), cmocka_unit_test(test_conn_one_client_flood),
+		cmocka_unit_test(test_conn_refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

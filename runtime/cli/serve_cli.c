@@ -134,12 +134,24 @@ static void usage(FILE *f)
 	           "         [--default-max-tokens N] [--seed N] [--quiet] [--draft-model DIR: a block\n"
 	           "         drafter engine's drafter directory, default the one it was built from]\n"
 	           "         [--max-connections N (default queue + 64)] [--header-timeout S (default 10)]\n"
+	           "         [--max-connections-per-client N (default queue + 4, at most half of\n"
+	           "         --max-connections)]\n"
 	           "OpenAI-compatible: POST /v1/completions, POST /v1/chat/completions (stream: true for\n"
 	           "server-sent events), GET /v1/models, GET /health, GET /metrics (Prometheus).\n"
-	           "Connections: a connection must send a complete request (headers and body) within\n"
-	           "--header-timeout seconds of connecting or of its previous answer, else it is closed,\n"
-	           "so idle sockets cannot hold the --max-connections slots; one with a request keeps\n"
-	           "its slot while it waits, runs and streams (600 s of inactivity at most).\n"
+	           "Connections: at most --max-connections open (defaults: 80 with the default queue of\n"
+	           "16), at most --max-connections-per-client of them (20) from one source address. A\n"
+	           "new connection past either evicts the oldest idle one (its own address's at the cap,\n"
+	           "anyone's when the table is full); with none idle it is closed unanswered. Idle: no\n"
+	           "request since it connected or had its last answer; one with a request in progress is\n"
+	           "never evicted. The per-client default lets one address (a proxy's) fill the queue and\n"
+	           "the running slot: behind nginx every connection comes from nginx's address. A\n"
+	           "connection must send a complete request (headers and body) within --header-timeout\n"
+	           "seconds of connecting or of its previous answer, else it is closed; one with a\n"
+	           "request keeps its slot while it waits, runs and streams (600 s of inactivity at most).\n"
+	           "Room: a request's max_tokens is refused above the room its prompt leaves, which is\n"
+	           "the engine's context less the prompt and what a speculative iteration keeps for its\n"
+	           "draft tree (the tree's nodes less 2): asked for at most that, it gets that many\n"
+	           "tokens unless it stops first (end of generation, a stop string).\n"
 	           "Signals: SIGTERM, SIGINT or SIGHUP stops gracefully, exit 0: during loading, once the\n"
 	           "current loading step returns; while serving, no new requests (503), queued ones get\n"
 	           "503, the running one finishes (after 30 s it is ended at its next iteration,\n"
@@ -204,6 +216,10 @@ int cli_serve(int argc, char **argv)
 			if (arg_int(a, v, 1, 100000, &x))
 				return 2;
 			so.max_connections = (int)x, i++;
+		} else if (!strcmp(a, "--max-connections-per-client")) {
+			if (arg_int(a, v, 1, 100000, &x))
+				return 2;
+			so.max_client_connections = (int)x, i++;
 		} else if (!strcmp(a, "--header-timeout")) {
 			if (arg_int(a, v, 1, 3600, &x))
 				return 2;
@@ -218,13 +234,17 @@ int cli_serve(int argc, char **argv)
 			return 2;
 		}
 	}
+	sw_err err = {0};
+	if (sw_server_opts_resolve(&so, &err)) { /* defaults filled; a cap above the table refused */
+		fprintf(stderr, "specwright serve: %s\n", err.msg);
+		return 2;
+	}
 	if (!dir || !cli_is_engine_dir(dir)) {
 		fprintf(stderr, "specwright serve: expected an engine directory (from `specwright build`), found "
 		                "\"%s\"\n",
 		        dir ? dir : "(nothing)");
 		return 2;
 	}
-	sw_err err = {0};
 	/* before any thread of ours starts (main() calls nothing that starts one
 	 * before this); threads the libraries started earlier only pass a
 	 * signal on (stopsig.h) */
@@ -318,6 +338,16 @@ int cli_serve(int argc, char **argv)
 	snprintf(c.b.model_id, sizeof(c.b.model_id), "%s", c.e->man->name);
 	c.b.user = &c;
 	c.b.max_ctx = c.e->man->max_ctx;
+	/* The room the engine keeps (engine.c, kernels/ref/step.c): it takes a
+	 * prompt of P tokens when P + n_nodes <= max_ctx, and runs an iteration
+	 * while the committed length L (P - 1 at first: the last prompt token is
+	 * the root) leaves room for the whole tree, L + n_nodes <= max_ctx; each
+	 * iteration emits at least one token and commits as many. So it always
+	 * reaches L = max_ctx - n_nodes + 1, i.e. max_ctx - n_nodes + 2 - P
+	 * tokens (more when the last iterations accept drafts): that is the
+	 * room a request is told, and max_tokens up to it is kept exactly. */
+	c.b.max_prompt = c.e->man->max_ctx - c.e->man->n_nodes;
+	c.b.max_total = c.e->man->max_ctx - c.e->man->n_nodes + 2;
 	c.b.encode = be_encode;
 	c.b.check_sampling = be_check_sampling;
 	c.b.piece = be_piece;

@@ -11,6 +11,7 @@ static const int status_codes[SW_STATUS_SLOTS] = {200, 400, 404, 405, 413, 429, 
 static const char *const ep_names[SW_EP_N] = {"/v1/completions", "/v1/chat/completions", "/v1/models",
                                              "/health", "/metrics", "other"};
 static const char *const finish_names[3] = {"stop", "length", "abort"};
+static const char *const conn_reasons[SW_CONN_REASONS] = {"client_cap", "table_full"};
 
 static void hist_init(sw_hist *h, const double *le, int n)
 {
@@ -183,6 +184,24 @@ char *sw_metrics_render(const sw_metrics *m, const char *model, size_t *len)
 	for (int i = 0; i < m->n_pos; i++)
 		put(&b, "vllm:spec_decode_num_accepted_tokens_per_pos_total{%s,position=\"%d\"} %llu\n", lbl, i,
 		    (unsigned long long)m->accepted_by_pos[i]);
+	put(&b, "# HELP specwright_connections_open Open client connections (the table; those the server is "
+	        "closing left out).\n# TYPE specwright_connections_open gauge\nspecwright_connections_open %d\n",
+	    m->conn_open);
+	put(&b, "# HELP specwright_connections_refused_total Connections closed unanswered at accept: their "
+	        "address at its cap (--max-connections-per-client) or the table full (--max-connections), "
+	        "with no idle connection to evict.\n# TYPE specwright_connections_refused_total counter\n");
+	for (int i = 0; i < SW_CONN_REASONS; i++)
+		put(&b, "specwright_connections_refused_total{reason=\"%s\"} %llu\n", conn_reasons[i],
+		    (unsigned long long)m->conn_refused[i]);
+	put(&b, "# HELP specwright_connections_evicted_total Idle connections closed to make room for a new "
+	        "one: the oldest of its address at the cap, or the oldest of all when the table is full.\n"
+	        "# TYPE specwright_connections_evicted_total counter\n");
+	for (int i = 0; i < SW_CONN_REASONS; i++)
+		put(&b, "specwright_connections_evicted_total{reason=\"%s\"} %llu\n", conn_reasons[i],
+		    (unsigned long long)m->conn_evicted[i]);
+	put(&b, "# HELP specwright_connections_timed_out_total Connections closed for sending no complete "
+	        "request within --header-timeout.\n# TYPE specwright_connections_timed_out_total counter\n"
+	        "specwright_connections_timed_out_total %llu\n", (unsigned long long)m->conn_timed_out);
 	if (b.oom) {
 		free(b.p);
 		return NULL;

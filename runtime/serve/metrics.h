@@ -22,6 +22,8 @@ typedef struct sw_hist {
 
 enum { SW_EP_COMPLETIONS = 0, SW_EP_CHAT, SW_EP_MODELS, SW_EP_HEALTH, SW_EP_METRICS, SW_EP_OTHER, SW_EP_N };
 #define SW_STATUS_SLOTS 8 /* 200 400 404 405 413 429 500 503 */
+/* why a connection was refused or evicted: its address at its cap, or the table full */
+enum { SW_CONN_CLIENT_CAP = 0, SW_CONN_TABLE_FULL, SW_CONN_REASONS };
 
 typedef struct sw_metrics {
 	uint64_t http[SW_EP_N][SW_STATUS_SLOTS];
@@ -32,6 +34,10 @@ typedef struct sw_metrics {
 	uint64_t n_drafts, n_draft_tokens, n_accepted;
 	uint64_t accepted_by_pos[SW_SERVE_MAX_POS];
 	int n_pos;
+	/* connections: open (the table, those being closed left out), refused
+	 * at accept, evicted while idle, shut at the header deadline */
+	int conn_open;
+	uint64_t conn_refused[SW_CONN_REASONS], conn_evicted[SW_CONN_REASONS], conn_timed_out;
 } sw_metrics;
 
 void sw_metrics_init(sw_metrics *m);

@@ -61,13 +61,25 @@ typedef struct job {
 /* A connection while it is open (libmicrohttpd's socket context): until
  * it has sent a complete request it must do so before `deadline` (then the
  * reaper shuts its socket down), so idle or trickling sockets cannot hold
- * the connection slots against clients that send requests. */
+ * the connection slots against clients that send requests. While idle it
+ * may also be evicted to make room for a new connection (on_accept). */
+enum { SC_IDLE = 0, SC_REQUEST, SC_BUSY };
 typedef struct sconn {
 	struct sconn *prev, *next;
 	int fd;
 	double deadline;
-	bool busy;                /* a complete request in hand: the long timeout */
+	double t_idle;            /* idle since (connected or last answered): eviction takes the oldest */
+	int state;                /* SC_IDLE; SC_REQUEST: a request's headers in; SC_BUSY: all of it (the long timeout) */
+	bool closing;             /* shut down by the server (evicted, deadline): no longer counted */
+	uint8_t addr[16];         /* the client's address (IPv4: 4 bytes), the per-client cap's key */
+	int alen;
 } sconn;
+
+/* The connection table may exceed max_connections by sockets the server has
+ * shut down (evicted, past their deadline) for the moment they take to close:
+ * libmicrohttpd's own limit is this much higher, so at a full table it still
+ * accepts, and on_accept can evict or refuse. */
+#define SW_CONN_CLOSING_SLACK 16
 
 struct sw_server {
 	sw_server_opts o;
@@ -626,16 +638,20 @@ static enum MHD_Result serve_generate(sw_server *s, struct MHD_Connection *mc, c
 		sw_req_fail(&e, 400, "invalid_request_error", param, "unsupported_parameter", "%s", err.msg);
 		return respond_error(s, mc, endpoint, &e);
 	}
+	/* the backend's own limits (serve_cli.c: a speculative engine's draft
+	 * tree), so the room a request is told is the room it gets */
+	const int max_prompt = b->max_prompt > 0 ? b->max_prompt : b->max_ctx - 1;
+	const int max_total = b->max_total > 0 ? b->max_total : b->max_ctx;
 	int cap = b->max_ctx + 1;
 	if (!(j->ids = malloc(sizeof(*j->ids) * (size_t)cap)))
 		return MHD_NO;
 	int n = b->encode(b->user, &j->req, j->ids, cap, &err);
-	if (n == SW_ERANGE || n > b->max_ctx - 1) {
+	if (n == SW_ERANGE || n > max_prompt) {
 		sw_req_fail(&e, 400, "invalid_request_error", endpoint == SW_EP_CHAT ? "messages" : "prompt",
 		            "context_length_exceeded",
-		            "the prompt needs more than %d tokens, leaving no room to generate in this engine's "
-		            "context of %d tokens",
-		            n > 0 ? n : b->max_ctx, b->max_ctx);
+		            "the prompt's %s%d tokens leave no room to generate in this engine's context of %d "
+		            "tokens: a prompt may have at most %d",
+		            n > 0 ? "" : "more than ", n > 0 ? n : b->max_ctx, b->max_ctx, max_prompt);
 		return respond_error(s, mc, endpoint, &e);
 	}
 	if (n <= 0) {
@@ -644,12 +660,15 @@ static enum MHD_Result serve_generate(sw_server *s, struct MHD_Connection *mc, c
 		return respond_error(s, mc, endpoint, &e);
 	}
 	j->n_prompt = n;
-	int room = b->max_ctx - n;
+	const int room = max_total - n, held = b->max_ctx - max_total;
 	if (j->req.max_tokens > room) {
+		char why[96] = "";
+		if (held > 0)
+			snprintf(why, sizeof(why), ", %d of which a speculative iteration keeps for its draft tree", held);
 		sw_req_fail(&e, 400, "invalid_request_error", "max_tokens", "context_length_exceeded",
 		            "max_tokens is %d, but the prompt's %d tokens leave room for %d in this engine's "
-		            "context of %d tokens",
-		            j->req.max_tokens, n, room, b->max_ctx);
+		            "context of %d tokens%s",
+		            j->req.max_tokens, n, room, b->max_ctx, why);
 		return respond_error(s, mc, endpoint, &e);
 	}
 	j->max_new = j->req.max_tokens > 0 ? j->req.max_tokens
@@ -743,8 +762,12 @@ static enum MHD_Result serve_simple(sw_server *s, struct MHD_Connection *mc, int
 	snprintf(model, sizeof(model), "%s", s->b ? s->b->model_id : "");
 	char *metrics = NULL;
 	size_t mlen = 0;
-	if (endpoint == SW_EP_METRICS)
+	if (endpoint == SW_EP_METRICS) {
+		s->m.conn_open = 0;
+		for (const sconn *sc = s->conns; sc; sc = sc->next)
+			s->m.conn_open += !sc->closing;
 		metrics = sw_metrics_render(&s->m, model, &mlen);
+	}
 	pthread_mutex_unlock(&s->mu);
 	if (endpoint == SW_EP_METRICS) {
 		if (!metrics)
@@ -786,23 +809,50 @@ static bool content_is_json(const char *ct)
 	return !*ct || *ct == ';';
 }
 
+/* A client's address as the per-client cap's key: the IPv4 address (an
+ * IPv4-mapped IPv6 one too), or the IPv6 one; the port left out. Returns
+ * its length, 0 for another family. */
+static int addr_key(const struct sockaddr *sa, uint8_t key[16])
+{
+	static const uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	if (sa->sa_family == AF_INET) {
+		memcpy(key, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+		return 4;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const uint8_t *a = ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
+		const bool mapped = !memcmp(a, v4_mapped, sizeof(v4_mapped));
+		memcpy(key, mapped ? a + 12 : a, mapped ? 4 : 16);
+		return mapped ? 4 : 16;
+	}
+	return 0;
+}
+
 /* Seconds as libmicrohttpd takes them (whole, at least 1). */
 static unsigned whole_s(double t)
 {
 	return t < 1 ? 1u : t > 86400 ? 86400u : (unsigned)(t + 0.999);
 }
 
-/* A connection has a complete request in hand (busy: it keeps its slot with
- * the long inactivity timeout while it waits, runs and streams) or has been
- * answered (idle again: a new request is due within the header timeout). */
-static void conn_mark(sw_server *s, struct MHD_Connection *mc, bool busy)
+static sconn *conn_of(struct MHD_Connection *mc)
 {
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-	sconn *sc = ci ? ci->socket_context : NULL;
+	return ci ? ci->socket_context : NULL;
+}
+
+/* A connection has a complete request in hand (busy: it keeps its slot with
+ * the long inactivity timeout while it waits, runs and streams) or has been
+ * answered (idle again: a new request is due within the header timeout, and
+ * it may be evicted). */
+
+static void conn_mark(sw_server *s, struct MHD_Connection *mc, bool busy)
+{
+	sconn *sc = conn_of(mc);
 	pthread_mutex_lock(&s->mu);
 	if (sc) {
-		sc->busy = busy;
+		sc->state = busy ? SC_BUSY : SC_IDLE;
 		sc->deadline = now_s() + s->o.header_timeout_s;
+		sc->t_idle = now_s();
 	}
 	pthread_mutex_unlock(&s->mu);
 	MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT,
@@ -820,9 +870,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 			return MHD_NO;
 		c->s = s;
 		*ctx = c;
+		sconn *sc = conn_of(mc);
 		pthread_mutex_lock(&s->mu);
 		s->handlers++;
 		c->counted = true;
+		if (sc && sc->state == SC_IDLE)
+			sc->state = SC_REQUEST; /* its headers are in: a request in progress, never evicted */
 		pthread_mutex_unlock(&s->mu);
 		return MHD_YES;
 	}
@@ -917,12 +970,17 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_ct
 	sw_server *s = cls;
 	sconn *sc = *socket_ctx;
 	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		/* right after on_accept, on the same (listening) thread: the table
+		 * on_accept counted is this one plus the new connection */
 		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+		const union MHD_ConnectionInfo *ai = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 		if (!ci || !(sc = calloc(1, sizeof(*sc))))
 			return; /* untracked: libmicrohttpd's own inactivity timeout still applies */
 		sc->fd = ci->connect_fd;
+		sc->alen = ai && ai->client_addr ? addr_key(ai->client_addr, sc->addr) : 0;
 		pthread_mutex_lock(&s->mu);
 		sc->deadline = now_s() + s->o.header_timeout_s;
+		sc->t_idle = now_s();
 		sc->next = s->conns;
 		if (s->conns)
 			s->conns->prev = sc;
@@ -958,14 +1016,93 @@ static void *reaper_main(void *arg)
 	while (!s->reaper_exit) {
 		const double t = now_s();
 		for (sconn *sc = s->conns; sc; sc = sc->next)
-			if (!sc->busy && t > sc->deadline) {
+			if (sc->state != SC_BUSY && !sc->closing && t > sc->deadline) {
 				shutdown(sc->fd, SHUT_RDWR);
-				sc->deadline = t + 3600; /* once */
+				sc->closing = true; /* once */
+				s->m.conn_timed_out++;
 			}
 		timed_wait(s, 0.1);
 	}
 	pthread_mutex_unlock(&s->mu);
 	return NULL;
+}
+
+/* The per-client cap and the table, applied as a connection is accepted
+ * (libmicrohttpd's listening thread; on_connection's STARTED follows at
+ * once on the same thread for an accepted one). Past the client's cap its
+ * own oldest idle connection is evicted, past the table anyone's oldest
+ * idle one; with none idle the new connection is refused (closed
+ * unanswered, as libmicrohttpd closes one past its own limits). An evicted
+ * socket is shut down (its thread sees the end and closes it) and no longer
+ * counted. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *sa, socklen_t len)
+{
+	sw_server *s = cls;
+	uint8_t key[16];
+	const int klen = len >= (socklen_t)sizeof(sa->sa_family) ? addr_key(sa, key) : 0;
+	pthread_mutex_lock(&s->mu);
+	int open = 0, mine = 0;
+	sconn *old_mine = NULL, *old_any = NULL;
+	for (sconn *sc = s->conns; sc; sc = sc->next) {
+		if (sc->closing)
+			continue;
+		open++;
+		const bool same = klen && sc->alen == klen && !memcmp(sc->addr, key, (size_t)klen);
+		mine += same;
+		if (sc->state != SC_IDLE)
+			continue;
+		if (same && (!old_mine || sc->t_idle < old_mine->t_idle))
+			old_mine = sc;
+		if (!old_any || sc->t_idle < old_any->t_idle)
+			old_any = sc;
+	}
+	int reason = -1;
+	sconn *victim = NULL;
+	if (mine >= s->o.max_client_connections)
+		reason = SW_CONN_CLIENT_CAP, victim = old_mine;
+	else if (open >= s->o.max_connections)
+		reason = SW_CONN_TABLE_FULL, victim = old_any;
+	if (victim) {
+		shutdown(victim->fd, SHUT_RDWR);
+		victim->closing = true;
+		s->m.conn_evicted[reason]++;
+	} else if (reason >= 0) {
+		s->m.conn_refused[reason]++;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return reason >= 0 && !victim ? MHD_NO : MHD_YES;
+}
+
+int sw_server_opts_resolve(sw_server_opts *o, sw_err *err)
+{
+	if (!o->host)
+		o->host = "127.0.0.1";
+	if (o->queue < 0)
+		o->queue = 0;
+	if (!o->max_body)
+		o->max_body = 1 << 20;
+	if (o->default_max_tokens <= 0)
+		o->default_max_tokens = 256;
+	if (!(o->header_timeout_s > 0))
+		o->header_timeout_s = 10;
+	if (!(o->idle_timeout_s > 0))
+		o->idle_timeout_s = 600;
+	const bool table_given = o->max_connections > 0;
+	if (!table_given)
+		o->max_connections = o->queue + 64;
+	if (o->max_client_connections <= 0) {
+		/* queue + 4: one address (a proxy's, which every connection through
+		 * it has) can fill the queue and the running slot and still ask
+		 * /health or /metrics, so the cap refuses nothing the queue would
+		 * have taken; at most half the table, so no one address holds most of it */
+		const int half = o->max_connections / 2;
+		o->max_client_connections = o->queue + 4 < half ? o->queue + 4 : half > 1 ? half : 1;
+	} else if (o->max_client_connections > o->max_connections) {
+		return sw_errf(err, SW_EINVAL, "--max-connections-per-client: expected at most the connection "
+		               "table, --max-connections %d%s; found %d", o->max_connections,
+		               table_given ? "" : " (its default, --queue + 64)", o->max_client_connections);
+	}
+	return 0;
 }
 
 sw_server *sw_server_start(const sw_server_opts *o, sw_err *err)
@@ -976,20 +1113,10 @@ sw_server *sw_server_start(const sw_server_opts *o, sw_err *err)
 		return NULL;
 	}
 	s->o = *o;
-	if (!s->o.host)
-		s->o.host = "127.0.0.1";
-	if (s->o.queue < 0)
-		s->o.queue = 0;
-	if (!s->o.max_body)
-		s->o.max_body = 1 << 20;
-	if (s->o.default_max_tokens <= 0)
-		s->o.default_max_tokens = 256;
-	if (!(s->o.header_timeout_s > 0))
-		s->o.header_timeout_s = 10;
-	if (!(s->o.idle_timeout_s > 0))
-		s->o.idle_timeout_s = 600;
-	if (s->o.max_connections <= 0)
-		s->o.max_connections = s->o.queue + 64;
+	if (sw_server_opts_resolve(&s->o, err)) {
+		free(s);
+		return NULL;
+	}
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -1003,10 +1130,10 @@ sw_server *sw_server_start(const sw_server_opts *o, sw_err *err)
 	}
 	s->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
 	                              MHD_USE_POLL,
-	                          (uint16_t)o->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+	                          (uint16_t)o->port, on_accept, s, on_request, s, MHD_OPTION_SOCK_ADDR,
 	                          (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 	                          MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_LIMIT,
-	                          (unsigned)s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+	                          (unsigned)(s->o.max_connections + SW_CONN_CLOSING_SLACK), MHD_OPTION_CONNECTION_TIMEOUT,
 	                          whole_s(s->o.header_timeout_s), MHD_OPTION_END);
 	if (!s->mhd) {
 		sw_errf(err, SW_EIO, "serve: cannot listen on %s:%d (%s)", s->o.host, o->port,

@@ -34,7 +34,15 @@ typedef int (*sw_serve_emit)(void *sink, const int32_t *tok, int n);
 typedef struct sw_serve_backend {
 	void *user;
 	char model_id[128];
-	int max_ctx;              /* prompt + generated tokens */
+	int max_ctx;              /* the generator's context, for messages */
+	/* The longest prompt it takes (0: max_ctx - 1) and the prompt plus
+	 * generated tokens it always reaches when asked (0: max_ctx): a
+	 * request's room is max_total minus its prompt, and a generation asked
+	 * for at most that many ends only at that count or its own end of
+	 * generation (a stop the server applies aside). A speculative engine's
+	 * last iteration needs its whole draft tree in the KV cache, so both are
+	 * less than its context (runtime/cli/serve_cli.c says by how much). */
+	int max_prompt, max_total;
 	/* The request's prompt (completion text, or chat messages through the
 	 * model's template) to ids. Called from connection threads: must be
 	 * thread-safe. Returns the count or a negative error (err says why). */
@@ -67,11 +75,23 @@ typedef struct sw_server_opts {
 	 * closed (0: 10); once it has one, idle_timeout_s of inactivity (0: 600)
 	 * closes it: a long generation or stream keeps its connection */
 	double header_timeout_s, idle_timeout_s;
-	int max_connections;      /* open connections at once (0: queue + 64) */
+	/* the connection table: open connections at once (0: queue + 64); and
+	 * at most max_client_connections of them from one source address (0:
+	 * queue + 4, at most half the table, at least 1). A new connection
+	 * past either evicts the oldest idle one (its own address's at the cap,
+	 * anyone's when the table is full); with none idle it is refused (closed
+	 * unanswered). Idle: no request's headers since it connected or had its
+	 * last answer; a connection with a request in progress is never evicted */
+	int max_connections, max_client_connections;
 	bool quiet;               /* no access log on stderr */
 } sw_server_opts;
 
 typedef struct sw_server sw_server;
+
+/* Fills o's defaults (as sw_server_start does) and refuses what the server
+ * cannot take, naming the option as `specwright serve` spells it: a
+ * per-client cap above the connection table. */
+int sw_server_opts_resolve(sw_server_opts *o, sw_err *err);
 
 /* Listens at once; /health answers 503 "loading" until sw_server_ready. */
 sw_server *sw_server_start(const sw_server_opts *o, sw_err *err);
