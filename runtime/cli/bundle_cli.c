@@ -926,8 +926,8 @@ static int bundle_verify(const char *dir, bool digests)
 		return 1;
 	}
 	if (bad)
-		fprintf(stderr, "specwright bundle %s: %s: %d entr%s do not match bundle.json\n", cmd, dir, bad,
-		        bad == 1 ? "y" : "ies");
+		fprintf(stderr, "specwright bundle %s: %s: %d problem%s against the %zu files bundle.json lists\n",
+		        cmd, dir, bad, bad == 1 ? "" : "s", n);
 	else if (digests)
 		fprintf(stderr, "specwright bundle --verify: %s: all %zu files match bundle.json, and nothing else "
 		        "is there\n", dir, n);
