@@ -542,6 +542,11 @@ void cli_print_tree_stats(FILE *f, const rt_stats *st, bool json)
 
 bool cli_output_clashes(const cli_opts *o, const char *path, const char *opt)
 {
+	sw_err err = {0};
+	if (sw_outfile_check(path, opt, &err)) {
+		fprintf(stderr, "specwright: error: %s\n", err.msg);
+		return true;
+	}
 	const char *draft_path = o->draft && strchr(o->draft, ':') ? strchr(o->draft, ':') + 1 : NULL;
 	const struct { const char *what, *path; } in[] = {
 		{ "the model", o->model },         { "--tokenizer", o->tokenizer },

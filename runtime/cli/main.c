@@ -348,7 +348,7 @@ out_free:
 	return rc;
 }
 
-int main(int argc, char **argv)
+static int main_cmd(int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage(argc < 2 ? stderr : stdout);
@@ -403,4 +403,19 @@ int main(int argc, char **argv)
 	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench, derive-draft, train-head, build, inspect, profile, serve or bundle)\n", cmd);
 	usage(stderr);
 	return 2;
+}
+
+/* Every command's text goes to stdout: a write that failed there (a full
+ * disk, a closed pipe's EIO, > /dev/full) is an error, not a success with
+ * the output lost. */
+int main(int argc, char **argv)
+{
+	int rc = main_cmd(argc, argv);
+	errno = 0;
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "specwright: error: writing standard output failed: %s (the output is incomplete)\n",
+		        strerror(errno ? errno : EIO));
+		return rc ? rc : 1;
+	}
+	return rc;
 }

@@ -78,13 +78,14 @@ static int mkdirs(const char *path, sw_err *err)
 
 /* ---- one file -------------------------------------------------------------- */
 
-int sw_outfile_open(sw_outfile *o, const char *target, const char *what, sw_err *err)
+/* The place checked: absent, or a regular file (through a link); *t the
+ * path to write (a link resolved into real), *mode what the file gets. */
+static int target_check(const char *target, const char *what, const char **t, char *real, mode_t *mode,
+                        sw_err *err)
 {
 	struct stat st;
-	char real[PATH_MAX];
-	const char *t = target;
-	mode_t mode = umasked(0666);
-	memset(o, 0, sizeof(*o));
+	*t = target;
+	*mode = umasked(0666);
 	if (!target || !*target)
 		return sw_errf(err, SW_EINVAL, "%s: a file path expected, found an empty one", what);
 	if (lstat(target, &st) == 0) {
@@ -93,16 +94,36 @@ int sw_outfile_open(sw_outfile *o, const char *target, const char *what, sw_err 
 			if (!realpath(target, real) || stat(real, &st))
 				return sw_errf(err, SW_EINVAL, "%s %s: a symbolic link to nothing that exists: "
 				               "refusing to write through it", what, target);
-			t = real;
+			*t = real;
 		}
 		if (!S_ISREG(st.st_mode))
 			return sw_errf(err, SW_EINVAL, "%s %s: exists and is %s, not a regular file: refusing "
 			               "to write over it (give the path of a regular file)", what, target,
 			               kind_of(st.st_mode));
-		mode = st.st_mode & 07777;
+		*mode = st.st_mode & 07777;
 	} else if (errno != ENOENT) {
 		return sw_errf(err, SW_EIO, "%s %s: %s", what, target, strerror(errno));
 	}
+	return 0;
+}
+
+int sw_outfile_check(const char *target, const char *what, sw_err *err)
+{
+	const char *t;
+	char real[PATH_MAX];
+	mode_t mode;
+	return target_check(target, what, &t, real, &mode, err);
+}
+
+int sw_outfile_open(sw_outfile *o, const char *target, const char *what, sw_err *err)
+{
+	const char *t;
+	char real[PATH_MAX];
+	mode_t mode;
+	memset(o, 0, sizeof(*o));
+	int rc = target_check(target, what, &t, real, &mode, err);
+	if (rc)
+		return rc;
 	if (strlen(t) >= sizeof(o->target))
 		return sw_errf(err, SW_EINVAL, "%s %.80s...: the path is longer than %zu bytes", what, t,
 		               sizeof(o->target) - 1);

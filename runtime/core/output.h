@@ -29,6 +29,8 @@ typedef struct sw_outfile {
  * /dev/null is never renamed over); what = "--dump" / "-o", for messages.
  * Returns 0 or SW_EINVAL / SW_EIO naming the target. */
 int sw_outfile_open(sw_outfile *o, const char *target, const char *what, sw_err *err);
+/* The same checks of the place alone, before a command does its work. */
+int sw_outfile_check(const char *target, const char *what, sw_err *err);
 /* fwrite with the error kept (sw_outfile_commit reports it). */
 int sw_outfile_write(sw_outfile *o, const void *p, size_t n);
 /* Flushes, fsyncs and closes (each checked), renames into place and fsyncs
