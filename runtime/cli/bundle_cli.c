@@ -375,10 +375,16 @@ static int weights_name(bundle *b, const bengine *e, const char *src, char *out,
 			*copied = true;
 			return 0;
 		}
-	snprintf(out, n, "weights/%s", bn);
+	/* built apart from out: out lies in e's own record, and e->name too */
+	char name[700];
+	snprintf(name, sizeof(name), "weights/%s", bn);
 	for (int i = 0; i < b->n_wcopied; i++)
-		if (!strcmp(b->wdst[i], out))
-			snprintf(out, n, "weights/%s-%s", e->name, bn);
+		if (!strcmp(b->wdst[i], name))
+			snprintf(name, sizeof(name), "weights/%s-%s", e->name, bn);
+	if (strlen(name) >= n)
+		return sw_errf(err, SW_EINVAL, "engine %s: weights %s: a name under weights/ longer than %zu bytes",
+		               e->src, src, n - 1);
+	memcpy(out, name, strlen(name) + 1);
 	snprintf(b->wsrc[b->n_wcopied], PATH_MAX, "%s", real);
 	snprintf(b->wdst[b->n_wcopied], 600, "%s", out);
 	b->n_wcopied++;
