@@ -17,6 +17,7 @@
 
 #include "core/digest.h"
 #include "core/fileio.h"
+#include "core/output.h"
 #include "core/timing.h"
 #include "formats/engine_files.h"
 #include "model/ctx.h"
@@ -697,115 +698,37 @@ static int write_manifest(const char *dir, const char *json, size_t json_len,
 	return rc;
 }
 
-static int remove_tree(const char *dir)
+/* An existing -o is replaced only when it holds an engine this program
+ * built and nothing else (runtime/formats/engine_files.h). */
+static int engine_owned(const char *dir, void *ctx, sw_err *err)
 {
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[1400];
-	if (!d)
-		return errno == ENOENT ? 0 : -1;
-	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-			snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-			struct stat st;
-			if (!lstat(p, &st) && S_ISDIR(st.st_mode))
-				remove_tree(p);
-			else
-				unlink(p);
-		}
-	closedir(d);
-	return rmdir(dir);
+	(void)ctx;
+	return rt_engine_dir_is_built(dir, err);
 }
 
-/* Builds into a temporary sibling and renames it into place as the last
- * step, after every check: a kill, a full disk or a refused build (spills)
- * leaves the old directory (or none), never a partial one, and two builds
- * into one directory each land whole. An existing directory is replaced
- * only if it is an engine directory (or empty). */
+/* Builds into a fresh temporary beside the target and puts it in place as
+ * the last step, after every check (core/output.h): a kill, a full disk or
+ * a refused build (spills) leaves the old directory (or none), never a
+ * partial one, and two builds into one directory each land whole. An
+ * existing directory is replaced only if it is an engine directory (or
+ * empty); nothing else of the user's is ever removed. */
 int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, sw_err *err)
 {
-	char tmp[1024], old[1024], path[1200];
-	struct stat sb;
-	size_t ol = strlen(o->out_dir);
-	while (ol > 1 && o->out_dir[ol - 1] == '/')
-		ol--;
-	if (ol > 900)
-		return sw_errf(err, SW_EINVAL, "%.80s...: the engine directory's path is longer than 900 bytes",
-		               o->out_dir);
-	snprintf(tmp, sizeof(tmp), "%.*s.tmp.%d", (int)ol, o->out_dir, (int)getpid());
-	snprintf(old, sizeof(old), "%.*s.old.%d", (int)ol, o->out_dir, (int)getpid());
-	if (stat(o->out_dir, &sb) == 0) {
-		snprintf(path, sizeof(path), "%s/engine.json", o->out_dir);
-		DIR *d = S_ISDIR(sb.st_mode) ? opendir(o->out_dir) : NULL;
-		int entries = 0;
-		struct dirent *de;
-		while (d && (de = readdir(d)))
-			entries += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
-		if (d)
-			closedir(d);
-		if (!S_ISDIR(sb.st_mode))
-			return sw_errf(err, SW_EINVAL, "%s: exists and is not a directory: refusing to "
-			               "replace it", o->out_dir);
-		/* replaced only if empty or a complete engine this program built
-		 * and nothing else: a directory that merely holds an engine.json
-		 * may hold a user's other files */
-		sw_err why = {0};
-		if (entries && rt_engine_dir_is_built(o->out_dir, &why))
-			return sw_errf(err, SW_EINVAL, "%s: exists and is not an engine directory this "
-			               "program built and nothing else (%s): refusing to replace it; give "
-			               "another -o or remove it yourself", o->out_dir, why.msg);
-	}
-	/* leftovers of builds that were killed (their pid is gone) */
-	{
-		char parent[1024], base[1024];
-		snprintf(parent, sizeof(parent), "%.*s", (int)ol, o->out_dir);
-		char *sl = strrchr(parent, '/');
-		snprintf(base, sizeof(base), "%s", sl ? sl + 1 : parent);
-		if (sl)
-			*sl = 0;
-		else
-			snprintf(parent, sizeof(parent), ".");
-		size_t bl = strlen(base);
-		DIR *d = opendir(parent[0] ? parent : "/");
-		struct dirent *de;
-		while (d && (de = readdir(d))) {
-			int pid = 0;
-			if (strncmp(de->d_name, base, bl) ||
-			    (sscanf(de->d_name + bl, ".tmp.%d", &pid) != 1 && sscanf(de->d_name + bl, ".old.%d", &pid) != 1))
-				continue;
-			if (pid > 0 && kill(pid, 0) && errno == ESRCH) {
-				snprintf(path, sizeof(path), "%.900s/%.250s", parent[0] ? parent : "", de->d_name);
-				remove_tree(path);
-			}
-		}
-		if (d)
-			closedir(d);
-	}
-	remove_tree(tmp);
+	sw_outdir od;
+	int rc = sw_outdir_begin(&od, o->out_dir, "an engine directory", engine_owned, NULL, err);
+	if (rc)
+		return rc;
 	gen_build_opts to = *o;
-	to.out_dir = tmp;
-	int rc = build_into(s, &to, st, err);
-	if (rc) {
-		remove_tree(tmp);
+	to.out_dir = od.tmp;
+	if ((rc = build_into(s, &to, st, err))) {
+		sw_outdir_abort(&od);
 		return rc;
 	}
-	/* replace: old out of the way, new in; another build may be doing the
-	 * same, so retry a few times (each rename is atomic) */
-	for (int tries = 0; tries < 20; tries++) {
-		if (rename(o->out_dir, old) && errno != ENOENT)
-			break;
-		if (!rename(tmp, o->out_dir)) {
-			remove_tree(old);
-			if (o->log)
-				fprintf(o->log, "build: %s is in place\n", o->out_dir);
-			return 0;
-		}
-		remove_tree(old);
-	}
-	rc = sw_errf(err, SW_EIO, "%s: cannot move the finished build into place: %s", o->out_dir,
-	             strerror(errno));
-	remove_tree(tmp);
-	return rc;
+	if ((rc = sw_outdir_commit(&od, err)))
+		return rc;
+	if (o->log)
+		fprintf(o->log, "build: %s is in place\n", od.target);
+	return 0;
 }
 
 /* --- `specwright build SPEC.json -o DIR [--no-compile] [--cache DIR]` ------- */

@@ -250,14 +250,46 @@ static void test_refusals(void **state)
 	assert_int_equal(sh("%s/specwright bundle %s -o %s 2>&1", build_dir(), g_engine, X), 1);
 	must(sh("cat %s", X), "the user's file");
 	assert_string_equal(g_out, "mine");
-	/* a bundle is replaced by the next one into the same place */
+	/* a bundle is replaced by the next one into the same place, but only
+	 * while it is whole: a file of the user's added to it (notes, a
+	 * weights file) is refused by name and kept, with everything else
+	 * (issue 40: it was deleted, exit 0) */
 	snprintf(X, sizeof(X), "%s/X3", g_abs);
 	bundle(X, g_engine, "");
-	must(sh("touch %s/stale-marker", X), "touch");
 	bundle(X, g_engine, "");
-	char p[800];
-	snprintf(p, sizeof(p), "%s/stale-marker", X);
-	assert_int_not_equal(access(p, F_OK), 0);
+	must(sh("env -i PATH=/usr/bin:/bin %s/run --verify 2>&1", X), "the replaced bundle verifies");
+	/* the file, and the name the refusal gives (the first foreign entry) */
+	static const char *const mine[][2] = {{"notes.txt", "X3/notes.txt"}, {"weights/mine.gguf", "X3/weights:"},
+	                                      {"engines/tiny-ngram/my-notes.md", "tiny-ngram/my-notes.md"}};
+	for (size_t i = 0; i < sizeof(mine) / sizeof(mine[0]); i++) {
+		must(sh("mkdir -p $(dirname %s/%s) && printf 'mine' > %s/%s", X, mine[i][0], X, mine[i][0]), "a user's file");
+		assert_int_equal(sh("%s/specwright bundle %s -o %s 2>&1", build_dir(), g_engine, X), 1);
+		if (!strstr(g_out, "is not a bundle") || !strstr(g_out, mine[i][1]) || !strstr(g_out, "not listed"))
+			fail_msg("a bundle plus %s: %s", mine[i][0], g_out);
+		must(sh("cat %s/%s", X, mine[i][0]), "the user's file");
+		assert_string_equal(g_out, "mine");
+		must(sh("test -x %s/run && test -f %s/engines/tiny-ngram/engine.json", X, X), "the bundle kept");
+		must(sh("rm -f %s/%s; rmdir %s/weights 2>/dev/null; true", X, mine[i][0], X), "rm");
+	}
+	/* a user's directory with a bundle.json forged into it (a real one's):
+	 * everything in it stays */
+	snprintf(X, sizeof(X), "%s/X6", g_abs);
+	must(sh("mkdir -p %s && cp %s/X3/bundle.json %s/ && printf 'thesis' > %s/thesis.tex", X, g_abs, X, X),
+	     "forged");
+	assert_int_equal(sh("%s/specwright bundle %s -o %s 2>&1", build_dir(), g_engine, X), 1);
+	if (!strstr(g_out, "is not a bundle") || !strstr(g_out, "missing"))
+		fail_msg("a forged bundle.json: %s", g_out);
+	must(sh("cat %s/thesis.tex", X), "the user's thesis");
+	assert_string_equal(g_out, "thesis");
+	/* a user's directories named as the temporary once was (DIR.tmp.PID,
+	 * for the next pids after this one: removed first, exit 0): untouched */
+	snprintf(X, sizeof(X), "%s/X7", g_abs);
+	must(sh("for n in $(seq %d %d); do mkdir -p %s.tmp.$n && echo mine > %s.tmp.$n/f; done", (int)getpid() + 1,
+	        (int)getpid() + 64, X, X), "siblings");
+	bundle(X, g_engine, "");
+	must(sh("cat %s.tmp.*/f | grep -c mine", X), "siblings kept");
+	assert_int_equal(atoi(g_out), 64);
+	must(sh("rm -rf %s.tmp.*", X), "rm");
 	/* no kit */
 	snprintf(X, sizeof(X), "%s/X4", g_abs);
 	assert_int_equal(sh("%s/specwright bundle %s -o %s --kit %s/nokit 2>&1", build_dir(), g_engine, X, g_abs),
@@ -277,8 +309,8 @@ static void test_refusals(void **state)
 	if (!strstr(g_out, "digest") || !strstr(g_out, model3))
 		fail_msg("digest mismatch: %s", g_out);
 	assert_int_not_equal(access(X, F_OK), 0);
-	/* nothing left behind: no DIR.tmp.* in the work directory */
-	assert_int_equal(sh("ls %s | grep -c '\\.tmp\\.'", g_abs), 1);
+	/* nothing left behind: no temporary (DIR.tmp-XXXXXX) in the work directory */
+	assert_int_equal(sh("ls %s | grep -c '\\.tmp[-.]'", g_abs), 1);
 }
 
 /* ---- an EAGLE-3 engine: its head carried ---- */
@@ -398,7 +430,7 @@ static void test_eagle3_head(void **state)
 	must(sh("printf 'x' | dd of=%s/weights/e3head/model.safetensors bs=1 seek=200 conv=notrunc 2>/dev/null", B),
 	     "dd");
 	assert_int_equal(sh("env -i PATH=/usr/bin:/bin %s/run --verify 2>&1", B), 1);
-	if (!strstr(g_out, "weights/e3head/model.safetensors") || !strstr(g_out, "1 of"))
+	if (!strstr(g_out, "weights/e3head/model.safetensors") || !strstr(g_out, "1 problem"))
 		fail_msg("--verify: %s", g_out);
 }
 
@@ -438,8 +470,54 @@ static void test_verify(void **state)
 	must(sh("printf 'x' | dd of=%s/engines/tiny-ngram/kernels.cu bs=1 seek=100 conv=notrunc 2>/dev/null", V),
 	     "dd");
 	assert_int_equal(sh("env -i PATH=/usr/bin:/bin %s/run --verify 2>&1", V), 1);
-	if (!strstr(g_out, "engines/tiny-ngram/kernels.cu") || !strstr(g_out, "1 of"))
+	if (!strstr(g_out, "engines/tiny-ngram/kernels.cu") || !strstr(g_out, "1 problem"))
 		fail_msg("--verify: %s", g_out);
+	/* the same size: the launcher's start checks (names, sizes, the
+	 * engine's digests) refuse to run it */
+	assert_int_equal(sh("env -i PATH=/usr/bin:/bin %s/run run -p x 2>&1", V), 1);
+	if (!strstr(g_out, "engine tiny-ngram") || !strstr(g_out, "kernels.cu"))
+		fail_msg("run with an edited kernels.cu: %s", g_out);
+}
+
+/* A bundle is verified whole (issue 40): an entry bundle.json does not
+ * list (a shared library the rpath would load, a binary, an engine file),
+ * one it lists that is gone, or an entry dropped from its list, each
+ * refused by --verify, naming it; the launcher refuses to start with an
+ * extra or changed file in bin/ or lib/ before it runs anything there. */
+static void test_verify_whole(void **state)
+{
+	char V[700];
+	static const struct {
+		const char *what, *cmd, *names;
+		bool launcher; /* refused at start by the shell's bin/lib check */
+	} C[] = {
+		{"an extra libcublasLt in lib/", "cp %s/lib/$(ls %s/lib | head -n 1) %s/lib/libcublasLt.so.13", "lib/libcublasLt.so.13", true},
+		{"an extra binary in bin/", "cp /bin/true %s/bin/helper #%s%s", "bin/helper", true},
+		{"a library resized", "printf x >> %s/lib/$(ls %s/lib | head -n 1) #%s", "lib/", true},
+		{"an extra engine file", "printf x > %s/engines/tiny-ngram/extra.cubin #%s%s", "engines/tiny-ngram/extra.cubin", false},
+		{"an extra directory", "mkdir %s/engines/more #%s%s", "engines/more", false},
+		{"a listed file gone", "rm %s/engines/tiny-ngram/kernels.cu #%s%s", "kernels.cu", false},
+		{"a files entry dropped", "grep -v 'engines/tiny-ngram/kernels.cu' %s/bundle.json > %s/b && mv %s/b %s/bundle.json",
+		 "kernels.cu", false},
+	};
+	for (size_t i = 0; i < sizeof(C) / sizeof(C[0]); i++) {
+		snprintf(V, sizeof(V), "%s/VW%zu", g_abs, i);
+		bundle(V, g_engine, "");
+		must(sh(C[i].cmd, V, V, V, V), C[i].what);
+		assert_int_equal(sh("%s/specwright bundle --verify %s 2>&1", build_dir(), V), 1);
+		if (!strstr(g_out, C[i].names) || !strstr(g_out, "1 problem"))
+			fail_msg("%s: --verify: %s", C[i].what, g_out);
+		print_message("  %-30s --verify: %.160s\n", C[i].what, strstr(g_out, V));
+		assert_int_equal(sh("env -i PATH=/usr/bin:/bin %s/run run -p x --backend host 2>&1", V), 1);
+		if (!strstr(g_out, C[i].names) || !strstr(g_out, "nothing was run"))
+			fail_msg("%s: the launcher started: %s", C[i].what, g_out);
+		if (C[i].launcher && !strstr(g_out, "bin and") )
+			fail_msg("%s: not the launcher's own bin/lib check: %s", C[i].what, g_out);
+		/* and the next bundle into that place refuses to replace it */
+		assert_int_equal(sh("%s/specwright bundle %s -o %s 2>&1", build_dir(), g_engine, V), 1);
+		assert_non_null(strstr(g_out, "is not a bundle"));
+		must(sh("rm -rf %s", V), "rm");
+	}
 }
 
 /* ---- the kit's binaries ---- */
@@ -497,6 +575,7 @@ int main(void)
 		cmocka_unit_test(test_run_cuda_fake),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_verify),
+		cmocka_unit_test(test_verify_whole),
 		cmocka_unit_test(test_eagle3_head),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

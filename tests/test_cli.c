@@ -214,6 +214,68 @@ static void test_input_files(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* Outputs never replace what is not theirs (issue 40): eval --dump,
+ * derive-draft -o and train-head -o refuse a target that is a FIFO, a
+ * directory or a link to a device (it was renamed over: as root
+ * `--dump /dev/null` replaced the device node), and one that is an input
+ * of the same command (the model itself); the target is as it was. A
+ * failed write to standard output exits non-zero. */
+static void test_output_targets(void **state)
+{
+	char dir[256], cmd[1400];
+	struct stat st;
+	snprintf(dir, sizeof(dir), "%s/cli_outputs.%d", getenv("BUILD") ? getenv("BUILD") : "build", (int)getpid());
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/d && mkfifo %s/fifo && ln -s /dev/null %s/null && cp %s %s/model.gguf",
+	         dir, dir, dir, model(), dir);
+	assert_int_equal(system(cmd), 0);
+	alarm(300);
+	static const char *const targets[][2] = {
+		{"fifo", "is a FIFO, not a regular file"},
+		{"d", "is a directory, not a regular file"},
+		{"null", "is a character device, not a regular file"},
+	};
+	for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
+		EXPECT(2, targets[i][1], "eval %s -p hi -n 2 --dump %s/%s", model(), dir, targets[i][0]);
+		EXPECT(2, targets[i][1], "derive-draft %s --layers 0-1 -o %s/%s", model(), dir, targets[i][0]);
+	}
+	char p[400];
+	snprintf(p, sizeof(p), "%s/fifo", dir);
+	assert_int_equal(lstat(p, &st), 0);
+	assert_true(S_ISFIFO(st.st_mode));
+	snprintf(p, sizeof(p), "%s/null", dir);
+	assert_int_equal(lstat(p, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	assert_int_equal(stat("/dev/null", &st), 0);
+	assert_true(S_ISCHR(st.st_mode));
+	/* the input itself */
+	snprintf(p, sizeof(p), "%s/model.gguf", dir);
+	struct stat before;
+	assert_int_equal(stat(p, &before), 0);
+	EXPECT(2, "the same file as the model", "eval %s -p hi -n 2 --dump %s", p, p);
+	EXPECT(2, "the same file as the model", "derive-draft %s --layers 0-1 -o %s", p, p);
+	EXPECT(2, "the same file as the model", "train-head %s --draft layerskip:0-3 -o %s", p, p);
+	EXPECT(2, "the same file as --tokenizer", "derive-draft %s --layers 0-1 --tokenizer %s -o %s/d/../model.gguf",
+	       model(), p, dir);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_ino, before.st_ino);
+	assert_int_equal(st.st_size, before.st_size);
+	/* a derived model into a new file still works, and replaces a regular one */
+	EXPECT(0, "wrote", "derive-draft %s --layers 0-1 -o %s/draft.gguf", model(), dir);
+	EXPECT(0, "wrote", "derive-draft %s --layers 0-2 -o %s/draft.gguf", model(), dir);
+	/* standard output that cannot be written */
+	snprintf(cmd, sizeof(cmd), "%s/specwright generate %s -n 2 --no-chat -p hi 2>&1 >/dev/full",
+	         getenv("BUILD") ? getenv("BUILD") : "build", model());
+	FILE *pp = popen(cmd, "r");
+	size_t n = fread(g_out, 1, sizeof(g_out) - 1, pp);
+	g_out[n] = 0;
+	int rc = pclose(pp);
+	if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 1 || !strstr(g_out, "writing standard output failed"))
+		fail_msg("generate > /dev/full: status %d, output:\n%s", rc, g_out);
+	alarm(0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* The "tokens" array of the last --json run (g_out) into out. */
 static void json_tokens(char *out, size_t n)
 {
@@ -563,6 +625,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_usage_errors),
 		cmocka_unit_test(test_input_files),
+		cmocka_unit_test(test_output_targets),
 		cmocka_unit_test(test_huge_files),
 		cmocka_unit_test(test_bad_files),
 		cmocka_unit_test(test_bad_requests),

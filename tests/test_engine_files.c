@@ -248,8 +248,11 @@ static void test_atomic_replace(void **state)
 	if (rc)
 		fail_msg("after two concurrent builds: %s", g_out);
 
-	/* a killed build leaves nothing at the target path; the next build
-	 * clears its leftovers */
+	/* a killed build leaves nothing at the target path, and at most its
+	 * own temporary beside it (killed.tmp-XXXXXX), which no later build
+	 * removes: nothing outside a build's own temporary is ever removed
+	 * (issue 40; it was swept by pid before, which took a user's
+	 * directory of that name) */
 	snprintf(e, sizeof(e), "%s/killed", g_dir);
 	char cache[700];
 	snprintf(cache, sizeof(cache), "%s/cache-cold", g_dir); /* cold cache: NVRTC takes seconds */
@@ -264,13 +267,36 @@ static void test_atomic_replace(void **state)
 	int st;
 	waitpid(pid, &st, 0);
 	struct stat sb;
-	if (WIFSIGNALED(st)) /* killed mid-build, as intended */
+	const int killed = WIFSIGNALED(st);
+	if (killed) /* killed mid-build, as intended */
 		assert_int_equal(stat(e, &sb), -1);
 	else
 		print_message("  the build finished in under 1.5 s (warm machine): no kill happened\n");
 	build(e, "--no-compile");
 	assert_int_equal(run_engine(e), 0);
-	assert_int_equal(sh("ls -d %s/killed.tmp.* %s/killed.old.* 2>/dev/null | wc -l", g_dir, g_dir), 0);
+	assert_int_equal(sh("ls -d %s/killed.* 2>/dev/null | grep -c 'killed\\.tmp-......$'", g_dir), killed ? 0 : 1);
+	assert_int_equal(atoi(g_out), killed);
+}
+
+/* `build -o DIR` never touches a sibling it did not make (issue 40): a
+ * user's directories named DIR.tmp.PID (the name the build once gave its
+ * temporary and removed first: the next pids after this one), and
+ * DIR.tmp.N / DIR.old.N of a pid that is gone (which the build once swept
+ * as its killed leftovers) keep every file. */
+static void test_build_keeps_siblings(void **state)
+{
+	char d[600];
+	snprintf(d, sizeof(d), "%s/sib", g_dir);
+	assert_int_equal(sh("for n in $(seq %d %d) 4194300; do mkdir -p %s.tmp.$n && echo mine > %s.tmp.$n/f; done; "
+	                    "mkdir -p %s.old.4194300 && echo mine > %s.old.4194300/f",
+	                    (int)getpid() + 1, (int)getpid() + 64, d, d, d, d), 0);
+	build(d, "--no-compile");
+	assert_int_equal(run_engine(d), 0);
+	assert_int_equal(sh("cat %s.tmp.*/f %s.old.*/f | grep -c mine", d, d), 0);
+	assert_int_equal(atoi(g_out), 66);
+	/* and a directory where the temporary would go is never taken: the
+	 * temporary is an exclusive fresh name, nothing beside it changes */
+	assert_int_equal(sh("ls -d %s.tmp-* 2>/dev/null | wc -l", d), 0);
 	assert_int_equal(atoi(g_out), 0);
 }
 
@@ -282,6 +308,7 @@ int main(void)
 		cmocka_unit_test(test_engine_json_covered),
 		cmocka_unit_test(test_build_replaces_only_engines),
 		cmocka_unit_test(test_engine_json_capped),
+		cmocka_unit_test(test_build_keeps_siblings),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -9,6 +9,7 @@
 #include "cache.h"
 #include "core/fileio.h"
 #include "core/hash.h"
+#include "core/output.h"
 
 #define CACHE_MAGIC "SWNVRTC1"
 
@@ -29,23 +30,11 @@ int gen_jit_mkdirs(const char *dir)
 int gen_jit_write_atomic(const char *path, const void *const *parts, const size_t *lens, int n,
                          sw_err *err)
 {
-	char tmp[1100];
-	snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
-	FILE *f = fopen(tmp, "wb");
-	if (!f)
-		return sw_errf(err, SW_EIO, "%s: cannot write: %s", tmp, strerror(errno));
-	int bad = 0;
-	for (int i = 0; i < n; i++)
-		bad |= lens[i] && fwrite(parts[i], 1, lens[i], f) != lens[i];
-	if (fclose(f) || bad) {
-		unlink(tmp);
-		return sw_errf(err, SW_EIO, "%s: write failed: %s", tmp, strerror(errno));
-	}
-	if (rename(tmp, path)) {
-		unlink(tmp);
-		return sw_errf(err, SW_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
-	}
-	return 0;
+	sw_outfile o;
+	int rc = sw_outfile_open(&o, path, "write", err);
+	for (int i = 0; !rc && i < n; i++)
+		sw_outfile_write(&o, parts[i], lens[i]);
+	return rc ? rc : sw_outfile_commit(&o, err);
 }
 
 int gen_jit_write_file(const char *path, const void *p, size_t n, sw_err *err)

@@ -136,6 +136,8 @@ int cli_train_head(const cli_opts *o)
 		fprintf(stderr, "specwright train-head: -o HEAD.safetensors and --draft layerskip:SPEC (or model:PATH) are required\n");
 		return 2;
 	}
+	if (cli_output_clashes(o, o->output, "-o"))
+		return 2;
 	rt_acchead_train_cfg cfg;
 	rt_acchead_train_defaults(&cfg);
 	cfg.verbose = 1;

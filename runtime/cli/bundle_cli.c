@@ -1,13 +1,17 @@
 /* `specwright bundle ENGINE_DIR... -o DIR [--with-weights] [--kit KITDIR]`:
  * a folder a bare GPU machine runs (the portable kit from `make portable`,
  * the engines, optionally their weights, bundle.json, launch.tsv), written
- * into DIR.tmp.PID and renamed into place; and `specwright bundle --verify
- * DIR`: every file against bundle.json's size and SHA-256. The layout and
+ * through core/output.h (an exclusive temporary beside DIR, put in place
+ * last; an existing DIR replaced only when it is a whole bundle this
+ * program wrote); and `specwright bundle --verify DIR`: the tree against
+ * bundle.json, which lists every file (size, SHA-256) and directory: an
+ * extra, missing or changed entry is refused. The layout and
  * the launcher's search order are in runtime/cli/README.md. Not the kit's
  * assembly (runtime/cli/bundle/kit.sh) nor the launcher (bundle/run.sh). */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
@@ -23,13 +27,16 @@
 #include "core/digest.h"
 #include "core/fileio.h"
 #include "core/json.h"
+#include "core/output.h"
 #include "core/sha256.h"
 #include "formats/engine_files.h"
 #include "engine/manifest.h"
 #include "model/block_drafter.h"
 #include "model/eagle3.h"
 
-#define BUNDLE_FORMAT 1
+/* 2: bundle.json lists the directories too ("dirs"), and --verify refuses
+ * any entry it does not list */
+#define BUNDLE_FORMAT 2
 #define MAX_ENGINES 64
 #define PATH_CAP 1400
 
@@ -60,7 +67,7 @@ typedef struct bengine {
 } bengine;
 
 typedef struct bundle {
-	char out[PATH_MAX], tmp[PATH_MAX + 32], kit[PATH_MAX];
+	char out[PATH_MAX], tmp[SW_OUT_PATH], kit[PATH_MAX];
 	bool with_weights;
 	bengine eng[MAX_ENGINES];
 	int n_eng;
@@ -75,14 +82,17 @@ typedef struct bundle {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: specwright bundle ENGINE_DIR [ENGINE_DIR ...] -o DIR [--with-weights] [--kit KITDIR]\n"
-	           "       specwright bundle --verify DIR\n"
+	           "       specwright bundle --verify DIR | --verify-listing DIR\n"
 	           "  a folder to copy to a GPU machine with a driver and little else: the portable kit\n"
 	           "  (bin/, lib/, run, check/; `make portable` builds it into build/portable, the default\n"
 	           "  --kit is <this binary's directory>/portable), the engines under DIR/engines/NAME and,\n"
 	           "  with --with-weights, their weights under DIR/weights (checked against each engine's\n"
 	           "  digest first; without it the engines read the paths they were built from).\n"
 	           "  DIR/run run [NAME] [options] runs one; DIR/run --probe says what the machine has;\n"
-	           "  DIR/run --verify checks every file against DIR/bundle.json.\n");
+	           "  DIR/run --verify checks the tree against DIR/bundle.json: every file's size and SHA-256,\n"
+	           "  every directory, and nothing else there (--verify-listing: names and sizes only, what\n"
+	           "  the launcher checks on every start). An existing DIR is replaced only when it is a\n"
+	           "  whole bundle (--verify passes); anything else there is refused, never removed.\n");
 }
 
 /* ---- files ---------------------------------------------------------------- */
@@ -101,18 +111,6 @@ static int mkdirs(const char *path, sw_err *err)
 	if (mkdir(p, 0755) && errno != EEXIST)
 		return sw_errf(err, SW_EIO, "%s: cannot create: %s", p, strerror(errno));
 	return 0;
-}
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st, (void)ftw;
-	return flag == FTW_DP ? rmdir(p) : unlink(p);
-}
-
-/* Removes a tree this command wrote (its temporary, or a bundle it replaces). */
-static void rm_tree(const char *path)
-{
-	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static int add_file(bundle *b, const char *rel, uint64_t bytes, const char *sha, int part, sw_err *err)
@@ -377,10 +375,16 @@ static int weights_name(bundle *b, const bengine *e, const char *src, char *out,
 			*copied = true;
 			return 0;
 		}
-	snprintf(out, n, "weights/%s", bn);
+	/* built apart from out: out lies in e's own record, and e->name too */
+	char name[700];
+	snprintf(name, sizeof(name), "weights/%s", bn);
 	for (int i = 0; i < b->n_wcopied; i++)
-		if (!strcmp(b->wdst[i], out))
-			snprintf(out, n, "weights/%s-%s", e->name, bn);
+		if (!strcmp(b->wdst[i], name))
+			snprintf(name, sizeof(name), "weights/%s-%s", e->name, bn);
+	if (strlen(name) >= n)
+		return sw_errf(err, SW_EINVAL, "engine %s: weights %s: a name under weights/ longer than %zu bytes",
+		               e->src, src, n - 1);
+	memcpy(out, name, strlen(name) + 1);
 	snprintf(b->wsrc[b->n_wcopied], PATH_MAX, "%s", real);
 	snprintf(b->wdst[b->n_wcopied], 600, "%s", out);
 	b->n_wcopied++;
@@ -524,6 +528,80 @@ static int engine_open(bundle *b, const char *dir, sw_err *err)
 	return 0;
 }
 
+/* ---- the tree ------------------------------------------------------------------ */
+
+/* One entry of a bundle's tree: a file, a directory, or anything else
+ * (a link, a FIFO: a bundle holds none). */
+typedef struct bentry {
+	char path[600];
+	char type; /* 'f', 'd', 'o' */
+	uint64_t bytes;
+} bentry;
+
+typedef struct blist {
+	bentry *e;
+	int n, cap;
+} blist;
+
+static int entry_cmp(const void *a, const void *b)
+{
+	return strcmp(((const bentry *)a)->path, ((const bentry *)b)->path);
+}
+
+static int blist_push(blist *l, const char *path, char type, uint64_t bytes, sw_err *err)
+{
+	if (l->n == l->cap) {
+		int cap = l->cap ? 2 * l->cap : 128;
+		bentry *e = realloc(l->e, sizeof(*e) * (size_t)cap);
+		if (!e)
+			return sw_errf(err, SW_ENOMEM, "out of memory");
+		l->e = e;
+		l->cap = cap;
+	}
+	bentry *e = &l->e[l->n++];
+	snprintf(e->path, sizeof(e->path), "%s", path);
+	e->type = type;
+	e->bytes = bytes;
+	return 0;
+}
+
+/* Every entry under root (relative paths; never through a link), sorted. */
+static int walk(const char *root, const char *rel, int depth, blist *l, sw_err *err)
+{
+	char p[PATH_MAX + 700];
+	snprintf(p, sizeof(p), "%s%s%s", root, rel[0] ? "/" : "", rel);
+	if (depth > 16)
+		return sw_errf(err, SW_EINVAL, "%s: nested more than 16 directories deep: not a bundle's tree", p);
+	DIR *d = opendir(p);
+	if (!d)
+		return sw_errf(err, SW_EIO, "%s: cannot read: %s", p, strerror(errno));
+	struct dirent *de;
+	int rc = 0;
+	while (!rc && (de = readdir(d))) {
+		char r[700], q[PATH_MAX + 1400];
+		struct stat st;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (snprintf(r, sizeof(r), "%s%s%s", rel, rel[0] ? "/" : "", de->d_name) >= (int)sizeof(r)) {
+			rc = sw_errf(err, SW_EINVAL, "%s/%s: a path longer than a bundle holds", p, de->d_name);
+			break;
+		}
+		snprintf(q, sizeof(q), "%s/%s", root, r);
+		if (lstat(q, &st)) {
+			rc = sw_errf(err, SW_EIO, "%s: %s", q, strerror(errno));
+			break;
+		}
+		const char t = S_ISREG(st.st_mode) ? 'f' : S_ISDIR(st.st_mode) ? 'd' : 'o';
+		rc = blist_push(l, r, t, (uint64_t)st.st_size, err);
+		if (!rc && t == 'd')
+			rc = walk(root, r, depth + 1, l, err);
+	}
+	closedir(d);
+	if (!rc && !rel[0])
+		qsort(l->e, (size_t)l->n, sizeof(*l->e), entry_cmp);
+	return rc;
+}
+
 /* ---- bundle.json -------------------------------------------------------------- */
 
 static int file_cmp(const void *a, const void *b)
@@ -531,11 +609,23 @@ static int file_cmp(const void *a, const void *b)
 	return strcmp(((const bfile *)a)->path, ((const bfile *)b)->path);
 }
 
+/* A FILE written inside the temporary, every write checked at the close. */
+static int close_checked(FILE *f, const char *path, sw_err *err)
+{
+	int bad = ferror(f) != 0;
+	int e = errno;
+	if (fflush(f) || fsync(fileno(f)))
+		bad = 1, e = errno;
+	if (fclose(f) && !bad)
+		bad = 1, e = errno;
+	return bad ? sw_errf(err, SW_EIO, "%s: write failed: %s", path, strerror(e ? e : EIO)) : 0;
+}
+
 static int write_launch(bundle *b, sw_err *err)
 {
-	char path[PATH_MAX + 64];
+	char path[SW_OUT_PATH + 64];
 	snprintf(path, sizeof(path), "%s/launch.tsv", b->tmp);
-	FILE *f = fopen(path, "w");
+	FILE *f = fopen(path, "wx");
 	if (!f)
 		return sw_errf(err, SW_EIO, "%s: cannot create: %s", path, strerror(errno));
 	for (int i = 0; i < b->n_eng; i++) {
@@ -552,32 +642,38 @@ static int write_launch(bundle *b, sw_err *err)
 		}
 		fprintf(f, "\n");
 	}
-	if (fclose(f))
-		return sw_errf(err, SW_EIO, "%s: write failed: %s", path, strerror(errno));
+	int rc = close_checked(f, path, err);
 	char hex[65];
 	uint64_t n;
-	int rc = sw_sha256_file(path, hex, &n, err);
+	if (!rc)
+		rc = sw_sha256_file(path, hex, &n, err);
 	return rc ? rc : add_file(b, "launch.tsv", n, hex, 3, err);
 }
 
 static int write_json(bundle *b, uint64_t part_bytes[4], sw_err *err)
 {
-	char path[PATH_MAX + 64], tmp[PATH_MAX + 80], ts[32];
+	char path[SW_OUT_PATH + 64], ts[32];
+	blist tree = {0};
+	int rc;
 	snprintf(path, sizeof(path), "%s/bundle.json", b->tmp);
-	snprintf(tmp, sizeof(tmp), "%s.part", path);
 	const time_t now = time(NULL);
 	struct tm tm;
 	gmtime_r(&now, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	qsort(b->files, (size_t)b->n_files, sizeof(*b->files), file_cmp);
+	/* the directories, from the tree itself (every file in it listed) */
+	if ((rc = walk(b->tmp, "", 0, &tree, err)))
+		goto out;
 	uint64_t total = 0;
 	for (int i = 0; i < b->n_files; i++) {
 		part_bytes[b->files[i].part] += b->files[i].bytes;
 		total += b->files[i].bytes;
 	}
-	FILE *f = fopen(tmp, "w");
-	if (!f)
-		return sw_errf(err, SW_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+	FILE *f = fopen(path, "wx");
+	if (!f) {
+		rc = sw_errf(err, SW_EIO, "%s: cannot create: %s", path, strerror(errno));
+		goto out;
+	}
 	fprintf(f, "{\n  \"specwright_bundle\": %d,\n  \"created\": \"%s\",\n  \"created_unix\": %lld,\n",
 	        BUNDLE_FORMAT, ts, (long long)now);
 	fprintf(f, "  \"kit\": {\"glibc_floor\": ");
@@ -617,6 +713,8 @@ static int write_json(bundle *b, uint64_t part_bytes[4], sw_err *err)
 		}
 		fprintf(f, "]}%s\n", i + 1 < b->n_eng ? "," : "");
 	}
+	/* one entry a line, "path" first: the launcher reads bin/ and lib/ from
+	 * these lines with sed before it runs anything in them */
 	fprintf(f, "  ],\n  \"files\": [\n");
 	for (int i = 0; i < b->n_files; i++) {
 		fprintf(f, "    {\"path\": ");
@@ -624,82 +722,185 @@ static int write_json(bundle *b, uint64_t part_bytes[4], sw_err *err)
 		fprintf(f, ", \"bytes\": %" PRIu64 ", \"sha256\": \"%s\"}%s\n", b->files[i].bytes,
 		        b->files[i].sha, i + 1 < b->n_files ? "," : "");
 	}
-	fprintf(f, "  ],\n  \"bytes\": {\"kit\": %" PRIu64 ", \"engines\": %" PRIu64 ", \"weights\": %" PRIu64
+	fprintf(f, "  ],\n  \"dirs\": [");
+	int nd = 0;
+	for (int i = 0; i < tree.n; i++)
+		if (tree.e[i].type == 'd') {
+			fprintf(f, "%s\n    ", nd++ ? "," : "");
+			jstr(f, tree.e[i].path);
+		}
+	fprintf(f, "\n  ],\n  \"bytes\": {\"kit\": %" PRIu64 ", \"engines\": %" PRIu64 ", \"weights\": %" PRIu64
 	        ", \"total\": %" PRIu64 "}\n}\n", part_bytes[0], part_bytes[1], part_bytes[2], total);
-	if (fflush(f) || fsync(fileno(f))) {
-		fclose(f);
-		return sw_errf(err, SW_EIO, "%s: write failed: %s", tmp, strerror(errno));
-	}
-	if (fclose(f) || rename(tmp, path))
-		return sw_errf(err, SW_EIO, "%s: write failed: %s", path, strerror(errno));
-	return 0;
+	rc = close_checked(f, path, err);
+out:
+	free(tree.e);
+	return rc;
 }
 
-/* ---- the output directory ------------------------------------------------------ */
+/* ---- a bundle, whole ------------------------------------------------------------ */
 
-/* Whether dir holds a bundle.json this command wrote (then it may be replaced). */
-static bool is_bundle(const char *dir)
+/* dir's tree against its bundle.json: every file listed (size; with
+ * digests, SHA-256), every directory listed, nothing else there. Each
+ * problem goes to report (when not NULL); the first is err's message.
+ * Returns the number of problems (0: whole), or a negative error when
+ * bundle.json cannot be read. *n_files: the files listed. */
+static int bundle_check(const char *dir, bool digests, FILE *report, size_t *n_files, sw_err *err)
 {
-	char p[PATH_MAX + 32];
-	snprintf(p, sizeof(p), "%s/bundle.json", dir);
-	sw_err e = {0};
-	json_value *root = read_json(p, &e);
-	const json_value *v = root ? json_get(root, "specwright_bundle") : NULL;
-	bool ok = v && v->type == JSON_NUMBER;
+	char path[PATH_MAX + 32];
+	blist listed = {0}, tree = {0};
+	int bad = 0, rc;
+	int64_t fmt = 0;
+	const json_value *files = NULL, *dirs = NULL;
+	snprintf(path, sizeof(path), "%s/bundle.json", dir);
+	json_value *root = read_json(path, err);
+	if (!root)
+		return SW_EINVAL;
+	if ((rc = json_get_int(root, "specwright_bundle", "$", 1, INT32_MAX, &fmt, err)))
+		goto out;
+	if (fmt != BUNDLE_FORMAT) {
+		rc = sw_errf(err, SW_EINVAL, "%s: $.specwright_bundle: format %d expected, found %lld (%s): make "
+		             "the bundle again with this specwright", path, BUNDLE_FORMAT, (long long)fmt,
+		             fmt < BUNDLE_FORMAT ? "an older bundle lists no directories" : "a newer specwright's");
+		goto out;
+	}
+	if ((rc = json_get_array(root, "files", "$", 1, SIZE_MAX, &files, err)) ||
+	    (rc = json_get_array(root, "dirs", "$", 0, SIZE_MAX, &dirs, err)))
+		goto out;
+	*n_files = files->n;
+	for (size_t i = 0; i < files->n + dirs->n && !rc; i++) {
+		const bool isdir = i >= files->n;
+		const json_value *it = isdir ? dirs->items[i - files->n] : files->items[i];
+		const char *rel = NULL;
+		int64_t bytes = 0;
+		char jp[64];
+		if (isdir) {
+			snprintf(jp, sizeof(jp), "$.dirs[%zu]", i - files->n);
+			if (it->type != JSON_STRING) {
+				rc = sw_errf(err, SW_EINVAL, "%s: %s: a string expected", path, jp);
+				break;
+			}
+			rel = it->str;
+		} else {
+			snprintf(jp, sizeof(jp), "$.files[%zu]", i);
+			if ((rc = json_get_string(it, "path", jp, &rel, err)) ||
+			    (rc = json_get_int(it, "bytes", jp, 0, INT64_MAX, &bytes, err))) {
+				sw_err_prefix(err, "%s", path);
+				break;
+			}
+		}
+		if (!rel[0] || rel[0] == '/' || strstr(rel, "..") || !strcmp(rel, "bundle.json")) {
+			rc = sw_errf(err, SW_EINVAL, "%s: %s: a path inside the bundle expected, found \"%s\"", path,
+			             jp, rel);
+			break;
+		}
+		rc = blist_push(&listed, rel, isdir ? 'd' : 'f', (uint64_t)bytes, err);
+	}
+	if (rc)
+		goto out;
+	qsort(listed.e, (size_t)listed.n, sizeof(*listed.e), entry_cmp);
+	for (int i = 1; i < listed.n; i++)
+		if (!strcmp(listed.e[i].path, listed.e[i - 1].path)) {
+			rc = sw_errf(err, SW_EINVAL, "%s: \"%s\" listed twice", path, listed.e[i].path);
+			goto out;
+		}
+	if ((rc = walk(dir, "", 0, &tree, err)))
+		goto out;
+	/* a merge of the two sorted lists */
+	int i = 0, j = 0;
+	while (i < listed.n || j < tree.n) {
+		const bentry *L = i < listed.n ? &listed.e[i] : NULL, *T = j < tree.n ? &tree.e[j] : NULL;
+		if (T && !strcmp(T->path, "bundle.json")) {
+			j++;
+			continue;
+		}
+		const int c = !L ? 1 : !T ? -1 : strcmp(L->path, T->path);
+		char msg[10240] = "";
+		if (c < 0) {
+			snprintf(msg, sizeof(msg), "%s/%s: listed in bundle.json as a %s, missing", dir, L->path,
+			         L->type == 'd' ? "directory" : "file");
+			i++;
+		} else if (c > 0) {
+			snprintf(msg, sizeof(msg), "%s/%s: %s not listed in bundle.json (added after the bundle was made)",
+			         dir, T->path, T->type == 'd' ? "a directory" : T->type == 'f' ? "a file" :
+			         "an entry that is neither a file nor a directory,");
+			j++;
+		} else {
+			if (L->type != T->type) {
+				snprintf(msg, sizeof(msg), "%s/%s: listed as a %s, found %s", dir, L->path,
+				         L->type == 'd' ? "directory" : "file",
+				         T->type == 'd' ? "a directory" : T->type == 'f' ? "a file" : "something else");
+			} else if (L->type == 'f') {
+				const json_value *it = NULL;
+				const char *sha = NULL;
+				int64_t want = 0;
+				char fp[PATH_MAX + 700], hex[65], jp[64];
+				/* find its $.files entry again (its bytes and sha256) */
+				for (size_t k = 0; k < files->n && !it; k++) {
+					const json_value *pv = json_get(files->items[k], "path");
+					if (pv && pv->type == JSON_STRING && !strcmp(pv->str, L->path)) {
+						it = files->items[k];
+						snprintf(jp, sizeof(jp), "$.files[%zu]", k);
+					}
+				}
+				json_get_int(it, "bytes", jp, 0, INT64_MAX, &want, err);
+				snprintf(fp, sizeof(fp), "%s/%s", dir, L->path);
+				uint64_t n = T->bytes;
+				sw_err e2 = {0};
+				if ((uint64_t)want != T->bytes) {
+					snprintf(msg, sizeof(msg), "%s: expected %lld bytes (%s %s), found %llu: edited or "
+					         "damaged", fp, (long long)want, path, jp, (unsigned long long)T->bytes);
+				} else if (digests && json_get_string(it, "sha256", jp, &sha, &e2)) {
+					snprintf(msg, sizeof(msg), "%s: %s", path, e2.msg);
+				} else if (digests && sw_sha256_file(fp, hex, &n, &e2)) {
+					snprintf(msg, sizeof(msg), "%s", e2.msg);
+				} else if (digests && strcmp(hex, sha)) {
+					snprintf(msg, sizeof(msg), "%s: expected sha256 %s (%s %s), found %s: edited or "
+					         "damaged", fp, sha, path, jp, hex);
+				}
+			}
+			i++, j++;
+		}
+		if (msg[0]) {
+			if (!bad++)
+				sw_errf(err, SW_EINVAL, "%s", msg);
+			if (report)
+				fprintf(report, "specwright bundle --verify: %s\n", msg);
+		}
+	}
+	rc = bad;
+out:
+	free(listed.e);
+	free(tree.e);
 	json_free(root);
-	return ok;
+	return rc;
 }
 
-static int check_out(const bundle *b, bool *replace, sw_err *err)
+/* An existing -o is replaced only when it is a whole bundle, every file's
+ * digest its own (core/output.h asks before and after the swap). */
+static int bundle_owned(const char *dir, void *ctx, sw_err *err)
 {
-	struct stat st;
-	*replace = false;
-	if (lstat(b->out, &st)) {
-		if (errno == ENOENT)
-			return 0;
-		return sw_errf(err, SW_EIO, "-o %s: %s", b->out, strerror(errno));
-	}
-	if (!S_ISDIR(st.st_mode) || !is_bundle(b->out))
-		return sw_errf(err, SW_EINVAL, "-o %s: exists and is not a bundle (expected a directory holding "
-		               "a bundle.json written by `specwright bundle`, found %s): refusing to replace it; "
-		               "remove it yourself or choose another -o", b->out,
-		               S_ISDIR(st.st_mode) ? "a directory without one" : "a file");
-	*replace = true;
-	return 0;
+	size_t n = 0;
+	(void)ctx;
+	return bundle_check(dir, true, NULL, &n, err) ? SW_EINVAL : 0;
 }
 
 static int bundle_make(bundle *b, sw_err *err)
 {
-	bool replace;
-	int rc = check_out(b, &replace, err);
+	sw_outdir od;
+	int rc = sw_outdir_begin(&od, b->out, "a bundle", bundle_owned, NULL, err);
 	if (rc)
 		return rc;
-	snprintf(b->tmp, sizeof(b->tmp), "%s.tmp.%d", b->out, (int)getpid());
-	rm_tree(b->tmp);
-	if (mkdir(b->tmp, 0755))
-		return sw_errf(err, SW_EIO, "%s: cannot create: %s", b->tmp, strerror(errno));
+	snprintf(b->tmp, sizeof(b->tmp), "%s", od.tmp);
 	uint64_t part[4] = {0};
 	if ((rc = kit_copy(b, err)))
-		goto out_rm;
+		goto out_abort;
 	for (int i = 0; i < b->n_eng && !rc; i++)
 		if (!(rc = engine_copy(b, &b->eng[i], err)))
 			rc = engine_weights(b, &b->eng[i], err);
 	if (rc || (rc = write_launch(b, err)) || (rc = write_json(b, part, err)))
-		goto out_rm;
-	char old[PATH_MAX + 32];
-	snprintf(old, sizeof(old), "%s.old.%d", b->out, (int)getpid());
-	if (replace && rename(b->out, old)) {
-		rc = sw_errf(err, SW_EIO, "%s: cannot move the previous bundle aside: %s", b->out, strerror(errno));
-		goto out_rm;
-	}
-	if (rename(b->tmp, b->out)) {
-		rc = sw_errf(err, SW_EIO, "%s: cannot rename %s into place: %s", b->out, b->tmp, strerror(errno));
-		if (replace)
-			rename(old, b->out);
-		goto out_rm;
-	}
-	if (replace)
-		rm_tree(old);
+		goto out_abort;
+	if ((rc = sw_outdir_commit(&od, err)))
+		return rc;
 	uint64_t total = part[0] + part[1] + part[2] + part[3];
 	fprintf(stderr, "bundle %s: %d engine%s (", b->out, b->n_eng, b->n_eng == 1 ? "" : "s");
 	for (int i = 0; i < b->n_eng; i++)
@@ -711,64 +912,31 @@ static int bundle_make(bundle *b, sw_err *err)
 	fprintf(stderr, "bundle %s: run it with %s/run run [ENGINE] -p TEXT; %s/run --probe first on a new machine\n",
 	        b->out, b->out, b->out);
 	return 0;
-out_rm:
-	rm_tree(b->tmp);
+out_abort:
+	sw_outdir_abort(&od);
 	return rc;
 }
 
 /* ---- --verify ---------------------------------------------------------------- */
 
-static int bundle_verify(const char *dir)
+/* digests false: --verify-listing, the launcher's check on every start
+ * (names, types and sizes: cheap; the full digests with --verify) */
+static int bundle_verify(const char *dir, bool digests)
 {
-	char path[PATH_MAX + 32];
 	sw_err err = {0};
-	snprintf(path, sizeof(path), "%s/bundle.json", dir);
-	json_value *root = read_json(path, &err);
-	const json_value *files = NULL;
-	if (!root || json_get_array(root, "files", "$", 1, SIZE_MAX, &files, &err)) {
-		fprintf(stderr, "specwright bundle --verify: %s\n", err.msg);
-		json_free(root);
+	size_t n = 0;
+	const char *cmd = digests ? "--verify" : "--verify-listing";
+	int bad = bundle_check(dir, digests, stderr, &n, &err);
+	if (bad < 0) {
+		fprintf(stderr, "specwright bundle %s: %s\n", cmd, err.msg);
 		return 1;
 	}
-	int bad = 0, ok = 0;
-	for (size_t i = 0; i < files->n; i++) {
-		const char *rel = NULL, *sha = NULL;
-		int64_t bytes = 0;
-		char jp[64], fp[PATH_MAX + 700], hex[65];
-		snprintf(jp, sizeof(jp), "$.files[%zu]", i);
-		if (json_get_string(files->items[i], "path", jp, &rel, &err) ||
-		    json_get_string(files->items[i], "sha256", jp, &sha, &err) ||
-		    json_get_int(files->items[i], "bytes", jp, 0, INT64_MAX, &bytes, &err)) {
-			fprintf(stderr, "specwright bundle --verify: %s: %s\n", path, err.msg);
-			bad++;
-			continue;
-		}
-		if (rel[0] == '/' || strstr(rel, "..")) {
-			fprintf(stderr, "specwright bundle --verify: %s: %s.path: a path inside the bundle "
-			        "expected, found \"%s\"\n", path, jp, rel);
-			bad++;
-			continue;
-		}
-		snprintf(fp, sizeof(fp), "%s/%s", dir, rel);
-		uint64_t n = 0;
-		if (sw_sha256_file(fp, hex, &n, &err)) {
-			fprintf(stderr, "specwright bundle --verify: %s\n", err.msg);
-			bad++;
-		} else if ((int64_t)n != bytes || strcmp(hex, sha)) {
-			fprintf(stderr, "specwright bundle --verify: %s: expected %lld bytes with sha256 %s "
-			        "(%s %s), found %llu bytes with %s: edited or damaged\n", fp, (long long)bytes,
-			        sha, path, jp, (unsigned long long)n, hex);
-			bad++;
-		} else {
-			ok++;
-		}
-	}
-	json_free(root);
 	if (bad)
-		fprintf(stderr, "specwright bundle --verify: %s: %d of %zu files do not match bundle.json\n",
-		        dir, bad, files->n);
-	else
-		fprintf(stderr, "specwright bundle --verify: %s: all %d files match bundle.json\n", dir, ok);
+		fprintf(stderr, "specwright bundle %s: %s: %d problem%s against the %zu files bundle.json lists\n",
+		        cmd, dir, bad, bad == 1 ? "" : "s", n);
+	else if (digests)
+		fprintf(stderr, "specwright bundle --verify: %s: all %zu files match bundle.json, and nothing else "
+		        "is there\n", dir, n);
 	return bad ? 1 : 0;
 }
 
@@ -788,9 +956,9 @@ int cli_bundle(int argc, char **argv)
 			usage(stdout);
 			free(b);
 			return 0;
-		} else if (!strcmp(a, "--verify") && v && argc == 4) {
+		} else if ((!strcmp(a, "--verify") || !strcmp(a, "--verify-listing")) && v && argc == 4) {
 			free(b);
-			return bundle_verify(v);
+			return bundle_verify(v, !strcmp(a, "--verify"));
 		} else if (!strcmp(a, "-o") && v) {
 			out = v, i++;
 		} else if (!strcmp(a, "--kit") && v) {

@@ -1,6 +1,7 @@
 /* Option parsing, session set-up and stats printing for the CLI (cli.h). */
 #include "cli.h"
 #include "core/fileio.h"
+#include "core/output.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -537,4 +538,28 @@ void cli_print_tree_stats(FILE *f, const rt_stats *st, bool json)
 	else
 		fprintf(f, "[tree] first-draft acceptance %.3f, second-draft acceptance %.3f (given the first was rejected)\n",
 		        r0, r1);
+}
+
+bool cli_output_clashes(const cli_opts *o, const char *path, const char *opt)
+{
+	sw_err err = {0};
+	if (sw_outfile_check(path, opt, &err)) {
+		fprintf(stderr, "specwright: error: %s\n", err.msg);
+		return true;
+	}
+	const char *draft_path = o->draft && strchr(o->draft, ':') ? strchr(o->draft, ':') + 1 : NULL;
+	const struct { const char *what, *path; } in[] = {
+		{ "the model", o->model },         { "--tokenizer", o->tokenizer },
+		{ "-f", o->prompt_file },          { "--corpus", o->corpus },
+		{ "--prompt-set", o->prompt_set }, { "--acc-head", o->acc_head },
+		{ "--draft", draft_path },         { "--draft-model", o->draft_model },
+		{ "--model", o->model_override },
+	};
+	for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++)
+		if (in[i].path && sw_same_file(path, in[i].path)) {
+			fprintf(stderr, "specwright: %s %s: the same file as %s (%s): refusing to write over an "
+			        "input; give another path\n", opt, path, in[i].what, in[i].path);
+			return true;
+		}
+	return false;
 }

@@ -130,6 +130,12 @@ int cli_engine_bind(rt_engine *e, rt_dev *dev, const rt_model *target, const rt_
 int cli_engine_bind_block(rt_engine *e, rt_dev *dev, const rt_model *target,
                           const rt_block_drafter *bd, uint64_t seed, sw_err *err);
 
+/* Whether an output path cannot be written (a device, FIFO or directory
+ * there: core/output.h) or names one of o's input files; then it prints
+ * the refusal, naming both, and returns true: an output never replaces an
+ * input, and the place is checked before the command does its work. */
+bool cli_output_clashes(const cli_opts *o, const char *path, const char *opt);
+
 /* Whether path is an engine directory (holds engine.json). */
 bool cli_is_engine_dir(const char *path);
 

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "decode/block_decode.h"
 #include "core/fileio.h"
+#include "core/output.h"
 #include "formats/gguf.h"
 #include "gen/inspect.h"
 #include "decode/tree.h"
@@ -119,8 +120,17 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	rt_acchead *head = NULL;
 	bool spec = !strcmp(cmd, "run");
 	bool dump = !strcmp(cmd, "eval");
+	sw_outfile of = { 0 };
 	if (dump && !o->dump) {
 		fprintf(stderr, "specwright eval: --dump FILE is required\n");
+		return 2;
+	}
+	/* the output's place checked before the work: not a device, not an
+	 * input (cmd_decode's session reads them) */
+	if (dump && cli_output_clashes(o, o->dump, "--dump"))
+		return 2;
+	if (dump && sw_outfile_open(&of, o->dump, "--dump", &err)) {
+		fprintf(stderr, "specwright eval: error: %s\n", err.msg);
 		return 2;
 	}
 	if (cli_session_open(&s, o, &err))
@@ -229,51 +239,35 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	}
 	if (dump) {
 		/* eval: rerun with the logits kept: ids, then n rows of V floats,
-		 * written to a temporary name and renamed into place, every write
-		 * checked: a full disk leaves no truncated file behind. */
-		char tmp[4200];
-		snprintf(tmp, sizeof(tmp), "%s.tmp.%d", o->dump, (int)getpid());
-		FILE *f = fopen(tmp, "wb");
-		if (!f) {
-			sw_errf(&err, SW_EIO, "%s: cannot open for writing: %s", tmp, strerror(errno));
-			goto out_err;
-		}
+		 * through core/output.h: an exclusive temporary, every write
+		 * checked, renamed into place; a target that is not a regular
+		 * file (/dev/full, /dev/null, a FIFO) is refused, never renamed
+		 * over, and a failed write leaves nothing behind. */
 		int V = s.target->cfg.vocab;
 		float *lg = malloc((size_t)V * sizeof(*lg));
 		rt_ctx_truncate(s.tctx, 0);
 		int32_t hdr[3] = { n_prompt, n, V };
-		bool wok = fwrite(hdr, sizeof(hdr), 1, f) == 1 &&
-		           fwrite(ids, sizeof(*ids), (size_t)n_prompt, f) == (size_t)n_prompt &&
-		           fwrite(out, sizeof(*out), (size_t)n, f) == (size_t)n;
+		sw_outfile_write(&of, hdr, sizeof(hdr));
+		sw_outfile_write(&of, ids, sizeof(*ids) * (size_t)n_prompt);
+		sw_outfile_write(&of, out, sizeof(*out) * (size_t)n);
 		int rc2 = lg ? rt_ctx_feed(s.tctx, ids, n_prompt, lg, &err) : sw_errf(&err, SW_ENOMEM, "out of memory");
-		for (int i = 0; wok && rc2 == 0 && i < n; i++) {
-			wok = fwrite(lg, sizeof(*lg), (size_t)V, f) == (size_t)V;
+		for (int i = 0; !of.werr && rc2 == 0 && i < n; i++) {
+			sw_outfile_write(&of, lg, sizeof(*lg) * (size_t)V);
 			if (i + 1 < n)
 				rc2 = rt_ctx_feed(s.tctx, &out[i], 1, lg, &err);
 		}
 		free(lg);
-		int werr = wok ? 0 : errno;
-		if (fflush(f) || fsync(fileno(f)))
-			wok = false, werr = werr ? werr : errno;
-		if (fclose(f))
-			wok = false, werr = werr ? werr : errno;
-		if (!rc2 && wok && rename(tmp, o->dump)) {
-			wok = false;
-			werr = errno;
-		}
-		if (rc2 || !wok) {
-			unlink(tmp);
-			if (!rc2)
-				sw_errf(&err, SW_EIO, "%s: write failed: %s (nothing written)", o->dump,
-				        strerror(werr ? werr : EIO));
+		if (rc2)
 			goto out_err;
-		}
+		if (sw_outfile_commit(&of, &err))
+			goto out_err;
 	}
 	rc = 0;
 	goto out_free;
 out_err:
 	fprintf(stderr, "specwright %s: error: %s\n", cmd, err.msg);
 out_free:
+	sw_outfile_abort(&of); /* nothing when committed */
 	free(ids);
 	free(out);
 	free(out2);
@@ -304,6 +298,8 @@ static int cmd_derive(cli_opts *o)
 		fprintf(stderr, "specwright derive-draft: -o FILE and --layers SPEC are required\n");
 		return 2;
 	}
+	if (cli_output_clashes(o, o->output, "-o"))
+		return 2;
 	rt_derive_opts dop = { .type = GGML_T_Q8_0 };
 	if (o->wtype && parse_wtype("--type", o->wtype, &dop.type))
 		return 2;
@@ -352,7 +348,7 @@ out_free:
 	return rc;
 }
 
-int main(int argc, char **argv)
+static int main_cmd(int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage(argc < 2 ? stderr : stdout);
@@ -407,4 +403,19 @@ int main(int argc, char **argv)
 	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench, derive-draft, train-head, build, inspect, profile, serve or bundle)\n", cmd);
 	usage(stderr);
 	return 2;
+}
+
+/* Every command's text goes to stdout: a write that failed there (a full
+ * disk, a closed pipe's EIO, > /dev/full) is an error, not a success with
+ * the output lost. */
+int main(int argc, char **argv)
+{
+	int rc = main_cmd(argc, argv);
+	errno = 0;
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "specwright: error: writing standard output failed: %s (the output is incomplete)\n",
+		        strerror(errno ? errno : EIO));
+		return rc ? rc : 1;
+	}
+	return rc;
 }

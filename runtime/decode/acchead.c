@@ -1,6 +1,7 @@
 /* The SpecDec++ acceptance-prediction head (load, save, forward), the stop
  * rule and the time model (acchead.h). fp32 throughout, as the reference
  * casts the draft's hidden state to fp32 before the head. */
+#include "core/output.h"
 #include "acchead.h"
 
 #include <errno.h>
@@ -363,27 +364,24 @@ int rt_acchead_save(const rt_acchead *h, const char *path, sw_err *err)
 	                      (unsigned long long)off, (unsigned long long)(off + 8));
 	while (o % 8) /* the data section starts 8-aligned, padded with spaces */
 		hdr[o++] = ' ';
-	/* temp file + rename: a crash never leaves a half-written head */
-	char tmpname[4096];
-	snprintf(tmpname, sizeof(tmpname), "%s.tmp", path);
-	FILE *f = fopen(tmpname, "wb");
-	if (!f) {
+	/* core/output.h: an exclusive temporary, checked writes, fsync,
+	 * rename: a crash or a full disk never leaves a half-written head */
+	sw_outfile of;
+	int rc = sw_outfile_open(&of, path, "-o", err);
+	if (rc) {
 		free(hdr);
-		return sw_errf(err, SW_EIO, "%s: cannot open for writing: %s", tmpname, strerror(errno));
+		return rc;
 	}
+	FILE *f = of.f;
 	bool ok = put_u64(f, o) == 0 && fwrite(hdr, 1, o, f) == o;
 	for (int i = 0; ok && i < k; i++)
 		ok = fwrite(h->w, 4, (size_t)d * d, f) == (size_t)d * d && fwrite(h->b, 4, (size_t)d, f) == (size_t)d;
 	ok = ok && fwrite(h->w2, 4, 2 * (size_t)d, f) == 2 * (size_t)d && fwrite(h->b2, 4, 2, f) == 2;
 	free(hdr);
-	if (fclose(f) || !ok) {
-		remove(tmpname);
-		return sw_errf(err, SW_EIO, "%s: write failed", tmpname);
-	}
-	if (rename(tmpname, path)) {
-		remove(tmpname);
-		return sw_errf(err, SW_EIO, "%s: cannot rename from %s: %s", path, tmpname, strerror(errno));
-	}
+	if (!ok && !of.werr)
+		of.werr = errno ? errno : EIO;
+	if ((rc = sw_outfile_commit(&of, err)))
+		return rc;
 	return 0;
 }
 

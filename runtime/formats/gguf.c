@@ -4,6 +4,7 @@
  * read. Not a general ggml: no compute, and quantizers only for the simple
  * round-to-nearest block formats (Q4_0, Q4_1, Q8_0) that tests need. */
 #include "gguf.h"
+#include "core/output.h"
 #include "core/fileio.h"
 
 #include <errno.h>
@@ -1238,32 +1239,10 @@ int gguf_writer_save(gguf_writer *w, const char *path, sw_err *err)
 	int rc = gguf_writer_to_mem(w, &p, &n, err);
 	if (rc)
 		return sw_err_prefix(err, "%s", path);
-
-	size_t tl = strlen(path) + 16;
-	char *tmp = malloc(tl);
-	if (!tmp) {
-		rc = sw_errf(err, SW_ENOMEM, "%s: out of memory", path);
-		goto out_free_p;
-	}
-	snprintf(tmp, tl, "%s.tmp%d", path, (int)getpid());
-	FILE *fp = fopen(tmp, "wb");
-	if (!fp) {
-		rc = sw_errf(err, SW_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-		goto out_free_tmp;
-	}
-	size_t wrote = fwrite(p, 1, n, fp);
-	if (fclose(fp) != 0 || wrote != n) {
-		rc = sw_errf(err, SW_EIO, "%s: write failed: %s", tmp, strerror(errno));
-		unlink(tmp);
-		goto out_free_tmp;
-	}
-	if (rename(tmp, path) != 0) {
-		rc = sw_errf(err, SW_EIO, "%s: cannot rename from %s: %s", path, tmp, strerror(errno));
-		unlink(tmp);
-	}
-out_free_tmp:
-	free(tmp);
-out_free_p:
+	/* an exclusive temporary, checked writes, fsync, rename: a full disk
+	 * or a kill never leaves a half-written file, and a device or a
+	 * directory at path is refused, never renamed over */
+	rc = sw_outfile_save(path, "-o", p, n, err);
 	free(p);
 	return rc;
 }

@@ -12,10 +12,9 @@ kit=$1 cflags=$2
 shift 2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src=$(cd "$here/../../.." && pwd)
-tmp="$kit/.kit.tmp.$$"
-trap 'rm -rf "$tmp" "$kit/.kit.json.part.$$"' EXIT
 mkdir -p "$kit"
-rm -rf "$tmp"
+tmp=$(mktemp -d "$kit/.kit.tmp.XXXXXX")
+trap 'rm -rf "$tmp" "$kit/.kit.json.part.$$"' EXIT
 mkdir -p "$tmp/bin" "$tmp/lib" "$tmp/check"
 for b in "$@"; do
 	strip -o "$tmp/bin/$(basename "$b")" "$b"

@@ -14,7 +14,11 @@
 #                                        inspect bench; ENGINE: a folder of
 #                                        DIR/engines (default: the first)
 #   DIR/run --probe     what was found, the driver, the CPU, glibc; exit 0
-#   DIR/run --verify    every file against bundle.json's sha256
+#   DIR/run --verify    the tree against bundle.json: every file's sha256,
+#                       every directory, nothing else there (on every
+#                       start: bin/ and lib/ by name and size before
+#                       anything runs, the tree by name and size, the
+#                       chosen engine's files by sha256)
 #   DIR/run --check [ARGS]   the hardware check, DIR/check/run.sh ARGS
 #   DIR/run --help
 set -u
@@ -211,11 +215,59 @@ has_opt() {
 	return 1
 }
 
+# ---- the bundle itself ------------------------------------------------------------
+
+# bin/ and lib/ against bundle.json (names and sizes) before anything in
+# them runs: bin/specwright loads lib/ at exec, and the cuda backend
+# dlopens libcublasLt from lib/ first, so an added, missing or resized file
+# there is refused here, by the shell. bundle.json is written one file a
+# line, "path" first (runtime/cli/bundle_cli.c write_json).
+listed_files() { # "DIR1 DIR2": "path<TAB>bytes<TAB>sha256" of the listed files under them
+	awk -F'"' -v pre="$1" '$2 == "path" && $6 == "bytes" && $8 == "sha256" {
+		n = split(pre, ps, " ")
+		for (i = 1; i <= n; i++)
+			if (index($4, ps[i] "/") == 1) { b = $7; gsub(/[^0-9]/, "", b); printf "%s\t%s\t%s\n", $4, b, $10 }
+	}' "$DIR/bundle.json" | LC_ALL=C sort
+}
+present_files() { # DIR...: "path<TAB>bytes" of what is there (anything but a file: its type)
+	(cd "$DIR" && find "$@" -mindepth 1 \( -type f -printf '%p\t%s\n' \) -o \( ! -type f -printf '%p\t(%y)\n' \)) |
+		LC_ALL=C sort
+}
+check_binlib() {
+	local d
+	if [ ! -f "$DIR/bundle.json" ]; then
+		say "error: $DIR/bundle.json: missing: not a whole bundle (nothing was run)"
+		return 1
+	fi
+	d=$(diff <(listed_files "bin lib" | cut -f 1,2) <(present_files bin lib)) && return 0
+	say "error: $DIR/bin and $DIR/lib do not match $DIR/bundle.json (nothing was run; make the bundle again):"
+	printf '%s\n' "$d" | sed -n 's/^< \([^\t]*\)\t\(.*\)/run:   listed: \1, \2 bytes/p; s/^> \([^\t]*\)\t\(.*\)/run:   there:  \1, \2/p' |
+		head -n 12 >&2
+	return 1
+}
+
+# The chosen engine's files against bundle.json's SHA-256 (engine.json, its
+# kernels, engine.sum): the digest the deployable runtime relies on.
+check_engine() {
+	local e=$1 want got
+	want=$(listed_files "engines/$e" | awk -F'\t' '{print $3 "  " $1}' | LC_ALL=C sort -k2)
+	got=$(cd "$DIR" && find "engines/$e" -type f -print0 | xargs -0 -r sha256sum | LC_ALL=C sort -k2)
+	[ -n "$want" ] && [ "$want" = "$got" ] && return 0
+	say "error: engine $e: its files do not match $DIR/bundle.json's SHA-256 (edited or damaged; nothing was run):"
+	diff <(printf '%s\n' "$want") <(printf '%s\n' "$got") | sed -n 's/^< /run:   listed: /p; s/^> /run:   there:  /p' |
+		head -n 12 >&2
+	return 1
+}
+
 # ---- main ----------------------------------------------------------------------
 
 [ $# -ge 1 ] || { usage; exit 2; }
 case "$1" in
 -h | --help | help) usage; exit 0 ;;
+--probe) ;;
+*) check_binlib || exit 1 ;;
+esac
+case "$1" in
 --verify)
 	shift
 	exec "$DIR/bin/specwright" bundle --verify "$DIR" "$@"
@@ -260,6 +312,10 @@ else
 	done
 fi
 [ -n "$engine" ] || { say "error: $DIR/engines holds no engine"; exit 2; }
+# the whole tree's listing and sizes (bin/specwright, checked above), then
+# the engine's digests
+"$DIR/bin/specwright" bundle --verify-listing "$DIR" || { say "error: $DIR does not match its bundle.json (nothing was run)"; exit 1; }
+check_engine "$engine" || exit 1
 report 1
 target=$(engine_field "$engine" 2)
 draft=$(engine_field "$engine" 3)
