@@ -38,7 +38,7 @@ static const struct {
 
 /* kernels/ref is the specification: of kernels/ it reads only these. */
 static const char *const ref_may[] = {"kernels/philox.h", "kernels/half.h",
-                                      "kernels/engine_state.h"};
+                                      "kernels/engine_state.h", "kernels/ops.def"};
 
 
 /* The folder (layer) an include names, written into out; false when it

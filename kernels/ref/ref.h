@@ -5,9 +5,9 @@
  * tree_expand specifications share (sample.c). Row-major; shapes in comments;
  * no allocation inside an op except where a scratch argument says otherwise.
  * GEMMs go through CBLAS. This folder includes only kernels/ headers (philox.h,
- * half.h, engine_state.h): ops that can fail return a negative REF_E* code
- * and, where a `why` argument is given (may be NULL), a static string that
- * says what was wrong; the caller words the message. */
+ * half.h, engine_state.h, the op list ops.def): ops that can fail return a
+ * negative REF_E* code and, where a `why` argument is given (may be NULL), a
+ * static string that says what was wrong; the caller words the message. */
 #ifndef REF_H
 #define REF_H
 
@@ -532,5 +532,12 @@ int ref_verify_q(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int
                  const int32_t *tok, const float *p, const float *q, float *scratch, uint64_t seed,
                  uint32_t iter, int n_nodes, int V, int Vq, int method, int q_by_depth,
                  const char **why);
+
+/* Each row of kernels/ops.def names the function above that specifies its
+ * op: a row whose ref is not declared here does not compile. */
+#define SW_OP(name, n_args, philox, ref, planned) \
+	_Static_assert(sizeof(&ref) != 0, "kernels/ops.def: " #name "'s specification " #ref);
+#include "kernels/ops.def"
+#undef SW_OP
 
 #endif
