@@ -9,7 +9,7 @@
  * shuffled) with absent nodes (token -1: a zero embedding half) and tokens
  * past N_IDS. Bounds, derived: the kernel sums squares in fp32 (block
  * order), the reference in double, so a normalised value differs by at most
- * (gamma_DIM / 2 + 5u) relative (test_kern_rmsnorm_residual's derivation),
+ * (gamma_DIM / 2 + 5u) relative (test_ops.c rmsnorm_residual's derivation),
  * then both round to 16 bits: one 16-bit ulp of the value (2^-10 fp16,
  * 2^-7 bf16, relative; fp16 subnormals: 2^-24 absolute) on top. The
  * residual without the norm is f itself, bit for bit. Guard zones by the
