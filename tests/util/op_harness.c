@@ -1,12 +1,7 @@
 /* The op tests' harness (op_harness.h). */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cmocka.h>
 
 #include "op_harness.h"
 
@@ -108,11 +103,24 @@ void oh_expect_close(oh_case *c, const char *name, const float *buf, const doubl
 	o->bound = bound;
 }
 
+const emu_kernel *oh_load(int op, gen_param *p, int np)
+{
+	const sw_op_info *o = sw_op_get(op);
+	assert_non_null(o);
+	return load_kernel_ex(o->tmpl, o->name, p, np, o->philox);
+}
+
+void oh_nvrtc_p(int op, gen_param *p, int np)
+{
+	const sw_op_info *o = sw_op_get(op);
+	assert_non_null(o);
+	nvrtc_check_ex(o->tmpl, o->name, p, np, o->philox);
+}
+
 const emu_kernel *oh_kernel(oh_case *c)
 {
-	const sw_op_info *op = sw_op_get(c->op);
 	if (!c->k)
-		c->k = load_kernel_ex(op->tmpl, op->name, c->p, c->np, op->philox);
+		c->k = oh_load(c->op, c->p, c->np);
 	return c->k;
 }
 
@@ -126,8 +134,7 @@ void oh_launch(oh_case *c, emu_dim3 grid, emu_dim3 block)
 
 void oh_nvrtc(oh_case *c)
 {
-	const sw_op_info *op = sw_op_get(c->op);
-	nvrtc_check_ex(op->tmpl, op->name, c->p, c->np, op->philox);
+	oh_nvrtc_p(c->op, c->p, c->np);
 }
 
 void oh_end(oh_case *c)

@@ -8,15 +8,22 @@
  * zones (emu_alloc, checked by the launch), launches, compares each
  * registered output (exact, or within the case's derived bounds, NaN and inf
  * explicitly, then the NMSE: kern_expect) and frees everything at the end.
+ * The ops whose tests build their own launches (trees, iterations) take
+ * their kernels through oh_load, which reads the template and the prefix
+ * from the op list too. Includes CMocka (and what it needs before it).
  * Not thread-safe; one case at a time. */
 #ifndef TESTS_OP_HARNESS_H
 #define TESTS_OP_HARNESS_H
 
+#include <setjmp.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <cmocka.h>
 
 #include "kern_util.h"
+#include "kernels/emu.h"
 #include "kernels/ops.h"
 
 /* The awkward sizes every op with a free size is run at (a row length, a
@@ -86,5 +93,16 @@ void oh_launch(oh_case *c, emu_dim3 grid, emu_dim3 block);
 void oh_nvrtc(oh_case *c);
 /* Frees every buffer and host block of the case. */
 void oh_end(oh_case *c);
+
+/* Template constants for oh_load / oh_nvrtc_p: p[0] is OH_NAME. */
+#define OH_NAME ((gen_param){.name = "NAME", .type = GEN_PARAM_IDENT})
+#define OH_I(n, v) ((gen_param){.name = (n), .type = GEN_PARAM_INT, .i = (v)})
+#define OH_F(n, v) ((gen_param){.name = (n), .type = GEN_PARAM_FLOAT, .f = (v)})
+/* Op op's kernel for constants p (its NAME set to the key, the op's name
+ * and p): the template and the Philox prefix from the op list. */
+const emu_kernel *oh_load(int op, gen_param *p, int np);
+/* NVRTC of that kernel for sm_80 and sm_90: zero spills (skipped without
+ * NVRTC). */
+void oh_nvrtc_p(int op, gen_param *p, int np);
 
 #endif
