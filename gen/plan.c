@@ -48,6 +48,7 @@
 #include "core/hash.h"
 #include "formats/gguf.h"
 #include "kernels/engine_state.h"
+#include "kernels/ops.h"
 #include "kernels/verify_layout.h"
 #include "plan.h"
 #include "plan_int.h"
@@ -196,6 +197,14 @@ void emit(ctx *c, const op_desc *d)
 	op_desc dd = *d;
 	if (dd.layers && !dd.layer0)
 		dd.layer0 = c->layer0;
+	/* a kernel op is a row of kernels/ops.def and its kernel comes from that
+	 * row's template; the rest are the executor's own gemm and memset: a
+	 * misspelt op fails the plan here, not an engine's load */
+	const int id = dd.exec == GEN_EXEC_KERNEL ? sw_op_find(dd.op) : -1;
+	if (!c->rc && (dd.exec == GEN_EXEC_KERNEL
+	               ? id < 0 || strcmp(sw_op_get(id)->tmpl, c->p->kernels[dd.kernel].tmpl)
+	               : strcmp(dd.op, dd.exec == GEN_EXEC_MEMSET ? "memset" : "gemm")))
+		c->rc = SW_EINVAL;
 	if (!c->rc && add_op(c->p, &dd))
 		c->rc = SW_ENOMEM;
 }

@@ -17,27 +17,18 @@
  * smaller than the chain. Chains with absent nodes (-1: no candidate left).
  * Then NVRTC for sm_80 / sm_90: zero spills. */
 #include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
 #include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cmocka.h>
 
 #include "decode/acchead.h"
-#include "kernels/emu.h"
 #include "kernels/ref/ref.h"
-#include "gen/render.h"
 #include "decode/tree.h"
 
-#include "kern_util.h"
+#include "op_harness.h"
 #include "testutil.h"
 
-#define I(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
-#define F(n, v) {.name = n, .type = GEN_PARAM_FLOAT, .f = (v)}
 #define MAX_D 48
 
 static uint64_t rnd64(void) /* splitmix64 (tu_rand) on the shared state */
@@ -56,10 +47,10 @@ typedef struct cfg {
 
 static const emu_kernel *adapt_kernel(const cfg *c, int level)
 {
-	gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("LEVEL", level), I("N_NODES", c->D + 1),
-	                 I("DEPTH", c->D), I("V", c->V), I("MIN_STEPS", c->min_steps),
-	                 I("MAX_STEPS", c->max_steps), F("H", c->h), I("BLOCK", c->block)};
-	return load_kernel("adapt.cu.tmpl", "adapt", p, 9);
+	gen_param p[] = {OH_NAME, OH_I("LEVEL", level), OH_I("N_NODES", c->D + 1),
+	                 OH_I("DEPTH", c->D), OH_I("V", c->V), OH_I("MIN_STEPS", c->min_steps),
+	                 OH_I("MAX_STEPS", c->max_steps), OH_F("H", c->h), OH_I("BLOCK", c->block)};
+	return oh_load(SW_OP_adapt, p, 9);
 }
 
 /* One iteration's draws, made up front: q rows 0..D-1 and the token of
@@ -380,10 +371,11 @@ static void test_adapt_nvrtc(void **state)
 	for (int i = 0; i < 4; i++) {
 		cfg c = {.D = ks[i].D, .V = ks[i].V, .min_steps = 2, .max_steps = ks[i].D, .block = ks[i].block,
 		         .h = 0.3f};
-		gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("LEVEL", ks[i].level),
-		                 I("N_NODES", c.D + 1), I("DEPTH", c.D), I("V", c.V), I("MIN_STEPS", c.min_steps),
-		                 I("MAX_STEPS", c.max_steps), F("H", c.h), I("BLOCK", c.block)};
-		nvrtc_check_ex("adapt.cu.tmpl", "adapt", p, 9, false);
+		gen_param p[] = {OH_NAME, OH_I("LEVEL", ks[i].level), OH_I("N_NODES", c.D + 1),
+		                 OH_I("DEPTH", c.D), OH_I("V", c.V), OH_I("MIN_STEPS", c.min_steps),
+		                 OH_I("MAX_STEPS", c.max_steps), OH_F("H", c.h),
+		                 OH_I("BLOCK", c.block)};
+		oh_nvrtc_p(SW_OP_adapt, p, 9);
 	}
 }
 

@@ -23,32 +23,23 @@
  * draft ids through d2t (block_decode's blk[] and tok[]), Z in draft ids
  * as the host's. Then NVRTC (sm_80, sm_90). */
 #include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cmocka.h>
 
 #include "decode/block_decode.h"
 #include "decode/sampler.h"
-#include "kernels/emu.h"
 #include "kernels/ref/ref.h"
-#include "gen/render.h"
 
-#include "kern_util.h"
+#include "op_harness.h"
 #include "testutil.h"
-
-#define IP(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
-#define NM {.name = "NAME", .type = GEN_PARAM_IDENT}
 
 static const emu_kernel *kern(int B, int VD, int pass, int steps, int final, int mapped, int block)
 {
-	gen_param p[] = {NM, IP("B", B), IP("VD", VD), IP("PASS", pass), IP("STEPS", steps),
-	                 IP("FINAL", final), IP("MAPPED", mapped), IP("BLOCK", block)};
-	return load_kernel_ex("block_unmask.cu.tmpl", "block_unmask", p, 8, true);
+	gen_param p[] = {OH_NAME, OH_I("B", B), OH_I("VD", VD), OH_I("PASS", pass),
+	                 OH_I("STEPS", steps), OH_I("FINAL", final), OH_I("MAPPED", mapped),
+	                 OH_I("BLOCK", block)};
+	return oh_load(SW_OP_block_unmask, p, 8);
 }
 
 static long g_cases, g_early;
@@ -242,10 +233,11 @@ static void test_block_unmask_nvrtc(void **state)
 	                                {16, 32768, 0, 4, 1}};
 	(void)state;
 	for (int i = 0; i < 8; i++) { /* each unmapped and mapped */
-		gen_param p[] = {NM, IP("B", shapes[i % 4][0]), IP("VD", shapes[i % 4][1]),
-		                 IP("PASS", shapes[i % 4][2]), IP("STEPS", shapes[i % 4][3]),
-		                 IP("FINAL", shapes[i % 4][4]), IP("MAPPED", i / 4), IP("BLOCK", 256)};
-		nvrtc_check_ex("block_unmask.cu.tmpl", "block_unmask", p, 8, true);
+		gen_param p[] = {OH_NAME, OH_I("B", shapes[i % 4][0]), OH_I("VD", shapes[i % 4][1]),
+		                 OH_I("PASS", shapes[i % 4][2]), OH_I("STEPS", shapes[i % 4][3]),
+		                 OH_I("FINAL", shapes[i % 4][4]), OH_I("MAPPED", i / 4),
+		                 OH_I("BLOCK", 256)};
+		oh_nvrtc_p(SW_OP_block_unmask, p, 8);
 	}
 }
 

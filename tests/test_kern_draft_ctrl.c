@@ -28,24 +28,16 @@
  * 16, heads of 1, 2 and 15 levels with their words out of range), exact equality of every output word with guard zones. Then NVRTC
  * (sm_80, sm_90): zero spills. */
 #include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cmocka.h>
 
-#include "kernels/emu.h"
 #include "kernels/engine_state.h"
 #include "kernels/ref/ref.h"
-#include "gen/render.h"
 
-#include "kern_util.h"
+#include "op_harness.h"
 #include "testutil.h"
 
-#define I(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
 #define Q16 65536
 
 static int rnd_int(int n) { return (int)(tu_rand(&rng_state) % (uint64_t)n); }
@@ -559,15 +551,15 @@ static void test_ref_head(void **state)
 
 static const emu_kernel *kern(const cfg *c)
 {
-	gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("N_DRAFT", c->nd),
-	                 I("N_CLASS", c->nc), I("MIN_N", c->min_n), I("HEAD", c->head),
-	                 I("PROBE", c->probe),
-	                 I("PROBE_MAX", c->probe_max), I("PRIOR_A", lround(c->prior * c->prior_w * Q16)),
-	                 I("PRIOR_W", lround(c->prior_w * Q16)),
-	                 I("PRIOR1_A", lround(c->prior1 * c->prior1_w * Q16)),
-	                 I("PRIOR1_W", lround(c->prior1_w * Q16)), I("DECAY", lround(c->decay * Q16)),
-	                 I("BLOCK", c->block)};
-	return load_kernel("draft_ctrl.cu.tmpl", "draft_ctrl", p, 13);
+	gen_param p[] = {OH_NAME, OH_I("N_DRAFT", c->nd), OH_I("N_CLASS", c->nc),
+	                 OH_I("MIN_N", c->min_n), OH_I("HEAD", c->head), OH_I("PROBE", c->probe),
+	                 OH_I("PROBE_MAX", c->probe_max),
+	                 OH_I("PRIOR_A", lround(c->prior * c->prior_w * Q16)),
+	                 OH_I("PRIOR_W", lround(c->prior_w * Q16)),
+	                 OH_I("PRIOR1_A", lround(c->prior1 * c->prior1_w * Q16)),
+	                 OH_I("PRIOR1_W", lround(c->prior1_w * Q16)),
+	                 OH_I("DECAY", lround(c->decay * Q16)), OH_I("BLOCK", c->block)};
+	return oh_load(SW_OP_draft_ctrl, p, 13);
 }
 
 static void check_case(const cfg *c, int rep)
@@ -665,16 +657,15 @@ static void test_nvrtc(void **state)
 	(void)state;
 	for (size_t ci = 0; ci < sizeof(kcfgs) / sizeof(kcfgs[0]); ci++) {
 		const cfg *c = &kcfgs[ci];
-		gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("N_DRAFT", c->nd),
-		                 I("N_CLASS", c->nc), I("MIN_N", c->min_n), I("HEAD", c->head),
-		                 I("PROBE", c->probe),
-		                 I("PROBE_MAX", c->probe_max),
-		                 I("PRIOR_A", lround(c->prior * c->prior_w * Q16)),
-		                 I("PRIOR_W", lround(c->prior_w * Q16)),
-		                 I("PRIOR1_A", lround(c->prior1 * c->prior1_w * Q16)),
-		                 I("PRIOR1_W", lround(c->prior1_w * Q16)), I("DECAY", lround(c->decay * Q16)),
-		                 I("BLOCK", c->block)};
-		nvrtc_check_ex("draft_ctrl.cu.tmpl", "draft_ctrl", p, 13, false);
+		gen_param p[] = {OH_NAME, OH_I("N_DRAFT", c->nd), OH_I("N_CLASS", c->nc),
+		                 OH_I("MIN_N", c->min_n), OH_I("HEAD", c->head),
+		                 OH_I("PROBE", c->probe), OH_I("PROBE_MAX", c->probe_max),
+		                 OH_I("PRIOR_A", lround(c->prior * c->prior_w * Q16)),
+		                 OH_I("PRIOR_W", lround(c->prior_w * Q16)),
+		                 OH_I("PRIOR1_A", lround(c->prior1 * c->prior1_w * Q16)),
+		                 OH_I("PRIOR1_W", lround(c->prior1_w * Q16)),
+		                 OH_I("DECAY", lround(c->decay * Q16)), OH_I("BLOCK", c->block)};
+		oh_nvrtc_p(SW_OP_draft_ctrl, p, 13);
 	}
 }
 

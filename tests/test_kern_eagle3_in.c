@@ -9,47 +9,38 @@
  * shuffled) with absent nodes (token -1: a zero embedding half) and tokens
  * past N_IDS. Bounds, derived: the kernel sums squares in fp32 (block
  * order), the reference in double, so a normalised value differs by at most
- * (gamma_DIM / 2 + 5u) relative (test_kern_rmsnorm_residual's derivation),
+ * (gamma_DIM / 2 + 5u) relative (test_ops.c rmsnorm_residual's derivation),
  * then both round to 16 bits: one 16-bit ulp of the value (2^-10 fp16,
  * 2^-7 bf16, relative; fp16 subnormals: 2^-24 absolute) on top. The
  * residual without the norm is f itself, bit for bit. Guard zones by the
  * emulator. Then NVRTC (sm_80, sm_90), zero spills. */
 #include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cmocka.h>
 
-#include "kernels/emu.h"
 #include "kernels/half.h"
 #include "kernels/ref/ref.h"
-#include "gen/render.h"
 #include "device/device.h"
 #include "device/host_ops.h"
 #include "engine/extent.h"
 
-#include "kern_util.h"
+#include "op_harness.h"
 #include "testutil.h"
 
-#define I(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
 #define EPS 1e-5f
 
-#define PARAMS(rows, dim, n_ids, f16, nbr, tree, lb, pb, nf, block)                                  \
-	{{.name = "NAME", .type = GEN_PARAM_IDENT}, I("ROWS", rows), I("DIM", dim),                \
-	 I("N_IDS", n_ids), I("IS_F16", f16), I("NORM_BEFORE_RES", nbr), I("FEAT_TREE", tree),      \
-	 I("LEVEL_BEGIN", lb), I("PREV_BEGIN", pb), I("N_FEAT", nf),                                \
-	 {.name = "EPS", .type = GEN_PARAM_FLOAT, .f = EPS}, I("BLOCK", block)}
+#define PARAMS(rows, dim, n_ids, f16, nbr, tree, lb, pb, nf, block)                         \
+	{OH_NAME, OH_I("ROWS", rows), OH_I("DIM", dim), OH_I("N_IDS", n_ids), OH_I("IS_F16", f16),  \
+	 OH_I("NORM_BEFORE_RES", nbr), OH_I("FEAT_TREE", tree), OH_I("LEVEL_BEGIN", lb),            \
+	 OH_I("PREV_BEGIN", pb), OH_I("N_FEAT", nf), OH_F("EPS", EPS), OH_I("BLOCK", block)}
 enum { NP_ = 12 };
 
 static const emu_kernel *kern(int rows, int dim, int n_ids, int f16, int nbr, int tree, int lb,
                               int pb, int nf, int block)
 {
 	gen_param p[] = PARAMS(rows, dim, n_ids, f16, nbr, tree, lb, pb, nf, block);
-	return load_kernel("eagle3_in.cu.tmpl", "eagle3_in", p, NP_);
+	return oh_load(SW_OP_eagle3_in, p, NP_);
 }
 
 /* The native host backend's op (runtime/device/host_ops.c) on the same
@@ -330,7 +321,7 @@ static void test_eagle3_in_nvrtc(void **state)
 	for (int s = 0; s < 4; s++) {
 		gen_param p[] = PARAMS(shapes[s][0], shapes[s][1], shapes[s][2], s & 1, 0, shapes[s][3],
 		                       shapes[s][3] ? 5 : 0, shapes[s][3], shapes[s][3] ? 4 : shapes[s][0], 256);
-		nvrtc_check_ex("eagle3_in.cu.tmpl", "eagle3_in", p, NP_, false);
+		oh_nvrtc_p(SW_OP_eagle3_in, p, NP_);
 	}
 }
 

@@ -8,23 +8,15 @@
  * whole buffers, so a stray write anywhere shows; guard zones from
  * emu_alloc. Then NVRTC (sm_80, sm_90) at Llama-3-8B and draft shapes: zero
  * spills, resources printed. */
-#include <dlfcn.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cmocka.h>
 
-#include "kernels/emu.h"
 #include "gen/jit/nvrtc.h"
-#include "gen/render.h"
 #include "decode/tree.h"
 
 #include "core/fileio.h"
-#include "kern_util.h"
+#include "op_harness.h"
 
 static uint64_t rnd64(void) /* splitmix64 bits, from the shared state */
 {
@@ -33,8 +25,6 @@ static uint64_t rnd64(void) /* splitmix64 bits, from the shared state */
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 	return z ^ (z >> 31);
 }
-
-#define I(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
 
 typedef struct cache {
 	int n_layers, max_ctx, row_vec, block;
@@ -46,14 +36,14 @@ typedef struct cache {
 
 static void cache_init(cache *c, int n_layers, int max_ctx, int row_vec, int block)
 {
-	gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("N_LAYERS", n_layers),
-	                 I("MAX_CTX", max_ctx), I("ROW_VEC", row_vec), I("BLOCK", block)};
+	gen_param p[] = {OH_NAME, OH_I("N_LAYERS", n_layers),
+	                 OH_I("MAX_CTX", max_ctx), OH_I("ROW_VEC", row_vec), OH_I("BLOCK", block)};
 	size_t n = (size_t)n_layers * max_ctx * row_vec * 16;
 	c->n_layers = n_layers;
 	c->max_ctx = max_ctx;
 	c->row_vec = row_vec;
 	c->block = block;
-	c->k = load_kernel("kv_commit.cu.tmpl", "kv_commit", p, 5);
+	c->k = oh_load(SW_OP_kv_commit, p, 5);
 	c->kc = emu_alloc(n, "k_cache");
 	c->vc = emu_alloc(n, "v_cache");
 	c->hk = malloc(n);
@@ -204,9 +194,11 @@ static void test_kv_commit_nvrtc(void **state)
 	char key[256];
 	char *prelude = load_prelude_cuda();
 	for (int s = 0; s < 3; s++) {
-		gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("N_LAYERS", shapes[s][0]),
-		                 I("MAX_CTX", shapes[s][1]), I("ROW_VEC", shapes[s][2]), I("BLOCK", 128)};
-		char *src = render_kernel("kv_commit.cu.tmpl", "kv_commit", p, 5, false, key, sizeof(key));
+		gen_param p[] = {OH_NAME, OH_I("N_LAYERS", shapes[s][0]),
+		                 OH_I("MAX_CTX", shapes[s][1]), OH_I("ROW_VEC", shapes[s][2]),
+		                 OH_I("BLOCK", 128)};
+		char *src = render_kernel(sw_op_get(SW_OP_kv_commit)->tmpl, "kv_commit", p, 5, false, key,
+		                          sizeof(key));
 		for (int a = 0; a < 2; a++) {
 			gen_kernel_res res[2];
 			int n = 0;

@@ -5,27 +5,14 @@
  * once and launched at many settings. The kept set must be identical;
  * probabilities agree within the bound derived at check_row.
  * Also compiles every variant with NVRTC for sm_80 and sm_90 (zero spills). */
-#include <dlfcn.h>
 #include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cmocka.h>
 
-#include "kernels/emu.h"
-#include "gen/jit/nvrtc.h"
-#include "gen/render.h"
 #include "kernels/ref/ref.h"
 
-#include "kern_util.h"
-#define nvrtc_check(t, o, p, n) nvrtc_check_ex(t, o, p, n, false)
-
-#define IP(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
-#define NM {.name = "NAME", .type = GEN_PARAM_IDENT}
+#include "op_harness.h"
 
 static long g_rows, g_kept;
 
@@ -92,8 +79,8 @@ typedef struct setting {
  * (kernels/ref) at that setting. */
 static void check(int V, int T, const setting *set, int n_set, int block, int mode)
 {
-	gen_param p[] = {NM, IP("V", V), IP("BLOCK", block)};
-	const emu_kernel *k = load_kernel("logits_process.cu.tmpl", "logits", p, 3);
+	gen_param p[] = {OH_NAME, OH_I("V", V), OH_I("BLOCK", block)};
+	const emu_kernel *k = oh_load(SW_OP_logits_process, p, 3);
 	float *x = emu_alloc((size_t)T * V * sizeof(float), "logits");
 	float *out = emu_alloc((size_t)T * V * sizeof(float), "probs");
 	int32_t *prm = emu_alloc(3 * sizeof(int32_t), "params");
@@ -165,12 +152,12 @@ static void test_logits_vocab(void **state)
 static void test_logits_nvrtc(void **state)
 {
 	(void)state;
-	gen_param a[] = {NM, IP("V", 32003), IP("BLOCK", 256)};
-	nvrtc_check("logits_process.cu.tmpl", "logits", a, 3);
-	gen_param b[] = {NM, IP("V", 128256), IP("BLOCK", 128)};
-	nvrtc_check("logits_process.cu.tmpl", "logits", b, 3);
-	gen_param c[] = {NM, IP("V", 1000), IP("BLOCK", 256)};
-	nvrtc_check("logits_process.cu.tmpl", "logits", c, 3);
+	gen_param a[] = {OH_NAME, OH_I("V", 32003), OH_I("BLOCK", 256)};
+	oh_nvrtc_p(SW_OP_logits_process, a, 3);
+	gen_param b[] = {OH_NAME, OH_I("V", 128256), OH_I("BLOCK", 128)};
+	oh_nvrtc_p(SW_OP_logits_process, b, 3);
+	gen_param c[] = {OH_NAME, OH_I("V", 1000), OH_I("BLOCK", 256)};
+	oh_nvrtc_p(SW_OP_logits_process, c, 3);
 }
 
 int main(void)

@@ -9,26 +9,16 @@
  * history past S filled with copies of the suffix so that a read beyond S
  * would change the pick; exact equality of every output word, guard zones
  * from emu_alloc. Then NVRTC (sm_80, sm_90): zero spills. */
-#include <dlfcn.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cmocka.h>
 
-#include "kernels/emu.h"
 #include "kernels/engine_state.h"
 #include "kernels/ref/ref.h"
-#include "gen/render.h"
 #include "decode/chain.h"
 
-#include "kern_util.h"
+#include "op_harness.h"
 #include "testutil.h"
-
-#define I(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
 
 static uint64_t rnd64(void) /* splitmix64 (tu_rand) on the shared state */
 {
@@ -100,10 +90,10 @@ typedef struct cfg {
 
 static const emu_kernel *kern(const cfg *c)
 {
-	gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("MIN_N", c->min_n),
-	                 I("MAX_N", c->max_n), I("N_DRAFT", c->n_draft), I("MAX_CTX", c->max_ctx),
-	                 I("BLOCK", c->block)};
-	return load_kernel("ngram_lookup.cu.tmpl", "ngram", p, 6);
+	gen_param p[] = {OH_NAME, OH_I("MIN_N", c->min_n), OH_I("MAX_N", c->max_n),
+	                 OH_I("N_DRAFT", c->n_draft), OH_I("MAX_CTX", c->max_ctx),
+	                 OH_I("BLOCK", c->block)};
+	return oh_load(SW_OP_ngram_lookup, p, 6);
 }
 
 /* One lookup at length S; returns how many the reference proposed. */
@@ -178,10 +168,10 @@ static void test_ngram_nvrtc(void **state)
 	(void)state;
 	for (int i = 0; i < 2; i++) {
 		const cfg *c = &cfgs[i];
-		gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("MIN_N", c->min_n),
-		                 I("MAX_N", c->max_n), I("N_DRAFT", c->n_draft), I("MAX_CTX", c->max_ctx),
-		                 I("BLOCK", c->block)};
-		nvrtc_check_ex("ngram_lookup.cu.tmpl", "ngram", p, 6, false);
+		gen_param p[] = {OH_NAME, OH_I("MIN_N", c->min_n), OH_I("MAX_N", c->max_n),
+		                 OH_I("N_DRAFT", c->n_draft), OH_I("MAX_CTX", c->max_ctx),
+		                 OH_I("BLOCK", c->block)};
+		oh_nvrtc_p(SW_OP_ngram_lookup, p, 6);
 	}
 }
 

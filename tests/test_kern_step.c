@@ -11,26 +11,17 @@
  * emu_alloc. The expected stop, NOUT and ring contents of each iter_end case
  * are also derived here by hand, so the reference itself is checked. Then
  * NVRTC (sm_80, sm_90) per mode: zero spills. */
-#include <dlfcn.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cmocka.h>
 
-#include "kernels/emu.h"
 #include "kernels/engine_state.h"
 #include "kernels/ref/ref.h"
-#include "gen/render.h"
 #include "decode/tree.h"
 
-#include "kern_util.h"
+#include "op_harness.h"
 #include "testutil.h"
 
-#define I(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
 #define MAX_CTX 300
 
 static uint64_t rnd64(void) /* splitmix64 (tu_rand) on the shared state */
@@ -89,10 +80,10 @@ static void bufs_free(bufs *b)
 
 static const emu_kernel *kern(int mode, int n_nodes, int ring, int has_hist, int block)
 {
-	gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("MODE", mode), I("N_NODES", n_nodes),
-	                 I("RING", ring), I("MAX_CTX", MAX_CTX), I("HAS_HIST", has_hist),
-	                 I("BLOCK", block)};
-	return load_kernel("step.cu.tmpl", "step", p, 7);
+	gen_param p[] = {OH_NAME, OH_I("MODE", mode), OH_I("N_NODES", n_nodes),
+	                 OH_I("RING", ring), OH_I("MAX_CTX", MAX_CTX), OH_I("HAS_HIST", has_hist),
+	                 OH_I("BLOCK", block)};
+	return oh_load(SW_OP_step, p, 7);
 }
 
 /* Runs mode on the device copies and ref_step on the host ones (both start
@@ -367,10 +358,10 @@ static void test_step_nvrtc(void **state)
 	static const int cfg[][3] = {{0, 64, 0}, {1, 64, 0}, {2, 64, 0}, {2, 64, 1}, {0, 26, 0}}; /* MODE N HIST */
 	(void)state;
 	for (int i = 0; i < 5; i++) {
-		gen_param p[] = {{.name = "NAME", .type = GEN_PARAM_IDENT}, I("MODE", cfg[i][0]),
-		                 I("N_NODES", cfg[i][1]), I("RING", 256), I("MAX_CTX", 8192),
-		                 I("HAS_HIST", cfg[i][2]), I("BLOCK", 64)};
-		nvrtc_check_ex("step.cu.tmpl", "step", p, 7, false);
+		gen_param p[] = {OH_NAME, OH_I("MODE", cfg[i][0]), OH_I("N_NODES", cfg[i][1]),
+		                 OH_I("RING", 256), OH_I("MAX_CTX", 8192),
+		                 OH_I("HAS_HIST", cfg[i][2]), OH_I("BLOCK", 64)};
+		oh_nvrtc_p(SW_OP_step, p, 7);
 	}
 }
 

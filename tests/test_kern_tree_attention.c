@@ -29,27 +29,20 @@
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cmocka.h>
 
-#include "kernels/emu.h"
 #include "formats/gguf.h"
 #include "gen/attn_cost.h"
 #include "gen/jit/nvrtc.h"
 #include "kernels/ref/ref.h"
 #include "gen/jit/emu_build.h"
-#include "gen/render.h"
 #include "decode/tree.h"
 
 #include "core/fileio.h"
 #include "core/hash.h"
-#include "kern_util.h"
+#include "op_harness.h"
 
 /* One specialisation. tree: a gen_tree spec, "root" (T = 1, the root alone)
  * or NULL (causal prefill chunk of n_blk tokens). level >= 0: draft that tree
@@ -108,27 +101,26 @@ static void make_spec(const acase *c, aspec *s)
 	s->mw = (s->n_blk + 63) / 64;
 }
 
-#define I(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
 #define NPARAM 16
 
 static void fill_params(const acase *c, const aspec *s, gen_param *p)
 {
 	gen_param q[NPARAM] = {
-		{.name = "NAME", .type = GEN_PARAM_IDENT},
+		OH_NAME,
 		{.name = "TREE", .type = GEN_PARAM_IDENT, .s = s->tree_id},
-		I("MASKED", c->tree != NULL),
-		I("IS_F16", c->f16),
-		I("HEAD_DIM", c->hd),
-		I("N_HEADS", c->nh),
-		I("N_KV_HEADS", c->nkv),
-		I("T", s->T),
-		I("N_BLK", s->n_blk),
-		I("MASK_WORDS", s->mw),
-		I("SPLIT", c->split),
-		I("MAX_CTX", c->max_ctx),
-		I("WARPS", c->warps),
-		I("ROW_BLOCKS", c->rb),
-		I("MBLOCK", 128),
+		OH_I("MASKED", c->tree != NULL),
+		OH_I("IS_F16", c->f16),
+		OH_I("HEAD_DIM", c->hd),
+		OH_I("N_HEADS", c->nh),
+		OH_I("N_KV_HEADS", c->nkv),
+		OH_I("T", s->T),
+		OH_I("N_BLK", s->n_blk),
+		OH_I("MASK_WORDS", s->mw),
+		OH_I("SPLIT", c->split),
+		OH_I("MAX_CTX", c->max_ctx),
+		OH_I("WARPS", c->warps),
+		OH_I("ROW_BLOCKS", c->rb),
+		OH_I("MBLOCK", 128),
 		{.name = "WINDOW", .type = GEN_PARAM_INT, .i = c->window, .key_omit_zero = true},
 	};
 	memcpy(p, q, sizeof(q));
@@ -153,7 +145,8 @@ static char *render_case(const acase *c, const aspec *s, char *key, size_t nkey,
 	uint64_t hsh = sw_fnv1a64(SW_FNV64_BASIS, key, strlen(key));
 	snprintf(key, nkey, "tree_attn_%016llx", (unsigned long long)hsh);
 	p[0].s = key;
-	snprintf(path, sizeof(path), "%s/templates/tree_attention.cu.tmpl", src_root());
+	snprintf(path, sizeof(path), "%s/templates/%s", src_root(),
+	         sw_op_get(SW_OP_tree_attention)->tmpl);
 	if (gen_render_file(path, p, NPARAM, &src, &err))
 		fail_msg("%s", err.msg);
 	if (!c->tree)

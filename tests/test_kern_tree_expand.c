@@ -10,34 +10,20 @@
  * a draft vocabulary, ids through a map) against ref_tree_expand_map and
  * the plain expansion of q scattered onto the target's ids.
  * NVRTC sm_80 / sm_90 with zero spills. */
-#include <dlfcn.h>
 #include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cmocka.h>
 
-#include "kernels/emu.h"
-#include "gen/jit/nvrtc.h"
 #include "kernels/philox.h"
-#include "gen/render.h"
 #include "decode/sampler.h"
 #include "testutil.h"
 #include "decode/tree.h"
 #include "decode/tree_verify.h"
 
-#include "kern_util.h"
+#include "op_harness.h"
 #include "kernels/verify_layout.h"
 #include "kernels/ref/ref.h"
-/* These templates draw from Philox: philox.h is prepended to the source. */
-#define load_kernel(t, o, p, n) load_kernel_ex(t, o, p, n, true)
-#define nvrtc_check(t, o, p, n) nvrtc_check_ex(t, o, p, n, true)
-#define IP(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
-#define NM {.name = "NAME", .type = GEN_PARAM_IDENT}
 
 /* Q_BY_DEPTH of the kernels expand_all loads: 0 (q row u) unless a test
  * sets 1 (row depth(u)); g_ids: the MAPPED 1 ids (NULL: MAPPED 0, the ids
@@ -47,10 +33,10 @@ static int32_t *g_ids = NULL;
 
 static const emu_kernel *expand_kernel(const gen_tree *t, int V, int rule, int level, int block)
 {
-	gen_param p[] = {NM, IP("N_NODES", t->n), IP("V", V), IP("RULE", rule),
-	                 IP("LEVEL_BEGIN", t->level_start[level]), IP("BLOCK", block),
-	                 IP("Q_BY_DEPTH", g_qd), IP("MAPPED", g_ids != NULL)};
-	return load_kernel("tree_expand.cu.tmpl", "expand", p, 8);
+	gen_param p[] = {OH_NAME, OH_I("N_NODES", t->n), OH_I("V", V), OH_I("RULE", rule),
+	                 OH_I("LEVEL_BEGIN", t->level_start[level]), OH_I("BLOCK", block),
+	                 OH_I("Q_BY_DEPTH", g_qd), OH_I("MAPPED", g_ids != NULL)};
+	return oh_load(SW_OP_tree_expand, p, 8);
 }
 
 /* Runs the expansion of every level that has children. */
@@ -492,9 +478,10 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n, 
 	if (gen_tree_parse(tree_spec, NULL, &t, &err))
 		fail_msg("%s", err.msg);
 	const int B = 64;
-	gen_param vp[] = {NM, IP("N_NODES", t.n), IP("V", V), IP("VQ", V), IP("METHOD", method),
-	                  IP("CHAIN_Q", 1), IP("BLOCK", B), IP("SLICES", 1), IP("Q_BY_DEPTH", 0)};
-	const emu_kernel *vk = load_kernel("verify.cu.tmpl", "verify", vp, 9);
+	gen_param vp[] = {OH_NAME, OH_I("N_NODES", t.n), OH_I("V", V), OH_I("VQ", V),
+	                  OH_I("METHOD", method), OH_I("CHAIN_Q", 1), OH_I("BLOCK", B),
+	                  OH_I("SLICES", 1), OH_I("Q_BY_DEPTH", 0)};
+	const emu_kernel *vk = oh_load(SW_OP_verify, vp, 9);
 	const emu_kernel *ek[GEN_TREE_MAX_DEPTH];
 	for (int d = 0; d < t.depth_max; d++)
 		ek[d] = expand_kernel(&t, V, rule, d, B);
@@ -592,10 +579,10 @@ static void test_expand_nvrtc(void **state)
 	sw_err err = {0};
 	assert_int_equal(gen_tree_parse("sequoia63", NULL, &t, &err), 0);
 	for (int r = 0; r < 8; r++) {
-		gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", r < 4 ? 32003 : 4099), IP("RULE", r % 4),
-		                 IP("LEVEL_BEGIN", t.level_start[1]), IP("BLOCK", 256), IP("Q_BY_DEPTH", 0),
-		                 IP("MAPPED", r >= 4)};
-		nvrtc_check("tree_expand.cu.tmpl", "expand", p, 8);
+		gen_param p[] = {OH_NAME, OH_I("N_NODES", t.n), OH_I("V", r < 4 ? 32003 : 4099),
+		                 OH_I("RULE", r % 4), OH_I("LEVEL_BEGIN", t.level_start[1]),
+		                 OH_I("BLOCK", 256), OH_I("Q_BY_DEPTH", 0), OH_I("MAPPED", r >= 4)};
+		oh_nvrtc_p(SW_OP_tree_expand, p, 8);
 	}
 }
 

@@ -13,35 +13,21 @@
  * blocks). Also exactness of the kernel path (host expansion, kernel
  * verification) by chi-square on Markov tables, with and without a random
  * level cut, and NVRTC for sm_80 / sm_90 with zero spills. */
-#include <dlfcn.h>
 #include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cmocka.h>
 
-#include "kernels/emu.h"
-#include "gen/jit/nvrtc.h"
 #include "kernels/philox.h"
-#include "gen/render.h"
 #include "decode/sampler.h"
 #include "decode/chain.h"
 #include "testutil.h"
 #include "decode/tree.h"
 #include "decode/tree_verify.h"
 
-#include "kern_util.h"
+#include "op_harness.h"
 #include "kernels/verify_layout.h"
 #include "kernels/ref/ref.h"
-/* These templates draw from Philox: philox.h is prepended to the source. */
-#define load_kernel(t, o, p, n) load_kernel_ex(t, o, p, n, true)
-#define nvrtc_check(t, o, p, n) nvrtc_check_ex(t, o, p, n, true)
-#define IP(n, v) {.name = n, .type = GEN_PARAM_INT, .i = (v)}
-#define NM {.name = "NAME", .type = GEN_PARAM_IDENT}
 enum { M_CHAIN = 5 };
 
 /* Vocabulary slices of the kernel in check(): 1 unless a test sets more. */
@@ -63,10 +49,10 @@ static int g_qd = 0;
 
 static const emu_kernel *verify_kernel(const gen_tree *t, int V, int method, int chain_q, int block)
 {
-	gen_param p[] = {NM, IP("N_NODES", t->n), IP("V", V), IP("VQ", g_vq ? g_vq : V),
-	                 IP("METHOD", method), IP("CHAIN_Q", chain_q), IP("BLOCK", block),
-	                 IP("SLICES", slices_for(method)), IP("Q_BY_DEPTH", g_qd)};
-	return load_kernel("verify.cu.tmpl", "verify", p, 9);
+	gen_param p[] = {OH_NAME, OH_I("N_NODES", t->n), OH_I("V", V), OH_I("VQ", g_vq ? g_vq : V),
+	                 OH_I("METHOD", method), OH_I("CHAIN_Q", chain_q), OH_I("BLOCK", block),
+	                 OH_I("SLICES", slices_for(method)), OH_I("Q_BY_DEPTH", g_qd)};
+	return oh_load(SW_OP_verify, p, 9);
 }
 
 /* Device buffers for one tree. */
@@ -780,27 +766,27 @@ static void test_verify_nvrtc(void **state)
 		sw_err err = {0};
 		if (gen_tree_parse(trees[i], NULL, &t, &err))
 			fail_msg("%s", err.msg);
-		gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", 32003), IP("VQ", 32000),
-		                 IP("METHOD", methods[i]), IP("CHAIN_Q", 1), IP("BLOCK", 512),
-		                 IP("SLICES", i == 0 || i == 4 ? 5 : 3), IP("Q_BY_DEPTH", 0)};
-		nvrtc_check("verify.cu.tmpl", "verify", p, 9);
+		gen_param p[] = {OH_NAME, OH_I("N_NODES", t.n), OH_I("V", 32003), OH_I("VQ", 32000),
+		                 OH_I("METHOD", methods[i]), OH_I("CHAIN_Q", 1), OH_I("BLOCK", 512),
+		                 OH_I("SLICES", i == 0 || i == 4 ? 5 : 3), OH_I("Q_BY_DEPTH", 0)};
+		oh_nvrtc_p(SW_OP_verify, p, 9);
 	}
 	gen_tree t;
 	sw_err err = {0};
 	assert_int_equal(gen_tree_parse("medusa63", NULL, &t, &err), 0);
-	gen_param p[] = {NM, IP("N_NODES", t.n), IP("V", 128256), IP("VQ", 128256),
-	                 IP("METHOD", RT_VERIFY_ONEHOT), IP("CHAIN_Q", 1), IP("BLOCK", 256),
-	                 IP("SLICES", 5), IP("Q_BY_DEPTH", 0)};
-	nvrtc_check("verify.cu.tmpl", "verify", p, 9);
+	gen_param p[] = {OH_NAME, OH_I("N_NODES", t.n), OH_I("V", 128256), OH_I("VQ", 128256),
+	                 OH_I("METHOD", RT_VERIFY_ONEHOT), OH_I("CHAIN_Q", 1), OH_I("BLOCK", 256),
+	                 OH_I("SLICES", 5), OH_I("Q_BY_DEPTH", 0)};
+	oh_nvrtc_p(SW_OP_verify, p, 9);
 	/* Qwen2-7B's padded vocabulary with Qwen2-0.5B's as the draft's */
-	gen_param pg[] = {NM, IP("N_NODES", t.n), IP("V", 152064), IP("VQ", 151936),
-	                  IP("METHOD", RT_VERIFY_RRSW), IP("CHAIN_Q", 1), IP("BLOCK", 256),
-	                  IP("SLICES", 5), IP("Q_BY_DEPTH", 0)};
-	nvrtc_check("verify.cu.tmpl", "verify", pg, 9);
-	gen_param pc[] = {NM, IP("N_NODES", 6), IP("V", 152064), IP("VQ", 151936),
-	                  IP("METHOD", M_CHAIN), IP("CHAIN_Q", 1), IP("BLOCK", 256), IP("SLICES", 44),
-	                  IP("Q_BY_DEPTH", 0)};
-	nvrtc_check("verify.cu.tmpl", "verify", pc, 9);
+	gen_param pg[] = {OH_NAME, OH_I("N_NODES", t.n), OH_I("V", 152064), OH_I("VQ", 151936),
+	                  OH_I("METHOD", RT_VERIFY_RRSW), OH_I("CHAIN_Q", 1), OH_I("BLOCK", 256),
+	                  OH_I("SLICES", 5), OH_I("Q_BY_DEPTH", 0)};
+	oh_nvrtc_p(SW_OP_verify, pg, 9);
+	gen_param pc[] = {OH_NAME, OH_I("N_NODES", 6), OH_I("V", 152064), OH_I("VQ", 151936),
+	                  OH_I("METHOD", M_CHAIN), OH_I("CHAIN_Q", 1), OH_I("BLOCK", 256),
+	                  OH_I("SLICES", 44), OH_I("Q_BY_DEPTH", 0)};
+	oh_nvrtc_p(SW_OP_verify, pc, 9);
 }
 
 int main(void)

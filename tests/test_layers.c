@@ -1,9 +1,12 @@
 /* The layering rule, checked on the code's own include lines: every
  * #include "..." of a .c/.h under runtime/, gen/ and kernels/ is resolved
  * to the folder it names and must be an arrow of the table below (the same
- * table the folders' README.md files state). Every violation is printed
- * with file and line; the test fails on any. */
+ * table the folders' README.md files state); kernels/ref's <system>
+ * includes are the C library's, and its objects link against libc and libm
+ * alone. Every violation is printed with file and line; the test fails on
+ * any. */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -36,9 +39,15 @@ static const struct {
 	{"kernels/ref", {NULL}},
 };
 
-/* kernels/ref is the specification: of kernels/ it reads only these. */
+/* kernels/ref is the specification: of kernels/ it reads only these, and of
+ * the system's headers only the C library's (a <cblas.h> there had made the
+ * specification of a GEMM a BLAS call, linked from runtime/device's
+ * portable sgemm in the portable kit); test_ref_links checks the objects. */
 static const char *const ref_may[] = {"kernels/philox.h", "kernels/half.h",
-                                      "kernels/engine_state.h"};
+                                      "kernels/engine_state.h", "kernels/ops.def"};
+static const char *const ref_sys[] = {"assert.h", "errno.h",  "float.h",  "inttypes.h",
+                                      "limits.h", "math.h",   "stdbool.h", "stddef.h",
+                                      "stdint.h", "stdio.h",  "stdlib.h", "string.h"};
 
 
 /* The folder (layer) an include names, written into out; false when it
@@ -117,6 +126,19 @@ static void check_file(scan *s, const char *path, const char *dir)
 		p += 7;
 		while (*p == ' ' || *p == '\t')
 			p++;
+		if (*p == '<' && !strcmp(dir, "kernels/ref")) {
+			const char *q = strchr(p + 1, '>');
+			bool std = false;
+			for (size_t i = 0; q && i < sizeof(ref_sys) / sizeof(ref_sys[0]); i++)
+				std |= strlen(ref_sys[i]) == (size_t)(q - p - 1) &&
+				       !strncmp(ref_sys[i], p + 1, (size_t)(q - p - 1));
+			if (!std) {
+				print_message("  VIOLATION %s:%d: kernels/ref includes %.*s, not a C library "
+				              "header\n", path, ln, q ? (int)(q - p + 1) : 1, p);
+				s->violations++;
+			}
+			continue;
+		}
 		if (*p != '"')
 			continue; /* <system> headers */
 		const char *q = strchr(p + 1, '"');
@@ -215,11 +237,65 @@ static void test_layers(void **state)
 	assert_int_equal(s.violations, 0);
 }
 
+/* kernels/ref's objects link against the C library alone: each symbol they
+ * leave undefined is defined by one of them or by libc or libm (nm -P over
+ * $BUILD/obj/kernels/ref/; the library's own build made them). */
+static void test_ref_links(void **state)
+{
+	(void)state;
+	const char *build = getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build";
+	char cmd[600], line[1024];
+	snprintf(cmd, sizeof(cmd), "nm -P %s/obj/kernels/ref/*.o", build);
+	FILE *f = popen(cmd, "r");
+	assert_non_null(f);
+	char (*def)[128] = NULL, (*und)[128] = NULL;
+	int n_def = 0, n_und = 0, objects = 0, violations = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char name[128], type[8];
+		size_t l = strlen(line);
+		if (l > 2 && line[l - 2] == ':') { /* "build/obj/kernels/ref/add.o:" */
+			objects++;
+			continue;
+		}
+		if (sscanf(line, "%127s %7s", name, type) != 2)
+			continue;
+		char (**set)[128] = type[0] == 'U' ? &und : &def;
+		int *n = type[0] == 'U' ? &n_und : &n_def;
+		*set = realloc(*set, sizeof(**set) * (size_t)(*n + 1));
+		assert_non_null(*set);
+		snprintf((*set)[(*n)++], sizeof(**set), "%s", name);
+	}
+	assert_int_equal(pclose(f), 0);
+	void *libc = dlopen("libc.so.6", RTLD_NOW), *libm = dlopen("libm.so.6", RTLD_NOW);
+	assert_non_null(libc);
+	assert_non_null(libm);
+	for (int i = 0; i < n_und; i++) {
+		bool ok = !strcmp(und[i], "_GLOBAL_OFFSET_TABLE_") || dlsym(libc, und[i]) ||
+		          dlsym(libm, und[i]);
+		for (int j = 0; !ok && j < n_def; j++)
+			ok = !strcmp(und[i], def[j]);
+		if (!ok) {
+			print_message("  VIOLATION kernels/ref needs %s, defined neither there nor in libc "
+			              "or libm\n", und[i]);
+			violations++;
+		}
+	}
+	print_message("  %d objects, %d undefined symbols, %d violations\n", objects, n_und,
+	              violations);
+	dlclose(libc);
+	dlclose(libm);
+	free(def);
+	free(und);
+	assert_true(objects >= 30); /* the folder's objects were there */
+	assert_int_equal(violations, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_layers),
+		cmocka_unit_test(test_ref_links),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,9 @@
-/* ref_matmul, ref_mlp_swiglu and ref_lm_head against naive double loops on
- * awkward shapes (T = 1 and odd, n_in/n_out in {33, 111, 260}), with guard
- * zones around outputs and scratch and elementwise bounds derived from fp32
- * rounding (each composite op propagates the bounds of its parts). */
+/* ref_matmul, ref_mlp_swiglu and ref_lm_head (the specification's loops)
+ * and the host forward's CBLAS forms (runtime/model/gemm.h: rt_matmul,
+ * rt_mlp_swiglu, rt_lm_head) against naive double loops on awkward shapes
+ * (T = 1 and odd, n_in/n_out in {33, 111, 260}), with guard zones around
+ * outputs and scratch and elementwise bounds derived from fp32 rounding
+ * (each composite op propagates the bounds of its parts). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +15,7 @@
 #include <cmocka.h>
 
 #include "kernels/ref/ref.h"
+#include "model/gemm.h"
 
 #include "check.h"
 
@@ -34,35 +37,48 @@ static void naive_matmul(double *y, double *bound, const float *x, const float *
 		}
 }
 
+/* The specification and the host forward's speed path, held to one bound. */
+typedef struct impl {
+	const char *name;
+	void (*matmul)(float *y, const float *x, const float *w, int T, int n_in, int n_out);
+	void (*mlp)(float *out, const float *x, const float *w_gate, const float *w_up,
+	            const float *w_down, int T, int dim, int ffn, float *scratch);
+	void (*lm_head)(float *logits, const float *x, const float *norm_w, const float *lm_head,
+	                int T, int dim, int vocab, float eps, float *scratch);
+} impl;
+static const impl IMPLS[] = {
+	{"ref", ref_matmul, ref_mlp_swiglu, ref_lm_head},
+	{"rt (CBLAS)", rt_matmul, rt_mlp_swiglu, rt_lm_head},
+};
+
 static const int SIZES[] = {33, 111, 260};
 static const int TS[] = {1, 3, 7, 33};
 
 static void test_matmul(void **state)
 {
 	(void)state;
-	for (size_t a = 0; a < 4; a++)
-		for (size_t b = 0; b < 3; b++)
-			for (size_t c = 0; c < 3; c++) {
-				int T = TS[a], n_in = SIZES[b], n_out = SIZES[c];
-				float *x = galloc((size_t)T * n_in), *w = galloc((size_t)n_out * n_in);
-				float *y = galloc((size_t)T * n_out);
-				double *ref = malloc((size_t)T * n_out * sizeof(*ref));
-				double *bound = malloc((size_t)T * n_out * sizeof(*bound));
-				char what[64];
+	for (size_t i = 0; i < 2 * 4 * 3 * 3; i++) {
+		const impl *m = &IMPLS[i / 36];
+		const int T = TS[i / 9 % 4], n_in = SIZES[i / 3 % 3], n_out = SIZES[i % 3];
+		float *x = galloc((size_t)T * n_in), *w = galloc((size_t)n_out * n_in);
+		float *y = galloc((size_t)T * n_out);
+		double *ref = malloc((size_t)T * n_out * sizeof(*ref));
+		double *bound = malloc((size_t)T * n_out * sizeof(*bound));
+		char what[96];
 
-				fill(x, (size_t)T * n_in, 2.0);
-				fill(w, (size_t)n_out * n_in, 0.5);
-				ref_matmul(y, x, w, T, n_in, n_out);
-				naive_matmul(ref, bound, x, w, T, n_in, n_out);
-				snprintf(what, sizeof(what), "matmul T%d in%d out%d", T, n_in, n_out);
-				check_close(what, y, ref, bound, (size_t)T * n_out);
-				gcheck(what, y, (size_t)T * n_out);
-				gfree(x);
-				gfree(w);
-				gfree(y);
-				free(ref);
-				free(bound);
-			}
+		fill(x, (size_t)T * n_in, 2.0);
+		fill(w, (size_t)n_out * n_in, 0.5);
+		m->matmul(y, x, w, T, n_in, n_out);
+		naive_matmul(ref, bound, x, w, T, n_in, n_out);
+		snprintf(what, sizeof(what), "%s matmul T%d in%d out%d", m->name, T, n_in, n_out);
+		check_close(what, y, ref, bound, (size_t)T * n_out);
+		gcheck(what, y, (size_t)T * n_out);
+		gfree(x);
+		gfree(w);
+		gfree(y);
+		free(ref);
+		free(bound);
+	}
 }
 
 /* Cancellation: rows built so that the exact result is 0 for half the
@@ -81,10 +97,12 @@ static void test_matmul_cancellation(void **state)
 	for (int o = 0; o < n_out; o += 2)
 		for (int i = 0; i + 1 < n_in; i += 2)
 			w[(size_t)o * n_in + i + 1] = w[(size_t)o * n_in + i];
-	ref_matmul(y, x, w, T, n_in, n_out);
 	naive_matmul(ref, bound, x, w, T, n_in, n_out);
-	check_close("matmul cancellation", y, ref, bound, (size_t)T * n_out);
-	gcheck("matmul cancellation", y, (size_t)T * n_out);
+	for (size_t m = 0; m < 2; m++) {
+		IMPLS[m].matmul(y, x, w, T, n_in, n_out);
+		check_close(IMPLS[m].name, y, ref, bound, (size_t)T * n_out);
+		gcheck("matmul cancellation", y, (size_t)T * n_out);
+	}
 	gfree(x);
 	gfree(w);
 	gfree(y);
@@ -103,8 +121,9 @@ static void test_mlp(void **state)
 {
 	static const int dims[][3] = {{1, 33, 111}, {3, 111, 260}, {7, 260, 33}, {5, 64, 96}};
 	(void)state;
-	for (int c = 0; c < 4; c++) {
-		const int T = dims[c][0], dim = dims[c][1], ffn = dims[c][2];
+	for (int c = 0; c < 8; c++) {
+		const impl *m = &IMPLS[c / 4];
+		const int T = dims[c % 4][0], dim = dims[c % 4][1], ffn = dims[c % 4][2];
 		float *x = galloc((size_t)T * dim), *wg = galloc((size_t)ffn * dim);
 		float *wu = galloc((size_t)ffn * dim), *wd = galloc((size_t)dim * ffn);
 		float *out = galloc((size_t)T * dim), *scratch = galloc((size_t)2 * T * ffn);
@@ -112,13 +131,13 @@ static void test_mlp(void **state)
 		double *u = malloc((size_t)T * ffn * sizeof(*u)), *du = malloc((size_t)T * ffn * sizeof(*du));
 		double *ref = malloc((size_t)T * dim * sizeof(*ref));
 		double *bound = malloc((size_t)T * dim * sizeof(*bound));
-		char what[64];
+		char what[96];
 
 		fill(x, (size_t)T * dim, 2.0);
 		fill(wg, (size_t)ffn * dim, 0.3);
 		fill(wu, (size_t)ffn * dim, 0.3);
 		fill(wd, (size_t)dim * ffn, 0.3);
-		ref_mlp_swiglu(out, x, wg, wu, wd, T, dim, ffn, scratch);
+		m->mlp(out, x, wg, wu, wd, T, dim, ffn, scratch);
 		naive_matmul(g, dg, x, wg, T, dim, ffn);
 		naive_matmul(u, du, x, wu, T, dim, ffn);
 		for (size_t i = 0; i < (size_t)T * ffn; i++) {
@@ -140,7 +159,7 @@ static void test_mlp(void **state)
 				ref[(size_t)t * dim + o] = s;
 				bound[(size_t)t * dim + o] = prop + gamma_n(ffn + 1) * mag;
 			}
-		snprintf(what, sizeof(what), "mlp T%d dim%d ffn%d", T, dim, ffn);
+		snprintf(what, sizeof(what), "%s mlp T%d dim%d ffn%d", m->name, T, dim, ffn);
 		check_close(what, out, ref, bound, (size_t)T * dim);
 		gcheck(what, out, (size_t)T * dim);
 		gcheck("mlp scratch", scratch, (size_t)2 * T * ffn);
@@ -167,8 +186,9 @@ static void test_lm_head(void **state)
 	static const int dims[][3] = {{1, 33, 260}, {3, 111, 33}, {7, 64, 111}, {2, 260, 257}};
 	const float eps = 1e-5f;
 	(void)state;
-	for (int c = 0; c < 4; c++) {
-		const int T = dims[c][0], dim = dims[c][1], vocab = dims[c][2];
+	for (int c = 0; c < 8; c++) {
+		const impl *m = &IMPLS[c / 4];
+		const int T = dims[c % 4][0], dim = dims[c % 4][1], vocab = dims[c % 4][2];
 		float *x = galloc((size_t)T * dim), *nw = galloc((size_t)dim);
 		float *lm = galloc((size_t)vocab * dim), *logits = galloc((size_t)T * vocab);
 		float *scratch = galloc((size_t)T * dim);
@@ -176,14 +196,14 @@ static void test_lm_head(void **state)
 		double *xn = malloc((size_t)T * dim * sizeof(*xn)), *dxn = malloc((size_t)T * dim * sizeof(*dxn));
 		double *ref = malloc((size_t)T * vocab * sizeof(*ref));
 		double *bound = malloc((size_t)T * vocab * sizeof(*bound));
-		char what[64];
+		char what[96];
 
 		fill(x, (size_t)T * dim, 3.0);
 		for (int i = 0; i < dim; i++)
 			nw[i] = (float)(1.0 + 0.5 * rnd());
 		fill(lm, (size_t)vocab * dim, 0.2);
 		memcpy(x_copy, x, (size_t)T * dim * sizeof(*x));
-		ref_lm_head(logits, x, nw, lm, T, dim, vocab, eps, scratch);
+		m->lm_head(logits, x, nw, lm, T, dim, vocab, eps, scratch);
 		assert_memory_equal(x, x_copy, (size_t)T * dim * sizeof(*x));
 		for (int t = 0; t < T; t++) {
 			double ss = 0.0;
@@ -209,7 +229,7 @@ static void test_lm_head(void **state)
 				ref[(size_t)t * vocab + o] = s;
 				bound[(size_t)t * vocab + o] = prop + gamma_n(dim + 1) * mag;
 			}
-		snprintf(what, sizeof(what), "lm_head T%d dim%d vocab%d", T, dim, vocab);
+		snprintf(what, sizeof(what), "%s lm_head T%d dim%d vocab%d", m->name, T, dim, vocab);
 		check_close(what, logits, ref, bound, (size_t)T * vocab);
 		gcheck(what, logits, (size_t)T * vocab);
 		gcheck("lm_head scratch", scratch, (size_t)T * dim);

@@ -1,7 +1,7 @@
 /* The store of new K/V rows into a 16-bit cache, plain C: the specification
  * of templates/kv_store.cu.tmpl. Conversions are kernels/half.h's, bit-exact
  * with the preludes' for every non-NaN value (NaN payloads differ: see
- * tests/test_kern_kv_store.c). */
+ * tests/test_ops.c). */
 #include "kernels/half.h"
 #include "ref.h"
 

@@ -4,10 +4,11 @@
  * matmul, mlp, lm_head, add) and the sampling primitives the verify and
  * tree_expand specifications share (sample.c). Row-major; shapes in comments;
  * no allocation inside an op except where a scratch argument says otherwise.
- * GEMMs go through CBLAS. This folder includes only kernels/ headers (philox.h,
- * half.h, engine_state.h): ops that can fail return a negative REF_E* code
- * and, where a `why` argument is given (may be NULL), a static string that
- * says what was wrong; the caller words the message. */
+ * GEMMs are plain loops (the fast ones are the host forward's and the host
+ * backend's). This folder includes only kernels/ headers (philox.h, half.h,
+ * engine_state.h, the op list ops.def) and the C library: ops that can fail
+ * return a negative REF_E* code and, where a `why` argument is given (may be
+ * NULL), a static string that says what was wrong; the caller words it. */
 #ifndef REF_H
 #define REF_H
 
@@ -86,7 +87,8 @@ void ref_geglu_tanh(float *y, const float *gate, const float *up, size_t n);
 /* y (n) = a + b. y may alias a or b. */
 void ref_add(float *y, const float *a, const float *b, size_t n);
 
-/* y (T, n_out) = x (T, n_in) @ w^T for w (n_out, n_in): sgemm. */
+/* y (T, n_out) = x (T, n_in) @ w^T for w (n_out, n_in), each element summed
+ * in fp32 in i order (runtime/model/gemm.h rt_matmul: the same by CBLAS). */
 void ref_matmul(float *y, const float *x, const float *w, int T, int n_in, int n_out);
 
 /* out (T, dim) = w_down @ (silu(w_gate @ x) * (w_up @ x)); w_gate, w_up (ffn, dim),
@@ -532,5 +534,12 @@ int ref_verify_q(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int
                  const int32_t *tok, const float *p, const float *q, float *scratch, uint64_t seed,
                  uint32_t iter, int n_nodes, int V, int Vq, int method, int q_by_depth,
                  const char **why);
+
+/* Each row of kernels/ops.def names the function above that specifies its
+ * op: a row whose ref is not declared here does not compile. */
+#define SW_OP(name, n_args, philox, ref, planned) \
+	_Static_assert(sizeof(&ref) != 0, "kernels/ops.def: " #name "'s specification " #ref);
+#include "kernels/ops.def"
+#undef SW_OP
 
 #endif

@@ -8,8 +8,9 @@
  * follow the references, not the kernels' float order: native and emulate
  * agree on integers exactly and on floats to rounding.
  *
- * Adding an op (or a faster host implementation of one): one function
- * below and one line in the registry table. */
+ * Adding an op: its row in kernels/ops.def, then the compiler asks for its
+ * op_<name> below. A faster host implementation of an op: its adapter
+ * calls it instead of the reference. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "host_rowops.h"
 #include "host_verify.h"
 #include "kernels/engine_state.h"
+#include "kernels/ops.h"
 #include "kernels/ref/ref.h"
 
 long long rt_op_param_i(const rt_op *op, const char *name, long long def)
@@ -500,52 +502,26 @@ static int op_adapt(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-typedef struct host_op_entry {
-	const char *op;
-	int (*run)(const rt_op *op, sw_err *err);
-} host_op_entry;
-
-/* One line per template (templates/<op>.cu.tmpl, kernels/ref/<op>.c). */
-static const host_op_entry registry[] = {
-	{"adapt", op_adapt},
-	{"argmax", op_argmax},
-	{"block_embed", op_block_embed},
-	{"block_unmask", op_block_unmask},
-	{"cast", op_cast},
-	{"draft_ctrl", op_draft_ctrl},
-	{"draft_pick", op_draft_pick},
-	{"embedding", op_embedding},
-	{"eagle3_in", op_eagle3_in},
-	{"embedding16", op_embedding16},
-	{"feature_tap", op_feature_tap},
-	{"fill_random", op_fill_random},
-	{"head_prep", op_head_prep},
-	{"kv_commit", op_kv_commit},
-	{"kv_store", op_kv_store},
-	{"logits_process", op_logits_process},
-	{"ngram_lookup", op_ngram_lookup},
-	{"q_target", op_q_target},
-	{"rmsnorm_residual", op_rmsnorm_residual},
-	{"rope", op_rope},
-	{"step", op_step},
-	{"swiglu", op_swiglu},
-	{"tree_attention", op_tree_attention},
-	{"tree_expand", op_tree_expand},
-	{"verify", op_verify},
+/* The adapters by op: kernels/ops.def's rows, each demanding its op_<name>
+ * above (a row without one does not compile, nor does an adapter without a
+ * row: it would be an unused static function). */
+static const rt_host_native_fn registry[] = {
+#define SW_OP(name, n_args, philox, ref, planned) [SW_OP_##name] = op_##name,
+#include "kernels/ops.def"
+#undef SW_OP
 };
+_Static_assert(sizeof(registry) / sizeof(registry[0]) == SW_OP_COUNT,
+               "host_ops.c: one adapter per row of kernels/ops.def");
 
-static const host_op_entry *lookup(const rt_op *op)
+static rt_host_native_fn lookup(const rt_op *op)
 {
-	for (size_t i = 0; i < sizeof(registry) / sizeof(registry[0]); i++)
-		if (!strcmp(registry[i].op, op->op))
-			return &registry[i];
-	return NULL;
+	const int id = sw_op_find(op->op);
+	return id >= 0 ? registry[id] : NULL;
 }
 
 rt_host_native_fn rt_host_native_find(const rt_op *op)
 {
-	const host_op_entry *e = op->kind == RT_OP_KERNEL ? lookup(op) : NULL;
-	return e ? e->run : NULL;
+	return op->kind == RT_OP_KERNEL ? lookup(op) : NULL;
 }
 
 bool rt_host_native_supports(const rt_op *op)
@@ -555,9 +531,9 @@ bool rt_host_native_supports(const rt_op *op)
 
 int rt_host_native_run(const rt_op *op, sw_err *err)
 {
-	const host_op_entry *e = lookup(op);
-	if (!e)
+	const rt_host_native_fn run = lookup(op);
+	if (!run)
 		return sw_errf(err, SW_ENOTSUP, "host native: no implementation of op type \"%s\" (%s)",
 		               op->op, op->name);
-	return e->run(op, err);
+	return run(op, err);
 }

@@ -1,10 +1,9 @@
-/* The host backend's native mode: one plain-C implementation per op type of
- * an engine (one per template: adapt, argmax, cast, embedding, embedding16,
- * kv_commit, kv_store, logits_process, ngram_lookup, rmsnorm_residual, rope,
- * step, swiglu, tree_attention, tree_expand, verify), each a thin adapter
+/* The host backend's native mode: one plain-C implementation per op of an
+ * engine (per row of kernels/ops.def, so per template), each a thin adapter
  * that reads the op's resolved arguments and the kernel's template constants
- * and calls the op's specification in kernels/ref. A registry table, not a
- * switch. GEMMs and memsets are not here (dev_host.c does them). */
+ * and calls the op's specification in kernels/ref. A registry table indexed
+ * by the op list, not a switch. GEMMs and memsets are not here (dev_host.c
+ * does them). */
 #ifndef RT_HOST_OPS_H
 #define RT_HOST_OPS_H
 

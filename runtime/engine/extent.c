@@ -11,6 +11,7 @@
 #include "extent.h"
 #include "device/host_gemm.h"
 #include "kernels/engine_state.h"
+#include "kernels/ops.h"
 #include "kernels/verify_layout.h"
 
 typedef struct ectx {
@@ -678,37 +679,21 @@ static void ext_eagle3_in(ectx *c)
 		set(c, a, mul(D, 4), false, "DIM %lld f32", (long long)D);
 }
 
-typedef struct rule {
-	const char *op;    /* engine.json "op" (host_ops.c's registry key) */
-	const char *tmpl;  /* the template its kernel must come from */
-	int n_args;        /* -1: tree attention, by entry */
-	void (*fn)(ectx *c);
-} rule;
-
-static const rule rules[] = {
-	{"embedding16", "embedding16.cu.tmpl", 4, ext_embedding16},
-	{"block_embed", "block_embed.cu.tmpl", 8, ext_block_embed},
-	{"block_unmask", "block_unmask.cu.tmpl", 5, ext_block_unmask},
-	{"q_target", "q_target.cu.tmpl", 3, ext_q_target},
-	{"eagle3_in", "eagle3_in.cu.tmpl", 8, ext_eagle3_in},
-	{"feature_tap", "feature_tap.cu.tmpl", 3, ext_feature_tap},
-	{"rmsnorm_residual", "rmsnorm_residual.cu.tmpl", 5, ext_rmsnorm_residual},
-	{"cast", "cast.cu.tmpl", 2, ext_cast},
-	{"rope", "rope.cu.tmpl", 3, ext_rope},
-	{"head_prep", "head_prep.cu.tmpl", 5, ext_head_prep},
-	{"swiglu", "swiglu.cu.tmpl", 3, ext_swiglu},
-	{"tree_attention", "tree_attention.cu.tmpl", -1, ext_tree_attention} /* 6 _part, 4 _merge */,
-	{"kv_store", "kv_store.cu.tmpl", 5, ext_kv_store},
-	{"kv_commit", "kv_commit.cu.tmpl", 6, ext_kv_commit},
-	{"logits_process", "logits_process.cu.tmpl", 3, ext_logits_process},
-	{"tree_expand", "tree_expand.cu.tmpl", 6, ext_tree_expand},
-	{"verify", "verify.cu.tmpl", 10, ext_verify},
-	{"step", "step.cu.tmpl", 10, ext_step},
-	{"ngram_lookup", "ngram_lookup.cu.tmpl", 4, ext_ngram_lookup},
-	{"draft_ctrl", "draft_ctrl.cu.tmpl", 5, ext_draft_ctrl},
-	{"adapt", "adapt.cu.tmpl", 5, ext_adapt},
-	{"draft_pick", "draft_pick.cu.tmpl", 4, ext_draft_pick},
+/* The rule of each op of kernels/ops.def: a planned op demands its
+ * ext_<name> above (a row without one does not compile, nor does a rule
+ * without a planned row: an unused static function); an op run outside the
+ * phases has none and is refused in a schedule. */
+#define EXT_RULE_1(name) ext_##name
+#define EXT_RULE_0(name) NULL
+static void (*const rules[])(ectx *c) = {
+#define SW_OP(name, n_args, philox, ref, planned) [SW_OP_##name] = EXT_RULE_##planned(name),
+#include "kernels/ops.def"
+#undef SW_OP
 };
+#undef EXT_RULE_1
+#undef EXT_RULE_0
+_Static_assert(sizeof(rules) / sizeof(rules[0]) == SW_OP_COUNT,
+               "extent.c: one entry per row of kernels/ops.def");
 
 /* GEMM (dev_host.c host_gemm, cuBLASLt row-major C = A W^T): C (m, n) f32,
  * A (m, k) and W (n, k) in the engine dtype (q8_0, q8_0_a8: A fp16, W 34 bytes per
@@ -760,18 +745,17 @@ int rt_extent_op(const rt_manifest *m, const rt_engine_pop *x, rt_extent *out, c
 		want = 3;
 		ext_gemm(&c);
 	} else {
-		const rule *r = NULL;
-		for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
-			if (!strcmp(rules[i].op, x->op))
-				r = &rules[i];
-		if (!r)
+		const int id = sw_op_find(x->op);
+		const sw_op_info *r = sw_op_get(id);
+		if (!r || !rules[id])
 			return refuse(&c, "op kind \"%s\" has no extent rule in this runtime "
-			              "(runtime/engine/extent.c): its reads and writes cannot be bounded",
-			              x->op);
+			              "(runtime/engine/extent.c): %s, so its reads and writes cannot be "
+			              "bounded", x->op, r ? "kernels/ops.def runs it outside the phases"
+			                                  : "no row of kernels/ops.def names it");
 		c.k = x->kernel >= 0 && x->kernel < m->n_kernels ? &m->kernels[x->kernel] : NULL;
 		if (!c.k || strcmp(c.k->tmpl, r->tmpl))
 			return refuse(&c, "kernel of template \"%s\", expected \"%s\" for op kind \"%s\"",
-			              c.k ? c.k->tmpl : "(none)", r->tmpl, r->op);
+			              c.k ? c.k->tmpl : "(none)", r->tmpl, r->name);
 		const size_t ul = strlen(c.k->uri);
 		if (strncmp(x->entry, c.k->uri, ul) ||
 		    (x->entry[ul] && strcmp(x->entry + ul, "_part") && strcmp(x->entry + ul, "_merge")))
@@ -779,7 +763,7 @@ int rt_extent_op(const rt_manifest *m, const rt_engine_pop *x, rt_extent *out, c
 			              "or \"_merge\" for tree attention)", x->entry, c.k->uri);
 		want = r->n_args >= 0 ? r->n_args : strstr(x->entry, "_merge") ? 4 : 6;
 		if (x->n_args == want)
-			r->fn(&c);
+			rules[id](&c);
 	}
 	if (!c.rc && x->n_args != want)
 		refuse(&c, "%d args, expected %d for op kind \"%s\"", x->n_args, want, x->op);

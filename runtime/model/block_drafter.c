@@ -12,6 +12,7 @@
 #include "core/fileio.h"
 #include "core/json.h"
 #include "formats/safetensors.h"
+#include "gemm.h"
 #include "kernels/ref/ref.h"
 
 static const char *const CONFIG_KEYS[] = {
@@ -496,14 +497,14 @@ int rt_bd_append(rt_bd_state *s, const float *feat, int n, sw_err *err)
 	float *f = s->scratch, *h = f + dim;
 	for (int i = 0; i < n; i++) {
 		int32_t pos = s->len + i;
-		ref_matmul(h, feat + (size_t)i * in, d->fc, 1, in, dim);
+		rt_matmul(h, feat + (size_t)i * in, d->fc, 1, in, dim);
 		ref_rmsnorm(f, h, d->fc_norm, 1, dim, c->norm_eps);
 		for (int l = 0; l < c->n_layers; l++) {
 			const rt_layer_weights *L = &d->layers[l];
 			float *kc = s->k_cache + ((size_t)l * bd_slots(s) + (size_t)pos) * kvd;
 			float *vc = s->v_cache + ((size_t)l * bd_slots(s) + (size_t)pos) * kvd;
-			ref_matmul(kc, f, L->wk, 1, dim, (int)kvd);
-			ref_matmul(vc, f, L->wv, 1, dim, (int)kvd);
+			rt_matmul(kc, f, L->wk, 1, dim, (int)kvd);
+			rt_matmul(vc, f, L->wv, 1, dim, (int)kvd);
 			ref_rope(kc, &pos, 1, c->n_kv_heads, c->head_dim, c->head_dim, d->inv_freq);
 		}
 	}
@@ -572,18 +573,18 @@ int rt_bd_forward(rt_bd_state *s, const int32_t *blk, int pos0, const int32_t *w
 		float *vc = s->v_cache + (size_t)l * bd_slots(s) * kvd;
 		float *kb = kc + (size_t)n_ctx * kvd, *vb = vc + (size_t)n_ctx * kvd;
 		ref_rmsnorm(h, x, L->attn_norm, R, dim, c->norm_eps);
-		ref_matmul(q, h, L->wq, R, dim, qd);
-		ref_matmul(kb, h, L->wk, R, dim, kvd);
-		ref_matmul(vb, h, L->wv, R, dim, kvd);
+		rt_matmul(q, h, L->wq, R, dim, qd);
+		rt_matmul(kb, h, L->wk, R, dim, kvd);
+		rt_matmul(vb, h, L->wv, R, dim, kvd);
 		ref_rope(q, pos, R, nh, hd, hd, d->inv_freq);
 		ref_rope(kb, pos, R, nkv, hd, hd, d->inv_freq);
 		ref_attention_append(att, q, kc, vc, R, n_ctx, R, nh, nkv, hd, mask, att_scratch);
-		ref_matmul(o, att, L->wo, R, qd, dim);
+		rt_matmul(o, att, L->wo, R, qd, dim);
 		ref_add(x, x, o, (size_t)R * dim);
 		ref_rmsnorm(h, x, L->ffn_norm, R, dim, c->norm_eps);
-		ref_mlp_swiglu(o, h, L->w_gate, L->w_up, L->w_down, R, dim, c->ffn_dim, mlp);
+		rt_mlp_swiglu(o, h, L->w_gate, L->w_up, L->w_down, R, dim, c->ffn_dim, mlp);
 		ref_add(x, x, o, (size_t)R * dim);
 	}
-	ref_lm_head(logits, x + (size_t)n_win * dim, d->out_norm, d->lm_head, B, dim, c->draft_vocab, c->norm_eps, h);
+	rt_lm_head(logits, x + (size_t)n_win * dim, d->out_norm, d->lm_head, B, dim, c->draft_vocab, c->norm_eps, h);
 	return 0;
 }

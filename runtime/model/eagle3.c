@@ -12,6 +12,7 @@
 #include "core/fileio.h"
 #include "core/json.h"
 #include "formats/safetensors.h"
+#include "gemm.h"
 #include "kernels/ref/ref.h"
 #include "model_hf.h"
 
@@ -572,11 +573,11 @@ static int row_in(rt_e3_state *s, const float *f, int32_t tok, int32_t pos, size
 	ref_rmsnorm(x2 + dim, f, h->hidden_norm, 1, dim, c->norm_eps);
 	memcpy(res, h->cfg.norm_before_residual ? x2 + dim : f, (size_t)dim * sizeof(float));
 	float *kc = s->k_cache + slot * kvd, *vc = s->v_cache + slot * kvd;
-	ref_matmul(kc, x2, h->wk, 1, 2 * dim, kvd);
-	ref_matmul(vc, x2, h->wv, 1, 2 * dim, kvd);
+	rt_matmul(kc, x2, h->wk, 1, 2 * dim, kvd);
+	rt_matmul(vc, x2, h->wv, 1, 2 * dim, kvd);
 	ref_rope(kc, &pos, 1, c->n_kv_heads, c->head_dim, c->head_dim, h->inv_freq);
 	if (q) {
-		ref_matmul(q, x2, h->wq, 1, 2 * dim, c->n_heads * c->head_dim);
+		rt_matmul(q, x2, h->wq, 1, 2 * dim, c->n_heads * c->head_dim);
 		ref_rope(q, &pos, 1, c->n_heads, c->head_dim, c->head_dim, h->inv_freq);
 	}
 	return 0;
@@ -594,15 +595,15 @@ static void rows_out(rt_e3_state *s, struct rows *r, int T, int n_ctx, int n_blk
 	const int dim = c->dim, qd = c->n_heads * c->head_dim;
 	ref_attention_append(r->att, r->q, s->k_cache, s->v_cache, T, n_ctx, n_blk, c->n_heads, c->n_kv_heads,
 	                     c->head_dim, mask, r->att_scratch);
-	ref_matmul(r->o, r->att, h->wo, T, qd, dim);
+	rt_matmul(r->o, r->att, h->wo, T, qd, dim);
 	ref_add(r->x, r->res, r->o, (size_t)T * dim);
 	ref_rmsnorm(r->tmp, r->x, h->post_norm, T, dim, c->norm_eps);
-	ref_mlp_swiglu(r->o, r->tmp, h->w_gate, h->w_up, h->w_down, T, dim, c->ffn_dim, r->mlp);
+	rt_mlp_swiglu(r->o, r->tmp, h->w_gate, h->w_up, h->w_down, T, dim, c->ffn_dim, r->mlp);
 	ref_add(r->x, r->x, r->o, (size_t)T * dim);
 	if (hidden)
 		memcpy(hidden, r->x, (size_t)T * dim * sizeof(float));
 	if (logits)
-		ref_lm_head(logits, r->x, h->out_norm, h->lm_head, T, dim, h->cfg.draft_vocab, c->norm_eps, r->tmp);
+		rt_lm_head(logits, r->x, h->out_norm, h->lm_head, T, dim, h->cfg.draft_vocab, c->norm_eps, r->tmp);
 }
 
 int rt_e3_commit(rt_e3_state *s, const float *feat, const int32_t *tok, int n, float *hidden, float *logits,
@@ -621,7 +622,7 @@ int rt_e3_commit(rt_e3_state *s, const float *feat, const int32_t *tok, int n, f
 	for (int i = 0; i < n; i++) {
 		int32_t pos = s->len + i;
 		bool last = i + 1 == n && (hidden || logits);
-		ref_matmul(r.o, feat + (size_t)i * in, h->fc, 1, in, dim);
+		rt_matmul(r.o, feat + (size_t)i * in, h->fc, 1, in, dim);
 		int rc = row_in(s, r.o, tok[i], pos, (size_t)pos, r.x2, r.res, last ? r.q : NULL, err);
 		if (rc)
 			return rc;

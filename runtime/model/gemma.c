@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ctx.h"
+#include "gemm.h"
 #include "kernels/ref/ref.h"
 #include "transformer.h"
 
@@ -78,10 +79,10 @@ static void gemma_ffn(const rt_ctx *c, const rt_layer_weights *L, int T, const f
 {
 	const int dim = c->m->cfg.dim, ffn = c->m->cfg.ffn_dim;
 	float *gate = scratch, *up = scratch + (size_t)T * ffn;
-	ref_matmul(gate, h, L->w_gate, T, dim, ffn);
-	ref_matmul(up, h, L->w_up, T, dim, ffn);
+	rt_matmul(gate, h, L->w_gate, T, dim, ffn);
+	rt_matmul(up, h, L->w_up, T, dim, ffn);
 	ref_geglu_tanh(gate, gate, up, (size_t)T * ffn);
-	ref_matmul(out, gate, L->w_down, T, ffn, dim);
+	rt_matmul(out, gate, L->w_down, T, ffn, dim);
 }
 
 static int gemma_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const uint64_t *mask,

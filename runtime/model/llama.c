@@ -14,6 +14,7 @@
 #include "formats/gguf.h"
 #include "transformer.h"
 #include "model_gguf.h"
+#include "gemm.h"
 #include "kernels/ref/ref.h"
 
 static size_t kv_dim(const rt_config *c) { return (size_t)c->n_kv_heads * c->head_dim; }
@@ -94,7 +95,7 @@ static void tf_mlp(rt_ctx *c, const rt_layer_weights *L, int l, int T, const rt_
 	if (fam->ffn)
 		fam->ffn(c, L, T, s->h, s->o, s->mlp);
 	else
-		ref_mlp_swiglu(s->o, s->h, L->w_gate, L->w_up, L->w_down, T, dim, cfg->ffn_dim, s->mlp);
+		rt_mlp_swiglu(s->o, s->h, L->w_gate, L->w_up, L->w_down, T, dim, cfg->ffn_dim, s->mlp);
 	if (L->post_ffn_norm)
 		ref_rmsnorm(s->o, s->o, L->post_ffn_norm, T, dim, cfg->norm_eps);
 	ref_add(s->x, s->x, s->o, (size_t)T * dim);
@@ -121,13 +122,13 @@ void rt_tf_head(const rt_ctx *c, int T, float *x, float *h, float *logits, float
 		int rows = c->logits_last_only ? 1 : T;
 		const float *xs = x + (size_t)(T - rows) * dim;
 		if (Vh == V) {
-			ref_lm_head(logits, xs, w->out_norm, w->lm_head, rows, dim, V, cfg->norm_eps, h);
+			rt_lm_head(logits, xs, w->out_norm, w->lm_head, rows, dim, V, cfg->norm_eps, h);
 		} else {
 			/* Row r's Vh logits land at r*V, computed one row at a time
 			 * (in place from the back would also work; rows are few). */
 			for (int r = 0; r < rows; r++) {
 				float *lr = logits + (size_t)r * V;
-				ref_lm_head(lr, xs + (size_t)r * dim, w->out_norm, w->lm_head, 1, dim, Vh,
+				rt_lm_head(lr, xs + (size_t)r * dim, w->out_norm, w->lm_head, 1, dim, Vh,
 				            cfg->norm_eps, h);
 				for (int v = Vh; v < V; v++)
 					lr[v] = -INFINITY;
@@ -165,16 +166,16 @@ int rt_tf_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const u
 		float *kb = kc + first * kvd, *vb = vc + first * kvd;
 
 		ref_rmsnorm(s.h, s.x, L->attn_norm, T, dim, cfg->norm_eps);
-		ref_matmul(s.q, s.h, L->wq, T, dim, qd);
-		ref_matmul(kb, s.h, L->wk, T, dim, kvd);
-		ref_matmul(vb, s.h, L->wv, T, dim, kvd);
+		rt_matmul(s.q, s.h, L->wq, T, dim, qd);
+		rt_matmul(kb, s.h, L->wk, T, dim, kvd);
+		rt_matmul(vb, s.h, L->wv, T, dim, kvd);
 		fam->qk(c, L, lw, pos, T, s.q, kb, vb);
 		if (fam->attend)
 			fam->attend(c, lw, pos, T, s.q, kc, vc, mask, s.att, &s);
 		else
 			ref_attention_append(s.att, s.q, kc, vc, T, c->len, c->blk_off + T, nh, nkv, hd,
 			                     mask, s.att_scratch);
-		ref_matmul(s.o, s.att, L->wo, T, qd, dim);
+		rt_matmul(s.o, s.att, L->wo, T, qd, dim);
 		if (L->post_attn_norm)
 			ref_rmsnorm(s.o, s.o, L->post_attn_norm, T, dim, cfg->norm_eps);
 		ref_add(s.x, s.x, s.o, (size_t)T * dim);

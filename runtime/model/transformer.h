@@ -52,7 +52,7 @@ typedef void (*rt_tf_ffn_fn)(const rt_ctx *c, const rt_layer_weights *L, int T, 
 typedef struct rt_tf_family {
 	rt_tf_qk_fn qk;         /* required */
 	rt_tf_attend_fn attend; /* NULL: every cached key visible (ref_attention_append) */
-	rt_tf_ffn_fn ffn;       /* NULL: SwiGLU (ref_mlp_swiglu) */
+	rt_tf_ffn_fn ffn;       /* NULL: SwiGLU (rt_mlp_swiglu) */
 } rt_tf_family;
 /* The whole forward of T rows (the eval of rt_model_ops): per run layer,
  * norm, q/k/v, fam->qk, attention, o (then post_attn_norm where the layer
