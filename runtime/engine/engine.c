@@ -10,7 +10,7 @@
 #include "engine.h"
 #include "formats/engine_files.h"
 #include "weights_gguf.h"
-#include "device/host_gemm.h"
+#include "core/wformat.h"
 #include "random_weights.h"
 #include "ctrl.h"
 #include "kernels/engine_state.h"
@@ -172,8 +172,8 @@ static int64_t el_bytes(const char *dt)
 static int64_t n_bytes(const char *dt, int64_t n)
 {
 	const int wt = rt_manifest_wtype(dt);
-	const int64_t blk = wt >= 0 ? hg_gguf_block(wt) : 0;
-	return blk ? (n % blk ? -1 : n / blk * hg_gguf_block_bytes(wt)) : n * el_bytes(dt);
+	const int64_t blk = wt >= 0 ? sw_wformat_block(wt) : 0;
+	return blk ? (n % blk ? -1 : n / blk * sw_wformat_block_bytes(wt)) : n * el_bytes(dt);
 }
 
 /* gguf_a8: the file's blocks of field/layer into stage (per bytes), checked
@@ -189,14 +189,14 @@ static int upload_raw(rt_engine *e, const rt_engine_buf *b, const rt_engine_weig
 	if ((rc = raw->get_raw(raw->user, field, layer, &data, &bytes, &type, err)))
 		return rc;
 	const int want = rt_manifest_buf_wtype(b, layer);
-	const int64_t wblk = hg_gguf_block(want);
-	const int64_t wb = wblk ? (int64_t)n / wblk * hg_gguf_block_bytes(want) : -1;
+	const int64_t wblk = sw_wformat_block(want);
+	const int64_t wb = wblk ? (int64_t)n / wblk * sw_wformat_block_bytes(want) : -1;
 	if (type != want || (int64_t)bytes != wb || wb > per)
 		return sw_errf(err, SW_EINVAL, "%s: weight %s (layer %d) is %s (%zu bytes), engine "
 		               "%s/engine.json buffer %s expects %s (%lld bytes): the engine keeps the "
 		               "file's own types; rebuild it for this file", raw->name, field, layer,
 		               ggml_dtype_name((uint32_t)type), bytes, e->man->dir, b->name,
-		               hg_gguf_name(want) ? hg_gguf_name(want) : b->dtype, (long long)wb);
+		               sw_wformat_gemm_name(want) ? sw_wformat_gemm_name(want) : b->dtype, (long long)wb);
 	float *chk = malloc(sizeof(*chk) * n);
 	if (!chk)
 		return sw_errf(err, SW_ENOMEM, "out of memory checking %s", b->name);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "core/wformat.h"
 
 enum gguf_vtype { /* metadata value types, numbered as in the format */
 	GGUF_VT_UINT8 = 0, GGUF_VT_INT8 = 1, GGUF_VT_UINT16 = 2, GGUF_VT_INT16 = 3,
@@ -18,11 +19,12 @@ enum gguf_vtype { /* metadata value types, numbered as in the format */
 	GGUF_VT_FLOAT64 = 12,
 };
 
-enum ggml_dtype { /* tensor types, numbered as in ggml */
-	GGML_T_F32 = 0, GGML_T_F16 = 1, GGML_T_Q4_0 = 2, GGML_T_Q4_1 = 3,
-	GGML_T_Q5_0 = 6, GGML_T_Q5_1 = 7, GGML_T_Q8_0 = 8, GGML_T_Q8_1 = 9,
-	GGML_T_Q2_K = 10, GGML_T_Q3_K = 11, GGML_T_Q4_K = 12, GGML_T_Q5_K = 13,
-	GGML_T_Q6_K = 14, GGML_T_Q8_K = 15, GGML_T_BF16 = 30,
+enum ggml_dtype { /* tensor types: the weight formats' ids (core/wformat.h), ggml's numbers */
+	GGML_T_F32 = SW_WT_F32, GGML_T_F16 = SW_WT_F16, GGML_T_Q4_0 = SW_WT_Q4_0,
+	GGML_T_Q4_1 = SW_WT_Q4_1, GGML_T_Q5_0 = SW_WT_Q5_0, GGML_T_Q5_1 = SW_WT_Q5_1,
+	GGML_T_Q8_0 = SW_WT_Q8_0, GGML_T_Q8_1 = SW_WT_Q8_1, GGML_T_Q2_K = SW_WT_Q2_K,
+	GGML_T_Q3_K = SW_WT_Q3_K, GGML_T_Q4_K = SW_WT_Q4_K, GGML_T_Q5_K = SW_WT_Q5_K,
+	GGML_T_Q6_K = SW_WT_Q6_K, GGML_T_Q8_K = SW_WT_Q8_K, GGML_T_BF16 = SW_WT_BF16,
 };
 
 typedef struct gguf_str {
