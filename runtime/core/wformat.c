@@ -4,6 +4,8 @@
  * written from ggml's dequantize_row_* in its operation order. */
 #include "wformat.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/err.h"
@@ -130,13 +132,14 @@ static void deq_q6_k(const uint8_t *b, float *y)
 /* ---- the table ---------------------------------------------------------- */
 
 /* A row: name, engines' name, type, block, bytes, scan, scales (count,
- * width, offsets), dequantizer. A type listed can be size-checked at open
+ * width, then offset and ggml's name of each), dequantizer. A type listed can be size-checked at open
  * even without a dequantizer; a type not listed makes its tensor's extent
  * unknowable, so a GGUF holding one is refused. */
-#define ROW(nm, gn, t, blk, by, sc, ns, sb, o0, o1, dq) \
-	[t] = { nm, gn, t, blk, by, sc, ns, sb, { o0, o1 }, dq }
-#define PLAIN(nm, t, by, sc, dq) ROW(nm, NULL, t, 1, by, sc, 0, 0, 0, 0, dq)
-#define QUANT(nm, gn, t, blk, by, ns, sb, o0, o1, dq) ROW(nm, gn, t, blk, by, SW_WSCAN_SCALES, ns, sb, o0, o1, dq)
+#define ROW(nm, gn, t, blk, by, sc, ns, sb, o0, n0, o1, n1, dq) \
+	[t] = { nm, gn, t, blk, by, sc, ns, sb, { o0, o1 }, { n0, n1 }, dq }
+#define PLAIN(nm, t, by, sc, dq) ROW(nm, NULL, t, 1, by, sc, 0, 0, 0, NULL, 0, NULL, dq)
+#define QUANT(nm, gn, t, blk, by, ns, sb, o0, n0, o1, n1, dq) \
+	ROW(nm, gn, t, blk, by, SW_WSCAN_SCALES, ns, sb, o0, n0, o1, n1, dq)
 static const sw_wformat formats[] = {
 	PLAIN("F32", SW_WT_F32, 4, SW_WSCAN_F32, deq_f32),
 	PLAIN("F16", SW_WT_F16, 2, SW_WSCAN_F16, deq_f16),
@@ -147,37 +150,37 @@ static const sw_wformat formats[] = {
 	PLAIN("I32", SW_WT_I32, 4, SW_WSCAN_NONE, NULL),
 	PLAIN("I64", SW_WT_I64, 8, SW_WSCAN_NONE, NULL),
 	/* {d; qs[16]}, {d, m; qs[16]}, {d; qh[4]; qs[16]}, {d, m; qh[4]; qs[16]} */
-	QUANT("Q4_0", "q4_0", SW_WT_Q4_0, SW_WF_QK, 18, 1, 2, 0, 0, deq_q4_0),
-	QUANT("Q4_1", "q4_1", SW_WT_Q4_1, SW_WF_QK, 20, 2, 2, 0, 2, deq_q4_1),
-	QUANT("Q5_0", NULL, SW_WT_Q5_0, SW_WF_QK, 22, 1, 2, 0, 0, deq_q5_0),
-	QUANT("Q5_1", NULL, SW_WT_Q5_1, SW_WF_QK, 24, 2, 2, 0, 2, deq_q5_1),
+	QUANT("Q4_0", "q4_0", SW_WT_Q4_0, SW_WF_QK, 18, 1, 2, 0, "d", 0, NULL, deq_q4_0),
+	QUANT("Q4_1", "q4_1", SW_WT_Q4_1, SW_WF_QK, 20, 2, 2, 0, "d", 2, "m", deq_q4_1),
+	QUANT("Q5_0", NULL, SW_WT_Q5_0, SW_WF_QK, 22, 1, 2, 0, "d", 0, NULL, deq_q5_0),
+	QUANT("Q5_1", NULL, SW_WT_Q5_1, SW_WF_QK, 24, 2, 2, 0, "d", 2, "m", deq_q5_1),
 	/* {d; qs[32]}, {d, s; qs[32]} */
-	QUANT("Q8_0", "q8_0", SW_WT_Q8_0, SW_WF_QK, SW_WF_Q8_0_BYTES, 1, 2, 0, 0, deq_q8_0),
-	QUANT("Q8_1", NULL, SW_WT_Q8_1, SW_WF_QK, 36, 2, 2, 0, 2, NULL),
+	QUANT("Q8_0", "q8_0", SW_WT_Q8_0, SW_WF_QK, SW_WF_Q8_0_BYTES, 1, 2, 0, "d", 0, NULL, deq_q8_0),
+	QUANT("Q8_1", NULL, SW_WT_Q8_1, SW_WF_QK, 36, 2, 2, 0, "d", 2, "s", NULL),
 	/* {scales[16]; qs[64]; d, dmin}, {hmask[32]; qs[64]; scales[12]; d} */
-	QUANT("Q2_K", NULL, SW_WT_Q2_K, SW_WF_QK_K, 84, 2, 2, 80, 82, NULL),
-	QUANT("Q3_K", NULL, SW_WT_Q3_K, SW_WF_QK_K, 110, 1, 2, 108, 0, NULL),
+	QUANT("Q2_K", NULL, SW_WT_Q2_K, SW_WF_QK_K, 84, 2, 2, 80, "d", 82, "dmin", NULL),
+	QUANT("Q3_K", NULL, SW_WT_Q3_K, SW_WF_QK_K, 110, 1, 2, 108, "d", 0, NULL, NULL),
 	/* {d, dmin; scales[12]; qs[128]} (the 6-bit sub-scales are integers),
 	 * {d, dmin; scales[12]; qh[32]; qs[128]} */
-	QUANT("Q4_K", "q4_k", SW_WT_Q4_K, SW_WF_QK_K, 144, 2, 2, 0, 2, deq_q4_k),
-	QUANT("Q5_K", NULL, SW_WT_Q5_K, SW_WF_QK_K, 176, 2, 2, 0, 2, NULL),
+	QUANT("Q4_K", "q4_k", SW_WT_Q4_K, SW_WF_QK_K, 144, 2, 2, 0, "d", 2, "dmin", deq_q4_k),
+	QUANT("Q5_K", NULL, SW_WT_Q5_K, SW_WF_QK_K, 176, 2, 2, 0, "d", 2, "dmin", NULL),
 	/* {ql[128]; qh[64]; int8 scales[16]; d}, {float d; qs[256]; bsums[16]} */
-	QUANT("Q6_K", "q6_k", SW_WT_Q6_K, SW_WF_QK_K, 210, 1, 2, 208, 0, deq_q6_k),
-	QUANT("Q8_K", NULL, SW_WT_Q8_K, SW_WF_QK_K, 292, 1, 4, 0, 0, NULL),
+	QUANT("Q6_K", "q6_k", SW_WT_Q6_K, SW_WF_QK_K, 210, 1, 2, 208, "d", 0, NULL, deq_q6_k),
+	QUANT("Q8_K", NULL, SW_WT_Q8_K, SW_WF_QK_K, 292, 1, 4, 0, "d", 0, NULL, NULL),
 	/* the i-quants: d first, save IQ1_M (its scale is spread over the
 	 * top nibbles of scales[8]: nothing to read as a field) */
-	QUANT("IQ2_XXS", NULL, SW_WT_IQ2_XXS, SW_WF_QK_K, 66, 1, 2, 0, 0, NULL),
-	QUANT("IQ2_XS", NULL, SW_WT_IQ2_XS, SW_WF_QK_K, 74, 1, 2, 0, 0, NULL),
-	QUANT("IQ3_XXS", NULL, SW_WT_IQ3_XXS, SW_WF_QK_K, 98, 1, 2, 0, 0, NULL),
-	QUANT("IQ1_S", NULL, SW_WT_IQ1_S, SW_WF_QK_K, 50, 1, 2, 0, 0, NULL),
-	QUANT("IQ4_NL", NULL, SW_WT_IQ4_NL, SW_WF_QK, 18, 1, 2, 0, 0, NULL),
-	QUANT("IQ3_S", NULL, SW_WT_IQ3_S, SW_WF_QK_K, 110, 1, 2, 0, 0, NULL),
-	QUANT("IQ2_S", NULL, SW_WT_IQ2_S, SW_WF_QK_K, 82, 1, 2, 0, 0, NULL),
-	QUANT("IQ4_XS", NULL, SW_WT_IQ4_XS, SW_WF_QK_K, 136, 1, 2, 0, 0, NULL),
-	ROW("IQ1_M", NULL, SW_WT_IQ1_M, SW_WF_QK_K, 56, SW_WSCAN_NONE, 0, 0, 0, 0, NULL),
+	QUANT("IQ2_XXS", NULL, SW_WT_IQ2_XXS, SW_WF_QK_K, 66, 1, 2, 0, "d", 0, NULL, NULL),
+	QUANT("IQ2_XS", NULL, SW_WT_IQ2_XS, SW_WF_QK_K, 74, 1, 2, 0, "d", 0, NULL, NULL),
+	QUANT("IQ3_XXS", NULL, SW_WT_IQ3_XXS, SW_WF_QK_K, 98, 1, 2, 0, "d", 0, NULL, NULL),
+	QUANT("IQ1_S", NULL, SW_WT_IQ1_S, SW_WF_QK_K, 50, 1, 2, 0, "d", 0, NULL, NULL),
+	QUANT("IQ4_NL", NULL, SW_WT_IQ4_NL, SW_WF_QK, 18, 1, 2, 0, "d", 0, NULL, NULL),
+	QUANT("IQ3_S", NULL, SW_WT_IQ3_S, SW_WF_QK_K, 110, 1, 2, 0, "d", 0, NULL, NULL),
+	QUANT("IQ2_S", NULL, SW_WT_IQ2_S, SW_WF_QK_K, 82, 1, 2, 0, "d", 0, NULL, NULL),
+	QUANT("IQ4_XS", NULL, SW_WT_IQ4_XS, SW_WF_QK_K, 136, 1, 2, 0, "d", 0, NULL, NULL),
+	ROW("IQ1_M", NULL, SW_WT_IQ1_M, SW_WF_QK_K, 56, SW_WSCAN_NONE, 0, 0, 0, NULL, 0, NULL, NULL),
 	/* {qs[48]; qh[4]; d}, {qs[64]; d} */
-	QUANT("TQ1_0", NULL, SW_WT_TQ1_0, SW_WF_QK_K, 54, 1, 2, 52, 0, NULL),
-	QUANT("TQ2_0", NULL, SW_WT_TQ2_0, SW_WF_QK_K, 66, 1, 2, 64, 0, NULL),
+	QUANT("TQ1_0", NULL, SW_WT_TQ1_0, SW_WF_QK_K, 54, 1, 2, 52, "d", 0, NULL, NULL),
+	QUANT("TQ2_0", NULL, SW_WT_TQ2_0, SW_WF_QK_K, 66, 1, 2, 64, "d", 0, NULL, NULL),
 };
 #undef QUANT
 #undef PLAIN
@@ -275,13 +278,25 @@ static bool el_bad(const struct lanes *l, const uint8_t *p)
  * element by element within its chunk. */
 #define CHUNK 4096
 
+/* 32 bytes as four 8-byte words: GCC's generic vectors, one AVX2 register
+ * (two SSE ones) where the target has them, plain words elsewhere. */
+typedef uint64_t u64x4 __attribute__((vector_size(32)));
+
 static int64_t scan_lanes(const struct lanes *l, const uint8_t *p, uint64_t n)
 {
 	const uint64_t nbytes = n * l->el;
+	const u64x4 mask = {l->mask, l->mask, l->mask, l->mask}, unit = {l->unit, l->unit, l->unit, l->unit};
 	uint64_t off = 0;
 	while (off < nbytes) {
 		const uint64_t len = nbytes - off < CHUNK ? nbytes - off : CHUNK;
 		uint64_t acc = 0, i = 0;
+		u64x4 acc4 = {0, 0, 0, 0};
+		for (; i + 32 <= len; i += 32) {
+			u64x4 w;
+			memcpy(&w, p + off + i, sizeof(w));
+			acc4 |= (w & mask) + unit;
+		}
+		acc = acc4[0] | acc4[1] | acc4[2] | acc4[3];
 		for (; i + 8 <= len; i += 8) {
 			uint64_t w;
 			memcpy(&w, p + off + i, sizeof(w));
@@ -324,4 +339,48 @@ int64_t sw_wformat_find_nonfinite(const sw_wformat *f, const void *data, uint64_
 	case SW_WSCAN_SCALES: return scan_scales(f, data, n);
 	default: return -1;
 	}
+}
+
+/* The value at p of an IEEE type of el bytes, widened to double. */
+static double plain_value(int scan, const uint8_t *p)
+{
+	switch (scan) {
+	case SW_WSCAN_F32: {
+		uint32_t u = ld32(p);
+		float x;
+		memcpy(&x, &u, sizeof(x));
+		return x;
+	}
+	case SW_WSCAN_F16: return sw_f16_to_f32(ld16(p));
+	case SW_WSCAN_BF16: return sw_bf16_to_f32(ld16(p));
+	default: {
+		uint64_t u = (uint64_t)ld32(p) | (uint64_t)ld32(p + 4) << 32;
+		double x;
+		memcpy(&x, &u, sizeof(x));
+		return x;
+	}
+	}
+}
+
+void sw_wformat_describe(const sw_wformat *f, const void *data, int64_t i, char *buf, size_t n)
+{
+	const uint8_t *p = data;
+	if (f->scan != SW_WSCAN_SCALES) {
+		snprintf(buf, n, "element %lld is %g", (long long)i,
+		         plain_value(f->scan, p + (uint64_t)i * f->bytes));
+		return;
+	}
+	const uint64_t b = (uint64_t)i / f->block;
+	const uint8_t *q = p + b * f->bytes;
+	for (int s = 0; s < f->n_scales; s++) {
+		const double v = f->scale_bytes == 4 ? plain_value(SW_WSCAN_F32, q + f->scale_off[s])
+		                                     : sw_f16_to_f32(ld16(q + f->scale_off[s]));
+		if (isfinite(v))
+			continue;
+		snprintf(buf, n, "block %llu (elements %llu..%llu): scale %s is %g", (unsigned long long)b,
+		         (unsigned long long)(b * f->block), (unsigned long long)(b * f->block + f->block - 1),
+		         f->scale_name[s], v);
+		return;
+	}
+	snprintf(buf, n, "block %llu: every scale finite", (unsigned long long)b);
 }

@@ -52,6 +52,7 @@ typedef struct sw_wformat {
 	uint8_t n_scales;      /* SW_WSCAN_SCALES: how many scale fields per block */
 	uint8_t scale_bytes;   /* 2 (binary16) or 4 (binary32, Q8_K's d) */
 	uint16_t scale_off[SW_WF_MAX_SCALES]; /* their byte offsets in the block */
+	const char *scale_name[SW_WF_MAX_SCALES]; /* ggml's field names: "d", "dmin" */
 	/* One block (bytes) -> block floats, ggml's operation order so that the
 	 * results match ggml and gguf-py bit for bit; NULL where this project
 	 * has no dequantizer for the type. */
@@ -79,5 +80,16 @@ int sw_wformat_dequant(uint32_t type, const void *src, uint64_t n, float *out);
  * 8 bytes at a time for the plain types, the scale fields of each block
  * for the block types. data may be unaligned. */
 int64_t sw_wformat_find_nonfinite(const sw_wformat *f, const void *data, uint64_t n);
+/* What is wrong at index i (a find_nonfinite result) in words, into buf:
+ * "element 7 is nan", "block 3 (elements 96..127): scale dmin is inf". */
+void sw_wformat_describe(const sw_wformat *f, const void *data, int64_t i, char *buf, size_t n);
+
+/* What a loader's finite scan covered and what it cost (the loaders add
+ * to it, file by file, and say it when the model is loaded). */
+typedef struct sw_wscan_cost {
+	uint64_t bytes;   /* tensor bytes passed over */
+	uint64_t tensors;
+	double seconds;   /* wall-clock, page faults of a mapped file included */
+} sw_wscan_cost;
 
 #endif

@@ -5,6 +5,7 @@
  * round-to-nearest block formats (Q4_0, Q4_1, Q8_0) that tests need. */
 #include "gguf.h"
 #include "core/fileio.h"
+#include "core/timing.h"
 #include "core/wformat.h"
 
 #include <errno.h>
@@ -715,6 +716,38 @@ int gguf_tensor_to_f32(const gguf_file *f, const gguf_tensor *t, float *out, sw_
 		return sw_errf(err, rc, "%s: tensor '%s': cannot dequantize %llu elements of %s",
 			       f->path, str_show(t->name), (unsigned long long)t->n_elems, ggml_dtype_name(t->type));
 	return 0;
+}
+
+/* ---- the finite scan ---------------------------------------------------- */
+
+int gguf_tensor_check_finite(const gguf_file *f, const gguf_tensor *t, sw_err *err)
+{
+	const sw_wformat *w = sw_wformat_get(t->type); /* the reader refuses a type without a row */
+	const int64_t bad = w ? sw_wformat_find_nonfinite(w, t->data, t->n_elems) : -1;
+	if (bad < 0)
+		return 0;
+	char what[160];
+	sw_wformat_describe(w, t->data, bad, what, sizeof(what));
+	return sw_errf(err, SW_EINVAL, "%s: tensor '%s' (%s, %llu elements): expected finite values, "
+	               "found a non-finite one: %s", f->path, str_show(t->name), w->name,
+	               (unsigned long long)t->n_elems, what);
+}
+
+int gguf_check_finite(const gguf_file *f, sw_wscan_cost *cost, sw_err *err)
+{
+	const double t0 = sw_now_s();
+	uint64_t bytes = 0;
+	int rc = 0;
+	for (uint64_t i = 0; i < f->n_tensors && !rc; i++) {
+		rc = gguf_tensor_check_finite(f, &f->tensors[i], err);
+		bytes += f->tensors[i].nbytes;
+	}
+	if (cost) {
+		cost->bytes += bytes;
+		cost->tensors += f->n_tensors;
+		cost->seconds += sw_now_s() - t0;
+	}
+	return rc;
 }
 
 /* ---- quantization (ggml reference round-to-nearest) --------------------- */

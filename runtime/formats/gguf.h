@@ -97,6 +97,15 @@ uint64_t ggml_dtype_nbytes(uint32_t type, uint64_t n);
  * Others -> SW_ENOTSUP naming the tensor and the type. */
 int gguf_tensor_to_f32(const gguf_file *f, const gguf_tensor *t, float *out, sw_err *err);
 
+/* The finite scan (core/wformat.h): every value of t's plain float type
+ * (F32, F16, BF16, F64) or every scale field of its blocks is finite, else
+ * SW_EINVAL naming the file, the tensor, the first bad element (a block's
+ * first element and which scale) and the value found. */
+int gguf_tensor_check_finite(const gguf_file *f, const gguf_tensor *t, sw_err *err);
+/* The same for every tensor of f, in file order; cost (may be NULL) gains
+ * the bytes, tensors and seconds. */
+int gguf_check_finite(const gguf_file *f, sw_wscan_cost *cost, sw_err *err);
+
 /* Writer (tests, model builders, derived draft models). Values are copied. */
 typedef struct gguf_writer gguf_writer;
 gguf_writer *gguf_writer_new(uint32_t version, uint64_t alignment);
