@@ -132,9 +132,9 @@ static void deq_q6_k(const uint8_t *b, float *y)
 /* ---- the table ---------------------------------------------------------- */
 
 /* A row: name, engines' name, type, block, bytes, scan, scales (count,
- * width, then offset and ggml's name of each), dequantizer. A type listed can be size-checked at open
- * even without a dequantizer; a type not listed makes its tensor's extent
- * unknowable, so a GGUF holding one is refused. */
+ * width, then offset and ggml's name of each), dequantizer. A type listed
+ * can be size-checked at open even without a dequantizer; a type not listed
+ * makes its tensor's extent unknowable, so a GGUF holding one is refused. */
 #define ROW(nm, gn, t, blk, by, sc, ns, sb, o0, n0, o1, n1, dq) \
 	[t] = { nm, gn, t, blk, by, sc, ns, sb, { o0, o1 }, { n0, n1 }, dq }
 #define PLAIN(nm, t, by, sc, dq) ROW(nm, NULL, t, 1, by, sc, 0, 0, 0, NULL, 0, NULL, dq)
