@@ -312,7 +312,7 @@ FAKE_SO_SRC   := tests/util/fake_cuda.c tests/util/fakecuda/fake_cuda_so.c kerne
                  tests/util/gemm_simple_emu.c \
                  runtime/device/host_gemm.c runtime/device/host_gemm_i8.c runtime/device/host_pool.c \
                  runtime/device/sgemm_portable.c runtime/formats/gguf.c runtime/core/err.c \
-                 runtime/core/json.c runtime/core/fileio.c runtime/core/output.c runtime/core/utf8.c
+                 runtime/core/json.c runtime/core/fileio.c runtime/core/output.c runtime/core/utf8.c runtime/core/wformat.c
 FAKE_SO_OBJ   := $(FAKE_SO_SRC:%.c=$(FAKECUDA)/obj/%.o)
 .PHONY: portable fakecuda
 

@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "formats/gguf.h"
 #include "model/model_hf.h"
 #include "formats/safetensors.h"
 
@@ -610,6 +612,95 @@ static void test_hf_load_tiny(void **state)
 	free(m);
 }
 
+/* A Hugging Face directory is scanned at load (issue 40): an inf in a BF16
+ * tensor, a NaN in an F16 one and in an F32 one are refused naming the
+ * file, the tensor and the element; the same directory with finite values
+ * loads. */
+static void test_hf_nonfinite(void **state)
+{
+	struct tiny *m = calloc(1, sizeof(*m));
+	char *dir = make_tmpdir();
+	rt_config c;
+	rt_weights w;
+	sw_err err = { 0 };
+	static const struct {
+		const char *tensor, *what;
+	} cases[] = {
+		{ "model.embed_tokens.weight", "(BF16, 80 elements): expected finite values, found a "
+		                               "non-finite one: element 2 is inf" },
+		{ "model.layers.0.self_attn.q_proj.weight", "(F16, 64 elements): expected finite values, "
+		                                            "found a non-finite one: element 6 is nan" },
+		{ "model.layers.1.mlp.down_proj.weight", "(F32, 96 elements): expected finite values, "
+		                                         "found a non-finite one: element 4 is nan" },
+	};
+	for (int k = 0; k < 3; k++) {
+		tiny_fill(m);
+		tiny_write(dir, m, NULL, false, true, false);
+		assert_int_equal(rt_llama_load_hf(dir, &c, &w, &err), 0);
+		rt_weights_free(&w);
+		if (k == 0)
+			m->embd_bf16[2] = 0x7f80;
+		else if (k == 1)
+			m->l[0].q16[6] = 0x7e00;
+		else
+			m->l[1].d[4] = NAN;
+		tiny_write(dir, m, NULL, false, true, false);
+		assert_int_equal(rt_llama_load_hf(dir, &c, &w, &err), SW_EINVAL);
+		assert_null(w.arena);
+		print_message("  %s\n", err.msg);
+		char path[512];
+		snprintf(path, sizeof(path), "%s/model.safetensors: tensor %s %s", dir, cases[k].tensor,
+		         cases[k].what);
+		if (!strstr(err.msg, path))
+			fail_msg("expected '%s' in: %s", path, err.msg);
+	}
+	rm_rf(dir);
+	free(m);
+}
+
+/* The tokenizer of a Hugging Face directory is a GGUF given with
+ * --tokenizer: one with fewer tokens than the model's vocabulary is refused
+ * at load, naming it, the field, expected and found (issue 40). */
+static void test_hf_tokenizer_short(void **state)
+{
+	struct tiny *m = calloc(1, sizeof(*m));
+	char *dir = make_tmpdir();
+	sw_err err = { 0 };
+	tiny_fill(m);
+	tiny_write(dir, m, NULL, false, true, false);
+	const char *toks[T_VOCAB] = { "a", "b", "c", "d", "e", "f", "g", "h", "i", "j" };
+	char tok[2][512], cmd[2048], out[8192];
+	for (int k = 0; k < 2; k++) {
+		snprintf(tok[k], sizeof(tok[k]), "%s/tok%d.gguf", dir, k ? T_VOCAB - 3 : T_VOCAB);
+		gguf_writer *w = gguf_writer_new(3, 32);
+		gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+		gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, k ? T_VOCAB - 3 : T_VOCAB);
+		gguf_w_arr_str(w, "tokenizer.ggml.merges", NULL, NULL, 0);
+		assert_int_equal(gguf_writer_save(w, tok[k], &err), 0);
+		gguf_writer_free(w);
+	}
+	const char *b = getenv("BUILD");
+	for (int k = 0; k < 2; k++) {
+		snprintf(cmd, sizeof(cmd), "%s/specwright generate %s --tokenizer %s --ids '1 2' -n 1 2>&1",
+		         b && b[0] ? b : "build", dir, tok[k]);
+		FILE *p = popen(cmd, "r");
+		assert_non_null(p);
+		size_t n = fread(out, 1, sizeof(out) - 1, p);
+		out[n] = 0;
+		const int st = pclose(p);
+		print_message("  %s", out);
+		char want[1024];
+		snprintf(want, sizeof(want), "%s: tokenizer.ggml.tokens: expected %d tokens (the vocabulary of "
+		         "%s), found %d", tok[1], T_VOCAB, dir, T_VOCAB - 3);
+		if (k == 0 && strstr(out, "tokenizer.ggml.tokens"))
+			fail_msg("the whole table refused: %s", out);
+		if (k == 1 && (!WIFEXITED(st) || WEXITSTATUS(st) != 1 || !strstr(out, want)))
+			fail_msg("expected exit 1 and '%s', found: %s", want, out);
+	}
+	rm_rf(dir);
+	free(m);
+}
+
 static void test_sharded(void **state)
 {
 	const float a[2] = { 1, 2 }, b[3] = { 3, 4, 5 };
@@ -831,6 +922,8 @@ int main(void)
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_hf_config),
 		cmocka_unit_test(test_hf_load_tiny),
+		cmocka_unit_test(test_hf_nonfinite),
+		cmocka_unit_test(test_hf_tokenizer_short),
 		cmocka_unit_test(test_sharded),
 		cmocka_unit_test(test_qk_permutation_vs_gguf),
 	};

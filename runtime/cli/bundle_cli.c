@@ -757,15 +757,17 @@ static int bundle_check(const char *dir, bool digests, FILE *report, size_t *n_f
 		return SW_EINVAL;
 	if ((rc = json_get_int(root, "specwright_bundle", "$", 1, INT32_MAX, &fmt, err)))
 		goto out;
-	if (fmt != BUNDLE_FORMAT) {
-		rc = sw_errf(err, SW_EINVAL, "%s: $.specwright_bundle: format %d expected, found %lld (%s): make "
-		             "the bundle again with this specwright", path, BUNDLE_FORMAT, (long long)fmt,
-		             fmt < BUNDLE_FORMAT ? "an older bundle lists no directories" : "a newer specwright's");
+	if (fmt != BUNDLE_FORMAT && fmt != 1) {
+		rc = sw_errf(err, SW_EINVAL, "%s: $.specwright_bundle: format 1 or %d expected, found %lld (a newer "
+		             "specwright's): check it with that specwright", path, BUNDLE_FORMAT, (long long)fmt);
 		goto out;
 	}
 	if ((rc = json_get_array(root, "files", "$", 1, SIZE_MAX, &files, err)) ||
-	    (rc = json_get_array(root, "dirs", "$", 0, SIZE_MAX, &dirs, err)))
+	    (fmt > 1 && (rc = json_get_array(root, "dirs", "$", 0, SIZE_MAX, &dirs, err))))
 		goto out;
+	static const json_value no_dirs = {.type = JSON_ARRAY};
+	if (!dirs) /* format 1 listed files only: its directories are theirs */
+		dirs = &no_dirs;
 	*n_files = files->n;
 	for (size_t i = 0; i < files->n + dirs->n && !rc; i++) {
 		const bool isdir = i >= files->n;
@@ -797,6 +799,23 @@ static int bundle_check(const char *dir, bool digests, FILE *report, size_t *n_f
 	}
 	if (rc)
 		goto out;
+	if (dirs == &no_dirs) {
+		const int nf = listed.n;
+		for (int i = 0; i < nf && !rc; i++) {
+			char d[600];
+			snprintf(d, sizeof(d), "%s", listed.e[i].path);
+			for (char *sl = strrchr(d, '/'); sl && !rc; sl = strrchr(d, '/')) {
+				*sl = 0;
+				bool have = false;
+				for (int k = nf; k < listed.n && !have; k++)
+					have = !strcmp(listed.e[k].path, d);
+				if (!have)
+					rc = blist_push(&listed, d, 'd', 0, err);
+			}
+		}
+		if (rc)
+			goto out;
+	}
 	qsort(listed.e, (size_t)listed.n, sizeof(*listed.e), entry_cmp);
 	for (int i = 1; i < listed.n; i++)
 		if (!strcmp(listed.e[i].path, listed.e[i - 1].path)) {

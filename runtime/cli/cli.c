@@ -329,9 +329,9 @@ int cli_session_open(cli_session *s, const cli_opts *o, sw_err *err)
 	gguf_close(f);
 	if (!s->tok)
 		return SW_EINVAL;
-	if (rt_tokenizer_vocab(s->tok) > s->target->cfg.vocab)
-		return sw_errf(err, SW_EINVAL, "%s: tokenizer has %d tokens but the model only %d", tpath,
-		               rt_tokenizer_vocab(s->tok), s->target->cfg.vocab);
+	if (rt_tokenizer_vocab(s->tok) != s->target->cfg.vocab) /* an id without a text, or a text without an id */
+		return sw_errf(err, SW_EINVAL, "%s: tokenizer.ggml.tokens: expected %d tokens (the vocabulary of "
+		               "%s), found %d", tpath, s->target->cfg.vocab, s->target->name, rt_tokenizer_vocab(s->tok));
 	int ctx = o->ctx;
 	if (s->target->cfg.max_ctx > 0 && ctx > s->target->cfg.max_ctx)
 		return sw_errf(err, SW_ERANGE, "--ctx %d exceeds the model's trained context of %d", ctx,

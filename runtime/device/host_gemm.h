@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/wformat.h"
+
 enum hg_path {
 	HG_PATH_AUTO = 0,     /* the vector path where the CPU has it, else portable */
 	HG_PATH_PORTABLE = 1, /* plain C */
@@ -43,8 +45,8 @@ int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t
 /* q8_0 weights (GGUF's Q8_0 block layout): each row of W is k / 32 blocks
  * of 34 bytes, an fp16 scale d then 32 int8 q; the weight is q * d, which
  * fp32 holds exactly (8 + 11 significand bits). */
-#define HG_Q8_BLOCK 32
-#define HG_Q8_BYTES 34
+#define HG_Q8_BLOCK SW_WF_QK         /* core/wformat.h: the format table's Q8_0 row */
+#define HG_Q8_BYTES SW_WF_Q8_0_BYTES
 enum hg_wfmt { HG_W_F16 = 0, HG_W_BF16 = 1, HG_W_Q8_0 = 2 };
 
 /* C = A * W^T with A fp16 (a_bf16: bf16) and W (n, k) q8_0; k a multiple
@@ -87,20 +89,22 @@ bool hg_i8_path_available(int path);
 int hg_i8_path_auto(void);
 
 /* GGUF weight types the "gguf_a8" engine dtype's GEMM reads in the file's
- * own blocks, numbered as ggml's enum (formats/gguf.h GGML_T_*). */
+ * own blocks: the rows of the weight-format table (core/wformat.h) that
+ * have a gemm_name. */
 enum hg_gguf_type {
-	HG_GGUF_Q4_0 = 2,
-	HG_GGUF_Q4_1 = 3,
-	HG_GGUF_Q8_0 = 8,
-	HG_GGUF_Q4_K = 12,
-	HG_GGUF_Q6_K = 14
+	HG_GGUF_Q4_0 = SW_WT_Q4_0,
+	HG_GGUF_Q4_1 = SW_WT_Q4_1,
+	HG_GGUF_Q8_0 = SW_WT_Q8_0,
+	HG_GGUF_Q4_K = SW_WT_Q4_K,
+	HG_GGUF_Q6_K = SW_WT_Q6_K
 };
-/* Elements and bytes of one block of wtype (Q4_0 32/18, Q4_1 32/20, Q8_0
- * 32/34, Q4_K 256/144, Q6_K 256/210); 0 for a type this GEMM does not take. */
+/* Elements and bytes of one block of wtype, repacked or not, as the format
+ * table has them (Q4_0 32/18, Q4_1 32/20, Q8_0 32/34, Q4_K 256/144, Q6_K
+ * 256/210); 0 for a type this GEMM does not take. */
 int64_t hg_gguf_block(int wtype);
 int64_t hg_gguf_block_bytes(int wtype);
-/* "q4_0", "q4_1", "q8_0", "q4_k", "q6_k" ("q4_0r", "q4_1r", "q8_0r": repacked);
- * NULL for other types. */
+/* The table's gemm_name: "q4_0", "q4_1", "q8_0", "q4_k", "q6_k" ("q4_0r",
+ * "q4_1r", "q8_0r": repacked); NULL for other types. */
 const char *hg_gguf_name(int wtype);
 
 /* Q4_0 and Q4_1 weights repacked (hg_gguf_repack): the same bytes in the

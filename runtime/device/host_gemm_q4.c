@@ -51,44 +51,36 @@
 /* ---- the block formats (llama.cpp ggml-quants.c: block_q4_0, block_q4_1,
  * block_q4_K and get_scale_min_k4, block_q6_K) ---- */
 
-int64_t hg_gguf_block(int wtype)
+/* The format table's row of a type this GEMM reads (repacked or not). */
+static const sw_wformat *gemm_format(int wtype)
 {
 	if (wtype == HG_GGUF_Q4_0R || wtype == HG_GGUF_Q4_1R || wtype == HG_GGUF_Q8_0R)
 		wtype &= ~HG_GGUF_REPACKED;
-	switch (wtype) {
-	case HG_GGUF_Q4_0: case HG_GGUF_Q4_1: case HG_GGUF_Q8_0: return 32;
-	case HG_GGUF_Q4_K: case HG_GGUF_Q6_K: return 256;
-	default: return 0;
-	}
+	const sw_wformat *f = wtype >= 0 ? sw_wformat_get((uint32_t)wtype) : NULL;
+	return f && f->gemm_name ? f : NULL;
+}
+
+int64_t hg_gguf_block(int wtype)
+{
+	const sw_wformat *f = gemm_format(wtype);
+	return f ? f->block : 0;
 }
 
 int64_t hg_gguf_block_bytes(int wtype)
 {
-	if (wtype == HG_GGUF_Q4_0R || wtype == HG_GGUF_Q4_1R || wtype == HG_GGUF_Q8_0R)
-		wtype &= ~HG_GGUF_REPACKED;
-	switch (wtype) {
-	case HG_GGUF_Q4_0: return 18;
-	case HG_GGUF_Q4_1: return 20;
-	case HG_GGUF_Q8_0: return HG_Q8_BYTES;
-	case HG_GGUF_Q4_K: return 144;
-	case HG_GGUF_Q6_K: return 210;
-	default: return 0;
-	}
+	const sw_wformat *f = gemm_format(wtype);
+	return f ? f->bytes : 0;
 }
 
 const char *hg_gguf_name(int wtype)
 {
 	switch (wtype) {
-	case HG_GGUF_Q4_0: return "q4_0";
-	case HG_GGUF_Q4_1: return "q4_1";
-	case HG_GGUF_Q8_0: return "q8_0";
-	case HG_GGUF_Q4_K: return "q4_k";
-	case HG_GGUF_Q6_K: return "q6_k";
 	case HG_GGUF_Q4_0R: return "q4_0r";
 	case HG_GGUF_Q4_1R: return "q4_1r";
 	case HG_GGUF_Q8_0R: return "q8_0r";
-	default: return NULL;
 	}
+	const sw_wformat *f = gemm_format(wtype);
+	return f ? f->gemm_name : NULL;
 }
 
 static float h2f(const char *p)

@@ -10,7 +10,7 @@
 #include "engine.h"
 #include "formats/engine_files.h"
 #include "weights_gguf.h"
-#include "device/host_gemm.h"
+#include "core/wformat.h"
 #include "random_weights.h"
 #include "ctrl.h"
 #include "kernels/engine_state.h"
@@ -172,8 +172,8 @@ static int64_t el_bytes(const char *dt)
 static int64_t n_bytes(const char *dt, int64_t n)
 {
 	const int wt = rt_manifest_wtype(dt);
-	const int64_t blk = wt >= 0 ? hg_gguf_block(wt) : 0;
-	return blk ? (n % blk ? -1 : n / blk * hg_gguf_block_bytes(wt)) : n * el_bytes(dt);
+	const int64_t blk = wt >= 0 ? sw_wformat_block(wt) : 0;
+	return blk ? (n % blk ? -1 : n / blk * sw_wformat_block_bytes(wt)) : n * el_bytes(dt);
 }
 
 /* gguf_a8: the file's blocks of field/layer into stage (per bytes), checked
@@ -189,14 +189,14 @@ static int upload_raw(rt_engine *e, const rt_engine_buf *b, const rt_engine_weig
 	if ((rc = raw->get_raw(raw->user, field, layer, &data, &bytes, &type, err)))
 		return rc;
 	const int want = rt_manifest_buf_wtype(b, layer);
-	const int64_t wblk = hg_gguf_block(want);
-	const int64_t wb = wblk ? (int64_t)n / wblk * hg_gguf_block_bytes(want) : -1;
+	const int64_t wblk = sw_wformat_block(want);
+	const int64_t wb = wblk ? (int64_t)n / wblk * sw_wformat_block_bytes(want) : -1;
 	if (type != want || (int64_t)bytes != wb || wb > per)
 		return sw_errf(err, SW_EINVAL, "%s: weight %s (layer %d) is %s (%zu bytes), engine "
 		               "%s/engine.json buffer %s expects %s (%lld bytes): the engine keeps the "
 		               "file's own types; rebuild it for this file", raw->name, field, layer,
 		               ggml_dtype_name((uint32_t)type), bytes, e->man->dir, b->name,
-		               hg_gguf_name(want) ? hg_gguf_name(want) : b->dtype, (long long)wb);
+		               sw_wformat_gemm_name(want) ? sw_wformat_gemm_name(want) : b->dtype, (long long)wb);
 	float *chk = malloc(sizeof(*chk) * n);
 	if (!chk)
 		return sw_errf(err, SW_ENOMEM, "out of memory checking %s", b->name);
@@ -601,6 +601,75 @@ int rt_engine_run_phases(rt_engine *e, int ph0, int ph1, bool target_only, int c
 	return 0;
 }
 
+/* The op writing buffer b (its first argument) in the iteration's phases,
+ * as "lm_head (phase verify)" or "lm_head (phases draft_0 .. draft_4)". */
+static void writer_name(const rt_engine *e, int b, char *out, size_t n)
+{
+	const rt_manifest *m = e->man;
+	int first = -1, last = -1, op = -1;
+	for (int ph = m->ph_iter_first; ph < m->n_phases; ph++)
+		for (int i = m->phases[ph].first; i < m->phases[ph].first + m->phases[ph].n; i++)
+			if (m->ops[i].n_args > 0 && m->ops[i].arg_buf[0] == b) {
+				if (first < 0)
+					first = ph, op = i;
+				last = ph;
+			}
+	if (op < 0)
+		snprintf(out, n, "none of this iteration's ops");
+	else if (first == last)
+		snprintf(out, n, "op %s (phase %s)", m->ops[op].name, m->phases[first].name);
+	else
+		snprintf(out, n, "op %s (phases %s .. %s)", m->ops[op].name, m->phases[first].name,
+		         m->phases[last].name);
+}
+
+/* Host backends, after each iteration: the logits it computed are finite.
+ * A NaN or an inf would otherwise be drawn as some token by the verify and
+ * expansion kernels without a word (a weight that passed the load scan can
+ * still overflow in the forward). The target's rows are those the verify
+ * forward ran (through the last present tree node), a draft's its whole
+ * buffer (rows of earlier levels were finite when checked). Read in place:
+ * the host backend's device addresses are host addresses (dev_host.c
+ * host_alloc_fn), and a copy would cost more than the scan (some 20 GB/s,
+ * 70 us for SmolLM2's 7 verify rows here). Not on cuda: the copy each
+ * iteration would cost more than the iteration's GEMVs. */
+static int check_logits(rt_engine *e, int iter, sw_err *err)
+{
+	static const char *const names[] = {"logits", "draft_logits"};
+	if (strcmp(e->dev->ops->name, "host"))
+		return 0;
+	const sw_wformat *f32 = sw_wformat_get(SW_WT_F32);
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+		const int b = rt_manifest_buf_find(e->man, names[k]);
+		if (b < 0 || strcmp(e->man->bufs[b].dtype, "f32") || e->man->bufs[b].rank != 2)
+			continue;
+		const int64_t V = e->man->bufs[b].shape[1];
+		int64_t rows = e->man->bufs[b].shape[0];
+		const rt_dptr tt = rt_engine_buf_addr(e, "tree_tokens");
+		if (k == 0 && tt) {
+			const int32_t *tok = (const int32_t *)(uintptr_t)tt;
+			int last = 0;
+			for (int i = e->man->n_nodes - 1; i > 0; i--)
+				if (tok[i] >= 0) {
+					last = i;
+					break;
+				}
+			rows = last + 1 < rows ? last + 1 : rows;
+		}
+		const float *x = (const float *)(uintptr_t)rt_engine_buf_addr(e, names[k]);
+		const int64_t bad = sw_wformat_find_nonfinite(f32, x, (uint64_t)(rows * V));
+		if (bad < 0)
+			continue;
+		char by[160];
+		writer_name(e, b, by, sizeof(by));
+		return sw_errf(err, SW_EINVAL, "%s: iteration %d: non-finite logit %g in buffer %s (row "
+		               "%lld, token id %lld), written by %s: no token is drawn from a NaN or an "
+		               "infinity", e->man->dir, iter, (double)x[bad], names[k],
+		               (long long)(bad / V), (long long)(bad % V), by);
+	}
+	return 0;
+}
+
 static int upload_i32(rt_engine *e, const char *buf, int64_t word, const int32_t *v, int n,
                       sw_err *err)
 {
@@ -741,7 +810,8 @@ int rt_engine_generate(rt_engine *e, const rt_engine_run *r, int32_t *out, rt_en
 			const int32_t zero1 = 0;
 			rc = upload_i32(e, "state", RT_ST_HLEN, &zero1, 1, err);
 		}
-		if (rc || (rc = buf_copy(e, "state", 0, e->host_state, hbytes, false, err)))
+		if (rc || (rc = check_logits(e, st->n_iters + 1, err)) ||
+		    (rc = buf_copy(e, "state", 0, e->host_state, hbytes, false, err)))
 			return rc;
 		const int32_t *hs = e->host_state, *ring = hs + RT_ST_WORDS;
 		const int nout = hs[RT_ST_NOUT];

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "extent.h"
-#include "device/host_gemm.h"
+#include "core/wformat.h"
 #include "kernels/engine_state.h"
 #include "kernels/ops.h"
 #include "kernels/verify_layout.h"
@@ -715,15 +715,15 @@ static void ext_gemm(ectx *c)
 	if (c->m->dtype == RT_GGUF_A8) { /* W in its buffer's GGUF blocks */
 		const int wt = x->arg_buf[2] >= 0 ? rt_manifest_wtype(c->m->bufs[x->arg_buf[2]].dtype)
 		                                  : -1;
-		const int64_t blk = wt >= 0 ? hg_gguf_block(wt) : 0;
+		const int64_t blk = wt >= 0 ? sw_wformat_block(wt) : 0;
 		if (!blk || x->k % blk)
 			refuse(c, "gguf_a8 GEMM with k %lld and W %s, expected a GGUF block type whose "
 			       "block divides k", (long long)x->k,
 			       x->arg_buf[2] >= 0 ? c->m->bufs[x->arg_buf[2]].dtype : "a scalar");
 		else
-			set(c, 2, mul3(x->n, x->k / blk, hg_gguf_block_bytes(wt)), false,
+			set(c, 2, mul3(x->n, x->k / blk, sw_wformat_block_bytes(wt)), false,
 			    "n %lld x k %lld %s (%lld bytes per %lld)", (long long)x->n, (long long)x->k,
-			    hg_gguf_name(wt), (long long)hg_gguf_block_bytes(wt), (long long)blk);
+			    sw_wformat_gemm_name(wt), (long long)sw_wformat_block_bytes(wt), (long long)blk);
 		return;
 	}
 	set(c, 2, mul3(x->n, x->k, 2), false, "n %lld x k %lld x 2 bytes", (long long)x->n,

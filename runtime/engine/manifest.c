@@ -12,7 +12,7 @@
 #include "core/digest.h"
 #include "core/fileio.h"
 #include "core/json.h"
-#include "device/host_gemm.h"
+#include "core/wformat.h"
 #include "device/host_ops.h"
 #include "kernels/engine_state.h"
 
@@ -674,10 +674,10 @@ static int parse_phases(rt_manifest *e, jctx *j, const json_value *root)
 
 int rt_manifest_wtype(const char *dt)
 {
-	static const int types[] = {HG_GGUF_Q8_0, HG_GGUF_Q4_0, HG_GGUF_Q4_1, HG_GGUF_Q4_K,
-	                            HG_GGUF_Q6_K};
+	static const int types[] = {SW_WT_Q8_0, SW_WT_Q4_0, SW_WT_Q4_1, SW_WT_Q4_K,
+	                            SW_WT_Q6_K};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-		if (!strcmp(dt, hg_gguf_name(types[i])))
+		if (!strcmp(dt, sw_wformat_gemm_name(types[i])))
 			return types[i];
 	return -1;
 }
@@ -712,7 +712,7 @@ static int check_buffers(rt_manifest *e, jctx *j)
 			                       j->file, i, b->name, b->dtype);
 		const int wt = rt_manifest_wtype(b->dtype);
 		const bool q8 = wt >= 0; /* a GGUF block type */
-		const int64_t blk = q8 ? hg_gguf_block(wt) : 1, bb = q8 ? hg_gguf_block_bytes(wt) : 1;
+		const int64_t blk = q8 ? sw_wformat_block(wt) : 1, bb = q8 ? sw_wformat_block_bytes(wt) : 1;
 		if (q8 && (strcmp(b->kind, "weight") || b->rank < 1 || b->shape[b->rank - 1] % blk))
 			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d] (%s): %s %s with rows "
 			                       "of %lld, expected a weight whose rows are whole %lld-element "

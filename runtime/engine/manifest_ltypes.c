@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/host_gemm.h"
+#include "core/wformat.h"
 #include "manifest.h"
 
 int rt_manifest_parse_ltypes(rt_engine_buf *x, const json_value *lt, const char *file,
@@ -24,8 +24,8 @@ int rt_manifest_parse_ltypes(rt_engine_buf *x, const json_value *lt, const char 
 		               "(%lld)", file, p, x->name, lt->n, x->dtype, x->kind, x->rank,
 		               (long long)(x->rank ? x->shape[0] : 0));
 	int64_t stride;
-	if (__builtin_mul_overflow(x->shape[1], x->shape[2] / hg_gguf_block(wt), &stride) ||
-	    __builtin_mul_overflow(stride, hg_gguf_block_bytes(wt), &stride))
+	if (__builtin_mul_overflow(x->shape[1], x->shape[2] / sw_wformat_block(wt), &stride) ||
+	    __builtin_mul_overflow(stride, sw_wformat_block_bytes(wt), &stride))
 		return sw_errf(err, SW_EINVAL, "%s: %s.shape (%s): %lld x %lld, expected a layer of "
 		               "fewer than 2^63 bytes", file, p, x->name, (long long)x->shape[1],
 		               (long long)x->shape[2]);
@@ -40,11 +40,11 @@ int rt_manifest_parse_ltypes(rt_engine_buf *x, const json_value *lt, const char 
 			               x->name, v->type == JSON_STRING ? "\"" : "",
 			               v->type == JSON_STRING ? v->str : json_type_name(v->type),
 			               v->type == JSON_STRING ? "\"" : "");
-		const int64_t blk = hg_gguf_block(t);
+		const int64_t blk = sw_wformat_block(t);
 		int64_t lb; /* this layer's bytes */
 		if (x->shape[2] % blk ||
 		    __builtin_mul_overflow(x->shape[1], x->shape[2] / blk, &lb) ||
-		    __builtin_mul_overflow(lb, hg_gguf_block_bytes(t), &lb) || lb > stride)
+		    __builtin_mul_overflow(lb, sw_wformat_block_bytes(t), &lb) || lb > stride)
 			return sw_errf(err, SW_EINVAL, "%s: %s.layer_dtypes[%zu] (%s): %s, expected a type "
 			               "whose blocks divide the rows of %lld and fit the %s layer stride "
 			               "(%lld bytes)", file, p, l, x->name, v->str, (long long)x->shape[2],

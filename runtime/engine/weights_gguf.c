@@ -1,7 +1,9 @@
 /* GGUF weight source for the engine (weights_gguf.h). The names and the
  * metadata keys are llama.cpp's, as runtime/model/model_gguf.c reads them;
  * ggml's ne = [in, out] is already the row-major (out, in) layout and Q/K
- * rows stay in GGUF order (the engine's RoPE pairing). */
+ * rows stay in GGUF order (the engine's RoPE pairing). Each tensor passes
+ * the finite scan (formats/gguf.h) when bind reads it: the pages it touches
+ * are those the dequantization or the upload reads next. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,7 +199,7 @@ static int gguf_get(void *user, const char *field, int layer, const float **data
 	}
 	const gguf_tensor *t;
 	int rc = find_tensor(g, field, layer, &t, err);
-	if (rc)
+	if (rc || (rc = gguf_tensor_check_finite(g->f, t, err)))
 		return rc;
 	if (t->n_elems > g->cap) {
 		float *p = realloc(g->scratch, sizeof(*p) * (size_t)t->n_elems);
@@ -219,7 +221,7 @@ static int gguf_get_raw(void *user, const char *field, int layer, const void **d
 {
 	const gguf_tensor *t;
 	int rc = find_tensor(user, field, layer, &t, err);
-	if (rc)
+	if (rc || (rc = gguf_tensor_check_finite(((rt_engine_gguf *)user)->f, t, err)))
 		return rc;
 	*data = t->data;
 	*bytes = (size_t)t->nbytes;

@@ -6,6 +6,8 @@
 #include "gguf.h"
 #include "core/output.h"
 #include "core/fileio.h"
+#include "core/timing.h"
+#include "core/wformat.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,50 +24,14 @@
 #define GGUF_MAGIC "GGUF"
 #define GGUF_DEFAULT_ALIGNMENT 32
 
-/* ---- type tables -------------------------------------------------------- */
-
-struct dtype_traits {
-	const char *name;
-	uint32_t blck;   /* elements per block */
-	uint32_t bytes;  /* bytes per block */
-};
-
-/* Sizes as ggml defines them (ggml-common.h static asserts). Types listed here
- * can be size-checked at open even when we cannot dequantize them; a type not
- * listed makes its tensor's extent unknowable, so the file is refused. */
-static const struct dtype_traits dtypes[] = {
-	[0] = { "F32", 1, 4 },        [1] = { "F16", 1, 2 },
-	[2] = { "Q4_0", 32, 18 },     [3] = { "Q4_1", 32, 20 },
-	[6] = { "Q5_0", 32, 22 },     [7] = { "Q5_1", 32, 24 },
-	[8] = { "Q8_0", 32, 34 },     [9] = { "Q8_1", 32, 36 },
-	[10] = { "Q2_K", 256, 84 },   [11] = { "Q3_K", 256, 110 },
-	[12] = { "Q4_K", 256, 144 },  [13] = { "Q5_K", 256, 176 },
-	[14] = { "Q6_K", 256, 210 },  [15] = { "Q8_K", 256, 292 },
-	[16] = { "IQ2_XXS", 256, 66 }, [17] = { "IQ2_XS", 256, 74 },
-	[18] = { "IQ3_XXS", 256, 98 }, [19] = { "IQ1_S", 256, 50 },
-	[20] = { "IQ4_NL", 32, 18 },  [21] = { "IQ3_S", 256, 110 },
-	[22] = { "IQ2_S", 256, 82 },  [23] = { "IQ4_XS", 256, 136 },
-	[24] = { "I8", 1, 1 },        [25] = { "I16", 1, 2 },
-	[26] = { "I32", 1, 4 },       [27] = { "I64", 1, 8 },
-	[28] = { "F64", 1, 8 },       [29] = { "IQ1_M", 256, 56 },
-	[30] = { "BF16", 1, 2 },      [34] = { "TQ1_0", 256, 54 },
-	[35] = { "TQ2_0", 256, 66 },
-};
-#define N_DTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
-
-static const struct dtype_traits *dtype_get(uint32_t type)
-{
-	if (type >= N_DTYPES || !dtypes[type].name)
-		return NULL;
-	return &dtypes[type];
-}
+/* ---- type tables: the weight formats are core/wformat.h's ---------------- */
 
 const char *ggml_dtype_name(uint32_t type)
 {
 	/* Ring of buffers so a message can name two unknown types. */
 	static _Thread_local char buf[4][16];
 	static _Thread_local int next;
-	const struct dtype_traits *t = dtype_get(type);
+	const sw_wformat *t = sw_wformat_get(type);
 	if (t)
 		return t->name;
 	char *b = buf[next++ & 3];
@@ -75,13 +41,7 @@ const char *ggml_dtype_name(uint32_t type)
 
 uint64_t ggml_dtype_nbytes(uint32_t type, uint64_t n)
 {
-	const struct dtype_traits *t = dtype_get(type);
-	if (!t || n % t->blck)
-		return 0;
-	uint64_t r;
-	if (__builtin_mul_overflow(n / t->blck, (uint64_t)t->bytes, &r))
-		return 0;
-	return r;
+	return sw_wformat_nbytes(type, n);
 }
 
 static const char *vtype_name(uint32_t t)
@@ -312,14 +272,14 @@ static int parse_tensor_info(struct cur *c, gguf_file *f, uint64_t i)
 	snprintf(what, sizeof(what), "type of tensor '%s'", str_show(t->name));
 	if ((rc = rd_u32(c, &t->type, what)))
 		return rc;
-	const struct dtype_traits *tr = dtype_get(t->type);
+	const sw_wformat *tr = sw_wformat_get(t->type);
 	if (!tr)
 		return sw_errf(c->err, SW_ENOTSUP, "%s: tensor '%s' has unknown type %u",
 			       f->path, str_show(t->name), t->type);
-	if (t->ne[0] % tr->blck)
+	if (t->ne[0] % tr->block)
 		return sw_errf(c->err, SW_EINVAL,
 			       "%s: tensor '%s': ne[0] = %llu is not a multiple of the %s block size %u",
-			       f->path, str_show(t->name), (unsigned long long)t->ne[0], tr->name, tr->blck);
+			       f->path, str_show(t->name), (unsigned long long)t->ne[0], tr->name, tr->block);
 	t->nbytes = ggml_dtype_nbytes(t->type, t->n_elems);
 	if (!t->nbytes)
 		return sw_errf(c->err, SW_EINVAL, "%s: tensor '%s': byte size overflows",
@@ -734,153 +694,17 @@ const gguf_tensor *gguf_tensor_find(const gguf_file *f, const char *name)
 	return NULL;
 }
 
-/* ---- dequantization (ggml block layouts, ggml's operation order so the
- * fp32 results match ggml and gguf-py bit for bit) ------------------------ */
-
-static void deq_q4_0(const uint8_t *b, float *y)
-{
-	float d = sw_f16_to_f32(ld16(b));
-	const uint8_t *qs = b + 2;
-	for (int j = 0; j < 16; j++) {
-		y[j] = (float)((qs[j] & 0x0f) - 8) * d;
-		y[j + 16] = (float)((qs[j] >> 4) - 8) * d;
-	}
-}
-
-static void deq_q4_1(const uint8_t *b, float *y)
-{
-	float d = sw_f16_to_f32(ld16(b)), m = sw_f16_to_f32(ld16(b + 2));
-	const uint8_t *qs = b + 4;
-	for (int j = 0; j < 16; j++) {
-		y[j] = (float)(qs[j] & 0x0f) * d + m;
-		y[j + 16] = (float)(qs[j] >> 4) * d + m;
-	}
-}
-
-static void deq_q5_0(const uint8_t *b, float *y)
-{
-	float d = sw_f16_to_f32(ld16(b));
-	uint32_t qh = ld32(b + 2);
-	const uint8_t *qs = b + 6;
-	for (int j = 0; j < 16; j++) {
-		int h0 = ((qh >> j) << 4) & 0x10, h1 = (qh >> (j + 12)) & 0x10;
-		y[j] = (float)(((qs[j] & 0x0f) | h0) - 16) * d;
-		y[j + 16] = (float)(((qs[j] >> 4) | h1) - 16) * d;
-	}
-}
-
-static void deq_q5_1(const uint8_t *b, float *y)
-{
-	float d = sw_f16_to_f32(ld16(b)), m = sw_f16_to_f32(ld16(b + 2));
-	uint32_t qh = ld32(b + 4);
-	const uint8_t *qs = b + 8;
-	for (int j = 0; j < 16; j++) {
-		int h0 = ((qh >> j) << 4) & 0x10, h1 = (qh >> (j + 12)) & 0x10;
-		y[j] = (float)((qs[j] & 0x0f) | h0) * d + m;
-		y[j + 16] = (float)((qs[j] >> 4) | h1) * d + m;
-	}
-}
-
-static void deq_q8_0(const uint8_t *b, float *y)
-{
-	float d = sw_f16_to_f32(ld16(b));
-	for (int j = 0; j < 32; j++)
-		y[j] = (float)(int8_t)b[2 + j] * d;
-}
-
-/* 6-bit scale and min j of a K-quant super-block (get_scale_min_k4). */
-static void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
-{
-	if (j < 4) {
-		*d = q[j] & 63;
-		*m = q[j + 4] & 63;
-	} else {
-		*d = (uint8_t)((q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4));
-		*m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-	}
-}
-
-static void deq_q4_k(const uint8_t *b, float *y)
-{
-	float d = sw_f16_to_f32(ld16(b)), dmin = sw_f16_to_f32(ld16(b + 2));
-	const uint8_t *sc = b + 4, *q = b + 16;
-	for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
-		uint8_t s, m;
-		scale_min_k4(is, sc, &s, &m);
-		float d1 = d * s, m1 = dmin * m;
-		scale_min_k4(is + 1, sc, &s, &m);
-		float d2 = d * s, m2 = dmin * m;
-		for (int l = 0; l < 32; l++)
-			*y++ = d1 * (q[l] & 0xf) - m1;
-		for (int l = 0; l < 32; l++)
-			*y++ = d2 * (q[l] >> 4) - m2;
-	}
-}
-
-static void deq_q6_k(const uint8_t *b, float *y)
-{
-	const uint8_t *ql = b, *qh = b + 128;
-	const int8_t *sc = (const int8_t *)(b + 192);
-	float d = sw_f16_to_f32(ld16(b + 208));
-	for (int n = 0; n < 256; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
-		for (int l = 0; l < 32; l++) {
-			int is = l / 16;
-			int q1 = ((ql[l] & 0xf) | ((qh[l] >> 0 & 3) << 4)) - 32;
-			int q2 = ((ql[l + 32] & 0xf) | ((qh[l] >> 2 & 3) << 4)) - 32;
-			int q3 = ((ql[l] >> 4) | ((qh[l] >> 4 & 3) << 4)) - 32;
-			int q4 = ((ql[l + 32] >> 4) | ((qh[l] >> 6 & 3) << 4)) - 32;
-			y[l] = d * sc[is] * q1;
-			y[l + 32] = d * sc[is + 2] * q2;
-			y[l + 64] = d * sc[is + 4] * q3;
-			y[l + 96] = d * sc[is + 6] * q4;
-		}
-	}
-}
-
-typedef void (*deq_block_fn)(const uint8_t *b, float *y);
-
-static deq_block_fn deq_block(uint32_t type)
-{
-	switch (type) {
-	case GGML_T_Q4_0: return deq_q4_0;
-	case GGML_T_Q4_1: return deq_q4_1;
-	case GGML_T_Q5_0: return deq_q5_0;
-	case GGML_T_Q5_1: return deq_q5_1;
-	case GGML_T_Q8_0: return deq_q8_0;
-	case GGML_T_Q4_K: return deq_q4_k;
-	case GGML_T_Q6_K: return deq_q6_k;
-	default: return NULL;
-	}
-}
+/* ---- dequantization: core/wformat.c's, one block at a time ---------------- */
 
 bool gguf_dtype_can_dequantize(uint32_t type)
 {
-	return type == GGML_T_F32 || type == GGML_T_F16 || type == GGML_T_BF16 || deq_block(type);
+	const sw_wformat *t = sw_wformat_get(type);
+	return t && t->dequant;
 }
 
 int gguf_dequantize(uint32_t type, const void *src, uint64_t n, float *out)
 {
-	const uint8_t *p = src;
-	switch (type) {
-	case GGML_T_F32:
-		memcpy(out, src, n * sizeof(*out));
-		return 0;
-	case GGML_T_F16:
-		for (uint64_t i = 0; i < n; i++)
-			out[i] = sw_f16_to_f32(ld16(p + 2 * i));
-		return 0;
-	case GGML_T_BF16:
-		for (uint64_t i = 0; i < n; i++)
-			out[i] = sw_bf16_to_f32(ld16(p + 2 * i));
-		return 0;
-	}
-	deq_block_fn fn = deq_block(type);
-	const struct dtype_traits *tr = dtype_get(type);
-	if (!fn || n % tr->blck)
-		return fn ? SW_EINVAL : SW_ENOTSUP;
-	for (uint64_t i = 0; i < n / tr->blck; i++)
-		fn(p + i * tr->bytes, out + i * tr->blck);
-	return 0;
+	return sw_wformat_dequant(type, src, n, out);
 }
 
 int gguf_tensor_to_f32(const gguf_file *f, const gguf_tensor *t, float *out, sw_err *err)
@@ -893,6 +717,38 @@ int gguf_tensor_to_f32(const gguf_file *f, const gguf_tensor *t, float *out, sw_
 		return sw_errf(err, rc, "%s: tensor '%s': cannot dequantize %llu elements of %s",
 			       f->path, str_show(t->name), (unsigned long long)t->n_elems, ggml_dtype_name(t->type));
 	return 0;
+}
+
+/* ---- the finite scan ---------------------------------------------------- */
+
+int gguf_tensor_check_finite(const gguf_file *f, const gguf_tensor *t, sw_err *err)
+{
+	const sw_wformat *w = sw_wformat_get(t->type); /* the reader refuses a type without a row */
+	const int64_t bad = w ? sw_wformat_find_nonfinite(w, t->data, t->n_elems) : -1;
+	if (bad < 0)
+		return 0;
+	char what[160];
+	sw_wformat_describe(w, t->data, bad, what, sizeof(what));
+	return sw_errf(err, SW_EINVAL, "%s: tensor '%s' (%s, %llu elements): expected finite values, "
+	               "found a non-finite one: %s", f->path, str_show(t->name), w->name,
+	               (unsigned long long)t->n_elems, what);
+}
+
+int gguf_check_finite(const gguf_file *f, sw_wscan_cost *cost, sw_err *err)
+{
+	const double t0 = sw_now_s();
+	uint64_t bytes = 0;
+	int rc = 0;
+	for (uint64_t i = 0; i < f->n_tensors && !rc; i++) {
+		rc = gguf_tensor_check_finite(f, &f->tensors[i], err);
+		bytes += f->tensors[i].nbytes;
+	}
+	if (cost) {
+		cost->bytes += bytes;
+		cost->tensors += f->n_tensors;
+		cost->seconds += sw_now_s() - t0;
+	}
+	return rc;
 }
 
 /* ---- quantization (ggml reference round-to-nearest) --------------------- */
@@ -974,12 +830,12 @@ uint64_t gguf_quantize(uint32_t type, const float *x, uint64_t n, void *out)
 	case GGML_T_Q8_0: blk = q8_0_block; break;
 	default: return 0;
 	}
-	const struct dtype_traits *tr = dtype_get(type);
-	if (n % tr->blck)
+	const sw_wformat *tr = sw_wformat_get(type);
+	if (n % tr->block)
 		return 0;
-	for (uint64_t i = 0; i < n / tr->blck; i++)
-		blk(x + i * tr->blck, o + i * tr->bytes);
-	return n / tr->blck * tr->bytes;
+	for (uint64_t i = 0; i < n / tr->block; i++)
+		blk(x + i * tr->block, o + i * tr->bytes);
+	return n / tr->block * tr->bytes;
 }
 
 /* ---- writer ------------------------------------------------------------- */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "core/wformat.h"
 
 enum gguf_vtype { /* metadata value types, numbered as in the format */
 	GGUF_VT_UINT8 = 0, GGUF_VT_INT8 = 1, GGUF_VT_UINT16 = 2, GGUF_VT_INT16 = 3,
@@ -18,11 +19,12 @@ enum gguf_vtype { /* metadata value types, numbered as in the format */
 	GGUF_VT_FLOAT64 = 12,
 };
 
-enum ggml_dtype { /* tensor types, numbered as in ggml */
-	GGML_T_F32 = 0, GGML_T_F16 = 1, GGML_T_Q4_0 = 2, GGML_T_Q4_1 = 3,
-	GGML_T_Q5_0 = 6, GGML_T_Q5_1 = 7, GGML_T_Q8_0 = 8, GGML_T_Q8_1 = 9,
-	GGML_T_Q2_K = 10, GGML_T_Q3_K = 11, GGML_T_Q4_K = 12, GGML_T_Q5_K = 13,
-	GGML_T_Q6_K = 14, GGML_T_Q8_K = 15, GGML_T_BF16 = 30,
+enum ggml_dtype { /* tensor types: the weight formats' ids (core/wformat.h), ggml's numbers */
+	GGML_T_F32 = SW_WT_F32, GGML_T_F16 = SW_WT_F16, GGML_T_Q4_0 = SW_WT_Q4_0,
+	GGML_T_Q4_1 = SW_WT_Q4_1, GGML_T_Q5_0 = SW_WT_Q5_0, GGML_T_Q5_1 = SW_WT_Q5_1,
+	GGML_T_Q8_0 = SW_WT_Q8_0, GGML_T_Q8_1 = SW_WT_Q8_1, GGML_T_Q2_K = SW_WT_Q2_K,
+	GGML_T_Q3_K = SW_WT_Q3_K, GGML_T_Q4_K = SW_WT_Q4_K, GGML_T_Q5_K = SW_WT_Q5_K,
+	GGML_T_Q6_K = SW_WT_Q6_K, GGML_T_Q8_K = SW_WT_Q8_K, GGML_T_BF16 = SW_WT_BF16,
 };
 
 typedef struct gguf_str {
@@ -94,6 +96,15 @@ uint64_t ggml_dtype_nbytes(uint32_t type, uint64_t n);
  * BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K (whatever real files need).
  * Others -> SW_ENOTSUP naming the tensor and the type. */
 int gguf_tensor_to_f32(const gguf_file *f, const gguf_tensor *t, float *out, sw_err *err);
+
+/* The finite scan (core/wformat.h): every value of t's plain float type
+ * (F32, F16, BF16, F64) or every scale field of its blocks is finite, else
+ * SW_EINVAL naming the file, the tensor, the first bad element (a block's
+ * first element and which scale) and the value found. */
+int gguf_tensor_check_finite(const gguf_file *f, const gguf_tensor *t, sw_err *err);
+/* The same for every tensor of f, in file order; cost (may be NULL) gains
+ * the bytes, tensors and seconds. */
+int gguf_check_finite(const gguf_file *f, sw_wscan_cost *cost, sw_err *err);
 
 /* Writer (tests, model builders, derived draft models). Values are copied. */
 typedef struct gguf_writer gguf_writer;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/json.h"
+#include "core/timing.h"
 
 static const struct {
 	const char *name;
@@ -69,6 +70,37 @@ float safetensors_bf16_to_f32(uint16_t h)
 	float f;
 	memcpy(&f, &bits, sizeof(f));
 	return f;
+}
+
+int safetensors_check_finite(const safetensors_file *f, sw_wscan_cost *cost, sw_err *err)
+{
+	const double t0 = sw_now_s();
+	uint64_t bytes = 0, n = 0;
+	int rc = 0;
+	for (size_t i = 0; i < f->n_tensors && !rc; i++) {
+		const safetensors_tensor *t = &f->tensors[i];
+		const uint32_t wt = t->dtype == SAFETENSORS_F32 ? SW_WT_F32 : t->dtype == SAFETENSORS_F16 ? SW_WT_F16
+		                    : t->dtype == SAFETENSORS_BF16 ? SW_WT_BF16 : UINT32_MAX;
+		const sw_wformat *w = sw_wformat_get(wt);
+		if (!w) /* the index maps (I64, BOOL) */
+			continue;
+		bytes += t->nbytes;
+		n++;
+		const int64_t bad = sw_wformat_find_nonfinite(w, t->data, t->numel);
+		if (bad >= 0) {
+			char what[160];
+			sw_wformat_describe(w, t->data, bad, what, sizeof(what));
+			rc = sw_errf(err, SW_EINVAL, "%s: tensor %s (%s, %llu elements): expected finite "
+			             "values, found a non-finite one: %s", f->name, t->name, w->name,
+			             (unsigned long long)t->numel, what);
+		}
+	}
+	if (cost) {
+		cost->bytes += bytes;
+		cost->tensors += n;
+		cost->seconds += sw_now_s() - t0;
+	}
+	return rc;
 }
 
 void safetensors_to_f32(const safetensors_tensor *t, float *out)

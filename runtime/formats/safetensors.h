@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "core/wformat.h"
 
 #define SAFETENSORS_MAX_DIMS 8
 #define SAFETENSORS_MAX_HEADER (100u << 20) /* the reference implementation's cap */
@@ -58,6 +59,12 @@ void safetensors_to_f32(const safetensors_tensor *t, float *out);
 /* An I64 or BOOL tensor's numel elements as int64 (BOOL: 0 or 1); -1 for
  * a float dtype (nothing written), else 0. */
 int safetensors_to_i64(const safetensors_tensor *t, int64_t *out);
+
+/* The finite scan (core/wformat.h's F32, F16 and BF16 rows) of every float
+ * tensor of f: 0, or SW_EINVAL naming the file, the tensor, the first
+ * non-finite element and its value. cost (may be NULL) gains the bytes,
+ * tensors and seconds. */
+int safetensors_check_finite(const safetensors_file *f, sw_wscan_cost *cost, sw_err *err);
 
 /* IEEE binary16 / bfloat16 bits to f32, exact (subnormals, inf, NaN kept). */
 float safetensors_f16_to_f32(uint16_t h);

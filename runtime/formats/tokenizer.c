@@ -552,6 +552,29 @@ static int get_id(const gguf_file *f, const char *key, int32_t *out, sw_err *err
 	return 0;
 }
 
+/* The vocabulary of the model the file holds: the rows of tensor
+ * token_embd.weight, else the key <general.architecture>.vocab_size; 0
+ * for a file with neither (a tokenizer alone). what: where it came from. */
+static uint64_t file_vocab(const gguf_file *f, char *what, size_t n)
+{
+	const gguf_tensor *te = gguf_tensor_find(f, "token_embd.weight");
+	if (te && te->n_dims >= 2) {
+		snprintf(what, n, "the rows of tensor token_embd.weight");
+		return te->ne[1];
+	}
+	gguf_str arch;
+	uint32_t v;
+	sw_err ignore;
+	char key[96];
+	if (gguf_get_str(f, "general.architecture", &arch, &ignore) || arch.n > 64)
+		return 0;
+	snprintf(key, sizeof(key), "%.*s.vocab_size", (int)arch.n, arch.p);
+	if (gguf_get_u32(f, key, &v, &ignore))
+		return 0;
+	snprintf(what, n, "metadata key %s", key);
+	return v;
+}
+
 rt_tokenizer *rt_tokenizer_from_gguf(const gguf_file *f, sw_err *err)
 {
 	rt_tok_desc d = {0};
@@ -599,6 +622,17 @@ rt_tokenizer *rt_tokenizer_from_gguf(const gguf_file *f, sw_err *err)
 	rc = get_str_array(f, "tokenizer.ggml.tokens", true, &tokens, &token_lens, &n_tok, err);
 	if (rc)
 		goto out;
+	/* every id the model can emit has a text: a shorter table would leave
+	 * the ids past it undecodable, found only when one is drawn */
+	char vwhat[128];
+	const uint64_t fv = file_vocab(f, vwhat, sizeof(vwhat));
+	if (n_tok < fv) {
+		rc = sw_errf(err, SW_EINVAL, "%s: tokenizer.ggml.tokens: expected %llu tokens (the model's "
+		             "vocabulary, %s), found %llu: ids %llu..%llu would have no text", f->path,
+		             (unsigned long long)fv, vwhat, (unsigned long long)n_tok,
+		             (unsigned long long)n_tok, (unsigned long long)fv - 1);
+		goto out;
+	}
 	d.n_vocab = (int)n_tok;
 	d.tokens = tokens;
 	d.token_lens = token_lens;

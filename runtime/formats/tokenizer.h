@@ -50,7 +50,9 @@ rt_tokenizer *rt_tokenizer_new(const rt_tok_desc *d, sw_err *err);
 
 /* Reads tokenizer.ggml.* from f. The result copies what it needs: f may be
  * closed afterwards. NULL with a message on malformed or unsupported data
- * (unknown model or pre-tokenizer names the key and the value). */
+ * (unknown model or pre-tokenizer names the key and the value), and for a
+ * token table shorter than the vocabulary of the model f holds (the rows
+ * of token_embd.weight, else <arch>.vocab_size). */
 rt_tokenizer *rt_tokenizer_from_gguf(const gguf_file *f, sw_err *err);
 void rt_tokenizer_free(rt_tokenizer *t);
 

@@ -336,6 +336,9 @@ rt_block_drafter *rt_block_drafter_load(const char *dir, const rt_model *tm, sw_
 			goto out_free_f;
 		}
 	}
+	sw_wscan_cost cost = {0};
+	if (safetensors_check_finite(f, &cost, err))
+		goto out_free_f;
 	size_t total = 0;
 	for (int k = 0; k < nw; k++)
 		total += (size_t)w[k].d0 * (size_t)(w[k].d1 ? w[k].d1 : 1);
@@ -376,6 +379,7 @@ rt_block_drafter *rt_block_drafter_load(const char *dir, const rt_model *tm, sw_
 		}
 	}
 	ref_rope_freqs(d->inv_freq, c->head_dim, c->rope_theta, 0, 1.0f, 0, 0, 0);
+	rt_load_note(wpath, &cost);
 	return d;
 out_free_f:
 	safetensors_free(f);
@@ -586,5 +590,6 @@ int rt_bd_forward(rt_bd_state *s, const int32_t *blk, int pos0, const int32_t *w
 		ref_add(x, x, o, (size_t)R * dim);
 	}
 	rt_lm_head(logits, x + (size_t)n_win * dim, d->out_norm, d->lm_head, B, dim, c->draft_vocab, c->norm_eps, h);
-	return 0;
+	return rt_logits_check(logits, B, c->draft_vocab, (size_t)c->draft_vocab, d->name,
+	                       "block drafter lm_head (draft ids)", ++s->n_fwd, pos + n_win, err);
 }

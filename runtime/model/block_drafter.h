@@ -114,6 +114,7 @@ typedef struct rt_bd_state {
 	float *k_cache, *v_cache; /* (n_layers, max_ctx + max_rows, kv_dim) */
 	float *scratch;
 	int max_rows;       /* window + block */
+	unsigned long long n_fwd; /* forwards (the step a message names) */
 } rt_bd_state;
 
 rt_bd_state *rt_bd_state_new(const rt_block_drafter *d, int max_ctx, sw_err *err);

@@ -211,6 +211,13 @@ rt_model *rt_model_load(const char *path, sw_err *err)
 	gguf_file *f = gguf_open(path, err);
 	if (!f)
 		return NULL;
+	/* every tensor of the file, before anything is dequantized: the scan
+	 * is the first touch of a mapped page, the dequantization the next */
+	sw_wscan_cost cost = {0};
+	if (gguf_check_finite(f, &cost, err)) {
+		gguf_close(f);
+		return NULL;
+	}
 	gguf_str arch = { 0 };
 	sw_err e2;
 	rt_model *m = NULL;
@@ -219,6 +226,8 @@ rt_model *rt_model_load(const char *path, sw_err *err)
 		m = rt_table_from_gguf_file(f, err);
 	else
 		m = rt_llama_from_gguf_file(f, err);
+	if (m)
+		rt_load_note(f->path, &cost);
 	gguf_close(f);
 	return m;
 }

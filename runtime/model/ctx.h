@@ -116,7 +116,9 @@ void rt_ctx_commit(rt_ctx *c, const int *keep, int n);
 void rt_ctx_truncate(rt_ctx *c, int n);
 
 /* Loads a model file: GGUF (Llama or table), or a directory with
- * config.json + safetensors. */
+ * config.json + safetensors. Every tensor is scanned for non-finite values
+ * first (refused naming the file and tensor; the scan's cost is said on
+ * stderr, rt_load_note). */
 rt_model *rt_model_load(const char *path, sw_err *err);
 /* A Llama model from config and weights already in memory (takes ownership). */
 rt_model *rt_model_from_weights(const rt_config *cfg, rt_weights *w, const char *name, sw_err *err);

@@ -426,6 +426,9 @@ rt_eagle3 *rt_eagle3_load(const char *dir, const rt_model *tm, sw_err *err)
 			goto out_free_f;
 		}
 	}
+	sw_wscan_cost cost = {0};
+	if (safetensors_check_finite(f, &cost, err))
+		goto out_free_f;
 	size_t total = 0;
 	for (int k = 0; k < nw; k++)
 		total += (size_t)w[k].d0 * (size_t)(w[k].d1 ? w[k].d1 : 1);
@@ -464,6 +467,7 @@ rt_eagle3 *rt_eagle3_load(const char *dir, const rt_model *tm, sw_err *err)
 	h->lm_head = lm ? lm : h->tok_embd;
 	ref_rope_freqs(h->inv_freq, hc->head_dim, hc->rope_theta, hc->rope_scaling, hc->rope_factor,
 	               hc->rope_low_freq_factor, hc->rope_high_freq_factor, hc->rope_orig_ctx);
+	rt_load_note(wpath, &cost);
 	return h;
 out_free_f:
 	safetensors_free(f);
@@ -587,8 +591,8 @@ static int row_in(rt_e3_state *s, const float *f, int32_t tok, int32_t pos, size
  * over n_ctx committed slots and the last T of n_blk staged ones (mask as
  * ref_attention_append), o_proj, residual, MLP; hidden (T, dim) and logits
  * (T, Vd) when non-NULL. */
-static void rows_out(rt_e3_state *s, struct rows *r, int T, int n_ctx, int n_blk, const uint64_t *mask,
-                     float *hidden, float *logits)
+static int rows_out(rt_e3_state *s, struct rows *r, int T, int n_ctx, int n_blk, const uint64_t *mask,
+                    float *hidden, float *logits, const int32_t *pos, sw_err *err)
 {
 	const rt_eagle3 *h = s->h;
 	const rt_config *c = &h->cfg.head;
@@ -602,8 +606,11 @@ static void rows_out(rt_e3_state *s, struct rows *r, int T, int n_ctx, int n_blk
 	ref_add(r->x, r->x, r->o, (size_t)T * dim);
 	if (hidden)
 		memcpy(hidden, r->x, (size_t)T * dim * sizeof(float));
-	if (logits)
-		rt_lm_head(logits, r->x, h->out_norm, h->lm_head, T, dim, h->cfg.draft_vocab, c->norm_eps, r->tmp);
+	if (!logits)
+		return 0;
+	rt_lm_head(logits, r->x, h->out_norm, h->lm_head, T, dim, h->cfg.draft_vocab, c->norm_eps, r->tmp);
+	return rt_logits_check(logits, T, h->cfg.draft_vocab, (size_t)h->cfg.draft_vocab, h->name,
+	                       "EAGLE-3 lm_head (draft ids)", ++s->n_fwd, pos, err);
 }
 
 int rt_e3_commit(rt_e3_state *s, const float *feat, const int32_t *tok, int n, float *hidden, float *logits,
@@ -628,8 +635,9 @@ int rt_e3_commit(rt_e3_state *s, const float *feat, const int32_t *tok, int n, f
 			return rc;
 	}
 	s->len += n;
+	const int32_t last = s->len - 1;
 	if (hidden || logits)
-		rows_out(s, &r, 1, s->len - 1, 1, NULL, hidden, logits);
+		return rows_out(s, &r, 1, s->len - 1, 1, NULL, hidden, logits, &last, err);
 	return 0;
 }
 
@@ -651,6 +659,5 @@ int rt_e3_step(rt_e3_state *s, const float *feat, const int32_t *tok, const int3
 			return rc;
 	}
 	s->blk_T += R;
-	rows_out(s, &r, R, s->len, s->blk_T, mask, hidden, logits);
-	return 0;
+	return rows_out(s, &r, R, s->len, s->blk_T, mask, hidden, logits, pos, err);
 }

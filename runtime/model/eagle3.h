@@ -125,6 +125,7 @@ typedef struct rt_e3_state {
 	int blk_T;     /* staged rows after them */
 	float *k_cache, *v_cache; /* (max_ctx + max_rows, kv_dim) */
 	float *scratch;
+	unsigned long long n_fwd; /* forwards that gave logits (the step a message names) */
 } rt_e3_state;
 
 rt_e3_state *rt_e3_state_new(const rt_eagle3 *h, int max_ctx, int max_rows, sw_err *err);

@@ -182,7 +182,13 @@ int rt_tf_eval(rt_ctx *c, const int32_t *tok, const int32_t *pos, int T, const u
 		tf_mlp(c, L, l, T, &s, fam);
 	}
 	rt_tf_head(c, T, s.x, s.h, logits, hidden);
-	return 0;
+	if (!logits)
+		return 0;
+	/* a NaN or inf logit would be drawn as token 0 or -1 downstream: stop
+	 * here, naming the step (this context's forward count) */
+	const int rows = c->logits_last_only ? 1 : T, V = cfg->vocab;
+	return rt_logits_check(logits, rows, m->vocab_limit > 0 ? m->vocab_limit : V, (size_t)V, m->name,
+	                       "lm_head", (unsigned long long)c->n_evals + 1, pos + (T - rows), err);
 }
 
 /* Llama: no biases, RoPE in GGUF's "normal" pairing */

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "core/wformat.h"
 
 enum rt_rope_scaling {
 	RT_ROPE_SCALING_NONE = 0,
@@ -127,5 +128,16 @@ void rt_weights_free(rt_weights *w);
  * weights digest at build time, so both read the same arrays. */
 struct rt_model;
 const float *rt_model_weight(const struct rt_model *m, const char *field, int l, size_t *n);
+
+/* Says on stderr what a loader's finite scan of name covered and cost
+ * ("specwright: NAME: scanned 98.9 MB (272 tensors) for non-finite values
+ * in 12.3 ms"): every loader's one line when a model or drafter is loaded. */
+void rt_load_note(const char *name, const sw_wscan_cost *c);
+
+/* The first non-finite value among rows x n logits at ld apart (columns
+ * [0, n) of each row): 0, or SW_EINVAL naming who (the model or head),
+ * the op that wrote them, the step, the row, the token id and the value. */
+int rt_logits_check(const float *logits, int rows, int n, size_t ld, const char *who, const char *op,
+                    unsigned long long step, const int32_t *pos, sw_err *err);
 
 #endif

@@ -574,6 +574,10 @@ int rt_llama_load_hf(const char *dir, rt_config *cfg, rt_weights *w, sw_err *err
 		return rc;
 	if ((rc = check_biases(c, cfg->arch, err)))
 		goto out_free_ckpt;
+	sw_wscan_cost cost = {0};
+	for (size_t i = 0; i < c->n_files; i++)
+		if ((rc = safetensors_check_finite(c->files[i], &cost, err)))
+			goto out_free_ckpt;
 	if ((rc = safetensors_ckpt_find(c, "lm_head.weight", &lm, NULL, err)))
 		goto out_free_ckpt;
 	if (!lm)
@@ -680,6 +684,7 @@ int rt_llama_load_hf(const char *dir, rt_config *cfg, rt_weights *w, sw_err *err
 		w->lm_head = w->tok_embd;
 	w->layers = w->arena;
 	memcpy(w->layers, lw, (size_t)cfg->n_layers * sizeof(*lw));
+	rt_load_note(dir, &cost);
 	rc = 0;
 	goto out_free_slots;
 

@@ -1,10 +1,12 @@
 /* Releasing model weights (every array of an rt_weights lives in its one
- * arena, so freeing is one call) and finding one by the engine's field
- * name. Loading lives in the loaders (model_gguf.c, the safetensors
- * loader). */
+ * arena, so freeing is one call), finding one by the engine's field name,
+ * and what every loader shares about finiteness: the load note of its
+ * scan and the run-time check of logits. Loading lives in the loaders
+ * (model_gguf.c, the safetensors loader). */
 #include "ctx.h"
 #include "model.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,4 +73,29 @@ const float *rt_model_weight(const rt_model *m, const char *field, int l, size_t
 			return t[i].p;
 		}
 	return NULL;
+}
+
+void rt_load_note(const char *name, const sw_wscan_cost *c)
+{
+	fprintf(stderr, "specwright: %s: scanned %.1f MB (%llu tensors) for non-finite values in %.1f ms\n",
+	        name, (double)c->bytes / 1e6, (unsigned long long)c->tensors, 1e3 * c->seconds);
+}
+
+int rt_logits_check(const float *logits, int rows, int n, size_t ld, const char *who, const char *op,
+                    unsigned long long step, const int32_t *pos, sw_err *err)
+{
+	const sw_wformat *f32 = sw_wformat_get(SW_WT_F32);
+	for (int r = 0; r < rows; r++) {
+		const float *row = logits + (size_t)r * ld;
+		const int64_t bad = sw_wformat_find_nonfinite(f32, row, (uint64_t)n);
+		if (bad < 0)
+			continue;
+		char at[48] = "";
+		if (pos)
+			snprintf(at, sizeof(at), ", position %d", (int)pos[r]);
+		return sw_errf(err, SW_EINVAL, "%s: non-finite logit %g (token id %lld, row %d%s): op %s, "
+		               "step %llu: no token is drawn from a NaN or an infinity", who, (double)row[bad],
+		               (long long)bad, r, at, op, step);
+	}
+	return 0;
 }
