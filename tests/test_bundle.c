@@ -518,6 +518,20 @@ static void test_verify_whole(void **state)
 		assert_non_null(strstr(g_out, "is not a bundle"));
 		must(sh("rm -rf %s", V), "rm");
 	}
+	/* a bundle made before the directory list (format 1: files only, its
+	 * directories those of its files) is checked whole too: replaced when
+	 * untouched, refused with a file added */
+	snprintf(V, sizeof(V), "%s/VW1fmt", g_abs);
+	bundle(V, g_engine, "");
+	must(sh("python3 -c 'import json,sys; p=sys.argv[1]+\"/bundle.json\"; b=json.load(open(p)); "
+	        "b[\"specwright_bundle\"]=1; del b[\"dirs\"]; json.dump(b, open(p, \"w\"))' %s", V), "format 1");
+	must(sh("%s/specwright bundle --verify %s 2>&1", build_dir(), V), "format 1 verifies");
+	must(sh("printf mine > %s/engines/notes.txt", V), "notes");
+	assert_int_equal(sh("%s/specwright bundle %s -o %s 2>&1", build_dir(), g_engine, V), 1);
+	assert_non_null(strstr(g_out, "engines/notes.txt"));
+	must(sh("rm %s/engines/notes.txt", V), "rm");
+	bundle(V, g_engine, "");
+	must(sh("grep -c '\"specwright_bundle\": 2' %s/bundle.json", V), "replaced by a format-2 bundle");
 }
 
 /* ---- the kit's binaries ---- */
