@@ -51,7 +51,7 @@
 #include "kernels/verify_layout.h"
 #include "plan.h"
 #include "plan_int.h"
-#include "decode/tree_verify.h"
+#include "core/tree_rules.h"
 
 
 attn_shape attn_choose(const rt_config *cfg, int T, int n_blk, const gen_spec *s, int elt,
@@ -287,13 +287,13 @@ static void op_post_norm(ctx *c, const char *name, const rt_config *cfg, int64_t
 
 /* The tree's ancestor mask rows N_BLK-T .. N_BLK-1, columns 0 .. N_BLK-1:
  * what the tree attention template reads from <NAME>_mask. */
-void gen_plan_attn_mask(const gen_tree *t, int T, int n_blk, uint64_t *rows)
+void gen_plan_attn_mask(const rt_tree *t, int T, int n_blk, uint64_t *rows)
 {
 	const int mw = (n_blk + 63) / 64, first = n_blk - T;
 	memset(rows, 0, (size_t)T * mw * sizeof(*rows));
 	for (int r = 0; r < T; r++)
 		for (int j = 0; j < n_blk; j++)
-			if (gen_tree_visible(t, first + r, j))
+			if (rt_tree_visible(t, first + r, j))
 				rows[r * mw + j / 64] |= 1ull << (j % 64);
 }
 
@@ -321,7 +321,7 @@ void gen_plan_kernel_mask(const gen_plan *p, const gen_kernel *k, int T, int n_b
  * drafter's pass), or the tree's name (filename-safe) and a hash of the
  * mask rows, so two trees that share a name (files) but not a shape get
  * different kernels. */
-static void attn_tree_id(const gen_tree *t, const attn_shape *sh, int mask_kind, char *id, size_t n)
+static void attn_tree_id(const rt_tree *t, const attn_shape *sh, int mask_kind, char *id, size_t n)
 {
 	if (!sh->masked) {
 		snprintf(id, n, "causal");
@@ -331,7 +331,7 @@ static void attn_tree_id(const gen_tree *t, const attn_shape *sh, int mask_kind,
 		snprintf(id, n, "%s", mask_kind == GEN_MASK_BLOCK_CAUSAL ? "block_causal" : "block_bidir");
 		return;
 	}
-	uint64_t rows[GEN_TREE_MAX_NODES * GEN_TREE_WORDS];
+	uint64_t rows[RT_TREE_MAX_NODES * RT_TREE_WORDS];
 	gen_plan_attn_mask(t, sh->T, sh->n_blk, rows);
 	uint64_t h = sw_fnv1a64(SW_FNV64_BASIS, rows, (size_t)sh->T * ((sh->n_blk + 63) / 64) * 8);
 	char nm[25];
@@ -423,7 +423,7 @@ void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg i
 void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids_buf)
 {
 	const act_ix *a = &c->a;
-	const gen_tree *t = &c->s->tree;
+	const rt_tree *t = &c->s->tree;
 	const int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
 	gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", V), PI("RULE", rule),
 	                   PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND), PI("Q_BY_DEPTH", by_depth),
@@ -453,7 +453,7 @@ void op_ngram_draft(ctx *c, int ngram_info, int ctrl, int ctrl_cost)
 {
 	const gen_spec *s = c->s;
 	const act_ix *a = &c->a;
-	const gen_tree *t = &s->tree;
+	const rt_tree *t = &s->tree;
 	gen_param prm[] = {PNAME, PI("MIN_N", s->ngram_min), PI("MAX_N", s->ngram_max),
 	                   PI("N_DRAFT", t->n - 1), PI("MAX_CTX", s->max_context),
 	                   PI("BLOCK", BLK_NGRAM)};
@@ -486,7 +486,7 @@ void op_ngram_draft(ctx *c, int ngram_info, int ctrl, int ctrl_cost)
 void op_step(ctx *c, const char *name, int mode, bool has_hist)
 {
 	const act_ix *a = &c->a;
-	const gen_tree *t = &c->s->tree;
+	const rt_tree *t = &c->s->tree;
 	gen_param prm[] = {PNAME, PI("MODE", mode), PI("N_NODES", t->n), PI("RING", RING),
 	                   PI("MAX_CTX", c->s->max_context), PI("HAS_HIST", has_hist),
 	                   PI("BLOCK", BLK_STEP)};
@@ -884,7 +884,7 @@ int64_t max64(int64_t a, int64_t b)
  * done_word: its word of kv_done (0 target, 1 draft). */
 void op_kv_commit(ctx *c, const model_ix *m, int done_word)
 {
-	const gen_tree *t = &c->s->tree;
+	const rt_tree *t = &c->s->tree;
 	const act_ix *a = &c->a;
 	const rt_config *cfg = m->cfg;
 	const int64_t row_bytes = (int64_t)cfg->n_kv_heads * cfg->head_dim * c->dt16;
@@ -909,7 +909,7 @@ void op_kv_commit(ctx *c, const model_ix *m, int done_word)
 void op_accept(ctx *c, int q_buf, int vq, bool by_depth)
 {
 	const gen_spec *s = c->s;
-	const gen_tree *t = &s->tree;
+	const rt_tree *t = &s->tree;
 	const rt_config *tc = &s->target.cfg;
 	const act_ix *a = &c->a;
 	const bool uses_q = s->verify_method != RT_VERIFY_GREEDY && s->verify_method != RT_VERIFY_ONEHOT;
@@ -955,7 +955,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 {
 	ctx c = {.p = p, .s = s, .dt16 = gen_dtype_size(s->dtype),
 	         .cast_mode = gen_dtype_act(s->dtype) == GEN_DTYPE_FP16 ? 1 : 0};
-	const gen_tree *t = &s->tree;
+	const rt_tree *t = &s->tree;
 	const rt_config *tc = &s->target.cfg;
 	const bool has_draft_model = s->draft_kind != GEN_DRAFT_NGRAM;
 	const bool is_block = s->draft_kind == GEN_DRAFT_BLOCK;
@@ -1036,7 +1036,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		int64_t po = 0, pm = 0;
 		for (int mi = 0; mi < (has_draft_model ? 2 : 1); mi++) {
 			const rt_config *cf = mi ? dc : tc;
-			attn_shape shs[GEN_TREE_MAX_DEPTH + 2];
+			attn_shape shs[RT_TREE_MAX_DEPTH + 2];
 			int ns = 0;
 			const int mc = mi ? dm.ctx_rows : tm.ctx_rows;
 			if (mi && is_block) {
@@ -1411,7 +1411,7 @@ static void write_src(FILE *f, bool from_shape, const char *path, const char *di
 int gen_plan_write_json(const gen_plan *p, FILE *f)
 {
 	const gen_spec *s = p->spec;
-	const gen_tree *t = &s->tree;
+	const rt_tree *t = &s->tree;
 
 	fprintf(f, "{\n  \"format\": \"specwright-engine/1\",\n  \"generated\": \"by specwright "
 	        "build; do not edit\",\n  \"spec\": {\n    \"name\": ");

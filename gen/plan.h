@@ -111,7 +111,7 @@ typedef struct gen_plan {
 	gen_buf *bufs;
 	gen_op *ops;
 	gen_kernel *kernels;
-	gen_phase phases[GEN_TREE_MAX_DEPTH + 8];
+	gen_phase phases[RT_TREE_MAX_DEPTH + 8];
 	int64_t arena_bytes;
 	int cap_bufs, cap_ops, cap_kernels;
 	/* the weights the engine was built for (core/digest.h), "" when built
@@ -140,7 +140,7 @@ int gen_plan_find_buf(const gen_plan *p, const char *name);
 
 /* Rows N_BLK-T .. N_BLK-1 of the tree's ancestor mask over columns 0 .. N_BLK-1,
  * (N_BLK + 63) / 64 words per row: the table a tree attention kernel reads. */
-void gen_plan_attn_mask(const gen_tree *t, int T, int n_blk, uint64_t *rows);
+void gen_plan_attn_mask(const rt_tree *t, int T, int n_blk, uint64_t *rows);
 /* The table kernel k reads: gen_plan_attn_mask of the spec's tree, or the
  * block visibility of its mask_kind. */
 void gen_plan_kernel_mask(const gen_plan *p, const gen_kernel *k, int T, int n_blk, uint64_t *rows);

@@ -79,7 +79,7 @@
 #include "kernels/verify_layout.h"
 #include "plan_int.h"
 #include "plan_ctrl.h"
-#include "decode/tree_verify.h"
+#include "core/tree_rules.h"
 
 enum { BLK_E3IN = 128 }; /* test_kern_eagle3_in compiles it without spills */
 
@@ -325,7 +325,7 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 {
 	ctx c = {.p = p, .s = s, .dt16 = gen_dtype_size(s->dtype),
 	         .cast_mode = gen_dtype_act(s->dtype) == GEN_DTYPE_FP16 ? 1 : 0};
-	const gen_tree *t = &s->tree;
+	const rt_tree *t = &s->tree;
 	const rt_config *tc = &s->target.cfg;
 	const rt_e3_config *e3 = &s->eagle3;
 	act_ix *a = &c.a;
@@ -368,7 +368,7 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 	{
 		/* tree attention partials: the largest of the target's prefill
 		 * chunk and tree and the head's levels */
-		attn_shape shs[GEN_TREE_MAX_DEPTH + 2];
+		attn_shape shs[RT_TREE_MAX_DEPTH + 2];
 		int ns = 0;
 		shs[ns++] = attn_choose(tc, C, C, s, c.dt16, false, tm.ctx_rows);
 		shs[ns++] = attn_choose(tc, t->n, t->n, s, c.dt16, true, tm.ctx_rows);

@@ -62,7 +62,7 @@
 #include "model/block_drafter.h"
 #include "model/eagle3.h"
 #include "model/model.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "plan_ctrl.h"
 
 #define GEN_SPEC_MAX_ARCHS 8
@@ -124,7 +124,7 @@ typedef struct gen_spec {
 	                            * drafts e3_levels tokens where it drafts none */
 	int e3_levels;
 	char tree_spec[512];
-	gen_tree tree;
+	rt_tree tree;
 	int verify_method, expand_rule; /* rt_verify_method / rt_expand_rule */
 	float temperature, top_p; /* defaults (run-time values of the engine) */
 	int top_k;
