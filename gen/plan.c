@@ -54,8 +54,8 @@
 #include "core/tree_rules.h"
 
 
-attn_shape attn_choose(const rt_config *cfg, int T, int n_blk, const gen_spec *s, int elt,
-                              bool masked, int max_ctx)
+attn_shape gp_attn_choose(const rt_config *cfg, int T, int n_blk, const gen_spec *s, int elt,
+                          bool masked, int max_ctx)
 {
 	const gen_attn_geom g = gen_attn_choose(T, n_blk, cfg->n_heads, cfg->n_kv_heads,
 	                                        cfg->head_dim, elt, max_ctx, s->est_context);
@@ -92,8 +92,8 @@ static int grow(void **p, int *cap, int n, size_t elem)
 }
 
 /* Appends a buffer at the next aligned offset; -1 on out of memory. */
-int add_buf(gen_plan *p, const char *name, const char *kind, const char *dt, int rank,
-                   int64_t d0, int64_t d1, int64_t d2, int64_t d3)
+int gp_add_buf(gen_plan *p, const char *name, const char *kind, const char *dt, int rank,
+               int64_t d0, int64_t d1, int64_t d2, int64_t d3)
 {
 	if (grow((void **)&p->bufs, &p->cap_bufs, p->n_bufs, sizeof(*p->bufs)))
 		return -1;
@@ -191,7 +191,7 @@ static int add_op(gen_plan *p, const op_desc *d)
 }
 
 
-void emit(ctx *c, const op_desc *d)
+void gp_emit(ctx *c, const op_desc *d)
 {
 	op_desc dd = *d;
 	if (dd.layers && !dd.layer0)
@@ -200,8 +200,8 @@ void emit(ctx *c, const op_desc *d)
 		c->rc = SW_ENOMEM;
 }
 
-int kernel_x(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np,
-                    int prefix, bool two, const char *tree_id)
+int gp_kernel_x(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np,
+                int prefix, bool two, const char *tree_id)
 {
 	int k = add_kernel(c->p, op, tmpl, prm, np, prefix, two, tree_id);
 	if (k < 0 && !c->rc)
@@ -209,7 +209,7 @@ int kernel_x(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int
 	return k < 0 ? 0 : k;
 }
 
-int kernel(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np)
+int gp_kernel(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np)
 {
 	int k = add_kernel(c->p, op, tmpl, prm, np, GEN_PREFIX_NONE, false, NULL);
 	if (k < 0 && !c->rc)
@@ -217,22 +217,22 @@ int kernel(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int n
 	return k < 0 ? 0 : k;
 }
 
-void op_cast(ctx *c, const char *name, int64_t rows, int64_t width, gen_arg dst, gen_arg src,
-                    int repeat, const char *layers)
+void gp_op_cast(ctx *c, const char *name, int64_t rows, int64_t width, gen_arg dst, gen_arg src,
+                int repeat, const char *layers)
 {
 	int64_t N = rows * width;
 	gen_param prm[] = {PNAME, PI("N", N), PI("MODE", c->cast_mode), PI("BLOCK", BLK_CAST)};
 	int v = N % 8 == 0 ? 8 : 1;
 	op_desc d = {.name = name, .op = "cast", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "cast", "cast.cu.tmpl", prm, 4),
+	             .kernel = gp_kernel(c, "cast", "cast.cu.tmpl", prm, 4),
 	             .gx = (int)((N + BLK_CAST * v - 1) / (BLK_CAST * v)), .block = BLK_CAST,
 	             .repeat = repeat, .layers = layers, .n_args = 2, .args = {dst, src},
 	             .bytes = (double)N * (4 + c->dt16), .flops = 0};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
-void op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg out,
-                    gen_arg a, gen_arg w, int repeat, const char *layers)
+void gp_op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg out,
+                gen_arg a, gen_arg w, int repeat, const char *layers)
 {
 	char uri[192];
 	snprintf(uri, sizeof(uri), "gemm_%s_f32acc_m%" PRId64 "_n%" PRId64 "_k%" PRId64,
@@ -243,22 +243,22 @@ void op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg 
 	             .args = {out, a, w},
 	             .bytes = (double)n * k * wb + (double)m * k * c->dt16 + (double)m * n * 4,
 	             .flops = 2.0 * m * n * k};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
-void op_rmsnorm(ctx *c, const char *name, const rt_config *cfg, int64_t rows, gen_arg w,
-                       int repeat, const char *layers)
+void gp_op_rmsnorm(ctx *c, const char *name, const rt_config *cfg, int64_t rows, gen_arg w,
+                   int repeat, const char *layers)
 {
 	const act_ix *a = &c->a;
 	gen_param prm[] = {PNAME, PI("DIM", cfg->dim), PI("BLOCK", BLK_RMS),
 	                   {.name = "EPS", .type = GEN_PARAM_FLOAT, .f = cfg->norm_eps}};
 	op_desc d = {.name = name, .op = "rmsnorm_residual", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "rmsnorm_residual_f32", "rmsnorm_residual.cu.tmpl", prm, 4),
+	             .kernel = gp_kernel(c, "rmsnorm_residual_f32", "rmsnorm_residual.cu.tmpl", prm, 4),
 	             .gx = (int)rows, .block = BLK_RMS, .repeat = repeat, .layers = layers,
 	             .n_args = 5, .args = {A(a->xn, 0), A(a->h, 0), A(a->h, 0), A(a->delta, 0), w},
 	             .bytes = 4.0 * rows * cfg->dim * 4 + cfg->dim * 4.0,
 	             .flops = 5.0 * rows * cfg->dim};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
 /* A family's post-norm (arch.h gen_arch_block: Gemma 3's sandwich norms)
@@ -276,13 +276,13 @@ static void op_post_norm(ctx *c, const char *name, const rt_config *cfg, int64_t
 	gen_param prm[] = {PNAME, PI("DIM", cfg->dim), PI("BLOCK", BLK_RMS),
 	                   {.name = "EPS", .type = GEN_PARAM_FLOAT, .f = 4.0f * cfg->norm_eps}};
 	op_desc d = {.name = name, .op = "rmsnorm_residual", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "rmsnorm_residual_f32", "rmsnorm_residual.cu.tmpl", prm, 4),
+	             .kernel = gp_kernel(c, "rmsnorm_residual_f32", "rmsnorm_residual.cu.tmpl", prm, 4),
 	             .gx = (int)rows, .block = BLK_RMS, .repeat = repeat, .layers = layers,
 	             .n_args = 5,
 	             .args = {A(a->delta, 0), A(a->delta, 0), A(a->delta, 0), A(a->delta, 0), w},
 	             .bytes = 2.0 * rows * cfg->dim * 4 + cfg->dim * 4.0,
 	             .flops = 5.0 * rows * cfg->dim};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
 /* The tree's ancestor mask rows N_BLK-T .. N_BLK-1, columns 0 .. N_BLK-1:
@@ -353,8 +353,8 @@ static void attn_tree_id(const rt_tree *t, const attn_shape *sh, int mask_kind, 
  * (row, head dim, key) over the rows padded to 16-row fragments and the
  * head dim to 16, masked block keys included (multiplied by p = 0, not
  * skipped). _merge reads the partials back and writes the 16-bit output. */
-void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
-                         const char *layers, int mask_kind)
+void gp_op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
+                     const char *layers, int mask_kind)
 {
 	const act_ix *a = &c->a;
 	const rt_config *cfg = m->cfg;
@@ -370,8 +370,8 @@ void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
 	                   PI("ROW_BLOCKS", sh->rb), PI("MBLOCK", sh->mblock),
 	                   {.name = "WINDOW", .type = GEN_PARAM_INT, .i = c->window,
 	                    .key_omit_zero = true}};
-	int k = kernel_x(c, "tree_attn", "tree_attention.cu.tmpl", prm, 16,
-	                 sh->masked ? GEN_PREFIX_MASK : GEN_PREFIX_NONE, true, tree_id);
+	int k = gp_kernel_x(c, "tree_attn", "tree_attention.cu.tmpl", prm, 16,
+	                    sh->masked ? GEN_PREFIX_MASK : GEN_PREFIX_NONE, true, tree_id);
 	if (!c->rc)
 		c->p->kernels[k].mask_kind = sh->masked ? mask_kind : GEN_MASK_TREE;
 	const gen_attn_geom g = {.T = sh->T, .n_blk = sh->n_blk, .n_heads = nh, .n_kv_heads = nkv,
@@ -387,7 +387,7 @@ void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
 	              .args = {A(a->part_o, 0), A(a->part_ml, 0), A(a->q16, 0), A(m->k_cache, 0),
 	                       A(m->v_cache, 0), A(a->state, m->len_word * 4)},
 	              .bytes = pr.kv + pr.q + pr.part, .flops = pr.flops};
-	emit(c, &pd);
+	gp_emit(c, &pd);
 	op_desc md = {.name = "attention_merge", .op = "tree_attention", .exec = GEN_EXEC_KERNEL,
 	              .kernel = k, .entry = "_merge", .gx = sh->T,
 	              .gy = (nh * hd / 4 + sh->mblock - 1) / sh->mblock, .block = sh->mblock,
@@ -395,7 +395,7 @@ void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
 	              .args = {A(a->attn, 0), A(a->part_o, 0), A(a->part_ml, 0),
 	                       A(a->state, m->len_word * 4)},
 	              .bytes = pr.part + pr.out, .flops = (double)pr.live * sh->T * nh * (3.0 * hd + 8)};
-	emit(c, &md);
+	gp_emit(c, &md);
 }
 
 /* Logits processing (temperature, top-k, top-p) of `rows` rows: one block
@@ -404,15 +404,15 @@ void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
  * serves every request's setting. Bytes: the logits read and the probabilities written once; the
  * radix passes (~4-6) re-read the row from L2 (a 128K-vocab row is 513 KB).
  * Flops: ~24 per element (scaling, exp, 4-6 histogram passes). */
-void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
-                      gen_arg params)
+void gp_op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
+                  gen_arg params)
 {
 	gen_param prm[] = {PNAME, PI("V", V), PI("BLOCK", BLK_LOGITS)};
 	op_desc d = {.name = name, .op = "logits_process", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "logits", "logits_process.cu.tmpl", prm, 3), .gx = rows,
+	             .kernel = gp_kernel(c, "logits", "logits_process.cu.tmpl", prm, 3), .gx = rows,
 	             .block = BLK_LOGITS, .n_args = 3, .args = {out, in, params},
 	             .bytes = 2.0 * rows * V * 4, .flops = 24.0 * rows * V};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
 /* Expansion of tree level d's nodes into level d + 1 (tree_expand, a block
@@ -420,7 +420,7 @@ void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg i
  * CDF prefix from L2) from q rows of V entries: node u's row u, or with
  * by_depth row depth(u) (a block drafter's per-depth rows); ids_buf >= 0:
  * entry v stands for id ids_buf[v] (MAPPED 1, a head's d2t). */
-void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids_buf)
+void gp_op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids_buf)
 {
 	const act_ix *a = &c->a;
 	const rt_tree *t = &c->s->tree;
@@ -432,15 +432,15 @@ void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids
 	for (int i = l0; i < l0 + nd; i++)
 		kmax = t->n_children[i] > kmax ? t->n_children[i] : kmax;
 	op_desc od = {.name = "expand", .op = "tree_expand", .exec = GEN_EXEC_KERNEL,
-	              .kernel = kernel_x(c, "expand", "tree_expand.cu.tmpl", prm, 8, GEN_PREFIX_PHILOX,
-	                                 false, NULL),
+	              .kernel = gp_kernel_x(c, "expand", "tree_expand.cu.tmpl", prm, 8, GEN_PREFIX_PHILOX,
+	                                    false, NULL),
 	              .gx = nd, .block = BLK_EXPAND, .n_args = 6,
 	              .args = {A(a->tree_tokens, 0), A(q_buf, 0), A(a->tree_table, 0),
 	                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0),
 	                       A(ids_buf >= 0 ? ids_buf : a->tree_table, 0)},
 	              .bytes = (double)nd * V * (ids_buf >= 0 ? 8 : 4) + kc * 4.0 + t->n * 20.0,
 	              .flops = (double)nd * V * (20.0 + 4.0 * kmax)};
-	emit(c, &od);
+	gp_emit(c, &od);
 }
 
 /* The n-gram chain drafter's ops after tree_prep: ngram_lookup over the
@@ -449,7 +449,7 @@ void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids
  * first k (ALGORITHMS.txt 12). The chain is the tree's nodes 1 .. n - 1.
  * The n-gram engine's draft phase, and the n-gram-first EAGLE-3 engine's
  * (gen/plan_eagle3.c). */
-void op_ngram_draft(ctx *c, int ngram_info, int ctrl, int ctrl_cost)
+void gp_op_ngram_draft(ctx *c, int ngram_info, int ctrl, int ctrl_cost)
 {
 	const gen_spec *s = c->s;
 	const act_ix *a = &c->a;
@@ -458,32 +458,32 @@ void op_ngram_draft(ctx *c, int ngram_info, int ctrl, int ctrl_cost)
 	                   PI("N_DRAFT", t->n - 1), PI("MAX_CTX", s->max_context),
 	                   PI("BLOCK", BLK_NGRAM)};
 	op_desc od = {.name = "ngram_lookup", .op = "ngram_lookup", .exec = GEN_EXEC_KERNEL,
-	              .kernel = kernel(c, "ngram", "ngram_lookup.cu.tmpl", prm, 6), .gx = 1,
+	              .kernel = gp_kernel(c, "ngram", "ngram_lookup.cu.tmpl", prm, 6), .gx = 1,
 	              .block = BLK_NGRAM, .n_args = 4,
 	              .args = {A(a->tree_tokens, 4), A(a->ngram_hist, 0), A(a->state, 0),
 	                       A(ngram_info, 0)},
 	              .bytes = (double)s->est_context * 4,
 	              .flops = (double)s->est_context * s->ngram_max};
-	emit(c, &od);
+	gp_emit(c, &od);
 	if (ctrl < 0)
 		return;
 	gen_param cp[GEN_KERNEL_MAX_PARAMS];
 	const int np = gen_ctrl_params(&s->ctrl, t->n - 1, s->ngram_min, s->ngram_max, BLK_CTRL, cp,
 	                               GEN_KERNEL_MAX_PARAMS);
 	op_desc cd = {.name = "draft_ctrl", .op = "draft_ctrl", .exec = GEN_EXEC_KERNEL,
-	              .kernel = kernel(c, "draft_ctrl", "draft_ctrl.cu.tmpl", cp, np), .gx = 1,
+	              .kernel = gp_kernel(c, "draft_ctrl", "draft_ctrl.cu.tmpl", cp, np), .gx = 1,
 	              .block = BLK_CTRL, .n_args = 5,
 	              .args = {A(ctrl, 0), A(a->tree_tokens, 4), A(ngram_info, 0), A(a->state, 0),
 	                       A(ctrl_cost, 0)},
 	              .bytes = 4.0 * (gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max, s->ctrl.head) +
 	                              2 * t->n + 8), .flops = 0};
-	emit(c, &cd);
+	gp_emit(c, &cd);
 }
 
 /* The engine's bookkeeping kernel (templates/step.cu.tmpl, layout in
  * runtime/engine_state.h): MODE 0 tree_prep, 1 catchup_prep, 2 iter_end. One
  * thread block; every mode takes the same ten arguments. */
-void op_step(ctx *c, const char *name, int mode, bool has_hist)
+void gp_op_step(ctx *c, const char *name, int mode, bool has_hist)
 {
 	const act_ix *a = &c->a;
 	const rt_tree *t = &c->s->tree;
@@ -491,14 +491,14 @@ void op_step(ctx *c, const char *name, int mode, bool has_hist)
 	                   PI("MAX_CTX", c->s->max_context), PI("HAS_HIST", has_hist),
 	                   PI("BLOCK", BLK_STEP)};
 	op_desc d = {.name = name, .op = "step", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "step", "step.cu.tmpl", prm, 7), .gx = 1, .block = BLK_STEP,
+	             .kernel = gp_kernel(c, "step", "step.cu.tmpl", prm, 7), .gx = 1, .block = BLK_STEP,
 	             .n_args = 10,
 	             .args = {A(a->state, 0), A(a->iter, 0), A(a->tree_tokens, 0), A(a->pos, 0),
 	                      A(a->tokens, 0), A(a->tree_table, 0), A(a->counts, 0),
 	                      A(a->accept_path, 0), A(a->emitted, 0),
 	                      A(has_hist ? a->ngram_hist : a->state, 0)},
 	             .bytes = 64.0 * 4 + t->n * 12.0, .flops = 0};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
 
@@ -515,11 +515,11 @@ static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 	const char *layers = o->layers;
 	const gen_arg pos = o->mode == FWD_BLOCK ? A(a->blk_pos, 0) : A(a->pos, row0 * 4);
 
-	op_rmsnorm(c, "attn_norm", cfg, rows, A(m->attn_norm, 0), L, layers);
-	op_cast(c, "attn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), L, layers);
-	op_gemm(c, "wq", rows, qd, D, A(a->q, 0), A(a->x16, 0), A(m->wq, 0), L, layers);
-	op_gemm(c, "wk", rows, kvd, D, A(a->k, 0), A(a->x16, 0), A(m->wk, 0), L, layers);
-	op_gemm(c, "wv", rows, kvd, D, A(a->v, 0), A(a->x16, 0), A(m->wv, 0), L, layers);
+	gp_op_rmsnorm(c, "attn_norm", cfg, rows, A(m->attn_norm, 0), L, layers);
+	gp_op_cast(c, "attn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), L, layers);
+	gp_op_gemm(c, "wq", rows, qd, D, A(a->q, 0), A(a->x16, 0), A(m->wq, 0), L, layers);
+	gp_op_gemm(c, "wk", rows, kvd, D, A(a->k, 0), A(a->x16, 0), A(m->wk, 0), L, layers);
+	gp_op_gemm(c, "wv", rows, kvd, D, A(a->v, 0), A(a->x16, 0), A(m->wv, 0), L, layers);
 	/* the family's in-place ops on q, k, v (gen/arch.h: Llama's RoPE,
 	 * Qwen's biases, q/k norms and NeoX RoPE) */
 	gen_arch_op xo[GEN_ARCH_MAX_OPS];
@@ -527,7 +527,7 @@ static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 	for (int i = 0; i < nxo; i++) {
 		const int xb = xo[i].x == GEN_QKV_Q ? a->q : xo[i].x == GEN_QKV_K ? a->k : a->v;
 		op_desc d = {.name = xo[i].name, .op = xo[i].op, .exec = GEN_EXEC_KERNEL,
-		             .kernel = kernel(c, xo[i].kop, xo[i].tmpl, xo[i].params, xo[i].n_params),
+		             .kernel = gp_kernel(c, xo[i].kop, xo[i].tmpl, xo[i].params, xo[i].n_params),
 		             .gx = (int)rows, .block = xo[i].block, .repeat = L, .layers = layers,
 		             .n_args = xo[i].n_args,
 		             .args = {A(xb, 0), pos,
@@ -535,7 +535,7 @@ static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 		             .bytes = xo[i].bytes, .flops = xo[i].flops};
 		for (int j = 0; j < 2 && xo[i].n_args == 5; j++)
 			d.args[3 + j] = A(xo[i].w[j] >= 0 ? m->xw[xo[i].w[j]] : m->inv_freq, 0);
-		emit(c, &d);
+		gp_emit(c, &d);
 	}
 	/* new K/V rows: into the cache at slots ctx + row0 .. ctx + row0 + rows - 1
 	 * (ctx = this cache's device-side length): the tree's K/V follow the
@@ -546,42 +546,42 @@ static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 		                   PI("BLOCK", BLK_KVSTORE)};
 		int64_t v8 = kvd % 8 == 0 ? 8 : 1;
 		op_desc kv = {.name = "kv_store", .op = "kv_store", .exec = GEN_EXEC_KERNEL,
-		              .kernel = kernel(c, "kv_store", "kv_store.cu.tmpl", prm, 7),
+		              .kernel = gp_kernel(c, "kv_store", "kv_store.cu.tmpl", prm, 7),
 		              .gx = (int)((rows * kvd / v8 + BLK_KVSTORE - 1) / BLK_KVSTORE),
 		              .block = BLK_KVSTORE, .repeat = L, .layers = layers, .n_args = 5,
 		              .args = {A(m->k_cache, row0 * kvd * dt), A(m->v_cache, row0 * kvd * dt),
 		                       A(a->k, 0), A(a->v, 0), A(a->state, m->len_word * 4)},
 		              .bytes = 2.0 * rows * kvd * (4 + dt)};
-		emit(c, &kv);
+		gp_emit(c, &kv);
 	}
 	/* attention: cached context + the block's rows (causal chunk, the staged
 	 * tree levels under the baked ancestor mask, or a drafter block under
 	 * its visibility table); q in 16 bits */
-	op_cast(c, "q_cast", rows, qd, A(a->q16, 0), A(a->q, 0), L, layers);
-	attn_shape sh = attn_choose(cfg, (int)rows, (int)(o->mode == FWD_TREE ? row0 + rows : rows),
-	                            s, dt, o->mode != FWD_PREFILL, m->ctx_rows);
-	op_attention(c, m, &sh, L, layers, o->mode == FWD_BLOCK ? o->mask_kind : GEN_MASK_TREE);
-	op_gemm(c, "wo", rows, D, qd, A(a->delta, 0), A(a->attn, 0), A(m->wo, 0), L, layers);
+	gp_op_cast(c, "q_cast", rows, qd, A(a->q16, 0), A(a->q, 0), L, layers);
+	attn_shape sh = gp_attn_choose(cfg, (int)rows, (int)(o->mode == FWD_TREE ? row0 + rows : rows),
+	                               s, dt, o->mode != FWD_PREFILL, m->ctx_rows);
+	gp_op_attention(c, m, &sh, L, layers, o->mode == FWD_BLOCK ? o->mask_kind : GEN_MASK_TREE);
+	gp_op_gemm(c, "wo", rows, D, qd, A(a->delta, 0), A(a->attn, 0), A(m->wo, 0), L, layers);
 	if (m->blk.post_attn >= 0)
 		op_post_norm(c, "post_attn_norm", cfg, rows, A(m->xw[m->blk.post_attn], 0), L, layers);
-	op_rmsnorm(c, "ffn_norm", cfg, rows, A(m->ffn_norm, 0), L, layers);
-	op_cast(c, "ffn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), L, layers);
-	op_gemm(c, "w_gate", rows, F, D, A(a->gate, 0), A(a->x16, 0), A(m->w_gate, 0), L, layers);
-	op_gemm(c, "w_up", rows, F, D, A(a->up, 0), A(a->x16, 0), A(m->w_up, 0), L, layers);
+	gp_op_rmsnorm(c, "ffn_norm", cfg, rows, A(m->ffn_norm, 0), L, layers);
+	gp_op_cast(c, "ffn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), L, layers);
+	gp_op_gemm(c, "w_gate", rows, F, D, A(a->gate, 0), A(a->x16, 0), A(m->w_gate, 0), L, layers);
+	gp_op_gemm(c, "w_up", rows, F, D, A(a->up, 0), A(a->x16, 0), A(m->w_up, 0), L, layers);
 	{
 		/* SwiGLU, or the family's GeGLU (ACT 1) */
 		gen_param prm[] = {PNAME, PI("FFN", F), PI("ACT", m->blk.act), PI("BLOCK", BLK_SWIGLU)};
 		int v = F % 4 == 0 ? 4 : 1;
 		op_desc d = {.name = "swiglu", .op = "swiglu", .exec = GEN_EXEC_KERNEL,
-		             .kernel = kernel(c, "swiglu_f32", "swiglu.cu.tmpl", prm, 4),
+		             .kernel = gp_kernel(c, "swiglu_f32", "swiglu.cu.tmpl", prm, 4),
 		             .gx = (int)((F + BLK_SWIGLU * v - 1) / (BLK_SWIGLU * v)), .gy = (int)rows,
 		             .block = BLK_SWIGLU, .repeat = L, .layers = layers, .n_args = 3,
 		             .args = {A(a->gate, 0), A(a->gate, 0), A(a->up, 0)},
 		             .bytes = 3.0 * rows * F * 4, .flops = 4.0 * rows * F};
-		emit(c, &d);
+		gp_emit(c, &d);
 	}
-	op_cast(c, "ffn_mid_cast", rows, F, A(a->x16, 0), A(a->gate, 0), L, layers);
-	op_gemm(c, "w_down", rows, D, F, A(a->delta, 0), A(a->x16, 0), A(m->w_down, 0), L, layers);
+	gp_op_cast(c, "ffn_mid_cast", rows, F, A(a->x16, 0), A(a->gate, 0), L, layers);
+	gp_op_gemm(c, "w_down", rows, D, F, A(a->delta, 0), A(a->x16, 0), A(m->w_down, 0), L, layers);
 	if (m->blk.post_ffn >= 0)
 		op_post_norm(c, "post_ffn_norm", cfg, rows, A(m->xw[m->blk.post_ffn], 0), L, layers);
 }
@@ -623,11 +623,11 @@ static void op_feature_tap(ctx *c, int64_t rows, int64_t dim, int n_taps, int sl
 	gen_param prm[] = {PNAME, PI("ROWS", rows), PI("DIM", dim), PI("N_TAPS", n_taps),
 	                   PI("SLOT", slot), PI("BLOCK", BLK_TAP)};
 	op_desc d = {.name = "feature_tap", .op = "feature_tap", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "feature_tap", "feature_tap.cu.tmpl", prm, 6),
+	             .kernel = gp_kernel(c, "feature_tap", "feature_tap.cu.tmpl", prm, 6),
 	             .gx = (int)rows, .block = BLK_TAP, .n_args = 3,
 	             .args = {A(a->taps, 0), A(a->h, 0), A(a->delta, 0)},
 	             .bytes = 3.0 * rows * dim * 4, .flops = (double)rows * dim};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
 /* The drafter's input rows: the anchor and the block's tokens or [MASK]
@@ -639,13 +639,13 @@ static void op_block_embed(ctx *c, const model_ix *m, int B, int first)
 	gen_param prm[] = {PNAME, PI("B", B), PI("DIM", D), PI("N_ROWS", m->cfg->vocab),
 	                   PI("IS_F16", c->cast_mode), PI("FIRST", first), PI("BLOCK", BLK_EMB)};
 	op_desc d = {.name = "block_embed", .op = "block_embed", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "block_embed", "block_embed.cu.tmpl", prm, 7), .gx = B,
+	             .kernel = gp_kernel(c, "block_embed", "block_embed.cu.tmpl", prm, 7), .gx = B,
 	             .block = BLK_EMB, .n_args = 8,
 	             .args = {A(a->h, 0), A(m->tok_embd, 0), A(m->mask_embd, 0), A(a->blk_tok, 0),
 	                      A(a->tree_tokens, 0), A(a->blk_pos, 0),
 	                      A(a->state, m->len_word * 4), A(a->err, 0)},
 	             .bytes = B * 12.0 + (double)B * D * (c->dt16 + 4)};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
 /* One model forward over `rows` token rows starting at row0 of the tree (or
@@ -653,7 +653,7 @@ static void op_block_embed(ctx *c, const model_ix *m, int B, int first)
  * segments that end at each tapped layer, a feature_tap after each), final
  * norm, LM head over lm_rows rows (the last ones) into logits at
  * logits_off. */
-void forward_ex(ctx *c, const model_ix *m, const fwd_opt *o)
+void gp_forward_ex(ctx *c, const model_ix *m, const fwd_opt *o)
 {
 	const act_ix *a = &c->a;
 	const rt_config *cfg = m->cfg;
@@ -674,15 +674,15 @@ void forward_ex(ctx *c, const model_ix *m, const fwd_opt *o)
 		                   {.name = "SCALE", .type = GEN_PARAM_FLOAT, .f = m->blk.embd_scale},
 		                   PI("BLOCK", BLK_EMB)};
 		op_desc emb = {.name = "embedding", .op = "embedding16", .exec = GEN_EXEC_KERNEL,
-		               .kernel = kernel(c, "embedding16", "embedding16.cu.tmpl", prm, 7),
+		               .kernel = gp_kernel(c, "embedding16", "embedding16.cu.tmpl", prm, 7),
 		               .gx = (int)rows, .block = BLK_EMB, .n_args = 4,
 		               .args = {A(a->h, 0), A(m->tok_embd, 0), A(tok_buf, row0 * 4), A(a->err, 0)},
 		               .bytes = rows * 4.0 + (double)rows * D * dt + (double)rows * D * 4};
-		emit(c, &emb);
+		gp_emit(c, &emb);
 	}
 	op_desc ms = {.name = "zero_delta", .op = "memset", .exec = GEN_EXEC_MEMSET, .n_args = 1,
 	              .args = {A(a->delta, 0)}, .bytes = (double)rows * D * 4};
-	emit(c, &ms);
+	gp_emit(c, &ms);
 
 	/* per-layer block, in segments ending at the tapped layers */
 	int l0 = 0;
@@ -696,12 +696,12 @@ void forward_ex(ctx *c, const model_ix *m, const fwd_opt *o)
 
 	/* head: the final norm over all rows completes the residual; the LM head
 	 * runs on the last lm_rows rows only. */
-	op_rmsnorm(c, "output_norm", cfg, rows, A(m->out_norm, 0), 1, NULL);
+	gp_op_rmsnorm(c, "output_norm", cfg, rows, A(m->out_norm, 0), 1, NULL);
 	if (o->lm_rows > 0) {
 		int64_t first = rows - o->lm_rows;
-		op_cast(c, "head_cast", o->lm_rows, D, A(a->x16, 0), A(a->xn, first * D * 4), 1, NULL);
-		op_gemm(c, "lm_head", o->lm_rows, m->vocab_out, D, A(o->logits_buf, o->logits_off),
-		        A(a->x16, 0), A(m->lm_head, 0), 1, NULL);
+		gp_op_cast(c, "head_cast", o->lm_rows, D, A(a->x16, 0), A(a->xn, first * D * 4), 1, NULL);
+		gp_op_gemm(c, "lm_head", o->lm_rows, m->vocab_out, D, A(o->logits_buf, o->logits_off),
+		           A(a->x16, 0), A(m->lm_head, 0), 1, NULL);
 	}
 }
 
@@ -710,7 +710,7 @@ static void forward(ctx *c, const model_ix *m, int mode, int64_t rows, int64_t r
 {
 	const fwd_opt o = {.mode = mode, .rows = rows, .row0 = row0, .lm_rows = lm_rows,
 	                   .logits_buf = logits_buf, .logits_off = logits_off, .layers = layers};
-	forward_ex(c, m, &o);
+	gp_forward_ex(c, m, &o);
 }
 
 /* The block drafter's context K/V of `rows` rows from their features (taps
@@ -725,44 +725,44 @@ static void block_fuse(ctx *c, const model_ix *dm, const rt_bd_config *bk, int64
 	const int64_t D = dc->dim, NT = bk->n_taps, hd = dc->head_dim,
 	              kvd = (int64_t)dc->n_kv_heads * hd;
 	const int Ld = dm->n_layers, dt = c->dt16;
-	op_cast(c, "fuse_in_cast", rows, NT * D, A(a->x16, 0), A(a->taps, 0), 1, NULL);
-	op_gemm(c, "fc", rows, D, NT * D, A(a->delta, 0), A(a->x16, 0), A(dm->fc, 0), 1, NULL);
+	gp_op_cast(c, "fuse_in_cast", rows, NT * D, A(a->x16, 0), A(a->taps, 0), 1, NULL);
+	gp_op_gemm(c, "fc", rows, D, NT * D, A(a->delta, 0), A(a->x16, 0), A(dm->fc, 0), 1, NULL);
 	/* h = 0 + fc @ f; xn = rmsnorm(h) * fc_norm: no residual */
 	op_desc ms = {.name = "zero_h", .op = "memset", .exec = GEN_EXEC_MEMSET, .n_args = 1,
 	              .args = {A(a->h, 0)}, .bytes = (double)rows * D * 4};
-	emit(c, &ms);
-	op_rmsnorm(c, "fc_norm", dc, rows, A(dm->fc_norm, 0), 1, NULL);
-	op_cast(c, "fuse_cast", rows, D, A(a->x16, 0), A(a->xn, 0), 1, NULL);
-	op_gemm(c, "fuse_wk", rows, kvd, D, A(a->k, 0), A(a->x16, 0), A(dm->wk, 0), Ld, "draft");
-	op_gemm(c, "fuse_wv", rows, kvd, D, A(a->v, 0), A(a->x16, 0), A(dm->wv, 0), Ld, "draft");
+	gp_emit(c, &ms);
+	gp_op_rmsnorm(c, "fc_norm", dc, rows, A(dm->fc_norm, 0), 1, NULL);
+	gp_op_cast(c, "fuse_cast", rows, D, A(a->x16, 0), A(a->xn, 0), 1, NULL);
+	gp_op_gemm(c, "fuse_wk", rows, kvd, D, A(a->k, 0), A(a->x16, 0), A(dm->wk, 0), Ld, "draft");
+	gp_op_gemm(c, "fuse_wv", rows, kvd, D, A(a->v, 0), A(a->x16, 0), A(dm->wv, 0), Ld, "draft");
 	{
 		gen_param prm[] = {PNAME, PI("N_HEADS", dc->n_kv_heads), PI("HEAD_DIM", hd),
 		                   PI("ROT_DIM", hd), PI("BLOCK", BLK_ROPE)};
 		op_desc d = {.name = "fuse_rope_k", .op = "rope", .exec = GEN_EXEC_KERNEL,
-		             .kernel = kernel(c, "rope_f32", "rope.cu.tmpl", prm, 5), .gx = (int)rows,
+		             .kernel = gp_kernel(c, "rope_f32", "rope.cu.tmpl", prm, 5), .gx = (int)rows,
 		             .block = BLK_ROPE, .repeat = Ld, .layers = "draft", .n_args = 3,
 		             .args = {A(a->k, 0), A(a->pos, 0), A(dm->inv_freq, 0)},
 		             .bytes = 2.0 * rows * kvd * 4 + rows * 4.0 + hd / 2 * 4.0,
 		             .flops = 3.0 * rows * kvd};
-		emit(c, &d);
+		gp_emit(c, &d);
 	}
 	gen_param prm[] = {PNAME, PI("ROWS", rows), PI("KVD", kvd), PI("ROW0", 0),
 	                   PI("MAX_CTX", dm->ctx_rows), PI("IS_F16", c->cast_mode),
 	                   PI("BLOCK", BLK_KVSTORE)};
 	int64_t v8 = kvd % 8 == 0 ? 8 : 1;
 	op_desc kv = {.name = "fuse_kv_store", .op = "kv_store", .exec = GEN_EXEC_KERNEL,
-	              .kernel = kernel(c, "kv_store", "kv_store.cu.tmpl", prm, 7),
+	              .kernel = gp_kernel(c, "kv_store", "kv_store.cu.tmpl", prm, 7),
 	              .gx = (int)((rows * kvd / v8 + BLK_KVSTORE - 1) / BLK_KVSTORE),
 	              .block = BLK_KVSTORE, .repeat = Ld, .layers = "draft", .n_args = 5,
 	              .args = {A(dm->k_cache, 0), A(dm->v_cache, 0), A(a->k, 0), A(a->v, 0),
 	                       A(a->state, dm->len_word * 4)},
 	              .bytes = 2.0 * rows * kvd * (4 + dt)};
-	emit(c, &kv);
+	gp_emit(c, &kv);
 }
 
 /* Weight and cache buffers of one model. shared: layerskip reuses target's. */
-int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n_layers,
-                      bool own_weights, const model_ix *shared)
+int gp_model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n_layers,
+                  bool own_weights, const model_ix *shared)
 {
 	gen_plan *p = c->p;
 	const char *wdt = gen_dtype_name(gen_dtype_act(c->s->dtype));
@@ -775,7 +775,7 @@ int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n
 #define B(field, kind, dt, rank, d0, d1, d2, d3)                                            \
 	do {                                                                                \
 		snprintf(nm, sizeof(nm), "%s.%s", tag, #field);                             \
-		if ((m->field = add_buf(p, nm, kind, dt, rank, d0, d1, d2, d3)) < 0)        \
+		if ((m->field = gp_add_buf(p, nm, kind, dt, rank, d0, d1, d2, d3)) < 0)        \
 			return SW_ENOMEM;                                                   \
 	} while (0)
 
@@ -837,7 +837,7 @@ int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n
 		B(inv_freq, "weight", "f32", 1, rt_config_inv_freq_len(cfg), 0, 0, 0);
 		for (int i = 0; i < m->n_xw; i++) {
 			snprintf(nm, sizeof(nm), "%s.%s", tag, xw[i].field);
-			if ((m->xw[i] = add_buf(p, nm, "weight", "f32", 2, L, xw[i].per, 0, 0)) < 0)
+			if ((m->xw[i] = gp_add_buf(p, nm, "weight", "f32", 2, L, xw[i].per, 0, 0)) < 0)
 				return SW_ENOMEM;
 		}
 		if (!block && !shared) {
@@ -869,7 +869,7 @@ int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n
 	return 0;
 }
 
-int64_t max64(int64_t a, int64_t b)
+int64_t gp_max64(int64_t a, int64_t b)
 {
 	return a > b ? a : b;
 }
@@ -882,7 +882,7 @@ int64_t max64(int64_t a, int64_t b)
 /* One cache's commit: the accepted path's K/V rows compacted in place in
  * every layer, its length word advanced by counts[1] (the path's nodes);
  * done_word: its word of kv_done (0 target, 1 draft). */
-void op_kv_commit(ctx *c, const model_ix *m, int done_word)
+void gp_op_kv_commit(ctx *c, const model_ix *m, int done_word)
 {
 	const rt_tree *t = &c->s->tree;
 	const act_ix *a = &c->a;
@@ -893,7 +893,7 @@ void op_kv_commit(ctx *c, const model_ix *m, int done_word)
 	int64_t threads = 2 * (int64_t)m->n_layers * (row_bytes / 16);
 	op_desc od = {.name = done_word ? "kv_commit_draft" : "kv_commit_target", .op = "kv_commit",
 	              .exec = GEN_EXEC_KERNEL,
-	              .kernel = kernel(c, "kv_commit", "kv_commit.cu.tmpl", prm, 5),
+	              .kernel = gp_kernel(c, "kv_commit", "kv_commit.cu.tmpl", prm, 5),
 	              .gx = (int)((threads + BLK_COMMIT - 1) / BLK_COMMIT), .block = BLK_COMMIT,
 	              .layers = m->tag, .n_args = 6,
 	              .args = {A(m->k_cache, 0), A(m->v_cache, 0), A(a->accept_path, 0),
@@ -903,10 +903,10 @@ void op_kv_commit(ctx *c, const model_ix *m, int done_word)
 	               * (the root's row moves onto itself: skipped by the loop
 	               * only on the host) */
 	              .bytes = 2.0 * 2 * m->n_layers * (t->depth_max + 1) * row_bytes};
-	emit(c, &od);
+	gp_emit(c, &od);
 }
 
-void op_accept(ctx *c, int q_buf, int vq, bool by_depth)
+void gp_op_accept(ctx *c, int q_buf, int vq, bool by_depth)
 {
 	const gen_spec *s = c->s;
 	const rt_tree *t = &s->tree;
@@ -928,7 +928,7 @@ void op_accept(ctx *c, int q_buf, int vq, bool by_depth)
 	              .args = {A(a->verify_scratch,
 	                         sw_verify_sync_word(t->n, tc->vocab, BLK_VERIFY, sl, vm) * 4)},
 	              .bytes = (double)sw_verify_sync_count(t->n) * 4};
-	emit(c, &tk);
+	gp_emit(c, &tk);
 	/* every unit's vocabulary work (kernels/verify_layout.h's traffic
 	 * model: node work, the tree methods' child-list work); the walk
 	 * reads the tables and one chunk */
@@ -938,8 +938,8 @@ void op_accept(ctx *c, int q_buf, int vq, bool by_depth)
 	const double V4 = (double)tc->vocab * 4;
 	op_desc od = {.name = "verify", .op = "verify",
 	              .exec = GEN_EXEC_KERNEL, .uri = uri,
-	              .kernel = kernel_x(c, "verify", "verify.cu.tmpl", prm, 9, GEN_PREFIX_PHILOX,
-	                                 false, NULL),
+	              .kernel = gp_kernel_x(c, "verify", "verify.cu.tmpl", prm, 9, GEN_PREFIX_PHILOX,
+	                                    false, NULL),
 	              .gx = (int)sw_verify_grid(t->n, sl, vm), .block = BLK_VERIFY, .n_args = 10,
 	              .args = {A(a->accept_path, 0), A(a->emitted, 0), A(a->counts, 0),
 	                       A(a->tree_table, 0), A(a->tree_tokens, 0), A(a->probs, 0),
@@ -948,7 +948,7 @@ void op_accept(ctx *c, int q_buf, int vq, bool by_depth)
 	              .bytes = traffic * V4 +
 	                       (double)sw_verify_grid(t->n, sl, vm) * (2 * BLK_VERIFY * 8.0 + 64),
 	              .flops = (uses_q ? 3.0 : 1.0) * traffic * tc->vocab};
-	emit(c, &od);
+	gp_emit(c, &od);
 }
 
 int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
@@ -993,38 +993,38 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	const int BB = is_block ? bk->block : 0; /* drafter block rows */
 
 	/* weights and caches */
-	if ((rc = model_bufs(&c, &tm, "target", tc, tc->n_layers, true, NULL)))
+	if ((rc = gp_model_bufs(&c, &tm, "target", tc, tc->n_layers, true, NULL)))
 		goto out_nomem;
 	tm.vocab_out = tc->vocab;
 	if (has_draft_model) {
 		bool own = s->draft_kind == GEN_DRAFT_MODEL;
-		if ((rc = model_bufs(&c, &dm, "draft", own || is_block ? dc : tc, dc->n_layers, own, &tm)))
+		if ((rc = gp_model_bufs(&c, &dm, "draft", own || is_block ? dc : tc, dc->n_layers, own, &tm)))
 			goto out_nomem;
 		dm.cfg = dc;
 		dm.vocab_out = s->draft_vocab;
 	}
 
 	/* activations, sized for the widest model and the most rows */
-	int64_t rows = max64(max64(s->prefill_chunk, t->n), BB);
+	int64_t rows = gp_max64(gp_max64(s->prefill_chunk, t->n), BB);
 	int64_t D = tc->dim, F = tc->ffn_dim, QD = (int64_t)tc->n_heads * tc->head_dim,
 	        KVD = (int64_t)tc->n_kv_heads * tc->head_dim;
 	if (has_draft_model) {
-		D = max64(D, dc->dim);
-		F = max64(F, dc->ffn_dim);
-		QD = max64(QD, (int64_t)dc->n_heads * dc->head_dim);
-		KVD = max64(KVD, (int64_t)dc->n_kv_heads * dc->head_dim);
+		D = gp_max64(D, dc->dim);
+		F = gp_max64(F, dc->ffn_dim);
+		QD = gp_max64(QD, (int64_t)dc->n_heads * dc->head_dim);
+		KVD = gp_max64(KVD, (int64_t)dc->n_kv_heads * dc->head_dim);
 	}
 	const char *wdt = gen_dtype_name(gen_dtype_act(s->dtype));
 #define ACT(field, kind, dt, rank, d0, d1)                                                   \
 	do {                                                                                 \
-		if ((a->field = add_buf(p, #field, kind, dt, rank, d0, d1, 0, 0)) < 0)       \
+		if ((a->field = gp_add_buf(p, #field, kind, dt, rank, d0, d1, 0, 0)) < 0)       \
 			goto out_nomem;                                                      \
 	} while (0)
 	ACT(h, "activation", "f32", 2, rows, D);
 	ACT(delta, "activation", "f32", 2, rows, D);
 	ACT(xn, "activation", "f32", 2, rows, D);
 	ACT(x16, "activation", wdt, 2, rows,
-	    max64(max64(D, max64(F, QD)), is_block ? (int64_t)bk->n_taps * D : 0));
+	    gp_max64(gp_max64(D, gp_max64(F, QD)), is_block ? (int64_t)bk->n_taps * D : 0));
 	ACT(q, "activation", "f32", 2, rows, QD);
 	ACT(q16, "activation", wdt, 2, rows, QD);
 	ACT(k, "activation", "f32", 2, rows, KVD);
@@ -1040,21 +1040,21 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			int ns = 0;
 			const int mc = mi ? dm.ctx_rows : tm.ctx_rows;
 			if (mi && is_block) {
-				shs[ns++] = attn_choose(cf, BB, BB, s, c.dt16, true, mc);
+				shs[ns++] = gp_attn_choose(cf, BB, BB, s, c.dt16, true, mc);
 			} else {
-				shs[ns++] = attn_choose(cf, s->prefill_chunk, s->prefill_chunk, s, c.dt16,
-				                        false, mc);
+				shs[ns++] = gp_attn_choose(cf, s->prefill_chunk, s->prefill_chunk, s, c.dt16,
+				                           false, mc);
 			}
 			if (!mi)
-				shs[ns++] = attn_choose(cf, t->n, t->n, s, c.dt16, true, mc);
+				shs[ns++] = gp_attn_choose(cf, t->n, t->n, s, c.dt16, true, mc);
 			for (int d = 0; mi && !is_block && d < t->depth_max; d++)
-				shs[ns++] = attn_choose(cf, t->level_start[d + 1] - t->level_start[d],
-				                        t->level_start[d + 1], s, c.dt16, true, mc);
+				shs[ns++] = gp_attn_choose(cf, t->level_start[d + 1] - t->level_start[d],
+				                           t->level_start[d + 1], s, c.dt16, true, mc);
 			for (int i = 0; i < ns; i++) {
 				int64_t rows_h = (int64_t)(shs[i].ctx_splits + shs[i].blk_splits) *
 				                 shs[i].T * cf->n_heads;
-				po = max64(po, rows_h * cf->head_dim);
-				pm = max64(pm, rows_h * 2);
+				po = gp_max64(po, rows_h * cf->head_dim);
+				pm = gp_max64(pm, rows_h * 2);
 			}
 		}
 		ACT(part_o, "activation", "f32", 1, po, 0);
@@ -1106,19 +1106,19 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	 * and its cost table (gen/plan_ctrl.h) */
 	int ngram_info = -1, ctrl = -1, ctrl_cost = -1;
 	if (s->draft_kind == GEN_DRAFT_NGRAM &&
-	    (ngram_info = add_buf(p, "ngram_info", "state", "i32", 1, 2, 0, 0, 0)) < 0)
+	    (ngram_info = gp_add_buf(p, "ngram_info", "state", "i32", 1, 2, 0, 0, 0)) < 0)
 		goto out_nomem;
 	if (s->ctrl.on &&
-	    ((ctrl = add_buf(p, "ctrl", "state", "i32", 1,
-	                     gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max, s->ctrl.head), 0, 0, 0)) < 0 ||
-	     (ctrl_cost = add_buf(p, "ctrl_cost", "state", "i32", 1, t->n, 0, 0, 0)) < 0))
+	    ((ctrl = gp_add_buf(p, "ctrl", "state", "i32", 1,
+	                        gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max, s->ctrl.head), 0, 0, 0)) < 0 ||
+	     (ctrl_cost = gp_add_buf(p, "ctrl_cost", "state", "i32", 1, t->n, 0, 0, 0)) < 0))
 		goto out_nomem;
 	int adapt_go = -1, adapt_cum = -1;
 	if (s->adaptive) {
 		/* adapt_go[d]: draft level d + 1 runs; adapt_cum: the running
 		 * product of predicted acceptances */
-		if ((adapt_go = add_buf(p, "adapt_go", "state", "i32", 1, t->depth_max, 0, 0, 0)) < 0 ||
-		    (adapt_cum = add_buf(p, "adapt_cum", "state", "f32", 1, 1, 0, 0, 0)) < 0)
+		if ((adapt_go = gp_add_buf(p, "adapt_go", "state", "i32", 1, t->depth_max, 0, 0, 0)) < 0 ||
+		    (adapt_cum = gp_add_buf(p, "adapt_cum", "state", "f32", 1, 1, 0, 0, 0)) < 0)
 			goto out_nomem;
 	}
 #undef ACT
@@ -1143,7 +1143,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		 * of the chunk's positions are fused from them */
 		const fwd_opt o = {.mode = FWD_PREFILL, .rows = s->prefill_chunk, .logits_buf = a->logits,
 		                   .layers = "target", .n_taps = bk->n_taps, .taps = bk->taps};
-		forward_ex(&c, &tm, &o);
+		gp_forward_ex(&c, &tm, &o);
 		block_fuse(&c, &dm, bk, s->prefill_chunk);
 	} else {
 		forward(&c, &tm, FWD_PREFILL, s->prefill_chunk, 0, 0, a->logits, 0, "target");
@@ -1171,50 +1171,50 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		 * fused from the target's own forwards */
 		const int S = s->block_steps, Vd = s->draft_vocab;
 		PHASE("draft_block", BB);
-		op_step(&c, "tree_prep", 0, false);
+		gp_op_step(&c, "tree_prep", 0, false);
 		for (int i = 0; i < S; i++) {
 			const fwd_opt o = {.mode = FWD_BLOCK, .rows = BB, .lm_rows = BB,
 			                   .logits_buf = a->draft_logits, .layers = "draft", .first = i == 0,
 			                   .mask_kind = bk->block_attn == RT_BD_CAUSAL ? GEN_MASK_BLOCK_CAUSAL
 			                                                             : GEN_MASK_BLOCK_BIDIR};
-			forward_ex(&c, &dm, &o);
+			gp_forward_ex(&c, &dm, &o);
 			/* q over [0, Vd): one pass (S = 1) at the draft temperature, as
 			 * tree drafting does (rt_generate_tree_block); S > 1 at the
 			 * request's own temperature, top-k and top-p, as the chain
 			 * drafter does (block_decode.c): at T = 0 every row is one-hot
 			 * at its argmax, so block_unmask's draws are the argmax */
-			op_logits(&c, "draft_probs", Vd, BB, A(a->draft_probs, 0), A(a->draft_logits, 0),
-			          A(a->sampling, 4 * (S > 1 ? RT_SP_TEMP : RT_SP_DRAFT)));
+			gp_op_logits(&c, "draft_probs", Vd, BB, A(a->draft_probs, 0), A(a->draft_logits, 0),
+			             A(a->sampling, 4 * (S > 1 ? RT_SP_TEMP : RT_SP_DRAFT)));
 			if (S > 1) {
 				gen_param prm[] = {PNAME, PI("B", BB), PI("VD", Vd), PI("PASS", i), PI("STEPS", S),
 				                   PI("FINAL", i == S - 1), PI("MAPPED", mapped),
 				                   PI("BLOCK", BLK_UNMASK)};
 				op_desc od = {.name = "block_unmask", .op = "block_unmask", .exec = GEN_EXEC_KERNEL,
-				              .kernel = kernel_x(&c, "block_unmask", "block_unmask.cu.tmpl", prm, 8,
-				                                 GEN_PREFIX_PHILOX, false, NULL),
+				              .kernel = gp_kernel_x(&c, "block_unmask", "block_unmask.cu.tmpl", prm, 8,
+				                                    GEN_PREFIX_PHILOX, false, NULL),
 				              .gx = BB, .block = BLK_UNMASK, .n_args = 5,
 				              .args = {A(a->blk_tok, 0), A(a->draft_probs, 0),
 				                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0),
 				                       A(mapped ? dm.d2t : a->tree_table, 0)},
 				              .bytes = (double)BB * Vd * 4 * (i == S - 1 ? 2 : 1) + BB * 8.0,
 				              .flops = (double)BB * Vd * 2};
-				emit(&c, &od);
+				gp_emit(&c, &od);
 			}
 		}
 		if (mapped) { /* q of depths 0..D-1 over the target's ids */
 			gen_param qp[] = {PNAME, PI("DEPTHS", t->depth_max), PI("VD", Vd), PI("V", tc->vocab),
 			                  PI("BLOCK", BLK_QTGT)};
 			op_desc qd = {.name = "q_target", .op = "q_target", .exec = GEN_EXEC_KERNEL,
-			              .kernel = kernel(&c, "q_target", "q_target.cu.tmpl", qp, 5),
+			              .kernel = gp_kernel(&c, "q_target", "q_target.cu.tmpl", qp, 5),
 			              .gx = (tc->vocab + BLK_QTGT - 1) / BLK_QTGT, .gy = t->depth_max,
 			              .block = BLK_QTGT, .n_args = 3,
 			              .args = {A(a->q_tgt, 0), A(a->draft_probs, 0), A(dm.t2d, 0)},
 			              .bytes = (double)t->depth_max * (tc->vocab + Vd) * 4 + tc->vocab * 4.0,
 			              .flops = 0};
-			emit(&c, &qd);
+			gp_emit(&c, &qd);
 		}
 		for (int d = 0; d < t->depth_max; d++)
-			op_expand(&c, d, mapped ? tc->vocab : Vd, rule, true, mapped ? a->q_tgt : a->draft_probs, -1);
+			gp_op_expand(&c, d, mapped ? tc->vocab : Vd, rule, true, mapped ? a->q_tgt : a->draft_probs, -1);
 		PHASE_END();
 	} else if (has_draft_model) {
 		/* catch-up: the draft never forwards a depth-D leaf, so the last
@@ -1222,7 +1222,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		 * (its K/V rewritten in place when the draft already had it): one
 		 * fixed-shape row instead of a data-dependent branch. */
 		PHASE("draft_catchup", 1);
-		op_step(&c, "catchup_prep", 1, false);
+		gp_op_step(&c, "catchup_prep", 1, false);
 		forward(&c, &dm, FWD_PREFILL, 1, 0, 0, a->draft_logits, 0, "draft");
 		PHASE_END();
 		for (int d = 0; d < t->depth_max; d++) {
@@ -1235,7 +1235,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 				p->phases[ph].gate_word = d - 1;
 			}
 			if (d == 0) /* root token, node positions, draft length */
-				op_step(&c, "tree_prep", 0, false);
+				gp_op_step(&c, "tree_prep", 0, false);
 			forward(&c, &dm, FWD_TREE, nd, l0, nd, a->draft_logits,
 			        (int64_t)l0 * s->draft_vocab * 4, "draft");
 			/* q: the draft's distribution the children are drawn from and the
@@ -1243,11 +1243,11 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 			 * support: tree_spec.c's rt_probs call); its temperature is the
 			 * sampling buffer's draft block (the runtime writes the request's
 			 * T, or a positive one for greedy requests: engine.c) */
-			op_logits(&c, "draft_probs", s->draft_vocab, nd,
-			          A(a->draft_probs, (int64_t)l0 * s->draft_vocab * 4),
-			          A(a->draft_logits, (int64_t)l0 * s->draft_vocab * 4),
-			          A(a->sampling, 4 * RT_SP_DRAFT));
-			op_expand(&c, d, s->draft_vocab, rule, false, a->draft_probs, -1);
+			gp_op_logits(&c, "draft_probs", s->draft_vocab, nd,
+			             A(a->draft_probs, (int64_t)l0 * s->draft_vocab * 4),
+			             A(a->draft_logits, (int64_t)l0 * s->draft_vocab * 4),
+			             A(a->sampling, 4 * RT_SP_DRAFT));
+			gp_op_expand(&c, d, s->draft_vocab, rule, false, a->draft_probs, -1);
 			if (s->adaptive && d + 1 < t->depth_max) {
 				/* decide whether level d + 1 runs; marks undrafted nodes -1 */
 				gen_param ap[] = {PNAME, PI("LEVEL", d), PI("N_NODES", t->n),
@@ -1255,19 +1255,19 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 				                  PI("MIN_STEPS", s->adapt_min), PI("MAX_STEPS", s->adapt_max),
 				                  PF("H", s->adapt_h), PI("BLOCK", BLK_STEP)};
 				op_desc ad = {.name = "adapt", .op = "adapt", .exec = GEN_EXEC_KERNEL,
-				              .kernel = kernel(&c, "adapt", "adapt.cu.tmpl", ap, 9), .gx = 1,
+				              .kernel = gp_kernel(&c, "adapt", "adapt.cu.tmpl", ap, 9), .gx = 1,
 				              .block = BLK_STEP, .n_args = 5,
 				              .args = {A(adapt_go, 0), A(adapt_cum, 0), A(a->tree_tokens, 0),
 				                       A(a->draft_probs, 0), A(a->tree_table, 0)},
 				              .bytes = (double)s->draft_vocab * 4 + t->n * 4.0, .flops = 0};
-				emit(&c, &ad);
+				gp_emit(&c, &ad);
 			}
 			PHASE_END();
 		}
 	} else {
 		PHASE("draft_ngram", t->n - 1);
-		op_step(&c, "tree_prep", 0, false);
-		op_ngram_draft(&c, ngram_info, ctrl, ctrl_cost);
+		gp_op_step(&c, "tree_prep", 0, false);
+		gp_op_ngram_draft(&c, ngram_info, ctrl, ctrl_cost);
 		PHASE_END();
 	}
 
@@ -1278,12 +1278,12 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		 * (kv_commit keeps the accepted path's, rejected nodes leave none) */
 		const fwd_opt o = {.mode = FWD_TREE, .rows = t->n, .lm_rows = t->n, .logits_buf = a->logits,
 		                   .layers = "target", .n_taps = bk->n_taps, .taps = bk->taps};
-		forward_ex(&c, &tm, &o);
+		gp_forward_ex(&c, &tm, &o);
 	} else {
 		forward(&c, &tm, FWD_TREE, t->n, 0, t->n, a->logits, 0, "target");
 	}
-	op_logits(&c, "target_probs", tc->vocab, t->n, A(a->probs, 0), A(a->logits, 0),
-	          A(a->sampling, 4 * RT_SP_TEMP));
+	gp_op_logits(&c, "target_probs", tc->vocab, t->n, A(a->probs, 0), A(a->logits, 0),
+	             A(a->sampling, 4 * RT_SP_TEMP));
 	if (is_block)
 		block_fuse(&c, &dm, bk, t->n);
 	PHASE_END();
@@ -1295,25 +1295,25 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	/* a draft head over the first VQ ids (layerskip "@V", or a draft model
 	 * whose vocabulary is a prefix of the target's): q rows of VQ entries,
 	 * q = 0 beyond; Q_BY_DEPTH: a block drafter's q is one row per depth */
-	op_accept(&c, mapped ? a->q_tgt : has_draft_model ? a->draft_probs : a->probs,
-	          has_draft_model && !mapped ? s->draft_vocab : tc->vocab, is_block);
+	gp_op_accept(&c, mapped ? a->q_tgt : has_draft_model ? a->draft_probs : a->probs,
+	             has_draft_model && !mapped ? s->draft_vocab : tc->vocab, is_block);
 	/* ring, stop conditions, next root; zeroes the commit count once stopped */
-	op_step(&c, "iter_end", 2, !has_draft_model);
+	gp_op_step(&c, "iter_end", 2, !has_draft_model);
 	PHASE_END();
 
 	/* phase: commit (accepted path's K/V compacted in place in each cache,
 	 * lengths advanced by counts[1] = path nodes) */
 	PHASE("commit", t->depth_max + 1);
-	op_kv_commit(&c, &tm, 0);
+	gp_op_kv_commit(&c, &tm, 0);
 	if (has_draft_model)
-		op_kv_commit(&c, &dm, 1);
+		gp_op_kv_commit(&c, &dm, 1);
 	PHASE_END();
 	p->n_phases = ph;
 	/* in every engine, launched by no op: --random-weights fills the weight
 	 * buffers with it (runtime/engine/random_weights.c) */
 	{
 		gen_param prm[] = {PNAME, PI("BLOCK", 256)};
-		kernel_x(&c, "fill_random", "fill_random.cu.tmpl", prm, 2, GEN_PREFIX_PHILOX, false, NULL);
+		gp_kernel_x(&c, "fill_random", "fill_random.cu.tmpl", prm, 2, GEN_PREFIX_PHILOX, false, NULL);
 	}
 #undef PHASE
 #undef PHASE_END

@@ -115,7 +115,7 @@ static int head_bufs(ctx *c, e3_ix *x, const model_ix *tm, const rt_config *hc)
 	m->tok_embd = tm->tok_embd;
 #define NB(dst, name, kind, dt, rank, d0, d1, d2)                                           \
 	do {                                                                                \
-		if ((dst = add_buf(p, "draft." name, kind, dt, rank, d0, d1, d2, 0)) < 0)   \
+		if ((dst = gp_add_buf(p, "draft." name, kind, dt, rank, d0, d1, d2, 0)) < 0)   \
 			return SW_ENOMEM;                                                   \
 	} while (0)
 	if (e3->own_embd)
@@ -169,13 +169,13 @@ static void op_e3_in(ctx *c, const e3_ix *x, int64_t rows, int tree, int l0, int
 	                   PI("FEAT_TREE", tree), PI("LEVEL_BEGIN", l0), PI("PREV_BEGIN", pb),
 	                   PI("N_FEAT", nf), PF("EPS", hc->norm_eps), PI("BLOCK", BLK_E3IN)};
 	op_desc d = {.name = "eagle3_in", .op = "eagle3_in", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "eagle3_in", "eagle3_in.cu.tmpl", prm, 12),
+	             .kernel = gp_kernel(c, "eagle3_in", "eagle3_in.cu.tmpl", prm, 12),
 	             .gx = (int)rows, .block = BLK_E3IN, .repeat = 1, .layers = "draft", .n_args = 8,
 	             .args = {x2, res, A(x->hm.tok_embd, 0), tok, feat, tt, A(x->in_norm, 0),
 	                      A(x->hid_norm, 0)},
 	             .bytes = (double)rows * D * (2.0 * c->dt16 + c->dt16 + 8) + rows * 8.0,
 	             .flops = 8.0 * rows * D};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
 /* rmsnorm_residual over rows rows with explicit buffers: s = x + r (in
@@ -186,12 +186,12 @@ static void op_norm(ctx *c, const char *name, const rt_config *cfg, int64_t rows
 	gen_param prm[] = {PNAME, PI("DIM", cfg->dim), PI("BLOCK", 256),
 	                   PF("EPS", cfg->norm_eps)};
 	op_desc d = {.name = name, .op = "rmsnorm_residual", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "rmsnorm_residual_f32", "rmsnorm_residual.cu.tmpl", prm, 4),
+	             .kernel = gp_kernel(c, "rmsnorm_residual_f32", "rmsnorm_residual.cu.tmpl", prm, 4),
 	             .gx = (int)rows, .block = 256, .repeat = 1, .layers = layers, .n_args = 5,
 	             .args = {y, x, x, r, w},
 	             .bytes = 4.0 * rows * cfg->dim * 4 + cfg->dim * 4.0,
 	             .flops = 5.0 * rows * cfg->dim};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
 /* The committed rows' K/V from x2 in x16 (rows of 2 dim): wk, wv, RoPE on k
@@ -202,31 +202,31 @@ static void head_kv(ctx *c, const e3_ix *x, int64_t rows, int64_t row0, gen_arg 
 	const model_ix *m = &x->hm;
 	const rt_config *hc = m->cfg;
 	const int64_t D = hc->dim, hd = hc->head_dim, kvd = (int64_t)hc->n_kv_heads * hd;
-	op_gemm(c, "e3_wk", rows, kvd, 2 * D, A(a->k, 0), A(a->x16, 0), A(m->wk, 0), 1, "draft");
-	op_gemm(c, "e3_wv", rows, kvd, 2 * D, A(a->v, 0), A(a->x16, 0), A(m->wv, 0), 1, "draft");
+	gp_op_gemm(c, "e3_wk", rows, kvd, 2 * D, A(a->k, 0), A(a->x16, 0), A(m->wk, 0), 1, "draft");
+	gp_op_gemm(c, "e3_wv", rows, kvd, 2 * D, A(a->v, 0), A(a->x16, 0), A(m->wv, 0), 1, "draft");
 	{
 		gen_param prm[] = {PNAME, PI("N_HEADS", hc->n_kv_heads), PI("HEAD_DIM", hd),
 		                   PI("ROT_DIM", hd), PI("BLOCK", BLK_ROPE)};
 		op_desc d = {.name = "e3_rope_k", .op = "rope", .exec = GEN_EXEC_KERNEL,
-		             .kernel = kernel(c, "rope_f32", "rope.cu.tmpl", prm, 5), .gx = (int)rows,
+		             .kernel = gp_kernel(c, "rope_f32", "rope.cu.tmpl", prm, 5), .gx = (int)rows,
 		             .block = BLK_ROPE, .n_args = 3,
 		             .args = {A(a->k, 0), pos, A(m->inv_freq, 0)},
 		             .bytes = 2.0 * rows * kvd * 4 + rows * 4.0 + hd / 2 * 4.0,
 		             .flops = 3.0 * rows * kvd};
-		emit(c, &d);
+		gp_emit(c, &d);
 	}
 	gen_param prm[] = {PNAME, PI("ROWS", rows), PI("KVD", kvd), PI("ROW0", row0),
 	                   PI("MAX_CTX", m->ctx_rows), PI("IS_F16", c->cast_mode),
 	                   PI("BLOCK", BLK_KVSTORE)};
 	const int64_t v8 = kvd % 8 == 0 ? 8 : 1;
 	op_desc kv = {.name = "e3_kv_store", .op = "kv_store", .exec = GEN_EXEC_KERNEL,
-	              .kernel = kernel(c, "kv_store", "kv_store.cu.tmpl", prm, 7),
+	              .kernel = gp_kernel(c, "kv_store", "kv_store.cu.tmpl", prm, 7),
 	              .gx = (int)((rows * kvd / v8 + BLK_KVSTORE - 1) / BLK_KVSTORE),
 	              .block = BLK_KVSTORE, .repeat = 1, .layers = "draft", .n_args = 5,
 	              .args = {A(m->k_cache, row0 * kvd * c->dt16), A(m->v_cache, row0 * kvd * c->dt16),
 	                       A(a->k, 0), A(a->v, 0), A(a->state, m->len_word * 4)},
 	              .bytes = 2.0 * rows * kvd * (4 + c->dt16)};
-	emit(c, &kv);
+	gp_emit(c, &kv);
 }
 
 /* One draft level's rows (nodes l0 .. l0 + rows - 1; x2 in x16, the
@@ -244,10 +244,10 @@ static void head_level(ctx *c, const e3_ix *x, int l0, int rows, int hid, int q_
 	const int64_t qd = (int64_t)hc->n_heads * hd, kvd = (int64_t)hc->n_kv_heads * hd;
 	const int64_t Vd = s->eagle3.draft_vocab, V = s->target.cfg.vocab;
 	const gen_arg pos = A(a->pos, (int64_t)l0 * 4), hrow = A(hid, (int64_t)l0 * D * 4);
-	op_gemm(c, "e3_wq", rows, qd, 2 * D, A(a->q, 0), A(a->x16, 0), A(m->wq, 0), 1, "draft");
+	gp_op_gemm(c, "e3_wq", rows, qd, 2 * D, A(a->q, 0), A(a->x16, 0), A(m->wq, 0), 1, "draft");
 	if (kv) {
-		op_gemm(c, "e3_wk", rows, kvd, 2 * D, A(a->k, 0), A(a->x16, 0), A(m->wk, 0), 1, "draft");
-		op_gemm(c, "e3_wv", rows, kvd, 2 * D, A(a->v, 0), A(a->x16, 0), A(m->wv, 0), 1, "draft");
+		gp_op_gemm(c, "e3_wk", rows, kvd, 2 * D, A(a->k, 0), A(a->x16, 0), A(m->wk, 0), 1, "draft");
+		gp_op_gemm(c, "e3_wv", rows, kvd, 2 * D, A(a->v, 0), A(a->x16, 0), A(m->wv, 0), 1, "draft");
 	}
 	gen_arch_op xo[GEN_ARCH_MAX_OPS];
 	const int nxo = m->arch->qkv_ops(hc, rows, xo);
@@ -256,11 +256,11 @@ static void head_level(ctx *c, const e3_ix *x, int l0, int rows, int hid, int q_
 			continue; /* the rows' K/V are in the cache already */
 		const int xb = xo[i].x == GEN_QKV_Q ? a->q : xo[i].x == GEN_QKV_K ? a->k : a->v;
 		op_desc d = {.name = xo[i].name, .op = xo[i].op, .exec = GEN_EXEC_KERNEL,
-		             .kernel = kernel(c, xo[i].kop, xo[i].tmpl, xo[i].params, xo[i].n_params),
+		             .kernel = gp_kernel(c, xo[i].kop, xo[i].tmpl, xo[i].params, xo[i].n_params),
 		             .gx = rows, .block = xo[i].block, .n_args = xo[i].n_args,
 		             .args = {A(xb, 0), pos, A(m->inv_freq, 0)}, .bytes = xo[i].bytes,
 		             .flops = xo[i].flops};
-		emit(c, &d);
+		gp_emit(c, &d);
 	}
 	if (kv) {
 		gen_param prm[] = {PNAME, PI("ROWS", rows), PI("KVD", kvd), PI("ROW0", l0),
@@ -268,57 +268,57 @@ static void head_level(ctx *c, const e3_ix *x, int l0, int rows, int hid, int q_
 		                   PI("BLOCK", BLK_KVSTORE)};
 		const int64_t v8 = kvd % 8 == 0 ? 8 : 1;
 		op_desc kv = {.name = "e3_kv_store", .op = "kv_store", .exec = GEN_EXEC_KERNEL,
-		              .kernel = kernel(c, "kv_store", "kv_store.cu.tmpl", prm, 7),
+		              .kernel = gp_kernel(c, "kv_store", "kv_store.cu.tmpl", prm, 7),
 		              .gx = (int)((rows * kvd / v8 + BLK_KVSTORE - 1) / BLK_KVSTORE),
 		              .block = BLK_KVSTORE, .repeat = 1, .layers = "draft", .n_args = 5,
 		              .args = {A(m->k_cache, (int64_t)l0 * kvd * c->dt16),
 		                       A(m->v_cache, (int64_t)l0 * kvd * c->dt16), A(a->k, 0), A(a->v, 0),
 		                       A(a->state, m->len_word * 4)},
 		              .bytes = 2.0 * rows * kvd * (4 + c->dt16)};
-		emit(c, &kv);
+		gp_emit(c, &kv);
 	}
-	op_cast(c, "e3_q_cast", rows, qd, A(a->q16, 0), A(a->q, 0), 1, NULL);
-	attn_shape sh = attn_choose(hc, rows, l0 + rows, s, c->dt16, true, m->ctx_rows);
-	op_attention(c, m, &sh, 1, "draft", GEN_MASK_TREE);
-	op_gemm(c, "e3_wo", rows, D, qd, A(a->delta, 0), A(a->attn, 0), A(m->wo, 0), 1, "draft");
+	gp_op_cast(c, "e3_q_cast", rows, qd, A(a->q16, 0), A(a->q, 0), 1, NULL);
+	attn_shape sh = gp_attn_choose(hc, rows, l0 + rows, s, c->dt16, true, m->ctx_rows);
+	gp_op_attention(c, m, &sh, 1, "draft", GEN_MASK_TREE);
+	gp_op_gemm(c, "e3_wo", rows, D, qd, A(a->delta, 0), A(a->attn, 0), A(m->wo, 0), 1, "draft");
 	op_norm(c, "e3_post_norm", hc, rows, A(a->xn, 0), hrow, A(a->delta, 0), A(m->ffn_norm, 0),
 	        "draft");
-	op_cast(c, "e3_ffn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), 1, NULL);
-	op_gemm(c, "e3_w_gate", rows, F, D, A(a->gate, 0), A(a->x16, 0), A(m->w_gate, 0), 1, "draft");
-	op_gemm(c, "e3_w_up", rows, F, D, A(a->up, 0), A(a->x16, 0), A(m->w_up, 0), 1, "draft");
+	gp_op_cast(c, "e3_ffn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), 1, NULL);
+	gp_op_gemm(c, "e3_w_gate", rows, F, D, A(a->gate, 0), A(a->x16, 0), A(m->w_gate, 0), 1, "draft");
+	gp_op_gemm(c, "e3_w_up", rows, F, D, A(a->up, 0), A(a->x16, 0), A(m->w_up, 0), 1, "draft");
 	{
 		/* an EAGLE-3 head's MLP is SwiGLU (ACT 0) whatever the target's family */
 		gen_param prm[] = {PNAME, PI("FFN", F), PI("ACT", 0), PI("BLOCK", BLK_SWIGLU)};
 		const int v = F % 4 == 0 ? 4 : 1;
 		op_desc d = {.name = "e3_swiglu", .op = "swiglu", .exec = GEN_EXEC_KERNEL,
-		             .kernel = kernel(c, "swiglu_f32", "swiglu.cu.tmpl", prm, 4),
+		             .kernel = gp_kernel(c, "swiglu_f32", "swiglu.cu.tmpl", prm, 4),
 		             .gx = (int)((F + BLK_SWIGLU * v - 1) / (BLK_SWIGLU * v)), .gy = rows,
 		             .block = BLK_SWIGLU, .n_args = 3,
 		             .args = {A(a->gate, 0), A(a->gate, 0), A(a->up, 0)},
 		             .bytes = 3.0 * rows * F * 4, .flops = 4.0 * rows * F};
-		emit(c, &d);
+		gp_emit(c, &d);
 	}
-	op_cast(c, "e3_ffn_mid_cast", rows, F, A(a->x16, 0), A(a->gate, 0), 1, NULL);
-	op_gemm(c, "e3_w_down", rows, D, F, A(a->delta, 0), A(a->x16, 0), A(m->w_down, 0), 1, "draft");
+	gp_op_cast(c, "e3_ffn_mid_cast", rows, F, A(a->x16, 0), A(a->gate, 0), 1, NULL);
+	gp_op_gemm(c, "e3_w_down", rows, D, F, A(a->delta, 0), A(a->x16, 0), A(m->w_down, 0), 1, "draft");
 	/* x = h + mlp (kept: the next level's feature), norm(x) for the head */
 	op_norm(c, "e3_out_norm", hc, rows, A(a->xn, 0), hrow, A(a->delta, 0), A(m->out_norm, 0), NULL);
-	op_cast(c, "e3_head_cast", rows, D, A(a->x16, 0), A(a->xn, 0), 1, NULL);
-	op_gemm(c, "e3_lm_head", rows, Vd, D, A(a->draft_logits, (int64_t)l0 * Vd * 4), A(a->x16, 0),
-	        A(m->lm_head, 0), 1, NULL);
+	gp_op_cast(c, "e3_head_cast", rows, D, A(a->x16, 0), A(a->xn, 0), 1, NULL);
+	gp_op_gemm(c, "e3_lm_head", rows, Vd, D, A(a->draft_logits, (int64_t)l0 * Vd * 4), A(a->x16, 0),
+	           A(m->lm_head, 0), 1, NULL);
 	/* q: softmax at the draft temperature (full support, as the draft
 	 * model's levels), then over the target's ids where read */
-	op_logits(c, "draft_probs", (int)Vd, rows, A(a->draft_probs, (int64_t)l0 * Vd * 4),
-	          A(a->draft_logits, (int64_t)l0 * Vd * 4), A(a->sampling, 4 * RT_SP_DRAFT));
+	gp_op_logits(c, "draft_probs", (int)Vd, rows, A(a->draft_probs, (int64_t)l0 * Vd * 4),
+	             A(a->draft_logits, (int64_t)l0 * Vd * 4), A(a->sampling, 4 * RT_SP_DRAFT));
 	if (q_tgt < 0)
 		return;
 	gen_param qp[] = {PNAME, PI("DEPTHS", rows), PI("VD", Vd), PI("V", V), PI("BLOCK", 256)};
 	op_desc qd_ = {.name = "q_target", .op = "q_target", .exec = GEN_EXEC_KERNEL,
-	               .kernel = kernel(c, "q_target", "q_target.cu.tmpl", qp, 5),
+	               .kernel = gp_kernel(c, "q_target", "q_target.cu.tmpl", qp, 5),
 	               .gx = (int)((V + 255) / 256), .gy = rows, .block = 256, .n_args = 3,
 	               .args = {A(q_tgt, (int64_t)l0 * V * 4), A(a->draft_probs, (int64_t)l0 * Vd * 4),
 	                        A(m->t2d, 0)},
 	               .bytes = (double)rows * (V + Vd) * 4 + V * 4.0};
-	emit(c, &qd_);
+	gp_emit(c, &qd_);
 }
 
 int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
@@ -339,27 +339,27 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 	p->draft_cfg = e3->head;
 	p->draft_cfg.arch = RT_ARCH_LLAMA;
 	const rt_config *hc = &p->draft_cfg;
-	if ((rc = model_bufs(&c, &tm, "target", tc, tc->n_layers, true, NULL)) ||
+	if ((rc = gp_model_bufs(&c, &tm, "target", tc, tc->n_layers, true, NULL)) ||
 	    (rc = head_bufs(&c, &x, &tm, hc)))
 		goto out_nomem;
 	tm.vocab_out = V;
 
-	const int64_t rows = max64(C, t->n), TD = e3->target_dim, HD = hc->dim;
-	const int64_t D = max64(tc->dim, HD), F = max64(tc->ffn_dim, hc->ffn_dim);
-	const int64_t QD = max64((int64_t)tc->n_heads * tc->head_dim, (int64_t)hc->n_heads * hc->head_dim);
-	const int64_t KVD = max64((int64_t)tc->n_kv_heads * tc->head_dim,
-	                          (int64_t)hc->n_kv_heads * hc->head_dim);
+	const int64_t rows = gp_max64(C, t->n), TD = e3->target_dim, HD = hc->dim;
+	const int64_t D = gp_max64(tc->dim, HD), F = gp_max64(tc->ffn_dim, hc->ffn_dim);
+	const int64_t QD = gp_max64((int64_t)tc->n_heads * tc->head_dim, (int64_t)hc->n_heads * hc->head_dim);
+	const int64_t KVD = gp_max64((int64_t)tc->n_kv_heads * tc->head_dim,
+	                             (int64_t)hc->n_kv_heads * hc->head_dim);
 	const char *wdt = gen_dtype_name(gen_dtype_act(s->dtype));
 #define ACTN(dst, name, kind, dt, rank, d0, d1)                                              \
 	do {                                                                                 \
-		if ((dst = add_buf(p, name, kind, dt, rank, d0, d1, 0, 0)) < 0)              \
+		if ((dst = gp_add_buf(p, name, kind, dt, rank, d0, d1, 0, 0)) < 0)              \
 			goto out_nomem;                                                      \
 	} while (0)
 	ACTN(a->h, "h", "activation", "f32", 2, rows, D);
 	ACTN(a->delta, "delta", "activation", "f32", 2, rows, D);
 	ACTN(a->xn, "xn", "activation", "f32", 2, rows, D);
 	ACTN(a->x16, "x16", "activation", wdt, 2, rows,
-	     max64(max64(D, max64(F, QD)), max64(3 * TD, 2 * HD)));
+	     gp_max64(gp_max64(D, gp_max64(F, QD)), gp_max64(3 * TD, 2 * HD)));
 	ACTN(a->q, "q", "activation", "f32", 2, rows, QD);
 	ACTN(a->q16, "q16", "activation", wdt, 2, rows, QD);
 	ACTN(a->k, "k", "activation", "f32", 2, rows, KVD);
@@ -370,18 +370,18 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 		 * chunk and tree and the head's levels */
 		attn_shape shs[RT_TREE_MAX_DEPTH + 2];
 		int ns = 0;
-		shs[ns++] = attn_choose(tc, C, C, s, c.dt16, false, tm.ctx_rows);
-		shs[ns++] = attn_choose(tc, t->n, t->n, s, c.dt16, true, tm.ctx_rows);
+		shs[ns++] = gp_attn_choose(tc, C, C, s, c.dt16, false, tm.ctx_rows);
+		shs[ns++] = gp_attn_choose(tc, t->n, t->n, s, c.dt16, true, tm.ctx_rows);
 		for (int d = 0; d < t->depth_max; d++)
-			shs[ns++] = attn_choose(hc, t->level_start[d + 1] - t->level_start[d],
-			                        t->level_start[d + 1], s, c.dt16, true, x.hm.ctx_rows);
+			shs[ns++] = gp_attn_choose(hc, t->level_start[d + 1] - t->level_start[d],
+			                           t->level_start[d + 1], s, c.dt16, true, x.hm.ctx_rows);
 		int64_t po = 0, pm = 0;
 		for (int i = 0; i < ns; i++) {
 			const rt_config *cf = i < 2 ? tc : hc;
 			const int64_t rh = (int64_t)(shs[i].ctx_splits + shs[i].blk_splits) * shs[i].T *
 			                   cf->n_heads;
-			po = max64(po, rh * cf->head_dim);
-			pm = max64(pm, rh * 2);
+			po = gp_max64(po, rh * cf->head_dim);
+			pm = gp_max64(pm, rh * 2);
 		}
 		ACTN(a->part_o, "part_o", "activation", "f32", 1, po, 0);
 		ACTN(a->part_ml, "part_ml", "activation", "f32", 1, pm, 0);
@@ -452,10 +452,10 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 	{
 		const fwd_opt o = {.mode = FWD_PREFILL, .rows = C, .logits_buf = a->logits,
 		                   .layers = "target", .n_taps = RT_E3_TAPS, .taps = e3->taps};
-		forward_ex(&c, &tm, &o);
-		op_cast(&c, "e3_fc_cast", C, RT_E3_TAPS * TD, A(a->x16, 0), A(a->taps, 0), 1, NULL);
-		op_gemm(&c, "e3_fc", C, HD, RT_E3_TAPS * TD, A(x.fc_out, 0), A(a->x16, 0),
-		        A(x.hm.fc, 0), 1, NULL);
+		gp_forward_ex(&c, &tm, &o);
+		gp_op_cast(&c, "e3_fc_cast", C, RT_E3_TAPS * TD, A(a->x16, 0), A(a->taps, 0), 1, NULL);
+		gp_op_gemm(&c, "e3_fc", C, HD, RT_E3_TAPS * TD, A(x.fc_out, 0), A(a->x16, 0),
+		           A(x.hm.fc, 0), 1, NULL);
 		op_e3_in(&c, &x, C - 1, 0, 0, 0, C - 1, A(a->x16, 0), A(a->h, 0), A(a->tokens, 4),
 		         A(x.fc_out, 0), A(a->tree_table, 0));
 		head_kv(&c, &x, C - 1, 0, A(a->pos, 4));
@@ -469,19 +469,19 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 	const int levels = s->e3_ngram ? s->e3_levels : t->depth_max;
 	if (s->e3_ngram) {
 		PHASE("draft_ngram", t->n - 1);
-		op_step(&c, "tree_prep", 0, false);
-		op_ngram_draft(&c, ngram_info, ctrl, ctrl_cost);
+		gp_op_step(&c, "tree_prep", 0, false);
+		gp_op_ngram_draft(&c, ngram_info, ctrl, ctrl_cost);
 		/* the controller's head levels (ctrl word RT_CTRL_HEAD_K) when it
 		 * has one; without, tree_tokens stands in for the unread ctrl */
 		gen_param pp[] = {PNAME, PI("N_NODES", t->n), PI("LEVELS", levels),
 		                  PI("CTRL", ctrl >= 0), PI("BLOCK", 32)};
 		op_desc pd = {.name = "draft_pick", .op = "draft_pick", .exec = GEN_EXEC_KERNEL,
-		              .kernel = kernel(&c, "draft_pick", "draft_pick.cu.tmpl", pp, 5), .gx = 1,
+		              .kernel = gp_kernel(&c, "draft_pick", "draft_pick.cu.tmpl", pp, 5), .gx = 1,
 		              .block = 32, .n_args = 4,
 		              .args = {A(e3_go, 0), A(a->tree_tokens, 0), A(a->state, 0),
 		                       ctrl >= 0 ? A(ctrl, 0) : A(a->tree_tokens, 0)},
 		              .bytes = 16.0 + 4.0 * levels, .flops = 0};
-		emit(&c, &pd);
+		gp_emit(&c, &pd);
 		op_e3_in(&c, &x, 1, 1, 0, 0, rows, A(a->x16, 0), A(x.hid[0], 0), A(a->tree_tokens, 0),
 		         A(x.fc_out, 0), A(a->state, 4 * RT_ST_HROW));
 		head_kv(&c, &x, 1, 0, A(a->pos, 0));
@@ -501,7 +501,7 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 			p->phases[ph].gate_word = d;
 		}
 		if (d == 0 && !s->e3_ngram) {
-			op_step(&c, "tree_prep", 0, false);
+			gp_op_step(&c, "tree_prep", 0, false);
 			op_e3_in(&c, &x, 1, 1, 0, 0, rows, A(a->x16, 0), A(x.hid[0], 0),
 			         A(a->tree_tokens, 0), A(x.fc_out, 0), A(a->state, 4 * RT_ST_HROW));
 		} else if (d > 0) {
@@ -511,8 +511,8 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 			         A(x.hid[(d - 1) % 2], (int64_t)p0 * HD * 4), A(a->tree_table, 0));
 		}
 		head_level(&c, &x, l0, nd, x.hid[d % 2], q_tgt, d > 0 || !s->e3_ngram);
-		op_expand(&c, d, exp_vd ? Vd : V, rule, false, exp_vd ? a->draft_probs : q_tgt,
-		          exp_vd ? x.hm.d2t : -1);
+		gp_op_expand(&c, d, exp_vd ? Vd : V, rule, false, exp_vd ? a->draft_probs : q_tgt,
+		             exp_vd ? x.hm.d2t : -1);
 		PHASE_END();
 	}
 
@@ -523,12 +523,12 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 		const fwd_opt o = {.mode = FWD_TREE, .rows = t->n, .lm_rows = t->n,
 		                   .logits_buf = a->logits, .layers = "target", .n_taps = RT_E3_TAPS,
 		                   .taps = e3->taps};
-		forward_ex(&c, &tm, &o);
-		op_logits(&c, "target_probs", V, t->n, A(a->probs, 0), A(a->logits, 0),
-		          A(a->sampling, 4 * RT_SP_TEMP));
-		op_cast(&c, "e3_fc_cast", t->n, RT_E3_TAPS * TD, A(a->x16, 0), A(a->taps, 0), 1, NULL);
-		op_gemm(&c, "e3_fc", t->n, HD, RT_E3_TAPS * TD, A(x.fc_out, 0), A(a->x16, 0),
-		        A(x.hm.fc, 0), 1, NULL);
+		gp_forward_ex(&c, &tm, &o);
+		gp_op_logits(&c, "target_probs", V, t->n, A(a->probs, 0), A(a->logits, 0),
+		             A(a->sampling, 4 * RT_SP_TEMP));
+		gp_op_cast(&c, "e3_fc_cast", t->n, RT_E3_TAPS * TD, A(a->x16, 0), A(a->taps, 0), 1, NULL);
+		gp_op_gemm(&c, "e3_fc", t->n, HD, RT_E3_TAPS * TD, A(x.fc_out, 0), A(a->x16, 0),
+		           A(x.hm.fc, 0), 1, NULL);
 		for (int d = 1; d <= t->depth_max; d++) {
 			const int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
 			const int p0 = t->level_start[d - 1];
@@ -544,18 +544,18 @@ int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
 
 	PHASE("accept", t->n);
 	/* without q_tgt the method reads no q (greedy, one-hot): any row */
-	op_accept(&c, q_tgt >= 0 ? q_tgt : a->draft_probs, q_tgt >= 0 ? V : Vd, false);
-	op_step(&c, "iter_end", 2, s->e3_ngram); /* n-gram first: the history too */
+	gp_op_accept(&c, q_tgt >= 0 ? q_tgt : a->draft_probs, q_tgt >= 0 ? V : Vd, false);
+	gp_op_step(&c, "iter_end", 2, s->e3_ngram); /* n-gram first: the history too */
 	PHASE_END();
 
 	PHASE("commit", t->depth_max + 1);
-	op_kv_commit(&c, &tm, 0);
-	op_kv_commit(&c, &x.hm, 1);
+	gp_op_kv_commit(&c, &tm, 0);
+	gp_op_kv_commit(&c, &x.hm, 1);
 	PHASE_END();
 	p->n_phases = ph;
 	{
 		gen_param prm[] = {PNAME, PI("BLOCK", 256)};
-		kernel_x(&c, "fill_random", "fill_random.cu.tmpl", prm, 2, GEN_PREFIX_PHILOX, false, NULL);
+		gp_kernel_x(&c, "fill_random", "fill_random.cu.tmpl", prm, 2, GEN_PREFIX_PHILOX, false, NULL);
 	}
 #undef PHASE
 #undef PHASE_END

@@ -1,9 +1,8 @@
 /* What the planner's files share (gen/plan.c and the drafter planners
  * beside it, gen/plan_eagle3.c): the plan's model and activation indices,
  * the op descriptor, the planning context, the forward options, and the op
- * helpers plan.c defines (each renamed gp_* by the macros below, so the
- * shared names stay out of the library's global namespace). Internal to
- * gen/plan*.c; the interface is gen/plan.h. */
+ * helpers plan.c defines (gp_*: the planner's prefix, out of the library's
+ * other names). Internal to gen/plan*.c; the interface is gen/plan.h. */
 #ifndef GEN_PLAN_INT_H
 #define GEN_PLAN_INT_H
 
@@ -115,53 +114,35 @@ typedef struct fwd_opt {
 	int mask_kind;        /* FWD_BLOCK: GEN_MASK_BLOCK_* */
 } fwd_opt;
 
-#define attn_choose(...) gp_attn_choose(__VA_ARGS__)
-#define add_buf(...) gp_add_buf(__VA_ARGS__)
-#define kernel_x(...) gp_kernel_x(__VA_ARGS__)
-#define kernel(...) gp_kernel(__VA_ARGS__)
-#define emit(...) gp_emit(__VA_ARGS__)
-#define op_cast(...) gp_op_cast(__VA_ARGS__)
-#define op_gemm(...) gp_op_gemm(__VA_ARGS__)
-#define op_rmsnorm(...) gp_op_rmsnorm(__VA_ARGS__)
-#define op_attention(...) gp_op_attention(__VA_ARGS__)
-#define op_logits(...) gp_op_logits(__VA_ARGS__)
-#define op_expand(...) gp_op_expand(__VA_ARGS__)
-#define op_step(...) gp_op_step(__VA_ARGS__)
-#define forward_ex(...) gp_forward_ex(__VA_ARGS__)
-#define model_bufs(...) gp_model_bufs(__VA_ARGS__)
-#define max64(...) gp_max64(__VA_ARGS__)
-#define op_accept(...) gp_op_accept(__VA_ARGS__)
-#define op_kv_commit(...) gp_op_kv_commit(__VA_ARGS__)
-#define op_ngram_draft(...) gp_op_ngram_draft(__VA_ARGS__)
 
 /* plan.c: see each definition's comment */
-attn_shape attn_choose(const rt_config *cfg, int T, int n_blk, const gen_spec *s, int elt,
-                       bool masked, int max_ctx);
-int add_buf(gen_plan *p, const char *name, const char *kind, const char *dt, int rank,
-            int64_t d0, int64_t d1, int64_t d2, int64_t d3);
-int kernel_x(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np, int prefix,
-             bool two, const char *tree_id);
-int kernel(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np);
-void emit(ctx *c, const op_desc *d);
-void op_cast(ctx *c, const char *name, int64_t rows, int64_t width, gen_arg dst, gen_arg src,
-             int repeat, const char *layers);
-void op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg out, gen_arg a,
-             gen_arg w, int repeat, const char *layers);
-void op_rmsnorm(ctx *c, const char *name, const rt_config *cfg, int64_t rows, gen_arg w,
+attn_shape gp_attn_choose(const rt_config *cfg, int T, int n_blk, const gen_spec *s, int elt,
+                          bool masked, int max_ctx);
+int gp_add_buf(gen_plan *p, const char *name, const char *kind, const char *dt, int rank,
+               int64_t d0, int64_t d1, int64_t d2, int64_t d3);
+int gp_kernel_x(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np, int prefix,
+                bool two, const char *tree_id);
+int gp_kernel(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np);
+void gp_emit(ctx *c, const op_desc *d);
+void gp_op_cast(ctx *c, const char *name, int64_t rows, int64_t width, gen_arg dst, gen_arg src,
                 int repeat, const char *layers);
-void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L, const char *layers,
-                  int mask_kind);
-void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
-               gen_arg params);
-void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids_buf);
-void op_step(ctx *c, const char *name, int mode, bool has_hist);
-void forward_ex(ctx *c, const model_ix *m, const fwd_opt *o);
-int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n_layers,
-               bool own_weights, const model_ix *shared);
-int64_t max64(int64_t a, int64_t b);
-void op_accept(ctx *c, int q_buf, int vq, bool by_depth);
-void op_kv_commit(ctx *c, const model_ix *m, int done_word);
-void op_ngram_draft(ctx *c, int ngram_info, int ctrl, int ctrl_cost);
+void gp_op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg out, gen_arg a,
+                gen_arg w, int repeat, const char *layers);
+void gp_op_rmsnorm(ctx *c, const char *name, const rt_config *cfg, int64_t rows, gen_arg w,
+                   int repeat, const char *layers);
+void gp_op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L, const char *layers,
+                     int mask_kind);
+void gp_op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
+                  gen_arg params);
+void gp_op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids_buf);
+void gp_op_step(ctx *c, const char *name, int mode, bool has_hist);
+void gp_forward_ex(ctx *c, const model_ix *m, const fwd_opt *o);
+int gp_model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n_layers,
+                  bool own_weights, const model_ix *shared);
+int64_t gp_max64(int64_t a, int64_t b);
+void gp_op_accept(ctx *c, int q_buf, int vq, bool by_depth);
+void gp_op_kv_commit(ctx *c, const model_ix *m, int done_word);
+void gp_op_ngram_draft(ctx *c, int ngram_info, int ctrl, int ctrl_cost);
 
 /* plan_eagle3.c: the whole plan of an engine drafting with an EAGLE-3 head
  * (gen_plan_build's GEN_DRAFT_EAGLE3 dispatch). */
