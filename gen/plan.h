@@ -111,7 +111,8 @@ typedef struct gen_plan {
 	gen_buf *bufs;
 	gen_op *ops;
 	gen_kernel *kernels;
-	gen_phase phases[RT_TREE_MAX_DEPTH + 8];
+	gen_phase phases[RT_TREE_MAX_DEPTH + 8]; /* prefill, the drafter's few, one a level,
+	                                         * verify, accept, commit */
 	int64_t arena_bytes;
 	int cap_bufs, cap_ops, cap_kernels;
 	/* the weights the engine was built for (core/digest.h), "" when built
@@ -121,7 +122,7 @@ typedef struct gen_plan {
 
 int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err);
 
-/* gguf_a8 with an EAGLE-3 head (gen/plan_eagle3.c): the head's GEMM weights
+/* gguf_a8 with an EAGLE-3 head (gen/drafter_eagle3.c): the head's GEMM weights
  * are Q8_0 blocks of 32 along k, so fc's k (3 x the target's width), its
  * layer's (2 x dim for q/k/v, n_heads x head_dim for o, dim for gate/up and
  * the LM head, ffn_dim for down) must be whole blocks. 0, or SW_EINVAL at

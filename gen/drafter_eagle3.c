@@ -1,7 +1,6 @@
-/* The planner of an engine that drafts with an EAGLE-3 head (ALGORITHMS.txt
- * 11; runtime/model/eagle3.h; the host reference runtime/decode/
- * eagle3_draft.c), reached from gen_plan_build by its one dispatch on
- * GEN_DRAFT_EAGLE3. The target's phases are plan.c's (its forwards with the
+/* EAGLE-3 heads in the planner (gen/drafter.h; ALGORITHMS.txt 11;
+ * runtime/model/eagle3.h; the host reference runtime/decode/eagle3_draft.c).
+ * The target's phases are the skeleton's (gen/plan.c: its forwards with the
  * three taps, verification, the iteration's end, the commits); this file
  * plans the head around them.
  *
@@ -49,13 +48,13 @@
  *     again, and the next root row reads the last accepted node's features.
  * N-gram first ("draft": {"ngram": "MIN:MAX", "levels": L}, a chain): a
  * phase draft_ngram before the levels runs tree_prep, the n-gram engine's
- * lookup and controller (plan.c op_ngram_draft, over ngram_hist, which
- * iter_end keeps), draft_pick (when node 1 is absent the head drafts hk
- * levels: L, or with the controller its choice, the head being one more
- * class there, ctrl word RT_CTRL_HEAD_K; e3_go[j] = j < hk, RT_ST_DRAFTED =
- * hk and RT_ST_HEAD then) and the root row with its K/V at slot HLEN, in
- * every iteration; draft_d is conditional on e3_go word d, level 0
- * without the K/V draft_ngram wrote. The head's cache so takes every
+ * lookup and controller (drafter_ngram.c gp_op_ngram_draft, over
+ * ngram_hist, which iter_end keeps), draft_pick (when node 1 is absent the
+ * head drafts hk levels: L, or with the controller its choice, the head
+ * being one more class there, ctrl word RT_CTRL_HEAD_K; e3_go[j] = j < hk,
+ * RT_ST_DRAFTED = hk and RT_ST_HEAD then) and the root row with its K/V at
+ * slot HLEN, in every iteration; draft_d is conditional on e3_go word d,
+ * level 0 without the K/V draft_ngram wrote. The head's cache so takes every
  * committed row whichever drafter proposed the chain.
  * The head's weights: draft.fc, in_norm (input_layernorm, on the
  * embedding), hid_norm (hidden_norm, on the feature), wq / wk / wv over 2
@@ -71,15 +70,13 @@
  * proposes: verification against the target is unchanged, so the output
  * distribution is the target's whatever the head's rounding. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/json.h"
-#include "kernels/engine_state.h"
-#include "kernels/verify_layout.h"
-#include "plan_int.h"
-#include "plan_ctrl.h"
 #include "core/tree_rules.h"
+#include "drafter.h"
+#include "kernels/engine_state.h"
+#include "plan_ctrl.h"
 
 enum { BLK_E3IN = 128 }; /* test_kern_eagle3_in compiles it without spills */
 
@@ -87,13 +84,22 @@ typedef struct e3_ix {
 	model_ix hm;                 /* the head: its layer's fields, cache, LM head */
 	int in_norm, hid_norm;       /* input_layernorm, hidden_norm (1, dim) */
 	int fc_out, hid[2];          /* e3_fc (rows, dim); the draft levels' output rows */
+	int e3_go;                   /* n-gram first: word d opens draft_d (draft_pick) */
 } e3_ix;
+
+/* The head's shapes: its config.json's, a Llama layer. */
+static void e3_shapes(ctx *c)
+{
+	c->p->draft_cfg = c->s->eagle3.head;
+	c->p->draft_cfg.arch = RT_ARCH_LLAMA;
+}
 
 /* The head's weight and cache buffers (names: the runtime's binding,
  * runtime/cli/engine_cli.c cli_eagle3_weights). */
-static int head_bufs(ctx *c, e3_ix *x, const model_ix *tm, const rt_config *hc)
+static int e3_weights(ctx *c, const model_ix *tm)
 {
-	gen_plan *p = c->p;
+	e3_ix *x = c->draft;
+	const rt_config *hc = &c->p->draft_cfg;
 	const rt_e3_config *e3 = &c->s->eagle3;
 	const char *wdt = gen_dtype_name(gen_dtype_act(c->s->dtype));
 	/* gguf_a8: Q8_0 (gen_plan_eagle3_a8_check: every k whole blocks) */
@@ -115,7 +121,7 @@ static int head_bufs(ctx *c, e3_ix *x, const model_ix *tm, const rt_config *hc)
 	m->tok_embd = tm->tok_embd;
 #define NB(dst, name, kind, dt, rank, d0, d1, d2)                                           \
 	do {                                                                                \
-		if ((dst = gp_add_buf(p, "draft." name, kind, dt, rank, d0, d1, d2, 0)) < 0)   \
+		if (gp_model_buf(c, m, &(dst), name, kind, dt, rank, d0, d1, d2))           \
 			return SW_ENOMEM;                                                   \
 	} while (0)
 	if (e3->own_embd)
@@ -309,260 +315,226 @@ static void head_level(ctx *c, const e3_ix *x, int l0, int rows, int hid, int q_
 	 * model's levels), then over the target's ids where read */
 	gp_op_logits(c, "draft_probs", (int)Vd, rows, A(a->draft_probs, (int64_t)l0 * Vd * 4),
 	             A(a->draft_logits, (int64_t)l0 * Vd * 4), A(a->sampling, 4 * RT_SP_DRAFT));
-	if (q_tgt < 0)
-		return;
-	gen_param qp[] = {PNAME, PI("DEPTHS", rows), PI("VD", Vd), PI("V", V), PI("BLOCK", 256)};
-	op_desc qd_ = {.name = "q_target", .op = "q_target", .exec = GEN_EXEC_KERNEL,
-	               .kernel = gp_kernel(c, "q_target", "q_target.cu.tmpl", qp, 5),
-	               .gx = (int)((V + 255) / 256), .gy = rows, .block = 256, .n_args = 3,
-	               .args = {A(q_tgt, (int64_t)l0 * V * 4), A(a->draft_probs, (int64_t)l0 * Vd * 4),
-	                        A(m->t2d, 0)},
-	               .bytes = (double)rows * (V + Vd) * 4 + V * 4.0};
-	gp_emit(c, &qd_);
+	if (q_tgt >= 0)
+		gp_op_q_target(c, rows, Vd, A(q_tgt, (int64_t)l0 * V * 4),
+		               A(a->draft_probs, (int64_t)l0 * Vd * 4), A(m->t2d, 0));
 }
 
-int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err)
+/* The head's attention at each draft level; fc's input (3 taps of the
+ * target's width) and a level's (the embedding and the feature, 2 dim). */
+static void e3_extents(ctx *c, int64_t dim, gp_extents *e)
 {
-	ctx c = {.p = p, .s = s, .dt16 = gen_dtype_size(s->dtype),
-	         .cast_mode = gen_dtype_act(s->dtype) == GEN_DTYPE_FP16 ? 1 : 0};
+	const e3_ix *x = c->draft;
+	const gen_spec *s = c->s;
 	const rt_tree *t = &s->tree;
-	const rt_config *tc = &s->target.cfg;
-	const rt_e3_config *e3 = &s->eagle3;
-	act_ix *a = &c.a;
-	model_ix tm;
-	e3_ix x;
-	int rc, ph = 0, q_tgt = -1;
-	const int C = s->prefill_chunk, V = tc->vocab, Vd = e3->draft_vocab;
-
-	memset(p, 0, sizeof(*p));
-	p->spec = s;
-	p->draft_cfg = e3->head;
-	p->draft_cfg.arch = RT_ARCH_LLAMA;
-	const rt_config *hc = &p->draft_cfg;
-	if ((rc = gp_model_bufs(&c, &tm, "target", tc, tc->n_layers, true, NULL)) ||
-	    (rc = head_bufs(&c, &x, &tm, hc)))
-		goto out_nomem;
-	tm.vocab_out = V;
-
-	const int64_t rows = gp_max64(C, t->n), TD = e3->target_dim, HD = hc->dim;
-	const int64_t D = gp_max64(tc->dim, HD), F = gp_max64(tc->ffn_dim, hc->ffn_dim);
-	const int64_t QD = gp_max64((int64_t)tc->n_heads * tc->head_dim, (int64_t)hc->n_heads * hc->head_dim);
-	const int64_t KVD = gp_max64((int64_t)tc->n_kv_heads * tc->head_dim,
-	                             (int64_t)hc->n_kv_heads * hc->head_dim);
-	const char *wdt = gen_dtype_name(gen_dtype_act(s->dtype));
-#define ACTN(dst, name, kind, dt, rank, d0, d1)                                              \
-	do {                                                                                 \
-		if ((dst = gp_add_buf(p, name, kind, dt, rank, d0, d1, 0, 0)) < 0)              \
-			goto out_nomem;                                                      \
-	} while (0)
-	ACTN(a->h, "h", "activation", "f32", 2, rows, D);
-	ACTN(a->delta, "delta", "activation", "f32", 2, rows, D);
-	ACTN(a->xn, "xn", "activation", "f32", 2, rows, D);
-	ACTN(a->x16, "x16", "activation", wdt, 2, rows,
-	     gp_max64(gp_max64(D, gp_max64(F, QD)), gp_max64(3 * TD, 2 * HD)));
-	ACTN(a->q, "q", "activation", "f32", 2, rows, QD);
-	ACTN(a->q16, "q16", "activation", wdt, 2, rows, QD);
-	ACTN(a->k, "k", "activation", "f32", 2, rows, KVD);
-	ACTN(a->v, "v", "activation", "f32", 2, rows, KVD);
-	ACTN(a->attn, "attn", "activation", wdt, 2, rows, QD);
-	{
-		/* tree attention partials: the largest of the target's prefill
-		 * chunk and tree and the head's levels */
-		attn_shape shs[RT_TREE_MAX_DEPTH + 2];
-		int ns = 0;
-		shs[ns++] = gp_attn_choose(tc, C, C, s, c.dt16, false, tm.ctx_rows);
-		shs[ns++] = gp_attn_choose(tc, t->n, t->n, s, c.dt16, true, tm.ctx_rows);
-		for (int d = 0; d < t->depth_max; d++)
-			shs[ns++] = gp_attn_choose(hc, t->level_start[d + 1] - t->level_start[d],
-			                           t->level_start[d + 1], s, c.dt16, true, x.hm.ctx_rows);
-		int64_t po = 0, pm = 0;
-		for (int i = 0; i < ns; i++) {
-			const rt_config *cf = i < 2 ? tc : hc;
-			const int64_t rh = (int64_t)(shs[i].ctx_splits + shs[i].blk_splits) * shs[i].T *
-			                   cf->n_heads;
-			po = gp_max64(po, rh * cf->head_dim);
-			pm = gp_max64(pm, rh * 2);
-		}
-		ACTN(a->part_o, "part_o", "activation", "f32", 1, po, 0);
-		ACTN(a->part_ml, "part_ml", "activation", "f32", 1, pm, 0);
+	const rt_config *hc = &c->p->draft_cfg;
+	for (int d = 0; d < t->depth_max; d++) {
+		const attn_shape sh = gp_attn_choose(hc, t->level_start[d + 1] - t->level_start[d],
+		                                     t->level_start[d + 1], s, c->dt16, true,
+		                                     x->hm.ctx_rows);
+		gp_attn_partials(&sh, hc, e);
 	}
-	ACTN(a->gate, "gate", "activation", "f32", 2, rows, F);
-	ACTN(a->up, "up", "activation", "f32", 2, rows, F);
-	ACTN(a->pos, "pos", "activation", "i32", 1, rows, 0);
-	ACTN(a->tokens, "tokens", "activation", "i32", 1, C, 0);
-	ACTN(a->logits, "logits", "activation", "f32", 2, t->n, V);
-	ACTN(a->probs, "probs", "activation", "f32", 2, t->n, V);
-	ACTN(a->draft_logits, "draft_logits", "activation", "f32", 2, t->n, Vd);
-	ACTN(a->draft_probs, "draft_probs", "activation", "f32", 2, t->n, Vd);
-	/* expansion over Vd (top-k, race, SpecHub: see the header); q over the
-	 * target's ids where verification or expansion reads it */
-	const bool sampled_rule = s->verify_method == RT_VERIFY_RRS ||
-	                          s->verify_method == RT_VERIFY_RRSW ||
-	                          s->verify_method == RT_VERIFY_SPECHUB;
-	const int rule = sampled_rule || s->temperature > 0.0f ? s->expand_rule : RT_EXPAND_TOPK;
-	const bool exp_vd = rule != RT_EXPAND_SAMPLE;
-	if (!exp_vd || (s->verify_method != RT_VERIFY_GREEDY && s->verify_method != RT_VERIFY_ONEHOT)) {
-		ACTN(q_tgt, "q_tgt", "activation", "f32", 2, t->n, V);
-		a->q_tgt = q_tgt;
-	}
-	ACTN(a->taps, "taps", "activation", "f32", 2, rows, RT_E3_TAPS * TD);
-	ACTN(x.fc_out, "e3_fc", "activation", "f32", 2, rows, HD);
-	ACTN(x.hid[0], "e3_hid0", "activation", "f32", 2, t->n, HD);
-	ACTN(x.hid[1], "e3_hid1", "activation", "f32", 2, t->n, HD);
-	ACTN(a->tree_tokens, "tree_tokens", "state", "i32", 1, t->n, 0);
-	ACTN(a->tree_table, "tree_table", "const", "i32", 2, 5, t->n);
-	ACTN(a->accept_path, "accept_path", "state", "i32", 1, t->n, 0);
-	ACTN(a->emitted, "emitted", "state", "i32", 1, t->n, 0);
-	ACTN(a->counts, "counts", "state", "i32", 1, 5, 0);
-	ACTN(a->verify_scratch, "verify_scratch", "activation", "f32", 1,
-	     sw_verify_scratch_words(t->n, V, BLK_VERIFY,
-	                             sw_verify_slices(t->n, V, BLK_VERIFY, s->verify_method),
-	                             s->verify_method), 0);
-	ACTN(a->kv_done, "kv_done", "state", "i32", 1, 2, 0);
-	ACTN(a->iter, "iter", "state", "i32", 1, 1, 0);
-	ACTN(a->state, "state", "state", "i32", 1, RT_ST_WORDS + RING, 0);
-	ACTN(a->sampling, "sampling", "state", "i32", 1, RT_SP_WORDS, 0);
-	ACTN(a->err, "err", "state", "i32", 1, 1, 0);
-	/* n-gram first: the history, the lookup's signal, the controller's
-	 * words and cost table, and the pick's word gating the head's levels */
-	int ngram_info = -1, ctrl = -1, ctrl_cost = -1, e3_go = -1;
-	if (s->e3_ngram) {
-		ACTN(a->ngram_hist, "ngram_hist", "state", "i32", 1, s->max_context, 0);
-		ACTN(ngram_info, "ngram_info", "state", "i32", 1, 2, 0);
-		ACTN(e3_go, "e3_go", "state", "i32", 1, s->e3_levels, 0);
-		if (s->ctrl.on) {
-			ACTN(ctrl, "ctrl", "state", "i32", 1,
-			     gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max, s->ctrl.head), 0);
-			ACTN(ctrl_cost, "ctrl_cost", "state", "i32", 1, t->n + s->ctrl.head, 0);
-		}
-	}
-#undef ACTN
-
-#define PHASE(nm, r)                                                                         \
-	do {                                                                                 \
-		snprintf(p->phases[ph].name, sizeof(p->phases[ph].name), "%s", nm);          \
-		p->phases[ph].rows = (r);                                                    \
-		p->phases[ph].first_op = p->n_ops;                                           \
-		p->phases[ph].gate_buf = -1;                                                 \
-	} while (0)
-#define PHASE_END() (p->phases[ph].n_ops = p->n_ops - p->phases[ph].first_op, ph++)
-	/* prefill: the target's chunk with its taps; fc over every row; the
-	 * head's committed rows r < C - 1 (token row r + 1) */
-	PHASE("prefill", C);
-	{
-		const fwd_opt o = {.mode = FWD_PREFILL, .rows = C, .logits_buf = a->logits,
-		                   .layers = "target", .n_taps = RT_E3_TAPS, .taps = e3->taps};
-		gp_forward_ex(&c, &tm, &o);
-		gp_op_cast(&c, "e3_fc_cast", C, RT_E3_TAPS * TD, A(a->x16, 0), A(a->taps, 0), 1, NULL);
-		gp_op_gemm(&c, "e3_fc", C, HD, RT_E3_TAPS * TD, A(x.fc_out, 0), A(a->x16, 0),
-		           A(x.hm.fc, 0), 1, NULL);
-		op_e3_in(&c, &x, C - 1, 0, 0, 0, C - 1, A(a->x16, 0), A(a->h, 0), A(a->tokens, 4),
-		         A(x.fc_out, 0), A(a->tree_table, 0));
-		head_kv(&c, &x, C - 1, 0, A(a->pos, 4));
-	}
-	PHASE_END();
-
-	/* n-gram first: the lookup (and the controller) propose the chain;
-	 * draft_pick opens the head's levels when they proposed nothing. The
-	 * root row's K/V are committed here in every iteration, whoever
-	 * drafts: the head's cache must hold every committed row. */
-	const int levels = s->e3_ngram ? s->e3_levels : t->depth_max;
-	if (s->e3_ngram) {
-		PHASE("draft_ngram", t->n - 1);
-		gp_op_step(&c, "tree_prep", 0, false);
-		gp_op_ngram_draft(&c, ngram_info, ctrl, ctrl_cost);
-		/* the controller's head levels (ctrl word RT_CTRL_HEAD_K) when it
-		 * has one; without, tree_tokens stands in for the unread ctrl */
-		gen_param pp[] = {PNAME, PI("N_NODES", t->n), PI("LEVELS", levels),
-		                  PI("CTRL", ctrl >= 0), PI("BLOCK", 32)};
-		op_desc pd = {.name = "draft_pick", .op = "draft_pick", .exec = GEN_EXEC_KERNEL,
-		              .kernel = gp_kernel(&c, "draft_pick", "draft_pick.cu.tmpl", pp, 5), .gx = 1,
-		              .block = 32, .n_args = 4,
-		              .args = {A(e3_go, 0), A(a->tree_tokens, 0), A(a->state, 0),
-		                       ctrl >= 0 ? A(ctrl, 0) : A(a->tree_tokens, 0)},
-		              .bytes = 16.0 + 4.0 * levels, .flops = 0};
-		gp_emit(&c, &pd);
-		op_e3_in(&c, &x, 1, 1, 0, 0, rows, A(a->x16, 0), A(x.hid[0], 0), A(a->tree_tokens, 0),
-		         A(x.fc_out, 0), A(a->state, 4 * RT_ST_HROW));
-		head_kv(&c, &x, 1, 0, A(a->pos, 0));
-		PHASE_END();
-	}
-
-	/* the draft levels: the root row from the last committed position's
-	 * features, then each level from its parents' output rows */
-	for (int d = 0; d < levels; d++) {
-		char nm[32];
-		const int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
-		snprintf(nm, sizeof(nm), "draft_%d", d);
-		PHASE(nm, nd);
-		if (s->e3_ngram) { /* only when the n-gram lookup drafted nothing and
-		                    * the head drafts d + 1 levels or more */
-			p->phases[ph].gate_buf = e3_go;
-			p->phases[ph].gate_word = d;
-		}
-		if (d == 0 && !s->e3_ngram) {
-			gp_op_step(&c, "tree_prep", 0, false);
-			op_e3_in(&c, &x, 1, 1, 0, 0, rows, A(a->x16, 0), A(x.hid[0], 0),
-			         A(a->tree_tokens, 0), A(x.fc_out, 0), A(a->state, 4 * RT_ST_HROW));
-		} else if (d > 0) {
-			const int p0 = t->level_start[d - 1], np = l0 - p0;
-			op_e3_in(&c, &x, nd, 1, l0, p0, np, A(a->x16, 0),
-			         A(x.hid[d % 2], (int64_t)l0 * HD * 4), A(a->tree_tokens, 0),
-			         A(x.hid[(d - 1) % 2], (int64_t)p0 * HD * 4), A(a->tree_table, 0));
-		}
-		head_level(&c, &x, l0, nd, x.hid[d % 2], q_tgt, d > 0 || !s->e3_ngram);
-		gp_op_expand(&c, d, exp_vd ? Vd : V, rule, false, exp_vd ? a->draft_probs : q_tgt,
-		             exp_vd ? x.hm.d2t : -1);
-		PHASE_END();
-	}
-
-	/* verify: the target's tree forward with its taps; fc of every node
-	 * (node u's row u: RT_ST_HROW's); every node u >= 1's committed row */
-	PHASE("verify", t->n);
-	{
-		const fwd_opt o = {.mode = FWD_TREE, .rows = t->n, .lm_rows = t->n,
-		                   .logits_buf = a->logits, .layers = "target", .n_taps = RT_E3_TAPS,
-		                   .taps = e3->taps};
-		gp_forward_ex(&c, &tm, &o);
-		gp_op_logits(&c, "target_probs", V, t->n, A(a->probs, 0), A(a->logits, 0),
-		             A(a->sampling, 4 * RT_SP_TEMP));
-		gp_op_cast(&c, "e3_fc_cast", t->n, RT_E3_TAPS * TD, A(a->x16, 0), A(a->taps, 0), 1, NULL);
-		gp_op_gemm(&c, "e3_fc", t->n, HD, RT_E3_TAPS * TD, A(x.fc_out, 0), A(a->x16, 0),
-		           A(x.hm.fc, 0), 1, NULL);
-		for (int d = 1; d <= t->depth_max; d++) {
-			const int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
-			const int p0 = t->level_start[d - 1];
-			op_e3_in(&c, &x, nd, 1, l0, p0, l0 - p0,
-			         A(a->x16, (int64_t)(l0 - 1) * 2 * HD * c.dt16),
-			         A(a->h, (int64_t)(l0 - 1) * HD * 4), A(a->tree_tokens, 0),
-			         A(x.fc_out, (int64_t)p0 * HD * 4), A(a->tree_table, 0));
-		}
-		if (t->n > 1)
-			head_kv(&c, &x, t->n - 1, 1, A(a->pos, 4));
-	}
-	PHASE_END();
-
-	PHASE("accept", t->n);
-	/* without q_tgt the method reads no q (greedy, one-hot): any row */
-	gp_op_accept(&c, q_tgt >= 0 ? q_tgt : a->draft_probs, q_tgt >= 0 ? V : Vd, false);
-	gp_op_step(&c, "iter_end", 2, s->e3_ngram); /* n-gram first: the history too */
-	PHASE_END();
-
-	PHASE("commit", t->depth_max + 1);
-	gp_op_kv_commit(&c, &tm, 0);
-	gp_op_kv_commit(&c, &x.hm, 1);
-	PHASE_END();
-	p->n_phases = ph;
-	{
-		gen_param prm[] = {PNAME, PI("BLOCK", 256)};
-		gp_kernel_x(&c, "fill_random", "fill_random.cu.tmpl", prm, 2, GEN_PREFIX_PHILOX, false, NULL);
-	}
-#undef PHASE
-#undef PHASE_END
-	if (c.rc)
-		goto out_nomem;
-	return 0;
-out_nomem:
-	gen_plan_free(p);
-	return sw_errf(err, SW_ENOMEM, "%s: out of memory planning", s->file);
+	e->x16 = gp_max64(3 * (int64_t)s->eagle3.target_dim, 2 * (int64_t)hc->dim);
 }
+
+/* Expansion over the Vd draft ids except sampling with replacement (see
+ * the header). */
+static bool e3_expands_vd(const ctx *c)
+{
+	return c->rule != RT_EXPAND_SAMPLE;
+}
+
+/* q over Vd; over the target's ids (q_tgt) where verification or expansion
+ * reads it; the taps; fc's rows; the levels' output rows. */
+static int e3_buffers(ctx *c)
+{
+	e3_ix *x = c->draft;
+	act_ix *a = &c->a;
+	const gen_spec *s = c->s;
+	const int n = s->tree.n, V = s->target.cfg.vocab, Vd = s->eagle3.draft_vocab;
+	const int64_t HD = c->p->draft_cfg.dim;
+	if (gp_buf(c, &a->draft_logits, "draft_logits", "activation", "f32", 2, n, Vd) ||
+	    gp_buf(c, &a->draft_probs, "draft_probs", "activation", "f32", 2, n, Vd))
+		return SW_ENOMEM;
+	if ((!e3_expands_vd(c) ||
+	     (s->verify_method != RT_VERIFY_GREEDY && s->verify_method != RT_VERIFY_ONEHOT)) &&
+	    gp_buf(c, &a->q_tgt, "q_tgt", "activation", "f32", 2, n, V))
+		return SW_ENOMEM;
+	return gp_buf(c, &a->taps, "taps", "activation", "f32", 2, c->rows,
+	              RT_E3_TAPS * (int64_t)s->eagle3.target_dim) ||
+	       gp_buf(c, &x->fc_out, "e3_fc", "activation", "f32", 2, c->rows, HD) ||
+	       gp_buf(c, &x->hid[0], "e3_hid0", "activation", "f32", 2, n, HD) ||
+	       gp_buf(c, &x->hid[1], "e3_hid1", "activation", "f32", 2, n, HD) ? SW_ENOMEM : 0;
+}
+
+/* n-gram first: the history, the lookup's signal, the pick's word gating
+ * the head's levels, the controller's words and cost table */
+static int e3_state(ctx *c)
+{
+	e3_ix *x = c->draft;
+	int rc;
+	if (!c->s->e3_ngram)
+		return 0;
+	if ((rc = gp_ngram_history(c)) ||
+	    (rc = gp_buf(c, &x->e3_go, "e3_go", "state", "i32", 1, c->s->e3_levels, 0)))
+		return rc;
+	return gp_ngram_control(c);
+}
+
+static int e3_taps(const gen_spec *s, const int **taps)
+{
+	*taps = s->eagle3.taps;
+	return RT_E3_TAPS;
+}
+
+/* fc of every row of the chunk; the head's committed rows r < C - 1 (token
+ * row r + 1) */
+static void e3_prefill(ctx *c)
+{
+	const e3_ix *x = c->draft;
+	const act_ix *a = &c->a;
+	const int C = c->s->prefill_chunk;
+	const int64_t TD = c->s->eagle3.target_dim, HD = x->hm.cfg->dim;
+	gp_op_cast(c, "e3_fc_cast", C, RT_E3_TAPS * TD, A(a->x16, 0), A(a->taps, 0), 1, NULL);
+	gp_op_gemm(c, "e3_fc", C, HD, RT_E3_TAPS * TD, A(x->fc_out, 0), A(a->x16, 0), A(x->hm.fc, 0),
+	           1, NULL);
+	op_e3_in(c, x, C - 1, 0, 0, 0, C - 1, A(a->x16, 0), A(a->h, 0), A(a->tokens, 4),
+	         A(x->fc_out, 0), A(a->tree_table, 0));
+	head_kv(c, x, C - 1, 0, A(a->pos, 4));
+}
+
+static int e3_levels(const gen_spec *s)
+{
+	return s->e3_ngram ? s->e3_levels : s->tree.depth_max;
+}
+
+/* n-gram first: the lookup (and the controller) propose the chain;
+ * draft_pick opens the head's levels when they proposed nothing. The root
+ * row's K/V are committed here in every iteration, whoever drafts: the
+ * head's cache must hold every committed row. */
+static void e3_draft(ctx *c)
+{
+	const e3_ix *x = c->draft;
+	const act_ix *a = &c->a;
+	const rt_tree *t = &c->s->tree;
+	const int levels = e3_levels(c->s);
+	if (!c->s->e3_ngram)
+		return;
+	gp_phase_begin(c, "draft_ngram", t->n - 1);
+	gp_op_step(c, "tree_prep", 0, false);
+	gp_op_ngram_draft(c);
+	/* the controller's head levels (ctrl word RT_CTRL_HEAD_K) when it has
+	 * one; without, tree_tokens stands in for the unread ctrl */
+	gen_param pp[] = {PNAME, PI("N_NODES", t->n), PI("LEVELS", levels), PI("CTRL", a->ctrl >= 0),
+	                  PI("BLOCK", 32)};
+	op_desc pd = {.name = "draft_pick", .op = "draft_pick", .exec = GEN_EXEC_KERNEL,
+	              .kernel = gp_kernel(c, "draft_pick", "draft_pick.cu.tmpl", pp, 5), .gx = 1,
+	              .block = 32, .n_args = 4,
+	              .args = {A(x->e3_go, 0), A(a->tree_tokens, 0), A(a->state, 0),
+	                       a->ctrl >= 0 ? A(a->ctrl, 0) : A(a->tree_tokens, 0)},
+	              .bytes = 16.0 + 4.0 * levels, .flops = 0};
+	gp_emit(c, &pd);
+	op_e3_in(c, x, 1, 1, 0, 0, c->rows, A(a->x16, 0), A(x->hid[0], 0), A(a->tree_tokens, 0),
+	         A(x->fc_out, 0), A(a->state, 4 * RT_ST_HROW));
+	head_kv(c, x, 1, 0, A(a->pos, 0));
+	gp_phase_end(c);
+}
+
+/* The root row from the last committed position's features, then each
+ * level from its parents' output rows. */
+static void e3_draft_level(ctx *c, int d)
+{
+	const e3_ix *x = c->draft;
+	const gen_spec *s = c->s;
+	const rt_tree *t = &s->tree;
+	const act_ix *a = &c->a;
+	const int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
+	const int64_t HD = x->hm.cfg->dim;
+	const bool exp_vd = e3_expands_vd(c);
+	if (s->e3_ngram) /* only when the n-gram lookup drafted nothing and the
+	                  * head drafts d + 1 levels or more */
+		gp_phase_gate(c, x->e3_go, d);
+	if (d == 0 && !s->e3_ngram) {
+		gp_op_step(c, "tree_prep", 0, false);
+		op_e3_in(c, x, 1, 1, 0, 0, c->rows, A(a->x16, 0), A(x->hid[0], 0),
+		         A(a->tree_tokens, 0), A(x->fc_out, 0), A(a->state, 4 * RT_ST_HROW));
+	} else if (d > 0) {
+		const int p0 = t->level_start[d - 1], np = l0 - p0;
+		op_e3_in(c, x, nd, 1, l0, p0, np, A(a->x16, 0), A(x->hid[d % 2], (int64_t)l0 * HD * 4),
+		         A(a->tree_tokens, 0), A(x->hid[(d - 1) % 2], (int64_t)p0 * HD * 4),
+		         A(a->tree_table, 0));
+	}
+	head_level(c, x, l0, nd, x->hid[d % 2], a->q_tgt, d > 0 || !s->e3_ngram);
+	gp_op_expand(c, d, exp_vd ? s->eagle3.draft_vocab : s->target.cfg.vocab, c->rule, false,
+	             exp_vd ? a->draft_probs : a->q_tgt, exp_vd ? x->hm.d2t : -1);
+}
+
+/* fc of every node (node u's row u: RT_ST_HROW's); every node u >= 1's
+ * committed row */
+static void e3_verify(ctx *c)
+{
+	const e3_ix *x = c->draft;
+	const act_ix *a = &c->a;
+	const rt_tree *t = &c->s->tree;
+	const int64_t TD = c->s->eagle3.target_dim, HD = x->hm.cfg->dim;
+	gp_op_cast(c, "e3_fc_cast", t->n, RT_E3_TAPS * TD, A(a->x16, 0), A(a->taps, 0), 1, NULL);
+	gp_op_gemm(c, "e3_fc", t->n, HD, RT_E3_TAPS * TD, A(x->fc_out, 0), A(a->x16, 0),
+	           A(x->hm.fc, 0), 1, NULL);
+	for (int d = 1; d <= t->depth_max; d++) {
+		const int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
+		const int p0 = t->level_start[d - 1];
+		op_e3_in(c, x, nd, 1, l0, p0, l0 - p0, A(a->x16, (int64_t)(l0 - 1) * 2 * HD * c->dt16),
+		         A(a->h, (int64_t)(l0 - 1) * HD * 4), A(a->tree_tokens, 0),
+		         A(x->fc_out, (int64_t)p0 * HD * 4), A(a->tree_table, 0));
+	}
+	if (t->n > 1)
+		head_kv(c, x, t->n - 1, 1, A(a->pos, 4));
+}
+
+/* q over the target's ids where something reads it; without q_tgt the
+ * method reads no q (greedy, one-hot): any row */
+static gp_q e3_accept_q(ctx *c)
+{
+	const bool tq = c->a.q_tgt >= 0;
+	return (gp_q){.buf = tq ? c->a.q_tgt : c->a.draft_probs,
+	              .vq = tq ? c->s->target.cfg.vocab : c->s->eagle3.draft_vocab, .by_depth = false};
+}
+
+static void e3_commit(ctx *c)
+{
+	const e3_ix *x = c->draft;
+	gp_op_kv_commit(c, &x->hm, 1);
+}
+
+/* the head's directory, taps and Vd; n-gram first, the head's levels where
+ * it drafts none */
+static void e3_echo(const gen_plan *p, FILE *f)
+{
+	const gen_spec *s = p->spec;
+	fprintf(f, ", ");
+	gp_write_src(f, s->draft.from_shape, s->draft.path, p->draft_digest);
+	fprintf(f, ", \"taps\": [%d, %d, %d], \"vocab\": %d", s->eagle3.taps[0], s->eagle3.taps[1],
+	        s->eagle3.taps[2], s->eagle3.draft_vocab);
+	if (s->e3_ngram)
+		fprintf(f, ", \"ngram\": \"%d:%d\", \"levels\": %d", s->ngram_min, s->ngram_max,
+		        s->e3_levels);
+}
+
+const gen_drafter gen_drafter_eagle3 = {
+	.name = "eagle3",
+	.state_bytes = sizeof(e3_ix),
+	.shapes = e3_shapes,
+	.weights = e3_weights,
+	.extents = e3_extents,
+	.buffers = e3_buffers,
+	.state = e3_state,
+	.taps = e3_taps,
+	.prefill = e3_prefill,
+	.draft = e3_draft,
+	.levels = e3_levels,
+	.draft_level = e3_draft_level,
+	.verify = e3_verify,
+	.accept_q = e3_accept_q,
+	.commit = e3_commit,
+	.echo = e3_echo,
+};
