@@ -1,10 +1,11 @@
 /* The planner's drafter interface: what one kind of drafter adds to the
- * static iteration whose phases gen_plan_build lays out (gen/plan.c, the
- * skeleton: prefill, the draft phases, verify, accept, commit). One file
- * per kind: drafter_ngram.c, drafter_model.c (a draft model and a
- * layer-skip draft), drafter_block.c, drafter_eagle3.c; plan.c's table maps
- * the spec's draft kind (gen_spec.draft_kind) to its gen_drafter. A slot
- * left NULL adds nothing. Internal to gen/plan*.c and gen/drafter_*.c. */
+ * static iteration whose phases gen_plan_build lays out (gen/plan_build.c,
+ * the skeleton: prefill, the draft phases, verify, accept, commit). One
+ * file per kind: drafter_ngram.c, drafter_model.c (a draft model and a
+ * layer-skip draft), drafter_block.c, drafter_eagle3.c; plan_build.c's
+ * table maps the spec's draft kind (gen_spec.draft_kind) to its
+ * gen_drafter. A slot left NULL adds nothing. Internal to gen/plan*.c and
+ * gen/drafter_*.c. */
 #ifndef GEN_DRAFTER_H
 #define GEN_DRAFTER_H
 

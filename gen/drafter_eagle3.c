@@ -403,7 +403,7 @@ static void e3_prefill(ctx *c)
 	head_kv(c, x, C - 1, 0, A(a->pos, 4));
 }
 
-static int e3_levels(const gen_spec *s)
+static int e3_level_count(const gen_spec *s)
 {
 	return s->e3_ngram ? s->e3_levels : s->tree.depth_max;
 }
@@ -417,7 +417,7 @@ static void e3_draft(ctx *c)
 	const e3_ix *x = c->draft;
 	const act_ix *a = &c->a;
 	const rt_tree *t = &c->s->tree;
-	const int levels = e3_levels(c->s);
+	const int levels = e3_level_count(c->s);
 	if (!c->s->e3_ngram)
 		return;
 	gp_phase_begin(c, "draft_ngram", t->n - 1);
@@ -531,7 +531,7 @@ const gen_drafter gen_drafter_eagle3 = {
 	.taps = e3_taps,
 	.prefill = e3_prefill,
 	.draft = e3_draft,
-	.levels = e3_levels,
+	.levels = e3_level_count,
 	.draft_level = e3_draft_level,
 	.verify = e3_verify,
 	.accept_q = e3_accept_q,

@@ -106,6 +106,7 @@ typedef struct gen_phase {
 
 typedef struct gen_plan {
 	const gen_spec *spec;   /* borrowed: must outlive the plan */
+	const struct gen_drafter *drafter; /* the spec's drafter (gen/drafter.h) */
 	rt_config draft_cfg;    /* the draft's forward shapes (layerskip: target's, fewer layers) */
 	int n_bufs, n_ops, n_kernels, n_phases;
 	gen_buf *bufs;

@@ -1,9 +1,9 @@
-/* What the planner's files share (gen/plan.c, the phase skeleton and the
- * op helpers, and the drafters beside it, gen/drafter_*.c): the plan's
- * model and activation indices, the op descriptor, the planning context,
- * the forward options, and the helpers plan.c defines (gp_*: the planner's
- * prefix, out of the library's other names). Internal to gen/plan*.c and
- * gen/drafter*.c; the interface is gen/plan.h, the drafters' gen/drafter.h. */
+/* What the planner's files share (gen/plan.c, the op helpers; plan_build.c,
+ * the phase skeleton; the drafters, gen/drafter_*.c): the plan's model and
+ * activation indices, the op descriptor, the planning context, the forward
+ * options, and the helpers plan.c defines (gp_*: the planner's prefix, out
+ * of the library's other names). Internal to gen/plan*.c and
+ * gen/drafter*.c; the interface is gen/plan.h, the drafters' drafter.h. */
 #ifndef GEN_PLAN_INT_H
 #define GEN_PLAN_INT_H
 
