@@ -218,7 +218,7 @@ static void block_draft(ctx *c)
 		                   .mask_kind = bk->block_attn == RT_BD_CAUSAL ? GEN_MASK_BLOCK_CAUSAL
 		                                                             : GEN_MASK_BLOCK_BIDIR};
 		x->first = i == 0;
-		gp_forward_ex(c, &x->dm, &o);
+		gp_forward(c, &x->dm, &o);
 		/* q over [0, Vd): one pass (S = 1) at the draft temperature, as
 		 * tree drafting does (rt_generate_tree_block); S > 1 at the
 		 * request's own temperature, top-k and top-p, as the chain

@@ -100,7 +100,7 @@ static void draft_forward(ctx *c, int mode, int64_t rows, int64_t row0, int lm_r
 	const fwd_opt o = {.mode = mode, .rows = rows, .row0 = row0, .lm_rows = lm_rows,
 	                   .logits_buf = c->a.draft_logits,
 	                   .logits_off = row0 * c->s->draft_vocab * 4, .layers = "draft"};
-	gp_forward_ex(c, &x->dm, &o);
+	gp_forward(c, &x->dm, &o);
 }
 
 static void model_prefill(ctx *c)

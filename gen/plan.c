@@ -616,7 +616,7 @@ static void op_feature_tap(ctx *c, int64_t rows, int64_t dim, int n_taps, int sl
  * segments that end at each tapped layer, a feature_tap after each), final
  * norm, LM head over lm_rows rows (the last ones) into logits at
  * logits_off. */
-void gp_forward_ex(ctx *c, const model_ix *m, const fwd_opt *o)
+void gp_forward(ctx *c, const model_ix *m, const fwd_opt *o)
 {
 	const act_ix *a = &c->a;
 	const rt_config *cfg = m->cfg;

@@ -159,7 +159,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	{
 		const fwd_opt o = {.mode = FWD_PREFILL, .rows = s->prefill_chunk, .logits_buf = a->logits,
 		                   .layers = "target", .n_taps = n_taps, .taps = taps};
-		gp_forward_ex(&c, &tm, &o);
+		gp_forward(&c, &tm, &o);
 	}
 	if (dr->prefill)
 		dr->prefill(&c);
@@ -184,7 +184,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 		const fwd_opt o = {.mode = FWD_TREE, .rows = t->n, .lm_rows = t->n,
 		                   .logits_buf = a->logits, .layers = "target", .n_taps = n_taps,
 		                   .taps = taps};
-		gp_forward_ex(&c, &tm, &o);
+		gp_forward(&c, &tm, &o);
 	}
 	gp_op_logits(&c, "target_probs", tc->vocab, t->n, A(a->probs, 0), A(a->logits, 0),
 	             A(a->sampling, 4 * RT_SP_TEMP));

@@ -159,7 +159,7 @@ void gp_op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_ar
 void gp_op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids_buf);
 void gp_op_step(ctx *c, const char *name, int mode, bool has_hist);
 void gp_op_q_target(ctx *c, int rows, int64_t Vd, gen_arg out, gen_arg q, gen_arg t2d);
-void gp_forward_ex(ctx *c, const model_ix *m, const fwd_opt *o);
+void gp_forward(ctx *c, const model_ix *m, const fwd_opt *o);
 int gp_model_init(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n_layers,
                   int arch, bool own_weights, const model_ix *shared);
 int gp_model_buf(ctx *c, const model_ix *m, int *ix, const char *field, const char *kind,
