@@ -83,7 +83,7 @@
  * each 32-block in integers (host_gemm.h hg_gemm_gguf_a8); embedding,
  * activations and KV cache fp16. A file whose GEMM weight has another type
  * is refused naming the tensor and the type. An EAGLE-3 head's GEMM
- * weights are Q8_0 (quantized at upload; gen/plan_eagle3.c), its k values
+ * weights are Q8_0 (quantized at upload; gen/drafter_eagle3.c), its k values
  * whole blocks of 32; other learned drafters are refused. Host backend
  * only. */
 enum gen_dtype { GEN_DTYPE_BF16 = 0, GEN_DTYPE_FP16, GEN_DTYPE_Q8_0, GEN_DTYPE_Q8_0_A8,

@@ -1,4 +1,4 @@
-/* Engines that draft with an EAGLE-3 head (issue 23; gen/plan_eagle3.c):
+/* Engines that draft with an EAGLE-3 head (issue 23; gen/drafter_eagle3.c):
  * spec -> `specwright build` (plan + render, no NVRTC) -> the bounds proof
  * at load -> bound to the host backend with the head's weights from its
  * directory (public checkpoint format, tests/util/eagle3_util.c's writer

@@ -1,4 +1,4 @@
-/* draft_pick template (the n-gram-first drafter's pick, gen/plan_eagle3.c)
+/* draft_pick template (the n-gram-first drafter's pick, gen/drafter_eagle3.c)
  * in the emulator vs ref_draft_pick, and both against the rule stated in
  * the template: hk = 0 when node 1 is present, else LEVELS without a
  * controller (CTRL 0) or the controller's RT_CTRL_HEAD_K clamped to [0,
