@@ -55,7 +55,7 @@ typedef struct gen_arch_op {
 	double bytes, flops;
 } gen_arch_op;
 
-/* The rest of the block (gen/plan.c layer_ops, forward_ex). */
+/* The rest of the block (gen/plan.c layer_ops, gp_forward). */
 typedef struct gen_arch_block {
 	float embd_scale; /* the embedding rows times this (1: as read) */
 	int act;          /* the GLU's activation (swiglu.cu.tmpl ACT): 0 SiLU, 1 tanh GELU */

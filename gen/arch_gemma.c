@@ -12,7 +12,7 @@
  *   - GeGLU with the tanh GELU (swiglu.cu.tmpl ACT 1);
  *   - every norm weight is (1 + w) as the loaders store it, so the plain
  *     RMSNorm kernels apply; the output is tied (the LM head is the
- *     embedding table, gen/plan.c model_bufs).
+ *     embedding table, gen/plan.c gp_model_bufs).
  * Sliding layers attend through the tree attention template's WINDOW
  * (gen/plan.c layer_runs: a run of layers per window; none where the
  * window covers max_context); the template takes a block's own keys as

@@ -1,5 +1,7 @@
-/* The static planner (plan.h): buffers in one arena, then the op schedule of
- * every phase, each op with its launch shape and a bytes/flops estimate.
+/* The static planner's op helpers (plan.h, plan_int.h gp_*): buffers in one
+ * arena, kernel specialisations, the ops of a phase, each with its launch
+ * shape and a bytes/flops estimate, a model's forward and buffers; then
+ * engine.json and the restrict check.
  *
  * Data layout, chosen so the existing fp32 templates chain with cuBLASLt:
  * the residual stream, norms, RoPE and SwiGLU work in fp32; a cast kernel
@@ -15,26 +17,11 @@
  * each operand crosses HBM once): GEMM = weights + A + C; attention reads the
  * KV cache once per KV head (GQA groups share it) at est_context cached
  * tokens plus the new rows; elementwise ops read and write each element once.
- * The draft never forwards a depth-D leaf; the draft_catchup phase re-forwards
- * the last committed token each iteration so its K/V is always present.
  *
- * Block drafters (ALGORITHMS.txt 7, 8; runtime/model/block_drafter.h): no
- * catch-up and no per-level forwards. The target's prefill and verify
- * forwards run their layers in segments that end at each tapped layer
- * (per-op layer0), a feature_tap after each; the rows' features are fused
- * (fc, rmsnorm with fc_norm, each drafter layer's wk / wv, RoPE) into the
- * drafter's own K/V cache at len + row, so in verify every tree node is
- * staged and kv_commit keeps the accepted path's (rejected nodes leave no
- * trace, the drafter's length stays the target's). The draft phase runs S
- * passes over the B block rows (block_embed, the drafter's layers under the
- * block visibility table, the LM head over the first Vd rows of the
- * target's, logits_process; block_unmask between passes for S > 1), then
- * every level's expansion from q row depth(u) (Q_BY_DEPTH), which verify
- * also reads. The drafter's cache has B slots past max_context for its
- * block rows. A mapped draft vocabulary (d2t, ALGORITHMS.txt 11): the head
- * is its own gathered rows, block_unmask writes target ids, and q_target
- * gathers each depth's q onto the target's ids (t2d) for expansion and
- * verification over all V ids, the host decoder's scatter_q. */
+ * gen_plan_build (plan_build.c) is the phase skeleton every engine shares
+ * (the target's forwards, verification, the iteration's end, the commits);
+ * what a kind of drafter adds to it is its own file's (gen/drafter.h,
+ * gen/drafter_*.c). Both plan with the helpers here. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -51,12 +38,12 @@
 #include "kernels/ops.h"
 #include "kernels/verify_layout.h"
 #include "plan.h"
+#include "drafter.h"
 #include "plan_int.h"
-#include "decode/tree_verify.h"
+#include "core/tree_rules.h"
 
-
-attn_shape attn_choose(const rt_config *cfg, int T, int n_blk, const gen_spec *s, int elt,
-                              bool masked, int max_ctx)
+attn_shape gp_attn_choose(const rt_config *cfg, int T, int n_blk, const gen_spec *s, int elt,
+                          bool masked, int max_ctx)
 {
 	const gen_attn_geom g = gen_attn_choose(T, n_blk, cfg->n_heads, cfg->n_kv_heads,
 	                                        cfg->head_dim, elt, max_ctx, s->est_context);
@@ -67,6 +54,15 @@ attn_shape attn_choose(const rt_config *cfg, int T, int n_blk, const gen_spec *s
 	a.ctx_splits = (max_ctx + a.split - 1) / a.split;
 	a.blk_splits = 0;
 	return a;
+}
+
+/* The fp32 partials (o, and m and l) a tree attention of shape sh over a
+ * model of cfg writes, into the largest seen so far. */
+void gp_attn_partials(const attn_shape *sh, const rt_config *cfg, gp_extents *e)
+{
+	const int64_t rh = (int64_t)(sh->ctx_splits + sh->blk_splits) * sh->T * cfg->n_heads;
+	e->part_o = gp_max64(e->part_o, rh * cfg->head_dim);
+	e->part_ml = gp_max64(e->part_ml, rh * 2);
 }
 
 static int64_t align_up(int64_t x)
@@ -93,8 +89,8 @@ static int grow(void **p, int *cap, int n, size_t elem)
 }
 
 /* Appends a buffer at the next aligned offset; -1 on out of memory. */
-int add_buf(gen_plan *p, const char *name, const char *kind, const char *dt, int rank,
-                   int64_t d0, int64_t d1, int64_t d2, int64_t d3)
+int gp_add_buf(gen_plan *p, const char *name, const char *kind, const char *dt, int rank,
+               int64_t d0, int64_t d1, int64_t d2, int64_t d3)
 {
 	if (grow((void **)&p->bufs, &p->cap_bufs, p->n_bufs, sizeof(*p->bufs)))
 		return -1;
@@ -116,6 +112,13 @@ int add_buf(gen_plan *p, const char *name, const char *kind, const char *dt, int
 	b->offset = p->arena_bytes;
 	p->arena_bytes = align_up(b->offset + n);
 	return p->n_bufs++;
+}
+
+/* An activation or state buffer of rank <= 2 into *ix. */
+int gp_buf(ctx *c, int *ix, const char *name, const char *kind, const char *dt, int rank,
+           int64_t d0, int64_t d1)
+{
+	return (*ix = gp_add_buf(c->p, name, kind, dt, rank, d0, d1, 0, 0)) < 0 ? SW_ENOMEM : 0;
 }
 
 int gen_plan_find_buf(const gen_plan *p, const char *name)
@@ -192,7 +195,7 @@ static int add_op(gen_plan *p, const op_desc *d)
 }
 
 
-void emit(ctx *c, const op_desc *d)
+void gp_emit(ctx *c, const op_desc *d)
 {
 	op_desc dd = *d;
 	if (dd.layers && !dd.layer0)
@@ -203,14 +206,19 @@ void emit(ctx *c, const op_desc *d)
 	const int id = dd.exec == GEN_EXEC_KERNEL ? sw_op_find(dd.op) : -1;
 	if (!c->rc && (dd.exec == GEN_EXEC_KERNEL
 	               ? id < 0 || strcmp(sw_op_get(id)->tmpl, c->p->kernels[dd.kernel].tmpl)
-	               : strcmp(dd.op, dd.exec == GEN_EXEC_MEMSET ? "memset" : "gemm")))
+	               : strcmp(dd.op, dd.exec == GEN_EXEC_MEMSET ? "memset" : "gemm"))) {
 		c->rc = SW_EINVAL;
+		snprintf(c->why, sizeof(c->why), "op %s (%s): %s", dd.name ? dd.name : "?", dd.op,
+		         dd.exec != GEN_EXEC_KERNEL ? "a gemm or memset op misnamed"
+		         : id < 0 ? "not a row of kernels/ops.def"
+		                  : "its kernel is not from its row's template");
+	}
 	if (!c->rc && add_op(c->p, &dd))
 		c->rc = SW_ENOMEM;
 }
 
-int kernel_x(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np,
-                    int prefix, bool two, const char *tree_id)
+int gp_kernel_x(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np,
+                int prefix, bool two, const char *tree_id)
 {
 	int k = add_kernel(c->p, op, tmpl, prm, np, prefix, two, tree_id);
 	if (k < 0 && !c->rc)
@@ -218,7 +226,7 @@ int kernel_x(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int
 	return k < 0 ? 0 : k;
 }
 
-int kernel(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np)
+int gp_kernel(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np)
 {
 	int k = add_kernel(c->p, op, tmpl, prm, np, GEN_PREFIX_NONE, false, NULL);
 	if (k < 0 && !c->rc)
@@ -226,22 +234,22 @@ int kernel(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int n
 	return k < 0 ? 0 : k;
 }
 
-void op_cast(ctx *c, const char *name, int64_t rows, int64_t width, gen_arg dst, gen_arg src,
-                    int repeat, const char *layers)
+void gp_op_cast(ctx *c, const char *name, int64_t rows, int64_t width, gen_arg dst, gen_arg src,
+                int repeat, const char *layers)
 {
 	int64_t N = rows * width;
 	gen_param prm[] = {PNAME, PI("N", N), PI("MODE", c->cast_mode), PI("BLOCK", BLK_CAST)};
 	int v = N % 8 == 0 ? 8 : 1;
 	op_desc d = {.name = name, .op = "cast", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "cast", "cast.cu.tmpl", prm, 4),
+	             .kernel = gp_kernel(c, "cast", "cast.cu.tmpl", prm, 4),
 	             .gx = (int)((N + BLK_CAST * v - 1) / (BLK_CAST * v)), .block = BLK_CAST,
 	             .repeat = repeat, .layers = layers, .n_args = 2, .args = {dst, src},
 	             .bytes = (double)N * (4 + c->dt16), .flops = 0};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
-void op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg out,
-                    gen_arg a, gen_arg w, int repeat, const char *layers)
+void gp_op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg out,
+                gen_arg a, gen_arg w, int repeat, const char *layers)
 {
 	char uri[192];
 	snprintf(uri, sizeof(uri), "gemm_%s_f32acc_m%" PRId64 "_n%" PRId64 "_k%" PRId64,
@@ -252,22 +260,22 @@ void op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg 
 	             .args = {out, a, w},
 	             .bytes = (double)n * k * wb + (double)m * k * c->dt16 + (double)m * n * 4,
 	             .flops = 2.0 * m * n * k};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
-void op_rmsnorm(ctx *c, const char *name, const rt_config *cfg, int64_t rows, gen_arg w,
-                       int repeat, const char *layers)
+void gp_op_rmsnorm(ctx *c, const char *name, const rt_config *cfg, int64_t rows, gen_arg w,
+                   int repeat, const char *layers)
 {
 	const act_ix *a = &c->a;
 	gen_param prm[] = {PNAME, PI("DIM", cfg->dim), PI("BLOCK", BLK_RMS),
 	                   {.name = "EPS", .type = GEN_PARAM_FLOAT, .f = cfg->norm_eps}};
 	op_desc d = {.name = name, .op = "rmsnorm_residual", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "rmsnorm_residual_f32", "rmsnorm_residual.cu.tmpl", prm, 4),
+	             .kernel = gp_kernel(c, "rmsnorm_residual_f32", "rmsnorm_residual.cu.tmpl", prm, 4),
 	             .gx = (int)rows, .block = BLK_RMS, .repeat = repeat, .layers = layers,
 	             .n_args = 5, .args = {A(a->xn, 0), A(a->h, 0), A(a->h, 0), A(a->delta, 0), w},
 	             .bytes = 4.0 * rows * cfg->dim * 4 + cfg->dim * 4.0,
 	             .flops = 5.0 * rows * cfg->dim};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
 /* A family's post-norm (arch.h gen_arch_block: Gemma 3's sandwich norms)
@@ -285,24 +293,24 @@ static void op_post_norm(ctx *c, const char *name, const rt_config *cfg, int64_t
 	gen_param prm[] = {PNAME, PI("DIM", cfg->dim), PI("BLOCK", BLK_RMS),
 	                   {.name = "EPS", .type = GEN_PARAM_FLOAT, .f = 4.0f * cfg->norm_eps}};
 	op_desc d = {.name = name, .op = "rmsnorm_residual", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "rmsnorm_residual_f32", "rmsnorm_residual.cu.tmpl", prm, 4),
+	             .kernel = gp_kernel(c, "rmsnorm_residual_f32", "rmsnorm_residual.cu.tmpl", prm, 4),
 	             .gx = (int)rows, .block = BLK_RMS, .repeat = repeat, .layers = layers,
 	             .n_args = 5,
 	             .args = {A(a->delta, 0), A(a->delta, 0), A(a->delta, 0), A(a->delta, 0), w},
 	             .bytes = 2.0 * rows * cfg->dim * 4 + cfg->dim * 4.0,
 	             .flops = 5.0 * rows * cfg->dim};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
 /* The tree's ancestor mask rows N_BLK-T .. N_BLK-1, columns 0 .. N_BLK-1:
  * what the tree attention template reads from <NAME>_mask. */
-void gen_plan_attn_mask(const gen_tree *t, int T, int n_blk, uint64_t *rows)
+void gen_plan_attn_mask(const rt_tree *t, int T, int n_blk, uint64_t *rows)
 {
 	const int mw = (n_blk + 63) / 64, first = n_blk - T;
 	memset(rows, 0, (size_t)T * mw * sizeof(*rows));
 	for (int r = 0; r < T; r++)
 		for (int j = 0; j < n_blk; j++)
-			if (gen_tree_visible(t, first + r, j))
+			if (rt_tree_visible(t, first + r, j))
 				rows[r * mw + j / 64] |= 1ull << (j % 64);
 }
 
@@ -330,7 +338,7 @@ void gen_plan_kernel_mask(const gen_plan *p, const gen_kernel *k, int T, int n_b
  * drafter's pass), or the tree's name (filename-safe) and a hash of the
  * mask rows, so two trees that share a name (files) but not a shape get
  * different kernels. */
-static void attn_tree_id(const gen_tree *t, const attn_shape *sh, int mask_kind, char *id, size_t n)
+static void attn_tree_id(const rt_tree *t, const attn_shape *sh, int mask_kind, char *id, size_t n)
 {
 	if (!sh->masked) {
 		snprintf(id, n, "causal");
@@ -340,7 +348,7 @@ static void attn_tree_id(const gen_tree *t, const attn_shape *sh, int mask_kind,
 		snprintf(id, n, "%s", mask_kind == GEN_MASK_BLOCK_CAUSAL ? "block_causal" : "block_bidir");
 		return;
 	}
-	uint64_t rows[GEN_TREE_MAX_NODES * GEN_TREE_WORDS];
+	uint64_t rows[RT_TREE_MAX_NODES * RT_TREE_WORDS];
 	gen_plan_attn_mask(t, sh->T, sh->n_blk, rows);
 	uint64_t h = sw_fnv1a64(SW_FNV64_BASIS, rows, (size_t)sh->T * ((sh->n_blk + 63) / 64) * 8);
 	char nm[25];
@@ -362,8 +370,8 @@ static void attn_tree_id(const gen_tree *t, const attn_shape *sh, int mask_kind,
  * (row, head dim, key) over the rows padded to 16-row fragments and the
  * head dim to 16, masked block keys included (multiplied by p = 0, not
  * skipped). _merge reads the partials back and writes the 16-bit output. */
-void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
-                         const char *layers, int mask_kind)
+void gp_op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
+                     const char *layers, int mask_kind)
 {
 	const act_ix *a = &c->a;
 	const rt_config *cfg = m->cfg;
@@ -379,8 +387,8 @@ void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
 	                   PI("ROW_BLOCKS", sh->rb), PI("MBLOCK", sh->mblock),
 	                   {.name = "WINDOW", .type = GEN_PARAM_INT, .i = c->window,
 	                    .key_omit_zero = true}};
-	int k = kernel_x(c, "tree_attn", "tree_attention.cu.tmpl", prm, 16,
-	                 sh->masked ? GEN_PREFIX_MASK : GEN_PREFIX_NONE, true, tree_id);
+	int k = gp_kernel_x(c, "tree_attn", "tree_attention.cu.tmpl", prm, 16,
+	                    sh->masked ? GEN_PREFIX_MASK : GEN_PREFIX_NONE, true, tree_id);
 	if (!c->rc)
 		c->p->kernels[k].mask_kind = sh->masked ? mask_kind : GEN_MASK_TREE;
 	const gen_attn_geom g = {.T = sh->T, .n_blk = sh->n_blk, .n_heads = nh, .n_kv_heads = nkv,
@@ -396,7 +404,7 @@ void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
 	              .args = {A(a->part_o, 0), A(a->part_ml, 0), A(a->q16, 0), A(m->k_cache, 0),
 	                       A(m->v_cache, 0), A(a->state, m->len_word * 4)},
 	              .bytes = pr.kv + pr.q + pr.part, .flops = pr.flops};
-	emit(c, &pd);
+	gp_emit(c, &pd);
 	op_desc md = {.name = "attention_merge", .op = "tree_attention", .exec = GEN_EXEC_KERNEL,
 	              .kernel = k, .entry = "_merge", .gx = sh->T,
 	              .gy = (nh * hd / 4 + sh->mblock - 1) / sh->mblock, .block = sh->mblock,
@@ -404,7 +412,7 @@ void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
 	              .args = {A(a->attn, 0), A(a->part_o, 0), A(a->part_ml, 0),
 	                       A(a->state, m->len_word * 4)},
 	              .bytes = pr.part + pr.out, .flops = (double)pr.live * sh->T * nh * (3.0 * hd + 8)};
-	emit(c, &md);
+	gp_emit(c, &md);
 }
 
 /* Logits processing (temperature, top-k, top-p) of `rows` rows: one block
@@ -413,15 +421,15 @@ void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
  * serves every request's setting. Bytes: the logits read and the probabilities written once; the
  * radix passes (~4-6) re-read the row from L2 (a 128K-vocab row is 513 KB).
  * Flops: ~24 per element (scaling, exp, 4-6 histogram passes). */
-void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
-                      gen_arg params)
+void gp_op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
+                  gen_arg params)
 {
 	gen_param prm[] = {PNAME, PI("V", V), PI("BLOCK", BLK_LOGITS)};
 	op_desc d = {.name = name, .op = "logits_process", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "logits", "logits_process.cu.tmpl", prm, 3), .gx = rows,
+	             .kernel = gp_kernel(c, "logits", "logits_process.cu.tmpl", prm, 3), .gx = rows,
 	             .block = BLK_LOGITS, .n_args = 3, .args = {out, in, params},
 	             .bytes = 2.0 * rows * V * 4, .flops = 24.0 * rows * V};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
 /* Expansion of tree level d's nodes into level d + 1 (tree_expand, a block
@@ -429,10 +437,10 @@ void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg i
  * CDF prefix from L2) from q rows of V entries: node u's row u, or with
  * by_depth row depth(u) (a block drafter's per-depth rows); ids_buf >= 0:
  * entry v stands for id ids_buf[v] (MAPPED 1, a head's d2t). */
-void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids_buf)
+void gp_op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids_buf)
 {
 	const act_ix *a = &c->a;
-	const gen_tree *t = &c->s->tree;
+	const rt_tree *t = &c->s->tree;
 	const int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
 	gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", V), PI("RULE", rule),
 	                   PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND), PI("Q_BY_DEPTH", by_depth),
@@ -441,73 +449,51 @@ void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids
 	for (int i = l0; i < l0 + nd; i++)
 		kmax = t->n_children[i] > kmax ? t->n_children[i] : kmax;
 	op_desc od = {.name = "expand", .op = "tree_expand", .exec = GEN_EXEC_KERNEL,
-	              .kernel = kernel_x(c, "expand", "tree_expand.cu.tmpl", prm, 8, GEN_PREFIX_PHILOX,
-	                                 false, NULL),
+	              .kernel = gp_kernel_x(c, "expand", "tree_expand.cu.tmpl", prm, 8, GEN_PREFIX_PHILOX,
+	                                    false, NULL),
 	              .gx = nd, .block = BLK_EXPAND, .n_args = 6,
 	              .args = {A(a->tree_tokens, 0), A(q_buf, 0), A(a->tree_table, 0),
 	                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0),
 	                       A(ids_buf >= 0 ? ids_buf : a->tree_table, 0)},
 	              .bytes = (double)nd * V * (ids_buf >= 0 ? 8 : 4) + kc * 4.0 + t->n * 20.0,
 	              .flops = (double)nd * V * (20.0 + 4.0 * kmax)};
-	emit(c, &od);
+	gp_emit(c, &od);
 }
 
-/* The n-gram chain drafter's ops after tree_prep: ngram_lookup over the
- * history (a->ngram_hist) into tree_tokens[1 ..], its signal into
- * ngram_info, then (ctrl >= 0) the draft-length controller keeping the
- * first k (ALGORITHMS.txt 12). The chain is the tree's nodes 1 .. n - 1.
- * The n-gram engine's draft phase, and the n-gram-first EAGLE-3 engine's
- * (gen/plan_eagle3.c). */
-void op_ngram_draft(ctx *c, int ngram_info, int ctrl, int ctrl_cost)
+/* q over the target's ids (q_target through t2d; 0 off the map) of rows
+ * rows of Vd entries: a mapped draft vocabulary's q where expansion or
+ * verification reads it over all V ids (the host decoder's scatter_q). */
+void gp_op_q_target(ctx *c, int rows, int64_t Vd, gen_arg out, gen_arg q, gen_arg t2d)
 {
-	const gen_spec *s = c->s;
-	const act_ix *a = &c->a;
-	const gen_tree *t = &s->tree;
-	gen_param prm[] = {PNAME, PI("MIN_N", s->ngram_min), PI("MAX_N", s->ngram_max),
-	                   PI("N_DRAFT", t->n - 1), PI("MAX_CTX", s->max_context),
-	                   PI("BLOCK", BLK_NGRAM)};
-	op_desc od = {.name = "ngram_lookup", .op = "ngram_lookup", .exec = GEN_EXEC_KERNEL,
-	              .kernel = kernel(c, "ngram", "ngram_lookup.cu.tmpl", prm, 6), .gx = 1,
-	              .block = BLK_NGRAM, .n_args = 4,
-	              .args = {A(a->tree_tokens, 4), A(a->ngram_hist, 0), A(a->state, 0),
-	                       A(ngram_info, 0)},
-	              .bytes = (double)s->est_context * 4,
-	              .flops = (double)s->est_context * s->ngram_max};
-	emit(c, &od);
-	if (ctrl < 0)
-		return;
-	gen_param cp[GEN_KERNEL_MAX_PARAMS];
-	const int np = gen_ctrl_params(&s->ctrl, t->n - 1, s->ngram_min, s->ngram_max, BLK_CTRL, cp,
-	                               GEN_KERNEL_MAX_PARAMS);
-	op_desc cd = {.name = "draft_ctrl", .op = "draft_ctrl", .exec = GEN_EXEC_KERNEL,
-	              .kernel = kernel(c, "draft_ctrl", "draft_ctrl.cu.tmpl", cp, np), .gx = 1,
-	              .block = BLK_CTRL, .n_args = 5,
-	              .args = {A(ctrl, 0), A(a->tree_tokens, 4), A(ngram_info, 0), A(a->state, 0),
-	                       A(ctrl_cost, 0)},
-	              .bytes = 4.0 * (gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max, s->ctrl.head) +
-	                              2 * t->n + 8), .flops = 0};
-	emit(c, &cd);
+	const int64_t V = c->s->target.cfg.vocab;
+	gen_param prm[] = {PNAME, PI("DEPTHS", rows), PI("VD", Vd), PI("V", V), PI("BLOCK", BLK_QTGT)};
+	op_desc d = {.name = "q_target", .op = "q_target", .exec = GEN_EXEC_KERNEL,
+	             .kernel = gp_kernel(c, "q_target", "q_target.cu.tmpl", prm, 5),
+	             .gx = (int)((V + BLK_QTGT - 1) / BLK_QTGT), .gy = rows, .block = BLK_QTGT,
+	             .n_args = 3, .args = {out, q, t2d},
+	             .bytes = (double)rows * (V + Vd) * 4 + V * 4.0, .flops = 0};
+	gp_emit(c, &d);
 }
 
 /* The engine's bookkeeping kernel (templates/step.cu.tmpl, layout in
  * runtime/engine_state.h): MODE 0 tree_prep, 1 catchup_prep, 2 iter_end. One
  * thread block; every mode takes the same ten arguments. */
-void op_step(ctx *c, const char *name, int mode, bool has_hist)
+void gp_op_step(ctx *c, const char *name, int mode, bool has_hist)
 {
 	const act_ix *a = &c->a;
-	const gen_tree *t = &c->s->tree;
+	const rt_tree *t = &c->s->tree;
 	gen_param prm[] = {PNAME, PI("MODE", mode), PI("N_NODES", t->n), PI("RING", RING),
 	                   PI("MAX_CTX", c->s->max_context), PI("HAS_HIST", has_hist),
 	                   PI("BLOCK", BLK_STEP)};
 	op_desc d = {.name = name, .op = "step", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "step", "step.cu.tmpl", prm, 7), .gx = 1, .block = BLK_STEP,
+	             .kernel = gp_kernel(c, "step", "step.cu.tmpl", prm, 7), .gx = 1, .block = BLK_STEP,
 	             .n_args = 10,
 	             .args = {A(a->state, 0), A(a->iter, 0), A(a->tree_tokens, 0), A(a->pos, 0),
 	                      A(a->tokens, 0), A(a->tree_table, 0), A(a->counts, 0),
 	                      A(a->accept_path, 0), A(a->emitted, 0),
 	                      A(has_hist ? a->ngram_hist : a->state, 0)},
 	             .bytes = 64.0 * 4 + t->n * 12.0, .flops = 0};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
 
@@ -522,13 +508,13 @@ static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 	const int64_t qd = (int64_t)cfg->n_heads * hd, kvd = (int64_t)cfg->n_kv_heads * hd;
 	const int dt = c->dt16;
 	const char *layers = o->layers;
-	const gen_arg pos = o->mode == FWD_BLOCK ? A(a->blk_pos, 0) : A(a->pos, row0 * 4);
+	const gen_arg pos = o->mode == FWD_BLOCK ? A(o->pos_buf, 0) : A(a->pos, row0 * 4);
 
-	op_rmsnorm(c, "attn_norm", cfg, rows, A(m->attn_norm, 0), L, layers);
-	op_cast(c, "attn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), L, layers);
-	op_gemm(c, "wq", rows, qd, D, A(a->q, 0), A(a->x16, 0), A(m->wq, 0), L, layers);
-	op_gemm(c, "wk", rows, kvd, D, A(a->k, 0), A(a->x16, 0), A(m->wk, 0), L, layers);
-	op_gemm(c, "wv", rows, kvd, D, A(a->v, 0), A(a->x16, 0), A(m->wv, 0), L, layers);
+	gp_op_rmsnorm(c, "attn_norm", cfg, rows, A(m->attn_norm, 0), L, layers);
+	gp_op_cast(c, "attn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), L, layers);
+	gp_op_gemm(c, "wq", rows, qd, D, A(a->q, 0), A(a->x16, 0), A(m->wq, 0), L, layers);
+	gp_op_gemm(c, "wk", rows, kvd, D, A(a->k, 0), A(a->x16, 0), A(m->wk, 0), L, layers);
+	gp_op_gemm(c, "wv", rows, kvd, D, A(a->v, 0), A(a->x16, 0), A(m->wv, 0), L, layers);
 	/* the family's in-place ops on q, k, v (gen/arch.h: Llama's RoPE,
 	 * Qwen's biases, q/k norms and NeoX RoPE) */
 	gen_arch_op xo[GEN_ARCH_MAX_OPS];
@@ -536,7 +522,7 @@ static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 	for (int i = 0; i < nxo; i++) {
 		const int xb = xo[i].x == GEN_QKV_Q ? a->q : xo[i].x == GEN_QKV_K ? a->k : a->v;
 		op_desc d = {.name = xo[i].name, .op = xo[i].op, .exec = GEN_EXEC_KERNEL,
-		             .kernel = kernel(c, xo[i].kop, xo[i].tmpl, xo[i].params, xo[i].n_params),
+		             .kernel = gp_kernel(c, xo[i].kop, xo[i].tmpl, xo[i].params, xo[i].n_params),
 		             .gx = (int)rows, .block = xo[i].block, .repeat = L, .layers = layers,
 		             .n_args = xo[i].n_args,
 		             .args = {A(xb, 0), pos,
@@ -544,7 +530,7 @@ static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 		             .bytes = xo[i].bytes, .flops = xo[i].flops};
 		for (int j = 0; j < 2 && xo[i].n_args == 5; j++)
 			d.args[3 + j] = A(xo[i].w[j] >= 0 ? m->xw[xo[i].w[j]] : m->inv_freq, 0);
-		emit(c, &d);
+		gp_emit(c, &d);
 	}
 	/* new K/V rows: into the cache at slots ctx + row0 .. ctx + row0 + rows - 1
 	 * (ctx = this cache's device-side length): the tree's K/V follow the
@@ -555,42 +541,42 @@ static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 		                   PI("BLOCK", BLK_KVSTORE)};
 		int64_t v8 = kvd % 8 == 0 ? 8 : 1;
 		op_desc kv = {.name = "kv_store", .op = "kv_store", .exec = GEN_EXEC_KERNEL,
-		              .kernel = kernel(c, "kv_store", "kv_store.cu.tmpl", prm, 7),
+		              .kernel = gp_kernel(c, "kv_store", "kv_store.cu.tmpl", prm, 7),
 		              .gx = (int)((rows * kvd / v8 + BLK_KVSTORE - 1) / BLK_KVSTORE),
 		              .block = BLK_KVSTORE, .repeat = L, .layers = layers, .n_args = 5,
 		              .args = {A(m->k_cache, row0 * kvd * dt), A(m->v_cache, row0 * kvd * dt),
 		                       A(a->k, 0), A(a->v, 0), A(a->state, m->len_word * 4)},
 		              .bytes = 2.0 * rows * kvd * (4 + dt)};
-		emit(c, &kv);
+		gp_emit(c, &kv);
 	}
 	/* attention: cached context + the block's rows (causal chunk, the staged
 	 * tree levels under the baked ancestor mask, or a drafter block under
 	 * its visibility table); q in 16 bits */
-	op_cast(c, "q_cast", rows, qd, A(a->q16, 0), A(a->q, 0), L, layers);
-	attn_shape sh = attn_choose(cfg, (int)rows, (int)(o->mode == FWD_TREE ? row0 + rows : rows),
-	                            s, dt, o->mode != FWD_PREFILL, m->ctx_rows);
-	op_attention(c, m, &sh, L, layers, o->mode == FWD_BLOCK ? o->mask_kind : GEN_MASK_TREE);
-	op_gemm(c, "wo", rows, D, qd, A(a->delta, 0), A(a->attn, 0), A(m->wo, 0), L, layers);
+	gp_op_cast(c, "q_cast", rows, qd, A(a->q16, 0), A(a->q, 0), L, layers);
+	attn_shape sh = gp_attn_choose(cfg, (int)rows, (int)(o->mode == FWD_TREE ? row0 + rows : rows),
+	                               s, dt, o->mode != FWD_PREFILL, m->ctx_rows);
+	gp_op_attention(c, m, &sh, L, layers, o->mode == FWD_BLOCK ? o->mask_kind : GEN_MASK_TREE);
+	gp_op_gemm(c, "wo", rows, D, qd, A(a->delta, 0), A(a->attn, 0), A(m->wo, 0), L, layers);
 	if (m->blk.post_attn >= 0)
 		op_post_norm(c, "post_attn_norm", cfg, rows, A(m->xw[m->blk.post_attn], 0), L, layers);
-	op_rmsnorm(c, "ffn_norm", cfg, rows, A(m->ffn_norm, 0), L, layers);
-	op_cast(c, "ffn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), L, layers);
-	op_gemm(c, "w_gate", rows, F, D, A(a->gate, 0), A(a->x16, 0), A(m->w_gate, 0), L, layers);
-	op_gemm(c, "w_up", rows, F, D, A(a->up, 0), A(a->x16, 0), A(m->w_up, 0), L, layers);
+	gp_op_rmsnorm(c, "ffn_norm", cfg, rows, A(m->ffn_norm, 0), L, layers);
+	gp_op_cast(c, "ffn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), L, layers);
+	gp_op_gemm(c, "w_gate", rows, F, D, A(a->gate, 0), A(a->x16, 0), A(m->w_gate, 0), L, layers);
+	gp_op_gemm(c, "w_up", rows, F, D, A(a->up, 0), A(a->x16, 0), A(m->w_up, 0), L, layers);
 	{
 		/* SwiGLU, or the family's GeGLU (ACT 1) */
 		gen_param prm[] = {PNAME, PI("FFN", F), PI("ACT", m->blk.act), PI("BLOCK", BLK_SWIGLU)};
 		int v = F % 4 == 0 ? 4 : 1;
 		op_desc d = {.name = "swiglu", .op = "swiglu", .exec = GEN_EXEC_KERNEL,
-		             .kernel = kernel(c, "swiglu_f32", "swiglu.cu.tmpl", prm, 4),
+		             .kernel = gp_kernel(c, "swiglu_f32", "swiglu.cu.tmpl", prm, 4),
 		             .gx = (int)((F + BLK_SWIGLU * v - 1) / (BLK_SWIGLU * v)), .gy = (int)rows,
 		             .block = BLK_SWIGLU, .repeat = L, .layers = layers, .n_args = 3,
 		             .args = {A(a->gate, 0), A(a->gate, 0), A(a->up, 0)},
 		             .bytes = 3.0 * rows * F * 4, .flops = 4.0 * rows * F};
-		emit(c, &d);
+		gp_emit(c, &d);
 	}
-	op_cast(c, "ffn_mid_cast", rows, F, A(a->x16, 0), A(a->gate, 0), L, layers);
-	op_gemm(c, "w_down", rows, D, F, A(a->delta, 0), A(a->x16, 0), A(m->w_down, 0), L, layers);
+	gp_op_cast(c, "ffn_mid_cast", rows, F, A(a->x16, 0), A(a->gate, 0), L, layers);
+	gp_op_gemm(c, "w_down", rows, D, F, A(a->delta, 0), A(a->x16, 0), A(m->w_down, 0), L, layers);
 	if (m->blk.post_ffn >= 0)
 		op_post_norm(c, "post_ffn_norm", cfg, rows, A(m->xw[m->blk.post_ffn], 0), L, layers);
 }
@@ -632,29 +618,11 @@ static void op_feature_tap(ctx *c, int64_t rows, int64_t dim, int n_taps, int sl
 	gen_param prm[] = {PNAME, PI("ROWS", rows), PI("DIM", dim), PI("N_TAPS", n_taps),
 	                   PI("SLOT", slot), PI("BLOCK", BLK_TAP)};
 	op_desc d = {.name = "feature_tap", .op = "feature_tap", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "feature_tap", "feature_tap.cu.tmpl", prm, 6),
+	             .kernel = gp_kernel(c, "feature_tap", "feature_tap.cu.tmpl", prm, 6),
 	             .gx = (int)rows, .block = BLK_TAP, .n_args = 3,
 	             .args = {A(a->taps, 0), A(a->h, 0), A(a->delta, 0)},
 	             .bytes = 3.0 * rows * dim * 4, .flops = (double)rows * dim};
-	emit(c, &d);
-}
-
-/* The drafter's input rows: the anchor and the block's tokens or [MASK]
- * embeddings, their positions len + j. */
-static void op_block_embed(ctx *c, const model_ix *m, int B, int first)
-{
-	const act_ix *a = &c->a;
-	const int64_t D = m->cfg->dim;
-	gen_param prm[] = {PNAME, PI("B", B), PI("DIM", D), PI("N_ROWS", m->cfg->vocab),
-	                   PI("IS_F16", c->cast_mode), PI("FIRST", first), PI("BLOCK", BLK_EMB)};
-	op_desc d = {.name = "block_embed", .op = "block_embed", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "block_embed", "block_embed.cu.tmpl", prm, 7), .gx = B,
-	             .block = BLK_EMB, .n_args = 8,
-	             .args = {A(a->h, 0), A(m->tok_embd, 0), A(m->mask_embd, 0), A(a->blk_tok, 0),
-	                      A(a->tree_tokens, 0), A(a->blk_pos, 0),
-	                      A(a->state, m->len_word * 4), A(a->err, 0)},
-	             .bytes = B * 12.0 + (double)B * D * (c->dt16 + 4)};
-	emit(c, &d);
+	gp_emit(c, &d);
 }
 
 /* One model forward over `rows` token rows starting at row0 of the tree (or
@@ -662,7 +630,7 @@ static void op_block_embed(ctx *c, const model_ix *m, int B, int first)
  * segments that end at each tapped layer, a feature_tap after each), final
  * norm, LM head over lm_rows rows (the last ones) into logits at
  * logits_off. */
-void forward_ex(ctx *c, const model_ix *m, const fwd_opt *o)
+void gp_forward(ctx *c, const model_ix *m, const fwd_opt *o)
 {
 	const act_ix *a = &c->a;
 	const rt_config *cfg = m->cfg;
@@ -671,7 +639,7 @@ void forward_ex(ctx *c, const model_ix *m, const fwd_opt *o)
 	const int tok_buf = o->mode == FWD_PREFILL ? a->tokens : a->tree_tokens;
 
 	if (o->mode == FWD_BLOCK) {
-		op_block_embed(c, m, (int)rows, o->first);
+		o->embed(c, m, o);
 	} else {
 		/* embedding: a 16-bit table gather into the fp32 residual stream.
 		 * Every id the target can commit is embedded: a draft model whose
@@ -683,15 +651,15 @@ void forward_ex(ctx *c, const model_ix *m, const fwd_opt *o)
 		                   {.name = "SCALE", .type = GEN_PARAM_FLOAT, .f = m->blk.embd_scale},
 		                   PI("BLOCK", BLK_EMB)};
 		op_desc emb = {.name = "embedding", .op = "embedding16", .exec = GEN_EXEC_KERNEL,
-		               .kernel = kernel(c, "embedding16", "embedding16.cu.tmpl", prm, 7),
+		               .kernel = gp_kernel(c, "embedding16", "embedding16.cu.tmpl", prm, 7),
 		               .gx = (int)rows, .block = BLK_EMB, .n_args = 4,
 		               .args = {A(a->h, 0), A(m->tok_embd, 0), A(tok_buf, row0 * 4), A(a->err, 0)},
 		               .bytes = rows * 4.0 + (double)rows * D * dt + (double)rows * D * 4};
-		emit(c, &emb);
+		gp_emit(c, &emb);
 	}
 	op_desc ms = {.name = "zero_delta", .op = "memset", .exec = GEN_EXEC_MEMSET, .n_args = 1,
 	              .args = {A(a->delta, 0)}, .bytes = (double)rows * D * 4};
-	emit(c, &ms);
+	gp_emit(c, &ms);
 
 	/* per-layer block, in segments ending at the tapped layers */
 	int l0 = 0;
@@ -705,89 +673,23 @@ void forward_ex(ctx *c, const model_ix *m, const fwd_opt *o)
 
 	/* head: the final norm over all rows completes the residual; the LM head
 	 * runs on the last lm_rows rows only. */
-	op_rmsnorm(c, "output_norm", cfg, rows, A(m->out_norm, 0), 1, NULL);
+	gp_op_rmsnorm(c, "output_norm", cfg, rows, A(m->out_norm, 0), 1, NULL);
 	if (o->lm_rows > 0) {
 		int64_t first = rows - o->lm_rows;
-		op_cast(c, "head_cast", o->lm_rows, D, A(a->x16, 0), A(a->xn, first * D * 4), 1, NULL);
-		op_gemm(c, "lm_head", o->lm_rows, m->vocab_out, D, A(o->logits_buf, o->logits_off),
-		        A(a->x16, 0), A(m->lm_head, 0), 1, NULL);
+		gp_op_cast(c, "head_cast", o->lm_rows, D, A(a->x16, 0), A(a->xn, first * D * 4), 1, NULL);
+		gp_op_gemm(c, "lm_head", o->lm_rows, m->vocab_out, D, A(o->logits_buf, o->logits_off),
+		           A(a->x16, 0), A(m->lm_head, 0), 1, NULL);
 	}
 }
 
-static void forward(ctx *c, const model_ix *m, int mode, int64_t rows, int64_t row0, int lm_rows,
-                    int logits_buf, int64_t logits_off, const char *layers)
+/* m's fields for a model of cfg running n_layers layers as tag ("target",
+ * "draft") in the family arch (enum rt_arch); no buffers yet. A draft
+ * (shared: the target's) keeps its cache length in state word 1; without
+ * weights of its own (own_weights false) it embeds through the target's
+ * table. */
+int gp_model_init(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n_layers,
+                  int arch, bool own_weights, const model_ix *shared)
 {
-	const fwd_opt o = {.mode = mode, .rows = rows, .row0 = row0, .lm_rows = lm_rows,
-	                   .logits_buf = logits_buf, .logits_off = logits_off, .layers = layers};
-	forward_ex(c, m, &o);
-}
-
-/* The block drafter's context K/V of `rows` rows from their features (taps
- * of the target forward just run, row r at position pos[row0 + r]):
- * rmsnorm(fc @ f) * fc_norm, then each drafter layer's wk / wv and RoPE,
- * stored at slots len + r (rt_bd_append). In verify every tree node is
- * staged at len + u and kv_commit keeps the accepted path's. */
-static void block_fuse(ctx *c, const model_ix *dm, const rt_bd_config *bk, int64_t rows)
-{
-	const act_ix *a = &c->a;
-	const rt_config *dc = dm->cfg;
-	const int64_t D = dc->dim, NT = bk->n_taps, hd = dc->head_dim,
-	              kvd = (int64_t)dc->n_kv_heads * hd;
-	const int Ld = dm->n_layers, dt = c->dt16;
-	op_cast(c, "fuse_in_cast", rows, NT * D, A(a->x16, 0), A(a->taps, 0), 1, NULL);
-	op_gemm(c, "fc", rows, D, NT * D, A(a->delta, 0), A(a->x16, 0), A(dm->fc, 0), 1, NULL);
-	/* h = 0 + fc @ f; xn = rmsnorm(h) * fc_norm: no residual */
-	op_desc ms = {.name = "zero_h", .op = "memset", .exec = GEN_EXEC_MEMSET, .n_args = 1,
-	              .args = {A(a->h, 0)}, .bytes = (double)rows * D * 4};
-	emit(c, &ms);
-	op_rmsnorm(c, "fc_norm", dc, rows, A(dm->fc_norm, 0), 1, NULL);
-	op_cast(c, "fuse_cast", rows, D, A(a->x16, 0), A(a->xn, 0), 1, NULL);
-	op_gemm(c, "fuse_wk", rows, kvd, D, A(a->k, 0), A(a->x16, 0), A(dm->wk, 0), Ld, "draft");
-	op_gemm(c, "fuse_wv", rows, kvd, D, A(a->v, 0), A(a->x16, 0), A(dm->wv, 0), Ld, "draft");
-	{
-		gen_param prm[] = {PNAME, PI("N_HEADS", dc->n_kv_heads), PI("HEAD_DIM", hd),
-		                   PI("ROT_DIM", hd), PI("BLOCK", BLK_ROPE)};
-		op_desc d = {.name = "fuse_rope_k", .op = "rope", .exec = GEN_EXEC_KERNEL,
-		             .kernel = kernel(c, "rope_f32", "rope.cu.tmpl", prm, 5), .gx = (int)rows,
-		             .block = BLK_ROPE, .repeat = Ld, .layers = "draft", .n_args = 3,
-		             .args = {A(a->k, 0), A(a->pos, 0), A(dm->inv_freq, 0)},
-		             .bytes = 2.0 * rows * kvd * 4 + rows * 4.0 + hd / 2 * 4.0,
-		             .flops = 3.0 * rows * kvd};
-		emit(c, &d);
-	}
-	gen_param prm[] = {PNAME, PI("ROWS", rows), PI("KVD", kvd), PI("ROW0", 0),
-	                   PI("MAX_CTX", dm->ctx_rows), PI("IS_F16", c->cast_mode),
-	                   PI("BLOCK", BLK_KVSTORE)};
-	int64_t v8 = kvd % 8 == 0 ? 8 : 1;
-	op_desc kv = {.name = "fuse_kv_store", .op = "kv_store", .exec = GEN_EXEC_KERNEL,
-	              .kernel = kernel(c, "kv_store", "kv_store.cu.tmpl", prm, 7),
-	              .gx = (int)((rows * kvd / v8 + BLK_KVSTORE - 1) / BLK_KVSTORE),
-	              .block = BLK_KVSTORE, .repeat = Ld, .layers = "draft", .n_args = 5,
-	              .args = {A(dm->k_cache, 0), A(dm->v_cache, 0), A(a->k, 0), A(a->v, 0),
-	                       A(a->state, dm->len_word * 4)},
-	              .bytes = 2.0 * rows * kvd * (4 + dt)};
-	emit(c, &kv);
-}
-
-/* Weight and cache buffers of one model. shared: layerskip reuses target's. */
-int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n_layers,
-                      bool own_weights, const model_ix *shared)
-{
-	gen_plan *p = c->p;
-	const char *wdt = gen_dtype_name(gen_dtype_act(c->s->dtype));
-	const char *mdt = gen_dtype_name(gen_dtype_weights(c->s->dtype)); /* the GEMMs' weights */
-	const bool gg = c->s->dtype == GEN_DTYPE_GGUF_A8; /* each field its file type */
-#define MDT(f) (gg ? gen_wtype_name(c->s->target.wtype[f]) : mdt)
-	const int64_t D = cfg->dim, F = cfg->ffn_dim, hd = cfg->head_dim, L = n_layers;
-	const int64_t qd = (int64_t)cfg->n_heads * hd, kvd = (int64_t)cfg->n_kv_heads * hd;
-	char nm[48];
-#define B(field, kind, dt, rank, d0, d1, d2, d3)                                            \
-	do {                                                                                \
-		snprintf(nm, sizeof(nm), "%s.%s", tag, #field);                             \
-		if ((m->field = add_buf(p, nm, kind, dt, rank, d0, d1, d2, d3)) < 0)        \
-			return SW_ENOMEM;                                                   \
-	} while (0)
-
 	m->tag = tag;
 	m->cfg = cfg;
 	m->n_layers = n_layers;
@@ -795,64 +697,105 @@ int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n
 	m->embd_rows = own_weights ? cfg->vocab : shared->embd_rows;
 	m->ctx_rows = c->s->max_context;
 	m->mask_embd = m->fc = m->fc_norm = m->d2t = m->t2d = -1;
-	const bool block = c->s->draft_kind == GEN_DRAFT_BLOCK && shared;
-	/* a block drafter's layers are Llama's (rt_bd_config has no family) */
-	m->arch = gen_arch_of(block ? RT_ARCH_LLAMA : cfg->arch);
+	m->arch = gen_arch_of(arch);
 	if (!m->arch)
 		return SW_ENOTSUP;
 	m->arch->block(cfg, &m->blk);
+	return 0;
+}
+
+/* One buffer of m, named "<tag>.<field>", into *ix. */
+int gp_model_buf(ctx *c, const model_ix *m, int *ix, const char *field, const char *kind,
+                 const char *dt, int rank, int64_t d0, int64_t d1, int64_t d2)
+{
+	char nm[48];
+	snprintf(nm, sizeof(nm), "%s.%s", m->tag, field);
+	return (*ix = gp_add_buf(c->p, nm, kind, dt, rank, d0, d1, d2, 0)) < 0 ? SW_ENOMEM : 0;
+}
+
+#define B(field, kind, dt, rank, d0, d1, d2)                                                \
+	do {                                                                                \
+		if (gp_model_buf(c, m, &m->field, #field, kind, dt, rank, d0, d1, d2))      \
+			return SW_ENOMEM;                                                   \
+	} while (0)
+
+/* The GEMMs' weight dtype of field f (enum gen_wfield): the spec's, or
+ * under gguf_a8 the target file's own type of that field. */
+static const char *weight_dtype(const gen_spec *s, int f)
+{
+	return s->dtype == GEN_DTYPE_GGUF_A8 ? gen_wtype_name(s->target.wtype[f])
+	                                     : gen_dtype_name(gen_dtype_weights(s->dtype));
+}
+
+/* The per-layer weights (norms, attention, MLP) and the final norm. */
+int gp_model_layers(ctx *c, model_ix *m)
+{
+	const gen_spec *s = c->s;
+	const rt_config *cfg = m->cfg;
+	const int64_t D = cfg->dim, F = cfg->ffn_dim, hd = cfg->head_dim, L = m->n_layers;
+	const int64_t qd = (int64_t)cfg->n_heads * hd, kvd = (int64_t)cfg->n_kv_heads * hd;
+	B(attn_norm, "weight", "f32", 2, L, D, 0);
+	B(wq, "weight", weight_dtype(s, GEN_WT_WQ), 3, L, qd, D);
+	B(wk, "weight", weight_dtype(s, GEN_WT_WK), 3, L, kvd, D);
+	B(wv, "weight", weight_dtype(s, GEN_WT_WV), 3, L, kvd, D);
+	B(wo, "weight", weight_dtype(s, GEN_WT_WO), 3, L, D, qd);
+	B(ffn_norm, "weight", "f32", 2, L, D, 0);
+	B(w_gate, "weight", weight_dtype(s, GEN_WT_GATE), 3, L, F, D);
+	B(w_up, "weight", weight_dtype(s, GEN_WT_UP), 3, L, F, D);
+	B(w_down, "weight", weight_dtype(s, GEN_WT_DOWN), 3, L, D, F);
+	B(out_norm, "weight", "f32", 1, D, 0, 0);
+	return 0;
+}
+
+/* The RoPE table and the family's extra per-layer weights (arch.h). */
+int gp_model_extra(ctx *c, model_ix *m)
+{
 	gen_arch_weight xw[GEN_ARCH_MAX_W];
-	m->n_xw = (block || own_weights) ? m->arch->weights(cfg, xw) : shared->n_xw;
-	if (block || own_weights) {
-		if (block) {
-			/* a block drafter: its own layers, mask rows, fusion and norms;
-			 * the target's embedding and LM head (rows [0, Vd) for its head);
-			 * its cache stages the B block rows past the context */
-			const rt_bd_config *bk = &c->s->block;
-			m->tok_embd = shared->tok_embd;
-			m->lm_head = shared->lm_head;
-			m->ctx_rows = c->s->max_context + bk->block;
-			if (bk->has_map) {
-				/* a mapped draft vocabulary: the head is the target's rows
-				 * d2t[0..Vd) (the drafter's gathered copy), and both maps */
-				B(lm_head, "weight", mdt, 2, bk->draft_vocab, D, 0, 0);
-				B(d2t, "weight", "i32", 1, bk->draft_vocab, 0, 0, 0);
-				B(t2d, "weight", "i32", 1, cfg->vocab, 0, 0, 0);
-			}
-			B(mask_embd, "weight", wdt, 2, bk->block - 1, D, 0, 0);
-			B(fc, "weight", mdt, 2, D, (int64_t)bk->n_taps * D, 0, 0);
-			B(fc_norm, "weight", "f32", 1, D, 0, 0, 0);
-		} else {
-			B(tok_embd, "weight", wdt, 2, cfg->vocab, D, 0, 0);
-		}
-		B(attn_norm, "weight", "f32", 2, L, D, 0, 0);
-		B(wq, "weight", MDT(GEN_WT_WQ), 3, L, qd, D, 0);
-		B(wk, "weight", MDT(GEN_WT_WK), 3, L, kvd, D, 0);
-		B(wv, "weight", MDT(GEN_WT_WV), 3, L, kvd, D, 0);
-		B(wo, "weight", MDT(GEN_WT_WO), 3, L, D, qd, 0);
-		B(ffn_norm, "weight", "f32", 2, L, D, 0, 0);
-		B(w_gate, "weight", MDT(GEN_WT_GATE), 3, L, F, D, 0);
-		B(w_up, "weight", MDT(GEN_WT_UP), 3, L, F, D, 0);
-		B(w_down, "weight", MDT(GEN_WT_DOWN), 3, L, D, F, 0);
-		B(out_norm, "weight", "f32", 1, D, 0, 0, 0);
+	B(inv_freq, "weight", "f32", 1, rt_config_inv_freq_len(m->cfg), 0, 0);
+	m->n_xw = m->arch->weights(m->cfg, xw);
+	for (int i = 0; i < m->n_xw; i++)
+		if (gp_model_buf(c, m, &m->xw[i], xw[i].field, "weight", "f32", 2, m->n_layers,
+		                 xw[i].per, 0))
+			return SW_ENOMEM;
+	return 0;
+}
+
+/* The K/V cache: ctx_rows slots a layer. */
+int gp_model_cache(ctx *c, model_ix *m)
+{
+	const char *wdt = gen_dtype_name(gen_dtype_act(c->s->dtype));
+	const int64_t kvd = (int64_t)m->cfg->n_kv_heads * m->cfg->head_dim;
+	B(k_cache, "kv", wdt, 3, m->n_layers, m->ctx_rows, kvd);
+	B(v_cache, "kv", wdt, 3, m->n_layers, m->ctx_rows, kvd);
+	return 0;
+}
+
+/* Weight and cache buffers of a model with the target's block (the target,
+ * a draft model); without weights of its own (a layer-skip draft) the
+ * target's (shared), and only its cache. */
+int gp_model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n_layers,
+                  bool own_weights, const model_ix *shared)
+{
+	const char *wdt = gen_dtype_name(gen_dtype_act(c->s->dtype));
+	int rc;
+	if ((rc = gp_model_init(c, m, tag, cfg, n_layers, cfg->arch, own_weights, shared)))
+		return rc;
+	if (own_weights) {
+		B(tok_embd, "weight", wdt, 2, cfg->vocab, cfg->dim, 0);
+		if ((rc = gp_model_layers(c, m)))
+			return rc;
 		/* tied: the LM head is the embedding, but a q8_0 GEMM needs its own
 		 * copy in q8_0 (the embedding lookup reads fp16) */
-		if (block)
-			; /* the target's */
-		else if (cfg->tied_embd && !strcmp(MDT(GEN_WT_LM_HEAD), wdt))
+		if (cfg->tied_embd && !strcmp(weight_dtype(c->s, GEN_WT_LM_HEAD), wdt))
 			m->lm_head = m->tok_embd;
 		else
-			B(lm_head, "weight", MDT(GEN_WT_LM_HEAD), 2, cfg->vocab, D, 0, 0);
-		B(inv_freq, "weight", "f32", 1, rt_config_inv_freq_len(cfg), 0, 0, 0);
-		for (int i = 0; i < m->n_xw; i++) {
-			snprintf(nm, sizeof(nm), "%s.%s", tag, xw[i].field);
-			if ((m->xw[i] = add_buf(p, nm, "weight", "f32", 2, L, xw[i].per, 0, 0)) < 0)
-				return SW_ENOMEM;
-		}
-		if (!block && !shared) {
+			B(lm_head, "weight", weight_dtype(c->s, GEN_WT_LM_HEAD), 2, cfg->vocab, cfg->dim, 0);
+		if ((rc = gp_model_extra(c, m)))
+			return rc;
+		if (!shared) {
 			const int wb[GEN_WT_LM_HEAD] = {m->wq, m->wk, m->wv, m->wo, m->w_gate,
 			                                m->w_up, m->w_down};
-			gen_plan_gguf_layers(p, c->s, wb);
+			gen_plan_gguf_layers(c->p, c->s, wb);
 		}
 	} else {
 		m->tok_embd = shared->tok_embd;
@@ -868,32 +811,25 @@ int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n
 		m->out_norm = shared->out_norm;
 		m->lm_head = shared->lm_head;
 		m->inv_freq = shared->inv_freq;
+		m->n_xw = shared->n_xw;
 		for (int i = 0; i < m->n_xw; i++)
 			m->xw[i] = shared->xw[i];
 	}
-	B(k_cache, "kv", wdt, 3, L, m->ctx_rows, kvd, 0);
-	B(v_cache, "kv", wdt, 3, L, m->ctx_rows, kvd, 0);
-#undef B
-#undef MDT
-	return 0;
+	return gp_model_cache(c, m);
 }
+#undef B
 
-int64_t max64(int64_t a, int64_t b)
+int64_t gp_max64(int64_t a, int64_t b)
 {
 	return a > b ? a : b;
 }
 
-/* The accept phase's fused verification (a block per unit and vocabulary
- * slice, the units a node each and for the tree methods a child-list entry
- * each; the last block walks) against q rows of buffer q_buf, vq entries
- * each (q = 0 beyond: a draft vocabulary prefix), one row per node or
- * (by_depth) per depth. */
 /* One cache's commit: the accepted path's K/V rows compacted in place in
  * every layer, its length word advanced by counts[1] (the path's nodes);
  * done_word: its word of kv_done (0 target, 1 draft). */
-void op_kv_commit(ctx *c, const model_ix *m, int done_word)
+void gp_op_kv_commit(ctx *c, const model_ix *m, int done_word)
 {
-	const gen_tree *t = &c->s->tree;
+	const rt_tree *t = &c->s->tree;
 	const act_ix *a = &c->a;
 	const rt_config *cfg = m->cfg;
 	const int64_t row_bytes = (int64_t)cfg->n_kv_heads * cfg->head_dim * c->dt16;
@@ -902,7 +838,7 @@ void op_kv_commit(ctx *c, const model_ix *m, int done_word)
 	int64_t threads = 2 * (int64_t)m->n_layers * (row_bytes / 16);
 	op_desc od = {.name = done_word ? "kv_commit_draft" : "kv_commit_target", .op = "kv_commit",
 	              .exec = GEN_EXEC_KERNEL,
-	              .kernel = kernel(c, "kv_commit", "kv_commit.cu.tmpl", prm, 5),
+	              .kernel = gp_kernel(c, "kv_commit", "kv_commit.cu.tmpl", prm, 5),
 	              .gx = (int)((threads + BLK_COMMIT - 1) / BLK_COMMIT), .block = BLK_COMMIT,
 	              .layers = m->tag, .n_args = 6,
 	              .args = {A(m->k_cache, 0), A(m->v_cache, 0), A(a->accept_path, 0),
@@ -912,13 +848,18 @@ void op_kv_commit(ctx *c, const model_ix *m, int done_word)
 	               * (the root's row moves onto itself: skipped by the loop
 	               * only on the host) */
 	              .bytes = 2.0 * 2 * m->n_layers * (t->depth_max + 1) * row_bytes};
-	emit(c, &od);
+	gp_emit(c, &od);
 }
 
-void op_accept(ctx *c, int q_buf, int vq, bool by_depth)
+/* The accept phase's fused verification (a block per unit and vocabulary
+ * slice, the units a node each and for the tree methods a child-list entry
+ * each; the last block walks) against q rows of buffer q_buf, vq entries
+ * each (q = 0 beyond: a draft vocabulary prefix), one row per node or
+ * (by_depth) per depth. */
+void gp_op_accept(ctx *c, int q_buf, int vq, bool by_depth)
 {
 	const gen_spec *s = c->s;
-	const gen_tree *t = &s->tree;
+	const rt_tree *t = &s->tree;
 	const rt_config *tc = &s->target.cfg;
 	const act_ix *a = &c->a;
 	const bool uses_q = s->verify_method != RT_VERIFY_GREEDY && s->verify_method != RT_VERIFY_ONEHOT;
@@ -937,7 +878,7 @@ void op_accept(ctx *c, int q_buf, int vq, bool by_depth)
 	              .args = {A(a->verify_scratch,
 	                         sw_verify_sync_word(t->n, tc->vocab, BLK_VERIFY, sl, vm) * 4)},
 	              .bytes = (double)sw_verify_sync_count(t->n) * 4};
-	emit(c, &tk);
+	gp_emit(c, &tk);
 	/* every unit's vocabulary work (kernels/verify_layout.h's traffic
 	 * model: node work, the tree methods' child-list work); the walk
 	 * reads the tables and one chunk */
@@ -947,8 +888,8 @@ void op_accept(ctx *c, int q_buf, int vq, bool by_depth)
 	const double V4 = (double)tc->vocab * 4;
 	op_desc od = {.name = "verify", .op = "verify",
 	              .exec = GEN_EXEC_KERNEL, .uri = uri,
-	              .kernel = kernel_x(c, "verify", "verify.cu.tmpl", prm, 9, GEN_PREFIX_PHILOX,
-	                                 false, NULL),
+	              .kernel = gp_kernel_x(c, "verify", "verify.cu.tmpl", prm, 9, GEN_PREFIX_PHILOX,
+	                                    false, NULL),
 	              .gx = (int)sw_verify_grid(t->n, sl, vm), .block = BLK_VERIFY, .n_args = 10,
 	              .args = {A(a->accept_path, 0), A(a->emitted, 0), A(a->counts, 0),
 	                       A(a->tree_table, 0), A(a->tree_tokens, 0), A(a->probs, 0),
@@ -957,381 +898,38 @@ void op_accept(ctx *c, int q_buf, int vq, bool by_depth)
 	              .bytes = traffic * V4 +
 	                       (double)sw_verify_grid(t->n, sl, vm) * (2 * BLK_VERIFY * 8.0 + 64),
 	              .flops = (uses_q ? 3.0 : 1.0) * traffic * tc->vocab};
-	emit(c, &od);
+	gp_emit(c, &od);
 }
 
-int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
+/* Opens phase c->ph; a plan with more phases than gen_plan holds fails
+ * (c->rc) and writes none past them. */
+void gp_phase_begin(ctx *c, const char *name, int rows)
 {
-	ctx c = {.p = p, .s = s, .dt16 = gen_dtype_size(s->dtype),
-	         .cast_mode = gen_dtype_act(s->dtype) == GEN_DTYPE_FP16 ? 1 : 0};
-	const gen_tree *t = &s->tree;
-	const rt_config *tc = &s->target.cfg;
-	const bool has_draft_model = s->draft_kind != GEN_DRAFT_NGRAM;
-	const bool is_block = s->draft_kind == GEN_DRAFT_BLOCK;
-	const rt_bd_config *bk = &s->block;
-	/* a block drafter over a mapped draft vocabulary (d2t): its q rows go
-	 * to the target's ids (q_target) before expansion and verification */
-	const bool mapped = is_block && bk->has_map;
-	model_ix tm, dm;
-	act_ix *a = &c.a;
-	int rc;
+	const int cap = (int)(sizeof(c->p->phases) / sizeof(c->p->phases[0]));
+	if (c->ph >= cap) { /* the plan is dropped: its last phase is scratch */
+		if (!c->rc)
+			c->rc = SW_ENOMEM;
+		c->ph = cap - 1;
+	}
+	gen_phase *P = &c->p->phases[c->ph];
+	snprintf(P->name, sizeof(P->name), "%s", name);
+	P->rows = rows;
+	P->first_op = c->p->n_ops;
+	P->gate_buf = -1;
+}
 
-	if (s->draft_kind == GEN_DRAFT_EAGLE3) /* gen/plan_eagle3.c */
-		return gen_plan_eagle3(s, p, err);
-	memset(p, 0, sizeof(*p));
-	p->spec = s;
-	if (s->draft_kind == GEN_DRAFT_MODEL) {
-		p->draft_cfg = s->draft.cfg;
-	} else if (s->draft_kind == GEN_DRAFT_LAYERSKIP) {
-		p->draft_cfg = *tc;
-		p->draft_cfg.n_layers = s->n_skip_layers;
-		p->draft_cfg.vocab = s->draft_vocab;
-	} else if (is_block) {
-		/* the drafter's layers at the target's width; vocab: the shared
-		 * embedding's rows (its head covers [0, Vd)) */
-		p->draft_cfg = *tc;
-		p->draft_cfg.n_layers = bk->n_layers;
-		p->draft_cfg.n_heads = bk->n_heads;
-		p->draft_cfg.n_kv_heads = bk->n_kv_heads;
-		p->draft_cfg.head_dim = bk->head_dim;
-		p->draft_cfg.ffn_dim = bk->ffn_dim;
-		p->draft_cfg.norm_eps = bk->norm_eps;
-		p->draft_cfg.rope_theta = bk->rope_theta;
-	}
-	const rt_config *dc = &p->draft_cfg;
-	const int BB = is_block ? bk->block : 0; /* drafter block rows */
+/* The open phase runs only when int32 word `word` of buffer buf is nonzero
+ * (a conditional graph node). */
+void gp_phase_gate(ctx *c, int buf, int word)
+{
+	c->p->phases[c->ph].gate_buf = buf;
+	c->p->phases[c->ph].gate_word = word;
+}
 
-	/* weights and caches */
-	if ((rc = model_bufs(&c, &tm, "target", tc, tc->n_layers, true, NULL)))
-		goto out_nomem;
-	tm.vocab_out = tc->vocab;
-	if (has_draft_model) {
-		bool own = s->draft_kind == GEN_DRAFT_MODEL;
-		if ((rc = model_bufs(&c, &dm, "draft", own || is_block ? dc : tc, dc->n_layers, own, &tm)))
-			goto out_nomem;
-		dm.cfg = dc;
-		dm.vocab_out = s->draft_vocab;
-	}
-
-	/* activations, sized for the widest model and the most rows */
-	int64_t rows = max64(max64(s->prefill_chunk, t->n), BB);
-	int64_t D = tc->dim, F = tc->ffn_dim, QD = (int64_t)tc->n_heads * tc->head_dim,
-	        KVD = (int64_t)tc->n_kv_heads * tc->head_dim;
-	if (has_draft_model) {
-		D = max64(D, dc->dim);
-		F = max64(F, dc->ffn_dim);
-		QD = max64(QD, (int64_t)dc->n_heads * dc->head_dim);
-		KVD = max64(KVD, (int64_t)dc->n_kv_heads * dc->head_dim);
-	}
-	const char *wdt = gen_dtype_name(gen_dtype_act(s->dtype));
-#define ACT(field, kind, dt, rank, d0, d1)                                                   \
-	do {                                                                                 \
-		if ((a->field = add_buf(p, #field, kind, dt, rank, d0, d1, 0, 0)) < 0)       \
-			goto out_nomem;                                                      \
-	} while (0)
-	ACT(h, "activation", "f32", 2, rows, D);
-	ACT(delta, "activation", "f32", 2, rows, D);
-	ACT(xn, "activation", "f32", 2, rows, D);
-	ACT(x16, "activation", wdt, 2, rows,
-	    max64(max64(D, max64(F, QD)), is_block ? (int64_t)bk->n_taps * D : 0));
-	ACT(q, "activation", "f32", 2, rows, QD);
-	ACT(q16, "activation", wdt, 2, rows, QD);
-	ACT(k, "activation", "f32", 2, rows, KVD);
-	ACT(v, "activation", "f32", 2, rows, KVD);
-	ACT(attn, "activation", wdt, 2, rows, QD);
-	{
-		/* tree attention partials: the largest (splits x T x heads) of the
-		 * prefill chunk, the verify tree and each draft level */
-		int64_t po = 0, pm = 0;
-		for (int mi = 0; mi < (has_draft_model ? 2 : 1); mi++) {
-			const rt_config *cf = mi ? dc : tc;
-			attn_shape shs[GEN_TREE_MAX_DEPTH + 2];
-			int ns = 0;
-			const int mc = mi ? dm.ctx_rows : tm.ctx_rows;
-			if (mi && is_block) {
-				shs[ns++] = attn_choose(cf, BB, BB, s, c.dt16, true, mc);
-			} else {
-				shs[ns++] = attn_choose(cf, s->prefill_chunk, s->prefill_chunk, s, c.dt16,
-				                        false, mc);
-			}
-			if (!mi)
-				shs[ns++] = attn_choose(cf, t->n, t->n, s, c.dt16, true, mc);
-			for (int d = 0; mi && !is_block && d < t->depth_max; d++)
-				shs[ns++] = attn_choose(cf, t->level_start[d + 1] - t->level_start[d],
-				                        t->level_start[d + 1], s, c.dt16, true, mc);
-			for (int i = 0; i < ns; i++) {
-				int64_t rows_h = (int64_t)(shs[i].ctx_splits + shs[i].blk_splits) *
-				                 shs[i].T * cf->n_heads;
-				po = max64(po, rows_h * cf->head_dim);
-				pm = max64(pm, rows_h * 2);
-			}
-		}
-		ACT(part_o, "activation", "f32", 1, po, 0);
-		ACT(part_ml, "activation", "f32", 1, pm, 0);
-	}
-	ACT(gate, "activation", "f32", 2, rows, F);
-	ACT(up, "activation", "f32", 2, rows, F);
-	ACT(pos, "activation", "i32", 1, rows, 0);
-	ACT(tokens, "activation", "i32", 1, s->prefill_chunk, 0);
-	ACT(logits, "activation", "f32", 2, t->n, tc->vocab);
-	ACT(probs, "activation", "f32", 2, t->n, tc->vocab);
-	if (has_draft_model) {
-		/* a block drafter: row j = position anchor + 1 + j (q by depth) */
-		ACT(draft_logits, "activation", "f32", 2, is_block ? BB : t->n, s->draft_vocab);
-		ACT(draft_probs, "activation", "f32", 2, is_block ? BB : t->n, s->draft_vocab);
-	}
-	if (is_block) {
-		/* the tapped target layers' outputs of every row, concatenated;
-		 * the block's tokens (word B: the last position unmasked by an
-		 * earlier pass, block_unmask) and positions */
-		ACT(taps, "activation", "f32", 2, rows, (int64_t)bk->n_taps * tc->dim);
-		ACT(blk_tok, "state", "i32", 1, BB + 1, 0);
-		ACT(blk_pos, "state", "i32", 1, BB, 0);
-		/* a mapped draft vocabulary: q of each depth over the target's ids */
-		if (bk->has_map)
-			ACT(q_tgt, "activation", "f32", 2, t->depth_max, tc->vocab);
-	}
-	ACT(tree_tokens, "state", "i32", 1, t->n, 0);
-	/* the tree for expansion and verification: parent, n_children,
-	 * child_start, child_list, depth (5 x nodes), shapes.tree in engine.json;
-	 * the runtime uploads it once */
-	ACT(tree_table, "const", "i32", 2, 5, t->n);
-	ACT(accept_path, "state", "i32", 1, t->n, 0);
-	ACT(emitted, "state", "i32", 1, t->n, 0);
-	ACT(counts, "state", "i32", 1, 5, 0);
-	ACT(verify_scratch, "activation", "f32", 1,
-	    sw_verify_scratch_words(t->n, tc->vocab, BLK_VERIFY,
-	                            sw_verify_slices(t->n, tc->vocab, BLK_VERIFY, s->verify_method),
-	                            s->verify_method), 0);
-	ACT(kv_done, "state", "i32", 1, 2, 0);
-	ACT(iter, "state", "i32", 1, 1, 0);
-	ACT(state, "state", "i32", 1, RT_ST_WORDS + RING, 0);
-	/* per-request sampling values the graph reads (engine_state.h) */
-	ACT(sampling, "state", "i32", 1, RT_SP_WORDS, 0);
-	ACT(err, "state", "i32", 1, 1, 0);
-	if (!has_draft_model)
-		ACT(ngram_hist, "state", "i32", 1, s->max_context, 0);
-	/* the n-gram pick's length and end; the controller's per-request words
-	 * and its cost table (gen/plan_ctrl.h) */
-	int ngram_info = -1, ctrl = -1, ctrl_cost = -1;
-	if (s->draft_kind == GEN_DRAFT_NGRAM &&
-	    (ngram_info = add_buf(p, "ngram_info", "state", "i32", 1, 2, 0, 0, 0)) < 0)
-		goto out_nomem;
-	if (s->ctrl.on &&
-	    ((ctrl = add_buf(p, "ctrl", "state", "i32", 1,
-	                     gen_ctrl_words(t->n - 1, s->ngram_min, s->ngram_max, s->ctrl.head), 0, 0, 0)) < 0 ||
-	     (ctrl_cost = add_buf(p, "ctrl_cost", "state", "i32", 1, t->n, 0, 0, 0)) < 0))
-		goto out_nomem;
-	int adapt_go = -1, adapt_cum = -1;
-	if (s->adaptive) {
-		/* adapt_go[d]: draft level d + 1 runs; adapt_cum: the running
-		 * product of predicted acceptances */
-		if ((adapt_go = add_buf(p, "adapt_go", "state", "i32", 1, t->depth_max, 0, 0, 0)) < 0 ||
-		    (adapt_cum = add_buf(p, "adapt_cum", "state", "f32", 1, 1, 0, 0, 0)) < 0)
-			goto out_nomem;
-	}
-#undef ACT
-
-	/* phase: prefill chunk (target, then the draft's cache) */
-	int ph = 0;
-#define PHASE(nm, r)                                                                         \
-	do {                                                                                 \
-		snprintf(p->phases[ph].name, sizeof(p->phases[ph].name), "%s", nm);          \
-		p->phases[ph].rows = (r);                                                    \
-		p->phases[ph].first_op = p->n_ops;                                           \
-		p->phases[ph].gate_buf = -1;                                                 \
-	} while (0)
-#define PHASE_END() (p->phases[ph].n_ops = p->n_ops - p->phases[ph].first_op, ph++)
-	/* The prompt's LAST token is not prefilled: it is the first iteration's
-	 * root, so prefill needs no logits and a partial last chunk only pads
-	 * rows after the real ones (their K/V land past the length and are
-	 * overwritten later). */
-	PHASE("prefill", s->prefill_chunk);
-	if (is_block) {
-		/* the target's forward taps its features; the drafter's context K/V
-		 * of the chunk's positions are fused from them */
-		const fwd_opt o = {.mode = FWD_PREFILL, .rows = s->prefill_chunk, .logits_buf = a->logits,
-		                   .layers = "target", .n_taps = bk->n_taps, .taps = bk->taps};
-		forward_ex(&c, &tm, &o);
-		block_fuse(&c, &dm, bk, s->prefill_chunk);
-	} else {
-		forward(&c, &tm, FWD_PREFILL, s->prefill_chunk, 0, 0, a->logits, 0, "target");
-		if (has_draft_model)
-			forward(&c, &dm, FWD_PREFILL, s->prefill_chunk, 0, 0, a->draft_logits, 0, "draft");
-	}
-	PHASE_END();
-
-	/* phases: draft levels. The engine serves a verification family, not
-	 * one temperature (the sampling values are run-time words): greedy
-	 * verification drafts by top-k (T = 0 only); RRS, RRSW and SpecHub
-	 * draw the children by their own rule at every temperature (exact
-	 * only so); one-hot verification is exact for any independent drafts,
-	 * so a spec at temperature 0 keeps top-k drafting for it, as the host
-	 * decoder (tree_spec.c) does. */
-	const bool sampled_rule = s->verify_method == RT_VERIFY_RRS ||
-	                          s->verify_method == RT_VERIFY_RRSW ||
-	                          s->verify_method == RT_VERIFY_SPECHUB;
-	const int rule = sampled_rule || s->temperature > 0.0f ? s->expand_rule : RT_EXPAND_TOPK;
-	if (is_block) {
-		/* one phase: S drafter passes over the block (the anchor and B - 1
-		 * [MASK] rows; S > 1 unmasks between passes, the last pass's rows
-		 * are the fixed Z), then every level's expansion from q row
-		 * depth(u) (Q_BY_DEPTH): no catch-up, the drafter's context is
-		 * fused from the target's own forwards */
-		const int S = s->block_steps, Vd = s->draft_vocab;
-		PHASE("draft_block", BB);
-		op_step(&c, "tree_prep", 0, false);
-		for (int i = 0; i < S; i++) {
-			const fwd_opt o = {.mode = FWD_BLOCK, .rows = BB, .lm_rows = BB,
-			                   .logits_buf = a->draft_logits, .layers = "draft", .first = i == 0,
-			                   .mask_kind = bk->block_attn == RT_BD_CAUSAL ? GEN_MASK_BLOCK_CAUSAL
-			                                                             : GEN_MASK_BLOCK_BIDIR};
-			forward_ex(&c, &dm, &o);
-			/* q over [0, Vd): one pass (S = 1) at the draft temperature, as
-			 * tree drafting does (rt_generate_tree_block); S > 1 at the
-			 * request's own temperature, top-k and top-p, as the chain
-			 * drafter does (block_decode.c): at T = 0 every row is one-hot
-			 * at its argmax, so block_unmask's draws are the argmax */
-			op_logits(&c, "draft_probs", Vd, BB, A(a->draft_probs, 0), A(a->draft_logits, 0),
-			          A(a->sampling, 4 * (S > 1 ? RT_SP_TEMP : RT_SP_DRAFT)));
-			if (S > 1) {
-				gen_param prm[] = {PNAME, PI("B", BB), PI("VD", Vd), PI("PASS", i), PI("STEPS", S),
-				                   PI("FINAL", i == S - 1), PI("MAPPED", mapped),
-				                   PI("BLOCK", BLK_UNMASK)};
-				op_desc od = {.name = "block_unmask", .op = "block_unmask", .exec = GEN_EXEC_KERNEL,
-				              .kernel = kernel_x(&c, "block_unmask", "block_unmask.cu.tmpl", prm, 8,
-				                                 GEN_PREFIX_PHILOX, false, NULL),
-				              .gx = BB, .block = BLK_UNMASK, .n_args = 5,
-				              .args = {A(a->blk_tok, 0), A(a->draft_probs, 0),
-				                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0),
-				                       A(mapped ? dm.d2t : a->tree_table, 0)},
-				              .bytes = (double)BB * Vd * 4 * (i == S - 1 ? 2 : 1) + BB * 8.0,
-				              .flops = (double)BB * Vd * 2};
-				emit(&c, &od);
-			}
-		}
-		if (mapped) { /* q of depths 0..D-1 over the target's ids */
-			gen_param qp[] = {PNAME, PI("DEPTHS", t->depth_max), PI("VD", Vd), PI("V", tc->vocab),
-			                  PI("BLOCK", BLK_QTGT)};
-			op_desc qd = {.name = "q_target", .op = "q_target", .exec = GEN_EXEC_KERNEL,
-			              .kernel = kernel(&c, "q_target", "q_target.cu.tmpl", qp, 5),
-			              .gx = (tc->vocab + BLK_QTGT - 1) / BLK_QTGT, .gy = t->depth_max,
-			              .block = BLK_QTGT, .n_args = 3,
-			              .args = {A(a->q_tgt, 0), A(a->draft_probs, 0), A(dm.t2d, 0)},
-			              .bytes = (double)t->depth_max * (tc->vocab + Vd) * 4 + tc->vocab * 4.0,
-			              .flops = 0};
-			emit(&c, &qd);
-		}
-		for (int d = 0; d < t->depth_max; d++)
-			op_expand(&c, d, mapped ? tc->vocab : Vd, rule, true, mapped ? a->q_tgt : a->draft_probs, -1);
-		PHASE_END();
-	} else if (has_draft_model) {
-		/* catch-up: the draft never forwards a depth-D leaf, so the last
-		 * committed token is re-forwarded at position TLEN-1 each iteration
-		 * (its K/V rewritten in place when the draft already had it): one
-		 * fixed-shape row instead of a data-dependent branch. */
-		PHASE("draft_catchup", 1);
-		op_step(&c, "catchup_prep", 1, false);
-		forward(&c, &dm, FWD_PREFILL, 1, 0, 0, a->draft_logits, 0, "draft");
-		PHASE_END();
-		for (int d = 0; d < t->depth_max; d++) {
-			char nm[32];
-			int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
-			snprintf(nm, sizeof(nm), "draft_%d", d);
-			PHASE(nm, nd);
-			if (s->adaptive && d > 0) { /* SpecDec++: a conditional region */
-				p->phases[ph].gate_buf = adapt_go;
-				p->phases[ph].gate_word = d - 1;
-			}
-			if (d == 0) /* root token, node positions, draft length */
-				op_step(&c, "tree_prep", 0, false);
-			forward(&c, &dm, FWD_TREE, nd, l0, nd, a->draft_logits,
-			        (int64_t)l0 * s->draft_vocab * 4, "draft");
-			/* q: the draft's distribution the children are drawn from and the
-			 * verifier divides by, softmax(z / T) without top-k/top-p (full
-			 * support: tree_spec.c's rt_probs call); its temperature is the
-			 * sampling buffer's draft block (the runtime writes the request's
-			 * T, or a positive one for greedy requests: engine.c) */
-			op_logits(&c, "draft_probs", s->draft_vocab, nd,
-			          A(a->draft_probs, (int64_t)l0 * s->draft_vocab * 4),
-			          A(a->draft_logits, (int64_t)l0 * s->draft_vocab * 4),
-			          A(a->sampling, 4 * RT_SP_DRAFT));
-			op_expand(&c, d, s->draft_vocab, rule, false, a->draft_probs, -1);
-			if (s->adaptive && d + 1 < t->depth_max) {
-				/* decide whether level d + 1 runs; marks undrafted nodes -1 */
-				gen_param ap[] = {PNAME, PI("LEVEL", d), PI("N_NODES", t->n),
-				                  PI("DEPTH", t->depth_max), PI("V", s->draft_vocab),
-				                  PI("MIN_STEPS", s->adapt_min), PI("MAX_STEPS", s->adapt_max),
-				                  PF("H", s->adapt_h), PI("BLOCK", BLK_STEP)};
-				op_desc ad = {.name = "adapt", .op = "adapt", .exec = GEN_EXEC_KERNEL,
-				              .kernel = kernel(&c, "adapt", "adapt.cu.tmpl", ap, 9), .gx = 1,
-				              .block = BLK_STEP, .n_args = 5,
-				              .args = {A(adapt_go, 0), A(adapt_cum, 0), A(a->tree_tokens, 0),
-				                       A(a->draft_probs, 0), A(a->tree_table, 0)},
-				              .bytes = (double)s->draft_vocab * 4 + t->n * 4.0, .flops = 0};
-				emit(&c, &ad);
-			}
-			PHASE_END();
-		}
-	} else {
-		PHASE("draft_ngram", t->n - 1);
-		op_step(&c, "tree_prep", 0, false);
-		op_ngram_draft(&c, ngram_info, ctrl, ctrl_cost);
-		PHASE_END();
-	}
-
-	/* phase: verify (target forward over the whole tree) */
-	PHASE("verify", t->n);
-	if (is_block) {
-		/* every node's features; fused into the drafter's cache at len + u
-		 * (kv_commit keeps the accepted path's, rejected nodes leave none) */
-		const fwd_opt o = {.mode = FWD_TREE, .rows = t->n, .lm_rows = t->n, .logits_buf = a->logits,
-		                   .layers = "target", .n_taps = bk->n_taps, .taps = bk->taps};
-		forward_ex(&c, &tm, &o);
-	} else {
-		forward(&c, &tm, FWD_TREE, t->n, 0, t->n, a->logits, 0, "target");
-	}
-	op_logits(&c, "target_probs", tc->vocab, t->n, A(a->probs, 0), A(a->logits, 0),
-	          A(a->sampling, 4 * RT_SP_TEMP));
-	if (is_block)
-		block_fuse(&c, &dm, bk, t->n);
-	PHASE_END();
-
-	/* phase: accept (fused verification: a block per unit and vocabulary
-	 * slice, the units a node each and for the tree methods a child-list
-	 * entry each; the last block walks) */
-	PHASE("accept", t->n);
-	/* a draft head over the first VQ ids (layerskip "@V", or a draft model
-	 * whose vocabulary is a prefix of the target's): q rows of VQ entries,
-	 * q = 0 beyond; Q_BY_DEPTH: a block drafter's q is one row per depth */
-	op_accept(&c, mapped ? a->q_tgt : has_draft_model ? a->draft_probs : a->probs,
-	          has_draft_model && !mapped ? s->draft_vocab : tc->vocab, is_block);
-	/* ring, stop conditions, next root; zeroes the commit count once stopped */
-	op_step(&c, "iter_end", 2, !has_draft_model);
-	PHASE_END();
-
-	/* phase: commit (accepted path's K/V compacted in place in each cache,
-	 * lengths advanced by counts[1] = path nodes) */
-	PHASE("commit", t->depth_max + 1);
-	op_kv_commit(&c, &tm, 0);
-	if (has_draft_model)
-		op_kv_commit(&c, &dm, 1);
-	PHASE_END();
-	p->n_phases = ph;
-	/* in every engine, launched by no op: --random-weights fills the weight
-	 * buffers with it (runtime/engine/random_weights.c) */
-	{
-		gen_param prm[] = {PNAME, PI("BLOCK", 256)};
-		kernel_x(&c, "fill_random", "fill_random.cu.tmpl", prm, 2, GEN_PREFIX_PHILOX, false, NULL);
-	}
-#undef PHASE
-#undef PHASE_END
-	if (c.rc)
-		goto out_nomem;
-	return 0;
-out_nomem:
-	gen_plan_free(p);
-	return sw_errf(err, SW_ENOMEM, "%s: out of memory planning", s->file);
+void gp_phase_end(ctx *c)
+{
+	gen_phase *P = &c->p->phases[c->ph++];
+	P->n_ops = c->p->n_ops - P->first_op;
 }
 
 void gen_plan_free(gen_plan *p)
@@ -1403,7 +1001,7 @@ static void write_params(FILE *f, const gen_kernel *k)
 
 /* A model's source in the spec echo: "shape": true, or its path and (when
  * the build bound it) its weights digest. */
-static void write_src(FILE *f, bool from_shape, const char *path, const char *digest)
+void gp_write_src(FILE *f, bool from_shape, const char *path, const char *digest)
 {
 	if (from_shape) {
 		fprintf(f, "\"shape\": true");
@@ -1420,44 +1018,20 @@ static void write_src(FILE *f, bool from_shape, const char *path, const char *di
 int gen_plan_write_json(const gen_plan *p, FILE *f)
 {
 	const gen_spec *s = p->spec;
-	const gen_tree *t = &s->tree;
+	const gen_drafter *dr = p->drafter;
+	const rt_tree *t = &s->tree;
 
 	fprintf(f, "{\n  \"format\": \"specwright-engine/1\",\n  \"generated\": \"by specwright "
 	        "build; do not edit\",\n  \"spec\": {\n    \"name\": ");
 	jstr(f, s->name);
 	fprintf(f, ",\n    \"target\": ");
 	fputc('{', f);
-	write_src(f, s->target.from_shape, s->target.path, p->target_digest);
+	gp_write_src(f, s->target.from_shape, s->target.path, p->target_digest);
 	fputc('}', f);
 	fprintf(f, ",\n    \"draft\": {\"method\": ");
 	jstr(f, s->draft_method);
-	if (s->draft_kind == GEN_DRAFT_BLOCK) {
-		/* the drafter's baked-in config (B, S, taps, pattern, Vd) */
-		const rt_bd_config *bk = &s->block;
-		fprintf(f, ", ");
-		write_src(f, s->draft.from_shape, s->draft.path, p->draft_digest);
-		fprintf(f, ", \"block\": %d, \"steps\": %d, \"taps\": [", bk->block, s->block_steps);
-		for (int i = 0; i < bk->n_taps; i++)
-			fprintf(f, "%s%d", i ? ", " : "", bk->taps[i]);
-		fprintf(f, "], \"block_attention\": \"%s\", \"vocab\": %d",
-		        bk->block_attn == RT_BD_CAUSAL ? "causal" : "bidirectional", bk->draft_vocab);
-	}
-	if (s->draft_kind == GEN_DRAFT_MODEL || s->draft_kind == GEN_DRAFT_EAGLE3) {
-		fprintf(f, ", ");
-		write_src(f, s->draft.from_shape, s->draft.path, p->draft_digest);
-	}
-	if (s->draft_kind == GEN_DRAFT_EAGLE3) /* the head's taps and Vd (gen/plan_eagle3.c) */
-		fprintf(f, ", \"taps\": [%d, %d, %d], \"vocab\": %d", s->eagle3.taps[0],
-		        s->eagle3.taps[1], s->eagle3.taps[2], s->eagle3.draft_vocab);
-	if (s->e3_ngram) /* n-gram first, the head's levels where it drafts none */
-		fprintf(f, ", \"ngram\": \"%d:%d\", \"levels\": %d", s->ngram_min, s->ngram_max,
-		        s->e3_levels);
-	if (s->draft_kind == GEN_DRAFT_LAYERSKIP) {
-		fprintf(f, ", \"layers\": [");
-		for (int i = 0; i < s->n_skip_layers; i++)
-			fprintf(f, "%s%d", i ? ", " : "", s->skip_layers[i]);
-		fprintf(f, "], \"vocab\": %d", s->draft_vocab);
-	}
+	if (dr && dr->echo)
+		dr->echo(p, f);
 	fprintf(f, "},\n    \"tree\": ");
 	jstr(f, s->tree_spec);
 	fprintf(f, ",\n    \"verify\": {\"method\": \"%s\", \"expand\": \"%s\"},\n",
@@ -1484,7 +1058,7 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 	fprintf(f, "  \"shapes\": {\n    \"target\": ");
 	write_cfg(f, &s->target.cfg, "    ");
 	fprintf(f, ",\n    \"draft\": ");
-	if (s->draft_kind == GEN_DRAFT_NGRAM)
+	if (!dr || !dr->shapes)
 		fprintf(f, "null");
 	else
 		write_cfg(f, &p->draft_cfg, "    ");

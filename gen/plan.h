@@ -106,12 +106,14 @@ typedef struct gen_phase {
 
 typedef struct gen_plan {
 	const gen_spec *spec;   /* borrowed: must outlive the plan */
+	const struct gen_drafter *drafter; /* the spec's drafter (gen/drafter.h) */
 	rt_config draft_cfg;    /* the draft's forward shapes (layerskip: target's, fewer layers) */
 	int n_bufs, n_ops, n_kernels, n_phases;
 	gen_buf *bufs;
 	gen_op *ops;
 	gen_kernel *kernels;
-	gen_phase phases[GEN_TREE_MAX_DEPTH + 8];
+	gen_phase phases[RT_TREE_MAX_DEPTH + 8]; /* prefill, the drafter's few, one a level,
+	                                         * verify, accept, commit */
 	int64_t arena_bytes;
 	int cap_bufs, cap_ops, cap_kernels;
 	/* the weights the engine was built for (core/digest.h), "" when built
@@ -121,7 +123,7 @@ typedef struct gen_plan {
 
 int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err);
 
-/* gguf_a8 with an EAGLE-3 head (gen/plan_eagle3.c): the head's GEMM weights
+/* gguf_a8 with an EAGLE-3 head (gen/drafter_eagle3.c): the head's GEMM weights
  * are Q8_0 blocks of 32 along k, so fc's k (3 x the target's width), its
  * layer's (2 x dim for q/k/v, n_heads x head_dim for o, dim for gate/up and
  * the LM head, ffn_dim for down) must be whole blocks. 0, or SW_EINVAL at
@@ -140,7 +142,7 @@ int gen_plan_find_buf(const gen_plan *p, const char *name);
 
 /* Rows N_BLK-T .. N_BLK-1 of the tree's ancestor mask over columns 0 .. N_BLK-1,
  * (N_BLK + 63) / 64 words per row: the table a tree attention kernel reads. */
-void gen_plan_attn_mask(const gen_tree *t, int T, int n_blk, uint64_t *rows);
+void gen_plan_attn_mask(const rt_tree *t, int T, int n_blk, uint64_t *rows);
 /* The table kernel k reads: gen_plan_attn_mask of the spec's tree, or the
  * block visibility of its mask_kind. */
 void gen_plan_kernel_mask(const gen_plan *p, const gen_kernel *k, int T, int n_blk, uint64_t *rows);

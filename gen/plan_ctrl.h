@@ -33,7 +33,7 @@
 
 #include "core/err.h"
 #include "core/json.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "render.h"
 
 enum gen_ctrl_cost { GEN_CTRL_COST_MEASURE = 0, GEN_CTRL_COST_FLAT, GEN_CTRL_COST_TABLE };
@@ -45,7 +45,7 @@ typedef struct gen_ctrl {
 	int head;                               /* an EAGLE-3 head's levels behind the lookup
 	                                         * (one more class), else 0 */
 	int cost_kind;                          /* enum gen_ctrl_cost */
-	double cost[2 * GEN_TREE_MAX_DEPTH + 1]; /* GEN_CTRL_COST_TABLE: depth + 1 + head
+	double cost[2 * RT_TREE_MAX_DEPTH + 1]; /* GEN_CTRL_COST_TABLE: depth + 1 + head
 	                                          * entries */
 } gen_ctrl;
 

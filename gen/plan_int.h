@@ -1,9 +1,9 @@
-/* What the planner's files share (gen/plan.c and the drafter planners
- * beside it, gen/plan_eagle3.c): the plan's model and activation indices,
- * the op descriptor, the planning context, the forward options, and the op
- * helpers plan.c defines (each renamed gp_* by the macros below, so the
- * shared names stay out of the library's global namespace). Internal to
- * gen/plan*.c; the interface is gen/plan.h. */
+/* What the planner's files share (gen/plan.c, the op helpers; plan_build.c,
+ * the phase skeleton; the drafters, gen/drafter_*.c): the plan's model and
+ * activation indices, the op descriptor, the planning context, the forward
+ * options, and the helpers plan.c defines (gp_*: the planner's prefix, out
+ * of the library's other names). Internal to gen/plan*.c and
+ * gen/drafter*.c; the interface is gen/plan.h, the drafters' drafter.h. */
 #ifndef GEN_PLAN_INT_H
 #define GEN_PLAN_INT_H
 
@@ -19,12 +19,10 @@ enum { BLK_EMB = 128, BLK_RMS = 256, BLK_ROPE = 128, BLK_SWIGLU = 256, BLK_ARGMA
 /* The hot kernels' block sizes: the ones their tests compile without spills
  * (test_kern_logits_process, _tree_expand, _verify, _kv_commit, _tree_attention). */
 enum { BLK_LOGITS = 256, BLK_EXPAND = 256, BLK_VERIFY = 256, BLK_COMMIT = 128 };
-/* The engine's own small kernels (test_kern_kv_store, _step, _ngram_lookup). */
-enum { BLK_KVSTORE = 128, BLK_STEP = 64, BLK_NGRAM = 128, RING = 256 };
-/* The draft-length controller (test_kern_draft_ctrl). */
-enum { BLK_CTRL = 32 };
-/* The block drafter's kernels (test_kern_feature_tap, _block_embed, _block_unmask). */
-enum { BLK_TAP = 128, BLK_UNMASK = 256, BLK_QTGT = 256 };
+/* The engine's own small kernels (test_kern_kv_store, _step). */
+enum { BLK_KVSTORE = 128, BLK_STEP = 64, RING = 256 };
+/* The target's feature taps and q over its ids (test_kern_feature_tap, _q_target). */
+enum { BLK_TAP = 128, BLK_QTGT = 256 };
 
 typedef struct model_ix {
 	const char *tag;     /* "target" / "draft" */
@@ -34,7 +32,7 @@ typedef struct model_ix {
 	int embd_rows;       /* rows of tok_embd (a layer-skip draft reads the target's) */
 	int tok_embd, attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down, out_norm, lm_head;
 	int k_cache, v_cache, inv_freq;
-	int mask_embd, fc, fc_norm; /* a block drafter's own weights, else -1 */
+	int mask_embd, fc, fc_norm; /* a drafter's own input weights (block, EAGLE-3), else -1 */
 	int d2t, t2d;        /* a mapped draft vocabulary (i32: draft id -> target id, target
 	                      * id -> draft id or -1), else -1 */
 	int len_word;        /* state[len_word]: this cache's length (target 0, draft 1) */
@@ -45,11 +43,16 @@ typedef struct model_ix {
 	gen_arch_block blk;   /* the rest of the family's block (arch.h) */
 } model_ix;
 
+/* The buffers every engine has, and the few that several drafters share
+ * (-1 where absent: ngram_hist .. ctrl_cost, q_tgt, taps). */
 typedef struct act_ix {
 	int h, delta, xn, x16, q, q16, k, v, attn, part_o, part_ml, gate, up, pos, tokens,
-	    tree_tokens, tree_table, logits, probs, draft_logits, draft_probs, state, iter, err,
-	    accept_path, emitted, counts, verify_scratch, kv_done, ngram_hist, sampling,
-	    taps, blk_tok, blk_pos, q_tgt;
+	    tree_tokens, tree_table, logits, probs, state, iter, err, accept_path, emitted, counts,
+	    verify_scratch, kv_done, sampling;
+	int draft_logits, draft_probs; /* a learned drafter's logits and q (rows: its own) */
+	int taps;            /* the target's tapped layer outputs, concatenated per row */
+	int q_tgt;           /* q over the target's ids (a mapped draft vocabulary) */
+	int ngram_hist, ngram_info, ctrl, ctrl_cost; /* the n-gram lookup and its controller */
 } act_ix;
 
 /* Tree attention launch shape: the one of least projected _part + _merge
@@ -92,16 +95,22 @@ typedef struct ctx {
 	act_ix a;
 	int dt16;       /* bytes of the 16-bit dtype */
 	int cast_mode;  /* cast template MODE for f32 -> dtype */
+	int rule;       /* the expansion rule the engine drafts with (enum rt_expand_rule) */
 	int layer0;     /* the first layer of the per-layer ops being emitted */
 	int window;     /* their attention's sliding window (WINDOW), 0: none */
+	int64_t rows;   /* the activations' rows (the prefill chunk, the tree, a drafter's) */
+	int ph;         /* the phase being planned (gp_phase_begin) */
+	void *draft;    /* the drafter's own indices (gen_drafter.state_bytes, zeroed) */
 	int rc;
+	char why[256];   /* what rc = SW_EINVAL refused (gp_emit) */
 } ctx;
 
 enum fwd_mode { FWD_PREFILL, FWD_TREE, FWD_BLOCK };
 
 /* One forward's shape: FWD_PREFILL a causal chunk, FWD_TREE the staged tree
- * levels under the ancestor mask, FWD_BLOCK a block drafter's pass (its B
- * rows from block_embed, positions blk_pos, the block visibility table). */
+ * levels under the ancestor mask, FWD_BLOCK a drafter's block of rows (a
+ * block drafter's pass): its own input op (embed), positions (pos_buf) and
+ * visibility table (mask_kind). */
 typedef struct fwd_opt {
 	int mode;
 	int64_t rows, row0;
@@ -111,60 +120,59 @@ typedef struct fwd_opt {
 	const char *layers;
 	int n_taps;           /* the outputs of layers taps[] go to slots of a->taps */
 	const int *taps;
-	int first;            /* FWD_BLOCK: block_embed FIRST */
+	void (*embed)(ctx *c, const model_ix *m, const struct fwd_opt *o); /* FWD_BLOCK */
+	int pos_buf;          /* FWD_BLOCK: the rows' positions */
 	int mask_kind;        /* FWD_BLOCK: GEN_MASK_BLOCK_* */
 } fwd_opt;
 
-#define attn_choose(...) gp_attn_choose(__VA_ARGS__)
-#define add_buf(...) gp_add_buf(__VA_ARGS__)
-#define kernel_x(...) gp_kernel_x(__VA_ARGS__)
-#define kernel(...) gp_kernel(__VA_ARGS__)
-#define emit(...) gp_emit(__VA_ARGS__)
-#define op_cast(...) gp_op_cast(__VA_ARGS__)
-#define op_gemm(...) gp_op_gemm(__VA_ARGS__)
-#define op_rmsnorm(...) gp_op_rmsnorm(__VA_ARGS__)
-#define op_attention(...) gp_op_attention(__VA_ARGS__)
-#define op_logits(...) gp_op_logits(__VA_ARGS__)
-#define op_expand(...) gp_op_expand(__VA_ARGS__)
-#define op_step(...) gp_op_step(__VA_ARGS__)
-#define forward_ex(...) gp_forward_ex(__VA_ARGS__)
-#define model_bufs(...) gp_model_bufs(__VA_ARGS__)
-#define max64(...) gp_max64(__VA_ARGS__)
-#define op_accept(...) gp_op_accept(__VA_ARGS__)
-#define op_kv_commit(...) gp_op_kv_commit(__VA_ARGS__)
-#define op_ngram_draft(...) gp_op_ngram_draft(__VA_ARGS__)
+/* What the drafter adds to the activations' extents (gen_drafter.extents):
+ * more rows than the prefill chunk and the tree, a wider 16-bit GEMM input,
+ * and its attention shapes' fp32 partials (gp_attn_partials). */
+typedef struct gp_extents {
+	int64_t rows, x16, part_o, part_ml;
+} gp_extents;
 
 /* plan.c: see each definition's comment */
-attn_shape attn_choose(const rt_config *cfg, int T, int n_blk, const gen_spec *s, int elt,
-                       bool masked, int max_ctx);
-int add_buf(gen_plan *p, const char *name, const char *kind, const char *dt, int rank,
-            int64_t d0, int64_t d1, int64_t d2, int64_t d3);
-int kernel_x(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np, int prefix,
-             bool two, const char *tree_id);
-int kernel(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np);
-void emit(ctx *c, const op_desc *d);
-void op_cast(ctx *c, const char *name, int64_t rows, int64_t width, gen_arg dst, gen_arg src,
-             int repeat, const char *layers);
-void op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg out, gen_arg a,
-             gen_arg w, int repeat, const char *layers);
-void op_rmsnorm(ctx *c, const char *name, const rt_config *cfg, int64_t rows, gen_arg w,
+attn_shape gp_attn_choose(const rt_config *cfg, int T, int n_blk, const gen_spec *s, int elt,
+                          bool masked, int max_ctx);
+void gp_attn_partials(const attn_shape *sh, const rt_config *cfg, gp_extents *e);
+int gp_add_buf(gen_plan *p, const char *name, const char *kind, const char *dt, int rank,
+               int64_t d0, int64_t d1, int64_t d2, int64_t d3);
+int gp_buf(ctx *c, int *ix, const char *name, const char *kind, const char *dt, int rank,
+           int64_t d0, int64_t d1);
+int gp_kernel_x(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np, int prefix,
+                bool two, const char *tree_id);
+int gp_kernel(ctx *c, const char *op, const char *tmpl, const gen_param *prm, int np);
+void gp_emit(ctx *c, const op_desc *d);
+void gp_phase_begin(ctx *c, const char *name, int rows);
+void gp_phase_gate(ctx *c, int buf, int word);
+void gp_phase_end(ctx *c);
+void gp_op_cast(ctx *c, const char *name, int64_t rows, int64_t width, gen_arg dst, gen_arg src,
                 int repeat, const char *layers);
-void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L, const char *layers,
-                  int mask_kind);
-void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
-               gen_arg params);
-void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids_buf);
-void op_step(ctx *c, const char *name, int mode, bool has_hist);
-void forward_ex(ctx *c, const model_ix *m, const fwd_opt *o);
-int model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n_layers,
-               bool own_weights, const model_ix *shared);
-int64_t max64(int64_t a, int64_t b);
-void op_accept(ctx *c, int q_buf, int vq, bool by_depth);
-void op_kv_commit(ctx *c, const model_ix *m, int done_word);
-void op_ngram_draft(ctx *c, int ngram_info, int ctrl, int ctrl_cost);
-
-/* plan_eagle3.c: the whole plan of an engine drafting with an EAGLE-3 head
- * (gen_plan_build's GEN_DRAFT_EAGLE3 dispatch). */
-int gen_plan_eagle3(const gen_spec *s, gen_plan *p, sw_err *err);
+void gp_op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg out, gen_arg a,
+                gen_arg w, int repeat, const char *layers);
+void gp_op_rmsnorm(ctx *c, const char *name, const rt_config *cfg, int64_t rows, gen_arg w,
+                   int repeat, const char *layers);
+void gp_op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L, const char *layers,
+                     int mask_kind);
+void gp_op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
+                  gen_arg params);
+void gp_op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids_buf);
+void gp_op_step(ctx *c, const char *name, int mode, bool has_hist);
+void gp_op_q_target(ctx *c, int rows, int64_t Vd, gen_arg out, gen_arg q, gen_arg t2d);
+void gp_forward(ctx *c, const model_ix *m, const fwd_opt *o);
+int gp_model_init(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n_layers,
+                  int arch, bool own_weights, const model_ix *shared);
+int gp_model_buf(ctx *c, const model_ix *m, int *ix, const char *field, const char *kind,
+                 const char *dt, int rank, int64_t d0, int64_t d1, int64_t d2);
+int gp_model_layers(ctx *c, model_ix *m);
+int gp_model_extra(ctx *c, model_ix *m);
+int gp_model_cache(ctx *c, model_ix *m);
+int gp_model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, int n_layers,
+                  bool own_weights, const model_ix *shared);
+int64_t gp_max64(int64_t a, int64_t b);
+void gp_op_accept(ctx *c, int q_buf, int vq, bool by_depth);
+void gp_op_kv_commit(ctx *c, const model_ix *m, int done_word);
+void gp_write_src(FILE *f, bool from_shape, const char *path, const char *digest);
 
 #endif

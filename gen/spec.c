@@ -18,7 +18,7 @@
 #include "arch.h"
 #include "plan.h"
 #include "spec.h"
-#include "decode/tree_verify.h"
+#include "core/tree_rules.h"
 
 const char *gen_dtype_name(int dtype)
 {
@@ -669,7 +669,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	if ((rc = json_get_string(root, "tree", "$", &s, err)))
 		goto out_free;
 	snprintf(sp->tree_spec, sizeof(sp->tree_spec), "%s", s);
-	if ((rc = gen_tree_parse(s, trees_dir, &sp->tree, err))) {
+	if ((rc = rt_tree_parse(s, trees_dir, &sp->tree, err))) {
 		v = json_get(root, "tree");
 		sw_err_prefix(err, "%s:%d:%d: $.tree", v->file, v->line, v->col);
 		goto out_free;

@@ -62,7 +62,7 @@
 #include "model/block_drafter.h"
 #include "model/eagle3.h"
 #include "model/model.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "plan_ctrl.h"
 
 #define GEN_SPEC_MAX_ARCHS 8
@@ -83,7 +83,7 @@
  * each 32-block in integers (host_gemm.h hg_gemm_gguf_a8); embedding,
  * activations and KV cache fp16. A file whose GEMM weight has another type
  * is refused naming the tensor and the type. An EAGLE-3 head's GEMM
- * weights are Q8_0 (quantized at upload; gen/plan_eagle3.c), its k values
+ * weights are Q8_0 (quantized at upload; gen/drafter_eagle3.c), its k values
  * whole blocks of 32; other learned drafters are refused. Host backend
  * only. */
 enum gen_dtype { GEN_DTYPE_BF16 = 0, GEN_DTYPE_FP16, GEN_DTYPE_Q8_0, GEN_DTYPE_Q8_0_A8,
@@ -124,7 +124,7 @@ typedef struct gen_spec {
 	                            * drafts e3_levels tokens where it drafts none */
 	int e3_levels;
 	char tree_spec[512];
-	gen_tree tree;
+	rt_tree tree;
 	int verify_method, expand_rule; /* rt_verify_method / rt_expand_rule */
 	float temperature, top_p; /* defaults (run-time values of the engine) */
 	int top_k;

@@ -22,7 +22,7 @@ enum rt_state_word {
 	RT_ST_ITER = 8,  /* iterations completed (not the Philox counter: buffer iter) */
 	RT_ST_DRAFTED = 9, /* tokens the draft-length controller let this iteration draft
 	                    * (templates/draft_ctrl.cu.tmpl); 0 in engines without one */
-	RT_ST_HLEN = 10, /* an EAGLE-3 head's cache length (gen/plan_eagle3.c): its committed
+	RT_ST_HLEN = 10, /* an EAGLE-3 head's cache length (gen/drafter_eagle3.c): its committed
 	                  * rows, TLEN - 1 between iterations (row i pairs the features at i
 	                  * with the token at i + 1); no other engine reads it */
 	RT_ST_HROW = 11, /* the node of the last accepted token (iter_end: accept_path[n - 1]),
@@ -66,7 +66,7 @@ enum rt_samp_word {
  * match length - MIN_N, capped) two rows of depth words, Q16 fixed point,
  * decayed by each update: T (depth j tried: drafted, j - 1 accepted) then A
  * (depth j accepted). An engine that falls back on an EAGLE-3 head of
- * `levels` draft levels (gen/plan_eagle3.c, HEAD > 0) has one more class
+ * `levels` draft levels (gen/drafter_eagle3.c, HEAD > 0) has one more class
  * after them, the head's: T and A rows of `levels` words, then its probe
  * interval (one word, 0 meaning PROBE). Buffer "ctrl_cost": int32[depth + 1
  * (+ levels)], Q16: the cost of an iteration that drafts k tokens by the

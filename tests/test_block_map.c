@@ -98,9 +98,9 @@ static void check(const char *label, int steps, const char *tree, int rule, int 
 	struct setup S;
 	setup(&S, MAP, seed);
 	sw_err err = { 0 };
-	gen_tree t;
+	rt_tree t;
 	if (tree)
-		assert_int_equal(gen_tree_parse(tree, NULL, &t, &err), 0);
+		assert_int_equal(rt_tree_parse(tree, NULL, &t, &err), 0);
 	rt_ctx *tc = rt_ctx_new(S.tm, 32, 16, &err);
 	rt_drafter *d = rt_drafter_block(S.bd, tc, steps, &err);
 	assert_non_null(d);
@@ -161,8 +161,8 @@ static void test_greedy(void **state)
 	struct setup S;
 	setup(&S, MAP, 21);
 	sw_err err = { 0 };
-	gen_tree t;
-	assert_int_equal(gen_tree_parse("branch:3,2,1", NULL, &t, &err), 0);
+	rt_tree t;
+	assert_int_equal(rt_tree_parse("branch:3,2,1", NULL, &t, &err), 0);
 	uint64_t accepted = 0;
 	for (int mode = 0; mode < 3; mode++) {
 		rt_ctx *tc = rt_ctx_new(S.tm, 64, t.n, &err), *rc = rt_ctx_new(S.tm, 64, 8, &err);

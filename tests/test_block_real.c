@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "decode/block_decode.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "decode/tree_verify.h"
 #include "formats/gguf.h"
 #include "formats/tokenizer.h"
@@ -73,8 +73,8 @@ static void greedy_equal(const char *dpath, int block, const char *tree)
 	rt_stats st;
 	rt_ctx *rc = rt_ctx_new(m, 512, 64, &err);
 	assert_int_equal(rt_generate_target(rc, ids, n_prompt, &cfg, ref, &st, &err), N);
-	gen_tree t;
-	assert_int_equal(gen_tree_parse(tree, NULL, &t, &err), 0);
+	rt_tree t;
+	assert_int_equal(rt_tree_parse(tree, NULL, &t, &err), 0);
 	for (int mode = 0; mode < 2; mode++) {
 		rt_ctx *tc = rt_ctx_new(m, 512, 64, &err);
 		rt_drafter *d = rt_drafter_block(bd, tc, 1, &err);

@@ -84,7 +84,7 @@ struct result {
 
 /* Runs `trials` generations of n_new tokens; tree == NULL: chain with
  * drafter d (made by the caller over tc). */
-static struct result run(struct setup *S, rt_ctx *tc, rt_drafter *d, const gen_tree *tree, int rule, int method,
+static struct result run(struct setup *S, rt_ctx *tc, rt_drafter *d, const rt_tree *tree, int rule, int method,
                          rt_sampling s, int gamma, int n_new, int trials)
 {
 	int V = S->tm->cfg.vocab;
@@ -178,8 +178,8 @@ static void check_tree_steps(const char *spec, int steps, int rule, int method, 
 	struct setup S;
 	setup(&S, V, "features", "bidirectional", 4, 1.0, seed);
 	sw_err err;
-	gen_tree *t = malloc(sizeof(*t));
-	assert_int_equal(gen_tree_parse(spec, NULL, t, &err), 0);
+	rt_tree *t = malloc(sizeof(*t));
+	assert_int_equal(rt_tree_parse(spec, NULL, t, &err), 0);
 	rt_ctx *tc = rt_ctx_new(S.tm, 32, t->n, &err);
 	rt_drafter *d = rt_drafter_block(S.bd, tc, steps, &err);
 	assert_non_null(d);
@@ -326,8 +326,8 @@ static void test_greedy(void **state)
 	setup(&S, V, "features", "bidirectional", 4, 1.0, 31);
 	sw_err err;
 	rt_sampling g = { 0.0f, 0, 1.0f };
-	gen_tree t;
-	assert_int_equal(gen_tree_parse("branch:3,2,1", NULL, &t, &err), 0);
+	rt_tree t;
+	assert_int_equal(rt_tree_parse("branch:3,2,1", NULL, &t, &err), 0);
 	int accepted = 0;
 	for (int mode = 0; mode < 3; mode++) {
 		rt_ctx *tc = rt_ctx_new(S.tm, 64, t.n, &err), *rc = rt_ctx_new(S.tm, 64, 8, &err);
@@ -364,8 +364,8 @@ static void test_refused(void **state)
 	struct setup S;
 	setup(&S, 5, "features", "bidirectional", 3, 1.0, 41);
 	sw_err err;
-	gen_tree t;
-	assert_int_equal(gen_tree_parse("branch:2,1,1,1", NULL, &t, &err), 0);
+	rt_tree t;
+	assert_int_equal(rt_tree_parse("branch:2,1,1,1", NULL, &t, &err), 0);
 	rt_ctx *tc = rt_ctx_new(S.tm, 32, t.n, &err);
 	rt_drafter *d = rt_drafter_block(S.bd, tc, 1, &err);
 	rt_tree_cfg tcfg = { &t, RT_EXPAND_TOPK, RT_VERIFY_ONEHOT };
@@ -376,8 +376,8 @@ static void test_refused(void **state)
 	assert_non_null(strstr(err.msg, "depth 4"));
 	rt_drafter_free(d);
 	rt_ctx_truncate(tc, 0);
-	gen_tree t2;
-	assert_int_equal(gen_tree_parse("branch:2,1", NULL, &t2, &err), 0);
+	rt_tree t2;
+	assert_int_equal(rt_tree_parse("branch:2,1", NULL, &t2, &err), 0);
 	d = rt_drafter_block(S.bd, tc, 2, &err);
 	tcfg.tree = &t2;
 	assert_int_equal(rt_generate_tree_block(tc, d, &tcfg, PROMPT, 3, &cfg, out, &st, &err), SW_EINVAL);

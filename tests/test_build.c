@@ -25,7 +25,7 @@
 #include "gen/jit/nvrtc.h"
 #include "device/dev_cuda_api.h"
 #include "engine/manifest.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "kernels/verify_layout.h"
 #include "kern_util.h"
 
@@ -618,12 +618,12 @@ static void test_build_block_kernels(void **state)
 	              {"Llama-3-8B", "branch:4,3,2,2,1,1", "branch:2,2,2,2,1,1", 4096, 128256, 32768,
 	               16, 1}};
 	for (int i = 0; i < 2; i++) {
-		gen_tree cart, bin, chain;
+		rt_tree cart, bin, chain;
 		sw_err err = {0};
 		char cs[32];
 		snprintf(cs, sizeof(cs), "chain:%d", shapes[i].B);
-		if (gen_tree_parse(shapes[i].cart, NULL, &cart, &err) ||
-		    gen_tree_parse(shapes[i].bin, NULL, &bin, &err) || gen_tree_parse(cs, NULL, &chain, &err))
+		if (rt_tree_parse(shapes[i].cart, NULL, &cart, &err) ||
+		    rt_tree_parse(shapes[i].bin, NULL, &bin, &err) || rt_tree_parse(cs, NULL, &chain, &err))
 			fail_msg("%s", err.msg);
 		const int B = shapes[i].B, D = shapes[i].dim, V = shapes[i].vocab, VD = shapes[i].vd;
 		print_message("  %s block kernels (B %d, dim %d, V %d, Vd %d; trees %s (%d nodes), %s, "
@@ -646,14 +646,14 @@ static void test_build_block_kernels(void **state)
 			nvrtc_check_ex("block_unmask.cu.tmpl", "block_unmask", p, 8, true);
 		}
 		for (int rule = 0; rule < 4; rule++) {
-			const gen_tree *t = rule == 3 ? &bin : &cart;
+			const rt_tree *t = rule == 3 ? &bin : &cart;
 			gen_param p[] = {BN, BI("N_NODES", t->n), BI("V", VD), BI("RULE", rule),
 			                 BI("LEVEL_BEGIN", t->level_start[1]), BI("BLOCK", 256),
 			                 BI("Q_BY_DEPTH", 1), BI("MAPPED", 0)};
 			nvrtc_check_ex("tree_expand.cu.tmpl", "expand", p, 8, true);
 		}
 		for (int m = 0; m <= 5; m++) {
-			const gen_tree *t = m == 3 ? &bin : m == 5 ? &chain : &cart;
+			const rt_tree *t = m == 3 ? &bin : m == 5 ? &chain : &cart;
 			gen_param p[] = {BN, BI("N_NODES", t->n), BI("V", V), BI("VQ", VD), BI("METHOD", m),
 			                 BI("CHAIN_Q", 1), BI("BLOCK", 256),
 			                 BI("SLICES", sw_verify_slices(t->n, V, 256, m)), BI("Q_BY_DEPTH", 1)};

@@ -41,7 +41,7 @@
 #include "core/fileio.h"
 #include "core/json.h"
 #include "decode/eagle3_draft.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "decode/tree_verify.h"
 #include "eagle3_util.h"
 #include "model/eagle3.h"
@@ -220,9 +220,9 @@ static void check_dist(const char *label, const char *tree, int rule, int method
 	struct setup S;
 	setup(&S, V, seed);
 	sw_err err = { 0 };
-	gen_tree t;
+	rt_tree t;
 	if (tree)
-		assert_int_equal(gen_tree_parse(tree, NULL, &t, &err), 0);
+		assert_int_equal(rt_tree_parse(tree, NULL, &t, &err), 0);
 	rt_ctx *tc = rt_ctx_new(S.tm, 32, tree ? t.n : gamma + 1, &err);
 	rt_drafter *d = rt_drafter_eagle3(S.h, tc, 4, &err);
 	if (!d)
@@ -295,8 +295,8 @@ static void test_greedy_tiny(void **state)
 	struct setup S;
 	setup(&S, V, 11);
 	sw_err err = { 0 };
-	gen_tree t;
-	assert_int_equal(gen_tree_parse("branch:3,2,1", NULL, &t, &err), 0);
+	rt_tree t;
+	assert_int_equal(rt_tree_parse("branch:3,2,1", NULL, &t, &err), 0);
 	uint64_t accepted[2] = { 0, 0 };
 	for (int mode = 0; mode < 2; mode++) {
 		rt_ctx *tc = rt_ctx_new(S.tm, 64, t.n, &err), *rc = rt_ctx_new(S.tm, 64, 8, &err);
@@ -354,8 +354,8 @@ static void test_tree_rows(void **state)
 	struct setup S;
 	setup(&S, V, 21);
 	sw_err err = { 0 };
-	gen_tree t;
-	assert_int_equal(gen_tree_parse("branch:3,2,2", NULL, &t, &err), 0);
+	rt_tree t;
+	assert_int_equal(rt_tree_parse("branch:3,2,2", NULL, &t, &err), 0);
 	rt_ctx *tc = rt_ctx_new(S.tm, 64, t.n, &err);
 	rt_drafter *d = rt_drafter_eagle3(S.h, tc, 4, &err);
 	assert_non_null(d);
@@ -363,7 +363,7 @@ static void test_tree_rows(void **state)
 	const int nh = 6;
 	assert_int_equal(rt_ctx_feed(tc, hist, nh - 1, NULL, &err), 0);
 	float *q = malloc((size_t)t.n * V * sizeof(float)), qr[V], p[V], hid[2][16], lg[V];
-	int32_t tok[GEN_TREE_MAX_NODES];
+	int32_t tok[RT_TREE_MAX_NODES];
 	int idx[V];
 	assert_int_equal(d->ops->draft_tree(d, &t, RT_EXPAND_TOPK, &S1, &S1, 5, 0, hist, nh, tok, q, &err), 0);
 	rt_e3_state *st = rt_e3_state_new(S.h, 64, 8, &err);
@@ -422,8 +422,8 @@ static void test_smollm2_greedy(void **state)
 	if (!h)
 		fail_msg("%s", err.msg);
 	assert_int_equal(h->d2t[100], 2400);
-	gen_tree t;
-	assert_int_equal(gen_tree_parse("eagle25", NULL, &t, &err), 0);
+	rt_tree t;
+	assert_int_equal(rt_tree_parse("eagle25", NULL, &t, &err), 0);
 	enum { N = 16 };
 	static const int32_t prompt[] = { 1, 9690, 198, 19556, 601, 260, 1345, 282, 253, 1789, 28, 30 };
 	const int np = (int)(sizeof(prompt) / sizeof(prompt[0]));

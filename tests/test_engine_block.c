@@ -168,8 +168,8 @@ static int host_block(const rt_model *m, const rt_block_drafter *bd, const char 
                       rt_stats *st)
 {
 	sw_err err = {0};
-	gen_tree t;
-	if (tree && gen_tree_parse(tree, NULL, &t, &err))
+	rt_tree t;
+	if (tree && rt_tree_parse(tree, NULL, &t, &err))
 		fail_msg("%s", err.msg);
 	rt_ctx *tc = rt_ctx_new(m, 512, 64, &err);
 	assert_non_null(tc);

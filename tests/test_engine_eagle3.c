@@ -1,4 +1,4 @@
-/* Engines that draft with an EAGLE-3 head (issue 23; gen/plan_eagle3.c):
+/* Engines that draft with an EAGLE-3 head (issue 23; gen/drafter_eagle3.c):
  * spec -> `specwright build` (plan + render, no NVRTC) -> the bounds proof
  * at load -> bound to the host backend with the head's weights from its
  * directory (public checkpoint format, tests/util/eagle3_util.c's writer
@@ -84,8 +84,8 @@ static int host_e3(const char *tree, int gamma, const rt_sampling *s, uint64_t s
                    const int32_t *prompt, int n_prompt, int max_new, int32_t *out, rt_stats *st)
 {
 	sw_err err = {0};
-	gen_tree t;
-	if (tree && gen_tree_parse(tree, NULL, &t, &err))
+	rt_tree t;
+	if (tree && rt_tree_parse(tree, NULL, &t, &err))
 		fail_msg("%s", err.msg);
 	rt_ctx *tc = rt_ctx_new(g_tiny, 512, 64, &err);
 	assert_non_null(tc);
@@ -210,12 +210,12 @@ static void greedy_case(const char *tree, int gamma, int tag)
 		snprintf(what, sizeof(what), "%s %s", tree, mode ? "emulate" : "native");
 		/* every iteration's drafts against the host head's */
 		sw_err err = {0};
-		gen_tree t;
+		rt_tree t;
 		e3u_drafts cb = {.e = e, .target = g_tiny, .head = g_h, .head_name = "host head",
 		                 .u = E3U_U_FP16, .gamma = gamma};
 		snprintf(cb.what, sizeof(cb.what), "%s", what);
 		if (!chain) {
-			if (gen_tree_parse(tree, NULL, &t, &err))
+			if (rt_tree_parse(tree, NULL, &t, &err))
 				fail_msg("%s", err.msg);
 			cb.t = &t;
 		}

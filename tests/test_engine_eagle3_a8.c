@@ -1,5 +1,5 @@
 /* gguf_a8 engines that draft with an EAGLE-3 head (issue 23;
- * gen/plan_eagle3.c): the target's GEMM weights in its GGUF file's own
+ * gen/drafter_eagle3.c): the target's GEMM weights in its GGUF file's own
  * blocks (here a Q8_0 file of test_engine.c's tiny Llama), the head's GEMM
  * weights (fc, its layer's q/k/v/o/gate/up/down, its LM head over Vd)
  * quantized to Q8_0 at upload and run by the same int8 GEMM. Checked

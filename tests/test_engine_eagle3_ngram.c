@@ -1,5 +1,5 @@
 /* EAGLE-3 engines that look for an n-gram match first (a "draft" with
- * "ngram": "MIN:MAX" and "levels": L; gen/plan_eagle3.c, templates/
+ * "ngram": "MIN:MAX" and "levels": L; gen/drafter_eagle3.c, templates/
  * draft_pick.cu.tmpl): per iteration the n-gram lookup and the draft-length
  * controller propose the chain, and where they propose nothing the head
  * drafts L tokens; the head's cache takes every committed row either way.

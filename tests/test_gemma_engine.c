@@ -385,7 +385,7 @@ static void test_refusals(void **state)
 	 * window 10; the same tree where the window covers max_context) */
 	rt_model *mw = load_variant(VARIANTS[V_WINDOW]);
 	sw_err err = {0};
-	assert_int_equal(gen_tree_parse("eagle25", NULL, &s->tree, &err), 0);
+	assert_int_equal(rt_tree_parse("eagle25", NULL, &s->tree, &err), 0);
 	s->prefill_chunk = 8;
 	s->max_context = 10;
 	assert_int_equal(fa->check(&mw->cfg, "target", s, &r), 0);

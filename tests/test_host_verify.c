@@ -21,7 +21,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "device/host_gemm.h"
 #include "device/host_verify.h"
 #include "kernels/ref/ref.h"
@@ -32,10 +32,10 @@ static const char *const TREES[] = {"chain:1", "chain:6", "kary:2:3", "branch:3,
 #define N_TREES ((int)(sizeof(TREES) / sizeof(TREES[0])))
 #define OUT_WORDS (REF_TREE_MAX_DEPTH + 4)
 
-static void parse_tree(const char *spec, gen_tree *t)
+static void parse_tree(const char *spec, rt_tree *t)
 {
 	sw_err err;
-	if (gen_tree_parse(spec, NULL, t, &err))
+	if (rt_tree_parse(spec, NULL, t, &err))
 		fail_msg("%s: %s", spec, err.msg);
 }
 
@@ -91,12 +91,12 @@ static void test_greedy_same(void **state)
 		if (!hg_path_available(path))
 			continue;
 		for (int ti = 0; ti < N_TREES; ti++) {
-			gen_tree t;
+			rt_tree t;
 			parse_tree(TREES[ti], &t);
 			const int n = t.n;
 			int32_t *tb = malloc(sizeof(int32_t) * 5 * (size_t)n), *tok = malloc(4 * (size_t)n);
 			assert_true(tb && tok);
-			gen_tree_table(&t, tb);
+			rt_tree_table(&t, tb);
 			const int32_t *par = tb, *dep = tb + 4 * n;
 			for (int vi = 0; vi < 5; vi++) {
 				const int V = VS[vi], reps = V > 1000 ? 4 : 40;
@@ -137,13 +137,13 @@ static void test_greedy_same(void **state)
 static void test_refusals_same(void **state)
 {
 	(void)state;
-	gen_tree t;
+	rt_tree t;
 	parse_tree("eagle25", &t);
 	const int n = t.n, V = 37;
 	int32_t tb[5 * 64], bad[5 * 64], tok[64];
 	float p[64 * 37];
 	uint64_t g = 7;
-	gen_tree_table(&t, tb);
+	rt_tree_table(&t, tb);
 	fill_rows(p, n, V, 0, &g);
 	for (int u = 0; u < n; u++)
 		tok[u] = (int32_t)(tu_rand(&g) % V);

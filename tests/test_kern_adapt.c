@@ -24,7 +24,7 @@
 
 #include "decode/acchead.h"
 #include "kernels/ref/ref.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 
 #include "op_harness.h"
 #include "testutil.h"
@@ -219,14 +219,14 @@ static void run_kernel(const cfg *c, int n_iter)
 {
 	const emu_kernel *k[MAX_D] = {0};
 	const size_t N = (size_t)c->D + 1;
-	gen_tree t;
+	rt_tree t;
 	sw_err err = {0};
 	char spec[32], what[160];
 	snprintf(spec, sizeof(spec), "chain:%d", c->D);
-	if (gen_tree_parse(spec, NULL, &t, &err))
+	if (rt_tree_parse(spec, NULL, &t, &err))
 		fail_msg("%s", err.msg);
 	int32_t *table = emu_alloc(5 * N * 4, "tree_table");
-	gen_tree_table(&t, table);
+	rt_tree_table(&t, table);
 	sim d, h;
 	sim_alloc(&d, c, true);
 	sim_alloc(&h, c, false);

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "gen/jit/nvrtc.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 
 #include "core/fileio.h"
 #include "op_harness.h"
@@ -116,7 +116,7 @@ static void commit(cache *c, int len, const int *keep, int n, const char *what)
 }
 
 /* A random root-to-node path of t of at least min_len nodes, as node ids. */
-static int tree_path(const gen_tree *t, int *keep)
+static int tree_path(const rt_tree *t, int *keep)
 {
 	int u = 0, n = 0;
 	keep[n++] = 0;
@@ -136,15 +136,15 @@ static void test_kv_commit_trees(void **state)
 	 * 48-byte rows (3 vectors: a width that is no power of two) */
 	cache_init(&tgt, 3, 200, 16, 64);
 	cache_init(&drf, 1, 200, 3, 32);
-	gen_tree *t = malloc(sizeof(*t));
-	int keep[GEN_TREE_MAX_DEPTH + 1];
+	rt_tree *t = malloc(sizeof(*t));
+	int keep[RT_TREE_MAX_DEPTH + 1];
 	char what[128];
 	int len = 0;
 	for (int ti = 0; ti < 4; ti++) {
 		sw_err err = {0};
 		char dir[512];
 		snprintf(dir, sizeof(dir), "%s/models/trees", src_root());
-		if (gen_tree_parse(trees[ti], dir, t, &err))
+		if (rt_tree_parse(trees[ti], dir, t, &err))
 			fail_msg("%s", err.msg);
 		for (int rep = 0; rep < 6; rep++) {
 			int n = tree_path(t, keep);

@@ -17,7 +17,7 @@
 
 #include "kernels/engine_state.h"
 #include "kernels/ref/ref.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 
 #include "op_harness.h"
 #include "testutil.h"
@@ -31,7 +31,7 @@ static uint64_t rnd64(void) /* splitmix64 (tu_rand) on the shared state */
 
 static int rnd_int(int n) { return (int)(rnd64() % (uint64_t)n); }
 
-static void tree_get(const char *spec, gen_tree *t)
+static void tree_get(const char *spec, rt_tree *t)
 {
 	sw_err err = {0};
 	char dir[512];
@@ -42,7 +42,7 @@ static void tree_get(const char *spec, gen_tree *t)
 		return;
 	}
 	snprintf(dir, sizeof(dir), "%s/models/trees", src_root());
-	if (gen_tree_parse(spec, dir, t, &err))
+	if (rt_tree_parse(spec, dir, t, &err))
 		fail_msg("%s", err.msg);
 }
 
@@ -56,10 +56,10 @@ typedef struct bufs {
 	int32_t *d[NB], *h[NB];
 } bufs;
 
-static void bufs_init(bufs *b, const gen_tree *t, int ring)
+static void bufs_init(bufs *b, const rt_tree *t, int ring)
 {
 	const int sz[NB] = {RT_ST_WORDS + ring, 1, t->n, t->n, 1, 5 * t->n, 5,
-	                    GEN_TREE_MAX_DEPTH + 1, GEN_TREE_MAX_DEPTH + 1, MAX_CTX};
+	                    RT_TREE_MAX_DEPTH + 1, RT_TREE_MAX_DEPTH + 1, MAX_CTX};
 	for (int i = 0; i < NB; i++) {
 		b->n[i] = sz[i];
 		b->d[i] = emu_alloc((size_t)sz[i] * 4, bname[i]);
@@ -67,7 +67,7 @@ static void bufs_init(bufs *b, const gen_tree *t, int ring)
 		for (int j = 0; j < sz[i]; j++)
 			b->h[i][j] = (int32_t)(rnd64() % 100000);
 	}
-	gen_tree_table(t, b->h[B_TABLE]);
+	rt_tree_table(t, b->h[B_TABLE]);
 }
 
 static void bufs_free(bufs *b)
@@ -127,7 +127,7 @@ static void test_step_tree_prep(void **state)
 	static const char *trees[] = {NULL, "chain:4", "branch:4,5", "kary:2:5"};
 	static const int want_n[] = {1, 5, 25, 63};
 	(void)state;
-	gen_tree *t = malloc(sizeof(*t));
+	rt_tree *t = malloc(sizeof(*t));
 	for (int ti = 0; ti < 4; ti++) {
 		tree_get(trees[ti], t);
 		assert_int_equal(t->n, want_n[ti]);
@@ -155,7 +155,7 @@ static void test_step_catchup_prep(void **state)
 {
 	static const int lens[] = {0, 1, 2, 117, MAX_CTX - 1};
 	(void)state;
-	gen_tree *t = malloc(sizeof(*t));
+	rt_tree *t = malloc(sizeof(*t));
 	tree_get("chain:4", t);
 	for (int i = 0; i < 5; i++) {
 		bufs b;
@@ -176,7 +176,7 @@ static void test_step_catchup_prep(void **state)
 }
 
 /* A random root-to-node path of t, as node ids. */
-static int tree_path(const gen_tree *t, int32_t *path)
+static int tree_path(const rt_tree *t, int32_t *path)
 {
 	int u = 0, n = 0;
 	path[n++] = 0;
@@ -198,7 +198,7 @@ typedef struct iter_case {
 /* One iter_end: an accepted path as the verifier writes it (accept_path from
  * the root, emitted = the accepted draft tokens then the final token,
  * counts[1] = nodes, counts[2] = final), the state as the case says. */
-static void iter_end(const gen_tree *t, int ring, int has_hist, const iter_case *c)
+static void iter_end(const rt_tree *t, int ring, int has_hist, const iter_case *c)
 {
 	bufs b;
 	char what[160];
@@ -298,7 +298,7 @@ static void test_step_iter_end(void **state)
 		{"plain, EOS absent", 37, 12, 1000, 0, -1, 1, RT_STOP_NONE},
 	};
 	(void)state;
-	gen_tree *t = malloc(sizeof(*t));
+	rt_tree *t = malloc(sizeof(*t));
 	for (int ti = 0; ti < 4; ti++) {
 		tree_get(trees[ti], t);
 		for (int hh = 0; hh < 2; hh++)

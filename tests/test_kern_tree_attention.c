@@ -38,13 +38,13 @@
 #include "gen/jit/nvrtc.h"
 #include "kernels/ref/ref.h"
 #include "gen/jit/emu_build.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 
 #include "core/fileio.h"
 #include "core/hash.h"
 #include "op_harness.h"
 
-/* One specialisation. tree: a gen_tree spec, "root" (T = 1, the root alone)
+/* One specialisation. tree: a rt_tree spec, "root" (T = 1, the root alone)
  * or NULL (causal prefill chunk of n_blk tokens). level >= 0: draft that tree
  * level over the levels before it (T < N_BLK). */
 typedef struct acase {
@@ -58,7 +58,7 @@ typedef struct acase {
 
 typedef struct aspec { /* the case made concrete */
 	int T, n_blk, mw;
-	uint64_t mask[GEN_TREE_MAX_NODES * GEN_TREE_WORDS]; /* T rows of mw words */
+	uint64_t mask[RT_TREE_MAX_NODES * RT_TREE_WORDS]; /* T rows of mw words */
 	char tree_id[64];
 } aspec;
 
@@ -73,11 +73,11 @@ static void make_spec(const acase *c, aspec *s)
 		s->mask[0] = 1;
 		snprintf(s->tree_id, sizeof(s->tree_id), "root");
 	} else {
-		gen_tree *t = malloc(sizeof(*t));
+		rt_tree *t = malloc(sizeof(*t));
 		sw_err err = {0};
 		char dir[512];
 		snprintf(dir, sizeof(dir), "%s/models/trees", src_root());
-		if (gen_tree_parse(c->tree, dir, t, &err))
+		if (rt_tree_parse(c->tree, dir, t, &err))
 			fail_msg("%s", err.msg);
 		int first = 0;
 		s->n_blk = t->n;
@@ -89,7 +89,7 @@ static void make_spec(const acase *c, aspec *s)
 		s->mw = (s->n_blk + 63) / 64;
 		for (int r = 0; r < s->T; r++)
 			for (int j = 0; j < s->n_blk; j++)
-				if (gen_tree_visible(t, first + r, j))
+				if (rt_tree_visible(t, first + r, j))
 					s->mask[r * s->mw + j / 64] |= 1ull << (j % 64);
 		int k = 0;
 		for (const char *p = c->tree; *p && k < 40; p++)

@@ -18,7 +18,7 @@
 #include "kernels/philox.h"
 #include "decode/sampler.h"
 #include "testutil.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "decode/tree_verify.h"
 
 #include "op_harness.h"
@@ -31,7 +31,7 @@
 static int g_qd = 0;
 static int32_t *g_ids = NULL;
 
-static const emu_kernel *expand_kernel(const gen_tree *t, int V, int rule, int level, int block)
+static const emu_kernel *expand_kernel(const rt_tree *t, int V, int rule, int level, int block)
 {
 	gen_param p[] = {OH_NAME, OH_I("N_NODES", t->n), OH_I("V", V), OH_I("RULE", rule),
 	                 OH_I("LEVEL_BEGIN", t->level_start[level]), OH_I("BLOCK", block),
@@ -40,7 +40,7 @@ static const emu_kernel *expand_kernel(const gen_tree *t, int V, int rule, int l
 }
 
 /* Runs the expansion of every level that has children. */
-static void expand_all(const gen_tree *t, int V, int rule, int block, int32_t *tok, float *q,
+static void expand_all(const rt_tree *t, int V, int rule, int block, int32_t *tok, float *q,
                        int32_t *tree, uint64_t seed, uint32_t *iter)
 {
 	for (int d = 0; d < t->depth_max; d++) {
@@ -58,9 +58,9 @@ static long g_nodes, g_tokens, g_mismatch;
 
 static void check(const char *tree_spec, int rule, int V, float temp, int n_seeds, int block)
 {
-	gen_tree t;
+	rt_tree t;
 	sw_err err = {0};
-	if (gen_tree_parse(tree_spec, NULL, &t, &err))
+	if (rt_tree_parse(tree_spec, NULL, &t, &err))
 		fail_msg("%s", err.msg);
 	size_t nv = (size_t)t.n * V;
 	int32_t *tok = emu_alloc((size_t)t.n * sizeof(int32_t), "tok");
@@ -70,7 +70,7 @@ static void check(const char *tree_spec, int rule, int V, float temp, int n_seed
 	float *z = malloc((size_t)V * sizeof(float));
 	int *idx = malloc((size_t)V * sizeof(int));
 	rt_sampling s = {.temperature = temp, .top_k = 0, .top_p = 1.0f};
-	gen_tree_table(&t, tree);
+	rt_tree_table(&t, tree);
 	for (int sd = 0; sd < n_seeds; sd++) {
 		uint64_t seed = 0xe4a11dull * (uint64_t)(sd + 1) + (uint64_t)V;
 		*iter = (uint32_t)(sd * 5 + 2);
@@ -87,7 +87,7 @@ static void check(const char *tree_spec, int rule, int V, float temp, int n_seed
 		expand_all(&t, V, rule, block, tok, q, tree, seed, iter);
 		for (int u = 0; u < t.n; u++) {
 			int nc = t.n_children[u];
-			int32_t want[GEN_TREE_MAX_NODES], got[GEN_TREE_MAX_NODES];
+			int32_t want[RT_TREE_MAX_NODES], got[RT_TREE_MAX_NODES];
 			char what[128];
 			if (!nc)
 				continue;
@@ -148,9 +148,9 @@ static void test_expand_rules(void **state)
  * Also checks the support's tokens come first and no child has q = 0. */
 static void check_absent(const char *tree_spec, int rule, int block, int n_seeds)
 {
-	gen_tree t;
+	rt_tree t;
 	sw_err err = {0};
-	if (gen_tree_parse(tree_spec, NULL, &t, &err))
+	if (rt_tree_parse(tree_spec, NULL, &t, &err))
 		fail_msg("%s", err.msg);
 	const int V = 33;
 	size_t nv = (size_t)t.n * V;
@@ -158,10 +158,10 @@ static void check_absent(const char *tree_spec, int rule, int block, int n_seeds
 	int32_t *tree = emu_alloc(5 * (size_t)t.n * sizeof(int32_t), "tree");
 	float *q = emu_alloc(nv * sizeof(float), "q");
 	uint32_t *iter = emu_alloc(sizeof(uint32_t), "iter");
-	int32_t want[GEN_TREE_MAX_NODES];
+	int32_t want[RT_TREE_MAX_NODES];
 	long absent = 0, absent_nodes = 0;
 	uint64_t g = 0xab5e47ull + (uint64_t)rule;
-	gen_tree_table(&t, tree);
+	rt_tree_table(&t, tree);
 	for (int sd = 0; sd < n_seeds; sd++) {
 		uint64_t seed = 0x51ull * (uint64_t)(sd + 3);
 		*iter = (uint32_t)sd;
@@ -258,9 +258,9 @@ static void test_expand_absent(void **state)
 static void check_by_depth(const char *tree_spec, int rule, int V, float temp, int n_seeds,
                            int block)
 {
-	gen_tree t;
+	rt_tree t;
 	sw_err err = {0};
-	if (gen_tree_parse(tree_spec, NULL, &t, &err))
+	if (rt_tree_parse(tree_spec, NULL, &t, &err))
 		fail_msg("%s", err.msg);
 	const int D = t.depth_max;
 	int32_t *tok = emu_alloc((size_t)t.n * sizeof(int32_t), "tok");
@@ -270,9 +270,9 @@ static void check_by_depth(const char *tree_spec, int rule, int V, float temp, i
 	uint32_t *iter = emu_alloc(sizeof(uint32_t), "iter");
 	float *z = malloc((size_t)V * sizeof(float));
 	int *idx = malloc((size_t)V * sizeof(int));
-	int32_t want[GEN_TREE_MAX_NODES], by_node[GEN_TREE_MAX_NODES];
+	int32_t want[RT_TREE_MAX_NODES], by_node[RT_TREE_MAX_NODES];
 	rt_sampling s = {.temperature = temp, .top_k = 0, .top_p = 1.0f};
-	gen_tree_table(&t, tree);
+	rt_tree_table(&t, tree);
 	for (int sd = 0; sd < n_seeds; sd++) {
 		const uint64_t seed = 0xde97ull * (uint64_t)(sd + 1) + (uint64_t)V;
 		*iter = (uint32_t)(sd * 3 + 1);
@@ -361,9 +361,9 @@ static void test_expand_by_depth(void **state)
 static void check_mapped(const char *tree_spec, int rule, int VD, int V, bool ascending,
                          int n_seeds, int block)
 {
-	gen_tree t;
+	rt_tree t;
 	sw_err err = {0};
-	if (gen_tree_parse(tree_spec, NULL, &t, &err))
+	if (rt_tree_parse(tree_spec, NULL, &t, &err))
 		fail_msg("%s", err.msg);
 	int32_t *tok = emu_alloc((size_t)t.n * sizeof(int32_t), "tok");
 	int32_t *tree = emu_alloc(5 * (size_t)t.n * sizeof(int32_t), "tree");
@@ -374,11 +374,11 @@ static void check_mapped(const char *tree_spec, int rule, int VD, int V, bool as
 	uint32_t *iter = emu_alloc(sizeof(uint32_t), "iter");
 	float *z = malloc((size_t)VD * sizeof(float));
 	int *idx = malloc((size_t)VD * sizeof(int));
-	int32_t want[GEN_TREE_MAX_NODES], plain[GEN_TREE_MAX_NODES];
+	int32_t want[RT_TREE_MAX_NODES], plain[RT_TREE_MAX_NODES];
 	rt_sampling s = {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f};
 	uint64_t g = 0x3a9ull + (uint64_t)VD * 7 + (uint64_t)rule;
 	long absent = 0;
-	gen_tree_table(&t, tree);
+	rt_tree_table(&t, tree);
 	/* the map: VD distinct ids of V, shuffled or in ascending order */
 	for (int v = 0; v < V; v++)
 		t2d[v] = -1;
@@ -473,16 +473,16 @@ static void test_expand_mapped(void **state)
 
 static void chi2_one(const char *tree_spec, int rule, int method, int V, int n, double q_zero)
 {
-	gen_tree t;
+	rt_tree t;
 	sw_err err = {0};
-	if (gen_tree_parse(tree_spec, NULL, &t, &err))
+	if (rt_tree_parse(tree_spec, NULL, &t, &err))
 		fail_msg("%s", err.msg);
 	const int B = 64;
 	gen_param vp[] = {OH_NAME, OH_I("N_NODES", t.n), OH_I("V", V), OH_I("VQ", V),
 	                  OH_I("METHOD", method), OH_I("CHAIN_Q", 1), OH_I("BLOCK", B),
 	                  OH_I("SLICES", 1), OH_I("Q_BY_DEPTH", 0)};
 	const emu_kernel *vk = oh_load(SW_OP_verify, vp, 9);
-	const emu_kernel *ek[GEN_TREE_MAX_DEPTH];
+	const emu_kernel *ek[RT_TREE_MAX_DEPTH];
 	for (int d = 0; d < t.depth_max; d++)
 		ek[d] = expand_kernel(&t, V, rule, d, B);
 	size_t nv = (size_t)t.n * V;
@@ -499,7 +499,7 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n, 
 	       (size_t)sw_verify_sync_count(t.n) * sizeof(int32_t));
 	uint32_t *iter = emu_alloc(sizeof(uint32_t), "iter");
 	float *P = malloc((size_t)V * V * sizeof(float)), *Q = malloc((size_t)V * V * sizeof(float));
-	gen_tree_table(&t, tree);
+	rt_tree_table(&t, tree);
 	memset(counts, 0, 5 * sizeof(int32_t));
 	tu_random_table(P, V, V, 0.2, 101u + (uint64_t)rule);
 	tu_random_table(Q, V, V, q_zero, 202u + (uint64_t)rule);
@@ -575,9 +575,9 @@ static void test_expand_exact(void **state)
 static void test_expand_nvrtc(void **state)
 {
 	(void)state;
-	gen_tree t;
+	rt_tree t;
 	sw_err err = {0};
-	assert_int_equal(gen_tree_parse("sequoia63", NULL, &t, &err), 0);
+	assert_int_equal(rt_tree_parse("sequoia63", NULL, &t, &err), 0);
 	for (int r = 0; r < 8; r++) {
 		gen_param p[] = {OH_NAME, OH_I("N_NODES", t.n), OH_I("V", r < 4 ? 32003 : 4099),
 		                 OH_I("RULE", r % 4), OH_I("LEVEL_BEGIN", t.level_start[1]),

@@ -22,7 +22,7 @@
 #include "decode/sampler.h"
 #include "decode/chain.h"
 #include "testutil.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "decode/tree_verify.h"
 
 #include "op_harness.h"
@@ -47,7 +47,7 @@ static int slices_for(int method)
  * (row depth(u), q (depth_max, VQ)). */
 static int g_qd = 0;
 
-static const emu_kernel *verify_kernel(const gen_tree *t, int V, int method, int chain_q, int block)
+static const emu_kernel *verify_kernel(const rt_tree *t, int V, int method, int chain_q, int block)
 {
 	gen_param p[] = {OH_NAME, OH_I("N_NODES", t->n), OH_I("V", V), OH_I("VQ", g_vq ? g_vq : V),
 	                 OH_I("METHOD", method), OH_I("CHAIN_Q", chain_q), OH_I("BLOCK", block),
@@ -65,7 +65,7 @@ typedef struct vbuf {
 	int grid;      /* units x slices (kernels/verify_layout.h) */
 } vbuf;
 
-static void vbuf_init(vbuf *b, const gen_tree *t, int V, int method, int block)
+static void vbuf_init(vbuf *b, const rt_tree *t, int V, int method, int block)
 {
 	size_t n = (size_t)t->n;
 	b->path = emu_alloc(n * sizeof(int32_t), "path");
@@ -86,7 +86,7 @@ static void vbuf_init(vbuf *b, const gen_tree *t, int V, int method, int block)
 	memset(b->sync, 0, (size_t)b->n_sync * sizeof(int32_t));
 	b->iter = emu_alloc(sizeof(uint32_t), "iter");
 	memset(b->counts, 0, 5 * sizeof(int32_t));
-	gen_tree_table(t, b->tree);
+	rt_tree_table(t, b->tree);
 }
 
 static void vbuf_free(vbuf *b)
@@ -150,7 +150,7 @@ enum { ABS_NONE = 0, ABS_LEVELS, ABS_SUBSETS, ABS_RANGE };
  * or 0x7fffffff, the id the old tree_expand wrote for a missing child),
  * which the kernel must treat as absent without reading p, q or its
  * scratch at them; the host reference (which refuses them) then sees -1. */
-static void mark_absent(const gen_tree *t, int mode, int cut, int V, int32_t *tok)
+static void mark_absent(const rt_tree *t, int mode, int cut, int V, int32_t *tok)
 {
 	for (int u = 1; u < t->n; u++)
 		if ((mode == ABS_LEVELS && t->depth[u] > cut) ||
@@ -165,9 +165,9 @@ static void mark_absent(const gen_tree *t, int mode, int cut, int V, int32_t *to
 static void check_ex(const char *tree_spec, int method, int V, float temp, int top_k, float top_p,
                      int n_seeds, int block, int absent)
 {
-	gen_tree t;
+	rt_tree t;
 	sw_err err = {0};
-	if (gen_tree_parse(tree_spec, NULL, &t, &err))
+	if (rt_tree_parse(tree_spec, NULL, &t, &err))
 		fail_msg("%s", err.msg);
 	const int chain_q = method != M_CHAIN || top_k != 1; /* top_k 1 marks a one-hot chain */
 	const int VQ = g_vq ? g_vq : V;
@@ -195,7 +195,7 @@ static void check_ex(const char *tree_spec, int method, int V, float temp, int t
 		b.tok[0] = (int32_t)(V / 3);
 		for (int u = 0; u < t.n; u++) {
 			int nc = t.n_children[u];
-			int32_t ct[GEN_TREE_MAX_NODES];
+			int32_t ct[RT_TREE_MAX_NODES];
 			if (!nc)
 				continue;
 			/* Greedy/one-hot trees: half the time follow the target argmax so
@@ -218,10 +218,10 @@ static void check_ex(const char *tree_spec, int method, int V, float temp, int t
 
 		int want_acc;
 		int32_t want_fin;
-		int want_path[GEN_TREE_MAX_DEPTH + 1];
+		int want_path[RT_TREE_MAX_DEPTH + 1];
 		if (VQ < V) { /* the specification itself: q = 0 beyond VQ */
-			int32_t tb[5 * GEN_TREE_MAX_NODES], pa[GEN_TREE_MAX_DEPTH + 2];
-			gen_tree_table(&t, tb);
+			int32_t tb[5 * RT_TREE_MAX_NODES], pa[RT_TREE_MAX_DEPTH + 2];
+			rt_tree_table(&t, tb);
 			const int n = ref_verify_tree_vq(method, tb, t.n, b.tok, b.p, chain_q ? b.q : NULL, V,
 			                                 VQ, seed, iter, scr, pa, NULL, &want_fin, NULL);
 			if (n < 1)
@@ -250,8 +250,8 @@ static void check_ex(const char *tree_spec, int method, int V, float temp, int t
 		}
 		/* counts[0..2]: accepted, emitted, final token; then the path and
 		 * the emitted tokens, compared once the counts agree */
-		int32_t want_cnt[3] = {want_acc, want_acc + 1, want_fin}, want_p[GEN_TREE_MAX_DEPTH + 1],
-			want_ot[GEN_TREE_MAX_DEPTH + 1];
+		int32_t want_cnt[3] = {want_acc, want_acc + 1, want_fin}, want_p[RT_TREE_MAX_DEPTH + 1],
+			want_ot[RT_TREE_MAX_DEPTH + 1];
 		for (int i = 0; i <= want_acc; i++) {
 			want_p[i] = want_path[i];
 			want_ot[i] = i < want_acc ? b.tok[want_path[i + 1]] : want_fin;
@@ -475,9 +475,9 @@ static void test_verify_wide(void **state)
 static void test_verify_child_order(void **state)
 {
 	(void)state;
-	gen_tree t;
+	rt_tree t;
 	sw_err err = {0};
-	assert_int_equal(gen_tree_parse("branch:3,2", NULL, &t, &err), 0);
+	assert_int_equal(rt_tree_parse("branch:3,2", NULL, &t, &err), 0);
 	const int V = 100, B = 64;
 	for (int m = RT_VERIFY_GREEDY; m <= RT_VERIFY_ONEHOT; m++) {
 		if (m == RT_VERIFY_SPECHUB)
@@ -561,9 +561,9 @@ static void test_verify_vocab_prefix(void **state)
 static void check_by_depth(const char *tree_spec, int method, int V, int VQ, float temp,
                            int n_seeds, int block)
 {
-	gen_tree t;
+	rt_tree t;
 	sw_err err = {0};
-	if (gen_tree_parse(tree_spec, NULL, &t, &err))
+	if (rt_tree_parse(tree_spec, NULL, &t, &err))
 		fail_msg("%s", err.msg);
 	g_qd = 1;
 	g_vq = VQ < V ? VQ : 0;
@@ -576,10 +576,10 @@ static void check_by_depth(const char *tree_spec, int method, int V, int VQ, flo
 	float *qn = malloc((size_t)t.n * VQ * sizeof(float));
 	float *zl = malloc((size_t)(D + 1) * V * sizeof(float));
 	int *idx = malloc((size_t)V * sizeof(int));
-	int32_t tb[5 * GEN_TREE_MAX_NODES];
+	int32_t tb[5 * RT_TREE_MAX_NODES];
 	rt_sampling s = {.temperature = temp, .top_k = 0, .top_p = 1.0f};
 	rt_sampling sd = {.temperature = temp > 0.6f ? temp : 0.6f, .top_k = 0, .top_p = 1.0f};
-	gen_tree_table(&t, tb);
+	rt_tree_table(&t, tb);
 	for (int sd_i = 0; sd_i < n_seeds; sd_i++) {
 		const uint64_t seed = 0xb10cull * (uint64_t)(sd_i + 1) + (uint64_t)V;
 		const uint32_t iter = (uint32_t)(sd_i * 5 + 3);
@@ -609,8 +609,8 @@ static void check_by_depth(const char *tree_spec, int method, int V, int VQ, flo
 		memset(b.counts, 0, 5 * sizeof(int32_t));
 		vlaunch(k, &b, seed, block);
 
-		int32_t w_path[GEN_TREE_MAX_NODES], w_tok[GEN_TREE_MAX_NODES], w_cnt[5] = {0};
-		int32_t n_path[GEN_TREE_MAX_NODES], n_tok[GEN_TREE_MAX_NODES], n_cnt[5] = {0};
+		int32_t w_path[RT_TREE_MAX_NODES], w_tok[RT_TREE_MAX_NODES], w_cnt[5] = {0};
+		int32_t n_path[RT_TREE_MAX_NODES], n_tok[RT_TREE_MAX_NODES], n_cnt[5] = {0};
 		if (ref_verify_q(w_path, w_tok, w_cnt, tb, b.tok, b.p, b.q, scr, seed, iter, t.n, V, VQ,
 		                 method, 1, &why) ||
 		    ref_verify(n_path, n_tok, n_cnt, tb, b.tok, b.p, qn, scr, seed, iter, t.n, V, VQ, method,
@@ -667,9 +667,9 @@ static void test_verify_by_depth(void **state)
 
 static void chi2_cut(const char *tree_spec, int method, int V, int n, bool cut)
 {
-	gen_tree t;
+	rt_tree t;
 	sw_err err = {0};
-	if (gen_tree_parse(tree_spec, NULL, &t, &err))
+	if (rt_tree_parse(tree_spec, NULL, &t, &err))
 		fail_msg("%s", err.msg);
 	const emu_kernel *k = verify_kernel(&t, V, method, 1, 64);
 	const int VQ = g_vq ? g_vq : V;
@@ -694,7 +694,7 @@ static void chi2_cut(const char *tree_spec, int method, int V, int n, bool cut)
 			for (int x = 0; x < VQ; x++)
 				qu[x] = VQ < V ? (float)(Q[(size_t)b.tok[u] * V + x] / qs) : Q[(size_t)b.tok[u] * V + x];
 			int nc = t.n_children[u];
-			int32_t ct[GEN_TREE_MAX_NODES];
+			int32_t ct[RT_TREE_MAX_NODES];
 			if (!nc)
 				continue;
 			if (rt_expand_node(rule_for(method), qu, VQ, nc, seed, iter, (uint32_t)u, ct, NULL, NULL))
@@ -762,18 +762,18 @@ static void test_verify_nvrtc(void **state)
 	static const int methods[] = {M_CHAIN, RT_VERIFY_RRSW, RT_VERIFY_RRS, RT_VERIFY_SPECHUB,
 	                              RT_VERIFY_GREEDY};
 	for (int i = 0; i < 5; i++) {
-		gen_tree t;
+		rt_tree t;
 		sw_err err = {0};
-		if (gen_tree_parse(trees[i], NULL, &t, &err))
+		if (rt_tree_parse(trees[i], NULL, &t, &err))
 			fail_msg("%s", err.msg);
 		gen_param p[] = {OH_NAME, OH_I("N_NODES", t.n), OH_I("V", 32003), OH_I("VQ", 32000),
 		                 OH_I("METHOD", methods[i]), OH_I("CHAIN_Q", 1), OH_I("BLOCK", 512),
 		                 OH_I("SLICES", i == 0 || i == 4 ? 5 : 3), OH_I("Q_BY_DEPTH", 0)};
 		oh_nvrtc_p(SW_OP_verify, p, 9);
 	}
-	gen_tree t;
+	rt_tree t;
 	sw_err err = {0};
-	assert_int_equal(gen_tree_parse("medusa63", NULL, &t, &err), 0);
+	assert_int_equal(rt_tree_parse("medusa63", NULL, &t, &err), 0);
 	gen_param p[] = {OH_NAME, OH_I("N_NODES", t.n), OH_I("V", 128256), OH_I("VQ", 128256),
 	                 OH_I("METHOD", RT_VERIFY_ONEHOT), OH_I("CHAIN_Q", 1), OH_I("BLOCK", 256),
 	                 OH_I("SLICES", 5), OH_I("Q_BY_DEPTH", 0)};

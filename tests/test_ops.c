@@ -1504,7 +1504,7 @@ static void block_embed_nvrtc(void)
 
 /* ---- draft_pick ------------------------------------------------------- */
 
-/* The n-gram-first drafter's pick (gen/plan_eagle3.c) vs ref_draft_pick,
+/* The n-gram-first drafter's pick (gen/drafter_eagle3.c) vs ref_draft_pick,
  * and both against the rule stated in the template: hk = 0 when node 1 is
  * present, else LEVELS without a controller (CTRL 0) or the controller's
  * RT_CTRL_HEAD_K clamped to [0, LEVELS]; go[j] = j < hk; RT_ST_HEAD = hk >

@@ -16,7 +16,7 @@
 #include "formats/gguf.h"
 #include "decode/chain.h"
 #include "formats/tokenizer.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "decode/tree_verify.h"
 
 static const char *model_path(void)
@@ -201,8 +201,8 @@ static void test_greedy_tree_equals_target(void **state)
 	rt_ctx *tc = rt_ctx_new(f->m, 512, 256, &err);
 	const char *trees[2] = { "eagle25", "biseq8" };
 	for (int ti = 0; ti < 2; ti++) {
-		gen_tree *t = malloc(sizeof(*t));
-		assert_int_equal(gen_tree_parse(trees[ti], NULL, t, &err), 0);
+		rt_tree *t = malloc(sizeof(*t));
+		assert_int_equal(rt_tree_parse(trees[ti], NULL, t, &err), 0);
 		rt_tree_cfg tcfg = { t, RT_EXPAND_TOPK, RT_VERIFY_GREEDY };
 		int32_t ids[256], ref[16], out[16];
 		int n = encode_chat(f->tok, PROMPTS[ti], ids, 256);

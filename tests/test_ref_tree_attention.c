@@ -31,7 +31,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "kernels/half.h"
 #include "kernels/ref/ref.h"
 
@@ -46,7 +46,7 @@ typedef struct att_case {
 } att_case;
 
 /* whether block key b is visible to query t */
-static int visible(const att_case *c, const gen_tree *t, int nb, int T, int q, int b)
+static int visible(const att_case *c, const rt_tree *t, int nb, int T, int q, int b)
 {
 	if (!c->tree)
 		return b <= nb - T + q;
@@ -60,13 +60,13 @@ static int visible(const att_case *c, const gen_tree *t, int nb, int T, int q, i
 
 static void run_case(const att_case *c)
 {
-	static gen_tree t; /* large; read only when c->tree is set */
+	static rt_tree t; /* large; read only when c->tree is set */
 	int nb = c->n_blk, T = c->T;
 	uint64_t *mask = NULL;
 	int mw = 0;
 	if (c->tree) {
 		sw_err err;
-		if (gen_tree_parse(c->tree, NULL, &t, &err))
+		if (rt_tree_parse(c->tree, NULL, &t, &err))
 			fail_msg("%s: %s", c->tree, err.msg);
 		nb = T = t.n;
 		mw = t.words;

@@ -33,10 +33,10 @@ static const char *const TREES[] = {"chain:1", "chain:4", "kary:2:3", "branch:3,
                                     "batch:3:2", "biseq8", "eagle25", "medusa63"};
 #define N_TREES ((int)(sizeof(TREES) / sizeof(TREES[0])))
 
-static void parse_tree(const char *spec, gen_tree *t)
+static void parse_tree(const char *spec, rt_tree *t)
 {
 	sw_err err;
-	if (gen_tree_parse(spec, NULL, t, &err))
+	if (rt_tree_parse(spec, NULL, t, &err))
 		fail_msg("%s: %s", spec, err.msg);
 }
 
@@ -56,10 +56,10 @@ static void test_chain_mode(void **state)
 		const int one_hot = tu_rand(&g) % 3 == 0;
 		char spec[32];
 		snprintf(spec, sizeof(spec), "chain:%d", D);
-		gen_tree t;
+		rt_tree t;
 		parse_tree(spec, &t);
 		const int n = t.n;
-		int32_t tb[5 * GEN_TREE_MAX_NODES], tok[GEN_TREE_MAX_NODES];
+		int32_t tb[5 * RT_TREE_MAX_NODES], tok[RT_TREE_MAX_NODES];
 		float *logits = malloc(sizeof(float) * (size_t)n * V);
 		float *p = malloc(sizeof(float) * (size_t)n * V), *q = malloc(sizeof(float) * (size_t)n * V);
 		float *pb = malloc(sizeof(float) * V), *tmp = malloc(sizeof(float) * V);
@@ -90,7 +90,7 @@ static void test_chain_mode(void **state)
 		int32_t want_fin = -1;
 		const int want = rt_verify_chain(logits, &s, one_hot ? NULL : q, tok + 1, g_len, V, seed,
 		                                 iter, &want_fin, pb, tmp, idx);
-		gen_tree_table(&t, tb);
+		rt_tree_table(&t, tb);
 		int32_t path[REF_TREE_MAX_DEPTH + 1], acc[REF_TREE_MAX_DEPTH + 1], fin = -2;
 		const int np = ref_verify_tree(REF_VERIFY_CHAIN, tb, n, tok, p, one_hot ? NULL : q, V,
 		                               seed, iter, scratch, path, acc, &fin, NULL);
@@ -126,7 +126,7 @@ static void test_vocab_prefix(void **state)
 	uint64_t g = 0x5eed0005;
 	int beyond = 0, accepted = 0, checked = 0;
 	for (int it = 0; it < 1200; it++) {
-		gen_tree t;
+		rt_tree t;
 		parse_tree(TREES[it % N_TREES], &t);
 		const int n = t.n, V = 4 + (int)(tu_rand(&g) % 40), Vq = 1 + (int)(tu_rand(&g) % (V - 1));
 		const int method = it / N_TREES % 6, one_hot = method == REF_VERIFY_CHAIN && it % 3 == 0;
@@ -135,8 +135,8 @@ static void test_vocab_prefix(void **state)
 		float *p = malloc(sizeof(float) * (size_t)n * V), *qn = malloc(sizeof(float) * (size_t)n * Vq);
 		float *qp = calloc((size_t)n * V, sizeof(float));
 		float *s1 = malloc(sizeof(float) * 2 * V), *s2 = malloc(sizeof(float) * 2 * V);
-		int32_t tb[5 * GEN_TREE_MAX_NODES], tok[GEN_TREE_MAX_NODES], pa[2][GEN_TREE_MAX_DEPTH + 2];
-		int32_t fin[2], acc[2][GEN_TREE_MAX_DEPTH + 2];
+		int32_t tb[5 * RT_TREE_MAX_NODES], tok[RT_TREE_MAX_NODES], pa[2][RT_TREE_MAX_DEPTH + 2];
+		int32_t fin[2], acc[2][RT_TREE_MAX_DEPTH + 2];
 		random_rows(p, n, V, &g);
 		random_rows(qn, n, Vq, &g);
 		for (int u = 0; u < n; u++)
@@ -161,7 +161,7 @@ static void test_vocab_prefix(void **state)
 				tok[ch[0]] = o;
 				tok[ch[1]] = a;
 			}
-		gen_tree_table(&t, tb);
+		rt_tree_table(&t, tb);
 		const uint64_t seed = tu_rand(&g);
 		const char *why[2] = {NULL, NULL};
 		const int n0 = ref_verify_tree(method, tb, n, tok, p, one_hot ? NULL : qp, V, seed,
@@ -202,12 +202,12 @@ static void test_op_outputs(void **state)
 	(void)state;
 	uint64_t g = 0x5eed0002;
 	for (int it = 0; it < 600; it++) {
-		gen_tree t;
+		rt_tree t;
 		parse_tree(TREES[it % N_TREES], &t);
 		const int n = t.n, V = 3 + (int)(tu_rand(&g) % 30), method = it / N_TREES % 5;
 		float *p = malloc(sizeof(float) * (size_t)n * V), *q = malloc(sizeof(float) * (size_t)n * V);
 		float *s1 = malloc(sizeof(float) * 2 * V), *s2 = malloc(sizeof(float) * 2 * V);
-		int32_t tb[5 * GEN_TREE_MAX_NODES], tok[GEN_TREE_MAX_NODES];
+		int32_t tb[5 * RT_TREE_MAX_NODES], tok[RT_TREE_MAX_NODES];
 		random_rows(p, n, V, &g);
 		random_rows(q, n, V, &g);
 		for (int u = 0; u < n; u++)
@@ -228,9 +228,9 @@ static void test_op_outputs(void **state)
 		const uint32_t iter = (uint32_t)it;
 		rt_tree_result res;
 		const int rc = rt_verify_tree(&t, method, tok, p, q, V, seed, iter, &res, s1);
-		gen_tree_table(&t, tb);
-		int32_t path[GEN_TREE_MAX_DEPTH + 2], otok[GEN_TREE_MAX_DEPTH + 2], counts[5] = {0, 0, 0, 7, 9};
-		for (int i = 0; i < GEN_TREE_MAX_DEPTH + 2; i++)
+		rt_tree_table(&t, tb);
+		int32_t path[RT_TREE_MAX_DEPTH + 2], otok[RT_TREE_MAX_DEPTH + 2], counts[5] = {0, 0, 0, 7, 9};
+		for (int i = 0; i < RT_TREE_MAX_DEPTH + 2; i++)
 			path[i] = otok[i] = -99;
 		const int rc2 = ref_verify(path, otok, counts, tb, tok, p, q, s2, seed, iter, n, V, V,
 		                           method, NULL);
@@ -320,11 +320,11 @@ static void test_table_check(void **state)
 	(void)state;
 	int refused_cases = 0;
 	for (int ti = 0; ti < N_TREES; ti++) {
-		gen_tree t;
+		rt_tree t;
 		parse_tree(TREES[ti], &t);
 		const int n = t.n, V = 5;
-		int32_t tb[5 * GEN_TREE_MAX_NODES], bad[5 * GEN_TREE_MAX_NODES];
-		gen_tree_table(&t, tb);
+		int32_t tb[5 * RT_TREE_MAX_NODES], bad[5 * RT_TREE_MAX_NODES];
+		rt_tree_table(&t, tb);
 		const char *why = NULL;
 		assert_int_equal(ref_tree_table_check(tb, n, &why), 0);
 		assert_null(why);
@@ -337,7 +337,7 @@ static void test_table_check(void **state)
 				fail_msg("%s: corruption %d accepted", TREES[ti], kind);
 			/* the ops refuse it too, writing nothing */
 			float *p = malloc(sizeof(float) * (size_t)n * V), *sc = malloc(sizeof(float) * 2 * V);
-			int32_t tok[GEN_TREE_MAX_NODES], out[GEN_TREE_MAX_NODES], counts[5] = {1, 2, 3, 4, 5};
+			int32_t tok[RT_TREE_MAX_NODES], out[RT_TREE_MAX_NODES], counts[5] = {1, 2, 3, 4, 5};
 			for (int i = 0; i < n * V; i++)
 				p[i] = 1.0f / V;
 			for (int i = 0; i < n; i++)
@@ -374,13 +374,13 @@ static void test_expand_levels(void **state)
 	uint64_t g = 0x5eed0003;
 	for (int ti = 0; ti < N_TREES; ti++)
 		for (int rule = 0; rule < 4; rule++) {
-			gen_tree t;
+			rt_tree t;
 			parse_tree(rule == RT_EXPAND_SPECHUB ? "biseq8" : TREES[ti], &t);
 			const int n = t.n, V = 40;
 			float *q = malloc(sizeof(float) * (size_t)n * V);
-			int32_t tb[5 * GEN_TREE_MAX_NODES], tok[GEN_TREE_MAX_NODES];
+			int32_t tb[5 * RT_TREE_MAX_NODES], tok[RT_TREE_MAX_NODES];
 			random_rows(q, n, V, &g);
-			gen_tree_table(&t, tb);
+			rt_tree_table(&t, tb);
 			const uint64_t seed = tu_rand(&g);
 			for (int d = 0; d < t.depth_max; d++) {
 				const int l0 = t.level_start[d], nl = t.level_start[d + 1] - l0;
@@ -392,7 +392,7 @@ static void test_expand_levels(void **state)
 						assert_int_equal(tok[u], u >= l0 && u < l0 + nl ? u % V : -7);
 				for (int u = l0; u < l0 + nl; u++) {
 					const int k = t.n_children[u];
-					int32_t ch[GEN_TREE_MAX_NODES];
+					int32_t ch[RT_TREE_MAX_NODES];
 					if (!k)
 						continue;
 					assert_int_equal(rt_expand_node(rule, q + (size_t)u * V, V, k, seed, 3,
@@ -417,13 +417,13 @@ static void test_expand_absent_nodes(void **state)
 	(void)state;
 	uint64_t g = 0x5eed0004;
 	for (int rule = 0; rule < 4; rule++) {
-		gen_tree t;
+		rt_tree t;
 		parse_tree(rule == RT_EXPAND_SPECHUB ? "kary:2:3" : "kary:3:3", &t);
 		const int n = t.n, V = 17, l0 = t.level_start[1], nl = t.level_start[2] - l0;
 		float *q = malloc(sizeof(float) * (size_t)n * V);
-		int32_t tb[5 * GEN_TREE_MAX_NODES], tok[GEN_TREE_MAX_NODES];
+		int32_t tb[5 * RT_TREE_MAX_NODES], tok[RT_TREE_MAX_NODES];
 		random_rows(q, n, V, &g);
-		gen_tree_table(&t, tb);
+		rt_tree_table(&t, tb);
 		int n_absent = 0;
 		for (int u = 0; u < n; u++)
 			tok[u] = -7;
@@ -436,7 +436,7 @@ static void test_expand_absent_nodes(void **state)
 		assert_int_equal(ref_tree_expand(tok, q, tb, 9, 4, n, V, rule, l0, nl, NULL), 0);
 		for (int u = l0; u < l0 + nl; u++) {
 			const int k = t.n_children[u];
-			int32_t ch[GEN_TREE_MAX_NODES];
+			int32_t ch[RT_TREE_MAX_NODES];
 			if (tok[u] >= 0)
 				assert_int_equal(rt_expand_node(rule, q + (size_t)u * V, V, k, 9, 4, (uint32_t)u,
 				                                ch, NULL, NULL), 0);
@@ -464,16 +464,16 @@ static void test_expand_absent_nodes(void **state)
  * P(root, x) P(x, y), chi-square at 1e-4 over the V^2 cells. */
 static void ref_chi2_absent(const char *spec, int rule, int method, int V, double q_zero, int n)
 {
-	gen_tree t;
+	rt_tree t;
 	parse_tree(spec, &t);
 	const int N = t.n;
-	int32_t tb[5 * GEN_TREE_MAX_NODES], tok[GEN_TREE_MAX_NODES], path[REF_TREE_MAX_DEPTH + 1];
+	int32_t tb[5 * RT_TREE_MAX_NODES], tok[RT_TREE_MAX_NODES], path[REF_TREE_MAX_DEPTH + 1];
 	float *P = malloc(sizeof(float) * (size_t)V * V), *Q = malloc(sizeof(float) * (size_t)V * V);
 	float *p = malloc(sizeof(float) * (size_t)N * V), *q = malloc(sizeof(float) * (size_t)N * V);
 	float *scr = malloc(sizeof(float) * 2 * (size_t)V);
 	uint64_t *hist = calloc((size_t)V * V, sizeof(uint64_t));
 	double *probs = malloc(sizeof(double) * (size_t)V * V);
-	gen_tree_table(&t, tb);
+	rt_tree_table(&t, tb);
 	tu_random_table(P, V, V, 0.2, 303u + (uint64_t)rule);
 	tu_random_table(Q, V, V, q_zero, 404u + (uint64_t)rule);
 	const int root = 1;

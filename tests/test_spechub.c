@@ -240,7 +240,7 @@ static void check_node(int rule, int method, int k, const float *p, const float 
                        const char *label)
 {
 	enum { N = 200000 };
-	gen_tree t;
+	rt_tree t;
 	memset(&t, 0, sizeof(t));
 	t.n = k + 1;
 	t.parent[0] = -1;

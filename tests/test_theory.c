@@ -20,7 +20,7 @@
 
 #include "decode/chain.h"
 #include "testutil.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "decode/tree_verify.h"
 
 #define ALPHA 1e-4
@@ -352,8 +352,8 @@ static void test_alg4_batch(void **state)
 		}
 		char spec[32], label[96];
 		snprintf(spec, sizeof(spec), "batch:%d:%d", M, L);
-		gen_tree t;
-		assert_int_equal(gen_tree_parse(spec, NULL, &t, &err), 0);
+		rt_tree t;
+		assert_int_equal(rt_tree_parse(spec, NULL, &t, &err), 0);
 		rt_tree_cfg tcfg = { &t, RT_EXPAND_SAMPLE, RT_VERIFY_RRS };
 		int max_ctx = T + t.n + 8;
 		rt_ctx *tc = rt_ctx_new(tm, max_ctx, t.n, &err);

@@ -16,10 +16,10 @@
 #include <cmocka.h>
 
 #include "core/json.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 
 #define TP_MAX 512 /* more than the builder accepts, for the too-many case */
-#define TP_LEN (GEN_TREE_MAX_DEPTH + 2)
+#define TP_LEN (RT_TREE_MAX_DEPTH + 2)
 
 /* A list of paths as the test sees it, independent of the builder. */
 typedef struct tpaths {
@@ -172,7 +172,7 @@ static uint64_t rng_next(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-static void build_from_tp(const tpaths *tp, const int *perm, const char *name, gen_tree *t)
+static void build_from_tp(const tpaths *tp, const int *perm, const char *name, rt_tree *t)
 {
 	const int **ptrs = calloc((size_t)tp->n + 1, sizeof(*ptrs));
 	int *lens = calloc((size_t)tp->n + 1, sizeof(*lens));
@@ -185,16 +185,16 @@ static void build_from_tp(const tpaths *tp, const int *perm, const char *name, g
 		ptrs[i] = tp->p[k];
 		lens[i] = tp->len[k];
 	}
-	if (gen_tree_from_paths(ptrs, lens, tp->n, name, t, &err))
+	if (rt_tree_from_paths(ptrs, lens, tp->n, name, t, &err))
 		fail_msg("%s: %s", name, err.msg);
 	free(lens);
 	free(ptrs);
 }
 
-static void check_tree(const gen_tree *t, const tpaths *tp)
+static void check_tree(const rt_tree *t, const tpaths *tp)
 {
-	int n = t->n, found[GEN_TREE_MAX_NODES] = { 0 };
-	uint64_t row[GEN_TREE_WORDS];
+	int n = t->n, found[RT_TREE_MAX_NODES] = { 0 };
+	uint64_t row[RT_TREE_WORDS];
 
 	assert_int_equal(n, tp->n + 1);
 	assert_int_equal(t->depth_max, tp_max_len(tp));
@@ -205,10 +205,10 @@ static void check_tree(const gen_tree *t, const tpaths *tp)
 
 	/* the parent chain of each node spells a listed path, each path once */
 	for (int i = 1; i < n; i++) {
-		int p[GEN_TREE_MAX_DEPTH + 1], len = 0;
+		int p[RT_TREE_MAX_DEPTH + 1], len = 0;
 		assert_true(t->parent[i] >= 0 && t->parent[i] < i);
 		for (int j = i; j != 0; j = t->parent[j]) {
-			assert_true(len < GEN_TREE_MAX_DEPTH);
+			assert_true(len < RT_TREE_MAX_DEPTH);
 			p[len++] = t->rank[j];
 		}
 		for (int a = 0, b = len - 1; a < b; a++, b--) {
@@ -234,12 +234,12 @@ static void check_tree(const gen_tree *t, const tpaths *tp)
 		for (int w = 0; w < t->words; w++)
 			assert_int_equal(t->mask[(size_t)i * t->words + w], row[w]);
 		for (int j = 0; j < t->words * 64; j++)
-			assert_int_equal(gen_tree_visible(t, i, j),
+			assert_int_equal(rt_tree_visible(t, i, j),
 					 j < n && (int)(row[j / 64] >> (j % 64) & 1));
 		for (int j = n; j < t->words * 64; j++)
-			assert_int_equal(gen_tree_visible(t, i, j), 0);
+			assert_int_equal(rt_tree_visible(t, i, j), 0);
 	}
-	for (size_t k = (size_t)n * t->words; k < GEN_TREE_MAX_NODES * GEN_TREE_WORDS; k++)
+	for (size_t k = (size_t)n * t->words; k < RT_TREE_MAX_NODES * RT_TREE_WORDS; k++)
 		assert_int_equal(t->mask[k], 0);
 
 	/* children lists: each child's parent and rank, in rank order */
@@ -283,7 +283,7 @@ static void check_tree(const gen_tree *t, const tpaths *tp)
 	/* the listing order must not matter: shuffles give the same bytes */
 	uint64_t seed = 12345u + (uint64_t)n;
 	int perm[TP_MAX];
-	gen_tree *u = malloc(sizeof(*u));
+	rt_tree *u = malloc(sizeof(*u));
 	assert_non_null(u);
 	for (int i = 0; i < tp->n; i++)
 		perm[i] = i;
@@ -307,7 +307,7 @@ static void check_tree(const gen_tree *t, const tpaths *tp)
 static void check_preset(const char *name, int nodes, int depth)
 {
 	tpaths *tp = tp_new();
-	gen_tree *t = malloc(sizeof(*t)), *u = malloc(sizeof(*u));
+	rt_tree *t = malloc(sizeof(*t)), *u = malloc(sizeof(*u));
 	sw_err err = { 0 };
 
 	assert_non_null(t);
@@ -316,7 +316,7 @@ static void check_preset(const char *name, int nodes, int depth)
 	/* the counts the sources state, against the lists themselves */
 	assert_int_equal(tp->n, nodes);
 	assert_int_equal(tp_max_len(tp), depth);
-	if (gen_tree_parse(name, NULL, t, &err))
+	if (rt_tree_parse(name, NULL, t, &err))
 		fail_msg("%s: %s", name, err.msg);
 	assert_string_equal(t->name, name);
 	assert_int_equal(t->n, tp->n + 1);
@@ -333,9 +333,9 @@ static void check_preset(const char *name, int nodes, int depth)
 static void test_preset_medusa63(void **state)
 {
 	check_preset("medusa63", 63, 4);
-	gen_tree *t = malloc(sizeof(*t));
+	rt_tree *t = malloc(sizeof(*t));
 	assert_non_null(t);
-	assert_int_equal(gen_tree_parse("medusa63", "models/trees", t, NULL), 0);
+	assert_int_equal(rt_tree_parse("medusa63", "models/trees", t, NULL), 0);
 	/* 64 nodes with the root: one mask word exactly, all bits in use */
 	assert_int_equal(t->n, 64);
 	assert_int_equal(t->words, 1);
@@ -384,9 +384,9 @@ static void test_preset_biseq(void **state)
 	check_preset("biseq8", 7, 4);
 	check_preset("biseq16", 15, 5);
 	/* binary trees: no node has more than 2 children */
-	gen_tree *t = malloc(sizeof(*t));
+	rt_tree *t = malloc(sizeof(*t));
 	assert_non_null(t);
-	assert_int_equal(gen_tree_parse("biseq16", NULL, t, NULL), 0);
+	assert_int_equal(rt_tree_parse("biseq16", NULL, t, NULL), 0);
 	for (int i = 0; i < t->n; i++)
 		assert_true(t->n_children[i] <= 2);
 	free(t);
@@ -396,11 +396,11 @@ static void test_preset_biseq(void **state)
 
 static void check_spec(const char *spec, const tpaths *tp)
 {
-	gen_tree *t = malloc(sizeof(*t));
+	rt_tree *t = malloc(sizeof(*t));
 	sw_err err = { 0 };
 
 	assert_non_null(t);
-	if (gen_tree_parse(spec, NULL, t, &err))
+	if (rt_tree_parse(spec, NULL, t, &err))
 		fail_msg("%s: %s", spec, err.msg);
 	assert_string_equal(t->name, spec);
 	check_tree(t, tp);
@@ -409,7 +409,7 @@ static void check_spec(const char *spec, const tpaths *tp)
 
 static void test_generated_chain(void **state)
 {
-	static const int ks[] = { 1, 2, 7, 33, GEN_TREE_MAX_DEPTH };
+	static const int ks[] = { 1, 2, 7, 33, RT_TREE_MAX_DEPTH };
 	for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {
 		char spec[32];
 		tpaths *tp = tp_new();
@@ -432,14 +432,14 @@ static void test_generated_kary(void **state)
 		free(tp);
 	}
 	/* kary:2:6 = 126 nodes + root: two mask words, the second partly used */
-	gen_tree *t = malloc(sizeof(*t));
+	rt_tree *t = malloc(sizeof(*t));
 	assert_non_null(t);
-	assert_int_equal(gen_tree_parse("kary:2:6", NULL, t, NULL), 0);
+	assert_int_equal(rt_tree_parse("kary:2:6", NULL, t, NULL), 0);
 	assert_int_equal(t->n, 127);
 	assert_int_equal(t->words, 2);
 	/* the last leaf (node 126) sees nodes 62, 30, 14, 6, 2 and the root */
 	for (int j = 0; j < 127; j++)
-		assert_int_equal(gen_tree_visible(t, 126, j),
+		assert_int_equal(rt_tree_visible(t, 126, j),
 				 j == 126 || j == 62 || j == 30 || j == 14 || j == 6 || j == 2 || j == 0);
 	free(t);
 }
@@ -476,9 +476,9 @@ static void test_generated_batch(void **state)
 		free(tp);
 	}
 	/* every branch has L nodes: M * L nodes besides the root */
-	gen_tree *t = malloc(sizeof(*t));
+	rt_tree *t = malloc(sizeof(*t));
 	assert_non_null(t);
-	assert_int_equal(gen_tree_parse("batch:3:4", NULL, t, NULL), 0);
+	assert_int_equal(rt_tree_parse("batch:3:4", NULL, t, NULL), 0);
 	assert_int_equal(t->n, 13);
 	assert_int_equal(t->depth_max, 4);
 	assert_int_equal(t->n_children[0], 3);
@@ -489,7 +489,7 @@ static void test_generated_batch(void **state)
 static void test_literal_trees(void **state)
 {
 	tpaths *tp = tp_new();
-	gen_tree *t = malloc(sizeof(*t));
+	rt_tree *t = malloc(sizeof(*t));
 	assert_non_null(t);
 	tp_from_literal(tp, "[[2,1,0],[0],[2,0],[1],[2],[2,1],[0,0]]");
 	build_from_tp(tp, NULL, "scrambled", t);
@@ -506,8 +506,8 @@ static void test_literal_trees(void **state)
 	int fan[2] = { 15, 16 }; /* 15 + 240 = 255 */
 	tp_fanout(tp, fan, 2);
 	build_from_tp(tp, NULL, NULL, t);
-	assert_int_equal(t->n, GEN_TREE_MAX_NODES);
-	assert_int_equal(t->words, GEN_TREE_WORDS);
+	assert_int_equal(t->n, RT_TREE_MAX_NODES);
+	assert_int_equal(t->words, RT_TREE_WORDS);
 	assert_string_equal(t->name, "");
 	check_tree(t, tp);
 	free(tp);
@@ -527,7 +527,7 @@ static void paths_bad_(const char *lit, int code, ...)
 {
 	tpaths *tp = tp_new();
 	const int *ptrs[TP_MAX];
-	gen_tree *t = malloc(sizeof(*t));
+	rt_tree *t = malloc(sizeof(*t));
 	sw_err err = { 0 };
 	va_list ap;
 
@@ -535,7 +535,7 @@ static void paths_bad_(const char *lit, int code, ...)
 	tp_from_literal(tp, lit);
 	for (int i = 0; i < tp->n; i++)
 		ptrs[i] = tp->p[i];
-	int rc = gen_tree_from_paths(ptrs, tp->len, tp->n, "mytree", t, &err);
+	int rc = rt_tree_from_paths(ptrs, tp->len, tp->n, "mytree", t, &err);
 	if (rc == 0)
 		fail_msg("accepted %s", lit);
 	assert_int_equal(rc, code);
@@ -570,7 +570,7 @@ static void test_errors_paths(void **state)
 	char lit[8192];
 	size_t k = 0;
 	lit[k++] = '[';
-	for (int i = 0; i < GEN_TREE_MAX_NODES; i++)
+	for (int i = 0; i < RT_TREE_MAX_NODES; i++)
 		k += (size_t)snprintf(lit + k, sizeof(lit) - k, "%s[%d]", i ? "," : "", i);
 	lit[k++] = ']';
 	lit[k] = '\0';
@@ -579,7 +579,7 @@ static void test_errors_paths(void **state)
 	/* too deep: a properly prefixed chain of 65 */
 	k = 0;
 	lit[k++] = '[';
-	for (int l = 1; l <= GEN_TREE_MAX_DEPTH + 1; l++) {
+	for (int l = 1; l <= RT_TREE_MAX_DEPTH + 1; l++) {
 		k += (size_t)snprintf(lit + k, sizeof(lit) - k, "%s[0", l > 1 ? "," : "");
 		for (int j = 1; j < l; j++)
 			k += (size_t)snprintf(lit + k, sizeof(lit) - k, ",0");
@@ -590,20 +590,20 @@ static void test_errors_paths(void **state)
 	paths_bad(lit, SW_ERANGE, "path [0, 0, 0", "...]", "too deep: depth 65", "at most 64");
 
 	/* no sw_err: still a failure code, no crash */
-	gen_tree *t = malloc(sizeof(*t));
+	rt_tree *t = malloc(sizeof(*t));
 	assert_non_null(t);
-	assert_int_equal(gen_tree_from_paths(NULL, NULL, 0, NULL, t, NULL), SW_EINVAL);
+	assert_int_equal(rt_tree_from_paths(NULL, NULL, 0, NULL, t, NULL), SW_EINVAL);
 	free(t);
 }
 
 static void spec_bad_(const char *spec, const char *dir, ...)
 {
-	gen_tree *t = malloc(sizeof(*t));
+	rt_tree *t = malloc(sizeof(*t));
 	sw_err err = { 0 };
 	va_list ap;
 
 	assert_non_null(t);
-	int rc = gen_tree_parse(spec, dir, t, &err);
+	int rc = rt_tree_parse(spec, dir, t, &err);
 	if (rc == 0)
 		fail_msg("accepted spec %s", spec);
 	assert_true(rc < 0);
@@ -638,7 +638,7 @@ static void test_errors_specs(void **state)
 	spec_bad("branch:4;2", "expected ',' after b1, found \";2\"");
 	spec_bad("branch:16,16", "too many nodes: 272 besides the root");
 	char deep[256] = "branch:1";
-	for (int i = 0; i < GEN_TREE_MAX_DEPTH; i++)
+	for (int i = 0; i < RT_TREE_MAX_DEPTH; i++)
 		strcat(deep, ",1");
 	spec_bad(deep, "too deep", "at most 64");
 	spec_bad("batch:0:3", "tree spec \"batch:0:3\"", "M (branches)", "found \"0\"");
@@ -653,10 +653,10 @@ static void test_errors_specs(void **state)
 	spec_bad_("medusa63", "/nonexistent-dir", "unknown tree spec \"medusa63\"",
 		  "presets in /nonexistent-dir: (none found)", NULL);
 
-	gen_tree *t = malloc(sizeof(*t));
+	rt_tree *t = malloc(sizeof(*t));
 	assert_non_null(t);
-	assert_true(gen_tree_parse("chain:0", NULL, t, NULL) < 0);
-	assert_true(gen_tree_parse(NULL, NULL, t, NULL) < 0);
+	assert_true(rt_tree_parse("chain:0", NULL, t, NULL) < 0);
+	assert_true(rt_tree_parse(NULL, NULL, t, NULL) < 0);
 	free(t);
 }
 
@@ -691,7 +691,7 @@ static int teardown_tmp(void **state)
 
 static void test_files(void **state)
 {
-	gen_tree *t = malloc(sizeof(*t));
+	rt_tree *t = malloc(sizeof(*t));
 	sw_err err = { 0 };
 	const char *p;
 	char path[160];
@@ -699,7 +699,7 @@ static void test_files(void **state)
 	assert_non_null(t);
 	/* a file without "name" is named after the file */
 	p = write_tmp("small.json", "{\"paths\": [[1], [0], [0, 0]]}");
-	if (gen_tree_parse(p, NULL, t, &err))
+	if (rt_tree_parse(p, NULL, t, &err))
 		fail_msg("%s", err.msg);
 	assert_string_equal(t->name, "small");
 	assert_int_equal(t->n, 4);
@@ -707,7 +707,7 @@ static void test_files(void **state)
 
 	/* a preset folder of one's own */
 	write_tmp("mine.json", "{\"name\": \"my tree\", \"source\": \"test\", \"paths\": [[0], [0, 0], [1]]}");
-	if (gen_tree_parse("mine", tmpdir, t, &err))
+	if (rt_tree_parse("mine", tmpdir, t, &err))
 		fail_msg("%s", err.msg);
 	assert_string_equal(t->name, "my tree");
 	spec_bad_("medusa63", tmpdir, "unknown tree spec \"medusa63\"", "mine, small", NULL);
@@ -746,7 +746,7 @@ static void test_files(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		p = write_tmp("bad.json", bad[i].text);
 		memset(&err, 0, sizeof(err));
-		if (gen_tree_parse(p, NULL, t, &err) == 0)
+		if (rt_tree_parse(p, NULL, t, &err) == 0)
 			fail_msg("accepted %s", bad[i].text);
 		for (int k = 0; k < 3 && bad[i].frag[k]; k++)
 			if (!strstr(err.msg, bad[i].frag[k]))
@@ -754,7 +754,7 @@ static void test_files(void **state)
 					 err.msg);
 		/* the same through the from-memory entry point */
 		memset(&err, 0, sizeof(err));
-		assert_true(gen_tree_from_json_text(bad[i].text, strlen(bad[i].text), "bad.json", t,
+		assert_true(rt_tree_from_json_text(bad[i].text, strlen(bad[i].text), "bad.json", t,
 						    &err) < 0);
 		assert_int_equal(t->n, 0);
 	}
@@ -763,7 +763,7 @@ static void test_files(void **state)
 	char buf[32];
 	memcpy(buf, "{\"paths\": [[0], [1]]}XXXXXXXX", 29);
 	memset(&err, 0, sizeof(err));
-	if (gen_tree_from_json_text(buf, 21, "dir/mem.json", t, &err))
+	if (rt_tree_from_json_text(buf, 21, "dir/mem.json", t, &err))
 		fail_msg("%s", err.msg);
 	assert_string_equal(t->name, "mem");
 	assert_int_equal(t->n, 3);

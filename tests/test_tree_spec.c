@@ -17,7 +17,7 @@
 
 #include "decode/chain.h"
 #include "testutil.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "decode/tree_verify.h"
 
 #define ALPHA 1e-4
@@ -26,8 +26,8 @@ static void check_tree_q(const char *tree_spec, int rule, int method, rt_samplin
                          int trials, double q_zero)
 {
 	sw_err err;
-	gen_tree *t = malloc(sizeof(*t));
-	assert_int_equal(gen_tree_parse(tree_spec, NULL, t, &err), 0);
+	rt_tree *t = malloc(sizeof(*t));
+	assert_int_equal(rt_tree_parse(tree_spec, NULL, t, &err), 0);
 	float *P = malloc((size_t)V * V * V * sizeof(float)), *Q = malloc((size_t)V * V * sizeof(float));
 	tu_random_table(P, V * V, V, 0.15, 1000 + (uint64_t)V);
 	/* q_zero > 0: draft rows with fewer tokens with q > 0 than children, so
@@ -142,8 +142,8 @@ static void test_greedy(void **state)
 	rt_sampling g = { 0.0f, 0, 1.0f };
 	int accepted = 0;
 	for (size_t ti = 0; ti < sizeof(trees) / sizeof(trees[0]); ti++) {
-		gen_tree *t = malloc(sizeof(*t));
-		assert_int_equal(gen_tree_parse(trees[ti], NULL, t, &err), 0);
+		rt_tree *t = malloc(sizeof(*t));
+		assert_int_equal(rt_tree_parse(trees[ti], NULL, t, &err), 0);
 		rt_ctx *tc = rt_ctx_new(tm, 64, t->n, &err), *rc = rt_ctx_new(tm, 64, 8, &err);
 		rt_tree_cfg tcfg = { t, RT_EXPAND_TOPK, RT_VERIFY_GREEDY };
 		for (int a = 0; a < V; a++)
@@ -175,8 +175,8 @@ static void test_incompatible(void **state)
 	tu_random_table(P, V, V, 0.0, 8);
 	sw_err err;
 	rt_model *m = rt_model_table(V, 1, P, "t", &err);
-	gen_tree t;
-	assert_int_equal(gen_tree_parse("kary:2:2", NULL, &t, &err), 0);
+	rt_tree t;
+	assert_int_equal(rt_tree_parse("kary:2:2", NULL, &t, &err), 0);
 	rt_ctx *tc = rt_ctx_new(m, 32, t.n, &err);
 	rt_tree_cfg tcfg = { &t, RT_EXPAND_TOPK, RT_VERIFY_RRS };
 	int32_t prompt[1] = { 0 }, out[4];

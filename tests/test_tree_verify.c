@@ -28,7 +28,7 @@
 
 /* Fills t from parent[] in BFS order (parent[u] < u, depths non-decreasing);
  * children ranked by id. The builder in gen/tree.c is not needed here. */
-static void tree_from_parents(gen_tree *t, const int *parent, int n)
+static void tree_from_parents(rt_tree *t, const int *parent, int n)
 {
 	memset(t, 0, sizeof(*t));
 	t->n = n;
@@ -64,8 +64,8 @@ typedef struct world {
 } world;
 
 typedef struct tree_step {
-	int32_t tok[GEN_TREE_MAX_NODES];
-	float p[GEN_TREE_MAX_NODES * VMAX], q[GEN_TREE_MAX_NODES * VMAX];
+	int32_t tok[RT_TREE_MAX_NODES];
+	float p[RT_TREE_MAX_NODES * VMAX], q[RT_TREE_MAX_NODES * VMAX];
 	rt_tree_result res;
 } tree_step;
 
@@ -80,7 +80,7 @@ enum absent_mode {
 	                * RRS, ONEHOT and GREEDY) */
 };
 
-static void mark_absent(const gen_tree *t, int mode, int32_t *tok, uint64_t *rng)
+static void mark_absent(const rt_tree *t, int mode, int32_t *tok, uint64_t *rng)
 {
 	if (mode == ABSENT_NONE)
 		return;
@@ -101,7 +101,7 @@ static void mark_absent(const gen_tree *t, int mode, int32_t *tok, uint64_t *rng
  * mode, verifies with the method, and writes the first L emitted tokens to
  * out, continuing from the target table with the test RNG when the step
  * emitted fewer (exact by construction). Returns the accepted draft count. */
-static int tree_trial_absent(const gen_tree *t, int rule, int method, const world *w, int r0, uint64_t seed,
+static int tree_trial_absent(const rt_tree *t, int rule, int method, const world *w, int r0, uint64_t seed,
                              uint32_t iter, int L, int32_t *out, uint64_t *rng, tree_step *st, int absent)
 {
 	int V = w->V;
@@ -111,7 +111,7 @@ static int tree_trial_absent(const gen_tree *t, int rule, int method, const worl
 		memcpy(st->p + u * V, w->P + st->tok[u] * V, V * sizeof(float));
 		memcpy(st->q + u * V, w->D + st->tok[u] * V, V * sizeof(float));
 		int k = t->n_children[u];
-		int32_t kids[GEN_TREE_MAX_NODES];
+		int32_t kids[RT_TREE_MAX_NODES];
 		if (k == 0)
 			continue;
 		assert_int_equal(rt_expand_node(rule, st->q + u * V, V, k, seed, iter, (uint32_t)u, kids, NULL, NULL), 0);
@@ -132,7 +132,7 @@ static int tree_trial_absent(const gen_tree *t, int rule, int method, const worl
 	return st->res.n_path - 1;
 }
 
-static int tree_trial(const gen_tree *t, int rule, int method, const world *w, int r0, uint64_t seed,
+static int tree_trial(const rt_tree *t, int rule, int method, const world *w, int r0, uint64_t seed,
                       uint32_t iter, int L, int32_t *out, uint64_t *rng, tree_step *st)
 {
 	return tree_trial_absent(t, rule, method, w, r0, seed, iter, L, out, rng, st, ABSENT_NONE);
@@ -170,7 +170,7 @@ static int seq_index(const int32_t *s, int L, int V)
 
 /* Chi-square of N tree steps against the chain; returns the statistic minus
  * the critical value (< 0: consistent). */
-static double check_tree_absent(const gen_tree *t, int rule, int method, const world *w, int L, int N,
+static double check_tree_absent(const rt_tree *t, int rule, int method, const world *w, int L, int N,
                                 uint64_t seed, const char *label, int absent)
 {
 	static tree_step st;
@@ -190,7 +190,7 @@ static double check_tree_absent(const gen_tree *t, int rule, int method, const w
 	return chi - crit;
 }
 
-static double check_tree(const gen_tree *t, int rule, int method, const world *w, int L, int N,
+static double check_tree(const rt_tree *t, int rule, int method, const world *w, int L, int N,
                          uint64_t seed, const char *label)
 {
 	return check_tree_absent(t, rule, method, w, L, N, seed, label, ABSENT_NONE);
@@ -242,7 +242,7 @@ static const struct { int rule, method; } EXACT[] = {
 
 static void run_exact(const world *w, const int *wide, int n_wide, const char *tag, uint64_t seed)
 {
-	gen_tree trees[4];
+	rt_tree trees[4];
 	const char *names[4] = { "chain:3", "binary depth 2", "wide", "mixed 2/1/2" };
 	tree_from_parents(&trees[0], CHAIN3, 4);
 	tree_from_parents(&trees[1], BIN2, 7);
@@ -266,7 +266,7 @@ static void run_exact(const world *w, const int *wide, int n_wide, const char *t
  * per-node present prefixes; RRS and ONEHOT also with random subsets. */
 static void run_exact_absent(const world *w, const int *wide, int n_wide, const char *tag, uint64_t seed)
 {
-	gen_tree trees[4];
+	rt_tree trees[4];
 	const char *names[4] = { "chain:3", "binary depth 2", "wide", "mixed 2/1/2" };
 	tree_from_parents(&trees[0], CHAIN3, 4);
 	tree_from_parents(&trees[1], BIN2, 7);
@@ -305,7 +305,7 @@ static void test_absent_root(void **state)
 	static tree_step st;
 	float scratch[4 * VMAX];
 	static const int ONE[] = { -1, 0 }, TWO[] = { -1, 0, 0 };
-	gen_tree t1, t2;
+	rt_tree t1, t2;
 	tree_from_parents(&t1, ONE, 2);
 	tree_from_parents(&t2, TWO, 3);
 	world w = { .V = 5 };
@@ -317,7 +317,7 @@ static void test_absent_root(void **state)
 		probs[x] = w.P[r0 * 5 + x];
 	for (int m = RT_VERIFY_GREEDY; m <= RT_VERIFY_ONEHOT; m++) {
 		for (int ti = 0; ti < 2; ti++) {
-			const gen_tree *t = ti ? &t2 : &t1;
+			const rt_tree *t = ti ? &t2 : &t1;
 			uint64_t counts[VMAX] = { 0 };
 			const int N = 40000;
 			for (uint32_t i = 0; i < (uint32_t)N; i++) {
@@ -383,7 +383,7 @@ static void test_exact_greedy(void **state)
 	int32_t want[LMAX], out[LMAX];
 	for (int i = 0, prev = 0; i < LMAX; i++)
 		prev = want[i] = rt_argmax(w.P + prev * 6, 6);
-	gen_tree t;
+	rt_tree t;
 	tree_from_parents(&t, BIN2, 7);
 	for (int rule = 0; rule <= RT_EXPAND_SPECHUB; rule++) {
 		uint64_t rng = 1, acc = 0;
@@ -411,7 +411,7 @@ static void test_exact_greedy(void **state)
 
 /* The test-local RRS walker, written from ALGORITHMS.txt 2 with its own RNG,
  * optionally with the duplicate-skipping bug ("if y in seen: continue"). */
-static void rrs_local(const gen_tree *t, const tree_step *st, int V, bool skip_dups, uint64_t *rng,
+static void rrs_local(const rt_tree *t, const tree_step *st, int V, bool skip_dups, uint64_t *rng,
                       rt_tree_result *res)
 {
 	float r[VMAX];
@@ -461,7 +461,7 @@ static void test_rrs_duplicates(void **state)
 	memcpy(w.P, proot, sizeof(proot));
 	for (int r = 0; r < 3; r++)
 		memcpy(w.D + r * 3, q, sizeof(q));
-	gen_tree t;
+	rt_tree t;
 	tree_from_parents(&t, DUP, 9);
 	assert_true(check_tree(&t, RT_EXPAND_SAMPLE, RT_VERIFY_RRS, &w, 2, 40000, 5, "V3 duplicate-prone") < 0);
 
@@ -515,7 +515,7 @@ static void test_greedy_longest_path(void **state)
 		parent[0] = -1;
 		for (int u = 1; u < n; u++) /* non-decreasing parents: BFS order */
 			parent[u] = u == 1 ? 0 : parent[u - 1] + (int)(tu_rand(&g) % 2 && parent[u - 1] + 1 < u);
-		gen_tree t;
+		rt_tree t;
 		tree_from_parents(&t, parent, n);
 		tu_random_table(st.p, n, V, 0.3, tu_rand(&g));
 		for (int u = 0; u < n; u++)
@@ -546,7 +546,7 @@ static void test_edges(void **state)
 {
 	static tree_step st;
 	float scratch[4 * VMAX];
-	gen_tree t1, t3;
+	rt_tree t1, t3;
 	static const int ONE[] = { -1, 0 }, THREE[] = { -1, 0, 0, 0 };
 	tree_from_parents(&t1, ONE, 2);
 	tree_from_parents(&t3, THREE, 4);
@@ -575,7 +575,7 @@ static void test_edges(void **state)
 	/* SpecHub: 3 children, or a pair without the hub, is refused. */
 	st.tok[1] = 0, st.tok[2] = 1, st.tok[3] = 2;
 	assert_int_equal(rt_verify_tree(&t3, RT_VERIFY_SPECHUB, st.tok, st.p, st.q, 4, 1, 0, &st.res, scratch), SW_EINVAL);
-	gen_tree t2;
+	rt_tree t2;
 	static const int TWO[] = { -1, 0, 0 };
 	tree_from_parents(&t2, TWO, 3);
 	st.tok[1] = 1, st.tok[2] = 2;

@@ -35,7 +35,7 @@
 #include "core/fileio.h"
 #include "decode/chain.h"
 #include "decode/sampler.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "decode/tree_verify.h"
 #include "engine_util.h"
 #include "formats/gguf.h"
@@ -435,8 +435,8 @@ static void test_engine_greedy(void **state)
 		eu_build(spec, dir, cache_dir(), false);
 
 		/* the host decoder with the padded draft, same tree */
-		gen_tree tree;
-		must(gen_tree_parse(trees[t], NULL, &tree, &err), &err, "tree");
+		rt_tree tree;
+		must(rt_tree_parse(trees[t], NULL, &tree, &err), &err, "tree");
 		rt_ctx *tc = rt_ctx_new(g_t, 192, 64, &err);
 		assert_non_null(tc);
 		rt_tree_cfg tcfg = {.tree = &tree, .rule = RT_EXPAND_TOPK, .method = RT_VERIFY_GREEDY};

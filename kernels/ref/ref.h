@@ -17,7 +17,7 @@
 
 #define REF_EINVAL (-1) /* an argument outside what the op accepts */
 
-/* Tree limits: the host tree's (runtime/decode/tree.h GEN_TREE_MAX_*). */
+/* Tree limits: the tree's (runtime/core/tree.h RT_TREE_MAX_*). */
 #define REF_TREE_MAX_NODES 256 /* including the root */
 #define REF_TREE_MAX_DEPTH 64
 
@@ -359,7 +359,7 @@ int ref_sample_cdf(const float *w, int V, double u);
 int ref_sample_residual(const float *p, const float *q, int32_t q_tok, int V, double u, float *tmp);
 
 /* The tree table the tree_expand and verify kernels read (gen_tree_table of
- * runtime/decode/tree.h): 5 rows of n_nodes int32 — parent (-1 for the
+ * runtime/core/tree.h): 5 rows of n_nodes int32 — parent (-1 for the
  * root), n_children, child_start, child_list, depth; the children of u are
  * child_list[child_start[u] + r], r the rank. Checks it describes a tree
  * with n_nodes in 1..REF_TREE_MAX_NODES: every node u >= 1 has a parent
@@ -368,7 +368,7 @@ int ref_sample_residual(const float *p, const float *q, int32_t q_tok, int V, do
  * depth[0] = 0. 0 or REF_EINVAL (with why). */
 int ref_tree_table_check(const int32_t *tree, int n_nodes, const char **why);
 
-/* Expansion rules and verification methods (runtime/decode/tree_verify.h
+/* Expansion rules and verification methods (runtime/core/tree_rules.h
  * names them RT_EXPAND_* / RT_VERIFY_* with these values). */
 enum ref_expand_rule {
 	REF_EXPAND_TOPK = 0,   /* deterministic: child r = r-th most likely token (ties: lower id) */

@@ -17,7 +17,7 @@
 #include "cli.h"
 #include "kernels/philox.h"
 #include "decode/block_decode.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "decode/tree_verify.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -188,10 +188,10 @@ static const char *TREES[][3] = {
 };
 #define N_TREES (int)(sizeof(TREES) / sizeof(TREES[0]))
 
-static int tree_cfg(const char *spec, const char *rule, const char *method, gen_tree *t, rt_tree_cfg *c,
+static int tree_cfg(const char *spec, const char *rule, const char *method, rt_tree *t, rt_tree_cfg *c,
                     sw_err *err)
 {
-	int rc = gen_tree_parse(spec, NULL, t, err);
+	int rc = rt_tree_parse(spec, NULL, t, err);
 	if (rc)
 		return rc;
 	c->tree = t;
@@ -251,7 +251,7 @@ static int bench_markov(const cli_opts *o)
 		for (int c = -1; c < N_TREES; c++) {
 			struct pool pl;
 			memset(&pl, 0, sizeof(pl));
-			gen_tree t;
+			rt_tree t;
 			rt_tree_cfg tcfg;
 			char what[96];
 			if (c >= 0 && tree_cfg(TREES[c][0], TREES[c][1], TREES[c][2], &t, &tcfg, &err))
@@ -336,8 +336,8 @@ static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np,
 			char ts[512];
 			snprintf(ts, sizeof(ts), "%s", t + 6);
 			ts[strcspn(ts, "|")] = 0;
-			static gen_tree dt; /* large: off the stack */
-			if (!gen_tree_parse(ts, NULL, &dt, err))
+			static rt_tree dt; /* large: off the stack */
+			if (!rt_tree_parse(ts, NULL, &dt, err))
 				deep = dt.depth_max;
 			memset(err, 0, sizeof(*err)); /* a bad tree is reported where the row runs */
 		}
@@ -366,9 +366,9 @@ static int bench_rows(const cli_opts *o, cli_session *s, char **prompts, int np,
 			/* the remaining options end at the next '|', already cut */
 			struct pool pl;
 			memset(&pl, 0, sizeof(pl));
-			gen_tree tree;
+			rt_tree tree;
 			rt_tree_cfg tcfg = { &tree, RT_EXPAND_TOPK, temps[ti] > 0 ? RT_VERIFY_ONEHOT : RT_VERIFY_GREEDY };
-			if (tree_spec && (rc = gen_tree_parse(tree_spec, NULL, &tree, err)))
+			if (tree_spec && (rc = rt_tree_parse(tree_spec, NULL, &tree, err)))
 				goto out;
 			for (int pi = 0; pi < np; pi++) {
 				int n_prompt = cli_encode_prompt(s, prompts[pi], chat, ids, o->ctx, err);
@@ -572,7 +572,7 @@ int cli_bench(const cli_opts *o)
 		for (int c = 0; c < N_TREES; c++) {
 			if (temps2[ti] == 0 && c > 0 && !strcmp(TREES[c][0], TREES[c - 1][0]))
 				continue; /* at T = 0 every method is greedy: one row per tree */
-			gen_tree t;
+			rt_tree t;
 			rt_tree_cfg tcfg;
 			if (tree_cfg(TREES[c][0], TREES[c][1], TREES[c][2], &t, &tcfg, &err))
 				goto out_err;

@@ -12,7 +12,7 @@
 #include "decode/eagle3_draft.h"
 #include "formats/gguf.h"
 #include "model/model_gguf.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "decode/tree_verify.h"
 
 static int bad(const char *cmd, const char *fmt, const char *a, const char *b)
@@ -491,8 +491,8 @@ int cli_tree_setup(const cli_opts *o, cli_session *s, rt_tree_cfg *tcfg, sw_err 
 	if (!s->draft_model && !rt_drafter_drafts_trees(s->drafter))
 		return sw_errf(err, SW_EINVAL, "--tree needs a draft model, a block drafter or an EAGLE-3 head: --draft layerskip:..., model:PATH, block:DIR or eagle3:DIR (found '%s')",
 		               o->draft);
-	gen_tree *t = (gen_tree *)tcfg->tree;
-	int rc = gen_tree_parse(o->tree, NULL, t, err);
+	rt_tree *t = (rt_tree *)tcfg->tree;
+	int rc = rt_tree_parse(o->tree, NULL, t, err);
 	if (rc)
 		return rc;
 	int rule = -1, method = -1;

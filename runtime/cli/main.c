@@ -17,7 +17,7 @@
 #include "core/output.h"
 #include "formats/gguf.h"
 #include "gen/inspect.h"
-#include "decode/tree.h"
+#include "core/tree.h"
 #include "decode/tree_verify.h"
 
 int cli_bench(const cli_opts *o);
@@ -152,7 +152,7 @@ static int cmd_decode(const char *cmd, cli_opts *o)
 	}
 	if (spec && cli_make_drafter(&s, o->draft, o->ctx, &s.drafter, &err))
 		goto out_err;
-	gen_tree tree;
+	rt_tree tree;
 	rt_tree_cfg tcfg = { &tree, RT_EXPAND_SAMPLE, RT_VERIFY_RRS };
 	bool use_tree = spec && o->tree;
 	if (use_tree && cli_tree_setup(o, &s, &tcfg, &err))

@@ -225,7 +225,7 @@ static void z_row(struct block_drafter *b, int d, int32_t fixed_d, const rt_samp
 	row_probs(b, b->logits + (size_t)d * b->bd->cfg.draft_vocab, s, q);
 }
 
-int rt_block_draft_tree(rt_drafter *d, const gen_tree *t, int rule, const rt_sampling *sd, const rt_sampling *s,
+int rt_block_draft_tree(rt_drafter *d, const rt_tree *t, int rule, const rt_sampling *sd, const rt_sampling *s,
                         uint64_t seed, uint32_t iter, const int32_t *hist, int n_hist, int32_t *tok, float *q,
                         sw_err *err)
 {
@@ -266,7 +266,7 @@ int rt_block_draft_tree(rt_drafter *d, const gen_tree *t, int rule, const rt_sam
 			z_row(b, dep, fixed[dep], s, qu);
 		else
 			row_probs(b, b->logits + (size_t)dep * b->bd->cfg.draft_vocab, sd, qu);
-		int32_t kids[GEN_TREE_MAX_NODES];
+		int32_t kids[RT_TREE_MAX_NODES];
 		rc = rt_expand_node(rule, qu, V, kc, seed, iter, (uint32_t)u, kids, NULL, NULL);
 		if (rc)
 			return sw_errf(err, rc, "block tree drafting: node %d: expansion rule %s refused %d children",

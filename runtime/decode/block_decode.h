@@ -27,7 +27,7 @@
 #include "acchead.h"
 #include "chain.h"
 #include "model/block_drafter.h"
-#include "tree.h"
+#include "core/tree.h"
 
 /* A chain drafter over bd. features: sets the taps on tc (the target context
  * the decoding loop verifies with; it must be empty) and reads the committed
@@ -51,7 +51,7 @@ int rt_block_set_adaptive(rt_drafter *d, const rt_adaptive *a, sw_err *err);
  * (exact either way: q = Z, ALGORITHMS.txt 8 (a)). tok (n): tok[0] =
  * hist[n_hist-1]; q (n, V): row u = the distribution u's children were
  * drawn from. Depth must be <= B. */
-int rt_block_draft_tree(rt_drafter *d, const gen_tree *t, int rule, const rt_sampling *sd, const rt_sampling *s,
+int rt_block_draft_tree(rt_drafter *d, const rt_tree *t, int rule, const rt_sampling *sd, const rt_sampling *s,
                         uint64_t seed, uint32_t iter, const int32_t *hist, int n_hist, int32_t *tok, float *q,
                         sw_err *err);
 

@@ -15,7 +15,7 @@
 #define RT_MAX_GAMMA 64
 
 typedef struct rt_drafter rt_drafter;
-struct gen_tree;
+struct rt_tree;
 struct rt_drafter_ops {
 	/* Proposes up to gamma tokens continuing hist[0..n_hist) (the whole
 	 * sequence so far, its last token not yet in the target cache). Writes
@@ -30,7 +30,7 @@ struct rt_drafter_ops {
 	 * hist[n_hist-1], tok[u] node u's token (-1: absent); q (t->n, V): row u
 	 * the distribution u's children were drawn from by `rule`, at the draft
 	 * sampling sd (s: the request's). */
-	int (*draft_tree)(rt_drafter *d, const struct gen_tree *t, int rule, const rt_sampling *sd,
+	int (*draft_tree)(rt_drafter *d, const struct rt_tree *t, int rule, const rt_sampling *sd,
 	                  const rt_sampling *s, uint64_t seed, uint32_t iter, const int32_t *hist, int n_hist,
 	                  int32_t *tok, float *q, sw_err *err);
 };
@@ -110,7 +110,7 @@ int rt_verify_chain(const float *logits, const rt_sampling *s, const float *q, c
  * (tree_verify.h). At temperature 0 the expansion is top-k by draft logits
  * and the verification greedy, whatever rule/method say. */
 typedef struct rt_tree_cfg {
-	const struct gen_tree *tree;
+	const struct rt_tree *tree;
 	int rule;   /* enum rt_expand_rule */
 	int method; /* enum rt_verify_method */
 } rt_tree_cfg;

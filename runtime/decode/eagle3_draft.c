@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "kernels/philox.h"
-#include "tree.h"
+#include "core/tree.h"
 #include "tree_verify.h"
 
 struct e3_drafter {
@@ -154,7 +154,7 @@ static int e3_propose(rt_drafter *d, const int32_t *hist, int n_hist, int gamma,
 	return gamma;
 }
 
-static int e3_draft_tree(rt_drafter *d, const gen_tree *t, int rule, const rt_sampling *sd, const rt_sampling *s,
+static int e3_draft_tree(rt_drafter *d, const rt_tree *t, int rule, const rt_sampling *sd, const rt_sampling *s,
                          uint64_t seed, uint32_t iter, const int32_t *hist, int n_hist, int32_t *tok, float *q,
                          sw_err *err)
 {
@@ -186,7 +186,7 @@ static int e3_draft_tree(rt_drafter *d, const gen_tree *t, int rule, const rt_sa
 			}
 			float *qu = q + (size_t)u * V;
 			rt_eagle3_q(h, b->logits + (size_t)u * Vd, sd, qu, b->p, b->idx);
-			int32_t kids[GEN_TREE_MAX_NODES];
+			int32_t kids[RT_TREE_MAX_NODES];
 			rc = rt_expand_node(rule, qu, V, kc, seed, iter, (uint32_t)u, kids, NULL, NULL);
 			if (rc)
 				return sw_errf(err, rc, "EAGLE-3 tree drafting: node %d of tree %s: expansion rule %s refused %d children",
@@ -206,7 +206,7 @@ static int e3_draft_tree(rt_drafter *d, const gen_tree *t, int rule, const rt_sa
 			uint64_t *row = b->mask + (size_t)i * words;
 			memset(row, 0, (size_t)words * sizeof(*row));
 			for (int j = 1; j < e; j++)
-				if (gen_tree_visible(t, u, j))
+				if (rt_tree_visible(t, u, j))
 					row[(j - 1) / 64] |= 1ull << ((j - 1) % 64);
 		}
 		/* the features are the parents' outputs, gathered into the level's

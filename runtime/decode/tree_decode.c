@@ -10,7 +10,7 @@
 #include "block_decode.h"
 #include "kernels/philox.h"
 #include "loop.h"
-#include "tree.h"
+#include "core/tree.h"
 #include "tree_verify.h"
 
 struct tree_state {
@@ -25,13 +25,13 @@ struct tree_state {
 
 /* Draft side: the root is the last committed token of the draft context, so
  * staged entry k is tree node k+1 and visibility drops the root column. */
-static void draft_mask(const gen_tree *t, uint64_t *out, int words_out)
+static void draft_mask(const rt_tree *t, uint64_t *out, int words_out)
 {
 	for (int i = 1; i < t->n; i++) {
 		uint64_t *row = out + (size_t)(i - 1) * words_out;
 		memset(row, 0, (size_t)words_out * sizeof(*row));
 		for (int j = 1; j < t->n; j++)
-			if (gen_tree_visible(t, i, j))
+			if (rt_tree_visible(t, i, j))
 				row[(j - 1) / 64] |= 1ull << ((j - 1) % 64);
 	}
 }
@@ -47,7 +47,7 @@ static void eval_tokens(int32_t *dst, const int32_t *src, int n)
 		dst[i] = src[i] < 0 ? 0 : src[i];
 }
 
-static int draft_tree(struct tree_state *S, const gen_tree *t, const rt_tree_cfg *tc, const rt_gen_cfg *cfg,
+static int draft_tree(struct tree_state *S, const rt_tree *t, const rt_tree_cfg *tc, const rt_gen_cfg *cfg,
                       struct rt_loop *L, uint32_t it, float *q, rt_stats *st, sw_err *err)
 {
 	rt_ctx *dc = S->dc;
@@ -92,7 +92,7 @@ static int draft_tree(struct tree_state *S, const gen_tree *t, const rt_tree_cfg
 			if (greedy)
 				rule = RT_EXPAND_TOPK;
 			rt_probs(qu, lg, V, &sd, S->iscratch);
-			int32_t kids[GEN_TREE_MAX_NODES];
+			int32_t kids[RT_TREE_MAX_NODES];
 			rc = rt_expand_node(rule, qu, V, kc, cfg->seed, it, (uint32_t)u, kids, S->fscratch, S->iscratch);
 			if (rc && rule == RT_EXPAND_SPECHUB && kc > 2)
 				return sw_errf(err, rc, "tree drafting: SpecHub drafts at most two children per node, but node "
@@ -108,14 +108,14 @@ static int draft_tree(struct tree_state *S, const gen_tree *t, const rt_tree_cfg
 		int a = t->level_start[d + 1], b = t->level_start[d + 2];
 		if (d + 1 == t->depth_max)
 			break;
-		uint64_t rows[GEN_TREE_MAX_NODES * GEN_TREE_WORDS];
+		uint64_t rows[RT_TREE_MAX_NODES * RT_TREE_WORDS];
 		int wcur = (b - 1 + 63) / 64; /* staged entries after this append: b - 1 */
 		for (int u = a; u < b; u++) {
 			S->pos[u] = base + t->depth[u] - 1;
 			for (int w = 0; w < wcur; w++)
 				rows[(size_t)(u - a) * wcur + w] = S->dmask[(size_t)(u - 1) * words_d + w];
 		}
-		int32_t et[GEN_TREE_MAX_NODES];
+		int32_t et[RT_TREE_MAX_NODES];
 		eval_tokens(et, S->tok + a, b - a);
 		rc = rt_ctx_eval_append(dc, et, S->pos + a, b - a, rows, S->dlogits + (size_t)a * V, NULL, err);
 		if (rc)
@@ -132,7 +132,7 @@ static int generate_tree(rt_ctx *tc, const rt_model *draft, rt_drafter *block, c
                          const int32_t *prompt, int n_prompt, const rt_gen_cfg *cfg, int32_t *out, rt_stats *st,
                          sw_err *err)
 {
-	const gen_tree *t = tcfg->tree;
+	const rt_tree *t = tcfg->tree;
 	int V = tc->m->cfg.vocab, n = t->n;
 	bool greedy = rt_sampling_greedy(&cfg->samp);
 	/* a tree drafter was checked against the target when it was made */
@@ -195,7 +195,7 @@ static int generate_tree(rt_ctx *tc, const rt_model *draft, rt_drafter *block, c
 		double tb = sw_now_s();
 		for (int u = 0; u < n; u++)
 			S.pos[u] = tc->len + t->depth[u];
-		int32_t et[GEN_TREE_MAX_NODES];
+		int32_t et[RT_TREE_MAX_NODES];
 		eval_tokens(et, S.tok, n);
 		rc = rt_ctx_eval(tc, et, S.pos, n, t->mask, L.logits, NULL, err);
 		if (rc)
@@ -240,7 +240,7 @@ static int generate_tree(rt_ctx *tc, const rt_model *draft, rt_drafter *block, c
 			if (ra >= 0 && ra < 8)
 				st->rank_accepted[ra]++;
 		}
-		int32_t emitted[GEN_TREE_MAX_DEPTH + 2];
+		int32_t emitted[RT_TREE_MAX_DEPTH + 2];
 		for (int i = 1; i < res.n_path; i++)
 			emitted[i - 1] = S.tok[res.path[i]];
 		emitted[res.n_path - 1] = res.final;

@@ -2,68 +2,21 @@
  * (ALGORITHMS.txt 1c, 2, 3, 4, 5). The specification the GPU expansion and
  * fused-verification kernels reproduce lives in kernels/ref (tree_expand.c,
  * verify.c); rt_expand_node and rt_verify_tree are its host-decoder names,
- * over a gen_tree instead of the kernels' tree table. The lossy chain rule
- * (host only) and the names, parsing and exactness pairing are here.
+ * over an rt_tree instead of the kernels' tree table. The lossy chain rule
+ * (host only) is here; the rules' names, parsing and exact pairs are
+ * runtime/core/tree_rules.h's.
  * Convention: p = target, q = draft, both already warped. */
 #include "tree_verify.h"
 
 #include <math.h>
-#include <string.h>
 
 #include "core/err.h"
 #include "kernels/philox.h"
 #include "kernels/ref/ref.h"
 #include "chain.h"
 
-_Static_assert(GEN_TREE_MAX_NODES == REF_TREE_MAX_NODES && GEN_TREE_MAX_DEPTH == REF_TREE_MAX_DEPTH,
+_Static_assert(RT_TREE_MAX_NODES == REF_TREE_MAX_NODES && RT_TREE_MAX_DEPTH == REF_TREE_MAX_DEPTH,
                "kernels/ref's tree limits are the host tree's");
-
-static const char *const RULE_NAMES[] = { "topk", "sample", "sample-wor", "spechub" };
-static const char *const METHOD_NAMES[] = { "greedy", "rrs", "rrsw", "spechub", "onehot" };
-#define N_RULES ((int)(sizeof(RULE_NAMES) / sizeof(RULE_NAMES[0])))
-#define N_METHODS ((int)(sizeof(METHOD_NAMES) / sizeof(METHOD_NAMES[0])))
-
-int rt_expand_rule_parse(const char *s)
-{
-	for (int i = 0; s && i < N_RULES; i++)
-		if (!strcmp(s, RULE_NAMES[i]))
-			return i;
-	return -1;
-}
-
-int rt_verify_method_parse(const char *s)
-{
-	for (int i = 0; s && i < N_METHODS; i++)
-		if (!strcmp(s, METHOD_NAMES[i]))
-			return i;
-	return -1;
-}
-
-const char *rt_expand_rule_name(int rule)
-{
-	return rule >= 0 && rule < N_RULES ? RULE_NAMES[rule] : "?";
-}
-
-const char *rt_verify_method_name(int method)
-{
-	return method >= 0 && method < N_METHODS ? METHOD_NAMES[method] : "?";
-}
-
-bool rt_verify_compatible(int rule, int method, bool greedy)
-{
-	if (rule < 0 || rule >= N_RULES || method < 0 || method >= N_METHODS)
-		return false;
-	if (method == RT_VERIFY_GREEDY)
-		return greedy;
-	/* The one-hot rule is exact for any fixed set of children, hence for
-	 * children drawn by any rule whose randomness is independent of the
-	 * verification uniforms (ALGORITHMS.txt 8, option b). */
-	if (method == RT_VERIFY_ONEHOT)
-		return true;
-	return (rule == RT_EXPAND_SAMPLE && method == RT_VERIFY_RRS) ||
-	       (rule == RT_EXPAND_SAMPLE_WOR && method == RT_VERIFY_RRSW) ||
-	       (rule == RT_EXPAND_SPECHUB && method == RT_VERIFY_SPECHUB);
-}
 
 int rt_expand_node(int rule, const float *q, int V, int k, uint64_t seed, uint32_t iter, uint32_t node,
                    int32_t *tok, float *fscratch, int *iscratch)
@@ -71,17 +24,17 @@ int rt_expand_node(int rule, const float *q, int V, int k, uint64_t seed, uint32
 	return ref_expand_node(rule, q, V, k, seed, iter, node, tok, NULL) ? SW_EINVAL : 0;
 }
 
-int rt_verify_tree(const gen_tree *t, int method, const int32_t *tok, const float *p, const float *q,
+int rt_verify_tree(const rt_tree *t, int method, const int32_t *tok, const float *p, const float *q,
                    int V, uint64_t seed, uint32_t iter, rt_tree_result *res, float *scratch)
 {
-	int32_t tb[5 * GEN_TREE_MAX_NODES], path[GEN_TREE_MAX_DEPTH + 1], acc[GEN_TREE_MAX_DEPTH + 1];
+	int32_t tb[5 * RT_TREE_MAX_NODES], path[RT_TREE_MAX_DEPTH + 1], acc[RT_TREE_MAX_DEPTH + 1];
 	int32_t fin;
 
 	/* the methods this API names (ref_verify_tree's chain mode is the
 	 * kernels'; the host decoder's chain is rt_verify_chain) */
-	if (method < 0 || method >= N_METHODS || t->n < 1 || t->n > GEN_TREE_MAX_NODES)
+	if (method < 0 || method >= RT_VERIFY_METHODS || t->n < 1 || t->n > RT_TREE_MAX_NODES)
 		return SW_EINVAL;
-	gen_tree_table(t, tb);
+	rt_tree_table(t, tb);
 	const int n = ref_verify_tree(method, tb, t->n, tok, p, q, V, seed, iter, scratch, path, acc,
 	                              &fin, NULL);
 	if (n < 0)
@@ -90,7 +43,7 @@ int rt_verify_tree(const gen_tree *t, int method, const int32_t *tok, const floa
 		res->path[i] = path[i];
 	res->n_path = n;
 	res->final = fin;
-	for (int d = 0; d <= GEN_TREE_MAX_DEPTH; d++)
+	for (int d = 0; d <= RT_TREE_MAX_DEPTH; d++)
 		res->accepted_sibling[d] = d < n - 1 ? acc[d] : -1;
 	return 0;
 }

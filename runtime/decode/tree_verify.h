@@ -4,46 +4,18 @@
  * exactly (output distributed as the target's warped distribution). Thin
  * wrappers over the specification the GPU kernels are checked against,
  * kernels/ref (ref_expand_node, ref_verify_tree: see kernels/ref/ref.h), with
- * the host decoder's gen_tree and error codes; the lossy chain rule is here. */
+ * the host decoder's rt_tree and error codes; the lossy chain rule is here.
+ * The rules' and methods' names and exact pairs: core/tree_rules.h. */
 #ifndef RT_TREE_VERIFY_H
 #define RT_TREE_VERIFY_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/tree.h"
+#include "core/tree_rules.h"
 #include "kernels/ref/ref.h"
 #include "sampler.h"
-#include "tree.h"
-
-/* The rules and methods (meanings in kernels/ref/ref.h, same values). */
-enum rt_expand_rule {
-	RT_EXPAND_TOPK = REF_EXPAND_TOPK,
-	RT_EXPAND_SAMPLE = REF_EXPAND_SAMPLE,
-	RT_EXPAND_SAMPLE_WOR = REF_EXPAND_SAMPLE_WOR,
-	RT_EXPAND_SPECHUB = REF_EXPAND_SPECHUB,
-};
-
-enum rt_verify_method {
-	RT_VERIFY_GREEDY = REF_VERIFY_GREEDY,
-	RT_VERIFY_RRS = REF_VERIFY_RRS,
-	RT_VERIFY_RRSW = REF_VERIFY_RRSW,
-	RT_VERIFY_SPECHUB = REF_VERIFY_SPECHUB,
-	RT_VERIFY_ONEHOT = REF_VERIFY_ONEHOT,
-};
-
-/* Parses "topk", "sample", "sample-wor", "spechub" / "greedy", "rrs",
- * "rrsw", "spechub", "onehot"; -1 when unknown. Names for printing. */
-int rt_expand_rule_parse(const char *s);
-int rt_verify_method_parse(const char *s);
-const char *rt_expand_rule_name(int rule);
-const char *rt_verify_method_name(int method);
-/* Whether (rule, method) is exact: SAMPLE->RRS, SAMPLE_WOR->RRSW,
- * SPECHUB->SPECHUB, and ONEHOT with every rule (the one-hot rule is exact for
- * any fixed children, so for children drawn independently of the
- * verification uniforms; it is the exact rule for TOPK). GREEDY pairs with
- * every rule but only when greedy (temperature 0). False for e.g. TOPK+RRS
- * or SAMPLE_WOR+RRS. */
-bool rt_verify_compatible(int rule, int method, bool greedy);
 
 /* Draws k children for a node from its draft distribution q (V floats, sums
  * to 1). Writes tok[0..k) in rank order. Uniform keying (the GPU kernel must
@@ -67,21 +39,21 @@ bool rt_verify_compatible(int rule, int method, bool greedy);
  * Returns 0, or SW_EINVAL when k is outside [0, 255], the rule is unknown,
  * or k > 2 for SPECHUB.
  * fscratch / iscratch: unused by the host reference (the top-k lists live in
- * a local array of GEN_TREE_MAX_NODES doubles); may be NULL. */
+ * a local array of RT_TREE_MAX_NODES doubles); may be NULL. */
 int rt_expand_node(int rule, const float *q, int V, int k, uint64_t seed, uint32_t iter, uint32_t node,
                    int32_t *tok, float *fscratch, int *iscratch);
 
 typedef struct rt_tree_result {
-	int path[GEN_TREE_MAX_DEPTH + 1]; /* accepted nodes, path[0] = 0 (root) */
+	int path[RT_TREE_MAX_DEPTH + 1]; /* accepted nodes, path[0] = 0 (root) */
 	int n_path;                       /* accepted draft nodes + 1 */
 	int32_t final;                    /* the residual / bonus token */
 	/* Acceptance diagnostics for benchmarks: accepted_sibling[d] = rank of
 	 * the child accepted at the step from depth d (d < n_path - 1); -1 at
 	 * the step where the walk stopped and beyond. */
-	int accepted_sibling[GEN_TREE_MAX_DEPTH + 1];
+	int accepted_sibling[RT_TREE_MAX_DEPTH + 1];
 } rt_tree_result;
 
-/* Verifies a drafted tree (ref_verify_tree over gen_tree_table(t); on an
+/* Verifies a drafted tree (ref_verify_tree over rt_tree_table(t); on an
  * error *res is left as it was).
  *   tok (n):   tok[0] = root token, tok[u] = node u's token
  *   p (n, V):  the target's warped distribution after node u's path
@@ -121,7 +93,7 @@ typedef struct rt_tree_result {
  * children present that is not a SpecHub pair (exactly one child the hub
  * argmax q, the other child with q > 0), checked for every node up front.
  * scratch: 2*V floats. */
-int rt_verify_tree(const gen_tree *t, int method, const int32_t *tok, const float *p, const float *q,
+int rt_verify_tree(const rt_tree *t, int method, const int32_t *tok, const float *p, const float *q,
                    int V, uint64_t seed, uint32_t iter, rt_tree_result *res, float *scratch);
 
 /* Lossy relaxation (Yin et al., ALGORITHMS.txt 5, whose p and q are our q

@@ -108,7 +108,7 @@ int rt_e3_config_load(const char *dir, const rt_config *tcfg, const char *tname,
  * tensors those of the public heads: the target's embedding when the widths
  * agree (else embed_tokens.weight), d2t/t2d when draft_vocab_size < vocab. */
 int rt_e3_config_shape(const char *dir, const rt_config *tcfg, const char *tname, rt_e3_config *c, sw_err *err);
-/* The engine's buffer field (gen/plan_eagle3.c's draft.* names: tok_embd,
+/* The engine's buffer field (gen/drafter_eagle3.c's draft.* names: tok_embd,
  * fc, in_norm, hid_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down,
  * out_norm, lm_head, d2t, t2d, inv_freq) as the n floats bind uploads, or
  * NULL (*n = 0) for another name. */

@@ -67,7 +67,7 @@ typedef struct e3u_drafts {
 	const rt_eagle3 *head;   /* the host head (fp32 forward) */
 	const char *head_name;   /* in messages, e.g. "host head", "Q8_0 host head" */
 	double u;                /* E3U_U_FP16 or E3U_U_A8 */
-	const gen_tree *t;       /* NULL: a chain of gamma */
+	const rt_tree *t;       /* NULL: a chain of gamma */
 	int gamma;
 	char what[96];
 	/* an n-gram-first engine ("ngram": "MIN:MAX", ngram_max > 0; its chain

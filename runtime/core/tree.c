@@ -15,8 +15,8 @@
 
 #include "core/json.h"
 
-#define MAX_PATHS (GEN_TREE_MAX_NODES - 1) /* the root is never listed */
-#define MAX_RANK (GEN_TREE_MAX_NODES - 2)  /* contiguous ranks of <= MAX_PATHS siblings */
+#define MAX_PATHS (RT_TREE_MAX_NODES - 1) /* the root is never listed */
+#define MAX_RANK (RT_TREE_MAX_NODES - 2)  /* contiguous ranks of <= MAX_PATHS siblings */
 #define TREE_FILE_MAX (1 << 20)            /* a 255-path file is a few KB */
 #define PATH_TEXT 192                      /* "[0, 5, 1]" buffers; longer paths end in "..." */
 #define MAX_PRESETS 64                     /* listed in "unknown spec" messages */
@@ -64,7 +64,7 @@ static int path_cmp(const int *a, int la, const int *b, int lb)
 /* The builder proper. On failure *bad is the input index of the offending
  * path (-1 when no single path is to blame) and the message has no prefix:
  * callers say where the paths came from. t must be zeroed. */
-static int build(const int *const *paths, const int *lens, int n_paths, gen_tree *t,
+static int build(const int *const *paths, const int *lens, int n_paths, rt_tree *t,
 		 sw_err *err, int *bad)
 {
 	int order[MAX_PATHS]; /* order[k] = input index of node k + 1 */
@@ -77,8 +77,8 @@ static int build(const int *const *paths, const int *lens, int n_paths, gen_tree
 			       "empty tree: expected at least 1 path besides the root, found none");
 	if (n_paths > MAX_PATHS)
 		return sw_errf(err, SW_ERANGE,
-			       "too many nodes: %d paths make %d nodes with the root, expected at most %d (GEN_TREE_MAX_NODES)",
-			       n_paths, n_paths + 1, GEN_TREE_MAX_NODES);
+			       "too many nodes: %d paths make %d nodes with the root, expected at most %d (RT_TREE_MAX_NODES)",
+			       n_paths, n_paths + 1, RT_TREE_MAX_NODES);
 	for (int i = 0; i < n_paths; i++) {
 		*bad = i;
 		if (lens[i] > 0 && !paths[i])
@@ -88,10 +88,10 @@ static int build(const int *const *paths, const int *lens, int n_paths, gen_tree
 			return sw_errf(err, SW_EINVAL,
 				       "path [] (entry %d) is empty: the root is implicit, expected at least 1 rank",
 				       i);
-		if (lens[i] > GEN_TREE_MAX_DEPTH)
+		if (lens[i] > RT_TREE_MAX_DEPTH)
 			return sw_errf(err, SW_ERANGE,
-				       "path %s is too deep: depth %d, expected at most %d (GEN_TREE_MAX_DEPTH)",
-				       fmt_path(a, sizeof(a), paths[i], lens[i]), lens[i], GEN_TREE_MAX_DEPTH);
+				       "path %s is too deep: depth %d, expected at most %d (RT_TREE_MAX_DEPTH)",
+				       fmt_path(a, sizeof(a), paths[i], lens[i]), lens[i], RT_TREE_MAX_DEPTH);
 		for (int j = 0; j < lens[i]; j++)
 			if (paths[i][j] < 0)
 				return sw_errf(err, SW_EINVAL,
@@ -186,8 +186,8 @@ static int build(const int *const *paths, const int *lens, int n_paths, gen_tree
 	for (int v = 1; v < n; v++)
 		t->child_list[t->child_start[t->parent[v]] + t->rank[v]] = v;
 	/* level_start[d] = nodes shallower than d; entries past depth_max + 1
-	 * are n as well, so any d <= GEN_TREE_MAX_DEPTH gives an empty range. */
-	for (int d = 0; d < GEN_TREE_MAX_DEPTH + 2; d++) {
+	 * are n as well, so any d <= RT_TREE_MAX_DEPTH gives an empty range. */
+	for (int d = 0; d < RT_TREE_MAX_DEPTH + 2; d++) {
 		int c = 0;
 		while (c < n && t->depth[c] < d)
 			c++;
@@ -200,7 +200,7 @@ static int build(const int *const *paths, const int *lens, int n_paths, gen_tree
 	return 0;
 }
 
-static void set_name(gen_tree *t, const char *name, size_t len)
+static void set_name(rt_tree *t, const char *name, size_t len)
 {
 	if (len >= sizeof(t->name))
 		len = sizeof(t->name) - 1;
@@ -208,8 +208,8 @@ static void set_name(gen_tree *t, const char *name, size_t len)
 	t->name[len] = '\0';
 }
 
-int gen_tree_from_paths(const int *const *paths, const int *lens, int n_paths, const char *name,
-			gen_tree *t, sw_err *err)
+int rt_tree_from_paths(const int *const *paths, const int *lens, int n_paths, const char *name,
+			rt_tree *t, sw_err *err)
 {
 	sw_err local;
 	int bad, rc;
@@ -255,7 +255,7 @@ static long fanout_nodes(const int *fan, int D, long *exact)
 	return over || total > MAX_PATHS ? MAX_PATHS + 1 : total;
 }
 
-static int from_fanout(const int *fan, int D, const char *spec, gen_tree *t, sw_err *err)
+static int from_fanout(const int *fan, int D, const char *spec, rt_tree *t, sw_err *err)
 {
 	long exact, total = fanout_nodes(fan, D, &exact);
 	int *buf = NULL, *lens = NULL;
@@ -265,11 +265,11 @@ static int from_fanout(const int *fan, int D, const char *spec, gen_tree *t, sw_
 	if (total > MAX_PATHS) {
 		if (exact < 0)
 			return sw_errf(err, SW_ERANGE,
-				       "tree spec \"%s\": too many nodes: over 10^9, expected at most %d besides the root (GEN_TREE_MAX_NODES %d)",
-				       spec, MAX_PATHS, GEN_TREE_MAX_NODES);
+				       "tree spec \"%s\": too many nodes: over 10^9, expected at most %d besides the root (RT_TREE_MAX_NODES %d)",
+				       spec, MAX_PATHS, RT_TREE_MAX_NODES);
 		return sw_errf(err, SW_ERANGE,
-			       "tree spec \"%s\": too many nodes: %ld besides the root, expected at most %d (GEN_TREE_MAX_NODES %d)",
-			       spec, exact, MAX_PATHS, GEN_TREE_MAX_NODES);
+			       "tree spec \"%s\": too many nodes: %ld besides the root, expected at most %d (RT_TREE_MAX_NODES %d)",
+			       spec, exact, MAX_PATHS, RT_TREE_MAX_NODES);
 	}
 	buf = calloc((size_t)total * (size_t)D, sizeof(*buf));
 	lens = calloc((size_t)total, sizeof(*lens));
@@ -297,7 +297,7 @@ static int from_fanout(const int *fan, int D, const char *spec, gen_tree *t, sw_
 		}
 		lvl_hi = n;
 	}
-	rc = gen_tree_from_paths(ptrs, lens, n, spec, t, err);
+	rc = rt_tree_from_paths(ptrs, lens, n, spec, t, err);
 out_free:
 	free(ptrs);
 	free(lens);
@@ -349,16 +349,16 @@ static int spec_expect(const char *spec, const char *s, char sep, const char *af
 		       after, s);
 }
 
-static int parse_generated(const char *spec, gen_tree *t, sw_err *err)
+static int parse_generated(const char *spec, rt_tree *t, sw_err *err)
 {
-	int fan[GEN_TREE_MAX_DEPTH];
+	int fan[RT_TREE_MAX_DEPTH];
 	const char *s;
 	int rc, a, b, D = 0;
 
 	if (!strncmp(spec, "chain:", 6)) {
 		s = spec + 6;
-		if ((rc = spec_int(spec, &s, "K (chain length)", 1, GEN_TREE_MAX_DEPTH,
-				   " (GEN_TREE_MAX_DEPTH)", &a, err)) ||
+		if ((rc = spec_int(spec, &s, "K (chain length)", 1, RT_TREE_MAX_DEPTH,
+				   " (RT_TREE_MAX_DEPTH)", &a, err)) ||
 		    (rc = spec_expect(spec, s, 0, "K", err)))
 			return rc;
 		for (D = 0; D < a; D++)
@@ -367,8 +367,8 @@ static int parse_generated(const char *spec, gen_tree *t, sw_err *err)
 		s = spec + 5;
 		if ((rc = spec_int(spec, &s, "K (children per node)", 1, MAX_PATHS, "", &a, err)) ||
 		    (rc = spec_expect(spec, s++, ':', "K", err)) ||
-		    (rc = spec_int(spec, &s, "D (depth)", 1, GEN_TREE_MAX_DEPTH,
-				   " (GEN_TREE_MAX_DEPTH)", &b, err)) ||
+		    (rc = spec_int(spec, &s, "D (depth)", 1, RT_TREE_MAX_DEPTH,
+				   " (RT_TREE_MAX_DEPTH)", &b, err)) ||
 		    (rc = spec_expect(spec, s, 0, "D", err)))
 			return rc;
 		for (D = 0; D < b; D++)
@@ -377,10 +377,10 @@ static int parse_generated(const char *spec, gen_tree *t, sw_err *err)
 		s = spec + 7;
 		for (;;) {
 			char field[48];
-			if (D == GEN_TREE_MAX_DEPTH)
+			if (D == RT_TREE_MAX_DEPTH)
 				return sw_errf(err, SW_ERANGE,
-					       "tree spec \"%s\": too deep: more than %d levels, expected at most %d (GEN_TREE_MAX_DEPTH)",
-					       spec, GEN_TREE_MAX_DEPTH, GEN_TREE_MAX_DEPTH);
+					       "tree spec \"%s\": too deep: more than %d levels, expected at most %d (RT_TREE_MAX_DEPTH)",
+					       spec, RT_TREE_MAX_DEPTH, RT_TREE_MAX_DEPTH);
 			snprintf(field, sizeof(field), "b%d (children per node at depth %d)", D + 1, D);
 			if ((rc = spec_int(spec, &s, field, 1, MAX_PATHS, "", &fan[D], err)))
 				return rc;
@@ -395,8 +395,8 @@ static int parse_generated(const char *spec, gen_tree *t, sw_err *err)
 		s = spec + 6;
 		if ((rc = spec_int(spec, &s, "M (branches)", 1, MAX_PATHS, "", &a, err)) ||
 		    (rc = spec_expect(spec, s++, ':', "M", err)) ||
-		    (rc = spec_int(spec, &s, "L (nodes per branch)", 1, GEN_TREE_MAX_DEPTH,
-				   " (GEN_TREE_MAX_DEPTH)", &b, err)) ||
+		    (rc = spec_int(spec, &s, "L (nodes per branch)", 1, RT_TREE_MAX_DEPTH,
+				   " (RT_TREE_MAX_DEPTH)", &b, err)) ||
 		    (rc = spec_expect(spec, s, 0, "L", err)))
 			return rc;
 		/* the root has M children; every branch continues as a chain */
@@ -411,7 +411,7 @@ static int parse_generated(const char *spec, gen_tree *t, sw_err *err)
 
 /* ---- files and presets -------------------------------------------------- */
 
-int gen_tree_from_json_text(const char *text, size_t n, const char *name, gen_tree *t,
+int rt_tree_from_json_text(const char *text, size_t n, const char *name, rt_tree *t,
 			    sw_err *err)
 {
 	static const char *const keys[] = { "name", "source", "paths", NULL };
@@ -450,7 +450,7 @@ int gen_tree_from_json_text(const char *text, size_t n, const char *name, gen_tr
 	}
 	for (size_t i = 0; i < arr->n; i++) {
 		json_path_index(jp, sizeof(jp), "$.paths", i);
-		if ((rc = json_as_array(arr->items[i], jp, 1, GEN_TREE_MAX_DEPTH, err)))
+		if ((rc = json_as_array(arr->items[i], jp, 1, RT_TREE_MAX_DEPTH, err)))
 			goto out_free;
 		total += arr->items[i]->n;
 	}
@@ -513,7 +513,7 @@ static int read_tree_file(const char *path, char **out, size_t *len, sw_err *err
 	return *out ? 0 : sw_err_prefix(err, "cannot open tree file");
 }
 
-static int load_tree_file(const char *path, gen_tree *t, sw_err *err)
+static int load_tree_file(const char *path, rt_tree *t, sw_err *err)
 {
 	char *text;
 	size_t len = 0;
@@ -521,7 +521,7 @@ static int load_tree_file(const char *path, gen_tree *t, sw_err *err)
 
 	if (rc)
 		return rc;
-	rc = gen_tree_from_json_text(text, len, path, t, err);
+	rc = rt_tree_from_json_text(text, len, path, t, err);
 	free(text);
 	return rc;
 }
@@ -571,7 +571,7 @@ static int unknown_spec(const char *spec, const char *dir, sw_err *err)
 		       np ? list : "(none found)");
 }
 
-int gen_tree_parse(const char *spec, const char *trees_dir, gen_tree *t, sw_err *err)
+int rt_tree_parse(const char *spec, const char *trees_dir, rt_tree *t, sw_err *err)
 {
 	sw_err local;
 	size_t len;
@@ -606,7 +606,7 @@ int gen_tree_parse(const char *spec, const char *trees_dir, gen_tree *t, sw_err 
 	}
 }
 
-void gen_tree_table(const gen_tree *t, int32_t *tb)
+void rt_tree_table(const rt_tree *t, int32_t *tb)
 {
 	int n = t->n;
 	for (int u = 0; u < n; u++) {
