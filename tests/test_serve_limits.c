@@ -28,95 +28,11 @@
 #include <cmocka.h>
 
 #include "core/json.h"
+#include "proc_util.h"
 
 static char g_dir[512];
-
-static const char *bin(void)
-{
-	static char b[300];
-	snprintf(b, sizeof(b), "%s/specwright", getenv("BUILD") ? getenv("BUILD") : "build");
-	return b;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* A process, its stderr so far (and stdout when asked), its exit. */
-typedef struct proc {
-	pid_t pid;
-	int err_fd;
-	char log[1 << 16];
-	size_t n;
-} proc;
-
-static void spawn(proc *p, char *const argv[])
-{
-	int fds[2];
-	assert_int_equal(pipe(fds), 0);
-	p->n = 0;
-	p->log[0] = 0;
-	p->pid = fork();
-	assert_true(p->pid >= 0);
-	if (p->pid == 0) {
-		dup2(fds[1], 1);
-		dup2(fds[1], 2);
-		close(fds[0]);
-		close(fds[1]);
-		execv(bin(), argv);
-		_exit(127);
-	}
-	close(fds[1]);
-	p->err_fd = fds[0];
-	fcntl(p->err_fd, F_SETFL, O_NONBLOCK);
-}
-
-/* Reads the output for up to wait_s seconds or until it holds `want`. */
-static bool log_has(proc *p, const char *want, double wait_s)
-{
-	const double t_end = now_s() + wait_s;
-	for (;;) {
-		if (want && strstr(p->log, want))
-			return true;
-		double left = t_end - now_s();
-		if (left <= 0)
-			return false;
-		struct pollfd pf = {.fd = p->err_fd, .events = POLLIN};
-		if (poll(&pf, 1, (int)(left * 1000) + 1) <= 0)
-			continue;
-		ssize_t k = read(p->err_fd, p->log + p->n, sizeof(p->log) - 1 - p->n);
-		if (k <= 0) {
-			if (k == 0)
-				return want && strstr(p->log, want);
-			continue;
-		}
-		p->n += (size_t)k;
-		p->log[p->n] = 0;
-	}
-}
-
-/* The exit status within wait_s seconds (killed with SIGKILL after). */
-static int reap(proc *p, double wait_s)
-{
-	const double t_end = now_s() + wait_s;
-	int st = 0;
-	while (waitpid(p->pid, &st, WNOHANG) == 0) {
-		if (now_s() > t_end) {
-			kill(p->pid, SIGKILL);
-			waitpid(p->pid, &st, 0);
-			fail_msg("specwright did not exit within %g s; output:\n%s", wait_s, p->log);
-		}
-		log_has(p, NULL, 0.05);
-	}
-	log_has(p, NULL, 0.2);
-	close(p->err_fd);
-	if (WIFSIGNALED(st))
-		fail_msg("specwright was killed by signal %d; output:\n%s", WTERMSIG(st), p->log);
-	return WEXITSTATUS(st);
-}
+#define bin tu_proc_bin
+#define now_s tu_now_s
 
 static int setup(void **state)
 {
@@ -178,9 +94,9 @@ static void test_client_cap_option(void **state)
 		if (bad[i].cap)
 			argv[k++] = (char *)bad[i].cap;
 		argv[k] = NULL;
-		proc p;
-		spawn(&p, argv);
-		const int rc = reap(&p, 30);
+		tu_proc p;
+		tu_proc_spawn(&p, argv, true, NULL);
+		const int rc = tu_proc_reap(&p, 30, "specwright");
 		if (rc != 2 || !strstr(p.log, "--max-connections-per-client") || !strstr(p.log, bad[i].expect) ||
 		    !strstr(p.log, bad[i].found) || strstr(p.log, "listening"))
 			fail_msg("--max-connections-per-client %s (table %s): exit %d, expected 2 and a message with "
@@ -188,18 +104,18 @@ static void test_client_cap_option(void **state)
 			         bad[i].table ? bad[i].table : "default", rc, bad[i].expect, bad[i].found, p.log);
 	}
 	char *help[] = {(char *)bin(), "serve", "--help", NULL};
-	proc h;
-	spawn(&h, help);
-	if (reap(&h, 30) != 0 || !strstr(h.log, "--max-connections-per-client N (default queue + 4"))
+	tu_proc h;
+	tu_proc_spawn(&h, help, true, NULL);
+	if (tu_proc_reap(&h, 30, "specwright") != 0 || !strstr(h.log, "--max-connections-per-client N (default queue + 4"))
 		fail_msg("serve --help does not state --max-connections-per-client and its default:\n%s", h.log);
 	char *ok[] = {(char *)bin(), "serve", g_dir, "--port", "0", "--backend", "host", "--max-connections", "8",
 	              "--max-connections-per-client", "8", "--quiet", NULL};
-	proc p;
-	spawn(&p, ok);
-	if (!log_has(&p, "listening on http://127.0.0.1:", 30))
+	tu_proc p;
+	tu_proc_spawn(&p, ok, true, NULL);
+	if (!tu_proc_log_has(&p, "listening on http://127.0.0.1:", 30))
 		fail_msg("a valid --max-connections-per-client 8 (table 8) was not taken:\n%s", p.log);
 	kill(p.pid, SIGTERM);
-	assert_int_equal(reap(&p, 120), 0);
+	assert_int_equal(tu_proc_reap(&p, 120, "specwright"), 0);
 }
 
 typedef struct resp {
@@ -342,12 +258,12 @@ static void test_room_is_kept(void **state)
 {
 	(void)state;
 	char *argv[] = {(char *)bin(), "serve", g_dir, "--backend", "host", "--port", "0", "--quiet", NULL};
-	proc p;
-	spawn(&p, argv);
-	if (!log_has(&p, "listening on http://127.0.0.1:", 30))
+	tu_proc p;
+	tu_proc_spawn(&p, argv, true, NULL);
+	if (!tu_proc_log_has(&p, "listening on http://127.0.0.1:", 30))
 		fail_msg("serve did not listen:\n%s", p.log);
 	const int port = atoi(strstr(p.log, "listening on http://127.0.0.1:") + strlen("listening on http://127.0.0.1:"));
-	if (!log_has(&p, "serve: ready", 300))
+	if (!tu_proc_log_has(&p, "serve: ready", 300))
 		fail_msg("serve not ready:\n%s", p.log);
 	check_room(port, 508); /* 1016 tokens: 8 short of the context */
 	check_room(port, 500); /* 1000 tokens */
@@ -366,7 +282,7 @@ static void test_room_is_kept(void **state)
 	json_free(v);
 	free(r.body);
 	kill(p.pid, SIGTERM);
-	assert_int_equal(reap(&p, 120), 0);
+	assert_int_equal(tu_proc_reap(&p, 120, "specwright"), 0);
 }
 
 int main(void)

@@ -27,103 +27,17 @@
 #include <cmocka.h>
 
 #include "core/json.h"
+#include "proc_util.h"
 
 static char g_dir[512];
+#define bin tu_proc_bin
+#define now_s tu_now_s
 
-static const char *bin(void)
+/* the server, its OpenBLAS pool started before main whatever the machine */
+static void spawn(tu_proc *p)
 {
-	static char b[300];
-	snprintf(b, sizeof(b), "%s/specwright", getenv("BUILD") ? getenv("BUILD") : "build");
-	return b;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* A server process and what it has written on stderr so far. */
-typedef struct proc {
-	pid_t pid;
-	int err_fd;
-	char log[1 << 16];
-	size_t n;
-} proc;
-
-static void spawn(proc *p)
-{
-	int fds[2];
-	assert_int_equal(pipe(fds), 0);
-	p->n = 0;
-	p->log[0] = 0;
-	p->pid = fork();
-	assert_true(p->pid >= 0);
-	if (p->pid == 0) {
-		dup2(fds[1], 2);
-		close(fds[0]);
-		close(fds[1]);
-		setenv("OPENBLAS_NUM_THREADS", "4", 1);
-		execl(bin(), bin(), "serve", g_dir, "--backend", "host", "--port", "0", "--quiet", (char *)NULL);
-		_exit(127);
-	}
-	close(fds[1]);
-	p->err_fd = fds[0];
-	fcntl(p->err_fd, F_SETFL, O_NONBLOCK);
-}
-
-/* Reads stderr for up to wait_s seconds or until it holds `want`. */
-static bool log_has(proc *p, const char *want, double wait_s)
-{
-	const double t_end = now_s() + wait_s;
-	for (;;) {
-		if (want && strstr(p->log, want))
-			return true;
-		double left = t_end - now_s();
-		if (left <= 0)
-			return false;
-		struct pollfd pf = {.fd = p->err_fd, .events = POLLIN};
-		if (poll(&pf, 1, (int)(left * 1000) + 1) <= 0)
-			continue;
-		ssize_t k = read(p->err_fd, p->log + p->n, sizeof(p->log) - 1 - p->n);
-		if (k <= 0) {
-			if (k == 0)
-				return want && strstr(p->log, want);
-			continue;
-		}
-		p->n += (size_t)k;
-		p->log[p->n] = 0;
-	}
-}
-
-/* The exit status within wait_s seconds (killed with SIGKILL after). */
-static int reap(proc *p, double wait_s)
-{
-	const double t_end = now_s() + wait_s;
-	int st = 0;
-	while (waitpid(p->pid, &st, WNOHANG) == 0) {
-		if (now_s() > t_end) {
-			kill(p->pid, SIGKILL);
-			waitpid(p->pid, &st, 0);
-			log_has(p, NULL, 0.1);
-			fail_msg("serve did not exit within %g s; stderr:\n%s", wait_s, p->log);
-		}
-		log_has(p, NULL, 0.05);
-	}
-	log_has(p, NULL, 0.2);
-	close(p->err_fd);
-	if (WIFSIGNALED(st))
-		fail_msg("serve was killed by signal %d (exit %d); stderr:\n%s", WTERMSIG(st), 128 + WTERMSIG(st),
-		         p->log);
-	return WEXITSTATUS(st);
-}
-
-static int port_of(proc *p)
-{
-	assert_true(log_has(p, "listening on http://127.0.0.1:", 30));
-	const char *q = strstr(p->log, "listening on http://127.0.0.1:");
-	return atoi(q + strlen("listening on http://127.0.0.1:"));
+	char *argv[] = {(char *)bin(), "serve", g_dir, "--backend", "host", "--port", "0", "--quiet", NULL};
+	tu_proc_spawn(p, argv, false, "OPENBLAS_NUM_THREADS=4");
 }
 
 static int setup(void **state)
@@ -145,11 +59,11 @@ static int teardown(void **state)
 
 static void test_sigterm_while_loading(void **state)
 {
-	proc p;
+	tu_proc p;
 	spawn(&p);
-	port_of(&p); /* listening, the engine not loaded yet */
+	tu_proc_port(&p); /* listening, the engine not loaded yet */
 	kill(p.pid, SIGTERM);
-	int rc = reap(&p, 120);
+	int rc = tu_proc_reap(&p, 120, "serve");
 	if (rc != 0 || !strstr(p.log, "while loading") || strstr(p.log, "serve: ready"))
 		fail_msg("exit %d, expected 0 with 'while loading' before 'ready'; stderr:\n%s", rc, p.log);
 }
@@ -175,10 +89,10 @@ static void read_for(int fd, char *buf, size_t cap, size_t *got, bool *eof, doub
 
 static void test_second_sigterm_keeps_stream(void **state)
 {
-	proc p;
+	tu_proc p;
 	spawn(&p);
-	int port = port_of(&p);
-	if (!log_has(&p, "serve: ready", 120))
+	int port = tu_proc_port(&p);
+	if (!tu_proc_log_has(&p, "serve: ready", 120))
 		fail_msg("not ready; stderr:\n%s", p.log);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -199,15 +113,15 @@ static void test_second_sigterm_keeps_stream(void **state)
 	read_for(fd, buf, cap, &got, &eof, 60, "\"text\":\"");
 	assert_non_null(strstr(buf, "\"text\":\"")); /* generating */
 	kill(p.pid, SIGTERM);
-	assert_true(log_has(&p, "stopping", 10));
+	assert_true(tu_proc_log_has(&p, "stopping", 10));
 	kill(p.pid, SIGTERM); /* during the drain */
-	log_has(&p, "again", 5); /* asserted below, after the exit status */
+	tu_proc_log_has(&p, "again", 5); /* asserted below, after the exit status */
 	read_for(fd, buf, cap, &got, &eof, 0.05, NULL);
 	if (strstr(buf, "[DONE]") || strstr(buf, "\"finish_reason\":\""))
 		fail_msg("the stream ended before the second SIGTERM (make it longer): %s", buf);
 	read_for(fd, buf, cap, &got, &eof, 120, NULL);
 	close(fd);
-	int rc = reap(&p, 60);
+	int rc = tu_proc_reap(&p, 60, "serve");
 	if (rc != 0 || !strstr(p.log, "again"))
 		fail_msg("exit %d, expected 0 and the second signal logged; stderr:\n%s", rc, p.log);
 	/* the stream (HTTP/1.0: not chunked): SSE events; each event valid JSON, the last one
