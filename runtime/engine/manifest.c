@@ -970,6 +970,8 @@ rt_manifest *rt_manifest_parse(const char *dir, const char *text, size_t len, sw
 	if (!j.rc)
 		parse_toolkit(e, &j, root);
 	if (!j.rc)
+		j.rc = rt_manifest_parse_draft_files(e, root, path, err);
+	if (!j.rc)
 		parse_buffers(e, &j, root);
 	if (!j.rc)
 		parse_kernels(e, &j, root);
