@@ -616,10 +616,13 @@ int gen_engine_replan_check(const char *dir, const gen_replan_opts *o, gen_repla
 		goto out;
 	}
 	cmp c;
+	/* weights other than the recorded ones: named, a difference may be theirs */
+	const bool other = !sp->target.from_shape && tpath && strcmp(e.tpath, tpath);
 	if (!same(fresh, disk, "$", true, &c)) {
 		rc = sw_errf(err, SW_EINVAL, "%s: %s: expected %s (the engine re-planned from its own "
-		             "$.spec), found %s: engine.json is not what `specwright build` makes of its "
-		             "spec (edited after build?); rebuild the engine", file, c.path, c.want, c.got);
+		             "$.spec%s%s), found %s: engine.json is not what `specwright build` makes of its "
+		             "spec (edited after build?); rebuild the engine", file, c.path, c.want,
+		             other ? " over the target weights " : "", other ? e.tpath : "", c.got);
 		goto out;
 	}
 	if ((rc = files_check(file, json_get(disk, RT_ENGINE_FILES), sp, err)))
