@@ -114,8 +114,8 @@ int rt_manifest_draft_files_check(const rt_manifest *m, const char *path, sw_err
 			return sw_err_prefix(err, "the drafter the engine binds (%s/engine.json "
 			                     "$." RT_ENGINE_DRAFT_FILES ")", m->dir);
 		if ((int64_t)n != f->bytes || strcmp(hex, f->sha256))
-			return sw_errf(err, SW_EINVAL, "%s: sha256 %s (%llu bytes), but %s/engine.json "
-			               "$." RT_ENGINE_DRAFT_FILES "[\"%s\"] records sha256 %s (%lld bytes): "
+			return sw_errf(err, SW_EINVAL, "%s: sha256 digest %s (%llu bytes), but %s/engine.json "
+			               "$." RT_ENGINE_DRAFT_FILES "[\"%s\"] records %s (%lld bytes): "
 			               "not the drafter's file the engine was built with (changed since "
 			               "`build`); rebuild the engine, or give the original with --draft-model "
 			               "or --weights", p, hex, (unsigned long long)n, m->dir, f->name,
