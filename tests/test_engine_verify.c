@@ -26,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "block_util.h"
 #include "eagle3_util.h"
 #include "engine_util.h"
 #include "formats/gguf.h"
@@ -509,6 +510,66 @@ static void test_examples_replan(void **state)
 	}
 }
 
+/* Spec forms the examples do not cover, over the tiny model (each built by
+ * `specwright build`, then re-planned): an EAGLE-3 head on a preset tree,
+ * with an n-gram lookup in front, levels and a cost table; a block
+ * drafter; a tree file; a layer-skip draft over a vocabulary prefix;
+ * SpecDec++; sampled verification with sampling defaults. */
+static void test_spec_forms_replan(void **state)
+{
+	(void)state;
+	char tpath[360], head[360], blk[360], tree[360], spec[4096], dir[420];
+	snprintf(tpath, sizeof(tpath), "%s/forms.gguf", g_dir);
+	snprintf(head, sizeof(head), "%s/forms-head", g_dir);
+	snprintf(blk, sizeof(blk), "%s/forms-block", g_dir);
+	snprintf(tree, sizeof(tree), "%s/forms-tree.json", g_dir);
+	rt_model *m = tiny5(tpath);
+	te3_opts o = te3_default(m);
+	o.draft_vocab = 60;
+	o.ffn = 192;
+	tbu_opts bo = tbu_default(m);
+	assert_int_equal(sh("mkdir -p %s %s", head, blk), 0);
+	assert_int_equal(te3_write(head, m, &o, 5), 0);
+	assert_int_equal(tbu_write(blk, m, &bo, 9), 0);
+	FILE *f = fopen(tree, "w");
+	assert_non_null(f);
+	fputs("{\"name\": \"forms3\", \"paths\": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]}\n", f);
+	assert_int_equal(fclose(f), 0);
+	static const struct {
+		const char *what, *draft, *tree, *verify, *extra;
+	} F[] = {
+		{"EAGLE-3 head, preset tree", "{\"method\": \"eagle3\", \"path\": \"%s\"}", "eagle25",
+		 "{\"method\": \"greedy\", \"expand\": \"topk\"}", ""},
+		{"EAGLE-3 behind n-grams", "{\"method\": \"eagle3\", \"path\": \"%s\", \"ngram\": \"1:3\", "
+		 "\"levels\": 2}", "chain:4", "{\"method\": \"greedy\", \"expand\": \"topk\"}",
+		 ", \"control\": {\"cost\": [1, 1.1, 1.2, 1.3, 1.4, 1.05, 1.125]}"},
+		{"block drafter", "{\"method\": \"block\", \"path\": \"%s\", \"steps\": 2}", "chain:3",
+		 "{\"method\": \"rrs\", \"expand\": \"sample\"}",
+		 ", \"sampling\": {\"temperature\": 0.7, \"top_k\": 20, \"top_p\": 0.9}"},
+		{"tree file, layer-skip @V", "\"layerskip:0-2@64\"", "%s", "{\"method\": \"rrsw\", \"expand\": "
+		 "\"sample-wor\"}", ", \"sampling\": {\"temperature\": 0.8}"},
+		{"SpecDec++", "\"layerskip:1\"", "chain:4", "{\"method\": \"greedy\", \"expand\": \"topk\"}",
+		 ", \"adaptive\": {\"h\": 0.3, \"min\": 1, \"max\": 4}, \"roofline\": {\"tau\": 2.5}"},
+	};
+	for (size_t i = 0; i < sizeof(F) / sizeof(F[0]); i++) {
+		char draft[600], tr[400];
+		snprintf(draft, sizeof(draft), F[i].draft, i == 2 ? blk : head);
+		snprintf(tr, sizeof(tr), F[i].tree, tree);
+		snprintf(spec, sizeof(spec), "{\"name\": \"forms%zu\", \"target\": {\"path\": \"%s\"}, "
+		         "\"draft\": %s, \"tree\": \"%s\", \"verify\": %s, \"max_context\": 192, "
+		         "\"prefill_chunk\": 16, \"dtype\": \"fp16\", \"archs\": [\"sm_80\"]%s}", i, tpath, draft,
+		         tr, F[i].verify, F[i].extra);
+		snprintf(dir, sizeof(dir), "%s/forms%zu", g_dir, i);
+		build_spec(spec, dir);
+		sw_err err = {0};
+		gen_replan_stats st;
+		if (gen_engine_replan_check(dir, NULL, &st, &err))
+			fail_msg("%s: %s", F[i].what, err.msg);
+		print_message("  %-28s re-planned equal in %.1f ms\n", F[i].what, 1e3 * st.seconds);
+	}
+	rt_model_free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -519,6 +580,7 @@ int main(void)
 		cmocka_unit_test(test_weights_found),
 		cmocka_unit_test(test_drafter_files_bound),
 		cmocka_unit_test(test_examples_replan),
+		cmocka_unit_test(test_spec_forms_replan),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
