@@ -116,8 +116,8 @@ static int setup(void **state)
 	if (!realpath(rel, abs) || !getcwd(cwd, sizeof(cwd)) || strlen(abs) > 250 || strlen(cwd) > 250 ||
 	    strlen(b) > 100)
 		return -1;
-	snprintf(g_dir, sizeof(g_dir), "%s", abs);
-	snprintf(g_src, sizeof(g_src), "%s", cwd);
+	memcpy(g_dir, abs, strlen(abs) + 1); /* (lengths checked above) */
+	memcpy(g_src, cwd, strlen(cwd) + 1);
 	snprintf(g_bin, sizeof(g_bin), b[0] == '/' ? "%.0s%s/specwright" : "%s/%s/specwright", cwd, b);
 	snprintf(g_base, sizeof(g_base), "%s/base", g_dir);
 	return sh("%s build models/specs/smollm2-ngram.json -o %s --no-compile 2>&1", g_bin, g_base) ? -1 : 0;
@@ -337,6 +337,22 @@ static void test_weights_found(void **state)
 	if (rc != 1 || !strstr(g_out, tiny))
 		fail_msg("other weights under --weights: exit %d:\n%s", rc, g_out);
 	print_message("  other weights: %.200s\n", strstr(g_out, "$."));
+}
+
+/* --weights is an engine run's: on a model file, or beside
+ * --random-weights (which reads no weights), it is refused, not ignored. */
+static void test_weights_option_refused(void **state)
+{
+	(void)state;
+	int rc = sh("%s run %s --weights /tmp -p hi 2>&1", g_bin, model());
+	if (rc != 2 || !strstr(g_out, "--weights DIR_OR_FILE applies to"))
+		fail_msg("--weights on a model file: exit %d:\n%s", rc, g_out);
+	rc = sh("%s run %s --random-weights 1 --weights /tmp -P 4 2>&1", g_bin, g_base);
+	if (rc != 2 || !strstr(g_out, "--weights with --random-weights"))
+		fail_msg("--weights with --random-weights: exit %d:\n%s", rc, g_out);
+	rc = sh("%s run %s --weights %s/nonesuch -p hi 2>&1", g_bin, g_base, g_dir);
+	if (rc != 1 || !strstr(g_out, "nonesuch: cannot open"))
+		fail_msg("--weights at nothing: exit %d:\n%s", rc, g_out);
 }
 
 /* The tiny model (5 layers: room to move a head's taps) with a tokenizer:
@@ -578,6 +594,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_files),
 		cmocka_unit_test(test_old_record_refused),
 		cmocka_unit_test(test_weights_found),
+		cmocka_unit_test(test_weights_option_refused),
 		cmocka_unit_test(test_drafter_files_bound),
 		cmocka_unit_test(test_examples_replan),
 		cmocka_unit_test(test_spec_forms_replan),

@@ -37,8 +37,9 @@ bool cli_is_engine_dir(const char *path)
 /* --- where an engine's weights are, and the engine verified whole --------- */
 
 /* One bound weight (role "target"/"draft", recorded path rec): given
- * explicitly, else found under --weights DIR, else rec itself; checked
- * present. */
+ * explicitly, else found under --weights DIR (else at rec, where it still
+ * is: a folder may hold some of an engine's weights), else rec itself;
+ * checked present. */
 static int find_one(const char *dir, const char *role, const char *rec, const char *given,
                     const char *wdir, char *out, size_t n, sw_err *err)
 {
@@ -58,10 +59,11 @@ static int find_one(const char *dir, const char *role, const char *rec, const ch
 		if (stat(out, &st)) {
 			char alt[4096];
 			snprintf(alt, sizeof(alt), "%.2000s/%.500s-%.1000s", wdir, ename, base);
-			if (stat(alt, &st))
+			if (stat(alt, &st) && stat(rec, &st))
 				return sw_errf(err, SW_EINVAL, "engine %s: %s weights: neither %s nor %s (--weights "
-				               "%s; the engine was built with %s)", dir, role, out, alt, wdir, rec);
-			snprintf(out, n, "%s", alt);
+				               "%s), nor %s, where the engine was built with them", dir, role, out, alt,
+				               wdir, rec);
+			snprintf(out, n, "%s", stat(alt, &st) ? rec : alt);
 		}
 	} else {
 		snprintf(out, n, "%s", rec);
@@ -359,7 +361,7 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 	const char *mpath = j->w.target;
 	if (!mpath[0])
 		return sw_errf(err, SW_EINVAL, "%s/engine.json: built from a shape, not a weights file: "
-		               "give the weights with --model PATH", dir);
+		               "give the weights with --model PATH (or --weights FILE)", dir);
 	cli_opts so = *o;
 	so.model = mpath;
 	if (so.ctx > j->e->man->max_ctx)
