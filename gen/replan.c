@@ -357,11 +357,27 @@ static void describe(const json_value *v, char *out, size_t n)
 	}
 }
 
+/* Two long strings (kernel uris) shown from a little before where they
+ * part, so the message shows the difference. */
+static void describe_str(const json_value *v, size_t from, char *out, size_t n)
+{
+	const size_t len = v->str_len - from;
+	snprintf(out, n, "\"%s%.100s%s\"", from ? "..." : "", v->str + from, len > 100 ? "..." : "");
+}
+
 static bool differ(cmp *c, const char *path, const json_value *want, const json_value *got)
 {
 	snprintf(c->path, sizeof(c->path), "%s", path);
 	describe(want, c->want, sizeof(c->want));
 	describe(got, c->got, sizeof(c->got));
+	if (want && got && want->type == JSON_STRING && got->type == JSON_STRING) {
+		size_t k = 0;
+		while (k < want->str_len && k < got->str_len && want->str[k] == got->str[k])
+			k++;
+		const size_t from = k > 40 ? k - 40 : 0;
+		describe_str(want, from, c->want, sizeof(c->want));
+		describe_str(got, from, c->got, sizeof(c->got));
+	}
 	return false;
 }
 
