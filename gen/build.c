@@ -18,6 +18,7 @@
 #include "core/digest.h"
 #include "core/fileio.h"
 #include "core/output.h"
+#include "core/sha256.h"
 #include "core/timing.h"
 #include "formats/engine_files.h"
 #include "model/ctx.h"
@@ -199,6 +200,41 @@ static int render_all(const gen_plan *p, const char *src_dir, const char *philox
 	return 0;
 }
 
+/* kernels/philox.h and kernels/graph_set_cond.cuh under src_dir: what
+ * kernels.cu holds besides the templates. */
+static int read_prefixes(const char *src_dir, char **philox, char **set_cond, sw_err *err)
+{
+	char path[1100];
+	snprintf(path, sizeof(path), "%s/kernels/philox.h", src_dir);
+	if (!(*philox = sw_read_file(path, SW_CAP_SOURCE, NULL)))
+		return sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
+	snprintf(path, sizeof(path), "%s/kernels/graph_set_cond.cuh", src_dir);
+	if (!(*set_cond = sw_read_file(path, SW_CAP_SOURCE, NULL))) {
+		free(*philox);
+		*philox = NULL;
+		return sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
+	}
+	return 0;
+}
+
+int gen_build_render(const gen_plan *p, const char *src_dir, char **out, size_t *out_len,
+                     sw_err *err)
+{
+	char *philox = NULL, *set_cond = NULL;
+	char **ksrc = NULL;
+	int rc = read_prefixes(src_dir, &philox, &set_cond, err);
+	if (!rc && !(ksrc = calloc((size_t)p->n_kernels + 1, sizeof(*ksrc))))
+		rc = sw_errf(err, SW_ENOMEM, "out of memory");
+	if (!rc)
+		rc = render_all(p, src_dir, philox, set_cond, ksrc, out, out_len, err);
+	for (int k = 0; ksrc && k <= p->n_kernels; k++)
+		free(ksrc[k]);
+	free(ksrc);
+	free(philox);
+	free(set_cond);
+	return rc;
+}
+
 /* --- per-kernel compiles (cached, in parallel) and the nvJitLink link ----- */
 
 typedef struct kjob {
@@ -269,7 +305,7 @@ out_free:
 	return rc;
 }
 
-static int write_manifest(const char *dir, const char *json, size_t json_len,
+static int write_manifest(const char *dir, const gen_spec *s, const char *json, size_t json_len,
                           const char *nvrtc_version, sw_err *err);
 
 
@@ -395,16 +431,8 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 	 * other file */
 
 	/* kernels.cu, and each kernel's own source for the per-kernel compiles */
-	snprintf(path, sizeof(path), "%s/kernels/philox.h", src_dir);
-	if (!(philox = sw_read_file(path, SW_CAP_SOURCE, NULL))) {
-		rc = sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
+	if ((rc = read_prefixes(src_dir, &philox, &set_cond, err)))
 		goto out_free;
-	}
-	snprintf(path, sizeof(path), "%s/kernels/graph_set_cond.cuh", src_dir);
-	if (!(set_cond = sw_read_file(path, SW_CAP_SOURCE, NULL))) {
-		rc = sw_errf(err, SW_EIO, "%s: cannot read: %s", path, strerror(errno));
-		goto out_free;
-	}
 	if (!(ksrc = calloc((size_t)plan.n_kernels + 1, sizeof(*ksrc)))) {
 		rc = sw_errf(err, SW_ENOMEM, "out of memory");
 		goto out_free;
@@ -589,7 +617,7 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 			}
 	}
 out_done:
-	if ((rc = write_manifest(o->out_dir, json, json_len, st->nvrtc_version, err)))
+	if ((rc = write_manifest(o->out_dir, s, json, json_len, st->nvrtc_version, err)))
 		goto out_free;
 	st->seconds = sw_now_s() - t0;
 	if (o->log)
@@ -621,14 +649,112 @@ out_free_plan:
 	return rc;
 }
 
+/* One file's integrity record into m: `"name": {"bytes": N, "sha256":
+ * "64 hex"}` after sep. */
+static int file_record(FILE *m, const char *sep, const char *name, const char *path, sw_err *err)
+{
+	char hex[65];
+	uint64_t n = 0;
+	int rc = sw_sha256_file(path, hex, &n, err);
+	if (!rc)
+		fprintf(m, "%s\n    \"%s\": {\"bytes\": %" PRIu64 ", \"sha256\": \"%s\"}", sep, name, n, hex);
+	return rc;
+}
+
+/* Whether name may stand in engine.json as written (no quote, backslash
+ * or control character to escape). */
+static bool plain_json_name(const char *name)
+{
+	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+		if (*c < 0x20 || *c == '"' || *c == '\\')
+			return false;
+	return name[0] != 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* $.draft_files (formats/engine_files.h): the files of the drafter the
+ * engine binds, each with its size and sha256 (issue 40), which `run`,
+ * `serve`, `profile` and `bundle` check before the drafter is loaded
+ * (runtime/engine/manifest_files.c): an EAGLE-3 head's or a block
+ * drafter's config.json and model.safetensors (the d2t / t2d maps are
+ * tensors there; a shape-only head has config.json alone), a draft
+ * model's file (".", the path itself) or its HF directory's config.json
+ * and safetensors. The weights digest ($.spec.draft.digest) covers the
+ * uploaded floats only: a head's taps or norm_before_residual in
+ * config.json, or a dropped t2d the loader would rebuild, change no float.
+ * Nothing for a drafter without files (n-gram, layer-skip, a shape). */
+static int write_draft_files(FILE *m, const gen_spec *s, sw_err *err)
+{
+	const bool dir = s->draft_kind == GEN_DRAFT_BLOCK || s->draft_kind == GEN_DRAFT_EAGLE3;
+	if ((!dir && s->draft_kind != GEN_DRAFT_MODEL) || s->draft.from_shape || !s->draft.path[0])
+		return 0;
+	char path[1100];
+	struct stat st;
+	int rc = 0, n = 0;
+	char *names[64];
+	if (stat(s->draft.path, &st))
+		return sw_errf(err, SW_EIO, "%s: cannot record the drafter's files: %s", s->draft.path,
+		               strerror(errno));
+	fprintf(m, ",\n  \"" RT_ENGINE_DRAFT_FILES "\": {");
+	if (!S_ISDIR(st.st_mode)) {
+		rc = file_record(m, "", ".", s->draft.path, err);
+		fprintf(m, "\n  }");
+		return rc;
+	}
+	if (dir) {
+		names[n++] = strdup("config.json");
+		snprintf(path, sizeof(path), "%.1000s/model.safetensors", s->draft.path);
+		if (s->draft_kind == GEN_DRAFT_BLOCK || !stat(path, &st))
+			names[n++] = strdup("model.safetensors");
+	} else { /* an HF model directory: what model_hf.c reads */
+		DIR *d = opendir(s->draft.path);
+		struct dirent *de;
+		while (d && (de = readdir(d)) && n < 64) {
+			const size_t l = strlen(de->d_name);
+			if (!strcmp(de->d_name, "config.json") ||
+			    (l > 12 && !strcmp(de->d_name + l - 12, ".safetensors")) ||
+			    (l > 23 && !strcmp(de->d_name + l - 23, ".safetensors.index.json")))
+				names[n++] = strdup(de->d_name);
+		}
+		if (d)
+			closedir(d);
+		else
+			rc = sw_errf(err, SW_EIO, "%s: cannot list: %s", s->draft.path, strerror(errno));
+		qsort(names, (size_t)n, sizeof(*names), name_cmp);
+	}
+	for (int i = 0; i < n && !rc; i++) {
+		if (!names[i])
+			rc = sw_errf(err, SW_ENOMEM, "out of memory");
+		else if (!plain_json_name(names[i]))
+			rc = sw_errf(err, SW_EINVAL, "%s: a drafter file whose name needs escaping cannot be "
+			             "recorded: rename it", s->draft.path);
+		if (rc)
+			break;
+		snprintf(path, sizeof(path), "%.1000s/%.90s", s->draft.path, names[i]);
+		rc = file_record(m, i ? "," : "", names[i], path, err);
+	}
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	fprintf(m, "\n  }");
+	return rc;
+}
+
 /* engine.json with a "files" member: every other file of the directory
- * with its size and 64-bit FNV-1a, which the executor checks at load
+ * with its size and sha256, which the executor checks at load
  * (runtime/formats/engine_files.c): a garbage cubin, a missing
  * resources.json or an edited kernels.cu is refused, and host-emulate
- * compiles only what the build wrote. Then engine.sum, engine.json's own
- * size and FNV-1a (the record inside engine.json cannot hold its own
- * digest), so any edit of engine.json is refused too. */
-static int write_manifest(const char *dir, const char *json, size_t json_len,
+ * compiles only what the build wrote; and $.draft_files, the drafter's
+ * files (write_draft_files). Then engine.sum, engine.json's own size and
+ * sha256 (the record inside engine.json cannot hold its own digest), so
+ * any edit of engine.json is refused too: by the deployable runtime, which
+ * has only this record (and, in a bundle, bundle.json); the CLI also
+ * re-plans the engine from its spec echo (gen/replan.h), which an edit
+ * that recomputes these records does not pass. */
+static int write_manifest(const char *dir, const gen_spec *s, const char *json, size_t json_len,
                           const char *nvrtc_version, sw_err *err)
 {
 	char path[1400], *buf = NULL;
@@ -657,9 +783,10 @@ static int write_manifest(const char *dir, const char *json, size_t json_len,
 	if (nvrtc_version && sscanf(nvrtc_version, "%d.%d", &vmaj, &vmin) == 2)
 		fprintf(m, ",\n  \"toolkit\": {\"nvrtc\": \"%d.%d\", \"min_driver\": %d}", vmaj, vmin,
 		        1000 * vmaj + 10 * vmin);
+	int rc = write_draft_files(m, s, err);
 	fprintf(m, ",\n  \"files\": {");
-	DIR *d = opendir(dir);
-	int n = 0, rc = 0;
+	DIR *d = rc ? NULL : opendir(dir);
+	int n = 0;
 	struct dirent *de;
 	char names[64][256];
 	while (d && (de = readdir(d)) && n < 64)
@@ -670,16 +797,8 @@ static int write_manifest(const char *dir, const char *json, size_t json_len,
 		closedir(d);
 	qsort(names, (size_t)n, sizeof(names[0]), (int (*)(const void *, const void *))strcmp);
 	for (int i = 0; i < n && !rc; i++) {
-		size_t len = 0;
 		snprintf(path, sizeof(path), "%.1100s/%.255s", dir, names[i]);
-		char *t = sw_read_file(path, SW_CAP_IMAGE, &len);
-		if (!t) {
-			rc = sw_errf(err, SW_EIO, "%s: cannot read back: %s", path, strerror(errno));
-			break;
-		}
-		fprintf(m, "%s\n    \"%s\": {\"bytes\": %zu, \"fnv1a64\": \"%016" PRIx64 "\"}", i ? "," : "",
-		        names[i], len, sw_fnv1a64(SW_FNV64_BASIS, t, len));
-		free(t);
+		rc = file_record(m, i ? "," : "", names[i], path, err);
 	}
 	fprintf(m, "\n  }\n}\n");
 	fclose(m);
@@ -688,9 +807,13 @@ static int write_manifest(const char *dir, const char *json, size_t json_len,
 		rc = gen_jit_write_file(path, buf, blen, err);
 	}
 	if (!rc) {
-		char sum[128];
-		int sl = snprintf(sum, sizeof(sum), "{\"engine.json\": {\"bytes\": %zu, \"fnv1a64\": "
-		                  "\"%016" PRIx64 "\"}}\n", blen, sw_fnv1a64(SW_FNV64_BASIS, buf, blen));
+		char sum[160], hex[65];
+		sw_sha256 h;
+		sw_sha256_init(&h);
+		sw_sha256_update(&h, buf, blen);
+		sw_sha256_hex(&h, hex);
+		int sl = snprintf(sum, sizeof(sum), "{\"engine.json\": {\"bytes\": %zu, \"sha256\": "
+		                  "\"%s\"}}\n", blen, hex);
 		snprintf(path, sizeof(path), "%s/" RT_ENGINE_SUM, dir);
 		rc = gen_jit_write_file(path, sum, (size_t)sl, err);
 	}

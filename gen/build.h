@@ -33,6 +33,14 @@ typedef struct gen_build_stats {
 
 int gen_build(const gen_spec *s, const gen_build_opts *o, gen_build_stats *st, sw_err *err);
 
+/* kernels.cu as build writes it for plan p (templates/ and kernels/ under
+ * src_dir): malloc'ed into *out, *out_len bytes; 0 or an error naming
+ * the file it could not read. The CLI compares an engine's kernels.cu with
+ * it (gen/replan.h). */
+struct gen_plan;
+int gen_build_render(const struct gen_plan *p, const char *src_dir, char **out, size_t *out_len,
+                     sw_err *err);
+
 /* The cache directory gen_build uses for o (resolves the defaults). */
 const char *gen_build_cache_dir(const gen_build_opts *o);
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/fileio.h"
 #include "formats/gguf.h"
@@ -123,6 +124,37 @@ int gen_dtype_size(int dtype)
 	return 2;
 }
 
+
+/* A weights path (a model file, an HF or drafter directory) as the spec
+ * gives it, made absolute against the current directory, where `build`
+ * runs: the engine records where its weights are, so it runs from any
+ * directory (engine.json's $.spec.*.path). Lexical, not realpath: a path
+ * through a symbolic link (models/cache) keeps the link. "./" prefixes
+ * dropped. out holds n bytes (sizeof gen_model_src.path); a path that
+ * does not fit is refused at v, kp. */
+static int abs_path(const json_value *v, const char *kp, const char *p, char *out, size_t n,
+                    sw_err *err)
+{
+	char cwd[4096];
+	while (p[0] == '.' && p[1] == '/')
+		for (p += 2; *p == '/'; p++)
+			;
+	if (p[0] == '/') {
+		if (strlen(p) >= n)
+			return json_refuse(err, v, kp, "a path shorter than 512 bytes", "%zu bytes", strlen(p));
+		snprintf(out, n, "%s", p);
+		return 0;
+	}
+	if (!getcwd(cwd, sizeof(cwd)))
+		return json_refuse(err, v, kp, "a path that can be made absolute", "\"%s\" (the current "
+		                   "directory: %s)", p, strerror(errno));
+	const bool here = !p[0] || !strcmp(p, ".");
+	if (strlen(cwd) + 1 + strlen(p) >= n)
+		return json_refuse(err, v, kp, "a path shorter than 512 bytes once made absolute",
+		                   "\"%s/%s\" (%zu bytes)", cwd, p, strlen(cwd) + 1 + strlen(p));
+	snprintf(out, n, here ? "%s" : "%s/%s", cwd, p);
+	return 0;
+}
 
 /* Shapes from a model file's metadata (no weights read). */
 static int model_from_path(const json_value *v, const char *path, const char *mpath,
@@ -309,10 +341,9 @@ static int model_parse(const json_value *m, const char *path, gen_model_src *src
 	if ((rc = json_get_string(m, "path", path, &p, err)))
 		return rc;
 	json_path_key(kp, sizeof(kp), path, "path");
-	if (strlen(p) >= sizeof(src->path))
-		return json_refuse(err, pv, kp, "a path shorter than 512 bytes", "%zu bytes", strlen(p));
-	snprintf(src->path, sizeof(src->path), "%s", p);
-	if ((rc = model_from_path(pv, kp, p, &src->cfg, err)))
+	if ((rc = abs_path(pv, kp, p, src->path, sizeof(src->path), err)))
+		return rc;
+	if ((rc = model_from_path(pv, kp, src->path, &src->cfg, err)))
 		return rc;
 	return shape_check(pv, kp, &src->cfg, err);
 }
@@ -388,18 +419,19 @@ static int draft_dir(const json_value *d, gen_spec *sp, int kind, const char *wh
 	if ((rc = json_get_string(d, "path", "$.draft", dir, err)))
 		return rc;
 	*pv = json_get(d, "path");
-	if (strlen(*dir) >= sizeof(sp->draft.path))
-		return json_refuse(err, *pv, "$.draft.path", "a path shorter than 512 bytes", "%zu bytes",
-		                   strlen(*dir));
+	char abs[sizeof(sp->draft.path)];
+	if ((rc = abs_path(*pv, "$.draft.path", *dir, abs, sizeof(abs), err)))
+		return rc;
 	struct stat st;
 	char expected[160];
 	snprintf(expected, sizeof(expected), "%s (config.json, model.safetensors)", what);
-	if (stat(*dir, &st) || !S_ISDIR(st.st_mode))
+	if (stat(abs, &st) || !S_ISDIR(st.st_mode))
 		return json_refuse(err, *pv, "$.draft.path", expected, "\"%s\" (%s)", *dir,
-		                   stat(*dir, &st) ? strerror(errno) : "not a directory");
+		                   stat(abs, &st) ? strerror(errno) : "not a directory");
 	sp->draft_kind = kind;
 	memset(&sp->draft, 0, sizeof(sp->draft));
-	snprintf(sp->draft.path, sizeof(sp->draft.path), "%s", *dir);
+	snprintf(sp->draft.path, sizeof(sp->draft.path), "%s", abs);
+	*dir = sp->draft.path;
 	return 0;
 }
 
@@ -582,11 +614,16 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 				return json_refuse(err, d, "$.draft", "the model given once", "\"%s\" and a "
 				           "path/shape field", method);
 			json_value fake = *mv;
-			char mpath[512];
-			snprintf(mpath, sizeof(mpath), "%s", method + 6);
 			memset(&sp->draft, 0, sizeof(sp->draft));
-			snprintf(sp->draft.path, sizeof(sp->draft.path), "%s", mpath);
-			if ((rc = model_from_path(&fake, mp, mpath, &sp->draft.cfg, err)) ||
+			if ((rc = abs_path(mv, mp, method + 6, sp->draft.path, sizeof(sp->draft.path), err)))
+				return rc;
+			/* the echo names the absolute path too (an engine runs from
+			 * any directory) */
+			if (strlen(sp->draft.path) + 7 > sizeof(sp->draft_method))
+				return json_refuse(err, mv, mp, "model:PATH shorter than 256 bytes once made "
+				                   "absolute", "\"model:%s\"", sp->draft.path);
+			memcpy(sp->draft_method + 6, sp->draft.path, strlen(sp->draft.path) + 1);
+			if ((rc = model_from_path(&fake, mp, sp->draft.path, &sp->draft.cfg, err)) ||
 			    (rc = shape_check(mv, mp, &sp->draft.cfg, err)))
 				return rc;
 		} else {

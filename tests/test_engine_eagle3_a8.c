@@ -295,15 +295,20 @@ static void test_exactness(void **state)
 static void test_refused(void **state)
 {
 	(void)state;
-	char spec[2048], dir[300], want[600];
+	char spec[2048], dir[300], want[1000];
 	sw_err err = {0};
 	/* a head whose ffn_dim (w_down's k) is not whole Q8_0 blocks */
 	snprintf(dir, sizeof(dir), "%s/head_ffn200", g_dir);
 	assert_int_equal(e3u_head60(dir, g_t, 200, 5), 0);
 	a8_spec(spec, sizeof(spec), g_path, dir, "chain:4", "greedy", "topk", 0, 192, 16);
+	/* the spec's head path, made absolute against the current directory
+	 * (gen/spec.c: an engine records where its weights are) */
+	char cwd[300];
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
 	snprintf(want, sizeof(want), "$.dtype: expected an EAGLE-3 head whose dim, ffn_dim, n_heads "
 	         "x head_dim and 3 x the target's width (fc) are multiples of 32 (its GEMM weights "
-	         "in Q8_0 blocks), found \"gguf_a8\" with the head %s's 256, 200, 256 and 768", dir);
+	         "in Q8_0 blocks), found \"gguf_a8\" with the head %s%s%s's 256, 200, 256 and 768",
+	         dir[0] == '/' ? "" : cwd, dir[0] == '/' ? "" : "/", dir);
 	e3u_spec_refused(spec, want);
 	/* the same head in fp16 builds (only gguf_a8 needs the blocks) */
 	char *dt = strstr(spec, "\"gguf_a8\"");

@@ -6,7 +6,7 @@
  * far, by depth and by the drafter's own signal (the n-gram match length),
  * and the cost table. Never from the target's p of this iteration's drafts,
  * so every verification method stays exact. In an engine that falls back on
- * an EAGLE-3 head (head > 0 levels, gen/plan_eagle3.c) the head is one more
+ * an EAGLE-3 head (head > 0 levels, gen/drafter_eagle3.c) the head is one more
  * class: the controller picks among drafting none, the lookup's first k and
  * the head's first k levels (ctrl word RT_CTRL_HEAD_K, which draft_pick
  * reads), by the same E / cost rule.

@@ -519,7 +519,7 @@ static int engine_open(bundle *b, const char *dir, sw_err *err)
 	if (!(e->man = rt_manifest_load(e->src, err)))
 		return SW_EINVAL;
 	b->n_eng++;
-	if (rt_engine_files_check(e->src, err))
+	if (rt_engine_files_check(e->src, err) || cli_engine_verify(e->man, e->src, NULL, NULL, NULL, err))
 		return SW_EINVAL;
 	for (int i = 0; i < b->n_eng - 1; i++)
 		if (!strcmp(b->eng[i].name, e->name))

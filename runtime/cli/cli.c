@@ -174,6 +174,8 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 				return bad(cmd, "option %s needs a value%s", a, "");
 			o->draft_model = v;
 			i++;
+		} else if (!strcmp(a, "--weights")) {
+			NEED_VALUE(); o->weights = v;
 		} else if (!strcmp(a, "--eager")) {
 			o->eager = true;
 		} else if (!strcmp(a, "--no-baseline")) {
@@ -222,6 +224,13 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 		           "(timing a built engine)%s%s", "", "");
 	if (o->prompt_len && !o->random_weights)
 		return bad(cmd, "-P N (a synthetic prompt of N token ids) needs --random-weights%s%s", "", "");
+	if (o->weights && ((strcmp(cmd, "run") && strcmp(cmd, "profile") && strcmp(cmd, "bench")) ||
+	                   !cli_is_engine_dir(o->model)))
+		return bad(cmd, "--weights DIR_OR_FILE applies to `run`, `profile` and `bench` of an engine "
+		           "directory (where the engine's weights are), not to '%s'%s", o->model, "");
+	if (o->weights && o->random_weights)
+		return bad(cmd, "--weights with --random-weights: the engine runs on random weights, it "
+		           "reads none%s%s", "", "");
 	if (o->random_weights && (o->prompt || o->prompt_file))
 		return bad(cmd, "--random-weights takes no prompt text (no tokenizer): give -P N, the "
 		           "synthetic prompt's length%s%s", "", "");

@@ -54,6 +54,8 @@ typedef struct cli_opts {
 	const char *backend;   /* run ENGINE_DIR: auto | host | host-emulate | cuda */
 	const char *model_override; /* run ENGINE_DIR: --model (else engine.json's target path) */
 	const char *draft_model; /* run ENGINE_DIR: --draft-model for a "model" draft */
+	const char *weights;   /* run|profile|bench ENGINE_DIR: --weights DIR_OR_FILE, where the
+	                        * engine's weights are (cli_engine_weights_find) */
 	bool eager;            /* run ENGINE_DIR: op by op, no graph */
 	const char *ids;       /* --ids "1 17 42": the prompt as token ids (no tokenizer, no template) */
 	bool target_only;      /* run ENGINE_DIR: --target-only, no drafting (one target row a token) */
@@ -135,6 +137,30 @@ int cli_engine_bind_block(rt_engine *e, rt_dev *dev, const rt_model *target,
  * the refusal, naming both, and returns true: an output never replaces an
  * input, and the place is checked before the command does its work. */
 bool cli_output_clashes(const cli_opts *o, const char *path, const char *opt);
+
+/* The weights an engine binds in one run (engine_cli.c). */
+typedef struct cli_weights {
+	char target[4096]; /* the target's file or HF directory; "" for a target built from a
+	                    * shape without --model */
+	char draft[4096];  /* a draft model's file, a block drafter's or EAGLE-3 head's
+	                    * directory; "" for an engine without one */
+} cli_weights;
+
+/* Where the engine's weights are for this run: --model / --draft-model as
+ * given; else under --weights DIR by the name the build recorded (DIR/NAME,
+ * or DIR/ENGINE-NAME as a bundle names a clash), --weights FILE being the
+ * target's; else the absolute paths the build recorded ($.spec.*.path).
+ * Each must exist: an error names the path and says to give --weights. */
+int cli_engine_weights_find(const rt_manifest *m, const char *dir, const cli_opts *o,
+                            cli_weights *w, sw_err *err);
+/* An engine directory verified whole before anything of it is bound
+ * (issue 40): the drafter's files against their sha256 ($.draft_files),
+ * then engine.json against the engine re-planned from its spec echo and
+ * kernels.cu against its rendered source (gen/replan.h). w: the weights
+ * this run binds (NULL: the recorded paths). *ms (may be NULL) gets the
+ * re-plan's wall-clock milliseconds, *src whether kernels.cu was compared. */
+int cli_engine_verify(const rt_manifest *m, const char *dir, const cli_weights *w, double *ms,
+                      bool *src, sw_err *err);
 
 /* Whether path is an engine directory (holds engine.json). */
 bool cli_is_engine_dir(const char *path);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "device/host_pool.h"
 #include "engine/engine.h"
 #include "gen/render.h"
+#include "gen/replan.h"
 #include "kernels/engine_state.h"
 #include "model/eagle3.h"
 #include "model/model_gguf.h"
@@ -30,6 +32,96 @@ bool cli_is_engine_dir(const char *path)
 	 * engine loader names engine.json and what is wrong with it, rather
 	 * than the model loader asking for a config.json */
 	return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode) && lstat(p, &st) == 0;
+}
+
+/* --- where an engine's weights are, and the engine verified whole --------- */
+
+/* One bound weight (role "target"/"draft", recorded path rec): given
+ * explicitly, else found under --weights DIR (else at rec, where it still
+ * is: a folder may hold some of an engine's weights), else rec itself;
+ * checked present. */
+static int find_one(const char *dir, const char *role, const char *rec, const char *given,
+                    const char *wdir, char *out, size_t n, sw_err *err)
+{
+	struct stat st;
+	if (given) {
+		snprintf(out, n, "%s", given);
+	} else if (wdir && rec[0]) {
+		/* DIR/NAME, or DIR/ENGINE-NAME as a bundle's weights/ names a clash */
+		char eng[1100];
+		const char *base = strrchr(rec, '/') ? strrchr(rec, '/') + 1 : rec;
+		snprintf(eng, sizeof(eng), "%s", dir);
+		size_t el = strlen(eng);
+		while (el > 1 && eng[el - 1] == '/')
+			eng[--el] = 0;
+		const char *ename = strrchr(eng, '/') ? strrchr(eng, '/') + 1 : eng;
+		snprintf(out, n, "%.2000s/%.1000s", wdir, base);
+		if (stat(out, &st)) {
+			char alt[4096];
+			snprintf(alt, sizeof(alt), "%.2000s/%.500s-%.1000s", wdir, ename, base);
+			if (stat(alt, &st) && stat(rec, &st))
+				return sw_errf(err, SW_EINVAL, "engine %s: %s weights: neither %s nor %s (--weights "
+				               "%s), nor %s, where the engine was built with them", dir, role, out, alt,
+				               wdir, rec);
+			snprintf(out, n, "%s", stat(alt, &st) ? rec : alt);
+		}
+	} else {
+		snprintf(out, n, "%s", rec);
+	}
+	if (out[0] && stat(out, &st))
+		return sw_errf(err, SW_EINVAL, "engine %s: %s weights %s: cannot open (%s)%s", dir, role, out,
+		               strerror(errno), given ? "" : ": the engine records the absolute path its "
+		               "weights had at build; where they are elsewhere (a bundle without "
+		               "--with-weights on another machine), give --weights DIR_OR_FILE (the folder "
+		               "that holds them, or the target's file)");
+	return 0;
+}
+
+int cli_engine_weights_find(const rt_manifest *m, const char *dir, const cli_opts *o,
+                            cli_weights *w, sw_err *err)
+{
+	struct stat st;
+	const char *wdir = NULL, *wfile = NULL;
+	memset(w, 0, sizeof(*w));
+	if (o->weights) {
+		if (stat(o->weights, &st))
+			return sw_errf(err, SW_EINVAL, "--weights %s: cannot open (%s): expected the folder "
+			               "holding the engine's weights, or the target's weights file", o->weights,
+			               strerror(errno));
+		if (S_ISDIR(st.st_mode))
+			wdir = o->weights;
+		else
+			wfile = o->weights;
+	}
+	const char *tgiven = o->model_override ? o->model_override : wfile;
+	if ((m->target_path[0] || tgiven) &&
+	    find_one(dir, "target", m->target_path, tgiven, wdir, w->target, sizeof(w->target), err))
+		return SW_EINVAL;
+	const bool drafter = m->draft_kind == RT_ENGINE_DRAFT_MODEL ||
+	                     m->draft_kind == RT_ENGINE_DRAFT_BLOCK ||
+	                     m->draft_kind == RT_ENGINE_DRAFT_EAGLE3;
+	if (drafter && (m->draft_path[0] || o->draft_model) &&
+	    find_one(dir, "draft", m->draft_path, o->draft_model, wdir, w->draft, sizeof(w->draft), err))
+		return SW_EINVAL;
+	return 0;
+}
+
+int cli_engine_verify(const rt_manifest *m, const char *dir, const cli_weights *w, double *ms,
+                      bool *src, sw_err *err)
+{
+	const char *dp = w && w->draft[0] ? w->draft : m->draft_path;
+	if (m->n_draft_files && rt_manifest_draft_files_check(m, dp, err))
+		return sw_err_prefix(err, "engine %s", dir);
+	const gen_replan_opts ro = {.target_path = w && w->target[0] ? w->target : NULL,
+	                            .draft_path = dp[0] ? dp : NULL};
+	gen_replan_stats st;
+	if (gen_engine_replan_check(dir, &ro, &st, err))
+		return SW_EINVAL;
+	if (ms)
+		*ms = 1e3 * st.seconds;
+	if (src)
+		*src = st.source_checked;
+	return 0;
 }
 
 /* --- the engine's weights from a loaded model ------------------------------ */
@@ -193,6 +285,9 @@ typedef struct engine_job {
 	int32_t *ids;
 	int n_prompt;
 	rt_engine_sampling samp;  /* this run's: the engine's defaults, -t/--top-k/--top-p over them */
+	cli_weights w;            /* the weights this run binds */
+	double verify_ms;         /* the engine's re-plan (cli_engine_verify) */
+	bool verify_src;          /* kernels.cu compared with its rendered source */
 } engine_job;
 
 static void job_close(engine_job *j)
@@ -259,10 +354,14 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 		return SW_EINVAL;
 	if (cli_engine_refuse_fixed(j->e->man, o, dir, err) || cli_engine_sampling(j->e, o, dir, &j->samp, err))
 		return SW_EINVAL;
-	const char *mpath = o->model_override ? o->model_override : j->e->man->target_path;
+	/* the engine verified whole before any of it runs (issue 40) */
+	if (cli_engine_weights_find(j->e->man, dir, o, &j->w, err) ||
+	    cli_engine_verify(j->e->man, dir, &j->w, &j->verify_ms, &j->verify_src, err))
+		return SW_EINVAL;
+	const char *mpath = j->w.target;
 	if (!mpath[0])
 		return sw_errf(err, SW_EINVAL, "%s/engine.json: built from a shape, not a weights file: "
-		               "give the weights with --model PATH", dir);
+		               "give the weights with --model PATH (or --weights FILE)", dir);
 	cli_opts so = *o;
 	so.model = mpath;
 	if (so.ctx > j->e->man->max_ctx)
@@ -270,7 +369,7 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 	if (cli_session_open(&j->s, &so, err))
 		return sw_err_prefix(err, "engine %s: target", dir);
 	if (j->e->man->draft_kind == RT_ENGINE_DRAFT_MODEL) {
-		const char *dp = o->draft_model ? o->draft_model : j->e->man->draft_path;
+		const char *dp = j->w.draft;
 		if (!dp[0])
 			return sw_errf(err, SW_EINVAL, "%s: the engine drafts with a separate model: give "
 			               "it with --draft-model PATH", dir);
@@ -286,7 +385,7 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 	if (j->e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK) {
 		/* the drafter directory the engine was built from, or --draft-model
 		 * DIR (its digest binds it) */
-		const char *bp = o->draft_model ? o->draft_model : j->e->man->draft_path;
+		const char *bp = j->w.draft;
 		if (!bp[0])
 			return sw_errf(err, SW_EINVAL, "%s/engine.json: $.spec.draft: built from a block "
 			               "drafter's shape, no weights to run with; build from a spec whose "
@@ -297,7 +396,7 @@ static int job_open(engine_job *j, cli_opts *o, sw_err *err)
 			return SW_EINVAL;
 	} else if (j->e->man->draft_kind == RT_ENGINE_DRAFT_EAGLE3) {
 		/* the head directory the engine was built from, or --draft-model DIR */
-		const char *hp = o->draft_model ? o->draft_model : j->e->man->draft_path;
+		const char *hp = j->w.draft;
 		if (!(j->eagle3 = rt_eagle3_load(hp, j->s.target, err)))
 			return sw_err_prefix(err, "engine %s: EAGLE-3 head", dir);
 		if (cli_engine_bind_eagle3(j->e, j->dev, j->s.target, j->eagle3, o->seed, err))
@@ -433,7 +532,9 @@ int cli_engine_run(cli_opts *o)
 		        j.dev->desc);
 		for (int i = 0; i < n; i++)
 			fprintf(f, "%s%d", i ? ", " : "", out[i]);
-		fprintf(f, "], \"n_prompt\": %d, \"n_tokens\": %d, \"iterations\": %d, \"tau\": %.4f, "
+		fprintf(f, "], \"replan_ms\": %.3f, \"kernels_cu_checked\": %s", j.verify_ms,
+		        j.verify_src ? "true" : "false");
+		fprintf(f, ", \"n_prompt\": %d, \"n_tokens\": %d, \"iterations\": %d, \"tau\": %.4f, "
 		        "\"tok_per_s\": %.3f, \"prefill_s\": %.4f, \"decode_s\": %.4f, \"capture_s\": %.4f, "
 		        "\"host_overhead_us\": %.3f, \"stop\": \"%s\", \"acceptance\": [",
 		        st.n_prompt, st.n_tokens, st.n_iters, tau, tps, st.t_prefill, st.t_decode,
@@ -457,6 +558,9 @@ int cli_engine_run(cli_opts *o)
 		        "%.2f tok/s, prefill %.3f s, graph capture %.3f s, stop: %s\n", e->man->name,
 		        j.dev->desc, st.n_prompt, st.n_tokens, st.n_iters, tau, tps, st.t_prefill,
 		        st.t_capture, stops[st.stop & 3]);
+		fprintf(f, "engine verified: engine.json re-planned from its spec echo in %.1f ms%s\n",
+		        j.verify_ms, j.verify_src ? ", kernels.cu equal to its rendered source"
+		                                  : " (no source tree here: kernels.cu by its sha256)");
 		fprintf(f, "acceptance by depth:");
 		for (int d = 0; d < e->man->depth && d < RT_ENGINE_MAX_DEPTH; d++)
 			fprintf(f, " %.3f", st.pos_tried[d] ? (double)st.pos_accepted[d] / st.pos_tried[d] : 0.0);
@@ -1067,8 +1171,7 @@ int cli_engine_bench(cli_opts *o)
 		}
 		idf = NULL;
 		const double eng[4] = {tow, toc, edec, ecpu};
-		const char *mpath = o->model_override ? o->model_override : e->man->target_path;
-		if (llamacpp_side(lref, mpath, idp, M, bw_threads, eng, &err))
+		if (llamacpp_side(lref, j.w.target, idp, M, bw_threads, eng, &err))
 			goto out_err;
 	}
 	rc = 0;

@@ -133,6 +133,8 @@ static void usage(FILE *f)
 	           "         [--backend auto|host|host-emulate|cuda] [--model GGUF] [--max-body BYTES]\n"
 	           "         [--default-max-tokens N] [--seed N] [--quiet] [--draft-model DIR: a block\n"
 	           "         drafter engine's drafter directory, default the one it was built from]\n"
+	           "         [--weights DIR_OR_FILE: where the engine's weights are, when not at the\n"
+	           "         absolute paths it recorded at build]\n"
 	           "         [--max-connections N (default queue + 64)] [--header-timeout S (default 10)]\n"
 	           "         [--max-connections-per-client N (default queue + 4, at most half of\n"
 	           "         --max-connections)]\n"
@@ -212,6 +214,8 @@ int cli_serve(int argc, char **argv)
 			o.model_override = v, i++;
 		} else if (!strcmp(a, "--draft-model") && v) {
 			o.draft_model = v, i++;
+		} else if (!strcmp(a, "--weights") && v) {
+			o.weights = v, i++;
 		} else if (!strcmp(a, "--max-connections")) {
 			if (arg_int(a, v, 1, 100000, &x))
 				return 2;
@@ -268,8 +272,13 @@ int cli_serve(int argc, char **argv)
 	} while (0)
 	if (!(c.e = rt_engine_load(dir, &err)))
 		goto out;
+	/* verified whole (issue 40): the drafter's files, the re-plan */
+	cli_weights w;
+	if (cli_engine_weights_find(c.e->man, dir, &o, &w, &err) ||
+	    cli_engine_verify(c.e->man, dir, &w, NULL, NULL, &err))
+		goto out;
 	STOP_IF_SIGNALLED();
-	o.model = o.model_override ? o.model_override : c.e->man->target_path;
+	o.model = w.target;
 	if (!o.model[0]) {
 		sw_errf(&err, SW_EINVAL, "%s/engine.json: built from a shape, not a weights file: give the weights "
 		                         "with --model PATH", dir);
@@ -298,7 +307,7 @@ int cli_serve(int argc, char **argv)
 	if (c.e->man->draft_kind == RT_ENGINE_DRAFT_EAGLE3) {
 		/* the engine's head directory (or --draft-model DIR): bind uploads
 		 * its tensors, its digest checked */
-		const char *hp = o.draft_model ? o.draft_model : c.e->man->draft_path;
+		const char *hp = w.draft;
 		rt_eagle3 *h = rt_eagle3_load(hp, c.s.target, &err);
 		int hrc = h ? cli_engine_bind_eagle3(c.e, c.dev, c.s.target, h, o.seed, &err) : 1;
 		rt_eagle3_free(h);
@@ -307,7 +316,7 @@ int cli_serve(int argc, char **argv)
 	} else if (c.e->man->draft_kind == RT_ENGINE_DRAFT_BLOCK) {
 		/* the engine's drafter directory (or --draft-model DIR, a bundle's
 		 * copy): bind uploads its tensors, its digest checked */
-		const char *bp = o.draft_model ? o.draft_model : c.e->man->draft_path;
+		const char *bp = w.draft;
 		rt_block_drafter *bd = bp[0] ? rt_block_drafter_load(bp, c.s.target, &err) : NULL;
 		if (!bd && !bp[0])
 			sw_errf(&err, SW_EINVAL, "%s/engine.json: $.spec.draft: built from a block drafter's "

@@ -4,7 +4,7 @@
  * forward runs only the drafted rows (device.h rows regions), so drafting k
  * tokens costs a forward of 1 + k rows; on a GPU the forward is nearly flat
  * in rows and the table is 1s. An engine with an EAGLE-3 head behind the
- * lookup (gen/plan_eagle3.c) has `levels` more entries: an iteration whose
+ * lookup (gen/drafter_eagle3.c) has `levels` more entries: an iteration whose
  * head drafts k levels, the verify at 1 + k rows and the k level phases
  * timed alike. */
 #include <math.h>

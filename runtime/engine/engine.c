@@ -677,7 +677,7 @@ static int upload_i32(rt_engine *e, const char *buf, int64_t word, const int32_t
 }
 
 /* The prompt's first n_pre tokens in chunks of C rows. An EAGLE-3 engine
- * (gen/plan_eagle3.c) commits head rows r < C - 1 of a chunk (each needs
+ * (gen/drafter_eagle3.c) commits head rows r < C - 1 of a chunk (each needs
  * the token after it), so its chunks step by C - 1, and *hrow gets the row
  * of the last chunk whose features the first root row reads. */
 static int prefill(rt_engine *e, const int32_t *prompt, int n_pre, int32_t *hrow, sw_err *err)

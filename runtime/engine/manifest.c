@@ -197,7 +197,7 @@ static int parse_spec(rt_manifest *e, jctx *j, const json_value *spec)
 			e->steps = (int)jint(j, d, "steps", "$.spec.draft", 1, 16);
 			e->draft_vocab = (int)jint(j, d, "vocab", "$.spec.draft", 1, 1 << 24);
 		} else if (!strcmp(m, "eagle3")) {
-			/* an EAGLE-3 head (gen/plan_eagle3.c): its directory, Vd */
+			/* an EAGLE-3 head (gen/drafter_eagle3.c): its directory, Vd */
 			e->draft_kind = RT_ENGINE_DRAFT_EAGLE3;
 			read_source(j, d, "$.spec.draft", target_shape, e->draft_path, sizeof(e->draft_path),
 			            e->draft_digest);
@@ -969,6 +969,8 @@ rt_manifest *rt_manifest_parse(const char *dir, const char *text, size_t len, sw
 			               "layers", path, i, e->skip_layers[i], e->tcfg.n_layers);
 	if (!j.rc)
 		parse_toolkit(e, &j, root);
+	if (!j.rc)
+		j.rc = rt_manifest_parse_draft_files(e, root, path, err);
 	if (!j.rc)
 		parse_buffers(e, &j, root);
 	if (!j.rc)

@@ -85,6 +85,16 @@ typedef struct rt_engine_pop {
 	int64_t arg_off[RT_OP_MAX_ARGS];
 } rt_engine_pop;
 
+/* One file of the drafter an engine binds ($.draft_files): its name in the
+ * drafter's directory, or "." for the drafter's path itself (a draft
+ * model's GGUF), its size and sha256 (manifest_files.c). */
+#define RT_ENGINE_MAX_DRAFT_FILES 16
+typedef struct rt_draft_file {
+	char name[128];
+	int64_t bytes;
+	char sha256[65];
+} rt_draft_file;
+
 typedef struct rt_manifest {
 	char dir[1024];
 	char name[128];
@@ -123,6 +133,10 @@ typedef struct rt_manifest {
 	int ctrl;                 /* enum rt_ctrl_cost */
 	double ctrl_cost[RT_CTRL_MAX_COST];
 	int n_ctrl_cost;
+	/* $.draft_files: the drafter's files as the build read them; none for
+	 * an engine without a drafter's files (n-gram, layer-skip, shapes) */
+	rt_draft_file draft_files[RT_ENGINE_MAX_DRAFT_FILES];
+	int n_draft_files;
 } rt_manifest;
 
 enum rt_ctrl_cost { RT_CTRL_NONE = 0, RT_CTRL_MEASURE, RT_CTRL_FLAT, RT_CTRL_TABLE };
@@ -132,6 +146,19 @@ rt_manifest *rt_manifest_load(const char *dir, sw_err *err);
 /* The same from engine.json's text in memory (dir names it in messages). */
 rt_manifest *rt_manifest_parse(const char *dir, const char *text, size_t len, sw_err *err);
 void rt_manifest_free(rt_manifest *m);
+
+/* $.draft_files of root into m (after $.spec and $.shapes): required, and
+ * holding what the drafter's loader reads, when the engine binds a
+ * drafter's files by path; absent otherwise. 0 or SW_EINVAL naming file
+ * and the JSON path (manifest_files.c). */
+int rt_manifest_parse_draft_files(rt_manifest *m, const json_value *root, const char *file,
+                                  sw_err *err);
+/* The drafter's files at path (the engine's $.spec.draft.path, or the copy
+ * a run names with --draft-model or --weights) against $.draft_files:
+ * each a regular file of its recorded size and sha256, read whole (about
+ * 200 MB/s). 0 (also for an engine without drafter files), or an error
+ * naming the file, the expected and the found size and digest. */
+int rt_manifest_draft_files_check(const rt_manifest *m, const char *path, sw_err *err);
 
 /* The index of buffer / phase `name`, or -1. */
 int rt_manifest_buf_find(const rt_manifest *m, const char *name);

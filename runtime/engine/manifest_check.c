@@ -127,7 +127,7 @@ static int check_schedule(const rt_manifest *e, const char *file, sw_err *err)
 				static const char *const rows[] = {"ROWS", "T"};
 				/* an EAGLE-3 head's rows may be a part of the phase's: a
 				 * level of the verified tree, a chunk but its last row
-				 * (gen/plan_eagle3.c) */
+				 * (gen/drafter_eagle3.c) */
 				const bool part = e->draft_kind == RT_ENGINE_DRAFT_EAGLE3 && x->layers == 2;
 				for (int r = 0; r < 2; r++) {
 					const int64_t v = rt_op_param_i(&probe, rows[r], -1);

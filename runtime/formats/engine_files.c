@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
-#include "core/hash.h"
 #include "core/json.h"
+#include "core/sha256.h"
 #include "engine_files.h"
 
 /* Whether name is a plain file name (no directory part, not . or ..). */
@@ -21,20 +21,27 @@ static bool plain_name(const char *name, size_t len)
 	       strlen(name) == len;
 }
 
-/* dir/name against a record {"bytes": N, "fnv1a64": "16 hex"} at jp of
+/* dir/name against a record {"bytes": N, "sha256": "64 hex"} at jp of
  * list (a file the engine lists): size checked before reading, so a huge
- * file is refused without being read. */
+ * file is refused without being read. A record of an older specwright
+ * (FNV-1a) is refused asking for a rebuild: it binds nothing an edit could
+ * not recompute in a second, and the runtime reads one format. */
 static int check_one(const char *dir, const char *list, const char *jp, const char *name,
                      const json_value *rec, sw_err *err)
 {
-	const json_value *bytes = json_get(rec, "bytes"), *h = json_get(rec, "fnv1a64");
-	char fp[1400], got[17];
-	if (!bytes || bytes->type != JSON_NUMBER || !bytes->is_int || bytes->integer < 0 || !h ||
-	    h->type != JSON_STRING || h->str_len != 16)
-		return sw_errf(err, SW_EINVAL, "%s: %s: expected {\"bytes\": N, \"fnv1a64\": \"16 hex "
-		               "digits\"}", list, jp);
+	const json_value *bytes = json_get(rec, "bytes"), *h = json_get(rec, "sha256");
+	char fp[1400], got[65];
+	if (json_get(rec, "fnv1a64") && !h)
+		return sw_errf(err, SW_EINVAL, "%s: %s: an FNV-1a record (an engine from an older "
+		               "specwright, before engine files were bound by sha256): rebuild the engine",
+		               list, jp);
+	bool hex = h && h->type == JSON_STRING && h->str_len == 64;
+	for (size_t i = 0; hex && i < 64; i++)
+		hex = (h->str[i] >= '0' && h->str[i] <= '9') || (h->str[i] >= 'a' && h->str[i] <= 'f');
+	if (!bytes || bytes->type != JSON_NUMBER || !bytes->is_int || bytes->integer < 0 || !hex)
+		return sw_errf(err, SW_EINVAL, "%s: %s: expected {\"bytes\": N, \"sha256\": \"64 "
+		               "lower-case hex digits\"}", list, jp);
 	snprintf(fp, sizeof(fp), "%.1100s/%.250s", dir, name);
-	size_t n = 0;
 	struct stat st;
 	const int fd = sw_open_regular(fp, err);
 	if (fd < 0)
@@ -43,18 +50,15 @@ static int check_one(const char *dir, const char *list, const char *jp, const ch
 	close(fd);
 	if (!src && st.st_size != bytes->integer) /* not read at all: it may be huge */
 		return sw_errf(err, SW_EINVAL, "%s: %s does not match the build: expected %lld bytes with "
-		               "FNV-1a %s, found %lld bytes (edited or damaged: rebuild the engine)", fp, name,
+		               "sha256 %s, found %lld bytes (edited or damaged: rebuild the engine)", fp, name,
 		               (long long)bytes->integer, h->str, (long long)st.st_size);
-	char *data = sw_read_capped(fp, (size_t)bytes->integer, "this file (its size in the engine's "
-	                            "record)", &n, err);
-	if (!data)
+	uint64_t n = 0;
+	if (sw_sha256_file(fp, got, &n, err))
 		return sw_err_prefix(err, "%s lists %s (edited or damaged: rebuild the engine)", list, name);
-	snprintf(got, sizeof(got), "%016" PRIx64, sw_fnv1a64(SW_FNV64_BASIS, data, n));
-	free(data);
 	if ((int64_t)n != bytes->integer || strcmp(got, h->str))
 		return sw_errf(err, SW_EINVAL, "%s: %s does not match the build: expected %lld bytes with "
-		               "FNV-1a %s, found %zu bytes with %s (edited or damaged: rebuild the engine)",
-		               fp, name, (long long)bytes->integer, h->str, n, got);
+		               "sha256 %s, found %llu bytes with %s (edited or damaged: rebuild the engine)",
+		               fp, name, (long long)bytes->integer, h->str, (unsigned long long)n, got);
 	return 0;
 }
 
@@ -75,7 +79,7 @@ int rt_engine_sum_check(const char *dir, sw_err *err)
 	const json_value *rec = json_get(root, "engine.json");
 	snprintf(jp, sizeof(jp), "$[\"engine.json\"]");
 	if (root->type != JSON_OBJECT || root->n != 1 || !rec)
-		rc = sw_errf(err, SW_EINVAL, "%s: expected {\"engine.json\": {\"bytes\": N, \"fnv1a64\": "
+		rc = sw_errf(err, SW_EINVAL, "%s: expected {\"engine.json\": {\"bytes\": N, \"sha256\": "
 		             "...}} and nothing else", path);
 	else
 		rc = check_one(dir, path, jp, "engine.json", rec, err);

@@ -1,21 +1,31 @@
 /* An engine directory's files against the build's integrity record:
  * engine.sum (gen/build.c writes it after engine.json) holds engine.json's
- * size and 64-bit FNV-1a, and engine.json's $.files lists every other file
- * with its size and FNV-1a. Every listed file present, a regular file, of
- * its size (checked before it is read) and digest; no kernel image
- * (kernels.*) that is not listed. An engine directory is code the backends
- * load and run (cubins, PTX, and for host-emulate kernels.cu compiled with
- * cc): this check makes them run only what `specwright build` wrote, and
- * any edit of engine.json (which the record cannot contain: hence a file
- * of its own) refused naming the file. It is an integrity check, not a
- * signature: whoever can write engine.json can rewrite engine.sum, so the
- * manifest reader and the executor bound everything on their own. */
+ * size and sha256, and engine.json's $.files lists every other file with
+ * its size and sha256. Every listed file present, a regular file, of its
+ * size (checked before it is read) and digest; no kernel image (kernels.*)
+ * that is not listed; a record of an older specwright (FNV-1a) refused,
+ * asking for a rebuild. An engine directory is code the backends load and
+ * run (cubins, PTX, and for host-emulate kernels.cu compiled with cc): this
+ * check makes them run only what `specwright build` wrote, and any edit of
+ * engine.json (which the record cannot contain: hence a file of its own)
+ * refused naming the file. It is an integrity check, not a signature:
+ * whoever can write engine.json can rewrite engine.sum. The deployable
+ * runtime has only this (and the manifest reader's and executor's own
+ * bounds); the CLI also re-plans the engine from its spec echo and refuses
+ * any difference (gen/replan.h). */
 #ifndef RT_FORMATS_ENGINE_FILES_H
 #define RT_FORMATS_ENGINE_FILES_H
 
 #include "core/err.h"
 
 #define RT_ENGINE_SUM "engine.sum"
+/* engine.json's members the build adds after the plan (gen/build.c
+ * write_manifest): the NVRTC that compiled it, the drafter's files with
+ * their sizes and sha256 (runtime/engine/manifest_files.c), the directory's
+ * files. A re-plan has none of them (gen/replan.c). */
+#define RT_ENGINE_TOOLKIT "toolkit"
+#define RT_ENGINE_DRAFT_FILES "draft_files"
+#define RT_ENGINE_FILES "files"
 
 /* engine.sum against engine.json: 0, or an error naming the file. */
 int rt_engine_sum_check(const char *dir, sw_err *err);

@@ -17,6 +17,7 @@
 #include "decode/sampler.h"
 #include "core/fileio.h"
 #include "core/hash.h"
+#include "core/sha256.h"
 #include "formats/engine_files.h"
 #include "formats/gguf.h"
 #include "model/eagle3.h"
@@ -203,7 +204,11 @@ void eu_list_file(const char *dir, const char *name)
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	char *data = sw_read_file(path, SW_CAP_IMAGE, &n);
 	assert_non_null(data);
-	uint64_t h = sw_fnv1a64(SW_FNV64_BASIS, data, n);
+	char h[65];
+	sw_sha256 sh;
+	sw_sha256_init(&sh);
+	sw_sha256_update(&sh, data, n);
+	sw_sha256_hex(&sh, h);
 	free(data);
 	snprintf(path, sizeof(path), "%s/engine.json", dir);
 	char *json = sw_read_file(path, SW_CAP_IMAGE, &jl);
@@ -213,8 +218,8 @@ void eu_list_file(const char *dir, const char *name)
 	at += strlen("\"files\": {");
 	FILE *f = fopen(path, "w");
 	assert_non_null(f);
-	fprintf(f, "%.*s\n    \"%s\": {\"bytes\": %zu, \"fnv1a64\": \"%016llx\"},%s", (int)(at - json), json,
-	        name, n, (unsigned long long)h, at);
+	fprintf(f, "%.*s\n    \"%s\": {\"bytes\": %zu, \"sha256\": \"%s\"},%s", (int)(at - json), json,
+	        name, n, h, at);
 	assert_int_equal(fclose(f), 0);
 	free(json);
 	eu_resum(dir);
@@ -230,8 +235,12 @@ void eu_resum(const char *dir)
 	snprintf(path, sizeof(path), "%s/" RT_ENGINE_SUM, dir);
 	FILE *f = fopen(path, "w");
 	assert_non_null(f);
-	fprintf(f, "{\"engine.json\": {\"bytes\": %zu, \"fnv1a64\": \"%016llx\"}}\n", jl,
-	        (unsigned long long)sw_fnv1a64(SW_FNV64_BASIS, json, jl));
+	char h[65];
+	sw_sha256 sh;
+	sw_sha256_init(&sh);
+	sw_sha256_update(&sh, json, jl);
+	sw_sha256_hex(&sh, h);
+	fprintf(f, "{\"engine.json\": {\"bytes\": %zu, \"sha256\": \"%s\"}}\n", jl, h);
 	assert_int_equal(fclose(f), 0);
 	free(json);
 }
