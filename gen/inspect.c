@@ -262,9 +262,8 @@ static void layer_launches(const json_value *shapes, const json_value *ops, char
 	*in_layers = 0;
 	b[0] = 0;
 	for (int m = 0; m < 2; m++) {
-		static unsigned char cov[INSPECT_MAX_LAYERS];
+		unsigned char cov[INSPECT_MAX_LAYERS] = {0};
 		int launches = 0, layers = 0;
-		memset(cov, 0, sizeof(cov));
 		for (size_t i = 0; i < ops->n; i++) {
 			const json_value *o = ops->items[i];
 			if (strcmp(str(o, "layers"), models[m]) || !per_layer(shapes, ops, o))
