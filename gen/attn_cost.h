@@ -1,8 +1,11 @@
-/* Tree attention (templates/tree_attention.cu.tmpl) on an H100 SXM, on
- * paper: the one projection the planner minimises to pick a launch shape
- * (gen/plan.c attn_choose) and `specwright inspect` prints (gen/inspect.c),
- * so both describe the kernel as it is written. A model, not a measurement
- * (no GPU here): what it counts and what it leaves out is listed below.
+/* Tree attention (templates/tree_attention.cu.tmpl) on a GPU of
+ * gen/gpu_model.h, on paper: the one projection the planner minimises to
+ * pick a launch shape (gen/plan.c attn_choose, on the H100) and `specwright
+ * inspect` prints (gen/inspect.c, on the device asked for), so both
+ * describe the kernel as it is written. A model, not a measurement: what it
+ * counts and what it leaves out is listed below. The clock-based rates are
+ * the device's SM clock (gen_gpu_clk: the tensor-core peak over 4096 flop
+ * per clock per SM) times per-clock widths.
  *
  * Counted, per launch of _part over `ctx` cached keys (+ N_BLK block keys):
  *  - HBM: K and V once, q, the fp32 partials of the live splits written;
@@ -35,13 +38,29 @@
 
 #include <math.h>
 
-#include "inspect.h"
+#include "gpu_model.h"
 
-#define GEN_H100_CLK (GEN_H100_BF16_FLOPS / (GEN_H100_SMS * 4096.0)) /* 1.83 GHz */
-#define GEN_ATTN_MMA_FLOPS (GEN_H100_BF16_FLOPS * 2.0 / 3.0) /* mma.sync on sm_90 */
-#define GEN_ATTN_SMEM_BPS (128.0 * GEN_H100_SMS * GEN_H100_CLK)
-#define GEN_ATTN_MUFU_PER_S (16.0 * GEN_H100_SMS * GEN_H100_CLK)
-#define GEN_ATTN_L2_BPS (5120.0 * GEN_H100_CLK) /* assumption, see above */
+/* mma.sync on sm_90: 2/3 of the dense peak */
+static inline double gen_attn_mma_flops(const gen_gpu *d)
+{
+	return d->bf16_flops * 2.0 / 3.0;
+}
+
+static inline double gen_attn_smem_bps(const gen_gpu *d)
+{
+	return 128.0 * d->sms * gen_gpu_clk(d);
+}
+
+static inline double gen_attn_mufu_per_s(const gen_gpu *d)
+{
+	return 16.0 * d->sms * gen_gpu_clk(d);
+}
+
+/* an assumption, see above */
+static inline double gen_attn_l2_bps(const gen_gpu *d)
+{
+	return 5120.0 * gen_gpu_clk(d);
+}
 
 /* One launch shape of the template. */
 typedef struct gen_attn_geom {
@@ -85,7 +104,10 @@ static inline int gen_attn_smem(int head_dim)
 	return 2 * stage <= 49152 ? 2 * stage : stage;
 }
 
-static inline void gen_attn_project(const gen_attn_geom *g, double ctx, gen_attn_proj *p)
+/* The projection on device d (inspect); gen_attn_project below is the
+ * planner's, on the H100. */
+static inline void gen_attn_project_on(const gen_gpu *d, const gen_attn_geom *g, double ctx,
+                                       gen_attn_proj *p)
 {
 	const int G = g->n_heads / g->n_kv_heads, hdp = (g->head_dim + 15) / 16 * 16;
 	/* above 128 dims _part takes the output in parts of <= 128 dims, a pass
@@ -95,7 +117,7 @@ static inline void gen_attn_project(const gen_attn_geom *g, double ctx, gen_attn
 	const int ndh = (hdp + 127) / 128;
 	const int tiles = (g->T * G + 15) / 16;               /* 16-row fragments per KV head */
 	const int wrows = (tiles + g->row_blocks - 1) / g->row_blocks; /* warps with rows */
-	const double keys = ctx + g->n_blk, sms = GEN_H100_SMS;
+	const double keys = ctx + g->n_blk, sms = d->sms;
 	int live = (int)ceil(ctx / g->split);
 
 	p->zt = (tiles + g->row_blocks * g->warps - 1) / (g->row_blocks * g->warps);
@@ -109,11 +131,11 @@ static inline void gen_attn_project(const gen_attn_geom *g, double ctx, gen_attn
 	p->smem = (double)ndh * keys * g->n_kv_heads * 4.0 * hdp * (p->zt + wrows);
 	p->flops = 2.0 * (ndh + 1) * g->n_kv_heads * tiles * 16 * hdp * keys;
 	p->exps = (double)ndh * g->n_kv_heads * tiles * 16 * keys;
-	p->t_hbm = (p->kv + p->q + p->part) / GEN_H100_HBM_BPS;
-	p->t_l2 = p->l2 / GEN_ATTN_L2_BPS;
-	p->t_smem = p->smem / GEN_ATTN_SMEM_BPS;
-	p->t_mma = p->flops / GEN_ATTN_MMA_FLOPS;
-	p->t_exp = p->exps / GEN_ATTN_MUFU_PER_S;
+	p->t_hbm = (p->kv + p->q + p->part) / d->bw;
+	p->t_l2 = p->l2 / gen_attn_l2_bps(d);
+	p->t_smem = p->smem / gen_attn_smem_bps(d);
+	p->t_mma = p->flops / gen_attn_mma_flops(d);
+	p->t_exp = p->exps / gen_attn_mufu_per_s(d);
 
 	const double per = ceil(p->blocks / sms); /* blocks on the busiest SM */
 	int resident = 65536 / (32 * g->warps * gen_attn_regs(g->row_blocks, g->head_dim));
@@ -131,8 +153,13 @@ static inline void gen_attn_project(const gen_attn_geom *g, double ctx, gen_attn
 	p->t_part = tm > tc ? tm : tc;
 
 	p->merge_blocks = g->T * ((g->n_heads * g->head_dim / 4 + g->mblock - 1) / g->mblock);
-	p->t_merge = (p->part + p->out) / GEN_H100_HBM_BPS /
+	p->t_merge = (p->part + p->out) / d->bw /
 	             (p->merge_blocks < sms ? p->merge_blocks / sms : 1.0);
+}
+
+static inline void gen_attn_project(const gen_attn_geom *g, double ctx, gen_attn_proj *p)
+{
+	gen_attn_project_on(&gen_gpu_h100, g, ctx, p);
 }
 
 /* The shape of least projected _part + _merge time at ctx cached keys:

@@ -1,6 +1,7 @@
-/* Engine inspection and the H100 roofline projection (inspect.h). Reads only
- * the engine directory, through the strict JSON parser, so it also checks
- * that engine.json and resources.json are well formed. */
+/* Engine inspection, launch counts and the projection of graph replay on a
+ * GPU of gen/gpu_model.h (inspect.h). Reads only the engine directory,
+ * through the strict JSON parser, so it also checks that engine.json and
+ * resources.json are well formed. */
 #include <unistd.h>
 #include <errno.h>
 #include <math.h>
@@ -58,14 +59,14 @@ static void human(char *b, size_t n, double x, const char *unit)
 }
 
 /* min(1, blocks / SMs) of a kernel op's grid ([x, y, z]); 1 when unknown. */
-static double sm_share(const json_value *g)
+static double sm_share(const json_value *g, int sms)
 {
 	if (!g || g->type != JSON_ARRAY || g->n != 3)
 		return 1.0;
 	double b = 1;
 	for (size_t i = 0; i < 3; i++)
 		b *= g->items[i]->type == JSON_NUMBER && g->items[i]->number > 0 ? g->items[i]->number : 1;
-	return b >= GEN_H100_SMS ? 1.0 : b / GEN_H100_SMS;
+	return b >= sms ? 1.0 : b / sms;
 }
 
 /* The verify op's critical path in seconds: the longest chain of units
@@ -74,7 +75,7 @@ static double sm_share(const json_value *g)
  * siblings' units are done) at one SM's share of HBM, then the walk at the
  * same share: its tables and the final draw's chunk (the walk makes no
  * vocabulary pass of its own). -1 when the engine lacks what it needs. */
-static double verify_crit(const json_value *eng, const json_value *op)
+static double verify_crit(const json_value *eng, const json_value *op, const gen_gpu *dev)
 {
 	const json_value *ks = json_get(eng, "kernels"), *prm = NULL;
 	const json_value *tr = json_get(json_get(eng, "shapes"), "tree");
@@ -92,7 +93,7 @@ static double verify_crit(const json_value *eng, const json_value *op)
 	for (size_t u = 0; u < nc->n; u++)
 		k[u] = nc->items[u]->type == JSON_NUMBER ? (int)nc->items[u]->number : 0;
 	const double most = sw_verify_crit_traffic(m, k, (int)nc->n);
-	const double per_sm = GEN_H100_HBM_BPS / GEN_H100_SMS;
+	const double per_sm = dev->bw / dev->sms;
 	return (most * V / S * 4 + (V / S / B + 2 * B * S) * 8) / per_sm;
 }
 
@@ -135,9 +136,9 @@ static bool attn_geom(const json_value *eng, const json_value *op, gen_attn_geom
 /* One projection as a table row: shape, bytes, the terms, the times and the
  * share of HBM bandwidth the K/V stream gets (K+V bytes at peak over the
  * time of _part, and of _part + _merge). */
-static void attn_row(FILE *out, const gen_attn_geom *g, const gen_attn_proj *p)
+static void attn_row(FILE *out, const gen_gpu *dev, const gen_attn_geom *g, const gen_attn_proj *p)
 {
-	const double tkv = p->kv / GEN_H100_HBM_BPS;
+	const double tkv = p->kv / dev->bw;
 	fprintf(out, " %2d %2d %5d %2d %4d %3.1f %6.2f %5.2f %5.1f  %5.2f %5.2f %5.2f %5.2f %5.2f  "
 	        "%4.2f %4.2f  %6.2f %6.2f %5.0f %7.0f\n", g->row_blocks, g->warps, g->split, p->zt,
 	        p->blocks, p->warps_sm, p->kv / 1e6, p->part / 1e6, p->l2 / 1e6, p->t_hbm * 1e6,
@@ -156,17 +157,18 @@ static const char ATTN_COLS[] =
  * 32 query heads, bf16, max context 8192, ctx 4096; eagle25 T = 26 and
  * sequoia63 T = 64, GQA 4 and 8, head dims 64 and 128) with the shape the
  * planner picks for each. */
-static void attention_note(FILE *out, const json_value *eng, const json_value *phases)
+static void attention_note(FILE *out, const json_value *eng, const json_value *phases,
+                           const gen_gpu *dev)
 {
 	const json_value *spec = json_get(eng, "spec");
 	const double ctx = num(json_get(spec, "roofline"), "context");
-	fprintf(out, "  tree attention (gen/attn_cost.h; times in us per layer): mma.sync at %.0f "
+	fprintf(out, "  tree attention (gen/attn_cost.h; times in us per layer, on %s): mma.sync at %.0f "
 	        "TFLOP/s (2/3 of dense: Hopper's rest needs wgmma), shared memory %.1f TB/s (cp.async "
 	        "fills + ldmatrix per warp), L2->SM %.1f TB/s (assumed: A100's 5120 B/clk), MUFU %.2f "
 	        "T ex2/s, HBM %.2f TB/s; memory terms over sh_m = min(1, blocks/SMs), SM terms over "
 	        "sh_sm (busiest SM's blocks, its warps with rows / 4):\n",
-	        GEN_ATTN_MMA_FLOPS / 1e12, GEN_ATTN_SMEM_BPS / 1e12, GEN_ATTN_L2_BPS / 1e12,
-	        GEN_ATTN_MUFU_PER_S / 1e12, GEN_H100_HBM_BPS / 1e12);
+	        dev->key, gen_attn_mma_flops(dev) / 1e12, gen_attn_smem_bps(dev) / 1e12,
+	        gen_attn_l2_bps(dev) / 1e12, gen_attn_mufu_per_s(dev) / 1e12, dev->bw / 1e12);
 	for (size_t ph = 0; ph < phases->n; ph++) {
 		const json_value *P = phases->items[ph], *ops = json_get(P, "ops");
 		if (strcmp(str(P, "name"), "verify") || !ops || ops->type != JSON_ARRAY)
@@ -176,15 +178,16 @@ static void attention_note(FILE *out, const json_value *eng, const json_value *p
 			gen_attn_proj p;
 			if (!attn_entry(ops->items[i], "_part") || !attn_geom(eng, ops->items[i], &g))
 				continue;
-			gen_attn_project(&g, ctx, &p);
+			gen_attn_project_on(dev, &g, ctx, &p);
 			fprintf(out, "    this engine, verify: T = %d, GQA %d, head_dim %d, ctx %.0f\n     %s",
 			        g.T, g.n_heads / g.n_kv_heads, g.head_dim, ctx, ATTN_COLS);
 			fprintf(out, "     ");
-			attn_row(out, &g, &p);
+			attn_row(out, dev, &g, &p);
 			break;
 		}
 	}
-	fprintf(out, "    reference, ctx 4096, 32 query heads, bf16, the planner's shape for each:\n"
+	fprintf(out, "    reference, ctx 4096, 32 query heads, bf16, the planner's shape for each (chosen "
+	        "on the H100):\n"
 	        "      tree       T GQA  hd%s", ATTN_COLS);
 	static const struct {
 		const char *tree;
@@ -196,25 +199,170 @@ static void attention_note(FILE *out, const json_value *eng, const json_value *p
 				const gen_attn_geom g =
 					gen_attn_choose(trees[t].T, trees[t].T, 32, 32 / gq, h, 2, 8192, 4096);
 				gen_attn_proj p;
-				gen_attn_project(&g, 4096, &p);
+				gen_attn_project_on(dev, &g, 4096, &p);
 				fprintf(out, "      %-9s %3d %3d %3d", trees[t].tree, trees[t].T, gq, h);
-				attn_row(out, &g, &p);
+				attn_row(out, dev, &g, &p);
 			}
-	fprintf(out, "    not modelled: launch latency; HBM latency hiding by 1-2 cp.async tiles in "
+	fprintf(out, "    not modelled here: launch latency (each op's launch is counted in the "
+	        "phase tables); HBM latency hiding by 1-2 cp.async tiles in "
 	        "flight per block; the softmax's CUDA-core instructions (~5 per score) sharing issue "
 	        "with the mma; unequal blocks (the last split's block keys, padded warps); partials "
 	        "kept in L2 from _part to _merge (counted as HBM both ways here: that would lift "
 	        "+merge); sm_80, which runs one fragment per pass\n");
 }
 
-int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum, sw_err *err)
+/* Whether op o of a phase runs once per layer of a forward: it carries a
+ * layer segment (a repeat, or layer0), or another op of the same name and
+ * model in the phase does (a segment of one layer between feature taps), or
+ * it is bound to a model of one layer (a block drafter's, an EAGLE-3
+ * head's: their ops bound to no model count outside). kv_commit runs once
+ * for all layers. */
+static bool per_layer(const json_value *shapes, const json_value *ops, const json_value *o)
+{
+	const char *m = str(o, "layers"), *nm = str(o, "name");
+	if (!*m || !strcmp(str(o, "op"), "kv_commit"))
+		return false;
+	if (num(json_get(shapes, m), "n_layers") == 1)
+		return true;
+	for (size_t i = 0; i < ops->n; i++) {
+		const json_value *x = ops->items[i];
+		if ((x == o || (!strcmp(str(x, "name"), nm) && !strcmp(str(x, "layers"), m))) &&
+		    (num(x, "repeat") > 1 || json_get(x, "layer0")))
+			return true;
+	}
+	return false;
+}
+
+/* The layers a per-layer op runs, "3-16" or "5"; "-" for the others. */
+static void layer_text(const json_value *shapes, const json_value *ops, const json_value *o,
+                       char *b, size_t n)
+{
+	const int l0 = (int)num(o, "layer0"), r = (int)num(o, "repeat");
+	if (!per_layer(shapes, ops, o))
+		snprintf(b, n, "-");
+	else if (r <= 1)
+		snprintf(b, n, "%d", l0);
+	else
+		snprintf(b, n, "%d-%d", l0, l0 + r - 1);
+}
+
+#define INSPECT_MAX_LAYERS 2048 /* layer0 < 1024, repeat <= 1024 (manifest.c) */
+
+/* Launches of a phase per layer of each forward it runs (the per-layer ops'
+ * launches over the layers they cover), as text; *best: the per-layer count
+ * of the forward covering the most layers (0: none); *in_layers: the
+ * launches inside the layers. */
+static void layer_launches(const json_value *shapes, const json_value *ops, char *b, size_t n,
+                           double *best, int *in_layers)
+{
+	static const char *const models[] = {"target", "draft"};
+	size_t k = 0;
+	int most = 0;
+	*best = 0;
+	*in_layers = 0;
+	b[0] = 0;
+	for (int m = 0; m < 2; m++) {
+		unsigned char cov[INSPECT_MAX_LAYERS] = {0};
+		int launches = 0, layers = 0;
+		for (size_t i = 0; i < ops->n; i++) {
+			const json_value *o = ops->items[i];
+			if (strcmp(str(o, "layers"), models[m]) || !per_layer(shapes, ops, o))
+				continue;
+			const int l0 = (int)num(o, "layer0"), r = (int)num(o, "repeat") < 1 ? 1
+			                                                            : (int)num(o, "repeat");
+			launches += r;
+			for (int l = l0; l < l0 + r && l >= 0 && l < INSPECT_MAX_LAYERS; l++)
+				layers += !cov[l]++;
+		}
+		if (!layers)
+			continue;
+		*in_layers += launches;
+		if (layers > most) {
+			most = layers;
+			*best = (double)launches / layers;
+		}
+		if (k < n)
+			k += (size_t)snprintf(b + k, n - k, "%s%s %.1f x %d layer%s", k ? ", " : "",
+			                      models[m], (double)launches / layers, layers,
+			                      layers == 1 ? "" : "s");
+	}
+}
+
+/* One op's projected time in us on dev: its launch, and the longer of its
+ * memory and compute terms (*tm, *tc, per launch, for the table). */
+static double op_time(const json_value *eng, const json_value *o, const gen_gpu *dev, double ctx,
+                      double *tm, double *tc)
+{
+	const double b = num(o, "bytes"), fl = num(o, "flops");
+	const char *ex = str(o, "exec");
+	if (!strcmp(ex, "cublaslt")) { /* the calibrated stream, or the tensor cores */
+		*tm = b / (dev->gemm_eff * dev->bw) - dev->gemm_overlap_s;
+		*tm = (*tm > 0 ? *tm : 0) * 1e6;
+		*tc = fl / dev->bf16_flops * 1e6;
+	} else if (!strcmp(ex, "memset")) {
+		*tm = b / dev->bw * 1e6;
+		*tc = 0;
+	} else {
+		const bool mma = attn_entry(o, "_part");
+		const double share = sm_share(json_get(o, "grid"), dev->sms);
+		gen_attn_geom ag;
+		*tm = b / dev->bw * 1e6 / share;
+		*tc = fl / (mma ? gen_attn_mma_flops(dev) : dev->fp32_flops) * 1e6 / share;
+		if (mma && attn_geom(eng, o, &ag)) { /* gen/attn_cost.h, as the planner saw it */
+			gen_attn_proj ap;
+			gen_attn_project_on(dev, &ag, ctx, &ap);
+			*tm = (ap.t_hbm > ap.t_l2 ? ap.t_hbm : ap.t_l2) / ap.share_mem * 1e6;
+			*tc = ap.t_smem > ap.t_mma ? ap.t_smem : ap.t_mma;
+			*tc = (*tc > ap.t_exp ? *tc : ap.t_exp) / ap.share_sm * 1e6;
+		}
+		if (!strcmp(str(o, "op"), "verify")) {
+			const double cp = verify_crit(eng, o, dev) * 1e6; /* critical path */
+			*tm = cp > *tm ? cp : *tm;
+		}
+	}
+	return dev->launch_s * 1e6 + (*tm > *tc ? *tm : *tc);
+}
+
+/* The device and the calibration, before the phase tables. */
+static void device_note(FILE *out, const gen_inspect_opts *o, const gen_gpu *dev)
+{
+	fprintf(out, "\nprojection on %s (%s--gpu h100|h200|BW,TFLOPS,SMS): %s, %d SMs, HBM %.2f TB/s "
+	        "(%s), %.0f TFLOP/s dense bf16, %.0f TFLOP/s fp32 FMA; projected, not measured\n",
+	        dev->key, o->gpu_default ? "the default; " : "", dev->name, dev->sms, dev->bw / 1e12,
+	        dev->bw_note, dev->bf16_flops / 1e12, dev->fp32_flops / 1e12);
+	fprintf(out, "  calibration (gen/gpu_model.h, from %s): %.2f us per launch in graph "
+	        "replay; cuBLASLt GEMMs stream their bytes at %.1f%% of the bandwidth, the first "
+	        "%.2f us of it under the launch; %s\n", GEN_CAL_SOURCE, dev->launch_s * 1e6,
+	        100 * dev->gemm_eff, dev->gemm_overlap_s * 1e6, dev->note);
+	fprintf(out, "  per op and launch: t = launch + max(t_mem, t_flop); GEMMs: t_mem = "
+	        "max(0, bytes / (%.1f%% x HBM) - %.2f us), t_flop at the bf16 peak; rendered kernels: "
+	        "max(bytes / HBM, flops / fp32 peak) / min(1, blocks / SMs) (a grid of fewer blocks "
+	        "than SMs gets that share of the chip); tree attention _part: t_mem = max(t_hbm, "
+	        "t_l2) / sh_m, t_flop = max(t_smem, t_mma, t_exp) / sh_sm; verify: t_mem at least "
+	        "its longest chain of blocks (a node's own pass, then a slice pass per later child, "
+	        "each waiting for its parent's and earlier siblings'), then the walk's tables and "
+	        "final chunk, at HBM / SMs; x = launches (one per layer of a segment; layers: the "
+	        "segment, '-' for ops outside the layers)\n", 100 * dev->gemm_eff,
+	        dev->gemm_overlap_s * 1e6);
+	fprintf(out, "  not modelled: kernels slower than their bytes at their share of the chip "
+	        "(a block's own latency-bound rate: the sampling and tree kernels that scan a "
+	        "vocabulary in one block per row), L2 reuse across ops; `profile` on a GPU and "
+	        "tests/gpu/check_util.py roofline give the error per kernel\n");
+	fprintf(out, "  exec: kernel = rendered template, cublaslt = GEMM call, pending = "
+	        "no template yet (16-bit embedding gather, K/V store), memset = graph node\n");
+}
+
+int gen_inspect_on(const char *dir, const gen_inspect_opts *opt, FILE *out,
+                   gen_inspect_summary *sum, sw_err *err)
 {
 	json_value *eng = load_json(dir, "engine.json", true, err);
 	json_value *res = NULL;
 	const json_value *spec, *phases, *kernels, *shapes, *tree;
+	const gen_gpu *dev = opt && opt->gpu ? opt->gpu : &gen_gpu_h200;
 	int rc = 0;
 
 	memset(sum, 0, sizeof(*sum));
+	snprintf(sum->gpu, sizeof(sum->gpu), "%s", dev->key);
 	if (!eng)
 		return err ? err->code : SW_EIO;
 	spec = json_get(eng, "spec");
@@ -231,6 +379,7 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 	res = load_json(dir, "resources.json", false, err);
 
 	const json_value *tg = json_get(shapes, "target"), *rf = json_get(spec, "roofline");
+	const double ctx = num(rf, "context");
 	int depth = (int)num(tree, "depth");
 	sum->tau_src = "assumed";
 	sum->tau = depth + 1 < 3 ? depth + 1 : 3.0;
@@ -238,8 +387,8 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 		sum->tau = num(rf, "tau");
 		sum->tau_src = "spec roofline.tau";
 	}
-	if (tau > 0) {
-		sum->tau = tau;
+	if (opt && opt->tau > 0) {
+		sum->tau = opt->tau;
 		sum->tau_src = "--tau";
 	}
 	sum->n_kernels = (int)kernels->n;
@@ -256,7 +405,7 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 		        (int)num(tree, "nodes"), depth, vf ? str(vf, "method") : "?",
 		        vf ? str(vf, "expand") : "?");
 		fprintf(out, "  max_context %d; bytes estimates assume %d cached tokens; arena %.3f "
-		        "GiB\n\n", (int)num(spec, "max_context"), (int)num(rf, "context"),
+		        "GiB\n\n", (int)num(spec, "max_context"), (int)ctx,
 		        num(json_get(eng, "arena"), "bytes") / 1073741824.0);
 
 		fprintf(out, "kernels (%zu rendered into kernels.cu; resources from ptxas -v):\n",
@@ -288,34 +437,27 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 			if (!found)
 				fprintf(out, "      (not compiled: no resources.json entry)\n");
 		}
-		fprintf(out, "\nroofline on H100 SXM (%d SMs): HBM %.2f TB/s; cuBLASLt GEMMs at %.0f "
-		        "TFLOP/s dense bf16 (tensor cores), tree attention's _part by its own model "
-		        "(below), the other rendered kernels at %.0f TFLOP/s fp32 (CUDA-core FMA)\n"
-		        "  per op: t = max(bytes / HBM, flops / peak) / min(1, blocks / SMs) per "
-		        "launch (a grid of fewer blocks than SMs gets that share of the chip), "
-		        "times the launches (repeat = layers); attention _part: t_mem = max(t_hbm, "
-		        "t_l2) / sh_m, t_flop = max(t_smem, t_mma, t_exp) / sh_sm; verify: t_mem "
-		        "at least its longest chain of blocks (a node's own pass, then a slice "
-		        "pass per later child, each waiting for its parent's and earlier "
-		        "siblings'), then the walk's tables and final chunk, at HBM / SMs\n",
-		        GEN_H100_SMS,
-		        GEN_H100_HBM_BPS / 1e12, GEN_H100_BF16_FLOPS / 1e12, GEN_H100_FP32_FLOPS / 1e12);
-		fprintf(out, "  exec: kernel = rendered template, cublaslt = GEMM call, pending = "
-		        "no template yet (16-bit embedding gather, K/V store), memset = graph node\n");
-		attention_note(out, eng, phases);
+		device_note(out, opt ? opt : &(gen_inspect_opts){0}, dev);
+		attention_note(out, eng, phases, dev);
 	}
 
+	int ph_kernels[GEN_INSPECT_MAX_PHASES] = {0}, ph_gemms[GEN_INSPECT_MAX_PHASES] = {0};
+	int ph_memsets[GEN_INSPECT_MAX_PHASES] = {0};
 	for (size_t ph = 0; ph < phases->n; ph++) {
 		const json_value *P = phases->items[ph], *ops = json_get(P, "ops");
 		double tot = 0, tb = 0, tf = 0;
+		int nk = 0, ng = 0, nm = 0;
 		if (!ops || ops->type != JSON_ARRAY) {
 			rc = sw_errf(err, SW_EINVAL, "%s/engine.json: $.phases[%zu].ops missing", dir, ph);
 			goto out_free;
 		}
+		const bool iter = strcmp(str(P, "name"), "prefill") != 0;
 		if (out)
-			fprintf(out, "\nphase %s (%d rows)\n  %-18s %-9s %4s %11s %11s %9s %9s %9s %10s\n",
-			        str(P, "name"), (int)num(P, "rows"), "op", "exec", "x", "bytes", "flops",
-			        "t_mem us", "t_flop us", "t us", "x rep us");
+			fprintf(out, "\nphase %s (%d rows%s), projected on %s\n  %-18s %-9s %-7s %4s %11s "
+			        "%11s %9s %9s %9s %9s %10s\n", str(P, "name"), (int)num(P, "rows"),
+			        json_get(P, "if") ? "; under an IF node" : "", dev->key, "op", "exec",
+			        "layers", "x", "bytes", "flops", "t_mem us", "t_flop us", "launch us", "t us",
+			        "x rep us");
 		const bool draft_phase = !strncmp(str(P, "name"), "draft", 5);
 		for (size_t i = 0; i < ops->n; i++) {
 			const json_value *o = ops->items[i];
@@ -327,57 +469,80 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 			bool drafter = draft_phase || !strcmp(str(o, "layers"), "draft");
 			for (int f = 0; fuse[f] && !drafter; f++)
 				drafter = !strcmp(str(o, "name"), fuse[f]);
-			bool gemm = !strcmp(str(o, "exec"), "cublaslt");
-			bool mma = attn_entry(o, "_part");
-			double share = gemm ? 1.0 : sm_share(json_get(o, "grid"));
-			double tm = b / GEN_H100_HBM_BPS * 1e6 / share;
-			double tc = fl / (gemm ? GEN_H100_BF16_FLOPS : mma ? GEN_ATTN_MMA_FLOPS : GEN_H100_FP32_FLOPS) *
-			            1e6 / share;
-			gen_attn_geom ag;
-			if (mma && attn_geom(eng, o, &ag)) { /* gen/attn_cost.h, as the planner saw it */
-				gen_attn_proj ap;
-				gen_attn_project(&ag, num(json_get(spec, "roofline"), "context"), &ap);
-				tm = (ap.t_hbm > ap.t_l2 ? ap.t_hbm : ap.t_l2) / ap.share_mem * 1e6;
-				tc = ap.t_smem > ap.t_mma ? ap.t_smem : ap.t_mma;
-				tc = (tc > ap.t_exp ? tc : ap.t_exp) / ap.share_sm * 1e6;
-			}
-			if (!strcmp(str(o, "op"), "verify") && !strcmp(str(o, "exec"), "kernel")) {
-				const double cp = verify_crit(eng, o) * 1e6; /* critical path */
-				tm = cp > tm ? cp : tm;
-			}
-			double t = tm > tc ? tm : tc;
+			double tm, tc;
+			const double t = op_time(eng, o, dev, ctx, &tm, &tc);
 			if (rep < 1)
 				rep = 1;
+			const char *ex = str(o, "exec");
+			*(!strcmp(ex, "cublaslt") ? &ng : !strcmp(ex, "memset") ? &nm : &nk) += (int)rep;
 			tot += t * rep;
-			if (drafter && strcmp(str(P, "name"), "prefill"))
+			if (drafter && iter)
 				sum->draft_us += t * rep;
 			tb += b * rep;
 			tf += fl * rep;
 			if (out) {
-				char hb[32], hf[32];
+				char hb[32], hf[32], lt[24];
 				human(hb, sizeof(hb), b, "B");
 				human(hf, sizeof(hf), fl, "F");
-				fprintf(out, "  %-18s %-9s %4.0f %11s %11s %9.3f %9.3f %9.3f %10.3f\n",
-				        str(o, "name"), str(o, "exec"), rep, hb, hf, tm, tc, t, t * rep);
+				layer_text(shapes, ops, o, lt, sizeof(lt));
+				fprintf(out, "  %-18s %-9s %-7s %4.0f %11s %11s %9.3f %9.3f %9.3f %9.3f %10.3f\n",
+				        str(o, "name"), ex, lt, rep, hb, hf, tm, tc, dev->launch_s * 1e6, t,
+				        t * rep);
 			}
 		}
 		if (out) {
 			char hb[32], hf[32];
 			human(hb, sizeof(hb), tb, "B");
 			human(hf, sizeof(hf), tf, "F");
-			fprintf(out, "  phase %s: %s, %s -> %.3f us\n", str(P, "name"), hb, hf, tot);
+			fprintf(out, "  phase %s: %s, %s, %d launches -> %.3f us projected on %s\n",
+			        str(P, "name"), hb, hf, nk + ng + nm, tot, dev->key);
 		}
 		if (sum->n_phases < GEN_INSPECT_MAX_PHASES) {
-			snprintf(sum->phase[sum->n_phases], sizeof(sum->phase[0]), "%s", str(P, "name"));
-			sum->phase_us[sum->n_phases++] = tot;
+			const int k = sum->n_phases++;
+			int in_layers;
+			char txt[160];
+			snprintf(sum->phase[k], sizeof(sum->phase[0]), "%s", str(P, "name"));
+			sum->phase_us[k] = tot;
+			sum->phase_launches[k] = nk + ng + nm;
+			layer_launches(shapes, ops, txt, sizeof(txt), &sum->phase_per_layer[k], &in_layers);
+			ph_kernels[k] = nk;
+			ph_gemms[k] = ng;
+			ph_memsets[k] = nm;
 		}
-		if (!strcmp(str(P, "name"), "prefill"))
+		if (!iter) {
 			sum->prefill_us = tot;
-		else
-			sum->iter_us += tot;
+			continue;
+		}
+		sum->iter_us += tot;
+		sum->iter_bytes += tb;
+		sum->launches += nk + ng + nm;
+		sum->launch_kernels += nk;
+		sum->launch_gemms += ng;
+		sum->launch_memsets += nm;
 	}
+	sum->launch_us = sum->launches * dev->launch_s * 1e6;
+	sum->roofline_us = sum->iter_bytes / dev->bw * 1e6;
 	sum->tokens_per_s = sum->iter_us > 0 ? sum->tau / (sum->iter_us * 1e-6) : 0;
 	if (out) {
+		fprintf(out, "\nlaunches (graph nodes: a cuBLASLt GEMM counts one, memsets count; a "
+		        "phase under an IF node counts as if it ran):\n  %-16s %8s %8s %6s %7s  %s\n",
+		        "phase", "launches", "kernels", "gemms", "memsets",
+		        "per layer of each forward (its per-layer ops' launches / its layers), outside");
+		for (int i = 0; i < sum->n_phases && i < (int)phases->n; i++) {
+			const json_value *ops = json_get(phases->items[i], "ops");
+			char txt[160];
+			double best;
+			int in_layers;
+			layer_launches(shapes, ops, txt, sizeof(txt), &best, &in_layers);
+			fprintf(out, "  %-16s %8d %8d %6d %7d  %s%s%d outside the layers\n", sum->phase[i],
+			        sum->phase_launches[i], ph_kernels[i], ph_gemms[i], ph_memsets[i], txt,
+			        *txt ? "; " : "", sum->phase_launches[i] - in_layers);
+		}
+		fprintf(out, "  %-16s %8d %8d %6d %7d  (prefill excluded): %.2f us of launches "
+		        "projected on %s, %.1f%% of the iteration\n", "iteration", sum->launches,
+		        sum->launch_kernels, sum->launch_gemms, sum->launch_memsets, sum->launch_us,
+		        dev->key, sum->iter_us > 0 ? 100.0 * sum->launch_us / sum->iter_us : 0.0);
+
 		fprintf(out, "\niteration = ");
 		for (int i = 0, k = 0; i < sum->n_phases; i++)
 			if (strcmp(sum->phase[i], "prefill"))
@@ -386,23 +551,29 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 		for (int i = 0, k = 0; i < sum->n_phases; i++)
 			if (strcmp(sum->phase[i], "prefill"))
 				fprintf(out, "%s%.2f", k++ ? " + " : "", sum->phase_us[i]);
-		fprintf(out, " = %.2f us\n", sum->iter_us);
+		fprintf(out, " = %.2f us projected on %s\n", sum->iter_us, dev->key);
+		char hb[32];
+		human(hb, sizeof(hb), sum->iter_bytes, "B");
+		fprintf(out, "roofline on %s: %s per iteration / %.2f TB/s = %.2f us; projected %.2f us: "
+		        "%.1f%% of the roofline\n", dev->key, hb, dev->bw / 1e12, sum->roofline_us,
+		        sum->iter_us, sum->iter_us > 0 ? 100.0 * sum->roofline_us / sum->iter_us : 0.0);
 		if (sum->draft_us > 0)
 			fprintf(out, "drafter's share: %.2f of %.2f us (%.1f%%: its phases, its layers' "
-			        "ops elsewhere, feature taps, fusion, its K/V commit)\n", sum->draft_us,
-			        sum->iter_us, 100.0 * sum->draft_us / sum->iter_us);
+			        "ops elsewhere, feature taps, fusion, its K/V commit), projected on %s\n",
+			        sum->draft_us, sum->iter_us, 100.0 * sum->draft_us / sum->iter_us, dev->key);
 		fprintf(out, "tau = %.2f tokens per iteration (%s%s)\n", sum->tau, sum->tau_src,
 		            strcmp(sum->tau_src, "assumed") ? "" : ": min(3, depth + 1); set "
 		            "roofline.tau in the spec or pass --tau");
-		fprintf(out, "projected decode: %.2f / %.2f us = %.0f tokens/s\n", sum->tau,
-		        sum->iter_us, sum->tokens_per_s);
+		fprintf(out, "projected decode on %s: %.2f / %.2f us = %.0f tokens/s\n", dev->key,
+		        sum->tau, sum->iter_us, sum->tokens_per_s);
 		int rows = 0;
 		for (size_t ph = 0; ph < phases->n; ph++)
 			if (!strcmp(str(phases->items[ph], "name"), "prefill"))
 				rows = (int)num(phases->items[ph], "rows");
 		if (sum->prefill_us > 0)
-			fprintf(out, "projected prefill: %d tokens / %.2f us = %.0f tokens/s (target and "
-			        "draft caches)\n", rows, sum->prefill_us, rows / (sum->prefill_us * 1e-6));
+			fprintf(out, "projected prefill on %s: %d tokens / %.2f us = %.0f tokens/s (target "
+			        "and draft caches; as graph replay)\n", dev->key, rows, sum->prefill_us,
+			        rows / (sum->prefill_us * 1e-6));
 	}
 out_free:
 	json_free(res);
@@ -410,34 +581,57 @@ out_free:
 	return rc;
 }
 
-/* --- `specwright inspect ENGINE_DIR [--tau T]` ------------------------------ */
+int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum, sw_err *err)
+{
+	const gen_inspect_opts o = {.tau = tau, .gpu = &gen_gpu_h200, .gpu_default = true};
+	return gen_inspect_on(dir, &o, out, sum, err);
+}
+
+/* --- `specwright inspect ENGINE_DIR [--tau T] [--gpu DEV]` ----------------- */
 
 int gen_inspect_main(int argc, char **argv)
 {
+	static const char USAGE[] = "usage: specwright inspect ENGINE_DIR [--tau T] "
+	                            "[--gpu h100|h200|BW,TFLOPS,SMS]\n";
 	const char *dir = NULL;
-	double tau = 0;
+	gen_inspect_opts o = {.gpu_default = true};
+	gen_gpu dev = gen_gpu_h200;
+	sw_err err = {0};
 	for (int i = 2; i < argc; i++) {
-		if (!strcmp(argv[i], "--tau") && i + 1 < argc) {
+		if (!strcmp(argv[i], "--tau") || !strcmp(argv[i], "--gpu")) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "specwright inspect: %s: expected a value after it\n%s", argv[i],
+				        USAGE);
+				return 2;
+			}
+			if (!strcmp(argv[i], "--gpu")) {
+				if (gen_gpu_parse(argv[++i], &dev, &err)) {
+					fprintf(stderr, "specwright inspect: %s\n", err.msg);
+					return 2;
+				}
+				o.gpu_default = false;
+				continue;
+			}
 			char *e;
-			tau = strtod(argv[++i], &e);
-			if (*e || !(tau >= 1.0 && tau <= 1000.0)) {
+			o.tau = strtod(argv[++i], &e);
+			if (*e || !(o.tau >= 1.0 && o.tau <= 1000.0)) {
 				fprintf(stderr, "specwright inspect: --tau %s: expected a number >= 1\n", argv[i]);
 				return 2;
 			}
 		} else if (argv[i][0] != '-' && !dir) {
 			dir = argv[i];
 		} else {
-			fprintf(stderr, "specwright inspect: unexpected argument '%s'\n", argv[i]);
+			fprintf(stderr, "specwright inspect: unexpected argument '%s'\n%s", argv[i], USAGE);
 			return 2;
 		}
 	}
 	if (!dir) {
-		fprintf(stderr, "usage: specwright inspect ENGINE_DIR [--tau T]\n");
+		fprintf(stderr, "%s", USAGE);
 		return 2;
 	}
+	o.gpu = &dev;
 	gen_inspect_summary sum;
-	sw_err err = {0};
-	if (gen_inspect(dir, tau, stdout, &sum, &err)) {
+	if (gen_inspect_on(dir, &o, stdout, &sum, &err)) {
 		fprintf(stderr, "specwright inspect: error: %s\n", err.msg);
 		return 1;
 	}

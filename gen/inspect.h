@@ -1,23 +1,24 @@
-/* `specwright inspect ENGINE_DIR`: reads engine.json (and resources.json when
- * the engine was compiled) and prints every kernel's resources and a roofline
- * projection on an H100 SXM: per op max(bytes / HBM bandwidth, flops / peak),
- * the peak dense bf16 for GEMMs, tree attention's own model for its _part
- * (gen/attn_cost.h: HBM, L2, shared memory, mma.sync, MUFU), and fp32 FMA
- * for the other rendered kernels, scaled by the share of SMs the op's grid can occupy, per phase, per iteration (draft levels + verify + accept +
- * commit) and tokens/s = tau / iteration time. A projection from the plan's
- * byte and flop counts, not a measurement: launch overheads, L2 reuse and
- * achieved bandwidth are not modelled. */
+/* `specwright inspect ENGINE_DIR [--tau T] [--gpu h100|h200|BW,TFLOPS,SMS]`:
+ * reads engine.json (and resources.json when the engine was compiled) and
+ * prints every kernel's resources, its launches (per iteration, per phase,
+ * per layer of each forward) and a projection of graph replay on a GPU of
+ * gen/gpu_model.h (default the H200): per op one launch
+ * (calibrated) plus max(bytes / bandwidth, flops / peak) - cuBLASLt GEMMs at
+ * their calibrated share of the bandwidth, tree attention's _part by its own
+ * model (gen/attn_cost.h), the other rendered kernels scaled by the share of
+ * SMs their grid can occupy - per phase, per iteration (draft levels + verify
+ * + accept + commit), its share of the bandwidth roofline, tokens/s = tau /
+ * iteration. A projection from the plan's byte and flop counts, not a
+ * measurement: tests/gpu/check_util.py joins it with `profile` on a GPU. */
 #ifndef GEN_INSPECT_H
 #define GEN_INSPECT_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "core/err.h"
+#include "gpu_model.h"
 
-#define GEN_H100_HBM_BPS 3.35e12   /* bytes/s, H100 SXM HBM3 */
-#define GEN_H100_BF16_FLOPS 989e12 /* flop/s, dense bf16 tensor cores (cuBLASLt GEMMs) */
-#define GEN_H100_FP32_FLOPS 67e12  /* flop/s, fp32 FMA on CUDA cores (the rendered kernels) */
-#define GEN_H100_SMS 132
 #define GEN_INSPECT_MAX_PHASES 72
 
 typedef struct gen_inspect_summary {
@@ -33,10 +34,30 @@ typedef struct gen_inspect_summary {
 	const char *tau_src; /* "spec", "--tau" or "assumed" */
 	double tokens_per_s; /* tau / iter_us */
 	int n_kernels;
+	/* launches (graph nodes: a cuBLASLt GEMM counts one) per phase and per
+	 * iteration (the phases iter_us sums; those under an IF node included) */
+	int phase_launches[GEN_INSPECT_MAX_PHASES];
+	double phase_per_layer[GEN_INSPECT_MAX_PHASES]; /* per layer of the phase's
+	                                                  * longest forward; 0: none */
+	int launches, launch_kernels, launch_gemms, launch_memsets;
+	double launch_us;    /* the launches' share of iter_us */
+	double iter_bytes;   /* bytes per iteration */
+	double roofline_us;  /* iter_bytes / the device's bandwidth */
+	char gpu[16];        /* the device's key */
 } gen_inspect_summary;
+
+typedef struct gen_inspect_opts {
+	double tau;          /* > 0: overrides the spec's roofline.tau */
+	const gen_gpu *gpu;  /* NULL: gen_gpu_h200 */
+	bool gpu_default;    /* say the device is the default one */
+} gen_inspect_opts;
 
 /* tau > 0 overrides the spec's roofline.tau; else the spec's, else the
  * assumption min(3, D + 1). out may be NULL (summary only). */
+int gen_inspect_on(const char *dir, const gen_inspect_opts *o, FILE *out, gen_inspect_summary *sum,
+                   sw_err *err);
+
+/* gen_inspect_on on the default device (the H200). */
 int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum, sw_err *err);
 
 /* The CLI command: argv[1] == "inspect"; returns the exit status. */

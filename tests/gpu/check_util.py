@@ -1,17 +1,31 @@
 #!/usr/bin/env python3
 """Small helpers of the GPU check (tests/gpu/run.sh): reading engine.json and
-`run --json` output, comparing token lists, and joining `specwright profile`'s
+`run --json` output, comparing token lists, joining `specwright profile`'s
 measured per-op table with `specwright inspect`'s projection of the same
-engine. Standard library only (a GPU machine has python3 and little else).
+engine, and the projection's calibration from a check's log. Standard
+library only (a GPU machine has python3 and little else).
 
   check_util.py engine DIR            name, weights|shape, temperature, dtype, archs
   check_util.py field FILE KEY        a field of a JSON object (run --json, torch_ref)
   check_util.py diff FILE_A KEY_A FILE_B KEY_B
                                       first index where two token lists differ
-  check_util.py roofline PROFILE INSPECT PEAK_GBS
-                                      per op: measured us, projected us, error, roofline share
+  check_util.py roofline PROFILE INSPECT PEAK_GBS [RUN_JSON|US]
+                                      per phase and op (its layer segments summed):
+                                      measured us, profile's synchronisation, the GPU's
+                                      part, projected us, their ratio (the error per
+                                      kernel), roofline share; with the graph-replay run,
+                                      its iteration against the projected one
+  check_util.py launches ENGINE_DIR...
+                                      launches per iteration by engine, phase and op
+  check_util.py calibrate LOG [LAUNCHES [BW_GBS]]
+                                      from a check's log: profile's floor per launch, the
+                                      per-launch cost of graph replay, the GEMMs' achieved
+                                      bandwidth (gen/gpu_model.h's constants)
+  check_util.py logprofile LOG ENGINE [LAUNCHES]
+                                      one engine's profile table out of a check's log
 """
 import json
+import math
 import re
 import sys
 
@@ -54,8 +68,22 @@ def cmd_diff(fa, ka, fb, kb):
         print(f"differ {i} {a[i] if i < len(a) else 'end'} {b[i] if i < len(b) else 'end'} of {n}")
 
 
+# ---- the join of `profile` with `inspect` ---------------------------------
+
+EXECS = ("kernel", "cublaslt", "memset", "pending")
+UNITS = {"B": 1.0, "kB": 1e3, "MB": 1e6, "GB": 1e9}
+# ops "small" enough that a launch of them measures the per-launch floor:
+# bytes per launch below these (a kernel or memset that moves < 100 kB, a
+# GEMM over < 1 MB of weights takes a few hundred ns on an H100's HBM)
+TINY = {"kernel": 1e5, "memset": 1e5, "pending": 1e5, "cublaslt": 1e6}
+# the H100 run's floors (tests/gpu/results/h100-2026-11-27.log, `calibrate`):
+# used when a profile has too few small ops of a kind to measure its own
+FLOOR_H100 = {"kernel": 10.58, "memset": 10.35, "pending": 10.58, "cublaslt": 17.77}
+
+
 def parse_profile(path):
-    """profile's table: phase op launches us/iter GB/s GFLOP/s share"""
+    """profile's table: phase op launches us/iter GB/s GFLOP/s share, one
+    row per (phase, op) over all of its launches (every layer segment)"""
     rows = {}
     for line in open(path, errors="replace"):
         f = line.split()
@@ -68,61 +96,333 @@ def parse_profile(path):
 
 
 def parse_inspect(path):
-    """inspect's projection: 'phase NAME (R rows)' then op rows whose last
-    column is the projected us over all launches (x rep us)"""
-    rows, phase = {}, None
+    """inspect's projection: the device ('projection on DEV'), then per
+    phase ('phase NAME (R rows)') op rows: op exec layers x bytes flops
+    t_mem t_flop launch t 'x rep us' (bytes and flops as '33.97 MB'), one
+    row per layer segment; 'iteration = ...' then '= ... = X us projected'."""
+    segs, phase, dev, it = {}, None, "?", None
     for line in open(path, errors="replace"):
+        m = re.match(r"^projection on (\S+)", line)
+        if m:
+            dev = m.group(1)
+            continue
         m = re.match(r"^phase (\S+) \(", line)
         if m:
             phase = m.group(1)
             continue
+        m = re.match(r"^ +=.*= ([\d.]+) us projected", line)
+        if m:
+            it = float(m.group(1))
+            continue
         f = line.split()
-        if phase and len(f) >= 9 and f[1] in ("kernel", "cublaslt", "memset", "pending"):
+        if phase and len(f) == 13 and f[1] in EXECS and f[5] in UNITS:
             try:
-                rows[(phase, f[0])] = (f[1], float(f[-1]))
+                seg = {"exec": f[1], "layers": f[2], "n": int(f[3]),
+                       "bytes": float(f[4]) * UNITS[f[5]], "launch": float(f[10]),
+                       "t": float(f[11]), "proj": float(f[12])}
             except ValueError:
-                pass
-        elif phase and line.strip().startswith("phase ") and "->" in line:
+                continue
+            segs.setdefault((phase, f[0]), []).append(seg)
+        elif phase and line.startswith("  phase ") and "->" in line:
             phase = None
-    return rows
+    return dev, segs, it
 
 
-def cmd_roofline(prof, insp, peak):
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return 0.0 if not n else v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def quantile(v, q):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(q * len(v)))] if v else 0.0
+
+
+def run_iter_us(path):
+    """us per iteration of a `run --json` (decode_s / iterations), or None;
+    a number is taken as it is"""
+    try:
+        return float(path)
+    except ValueError:
+        pass
+    try:
+        j = load_json(path)
+        return 1e6 * float(j["decode_s"]) / int(j["iterations"]) if j.get("iterations") else None
+    except (SystemExit, KeyError, ValueError, TypeError, OSError):
+        return None
+
+
+def join(p, segs):
+    """profile rows with their projection: per (phase, op) the layer segments
+    inspect projects (summed: an op split by feature taps is one row of
+    profile's over all its segments), launches checked against profile's"""
+    out, unmatched = [], []
+    for (ph, op), (launches, us, gbs) in p.items():
+        s = segs.get((ph, op))
+        if not s:
+            unmatched.append(f"{ph}/{op}")
+            out.append(dict(phase=ph, op=op, exec="?", layers="?", n=launches, us=us, gbs=gbs,
+                            proj=None, launch=0.0, bytes=0.0, segs=[]))
+            continue
+        n = sum(x["n"] for x in s)
+        out.append(dict(phase=ph, op=op, exec=s[0]["exec"],
+                        layers=",".join(x["layers"] for x in s), n=n, prof_n=launches, us=us,
+                        gbs=gbs, proj=sum(x["proj"] for x in s),
+                        launch=sum(x["launch"] * x["n"] for x in s) / n,
+                        bytes=sum(x["bytes"] * x["n"] for x in s) / n, segs=s))
+    return out, unmatched
+
+
+def floors(rows):
+    """per exec kind: the median per-launch time of this run's small ops
+    (TINY), which is profile's synchronisation plus one launch; the H100's
+    where fewer than 3 such ops ran"""
+    got, src = {}, {}
+    for ex in EXECS:
+        v = [r["us"] / r["n"] for r in rows if r["exec"] == ex and r["n"] and r["bytes"] < TINY[ex]]
+        if len(v) >= 3:
+            got[ex], src[ex] = median(v), f"{len(v)} ops"
+        else:
+            got[ex], src[ex] = FLOOR_H100[ex], "the H100 run's"
+    return got, src
+
+
+def cmd_roofline(prof, insp, peak, run_json=None):
     peak = float(peak) if peak else 0.0
-    p, q = parse_profile(prof), parse_inspect(insp)
+    p = parse_profile(prof)
+    dev, segs, it_proj = parse_inspect(insp)
     if not p:
         raise SystemExit(f"{prof}: no profile rows")
-    print(f"  {'phase':<14} {'op':<22} {'exec':<8} {'meas us':>9} {'proj us':>9} "
-          f"{'meas/proj':>9} {'GB/s':>8} {'roofline':>8}")
-    tm = tp = ideal = 0.0
-    unmatched = []
-    for (ph, op), (launches, us, gbs) in p.items():
-        ex, proj = q.get((ph, op), ("?", None))
-        if proj is None:
-            unmatched.append(f"{ph}/{op}")
-        tm += us
-        tp += proj or 0.0
-        ideal += gbs * us / peak if peak else 0.0
-        ratio = f"{us / proj:9.2f}" if proj else f"{'-':>9}"
-        roof = f"{100 * gbs / peak:7.1f}%" if peak else f"{'-':>8}"
-        print(f"  {ph:<14} {op:<22} {ex:<8} {us:9.2f} {proj if proj else 0:9.2f} {ratio} "
-              f"{gbs:8.1f} {roof}")
-    line = f"  iteration: {tm:.1f} us measured (each op synchronised), {tp:.1f} us projected"
-    if tp > 0:
-        line += f", measured/projected {tm / tp:.2f}"
+    if not segs:
+        raise SystemExit(f"{insp}: no projection rows (not `specwright inspect` output?)")
+    rows, unmatched = join(p, segs)
+    fl, fsrc = floors(rows)
+    print(f"  projection: `inspect --gpu {dev}` (projected, graph replay); measured: `profile` (each "
+          f"op synchronised). profile's cost per launch beyond the projected launch, from this run's "
+          f"smallest ops: " + ", ".join(f"{ex} {fl[ex]:.2f} us ({fsrc[ex]})" for ex in
+                                        ("kernel", "cublaslt", "memset")))
+    print(f"  {'phase':<14} {'op':<22} {'exec':<8} {'layers':<14} {'n':>5} {'meas us':>10} "
+          f"{'sync us':>9} {'GPU us':>10} {'proj us':>9} {'GPU/proj':>8} {'GB/s':>8} {'roofline':>8}")
+    tm = ts = tp = ideal = 0.0
+    ratios = {}
+    for r in rows:
+        sync = r["n"] * max(0.0, fl.get(r["exec"], 0.0) - r["launch"]) if r["proj"] is not None else 0.0
+        gpu = max(0.0, r["us"] - sync)
+        tm += r["us"]
+        ts += r["us"] - gpu
+        tp += r["proj"] or 0.0
+        ideal += r["gbs"] * r["us"] / peak if peak else 0.0
+        ratio = gpu / r["proj"] if r["proj"] else None
+        # the error of the op's own work: where the projection gives it at
+        # least 1 us a launch beyond the launch (below, profile's jitter of
+        # a microsecond or two decides the ratio)
+        if ratio is not None and r["proj"] - r["launch"] * r["n"] >= r["n"]:
+            ratios.setdefault(r["exec"], []).append((ratio, r))
+        print(f"  {r['phase']:<14} {r['op']:<22} {r['exec']:<8} {r['layers']:<14} {r['n']:5d} "
+              f"{r['us']:10.2f} {r['us'] - gpu:9.2f} {gpu:10.2f} {r['proj'] or 0:9.2f} "
+              f"{(f'{ratio:8.2f}' if ratio is not None else f'{chr(45):>8}')} {r['gbs']:8.1f} "
+              + (f"{100 * r['gbs'] / peak:7.1f}%" if peak else f"{'-':>8}"))
+        if r.get("prof_n") is not None and r["prof_n"] != r["n"]:
+            print(f"    launches differ: profile {r['prof_n']}, inspect {r['n']} (is the profile of "
+                  "this engine?)")
+        if len(r["segs"]) > 1 and len({(s["t"], s["exec"]) for s in r["segs"]}) > 1:
+            for s in r["segs"]:  # segments that differ: each its own projection
+                print(f"  {'':<14} {'':<22} {s['exec']:<8} {s['layers']:<14} {s['n']:5d} {'':>10} "
+                      f"{'':>9} {'':>10} {s['proj']:9.2f}")
+    line = (f"  iteration: {tm:.1f} us measured (each op synchronised; {ts:.1f} us of it the "
+            f"synchronisation: {tm - ts:.1f} us on the GPU), {tp:.1f} us projected on {dev} (graph "
+            f"replay): GPU/projected {(tm - ts) / tp if tp else 0:.2f}")
     if peak:
         line += f"; {100 * ideal / tm:.1f}% of the {peak:.0f} GB/s roofline"
     print(line)
+    meas_it = run_iter_us(run_json) if run_json else None
+    if meas_it and it_proj:
+        print(f"  graph replay: {meas_it:.1f} us per iteration measured (run), {it_proj:.1f} us "
+              f"projected on {dev}: error {100 * (it_proj - meas_it) / meas_it:+.1f}%")
+    allr = [x for v in ratios.values() for x in v]
+    if allr:
+        parts = []
+        for ex in ("cublaslt", "kernel", "memset"):
+            v = [x[0] for x in ratios.get(ex, [])]
+            if v:
+                parts.append(f"{ex} {median(v):.2f} [{quantile(v, 0.1):.2f}..{quantile(v, 0.9):.2f}] "
+                             f"of {len(v)}")
+        worst = sorted(allr, key=lambda x: -abs(math.log(max(x[0], 1e-3))))[:3]
+        print(f"  error per kernel (GPU/projected over the ops projected to work >= 1 us a launch; "
+              f"median [10%..90%]): {'; '.join(parts)}; furthest: "
+              + ", ".join(f"{w[1]['phase']}/{w[1]['op']} {w[0]:.2f}" for w in worst))
+    else:
+        print("  error per kernel: none of the ops is projected to work >= 1 us a launch")
     if unmatched:
         print(f"  no projection for: {' '.join(unmatched)}")
 
 
+# ---- launches per iteration, and the calibration from a check's log -------
+
+def cmd_launches(*dirs):
+    """launches per iteration from engine.json (repeats summed over layer
+    segments): one line per engine and phase, 'ENGINE PHASE[ if] op[:n] ...'
+    (n omitted when 1; 'if': the phase is under an IF node)"""
+    for d in dirs:
+        e = json.load(open(f"{d}/engine.json"))
+        name = d.rstrip("/").split("/")[-1]
+        for ph in e["phases"]:
+            if ph["name"] == "prefill":
+                continue
+            n = {}
+            for o in ph["ops"]:
+                n[o["name"]] = n.get(o["name"], 0) + int(o.get("repeat", 1))
+            ops = " ".join(op if k == 1 else f"{op}:{k}" for op, k in n.items())
+            print(f"{name} {ph['name']}{' if' if ph.get('if') else ''} {ops}")
+
+
+def read_launches(path):
+    """cmd_launches's lines: {(engine, phase, op): n}, the engines with IF phases"""
+    lau, cond = {}, set()
+    for line in open(path):
+        f = line.split()
+        if len(f) < 3 or line.startswith("#"):
+            continue
+        if f[2] == "if":
+            cond.add(f[0])
+        for t in f[3 if f[2] == "if" else 2:]:
+            op, _, k = t.partition(":")
+            lau[(f[0], f[1], op)] = int(k) if k else 1
+    return lau, cond
+
+
+def parse_log(path):
+    """a check log: per engine its profile rows (the joined table: old rows
+    'phase op exec meas proj ratio GB/s roofline%', new rows with layers, n,
+    sync, GPU us between) and its graph-replay us per iteration"""
+    eng, cur, graph = {}, None, {}
+    for line in open(path, errors="replace"):
+        m = re.match(r"^== (engine|profile|timing) (\S+)", line)
+        if m:
+            cur = (m.group(1), m.group(2))
+            if m.group(1) != "engine":
+                eng.setdefault(cur[1], [])
+            continue
+        if line.startswith("=="):
+            cur = None
+            continue
+        if not cur:
+            continue
+        m = re.match(r"^ +(?:graph: )?tau ([\d.]+), ([\d.]+) tok/s", line)
+        if m and (cur[0] == "timing" or "graph:" in line) and float(m.group(2)) > 0:
+            graph.setdefault(cur[1], 1e6 * float(m.group(1)) / float(m.group(2)))
+            continue
+        m = re.match(r"^  graph replay: ([\d.]+) us per iteration measured", line)
+        if m:
+            graph[cur[1]] = float(m.group(1))
+            continue
+        f = line.split()
+        if cur[0] == "engine" or len(f) < 8 or f[2] not in EXECS or not f[-1].endswith("%"):
+            continue
+        try:
+            if len(f) == 8:
+                r = dict(phase=f[0], op=f[1], exec=f[2], n=None, us=float(f[3]), gbs=float(f[6]))
+            elif len(f) == 12:
+                r = dict(phase=f[0], op=f[1], exec=f[2], n=int(f[4]), us=float(f[5]),
+                         gbs=float(f[10]))
+            else:
+                continue
+        except ValueError:
+            continue
+        eng[cur[1]].append(r)
+    return eng, graph
+
+
+def cmd_logprofile(log, name, launches=None):
+    """one engine's profile table out of a check log, in profile's own
+    format (launches from LAUNCHES where the log's rows lack them), then its
+    graph-replay us per iteration as '# graph replay: X us'"""
+    eng, graph = parse_log(log)
+    if name not in eng:
+        raise SystemExit(f"{log}: no profile of {name} (engines: {' '.join(sorted(eng))})")
+    lau = read_launches(launches)[0] if launches else {}
+    rows = eng[name]
+    tot = sum(r["us"] for r in rows)
+    print(f"profile of {name} from {log}")
+    print(f"{'phase':<16} {'op':<18} {'launches':>8} {'us/iter':>12} {'GB/s':>10} {'GFLOP/s':>10} share")
+    for r in rows:
+        n = r["n"] if r["n"] is not None else lau.get((name, r["phase"], r["op"]))
+        if n is None:
+            print(f"# no launch count for {r['phase']}/{r['op']}: left out")
+            continue
+        print(f"{r['phase']:<16} {r['op']:<18} {n:8d} {r['us']:12.2f} {r['gbs']:10.2f} {0.0:10.2f} "
+              f"{100 * r['us'] / tot if tot else 0:5.1f}%")
+    if name in graph:
+        print(f"# graph replay: {graph[name]:.1f} us per iteration")
+
+
+def cmd_calibrate(log, launches=None, bw_gbs="3350"):
+    """the projection's calibration constants (gen/gpu_model.h) from a check
+    log: profile's per-launch floor per exec kind, the per-launch cost of
+    graph replay, the GEMMs' achieved bandwidth"""
+    bw = float(bw_gbs) * 1e9
+    eng, graph = parse_log(log)
+    lau, cond = read_launches(launches) if launches else ({}, set())
+    missing = {}
+    for name, rows in eng.items():
+        for r in rows:
+            if r["n"] is None:
+                r["n"] = lau.get((name, r["phase"], r["op"]))
+            if r["n"] is None:
+                missing.setdefault(name, []).append(f"{r['phase']}/{r['op']}")
+            else:
+                r["bytes"] = r["gbs"] * 1e9 * r["us"] * 1e-6 / r["n"]  # per launch
+    known = [(name, r) for name, rows in eng.items() for r in rows if r["n"]]
+    fl = {}
+    for ex in ("kernel", "cublaslt", "memset"):
+        v = [r["us"] / r["n"] for _, r in known if r["exec"] == ex and r["bytes"] < TINY[ex]]
+        fl[ex] = median(v)
+        print(f"floor {ex} {fl[ex]:.2f} us per launch (median of {len(v)} ops moving < "
+              f"{TINY[ex] / 1e3:.0f} kB; 10%-90% {quantile(v, 0.1):.2f}-{quantile(v, 0.9):.2f})")
+    fl["pending"] = fl["kernel"]
+    # graph replay: its iteration = the ops' own time + one launch cost per
+    # op, and an op's own time is what profile measured beyond the floor
+    num = den = 0.0
+    for name, rows in eng.items():
+        why = ("phases under IF nodes" if name in cond else
+               f"no launch counts for {' '.join(missing[name][:3])}" if name in missing else
+               "no graph-replay time" if name not in graph else None)
+        if why or not rows:
+            print(f"launch {name}: excluded ({why or 'no rows'})")
+            continue
+        n = sum(r["n"] for r in rows)
+        own = sum(max(0.0, r["us"] - fl[r["exec"]] * r["n"]) for r in rows)
+        print(f"launch {name}: ({graph[name]:.1f} us per iteration - {own:.1f} us of ops) / {n} "
+              f"launches = {(graph[name] - own) / n:.2f} us")
+        num += graph[name] - own
+        den += n
+    print(f"launch {num / den if den else 0:.2f} us per launch in graph replay (over every "
+          f"included engine's launches)")
+    # cuBLASLt: per launch beyond the floor = a + bytes / (eff * bw), fitted
+    # (least squares, weighted by launches) over weights of >= 4 MB
+    s = sx = sy = sxx = sxy = 0.0
+    k = 0
+    for _, r in known:
+        if r["exec"] != "cublaslt" or r["bytes"] < 4e6:
+            continue
+        x, y, w = r["bytes"] / bw * 1e6, r["us"] / r["n"] - fl["cublaslt"], r["n"]
+        s, sx, sy, sxx, sxy, k = s + w, sx + w * x, sy + w * y, sxx + w * x * x, sxy + w * x * y, k + 1
+    if k >= 2 and s * sxx - sx * sx > 0:
+        b = (s * sxy - sx * sy) / (s * sxx - sx * sx)
+        a = (sy - b * sx) / s
+        print(f"gemm efficiency {100 / b:.1f}% of {bw_gbs} GB/s, overlap {-a:.2f} us (time beyond "
+              f"the floor = bytes / (eff * bw) - overlap; {k} ops of >= 4 MB)")
+
+
 def main():
-    cmds = {"engine": (cmd_engine, 1), "field": (cmd_field, 2), "diff": (cmd_diff, 4),
-            "roofline": (cmd_roofline, 3)}
-    if len(sys.argv) < 2 or sys.argv[1] not in cmds or len(sys.argv) - 2 != cmds[sys.argv[1]][1]:
+    cmds = {"engine": (cmd_engine, 1, 1), "field": (cmd_field, 2, 2), "diff": (cmd_diff, 4, 4),
+            "roofline": (cmd_roofline, 3, 4), "launches": (cmd_launches, 1, 99),
+            "calibrate": (cmd_calibrate, 1, 3), "logprofile": (cmd_logprofile, 2, 3)}
+    if len(sys.argv) < 2 or sys.argv[1] not in cmds or \
+            not cmds[sys.argv[1]][1] <= len(sys.argv) - 2 <= cmds[sys.argv[1]][2]:
         raise SystemExit(__doc__)
-    fn, _ = cmds[sys.argv[1]]
+    fn = cmds[sys.argv[1]][0]
     fn(*sys.argv[2:])
 
 

@@ -17,8 +17,12 @@
 #              fp32 reference (first divergence and its logit margin;
 #              near-ties reported, ALLOW_DIVERGE=1 reports any), tau, tok/s,
 #              target-only tok/s, host overhead per iteration
-#   profile:N  per-op timings against the roofline, beside `inspect`'s
-#              projection for the same engine (measured/projected per op)
+#   profile:N  per-op timings against the roofline, joined with `inspect
+#              --gpu DEV`'s projection of the same engine on the GPU found
+#              (check_util.py roofline: per phase and op over its layer
+#              segments, profile's synchronisation taken out, the error per
+#              kernel, and the graph-replay iteration measured by `run`
+#              against the projected one)
 #   timing:N   each shape-only engine (Llama-3-8B, Qwen2-0.5B shapes) with
 #              weights filled on the device (--random-weights): tok/s, profile
 #   torch      the same weights decoded by PyTorch at batch 1, greedy, eager
@@ -35,7 +39,8 @@
 # (every step's outputs). Exit 0 when nothing failed, 1 on a failure, 2 when
 # there is no GPU or no bundle.
 # Knobs: OUT, BUDGET (s, 420), N (tokens, 32), ITERS (profile iterations, 20),
-# PEAK_GBS (else from the GPU's name), ALLOW_DIVERGE, SANITIZER (path),
+# PEAK_GBS (else from the GPU's name), INSPECT_GPU (inspect's --gpu, else
+# from the GPU's name: h100, h200, or BW,TFLOPS,SMS), ALLOW_DIVERGE, SANITIZER (path),
 # SKIP (space-separated step names or prefixes to skip), ONLY_ENGINES (the
 # bundled engines with weights to check, by name; default all),
 # TIMING_ENGINES (the engines timed with random weights, by name; default the
@@ -133,6 +138,18 @@ peak_gbs() {
 	esac
 }
 PEAK_GBS=${PEAK_GBS:-$(peak_gbs "$gpu_name")}
+# the device inspect projects onto (gen/gpu_model.h): the two it describes,
+# others by their paper figures (GB/s, dense 16-bit TFLOP/s, SMs); none:
+# inspect's default, said in the log
+inspect_gpu() {
+	case "$1" in
+	*H200*) echo h200 ;; *H100*PCIe*) echo 2000,756,114 ;; *H100*NVL*) echo 3900,835,132 ;;
+	*H100*) echo h100 ;; *A100*80GB*PCIe*) echo 1935,312,108 ;; *A100*80GB*) echo 2039,312,108 ;;
+	*A100*) echo 1555,312,108 ;; *) echo "" ;;
+	esac
+}
+INSPECT_GPU=${INSPECT_GPU:-$(inspect_gpu "$gpu_name")}
+[ -n "$INSPECT_GPU" ] || echo "no device description for '$gpu_name': inspect projects onto its default (set INSPECT_GPU)"
 
 # ---- the device interface tests on the real backend ----
 section "device interface tests (bin/test_device)"
@@ -246,19 +263,21 @@ for d in "${real_engines[@]}"; do
 done
 
 # ---- per-op timings against the projection ----
-profile_engine() { # NAME DIR TAG EXTRA...
-	local name=$1 dir=$2 tag=$3
-	shift 3
+profile_engine() { # NAME DIR TAG RUN_JSON EXTRA...: RUN_JSON the graph-replay run's
+	local name=$1 dir=$2 tag=$3 runj=$4
+	shift 4
 	local tau
-	tau=$(util field "$W/$name.graph.json" tau 2>/dev/null)
-	"$SW" inspect "$dir" ${tau:+--tau "$tau"} >"$W/$name.inspect.txt" 2>&1
+	tau=$(util field "$runj" tau 2>/dev/null)
+	"$SW" inspect "$dir" ${tau:+--tau "$tau"} ${INSPECT_GPU:+--gpu "$INSPECT_GPU"} \
+		>"$W/$name.inspect.txt" 2>&1
 	if ! t $lim "$SW" profile "$dir" --backend cuda -n "$ITERS" "$@" >"$W/$name.$tag.out" \
 		2>"$W/$name.$tag.txt"; then
 		tail -n 10 "$W/$name.$tag.txt"
 		result FAIL "$tag:$name" "profile --backend cuda failed (exit $?)"
 		return
 	fi
-	util roofline "$W/$name.$tag.txt" "$W/$name.inspect.txt" "${PEAK_GBS:-0}" | tee "$W/$name.$tag.roofline.txt"
+	util roofline "$W/$name.$tag.txt" "$W/$name.inspect.txt" "${PEAK_GBS:-0}" "$runj" |
+		tee "$W/$name.$tag.roofline.txt"
 	result PASS "$tag:$name" "$(grep -m1 '^  iteration' "$W/$name.$tag.roofline.txt" | sed 's/^  iteration: //')"
 }
 for d in "${real_engines[@]}"; do
@@ -266,7 +285,7 @@ for d in "${real_engines[@]}"; do
 	section "profile $name"
 	if skipped "profile:$name" || [ -z "$IDS" ]; then result SKIP "profile:$name" "SKIP"; continue; fi
 	limit "profile:$name" 60 || continue
-	profile_engine "$name" "$d" profile --model "$WEIGHTS" --ids "$IDS"
+	profile_engine "$name" "$d" profile "$W/$name.graph.json" --model "$WEIGHTS" --ids "$IDS"
 done
 
 # ---- real shapes, random weights (timing only) ----
@@ -291,7 +310,7 @@ for d in "${timing_engines[@]}"; do
 	fi
 	echo "  $(fields "$W/$name.random.json")"
 	limit "timing:$name" 90 || continue
-	profile_engine "$name" "$d" timing --random-weights 1
+	profile_engine "$name" "$d" timing "$W/$name.random.json" --random-weights 1
 done
 
 # ---- PyTorch, the same weights ----
