@@ -1,4 +1,4 @@
-/* Internal to the decoding loops (spec.c, tree_spec.c): the shared state of
+/* Internal to the decoding loops (chain.c, tree_decode.c): the shared state of
  * one generation (token history, scratch rows) and its set-up, prefill and
  * token emission. Not a public interface. */
 #ifndef RT_SPEC_LOOP_H
