@@ -10,9 +10,6 @@
 #include <stddef.h>
 
 #include "core/err.h"
-/* gen_emu_module_build moved to gen/jit/ (the one place for compiling);
- * still reachable through this header for its callers. */
-#include "gen/jit/emu_build.h"
 
 typedef enum gen_param_type {
 	GEN_PARAM_INT,   /* printed in decimal (LL suffix outside int32), negatives in parens */

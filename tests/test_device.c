@@ -30,6 +30,7 @@
 #include "kern_util.h"
 #include "gen/jit/nvrtc.h"
 #include "gen/render.h"
+#include "gen/jit/emu_build.h"
 #include "kernels/ref/ref.h"
 
 static char g_dir[256];   /* the test "engine directory": kernels.cu, kernels.ptx, cubins */

@@ -41,6 +41,7 @@
 #include "formats/gguf.h"
 #include "gen/plan.h"
 #include "gen/render.h"
+#include "gen/jit/emu_build.h"
 #include "gen/spec.h"
 #include "model/model_gguf.h"
 #include "testutil.h"

@@ -15,6 +15,7 @@
 #include "device/host_pool.h"
 #include "engine/engine.h"
 #include "gen/render.h"
+#include "gen/jit/emu_build.h"
 #include "gen/replan.h"
 #include "kernels/engine_state.h"
 #include "model/eagle3.h"

@@ -12,7 +12,7 @@
 
 #include "cli.h"
 #include "engine/random_weights.h"
-#include "gen/render.h" /* gen_emu_module_build, for host-emulate */
+#include "gen/jit/emu_build.h" /* gen_emu_module_build, for host-emulate */
 #include "kernels/philox.h"
 
 #define PROMPT_LANE 0xffffffffu

@@ -17,6 +17,7 @@
 #include "core/stopsig.h"
 #include "engine/engine.h"
 #include "gen/render.h"
+#include "gen/jit/emu_build.h"
 #include "serve/server.h"
 
 typedef struct serve_ctx {

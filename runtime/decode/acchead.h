@@ -1,7 +1,7 @@
 /* SpecDec++ (ALGORITHMS.txt 6): the acceptance-prediction head, the adaptive
  * stop rule of the model drafter, the SpecDec++ time model, and the head's
  * trainer. The head is tiny and runs in fp32 on the host; it is not a device
- * op. Not here: the chain loop itself (spec.c), which is unchanged. */
+ * op. Not here: the chain loop itself (chain.c), which is unchanged. */
 #ifndef RT_ACCHEAD_H
 #define RT_ACCHEAD_H
 

@@ -1,4 +1,4 @@
-/* Target-only and chain speculative decoding on the host (see spec.h). The
+/* Target-only and chain speculative decoding on the host (see chain.h). The
  * acceptance rule is ALGORITHMS.txt 1a: accept x ~ q with probability
  * min(1, p(x)/q(x)) (reject when q(x) == 0), else emit a token from
  * norm(relu(p - q)); after g acceptances emit a bonus token from p_{g+1}.

@@ -1,4 +1,4 @@
-/* Tree speculative decoding on the host (spec.h, rt_generate_tree): draft
+/* Tree speculative decoding on the host (chain.h, rt_generate_tree): draft
  * the static tree level by level with the draft model, verify every node in
  * one masked target forward, accept a path with the chosen method, commit its
  * KV entries and roll the rest back. */
