@@ -255,7 +255,8 @@ fuzz: fuzz-build
 # $(GPU_DIR)/engines/NAME/ (the NVRTC cache makes rebuilds fast); the
 # shape-only ones are timed with `run/profile ENGINE_DIR --random-weights S`.
 GPU_DIR   ?= $(BUILD)/gpu
-GPU_MODEL ?= $(GPU_DIR)/smollm2-2l.gguf
+# the path models/specs/gpu/*.json name: build/, whatever BUILD is (make asan)
+GPU_MODEL ?= build/gpu/smollm2-2l.gguf
 GPU_SPECS := $(sort $(wildcard models/specs/gpu/*.json))
 .PHONY: gpu-model gpu-engines
 gpu-model: $(GPU_MODEL)

@@ -93,7 +93,7 @@ static int setup(void **state)
 	char abs[4096];
 	if (!realpath(g_dir, abs) || strlen(abs) >= sizeof(g_abs))
 		return -1;
-	snprintf(g_abs, sizeof(g_abs), "%s", abs);
+	memcpy(g_abs, abs, strlen(abs) + 1);
 	snprintf(raw, sizeof(raw), "%s/tiny.raw.gguf", g_abs);
 	snprintf(g_model, sizeof(g_model), "%s/tiny.gguf", g_abs);
 	tiny_with_tokens(raw, g_model, 7);

@@ -121,7 +121,7 @@ static void test_short_token_table(void **state)
 	sw_err err = {0};
 	rt_model *m = tu_tiny_llama(V, 32, 1, 2, 1, 48, 3);
 	assert_non_null(m);
-	char store[V][8];
+	char store[V][16];
 	const char *toks[V];
 	for (int i = 0; i < V; i++) {
 		snprintf(store[i], sizeof(store[i]), "t%d", i);

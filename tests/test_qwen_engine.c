@@ -227,7 +227,7 @@ static void test_draft_pair(void **state)
 	(void)state;
 	if (!g_have)
 		skip();
-	char tdir[600], ddir[600], p[700], spec[2048], edir[700], cache[400], args[2048];
+	char tdir[600], ddir[600], p[700], spec[2048], edir[700], cache[400], args[4096];
 	char ids[512] = "", want[1024] = "", got[2048];
 	size_t n;
 	sw_err err = {0};
