@@ -211,7 +211,7 @@ static void test_family_refusals(void **state)
  * rejections happen and the residual distribution is exercised. */
 static void cli_out(const char *args, char *out, size_t cap)
 {
-	char cmd[2600];
+	char cmd[4200 + 512];
 	const char *b = getenv("BUILD");
 	snprintf(cmd, sizeof(cmd), "%s/specwright %s 2>/dev/null", b && b[0] ? b : "build", args);
 	FILE *f = popen(cmd, "r");
