@@ -6,6 +6,7 @@
 #include "core/fileio.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@ static const struct {
 	{ "BF16", SAFETENSORS_BF16, 2 },
 	{ "I64", SAFETENSORS_I64, 8 },
 	{ "BOOL", SAFETENSORS_BOOL, 1 },
+	{ "I8", SAFETENSORS_I8, 1 },
 };
 
 const char *safetensors_dtype_name(int dtype)
@@ -101,6 +103,10 @@ void safetensors_to_f32(const safetensors_tensor *t, float *out)
 		}
 		break;
 	}
+	case SAFETENSORS_I8:
+		for (uint64_t i = 0; i < t->numel; i++)
+			out[i] = NAN;
+		break;
 	}
 }
 
@@ -160,7 +166,7 @@ static int parse_tensor(safetensors_file *f, const json_member *m, uint64_t data
 		if (!strcmp(dt, dtypes[i].name))
 			t->dtype = dtypes[i].dtype;
 	if (t->dtype < 0)
-		return sw_errf(err, SW_ENOTSUP, "%s: tensor \"%.128s\": dtype %.32s is not supported (supported: F32, F16, BF16, I64, BOOL)",
+		return sw_errf(err, SW_ENOTSUP, "%s: tensor \"%.128s\": dtype %.32s is not supported (supported: F32, F16, BF16, I64, BOOL, I8)",
 			       f->name, m->key, dt);
 
 	if ((rc = json_get_array(v, "shape", path, 0, SAFETENSORS_MAX_DIMS, &shape, err)))
