@@ -15,8 +15,9 @@ MODEL     ?= $(MODEL_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
 GEMMA_MODEL ?= $(MODEL_DIR)/gemma-3-270m-q4_k_m.gguf
 PROMPT    ?= Write a short story about an old lighthouse keeper and the night the lamp went out.
 RUN_ARGS  ?= -n 160
-ENGINE_SPEC ?= models/specs/smollm2-ngram.json
-ENGINE_DIR  ?= $(BUILD)/engines/$(basename $(notdir $(ENGINE_SPEC)))
+# empty: `make run`, `serve` and `bench` build the engine models/specs/pick.sh picks
+ENGINE_SPEC ?=
+ENGINE_DIR  ?=
 BACKEND   ?= auto
 HOST_RUN_ARGS ?= --draft ngram --gamma 6 -n 160
 FUZZ_SECONDS ?= 60
@@ -150,11 +151,21 @@ check-reference-gemma: deps model-gemma $(BUILD)/specwright
 bench-gemma: deps model model-gemma $(BUILD)/specwright
 	tests/gemma/bench.sh $(BUILD)/specwright $(GEMMA_MODEL) $(MODEL)
 
-# The main job: build the engine (plan, kernels, NVRTC; cached) and run it
-# on the best backend present: cuda with a driver and GPU, else host.
+# The engine run, serve and bench build: ENGINE_SPEC when given, else the fastest exact
+# one for the backend BACKEND opens (models/specs/pick.sh: cuda, the fp16 n-gram engine;
+# host, gguf_a8 with n-gram lookup, and the EAGLE-3 head when models/drafters has it, its
+# sha256 checked); into ENGINE_DIR, else build/engines/<the spec's name>.
+PICK = spec=$$(models/specs/pick.sh $(BUILD)/specwright '$(BACKEND)' '$(ENGINE_SPEC)') && \
+	dir='$(ENGINE_DIR)' && dir=$${dir:-$(BUILD)/engines/$$(basename $$spec .json)} && \
+	echo "$(BUILD)/specwright build $$spec -o $$dir" && $(BUILD)/specwright build $$spec -o $$dir
+
+# The main job: build that engine (plan, kernels, NVRTC; cached) and run it on the
+# best backend present: cuda with a driver and GPU, else host. run prints the tokens'
+# check against the same engine's target-only (the promise) and against the fp32
+# reference (the first divergence and its logit margin), and both speeds.
 run: deps model $(BUILD)/specwright
-	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
-	$(BUILD)/specwright run $(ENGINE_DIR) --backend $(BACKEND) $(RUN_ARGS) -p '$(PROMPT)'
+	@$(PICK) && echo "$(BUILD)/specwright run $$dir --backend $(BACKEND) $(RUN_ARGS) -p '$(PROMPT)'" && \
+	  $(BUILD)/specwright run $$dir --backend $(BACKEND) $(RUN_ARGS) -p '$(PROMPT)'
 
 # The host reference decoder (no engine): any drafter, tree or option.
 run-host: deps model $(BUILD)/specwright
@@ -162,26 +173,28 @@ run-host: deps model $(BUILD)/specwright
 
 BENCH_ARGS ?= -n 64
 bench: deps model $(BUILD)/specwright
-	@echo "bench: host reference decoders, then the engine $(ENGINE_SPEC) on backend $(BACKEND)"
+	@echo "bench: host reference decoders, then the engine run builds on backend $(BACKEND)"
 	@mkdir -p $(BUILD)
 	@bible gen1:1-rev22:21 > $(BUILD)/bench_corpus.txt
 	$(BUILD)/specwright bench $(MODEL) --corpus $(BUILD)/bench_corpus.txt $(BENCH_ARGS)
-	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
-	$(BUILD)/specwright bench $(ENGINE_DIR) --backend $(BACKEND) --corpus $(BUILD)/bench_corpus.txt $(BENCH_ARGS)
+	@$(PICK) && echo "$(BUILD)/specwright bench $$dir --backend $(BACKEND) ..." && \
+	  $(BUILD)/specwright bench $$dir --backend $(BACKEND) --corpus $(BUILD)/bench_corpus.txt $(BENCH_ARGS)
 
 # The OpenAI-compatible server over the main job's engine (Ctrl-C stops it).
 SERVE_ARGS ?= --port 8080
 serve: deps model $(BUILD)/specwright
-	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
-	$(BUILD)/specwright serve $(ENGINE_DIR) $(SERVE_ARGS)
+	@$(PICK) && echo "$(BUILD)/specwright serve $$dir $(SERVE_ARGS)" && \
+	  exec $(BUILD)/specwright serve $$dir $(SERVE_ARGS)
 
 # The serving load test at full size (the suite runs 24 requests): the openai
 # client, curl, then LOAD_REQUESTS requests from 4 clients through nginx to two
 # servers, one killed mid-load; prints TTFT p50/p99 and tokens/s.
 LOAD_REQUESTS ?= 200
+LOAD_SPEC ?= $(or $(ENGINE_SPEC),models/specs/smollm2-ngram.json)
+LOAD_DIR  ?= $(or $(ENGINE_DIR),$(BUILD)/engines/$(basename $(notdir $(LOAD_SPEC))))
 serve-load: deps model $(BUILD)/specwright
-	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
-	$(BUILD)/venv/bin/python tests/serve/clients.py --specwright $(BUILD)/specwright --engine $(ENGINE_DIR) \
+	$(BUILD)/specwright build $(LOAD_SPEC) -o $(LOAD_DIR)
+	$(BUILD)/venv/bin/python tests/serve/clients.py --specwright $(BUILD)/specwright --engine $(LOAD_DIR) \
 	  --model $(MODEL) --requests $(LOAD_REQUESTS) --clients 4 --servers 2
 
 # Trains the block drafters in models/drafters/ from the target (PyTorch on the
@@ -282,6 +295,8 @@ gpu-bundle: gpu-engines portable
 	@tests/gpu/size.sh $(GPU_BUNDLE)
 # the dry run of the hardware check runs the bundle (tests/test_gpu_check.c)
 $(BUILD)/tests/test_gpu_check: gpu-bundle fakecuda
+# which engine make run picks, over the fake driver too (tests/test_pick.c)
+$(BUILD)/tests/test_pick: | fakecuda $(BUILD)/specwright
 
 asan:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan OPT=-O1 FUZZ_SMOKE_SECONDS=0 \
