@@ -15,8 +15,9 @@ MODEL     ?= $(MODEL_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
 GEMMA_MODEL ?= $(MODEL_DIR)/gemma-3-270m-q4_k_m.gguf
 PROMPT    ?= Write a short story about an old lighthouse keeper and the night the lamp went out.
 RUN_ARGS  ?= -n 160
-ENGINE_SPEC ?= models/specs/smollm2-ngram.json
-ENGINE_DIR  ?= $(BUILD)/engines/$(basename $(notdir $(ENGINE_SPEC)))
+# empty: `make run`, `serve` and `bench` build the engine models/specs/pick.sh picks
+ENGINE_SPEC ?=
+ENGINE_DIR  ?=
 BACKEND   ?= auto
 HOST_RUN_ARGS ?= --draft ngram --gamma 6 -n 160
 FUZZ_SECONDS ?= 60
@@ -150,11 +151,21 @@ check-reference-gemma: deps model-gemma $(BUILD)/specwright
 bench-gemma: deps model model-gemma $(BUILD)/specwright
 	tests/gemma/bench.sh $(BUILD)/specwright $(GEMMA_MODEL) $(MODEL)
 
-# The main job: build the engine (plan, kernels, NVRTC; cached) and run it
-# on the best backend present: cuda with a driver and GPU, else host.
+# The engine run, serve and bench build: ENGINE_SPEC when given, else the fastest exact
+# one for the backend BACKEND opens (models/specs/pick.sh: cuda, the fp16 n-gram engine;
+# host, gguf_a8 with n-gram lookup, and the EAGLE-3 head when models/drafters has it, its
+# sha256 checked); into ENGINE_DIR, else build/engines/<the spec's name>.
+PICK = spec=$$(models/specs/pick.sh $(BUILD)/specwright '$(BACKEND)' '$(ENGINE_SPEC)') && \
+	dir='$(ENGINE_DIR)' && dir=$${dir:-$(BUILD)/engines/$$(basename $$spec .json)} && \
+	echo "$(BUILD)/specwright build $$spec -o $$dir" && $(BUILD)/specwright build $$spec -o $$dir
+
+# The main job: build that engine (plan, kernels, NVRTC; cached) and run it on the
+# best backend present: cuda with a driver and GPU, else host. run prints the tokens'
+# check against the same engine's target-only (the promise) and against the fp32
+# reference (the first divergence and its logit margin), and both speeds.
 run: deps model $(BUILD)/specwright
-	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
-	$(BUILD)/specwright run $(ENGINE_DIR) --backend $(BACKEND) $(RUN_ARGS) -p '$(PROMPT)'
+	@$(PICK) && echo "$(BUILD)/specwright run $$dir --backend $(BACKEND) $(RUN_ARGS) -p '$(PROMPT)'" && \
+	  $(BUILD)/specwright run $$dir --backend $(BACKEND) $(RUN_ARGS) -p '$(PROMPT)'
 
 # The host reference decoder (no engine): any drafter, tree or option.
 run-host: deps model $(BUILD)/specwright
@@ -162,26 +173,28 @@ run-host: deps model $(BUILD)/specwright
 
 BENCH_ARGS ?= -n 64
 bench: deps model $(BUILD)/specwright
-	@echo "bench: host reference decoders, then the engine $(ENGINE_SPEC) on backend $(BACKEND)"
+	@echo "bench: host reference decoders, then the engine run builds on backend $(BACKEND)"
 	@mkdir -p $(BUILD)
 	@bible gen1:1-rev22:21 > $(BUILD)/bench_corpus.txt
 	$(BUILD)/specwright bench $(MODEL) --corpus $(BUILD)/bench_corpus.txt $(BENCH_ARGS)
-	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
-	$(BUILD)/specwright bench $(ENGINE_DIR) --backend $(BACKEND) --corpus $(BUILD)/bench_corpus.txt $(BENCH_ARGS)
+	@$(PICK) && echo "$(BUILD)/specwright bench $$dir --backend $(BACKEND) ..." && \
+	  $(BUILD)/specwright bench $$dir --backend $(BACKEND) --corpus $(BUILD)/bench_corpus.txt $(BENCH_ARGS)
 
 # The OpenAI-compatible server over the main job's engine (Ctrl-C stops it).
 SERVE_ARGS ?= --port 8080
 serve: deps model $(BUILD)/specwright
-	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
-	$(BUILD)/specwright serve $(ENGINE_DIR) $(SERVE_ARGS)
+	@$(PICK) && echo "$(BUILD)/specwright serve $$dir $(SERVE_ARGS)" && \
+	  exec $(BUILD)/specwright serve $$dir $(SERVE_ARGS)
 
 # The serving load test at full size (the suite runs 24 requests): the openai
 # client, curl, then LOAD_REQUESTS requests from 4 clients through nginx to two
 # servers, one killed mid-load; prints TTFT p50/p99 and tokens/s.
 LOAD_REQUESTS ?= 200
+LOAD_SPEC ?= $(or $(ENGINE_SPEC),models/specs/smollm2-ngram.json)
+LOAD_DIR  ?= $(or $(ENGINE_DIR),$(BUILD)/engines/$(basename $(notdir $(LOAD_SPEC))))
 serve-load: deps model $(BUILD)/specwright
-	$(BUILD)/specwright build $(ENGINE_SPEC) -o $(ENGINE_DIR)
-	$(BUILD)/venv/bin/python tests/serve/clients.py --specwright $(BUILD)/specwright --engine $(ENGINE_DIR) \
+	$(BUILD)/specwright build $(LOAD_SPEC) -o $(LOAD_DIR)
+	$(BUILD)/venv/bin/python tests/serve/clients.py --specwright $(BUILD)/specwright --engine $(LOAD_DIR) \
 	  --model $(MODEL) --requests $(LOAD_REQUESTS) --clients 4 --servers 2
 
 # Trains the block drafters in models/drafters/ from the target (PyTorch on the
@@ -250,20 +263,28 @@ fuzz: fuzz-build
 # gpu-model: a 2-layer SmolLM2 that fits a GPU machine's 64 MiB upload
 # (derive-draft: layers 0 and 29 of the real model copied block for block in
 # their Q4_1, the embedding re-encoded Q8_0 -> Q4_1, tied, the tokenizer and
-# chat template copied), checked by `generate` and its size printed.
+# chat template copied), its vocabulary cut to the first GPU_VOCAB ids
+# (tests/tools/gguf_vocab_prefix.py: the embedding's rows and the tokenizer;
+# 6.0 MB instead of 23.9: the check compares tokens with the host reference
+# on the same file, so the prefix model serves and leaves room for the
+# tracked EAGLE-3 head), checked by `generate` and its size printed.
 # gpu-engines: every spec in models/specs/gpu/ built for sm_90 only into
 # $(GPU_DIR)/engines/NAME/ (the NVRTC cache makes rebuilds fast); the
 # shape-only ones are timed with `run/profile ENGINE_DIR --random-weights S`.
 GPU_DIR   ?= $(BUILD)/gpu
 # the path models/specs/gpu/*.json name: build/, whatever BUILD is (make asan)
 GPU_MODEL ?= build/gpu/smollm2-2l.gguf
+GPU_VOCAB ?= 4096
 GPU_SPECS := $(sort $(wildcard models/specs/gpu/*.json))
 .PHONY: gpu-model gpu-engines
 gpu-model: $(GPU_MODEL)
 $(GPU_MODEL): $(BUILD)/specwright | model
 	@mkdir -p $(dir $@)
+	@rm -f $@.full
 	$(BUILD)/specwright derive-draft $(MODEL) --layers 0,29 --type q4_1 --embd-type q4_1 \
-	  --tokenizer $(MODEL) -o $@
+	  --tokenizer $(MODEL) -o $@.full
+	python3 tests/tools/gguf_vocab_prefix.py $@.full $(GPU_VOCAB) $@
+	@rm -f $@.full
 	$(BUILD)/specwright generate $@ -n 8 -p 'Hello' > /dev/null
 	@echo "gpu-model: $@: $$(stat -c %s $@) bytes"
 gpu-engines: $(GPU_MODEL) $(BUILD)/specwright
@@ -283,6 +304,8 @@ gpu-bundle: gpu-engines portable
 	@tests/gpu/size.sh $(GPU_BUNDLE)
 # the dry run of the hardware check runs the bundle (tests/test_gpu_check.c)
 $(BUILD)/tests/test_gpu_check: gpu-bundle fakecuda
+# which engine make run picks, over the fake driver too (tests/test_pick.c)
+$(BUILD)/tests/test_pick: | fakecuda $(BUILD)/specwright
 
 asan:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan OPT=-O1 FUZZ_SMOKE_SECONDS=0 \

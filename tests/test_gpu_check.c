@@ -1,5 +1,6 @@
 /* The GPU check's dry run: the bundle a GPU machine gets (`make gpu-bundle`:
- * the portable kit, the seven sm_90 engines, the two-layer SmolLM2) and the
+ * the portable kit, the sm_90 engines, the two-layer SmolLM2 cut to its
+ * first 4096 ids) and the
  * hardware check it carries (tests/gpu/run.sh), exercised here in every step
  * but the hardware:
  *   - the upload limit: tracked files + bundle <= 64 MiB (tests/gpu/size.sh),
@@ -21,6 +22,7 @@
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,7 +41,7 @@ static char g_out[1 << 18];
 static char g_src[PATH_MAX], g_build[PATH_MAX], g_bundle[PATH_MAX + 16], g_work[PATH_MAX + 64];
 static char g_fakehome[PATH_MAX + 80], g_mod[2][PATH_MAX + 200];
 static const char *const ENGINES[2] = {"smollm2-2l-ngram", "smollm2-2l-adaptive"};
-static const char *const IDS = "504 3458 282 253 1345 1098 5765";
+static const char *const IDS = "504 1573 303 405 373 1368 902"; /* below the model's 4096 ids */
 
 static void must(int rc, const char *what)
 {
@@ -86,8 +88,9 @@ static int teardown(void **state)
 }
 
 /* The upload limit: the sum size.sh reports is the files' own (bundle.json
- * records every file's bytes: the same total), it passes today, and it
- * fails under a limit the bundle cannot meet. */
+ * records every file's bytes: the same total), it passes today with room
+ * for the packed EAGLE-3 head (tracked or not yet), and it fails under a
+ * limit the bundle cannot meet. */
 static void test_size(void **state)
 {
 	must(sh("cd %s && tests/gpu/size.sh %s", g_src, g_bundle), "size.sh");
@@ -97,6 +100,13 @@ static void test_size(void **state)
 	           "= %lf MiB of %lf MiB", &tracked, &bundle, &total, &limit) != 4)
 		fail_msg("size.sh output: %s", g_out);
 	assert_true(total <= 64.0 && limit == 64.0 && tracked > 1 && bundle > 20);
+	/* room for the packed EAGLE-3 head (models/drafters/smollm2-eagle3-gpu, at most
+	 * 8,000,000 bytes: e3pack.py's limit) while it is not tracked yet */
+	const bool head = sh("cd %s && git ls-files --error-unmatch models/drafters/smollm2-eagle3-gpu/model.safetensors "
+	                     ">/dev/null 2>&1", g_src) == 0;
+	const double room = 64.0 - total - (head ? 0.0 : 8e6 / 1048576.0);
+	print_message("  room left %s the head: %.2f MiB\n", head ? "with" : "after", room);
+	assert_true(room >= 0.0);
 	/* bundle.json's "bytes" fields (every file but bundle.json itself) */
 	must(sh("python3 -c 'import json,sys,os; b=json.load(open(sys.argv[1]+\"/bundle.json\")); "
 	        "print(sum(f[\"bytes\"] for f in b[\"files\"]) + os.path.getsize(sys.argv[1]+\"/bundle.json\"))' %s",

@@ -658,6 +658,35 @@ static void test_hf_nonfinite(void **state)
 	free(m);
 }
 
+/* A loader that does not read a quantized form refuses its int8 codes
+ * naming file and tensor (an I8 tensor once converted to NaN there, when
+ * the EAGLE-3 head's packed form made I8 a dtype the reader opens). */
+static void test_hf_int8_refused(void **state)
+{
+	struct tiny *m = calloc(1, sizeof(*m));
+	char *dir = make_tmpdir();
+	rt_config c;
+	rt_weights w;
+	sw_err err = { 0 };
+	char cmd[1200];
+	tiny_fill(m);
+	tiny_write(dir, m, NULL, false, true, false);
+	/* the header rewritten in place: down_proj's F32 bytes as I8 codes,
+	 * padded with spaces to its old length (the data does not move) */
+	snprintf(cmd, sizeof(cmd), "python3 -c 'import json,struct,sys; p=sys.argv[1]; b=open(p,\"rb\").read(); "
+	         "n=struct.unpack(\"<Q\",b[:8])[0]; h=json.loads(b[8:8+n]); t=h[\"model.layers.1.mlp.down_proj.weight\"]; "
+	         "o=t[\"data_offsets\"]; t[\"dtype\"]=\"I8\"; t[\"shape\"]=[o[1]-o[0]]; s=json.dumps(h,separators=(\",\",\":\")).encode(); "
+	         "assert len(s)<=n; open(p,\"wb\").write(b[:8]+s+b\" \"*(n-len(s))+b[8+n:])' %s/model.safetensors", dir);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(rt_llama_load_hf(dir, &c, &w, &err), SW_ENOTSUP);
+	assert_null(w.arena);
+	if (!strstr(err.msg, "model.layers.1.mlp.down_proj.weight\": dtype I8") || !strstr(err.msg, "model.safetensors"))
+		fail_msg("%s", err.msg);
+	print_message("  %s\n", err.msg);
+	rm_rf(dir);
+	free(m);
+}
+
 /* The tokenizer of a Hugging Face directory is a GGUF given with
  * --tokenizer: one with fewer tokens than the model's vocabulary is refused
  * at load, naming it, the field, expected and found (issue 40). */
@@ -923,6 +952,7 @@ int main(void)
 		cmocka_unit_test(test_hf_config),
 		cmocka_unit_test(test_hf_load_tiny),
 		cmocka_unit_test(test_hf_nonfinite),
+		cmocka_unit_test(test_hf_int8_refused),
 		cmocka_unit_test(test_hf_tokenizer_short),
 		cmocka_unit_test(test_sharded),
 		cmocka_unit_test(test_qk_permutation_vs_gguf),

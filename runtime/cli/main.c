@@ -17,8 +17,11 @@
 #include "core/output.h"
 #include "formats/gguf.h"
 #include "gen/inspect.h"
+#include "gen/jit/emu_build.h"
 #include "core/tree.h"
 #include "decode/tree_verify.h"
+#include "device/device.h"
+#include "gen/render.h"
 
 int cli_bench(const cli_opts *o);
 
@@ -50,7 +53,10 @@ static void usage(FILE *f)
 	        "  serve     ENGINE_DIR [--host H] [--port P] [--queue N] [--backend B]: OpenAI-compatible\n"
 	        "            HTTP server (completions, chat, SSE streaming, /metrics); serve --help\n"
 	        "  bundle    ENGINE_DIR... -o DIR [--with-weights] [--kit KITDIR]: a folder a GPU machine with\n"
-	        "            only a driver runs (portable runtime, libraries, launcher DIR/run); bundle --help\n"	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
+	        "            only a driver runs (portable runtime, libraries, launcher DIR/run); bundle --help\n"
+	        "  backend   [auto|host|host-emulate|cuda|cuda:N]: the backend that name opens here (auto:\n"
+	        "            cuda with a driver and a GPU, else host), its kind on stdout (`make run` picks\n"
+	        "            its engine by it), its description on stderr\n"	        "MODEL: a GGUF file (Llama architecture or a markov table) or an HF directory\n"
 	        "options:\n"
 	        "  -p, --prompt TEXT      prompt text            -f, --prompt-file FILE\n"
 	        "  --draft SPEC           none | ngram[:MIN:MAX] | layerskip:N | layerskip:0-9,20-29[@V] | model:PATH |\n"
@@ -352,6 +358,28 @@ out_free:
 	return rc;
 }
 
+/* `backend [NAME]`: opens NAME (default auto) as `run ENGINE_DIR --backend
+ * NAME` would and says which backend that is. */
+static int cmd_backend(int argc, char **argv)
+{
+	if (argc > 3) {
+		fprintf(stderr, "specwright backend: expected at most one backend name, found %d arguments\n", argc - 2);
+		return 2;
+	}
+	sw_err err = {0};
+	const char *name = argc > 2 ? argv[2] : "auto";
+	const rt_dev_opts dopts = {.emu_compile = gen_emu_module_build};
+	rt_dev *d = rt_dev_open(name, &dopts, &err);
+	if (!d) {
+		fprintf(stderr, "specwright backend: %s: %s\n", name, err.msg);
+		return err.code == SW_EINVAL ? 2 : 1;
+	}
+	printf("%s\n", d->ops->name);
+	fprintf(stderr, "backend %s: %s\n", name, d->desc);
+	rt_dev_free(d);
+	return 0;
+}
+
 static int main_cmd(int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -368,6 +396,8 @@ static int main_cmd(int argc, char **argv)
 		return gen_inspect_main(argc, argv);
 	if (!strcmp(cmd, "bundle"))
 		return cli_bundle(argc, argv);
+	if (!strcmp(cmd, "backend"))
+		return cmd_backend(argc, argv);
 	if (!strcmp(cmd, "profile")) {
 		if (cli_parse(argc, argv, 2, cmd, &o))
 			return 2;
@@ -404,7 +434,7 @@ static int main_cmd(int argc, char **argv)
 		}
 		return cmd_decode(cmd, &o);
 	}
-	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench, derive-draft, train-head, build, inspect, profile, serve or bundle)\n", cmd);
+	fprintf(stderr, "specwright: unknown command '%s' (expected run, generate, eval, bench, derive-draft, train-head, build, inspect, profile, serve, bundle or backend)\n", cmd);
 	usage(stderr);
 	return 2;
 }

@@ -171,6 +171,12 @@ rt_acchead *rt_acchead_load(const char *path, int dim, sw_err *err)
 		sw_err_prefix(err, "acceptance head");
 		return NULL;
 	}
+	for (size_t i = 0; i < f->n_tensors; i++)
+		if (safetensors_numeric(f, &f->tensors[i], err)) {
+			sw_err_prefix(err, "acceptance head");
+			safetensors_free(f);
+			return NULL;
+		}
 	size_t nt = f->n_tensors;
 	es = calloc(nt ? nt : 1, sizeof(*es));
 	if (!es) {

@@ -6,6 +6,7 @@
 #include "core/fileio.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ static const struct {
 	{ "BF16", SAFETENSORS_BF16, 2 },
 	{ "I64", SAFETENSORS_I64, 8 },
 	{ "BOOL", SAFETENSORS_BOOL, 1 },
+	{ "I8", SAFETENSORS_I8, 1 },
 };
 
 const char *safetensors_dtype_name(int dtype)
@@ -133,7 +135,19 @@ void safetensors_to_f32(const safetensors_tensor *t, float *out)
 		}
 		break;
 	}
+	case SAFETENSORS_I8:
+		for (uint64_t i = 0; i < t->numel; i++)
+			out[i] = NAN;
+		break;
 	}
+}
+
+int safetensors_numeric(const safetensors_file *f, const safetensors_tensor *t, sw_err *err)
+{
+	if (t->dtype != SAFETENSORS_I8)
+		return 0;
+	return sw_errf(err, SW_ENOTSUP, "%s: tensor \"%.128s\": dtype I8 (the int8 codes of a quantized weight, "
+	               "whose scales this loader does not read): expected F32, F16 or BF16", f->name, t->name);
 }
 
 int safetensors_to_i64(const safetensors_tensor *t, int64_t *out)
@@ -192,7 +206,7 @@ static int parse_tensor(safetensors_file *f, const json_member *m, uint64_t data
 		if (!strcmp(dt, dtypes[i].name))
 			t->dtype = dtypes[i].dtype;
 	if (t->dtype < 0)
-		return sw_errf(err, SW_ENOTSUP, "%s: tensor \"%.128s\": dtype %.32s is not supported (supported: F32, F16, BF16, I64, BOOL)",
+		return sw_errf(err, SW_ENOTSUP, "%s: tensor \"%.128s\": dtype %.32s is not supported (supported: F32, F16, BF16, I64, BOOL, I8)",
 			       f->name, m->key, dt);
 
 	if ((rc = json_get_array(v, "shape", path, 0, SAFETENSORS_MAX_DIMS, &shape, err)))

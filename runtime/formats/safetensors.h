@@ -2,7 +2,8 @@
  * and a checkpoint directory (single model.safetensors or shards listed in
  * model.safetensors.index.json). Every offset and size is validated before
  * use. F32, F16 and BF16 tensors, converted to f32; I64 and BOOL (the index
- * maps of EAGLE-3 heads: d2t, t2d), read as int64. Not a writer. */
+ * maps of EAGLE-3 heads: d2t, t2d), read as int64; I8 (quantized weights
+ * whose scales are other tensors: the caller reads t->data). Not a writer. */
 #ifndef RT_SAFETENSORS_H
 #define RT_SAFETENSORS_H
 
@@ -21,6 +22,7 @@ enum safetensors_dtype {
 	SAFETENSORS_BF16,
 	SAFETENSORS_I64,
 	SAFETENSORS_BOOL,  /* one byte, 0 or not */
+	SAFETENSORS_I8,    /* int8 codes of a quantized weight (no value without its scale) */
 };
 
 typedef struct safetensors_tensor {
@@ -54,8 +56,14 @@ const safetensors_tensor *safetensors_find(const safetensors_file *f, const char
 const char *safetensors_dtype_name(int dtype);
 
 /* Converts t's numel elements to f32 (F32 is copied bit for bit; I64 and
- * BOOL by value, so a float loader handed an index tensor reads numbers). */
+ * BOOL by value, so a float loader handed an index tensor reads numbers; I8
+ * gives NaN: its values need the scale a quantized format keeps elsewhere,
+ * so a loader that does not know the format cannot read it as numbers). */
 void safetensors_to_f32(const safetensors_tensor *t, float *out);
+/* 0 when t holds numbers safetensors_to_f32 reads as they are (every dtype
+ * but I8), else SW_ENOTSUP naming file and tensor: a loader that does not
+ * take a quantized form asks this before it converts. */
+int safetensors_numeric(const safetensors_file *f, const safetensors_tensor *t, sw_err *err);
 /* An I64 or BOOL tensor's numel elements as int64 (BOOL: 0 or 1); -1 for
  * a float dtype (nothing written), else 0. */
 int safetensors_to_i64(const safetensors_tensor *t, int64_t *out);

@@ -202,6 +202,9 @@ static int take_tensor(const safetensors_file *f, const struct want *w, float **
 		return sw_errf(err, SW_EINVAL, "%s: tensor %s: expected shape [%lld], found %s", f->name, w->name,
 		               (long long)w->d0, found);
 	}
+	int rc = safetensors_numeric(f, t, err);
+	if (rc)
+		return rc;
 	*w->dst = *cursor;
 	safetensors_to_f32(t, *cursor);
 	*cursor += t->numel;

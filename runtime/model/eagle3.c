@@ -177,6 +177,44 @@ static int check_shape(const safetensors_file *f, const safetensors_tensor *t, c
 	               found);
 }
 
+/* An I8 matrix w (d0, d1) with its scales NAME_scale (d0, G), F32/F16/BF16,
+ * G dividing d1: w[r][c] = q[r][c] * scale[r][c / (d1 / G)] (the repository's
+ * packed heads: Q8_0's blocks of 32 as a 16-bit scale per block, so that
+ * a gguf_a8 engine's Q8_0 upload of them is these very blocks). */
+static int take_i8(const safetensors_file *f, const struct want *w, const safetensors_tensor *t, float *out,
+                   sw_err *err)
+{
+	char sname[112];
+	snprintf(sname, sizeof(sname), "%s_scale", w->name);
+	const safetensors_tensor *s = safetensors_find(f, sname);
+	if (!w->d1)
+		return sw_errf(err, SW_EINVAL, "%s: tensor %s: expected dtype F32, F16 or BF16 (a vector), found I8",
+		               f->name, w->name);
+	if (!s)
+		return sw_errf(err, SW_EINVAL, "%s: tensor %s: I8 needs its scales %s (shape [%lld, G]), found none",
+		               f->name, w->name, sname, (long long)w->d0);
+	if (s->dtype != SAFETENSORS_F32 && s->dtype != SAFETENSORS_F16 && s->dtype != SAFETENSORS_BF16)
+		return sw_errf(err, SW_EINVAL, "%s: tensor %s: expected dtype F32, F16 or BF16, found %s", f->name, sname,
+		               safetensors_dtype_name(s->dtype));
+	const int64_t G = s->n_dims == 2 ? s->shape[1] : 0;
+	if (s->n_dims != 2 || s->shape[0] != w->d0 || G < 1 || w->d1 % G) {
+		char found[128];
+		shape_text(s, found, sizeof(found));
+		return sw_errf(err, SW_EINVAL, "%s: tensor %s: expected shape [%lld, G] with G dividing %lld, found %s",
+		               f->name, sname, (long long)w->d0, (long long)w->d1, found);
+	}
+	float *sc = malloc((size_t)s->numel * sizeof(*sc));
+	if (!sc)
+		return sw_errf(err, SW_ENOMEM, "%s: out of memory", f->name);
+	safetensors_to_f32(s, sc);
+	const int64_t g = w->d1 / G;
+	for (int64_t r = 0; r < w->d0; r++)
+		for (int64_t c = 0; c < w->d1; c++)
+			out[r * w->d1 + c] = (float)(int8_t)t->data[r * w->d1 + c] * sc[r * G + c / g];
+	free(sc);
+	return 0;
+}
+
 static int take(const safetensors_file *f, const struct want *w, float **cursor, sw_err *err)
 {
 	const safetensors_tensor *t = safetensors_find(f, w->name);
@@ -186,14 +224,18 @@ static int take(const safetensors_file *f, const struct want *w, float **cursor,
 		return sw_errf(err, SW_EINVAL, "%s: tensor %s: missing (expected shape [%lld%s%lld])", f->name, w->name,
 		               (long long)w->d0, w->d1 ? ", " : "", w->d1 ? (long long)w->d1 : 0LL);
 	}
-	if (t->dtype != SAFETENSORS_F32 && t->dtype != SAFETENSORS_F16 && t->dtype != SAFETENSORS_BF16)
-		return sw_errf(err, SW_EINVAL, "%s: tensor %s: expected dtype F32, F16 or BF16, found %s", f->name, w->name,
-		               safetensors_dtype_name(t->dtype));
+	if (t->dtype != SAFETENSORS_F32 && t->dtype != SAFETENSORS_F16 && t->dtype != SAFETENSORS_BF16 &&
+	    t->dtype != SAFETENSORS_I8)
+		return sw_errf(err, SW_EINVAL, "%s: tensor %s: expected dtype F32, F16, BF16 or I8 (with %s_scale), found %s",
+		               f->name, w->name, w->name, safetensors_dtype_name(t->dtype));
 	int rc = check_shape(f, t, w->name, w->d0, w->d1, err);
 	if (rc)
 		return rc;
+	if (t->dtype == SAFETENSORS_I8 && (rc = take_i8(f, w, t, *cursor, err)))
+		return rc;
 	*w->dst = *cursor;
-	safetensors_to_f32(t, *cursor);
+	if (t->dtype != SAFETENSORS_I8)
+		safetensors_to_f32(t, *cursor);
 	*cursor += t->numel;
 	return 0;
 }
@@ -418,10 +460,23 @@ rt_eagle3 *rt_eagle3_load(const char *dir, const rt_model *tm, sw_err *err)
 	for (size_t i = 0; i < f->n_tensors; i++) {
 		const char *tn = f->tensors[i].name;
 		bool known = !strcmp(tn, "d2t") || !strcmp(tn, "t2d");
-		for (int k = 0; k < nw && !known; k++)
+		/* NAME_scale: the scales of an I8 weight NAME (take_i8) */
+		const size_t tl = strlen(tn), sl = strlen("_scale");
+		const bool scale = tl > sl && !strcmp(tn + tl - sl, "_scale");
+		for (int k = 0; k < nw && !known; k++) {
 			known = !strcmp(tn, w[k].name);
+			if (!known && scale && strlen(w[k].name) == tl - sl && !strncmp(tn, w[k].name, tl - sl)) {
+				const safetensors_tensor *q = safetensors_find(f, w[k].name);
+				if (!q || q->dtype != SAFETENSORS_I8) {
+					sw_errf(err, SW_EINVAL, "%s: tensor %s: scales for an I8 weight, but %s is %s", wpath, tn,
+					        w[k].name, q ? safetensors_dtype_name(q->dtype) : "missing");
+					goto out_free_f;
+				}
+				known = true;
+			}
+		}
 		if (!known) {
-			sw_errf(err, SW_EINVAL, "%s: tensor %s: not part of an EAGLE-3 head (expected fc, %s{input_layernorm, hidden_norm, self_attn.*, post_attention_layernorm, mlp.*}, norm, lm_head, d2t, t2d, embed_tokens)",
+			sw_errf(err, SW_EINVAL, "%s: tensor %s: not part of an EAGLE-3 head (expected fc, %s{input_layernorm, hidden_norm, self_attn.*, post_attention_layernorm, mlp.*}, norm, lm_head, d2t, t2d, embed_tokens; NAME_scale beside an I8 NAME)",
 			        wpath, tn, pre);
 			goto out_free_f;
 		}

@@ -19,7 +19,9 @@
  *     EAGLE, SGLang and vLLM: the inputs of layers 2, L/2 and L-3 (outputs of
  *     1, L/2 - 1, L - 4; SpecForge's default). Stored here as the layers whose
  *     output is tapped (rt_ctx_set_taps' convention).
- *   model.safetensors (F32/F16/BF16; d2t I64, t2d BOOL); the layer under
+ *   model.safetensors (F32/F16/BF16; d2t I64, t2d BOOL; a matrix may be I8
+ *   with NAME_scale (rows, G) beside it, each row's G groups of codes times
+ *   their scale: models/drafters' packed heads); the layer under
  *   "midlayer." (EAGLE, SpecForge, SGLang) or "layers.0." (vLLM's name):
  *     fc.weight                               (dim, 3*target_dim)
  *     midlayer.input_layernorm.weight          (dim)   on the embedding

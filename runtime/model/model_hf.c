@@ -511,6 +511,8 @@ static int load_slot(const safetensors_ckpt *c, const rt_config *cfg, struct hf_
 	if (!t)
 		return sw_errf(err, SW_EINVAL, "%s: tensor \"%s\" not found (expected shape %s)",
 			       c->dir, s->name, exp);
+	if ((rc = safetensors_numeric(f, t, err)))
+		return rc;
 	bool same = t->n_dims == s->n_dims;
 	for (int d = 0; same && d < s->n_dims; d++)
 		same = t->shape[d] == s->shape[d];

@@ -18,8 +18,10 @@ Phases, each against a deadline measured from --t0 (the job's start):
      training-time test over --ttt steps, soft labels), draft map (draft_map) and schedule
      (lr_at); one chat batch and one text batch held back (top-1 by step at the end);
   4. OUT/head/ (config.json + model.safetensors, e3train.save: the format --draft
-     eagle3:DIR loads) after 10 s of training, every --save-every (20) s, and at the end (a run
-     cut short still leaves a whole head); OUT/gpu_e3.log
+     eagle3:DIR loads, F16) and OUT/smollm2-eagle3-gpu/ (the same head packed by e3pack.py:
+     config.json, model.safetensors with Q8_0 blocks, SHA256SUMS; the repository's form,
+     committed as models/drafters/smollm2-eagle3-gpu/) after 10 s of training, every
+     --save-every (20) s, and at the end (a run cut short still leaves a whole head); OUT/gpu_e3.log
      (progress) and OUT/gpu_e3.json (the record). Any failure: a message and exit 1.
 The prompts are corpus.py's chat prompts (held-out fragments checked out there and again
 by gpu_pack.py); this job reads nothing else.
@@ -40,11 +42,13 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import e3pack  # noqa: E402
 import e3train  # noqa: E402
 import smollm  # noqa: E402
 import tf_data  # noqa: E402
 
 LOG = None
+PACKED = "smollm2-eagle3-gpu"  # OUT/PACKED: the packed head (models/drafters/PACKED in the repository)
 
 
 def log(msg):
@@ -370,11 +374,20 @@ def main():
             os.replace(f"{a.out}/head", old)
         os.replace(new, f"{a.out}/head")
         shutil.rmtree(old, ignore_errors=True)
+        # the repository's form of the same head (e3pack: Q8_0 blocks, <= 8 MB, SHA256SUMS),
+        # swapped in the same way: what the next session commits as models/drafters/PACKED
+        pk = f"{a.out}/{PACKED}"
+        shutil.rmtree(pk + ".new", ignore_errors=True)
+        size = e3pack.pack(f"{a.out}/head", pk + ".new")
+        if os.path.exists(pk):
+            os.replace(pk, pk + ".old")
+        os.replace(pk + ".new", pk)
+        shutil.rmtree(pk + ".old", ignore_errors=True)
         rec["train"] = record
         json.dump(rec, open(f"{a.out}/gpu_e3.json", "w"), indent=1)
         log(f"train: {'final head' if final else 'milestone'} -> {a.out}/head at {el():.1f}s: {tokens} tokens, "
             f"{step} steps; held-back top-1 by step " + " ".join(f"{x:.3f}" for x in ev)
-            + (f"; held-out tau {pt['heldout_tau']:.3f}" if hseqs else ""))
+            + (f"; held-out tau {pt['heldout_tau']:.3f}" if hseqs else "") + f"; packed {size} bytes -> {pk}")
 
     step, tokens, ema, perm, pi = 0, 0, None, [], 0
     t_train = time.time()

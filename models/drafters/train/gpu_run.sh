@@ -3,8 +3,10 @@
 # at most 30 s before, carried build/e3gpu/a). Checks both parts are there, then runs
 # gpu_e3.py (which joins the GGUF's halves in memory and checks their sha256) with a
 # wall-clock budget counted from this script's start. Output in $OUT (the device's output
-# folder; /tmp/e3gpu-out when unset): head/ (config.json, model.safetensors,
-# train_record.json), gpu_e3.log, gpu_e3.json.
+# folder; /tmp/e3gpu-out when unset): head/ (config.json, model.safetensors F16,
+# train_record.json), smollm2-eagle3-gpu/ (the same head packed by e3pack.py: config.json,
+# model.safetensors, SHA256SUMS; commit it as models/drafters/smollm2-eagle3-gpu/),
+# gpu_e3.log, gpu_e3.json: 8 files, the most a device call brings back.
 # Knobs: BUDGET (270 s), DEVICE (cuda), PACK (build/e3gpu), PY (python3), EXTRA (more
 # gpu_e3.py options, e.g. "--n-new 256").
 T0=$(date +%s.%N)
@@ -29,6 +31,6 @@ rc=0
 # shellcheck disable=SC2086
 $PY models/drafters/train/gpu_e3.py --a "$PACK/a" --b "$PACK/b" --out "$OUT" --t0 "$T0" \
 	--budget "${BUDGET:-270}" --device "${DEVICE:-cuda}" ${EXTRA:-} || rc=$?
-ls -l "$OUT" "$OUT/head" 2>&1 || true
+ls -l "$OUT" "$OUT/head" "$OUT/smollm2-eagle3-gpu" 2>&1 || true
 [ $rc = 0 ] || echo "gpu_run: gpu_e3.py FAILED (exit $rc); see $OUT/gpu_e3.log"
 exit $rc
