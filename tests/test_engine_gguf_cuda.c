@@ -19,7 +19,8 @@
  *    the planes.
  * Models: a tiny Llama whose GEMM weights mix Q8_0, Q4_0, Q4_1, Q4_K and
  * Q6_K within fields, a Q6_K LM head (tests/util/kquant.c, as
- * test_engine_gguf.c), n-gram drafted and with an EAGLE-3 head (its GEMMs
+ * test_engine_gguf.c), n-gram drafted, layer-skip drafted (the draft's
+ * layers through its map, of two types) and with an EAGLE-3 head (its GEMMs
  * Q8_0, quantized at upload as the host's engines do), and SmolLM2-135M
  * Q4_1 (Q8_0 tied LM head) when
  * SW_MODEL is present (skipped, saying so, when not). Gemma 3 is refused
@@ -314,6 +315,13 @@ static void test_tiny_mixed(void **state)
 	const gcase c = {"mixed_chain6", g_mixed_m, spec, prompt, 37, 40, true, true,
 	                 8.0 * (0x1p-8 + 0x1p-11), NULL};
 	run_gguf(&c);
+	/* a layer-skip draft over layers 0 and 3 (Q6_K and Q4_K attn_v and
+	 * ffn_down): its runs take their types through the draft's map */
+	eu_tiny_spec(spec, sizeof(spec), g_mixed, "layerskip:0,3", "chain:3", "greedy", "topk", 0,
+	             "gguf_a8", NULL);
+	const gcase l = {"mixed_layerskip", g_mixed_m, spec, prompt, 37, 24, true, false,
+	                 8.0 * (0x1p-8 + 0x1p-11), NULL};
+	run_gguf(&l);
 }
 
 /* An EAGLE-3 head (its GEMMs Q8_0, quantized at upload as the host engines
