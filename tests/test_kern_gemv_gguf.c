@@ -28,8 +28,10 @@
  *    (Q4_1, Q4_K, Q6_K; exact for Q4_0, Q8_0): u sum |W a|, twice for the
  *    products' own rounding slack; (3) the scale products (one rounding
  *    each, u) and the sum (gamma_dk): (2 u + gamma_dk) mag;
- * on awkward shapes: K of 1, 3 and 33 sub-blocks (Q4/Q8) and 1 and 9
- * super-blocks (K-quants: the last warp group partial, lanes idle), N = 1,
+ * on awkward shapes: K of 1, 3 and 33 sub-blocks (Q4/Q8) and 1, 5 and 9
+ * super-blocks (K-quants; a GGUF row is whole blocks by the format, so K
+ * is awkward against the kernel's groups of 32 sub-blocks: the last group
+ * partial, lanes idle, a group split between warps), N = 1,
  * 3, 37 (row groups past N), M = 1 .. 17 (odd, one past the M tile), a K
  * split over 1, 2 and 4 warps, NW > N (the first rows of a larger weight),
  * then NVRTC at Llama-3-8B's shapes (sm_80, sm_90, zero spills). */

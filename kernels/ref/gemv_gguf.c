@@ -71,11 +71,9 @@ static void sub_q(const uint8_t *W, int wtype, const int64_t *off, int64_t k, in
 	}
 	if (wtype == REF_WT_Q6_K) {
 		const uint8_t *hb = W + off[2] + i * 8;
-		for (int e = 0; e < 32; e++) {
-			const uint32_t h = ld32(hb + 4 * (e / 16));
-			const int j = e % 4, t = (e % 16) / 4;
-			q[e] |= (int)((h >> (8 * j + 2 * t)) & 3) << 4;
-		}
+		const uint32_t h[2] = {ld32(hb), ld32(hb + 4)};
+		for (int e = 0; e < 32; e++) /* word e / 16, byte e % 4, bits 2 ((e % 16) / 4) */
+			q[e] |= (int)((h[e / 16] >> (8 * (e % 4) + 2 * ((e % 16) / 4))) & 3) << 4;
 	}
 }
 
@@ -150,14 +148,30 @@ int ref_wplanes_dequant_row(float *y, const void *W, int wtype, int64_t n, int64
 		sub_scales(W, wtype, off, k, row, b, &s);
 		float *o = y + 32 * b;
 		/* each type in wformat.c's deq_* operation order */
-		for (int t = 0; t < 32; t++)
-			switch (wtype) {
-			case REF_WT_Q4_0: o[t] = (float)(q[t] - 8) * s.d; break;
-			case REF_WT_Q4_1: o[t] = (float)q[t] * s.d + s.mn; break;
-			case REF_WT_Q8_0: o[t] = (float)q[t] * s.d; break;
-			case REF_WT_Q4_K: o[t] = s.d * (float)q[t] - s.dmin * (float)s.m6; break;
-			case REF_WT_Q6_K: o[t] = s.d * (float)s.sc[t / 16] * (float)(q[t] - 32); break;
-			}
+		switch (wtype) {
+		case REF_WT_Q4_0:
+			for (int t = 0; t < 32; t++)
+				o[t] = (float)(q[t] - 8) * s.d;
+			break;
+		case REF_WT_Q4_1:
+			for (int t = 0; t < 32; t++)
+				o[t] = (float)q[t] * s.d + s.mn;
+			break;
+		case REF_WT_Q8_0:
+			for (int t = 0; t < 32; t++)
+				o[t] = (float)q[t] * s.d;
+			break;
+		case REF_WT_Q4_K: {
+			const float m1 = s.dmin * (float)s.m6;
+			for (int t = 0; t < 32; t++)
+				o[t] = s.d * (float)q[t] - m1;
+			break;
+		}
+		case REF_WT_Q6_K:
+			for (int t = 0; t < 32; t++)
+				o[t] = s.d * (float)s.sc[t / 16] * (float)(q[t] - 32);
+			break;
+		}
 	}
 	return 0;
 }

@@ -10,8 +10,11 @@
 #include <string.h>
 
 #include "core/wformat.h"
+#include "device/host_pool.h"
 #include "kernels/ref/ref.h"
 #include "wplanes.h"
+
+#define CHECK_PARTS 256
 
 _Static_assert((int)REF_WT_Q4_0 == (int)SW_WT_Q4_0 && (int)REF_WT_Q4_1 == (int)SW_WT_Q4_1 &&
                (int)REF_WT_Q8_0 == (int)SW_WT_Q8_0 && (int)REF_WT_Q4_K == (int)SW_WT_Q4_K &&
@@ -91,34 +94,80 @@ int rt_wplanes_repack(void *dst, const void *src, int wtype, int64_t n, int64_t 
 	return 0;
 }
 
+/* Rows [r0, r1) of a check: the first whose planes and blocks differ (or
+ * do not dequantize), or -1; a and b: k floats each. */
+static int64_t first_bad_row(const void *planes, const void *src, const sw_wformat *f, int wtype,
+                             int64_t n, int64_t k, int64_t r0, int64_t r1, float *a, float *b)
+{
+	const int64_t row_bytes = k / f->block * f->bytes;
+	for (int64_t r = r0; r < r1; r++)
+		if (ref_wplanes_dequant_row(a, planes, wtype, n, k, r) ||
+		    sw_wformat_dequant((uint32_t)wtype, (const char *)src + r * row_bytes, (uint64_t)k, b) ||
+		    memcmp(a, b, sizeof(*a) * (size_t)k))
+			return r;
+	return -1;
+}
+
+typedef struct check_job {
+	const void *planes, *src;
+	const sw_wformat *f;
+	int wtype;
+	int64_t n, k;
+	int64_t bad[CHECK_PARTS]; /* each part's first bad row, -1, or -2: out of memory */
+} check_job;
+
+static void check_part(void *ctx, int part, int n_parts)
+{
+	check_job *j = ctx;
+	const int64_t r0 = j->n * part / n_parts, r1 = j->n * (part + 1) / n_parts;
+	float *a = malloc(sizeof(*a) * (size_t)(2 * j->k));
+	j->bad[part] = a ? first_bad_row(j->planes, j->src, j->f, j->wtype, j->n, j->k, r0, r1, a,
+	                                 a + j->k)
+	                 : -2;
+	free(a);
+}
+
 int rt_wplanes_check(const void *planes, const void *src, int wtype, int64_t n, int64_t k,
                      const char *what, sw_err *err)
 {
 	const sw_wformat *f = wtype >= 0 ? sw_wformat_get((uint32_t)wtype) : NULL;
-	if (!f || !ref_wplanes_block(wtype) || k % f->block)
+	if (!f || !ref_wplanes_block(wtype) || k <= 0 || k % f->block)
 		return sw_errf(err, SW_EINVAL, "%s: type %s has no planes", what, f ? f->name : "?");
-	float *a = malloc(sizeof(*a) * (size_t)(k > 0 ? 2 * k : 1));
+	/* rows in parts over the host's thread pool: a check dequantizes the
+	 * whole model twice (an 8B Q4_K_M file ~8 G elements) */
+	check_job j = {.planes = planes, .src = src, .f = f, .wtype = wtype, .n = n, .k = k};
+	int parts = hp_threads() * 2;
+	parts = parts > CHECK_PARTS ? CHECK_PARTS : parts;
+	parts = n < parts ? (int)(n > 0 ? n : 1) : parts;
+	hp_run(check_part, &j, parts);
+	int64_t bad = -1;
+	for (int p = 0; p < parts; p++) {
+		if (j.bad[p] == -2)
+			return sw_errf(err, SW_ENOMEM, "out of memory checking %s", what);
+		if (j.bad[p] >= 0 && (bad < 0 || j.bad[p] < bad))
+			bad = j.bad[p];
+	}
+	if (bad < 0)
+		return 0;
+	/* the first bad row again, element by element, for the message */
+	float *a = malloc(sizeof(*a) * (size_t)(2 * k));
 	if (!a)
 		return sw_errf(err, SW_ENOMEM, "out of memory checking %s", what);
 	float *b = a + k;
 	const int64_t row_bytes = k / f->block * f->bytes;
-	int rc = 0;
-	for (int64_t r = 0; r < n && !rc; r++) {
-		if (ref_wplanes_dequant_row(a, planes, wtype, n, k, r) ||
-		    sw_wformat_dequant((uint32_t)wtype, (const char *)src + r * row_bytes, (uint64_t)k, b)) {
-			rc = sw_errf(err, SW_EINVAL, "%s: row %lld of %s: not dequantizable", what,
-			             (long long)r, f->name);
-			break;
-		}
-		if (memcmp(a, b, sizeof(*a) * (size_t)k))
-			for (int64_t e = 0; e < k; e++)
-				if (memcmp(&a[e], &b[e], sizeof(*a))) {
-					rc = sw_errf(err, SW_EINVAL, "%s: the repacked %s planes give %.9g at row "
-					             "%lld, element %lld, where the file's blocks give %.9g (the "
-					             "planes do not hold the file's weights)", what, f->name,
-					             (double)a[e], (long long)r, (long long)e, (double)b[e]);
-					break;
-				}
+	int rc;
+	if (ref_wplanes_dequant_row(a, planes, wtype, n, k, bad) ||
+	    sw_wformat_dequant((uint32_t)wtype, (const char *)src + bad * row_bytes, (uint64_t)k, b)) {
+		rc = sw_errf(err, SW_EINVAL, "%s: row %lld of %s: not dequantizable", what,
+		             (long long)bad, f->name);
+	} else {
+		int64_t e = 0;
+		while (e < k && !memcmp(&a[e], &b[e], sizeof(*a)))
+			e++;
+		rc = sw_errf(err, SW_EINVAL, "%s: the repacked %s planes give %.9g at row %lld, element "
+		             "%lld, where the file's blocks give %.9g (the planes do not hold the file's "
+		             "weights)", what, f->name, (double)a[e < k ? e : 0], (long long)bad,
+		             (long long)e, (double)b[e < k ? e : 0]);
 	}
 	free(a);
 	return rc;
