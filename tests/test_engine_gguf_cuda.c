@@ -14,9 +14,11 @@
  *    (speculation does not change greedy output; the GEMV's rows never
  *    depend on the other rows);
  *  - bind's repack: every GGUF weight repacked and checked (the load
- *    note), and a Q4_0 engine whose planes are bypassed (the weights
- *    uploaded as the file's blocks) giving other tokens: the kernels read
- *    the planes.
+ *    note), and a Q4_0 engine whose attn_q planes are overwritten with the
+ *    file's blocks giving other tokens: the kernels read the planes;
+ *  - the manifest's extent proof of quant_a8 and gemv_gguf: a layer in
+ *    another type than its kernel's, more rows than the weight, a short
+ *    grid, rows not whole int8 blocks, each refused naming it.
  * Models: a tiny Llama whose GEMM weights mix Q8_0, Q4_0, Q4_1, Q4_K and
  * Q6_K within fields, a Q6_K LM head (tests/util/kquant.c, as
  * test_engine_gguf.c), n-gram drafted, layer-skip drafted (the draft's
@@ -426,6 +428,71 @@ static void test_planes_read(void **state)
 	rt_model_free(m);
 }
 
+/* The manifest's proof of the new ops' extents (runtime/engine/extent.c):
+ * engine.json edited where a gemv_gguf would read its weight in another
+ * type than its layers hold, more rows than the weight has, or a grid or
+ * a quant_a8 row length the kernels do not index safely; each refused
+ * before anything runs, naming what. */
+static void test_refusals(void **state)
+{
+	(void)state;
+	char spec[2048], dir[400], path[500];
+	eu_tiny_spec(spec, sizeof(spec), g_mixed, "ngram:1:3", "chain:6", "greedy", "topk", 0,
+	             "gguf_a8", NULL);
+	snprintf(dir, sizeof(dir), "%s/refuse", g_dir);
+	eu_build(spec, dir, eu_cache_dir(), false);
+	snprintf(path, sizeof(path), "%s/engine.json", dir);
+	size_t n = 0;
+	char *text = sw_read_file(path, SW_CAP_IMAGE, &n);
+	assert_non_null(text);
+	/* each: a kernel renamed everywhere (the uri states its constants:
+	 * the manifest checks them against it), then one edit */
+	static const struct { const char *what, *uri, *uri_to, *from, *to, *expect; } T[] = {
+		{"a layer in another type than its kernel's", NULL, NULL,
+		 "\"layer_dtypes\": [\"q4_k\", \"q4_k\", \"q6_k\", \"q6_k\"]",
+		 "\"layer_dtypes\": [\"q6_k\", \"q6_k\", \"q4_k\", \"q4_k\"]",
+		 "W buffer target.wv layer 0 is q6_k, expected the kernel's WTYPE 12 (q4_k)"},
+		{"more rows than the weight", "gemv_gguf_wtype12_m16_n128_nw128_k256_",
+		 "gemv_gguf_wtype12_m16_n129_nw128_k256_", "\"N\": 128, \"NW\": 128",
+		 "\"N\": 129, \"NW\": 128",
+		 "expected a GGUF type with planes (2, 3, 8, 12, 14) whose blocks divide K, N <= NW"},
+		{"a grid short of M's tiles", NULL, NULL, "\"grid\": [32, 1, 2]", "\"grid\": [32, 1, 1]",
+		 "expected [32, 1, 2] (ceil(N / (R WARPS / KS)), 1, ceil(M / MT))"},
+		{"rows not whole int8 blocks", "quant_a8_m16_k256_", "quant_a8_m16_k250_",
+		 "\"M\": 16, \"K\": 256, \"BLOCK\": 128", "\"M\": 16, \"K\": 250, \"BLOCK\": 128",
+		 "constant K = 250, expected a multiple of 32"},
+	};
+	sw_err err = {0};
+	rt_manifest *ok = rt_manifest_parse(dir, text, n, &err);
+	if (!ok)
+		fail_msg("the untouched engine.json: %s", err.msg);
+	rt_manifest_free(ok);
+	for (size_t i = 0; i < sizeof(T) / sizeof(T[0]); i++) {
+		char *re = malloc(n + 1), *ed = malloc(n + 64);
+		assert_non_null(re);
+		assert_non_null(ed);
+		memcpy(re, text, n + 1);
+		for (char *u = T[i].uri ? strstr(re, T[i].uri) : NULL; u; u = strstr(u + 1, T[i].uri))
+			memcpy(u, T[i].uri_to, strlen(T[i].uri_to)); /* same length */
+		const char *at = strstr(re, T[i].from);
+		if (!at)
+			fail_msg("%s: engine.json lacks %s", T[i].what, T[i].from);
+		sprintf(ed, "%.*s%s%s", (int)(at - re), re, T[i].to, at + strlen(T[i].from));
+		free(re);
+		memset(&err, 0, sizeof(err));
+		rt_manifest *m = rt_manifest_parse(dir, ed, strlen(ed), &err);
+		free(ed);
+		if (m) {
+			rt_manifest_free(m);
+			fail_msg("%s: accepted", T[i].what);
+		}
+		if (!strstr(err.msg, T[i].expect))
+			fail_msg("%s: message \"%s\" lacks \"%s\"", T[i].what, err.msg, T[i].expect);
+		print_message("  refused, %s: %s\n", T[i].what, err.msg + strlen(dir) + 1);
+	}
+	free(text);
+}
+
 /* ---- SmolLM2-135M Q4_1 (Q8_0 tied LM head) ---- */
 
 static void test_smollm2(void **state)
@@ -477,6 +544,7 @@ int main(void)
 		cmocka_unit_test(test_tiny_mixed),
 		cmocka_unit_test(test_eagle3_head),
 		cmocka_unit_test(test_planes_read),
+		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_smollm2),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
