@@ -14,6 +14,7 @@
 #include "attn_cost.h"
 #include "inspect.h"
 #include "core/json.h"
+#include "core/wformat.h"
 #include "kernels/verify_layout.h"
 
 static json_value *load_json(const char *dir, const char *file, bool must, sw_err *err)
@@ -352,6 +353,65 @@ static void device_note(FILE *out, const gen_inspect_opts *o, const gen_gpu *dev
 	        "no template yet (16-bit embedding gather, K/V store), memset = graph node\n");
 }
 
+/* Weight bytes an iteration reads, by the type they are read in: each
+ * GEMM's W, n rows of k (gemv_gguf: its kernel's WTYPE, N and K; cuBLASLt:
+ * the engine's 16-bit dtype) times its launches, over the iteration's
+ * phases (prefill apart), and per token at tau. The GGUF types' bytes are
+ * the format table's (core/wformat.h): what the GPU reads of a gguf_a8
+ * engine, a quarter of bf16's for Q4 weights. */
+static void wtype_bytes_note(FILE *out, const json_value *eng, const json_value *phases,
+                             double tau)
+{
+	const char *dt = str(json_get(eng, "spec"), "dtype");
+	const json_value *ks = json_get(eng, "kernels");
+	double by[32] = {0}, b16 = 0, total = 0;
+	for (size_t ph = 0; ph < phases->n; ph++) {
+		const json_value *P = phases->items[ph], *ops = json_get(P, "ops");
+		if (!strcmp(str(P, "name"), "prefill") || !ops || ops->type != JSON_ARRAY)
+			continue;
+		for (size_t i = 0; i < ops->n; i++) {
+			const json_value *o = ops->items[i], *prm = NULL;
+			const double rep = num(o, "repeat") >= 1 ? num(o, "repeat") : 1;
+			if (!strcmp(str(o, "exec"), "cublaslt")) {
+				const json_value *g = json_get(o, "gemm");
+				b16 += 2.0 * num(g, "n") * num(g, "k") * rep;
+				continue;
+			}
+			if (strcmp(str(o, "op"), "gemv_gguf"))
+				continue;
+			for (size_t k = 0; ks && ks->type == JSON_ARRAY && k < ks->n && !prm; k++)
+				if (!strcmp(str(ks->items[k], "uri"), str(o, "uri")))
+					prm = json_get(ks->items[k], "params");
+			const int t = (int)num(prm, "WTYPE");
+			const uint64_t b = sw_wformat_nbytes((uint32_t)t, (uint64_t)(num(prm, "N") * num(prm, "K")));
+			if (t >= 0 && t < 32)
+				by[t] += (double)b * rep;
+		}
+	}
+	for (int t = 0; t < 32; t++)
+		total += by[t];
+	total += b16;
+	if (total <= 0)
+		return;
+	fprintf(out, "weights read per iteration, by type (GEMM W bytes over the iteration's "
+	        "phases; per token at tau %.2f):\n", tau);
+	for (int t = 0; t < 32; t++)
+		if (by[t] > 0) {
+			char hb[32], ht[32];
+			human(hb, sizeof(hb), by[t], "B");
+			human(ht, sizeof(ht), by[t] / tau, "B");
+			fprintf(out, "  %-6s %11s  %5.1f%%  %11s a token\n", sw_wformat_gemm_name(t), hb,
+			        100.0 * by[t] / total, ht);
+		}
+	if (b16 > 0) {
+		char hb[32], ht[32];
+		human(hb, sizeof(hb), b16, "B");
+		human(ht, sizeof(ht), b16 / tau, "B");
+		fprintf(out, "  %-6s %11s  %5.1f%%  %11s a token\n",
+		        !strcmp(dt, "bf16") ? "bf16" : "fp16", hb, 100.0 * b16 / total, ht);
+	}
+}
+
 int gen_inspect_on(const char *dir, const gen_inspect_opts *opt, FILE *out,
                    gen_inspect_summary *sum, sw_err *err)
 {
@@ -566,6 +626,7 @@ int gen_inspect_on(const char *dir, const gen_inspect_opts *opt, FILE *out,
 		            "roofline.tau in the spec or pass --tau");
 		fprintf(out, "projected decode on %s: %.2f / %.2f us = %.0f tokens/s\n", dev->key,
 		        sum->tau, sum->iter_us, sum->tokens_per_s);
+		wtype_bytes_note(out, eng, phases, sum->tau);
 		int rows = 0;
 		for (size_t ph = 0; ph < phases->n; ph++)
 			if (!strcmp(str(phases->items[ph], "name"), "prefill"))

@@ -248,9 +248,96 @@ void gp_op_cast(ctx *c, const char *name, int64_t rows, int64_t width, gen_arg d
 	gp_emit(c, &d);
 }
 
+int gp_gemm_wtype(const ctx *c, int buf, const char *layers, int layer)
+{
+	const gen_buf *b = &c->p->bufs[buf];
+	int bb;
+	if (!gen_plan_wtype_block(b->dtype, &bb))
+		return -1;
+	if (b->ltypes && layers) {
+		/* a layer-skip draft runs the target's layers through its map */
+		const int id = !strcmp(layers, "draft") && c->s->draft_kind == GEN_DRAFT_LAYERSKIP
+		               ? c->s->skip_layers[layer] : layer;
+		if (id >= 0 && id < b->n_ltypes)
+			return b->ltypes[id];
+	}
+	static const int types[] = {GGML_T_Q8_0, GGML_T_Q4_0, GGML_T_Q4_1, GGML_T_Q4_K, GGML_T_Q6_K};
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (!strcmp(b->dtype, gen_wtype_name(types[i])))
+			return types[i];
+	return -1;
+}
+
+/* The SMs of the GPUs the engines are shaped for (H100, H200: 132): a GEMV
+ * launches at least four blocks of four warps on each where it can. */
+#define GEMV_SMS 132
+
+gp_gemv_shape gp_gemv_choose(int64_t m, int64_t n, int64_t k)
+{
+	gp_gemv_shape g = {.r = 2, .warps = 4, .ks = 1, .mt = m < 8 ? (int)m : 8};
+	const int64_t groups = (k / 32 + 31) / 32; /* a warp's steps over K, unsplit */
+	g.grid_z = (int)((m + g.mt - 1) / g.mt);
+	/* split K over the block's warps while N alone gives too few blocks
+	 * (wk and wv at 8B: 1024 rows, 128 blocks unsplit) */
+	for (;;) {
+		const int64_t rows = (int64_t)g.r * g.warps / g.ks;
+		g.grid_x = (int)((n + rows - 1) / rows);
+		if (g.ks >= g.warps || 2 * g.ks > groups || (int64_t)g.grid_x * g.grid_z >= 4 * GEMV_SMS)
+			break;
+		g.ks *= 2;
+	}
+	return g;
+}
+
+/* gguf_a8: C = A W^T with W in its GGUF type's planes (templates/gemv_gguf):
+ * A's int8 blocks first (quant_a8 into a8), unless the op just before is a
+ * GEMM on the same rows of the same input, which left them there. */
+static void op_gemv(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg out,
+                    gen_arg a, gen_arg w, int wt, int repeat, const char *layers)
+{
+	const gen_buf *wb = &c->p->bufs[w.buf];
+	const int64_t nw = wb->shape[wb->rank - 2];
+	const int BLK_A8 = 128;
+	if (!(c->a8_op > 0 && c->a8_op == c->p->n_ops && c->a8_src.buf == a.buf &&
+	      c->a8_src.offset == a.offset && c->a8_m == m && c->a8_k == k)) {
+		gen_param qp[] = {PNAME, PI("M", m), PI("K", k), PI("BLOCK", BLK_A8)};
+		char qn[64]; /* per layer, each once: named after the GEMM it feeds */
+		snprintf(qn, sizeof(qn), "%s_a8", name);
+		op_desc q = {.name = qn, .op = "quant_a8", .exec = GEN_EXEC_KERNEL,
+		             .kernel = gp_kernel(c, "quant_a8", "quant_a8.cu.tmpl", qp, 4),
+		             .gx = (int)((m * (k / 32) + BLK_A8 - 1) / BLK_A8), .block = BLK_A8,
+		             .repeat = repeat, .layers = layers, .n_args = 2, .args = {A(c->a.a8, 0), a},
+		             .bytes = (double)m * k * (2 + 1.25), .flops = 4.0 * m * k};
+		gp_emit(c, &q);
+	}
+	const gp_gemv_shape g = gp_gemv_choose(m, n, k);
+	int bb;
+	const int blk = gen_wtype_block(wt, &bb);
+	gen_param prm[] = {PNAME, PI("WTYPE", wt), PI("M", m), PI("N", n), PI("NW", nw), PI("K", k),
+	                   PI("MT", g.mt), PI("R", g.r), PI("WARPS", g.warps), PI("KS", g.ks)};
+	op_desc d = {.name = name, .op = "gemv_gguf", .exec = GEN_EXEC_KERNEL,
+	             .kernel = gp_kernel(c, "gemv_gguf", "gemv_gguf.cu.tmpl", prm, 10),
+	             .gx = g.grid_x, .gz = g.grid_z, .block = 32 * g.warps, .repeat = repeat,
+	             .layers = layers, .m = m, .n = n, .k = k, .n_args = 4,
+	             .args = {out, a, A(c->a.a8, 0), w},
+	             .bytes = (double)n * (k / blk) * bb + (double)m * k * 1.25 + (double)m * n * 4,
+	             .flops = 2.0 * m * n * k};
+	gp_emit(c, &d);
+	c->a8_op = c->p->n_ops;
+	c->a8_src = a;
+	c->a8_m = m;
+	c->a8_k = k;
+}
+
 void gp_op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg out,
                 gen_arg a, gen_arg w, int repeat, const char *layers)
 {
+	const int wt = c->s->dtype == GEN_DTYPE_GGUF_A8 ? gp_gemm_wtype(c, w.buf, layers, c->layer0)
+	                                                : -1;
+	if (wt >= 0) {
+		op_gemv(c, name, m, n, k, out, a, w, wt, repeat, layers);
+		return;
+	}
 	char uri[192];
 	snprintf(uri, sizeof(uri), "gemm_%s_f32acc_m%" PRId64 "_n%" PRId64 "_k%" PRId64,
 	         gen_dtype_name(c->s->dtype), m, n, k);
@@ -593,13 +680,28 @@ static int layer_window(const model_ix *m, int l)
 	return cfg->swa_window;
 }
 
+/* gguf_a8: the GGUF types of layer l's GEMM weights (5 bits a field), so
+ * that a run of layers shares each GEMM's kernel (a Q4_K_M file's Q6_K and
+ * Q4_K layers of attn_v and ffn_down are runs of their own); 0 else. */
+static uint64_t layer_wtypes(const ctx *c, const model_ix *m, const fwd_opt *o, int l)
+{
+	if (c->s->dtype != GEN_DTYPE_GGUF_A8)
+		return 0;
+	const int f[] = {m->wq, m->wk, m->wv, m->wo, m->w_gate, m->w_up, m->w_down};
+	uint64_t sig = 0;
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		sig = sig << 5 | (uint64_t)(f[i] >= 0 ? gp_gemm_wtype(c, f[i], o->layers, l) + 1 : 0);
+	return sig;
+}
+
 /* Layers l0 .. l1 - 1 in runs of one attention window each (Gemma 3: five
  * sliding layers, then a global one), layer_ops per run. */
 static void layer_runs(ctx *c, const model_ix *m, const fwd_opt *o, int l0, int l1)
 {
 	while (l0 < l1) {
 		int e = l0 + 1;
-		while (e < l1 && layer_window(m, e) == layer_window(m, l0))
+		while (e < l1 && layer_window(m, e) == layer_window(m, l0) &&
+		       layer_wtypes(c, m, o, e) == layer_wtypes(c, m, o, l0))
 			e++;
 		c->layer0 = l0;
 		c->window = layer_window(m, l0);

@@ -53,6 +53,7 @@ typedef struct act_ix {
 	int taps;            /* the target's tapped layer outputs, concatenated per row */
 	int q_tgt;           /* q over the target's ids (a mapped draft vocabulary) */
 	int ngram_hist, ngram_info, ctrl, ctrl_cost; /* the n-gram lookup and its controller */
+	int a8;              /* gguf_a8: the GEMM inputs as int8 blocks (quant_a8), else -1 */
 } act_ix;
 
 /* Tree attention launch shape: the one of least projected _part + _merge
@@ -103,6 +104,12 @@ typedef struct ctx {
 	void *draft;    /* the drafter's own indices (gen_drafter.state_bytes, zeroed) */
 	int rc;
 	char why[256];   /* what rc = SW_EINVAL refused (gp_emit) */
+	/* gguf_a8: what a8 holds after op a8_op - 1 (the last gemv_gguf): the
+	 * int8 blocks of a8_src's a8_m x a8_k, so the next GEMM on the same
+	 * input right after it (wq, wk, wv; w_gate, w_up) quantizes nothing */
+	int a8_op;
+	gen_arg a8_src;
+	int64_t a8_m, a8_k;
 } ctx;
 
 enum fwd_mode { FWD_PREFILL, FWD_TREE, FWD_BLOCK };
@@ -151,6 +158,16 @@ void gp_op_cast(ctx *c, const char *name, int64_t rows, int64_t width, gen_arg d
                 int repeat, const char *layers);
 void gp_op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg out, gen_arg a,
                 gen_arg w, int repeat, const char *layers);
+/* gguf_a8: the GGUF type (enum ggml_dtype) the GEMMs of the per-layer run
+ * from c->layer0 (layers: its model, "draft" through a layer-skip draft's
+ * map) read from weight buffer buf; -1 for a 16-bit buffer. */
+int gp_gemm_wtype(const ctx *c, int buf, const char *layers, int layer);
+/* The gemv_gguf launch shape for M x N x K (plan.c): rows of W a warp,
+ * warps a block, the warps splitting K, A rows a block. */
+typedef struct gp_gemv_shape {
+	int r, warps, ks, mt, grid_x, grid_z;
+} gp_gemv_shape;
+gp_gemv_shape gp_gemv_choose(int64_t m, int64_t n, int64_t k);
 void gp_op_rmsnorm(ctx *c, const char *name, const rt_config *cfg, int64_t rows, gen_arg w,
                    int repeat, const char *layers);
 void gp_op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L, const char *layers,

@@ -38,8 +38,9 @@
  *     "dtype": "bf16" | "fp16",                   weights and GEMM activations; fp32 accumulation
  *              | "q8_0" | "q8_0_a8",              host only: Q8_0 weights; _a8: int8 GEMM
  *                                                 inputs too (below)
- *              | "gguf_a8",                       host only: each GEMM weight in its GGUF
- *                                                 file's own type, int8 GEMM inputs (below)
+ *              | "gguf_a8",                       each GEMM weight in its GGUF file's own
+ *                                                 type, int8 GEMM inputs (below); host and
+ *                                                 cuda (the gemv_gguf kernels)
  *     "archs": ["sm_80", "sm_90"],                optional, this default
  *     "allow_spills": false,                      optional
  *     "adaptive": {"h": 0.3, "min": 1, "max": 6}  optional, chain trees with a draft
@@ -84,8 +85,10 @@
  * activations and KV cache fp16. A file whose GEMM weight has another type
  * is refused naming the tensor and the type. An EAGLE-3 head's GEMM
  * weights are Q8_0 (quantized at upload; gen/drafter_eagle3.c), its k values
- * whole blocks of 32; other learned drafters are refused. Host backend
- * only. */
+ * whole blocks of 32; other learned drafters are refused. The host runs
+ * its own GEMM on the file's blocks; cuda (and host-emulate) the planned
+ * quant_a8 + gemv_gguf kernels on the blocks repacked at load
+ * (runtime/engine/wplanes.h), the same integer sums. */
 enum gen_dtype { GEN_DTYPE_BF16 = 0, GEN_DTYPE_FP16, GEN_DTYPE_Q8_0, GEN_DTYPE_Q8_0_A8,
                  GEN_DTYPE_GGUF_A8 };
 

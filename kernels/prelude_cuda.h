@@ -129,6 +129,10 @@ typedef uint2 u32x2;
 #define MAKE_U32X4(x, y, z, w) make_uint4((x), (y), (z), (w))
 #define MAKE_U32X2(x, y) make_uint2((x), (y))
 
+/* ---- 8-bit integer dot products (dp4a, sm_61+): c + the sum of the four
+ * signed byte products of a and b, exact in int32 (prelude_emu.h) ---- */
+DEV int32_t DP4A_S8(int32_t a, int32_t b, int32_t c) { return __dp4a(a, b, c); }
+
 /* ---- math ---- */
 #define SW_INF __int_as_float(0x7f800000)
 #define SINCOSF(a, s, c) sincosf((a), (s), (c))

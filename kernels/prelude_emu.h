@@ -203,6 +203,18 @@ DEV f32x2 MAKE_F32X2(float x, float y) { f32x2 r = {x, y}; return r; }
 DEV u32x4 MAKE_U32X4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { u32x4 r = {x, y, z, w}; return r; }
 DEV u32x2 MAKE_U32X2(uint32_t x, uint32_t y) { u32x2 r = {x, y}; return r; }
 
+/* ---- 8-bit integer dot products: dp4a.s32.s32 (__dp4a(int, int, int)):
+ * c + sum over the four bytes j of (int8)a_j (int8)b_j, exact (|sum| <
+ * 2^16), wrapping in int32 as the instruction does ---- */
+DEV int32_t DP4A_S8(int32_t a, int32_t b, int32_t c)
+{
+	int32_t s = 0;
+	for (int j = 0; j < 4; j++)
+		s += (int32_t)(int8_t)(uint8_t)((uint32_t)a >> (8 * j)) *
+		     (int32_t)(int8_t)(uint8_t)((uint32_t)b >> (8 * j));
+	return (int32_t)((uint32_t)c + (uint32_t)s);
+}
+
 /* ---- math ---- */
 #define SW_INF INFINITY
 #define SINCOSF(a, s, c) (*(s) = sinf(a), *(c) = cosf(a))

@@ -26,8 +26,8 @@
  *    0.1 at N = 2000, far below what 1e-4 detects);
  *  - bad input: a head whose ffn_dim is not whole Q8_0 blocks, a block
  *    drafter and a draft model with gguf_a8 (spec refusals naming the
- *    field), another head's weights at bind (the build's digest), and the
- *    cuda backend (the fake driver) refusing the engine naming gguf_a8. */
+ *    field) and another head's weights at bind (the build's digest). The
+ *    same engines on the cuda backend: tests/test_engine_gguf_cuda.c. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -44,13 +44,11 @@
 #include "core/fileio.h"
 #include "decode/chain.h"
 #include "decode/eagle3_draft.h"
-#include "device/dev_cuda_api.h"
 #include "device/device.h"
 #include "e3_util.h"
 #include "eagle3_util.h"
 #include "engine/engine.h"
 #include "engine_util.h"
-#include "fake_cuda.h"
 #include "formats/gguf.h"
 #include "gen/spec.h"
 #include "model/eagle3.h"
@@ -366,26 +364,7 @@ static void test_refused(void **state)
 	rt_eagle3_free(oh);
 	te3_rmdir(odir);
 
-	/* the cuda backend (the fake driver) refuses the engine, naming gguf_a8 */
-	rt_cu_api cu;
-	rt_lt_api lt;
-	fake_cuda_cfg fc = {.n_devices = 1, .cc_major = 9, .cc_minor = 0, .name = "Fake H100",
-	                    .gemm_blas = true};
-	fake_cuda_reset(&fc);
-	fake_cuda_api(&cu, &lt);
-	rt_cuda_cfg cc = {.ordinal = 0};
-	d = rt_dev_cuda_new_with_api(&cu, &lt, &cc, &err);
-	if (!d)
-		fail_msg("cuda (fake driver): %s", err.msg);
-	e = rt_engine_load(edir, &err);
-	assert_non_null(e);
-	assert_int_equal(cli_engine_bind_eagle3(e, d, g_t, g_h, 1, &err), SW_ENOTSUP);
-	print_message("  refused: %s\n", err.msg);
-	if (!strstr(err.msg, "(gemm): engine.json $.spec.dtype is \"gguf_a8\" (the GGUF file's own "
-	            "weight types, int8 GEMM activations), which only the host backend runs"))
-		fail_msg("unexpected message: %s", err.msg);
-	rt_engine_free(e);
-	rt_dev_free(d);
+	/* (the cuda backend runs these engines: tests/test_engine_gguf_cuda.c) */
 }
 
 int main(void)

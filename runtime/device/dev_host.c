@@ -685,6 +685,7 @@ rt_dev *rt_dev_host_new(int mode, const rt_dev_opts *o, sw_err *err)
 	d->ops = &host_ops;
 	d->impl = h;
 	snprintf(d->desc, sizeof(d->desc), "host (%s)", mode == RT_HOST_NATIVE ? "native" : "emulate");
+	d->gguf_blocks = mode == RT_HOST_NATIVE;
 	if (mode == RT_HOST_EMULATE) {
 		char p[600];
 		snprintf(p, sizeof(p), "%s/kernels/prelude_emu.h", h->src_dir);

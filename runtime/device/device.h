@@ -175,6 +175,11 @@ struct rt_dev {
 	/* NULL when graph_if regions work; else why not (a CUDA driver older
 	 * than 12.4): the engine then runs its gated phases eagerly */
 	const char *no_cond;
+	/* GGUF-typed GEMM weights (a gguf_a8 engine's): true, the backend runs
+	 * them itself on the file's blocks as RT_OP_GEMM (host native's int8
+	 * GEMMs, host_gemm.h); false, the engine repacks them at load into the
+	 * planes its generated gemv_gguf kernels read (cuda, host emulate) */
+	bool gguf_blocks;
 	bool capturing;
 	rt_dev_stats stats;
 	void *impl;          /* backend state */

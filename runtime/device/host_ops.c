@@ -502,6 +502,31 @@ static int op_adapt(const rt_op *op, sw_err *err)
 	return 0;
 }
 
+/* (a8, a16): the GEMM inputs' int8 blocks (ref_quant_a8) of the live
+ * rows; the a8 layout follows the row count, which the gemv_gguf reading
+ * it takes alike (both have M rows) */
+static int op_quant_a8(const rt_op *op, sw_err *err)
+{
+	if (ref_quant_a8(ARG(op, 0, void *), ARG(op, 1, const uint16_t *),
+	                 (int)live_rows(op, PI_("M")), (int)PI_("K")))
+		return refused(op, "quant_a8: K not a multiple of 32", err);
+	return 0;
+}
+
+/* (C, a16, a8, W): C = a8's rows times W's planes (ref_gemv_gguf), where
+ * the engine uploaded planes. The host backend's native mode takes the
+ * file's blocks instead and runs these ops as its own GEMM on a16
+ * (runtime/engine/engine.c resolve_one, rt_dev.gguf_blocks), so this is
+ * the specification run in place: tests and a host bound to planes. */
+static int op_gemv_gguf(const rt_op *op, sw_err *err)
+{
+	if (ref_gemv_gguf(ARG(op, 0, float *), ARG(op, 2, const void *), ARG(op, 3, const void *),
+	                  (int)live_rows(op, PI_("M")), (int)PI_("N"), (int)PI_("NW"), (int)PI_("K"),
+	                  (int)PI_("WTYPE")))
+		return refused(op, "gemv_gguf: WTYPE, N, NW or K outside what the op accepts", err);
+	return 0;
+}
+
 /* The adapters by op: kernels/ops.def's rows, each demanding its op_<name>
  * above (a row without one does not compile, nor does an adapter without a
  * row: it would be an unused static function). */

@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "formats/engine_files.h"
 #include "weights_gguf.h"
+#include "wplanes.h"
 #include "core/wformat.h"
 #include "random_weights.h"
 #include "ctrl.h"
@@ -240,10 +241,61 @@ static int check_model(const rt_engine *e, const rt_engine_weights *w, const rt_
 	return 0;
 }
 
+/* What the repack into the GPU kernels' planes did at bind (said once). */
+typedef struct planes_cost {
+	int64_t bytes;
+	int weights;
+	double repack_s, check_s;
+} planes_cost;
+
+/* Layer l of GGUF-typed buffer b, staged in the file's blocks (its type's
+ * bytes, then zeros to the layer stride), into the planes gemv_gguf reads
+ * (runtime/engine/wplanes.h), checked against the blocks bit for bit. */
+static int stage_planes(rt_engine *e, const rt_engine_buf *b, int layer, int64_t per,
+                        void *stage, planes_cost *pc, sw_err *err)
+{
+	const int t = rt_manifest_buf_wtype(b, layer);
+	const int64_t rows = b->shape[b->rank - 2], k = b->shape[b->rank - 1];
+	const int64_t lb = (int64_t)sw_wformat_nbytes((uint32_t)t, (uint64_t)(rows * k));
+	const int64_t at = b->offset + (layer > 0 ? layer : 0) * per;
+	if (at % 16 || lb <= 0 || lb > per)
+		return sw_errf(err, SW_EINVAL, "%s/engine.json: buffer %s layer %d at arena byte %lld "
+		               "(%lld bytes of %s): the GPU's GGUF kernels read 16-byte aligned "
+		               "planes; a layer stride that is not a multiple of 16 bytes (rows x "
+		               "blocks of %s) is not one they can read", e->man->dir, b->name, layer,
+		               (long long)at, (long long)lb, sw_wformat_gemm_name(t) ? sw_wformat_gemm_name(t)
+		               : b->dtype, b->dtype);
+	void *pl = malloc((size_t)lb);
+	if (!pl)
+		return sw_errf(err, SW_ENOMEM, "out of memory repacking %s", b->name);
+	char what[1200];
+	snprintf(what, sizeof(what), "%.1024s/engine.json: buffer %.64s layer %d", e->man->dir, b->name,
+	         layer);
+	double t0 = sw_now_s();
+	int rc = rt_wplanes_repack(pl, stage, t, rows, k);
+	pc->repack_s += sw_now_s() - t0;
+	t0 = sw_now_s();
+	if (rc)
+		rc = sw_errf(err, rc, "%s: %s has no planes", what, b->dtype);
+	else
+		rc = rt_wplanes_check(pl, stage, t, rows, k, what, err);
+	pc->check_s += sw_now_s() - t0;
+	if (!rc) {
+		memcpy(stage, pl, (size_t)lb);
+		pc->bytes += lb;
+		pc->weights++;
+	}
+	free(pl);
+	return rc;
+}
+
 /* raw: where a gguf_a8 engine takes its GGUF-typed buffers' blocks (m
- * itself, or the GGUF file m names), NULL for other engines. */
+ * itself, or the GGUF file m names), NULL for other engines; planes: the
+ * buffer goes to the device as the gemv_gguf kernels' planes (pc: their
+ * cost), else as the file's blocks. */
 static int upload_weights(rt_engine *e, const rt_engine_buf *b, const rt_engine_weights *m,
-                          const rt_engine_weights *raw, sw_digest *dg, sw_err *err)
+                          const rt_engine_weights *raw, bool planes, planes_cost *pc,
+                          sw_digest *dg, sw_err *err)
 {
 	const char *field = strchr(b->name, '.') + 1;
 	const bool layered = rt_manifest_field_layered(field);
@@ -294,6 +346,8 @@ static int upload_weights(rt_engine *e, const rt_engine_buf *b, const rt_engine_
 			for (size_t i = 0; i < n; i++)
 				h[i] = f16 ? gguf_f32_to_f16(src[i]) : gguf_f32_to_bf16(src[i]);
 		}
+		if (planes && (rc = stage_planes(e, b, layered ? l : -1, per, stage, pc, err)))
+			break;
 		rc = e->dev->ops->upload(e->dev, e->arena + (rt_dptr)(b->offset + l * per), stage,
 		                         (size_t)per, err);
 	}
@@ -348,6 +402,28 @@ static int resolve_one(rt_engine *e, const rt_engine_pop *x, int l, int n, sw_er
 				o->wtype = rt_manifest_buf_wtype(b, id);
 		}
 		o->argval[a] = p;
+	}
+	if (e->dev->gguf_blocks && o->kind == RT_OP_KERNEL && !strcmp(x->op, "gemv_gguf") &&
+	    o->n_args == 4) {
+		/* (C, a16, a8, W): the device's own GEMM on the file's blocks, from
+		 * the fp16 rows (it rounds them to int8 by quant_a8's rule itself) */
+		int64_t kp[4] = {0, 0, 0, -1};
+		static const char *const names[4] = {"M", "N", "K", "WTYPE"};
+		for (int i = 0; o->kinfo && i < o->kinfo->n_params; i++)
+			for (int j = 0; j < 4; j++)
+				if (!strcmp(o->kinfo->params[i].name, names[j]))
+					kp[j] = o->kinfo->params[i].i;
+		o->kind = RT_OP_GEMM;
+		o->dtype = RT_GGUF_A8;
+		o->m = kp[0];
+		o->n = kp[1];
+		o->k = kp[2];
+		o->wtype = (int)kp[3];
+		o->argval[2] = o->argval[3];
+		o->argval[3] = 0;
+		o->n_args = 3;
+		o->kinfo = NULL;
+		o->entry[0] = 0;
 	}
 	return 0;
 }
@@ -456,6 +532,19 @@ static int bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 			                     "target GGUF's own blocks", e->man->dir);
 		}
 	}
+	/* the weights the generated gemv_gguf kernels read (W of those ops) go
+	 * up as their planes, unless the device runs those GEMMs itself on the
+	 * file's blocks (host native: resolve_one) */
+	bool *planes = calloc((size_t)e->man->n_bufs + 1, sizeof(*planes));
+	planes_cost pc = {0};
+	if (!planes) {
+		rt_engine_gguf_close(rawg);
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	}
+	for (int i = 0; i < e->man->n_ops && !dev->gguf_blocks; i++)
+		if (!strcmp(e->man->ops[i].op, "gemv_gguf") && e->man->ops[i].n_args == 4 &&
+		    e->man->ops[i].arg_buf[3] >= 0)
+			planes[e->man->ops[i].arg_buf[3]] = true;
 	for (int i = 0; i < e->man->n_bufs && !wseed; i++) {
 		const rt_engine_buf *b = &e->man->bufs[i];
 		if (strcmp(b->kind, "weight"))
@@ -464,15 +553,25 @@ static int bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 		const rt_engine_weights *m = is_draft ? draft : target;
 		if (!strchr(b->name, '.') || !m) {
 			rt_engine_gguf_close(rawg);
+			free(planes);
 			return sw_errf(err, SW_EINVAL, "%s/engine.json: weight buffer %s has no source",
 			               e->man->dir, b->name);
 		}
-		if ((rc = upload_weights(e, b, m, is_draft ? NULL : raw, &dg[is_draft], err))) {
+		if ((rc = upload_weights(e, b, m, is_draft ? NULL : raw,
+		                         planes[i] && rt_manifest_wtype(b->dtype) >= 0, &pc,
+		                         &dg[is_draft], err))) {
 			rt_engine_gguf_close(rawg);
+			free(planes);
 			return rc;
 		}
 	}
 	rt_engine_gguf_close(rawg);
+	free(planes);
+	if (pc.weights)
+		fprintf(stderr, "specwright: %s: %d GGUF weights (%.1f MB) repacked into the GPU "
+		        "kernels' planes in %.0f ms, each checked against the file's blocks in %.0f ms\n",
+		        e->man->dir, pc.weights, (double)pc.bytes / 1e6, pc.repack_s * 1e3,
+		        pc.check_s * 1e3);
 	for (int r = 0; r < 2 && !wseed; r++) {
 		const char *want = r ? e->man->draft_digest : e->man->target_digest;
 		char got[32];
@@ -497,13 +596,15 @@ static int bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 		/* an 8-bit GEMM: say which dtype only the host runs */
 		const char *q8 = o->kind != RT_OP_GEMM || (!rt_dtype_q8(o->dtype) && o->dtype != RT_GGUF_A8)
 		                 ? NULL
-		                 : o->dtype == RT_GGUF_A8 ? "\"gguf_a8\" (the GGUF file's own weight "
-		                                            "types, int8 GEMM activations)"
+		                 : o->dtype == RT_GGUF_A8 ? "\"gguf_a8\" with its GEMMs as host GEMM ops "
+		                                            "(an engine built before the GPU's gemv_gguf "
+		                                            "kernels: rebuild it)"
 		                 : o->dtype == RT_Q8_0_A8 ? "\"q8_0_a8\" (int8 GEMM activations)" : "\"q8_0\"";
 		return sw_errf(err, SW_ENOTSUP, "%s: backend %s cannot run op %s (%s)%s%s%s", e->man->dir,
 		               dev->desc, o->name, o->op, q8 ? ": engine.json $.spec.dtype is " : "",
-		               q8 ? q8 : "", q8 ? ", which only the host backend runs (build a bf16 or fp16 "
-		                                  "engine for this backend)" : "");
+		               q8 ? q8 : "", q8 && o->dtype != RT_GGUF_A8
+		                             ? ", which only the host backend runs (build a bf16, fp16 or "
+		                               "gguf_a8 engine for this backend)" : "");
 	}
 	if ((rc = dev->ops->load_kernels(dev, e->man->dir, e->ops, e->n_ops, err)))
 		return rc;

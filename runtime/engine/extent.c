@@ -12,6 +12,7 @@
 #include "core/wformat.h"
 #include "kernels/engine_state.h"
 #include "kernels/ops.h"
+#include "kernels/ref/ref.h"
 #include "kernels/verify_layout.h"
 
 typedef struct ectx {
@@ -230,6 +231,85 @@ static void ext_q_target(ectx *c)
 	set(c, 0, mul3(R, V, 4), true, "DEPTHS %lld x V %lld f32", (long long)R, (long long)V);
 	set(c, 1, mul3(R, VD, 4), false, "DEPTHS %lld x VD %lld f32", (long long)R, (long long)VD);
 	set(c, 2, mul(V, 4), false, "V %lld i32 (t2d)", (long long)V);
+}
+
+/* quant_a8.cu.tmpl: thread i = BID_X * BLOCK + TID_X < M K / 32 (grid
+ * ceil(M K / 32 / BLOCK)) reads block i of a16 (32 fp16) and writes a8's
+ * q bytes 32 i .., da[i] and s[i] past M K and M K + 4 M K / 32: the
+ * whole (M, K) a8 layout, 1.25 M K bytes. */
+static void ext_quant_a8(ectx *c)
+{
+	const int64_t M = P(c, "M", 1, MAXI), K = P(c, "K", 32, MAXI), BL = P(c, "BLOCK", 32, 1024);
+	block_is(c, BL);
+	if (!c->rc && K % 32)
+		refuse(c, "kernel %s constant K = %lld, expected a multiple of 32", c->k->uri,
+		       (long long)K);
+	const int64_t nb = mul(M, K / 32);
+	const unsigned *g = c->x->grid;
+	if (!c->rc && ((int64_t)g[0] != (nb + BL - 1) / BL || g[1] != 1 || g[2] != 1))
+		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, 1] (ceil(M K / 32 / BLOCK))", g[0],
+		       g[1], g[2], (long long)((nb + BL - 1) / BL));
+	set(c, 0, mul(M, K) + mul(nb, 8), true, "M %lld x K %lld int8 + M K / 32 x 8 bytes",
+	    (long long)M, (long long)K);
+	set(c, 1, mul3(M, K, 2), false, "M %lld x K %lld fp16", (long long)M, (long long)K);
+}
+
+/* gemv_gguf.cu.tmpl: block (BID_X, 0, BID_Z) writes C rows m0 .. m0 + MT -
+ * 1 < M (m0 = BID_Z MT) of columns < N; reads a8 as quant_a8 of (M, K)
+ * wrote it (a16 is the GEMM's fp16 input, not read by the kernel, M x K x
+ * 2 for the host's GEMM) and the first N rows of W's planes, laid out for
+ * NW rows of K (kernels/ref/ref.h): the weight's rows, in the type WTYPE
+ * every layer this op runs has. */
+static void ext_gemv_gguf(ectx *c)
+{
+	const rt_engine_pop *x = c->x;
+	const int64_t WT = P(c, "WTYPE", 0, 255), M = P(c, "M", 1, MAXI), N = P(c, "N", 1, MAXI);
+	const int64_t NW = P(c, "NW", 1, MAXI), K = P(c, "K", 32, MAXI), MT = P(c, "MT", 1, 64);
+	const int64_t R = P(c, "R", 1, 8), WA = P(c, "WARPS", 1, 32), KS = P(c, "KS", 1, 32);
+	if (c->rc)
+		return;
+	const int64_t blk = ref_wplanes_block((int)WT);
+	if (!blk || K % blk || NW < N || WA % KS)
+		refuse(c, "kernel %s: WTYPE %lld, K %lld, N %lld, NW %lld, WARPS %lld, KS %lld: "
+		       "expected a GGUF type with planes (2, 3, 8, 12, 14) whose blocks divide K, N <= "
+		       "NW and KS dividing WARPS", c->k->uri, (long long)WT, (long long)K, (long long)N,
+		       (long long)NW, (long long)WA, (long long)KS);
+	block_is(c, 32 * WA);
+	const int64_t rows = R * (WA / (KS ? KS : 1));
+	const unsigned *g = c->x->grid;
+	if (!c->rc && ((int64_t)g[0] != (N + rows - 1) / rows || g[1] != 1 ||
+	               (int64_t)g[2] != (M + MT - 1) / MT))
+		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, %lld] (ceil(N / (R WARPS / KS)), 1, "
+		       "ceil(M / MT))", g[0], g[1], g[2], (long long)((N + rows - 1) / rows),
+		       (long long)((M + MT - 1) / MT));
+	/* W: a weight of NW rows of K in WTYPE, layer by layer */
+	const rt_engine_buf *b = x->arg_buf[3] >= 0 ? &c->m->bufs[x->arg_buf[3]] : NULL;
+	if (!c->rc && b && !strcmp(b->kind, "weight")) {
+		if (b->rank < 2 || b->shape[b->rank - 1] != K || b->shape[b->rank - 2] != NW)
+			refuse(c, "W buffer %s of shape [.., %lld, %lld], expected [.., NW %lld, K %lld]",
+			       b->name, (long long)(b->rank > 1 ? b->shape[b->rank - 2] : 0),
+			       (long long)(b->rank ? b->shape[b->rank - 1] : 0), (long long)NW,
+			       (long long)K);
+		const bool lay = x->layers && b->rank == 3;
+		for (int l = 0; !c->rc && l < (lay ? x->repeat : 1); l++) {
+			int id = lay ? x->layer0 + l : -1;
+			if (lay && x->layers == 2 && c->m->draft_kind == RT_ENGINE_DRAFT_LAYERSKIP)
+				id = id < c->m->n_skip ? c->m->skip_layers[id] : -1;
+			const int t = lay && id < 0 ? -1 : rt_manifest_buf_wtype(b, id);
+			if (t != WT)
+				refuse(c, "W buffer %s layer %d is %s, expected the kernel's WTYPE %lld (%s)",
+				       b->name, id, sw_wformat_gemm_name(t) ? sw_wformat_gemm_name(t) : "?",
+				       (long long)WT, sw_wformat_gemm_name((int)WT) ? sw_wformat_gemm_name((int)WT)
+				                                                    : "?");
+		}
+	}
+	set(c, 0, mul3(M, N, 4), true, "M %lld x N %lld f32", (long long)M, (long long)N);
+	set(c, 1, mul3(M, K, 2), false, "M %lld x K %lld fp16", (long long)M, (long long)K);
+	set(c, 2, mul(M, K) + mul(M, K / 32 * 8), false, "M %lld x K %lld int8 + M K / 32 x 8 bytes",
+	    (long long)M, (long long)K);
+	set(c, 3, (int64_t)sw_wformat_nbytes((uint32_t)WT, (uint64_t)mul(NW, K)), false,
+	    "NW %lld x K %lld %s planes", (long long)NW, (long long)K,
+	    sw_wformat_gemm_name((int)WT) ? sw_wformat_gemm_name((int)WT) : "?");
 }
 
 /* rmsnorm_residual.cu.tmpl:14-44: row BID_X of y, s, x, r (D floats each),
