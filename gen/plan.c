@@ -50,6 +50,7 @@
 #include "kernels/engine_state.h"
 #include "kernels/ops.h"
 #include "kernels/verify_layout.h"
+#include "kernels/sample_layout.h"
 #include "plan.h"
 #include "plan_int.h"
 #include "decode/tree_verify.h"
@@ -424,30 +425,68 @@ void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg i
 	emit(c, &d);
 }
 
-/* Expansion of tree level d's nodes into level d + 1 (tree_expand, a block
- * per node: the q row once from HBM, k best-below passes (top-k, race) or a
- * CDF prefix from L2) from q rows of V entries: node u's row u, or with
- * by_depth row depth(u) (a block drafter's per-depth rows); ids_buf >= 0:
- * entry v stands for id ids_buf[v] (MAPPED 1, a head's d2t). */
+/* A scratch buffer of at least `words` 32-bit words for the sampling
+ * kernels that spread a row over many blocks (kernels/sample_layout.h):
+ * the one named `name` when it is large enough, else a new one (the ops run
+ * one after another, so they share it). -1 on failure (c->rc set). */
+static int sample_scratch(ctx *c, const char *name, int64_t words)
+{
+	const int i = gen_plan_find_buf(c->p, name);
+	if (i >= 0 && c->p->bufs[i].bytes >= words * 4)
+		return i;
+	char nm[64];
+	snprintf(nm, sizeof(nm), i >= 0 ? "%s_%lld" : "%s", name, (long long)words);
+	const int j = gen_plan_find_buf(c->p, nm);
+	if (j >= 0)
+		return j;
+	const int k = add_buf(c->p, nm, "activation", "i32", 1, words, 0, 0, 0);
+	if (k < 0 && !c->rc)
+		c->rc = SW_ENOMEM;
+	return k;
+}
+
+/* Expansion of tree level d's nodes into level d + 1 (tree_expand, grid
+ * SLICES x nodes: each node's q row split into slices reduced to candidates
+ * in parallel, the last block of a node merging them: the q row once from
+ * HBM, k best-below passes over a slice (top-k, race) or its chunk sums)
+ * from q rows of V entries: node u's row u, or with by_depth row depth(u)
+ * (a block drafter's per-depth rows); ids_buf >= 0: entry v stands for id
+ * ids_buf[v] (MAPPED 1, a head's d2t). The scratch is sized for the tree's
+ * largest level (kernels/sample_layout.h), shared by the levels. */
 void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids_buf)
 {
 	const act_ix *a = &c->a;
 	const gen_tree *t = &c->s->tree;
 	const int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
-	gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", V), PI("RULE", rule),
-	                   PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND), PI("Q_BY_DEPTH", by_depth),
-	                   PI("MAPPED", ids_buf >= 0)};
 	int kc = t->level_start[d + 2] - t->level_start[d + 1], kmax = 1;
 	for (int i = l0; i < l0 + nd; i++)
 		kmax = t->n_children[i] > kmax ? t->n_children[i] : kmax;
+	const int S = sw_expand_slices(nd, V, BLK_EXPAND);
+	int64_t words = 0; /* the largest level's need */
+	for (int e = 0; e < t->depth_max; e++) {
+		const int n = t->level_start[e + 1] - t->level_start[e];
+		int km = 1;
+		for (int i = t->level_start[e]; i < t->level_start[e + 1]; i++)
+			km = t->n_children[i] > km ? t->n_children[i] : km;
+		words = max64(words, sw_expand_scratch_words(rule, t->n, n,
+		                                             sw_expand_slices(n, V, BLK_EXPAND), km,
+		                                             BLK_EXPAND));
+	}
+	const int scratch = sample_scratch(c, "expand_scratch", words);
+	gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", V), PI("RULE", rule),
+	                   PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND), PI("Q_BY_DEPTH", by_depth),
+	                   PI("MAPPED", ids_buf >= 0), PI("SLICES", S), PI("KMAX", kmax)};
+	/* the candidates (or chunk sums) written by every block and read by the
+	 * merging one */
+	const double rec = 8.0 * (sw_expand_scratch_words(rule, t->n, nd, S, kmax, BLK_EXPAND) - t->n);
 	op_desc od = {.name = "expand", .op = "tree_expand", .exec = GEN_EXEC_KERNEL,
-	              .kernel = kernel_x(c, "expand", "tree_expand.cu.tmpl", prm, 8, GEN_PREFIX_PHILOX,
+	              .kernel = kernel_x(c, "expand", "tree_expand.cu.tmpl", prm, 10, GEN_PREFIX_PHILOX,
 	                                 false, NULL),
-	              .gx = nd, .block = BLK_EXPAND, .n_args = 6,
+	              .gx = S, .gy = nd, .block = BLK_EXPAND, .n_args = 7,
 	              .args = {A(a->tree_tokens, 0), A(q_buf, 0), A(a->tree_table, 0),
 	                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0),
-	                       A(ids_buf >= 0 ? ids_buf : a->tree_table, 0)},
-	              .bytes = (double)nd * V * (ids_buf >= 0 ? 8 : 4) + kc * 4.0 + t->n * 20.0,
+	                       A(ids_buf >= 0 ? ids_buf : a->tree_table, 0), A(scratch < 0 ? 0 : scratch, 0)},
+	              .bytes = (double)nd * V * (ids_buf >= 0 ? 8 : 4) + kc * 4.0 + t->n * 20.0 + rec,
 	              .flops = (double)nd * V * (20.0 + 4.0 * kmax)};
 	emit(c, &od);
 }

@@ -278,9 +278,11 @@ static int op_argmax(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-/* (tok, q, tree, seed, iter, ids): seed = two words (low, high); nodes
- * LEVEL_BEGIN .. LEVEL_BEGIN + grid.x - 1; Q_BY_DEPTH: q row depth(u)
- * instead of u; MAPPED: entry v of q is id ids[v] (else ids unread) */
+/* (tok, q, tree, seed, iter, ids, scratch): seed = two words (low, high);
+ * nodes LEVEL_BEGIN .. LEVEL_BEGIN + grid.y - 1 (grid.x: the kernel's
+ * vocabulary slices); Q_BY_DEPTH: q row depth(u) instead of u; MAPPED:
+ * entry v of q is id ids[v] (else ids unread); the scratch is the kernel's
+ * own (kernels/sample_layout.h), not read here */
 static int op_tree_expand(const rt_op *op, sw_err *err)
 {
 	const char *why = NULL;
@@ -288,7 +290,7 @@ static int op_tree_expand(const rt_op *op, sw_err *err)
 	                        PI_("MAPPED") ? ARG(op, 5, const int32_t *) : NULL,
 	                        ARG(op, 2, const int32_t *), seed_of(ARG(op, 3, const uint32_t *)),
 	                        *ARG(op, 4, const uint32_t *), (int)PI_("N_NODES"), (int)PI_("V"),
-	                        (int)PI_("RULE"), (int)PI_("LEVEL_BEGIN"), (int)op->grid[0],
+	                        (int)PI_("RULE"), (int)PI_("LEVEL_BEGIN"), (int)op->grid[1],
 	                        (int)PI_("Q_BY_DEPTH"), &why))
 		return refused(op, why, err);
 	return 0;
