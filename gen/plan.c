@@ -408,23 +408,6 @@ void op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
 	emit(c, &md);
 }
 
-/* Logits processing (temperature, top-k, top-p) of `rows` rows: one block
- * per row. The three values are run-time words (`params`, a block of the
- * "sampling" buffer, kernels/engine_state.h), not constants: one kernel
- * serves every request's setting. Bytes: the logits read and the probabilities written once; the
- * radix passes (~4-6) re-read the row from L2 (a 128K-vocab row is 513 KB).
- * Flops: ~24 per element (scaling, exp, 4-6 histogram passes). */
-void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
-                      gen_arg params)
-{
-	gen_param prm[] = {PNAME, PI("V", V), PI("BLOCK", BLK_LOGITS)};
-	op_desc d = {.name = name, .op = "logits_process", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "logits", "logits_process.cu.tmpl", prm, 3), .gx = rows,
-	             .block = BLK_LOGITS, .n_args = 3, .args = {out, in, params},
-	             .bytes = 2.0 * rows * V * 4, .flops = 24.0 * rows * V};
-	emit(c, &d);
-}
-
 /* A scratch buffer of at least `words` 32-bit words for the sampling
  * kernels that spread a row over many blocks (kernels/sample_layout.h):
  * the one named `name` when it is large enough, else a new one (the ops run
@@ -443,6 +426,30 @@ static int sample_scratch(ctx *c, const char *name, int64_t words)
 	if (k < 0 && !c->rc)
 		c->rc = SW_ENOMEM;
 	return k;
+}
+
+/* Logits processing (temperature, top-k, top-p) of `rows` rows: one launch
+ * of SW_LOGITS_PHASES phases, each a block per (row, slice) (grid phases *
+ * SLICES x rows, kernels/sample_layout.h), the slices' partials in a
+ * scratch the ops share. The three values are run-time words (`params`, a
+ * block of the "sampling" buffer, kernels/engine_state.h), not constants:
+ * one kernel serves every request's setting. Bytes: the logits read and the
+ * probabilities written once from HBM (the phases re-read the row from L2:
+ * 26 rows of a 128K vocabulary are 13 MB), the slices' records written and
+ * read. Flops: ~24 per element (scaling, exp, the histogram levels). */
+void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
+                      gen_arg params)
+{
+	const int S = sw_logits_slices(rows, V, BLK_LOGITS);
+	const int scratch = sample_scratch(c, "logits_scratch", sw_logits_scratch_words(rows, S));
+	gen_param prm[] = {PNAME, PI("V", V), PI("BLOCK", BLK_LOGITS), PI("SLICES", S)};
+	op_desc d = {.name = name, .op = "logits_process", .exec = GEN_EXEC_KERNEL,
+	             .kernel = kernel(c, "logits", "logits_process.cu.tmpl", prm, 4),
+	             .gx = SW_LOGITS_PHASES * S, .gy = rows, .block = BLK_LOGITS, .n_args = 4,
+	             .args = {out, in, params, A(scratch < 0 ? 0 : scratch, 0)},
+	             .bytes = 2.0 * rows * V * 4 + 8.0 * sw_logits_scratch_words(rows, S),
+	             .flops = 24.0 * rows * V};
+	emit(c, &d);
 }
 
 /* Expansion of tree level d's nodes into level d + 1 (tree_expand, grid

@@ -19,6 +19,21 @@
  *   sampling (RULE 1): per node BLOCK chunk sums (double) and BLOCK last
  *             positive indices: the chunked prefix of the one-block
  *             kernel, its chunks shared out over the slices
+ *
+ * logits_process: one launch of SW_LOGITS_PHASES phases, each a block per
+ * (row, slice); a block's unit (phase, row, slice) is its ticket from an
+ * atomic counter, phase-major, so a block waits only on units of earlier
+ * tickets (templates/README.md): phase p of a row starts once the last
+ * block of phase p - 1 of that row (a counter per row) has merged the
+ * partials and advanced the row's stage word. First the sync words, at
+ * fixed places whatever the op's rows and slices (the ops share the
+ * buffer): the ticket, the done word that elects the last block (which
+ * resets both), and per row (at most SW_LOGITS_MAX_ROWS) its counter and
+ * stage word (its last block of the last phase resets them). Then per row:
+ * its state (SW_LOGITS_STATE words), two tie tables of SLICES counts, and
+ * a record per slice (SW_LOGITS_CHUNK words: its maximum and argmax, its
+ * candidates' count, fixed-point mass and NaN count, its 256-bin histogram
+ * of counts and masses).
  * No state survives a launch but the counters at 0 (a zeroed arena: the
  * device allocators clear it). */
 #ifndef SW_SAMPLE_LAYOUT_H
@@ -66,6 +81,39 @@ static inline int sw_expand_slices(int64_t nodes, int64_t v, int64_t block)
 		s = most;
 	if (s > block)
 		s = block;
+	return s < 1 ? 1 : (int)s;
+}
+
+/* logits_process: the phases (max, exp and the first histogram, seven
+ * histogram levels, write), the words of a row's state and of a slice's
+ * record */
+#define SW_LOGITS_PHASES 10
+#define SW_LOGITS_MAX_ROWS 256
+#define SW_LOGITS_SYNC (2 + 2 * SW_LOGITS_MAX_ROWS)
+#define SW_LOGITS_STATE 48
+#define SW_LOGITS_CHUNK (8 + 4 * 256)
+
+static inline int64_t sw_logits_row_words(int64_t slices)
+{
+	const int64_t w = SW_LOGITS_STATE + 2 * slices;
+	return w + (w & 1) + slices * SW_LOGITS_CHUNK;
+}
+
+static inline int64_t sw_logits_scratch_words(int64_t rows, int64_t slices)
+{
+	return SW_LOGITS_SYNC + rows * sw_logits_row_words(slices);
+}
+
+/* The planner's slice count: about two blocks per SM of an H100 (132) in
+ * each phase over the rows, at least 4 * BLOCK entries a slice, at most 32
+ * slices (the merging block reads every slice's 256-bin histogram). */
+static inline int sw_logits_slices(int64_t rows, int64_t v, int64_t block)
+{
+	int64_t s = (264 + rows - 1) / (rows > 0 ? rows : 1), most = v / (4 * block);
+	if (s > most)
+		s = most;
+	if (s > 32)
+		s = 32;
 	return s < 1 ? 1 : (int)s;
 }
 

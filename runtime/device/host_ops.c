@@ -228,7 +228,8 @@ static int op_tree_attention(const rt_op *op, sw_err *err)
 	return rc ? sw_errf(err, rc, "%s: tree attention failed (out of memory?)", op->entry) : 0;
 }
 
-/* (probs, logits, params); rows = grid.x; params: temperature (f32 bits),
+/* (probs, logits, params, scratch); rows = grid.y (grid.x: the kernel's
+ * phases x slices; the scratch is its own, not read here); params: temperature (f32 bits),
  * top-k, top-p (f32 bits), read at run time (kernels/engine_state.h);
  * greedy: a one-hot at the argmax; T > 0 without truncation:
  * hr_softmax_temp; with top-k / top-p hr_logits_truncate (host_rowops.h) */
@@ -239,7 +240,7 @@ static int op_logits_process(const rt_op *op, sw_err *err)
 	float temp, top_p;
 	memcpy(&temp, &prm[0], sizeof(temp));
 	memcpy(&top_p, &prm[2], sizeof(top_p));
-	const int T = (int)live_rows(op, op->grid[0]);
+	const int T = (int)live_rows(op, op->grid[1]);
 	float *probs = ARG(op, 0, float *);
 	const float *logits = ARG(op, 1, const float *);
 	if (!(temp > 0.0f)) { /* greedy (NaN too): ref_logits_process_row's one-hot */

@@ -16,6 +16,7 @@
 
 #include "engine/manifest.h"
 #include "kernels/engine_state.h"
+#include "kernels/sample_layout.h"
 
 static long long prm(const rt_kernel_info *k, const char *name)
 {
@@ -54,8 +55,10 @@ static long long touched(const rt_manifest *e, const rt_engine_pop *x, int a)
 		       : a == 3 || a == 4 ? prm(k, "MAX_CTX") * prm(k, "N_KV_HEADS") * hd * 2
 		       : a == 5 ? 4 : -1;
 	}
-	if (!strcmp(op, "logits_process")) /* probs, logits: g0 rows of V; 3 sampling words */
-		return a == 2 ? 3 * 4 : g0 * prm(k, "V") * 4;
+	if (!strcmp(op, "logits_process")) /* probs, logits: g1 rows of V; 3 sampling words;
+	                                      * the scratch of sample_layout.h */
+		return a == 2 ? 3 * 4 : a == 3 ? sw_logits_scratch_words(g1, prm(k, "SLICES")) * 4
+		       : g1 * prm(k, "V") * 4;
 	if (!strcmp(op, "tree_expand")) { /* grid SLICES x nodes; scratch: sample_layout.h */
 		const long long l0 = prm(k, "LEVEL_BEGIN");
 		long long rows = l0 + g1;
