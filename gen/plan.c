@@ -436,7 +436,8 @@ static int sample_scratch(ctx *c, const char *name, int64_t words)
  * one kernel serves every request's setting. Bytes: the logits read and the
  * probabilities written once from HBM (the phases re-read the row from L2:
  * 26 rows of a 128K vocabulary are 13 MB), the slices' records written and
- * read. Flops: ~24 per element (scaling, exp, the histogram levels). */
+ * read. Flops: ~90 per element (two expf of ~20 each, the key and the
+ * histogram's atomics in the exp phase and ~3 levels, the write). */
 void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
                       gen_arg params)
 {
@@ -448,7 +449,7 @@ void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg i
 	             .gx = SW_LOGITS_PHASES * S, .gy = rows, .block = BLK_LOGITS, .n_args = 4,
 	             .args = {out, in, params, A(scratch < 0 ? 0 : scratch, 0)},
 	             .bytes = 2.0 * rows * V * 4 + 8.0 * sw_logits_scratch_words(rows, S),
-	             .flops = 24.0 * rows * V};
+	             .flops = 90.0 * rows * V};
 	emit(c, &d);
 }
 
@@ -486,6 +487,11 @@ void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids
 	/* the candidates (or chunk sums) written by every block and read by the
 	 * merging one */
 	const double rec = 8.0 * (sw_expand_scratch_words(rule, t->n, nd, S, kmax, BLK_EXPAND) - t->n);
+	/* per entry: each best-below round recomputes its key: the race's a
+	 * Philox draw (10 rounds) and a double log and divide, ~100; top-k's a
+	 * compare; sampling sums once (the walks are a chunk a child) */
+	const double per = rule == 2 ? 10.0 + 100.0 * kmax : rule == 3 ? 10.0 + 200.0
+	                   : rule == 0 ? 4.0 + 4.0 * kmax : 4.0;
 	op_desc od = {.name = "expand", .op = "tree_expand", .exec = GEN_EXEC_KERNEL,
 	              .kernel = kernel_x(c, "expand", "tree_expand.cu.tmpl", prm, 10, GEN_PREFIX_PHILOX,
 	                                 false, NULL),
@@ -494,7 +500,7 @@ void op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids
 	                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0),
 	                       A(ids_buf >= 0 ? ids_buf : a->tree_table, 0), A(scratch < 0 ? 0 : scratch, 0)},
 	              .bytes = (double)nd * V * (ids_buf >= 0 ? 8 : 4) + kc * 4.0 + t->n * 20.0 + rec,
-	              .flops = (double)nd * V * (20.0 + 4.0 * kmax)};
+	              .flops = (double)nd * V * per};
 	emit(c, &od);
 }
 

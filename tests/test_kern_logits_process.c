@@ -225,6 +225,87 @@ static void test_logits_slices(void **state)
 	              g_kept);
 }
 
+/* The normaliser against the one-block kernel's order (before the slices):
+ * it summed e in double, thread t the entries t, t + B, t + 2B, .. in
+ * order, then a tree over the B threads; the slices' kernel sums the exact
+ * fixed-point masses (floor(e * 2^63)) and rounds once. Derived bound: the
+ * old sum is within (V / B + log2 B) 2^-53 of the exact one (relative), the
+ * new within 2^-53 + V 2^-63 (ks >= 1: the maximum's e is 1), so the two
+ * 1 / ks differ by less than 2^-24 relative and their float roundings by at
+ * most one ulp; a probability e * inv then by at most 2^-22 relative (one
+ * ulp of inv on the product plus the product's two roundings). Checked on
+ * the kept set of ref_logits_process (identical, as test_logits_small
+ * asserts), with the old order replayed in C over the kernel's own e. */
+static void old_order(int V, int T, const setting *set, int n_set, int mode, long *same,
+                      long *n)
+{
+	const int B = 256, S = sw_logits_slices(T, V, B);
+	gen_param p[] = {OH_NAME, OH_I("V", V), OH_I("BLOCK", B), OH_I("SLICES", S)};
+	const emu_kernel *k = oh_load(SW_OP_logits_process, p, 4);
+	float *x = emu_alloc((size_t)T * V * sizeof(float), "logits");
+	float *out = emu_alloc((size_t)T * V * sizeof(float), "probs");
+	int32_t *prm = emu_alloc(3 * sizeof(int32_t), "params");
+	int32_t *scr = lp_scratch(T, S);
+	float *want = malloc((size_t)V * sizeof(float));
+	int *idx = malloc((size_t)V * sizeof(int));
+	double part[256];
+	fill_logits(x, T * V, mode);
+	for (int c = 0; c < n_set; c++) {
+		const setting *s = &set[c];
+		memcpy(&prm[0], &s->temp, 4);
+		prm[1] = s->top_k;
+		memcpy(&prm[2], &s->top_p, 4);
+		void *args[] = {&out, &x, &prm, &scr};
+		launch(k, d3((unsigned)(SW_LOGITS_PHASES * S), (unsigned)T, 1), d3((unsigned)B, 1, 1),
+		       args);
+		for (int t = 0; t < T; t++) {
+			const float *xr = x + (size_t)t * V, *o = out + (size_t)t * V;
+			ref_logits_process_row(want, xr, V, s->temp, s->top_k, s->top_p, idx);
+			float mx = -INFINITY;
+			for (int i = 0; i < V; i++)
+				mx = xr[i] > mx ? xr[i] : mx;
+			const float inv_t = 1.0f / s->temp;
+			for (int j = 0; j < B; j++)
+				part[j] = 0.0;
+			for (int i = 0; i < V; i++)
+				if (want[i] > 0.0f)
+					part[i % B] += (double)expf((xr[i] - mx) * inv_t);
+			for (int h = B / 2; h > 0; h >>= 1)
+				for (int j = 0; j < h; j++)
+					part[j] += part[j + h];
+			const float inv = (float)(1.0 / part[0]);
+			for (int i = 0; i < V; i++) {
+				if (!(want[i] > 0.0f))
+					continue;
+				const float old = expf((xr[i] - mx) * inv_t) * inv;
+				if (!(fabs((double)o[i] - old) <= ldexp((double)old, -22)))
+					fail_msg("V %d row %d entry %d: %.9g, the old order's %.9g: beyond 2^-22 "
+					         "relative", V, t, i, (double)o[i], (double)old);
+				*same += o[i] == old;
+				(*n)++;
+			}
+		}
+	}
+	free(want);
+	free(idx);
+	emu_free(x);
+	emu_free(out);
+	emu_free(prm);
+	emu_free(scr);
+}
+
+static void test_logits_old_order(void **state)
+{
+	(void)state;
+	const setting set[] = {{1.0f, 0, 1.0f}, {0.7f, 40, 0.9f}, {1.0f, 0, 0.95f}, {1.3f, 3000, 1.0f}};
+	long same = 0, n = 0;
+	old_order(4099, 3, set, 4, 0, &same, &n);
+	old_order(32003, 2, set, 4, 1, &same, &n);
+	old_order(32003, 1, set, 4, 3, &same, &n);
+	print_message("  %ld kept probabilities within 2^-22 of the old order's, %ld bit-identical\n", n,
+	              same);
+}
+
 static void test_logits_nvrtc(void **state)
 {
 	(void)state;
@@ -247,6 +328,7 @@ int main(void)
 		cmocka_unit_test(test_logits_small),
 		cmocka_unit_test(test_logits_vocab),
 		cmocka_unit_test(test_logits_slices),
+		cmocka_unit_test(test_logits_old_order),
 		cmocka_unit_test(test_logits_nvrtc),
 	};
 	if (getenv("CMOCKA_FILTER") && *getenv("CMOCKA_FILTER"))
