@@ -13,6 +13,7 @@
 #include "attn_cost.h"
 #include "inspect.h"
 #include "core/json.h"
+#include "kernels/sample_layout.h"
 #include "kernels/verify_layout.h"
 
 static json_value *load_json(const char *dir, const char *file, bool must, sw_err *err)
@@ -57,15 +58,22 @@ static void human(char *b, size_t n, double x, const char *unit)
 		snprintf(b, n, "%.0f %s", x, unit);
 }
 
-/* min(1, blocks / SMs) of a kernel op's grid ([x, y, z]); 1 when unknown. */
-static double sm_share(const json_value *g)
+/* min(1, blocks / div / SMs) of a kernel op's grid ([x, y, z]): div 1, or
+ * the phases a launch runs one after another; 1 when unknown. */
+static double sm_share_div(const json_value *g, double div)
 {
 	if (!g || g->type != JSON_ARRAY || g->n != 3)
 		return 1.0;
 	double b = 1;
 	for (size_t i = 0; i < 3; i++)
 		b *= g->items[i]->type == JSON_NUMBER && g->items[i]->number > 0 ? g->items[i]->number : 1;
+	b /= div;
 	return b >= GEN_H100_SMS ? 1.0 : b / GEN_H100_SMS;
+}
+
+static double sm_share(const json_value *g)
+{
+	return sm_share_div(g, 1.0);
 }
 
 /* The verify op's critical path in seconds: the longest chain of units
@@ -297,9 +305,11 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 		        "t_l2) / sh_m, t_flop = max(t_smem, t_mma, t_exp) / sh_sm; verify: t_mem "
 		        "at least its longest chain of blocks (a node's own pass, then a slice "
 		        "pass per later child, each waiting for its parent's and earlier "
-		        "siblings'), then the walk's tables and final chunk, at HBM / SMs\n",
+		        "siblings'), then the walk's tables and final chunk, at HBM / SMs; "
+		        "logits_process: the blocks of one of its %d phases\n",
 		        GEN_H100_SMS,
-		        GEN_H100_HBM_BPS / 1e12, GEN_H100_BF16_FLOPS / 1e12, GEN_H100_FP32_FLOPS / 1e12);
+		        GEN_H100_HBM_BPS / 1e12, GEN_H100_BF16_FLOPS / 1e12, GEN_H100_FP32_FLOPS / 1e12,
+		        SW_LOGITS_PHASES);
 		fprintf(out, "  exec: kernel = rendered template, cublaslt = GEMM call, pending = "
 		        "no template yet (16-bit embedding gather, K/V store), memset = graph node\n");
 		attention_note(out, eng, phases);
@@ -330,6 +340,10 @@ int gen_inspect(const char *dir, double tau, FILE *out, gen_inspect_summary *sum
 			bool gemm = !strcmp(str(o, "exec"), "cublaslt");
 			bool mma = attn_entry(o, "_part");
 			double share = gemm ? 1.0 : sm_share(json_get(o, "grid"));
+			/* logits_process runs its phases one after another in a row
+			 * (kernels/sample_layout.h): a phase's blocks share the chip */
+			if (!strcmp(str(o, "op"), "logits_process"))
+				share = sm_share_div(json_get(o, "grid"), SW_LOGITS_PHASES);
 			double tm = b / GEN_H100_HBM_BPS * 1e6 / share;
 			double tc = fl / (gemm ? GEN_H100_BF16_FLOPS : mma ? GEN_ATTN_MMA_FLOPS : GEN_H100_FP32_FLOPS) *
 			            1e6 / share;

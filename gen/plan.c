@@ -430,8 +430,9 @@ static int sample_scratch(ctx *c, const char *name, int64_t words)
 
 /* Logits processing (temperature, top-k, top-p) of `rows` rows: one launch
  * of SW_LOGITS_PHASES phases, each a block per (row, slice) (grid phases *
- * SLICES x rows, kernels/sample_layout.h), the slices' partials in a
- * scratch the ops share. The three values are run-time words (`params`, a
+ * slices x rows, kernels/sample_layout.h; the slices a run-time value of
+ * the grid, so one kernel per vocabulary serves every row count), the
+ * slices' partials in a scratch the ops share. The three values are run-time words (`params`, a
  * block of the "sampling" buffer, kernels/engine_state.h), not constants:
  * one kernel serves every request's setting. Bytes: the logits read and the
  * probabilities written once from HBM (the phases re-read the row from L2:
@@ -443,9 +444,9 @@ void op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg i
 {
 	const int S = sw_logits_slices(rows, V, BLK_LOGITS);
 	const int scratch = sample_scratch(c, "logits_scratch", sw_logits_scratch_words(rows, S));
-	gen_param prm[] = {PNAME, PI("V", V), PI("BLOCK", BLK_LOGITS), PI("SLICES", S)};
+	gen_param prm[] = {PNAME, PI("V", V), PI("BLOCK", BLK_LOGITS)};
 	op_desc d = {.name = name, .op = "logits_process", .exec = GEN_EXEC_KERNEL,
-	             .kernel = kernel(c, "logits", "logits_process.cu.tmpl", prm, 4),
+	             .kernel = kernel(c, "logits", "logits_process.cu.tmpl", prm, 3),
 	             .gx = SW_LOGITS_PHASES * S, .gy = rows, .block = BLK_LOGITS, .n_args = 4,
 	             .args = {out, in, params, A(scratch < 0 ? 0 : scratch, 0)},
 	             .bytes = 2.0 * rows * V * 4 + 8.0 * sw_logits_scratch_words(rows, S),

@@ -71,12 +71,12 @@ static inline int64_t sw_expand_scratch_words(int rule, int64_t n_nodes, int64_t
 }
 
 /* The planner's slice count for a level of `nodes` nodes: about two blocks
- * per SM of an H100 (132) over the level, at least 4 * BLOCK entries a
+ * per SM of an H100 (132) over the level, at least 2 * BLOCK entries a
  * slice, and at most BLOCK slices (sampling shares the BLOCK chunks of the
  * prefix out over them). */
 static inline int sw_expand_slices(int64_t nodes, int64_t v, int64_t block)
 {
-	int64_t s = (264 + nodes - 1) / (nodes > 0 ? nodes : 1), most = v / (4 * block);
+	int64_t s = (264 + nodes - 1) / (nodes > 0 ? nodes : 1), most = v / (2 * block);
 	if (s > most)
 		s = most;
 	if (s > block)

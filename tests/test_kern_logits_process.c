@@ -95,16 +95,17 @@ static void lp_sync_clear(const int32_t *s)
  * sw_logits_slices) */
 static int g_slices = 0;
 
-/* ONE compiled kernel per (V, BLOCK, SLICES): every setting is written into
- * the params words between launches, as the engine writes them between
+/* ONE compiled kernel per (V, BLOCK), whatever the slices (the grid's):
+ * every setting is written into the params words between launches, as the
+ * engine writes them between
  * requests on one captured graph, and each launch is compared with
  * ref_logits_process (kernels/ref) at that setting. One scratch serves
  * every launch, as in the engine. */
 static void check(int V, int T, const setting *set, int n_set, int block, int mode)
 {
 	const int S = g_slices ? g_slices : sw_logits_slices(T, V, block);
-	gen_param p[] = {OH_NAME, OH_I("V", V), OH_I("BLOCK", block), OH_I("SLICES", S)};
-	const emu_kernel *k = oh_load(SW_OP_logits_process, p, 4);
+	gen_param p[] = {OH_NAME, OH_I("V", V), OH_I("BLOCK", block)};
+	const emu_kernel *k = oh_load(SW_OP_logits_process, p, 3);
 	float *x = emu_alloc((size_t)T * V * sizeof(float), "logits");
 	float *out = emu_alloc((size_t)T * V * sizeof(float), "probs");
 	int32_t *prm = emu_alloc(3 * sizeof(int32_t), "params");
@@ -240,8 +241,8 @@ static void old_order(int V, int T, const setting *set, int n_set, int mode, lon
                       long *n)
 {
 	const int B = 256, S = sw_logits_slices(T, V, B);
-	gen_param p[] = {OH_NAME, OH_I("V", V), OH_I("BLOCK", B), OH_I("SLICES", S)};
-	const emu_kernel *k = oh_load(SW_OP_logits_process, p, 4);
+	gen_param p[] = {OH_NAME, OH_I("V", V), OH_I("BLOCK", B)};
+	const emu_kernel *k = oh_load(SW_OP_logits_process, p, 3);
 	float *x = emu_alloc((size_t)T * V * sizeof(float), "logits");
 	float *out = emu_alloc((size_t)T * V * sizeof(float), "probs");
 	int32_t *prm = emu_alloc(3 * sizeof(int32_t), "params");
@@ -309,17 +310,12 @@ static void test_logits_old_order(void **state)
 static void test_logits_nvrtc(void **state)
 {
 	(void)state;
-	gen_param a[] = {OH_NAME, OH_I("V", 32003), OH_I("BLOCK", 256),
-	                 OH_I("SLICES", sw_logits_slices(17, 32003, 256))};
-	oh_nvrtc_p(SW_OP_logits_process, a, 4);
-	gen_param b[] = {OH_NAME, OH_I("V", 128256), OH_I("BLOCK", 128),
-	                 OH_I("SLICES", sw_logits_slices(26, 128256, 128))};
-	oh_nvrtc_p(SW_OP_logits_process, b, 4);
-	gen_param c[] = {OH_NAME, OH_I("V", 1000), OH_I("BLOCK", 256), OH_I("SLICES", 1)};
-	oh_nvrtc_p(SW_OP_logits_process, c, 4);
-	gen_param d[] = {OH_NAME, OH_I("V", 128256), OH_I("BLOCK", 256),
-	                 OH_I("SLICES", sw_logits_slices(1, 128256, 256))};
-	oh_nvrtc_p(SW_OP_logits_process, d, 4);
+	gen_param a[] = {OH_NAME, OH_I("V", 32003), OH_I("BLOCK", 256)};
+	oh_nvrtc_p(SW_OP_logits_process, a, 3);
+	gen_param b[] = {OH_NAME, OH_I("V", 128256), OH_I("BLOCK", 128)};
+	oh_nvrtc_p(SW_OP_logits_process, b, 3);
+	gen_param c[] = {OH_NAME, OH_I("V", 1000), OH_I("BLOCK", 256)};
+	oh_nvrtc_p(SW_OP_logits_process, c, 3);
 }
 
 int main(void)

@@ -407,19 +407,21 @@ static void ext_kv_commit(ectx *c)
  * three sampling words (temperature, top-k, top-p). */
 static void ext_logits_process(ectx *c)
 {
-	const int64_t V = P(c, "V", 1, MAXI), S = P(c, "SLICES", 1, 1024), R = c->x->grid[1];
+	const int64_t V = P(c, "V", 1, MAXI), R = c->x->grid[1];
 	const unsigned *g = c->x->grid;
+	const int64_t S = g[0] / SW_LOGITS_PHASES; /* the slices: a run-time value of the grid */
 	block_is(c, P(c, "BLOCK", 32, 1024));
-	if (!c->rc && ((int64_t)g[0] != SW_LOGITS_PHASES * S || g[2] != 1 || R > SW_LOGITS_MAX_ROWS))
-		refuse(c, "grid [%u, %u, %u], expected [%d, rows <= %d, 1] (%d phases x SLICES %lld "
-		       "blocks a row)", g[0], g[1], g[2], SW_LOGITS_PHASES * (int)S, SW_LOGITS_MAX_ROWS,
-		       SW_LOGITS_PHASES, (long long)S);
+	if (!c->rc && (S < 1 || S > 1024 || (int64_t)g[0] != SW_LOGITS_PHASES * S || g[2] != 1 ||
+	               R < 1 || R > SW_LOGITS_MAX_ROWS))
+		refuse(c, "grid [%u, %u, %u], expected [%d x slices (1 to 1024), rows (1 to %d), 1] (the "
+		       "phases' blocks of each row)", g[0], g[1], g[2], SW_LOGITS_PHASES,
+		       SW_LOGITS_MAX_ROWS);
 	for (int a = 0; a < 2; a++)
 		set(c, a, mul3(R, V, 4), a == 0, "grid.y %lld rows x V %lld f32", (long long)R,
 		    (long long)V);
 	set(c, 2, 3 * 4, false, "3 sampling words");
 	set(c, 3, c->rc ? 0 : mul(sw_logits_scratch_words(R, S), 4), true,
-	    "logits scratch of %lld rows x SLICES %lld (sample_layout.h)", (long long)R, (long long)S);
+	    "logits scratch of %lld rows x %lld slices (sample_layout.h)", (long long)R, (long long)S);
 }
 
 /* tree_expand.cu.tmpl: grid SLICES x (nodes in the level); node u =

@@ -57,7 +57,7 @@ static long long touched(const rt_manifest *e, const rt_engine_pop *x, int a)
 	}
 	if (!strcmp(op, "logits_process")) /* probs, logits: g1 rows of V; 3 sampling words;
 	                                      * the scratch of sample_layout.h */
-		return a == 2 ? 3 * 4 : a == 3 ? sw_logits_scratch_words(g1, prm(k, "SLICES")) * 4
+		return a == 2 ? 3 * 4 : a == 3 ? sw_logits_scratch_words(g1, g0 / SW_LOGITS_PHASES) * 4
 		       : g1 * prm(k, "V") * 4;
 	if (!strcmp(op, "tree_expand")) { /* grid SLICES x nodes; scratch: sample_layout.h */
 		const long long l0 = prm(k, "LEVEL_BEGIN");
