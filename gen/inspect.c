@@ -15,6 +15,7 @@
 #include "inspect.h"
 #include "core/json.h"
 #include "core/wformat.h"
+#include "kernels/sample_layout.h"
 #include "kernels/verify_layout.h"
 
 static json_value *load_json(const char *dir, const char *file, bool must, sw_err *err)
@@ -59,15 +60,22 @@ static void human(char *b, size_t n, double x, const char *unit)
 		snprintf(b, n, "%.0f %s", x, unit);
 }
 
-/* min(1, blocks / SMs) of a kernel op's grid ([x, y, z]); 1 when unknown. */
-static double sm_share(const json_value *g, int sms)
+/* min(1, blocks / div / SMs) of a kernel op's grid ([x, y, z]): div 1, or
+ * the phases a launch runs one after another; 1 when unknown. */
+static double sm_share_div(const json_value *g, int sms, double div)
 {
 	if (!g || g->type != JSON_ARRAY || g->n != 3)
 		return 1.0;
 	double b = 1;
 	for (size_t i = 0; i < 3; i++)
 		b *= g->items[i]->type == JSON_NUMBER && g->items[i]->number > 0 ? g->items[i]->number : 1;
+	b /= div;
 	return b >= sms ? 1.0 : b / sms;
+}
+
+static double sm_share(const json_value *g, int sms)
+{
+	return sm_share_div(g, sms, 1.0);
 }
 
 /* The verify op's critical path in seconds: the longest chain of units
@@ -305,7 +313,11 @@ static double op_time(const json_value *eng, const json_value *o, const gen_gpu 
 		*tc = 0;
 	} else {
 		const bool mma = attn_entry(o, "_part");
-		const double share = sm_share(json_get(o, "grid"), dev->sms);
+		/* logits_process runs its phases one after another in a row
+		 * (kernels/sample_layout.h): a phase's blocks share the chip */
+		const double share = !strcmp(str(o, "op"), "logits_process")
+		                     ? sm_share_div(json_get(o, "grid"), dev->sms, SW_LOGITS_PHASES)
+		                     : sm_share(json_get(o, "grid"), dev->sms);
 		gen_attn_geom ag;
 		*tm = b / dev->bw * 1e6 / share;
 		*tc = fl / (mma ? gen_attn_mma_flops(dev) : dev->fp32_flops) * 1e6 / share;
@@ -342,9 +354,9 @@ static void device_note(FILE *out, const gen_inspect_opts *o, const gen_gpu *dev
 	        "t_l2) / sh_m, t_flop = max(t_smem, t_mma, t_exp) / sh_sm; verify: t_mem at least "
 	        "its longest chain of blocks (a node's own pass, then a slice pass per later child, "
 	        "each waiting for its parent's and earlier siblings'), then the walk's tables and "
-	        "final chunk, at HBM / SMs; x = launches (one per layer of a segment; layers: the "
+	        "final chunk, at HBM / SMs; logits_process: the blocks of one of its %d phases; x = launches (one per layer of a segment; layers: the "
 	        "segment, '-' for ops outside the layers)\n", 100 * dev->gemm_eff,
-	        dev->gemm_overlap_s * 1e6);
+	        dev->gemm_overlap_s * 1e6, SW_LOGITS_PHASES);
 	fprintf(out, "  not modelled: kernels slower than their bytes at their share of the chip "
 	        "(a block's own latency-bound rate: the sampling and tree kernels that scan a "
 	        "vocabulary in one block per row), L2 reuse across ops; `profile` on a GPU and "

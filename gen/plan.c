@@ -37,6 +37,7 @@
 #include "kernels/engine_state.h"
 #include "kernels/ops.h"
 #include "kernels/verify_layout.h"
+#include "kernels/sample_layout.h"
 #include "plan.h"
 #include "drafter.h"
 #include "plan_int.h"
@@ -502,48 +503,100 @@ void gp_op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L,
 	gp_emit(c, &md);
 }
 
-/* Logits processing (temperature, top-k, top-p) of `rows` rows: one block
- * per row. The three values are run-time words (`params`, a block of the
- * "sampling" buffer, kernels/engine_state.h), not constants: one kernel
- * serves every request's setting. Bytes: the logits read and the probabilities written once; the
- * radix passes (~4-6) re-read the row from L2 (a 128K-vocab row is 513 KB).
- * Flops: ~24 per element (scaling, exp, 4-6 histogram passes). */
+/* A scratch buffer of at least `words` 32-bit words for the sampling
+ * kernels that spread a row over many blocks (kernels/sample_layout.h):
+ * the one named `name` when it is large enough, else a new one (the ops run
+ * one after another, so they share it). -1 on failure (c->rc set). */
+static int sample_scratch(ctx *c, const char *name, int64_t words)
+{
+	const int i = gen_plan_find_buf(c->p, name);
+	if (i >= 0 && c->p->bufs[i].bytes >= words * 4)
+		return i;
+	char nm[64];
+	snprintf(nm, sizeof(nm), i >= 0 ? "%s_%lld" : "%s", name, (long long)words);
+	const int j = gen_plan_find_buf(c->p, nm);
+	if (j >= 0)
+		return j;
+	const int k = gp_add_buf(c->p, nm, "activation", "i32", 1, words, 0, 0, 0);
+	if (k < 0 && !c->rc)
+		c->rc = SW_ENOMEM;
+	return k;
+}
+
+/* Logits processing (temperature, top-k, top-p) of `rows` rows: one launch
+ * of SW_LOGITS_PHASES phases, each a block per (row, slice) (grid phases *
+ * slices x rows, kernels/sample_layout.h; the slices a run-time value of
+ * the grid, so one kernel per vocabulary serves every row count), the
+ * slices' partials in a scratch the ops share. The three values are run-time words (`params`, a
+ * block of the "sampling" buffer, kernels/engine_state.h), not constants:
+ * one kernel serves every request's setting. Bytes: the logits read and the
+ * probabilities written once from HBM (the phases re-read the row from L2:
+ * 26 rows of a 128K vocabulary are 13 MB), the slices' records written and
+ * read. Flops: ~90 per element (two expf of ~20 each, the key and the
+ * histogram's atomics in the exp phase and ~3 levels, the write). */
 void gp_op_logits(ctx *c, const char *name, int V, int rows, gen_arg out, gen_arg in,
                   gen_arg params)
 {
+	const int S = sw_logits_slices(rows, V, BLK_LOGITS);
+	const int scratch = sample_scratch(c, "logits_scratch", sw_logits_scratch_words(rows, S));
 	gen_param prm[] = {PNAME, PI("V", V), PI("BLOCK", BLK_LOGITS)};
 	op_desc d = {.name = name, .op = "logits_process", .exec = GEN_EXEC_KERNEL,
-	             .kernel = gp_kernel(c, "logits", "logits_process.cu.tmpl", prm, 3), .gx = rows,
-	             .block = BLK_LOGITS, .n_args = 3, .args = {out, in, params},
-	             .bytes = 2.0 * rows * V * 4, .flops = 24.0 * rows * V};
+	             .kernel = gp_kernel(c, "logits", "logits_process.cu.tmpl", prm, 3),
+	             .gx = SW_LOGITS_PHASES * S, .gy = rows, .block = BLK_LOGITS, .n_args = 4,
+	             .args = {out, in, params, A(scratch < 0 ? 0 : scratch, 0)},
+	             .bytes = 2.0 * rows * V * 4 + 8.0 * sw_logits_scratch_words(rows, S),
+	             .flops = 90.0 * rows * V};
 	gp_emit(c, &d);
 }
 
-/* Expansion of tree level d's nodes into level d + 1 (tree_expand, a block
- * per node: the q row once from HBM, k best-below passes (top-k, race) or a
- * CDF prefix from L2) from q rows of V entries: node u's row u, or with
- * by_depth row depth(u) (a block drafter's per-depth rows); ids_buf >= 0:
- * entry v stands for id ids_buf[v] (MAPPED 1, a head's d2t). */
+/* Expansion of tree level d's nodes into level d + 1 (tree_expand, grid
+ * SLICES x nodes: each node's q row split into slices reduced to candidates
+ * in parallel, the last block of a node merging them: the q row once from
+ * HBM, k best-below passes over a slice (top-k, race) or its chunk sums)
+ * from q rows of V entries: node u's row u, or with by_depth row depth(u)
+ * (a block drafter's per-depth rows); ids_buf >= 0: entry v stands for id
+ * ids_buf[v] (MAPPED 1, a head's d2t). The scratch is sized for the tree's
+ * largest level (kernels/sample_layout.h), shared by the levels. */
 void gp_op_expand(ctx *c, int d, int V, int rule, bool by_depth, int q_buf, int ids_buf)
 {
 	const act_ix *a = &c->a;
 	const rt_tree *t = &c->s->tree;
 	const int l0 = t->level_start[d], nd = t->level_start[d + 1] - l0;
-	gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", V), PI("RULE", rule),
-	                   PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND), PI("Q_BY_DEPTH", by_depth),
-	                   PI("MAPPED", ids_buf >= 0)};
 	int kc = t->level_start[d + 2] - t->level_start[d + 1], kmax = 1;
 	for (int i = l0; i < l0 + nd; i++)
 		kmax = t->n_children[i] > kmax ? t->n_children[i] : kmax;
+	const int S = sw_expand_slices(nd, V, BLK_EXPAND);
+	int64_t words = 0; /* the largest level's need */
+	for (int e = 0; e < t->depth_max; e++) {
+		const int n = t->level_start[e + 1] - t->level_start[e];
+		int km = 1;
+		for (int i = t->level_start[e]; i < t->level_start[e + 1]; i++)
+			km = t->n_children[i] > km ? t->n_children[i] : km;
+		words = gp_max64(words, sw_expand_scratch_words(rule, t->n, n,
+		                                             sw_expand_slices(n, V, BLK_EXPAND), km,
+		                                             BLK_EXPAND));
+	}
+	const int scratch = sample_scratch(c, "expand_scratch", words);
+	gen_param prm[] = {PNAME, PI("N_NODES", t->n), PI("V", V), PI("RULE", rule),
+	                   PI("LEVEL_BEGIN", l0), PI("BLOCK", BLK_EXPAND), PI("Q_BY_DEPTH", by_depth),
+	                   PI("MAPPED", ids_buf >= 0), PI("SLICES", S), PI("KMAX", kmax)};
+	/* the candidates (or chunk sums) written by every block and read by the
+	 * merging one */
+	const double rec = 8.0 * (sw_expand_scratch_words(rule, t->n, nd, S, kmax, BLK_EXPAND) - t->n);
+	/* per entry: each best-below round recomputes its key: the race's a
+	 * Philox draw (10 rounds) and a double log and divide, ~100; top-k's a
+	 * compare; sampling sums once (the walks are a chunk a child) */
+	const double per = rule == 2 ? 10.0 + 100.0 * kmax : rule == 3 ? 10.0 + 200.0
+	                   : rule == 0 ? 4.0 + 4.0 * kmax : 4.0;
 	op_desc od = {.name = "expand", .op = "tree_expand", .exec = GEN_EXEC_KERNEL,
-	              .kernel = gp_kernel_x(c, "expand", "tree_expand.cu.tmpl", prm, 8, GEN_PREFIX_PHILOX,
-	                                    false, NULL),
-	              .gx = nd, .block = BLK_EXPAND, .n_args = 6,
+	              .kernel = gp_kernel_x(c, "expand", "tree_expand.cu.tmpl", prm, 10, GEN_PREFIX_PHILOX,
+	                                 false, NULL),
+	              .gx = S, .gy = nd, .block = BLK_EXPAND, .n_args = 7,
 	              .args = {A(a->tree_tokens, 0), A(q_buf, 0), A(a->tree_table, 0),
 	                       A(a->sampling, 4 * RT_SP_SEED_LO), A(a->iter, 0),
-	                       A(ids_buf >= 0 ? ids_buf : a->tree_table, 0)},
-	              .bytes = (double)nd * V * (ids_buf >= 0 ? 8 : 4) + kc * 4.0 + t->n * 20.0,
-	              .flops = (double)nd * V * (20.0 + 4.0 * kmax)};
+	                       A(ids_buf >= 0 ? ids_buf : a->tree_table, 0), A(scratch < 0 ? 0 : scratch, 0)},
+	              .bytes = (double)nd * V * (ids_buf >= 0 ? 8 : 4) + kc * 4.0 + t->n * 20.0 + rec,
+	              .flops = (double)nd * V * per};
 	gp_emit(c, &od);
 }
 

@@ -26,6 +26,7 @@
 #include "device/dev_cuda_api.h"
 #include "engine/manifest.h"
 #include "core/tree.h"
+#include "kernels/sample_layout.h"
 #include "kernels/verify_layout.h"
 #include "kern_util.h"
 
@@ -647,10 +648,15 @@ static void test_build_block_kernels(void **state)
 		}
 		for (int rule = 0; rule < 4; rule++) {
 			const rt_tree *t = rule == 3 ? &bin : &cart;
+			const int nl = t->level_start[2] - t->level_start[1];
+			int km = 1;
+			for (int u = t->level_start[1]; u < t->level_start[2]; u++)
+				km = t->n_children[u] > km ? t->n_children[u] : km;
 			gen_param p[] = {BN, BI("N_NODES", t->n), BI("V", VD), BI("RULE", rule),
 			                 BI("LEVEL_BEGIN", t->level_start[1]), BI("BLOCK", 256),
-			                 BI("Q_BY_DEPTH", 1), BI("MAPPED", 0)};
-			nvrtc_check_ex("tree_expand.cu.tmpl", "expand", p, 8, true);
+			                 BI("Q_BY_DEPTH", 1), BI("MAPPED", 0),
+			                 BI("SLICES", sw_expand_slices(nl, VD, 256)), BI("KMAX", km)};
+			nvrtc_check_ex("tree_expand.cu.tmpl", "expand", p, 10, true);
 		}
 		for (int m = 0; m <= 5; m++) {
 			const rt_tree *t = m == 3 ? &bin : m == 5 ? &chain : &cart;

@@ -22,36 +22,86 @@
 #include "decode/tree_verify.h"
 
 #include "op_harness.h"
+#include "kernels/sample_layout.h"
 #include "kernels/verify_layout.h"
 #include "kernels/ref/ref.h"
 
 /* Q_BY_DEPTH of the kernels expand_all loads: 0 (q row u) unless a test
  * sets 1 (row depth(u)); g_ids: the MAPPED 1 ids (NULL: MAPPED 0, the ids
- * argument is the tree table, which the kernel must not read as ids). */
+ * argument is the tree table, which the kernel must not read as ids);
+ * g_slices: the vocabulary slices per node (0: the planner's,
+ * sw_expand_slices; else that many, at most the block). */
 static int g_qd = 0;
 static int32_t *g_ids = NULL;
+static int g_slices = 0;
+
+static int level_kmax(const rt_tree *t, int level)
+{
+	int km = 1;
+	for (int u = t->level_start[level]; u < t->level_start[level + 1]; u++)
+		km = t->n_children[u] > km ? t->n_children[u] : km;
+	return km;
+}
+
+static int level_slices(const rt_tree *t, int V, int level, int block)
+{
+	const int n = t->level_start[level + 1] - t->level_start[level];
+	return g_slices ? (g_slices < block ? g_slices : block) : sw_expand_slices(n, V, block);
+}
 
 static const emu_kernel *expand_kernel(const rt_tree *t, int V, int rule, int level, int block)
 {
 	gen_param p[] = {OH_NAME, OH_I("N_NODES", t->n), OH_I("V", V), OH_I("RULE", rule),
 	                 OH_I("LEVEL_BEGIN", t->level_start[level]), OH_I("BLOCK", block),
-	                 OH_I("Q_BY_DEPTH", g_qd), OH_I("MAPPED", g_ids != NULL)};
-	return oh_load(SW_OP_tree_expand, p, 8);
+	                 OH_I("Q_BY_DEPTH", g_qd), OH_I("MAPPED", g_ids != NULL),
+	                 OH_I("SLICES", level_slices(t, V, level, block)),
+	                 OH_I("KMAX", level_kmax(t, level))};
+	return oh_load(SW_OP_tree_expand, p, 10);
+}
+
+/* The kernel's scratch for every level of t, as the planner sizes it
+ * (kernels/sample_layout.h: the largest level's), shared by the levels like
+ * the engine's: the tree's node counters at 0 (the planner's zeroed arena),
+ * the records poisoned. */
+static int32_t *expand_scratch(const rt_tree *t, int V, int rule, int block)
+{
+	int64_t w = 0;
+	for (int d = 0; d < t->depth_max; d++) {
+		const int n = t->level_start[d + 1] - t->level_start[d];
+		const int64_t x = sw_expand_scratch_words(rule, t->n, n, level_slices(t, V, d, block),
+		                                          level_kmax(t, d), block);
+		w = x > w ? x : w;
+	}
+	int32_t *s = emu_alloc((size_t)w * sizeof(int32_t), "expand scratch");
+	memset(s, 0, (size_t)t->n * sizeof(int32_t));
+	return s;
+}
+
+/* Launches level d's expansion: grid SLICES x nodes; the node counters are
+ * back at 0 afterwards (each merging block resets its own). */
+static void expand_level(const rt_tree *t, const emu_kernel *k, int V, int d, int block,
+                         int32_t *tok, float *q, int32_t *tree, uint32_t *sw, uint32_t *iter,
+                         int32_t *scr)
+{
+	unsigned n = (unsigned)(t->level_start[d + 1] - t->level_start[d]);
+	int32_t *ids = g_ids ? g_ids : tree;
+	void *args[] = {&tok, &q, &tree, &sw, &iter, &ids, &scr};
+	launch(k, d3((unsigned)level_slices(t, V, d, block), n, 1), d3((unsigned)block, 1, 1), args);
+	for (int i = 0; i < t->n; i++)
+		assert_int_equal(scr[i], 0);
 }
 
 /* Runs the expansion of every level that has children. */
 static void expand_all(const rt_tree *t, int V, int rule, int block, int32_t *tok, float *q,
                        int32_t *tree, uint64_t seed, uint32_t *iter)
 {
-	for (int d = 0; d < t->depth_max; d++) {
-		const emu_kernel *k = expand_kernel(t, V, rule, d, block);
-		unsigned n = (unsigned)(t->level_start[d + 1] - t->level_start[d]);
-		uint32_t *sw = kern_seed(seed);
-		int32_t *ids = g_ids ? g_ids : tree;
-		void *args[] = {&tok, &q, &tree, &sw, &iter, &ids};
-		launch(k, d3(n, 1, 1), d3((unsigned)block, 1, 1), args);
-		emu_free(sw);
-	}
+	int32_t *scr = expand_scratch(t, V, rule, block);
+	uint32_t *sw = kern_seed(seed);
+	for (int d = 0; d < t->depth_max; d++)
+		expand_level(t, expand_kernel(t, V, rule, d, block), V, d, block, tok, q, tree, sw, iter,
+		             scr);
+	emu_free(sw);
+	emu_free(scr);
 }
 
 static long g_nodes, g_tokens, g_mismatch;
@@ -91,9 +141,13 @@ static void check(const char *tree_spec, int rule, int V, float temp, int n_seed
 			char what[128];
 			if (!nc)
 				continue;
-			if (rt_expand_node(rule, q + (size_t)u * V, V, nc, seed, *iter, (uint32_t)u, want, NULL,
-			                   NULL))
+			if (u > 0 && tok[u] < 0) { /* absent (a small V ran out): absent children */
+				for (int i = 0; i < nc; i++)
+					want[i] = -1;
+			} else if (rt_expand_node(rule, q + (size_t)u * V, V, nc, seed, *iter, (uint32_t)u,
+			                          want, NULL, NULL)) {
 				fail_msg("rt_expand_node failed");
+			}
 			for (int i = 0; i < nc; i++)
 				got[i] = tok[t.child_list[t.child_start[u] + i]];
 			snprintf(what, sizeof(what), "%s rule %d V %d seed %d node %d", tree_spec, rule, V, sd,
@@ -241,7 +295,51 @@ static void test_expand_absent(void **state)
 	}
 	check_absent("kary:2:4", RT_EXPAND_SPECHUB, 32, 8);
 	check_absent("biseq16", RT_EXPAND_SPECHUB, 64, 4);
+	/* V = 33 is one slice at the planner's count: again over 3 and 7
+	 * slices of 11 and 5 entries (slices without any q > 0, a child's
+	 * candidates spread over several slices) */
+	for (int sl = 3; sl <= 7; sl += 4) {
+		g_slices = sl;
+		for (int r = 0; r < 3; r++)
+			check_absent("kary:4:3", r, 32, 3);
+		check_absent("kary:2:4", RT_EXPAND_SPECHUB, 32, 4);
+		g_slices = 0;
+	}
 	report("absent children, V=33");
+}
+
+/* The awkward vocabularies (1, 31, 4097, 151936, 262144) at several node
+ * counts per level, every rule, at the planner's slice count and at others
+ * (1: the one-block reduction; 5 and 64: slices of unequal and of few
+ * entries; more slices than entries at V = 31): children identical to
+ * rt_expand_node. The two large vocabularies run a short tree (a root of
+ * 2-3 children, or 3 nodes of 2) to bound the emulator's time. */
+static void test_expand_vocab(void **state)
+{
+	(void)state;
+	static const int sl[] = {0, 1, 5, 64};
+	for (int i = 0; i < 4; i++) {
+		g_slices = sl[i];
+		for (int r = 0; r < 3; r++) {
+			check("kary:3:2", r, 1, 1.0f, 2, 32);
+			check("kary:3:2", r, 31, 1.0f, 2, 32);
+			check("eagle25", r, 4097, 0.6f, 1, 128);
+		}
+		check("biseq8", RT_EXPAND_SPECHUB, 1, 1.0f, 2, 32);
+		check("biseq8", RT_EXPAND_SPECHUB, 31, 0.6f, 2, 32);
+		check("biseq8", RT_EXPAND_SPECHUB, 4097, 1.0f, 1, 128);
+	}
+	g_slices = 0;
+	report("V=1 / 31 / 4097 at 1, 5, 64 and the planner's slices");
+	for (int r = 0; r < 3; r++)
+		check(r == 1 ? "kary:2:2" : "kary:3:1", r, 151936, 1.0f, 1, 256);
+	check("biseq8", RT_EXPAND_SPECHUB, 262144, 1.0f, 1, 256);
+	check("kary:2:1", RT_EXPAND_SAMPLE_WOR, 262144, 0.6f, 1, 256);
+	g_slices = 7;
+	check("kary:2:1", RT_EXPAND_TOPK, 262144, 1.0f, 1, 256);
+	check("kary:2:1", RT_EXPAND_SAMPLE, 151936, 1.0f, 1, 256);
+	g_slices = 0;
+	report("V=151936 / 262144");
 }
 
 /* The kernel path end to end on a Markov table: level by level, q rows of
@@ -507,6 +605,7 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n, 
 	long n_absent = 0;
 	const int root = 2;
 	uint32_t *seed = kern_seed(4242);
+	int32_t *scr = expand_scratch(&t, V, rule, B);
 	for (int it = 0; it < n; it++) {
 		*iter = (uint32_t)it;
 		tok[0] = root;
@@ -523,9 +622,7 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n, 
 			}
 			if (d == t.depth_max)
 				break;
-			unsigned nl = (unsigned)(t.level_start[d + 1] - t.level_start[d]);
-			void *ea[] = {&tok, &q, &tree, &seed, &iter, &tree};
-			launch(ek[d], d3(nl, 1, 1), d3(B, 1, 1), ea);
+			expand_level(&t, ek[d], V, d, B, tok, q, tree, seed, iter, scr);
 		}
 		void *va[] = {&path, &otok, &counts, &tree, &tok, &p, &q, &scratch, &seed, &iter};
 		launch(vk, d3((unsigned)sw_verify_grid(t.n, 1, method), 1, 1), d3(B, 1, 1), va);
@@ -555,6 +652,7 @@ static void chi2_one(const char *tree_spec, int rule, int method, int V, int n, 
 	emu_free(q);
 	emu_free(scratch);
 	emu_free(seed);
+	emu_free(scr);
 	emu_free(iter);
 }
 
@@ -579,10 +677,13 @@ static void test_expand_nvrtc(void **state)
 	sw_err err = {0};
 	assert_int_equal(rt_tree_parse("sequoia63", NULL, &t, &err), 0);
 	for (int r = 0; r < 8; r++) {
-		gen_param p[] = {OH_NAME, OH_I("N_NODES", t.n), OH_I("V", r < 4 ? 32003 : 4099),
+		const int V = r < 4 ? 32003 : 4099;
+		gen_param p[] = {OH_NAME, OH_I("N_NODES", t.n), OH_I("V", V),
 		                 OH_I("RULE", r % 4), OH_I("LEVEL_BEGIN", t.level_start[1]),
-		                 OH_I("BLOCK", 256), OH_I("Q_BY_DEPTH", 0), OH_I("MAPPED", r >= 4)};
-		oh_nvrtc_p(SW_OP_tree_expand, p, 8);
+		                 OH_I("BLOCK", 256), OH_I("Q_BY_DEPTH", 0), OH_I("MAPPED", r >= 4),
+		                 OH_I("SLICES", level_slices(&t, V, 1, 256)),
+		                 OH_I("KMAX", level_kmax(&t, 1))};
+		oh_nvrtc_p(SW_OP_tree_expand, p, 10);
 	}
 }
 
@@ -591,6 +692,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_expand_rules),
 		cmocka_unit_test(test_expand_absent),
+		cmocka_unit_test(test_expand_vocab),
 		cmocka_unit_test(test_expand_by_depth),
 		cmocka_unit_test(test_expand_mapped),
 		cmocka_unit_test(test_expand_exact),

@@ -3,7 +3,12 @@
  * greedy one-hot) and the host decoder's (rt_probs wraps it). The values are
  * arguments here as they are run-time words there (the engine's "sampling"
  * buffer): one engine serves every setting. Sorting is only
- * done when a mask is on, and only over the tokens with nonzero weight. */
+ * done when a mask is on, and only over the tokens with nonzero weight.
+ * The kernel spreads a row over many blocks and finds the same kept set
+ * without sorting; it sums the masses exactly (fixed point, floor(e 2^63))
+ * where this sums them in double in sorted order, so a top-p decision can
+ * differ only where c / ks lies within ~V 2^-52 of top_p, and 1 / ks by one
+ * float rounding (tests/test_kern_logits_process.c derives the bound). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>

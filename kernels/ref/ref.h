@@ -189,7 +189,7 @@ void ref_kv_store(uint16_t *kc, uint16_t *vc, const float *k, const float *v, in
 /* The bookkeeping step of one iteration (layout: kernels/engine_state.h;
  * the specification of templates/step.cu.tmpl, see kernels/ref/step.c):
  * mode 0 tree_prep, 1 catchup_prep, 2 iter_end. tree_table is 5 * n_nodes
- * int32 (gen_tree_table); the ring of `ring` entries follows the state
+ * int32 (rt_tree_table); the ring of `ring` entries follows the state
  * header; hist (max_ctx entries, mode 2 with has_hist) is never written past
  * its end. Arguments a mode does not use may be NULL. */
 void ref_step(int mode, int n_nodes, int ring, int max_ctx, int has_hist, int32_t *state,
@@ -358,7 +358,7 @@ int ref_sample_cdf(const float *w, int V, double u);
  * mass. tmp: V floats. */
 int ref_sample_residual(const float *p, const float *q, int32_t q_tok, int V, double u, float *tmp);
 
-/* The tree table the tree_expand and verify kernels read (gen_tree_table of
+/* The tree table the tree_expand and verify kernels read (rt_tree_table of
  * runtime/core/tree.h): 5 rows of n_nodes int32 — parent (-1 for the
  * root), n_children, child_start, child_list, depth; the children of u are
  * child_list[child_start[u] + r], r the rank. Checks it describes a tree

@@ -7,7 +7,8 @@
  * standing for id ids[v]: they draw what the plain forms draw from q
  * scattered onto the ids (ALGORITHMS.txt 11), lanes and ties by id, except
  * SAMPLE, whose inverse CDF runs in entry order (the same draw when ids
- * ascend). */
+ * ascend). The kernel splits each node's row over many blocks and merges
+ * their candidates: the same keys and order, the same children. */
 #include <math.h>
 
 #include "kernels/philox.h"

@@ -228,7 +228,8 @@ static int op_tree_attention(const rt_op *op, sw_err *err)
 	return rc ? sw_errf(err, rc, "%s: tree attention failed (out of memory?)", op->entry) : 0;
 }
 
-/* (probs, logits, params); rows = grid.x; params: temperature (f32 bits),
+/* (probs, logits, params, scratch); rows = grid.y (grid.x: the kernel's
+ * phases x slices; the scratch is its own, not read here); params: temperature (f32 bits),
  * top-k, top-p (f32 bits), read at run time (kernels/engine_state.h);
  * greedy: a one-hot at the argmax; T > 0 without truncation:
  * hr_softmax_temp; with top-k / top-p hr_logits_truncate (host_rowops.h) */
@@ -239,7 +240,7 @@ static int op_logits_process(const rt_op *op, sw_err *err)
 	float temp, top_p;
 	memcpy(&temp, &prm[0], sizeof(temp));
 	memcpy(&top_p, &prm[2], sizeof(top_p));
-	const int T = (int)live_rows(op, op->grid[0]);
+	const int T = (int)live_rows(op, op->grid[1]);
 	float *probs = ARG(op, 0, float *);
 	const float *logits = ARG(op, 1, const float *);
 	if (!(temp > 0.0f)) { /* greedy (NaN too): ref_logits_process_row's one-hot */
@@ -278,9 +279,11 @@ static int op_argmax(const rt_op *op, sw_err *err)
 	return 0;
 }
 
-/* (tok, q, tree, seed, iter, ids): seed = two words (low, high); nodes
- * LEVEL_BEGIN .. LEVEL_BEGIN + grid.x - 1; Q_BY_DEPTH: q row depth(u)
- * instead of u; MAPPED: entry v of q is id ids[v] (else ids unread) */
+/* (tok, q, tree, seed, iter, ids, scratch): seed = two words (low, high);
+ * nodes LEVEL_BEGIN .. LEVEL_BEGIN + grid.y - 1 (grid.x: the kernel's
+ * vocabulary slices); Q_BY_DEPTH: q row depth(u) instead of u; MAPPED:
+ * entry v of q is id ids[v] (else ids unread); the scratch is the kernel's
+ * own (kernels/sample_layout.h), not read here */
 static int op_tree_expand(const rt_op *op, sw_err *err)
 {
 	const char *why = NULL;
@@ -288,7 +291,7 @@ static int op_tree_expand(const rt_op *op, sw_err *err)
 	                        PI_("MAPPED") ? ARG(op, 5, const int32_t *) : NULL,
 	                        ARG(op, 2, const int32_t *), seed_of(ARG(op, 3, const uint32_t *)),
 	                        *ARG(op, 4, const uint32_t *), (int)PI_("N_NODES"), (int)PI_("V"),
-	                        (int)PI_("RULE"), (int)PI_("LEVEL_BEGIN"), (int)op->grid[0],
+	                        (int)PI_("RULE"), (int)PI_("LEVEL_BEGIN"), (int)op->grid[1],
 	                        (int)PI_("Q_BY_DEPTH"), &why))
 		return refused(op, why, err);
 	return 0;

@@ -13,6 +13,7 @@
 #include "kernels/engine_state.h"
 #include "kernels/ops.h"
 #include "kernels/ref/ref.h"
+#include "kernels/sample_layout.h"
 #include "kernels/verify_layout.h"
 
 typedef struct ectx {
@@ -486,47 +487,72 @@ static void ext_kv_commit(ectx *c)
  * three sampling words (temperature, top-k, top-p). */
 static void ext_logits_process(ectx *c)
 {
-	const int64_t V = P(c, "V", 1, MAXI), R = c->x->grid[0];
+	const int64_t V = P(c, "V", 1, MAXI), R = c->x->grid[1];
+	const unsigned *g = c->x->grid;
+	const int64_t S = g[0] / SW_LOGITS_PHASES; /* the slices: a run-time value of the grid */
 	block_is(c, P(c, "BLOCK", 32, 1024));
+	if (!c->rc && (S < 1 || S > 1024 || (int64_t)g[0] != SW_LOGITS_PHASES * S || g[2] != 1 ||
+	               R < 1 || R > SW_LOGITS_MAX_ROWS))
+		refuse(c, "grid [%u, %u, %u], expected [%d x slices (1 to 1024), rows (1 to %d), 1] (the "
+		       "phases' blocks of each row)", g[0], g[1], g[2], SW_LOGITS_PHASES,
+		       SW_LOGITS_MAX_ROWS);
 	for (int a = 0; a < 2; a++)
-		set(c, a, mul3(R, V, 4), a == 0, "grid.x %lld rows x V %lld f32", (long long)R,
+		set(c, a, mul3(R, V, 4), a == 0, "grid.y %lld rows x V %lld f32", (long long)R,
 		    (long long)V);
 	set(c, 2, 3 * 4, false, "3 sampling words");
+	set(c, 3, c->rc ? 0 : mul(sw_logits_scratch_words(R, S), 4), true,
+	    "logits scratch of %lld rows x %lld slices (sample_layout.h)", (long long)R, (long long)S);
 }
 
-/* tree_expand.cu.tmpl:130-155: node u = LEVEL_BEGIN + BID_X < N_NODES reads
- * its own token (< N_NODES; absent or a leaf: no q read), q row u (V
- * floats; Q_BY_DEPTH: row depth(u), bounded by the manifest's own tree
- * table, the one the engine loads) and the tree table (5 x N_NODES),
- * writes tokens of its children (< N_NODES); the seed's two words and an
- * iteration word; MAPPED: ids (V i32). */
+/* tree_expand.cu.tmpl: grid SLICES x (nodes in the level); node u =
+ * LEVEL_BEGIN + BID_Y < N_NODES reads its own token (< N_NODES; absent or a
+ * leaf: no q read), q row u (V floats; Q_BY_DEPTH: row depth(u), bounded by
+ * the manifest's own tree table, the one the engine loads) and the tree
+ * table (5 x N_NODES), writes tokens of its children (< N_NODES); the seed's
+ * two words and an iteration word; MAPPED: ids (V i32); the scratch of
+ * kernels/sample_layout.h for the level (KMAX candidates a slice: at least
+ * the level's largest child count, which the merge reads). */
 static void ext_tree_expand(ectx *c)
 {
 	const int64_t N = P_eq(c, "N_NODES", c->m->n_nodes, "$.shapes.tree.nodes");
 	const int64_t V = P(c, "V", 1, MAXI), L0 = P(c, "LEVEL_BEGIN", 0, MAXI);
-	const int64_t QD = P(c, "Q_BY_DEPTH", 0, 1);
-	(void)P(c, "RULE", 0, 16);
-	block_is(c, P(c, "BLOCK", 32, 1024));
-	if (!c->rc && L0 + c->x->grid[0] > N)
-		refuse(c, "LEVEL_BEGIN %lld + grid.x %u nodes, expected at most N_NODES %lld",
-		       (long long)L0, c->x->grid[0], (long long)N);
+	const int64_t QD = P(c, "Q_BY_DEPTH", 0, 1), R = P(c, "RULE", 0, 3);
+	const int64_t B = P(c, "BLOCK", 32, 1024), S = P(c, "SLICES", 1, B);
+	const int64_t KM = P(c, "KMAX", 1, N);
+	const unsigned *g = c->x->grid;
+	const int64_t nl = g[1];
+	block_is(c, B);
+	if (!c->rc && (g[0] != (uint64_t)S || g[2] != 1))
+		refuse(c, "grid [%u, %u, %u], expected [%lld, nodes, 1] (SLICES %lld vocabulary slices "
+		       "of each node)", g[0], g[1], g[2], (long long)S, (long long)S);
+	if (!c->rc && L0 + nl > N)
+		refuse(c, "LEVEL_BEGIN %lld + grid.y %lld nodes, expected at most N_NODES %lld",
+		       (long long)L0, (long long)nl, (long long)N);
+	for (int64_t u = L0; !c->rc && u < L0 + nl; u++)
+		if (c->m->tree_table[N + u] > KM)
+			refuse(c, "node %lld has %d children, expected at most KMAX %lld", (long long)u,
+			       c->m->tree_table[N + u], (long long)KM);
 	set(c, 0, mul(N, 4), true, "N_NODES %lld tokens", (long long)N);
 	if (QD) { /* row depth(u) of the expanding nodes (a leaf returns first) */
 		int64_t rows = 0;
-		for (int64_t u = L0; !c->rc && u < L0 + c->x->grid[0]; u++)
+		for (int64_t u = L0; !c->rc && u < L0 + nl; u++)
 			if (c->m->tree_table[N + u] > 0 && c->m->tree_table[4 * N + u] + 1 > rows)
 				rows = c->m->tree_table[4 * N + u] + 1;
 		set(c, 1, mul3(rows, V, 4), false, "Q_BY_DEPTH: max depth + 1 = %lld rows x V %lld f32",
 		    (long long)rows, (long long)V);
 	} else {
-		set(c, 1, mul3(L0 + c->x->grid[0], V, 4), false, "(LEVEL_BEGIN + grid.x) %lld rows x V "
-		    "%lld f32", (long long)(L0 + c->x->grid[0]), (long long)V);
+		set(c, 1, mul3(L0 + nl, V, 4), false, "(LEVEL_BEGIN + grid.y) %lld rows x V %lld f32",
+		    (long long)(L0 + nl), (long long)V);
 	}
 	set(c, 2, mul3(5, N, 4), false, "5 x N_NODES %lld tree words", (long long)N);
 	set(c, 3, 2 * 4, false, "two seed words");
 	set(c, 4, 4, false, "one iteration word");
 	const int64_t MP = P(c, "MAPPED", 0, 1);
 	set(c, 5, MP ? mul(V, 4) : 0, false, "%s", MP ? "V i32 (ids: d2t)" : "not read (MAPPED 0)");
+	set(c, 6, c->rc ? 0 : mul(sw_expand_scratch_words((int)R, N, nl, S, KM, B), 4), true,
+	    "expand scratch of %lld nodes, SLICES %lld, KMAX %lld, BLOCK %lld, RULE %lld "
+	    "(sample_layout.h)", (long long)nl, (long long)S, (long long)KM, (long long)B,
+	    (long long)R);
 }
 
 /* verify.cu.tmpl: grid N_NODES x SLICES (a block per node and vocabulary

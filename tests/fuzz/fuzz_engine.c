@@ -16,6 +16,7 @@
 
 #include "engine/manifest.h"
 #include "kernels/engine_state.h"
+#include "kernels/sample_layout.h"
 
 static long long prm(const rt_kernel_info *k, const char *name)
 {
@@ -54,14 +55,19 @@ static long long touched(const rt_manifest *e, const rt_engine_pop *x, int a)
 		       : a == 3 || a == 4 ? prm(k, "MAX_CTX") * prm(k, "N_KV_HEADS") * hd * 2
 		       : a == 5 ? 4 : -1;
 	}
-	if (!strcmp(op, "logits_process")) /* probs, logits: g0 rows of V; 3 sampling words */
-		return a == 2 ? 3 * 4 : g0 * prm(k, "V") * 4;
-	if (!strcmp(op, "tree_expand")) {
+	if (!strcmp(op, "logits_process")) /* probs, logits: g1 rows of V; 3 sampling words;
+	                                      * the scratch of sample_layout.h */
+		return a == 2 ? 3 * 4 : a == 3 ? sw_logits_scratch_words(g1, g0 / SW_LOGITS_PHASES) * 4
+		       : g1 * prm(k, "V") * 4;
+	if (!strcmp(op, "tree_expand")) { /* grid SLICES x nodes; scratch: sample_layout.h */
 		const long long l0 = prm(k, "LEVEL_BEGIN");
-		long long rows = l0 + g0;
+		long long rows = l0 + g1;
+		if (a == 6)
+			return sw_expand_scratch_words((int)prm(k, "RULE"), N, g1, prm(k, "SLICES"),
+			                               prm(k, "KMAX"), prm(k, "BLOCK")) * 4;
 		if (prm(k, "Q_BY_DEPTH")) { /* q row depth(u) of the level's nodes with children */
 			rows = 0;
-			for (long long u = l0; u < l0 + g0; u++)
+			for (long long u = l0; u < l0 + g1; u++)
 				if (e->tree_table[N + u] > 0 && e->tree_table[4 * N + u] + 1 > rows)
 					rows = e->tree_table[4 * N + u] + 1;
 		}
