@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/digest.h"
+#include "core/wparts.h"
 #include "core/fileio.h"
 #include "core/output.h"
 #include "core/sha256.h"
@@ -345,17 +346,27 @@ static int weights_digest(const gen_plan *p, const char *tag, const char *path,
 		                     strcmp(field, "mask_embd") && strcmp(field, "fc") &&
 		                     strcmp(field, "fc_norm") && strcmp(field, "d2t") &&
 		                     strcmp(field, "t2d");
-		for (int l = 0; l < (layered ? (int)b->shape[0] : 1) && !rc; l++) {
-			size_t k = 0;
-			const float *x = bd   ? rt_bd_weight(bd, field, layered ? l : -1, &k)
-			                 : e3 ? rt_e3_weight(e3, field, &k)
-			                      : rt_model_weight(m, field, layered ? l : -1, &k);
-			if (!x)
-				rc = sw_errf(err, SW_EINVAL, "%s: no weight %s (layer %d) for buffer %s", path,
-				             field, layered ? l : -1, b->name);
-			else
-				sw_digest_weight(&d, field, layered ? l : -1, x, k);
+		/* a fused buffer (core/wparts.h): each part over the layers, as
+		 * the unfused engine's buffers would be */
+		const char *parts[SW_WPARTS_MAX];
+		int np = sw_wparts(field, parts);
+		if (!np) {
+			parts[0] = field;
+			np = 1;
 		}
+		for (int p = 0; p < np && !rc; p++)
+			for (int l = 0; l < (layered ? (int)b->shape[0] : 1) && !rc; l++) {
+				const char *f = parts[p];
+				size_t k = 0;
+				const float *x = bd   ? rt_bd_weight(bd, f, layered ? l : -1, &k)
+				                 : e3 ? rt_e3_weight(e3, f, &k)
+				                      : rt_model_weight(m, f, layered ? l : -1, &k);
+				if (!x)
+					rc = sw_errf(err, SW_EINVAL, "%s: no weight %s (layer %d) for buffer %s", path,
+					             f, layered ? l : -1, b->name);
+				else
+					sw_digest_weight(&d, f, layered ? l : -1, x, k);
+			}
 	}
 	rt_block_drafter_free(bd);
 	rt_eagle3_free(e3);
