@@ -6,8 +6,8 @@
  * files the engine binds (gen/build.c). One file per kind: drafter_ngram.c,
  * drafter_model.c (a draft model and a layer-skip draft), drafter_block.c,
  * drafter_eagle3.c; the registry (drafters.h) maps the spec's draft kind
- * (gen_spec.draft_kind) to its gen_drafter. A slot left NULL adds nothing.
- * Internal to gen/. */
+ * (gen_spec.draft_kind) to its gen_drafter. A slot left NULL adds nothing;
+ * methods and parse are required. Internal to gen/. */
 #ifndef GEN_DRAFTER_H
 #define GEN_DRAFTER_H
 

@@ -526,9 +526,10 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 				if (all)
 					other = gen_drafter_of(i);
 			}
-			char exp[320];
-			snprintf(exp, sizeof(exp), "%s only with method \"%s\"", lacks,
-			         other ? other->methods[0] : "?");
+			char exp[320], with[80] = "another method";
+			if (other)
+				snprintf(with, sizeof(with), "method \"%s\"", other->methods[0]);
+			snprintf(exp, sizeof(exp), "%s only with %s", lacks, with);
 			return json_refuse(err, d, "$.draft", exp, "%s with \"%s\"", n > 1 ? "them" : "it",
 			                   method);
 		}
