@@ -19,11 +19,12 @@
  * inside the window, so check refuses a prefill chunk or tree larger than
  * sliding_window when the window cuts (max_context above it). Also refused: a final
  * logit softcap (Gemma 2's; Gemma 3 has none), gguf_a8 weights (the engine's
- * GGUF binding has no per-layer RoPE table) and a block drafter (its
- * embedding has no scale). */
+ * GGUF binding has no per-layer RoPE table) and a drafter that embeds tokens
+ * without the scale (gen_drafter.embd_unscaled: a block drafter). */
 #include <stdio.h>
 
 #include "arch.h"
+#include "drafter.h"
 #include "spec.h"
 
 enum { W_QN = 0, W_KN, W_POST_ATTN, W_POST_FFN, W_FREQ };
@@ -88,11 +89,12 @@ static int gemma_check(const rt_config *cfg, const char *role, const gen_spec *s
 		snprintf(r->found, sizeof(r->found), "\"gguf_a8\"");
 		return 1;
 	}
-	if (s->draft_kind == GEN_DRAFT_BLOCK) {
+	const gen_drafter *dr = gen_drafter_of(s->draft_kind);
+	if (dr && dr->embd_unscaled) {
 		r->key = "draft";
 		snprintf(r->expected, sizeof(r->expected), "an ngram, layerskip or model draft with a "
 		         "gemma3 %s", role);
-		snprintf(r->found, sizeof(r->found), "a block drafter");
+		snprintf(r->found, sizeof(r->found), "%s", dr->noun);
 		return 1;
 	}
 	return 0;

@@ -27,6 +27,7 @@
 #include "gen/jit/cache.h"
 #include "core/hash.h"
 #include "gen/jit/nvrtc.h"
+#include "drafter.h"
 #include "plan.h"
 #include "render.h"
 
@@ -312,26 +313,10 @@ static int write_manifest(const char *dir, const gen_spec *s, const char *json, 
 
 /* The digest of the weights behind the plan's `tag`.* buffers (core/digest.h):
  * each buffer in plan order, each layer of a layered one, as bind uploads
- * them (runtime/engine/engine.c upload_weights). block_dir: the weights are
- * the block drafter's there (path: its target). */
-static int weights_digest(const gen_plan *p, const char *tag, const char *path,
-                          const char *block_dir, const char *e3_dir, char *out, size_t n,
-                          sw_err *err)
+ * them (runtime/engine/engine.c upload_weights), read from w. */
+static int weights_digest(const gen_plan *p, const char *tag, const gen_weights_src *w,
+                          char *out, size_t n, sw_err *err)
 {
-	rt_model *m = rt_model_load(path, err);
-	if (!m)
-		return sw_err_prefix(err, "digest of the %s's weights", tag);
-	rt_block_drafter *bd = NULL;
-	rt_eagle3 *e3 = NULL;
-	if ((block_dir && !(bd = rt_block_drafter_load(block_dir, m, err))) ||
-	    (e3_dir && !(e3 = rt_eagle3_load(e3_dir, m, err)))) {
-		rt_model_free(m);
-		return sw_err_prefix(err, "digest of the %s's weights", tag);
-	}
-	if (bd)
-		path = block_dir;
-	if (e3)
-		path = e3_dir;
 	sw_digest d;
 	sw_digest_init(&d);
 	const size_t tl = strlen(tag);
@@ -354,25 +339,52 @@ static int weights_digest(const gen_plan *p, const char *tag, const char *path,
 			parts[0] = field;
 			np = 1;
 		}
-		for (int p = 0; p < np && !rc; p++)
+		for (int q = 0; q < np && !rc; q++)
 			for (int l = 0; l < (layered ? (int)b->shape[0] : 1) && !rc; l++) {
-				const char *f = parts[p];
+				const char *f = parts[q];
 				size_t k = 0;
-				const float *x = bd   ? rt_bd_weight(bd, f, layered ? l : -1, &k)
-				                 : e3 ? rt_e3_weight(e3, f, &k)
-				                      : rt_model_weight(m, f, layered ? l : -1, &k);
+				const float *x = w->get(w->h, f, layered ? l : -1, &k);
 				if (!x)
-					rc = sw_errf(err, SW_EINVAL, "%s: no weight %s (layer %d) for buffer %s", path,
-					             f, layered ? l : -1, b->name);
+					rc = sw_errf(err, SW_EINVAL, "%s: no weight %s (layer %d) for buffer %s",
+					             w->path, f, layered ? l : -1, b->name);
 				else
 					sw_digest_weight(&d, f, layered ? l : -1, x, k);
 			}
 	}
-	rt_block_drafter_free(bd);
-	rt_eagle3_free(e3);
-	rt_model_free(m);
 	if (!rc)
 		sw_digest_format(&d, out, n);
+	return rc;
+}
+
+static const float *target_wget(const void *h, const char *field, int layer, size_t *n)
+{
+	return rt_model_weight(h, field, layer, n);
+}
+
+/* Binds the engine to its weights (bind refuses others, issue 16): the
+ * digests of the target's and of the drafter's (gen_drafter.weights_open)
+ * in the plan. */
+static int plan_digests(gen_plan *plan, const gen_spec *s, sw_err *err)
+{
+	int rc;
+	if (!s->target.from_shape) {
+		rt_model *m = rt_model_load(s->target.path, err);
+		if (!m)
+			return sw_err_prefix(err, "digest of the target's weights");
+		const gen_weights_src w = {.path = s->target.path, .h = m, .get = target_wget};
+		rc = weights_digest(plan, "target", &w, plan->target_digest,
+		                    sizeof(plan->target_digest), err);
+		rt_model_free(m);
+		if (rc)
+			return rc;
+	}
+	gen_weights_src w = {0};
+	if (plan->drafter->weights_open && plan->drafter->weights_open(s, &w, err))
+		return sw_err_prefix(err, "digest of the draft's weights");
+	if (!w.h)
+		return 0;
+	rc = weights_digest(plan, "draft", &w, plan->draft_digest, sizeof(plan->draft_digest), err);
+	w.close(w.h);
 	return rc;
 }
 
@@ -405,25 +417,7 @@ static int build_into(const gen_spec *s, const gen_build_opts *o, gen_build_stat
 		goto out_free_plan;
 	st->n_kernels = plan.n_kernels;
 	st->n_ops = plan.n_ops;
-	/* bind the engine to its weights: bind refuses others (issue 16) */
-	if (!s->target.from_shape &&
-	    (rc = weights_digest(&plan, "target", s->target.path, NULL, NULL, plan.target_digest,
-	                         sizeof(plan.target_digest), err)))
-		goto out_free_plan;
-	if (s->draft_kind == GEN_DRAFT_MODEL && !s->draft.from_shape &&
-	    (rc = weights_digest(&plan, "draft", s->draft.path, NULL, NULL, plan.draft_digest,
-	                         sizeof(plan.draft_digest), err)))
-		goto out_free_plan;
-	/* a block drafter's own tensors (its embedding and head are the
-	 * target's): bound to its directory's weights like a draft model */
-	if (s->draft_kind == GEN_DRAFT_BLOCK && !s->target.from_shape && !s->draft.from_shape &&
-	    (rc = weights_digest(&plan, "draft", s->target.path, s->draft.path, NULL, plan.draft_digest,
-	                         sizeof(plan.draft_digest), err)))
-		goto out_free_plan;
-	/* an EAGLE-3 head's tensors (the target's embedding when it has none) */
-	if (s->draft_kind == GEN_DRAFT_EAGLE3 && !s->target.from_shape &&
-	    (rc = weights_digest(&plan, "draft", s->target.path, NULL, s->draft.path, plan.draft_digest,
-	                         sizeof(plan.draft_digest), err)))
+	if ((rc = plan_digests(&plan, s, err)))
 		goto out_free_plan;
 
 	/* engine.json */
@@ -682,11 +676,6 @@ static bool plain_json_name(const char *name)
 	return name[0] != 0;
 }
 
-static int name_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* $.draft_files (formats/engine_files.h): the files of the drafter the
  * engine binds, each with its size and sha256 (issue 40), which `run`,
  * `serve`, `profile` and `bundle` check before the drafter is loaded
@@ -700,8 +689,8 @@ static int name_cmp(const void *a, const void *b)
  * Nothing for a drafter without files (n-gram, layer-skip, a shape). */
 static int write_draft_files(FILE *m, const gen_spec *s, sw_err *err)
 {
-	const bool dir = s->draft_kind == GEN_DRAFT_BLOCK || s->draft_kind == GEN_DRAFT_EAGLE3;
-	if ((!dir && s->draft_kind != GEN_DRAFT_MODEL) || s->draft.from_shape || !s->draft.path[0])
+	const gen_drafter *dr = gen_drafter_of(s->draft_kind);
+	if (!dr || !dr->files || s->draft.from_shape || !s->draft.path[0])
 		return 0;
 	char path[1100];
 	struct stat st;
@@ -716,26 +705,9 @@ static int write_draft_files(FILE *m, const gen_spec *s, sw_err *err)
 		fprintf(m, "\n  }");
 		return rc;
 	}
-	if (dir) {
-		names[n++] = strdup("config.json");
-		snprintf(path, sizeof(path), "%.1000s/model.safetensors", s->draft.path);
-		if (s->draft_kind == GEN_DRAFT_BLOCK || !stat(path, &st))
-			names[n++] = strdup("model.safetensors");
-	} else { /* an HF model directory: what model_hf.c reads */
-		DIR *d = opendir(s->draft.path);
-		struct dirent *de;
-		while (d && (de = readdir(d)) && n < 64) {
-			const size_t l = strlen(de->d_name);
-			if (!strcmp(de->d_name, "config.json") ||
-			    (l > 12 && !strcmp(de->d_name + l - 12, ".safetensors")) ||
-			    (l > 23 && !strcmp(de->d_name + l - 23, ".safetensors.index.json")))
-				names[n++] = strdup(de->d_name);
-		}
-		if (d)
-			closedir(d);
-		else
-			rc = sw_errf(err, SW_EIO, "%s: cannot list: %s", s->draft.path, strerror(errno));
-		qsort(names, (size_t)n, sizeof(*names), name_cmp);
+	if ((n = dr->files(s, names, 64, err)) < 0) {
+		rc = n;
+		n = 0;
 	}
 	for (int i = 0; i < n && !rc; i++) {
 		if (!names[i])

@@ -1,11 +1,13 @@
-/* The planner's drafter interface: what one kind of drafter adds to the
- * static iteration whose phases gen_plan_build lays out (gen/plan_build.c,
- * the skeleton: prefill, the draft phases, verify, accept, commit). One
- * file per kind: drafter_ngram.c, drafter_model.c (a draft model and a
- * layer-skip draft), drafter_block.c, drafter_eagle3.c; plan_build.c's
- * table maps the spec's draft kind (gen_spec.draft_kind) to its
- * gen_drafter. A slot left NULL adds nothing. Internal to gen/plan*.c and
- * gen/drafter_*.c. */
+/* The drafter interface: what one kind of drafter says of the spec (its
+ * "$.draft" methods and keys, their parse, the trees, dtypes and prefill
+ * chunks it takes: gen/spec.c asks), what it adds to the static iteration
+ * whose phases gen_plan_build lays out (gen/plan_build.c, the skeleton:
+ * prefill, the draft phases, verify, accept, commit), and the weights and
+ * files the engine binds (gen/build.c). One file per kind: drafter_ngram.c,
+ * drafter_model.c (a draft model and a layer-skip draft), drafter_block.c,
+ * drafter_eagle3.c; the registry (drafters.h) maps the spec's draft kind
+ * (gen_spec.draft_kind) to its gen_drafter. A slot left NULL adds nothing;
+ * methods and parse are required. Internal to gen/. */
 #ifndef GEN_DRAFTER_H
 #define GEN_DRAFTER_H
 
@@ -13,6 +15,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "core/json.h"
+#include "drafters.h"
 #include "plan_int.h"
 
 /* The q rows verification reads: buffer buf, vq entries a row (q = 0
@@ -23,10 +27,61 @@ typedef struct gp_q {
 	bool by_depth;
 } gp_q;
 
-/* The slots in the order gen_plan_build calls them. c->draft points at
- * state_bytes of the drafter's own (zeroed), c->a at the shared buffers. */
+/* "$.draft" as the spec gives it (gen/spec.c): d the string or the object,
+ * method its method, mv and mp where the method stands ("$.draft" or
+ * "$.draft.method"). */
+typedef struct gen_draft_in {
+	const json_value *d, *mv;
+	const char *method, *mp;
+} gen_draft_in;
+
+/* Weights opened for build's digest (gen/build.c, engine.json's
+ * $.spec.draft.digest), read by field and layer (-1: not layered) as the
+ * runtime's upload reads them. */
+typedef struct gen_weights_src {
+	const char *path; /* the file or directory read, named in messages */
+	void *h;          /* NULL: none bound (a drafter by shape) */
+	const float *(*get)(const void *h, const char *field, int layer, size_t *n);
+	void (*close)(void *h);
+} gen_weights_src;
+
+/* The slots, each part in the order its reader calls them. The planner's:
+ * c->draft points at state_bytes of the drafter's own (zeroed), c->a at
+ * the shared buffers. */
 typedef struct gen_drafter {
 	const char *name;
+	/* what refusals call it ("a block drafter") */
+	const char *noun;
+
+	/* -- the spec (gen/spec.c) -- */
+	/* the "$.draft" methods it answers to, as a refusal lists them: a form
+	 * without ':' is the whole method ("block"), one with ':' a prefix
+	 * through it ("layerskip:LAYERS" answers "layerskip:0-7"); NULL-ended */
+	const char *const *methods;
+	/* the keys of a "$.draft" object it reads beside "method" (NULL-ended,
+	 * NULL: none). Any other is refused before parse, a key only it reads
+	 * with any other method (keys_why: that refusal's reason, or NULL) */
+	const char *const *keys;
+	const char *keys_why;
+	/* "$.draft" into s's draft fields (s->draft_kind is set) */
+	int (*parse)(const gen_draft_in *in, gen_spec *s, sw_err *err);
+	/* once the tree, the verification pair and sampling are parsed: the
+	 * ones it drafts for (root: the spec) */
+	int (*tree_check)(const json_value *root, const gen_spec *s, sw_err *err);
+	/* the least prefill chunk it takes (0: any) and why, in its refusal
+	 * ("at least 2 " prefill_why) */
+	int prefill_min;
+	const char *prefill_why;
+	/* the engine's dtype, once parsed (s->dtype; v: $.dtype) */
+	int (*dtype_check)(const gen_spec *s, const json_value *v, sw_err *err);
+	/* it takes "adaptive" (SpecDec++: a chain drafted level by level, its
+	 * q the stop rule's predictor) */
+	bool adaptive;
+	/* it embeds tokens by the target's table without the family's scale
+	 * (gen_arch_block.embd_scale): a family that scales refuses it */
+	bool embd_unscaled;
+
+	/* -- the planner (gen/plan_build.c) -- */
 	size_t state_bytes;
 	/* p->draft_cfg, the draft network's forward shapes; NULL: no draft
 	 * network (engine.json's shapes.draft is null) */
@@ -62,18 +117,44 @@ typedef struct gen_drafter {
 	/* its members of engine.json's $.spec.draft after "method" (what the
 	 * runtime binds its weights by: path and digest, taps, vocabulary) */
 	void (*echo)(const gen_plan *p, FILE *f);
+
+	/* -- build (gen/build.c) -- */
+	/* the files of its directory (s->draft.path) engine.json's
+	 * $.draft_files records, strdup'ed into names (at most max, in order; a
+	 * NULL one: out of memory): how many, or a negative error. NULL: it
+	 * binds no files (a path that is a file is recorded whole) */
+	int (*files)(const gen_spec *s, char **names, int max, sw_err *err);
+	/* its weights for the digest, *w (w->h NULL: none bound) */
+	int (*weights_open)(const gen_spec *s, gen_weights_src *w, sw_err *err);
 } gen_drafter;
 
-extern const gen_drafter gen_drafter_ngram, gen_drafter_model, gen_drafter_layerskip,
-       gen_drafter_block, gen_drafter_eagle3;
+/* spec.c's helpers for a drafter's parse (each refusal names the file, the
+ * JSON path, what was expected and what was found): a weights path made
+ * absolute against the current directory (out: n bytes); a model file's
+ * or HF directory's shapes (metadata only); the shape rules every model
+ * meets; {"path": P} or {"shape": {...}}; a drafter directory's
+ * "$.draft.path" (config.json, model.safetensors; what names it), made
+ * absolute into s->draft.path (*dir), its value *pv; gguf_a8's refusal of
+ * a drafter its engines do not run (what: "block drafter"). */
+int gen_spec_abs_path(const json_value *v, const char *kp, const char *p, char *out, size_t n,
+                      sw_err *err);
+int gen_spec_model_from_path(const json_value *v, const char *path, const char *mpath,
+                             rt_config *cfg, sw_err *err);
+int gen_spec_shape_check(const json_value *v, const char *path, const rt_config *c, sw_err *err);
+int gen_spec_model_parse(const json_value *m, const char *path, gen_model_src *src, sw_err *err);
+int gen_spec_draft_dir(const json_value *d, gen_spec *s, const char *what, const char **dir,
+                       const json_value **pv, sw_err *err);
+int gen_spec_gguf_a8_refuse(const json_value *v, const char *what, sw_err *err);
 
-/* The drafter of a spec's draft kind (enum gen_draft_kind). */
-const gen_drafter *gen_drafter_of(int kind);
-
-/* drafter_ngram.c: the n-gram lookup's buffers and ops, which an EAGLE-3
- * head with "ngram" runs in front of itself: the history and the pick's
- * signal; the controller's words and cost table (when on); the lookup and
- * the controller after tree_prep. */
+/* drafter_ngram.c: the n-gram lookup, which an EAGLE-3 head with "ngram"
+ * runs in front of itself. Its lengths "MIN:MAX" (1 <= MIN <= MAX <= 16,
+ * nothing after) into s->ngram_min, ngram_max: true, or false; the trees
+ * and verification it drafts for (a chain, greedy or one-hot); its
+ * buffers and ops: the history and the pick's signal; the controller's
+ * words and cost table (when on); the lookup and the controller after
+ * tree_prep. */
+bool gen_ngram_range(const char *str, gen_spec *s);
+int gen_ngram_tree_check(const json_value *root, const gen_spec *s, sw_err *err);
 int gp_ngram_history(ctx *c);
 int gp_ngram_control(ctx *c);
 void gp_op_ngram_draft(ctx *c);

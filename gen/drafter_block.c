@@ -1,5 +1,6 @@
-/* Block drafters in the planner (gen/drafter.h; ALGORITHMS.txt 7, 8;
- * runtime/model/block_drafter.h): no catch-up and no per-level forwards.
+/* Block drafters (gen/drafter.h; ALGORITHMS.txt 7, 8;
+ * runtime/model/block_drafter.h): {"method": "block", "path": DIR | "shape",
+ * "steps": S}; in the planner no catch-up and no per-level forwards.
  * The target's prefill and verify forwards run their layers in segments
  * that end at each tapped layer (per-op layer0), a feature_tap after each;
  * the rows' features are fused (fc, rmsnorm with fc_norm, each drafter
@@ -16,8 +17,12 @@
  * block_unmask writes target ids, and q_target gathers each depth's q onto
  * the target's ids (t2d) for expansion and verification over all V ids,
  * the host decoder's scatter_q. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "drafter.h"
 #include "kernels/engine_state.h"
+#include "model/ctx.h"
 
 enum { BLK_UNMASK = 256 }; /* test_kern_block_unmask compiles it without spills */
 
@@ -285,8 +290,152 @@ static void block_echo(const gen_plan *p, FILE *f)
 	        bk->block_attn == RT_BD_CAUSAL ? "causal" : "bidirectional", bk->draft_vocab);
 }
 
+/* -- the spec -- */
+
+/* {"method": "block", "path": DIR | "shape": {...}, "steps": S}: the
+ * drafter's config.json (or its keys as a shape) against the target
+ * (width, vocabulary, layers, taps) */
+static int block_parse(const gen_draft_in *in, gen_spec *sp, sw_err *err)
+{
+	const json_value *d = in->d;
+	const char *dir;
+	int rc;
+	if (d->type != JSON_OBJECT)
+		return json_refuse(err, d, "$.draft", "{\"method\": \"block\", \"path\": DIR, \"steps\": S}",
+		           "the string \"block\"");
+	const json_value *sv = json_get(d, "shape");
+	if (sv && json_get(d, "path"))
+		return json_refuse(err, d, "$.draft", "exactly one of \"path\" and \"shape\"", "both");
+	sp->block_steps = 1;
+	if (json_get(d, "steps")) {
+		int64_t S = 0;
+		if ((rc = json_get_int(d, "steps", "$.draft", 1, 16, &S, err)))
+			return rc;
+		sp->block_steps = (int)S;
+	}
+	if (sv) {
+		/* a drafter by shape (planning, NVRTC and inspect without weights):
+		 * config.json's keys, the spec's target as its target */
+		memset(&sp->draft, 0, sizeof(sp->draft));
+		sp->draft.from_shape = true;
+		if ((rc = rt_bd_config_shape(sv, sv->file, "$.draft.shape", &sp->target.cfg, &sp->block,
+		                             err)))
+			return rc;
+		if (sp->block.cond != RT_BD_FEATURES)
+			return json_refuse(err, sv, "$.draft.shape.conditioning", "\"features\" (the engine keeps "
+			           "no token window)", "\"tokens\"");
+		sp->draft_vocab = sp->block.draft_vocab;
+		return 0;
+	}
+	const json_value *pv;
+	if ((rc = gen_spec_draft_dir(d, sp, "a block drafter directory", &dir, &pv, err)))
+		return rc;
+	const char *tname = sp->target.from_shape ? "(the spec's target shape)" : sp->target.path;
+	if ((rc = rt_bd_config_load(dir, &sp->target.cfg, tname, &sp->block, err)))
+		return sw_err_prefix(err, "%s:%d:%d: $.draft.path", pv->file, pv->line, pv->col);
+	if (sp->block.cond != RT_BD_FEATURES)
+		return json_refuse(err, pv, "$.draft.path", "a features-conditioned block drafter (config.json "
+		           "$.conditioning \"features\"; the engine keeps no token window)",
+		           "\"%s\": $.conditioning \"tokens\"", dir);
+	sp->draft_vocab = sp->block.draft_vocab;
+	return 0;
+}
+
+/* one pass drafts B positions: a tree of depth <= B, from one pass unless
+ * a chain */
+static int block_tree_check(const json_value *root, const gen_spec *sp, sw_err *err)
+{
+	const int B = sp->block.block;
+	bool chain = true;
+	for (int i = 0; i < sp->tree.n; i++)
+		chain &= sp->tree.n_children[i] <= 1;
+	if (sp->tree.depth_max > B)
+		return json_refuse(err, json_get(root, "tree"), "$.tree", "a tree of depth at most the block "
+		         "drafter's B (one pass drafts B positions)", "\"%s\" of depth %d with "
+		         "B = %d (%s/config.json $.block)", sp->tree_spec, sp->tree.depth_max, B,
+		         sp->draft.path);
+	if (sp->block_steps > 1 && !chain)
+		return json_refuse(err, json_get(json_get(root, "draft"), "steps"), "$.draft.steps",
+		         "1 with a tree (a tree is drafted from one pass; steps > 1 need a chain)",
+		         "%d with tree \"%s\"", sp->block_steps, sp->tree_spec);
+	return 0;
+}
+
+/* bf16 and fp16 only */
+static int block_dtype_check(const gen_spec *s, const json_value *v, sw_err *err)
+{
+	if (s->dtype == GEN_DTYPE_Q8_0 || s->dtype == GEN_DTYPE_Q8_0_A8)
+		return json_refuse(err, v, "$.dtype", "\"bf16\" or \"fp16\" with a block drafter",
+		                   "\"%s\"", gen_dtype_name(s->dtype));
+	return s->dtype == GEN_DTYPE_GGUF_A8 ? gen_spec_gguf_a8_refuse(v, "block drafter", err) : 0;
+}
+
+/* -- build -- */
+
+static int block_files(const gen_spec *s, char **names, int max, sw_err *err)
+{
+	(void)s;
+	(void)err;
+	if (max < 2)
+		return 0;
+	names[0] = strdup("config.json");
+	names[1] = strdup("model.safetensors");
+	return 2;
+}
+
+typedef struct block_w {
+	rt_model *m;
+	rt_block_drafter *bd;
+} block_w;
+
+static const float *block_wget(const void *h, const char *field, int layer, size_t *n)
+{
+	return rt_bd_weight(((const block_w *)h)->bd, field, layer, n);
+}
+
+static void block_wclose(void *h)
+{
+	block_w *w = h;
+	rt_block_drafter_free(w->bd);
+	rt_model_free(w->m);
+	free(w);
+}
+
+/* its own tensors (its embedding and head are the target's), read over
+ * its target: none when either is a shape */
+static int block_weights_open(const gen_spec *s, gen_weights_src *w, sw_err *err)
+{
+	if (s->target.from_shape || s->draft.from_shape)
+		return 0;
+	block_w *b = calloc(1, sizeof(*b));
+	if (!b)
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	if (!(b->m = rt_model_load(s->target.path, err)) ||
+	    !(b->bd = rt_block_drafter_load(s->draft.path, b->m, err))) {
+		block_wclose(b);
+		return err->code;
+	}
+	*w = (gen_weights_src){.path = s->draft.path, .h = b, .get = block_wget,
+	                       .close = block_wclose};
+	return 0;
+}
+
+static const char *const block_methods[] = {"block", NULL};
+static const char *const block_keys[] = {"path", "shape", "steps", NULL};
+
 const gen_drafter gen_drafter_block = {
 	.name = "block",
+	.noun = "a block drafter",
+	.methods = block_methods,
+	.keys = block_keys,
+	.keys_why = NULL,
+	.parse = block_parse,
+	.tree_check = block_tree_check,
+	.prefill_min = 0,
+	.prefill_why = NULL,
+	.dtype_check = block_dtype_check,
+	.adaptive = false,
+	.embd_unscaled = true,
 	.state_bytes = sizeof(block_x),
 	.shapes = block_shapes,
 	.weights = block_weights,
@@ -302,4 +451,6 @@ const gen_drafter gen_drafter_block = {
 	.accept_q = block_accept_q,
 	.commit = block_commit,
 	.echo = block_echo,
+	.files = block_files,
+	.weights_open = block_weights_open,
 };

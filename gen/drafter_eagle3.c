@@ -1,6 +1,7 @@
-/* EAGLE-3 heads in the planner (gen/drafter.h; ALGORITHMS.txt 11;
- * runtime/model/eagle3.h; the host reference runtime/decode/eagle3_draft.c).
- * The target's phases are the skeleton's (gen/plan.c: its forwards with the
+/* EAGLE-3 heads (gen/drafter.h; ALGORITHMS.txt 11; runtime/model/eagle3.h;
+ * the host reference runtime/decode/eagle3_draft.c): {"method": "eagle3",
+ * "path": DIR[, "ngram": "MIN:MAX", "levels": L]}. In the planner the
+ * target's phases are the skeleton's (gen/plan_build.c: its forwards with the
  * three taps, verification, the iteration's end, the commits); this file
  * plans the head around them.
  *
@@ -69,13 +70,17 @@
  * maps, the embedding and the cache as in an fp16 engine. The draft only
  * proposes: verification against the target is unchanged, so the output
  * distribution is the target's whatever the head's rounding. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/json.h"
 #include "core/tree_rules.h"
 #include "drafter.h"
 #include "kernels/engine_state.h"
+#include "model/ctx.h"
 #include "plan_ctrl.h"
 
 enum { BLK_E3IN = 128 }; /* test_kern_eagle3_in compiles it without spills */
@@ -102,7 +107,7 @@ static int e3_weights(ctx *c, const model_ix *tm)
 	const rt_config *hc = &c->p->draft_cfg;
 	const rt_e3_config *e3 = &c->s->eagle3;
 	const char *wdt = gen_dtype_name(gen_dtype_act(c->s->dtype));
-	/* gguf_a8: Q8_0 (gen_plan_eagle3_a8_check: every k whole blocks) */
+	/* gguf_a8: Q8_0 (e3_dtype_check: every k whole blocks) */
 	const char *mdt = c->s->dtype == GEN_DTYPE_GGUF_A8
 	                  ? "q8_0" : gen_dtype_name(gen_dtype_weights(c->s->dtype));
 	const int64_t D = hc->dim, F = hc->ffn_dim, hd = hc->head_dim, TD = e3->target_dim;
@@ -146,18 +151,6 @@ static int e3_weights(ctx *c, const model_ix *tm)
 	NB(m->v_cache, "v_cache", "kv", wdt, 3, 1, m->ctx_rows, kvd);
 #undef NB
 	return 0;
-}
-
-int gen_plan_eagle3_a8_check(const gen_spec *s, const json_value *v, sw_err *err)
-{
-	const rt_config *h = &s->eagle3.head;
-	const int td = s->eagle3.target_dim, qd = h->n_heads * h->head_dim;
-	if (h->dim % 32 == 0 && h->ffn_dim % 32 == 0 && qd % 32 == 0 && (3 * td) % 32 == 0)
-		return 0;
-	return json_refuse(err, v, "$.dtype", "an EAGLE-3 head whose dim, ffn_dim, n_heads x "
-	                   "head_dim and 3 x the target's width (fc) are multiples of 32 (its GEMM "
-	                   "weights in Q8_0 blocks)", "\"gguf_a8\" with the head %s's %d, %d, %d "
-	                   "and %d", s->draft.path, h->dim, h->ffn_dim, qd, 3 * td);
 }
 
 /* eagle3_in (templates/eagle3_in.cu.tmpl): rows rows of [input_norm(embed) ;
@@ -520,8 +513,179 @@ static void e3_echo(const gen_plan *p, FILE *f)
 		        s->e3_levels);
 }
 
+/* -- the spec -- */
+
+/* {"method": "eagle3", "path": DIR}: an EAGLE-3 head's config.json against
+ * the target (runtime/model/eagle3.h rt_e3_config_load: width, vocabulary,
+ * layer count, the three tapped layers, Vd). Over a target shape DIR may
+ * hold config.json alone (rt_e3_config_shape: a shape-only head). */
+static int e3_parse(const gen_draft_in *in, gen_spec *sp, sw_err *err)
+{
+	const json_value *d = in->d;
+	const char *dir;
+	int rc;
+	if (d->type != JSON_OBJECT)
+		return json_refuse(err, d, "$.draft", "{\"method\": \"eagle3\", \"path\": DIR}",
+		           "the string \"eagle3\"");
+	if (json_get(d, "shape"))
+		return json_refuse(err, json_get(d, "shape"), "$.draft.shape", "no \"shape\" with method "
+		           "\"eagle3\" (the head's config.json is its shape: give \"path\")", "a shape");
+	const json_value *pv;
+	if ((rc = gen_spec_draft_dir(d, sp, "an EAGLE-3 head directory", &dir, &pv, err)))
+		return rc;
+	struct stat st;
+	const char *tname = sp->target.from_shape ? "(the spec's target shape)" : sp->target.path;
+	/* over a target shape, a head directory with config.json alone is a
+	 * head by shape (no weights anywhere: timed with --random-weights) */
+	char wpath[600];
+	snprintf(wpath, sizeof(wpath), "%s/model.safetensors", dir);
+	const bool shape_only = sp->target.from_shape && stat(wpath, &st) && errno == ENOENT;
+	if ((rc = shape_only ? rt_e3_config_shape(dir, &sp->target.cfg, tname, &sp->eagle3, err)
+	                     : rt_e3_config_load(dir, &sp->target.cfg, tname, &sp->eagle3, err)))
+		return sw_err_prefix(err, "%s:%d:%d: $.draft.path", pv->file, pv->line, pv->col);
+	const rt_config *h = &sp->eagle3.head;
+	if (h->head_dim % 8 || h->n_heads % h->n_kv_heads)
+		return json_refuse(err, pv, "$.draft.path", "a head whose head_dim is a multiple of 8 and "
+		           "whose n_heads is a multiple of n_kv_heads (the engine's tree attention)",
+		           "\"%s\": head_dim %d, %d heads, %d KV heads", dir, h->head_dim, h->n_heads,
+		           h->n_kv_heads);
+	sp->draft_vocab = sp->eagle3.draft_vocab;
+	/* "ngram": "MIN:MAX": an n-gram match of the context drafts first (the
+	 * n-gram engine's lookup and controller), the head drafts "levels"
+	 * tokens (default 1) in the iterations where that drafts none */
+	const json_value *nv = json_get(d, "ngram"), *lv = json_get(d, "levels");
+	if (lv && !nv)
+		return json_refuse(err, lv, "$.draft.levels", "\"levels\" only with \"ngram\" (the "
+		           "head's levels when the n-gram lookup drafts none)", "\"levels\" alone");
+	if (!nv)
+		return 0;
+	if (nv->type != JSON_STRING || !gen_ngram_range(nv->str, sp))
+		return json_refuse(err, nv, "$.draft.ngram", "\"MIN:MAX\" with 1 <= MIN <= MAX <= 16",
+		           "%s%s%s", nv->type == JSON_STRING ? "\"" : "",
+		           nv->type == JSON_STRING ? nv->str : json_type_name(nv->type),
+		           nv->type == JSON_STRING ? "\"" : "");
+	sp->e3_ngram = true;
+	sp->e3_levels = 1;
+	if (lv) {
+		int64_t L = 0;
+		if ((rc = json_get_int(d, "levels", "$.draft", 1, 64, &L, err)))
+			return rc;
+		sp->e3_levels = (int)L;
+	}
+	return 0;
+}
+
+/* n-gram first: the lookup's trees and verification, the head's levels
+ * within the chain */
+static int e3_tree_check(const json_value *root, const gen_spec *sp, sw_err *err)
+{
+	int rc;
+	if (!sp->e3_ngram)
+		return 0;
+	if ((rc = gen_ngram_tree_check(root, sp, err)))
+		return rc;
+	const json_value *lv = json_get(json_get(root, "draft"), "levels");
+	if (sp->tree.depth_max < 1 || sp->e3_levels > sp->tree.depth_max)
+		return json_refuse(err, lv ? lv : json_get(root, "tree"),
+		                   "$.draft.levels", "at most the chain's depth (the head drafts "
+		                   "nodes 1 .. levels)", "%d with tree \"%s\" of depth %d",
+		                   sp->e3_levels, sp->tree_spec, sp->tree.depth_max);
+	return 0;
+}
+
+/* bf16, fp16 and gguf_a8, whose GEMM weights are Q8_0 blocks of 32 along
+ * k: fc's k (3 x the target's width) and its layer's (2 x dim for q/k/v,
+ * n_heads x head_dim for o, dim for gate/up and the LM head, ffn_dim for
+ * down) whole blocks */
+static int e3_dtype_check(const gen_spec *s, const json_value *v, sw_err *err)
+{
+	if (s->dtype == GEN_DTYPE_Q8_0 || s->dtype == GEN_DTYPE_Q8_0_A8)
+		return json_refuse(err, v, "$.dtype", "\"bf16\", \"fp16\" or \"gguf_a8\" with an EAGLE-3 head",
+		                   "\"%s\"", gen_dtype_name(s->dtype));
+	if (s->dtype != GEN_DTYPE_GGUF_A8)
+		return 0;
+	const rt_config *h = &s->eagle3.head;
+	const int td = s->eagle3.target_dim, qd = h->n_heads * h->head_dim;
+	if (h->dim % 32 == 0 && h->ffn_dim % 32 == 0 && qd % 32 == 0 && (3 * td) % 32 == 0)
+		return 0;
+	return json_refuse(err, v, "$.dtype", "an EAGLE-3 head whose dim, ffn_dim, n_heads x "
+	                   "head_dim and 3 x the target's width (fc) are multiples of 32 (its GEMM "
+	                   "weights in Q8_0 blocks)", "\"gguf_a8\" with the head %s's %d, %d, %d "
+	                   "and %d", s->draft.path, h->dim, h->ffn_dim, qd, 3 * td);
+}
+
+/* -- build -- */
+
+/* config.json, and model.safetensors unless a head by shape */
+static int e3_files(const gen_spec *s, char **names, int max, sw_err *err)
+{
+	char path[1100];
+	struct stat st;
+	int n = 0;
+	(void)err;
+	if (max < 2)
+		return 0;
+	names[n++] = strdup("config.json");
+	snprintf(path, sizeof(path), "%.1000s/model.safetensors", s->draft.path);
+	if (!stat(path, &st))
+		names[n++] = strdup("model.safetensors");
+	return n;
+}
+
+typedef struct e3_w {
+	rt_model *m;
+	rt_eagle3 *e3;
+} e3_w;
+
+static const float *e3_wget(const void *h, const char *field, int layer, size_t *n)
+{
+	(void)layer; /* one layer: its fields are named alone */
+	return rt_e3_weight(((const e3_w *)h)->e3, field, n);
+}
+
+static void e3_wclose(void *h)
+{
+	e3_w *w = h;
+	rt_eagle3_free(w->e3);
+	rt_model_free(w->m);
+	free(w);
+}
+
+/* the head's tensors (the target's embedding when it has none), read over
+ * its target: none over a target shape */
+static int e3_weights_open(const gen_spec *s, gen_weights_src *w, sw_err *err)
+{
+	if (s->target.from_shape)
+		return 0;
+	e3_w *x = calloc(1, sizeof(*x));
+	if (!x)
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	if (!(x->m = rt_model_load(s->target.path, err)) ||
+	    !(x->e3 = rt_eagle3_load(s->draft.path, x->m, err))) {
+		e3_wclose(x);
+		return err->code;
+	}
+	*w = (gen_weights_src){.path = s->draft.path, .h = x, .get = e3_wget, .close = e3_wclose};
+	return 0;
+}
+
+static const char *const e3_methods[] = {"eagle3", NULL};
+static const char *const e3_keys[] = {"path", "shape", "ngram", "levels", NULL};
+
 const gen_drafter gen_drafter_eagle3 = {
 	.name = "eagle3",
+	.noun = "an EAGLE-3 head",
+	.methods = e3_methods,
+	.keys = e3_keys,
+	.keys_why = "(an n-gram lookup before the head)",
+	.parse = e3_parse,
+	.tree_check = e3_tree_check,
+	.prefill_min = 2,
+	.prefill_why = "with an EAGLE-3 head (a chunk's head rows pair each position with the next "
+	               "token)",
+	.dtype_check = e3_dtype_check,
+	.adaptive = false,
+	.embd_unscaled = false,
 	.state_bytes = sizeof(e3_ix),
 	.shapes = e3_shapes,
 	.weights = e3_weights,
@@ -537,4 +701,6 @@ const gen_drafter gen_drafter_eagle3 = {
 	.accept_q = e3_accept_q,
 	.commit = e3_commit,
 	.echo = e3_echo,
+	.files = e3_files,
+	.weights_open = e3_weights_open,
 };

@@ -1,6 +1,7 @@
-/* Draft models in the planner (gen/drafter.h): a model of its own ("model":
- * its weights, the target's block) or the target's first layers
- * ("layerskip": the target's weights, a cache of its own). The draft's
+/* Draft models (gen/drafter.h): a model of its own ("model:PATH", or
+ * {"method": "model", "path" | "shape"}: its weights, the target's block; its
+ * vocabulary the target's or a prefix of it) or the target's first layers
+ * ("layerskip:LAYERS[@V]": the target's weights, a cache of its own). The draft's
  * cache takes the prefill chunk; each iteration a catch-up phase
  * re-forwards the last committed token (the draft never forwards a
  * depth-D leaf), then one phase per tree level forwards the level's nodes
@@ -8,8 +9,15 @@
  * the level; kv_commit keeps the accepted path's rows. A chain may stop
  * early (SpecDec++, "adaptive": the adapt kernel after each level, later
  * levels as conditional phases). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "drafter.h"
 #include "kernels/engine_state.h"
+#include "model/ctx.h"
+#include "model/model_gguf.h"
 
 typedef struct model_x {
 	model_ix dm;                /* the draft's forward and cache */
@@ -192,8 +200,196 @@ static void layerskip_echo(const gen_plan *p, FILE *f)
 	fprintf(f, "], \"vocab\": %d", s->draft_vocab);
 }
 
+/* -- the spec -- */
+
+/* "N" (first N layers) or "a-b,c,..." (increasing), optionally "@V". */
+static int layerskip_list(const json_value *v, const char *path, const char *s, int n_layers,
+                          int vocab, gen_spec *sp, sw_err *err)
+{
+	const char *at = strchr(s, '@');
+	char list[256];
+	size_t ln = at ? (size_t)(at - s) : strlen(s);
+	int prev = -1;
+
+	sp->n_skip_layers = 0;
+	sp->draft_vocab = vocab;
+	if (ln == 0 || ln >= sizeof(list))
+		return json_refuse(err, v, path, "layerskip:N or layerskip:a-b,c,...[@V]", "\"layerskip:%s\"", s);
+	memcpy(list, s, ln);
+	list[ln] = 0;
+	if (at) {
+		char *e;
+		long vl = strtol(at + 1, &e, 10);
+		if (*e || e == at + 1 || vl < 2 || vl > vocab)
+			return json_refuse(err, v, path, "a vocabulary limit @V with 2 <= V <= the target vocab",
+			           "\"@%s\" (vocab %d)", at + 1, vocab);
+		sp->draft_vocab = (int)vl;
+	}
+	if (!strpbrk(list, "-,")) {
+		char *e;
+		long k = strtol(list, &e, 10);
+		if (*e || k < 1 || k >= n_layers)
+			return json_refuse(err, v, path, "a layer count 1 <= N < the target's layers",
+			           "\"%s\" (target has %d layers)", list, n_layers);
+		for (int i = 0; i < k; i++)
+			sp->skip_layers[sp->n_skip_layers++] = i;
+		return 0;
+	}
+	for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+		char *e;
+		long a = strtol(tok, &e, 10), b = a;
+		if (e == tok)
+			goto out_bad;
+		if (*e == '-') {
+			char *f = e + 1;
+			b = strtol(f, &e, 10);
+			if (e == f)
+				goto out_bad;
+		}
+		if (*e)
+			goto out_bad;
+		if (a < 0 || b >= n_layers || b < a || a <= prev)
+			return json_refuse(err, v, path, "increasing layer ids in [0, n_layers)",
+			           "\"%s\" in \"%s\" (target has %d layers)", tok, s, n_layers);
+		for (long i = a; i <= b; i++)
+			sp->skip_layers[sp->n_skip_layers++] = (int)i;
+		prev = (int)b;
+	}
+	if (sp->n_skip_layers >= n_layers)
+		return json_refuse(err, v, path, "a proper subset of the target's layers",
+		           "all %d layers", n_layers);
+	return 0;
+out_bad:
+	return json_refuse(err, v, path, "layerskip:N or layerskip:a-b,c,...[@V]", "\"layerskip:%s\"", s);
+}
+
+/* "layerskip:LAYERS[@V]": the target's layers the draft runs */
+static int layerskip_parse(const gen_draft_in *in, gen_spec *sp, sw_err *err)
+{
+	return layerskip_list(in->mv, in->mp, in->method + 10, sp->target.cfg.n_layers,
+	                      sp->target.cfg.vocab, sp, err);
+}
+
+/* "model:PATH" or {"method": "model", "path" | "shape": ...}: a model of
+ * its own, whose vocabulary is the target's or a prefix of it */
+static int model_parse(const gen_draft_in *in, gen_spec *sp, sw_err *err)
+{
+	const json_value *d = in->d, *mv = in->mv;
+	const char *method = in->method, *mp = in->mp;
+	int rc;
+	if (method[5] == ':') {
+		if (d->type == JSON_OBJECT && (json_get(d, "path") || json_get(d, "shape")))
+			return json_refuse(err, d, "$.draft", "the model given once", "\"%s\" and a "
+			           "path/shape field", method);
+		memset(&sp->draft, 0, sizeof(sp->draft));
+		if ((rc = gen_spec_abs_path(mv, mp, method + 6, sp->draft.path, sizeof(sp->draft.path),
+		                            err)))
+			return rc;
+		/* the echo names the absolute path too (an engine runs from
+		 * any directory) */
+		if (strlen(sp->draft.path) + 7 > sizeof(sp->draft_method))
+			return json_refuse(err, mv, mp, "model:PATH shorter than 256 bytes once made "
+			                   "absolute", "\"model:%s\"", sp->draft.path);
+		memcpy(sp->draft_method + 6, sp->draft.path, strlen(sp->draft.path) + 1);
+		if ((rc = gen_spec_model_from_path(mv, mp, sp->draft.path, &sp->draft.cfg, err)) ||
+		    (rc = gen_spec_shape_check(mv, mp, &sp->draft.cfg, err)))
+			return rc;
+	} else {
+		if (d->type != JSON_OBJECT)
+			return json_refuse(err, d, "$.draft", "model:PATH or {\"method\": \"model\", \"path\" | "
+			           "\"shape\": ...}", "\"model\"");
+		if ((rc = gen_spec_model_parse(d, "$.draft", &sp->draft, err)))
+			return rc;
+	}
+	/* the target's vocabulary or a prefix of it (Qwen2-0.5B's 151936
+	 * under Qwen2-7B's 152064): q = 0 beyond it, and the draft embeds
+	 * the ids beyond it the target commits as a zero row (gen/plan.c) */
+	if (sp->draft.cfg.vocab > sp->target.cfg.vocab)
+		return json_refuse(err, d, "$.draft", "a draft vocabulary at most the target's (the "
+		           "target's or a prefix of it)", "%d (target %d)", sp->draft.cfg.vocab,
+		           sp->target.cfg.vocab);
+	if ((rc = rt_draft_vocab_check(sp->target.path, sp->target.cfg.vocab, sp->draft.path,
+	                               sp->draft.cfg.vocab, err)))
+		return sw_err_prefix(err, "%s:%d:%d: $.draft", d->file, d->line, d->col);
+	sp->draft_vocab = sp->draft.cfg.vocab;
+	return 0;
+}
+
+/* q8_0 and q8_0_a8 take a draft model (its shapes' blocks: gen/spec.c),
+ * gguf_a8 none (the draft's weights have no file's blocks to keep) */
+static int model_dtype_check(const gen_spec *s, const json_value *v, sw_err *err)
+{
+	return s->dtype == GEN_DTYPE_GGUF_A8 ? gen_spec_gguf_a8_refuse(v, "model", err) : 0;
+}
+
+/* -- build -- */
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* an HF model directory's files, what model_hf.c reads: config.json, the
+ * safetensors and their index, sorted */
+static int model_files(const gen_spec *s, char **names, int max, sw_err *err)
+{
+	DIR *d = opendir(s->draft.path);
+	struct dirent *de;
+	int n = 0;
+	while (d && (de = readdir(d)) && n < max) {
+		const size_t l = strlen(de->d_name);
+		if (!strcmp(de->d_name, "config.json") ||
+		    (l > 12 && !strcmp(de->d_name + l - 12, ".safetensors")) ||
+		    (l > 23 && !strcmp(de->d_name + l - 23, ".safetensors.index.json")))
+			names[n++] = strdup(de->d_name);
+	}
+	if (!d)
+		return sw_errf(err, SW_EIO, "%s: cannot list: %s", s->draft.path, strerror(errno));
+	closedir(d);
+	qsort(names, (size_t)n, sizeof(*names), name_cmp);
+	return n;
+}
+
+static const float *model_wget(const void *h, const char *field, int layer, size_t *n)
+{
+	return rt_model_weight(h, field, layer, n);
+}
+
+static void model_wclose(void *h)
+{
+	rt_model_free(h);
+}
+
+/* the draft model's file or directory (none by shape) */
+static int model_weights_open(const gen_spec *s, gen_weights_src *w, sw_err *err)
+{
+	if (s->draft.from_shape)
+		return 0;
+	rt_model *m = rt_model_load(s->draft.path, err);
+	if (!m)
+		return err->code;
+	*w = (gen_weights_src){.path = s->draft.path, .h = m, .get = model_wget,
+	                       .close = model_wclose};
+	return 0;
+}
+
+static const char *const model_methods[] = {"model", "model:PATH", NULL};
+static const char *const model_keys[] = {"path", "shape", NULL};
+static const char *const layerskip_methods[] = {"layerskip:LAYERS", NULL};
+
 const gen_drafter gen_drafter_model = {
 	.name = "model",
+	.noun = "a draft model",
+	.methods = model_methods,
+	.keys = model_keys,
+	.keys_why = NULL,
+	.parse = model_parse,
+	.tree_check = NULL,
+	.prefill_min = 0,
+	.prefill_why = NULL,
+	.dtype_check = model_dtype_check,
+	.adaptive = true,
+	.embd_unscaled = false,
 	.state_bytes = sizeof(model_x),
 	.shapes = model_shapes,
 	.weights = model_weights,
@@ -209,10 +405,23 @@ const gen_drafter gen_drafter_model = {
 	.accept_q = model_accept_q,
 	.commit = model_commit,
 	.echo = model_echo,
+	.files = model_files,
+	.weights_open = model_weights_open,
 };
 
 const gen_drafter gen_drafter_layerskip = {
 	.name = "layerskip",
+	.noun = "a layer-skip draft",
+	.methods = layerskip_methods,
+	.keys = NULL,
+	.keys_why = NULL,
+	.parse = layerskip_parse,
+	.tree_check = NULL,
+	.prefill_min = 0,
+	.prefill_why = NULL,
+	.dtype_check = NULL,
+	.adaptive = true,
+	.embd_unscaled = false,
 	.state_bytes = sizeof(model_x),
 	.shapes = layerskip_shapes,
 	.weights = layerskip_weights,
@@ -228,4 +437,6 @@ const gen_drafter gen_drafter_layerskip = {
 	.accept_q = model_accept_q,
 	.commit = model_commit,
 	.echo = layerskip_echo,
+	.files = NULL,
+	.weights_open = NULL,
 };

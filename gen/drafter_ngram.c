@@ -1,4 +1,5 @@
-/* The n-gram drafter in the planner (gen/drafter.h): no draft network. A
+/* The n-gram drafter (gen/drafter.h): "$.draft" "ngram" or "ngram:MIN:MAX"
+ * (the lookup's lengths, 1 to 3 by default); in the planner no draft network. A
  * phase draft_ngram after tree_prep looks the context's last tokens up in
  * the history (ngram_lookup over ngram_hist, which iter_end keeps) and
  * drafts the continuation as a chain, the tree's nodes 1 .. n - 1; the
@@ -6,6 +7,9 @@
  * first k. Verification is greedy or one-hot (no draft distribution). The
  * lookup and controller are also an EAGLE-3 head's with "ngram"
  * (drafter_eagle3.c). */
+#include <stdio.h>
+#include <string.h>
+
 #include "core/tree_rules.h"
 #include "drafter.h"
 #include "kernels/engine_state.h"
@@ -13,6 +17,44 @@
 
 /* test_kern_ngram_lookup and test_kern_draft_ctrl compile them without spills */
 enum { BLK_NGRAM = 128, BLK_CTRL = 32 };
+
+/* -- the spec -- */
+
+bool gen_ngram_range(const char *str, gen_spec *sp)
+{
+	char tail = 0;
+	return sscanf(str, "%d:%d%c", &sp->ngram_min, &sp->ngram_max, &tail) == 2 &&
+	       sp->ngram_min >= 1 && sp->ngram_max >= sp->ngram_min && sp->ngram_max <= 16;
+}
+
+/* "ngram" (lengths 1 to 3) or "ngram:MIN:MAX" */
+static int ngram_parse(const gen_draft_in *in, gen_spec *sp, sw_err *err)
+{
+	sp->ngram_min = 1;
+	sp->ngram_max = 3;
+	if (in->method[5] == ':' && !gen_ngram_range(in->method + 6, sp))
+		return json_refuse(err, in->mv, in->mp, "ngram or ngram:MIN:MAX with 1 <= MIN <= MAX <= 16",
+		           "\"%s\"", in->method);
+	sp->draft_vocab = 0;
+	return 0;
+}
+
+/* the lookup drafts one continuation, and no distribution to verify by */
+int gen_ngram_tree_check(const json_value *root, const gen_spec *sp, sw_err *err)
+{
+	for (int i = 0; i < sp->tree.n; i++)
+		if (sp->tree.n_children[i] > 1)
+			return json_refuse(err, json_get(root, "tree"), "$.tree", "a chain (ngram drafts one "
+			         "continuation)", "\"%s\" (node %d has %d children)", sp->tree_spec, i,
+			         sp->tree.n_children[i]);
+	if (sp->verify_method != RT_VERIFY_GREEDY && sp->verify_method != RT_VERIFY_ONEHOT)
+		return json_refuse(err, json_get(root, "verify"), "$.verify.method", "greedy or onehot "
+		         "(ngram drafts have no draft distribution)", "\"%s\"",
+		         json_get(json_get(root, "verify"), "method")->str);
+	return 0;
+}
+
+/* -- the planner -- */
 
 int gp_ngram_history(ctx *c)
 {
@@ -83,8 +125,21 @@ static void ngram_draft(ctx *c)
 	gp_phase_end(c);
 }
 
+static const char *const ngram_methods[] = {"ngram", "ngram:MIN:MAX", NULL};
+
 const gen_drafter gen_drafter_ngram = {
 	.name = "ngram",
+	.noun = "an n-gram draft",
+	.methods = ngram_methods,
+	.keys = NULL,
+	.keys_why = NULL,
+	.parse = ngram_parse,
+	.tree_check = gen_ngram_tree_check,
+	.prefill_min = 0,
+	.prefill_why = NULL,
+	.dtype_check = NULL,
+	.adaptive = false,
+	.embd_unscaled = false,
 	.state_bytes = 0,
 	.shapes = NULL,
 	.weights = NULL,
@@ -100,4 +155,6 @@ const gen_drafter gen_drafter_ngram = {
 	.accept_q = NULL,
 	.commit = NULL,
 	.echo = NULL,
+	.files = NULL,
+	.weights_open = NULL,
 };

@@ -123,12 +123,6 @@ typedef struct gen_plan {
 
 int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err);
 
-/* gguf_a8 with an EAGLE-3 head (gen/drafter_eagle3.c): the head's GEMM weights
- * are Q8_0 blocks of 32 along k, so fc's k (3 x the target's width), its
- * layer's (2 x dim for q/k/v, n_heads x head_dim for o, dim for gate/up and
- * the LM head, ffn_dim for down) must be whole blocks. 0, or SW_EINVAL at
- * v ($.dtype) naming the head, what was expected and what was found. */
-int gen_plan_eagle3_a8_check(const gen_spec *s, const struct json_value *v, sw_err *err);
 void gen_plan_free(gen_plan *p);
 
 /* Refuses (SW_EINVAL, naming the op, the template, both parameters and the

@@ -1,7 +1,7 @@
 /* The planner's phase skeleton (gen/plan.h gen_plan_build): the buffers and
- * phases every engine has, in their order, and the table from the spec's
- * draft kind to the drafter (gen/drafter.h) that fills in its own. The op
- * helpers both use are gen/plan.c's. */
+ * phases every engine has, in their order; the spec's drafter (gen/drafter.h,
+ * by the registry gen/drafters.h) fills in its own. The op helpers both use
+ * are gen/plan.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,21 +12,6 @@
 #include "kernels/verify_layout.h"
 #include "plan.h"
 #include "plan_int.h"
-
-/* The drafters, by the spec's draft kind (gen/drafter.h). */
-static const gen_drafter *const drafters[] = {
-	[GEN_DRAFT_LAYERSKIP] = &gen_drafter_layerskip,
-	[GEN_DRAFT_MODEL] = &gen_drafter_model,
-	[GEN_DRAFT_NGRAM] = &gen_drafter_ngram,
-	[GEN_DRAFT_BLOCK] = &gen_drafter_block,
-	[GEN_DRAFT_EAGLE3] = &gen_drafter_eagle3,
-};
-
-const gen_drafter *gen_drafter_of(int kind)
-{
-	const int n = (int)(sizeof(drafters) / sizeof(drafters[0]));
-	return kind >= 0 && kind < n ? drafters[kind] : NULL;
-}
 
 /* The engine's buffers in arena order: the target's weights and cache,
  * the drafter's, the activations sized for the widest model (the draft's

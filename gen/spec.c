@@ -1,6 +1,8 @@
 /* Engine spec parsing and validation (spec.h). Structure first (unknown keys,
  * types, ranges, via runtime/json.h), then cross-field rules (verification
- * pair, GQA, layer lists, context vs tree), each with its own message. */
+ * pair, GQA, context vs tree), each with its own message. "$.draft" and the
+ * rules of each kind of drafter are its file's (gen/drafter.h), found in the
+ * registry (gen/drafters.h); the gen_spec_* helpers here serve their parse. */
 #include <ctype.h>
 #include <stdarg.h>
 #include <errno.h>
@@ -17,7 +19,7 @@
 #include "model/model_gguf.h"
 #include "model/model_hf.h"
 #include "arch.h"
-#include "plan.h"
+#include "drafter.h"
 #include "spec.h"
 #include "core/tree_rules.h"
 
@@ -132,8 +134,8 @@ int gen_dtype_size(int dtype)
  * through a symbolic link (models/cache) keeps the link. "./" prefixes
  * dropped. out holds n bytes (sizeof gen_model_src.path); a path that
  * does not fit is refused at v, kp. */
-static int abs_path(const json_value *v, const char *kp, const char *p, char *out, size_t n,
-                    sw_err *err)
+int gen_spec_abs_path(const json_value *v, const char *kp, const char *p, char *out, size_t n,
+                      sw_err *err)
 {
 	char cwd[4096];
 	while (p[0] == '.' && p[1] == '/')
@@ -157,8 +159,8 @@ static int abs_path(const json_value *v, const char *kp, const char *p, char *ou
 }
 
 /* Shapes from a model file's metadata (no weights read). */
-static int model_from_path(const json_value *v, const char *path, const char *mpath,
-                           rt_config *cfg, sw_err *err)
+int gen_spec_model_from_path(const json_value *v, const char *path, const char *mpath,
+                             rt_config *cfg, sw_err *err)
 {
 	struct stat st;
 	char p[600];
@@ -308,7 +310,7 @@ static int shape_parse(const json_value *sh, const char *path, rt_config *c, sw_
 }
 
 /* Shape rules every model must meet, whether read from a file or the spec. */
-static int shape_check(const json_value *v, const char *path, const rt_config *c, sw_err *err)
+int gen_spec_shape_check(const json_value *v, const char *path, const rt_config *c, sw_err *err)
 {
 	if (c->n_heads % c->n_kv_heads)
 		return json_refuse(err, v, path, "n_heads a multiple of n_kv_heads (GQA)",
@@ -320,7 +322,7 @@ static int shape_check(const json_value *v, const char *path, const rt_config *c
 }
 
 /* {"path": P} or {"shape": {...}}, exactly one. */
-static int model_parse(const json_value *m, const char *path, gen_model_src *src, sw_err *err)
+int gen_spec_model_parse(const json_value *m, const char *path, gen_model_src *src, sw_err *err)
 {
 	char kp[256];
 	const char *p;
@@ -336,91 +338,30 @@ static int model_parse(const json_value *m, const char *path, gen_model_src *src
 		src->from_shape = true;
 		if ((rc = shape_parse(sv, json_path_key(kp, sizeof(kp), path, "shape"), &src->cfg, err)))
 			return rc;
-		return shape_check(sv, kp, &src->cfg, err);
+		return gen_spec_shape_check(sv, kp, &src->cfg, err);
 	}
 	if ((rc = json_get_string(m, "path", path, &p, err)))
 		return rc;
 	json_path_key(kp, sizeof(kp), path, "path");
-	if ((rc = abs_path(pv, kp, p, src->path, sizeof(src->path), err)))
+	if ((rc = gen_spec_abs_path(pv, kp, p, src->path, sizeof(src->path), err)))
 		return rc;
-	if ((rc = model_from_path(pv, kp, src->path, &src->cfg, err)))
+	if ((rc = gen_spec_model_from_path(pv, kp, src->path, &src->cfg, err)))
 		return rc;
-	return shape_check(pv, kp, &src->cfg, err);
-}
-
-/* "N" (first N layers) or "a-b,c,..." (increasing), optionally "@V". */
-static int layerskip_parse(const json_value *v, const char *path, const char *s, int n_layers,
-                           int vocab, gen_spec *sp, sw_err *err)
-{
-	const char *at = strchr(s, '@');
-	char list[256];
-	size_t ln = at ? (size_t)(at - s) : strlen(s);
-	int prev = -1;
-
-	sp->n_skip_layers = 0;
-	sp->draft_vocab = vocab;
-	if (ln == 0 || ln >= sizeof(list))
-		return json_refuse(err, v, path, "layerskip:N or layerskip:a-b,c,...[@V]", "\"layerskip:%s\"", s);
-	memcpy(list, s, ln);
-	list[ln] = 0;
-	if (at) {
-		char *e;
-		long vl = strtol(at + 1, &e, 10);
-		if (*e || e == at + 1 || vl < 2 || vl > vocab)
-			return json_refuse(err, v, path, "a vocabulary limit @V with 2 <= V <= the target vocab",
-			           "\"@%s\" (vocab %d)", at + 1, vocab);
-		sp->draft_vocab = (int)vl;
-	}
-	if (!strpbrk(list, "-,")) {
-		char *e;
-		long k = strtol(list, &e, 10);
-		if (*e || k < 1 || k >= n_layers)
-			return json_refuse(err, v, path, "a layer count 1 <= N < the target's layers",
-			           "\"%s\" (target has %d layers)", list, n_layers);
-		for (int i = 0; i < k; i++)
-			sp->skip_layers[sp->n_skip_layers++] = i;
-		return 0;
-	}
-	for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-		char *e;
-		long a = strtol(tok, &e, 10), b = a;
-		if (e == tok)
-			goto out_bad;
-		if (*e == '-') {
-			char *f = e + 1;
-			b = strtol(f, &e, 10);
-			if (e == f)
-				goto out_bad;
-		}
-		if (*e)
-			goto out_bad;
-		if (a < 0 || b >= n_layers || b < a || a <= prev)
-			return json_refuse(err, v, path, "increasing layer ids in [0, n_layers)",
-			           "\"%s\" in \"%s\" (target has %d layers)", tok, s, n_layers);
-		for (long i = a; i <= b; i++)
-			sp->skip_layers[sp->n_skip_layers++] = (int)i;
-		prev = (int)b;
-	}
-	if (sp->n_skip_layers >= n_layers)
-		return json_refuse(err, v, path, "a proper subset of the target's layers",
-		           "all %d layers", n_layers);
-	return 0;
-out_bad:
-	return json_refuse(err, v, path, "layerskip:N or layerskip:a-b,c,...[@V]", "\"layerskip:%s\"", s);
+	return gen_spec_shape_check(pv, kp, &src->cfg, err);
 }
 
 /* $.draft.path of a drafter kept in a directory (config.json and
  * model.safetensors): a string, short enough, a directory; sets the draft
- * kind and path. what names the directory in the refusal. */
-static int draft_dir(const json_value *d, gen_spec *sp, int kind, const char *what,
-                     const char **dir, const json_value **pv, sw_err *err)
+ * path. what names the directory in the refusal. */
+int gen_spec_draft_dir(const json_value *d, gen_spec *sp, const char *what, const char **dir,
+                       const json_value **pv, sw_err *err)
 {
 	int rc;
 	if ((rc = json_get_string(d, "path", "$.draft", dir, err)))
 		return rc;
 	*pv = json_get(d, "path");
 	char abs[sizeof(sp->draft.path)];
-	if ((rc = abs_path(*pv, "$.draft.path", *dir, abs, sizeof(abs), err)))
+	if ((rc = gen_spec_abs_path(*pv, "$.draft.path", *dir, abs, sizeof(abs), err)))
 		return rc;
 	struct stat st;
 	char expected[160];
@@ -428,135 +369,79 @@ static int draft_dir(const json_value *d, gen_spec *sp, int kind, const char *wh
 	if (stat(abs, &st) || !S_ISDIR(st.st_mode))
 		return json_refuse(err, *pv, "$.draft.path", expected, "\"%s\" (%s)", *dir,
 		                   stat(abs, &st) ? strerror(errno) : "not a directory");
-	sp->draft_kind = kind;
 	memset(&sp->draft, 0, sizeof(sp->draft));
 	snprintf(sp->draft.path, sizeof(sp->draft.path), "%s", abs);
 	*dir = sp->draft.path;
 	return 0;
 }
 
-/* {"method": "block", "path": DIR, "steps": S}: the drafter's config.json
- * against the target (width, vocabulary, layers, taps). */
-static int block_parse(const json_value *d, gen_spec *sp, sw_err *err)
+int gen_spec_gguf_a8_refuse(const json_value *v, const char *what, sw_err *err)
 {
-	const char *dir;
-	int rc;
-	if (d->type != JSON_OBJECT)
-		return json_refuse(err, d, "$.draft", "{\"method\": \"block\", \"path\": DIR, \"steps\": S}",
-		           "the string \"block\"");
-	const json_value *sv = json_get(d, "shape");
-	if (sv && json_get(d, "path"))
-		return json_refuse(err, d, "$.draft", "exactly one of \"path\" and \"shape\"", "both");
-	sp->block_steps = 1;
-	if ((rc = opt_int(d, "steps", "$.draft", 1, 16, &sp->block_steps, err)))
-		return rc;
-	if (sv) {
-		/* a drafter by shape (planning, NVRTC and inspect without weights):
-		 * config.json's keys, the spec's target as its target */
-		sp->draft_kind = GEN_DRAFT_BLOCK;
-		memset(&sp->draft, 0, sizeof(sp->draft));
-		sp->draft.from_shape = true;
-		if ((rc = rt_bd_config_shape(sv, sv->file, "$.draft.shape", &sp->target.cfg, &sp->block,
-		                             err)))
-			return rc;
-		if (sp->block.cond != RT_BD_FEATURES)
-			return json_refuse(err, sv, "$.draft.shape.conditioning", "\"features\" (the engine keeps "
-			           "no token window)", "\"tokens\"");
-		sp->draft_vocab = sp->block.draft_vocab;
-		return 0;
+	return json_refuse(err, v, "$.dtype", "an n-gram, layer-skip or EAGLE-3 draft with \"gguf_a8\" "
+	                   "(the target's weights in the file's blocks, an EAGLE-3 head's in Q8_0)",
+	                   "a draft %s", what);
+}
+
+/* Whether a drafter answers to method: a form of its methods without ':'
+ * is the whole method, one with ':' a prefix through it. */
+static bool draft_takes(const gen_drafter *dr, const char *method)
+{
+	for (const char *const *m = dr->methods; *m; m++) {
+		const char *colon = strchr(*m, ':');
+		if (colon ? !strncmp(method, *m, (size_t)(colon - *m + 1)) : !strcmp(method, *m))
+			return true;
 	}
-	const json_value *pv;
-	if ((rc = draft_dir(d, sp, GEN_DRAFT_BLOCK, "a block drafter directory", &dir, &pv, err)))
-		return rc;
-	const char *tname = sp->target.from_shape ? "(the spec's target shape)" : sp->target.path;
-	if ((rc = rt_bd_config_load(dir, &sp->target.cfg, tname, &sp->block, err)))
-		return sw_err_prefix(err, "%s:%d:%d: $.draft.path", pv->file, pv->line, pv->col);
-	if (sp->block.cond != RT_BD_FEATURES)
-		return json_refuse(err, pv, "$.draft.path", "a features-conditioned block drafter (config.json "
-		           "$.conditioning \"features\"; the engine keeps no token window)",
-		           "\"%s\": $.conditioning \"tokens\"", dir);
-	sp->draft_vocab = sp->block.draft_vocab;
-	return 0;
+	return false;
 }
 
-/* {"method": "eagle3", "path": DIR}: an EAGLE-3 head's config.json against
- * the target (runtime/model/eagle3.h rt_e3_config_load: width, vocabulary,
- * layer count, the three tapped layers, Vd). Over a target shape DIR may
- * hold config.json alone (rt_e3_config_shape: a shape-only head). */
-/* "MIN:MAX" n-gram lengths (the method "ngram:MIN:MAX" after its prefix, and
- * an EAGLE-3 draft's "ngram"): 1 <= MIN <= MAX <= 16, nothing after them.
- * Returns true and sets sp's range, or false. */
-static bool ngram_range(const char *str, gen_spec *sp)
+static bool draft_reads(const gen_drafter *dr, const char *key)
 {
-	char tail = 0;
-	return sscanf(str, "%d:%d%c", &sp->ngram_min, &sp->ngram_max, &tail) == 2 &&
-	       sp->ngram_min >= 1 && sp->ngram_max >= sp->ngram_min && sp->ngram_max <= 16;
+	for (const char *const *k = dr->keys; k && *k; k++)
+		if (!strcmp(*k, key))
+			return true;
+	return false;
 }
 
-static int eagle3_parse(const json_value *d, gen_spec *sp, sw_err *err)
+/* How many drafters read a "$.draft" key. */
+static int draft_readers(const char *key)
 {
-	const char *dir;
-	int rc;
-	if (d->type != JSON_OBJECT)
-		return json_refuse(err, d, "$.draft", "{\"method\": \"eagle3\", \"path\": DIR}",
-		           "the string \"eagle3\"");
-	if (json_get(d, "shape"))
-		return json_refuse(err, json_get(d, "shape"), "$.draft.shape", "no \"shape\" with method "
-		           "\"eagle3\" (the head's config.json is its shape: give \"path\")", "a shape");
-	const json_value *pv;
-	if ((rc = draft_dir(d, sp, GEN_DRAFT_EAGLE3, "an EAGLE-3 head directory", &dir, &pv, err)))
-		return rc;
-	struct stat st;
-	const char *tname = sp->target.from_shape ? "(the spec's target shape)" : sp->target.path;
-	/* over a target shape, a head directory with config.json alone is a
-	 * head by shape (no weights anywhere: timed with --random-weights) */
-	char wpath[600];
-	snprintf(wpath, sizeof(wpath), "%s/model.safetensors", dir);
-	const bool shape_only = sp->target.from_shape && stat(wpath, &st) && errno == ENOENT;
-	if ((rc = shape_only ? rt_e3_config_shape(dir, &sp->target.cfg, tname, &sp->eagle3, err)
-	                     : rt_e3_config_load(dir, &sp->target.cfg, tname, &sp->eagle3, err)))
-		return sw_err_prefix(err, "%s:%d:%d: $.draft.path", pv->file, pv->line, pv->col);
-	const rt_config *h = &sp->eagle3.head;
-	if (h->head_dim % 8 || h->n_heads % h->n_kv_heads)
-		return json_refuse(err, pv, "$.draft.path", "a head whose head_dim is a multiple of 8 and "
-		           "whose n_heads is a multiple of n_kv_heads (the engine's tree attention)",
-		           "\"%s\": head_dim %d, %d heads, %d KV heads", dir, h->head_dim, h->n_heads,
-		           h->n_kv_heads);
-	sp->draft_vocab = sp->eagle3.draft_vocab;
-	/* "ngram": "MIN:MAX": an n-gram match of the context drafts first (the
-	 * n-gram engine's lookup and controller), the head drafts "levels"
-	 * tokens (default 1) in the iterations where that drafts none */
-	const json_value *nv = json_get(d, "ngram"), *lv = json_get(d, "levels");
-	if (lv && !nv)
-		return json_refuse(err, lv, "$.draft.levels", "\"levels\" only with \"ngram\" (the "
-		           "head's levels when the n-gram lookup drafts none)", "\"levels\" alone");
-	if (!nv)
-		return 0;
-	if (nv->type != JSON_STRING || !ngram_range(nv->str, sp))
-		return json_refuse(err, nv, "$.draft.ngram", "\"MIN:MAX\" with 1 <= MIN <= MAX <= 16",
-		           "%s%s%s", nv->type == JSON_STRING ? "\"" : "",
-		           nv->type == JSON_STRING ? nv->str : json_type_name(nv->type),
-		           nv->type == JSON_STRING ? "\"" : "");
-	sp->e3_ngram = true;
-	sp->e3_levels = 1;
-	if (lv) {
-		int64_t L = 0;
-		if ((rc = json_get_int(d, "levels", "$.draft", 1, 64, &L, err)))
-			return rc;
-		sp->e3_levels = (int)L;
-	}
-	return 0;
+	int n = 0;
+	for (int i = 0; i < GEN_DRAFT_N; i++)
+		n += gen_drafter_of(i) && draft_reads(gen_drafter_of(i), key);
+	return n;
 }
 
+/* Appends s to buf (n bytes) after the separator sep when buf has text. */
+static void cat(char *buf, size_t n, const char *sep, const char *s)
+{
+	const size_t l = strlen(buf);
+	snprintf(buf + l, n - l, "%s%s", l ? sep : "", s);
+}
+
+/* "$.draft": a method string or an object {"method": ...} with the keys
+ * the drafters read; the drafter the method names (gen/drafters.h) parses
+ * the rest. A key one drafter alone reads is refused with another method,
+ * naming that one; a key its drafter does not read, naming the first that
+ * reads it. */
 static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 {
-	static const char *const keys[] = {"method", "path", "shape", "steps", "ngram", "levels",
-	                                   NULL};
+	const char *keys[32] = {"method"};
+	int nk = 1;
 	const json_value *d = json_get(root, "draft");
 	const char *method;
 	char mp[64] = "$.draft";
 	int rc;
 
+	for (int i = 0; i < GEN_DRAFT_N; i++)
+		for (const char *const *k = gen_drafter_of(i) ? gen_drafter_of(i)->keys : NULL;
+		     k && *k && nk < 31; k++) {
+			bool seen = false;
+			for (int j = 0; j < nk; j++)
+				seen |= !strcmp(keys[j], *k);
+			if (!seen)
+				keys[nk++] = *k;
+		}
+	keys[nk] = NULL;
 	if (!d)
 		return json_get_object(root, "draft", "$", &d, err); /* the "missing" message */
 	if (d->type == JSON_STRING) {
@@ -571,83 +456,86 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 	}
 	const json_value *mv = d->type == JSON_STRING ? d : json_get(d, "method");
 	snprintf(sp->draft_method, sizeof(sp->draft_method), "%s", method);
-	bool has_src = d->type == JSON_OBJECT && (json_get(d, "path") || json_get(d, "shape"));
-	if (d->type == JSON_OBJECT && json_get(d, "steps") && strcmp(method, "block"))
-		return json_refuse(err, json_get(d, "steps"), "$.draft.steps", "\"steps\" only with method "
-		           "\"block\"", "it with \"%s\"", method);
-	for (int i = 0; d->type == JSON_OBJECT && i < 2; i++) {
-		const char *k = i ? "levels" : "ngram";
-		if (json_get(d, k) && strcmp(method, "eagle3"))
-			return json_refuse(err, json_get(d, k), i ? "$.draft.levels" : "$.draft.ngram",
-			           "\"ngram\" and \"levels\" only with method \"eagle3\" (an n-gram "
-			           "lookup before the head)", "it with \"%s\"", method);
-	}
-	if (!strcmp(method, "block"))
-		return block_parse(d, sp, err);
-	if (!strcmp(method, "eagle3"))
-		return eagle3_parse(d, sp, err);
 
-	if (!strncmp(method, "layerskip:", 10) || !strncmp(method, "ngram", 5)) {
-		if (has_src)
-			return json_refuse(err, d, "$.draft", "\"path\"/\"shape\" only with method \"model\"",
-			           "them with \"%s\"", method);
+	/* a key one drafter alone reads, with another method */
+	for (int i = 0; i < GEN_DRAFT_N && d->type == JSON_OBJECT; i++) {
+		const gen_drafter *dr = gen_drafter_of(i);
+		if (!dr || draft_takes(dr, method))
+			continue;
+		char own[160] = "", exp[320], kp[64];
+		for (const char *const *k = dr->keys; k && *k; k++)
+			if (draft_readers(*k) == 1) {
+				char q[40];
+				bool more = false; /* another of its own after this one */
+				for (const char *const *l = k + 1; *l; l++)
+					more |= draft_readers(*l) == 1;
+				snprintf(q, sizeof(q), "\"%s\"", *k);
+				cat(own, sizeof(own), more ? ", " : " and ", q);
+			}
+		snprintf(exp, sizeof(exp), "%s only with method \"%s\"%s%s", own, dr->methods[0],
+		         dr->keys_why ? " " : "", dr->keys_why ? dr->keys_why : "");
+		for (const char *const *k = dr->keys; k && *k; k++)
+			if (draft_readers(*k) == 1 && json_get(d, *k))
+				return json_refuse(err, json_get(d, *k),
+				                   json_path_key(kp, sizeof(kp), "$.draft", *k), exp,
+				                   "it with \"%s\"", method);
 	}
-	if (!strncmp(method, "layerskip:", 10)) {
-		sp->draft_kind = GEN_DRAFT_LAYERSKIP;
-		return layerskip_parse(mv, mp, method + 10, sp->target.cfg.n_layers,
-		                       sp->target.cfg.vocab, sp, err);
-	}
-	if (!strcmp(method, "ngram") || !strncmp(method, "ngram:", 6)) {
-		sp->draft_kind = GEN_DRAFT_NGRAM;
-		sp->ngram_min = 1;
-		sp->ngram_max = 3;
-		if (method[5] == ':' && !ngram_range(method + 6, sp))
-			return json_refuse(err, mv, mp, "ngram or ngram:MIN:MAX with 1 <= MIN <= MAX <= 16",
-			           "\"%s\"", method);
-		sp->draft_vocab = 0;
-		return 0;
-	}
-	if (!strcmp(method, "model") || !strncmp(method, "model:", 6)) {
-		sp->draft_kind = GEN_DRAFT_MODEL;
-		if (method[5] == ':') {
-			if (has_src)
-				return json_refuse(err, d, "$.draft", "the model given once", "\"%s\" and a "
-				           "path/shape field", method);
-			json_value fake = *mv;
-			memset(&sp->draft, 0, sizeof(sp->draft));
-			if ((rc = abs_path(mv, mp, method + 6, sp->draft.path, sizeof(sp->draft.path), err)))
-				return rc;
-			/* the echo names the absolute path too (an engine runs from
-			 * any directory) */
-			if (strlen(sp->draft.path) + 7 > sizeof(sp->draft_method))
-				return json_refuse(err, mv, mp, "model:PATH shorter than 256 bytes once made "
-				                   "absolute", "\"model:%s\"", sp->draft.path);
-			memcpy(sp->draft_method + 6, sp->draft.path, strlen(sp->draft.path) + 1);
-			if ((rc = model_from_path(&fake, mp, sp->draft.path, &sp->draft.cfg, err)) ||
-			    (rc = shape_check(mv, mp, &sp->draft.cfg, err)))
-				return rc;
-		} else {
-			if (d->type != JSON_OBJECT)
-				return json_refuse(err, d, "$.draft", "model:PATH or {\"method\": \"model\", \"path\" | "
-				           "\"shape\": ...}", "\"model\"");
-			if ((rc = model_parse(d, "$.draft", &sp->draft, err)))
-				return rc;
+
+	const gen_drafter *dr = NULL;
+	for (int i = 0; i < GEN_DRAFT_N && !dr; i++)
+		if (gen_drafter_of(i) && draft_takes(gen_drafter_of(i), method)) {
+			dr = gen_drafter_of(i);
+			sp->draft_kind = i;
 		}
-		/* the target's vocabulary or a prefix of it (Qwen2-0.5B's 151936
-		 * under Qwen2-7B's 152064): q = 0 beyond it, and the draft embeds
-		 * the ids beyond it the target commits as a zero row (gen/plan.c) */
-		if (sp->draft.cfg.vocab > sp->target.cfg.vocab)
-			return json_refuse(err, d, "$.draft", "a draft vocabulary at most the target's (the "
-			           "target's or a prefix of it)", "%d (target %d)", sp->draft.cfg.vocab,
-			           sp->target.cfg.vocab);
-		if ((rc = rt_draft_vocab_check(sp->target.path, sp->target.cfg.vocab, sp->draft.path,
-		                               sp->draft.cfg.vocab, err)))
-			return sw_err_prefix(err, "%s:%d:%d: $.draft", d->file, d->line, d->col);
-		sp->draft_vocab = sp->draft.cfg.vocab;
-		return 0;
+	if (!dr) {
+		char forms[512] = "";
+		const char *last = NULL;
+		for (int i = 0; i < GEN_DRAFT_N; i++)
+			for (const char *const *m = gen_drafter_of(i) ? gen_drafter_of(i)->methods : NULL;
+			     m && *m; m++) {
+				if (last)
+					cat(forms, sizeof(forms), ", ", last);
+				last = *m;
+			}
+		if (last)
+			cat(forms, sizeof(forms), " or ", last);
+		return json_refuse(err, mv, mp, forms, "\"%s\"", method);
 	}
-	return json_refuse(err, mv, mp, "layerskip:LAYERS, model, model:PATH, ngram, ngram:MIN:MAX, block or eagle3",
-	           "\"%s\"", method);
+
+	/* a key its drafter does not read that several others do (another's
+	 * "path" or "shape"; one only another reads was refused above) */
+	if (d->type == JSON_OBJECT) {
+		char lacks[160] = "";
+		bool present = false;
+		int n = 0;
+		for (int j = 1; j < nk; j++)
+			if (!draft_reads(dr, keys[j]) && draft_readers(keys[j]) > 1) {
+				char q[40];
+				snprintf(q, sizeof(q), "\"%s\"", keys[j]);
+				cat(lacks, sizeof(lacks), "/", q);
+				present |= json_get(d, keys[j]) != NULL;
+				n++;
+			}
+		if (present) {
+			const gen_drafter *other = NULL;
+			for (int i = 0; i < GEN_DRAFT_N && !other; i++) {
+				bool all = gen_drafter_of(i) != NULL;
+				for (int j = 1; j < nk && all; j++)
+					all = draft_reads(dr, keys[j]) || draft_readers(keys[j]) < 2 ||
+					      draft_reads(gen_drafter_of(i), keys[j]);
+				if (all)
+					other = gen_drafter_of(i);
+			}
+			char exp[320], with[80] = "another method";
+			if (other)
+				snprintf(with, sizeof(with), "method \"%s\"", other->methods[0]);
+			snprintf(exp, sizeof(exp), "%s only with %s", lacks, with);
+			return json_refuse(err, d, "$.draft", exp, "%s with \"%s\"", n > 1 ? "them" : "it",
+			                   method);
+		}
+	}
+	const gen_draft_in in = {.d = d, .mv = mv, .method = method, .mp = mp};
+	return dr->parse(&in, sp, err);
 }
 
 static int arch_ok(const char *a)
@@ -698,10 +586,11 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	static const char *const tkeys[] = {"path", "shape", NULL};
 	if ((rc = json_get_object(root, "target", "$", &o, err)) ||
 	    (rc = json_check_keys(o, "$.target", tkeys, err)) ||
-	    (rc = model_parse(o, "$.target", &sp->target, err)))
+	    (rc = gen_spec_model_parse(o, "$.target", &sp->target, err)))
 		goto out_free;
 	if ((rc = draft_parse(root, sp, err)))
 		goto out_free;
+	const gen_drafter *dr = gen_drafter_of(sp->draft_kind);
 
 	if ((rc = json_get_string(root, "tree", "$", &s, err)))
 		goto out_free;
@@ -771,48 +660,9 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		         (double)sp->temperature);
 		goto out_free;
 	}
-	if (sp->draft_kind == GEN_DRAFT_NGRAM || sp->e3_ngram) {
-		for (int i = 0; i < sp->tree.n; i++)
-			if (sp->tree.n_children[i] > 1) {
-				rc = json_refuse(err, json_get(root, "tree"), "$.tree", "a chain (ngram drafts one "
-				         "continuation)", "\"%s\" (node %d has %d children)", sp->tree_spec, i,
-				         sp->tree.n_children[i]);
-				goto out_free;
-			}
-		if (sp->verify_method != RT_VERIFY_GREEDY && sp->verify_method != RT_VERIFY_ONEHOT) {
-			rc = json_refuse(err, json_get(root, "verify"), "$.verify.method", "greedy or onehot "
-			         "(ngram drafts have no draft distribution)", "\"%s\"", ms);
-			goto out_free;
-		}
-		const json_value *lv = json_get(json_get(root, "draft"), "levels");
-		if (sp->e3_ngram && (sp->tree.depth_max < 1 || sp->e3_levels > sp->tree.depth_max)) {
-			rc = json_refuse(err, lv ? lv : json_get(root, "tree"),
-			                 "$.draft.levels", "at most the chain's depth (the head drafts "
-			                 "nodes 1 .. levels)", "%d with tree \"%s\" of depth %d",
-			                 sp->e3_levels, sp->tree_spec, sp->tree.depth_max);
-			goto out_free;
-		}
-	}
-
-	if (sp->draft_kind == GEN_DRAFT_BLOCK) {
-		const int B = sp->block.block;
-		bool chain = true;
-		for (int i = 0; i < sp->tree.n; i++)
-			chain &= sp->tree.n_children[i] <= 1;
-		if (sp->tree.depth_max > B) {
-			rc = json_refuse(err, json_get(root, "tree"), "$.tree", "a tree of depth at most the block "
-			         "drafter's B (one pass drafts B positions)", "\"%s\" of depth %d with "
-			         "B = %d (%s/config.json $.block)", sp->tree_spec, sp->tree.depth_max, B,
-			         sp->draft.path);
-			goto out_free;
-		}
-		if (sp->block_steps > 1 && !chain) {
-			rc = json_refuse(err, json_get(json_get(root, "draft"), "steps"), "$.draft.steps",
-			         "1 with a tree (a tree is drafted from one pass; steps > 1 need a chain)",
-			         "%d with tree \"%s\"", sp->block_steps, sp->tree_spec);
-			goto out_free;
-		}
-	}
+	/* the trees and verification its drafter drafts for */
+	if (dr->tree_check && (rc = dr->tree_check(root, sp, err)))
+		goto out_free;
 
 	if ((rc = get_int(root, "max_context", "$", 16, 1 << 20, &sp->max_context, err)))
 		goto out_free;
@@ -830,10 +680,11 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	sp->prefill_chunk = sp->max_context < 128 ? sp->max_context : 128;
 	if ((rc = opt_int(root, "prefill_chunk", "$", 1, 1 << 20, &sp->prefill_chunk, err)))
 		goto out_free;
-	if (sp->draft_kind == GEN_DRAFT_EAGLE3 && sp->prefill_chunk < 2) {
-		rc = json_refuse(err, json_get(root, "prefill_chunk"), "$.prefill_chunk", "at least 2 with "
-		         "an EAGLE-3 head (a chunk's head rows pair each position with the next token)",
-		         "%d", sp->prefill_chunk);
+	if (sp->prefill_chunk < dr->prefill_min) {
+		char least[256];
+		snprintf(least, sizeof(least), "at least %d %s", dr->prefill_min, dr->prefill_why);
+		rc = json_refuse(err, json_get(root, "prefill_chunk"), "$.prefill_chunk", least, "%d",
+		                 sp->prefill_chunk);
 		goto out_free;
 	}
 	if (sp->prefill_chunk > sp->max_context) {
@@ -851,17 +702,11 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	} else if (!strcmp(s, "q8_0") || !strcmp(s, "q8_0_a8")) {
 		/* every GEMM's k (dim, ffn_dim, n_heads x head_dim) in whole Q8_0 blocks */
 		sp->dtype = strcmp(s, "q8_0") ? GEN_DTYPE_Q8_0_A8 : GEN_DTYPE_Q8_0;
-		if (sp->draft_kind == GEN_DRAFT_BLOCK || sp->draft_kind == GEN_DRAFT_EAGLE3) {
-			rc = json_refuse(err, json_get(root, "dtype"), "$.dtype",
-			         sp->draft_kind == GEN_DRAFT_BLOCK
-			         ? "\"bf16\" or \"fp16\" with a block drafter"
-			         : "\"bf16\", \"fp16\" or \"gguf_a8\" with an EAGLE-3 head",
-			         "\"%s\"", gen_dtype_name(sp->dtype));
+		if (dr->dtype_check && (rc = dr->dtype_check(sp, json_get(root, "dtype"), err)))
 			goto out_free;
-		}
 		for (int mi = 0; mi < 2; mi++) {
 			const rt_config *c = mi ? &sp->draft.cfg : &sp->target.cfg;
-			if (mi && sp->draft_kind != GEN_DRAFT_MODEL)
+			if (mi && !sp->draft.cfg.n_layers) /* no draft model */
 				break;
 			const int q = c->n_heads * c->head_dim;
 			if (c->dim % 32 || c->ffn_dim % 32 || q % 32) {
@@ -875,15 +720,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		}
 	} else if (!strcmp(s, "gguf_a8")) {
 		sp->dtype = GEN_DTYPE_GGUF_A8;
-		if (sp->draft_kind == GEN_DRAFT_BLOCK || sp->draft_kind == GEN_DRAFT_MODEL) {
-			rc = json_refuse(err, json_get(root, "dtype"), "$.dtype", "an n-gram, layer-skip or "
-			         "EAGLE-3 draft with \"gguf_a8\" (the target's weights in the file's "
-			         "blocks, an EAGLE-3 head's in Q8_0)", "a draft %s",
-			         sp->draft_kind == GEN_DRAFT_BLOCK ? "block drafter" : "model");
-			goto out_free;
-		}
-		if (sp->draft_kind == GEN_DRAFT_EAGLE3 &&
-		    (rc = gen_plan_eagle3_a8_check(sp, json_get(root, "dtype"), err)))
+		if (dr->dtype_check && (rc = dr->dtype_check(sp, json_get(root, "dtype"), err)))
 			goto out_free;
 		if ((rc = gguf_wtypes(&sp->target, json_get(root, "dtype"), err)))
 			goto out_free;
@@ -896,7 +733,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 
 	/* what a family's engine cannot run (gen/arch.h check: Gemma 3's
 	 * sliding window beyond max_context, ...) */
-	for (int mi = 0; mi < 2 && (!mi || sp->draft_kind == GEN_DRAFT_MODEL); mi++) {
+	for (int mi = 0; mi < 2 && (!mi || sp->draft.cfg.n_layers); mi++) {
 		const rt_config *c = mi ? &sp->draft.cfg : &sp->target.cfg;
 		const gen_arch *fa = gen_arch_of(c->arch);
 		gen_arch_refusal r = {0};
@@ -956,8 +793,7 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		bool chain = true;
 		for (int i = 0; i < sp->tree.n; i++)
 			chain &= sp->tree.n_children[i] <= 1;
-		if (!chain || sp->draft_kind == GEN_DRAFT_NGRAM || sp->draft_kind == GEN_DRAFT_BLOCK ||
-		    sp->draft_kind == GEN_DRAFT_EAGLE3) {
+		if (!chain || !dr->adaptive) {
 			rc = json_refuse(err, o, "$.adaptive", "a chain tree drafted by a model (layerskip or "
 			         "model)", "tree \"%s\" with draft \"%s\"", sp->tree_spec,
 			         sp->draft_method);
@@ -965,9 +801,8 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 		}
 	}
 
-	if ((rc = gen_ctrl_parse(root, sp->draft_kind == GEN_DRAFT_NGRAM || sp->e3_ngram,
-	                         sp->verify_method == RT_VERIFY_GREEDY, sp->tree.depth_max,
-	                         sp->e3_ngram ? sp->e3_levels : 0, &sp->ctrl, err)))
+	if ((rc = gen_ctrl_parse(root, sp->ngram_max > 0, sp->verify_method == RT_VERIFY_GREEDY,
+	                         sp->tree.depth_max, sp->e3_levels, &sp->ctrl, err)))
 		goto out_free;
 
 	sp->est_context = sp->max_context / 2;

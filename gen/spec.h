@@ -64,6 +64,7 @@
 #include "model/eagle3.h"
 #include "model/model.h"
 #include "core/tree.h"
+#include "drafters.h"
 #include "plan_ctrl.h"
 
 #define GEN_SPEC_MAX_ARCHS 8
@@ -95,8 +96,6 @@ enum gen_dtype { GEN_DTYPE_BF16 = 0, GEN_DTYPE_FP16, GEN_DTYPE_Q8_0, GEN_DTYPE_Q
 /* The GEMM weight fields, in gen_model_src.wtype's order. */
 enum gen_wfield { GEN_WT_WQ = 0, GEN_WT_WK, GEN_WT_WV, GEN_WT_WO, GEN_WT_GATE, GEN_WT_UP,
                   GEN_WT_DOWN, GEN_WT_LM_HEAD, GEN_WT_N };
-enum gen_draft_kind { GEN_DRAFT_LAYERSKIP = 0, GEN_DRAFT_MODEL, GEN_DRAFT_NGRAM, GEN_DRAFT_BLOCK,
-                      GEN_DRAFT_EAGLE3 };
 
 typedef struct gen_model_src {
 	bool from_shape;  /* shape given in the spec, no weights needed to build */
@@ -113,19 +112,24 @@ typedef struct gen_spec {
 	char file[256];   /* the spec's name in messages */
 	char name[64];
 	gen_model_src target;
-	int draft_kind;            /* enum gen_draft_kind */
+	/* the drafter's: its kind (enum gen_draft_kind, drafters.h: the row of
+	 * its file's gen_drafter, whose parse fills the fields below) */
+	int draft_kind;
 	char draft_method[256];    /* as written, for the echo */
-	gen_model_src draft;       /* GEN_DRAFT_MODEL; BLOCK: path = the drafter's directory */
+	gen_model_src draft;       /* GEN_DRAFT_MODEL: cfg its shapes (0s for every other kind:
+	                            * the family's and the dtype's checks take a set one);
+	                            * BLOCK, EAGLE3: path = the drafter's directory */
 	rt_bd_config block;        /* GEN_DRAFT_BLOCK: the drafter's config.json */
 	rt_e3_config eagle3;       /* GEN_DRAFT_EAGLE3: the head's config.json (path: draft.path) */
 	int block_steps;           /* GEN_DRAFT_BLOCK: S, the drafter passes per iteration */
 	int n_skip_layers;         /* LAYERSKIP: the target layers the draft runs, increasing */
 	int skip_layers[GEN_SPEC_MAX_LAYERS];
 	int draft_vocab;           /* LAYERSKIP "@V" limit, else the draft's vocab; 0 for NGRAM */
-	int ngram_min, ngram_max;  /* NGRAM; EAGLE3 with e3_ngram */
+	int ngram_min, ngram_max;  /* the n-gram lookup's lengths, 0 without one: NGRAM; EAGLE3
+	                            * with e3_ngram */
 	bool e3_ngram;             /* EAGLE3 "ngram": an n-gram match drafts first, the head
 	                            * drafts e3_levels tokens where it drafts none */
-	int e3_levels;
+	int e3_levels;             /* 0 without e3_ngram */
 	char tree_spec[512];
 	rt_tree tree;
 	int verify_method, expand_rule; /* rt_verify_method / rt_expand_rule */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "gen/drafter.h"
 #include "gen/spec.h"
 #include "decode/tree_verify.h"
 
@@ -394,6 +395,73 @@ static void test_control(void **state)
 	expect_err(mk(GOOD_T, N, "chain:3", GOOD_V, TAIL ", \"control\": 3"), "$.control");
 }
 
+/* How many drafters of the registry read a "$.draft" key. */
+static int key_readers(const char *key)
+{
+	int n = 0;
+	for (int k = 0; k < GEN_DRAFT_N; k++)
+		for (const char *const *x = gen_drafter_of(k)->keys; x && *x; x++)
+			n += !strcmp(*x, key);
+	return n;
+}
+
+/* "$.draft" is read through the drafter registry (gen/drafters.h): every
+ * row's methods are what an unknown method's refusal lists and its keys
+ * what an unknown key's allows; a key one drafter alone reads is refused
+ * with every other method, naming that drafter's. */
+static void test_draft_table(void **state)
+{
+	(void)state;
+	sw_err err = {0};
+	char draft[256], want[512];
+	const char *unknown = mk(GOOD_T, "{\"method\": \"medusa\", \"mtp\": 2}", "chain:4", GOOD_V, TAIL);
+	assert_int_not_equal(gen_spec_parse(unknown, strlen(unknown), "t.json", NULL, &g_spec, &err), 0);
+	for (int k = 0; k < GEN_DRAFT_N; k++) {
+		const gen_drafter *dr = gen_drafter_of(k);
+		assert_non_null(dr);
+		assert_non_null(dr->parse);
+		assert_non_null(dr->methods[0]);
+		for (const char *const *x = dr->keys; x && *x; x++)
+			if (!strstr(err.msg, *x))
+				fail_msg("%s: key \"%s\" not allowed: %s", dr->name, *x, err.msg);
+	}
+	unknown = mk(GOOD_T, "\"medusa\"", "chain:4", GOOD_V, TAIL);
+	err = (sw_err){0};
+	assert_int_not_equal(gen_spec_parse(unknown, strlen(unknown), "t.json", NULL, &g_spec, &err), 0);
+	for (int k = 0; k < GEN_DRAFT_N; k++)
+		for (const char *const *m = gen_drafter_of(k)->methods; *m; m++)
+			if (!strstr(err.msg, *m))
+				fail_msg("method %s not listed: %s", *m, err.msg);
+	/* a prefix is matched through its ':' ("ngram:MIN:MAX" is no "ngram*"),
+	 * a path or not */
+	expect_err(mk(GOOD_T, "{\"method\": \"ngramfoo\", \"path\": \"m.gguf\"}", "chain:4", GOOD_V,
+	              TAIL), "$.draft.method: expected layerskip:LAYERS, model, model:PATH, ngram, "
+	           "ngram:MIN:MAX, block or eagle3, found \"ngramfoo\"");
+	/* every key one drafter alone reads, with each other drafter's method */
+	int n = 0;
+	for (int k = 0; k < GEN_DRAFT_N; k++) {
+		const gen_drafter *owner = gen_drafter_of(k);
+		for (const char *const *x = owner->keys; x && *x; x++) {
+			if (key_readers(*x) != 1)
+				continue;
+			for (int j = 0; j < GEN_DRAFT_N; j++) {
+				if (j == k)
+					continue;
+				const char *m = gen_drafter_of(j)->methods[0];
+				snprintf(draft, sizeof(draft), "{\"method\": \"%s\", \"%s\": 1}", m, *x);
+				snprintf(want, sizeof(want), "$.draft.%s: expected ", *x);
+				expect_err(mk(GOOD_T, draft, "chain:4", GOOD_V, TAIL), want);
+				snprintf(want, sizeof(want), "only with method \"%s\"", owner->methods[0]);
+				expect_err(mk(GOOD_T, draft, "chain:4", GOOD_V, TAIL), want);
+				snprintf(want, sizeof(want), "found it with \"%s\"", m);
+				expect_err(mk(GOOD_T, draft, "chain:4", GOOD_V, TAIL), want);
+				n++;
+			}
+		}
+	}
+	assert_true(n >= 3 * (GEN_DRAFT_N - 1)); /* steps; ngram and levels */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -402,6 +470,7 @@ int main(void)
 		cmocka_unit_test(test_bad_specs),
 		cmocka_unit_test(test_block_specs),
 		cmocka_unit_test(test_example_specs),
+		cmocka_unit_test(test_draft_table),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,7 +29,7 @@ for s in "${specs[@]}"; do
 		"$bin" build "$s" -o "$d/e" --no-compile > "$d/log" 2>&1
 		echo "exit $?" >> "$d/log"
 		# the timings and the directory differ by design
-		sed -i -E "s/in [0-9.]+ s/in X s/; s/[0-9.]+ s compiling/X s compiling/; s@$d@DIR@g" "$d/log"
+		sed -i -E "s/in [0-9.]+ m?s/in X s/; s/[0-9.]+ s compiling/X s compiling/; s@$d@DIR@g" "$d/log"
 	done
 	for f in engine.json kernels.cu log; do
 		a=$work/old/$f; b=$work/new/$f
