@@ -804,13 +804,100 @@ static void op_qkv_rope(ctx *c, const model_ix *m, const fwd_opt *o, gen_arg q, 
 	gp_emit(c, &d);
 }
 
+/* The layer as separate launches (spec "fuse": false): the norm, its cast,
+ * q, k and v GEMMs, the family's in-place q/k/v ops, kv_store, q's cast,
+ * gate and up GEMMs, SwiGLU and its cast, each a launch of its own. The
+ * fused layer (layer_ops) must give these bits (tests/test_engine_fuse.c). */
+static void layer_ops_unfused(ctx *c, const model_ix *m, const fwd_opt *o, int L)
+{
+	const gen_spec *s = c->s;
+	const act_ix *a = &c->a;
+	const rt_config *cfg = m->cfg;
+	const int64_t D = cfg->dim, F = cfg->ffn_dim, hd = cfg->head_dim, rows = o->rows, row0 = o->row0;
+	const int64_t qd = (int64_t)cfg->n_heads * hd, kvd = (int64_t)cfg->n_kv_heads * hd;
+	const int dt = c->dt16;
+	const char *layers = o->layers;
+	const gen_arg pos = o->mode == FWD_BLOCK ? A(o->pos_buf, 0) : A(a->pos, row0 * 4);
+
+	gp_op_rmsnorm(c, "attn_norm", cfg, rows, A(m->attn_norm, 0), L, layers);
+	gp_op_cast(c, "attn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), L, layers);
+	gp_op_gemm(c, "wq", rows, qd, D, A(a->q, 0), A(a->x16, 0), A(m->wq, 0), L, layers);
+	gp_op_gemm(c, "wk", rows, kvd, D, A(a->k, 0), A(a->x16, 0), A(m->wk, 0), L, layers);
+	gp_op_gemm(c, "wv", rows, kvd, D, A(a->v, 0), A(a->x16, 0), A(m->wv, 0), L, layers);
+	/* the family's in-place ops on q, k, v (gen/arch.h: Llama's RoPE,
+	 * Qwen's biases, q/k norms and NeoX RoPE) */
+	gen_arch_op xo[GEN_ARCH_MAX_OPS];
+	const int nxo = m->arch->qkv_ops(cfg, rows, xo);
+	for (int i = 0; i < nxo; i++) {
+		const int xb = xo[i].x == GEN_QKV_Q ? a->q : xo[i].x == GEN_QKV_K ? a->k : a->v;
+		op_desc d = {.name = xo[i].name, .op = xo[i].op, .exec = GEN_EXEC_KERNEL,
+		             .kernel = gp_kernel(c, xo[i].kop, xo[i].tmpl, xo[i].params, xo[i].n_params),
+		             .gx = (int)rows, .block = xo[i].block, .repeat = L, .layers = layers,
+		             .n_args = xo[i].n_args,
+		             .args = {A(xb, 0), pos,
+		                      A(xo[i].freq >= 0 ? m->xw[xo[i].freq] : m->inv_freq, 0)},
+		             .bytes = xo[i].bytes, .flops = xo[i].flops};
+		for (int j = 0; j < 2 && xo[i].n_args == 5; j++)
+			d.args[3 + j] = A(xo[i].w[j] >= 0 ? m->xw[xo[i].w[j]] : m->inv_freq, 0);
+		gp_emit(c, &d);
+	}
+	/* new K/V rows: into the cache at slots ctx + row0 .. ctx + row0 + rows - 1
+	 * (ctx = this cache's device-side length): the tree's K/V follow the
+	 * context, where attention reads them and KV commit compacts them */
+	{
+		gen_param prm[] = {PNAME, PI("ROWS", rows), PI("KVD", kvd), PI("ROW0", row0),
+		                   PI("MAX_CTX", m->ctx_rows), PI("IS_F16", c->cast_mode),
+		                   PI("BLOCK", BLK_KVSTORE)};
+		int64_t v8 = kvd % 8 == 0 ? 8 : 1;
+		op_desc kv = {.name = "kv_store", .op = "kv_store", .exec = GEN_EXEC_KERNEL,
+		              .kernel = gp_kernel(c, "kv_store", "kv_store.cu.tmpl", prm, 7),
+		              .gx = (int)((rows * kvd / v8 + BLK_KVSTORE - 1) / BLK_KVSTORE),
+		              .block = BLK_KVSTORE, .repeat = L, .layers = layers, .n_args = 5,
+		              .args = {A(m->k_cache, row0 * kvd * dt), A(m->v_cache, row0 * kvd * dt),
+		                       A(a->k, 0), A(a->v, 0), A(a->state, m->len_word * 4)},
+		              .bytes = 2.0 * rows * kvd * (4 + dt)};
+		gp_emit(c, &kv);
+	}
+	/* attention: cached context + the block's rows (causal chunk, the staged
+	 * tree levels under the baked ancestor mask, or a drafter block under
+	 * its visibility table); q in 16 bits */
+	gp_op_cast(c, "q_cast", rows, qd, A(a->q16, 0), A(a->q, 0), L, layers);
+	attn_shape sh = gp_attn_choose(cfg, (int)rows, (int)(o->mode == FWD_TREE ? row0 + rows : rows),
+	                               s, dt, o->mode != FWD_PREFILL, m->ctx_rows);
+	gp_op_attention(c, m, &sh, L, layers, o->mode == FWD_BLOCK ? o->mask_kind : GEN_MASK_TREE);
+	gp_op_gemm(c, "wo", rows, D, qd, A(a->delta, 0), A(a->attn, 0), A(m->wo, 0), L, layers);
+	if (m->blk.post_attn >= 0)
+		op_post_norm(c, "post_attn_norm", cfg, rows, A(m->xw[m->blk.post_attn], 0), L, layers);
+	gp_op_rmsnorm(c, "ffn_norm", cfg, rows, A(m->ffn_norm, 0), L, layers);
+	gp_op_cast(c, "ffn_in_cast", rows, D, A(a->x16, 0), A(a->xn, 0), L, layers);
+	gp_op_gemm(c, "w_gate", rows, F, D, A(a->gate, 0), A(a->x16, 0), A(m->w_gate, 0), L, layers);
+	gp_op_gemm(c, "w_up", rows, F, D, A(a->up, 0), A(a->x16, 0), A(m->w_up, 0), L, layers);
+	{
+		/* SwiGLU, or the family's GeGLU (ACT 1) */
+		gen_param prm[] = {PNAME, PI("FFN", F), PI("ACT", m->blk.act), PI("BLOCK", BLK_SWIGLU)};
+		int v = F % 4 == 0 ? 4 : 1;
+		op_desc d = {.name = "swiglu", .op = "swiglu", .exec = GEN_EXEC_KERNEL,
+		             .kernel = gp_kernel(c, "swiglu_f32", "swiglu.cu.tmpl", prm, 4),
+		             .gx = (int)((F + BLK_SWIGLU * v - 1) / (BLK_SWIGLU * v)), .gy = (int)rows,
+		             .block = BLK_SWIGLU, .repeat = L, .layers = layers, .n_args = 3,
+		             .args = {A(a->gate, 0), A(a->gate, 0), A(a->up, 0)},
+		             .bytes = 3.0 * rows * F * 4, .flops = 4.0 * rows * F};
+		gp_emit(c, &d);
+	}
+	gp_op_cast(c, "ffn_mid_cast", rows, F, A(a->x16, 0), A(a->gate, 0), L, layers);
+	gp_op_gemm(c, "w_down", rows, D, F, A(a->delta, 0), A(a->x16, 0), A(m->w_down, 0), L, layers);
+	if (m->blk.post_ffn >= 0)
+		op_post_norm(c, "post_ffn_norm", cfg, rows, A(m->xw[m->blk.post_ffn], 0), L, layers);
+}
+
 /* Layers layer0 .. layer0 + L - 1 of the per-layer block (c->layer0 set by
  * the caller): each op repeated L times, a layer's slice each. The norms
  * write the GEMMs' 16-bit inputs (rmsnorm_cast), q/k/v and gate/up are one
  * GEMM each where the weights are fused (gp_model_layers), the family's
  * q/k/v steps, the K/V store and q's cast one launch (qkv_rope), SwiGLU
  * writes w_down's input (swiglu_cast): 10 launches a layer where both
- * pairs are fused (12 with Gemma 3's post-norms), 13 where neither is. */
+ * pairs are fused (12 with Gemma 3's post-norms), 13 where neither is;
+ * spec "fuse": false, layer_ops_unfused's 16 (18). */
 static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 {
 	const gen_spec *s = c->s;
@@ -821,6 +908,10 @@ static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 	const int dt = c->dt16;
 	const char *layers = o->layers;
 
+	if (!s->fuse) {
+		layer_ops_unfused(c, m, o, L);
+		return;
+	}
 	op_norm_cast(c, "attn_norm", cfg, rows, A(m->attn_norm, 0),
 	             gemm_a8(c, m->wqkv >= 0 ? m->wqkv : m->wq, layers), L, layers);
 	if (m->wqkv >= 0) {
@@ -970,6 +1061,17 @@ void gp_forward(ctx *c, const model_ix *m, const fwd_opt *o)
 
 	/* head: the final norm over all rows completes the residual; the LM head
 	 * runs on the last lm_rows rows only. */
+	if (!c->s->fuse) {
+		gp_op_rmsnorm(c, "output_norm", cfg, rows, A(m->out_norm, 0), 1, NULL);
+		if (o->lm_rows > 0) {
+			int64_t first = rows - o->lm_rows;
+			gp_op_cast(c, "head_cast", o->lm_rows, D, A(a->x16, 0), A(a->xn, first * D * 4), 1,
+			           NULL);
+			gp_op_gemm(c, "lm_head", o->lm_rows, m->vocab_out, D, A(o->logits_buf, o->logits_off),
+			           A(a->x16, 0), A(m->lm_head, 0), 1, NULL);
+		}
+		return;
+	}
 	const int64_t first = rows - (o->lm_rows > 0 ? o->lm_rows : 0);
 	c->layer0 = 0;
 	/* into the LM head's 16-bit input (its int8 blocks where it reads every
@@ -1037,7 +1139,7 @@ static const char *weight_dtype(const gen_spec *s, int f)
 static bool fuse_ok(const ctx *c, const model_ix *m, int f0, int n)
 {
 	const gen_model_src *t = &c->s->target;
-	if (!m->fusable)
+	if (!m->fusable || !c->s->fuse)
 		return false;
 	if (c->s->dtype != GEN_DTYPE_GGUF_A8)
 		return true;
@@ -1381,8 +1483,9 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 	        s->max_context, s->prefill_chunk, gen_dtype_name(s->dtype));
 	for (int i = 0; i < s->n_archs; i++)
 		fprintf(f, "%s\"%s\"", i ? ", " : "", s->archs[i]);
-	fprintf(f, "], \"allow_spills\": %s,\n    \"roofline\": {\"tau\": ",
-	        s->allow_spills ? "true" : "false");
+	/* "fuse" echoed only when off: the default's echo is unchanged */
+	fprintf(f, "], \"allow_spills\": %s,%s\n    \"roofline\": {\"tau\": ",
+	        s->allow_spills ? "true" : "false", s->fuse ? "" : " \"fuse\": false,");
 	if (s->tau > 0)
 		jnum(f, s->tau);
 	else
