@@ -32,15 +32,20 @@
 #include "engine/engine.h"
 #include "engine_util.h"
 #include "fake_cuda.h"
+#include "formats/gguf.h"
 #include "gen/jit/emu_build.h"
 #include "kern_util.h"
+#include "kquant.h"
+#include "model/model_gguf.h"
 #include "testutil.h"
 
 static char g_dir[256], g_cache[300];
-static rt_model *g_tiny;
-static char g_tiny_path[300];
+static rt_model *g_tiny, *g_quant;
+static char g_tiny_path[300], g_quant_path[300];
 
 typedef struct fcase {
+	const rt_model *m;  /* the target (NULL: the tiny f32 one) */
+	const char *path;   /* its file */
 	const char *name, *draft, *tree, *verify, *expand;
 	double temp;
 	const char *dtype, *extra;
@@ -64,9 +69,9 @@ static json_value *read_json(const char *path)
 	return root;
 }
 
-/* The launches of phase `phase`'s per-layer ops of the target (repeat
- * counted once: a layer's launches), and whether an op named `name` is
- * among them. */
+/* The launches of phase `phase`'s per-layer ops of the target (each op
+ * its repeat: one launch a layer of its run), and whether an op named
+ * `name` is among them. */
 static int layer_launches(const json_value *root, const char *phase, const char *name,
                           bool *has)
 {
@@ -83,9 +88,11 @@ static int layer_launches(const json_value *root, const char *phase, const char 
 		for (size_t j = 0; j < ops->n; j++) {
 			const json_value *l = json_get(ops->items[j], "layers");
 			const json_value *on = json_get(ops->items[j], "name");
+			const json_value *r = json_get(ops->items[j], "repeat");
 			if (!l || l->type != JSON_STRING || strcmp(l->str, "target"))
 				continue;
-			n++;
+			assert_true(r && r->type == JSON_NUMBER);
+			n += (int)r->number;
 			*has |= on && !strcmp(on->str, name);
 		}
 		return n;
@@ -94,8 +101,9 @@ static int layer_launches(const json_value *root, const char *phase, const char 
 	return -1;
 }
 
-/* The plans say what they are: fused (wqkv, w_gate_up) with fewer
- * per-layer launches than unfused (wq, w_gate), in prefill and verify. */
+/* The plans say what they are: fused (wqkv, w_gate_up) with want_f
+ * launches a layer, unfused (wq, w_gate) with want_u, in prefill and
+ * verify (the tiny targets have 3 layers). */
 static void check_plans(const char *fused, const char *unfused, int want_f, int want_u)
 {
 	char path[600];
@@ -110,11 +118,12 @@ static void check_plans(const char *fused, const char *unfused, int want_f, int 
 		(void)layer_launches(f, phases[p], "w_gate", &b);
 		const int nu = layer_launches(u, phases[p], "wqkv", &c);
 		(void)layer_launches(u, phases[p], "w_gate", &d);
-		print_message("  %s: %d launches a layer fused, %d unfused\n", phases[p], nf, nu);
-		if (!a || b || c || !d || nf != want_f || nu != want_u)
+		print_message("  %s: %d launches over the 3 layers fused, %d unfused\n", phases[p], nf,
+		              nu);
+		if (!a || b || c || !d || nf != 3 * want_f || nu != 3 * want_u)
 			fail_msg("%s: fused %d launches a layer (wqkv %d, w_gate %d), unfused %d (wqkv %d, "
-			         "w_gate %d); expected %d with wqkv and %d with w_gate", phases[p], nf, a, b,
-			         nu, c, d, want_f, want_u);
+			         "w_gate %d); expected 3 x %d with wqkv and 3 x %d with w_gate", phases[p], nf,
+			         a, b, nu, c, d, want_f, want_u);
 	}
 	/* the same weights: the digest is the unfused engine's (core/wparts.h) */
 	const json_value *sf = json_get(json_get(f, "spec"), "target");
@@ -190,7 +199,7 @@ static int run_on(const char *dir, int b, const fcase *c, const int32_t *prompt,
 	static const char *const names[] = {"host", "host-emulate", "cuda(fake)"};
 	void *lib = NULL;
 	rt_dev *d = b == 2 ? open_fake(dir, &lib) : open_host(b ? RT_HOST_EMULATE : RT_HOST_NATIVE);
-	rt_engine *e = eu_bind(dir, d, g_tiny, c->seed);
+	rt_engine *e = eu_bind(dir, d, c->m ? c->m : g_tiny, c->seed);
 	char what[200];
 	snprintf(what, sizeof(what), "%s %s %s", c->name, strrchr(dir, '/') + 1, names[b]);
 	const int n = eu_generate(e, what, prompt, c->n_prompt, c->max_new, false, out, st);
@@ -210,13 +219,14 @@ static void run_case(const fcase *c, int want_f, int want_u)
 	assert_true(c->n_prompt <= 64 && c->max_new <= 256);
 	snprintf(fused, sizeof(fused), "%s/%s-fused", g_dir, c->name);
 	snprintf(unfused, sizeof(unfused), "%s/%s-unfused", g_dir, c->name);
-	eu_tiny_spec(spec, sizeof(spec), g_tiny_path, c->draft, c->tree, c->verify, c->expand,
-	             c->temp, c->dtype, c->extra);
+	const char *mp = c->path ? c->path : g_tiny_path;
+	eu_tiny_spec(spec, sizeof(spec), mp, c->draft, c->tree, c->verify, c->expand, c->temp,
+	             c->dtype, c->extra);
 	eu_build(spec, fused, NULL, false);
 	snprintf(extra, sizeof(extra), "%s%s\"fuse\": false", c->extra ? c->extra : "",
 	         c->extra ? ", " : "");
-	eu_tiny_spec(spec, sizeof(spec), g_tiny_path, c->draft, c->tree, c->verify, c->expand,
-	             c->temp, c->dtype, extra);
+	eu_tiny_spec(spec, sizeof(spec), mp, c->draft, c->tree, c->verify, c->expand, c->temp,
+	             c->dtype, extra);
 	eu_build(spec, unfused, NULL, false);
 	check_plans(fused, unfused, want_f, want_u);
 	/* the cuda backend loads a module image: a stand-in PTX (the fake
@@ -254,7 +264,7 @@ static void run_case(const fcase *c, int want_f, int want_u)
 static void test_ngram_chain(void **state)
 {
 	(void)state;
-	const fcase c = {"ngram_chain", "ngram:1:3", "chain:4", "greedy", "topk", 0, "bf16",
+	const fcase c = {NULL, NULL, "ngram_chain", "ngram:1:3", "chain:4", "greedy", "topk", 0, "bf16",
 	                 "\"control\": {\"cost\": \"flat\"}", 37, 24, 1};
 	run_case(&c, 10, 19);
 }
@@ -264,7 +274,7 @@ static void test_ngram_chain(void **state)
 static void test_eagle25_greedy(void **state)
 {
 	(void)state;
-	const fcase c = {"eagle25", "layerskip:1", "eagle25", "greedy", "topk", 0, "fp16", NULL, 19,
+	const fcase c = {NULL, NULL, "eagle25", "layerskip:1", "eagle25", "greedy", "topk", 0, "fp16", NULL, 19,
 	                 24, 1};
 	run_case(&c, 10, 19);
 }
@@ -275,9 +285,36 @@ static void test_eagle25_greedy(void **state)
 static void test_sampled(void **state)
 {
 	(void)state;
-	const fcase c = {"biseq8_rrsw", "layerskip:0-1", "biseq8", "rrsw", "sample-wor", 0.8, "fp16",
+	const fcase c = {NULL, NULL, "biseq8_rrsw", "layerskip:0-1", "biseq8", "rrsw", "sample-wor", 0.8, "fp16",
 	                 NULL, 19, 32, 5};
 	run_case(&c, 10, 19);
+}
+
+/* gguf_a8 (each GEMM weight in its file's GGUF type, int8 GEMM inputs):
+ * q/k/v one type a layer and gate/up too (so both fuse), the types
+ * changing over the layers; the fused norm and SwiGLU also write the int8
+ * blocks quant_a8 wrote before w_qkv, w_gate_up and w_down. */
+static uint32_t pick(const char *name, int l)
+{
+	if (strstr(name, "norm"))
+		return GGML_T_F32;
+	if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output.weight"))
+		return GGML_T_Q6_K;
+	if (strstr(name, "attn_q") || strstr(name, "attn_k") || strstr(name, "attn_v"))
+		return l == 1 ? GGML_T_Q8_0 : GGML_T_Q4_K;
+	if (strstr(name, "ffn_gate") || strstr(name, "ffn_up"))
+		return l == 0 ? GGML_T_Q4_0 : GGML_T_Q4_K;
+	if (strstr(name, "attn_output"))
+		return GGML_T_Q4_1;
+	return GGML_T_Q6_K;
+}
+
+static void test_gguf_a8(void **state)
+{
+	(void)state;
+	const fcase c = {g_quant, g_quant_path, "gguf_a8", "ngram:1:3", "chain:4", "greedy", "topk",
+	                 0, "gguf_a8", NULL, 37, 24, 1};
+	run_case(&c, 11, 23);
 }
 
 static int setup(void **state)
@@ -287,7 +324,27 @@ static int setup(void **state)
 	snprintf(g_cache, sizeof(g_cache), "%s/gen/emu",
 	         getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build");
 	g_tiny = eu_tiny_model(g_dir, g_tiny_path, sizeof(g_tiny_path));
-	return g_tiny ? 0 : -1;
+	if (!g_tiny)
+		return -1;
+	/* the quantized target: 3 layers, dim 256, ffn 512 (whole K-quant
+	 * blocks), from an f32 file */
+	sw_err err = {0};
+	char f32[300];
+	rt_model *t = tu_tiny_llama(EU_TINY_VOCAB, 256, 3, 4, 2, 512, 11);
+	if (!t)
+		return -1;
+	snprintf(f32, sizeof(f32), "%s/q_f32.gguf", g_dir);
+	snprintf(g_quant_path, sizeof(g_quant_path), "%s/q_mixed.gguf", g_dir);
+	const int rc = rt_llama_save_gguf(t, f32, GGML_T_F32, &err);
+	rt_model_free(t);
+	if (rc) {
+		print_message("%s\n", err.msg);
+		return -1;
+	}
+	kq_write_mixed(f32, g_quant_path, pick);
+	if (!(g_quant = rt_model_load(g_quant_path, &err)))
+		print_message("%s\n", err.msg);
+	return g_quant ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -295,6 +352,7 @@ static int teardown(void **state)
 	(void)state;
 	char cmd[400];
 	rt_model_free(g_tiny);
+	rt_model_free(g_quant);
 	fake_cuda_reset(NULL);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
 	return system(cmd) ? -1 : 0;
@@ -306,6 +364,7 @@ int main(void)
 		cmocka_unit_test(test_ngram_chain),
 		cmocka_unit_test(test_eagle25_greedy),
 		cmocka_unit_test(test_sampled),
+		cmocka_unit_test(test_gguf_a8),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
