@@ -773,7 +773,8 @@ static void op_qkv_rope(ctx *c, const model_ix *m, const fwd_opt *o, gen_arg q, 
 	 * rope kind for q and k, none on v but its bias */
 	ok = ok && rope[0] == rope[1] && rope[2] == 0 && (norm[0] >= 0) == (norm[1] >= 0) &&
 	     norm[2] < 0 && (bias[0] >= 0) == (bias[1] >= 0) && (bias[0] >= 0) == (bias[2] >= 0) &&
-	     !(rope[0] == 1 && (bias[0] >= 0 || norm[0] >= 0 || scale != 1.0f));
+	     !(rope[0] == 1 && (bias[0] >= 0 || norm[0] >= 0 || scale != 1.0f)) &&
+	     !(bias[0] >= 0 && norm[0] >= 0); /* one weight argument a projection */
 	if (!ok && !c->rc) {
 		c->rc = SW_EINVAL;
 		snprintf(c->why, sizeof(c->why), "the %s family's q/k/v ops are not steps qkv_rope "

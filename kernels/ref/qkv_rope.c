@@ -17,7 +17,8 @@ int ref_qkv_rope(const ref_qkv_shape *sh, uint16_t *q16, uint16_t *kc, uint16_t 
 	const int64_t qd = (int64_t)H * hd, kvd = (int64_t)KH * hd;
 	if (sh->T < 0 || H < 1 || KH < 1 || hd < 1 || sh->ldq < qd || sh->ldkv < kvd ||
 	    sh->rope < REF_ROPE_NONE || sh->rope > REF_ROPE_NEOX || (sh->rope && hd % 2) ||
-	    (sh->rope == REF_ROPE_ADJACENT && (sh->bias || sh->norm || sh->scale != 1.0f)))
+	    (sh->rope == REF_ROPE_ADJACENT && (sh->bias || sh->norm || sh->scale != 1.0f)) ||
+	    (sh->bias && sh->norm))
 		return REF_EINVAL;
 	float *tq = tmp, *tk = tmp + qd;
 	for (int t = 0; t < sh->T; t++) {

@@ -590,7 +590,8 @@ typedef struct ref_qkv_shape {
 } ref_qkv_shape;
 /* tmp: (n_heads + n_kv_heads) head_dim floats. REF_EINVAL (nothing
  * written) for a shape the steps do not take (an odd head_dim with rope,
- * adjacent pairs with a bias, norm or scale). */
+ * adjacent pairs with a bias, norm or scale, a bias with a norm: the
+ * kernel takes one weight argument a projection). */
 int ref_qkv_rope(const ref_qkv_shape *sh, uint16_t *q16, uint16_t *kc, uint16_t *vc, const float *q,
                  const float *k, const float *v, const int32_t *pos, const float *inv_freq, int len,
                  const float *bq, const float *bk, const float *bv, const float *qn,

@@ -240,7 +240,8 @@ static int op_qkv_rope(const rt_op *op, sw_err *err)
 	const int64_t qd = (int64_t)H * hd, kvd = (int64_t)KH * hd;
 	const int64_t ldq = PI_("FUSED") ? qd + 2 * kvd : qd, ldkv = PI_("FUSED") ? qd + 2 * kvd : kvd;
 	const int bf16 = !PI_("IS_F16");
-	if (rope < 0 || rope > 2 || (rope && hd % 2) || (rope == 1 && (bias || norm || scale != 1.0f)))
+	if (rope < 0 || rope > 2 || (rope && hd % 2) || (rope == 1 && (bias || norm || scale != 1.0f)) ||
+	    (bias && norm))
 		return refused(op, "qkv_rope: ROPE outside 0..2, or steps it does not take together", err);
 	uint16_t *q16 = ARG(op, 0, uint16_t *), *kc = ARG(op, 1, uint16_t *);
 	uint16_t *vc = ARG(op, 2, uint16_t *);
