@@ -526,12 +526,13 @@ static void ext_qkv_rope(ectx *c)
 	const int64_t MC = P_ctx(c), B = P(c, "BLOCK", 32, 1024);
 	block_is(c, B);
 	const unsigned *g = c->x->grid;
-	if (!c->rc && (HD % 2 || B % 32 || R0 >= MC || (rope == 1 && (bias || norm)) ||
-	               (bias && norm)))
+	if (!c->rc && bias && norm)
+		refuse(c, "kernel %s: BIAS 1 and NORM 1, expected at most one of them (one weight "
+		       "argument a projection)", c->k->uri);
+	if (!c->rc && (HD % 2 || B % 32 || R0 >= MC || (rope == 1 && (bias || norm))))
 		refuse(c, "kernel %s: HEAD_DIM %lld, BLOCK %lld, ROW0 %lld, ROPE %lld, BIAS %lld, NORM "
 		       "%lld: expected an even HEAD_DIM, a BLOCK of whole warps, ROW0 below MAX_CTX "
-		       "%lld, adjacent pairs (ROPE 1) with neither bias nor norm, and not both bias "
-		       "and norm (one weight argument a projection)", c->k->uri,
+		       "%lld, and adjacent pairs (ROPE 1) with neither bias nor norm", c->k->uri,
 		       (long long)HD, (long long)B, (long long)R0, (long long)rope, (long long)bias,
 		       (long long)norm, (long long)MC);
 	if (!c->rc && ((int64_t)g[0] != R || g[1] != 1 || g[2] != 1))
