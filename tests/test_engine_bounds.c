@@ -698,7 +698,7 @@ static void test_weights_digest(void **state)
 static void test_fuzz_seeds_accepted(void **state)
 {
 	static const char *const seeds[] = { "tiny_ngram", "tiny_q8a8", "tiny_layerskip_rrsw", "tiny_adaptive",
-		                             "tiny_block", "tiny_vocab_prefix" };
+		                             "tiny_block", "tiny_vocab_prefix", "tiny_fused" };
 	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
 		char path[256];
 		snprintf(path, sizeof(path), "tests/fuzz/seeds/fuzz_engine/%s.json", seeds[i]);
@@ -715,6 +715,13 @@ static void test_fuzz_seeds_accepted(void **state)
 			assert_int_equal(m->dtype, RT_Q8_0_A8);
 		if (!strcmp(seeds[i], "tiny_block"))
 			assert_int_equal(m->draft_kind, RT_ENGINE_DRAFT_BLOCK);
+		if (!strcmp(seeds[i], "tiny_fused")) { /* the fused layer's ops (issue 37) */
+			int fused = 0;
+			for (int j = 0; j < m->n_ops; j++)
+				fused += !strcmp(m->ops[j].op, "qkv_rope") || !strcmp(m->ops[j].op, "rmsnorm_cast") ||
+				         !strcmp(m->ops[j].op, "swiglu_cast");
+			assert_true(fused > 0);
+		}
 		rt_manifest_free(m);
 		free(text);
 	}
