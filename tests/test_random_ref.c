@@ -176,9 +176,9 @@ static void test_fill(void **state)
 static void run_dump(int i, const char *be, const char *tag, const char *extra)
 {
 	must(sh("%s run %s --random-weights %d --backend %s --ids '%s' -n 33 %s --dump-logits %s/%s.%s.npy "
-	        "--json > %s/%s.%s.json 2>%s/%s.%s.err || cat %s/%s.%s.err", g_sw, g_eng[i], SEED, be, IDS,
-	        extra, g_dir, ENG[i], tag, g_dir, ENG[i], tag, g_dir, ENG[i], tag, g_dir, ENG[i], tag),
-	     "run --dump-logits");
+	        "--json > %s/%s.%s.json 2>%s/%s.%s.err; rc=$?; [ $rc = 0 ] || cat %s/%s.%s.err; exit $rc", g_sw,
+	        g_eng[i], SEED, be, IDS, extra, g_dir, ENG[i], tag, g_dir, ENG[i], tag, g_dir, ENG[i], tag, g_dir,
+	        ENG[i], tag), "run --dump-logits");
 }
 
 /* --ids is the prompt, the dump is (2, V) at the prompt and after the last
