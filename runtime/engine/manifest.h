@@ -31,7 +31,7 @@ typedef struct rt_engine_shape {
 	bool tied_embd;            /* lm_head is tok_embd */
 } rt_engine_shape;
 
-/* "llama", "qwen2", "qwen3" for rt_engine_shape.arch ("unknown" otherwise):
+/* "llama", "qwen2", "qwen3", "gemma3" for rt_engine_shape.arch ("unknown" otherwise):
  * model/model.h rt_arch_name's words, which the deployable runtime cannot
  * include. */
 const char *rt_manifest_arch_name(int arch);
