@@ -18,7 +18,11 @@
  *    file's blocks giving other tokens: the kernels read the planes;
  *  - the manifest's extent proof of quant_a8 and gemv_gguf: a layer in
  *    another type than its kernel's, more rows than the weight, a short
- *    grid, rows not whole int8 blocks, each refused naming it.
+ *    grid, rows not whole int8 blocks, each refused naming it;
+ *  - the blocks' source of an engine bound to a loaded model
+ *    (rt_engine_gguf_open_raw): the file's types and byte counts, values
+ *    refused, a file of another family and a tensor of another shape
+ *    refused naming them.
  * Models: a tiny Llama whose GEMM weights mix Q8_0, Q4_0, Q4_1, Q4_K and
  * Q6_K within fields, a Q6_K LM head (tests/util/kquant.c, as
  * test_engine_gguf.c), n-gram drafted, layer-skip drafted (the draft's
