@@ -34,7 +34,8 @@
  * partial, lanes idle, a group split between warps), N = 1,
  * 3, 37 (row groups past N), M = 1 .. 17 (odd, one past the M tile), a K
  * split over 1, 2 and 4 warps, NW > N (the first rows of a larger weight),
- * then NVRTC at Llama-3-8B's shapes (sm_80, sm_90, zero spills). */
+ * then NVRTC at Llama-3-8B's shapes and Gemma 3 270M Q4_K_M's (sm_80,
+ * sm_90, zero spills). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -417,6 +418,18 @@ static void test_gemv_gguf_nvrtc(void **state)
 			                 OH_I("R", 2), OH_I("WARPS", 4), OH_I("KS", shapes[s][3])};
 			oh_nvrtc_p(SW_OP_gemv_gguf, p, 10);
 		}
+	/* Gemma 3 270M Q4_K_M's as its engine plans them: Q5_0 w_gate (2048 x
+	 * 640: 20 sub-blocks a row, one partial group), the Q8_0 tied head
+	 * (262144 x 640), Q6_K and Q4_K w_down (640 x 2048) split over 2 warps */
+	static const int gemma[][5] = {{SW_WT_Q5_0, 16, 2048, 640, 1}, {SW_WT_Q8_0, 5, 262144, 640, 1},
+	                               {SW_WT_Q6_K, 16, 640, 2048, 2}, {SW_WT_Q4_K, 5, 640, 2048, 2}};
+	for (int s = 0; s < 4; s++) {
+		gen_param p[] = {OH_NAME, OH_I("WTYPE", gemma[s][0]), OH_I("M", gemma[s][1]),
+		                 OH_I("N", gemma[s][2]), OH_I("NW", gemma[s][2]), OH_I("K", gemma[s][3]),
+		                 OH_I("MT", gemma[s][1] < 8 ? gemma[s][1] : 8), OH_I("R", 2),
+		                 OH_I("WARPS", 4), OH_I("KS", gemma[s][4])};
+		oh_nvrtc_p(SW_OP_gemv_gguf, p, 10);
+	}
 }
 
 int main(void)
