@@ -212,7 +212,7 @@ static void test_clean_fake_cuda(void **state)
  * so. */
 static void test_check_dry_run(void **state)
 {
-	char out[PATH_MAX + 80];
+	char out[sizeof(g_work) + 32];
 	snprintf(out, sizeof(out), "%s/out", g_work);
 	int rc = check_run(out, "SKIP=device");
 	const char *sum = strstr(g_out, "== summary");
@@ -256,7 +256,7 @@ static void test_shape_fails(void **state)
 {
 	static const char *const opts[] = {"--mutate lane", "--bound-scale 0.1"};
 	for (int i = 0; i < 2; i++) {
-		char out[PATH_MAX + 80], env[512];
+		char out[sizeof(g_work) + 32], env[512];
 		snprintf(out, sizeof(out), "%s/out-fail%d", g_work, i);
 		snprintf(env, sizeof(env), "SKIP='device engine profile timing serve torch sanitize shape:tiny-llama "
 		         "shape:tiny-qwen3' SHAPE_CHECK_OPTS='%s'", opts[i]);
