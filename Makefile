@@ -294,16 +294,30 @@ gpu-engines: $(GPU_MODEL) $(BUILD)/specwright
 	    { tail -n 20 $(GPU_DIR)/$$e.build.log; exit 1; }; \
 	  echo "  $$(du -sb $(GPU_DIR)/engines/$$e | cut -f1) bytes"; done
 	@du -sb $(GPU_DIR)/engines | sed 's/^/gpu-engines: all engines: /'
-# gpu-bundle: the folder a GPU machine gets (the portable kit, the eight
+# gpu-bundle: the folder a GPU machine gets (the portable kit, the
 # engines, the two-layer model), checked against the upload limit (tracked
 # files + bundle <= 64 MiB); run there as `$(GPU_DIR)/bundle/run --check`.
+# Only the engines of today's specs: one left in $(GPU_DIR)/engines by a
+# retired spec (built by an older planner) is not the bundle's.
 GPU_BUNDLE ?= $(GPU_DIR)/bundle
+GPU_ENGINES := $(patsubst models/specs/gpu/%.json,$(GPU_DIR)/engines/%,$(GPU_SPECS))
 .PHONY: gpu-bundle
 gpu-bundle: gpu-engines portable
-	$(BUILD)/specwright bundle $(sort $(wildcard $(GPU_DIR)/engines/*)) -o $(GPU_BUNDLE) --with-weights
+	$(BUILD)/specwright bundle $(GPU_ENGINES) -o $(GPU_BUNDLE) --with-weights
 	@tests/gpu/size.sh $(GPU_BUNDLE)
+# gpu-tiny: the tiny shapes of models/specs/gpu/tiny/ (a Llama in fp16, a
+# Qwen3 tree, a Gemma 3 whose window cuts) built for sm_90 into
+# $(GPU_DIR)/tiny/NAME, outside the bundle: the dry run's shape check runs
+# them through the fake driver (SHAPE_ENGINES), the GPU's the 8B shapes
+GPU_TINY_SPECS := $(sort $(wildcard models/specs/gpu/tiny/*.json))
+.PHONY: gpu-tiny
+gpu-tiny: $(BUILD)/specwright
+	@mkdir -p $(GPU_DIR)/tiny
+	@for s in $(GPU_TINY_SPECS); do e=$$(basename $$s .json); \
+	  $(BUILD)/specwright build $$s -o $(GPU_DIR)/tiny/$$e > $(GPU_DIR)/tiny/$$e.build.log 2>&1 || \
+	    { tail -n 20 $(GPU_DIR)/tiny/$$e.build.log; exit 1; }; done
 # the dry run of the hardware check runs the bundle (tests/test_gpu_check.c)
-$(BUILD)/tests/test_gpu_check: gpu-bundle fakecuda
+$(BUILD)/tests/test_gpu_check: gpu-bundle gpu-tiny fakecuda
 # which engine make run picks, over the fake driver too (tests/test_pick.c)
 $(BUILD)/tests/test_pick: | fakecuda $(BUILD)/specwright
 

@@ -18,9 +18,14 @@
  * window covers max_context); the template takes a block's own keys as
  * inside the window, so check refuses a prefill chunk or tree larger than
  * sliding_window when the window cuts (max_context above it). Also refused: a final
- * logit softcap (Gemma 2's; Gemma 3 has none), gguf_a8 weights (the engine's
- * GGUF binding has no per-layer RoPE table) and a drafter that embeds tokens
- * without the scale (gen_drafter.embd_unscaled: a block drafter). */
+ * logit softcap (Gemma 2's; Gemma 3 has none) and a drafter that embeds
+ * tokens without the scale (gen_drafter.embd_unscaled: a block drafter).
+ * gguf_a8 runs as on the other families: the GEMMs are the same ops on the
+ * file's blocks (Gemma 3 270M's Q4_K_M file: Q5_0 and Q8_0 where rows of 640
+ * are no whole K-quant super-block, Q4_K and Q6_K elsewhere, a Q8_0 tied
+ * head), the norms, RoPE tables and GeGLU the loaded model's fp32 weights
+ * and the fp32 kernels'; bind reads the blocks alone from the file
+ * (runtime/engine/weights_gguf.h rt_engine_gguf_open_raw). */
 #include <stdio.h>
 
 #include "arch.h"
@@ -80,13 +85,6 @@ static int gemma_check(const rt_config *cfg, const char *role, const gen_spec *s
 		         "sliding_window, with a max_context above it (the windowed attention takes "
 		         "every key of its block as inside the window)", cfg->swa_window, role);
 		snprintf(r->found, sizeof(r->found), "%d rows", blk);
-		return 1;
-	}
-	if (s->dtype == GEN_DTYPE_GGUF_A8) {
-		r->key = "dtype";
-		snprintf(r->expected, sizeof(r->expected), "\"bf16\", \"fp16\", \"q8_0\" or \"q8_0_a8\" "
-		         "with a gemma3 %s", role);
-		snprintf(r->found, sizeof(r->found), "\"gguf_a8\"");
 		return 1;
 	}
 	const gen_drafter *dr = gen_drafter_of(s->draft_kind);

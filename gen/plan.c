@@ -262,7 +262,8 @@ int gp_gemm_wtype(const ctx *c, int buf, const char *layers, int layer)
 		if (id >= 0 && id < b->n_ltypes)
 			return b->ltypes[id];
 	}
-	static const int types[] = {GGML_T_Q8_0, GGML_T_Q4_0, GGML_T_Q4_1, GGML_T_Q4_K, GGML_T_Q6_K};
+	static const int types[] = {GGML_T_Q8_0, GGML_T_Q4_0, GGML_T_Q4_1, GGML_T_Q5_0, GGML_T_Q4_K,
+	                            GGML_T_Q6_K};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 		if (!strcmp(b->dtype, gen_wtype_name(types[i])))
 			return types[i];

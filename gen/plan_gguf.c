@@ -6,7 +6,7 @@
 
 int gen_plan_wtype_block(const char *dt, int *bytes)
 {
-	static const int types[] = {GGML_T_Q8_0, GGML_T_Q4_0, GGML_T_Q4_1, GGML_T_Q4_K,
+	static const int types[] = {GGML_T_Q8_0, GGML_T_Q4_0, GGML_T_Q4_1, GGML_T_Q5_0, GGML_T_Q4_K,
 	                            GGML_T_Q6_K};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 		if (!strcmp(dt, gen_wtype_name(types[i])))

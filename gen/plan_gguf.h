@@ -13,7 +13,7 @@
 
 #include "plan.h"
 
-/* A buffer dtype that is a GGUF block type ("q8_0", "q4_0", "q4_1", "q4_k",
+/* A buffer dtype that is a GGUF block type ("q8_0", "q4_0", "q4_1", "q5_0", "q4_k",
  * "q6_k"): its elements a block and *bytes a block; 0 (and *bytes 0) for
  * other dtypes. */
 int gen_plan_wtype_block(const char *dt, int *bytes);

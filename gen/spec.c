@@ -42,13 +42,14 @@ const char *const gen_wfield_names[GEN_WT_N] = {"wq", "wk", "wv", "wo", "w_gate"
 const char *gen_wtype_name(int t)
 {
 	return t == GGML_T_Q8_0 ? "q8_0" : t == GGML_T_Q4_0 ? "q4_0" : t == GGML_T_Q4_1 ? "q4_1"
-	       : t == GGML_T_Q4_K ? "q4_k" : t == GGML_T_Q6_K ? "q6_k" : NULL;
+	       : t == GGML_T_Q5_0 ? "q5_0" : t == GGML_T_Q4_K ? "q4_k" : t == GGML_T_Q6_K ? "q6_k"
+	       : NULL;
 }
 
 int gen_wtype_block(int t, int *bytes)
 {
 	*bytes = t == GGML_T_Q8_0 ? 34 : t == GGML_T_Q4_0 ? 18 : t == GGML_T_Q4_1 ? 20
-	         : t == GGML_T_Q4_K ? 144 : t == GGML_T_Q6_K ? 210 : 0;
+	         : t == GGML_T_Q5_0 ? 22 : t == GGML_T_Q4_K ? 144 : t == GGML_T_Q6_K ? 210 : 0;
 	return !*bytes ? 0 : t == GGML_T_Q4_K || t == GGML_T_Q6_K ? 256 : 32;
 }
 
@@ -92,7 +93,7 @@ static int gguf_wtypes(gen_model_src *src, const json_value *v, sw_err *err)
 				         "\"gguf_a8\" with %s, which has no tensor '%s'", src->path, name);
 			else if (!blk)
 				rc = json_refuse(err, v, "$.dtype",
-				         "GEMM weights of type Q8_0, Q4_0, Q4_1, Q4_K or Q6_K",
+				         "GEMM weights of type Q8_0, Q4_0, Q4_1, Q5_0, Q4_K or Q6_K",
 				         "\"gguf_a8\" with %s's tensor '%s' of type %s", src->path, name,
 				         ggml_dtype_name(t->type));
 			else if (k % blk)

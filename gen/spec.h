@@ -83,7 +83,7 @@
  * (relative error up to 2^-8 of a block's largest activation), so it is an
  * engine dtype of its own, which a backend without that GEMM refuses.
  * GGUF_A8: the matrix weights stay in the target GGUF file's own blocks
- * (Q8_0, Q4_0, Q4_1, Q4_K or Q6_K, each layer's tensor its own type, read
+ * (Q8_0, Q4_0, Q4_1, Q5_0, Q4_K or Q6_K, each layer's tensor its own type, read
  * here into gen_model_src.wtype/wtype_l: a Q4_K_M file's fields mix Q4_K
  * and Q6_K layers; the tied LM head a buffer of the embedding's type), the GEMM rounds its fp16 input to int8 as Q8_0_A8 does and sums
  * each 32-block in integers (host_gemm.h hg_gemm_gguf_a8); embedding,
@@ -172,7 +172,7 @@ int gen_dtype_act(int dtype);
  * (gguf_a8: per field, gen_wtype_name of gen_model_src.wtype). */
 int gen_dtype_weights(int dtype);
 /* A GGUF type's buffer dtype name under gguf_a8 ("q8_0", "q4_0", "q4_1",
- * "q4_k", "q6_k"), NULL for a type the engine does not take; its block's elements
+ * "q5_0", "q4_k", "q6_k"), NULL for a type the engine does not take; its block's elements
  * and bytes (0 for others). */
 const char *gen_wtype_name(int ggml_type);
 int gen_wtype_block(int ggml_type, int *bytes);

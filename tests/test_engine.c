@@ -587,7 +587,7 @@ static void test_errors(void **state)
 		tiny_spec(spec, sizeof(spec), "ngram:1:3", "chain:4", "greedy", "topk", 0, "gguf_a8");
 		memset(&err, 0, sizeof(err));
 		assert_int_not_equal(gen_spec_parse(spec, strlen(spec), "gguf.json", NULL, gs, &err), 0);
-		if (!strstr(err.msg, "expected GEMM weights of type Q8_0, Q4_0, Q4_1, Q4_K or Q6_K, found "
+		if (!strstr(err.msg, "expected GEMM weights of type Q8_0, Q4_0, Q4_1, Q5_0, Q4_K or Q6_K, found "
 		                     "\"gguf_a8\" with") || !strstr(err.msg, "tensor 'blk.0.attn_q.weight' "
 		                     "of type F32"))
 			fail_msg("unexpected message: %s", err.msg);

@@ -208,9 +208,9 @@ static void test_mixed_engine(void **state)
 	/* refusals: a layer type the GEMM does not take, one that overflows the
 	 * stride (q8_0 in a q6_k buffer), a count that is not the layers' */
 	static const struct { const char *from, *to, *msg; } bad[] = {
-		{"[\"q4_k\", \"q4_k\", \"q6_k\", \"q6_k\"]", "[\"q4_k\", \"q5_0\", \"q6_k\", \"q6_k\"]",
-		 "layer_dtypes[1] (target.wv): expected \"q8_0\", \"q4_0\", \"q4_1\", \"q4_k\" or "
-		 "\"q6_k\", found \"q5_0\""},
+		{"[\"q4_k\", \"q4_k\", \"q6_k\", \"q6_k\"]", "[\"q4_k\", \"q5_1\", \"q6_k\", \"q6_k\"]",
+		 "layer_dtypes[1] (target.wv): expected \"q8_0\", \"q4_0\", \"q4_1\", \"q5_0\", \"q4_k\" "
+		 "or \"q6_k\", found \"q5_1\""},
 		{"[\"q4_k\", \"q4_k\", \"q6_k\", \"q6_k\"]", "[\"q4_k\", \"q4_k\", \"q8_0\", \"q6_k\"]",
 		 "layer_dtypes[2] (target.wv): q8_0, expected a type whose blocks divide the rows of "
 		 "256 and fit the q6_k layer stride (26880 bytes)"},

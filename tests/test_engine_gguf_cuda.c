@@ -18,15 +18,26 @@
  *    file's blocks giving other tokens: the kernels read the planes;
  *  - the manifest's extent proof of quant_a8 and gemv_gguf: a layer in
  *    another type than its kernel's, more rows than the weight, a short
- *    grid, rows not whole int8 blocks, each refused naming it.
+ *    grid, rows not whole int8 blocks, each refused naming it;
+ *  - the blocks' source of an engine bound to a loaded model
+ *    (rt_engine_gguf_open_raw): the file's types and byte counts, values
+ *    refused, a file of another family and a tensor of another shape
+ *    refused naming them.
  * Models: a tiny Llama whose GEMM weights mix Q8_0, Q4_0, Q4_1, Q4_K and
  * Q6_K within fields, a Q6_K LM head (tests/util/kquant.c, as
  * test_engine_gguf.c), n-gram drafted, layer-skip drafted (the draft's
  * layers through its map, of two types) and with an EAGLE-3 head (its GEMMs
  * Q8_0, quantized at upload as the host's engines do), and SmolLM2-135M
  * Q4_1 (Q8_0 tied LM head) when
- * SW_MODEL is present (skipped, saying so, when not). Gemma 3 is refused
- * with gguf_a8 (gen/arch_gemma.c: its per-layer RoPE tables). */
+ * SW_MODEL is present (skipped, saying so, when not). Gemma 3: a tiny
+ * Gemma-shaped file as Gemma 3 270M's Q4_K_M is typed (tu_tiny_gemma_gguf:
+ * rows of 320 in Q5_0 and Q8_0, Q4_K and Q6_K where rows are whole
+ * super-blocks, a Q8_0 tied head; a sliding window that cuts under the
+ * prompt; the embedding times sqrt(dim), (1 + w) norms, q/k norms, the
+ * sandwich norms, GeGLU, local and global RoPE tables), n-gram and
+ * layer-skip drafted; and the real Gemma 3 270M Q4_K_M
+ * (models/cache/gemma-3-270m-q4_k_m.gguf, make model-gemma; skipped,
+ * saying so, when absent). */
 #include <dlfcn.h>
 #include <math.h>
 #include <setjmp.h>
@@ -43,6 +54,7 @@
 #include "core/json.h"
 #include "core/timing.h"
 #include "engine/manifest.h"
+#include "engine/weights_gguf.h"
 #include "device/dev_cuda_api.h"
 #include "e3_util.h"
 #include "eagle3_util.h"
@@ -170,7 +182,19 @@ typedef struct gcase {
 	bool eager;     /* also cuda eager */
 	double bound;   /* the near-tie bound on the fp32 reference's margin */
 	rt_engine_stats *cu_st; /* NULL, or the cuda graph run's statistics */
+	int window;     /* > 0: some kernel's WINDOW is this (a sliding window that cuts) */
 } gcase;
+
+/* Whether some op's kernel has constant WINDOW = w. */
+static bool has_window(const rt_engine *e, int w)
+{
+	for (int i = 0; i < e->n_ops; i++)
+		for (int p = 0; e->ops[i].kinfo && p < e->ops[i].kinfo->n_params; p++)
+			if (!strcmp(e->ops[i].kinfo->params[p].name, "WINDOW") &&
+			    e->ops[i].kinfo->params[p].i == w)
+				return true;
+	return false;
+}
 
 /* The engine on cuda (graph, then eager and target-only on the same
  * binding), host-emulate and host native; the assertions of the header. */
@@ -192,6 +216,8 @@ static void run_gguf(const gcase *c)
 	rt_engine *e = eu_bind(dir, d, c->m, 1);
 	int by_type[32] = {0};
 	check_no_gemm(e, by_type);
+	if (c->window > 0 && !has_window(e, c->window))
+		fail_msg("%s: no kernel attends through WINDOW %d", c->name, c->window);
 	char what[160];
 	snprintf(what, sizeof(what), "%s cuda (fake), graph", c->name);
 	assert_int_equal(eu_generate(e, what, c->prompt, c->P, c->N, false, cu, &st), c->N);
@@ -208,10 +234,10 @@ static void run_gguf(const gcase *c)
 	rt_engine_free(e);
 	rt_dev_free(d);
 	print_message("  %s: cuda = %starget-only (%d iterations), %.1f s; gemv_gguf ops "
-	              "by type: Q8_0 %d, Q4_0 %d, Q4_1 %d, Q4_K %d, Q6_K %d\n", c->name,
+	              "by type: Q8_0 %d, Q4_0 %d, Q4_1 %d, Q5_0 %d, Q4_K %d, Q6_K %d\n", c->name,
 	              c->eager ? "cuda eager = " : "", st.n_iters,
 	              sw_now_s() - t0, by_type[SW_WT_Q8_0], by_type[SW_WT_Q4_0], by_type[SW_WT_Q4_1],
-	              by_type[SW_WT_Q4_K], by_type[SW_WT_Q6_K]);
+	              by_type[SW_WT_Q5_0], by_type[SW_WT_Q4_K], by_type[SW_WT_Q6_K]);
 
 	if (c->emulate) {
 		rt_dev *h = eu_open_host(RT_HOST_EMULATE, eu_cache_dir());
@@ -249,8 +275,15 @@ static void run_gguf(const gcase *c)
 		              "near-tie (fp32 reference margin %.5f <= %.5f)\n", c->name, k, c->N, k,
 		              (double)margin[k], bound);
 	} else {
-		print_message("  %s: cuda = host native gguf_a8 engine, %d of %d tokens\n", c->name, k,
-		              c->N);
+		/* the closest call the two came through: the fp32 reference's
+		 * smallest top-2 margin over the tokens */
+		int at = 0;
+		for (int i = 1; i < c->N; i++)
+			if (margin[i] < margin[at])
+				at = i;
+		print_message("  %s: cuda = host native gguf_a8 engine, %d of %d tokens (smallest "
+		              "fp32 reference margin %.5f, token %d; near-tie bound %.5f)\n", c->name,
+		              k, c->N, (double)margin[at], at, bound);
 	}
 	for (int v = 0; v < 2; v++) {
 		snprintf(what, sizeof(what), "%s %s", c->name, v ? "host native" : "cuda");
@@ -319,14 +352,14 @@ static void test_tiny_mixed(void **state)
 	eu_tiny_spec(spec, sizeof(spec), g_mixed, "ngram:1:3", "chain:6", "greedy", "topk", 0,
 	             "gguf_a8", NULL);
 	const gcase c = {"mixed_chain6", g_mixed_m, spec, prompt, 37, 40, true, true,
-	                 8.0 * (0x1p-8 + 0x1p-11), NULL};
+	                 8.0 * (0x1p-8 + 0x1p-11), NULL, 0};
 	run_gguf(&c);
 	/* a layer-skip draft over layers 0 and 3 (Q6_K and Q4_K attn_v and
 	 * ffn_down): its runs take their types through the draft's map */
 	eu_tiny_spec(spec, sizeof(spec), g_mixed, "layerskip:0,3", "chain:3", "greedy", "topk", 0,
 	             "gguf_a8", NULL);
 	const gcase l = {"mixed_layerskip", g_mixed_m, spec, prompt, 37, 24, true, false,
-	                 8.0 * (0x1p-8 + 0x1p-11), NULL};
+	                 8.0 * (0x1p-8 + 0x1p-11), NULL, 0};
 	run_gguf(&l);
 }
 
@@ -348,7 +381,7 @@ static void test_eagle3_head(void **state)
 	e3u_spec(spec, sizeof(spec), "gguf_a8", g_mixed, head, "chain:4", "greedy", "topk", 0, 192,
 	         16);
 	const gcase c = {"mixed_eagle3_chain4", g_mixed_m, spec, prompt, 37, 32, true, false,
-	                 8.0 * (0x1p-8 + 0x1p-11), NULL};
+	                 8.0 * (0x1p-8 + 0x1p-11), NULL, 0};
 	run_gguf(&c);
 	te3_rmdir(head);
 
@@ -364,7 +397,7 @@ static void test_eagle3_head(void **state)
 	assert_int_equal(e3u_head60(head, m, 192, 5), 0);
 	e3u_spec(spec, sizeof(spec), "gguf_a8", q8, head, "chain:4", "greedy", "topk", 0, 192, 16);
 	const gcase q = {"q8_eagle3_chain4", m, spec, prompt, 37, 40, false, false,
-	                 8.0 * (0x1p-8 + 0x1p-11), &st};
+	                 8.0 * (0x1p-8 + 0x1p-11), &st, 0};
 	run_gguf(&q);
 	uint64_t acc = 0;
 	for (int i = 0; i < RT_ENGINE_MAX_DEPTH; i++)
@@ -469,7 +502,7 @@ static void test_refusals(void **state)
 		{"more rows than the weight", "gemv_gguf_wtype12_m16_n128_nw128_k256_",
 		 "gemv_gguf_wtype12_m16_n129_nw128_k256_", "\"N\": 128, \"NW\": 128",
 		 "\"N\": 129, \"NW\": 128",
-		 "expected a GGUF type with planes (2, 3, 8, 12, 14) whose blocks divide K, N <= NW"},
+		 "expected a GGUF type with planes (2, 3, 6, 8, 12, 14) whose blocks divide K, N <= NW"},
 		{"a grid short of M's tiles", NULL, NULL, "\"grid\": [32, 1, 2]", "\"grid\": [32, 1, 1]",
 		 "expected [32, 1, 2] (ceil(N / (R WARPS / KS)), 1, ceil(M / MT))"},
 		{"rows not whole int8 blocks", "quant_a8_m16_k256_", "quant_a8_m16_k250_",
@@ -542,7 +575,172 @@ static void test_smollm2(void **state)
 	if (P < 2)
 		fail_msg("%s: %s", path, err.msg);
 	const gcase c = {"smollm2_q4_1", m, spec, prompt, P, 12, false, false,
-	                 8.0 * (0x1p-8 + 0x1p-11), NULL};
+	                 8.0 * (0x1p-8 + 0x1p-11), NULL, 0};
+	run_gguf(&c);
+	rt_model_free(m);
+}
+
+/* ---- Gemma 3 ---- */
+
+/* Gemma 3 270M Q4_K_M's types (llama.cpp's fallbacks where a row of 640
+ * is no whole super-block): Q5_0 for attn_q, attn_k, ffn_gate, ffn_up and
+ * attn_v (Q8_0 where use_more_bits), Q4_K attn_output, ffn_down Q6_K or
+ * Q4_K, a Q8_0 embedding (the tied head) */
+static uint32_t pick_gemma(const char *name, int l)
+{
+	if (strstr(name, "norm"))
+		return GGML_T_F32;
+	if (!strcmp(name, "token_embd.weight"))
+		return GGML_T_Q8_0;
+	if (strstr(name, "attn_v"))
+		return kq_more_bits(l, 6) ? GGML_T_Q8_0 : GGML_T_Q5_0;
+	if (strstr(name, "ffn_down"))
+		return kq_more_bits(l, 6) ? GGML_T_Q6_K : GGML_T_Q4_K;
+	if (strstr(name, "attn_output"))
+		return GGML_T_Q4_K;
+	return GGML_T_Q5_0;
+}
+
+static void gemma_spec(char *spec, size_t n, const char *path, const char *draft,
+                       const char *tree, int max_context)
+{
+	snprintf(spec, n,
+	         "{\"name\": \"gemma-gguf\", \"target\": {\"path\": \"%s\"}, "
+	         "\"draft\": {\"method\": \"%s\"}, \"tree\": \"%s\", "
+	         "\"verify\": {\"method\": \"greedy\", \"expand\": \"topk\"}, "
+	         "\"max_context\": %d, \"prefill_chunk\": 8, \"dtype\": \"gguf_a8\", "
+	         "\"archs\": [\"sm_80\"]}", path, draft, tree, max_context);
+}
+
+/* Six layers (five sliding under a window of 16, one global), dim 320
+ * (Gemma 3 270M's 640 halved: no whole super-block, so Q5_0 and Q8_0),
+ * two heads of 128 over one KV head, ffn 512; a prompt of 37 and 40
+ * tokens: the window cuts. */
+static rt_model *make_gemma(char *mixed, size_t n)
+{
+	sw_err err = {0};
+	char f32[300];
+	snprintf(f32, sizeof(f32), "%s/gemma_f32.gguf", g_dir);
+	snprintf(mixed, n, "%s/gemma_mixed.gguf", g_dir);
+	if (tu_tiny_gemma_gguf(f32, EU_TINY_VOCAB, 320, 6, 2, 1, 128, 512, 16, 21, &err))
+		fail_msg("%s", err.msg);
+	kq_write_mixed(f32, mixed, pick_gemma);
+	rt_model *m = rt_model_load(mixed, &err);
+	if (!m)
+		fail_msg("%s", err.msg);
+	return m;
+}
+
+static void test_tiny_gemma(void **state)
+{
+	(void)state;
+	char mixed[300], spec[2048];
+	rt_model *m = make_gemma(mixed, sizeof(mixed));
+	assert_int_equal(m->cfg.arch, RT_ARCH_GEMMA3);
+	assert_int_equal(m->cfg.swa_window, 16);
+	int32_t prompt[64];
+	eu_tiny_prompt(prompt, 37);
+	gemma_spec(spec, sizeof(spec), mixed, "ngram:1:3", "chain:4", 96);
+	const gcase c = {"gemma_chain4", m, spec, prompt, 37, 40, true, true,
+	                 8.0 * (0x1p-8 + 0x1p-11), NULL, 16};
+	run_gguf(&c);
+	/* a layer-skip draft over a sliding and the global layer */
+	gemma_spec(spec, sizeof(spec), mixed, "layerskip:0,5", "chain:3", 96);
+	const gcase l = {"gemma_layerskip", m, spec, prompt, 37, 24, false, false,
+	                 8.0 * (0x1p-8 + 0x1p-11), NULL, 16};
+	run_gguf(&l);
+	rt_model_free(m);
+}
+
+/* rt_engine_gguf_open_raw, the blocks' source of a gguf_a8 engine bound
+ * to a loaded model of any family: a tensor's blocks in the file's own
+ * type and byte count (the writer's: pick_gemma, 22 bytes a Q5_0 block of
+ * 32), the values refused (the loaded model gives them), a file of another
+ * family and a tensor of another shape than the model's refused, naming
+ * them. */
+static void test_gemma_raw_source(void **state)
+{
+	(void)state;
+	char mixed[300];
+	rt_model *m = make_gemma(mixed, sizeof(mixed));
+	const rt_config *c = &m->cfg;
+	rt_engine_shape sh = {.arch = c->arch, .n_layers = c->n_layers, .dim = c->dim,
+	                      .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads,
+	                      .head_dim = c->head_dim, .ffn_dim = c->ffn_dim, .vocab = c->vocab,
+	                      .rope_theta = c->rope_theta, .norm_eps = c->norm_eps,
+	                      .tied_embd = c->tied_embd};
+	rt_engine_weights w;
+	sw_err err = {0};
+	rt_engine_gguf *g = rt_engine_gguf_open_raw(mixed, &sh, &w, &err);
+	if (!g)
+		fail_msg("%s", err.msg);
+	const void *data = NULL;
+	size_t bytes = 0;
+	int type = -1;
+	/* layer 1: not a use_more_bits layer, so attn_v is Q5_0 */
+	assert_int_equal(w.get_raw(w.user, "wv", 1, &data, &bytes, &type, &err), 0);
+	assert_int_equal(type, GGML_T_Q5_0);
+	assert_int_equal(bytes, (size_t)c->dim * c->n_kv_heads * c->head_dim / 32 * 22);
+	assert_int_equal(w.get_raw(w.user, "lm_head", -1, &data, &bytes, &type, &err), 0);
+	assert_int_equal(type, GGML_T_Q8_0); /* tied: token_embd's blocks */
+	assert_int_equal(bytes, (size_t)c->dim * c->vocab / 32 * 34);
+	const float *x = NULL;
+	size_t n = 0;
+	assert_int_not_equal(w.get(w.user, "wq", 0, &x, &n, &err), 0);
+	if (!strstr(err.msg, "opened for its blocks only"))
+		fail_msg("unexpected message: %s", err.msg);
+	rt_engine_gguf_close(g);
+	/* another family's shape: refused at open, naming the key */
+	sh.arch = RT_ARCH_LLAMA;
+	memset(&err, 0, sizeof(err));
+	assert_null(rt_engine_gguf_open_raw(mixed, &sh, &w, &err));
+	if (!strstr(err.msg, "'general.architecture': expected \"llama\"") ||
+	    !strstr(err.msg, "found \"gemma3\""))
+		fail_msg("unexpected message: %s", err.msg);
+	/* another width: each tensor's shape checked when its blocks are read */
+	sh.arch = c->arch;
+	sh.ffn_dim = c->ffn_dim * 2;
+	memset(&err, 0, sizeof(err));
+	g = rt_engine_gguf_open_raw(mixed, &sh, &w, &err);
+	if (!g)
+		fail_msg("%s", err.msg);
+	assert_int_not_equal(w.get_raw(w.user, "w_up", 0, &data, &bytes, &type, &err), 0);
+	if (!strstr(err.msg, "blk.0.ffn_up.weight"))
+		fail_msg("unexpected message: %s", err.msg);
+	print_message("  refused, a raw source of another shape: %s\n", err.msg);
+	rt_engine_gguf_close(g);
+	rt_model_free(m);
+}
+
+/* Gemma 3 270M Q4_K_M (its Q5_0, Q8_0, Q4_K and Q6_K GEMMs, the Q8_0 tied
+ * head over 262144 ids): cuda on the fake driver against host native and
+ * the fp32 reference; short, every GEMV row runs in the emulator */
+static void test_gemma270m(void **state)
+{
+	(void)state;
+	const char *path = getenv("SW_GEMMA_MODEL") ? getenv("SW_GEMMA_MODEL")
+	                                            : "models/cache/gemma-3-270m-q4_k_m.gguf";
+	if (access(path, R_OK)) {
+		print_message("  Gemma 3 270M %s missing (make model-gemma): skipped\n", path);
+		skip();
+	}
+	sw_err err = {0};
+	rt_model *m = rt_model_load(path, &err);
+	if (!m)
+		fail_msg("%s", err.msg);
+	char spec[2048];
+	gemma_spec(spec, sizeof(spec), path, "ngram:1:3", "chain:2", 64);
+	static const char text[] = "The old lighthouse keeper climbed the stairs. The old lighthouse";
+	int32_t prompt[32];
+	gguf_file *f = gguf_open(path, &err);
+	rt_tokenizer *tk = f ? rt_tokenizer_from_gguf(f, &err) : NULL;
+	const int P = tk ? rt_tokenize(tk, text, strlen(text), true, false, prompt, 32, &err) : -1;
+	rt_tokenizer_free(tk);
+	gguf_close(f);
+	if (P < 2)
+		fail_msg("%s: %s", path, err.msg);
+	const gcase c = {"gemma270m_q4_k_m", m, spec, prompt, P, 12, false, false,
+	                 8.0 * (0x1p-8 + 0x1p-11), NULL, 0};
 	run_gguf(&c);
 	rt_model_free(m);
 }
@@ -569,6 +767,12 @@ int main(void)
 		cmocka_unit_test(test_planes_read),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_smollm2),
+		cmocka_unit_test(test_tiny_gemma),
+		cmocka_unit_test(test_gemma_raw_source),
+		cmocka_unit_test(test_gemma270m),
 	};
+	/* e.g. CMOCKA_FILTER='test_*gemma*' (as test_engine.c) */
+	if (getenv("CMOCKA_FILTER") && *getenv("CMOCKA_FILTER"))
+		cmocka_set_test_filter(getenv("CMOCKA_FILTER"));
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

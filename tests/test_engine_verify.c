@@ -556,7 +556,8 @@ static void test_examples_replan(void **state)
 		"smollm2-ngram", "smollm2-ngram-gguf", "smollm2-ngram-q8_0", "smollm2-ngram-q8_0-a8",
 		"smollm2-eagle25", "smollm2-block-chain", "smollm2-block-tree", "gemma3-4b-ngram",
 		"llama3-8b-block", "qwen3-8b-eagle25", "gpu/llama3-8b-block-sm90",
-		"gpu/llama3-8b-eagle3-sm90", "gpu/qwen2-0.5b-eagle25-sm90",
+		"gpu/llama3-8b-eagle3-sm90", "gpu/llama3-8b-eagle3-chain4-sm90", "gpu/qwen3-8b-ngram-sm90",
+		"gpu/gemma3-4b-ngram-sm90",
 	};
 	for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
 		char dir[420];

@@ -14,8 +14,15 @@
  *   - `run --check` with a stub nvidia-smi and compute-sanitizer
  *     (tests/gpu/stub/), the fake driver as the GPU and PyTorch on the CPU:
  *     every step passes (probe, device tests, a greedy and a sampled engine,
- *     profiles against inspect, random-weights timing, PyTorch, sanitizers),
- *     the log and the tarball are written;
+ *     profiles against inspect, random-weights timing graph and target-only,
+ *     the server's streamed answer, the shape check on the tiny shapes of
+ *     $BUILD/gpu/tiny (make gpu-tiny: Llama fp16, a Qwen3 tree, Gemma 3 with
+ *     its window cutting) with PyTorch timed on the Llama, PyTorch,
+ *     sanitizers), the iteration table is printed, the log and the tarball
+ *     are written;
+ *   - the shape step fails, and the check with it, when the reference's
+ *     weights are not the engine's (random_ref.py --mutate lane) or the
+ *     bound is cut to a tenth;
  *   - the dev_cuda_api.h layouts against this toolkit's cuda.h/cublasLt.h.
  * BUILD names the build directory (the bundle is $BUILD/gpu/bundle). */
 #include <dirent.h>
@@ -41,6 +48,12 @@ static char g_out[1 << 18];
 static char g_src[PATH_MAX], g_build[PATH_MAX], g_bundle[PATH_MAX + 16], g_work[PATH_MAX + 64];
 static char g_fakehome[PATH_MAX + 80], g_mod[2][PATH_MAX + 200];
 static const char *const ENGINES[2] = {"smollm2-2l-ngram", "smollm2-2l-adaptive"};
+/* the shape check's tiny engines (make gpu-tiny), their emulator modules */
+enum { N_TINY = 3 };
+static const char *const TINY[N_TINY] = {"tiny-llama-fp16", "tiny-qwen3-tree", "tiny-gemma3"};
+static char g_tiny_mod[N_TINY][PATH_MAX + 200];
+/* SW_FAKE_CUDA_ENGINE / _EMU for every engine the check runs, SHAPE_ENGINES */
+static char g_fake_eng[8192], g_fake_emu[8192], g_shape_eng[4096];
 static const char *const IDS = "504 1573 303 405 373 1368 902"; /* below the model's 4096 ids */
 
 static void must(int rc, const char *what)
@@ -79,7 +92,44 @@ static int setup(void **state)
 		}
 		tu_find_emu_module(cache, g_mod[i], sizeof(g_mod[i]));
 	}
+	for (int i = 0; i < N_TINY; i++) {
+		char cache[PATH_MAX + 128];
+		snprintf(cache, sizeof(cache), "%s/emu-%s", g_work, TINY[i]);
+		if (sh("SPECWRIGHT_CACHE=%s %s/specwright run %s/gpu/tiny/%s --backend host-emulate --random-weights 1 "
+		       "-n 1 --json 2>&1", cache, g_build, g_build, TINY[i])) {
+			fprintf(stderr, "host-emulate %s (make gpu-tiny builds it):\n%s\n", TINY[i], g_out);
+			return -1;
+		}
+		tu_find_emu_module(cache, g_tiny_mod[i], sizeof(g_tiny_mod[i]));
+	}
+	int ne = 0, nm = 0, ns = 0;
+	for (int i = 0; i < 2; i++) {
+		ne += snprintf(g_fake_eng + ne, sizeof(g_fake_eng) - (size_t)ne, "%s%s/engines/%s", i ? ":" : "",
+		               g_bundle, ENGINES[i]);
+		nm += snprintf(g_fake_emu + nm, sizeof(g_fake_emu) - (size_t)nm, "%s%s", i ? ":" : "", g_mod[i]);
+	}
+	for (int i = 0; i < N_TINY; i++) {
+		ne += snprintf(g_fake_eng + ne, sizeof(g_fake_eng) - (size_t)ne, ":%s/gpu/tiny/%s", g_build, TINY[i]);
+		nm += snprintf(g_fake_emu + nm, sizeof(g_fake_emu) - (size_t)nm, ":%s", g_tiny_mod[i]);
+		ns += snprintf(g_shape_eng + ns, sizeof(g_shape_eng) - (size_t)ns, "%s%s/gpu/tiny/%s", i ? " " : "",
+		               g_build, TINY[i]);
+	}
+	if (ne >= (int)sizeof(g_fake_eng) || nm >= (int)sizeof(g_fake_emu) || ns >= (int)sizeof(g_shape_eng))
+		return -1;
 	return 0;
+}
+
+/* runs the bundle's check with the fake driver and the stubs, PyTorch on
+ * the CPU, the tiny shapes as the shape step's engines, env first; its
+ * exit status, the output in g_out */
+static int check_run(const char *out, const char *env)
+{
+	return sh("mkdir -p %s && timeout -k 10 900 env -i PATH=%s/tests/gpu/stub:/usr/bin:/bin CUDA_HOME=%s "
+	          "SW_FAKE_CUDA_ENGINE=%s SW_FAKE_CUDA_EMU=%s OUT=%s N=4 ITERS=2 BUDGET=1500 "
+	          "ONLY_ENGINES='%s %s' TIMING_ENGINES=%s TIMING_N=4 PYTHON=/usr/bin/python3 "
+	          "SHAPE_ENGINES='%s' SHAPE_SPECS=%s/models/specs/gpu/tiny TORCH_TIME_SHAPES='tiny-llama*' "
+	          "TORCH_N=4 %s %s/run --check 2>&1", out, g_src, g_fakehome, g_fake_eng, g_fake_emu, out,
+	          ENGINES[0], ENGINES[1], ENGINES[0], g_shape_eng, g_src, env, g_bundle);
 }
 
 static int teardown(void **state)
@@ -162,29 +212,61 @@ static void test_clean_fake_cuda(void **state)
  * so. */
 static void test_check_dry_run(void **state)
 {
-	char out[PATH_MAX + 80];
+	char out[sizeof(g_work) + 32];
 	snprintf(out, sizeof(out), "%s/out", g_work);
-	int rc = sh("mkdir -p %s && timeout -k 10 900 env -i PATH=%s/tests/gpu/stub:/usr/bin:/bin CUDA_HOME=%s "
-	            "SW_FAKE_CUDA_ENGINE=%s/engines/%s:%s/engines/%s SW_FAKE_CUDA_EMU=%s:%s OUT=%s N=4 ITERS=2 "
-	            "BUDGET=1500 ONLY_ENGINES='%s %s' TIMING_ENGINES=%s TIMING_N=4 PYTHON=/usr/bin/python3 SKIP=device "
-	            "%s/run --check 2>&1", out, g_src, g_fakehome, g_bundle, ENGINES[0], g_bundle, ENGINES[1],
-	            g_mod[0], g_mod[1], out, ENGINES[0], ENGINES[1], ENGINES[0], g_bundle);
+	int rc = check_run(out, "SKIP=device");
 	const char *sum = strstr(g_out, "== summary");
-	print_message("%.4000s\n", sum ? sum : g_out);
+	/* line by line (print_message's buffer is short), each cut at 200 bytes */
+	for (const char *l = sum ? sum : g_out; *l;) {
+		const size_t n = strcspn(l, "\n");
+		print_message("%.*s\n", (int)(n < 200 ? n : 200), l);
+		l += n + (l[n] == '\n');
+	}
 	if (rc)
 		fail_msg("run --check: exit %d:\n%s", rc, g_out);
 	static const char *const steps[] = {
 		"PASS  probe", "SKIP  device", "PASS  engine:smollm2-2l-ngram", "PASS  engine:smollm2-2l-adaptive",
 		"PASS  profile:smollm2-2l-ngram", "PASS  profile:smollm2-2l-adaptive", "PASS  timing:smollm2-2l-ngram",
+		"PASS  serve", "PASS  shape:tiny-llama-fp16", "PASS  shape:tiny-qwen3-tree", "PASS  shape:tiny-gemma3",
 		"PASS  torch", "PASS  sanitize"};
 	for (size_t i = 0; i < sizeof(steps) / sizeof(*steps); i++)
 		if (!sum || !strstr(sum, steps[i]))
 			fail_msg("the summary lacks '%s':\n%s", steps[i], sum ? sum : g_out);
 	assert_null(strstr(sum, "FAIL"));
+	/* the iteration table: the timed engine graph and target-only, PyTorch on the tiny Llama */
+	static const char *const rows[] = {"iterations on random weights", "smollm2-2l-ngram", "graph",
+	                                   "target-only", "tiny-llama-fp16", "torch eager"};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(*rows); i++)
+		if (!strstr(sum, rows[i]))
+			fail_msg("the iteration table lacks '%s':\n%s", rows[i], sum);
+	/* the server's streamed answer, the shape step's bound */
+	if (!strstr(sum, "content chunks") || !strstr(sum, "[DONE]") || !strstr(sum, "bound 1.56e-02 (4 u, u = 2^-8)"))
+		fail_msg("serve / shape lines:\n%s", sum);
 	/* the two result files: the log, and every step's outputs */
 	must(sh("test -s %s/gpu-check.log && tar -tzf %s/gpu-check.tar.gz | grep -c -e summary -e "
-	        "smollm2-2l-ngram.graph.json -e torch.cpu.json -e sanitize.results", out, out), "results");
-	assert_int_equal(atoi(g_out), 4);
+	        "smollm2-2l-ngram.graph.json -e torch.cpu.json -e sanitize.results -e tiny-gemma3.shape.json", out,
+	        out), "results");
+	assert_int_equal(atoi(g_out), 5);
+}
+
+/* The shape step can fail: the reference's weights drawn from the
+ * neighbouring Philox lane (a layout that is not the engine's), or the
+ * bound cut to a tenth; the check then exits 1 naming the step. */
+static void test_shape_fails(void **state)
+{
+	static const char *const opts[] = {"--mutate lane", "--bound-scale 0.1"};
+	for (int i = 0; i < 2; i++) {
+		char out[sizeof(g_work) + 32], env[512];
+		snprintf(out, sizeof(out), "%s/out-fail%d", g_work, i);
+		snprintf(env, sizeof(env), "SKIP='device engine profile timing serve torch sanitize shape:tiny-llama "
+		         "shape:tiny-qwen3' SHAPE_CHECK_OPTS='%s'", opts[i]);
+		const int rc = check_run(out, env);
+		const char *sum = strstr(g_out, "== summary");
+		if (rc != 1 || !sum || !strstr(sum, "FAIL  shape:tiny-gemma3"))
+			fail_msg("SHAPE_CHECK_OPTS='%s': exit %d (expected 1 and a failed shape step):\n%s", opts[i], rc,
+			         sum ? sum : g_out);
+		print_message("  %s: %.200s\n", opts[i], strstr(sum, "FAIL  shape:tiny-gemma3"));
+	}
 }
 
 /* dev_cuda_api.h restates cuda.h/cublasLt.h: both compiled, the same lines. */
@@ -213,6 +295,7 @@ int main(void)
 		cmocka_unit_test(test_clean_host),
 		cmocka_unit_test(test_clean_fake_cuda),
 		cmocka_unit_test(test_check_dry_run),
+		cmocka_unit_test(test_shape_fails),
 		cmocka_unit_test(test_layouts),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

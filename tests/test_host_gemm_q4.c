@@ -1,10 +1,11 @@
 /* The GGUF-type GEMM on int8 activations (runtime/device/host_gemm_q4.c,
- * host_gemm.h hg_gemm_gguf_a8) for Q4_0, Q4_1, Q4_K, Q6_K and Q8_0 weights.
+ * host_gemm.h hg_gemm_gguf_a8) for Q4_0, Q4_1, Q5_0, Q4_K, Q6_K and Q8_0
+ * weights.
  *
  * The weight blocks are built here (random scales, mins and every nibble
  * value; Q4_K random packed 6-bit scales; Q6_K random bits and int8 scales
  * of either sign), and read back by this file's own dequantizer written from
- * llama.cpp's formulas (ggml-quants.c dequantize_row_q4_0/q4_1/q4_K/q6_K,
+ * llama.cpp's formulas (ggml-quants.c dequantize_row_q4_0/q4_1/q5_0/q4_K/q6_K,
  * get_scale_min_k4), in double, exactly; that
  * dequantizer is checked against formats/gguf.c's gguf_dequantize (another
  * implementation) bit for bit after the one fp32 rounding both make.
@@ -48,7 +49,7 @@
 #include "check.h"
 
 static const int TYPES[] = {HG_GGUF_Q4_0, HG_GGUF_Q4_1, HG_GGUF_Q4_K, HG_GGUF_Q8_0,
-                            HG_GGUF_Q6_K};
+                            HG_GGUF_Q6_K, HG_GGUF_Q5_0};
 
 static int blk_elems(int t)
 {
@@ -58,7 +59,7 @@ static int blk_elems(int t)
 static int blk_bytes(int t)
 {
 	return t == HG_GGUF_Q4_0 ? 18 : t == HG_GGUF_Q4_1 ? 20 : t == HG_GGUF_Q8_0 ? 34
-	       : t == HG_GGUF_Q6_K ? 210 : 144;
+	       : t == HG_GGUF_Q5_0 ? 22 : t == HG_GGUF_Q6_K ? 210 : 144;
 }
 
 static uint32_t rbits(void)
@@ -88,6 +89,13 @@ static void enc_block(int t, uint8_t *p)
 		memcpy(p, &h, 2);
 		for (int i = 0; i < 32; i++)
 			p[2 + i] = (uint8_t)(int8_t)((int)(rbits() % 255) - 127);
+		return;
+	}
+	if (t == HG_GGUF_Q5_0) { /* d, qh[4] (every high bit), qs[16] */
+		h = rscale(1.0 / 128);
+		memcpy(p, &h, 2);
+		for (int i = 2; i < 22; i++)
+			p[i] = (uint8_t)rbits();
 		return;
 	}
 	if (t == HG_GGUF_Q4_0 || t == HG_GGUF_Q4_1) {
@@ -161,6 +169,16 @@ static void dec_sub(int t, const uint8_t *p, int j, sub *s)
 		*s = (sub){.d = d, .mn = 0, .z = 0, .sc = {1, 1}};
 		for (int i = 0; i < 32; i++)
 			s->q[i] = (int8_t)p[2 + i];
+		return;
+	}
+	if (t == HG_GGUF_Q5_0) { /* dequantize_row_q5_0: (qs nibble | qh bit << 4) - 16 */
+		uint32_t qh;
+		memcpy(&qh, p + 2, 4);
+		*s = (sub){.d = d, .mn = 0, .z = 16, .sc = {1, 1}};
+		for (int i = 0; i < 16; i++) {
+			s->q[i] = (p[6 + i] & 15) | (int)((qh >> i) & 1) << 4;
+			s->q[i + 16] = (p[6 + i] >> 4) | (int)((qh >> (i + 16)) & 1) << 4;
+		}
 		return;
 	}
 	if (t == HG_GGUF_Q4_0 || t == HG_GGUF_Q4_1) {
@@ -392,6 +410,12 @@ static void test_q8_0(void **state)
 	run_type(HG_GGUF_Q8_0);
 }
 
+static void test_q5_0(void **state)
+{
+	(void)state;
+	run_type(HG_GGUF_Q5_0);
+}
+
 /* The portable path equals spec() bit for bit; every path, on one thread and
  * two (and the pool), equals the portable path at every m from 1 to 27 and
  * at 70, and the first rows of a 70-row call are an m-row call's. K: 35
@@ -479,8 +503,8 @@ static void test_bit_identical(void **state)
 	float c[1];
 	uint16_t a[32] = {0};
 	uint8_t w[64] = {0};
-	assert_int_equal(hg_gemm_gguf_a8(c, a, w, 1, 1, 32, 6 /* Q5_0 */, false, HG_PATH_AUTO, 0), -22);
-	assert_null(hg_gguf_name(6));
+	assert_int_equal(hg_gemm_gguf_a8(c, a, w, 1, 1, 32, 7 /* Q5_1 */, false, HG_PATH_AUTO, 0), -22);
+	assert_null(hg_gguf_name(7));
 	assert_int_equal(hg_gguf_block(13 /* Q5_K */), 0);
 }
 
@@ -793,6 +817,7 @@ int main(void)
 		cmocka_unit_test(test_q4_k),
 		cmocka_unit_test(test_q6_k),
 		cmocka_unit_test(test_q8_0),
+		cmocka_unit_test(test_q5_0),
 		cmocka_unit_test(test_bit_identical),
 		cmocka_unit_test(test_repacked),
 		cmocka_unit_test(test_repack_ops),

@@ -1,11 +1,11 @@
 /* The GGUF-typed GEMV on the GPU (templates/quant_a8.cu.tmpl and
  * gemv_gguf.cu.tmpl, kernels/ref/quant_a8.c and gemv_gguf.c) and the
- * repack at load (runtime/engine/wplanes.h), for Q4_0, Q4_1, Q8_0, Q4_K and
- * Q6_K weights, against independent statements:
+ * repack at load (runtime/engine/wplanes.h), for Q4_0, Q4_1, Q5_0, Q8_0, Q4_K
+ * and Q6_K weights, against independent statements:
  *  - the repack: the planes dequantize (ref_wplanes_dequant_row) to the
  *    format table's values of the file's blocks (core/wformat.h) bit for
  *    bit, and rt_wplanes_check refuses planes with one nibble, scale or
- *    high bit changed;
+ *    (Q5_0, Q6_K) high bit changed;
  *  - quant_a8: the kernel's bytes = ref_quant_a8's = the host GEMMs' own
  *    rule (runtime/device hg_a8_quant, a separate implementation), with
  *    ties, +-65504, a zero block, inf and NaN;
@@ -25,7 +25,7 @@
  *    u) <= 0.51 da per element (rint of a * fl(1 / fl(amax / 127)), |q| <=
  *    127), times sum |W| over its sub-block; (2) the weights the kernel
  *    multiplies are d (q - z) + mn exactly, wformat's W one rounding of it
- *    (Q4_1, Q4_K, Q6_K; exact for Q4_0, Q8_0): u sum |W a|, twice for the
+ *    (Q4_1, Q4_K, Q6_K; exact for Q4_0, Q5_0, Q8_0): u sum |W a|, twice for the
  *    products' own rounding slack; (3) the scale products (one rounding
  *    each, u) and the sum (gamma_dk): (2 u + gamma_dk) mag;
  * on awkward shapes: K of 1, 3 and 33 sub-blocks (Q4/Q8) and 1, 5 and 9
@@ -34,7 +34,8 @@
  * partial, lanes idle, a group split between warps), N = 1,
  * 3, 37 (row groups past N), M = 1 .. 17 (odd, one past the M tile), a K
  * split over 1, 2 and 4 warps, NW > N (the first rows of a larger weight),
- * then NVRTC at Llama-3-8B's shapes (sm_80, sm_90, zero spills). */
+ * then NVRTC at Llama-3-8B's shapes and Gemma 3 270M Q4_K_M's (sm_80,
+ * sm_90, zero spills). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -55,8 +56,9 @@
 #include "check.h"
 #include "op_harness.h"
 
-static const int TYPES[] = {SW_WT_Q4_0, SW_WT_Q4_1, SW_WT_Q8_0, SW_WT_Q4_K, SW_WT_Q6_K};
-#define N_TYPES 5
+static const int TYPES[] = {SW_WT_Q4_0, SW_WT_Q4_1, SW_WT_Q5_0, SW_WT_Q8_0, SW_WT_Q4_K,
+                           SW_WT_Q6_K};
+#define N_TYPES 6
 
 static uint32_t rbits(void)
 {
@@ -79,6 +81,13 @@ static void enc_block(int t, uint8_t *p)
 			p[i] = (uint8_t)rbits();
 		h = rscale(1.0 / 8192) ^ (rnd() < 0 ? 0x8000 : 0);
 		memcpy(p + 208, &h, 2);
+		return;
+	}
+	if (t == SW_WT_Q5_0) { /* d, qh[4], qs[16]: every bit random */
+		h = rscale(1.0 / 128) ^ (rnd() < 0 ? 0x8000 : 0);
+		memcpy(p, &h, 2);
+		for (int i = 2; i < 22; i++)
+			p[i] = (uint8_t)rbits();
 		return;
 	}
 	if (t == SW_WT_Q8_0) {
@@ -174,8 +183,9 @@ static void test_repack(void **state)
 			memset(p2, 0x5a, bytes);
 			assert_int_equal(rt_wplanes_repack(p2, w, t, n, k), 0);
 			assert_memory_equal(p, p2, bytes);
-			/* one bit of a quant, of a scale, (Q6_K) of a high bit: refused */
-			const int64_t flips[3] = {off[1] / 2 + 3, off[1] + 1, t == SW_WT_Q6_K ? off[2] + 5 : -1};
+			/* one bit of a quant, of a scale, (Q5_0, Q6_K) of a high bit: refused */
+			const int64_t flips[3] = {off[1] / 2 + 3, off[1] + 1,
+			                          t == SW_WT_Q6_K || t == SW_WT_Q5_0 ? off[2] + 5 : -1};
 			for (int x = 0; x < 3; x++) {
 				if (flips[x] < 0)
 					continue;
@@ -197,7 +207,7 @@ static void test_repack(void **state)
 	}
 	/* not a type with planes, k not whole blocks */
 	uint8_t dummy[64];
-	assert_int_equal(rt_wplanes_repack(dummy, dummy, SW_WT_Q5_0, 1, 32), SW_EINVAL);
+	assert_int_equal(rt_wplanes_repack(dummy, dummy, SW_WT_Q5_1, 1, 32), SW_EINVAL);
 	assert_int_equal(rt_wplanes_repack(dummy, dummy, SW_WT_Q4_K, 1, 32), SW_EINVAL);
 }
 
@@ -408,6 +418,18 @@ static void test_gemv_gguf_nvrtc(void **state)
 			                 OH_I("R", 2), OH_I("WARPS", 4), OH_I("KS", shapes[s][3])};
 			oh_nvrtc_p(SW_OP_gemv_gguf, p, 10);
 		}
+	/* Gemma 3 270M Q4_K_M's as its engine plans them: Q5_0 w_gate (2048 x
+	 * 640: 20 sub-blocks a row, one partial group), the Q8_0 tied head
+	 * (262144 x 640), Q6_K and Q4_K w_down (640 x 2048) split over 2 warps */
+	static const int gemma[][5] = {{SW_WT_Q5_0, 16, 2048, 640, 1}, {SW_WT_Q8_0, 5, 262144, 640, 1},
+	                               {SW_WT_Q6_K, 16, 640, 2048, 2}, {SW_WT_Q4_K, 5, 640, 2048, 2}};
+	for (int s = 0; s < 4; s++) {
+		gen_param p[] = {OH_NAME, OH_I("WTYPE", gemma[s][0]), OH_I("M", gemma[s][1]),
+		                 OH_I("N", gemma[s][2]), OH_I("NW", gemma[s][2]), OH_I("K", gemma[s][3]),
+		                 OH_I("MT", gemma[s][1] < 8 ? gemma[s][1] : 8), OH_I("R", 2),
+		                 OH_I("WARPS", 4), OH_I("KS", gemma[s][4])};
+		oh_nvrtc_p(SW_OP_gemv_gguf, p, 10);
+	}
 }
 
 int main(void)

@@ -283,7 +283,7 @@ static void test_gemm_reads_the_table(void **state)
 		assert_int_equal(hg_gguf_block_bytes(t), f->bytes);
 		assert_string_equal(hg_gguf_name(t), f->gemm_name);
 	}
-	assert_int_equal(n, 5);
+	assert_int_equal(n, 6); /* Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K */
 	assert_int_equal(hg_gguf_block(HG_GGUF_Q4_1R), 32);
 	assert_int_equal(hg_gguf_block_bytes(HG_GGUF_Q8_0R), HG_Q8_BYTES);
 	assert_string_equal(hg_gguf_name(HG_GGUF_Q4_0R), "q4_0r");

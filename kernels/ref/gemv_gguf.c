@@ -21,7 +21,7 @@ static uint32_t ld32(const uint8_t *p)
 int ref_wplanes_block(int wtype)
 {
 	switch (wtype) {
-	case REF_WT_Q4_0: case REF_WT_Q4_1: case REF_WT_Q8_0: return 32;
+	case REF_WT_Q4_0: case REF_WT_Q4_1: case REF_WT_Q5_0: case REF_WT_Q8_0: return 32;
 	case REF_WT_Q4_K: case REF_WT_Q6_K: return 256;
 	default: return 0;
 	}
@@ -39,6 +39,11 @@ int ref_wplanes_layout(int wtype, int64_t n, int64_t k, int64_t off[REF_WPLANES]
 	switch (wtype) {
 	case REF_WT_Q4_0: off[1] = 16 * nb; off[REF_WPLANES - 1] = off[1] + 2 * nb; break;
 	case REF_WT_Q4_1: off[1] = 16 * nb; off[REF_WPLANES - 1] = off[1] + 4 * nb; break;
+	case REF_WT_Q5_0: /* the high bits (4-byte words) before the fp16 scales */
+		off[2] = 16 * nb;
+		off[1] = off[2] + 4 * nb;
+		off[REF_WPLANES - 1] = off[1] + 2 * nb;
+		break;
 	case REF_WT_Q8_0: off[1] = 32 * nb; off[REF_WPLANES - 1] = off[1] + 2 * nb; break;
 	case REF_WT_Q4_K: off[1] = 16 * nb; off[REF_WPLANES - 1] = off[1] + 16 * ns; break;
 	case REF_WT_Q6_K:
@@ -51,8 +56,8 @@ int ref_wplanes_layout(int wtype, int64_t n, int64_t k, int64_t off[REF_WPLANES]
 	return 0;
 }
 
-/* Sub-block b (32 elements) of row r: its quants q[32] (Q4: 0..15, Q8_0:
- * -128..127, Q6_K: 0..63) as the planes hold them. */
+/* Sub-block b (32 elements) of row r: its quants q[32] (Q4: 0..15, Q5_0:
+ * 0..31, Q8_0: -128..127, Q6_K: 0..63) as the planes hold them. */
 static void sub_q(const uint8_t *W, int wtype, const int64_t *off, int64_t k, int64_t r, int64_t b,
                   int q[32])
 {
@@ -68,6 +73,11 @@ static void sub_q(const uint8_t *W, int wtype, const int64_t *off, int64_t k, in
 	for (int t = 0; t < 16; t++) {
 		q[t] = lo[t] & 15;
 		q[t + 16] = lo[t] >> 4;
+	}
+	if (wtype == REF_WT_Q5_0) {
+		const uint32_t h = ld32(W + off[2] + i * 4);
+		for (int e = 0; e < 32; e++) /* byte e % 4, bit 4 (e / 16) + (e % 16) / 4 */
+			q[e] |= (int)((h >> (8 * (e % 4) + 4 * (e / 16) + (e % 16) / 4)) & 1) << 4;
 	}
 	if (wtype == REF_WT_Q6_K) {
 		const uint8_t *hb = W + off[2] + i * 8;
@@ -90,8 +100,9 @@ static void scale_min_k4(int j, const uint8_t *q, int *d, int *m)
 	}
 }
 
-/* Sub-block b of row r read as w_t = d (q_t - z) + mn (Q4_*, Q8_0: z 0
- * save Q4_0's 8, mn 0 save Q4_1's m and Q4_K's -dmin m_j; d exact in fp32)
+/* Sub-block b of row r read as w_t = d (q_t - z) + mn (Q4_*, Q5_0, Q8_0: z
+ * 0 save Q4_0's 8 and Q5_0's 16, mn 0 save Q4_1's m and Q4_K's -dmin m_j; d
+ * exact in fp32)
  * or, Q6_K, w_t = d sc_(t / 16) (q_t - 32): its d, mn and sc[2]. */
 typedef struct sub_scale {
 	float d, mn;
@@ -114,6 +125,10 @@ static void sub_scales(const uint8_t *W, int wtype, const int64_t *off, int64_t 
 	case REF_WT_Q4_1:
 		s->d = sw_f16_to_f32(ld16(W + off[1] + 4 * i));
 		s->mn = sw_f16_to_f32(ld16(W + off[1] + 4 * i + 2));
+		break;
+	case REF_WT_Q5_0:
+		s->d = sw_f16_to_f32(ld16(W + off[1] + 2 * i));
+		s->z = 16;
 		break;
 	case REF_WT_Q8_0:
 		s->d = sw_f16_to_f32(ld16(W + off[1] + 2 * i));
@@ -156,6 +171,10 @@ int ref_wplanes_dequant_row(float *y, const void *W, int wtype, int64_t n, int64
 		case REF_WT_Q4_1:
 			for (int t = 0; t < 32; t++)
 				o[t] = (float)q[t] * s.d + s.mn;
+			break;
+		case REF_WT_Q5_0:
+			for (int t = 0; t < 32; t++)
+				o[t] = (float)(q[t] - 16) * s.d;
 			break;
 		case REF_WT_Q8_0:
 			for (int t = 0; t < 32; t++)

@@ -598,7 +598,8 @@ int ref_qkv_rope(const ref_qkv_shape *sh, uint16_t *q16, uint16_t *kc, uint16_t 
                  const float *kn, float *tmp);
 
 /* Weight types, ggml's numbers (runtime/core/wformat.h SW_WT_*). */
-enum { REF_WT_Q4_0 = 2, REF_WT_Q4_1 = 3, REF_WT_Q8_0 = 8, REF_WT_Q4_K = 12, REF_WT_Q6_K = 14 };
+enum { REF_WT_Q4_0 = 2, REF_WT_Q4_1 = 3, REF_WT_Q5_0 = 6, REF_WT_Q8_0 = 8, REF_WT_Q4_K = 12,
+       REF_WT_Q6_K = 14 };
 
 /* The planes: W (n, k) of one of these types, repacked at load from the
  * file's blocks (runtime/engine/weights_gguf.h rt_wplanes_repack) into the
@@ -607,22 +608,27 @@ enum { REF_WT_Q4_0 = 2, REF_WT_Q4_1 = 3, REF_WT_Q8_0 = 8, REF_WT_Q4_K = 12, REF_
  * 32). nb = n k / 32 sub-blocks, ns = n k / 256 super-blocks (K-quants);
  * sub-block i = r (k / 32) + b of row r, super-block s = r (k / 256) + b / 8.
  * Plane 0, the quants, at 0:
- *   Q4_0, Q4_1, Q4_K, Q6_K: 16 bytes a sub-block at 16 i; byte t holds
- *     element t's low 4 bits in its low nibble, element t + 16's in its
- *     high (the file's Q4_0/Q4_1 qs as they are; Q4_K's and Q6_K's moved
- *     there from their 64- and 128-element groups);
+ *   Q4_0, Q4_1, Q5_0, Q4_K, Q6_K: 16 bytes a sub-block at 16 i; byte t
+ *     holds element t's low 4 bits in its low nibble, element t + 16's in
+ *     its high (the file's Q4_0/Q4_1/Q5_0 qs as they are; Q4_K's and Q6_K's
+ *     moved there from their 64- and 128-element groups);
  *   Q8_0: row r's 32 bytes a sub-block in groups g of 32 sub-blocks (u =
  *     min(32, k / 32 - 32 g) of them): element t of sub-block b = 32 g + j
  *     at r (k / 32) 32 + 1024 g + 16 u (t / 16) + 16 j + t % 16.
  * Plane 1, the scales, at off[1] = 16 nb (Q8_0: 32 nb):
- *   Q4_0, Q8_0: fp16 d at 2 i; Q4_1: fp16 d, m at 4 i;
+ *   Q4_0, Q8_0: fp16 d at 2 i; Q4_1: fp16 d, m at 4 i; Q5_0 (at off[1] =
+ *     20 nb, after its plane 2): fp16 d at 2 i;
  *   Q4_K: the file block's first 16 bytes (d, dmin, scales[12]) at 16 s;
  *   Q6_K: the file's int8 scales[16] at 16 s.
  * Q6_K's plane 2 at off[2] = off[1] + 16 ns, the high 2 bits: 8 bytes at
  * 8 i, two little-endian words; word x, byte j, bits 2 t .. 2 t + 1 =
  * element 16 x + 4 t + j's bits 4..5; plane 3 at off[3] = off[2] + 8 nb:
- * fp16 d at 2 s. off[REF_WPLANES - 1] is the end (the file's bytes).
- * Weights: Q4_0 d (q - 8), Q4_1 d q + m, Q8_0 d q, Q4_K d sc_j q - dmin m_j
+ * fp16 d at 2 s. Q5_0's plane 2 at off[2] = 16 nb, each element's bit 4:
+ * a little-endian word at 4 i, byte j, bit x (0..3) = element 4 x + j's,
+ * bit 4 + x = element 16 + 4 x + j's (so that (h >> x) & 0x01010101 is
+ * the high bits of the bytes of the quants' word x). off[REF_WPLANES - 1]
+ * is the end (the file's bytes).
+ * Weights: Q4_0 d (q - 8), Q4_1 d q + m, Q5_0 d (q - 16), Q8_0 d q, Q4_K d sc_j q - dmin m_j
  * (j = b % 8), Q6_K d sc_(t / 16) (q - 32), each dequantized in the format
  * table's operation order (runtime/core/wformat.c), so that a repack's
  * planes give the file's values bit for bit. */
@@ -637,7 +643,7 @@ int ref_wplanes_layout(int wtype, int64_t n, int64_t k, int64_t off[REF_WPLANES]
 int ref_wplanes_dequant_row(float *y, const void *W, int wtype, int64_t n, int64_t k, int64_t row);
 /* C (M, N) fp32 = the int8 rows a8 (ref_quant_a8 of A (M, K)) times the
  * first N rows of W (NW, K) in its planes: per output, over the sub-blocks b in order from acc = 0,
- *   isum = sum q a - z asum        (Q4_0 z 8; Q4_1, Q8_0, Q4_K z 0)
+ *   isum = sum q a - z asum        (Q4_0 z 8, Q5_0 z 16; Q4_1, Q8_0, Q4_K z 0)
  *   acc  = fmaf((float)isum, da_b * d, acc)           (da_b * d one rounding)
  *   acc  = fmaf(mn, da_b * (float)asum, acc)          (Q4_1 m, Q4_K -dmin m_j)
  * Q6_K: isum = sc_0 (sum_(t<16) q a - 32 asum_0) + sc_1 (sum_(t>=16) ... -

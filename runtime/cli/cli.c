@@ -87,6 +87,8 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 			NEED_VALUE(); o->draft = v;
 		} else if (!strcmp(a, "--dump")) {
 			NEED_VALUE(); o->dump = v;
+		} else if (!strcmp(a, "--dump-logits")) {
+			NEED_VALUE(); o->dump_logits = v;
 		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
 			NEED_VALUE(); o->output = v;
 		} else if (!strcmp(a, "--layers")) {
@@ -224,6 +226,12 @@ int cli_parse(int argc, char **argv, int first, const char *cmd, cli_opts *o)
 		           "(timing a built engine)%s%s", "", "");
 	if (o->prompt_len && !o->random_weights)
 		return bad(cmd, "-P N (a synthetic prompt of N token ids) needs --random-weights%s%s", "", "");
+	if (o->prompt_len && o->ids)
+		return bad(cmd, "give the prompt either as token ids (--ids) or as the length of a synthetic "
+		           "one (-P N), not both%s%s", "", "");
+	if (o->dump_logits && (strcmp(cmd, "run") || !o->random_weights))
+		return bad(cmd, "--dump-logits FILE applies to `run ENGINE_DIR --random-weights SEED` only (the "
+		           "target's logits of a run on random weights, for the shape check)%s%s", "", "");
 	if (o->weights && ((strcmp(cmd, "run") && strcmp(cmd, "profile") && strcmp(cmd, "bench")) ||
 	                   !cli_is_engine_dir(o->model)))
 		return bad(cmd, "--weights DIR_OR_FILE applies to `run`, `profile` and `bench` of an engine "
@@ -399,8 +407,7 @@ int cli_encode_prompt(const cli_session *s, const char *text, bool chat, int32_t
 	return rc;
 }
 
-/* "1 17 42" or "1,17,42": counts first (ids == NULL), then fills. */
-static int parse_ids(const char *s, int vocab, int32_t *ids, sw_err *err)
+int cli_parse_ids(const char *s, int vocab, int32_t *ids, sw_err *err)
 {
 	int n = 0;
 	const char *p = s;
@@ -432,12 +439,12 @@ int cli_prompt_tokens(const cli_opts *o, const cli_session *s, bool chat, int32_
 {
 	*ids = NULL;
 	if (o->ids) {
-		int n = parse_ids(o->ids, s->target->cfg.vocab, NULL, err);
+		int n = cli_parse_ids(o->ids, s->target->cfg.vocab, NULL, err);
 		if (n < 0)
 			return n;
 		if (!(*ids = malloc(sizeof(**ids) * (size_t)n)))
 			return sw_errf(err, SW_ENOMEM, "out of memory");
-		return parse_ids(o->ids, s->target->cfg.vocab, *ids, err);
+		return cli_parse_ids(o->ids, s->target->cfg.vocab, *ids, err);
 	}
 	char *text = cli_read_prompt(o, err);
 	if (!text)

@@ -45,6 +45,7 @@ typedef struct cli_opts {
 	bool random_weights;   /* run/profile ENGINE_DIR: --random-weights SEED (timing only) */
 	uint64_t random_seed;
 	int prompt_len;        /* run/profile ENGINE_DIR --random-weights: -P N synthetic prompt ids */
+	const char *dump_logits; /* run ENGINE_DIR --random-weights: --dump-logits FILE (random_cli.c) */
 	const char *tree;      /* run: tree spec (preset, file, chain:K, kary:K:D, ...) */
 	const char *verify;    /* run: tree verification method */
 	const char *expand;    /* run: tree expansion rule */
@@ -77,6 +78,11 @@ int cli_engine_refuse_fixed(const rt_manifest *m, const cli_opts *o, const char 
 /* `run|profile ENGINE_DIR --random-weights SEED` (random_cli.c): timing only,
  * no model, no tokenizer, no text. */
 int cli_engine_random(cli_opts *o, bool profile);
+
+/* --ids' text "1 17 42" or "1,17,42" (cli.c): with ids NULL, the count of
+ * ids, else ids filled; each must lie in [0, vocab). The count, or a
+ * negative error naming the offending id or text. */
+int cli_parse_ids(const char *s, int vocab, int32_t *ids, sw_err *err);
 
 /* `specwright run ENGINE_DIR` and `specwright profile ENGINE_DIR`
  * (engine_cli.c); o->model is the engine directory. */

@@ -152,7 +152,7 @@ static const sw_wformat formats[] = {
 	/* {d; qs[16]}, {d, m; qs[16]}, {d; qh[4]; qs[16]}, {d, m; qh[4]; qs[16]} */
 	QUANT("Q4_0", "q4_0", SW_WT_Q4_0, SW_WF_QK, 18, 1, 2, 0, "d", 0, NULL, deq_q4_0),
 	QUANT("Q4_1", "q4_1", SW_WT_Q4_1, SW_WF_QK, 20, 2, 2, 0, "d", 2, "m", deq_q4_1),
-	QUANT("Q5_0", NULL, SW_WT_Q5_0, SW_WF_QK, 22, 1, 2, 0, "d", 0, NULL, deq_q5_0),
+	QUANT("Q5_0", "q5_0", SW_WT_Q5_0, SW_WF_QK, 22, 1, 2, 0, "d", 0, NULL, deq_q5_0),
 	QUANT("Q5_1", NULL, SW_WT_Q5_1, SW_WF_QK, 24, 2, 2, 0, "d", 2, "m", deq_q5_1),
 	/* {d; qs[32]}, {d, s; qs[32]} */
 	QUANT("Q8_0", "q8_0", SW_WT_Q8_0, SW_WF_QK, SW_WF_Q8_0_BYTES, 1, 2, 0, "d", 0, NULL, deq_q8_0),

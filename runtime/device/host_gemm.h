@@ -94,16 +94,17 @@ int hg_i8_path_auto(void);
 enum hg_gguf_type {
 	HG_GGUF_Q4_0 = SW_WT_Q4_0,
 	HG_GGUF_Q4_1 = SW_WT_Q4_1,
+	HG_GGUF_Q5_0 = SW_WT_Q5_0,
 	HG_GGUF_Q8_0 = SW_WT_Q8_0,
 	HG_GGUF_Q4_K = SW_WT_Q4_K,
 	HG_GGUF_Q6_K = SW_WT_Q6_K
 };
 /* Elements and bytes of one block of wtype, repacked or not, as the format
- * table has them (Q4_0 32/18, Q4_1 32/20, Q8_0 32/34, Q4_K 256/144, Q6_K
- * 256/210); 0 for a type this GEMM does not take. */
+ * table has them (Q4_0 32/18, Q4_1 32/20, Q5_0 32/22, Q8_0 32/34, Q4_K
+ * 256/144, Q6_K 256/210); 0 for a type this GEMM does not take. */
 int64_t hg_gguf_block(int wtype);
 int64_t hg_gguf_block_bytes(int wtype);
-/* The table's gemm_name: "q4_0", "q4_1", "q8_0", "q4_k", "q6_k" ("q4_0r",
+/* The table's gemm_name: "q4_0", "q4_1", "q5_0", "q8_0", "q4_k", "q6_k" ("q4_0r",
  * "q4_1r", "q8_0r": repacked); NULL for other types. */
 const char *hg_gguf_name(int wtype);
 
@@ -146,9 +147,10 @@ int hg_gemm_q8a8r(float *C, const uint16_t *A, const void *W, int64_t m, int64_t
 
 /* C = A * W^T with W (n, k) in GGUF type wtype's blocks as the file stores
  * them and A (m, k) fp16 (a_bf16: bf16) quantized by hg_gemm_q8a8's rule.
- * Q8_0 is hg_gemm_q8a8 (Q8_0R hg_gemm_q8a8r). Q4_0, Q4_1, Q4_K (host_gemm_q4.c): each 32-element
- * sub-block is w = d (q - z) + mn with q in 0..15 (Q4_0: z 8, mn 0; Q4_1:
- * mn = m; Q4_K: d = d * scale_j, mn = -dmin * min_j, exact in fp32), and
+ * Q8_0 is hg_gemm_q8a8 (Q8_0R hg_gemm_q8a8r). Q4_0, Q4_1, Q5_0, Q4_K
+ * (host_gemm_q4.c): each 32-element sub-block is w = d (q - z) + mn with q
+ * in 0..15 (Q4_0: z 8, mn 0; Q4_1: mn = m; Q4_K: d = d * scale_j, mn =
+ * -dmin * min_j, exact in fp32) or 0..31 (Q5_0: z 16, mn 0), and
  * each output is, over the 32-blocks b in order from acc = 0,
  *   acc = fmaf((float)(sum q a - z asum), da_b * d_b, acc)
  *   acc = fmaf(mn_b, da_b * (float)asum_b, acc)       (Q4_1, Q4_K)

@@ -1,13 +1,16 @@
-/* The host GEMM on a GGUF file's own 4- and 6-bit weight blocks times int8
- * activations (host_gemm.h hg_gemm_gguf_a8): Q4_0, Q4_1, Q4_K and Q6_K read
- * as the file stores them, never expanded in memory; Q8_0 is hg_gemm_q8a8.
+/* The host GEMM on a GGUF file's own 4-, 5- and 6-bit weight blocks times
+ * int8 activations (host_gemm.h hg_gemm_gguf_a8): Q4_0, Q4_1, Q5_0, Q4_K and
+ * Q6_K read as the file stores them, never expanded in memory; Q8_0 is
+ * hg_gemm_q8a8.
  * The activations are quantized by hg_gemm_q8a8's rule (hg_a8_quant, bias
  * 0), so a Q8_0 and a Q4 layer see the same int8 inputs.
  *
  * The Q4 types are read as 32-element sub-blocks w_t = d (q_t - z) + mn
  * with q unsigned 4-bit: Q4_0 z = 8, mn = 0; Q4_1 z = 0, mn = m; Q4_K z =
  * 0, d = d_super * sc_j, mn = -dmin * m_j (both exact in fp32: 11-bit times
- * 6-bit). Against the activation block (int8 a, scale da, exact sum asum):
+ * 6-bit); Q5_0 alike with q 5-bit, z = 16, mn = 0 (Gemma 3 270M's Q4_K_M
+ * file keeps its rows of 640 in Q5_0: not whole K-quant super-blocks).
+ * Against the activation block (int8 a, scale da, exact sum asum):
  *   isum = sum q a - z asum                 (int32, exact)
  *   acc  = fmaf((float)isum, da * d, acc)   (da * d one rounding)
  *   acc  = fmaf(mn, da * (float)asum, acc)  (only where the type has mn)
@@ -24,7 +27,8 @@
  * its rows) and split the nibbles in registers, no unpacked buffer; the
  * weights are the unsigned operand of vpdpbusd / maddubs (0..15, 0..63) and
  * each row broadcasts its signed bytes against them, so no bias correction
- * is needed. The portable path unpacks a group into a per-part buffer. */
+ * is needed. The portable path unpacks a group into a per-part buffer; Q5_0
+ * takes it on every path (its numbers are the same; only slower). */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -112,6 +116,16 @@ static void unpack(int wtype, const char *blk, uint8_t *q, size_t qstride, float
 		*d = h2f(blk);
 		*mn = wtype == HG_GGUF_Q4_1 ? h2f(blk + 2) : 0.0f;
 		nib32(q, (const uint8_t *)blk + off);
+		return;
+	}
+	if (wtype == HG_GGUF_Q5_0) { /* d, qh[4] (bit t: element t's bit 4), qs[16] */
+		uint32_t qh;
+		memcpy(&qh, blk + 2, sizeof(qh));
+		*d = h2f(blk);
+		*mn = 0.0f;
+		nib32(q, (const uint8_t *)blk + 6);
+		for (int t = 0; t < 32; t++)
+			q[t] |= (uint8_t)(((qh >> t) & 1) << 4);
 		return;
 	}
 	/* Q4_K: d, dmin (fp16), scales[12] (eight 6-bit scales and mins), qs[128]:
@@ -348,7 +362,8 @@ int hg_gemm_gguf_a8(float *C, const uint16_t *A, const void *W, int64_t m, int64
 	/* aq (m k), the packs (one a part, 64-aligned), da, sa (m nb floats
 	 * each), zas (m nb int32), the fp32 row (k) */
 	const size_t q_bytes = ((size_t)(m * k) + 63) & ~(size_t)63;
-	const size_t part_bytes = path == HG_PATH_PORTABLE ? Q4_PACK(nb)
+	const bool portable = path == HG_PATH_PORTABLE || wtype == HG_GGUF_Q5_0;
+	const size_t part_bytes = portable ? Q4_PACK(nb)
 	                          : 64 * (size_t)m + (((size_t)(G * wrow) + 63) & ~(size_t)63);
 	const size_t pack_bytes = part_bytes * (size_t)parts; /* multiples of 64 */
 	const size_t need = q_bytes + pack_bytes + sizeof(float) * (size_t)(4 * m * nb + k);
@@ -360,8 +375,8 @@ int hg_gemm_gguf_a8(float *C, const uint16_t *A, const void *W, int64_t m, int64
 	float *da = (float *)(void *)(s_buf + q_bytes + pack_bytes), *sa = da + m * nb;
 	int32_t *zas = (int32_t *)(void *)(sa + m * nb);
 	float *xrow = (float *)(void *)(zas + 2 * m * nb);
-	const int z = wtype == HG_GGUF_Q4_0 ? 8 : 0;
-	const bool has_min = wtype != HG_GGUF_Q4_0 && wtype != HG_GGUF_Q6_K;
+	const int z = wtype == HG_GGUF_Q4_0 ? 8 : wtype == HG_GGUF_Q5_0 ? 16 : 0;
+	const bool has_min = wtype == HG_GGUF_Q4_1 || wtype == HG_GGUF_Q4_K;
 	hg_a8_quant((uint8_t *)aq, da, xrow, A, m, k, a_bf16, 0, path);
 	for (int64_t i = 0; i < m * nb; i++) {
 		int32_t s = 0;
@@ -382,9 +397,9 @@ int hg_gemm_gguf_a8(float *C, const uint16_t *A, const void *W, int64_t m, int64
 	             .wrow = wrow, .n_groups = n_groups, .pack = pack, .part_bytes = part_bytes,
 	             .cols = wtype == HG_GGUF_Q6_K ? cols_portable_q6k : cols_portable};
 #if Q4_X86
-	if (path == HG_PATH_AVX2)
+	if (path == HG_PATH_AVX2 && !portable)
 		jb.cols = hg_q4_cols_avx2;
-	else if (path == HG_PATH_AVX512)
+	else if (path == HG_PATH_AVX512 && !portable)
 		jb.cols = hg_q4_cols_vnni;
 #endif
 	if (parts == 1)

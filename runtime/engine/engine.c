@@ -564,15 +564,15 @@ static int bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 	sw_digest_init(&dg[0]);
 	sw_digest_init(&dg[1]);
 	/* gguf_a8: the target's blocks as its file stores them (a source
-	 * without get_raw, such as a loaded model, is read again from the GGUF
-	 * file it names) */
+	 * without get_raw, such as a loaded model of any family, is read again
+	 * from the GGUF file it names, for the blocks alone) */
 	rt_engine_weights rawsrc = {0};
 	rt_engine_gguf *rawg = NULL;
 	const rt_engine_weights *raw = NULL;
 	if (e->man->dtype == RT_GGUF_A8 && !wseed) {
 		if (target->get_raw) {
 			raw = target;
-		} else if ((rawg = rt_engine_gguf_open(target->name, &rawsrc, err))) {
+		} else if ((rawg = rt_engine_gguf_open_raw(target->name, &target->shape, &rawsrc, err))) {
 			raw = &rawsrc;
 		} else {
 			return sw_err_prefix(err, "%s/engine.json: $.spec.dtype \"gguf_a8\" uploads the "

@@ -272,7 +272,7 @@ static void ext_gemv_gguf(ectx *c)
 	const int64_t blk = ref_wplanes_block((int)WT);
 	if (!blk || K % blk || NW < N || WA % KS)
 		refuse(c, "kernel %s: WTYPE %lld, K %lld, N %lld, NW %lld, WARPS %lld, KS %lld: "
-		       "expected a GGUF type with planes (2, 3, 8, 12, 14) whose blocks divide K, N <= "
+		       "expected a GGUF type with planes (2, 3, 6, 8, 12, 14) whose blocks divide K, N <= "
 		       "NW and KS dividing WARPS", c->k->uri, (long long)WT, (long long)K, (long long)N,
 		       (long long)NW, (long long)WA, (long long)KS);
 	block_is(c, 32 * WA);

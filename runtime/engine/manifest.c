@@ -674,7 +674,7 @@ static int parse_phases(rt_manifest *e, jctx *j, const json_value *root)
 
 int rt_manifest_wtype(const char *dt)
 {
-	static const int types[] = {SW_WT_Q8_0, SW_WT_Q4_0, SW_WT_Q4_1, SW_WT_Q4_K,
+	static const int types[] = {SW_WT_Q8_0, SW_WT_Q4_0, SW_WT_Q4_1, SW_WT_Q5_0, SW_WT_Q4_K,
 	                            SW_WT_Q6_K};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 		if (!strcmp(dt, sw_wformat_gemm_name(types[i])))
@@ -708,7 +708,7 @@ static int check_buffers(rt_manifest *e, jctx *j)
 		int64_t n = dtype_size(b->dtype);
 		if (!n)
 			return j->rc = sw_errf(j->err, SW_EINVAL, "%s: $.buffers[%d].dtype (%s): \"%s\", "
-			                       "expected f32, i32, u64, bf16, fp16, q8_0, q4_0, q4_1, q4_k or q6_k",
+			                       "expected f32, i32, u64, bf16, fp16, q8_0, q4_0, q4_1, q5_0, q4_k or q6_k",
 			                       j->file, i, b->name, b->dtype);
 		const int wt = rt_manifest_wtype(b->dtype);
 		const bool q8 = wt >= 0; /* a GGUF block type */
@@ -809,7 +809,7 @@ static int check_gemm_shapes(const rt_manifest *e, jctx *j, const rt_engine_pop 
 		if (a == 2 && e->dtype == RT_GGUF_A8) {
 			if (rt_manifest_wtype(b->dtype) < 0)
 				return j->rc = sw_errf(j->err, SW_EINVAL, "%s: %s.args[2] (op %s, gemm W): "
-				                       "buffer %s is %s, expected q8_0, q4_0, q4_1, q4_k or q6_k (a "
+				                       "buffer %s is %s, expected q8_0, q4_0, q4_1, q5_0, q4_k or q6_k (a "
 				                       "gguf_a8 engine)", j->file, p, x->name, b->name, b->dtype);
 			continue;
 		}

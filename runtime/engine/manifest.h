@@ -31,7 +31,7 @@ typedef struct rt_engine_shape {
 	bool tied_embd;            /* lm_head is tok_embd */
 } rt_engine_shape;
 
-/* "llama", "qwen2", "qwen3" for rt_engine_shape.arch ("unknown" otherwise):
+/* "llama", "qwen2", "qwen3", "gemma3" for rt_engine_shape.arch ("unknown" otherwise):
  * model/model.h rt_arch_name's words, which the deployable runtime cannot
  * include. */
 const char *rt_manifest_arch_name(int arch);
@@ -164,7 +164,7 @@ int rt_manifest_draft_files_check(const rt_manifest *m, const char *path, sw_err
 int rt_manifest_buf_find(const rt_manifest *m, const char *name);
 int rt_manifest_phase_find(const rt_manifest *m, const char *name);
 /* The GGUF type (enum ggml_dtype) of a weight buffer dtype kept in its
- * file's blocks ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k": core/wformat.h gemm_name),
+ * file's blocks ("q8_0", "q4_0", "q4_1", "q5_0", "q4_k", "q6_k": core/wformat.h gemm_name),
  * -1 for any other dtype. */
 int rt_manifest_wtype(const char *dtype);
 /* The GGUF type of weight buffer b's layer (its "layer_dtypes" entry where

@@ -36,7 +36,7 @@ int rt_manifest_parse_ltypes(rt_engine_buf *x, const json_value *lt, const char 
 		const int t = v->type == JSON_STRING ? rt_manifest_wtype(v->str) : -1;
 		if (t < 0)
 			return sw_errf(err, SW_EINVAL, "%s: %s.layer_dtypes[%zu] (%s): expected \"q8_0\", "
-			               "\"q4_0\", \"q4_1\", \"q4_k\" or \"q6_k\", found %s%s%s", file, p, l,
+			               "\"q4_0\", \"q4_1\", \"q5_0\", \"q4_k\" or \"q6_k\", found %s%s%s", file, p, l,
 			               x->name, v->type == JSON_STRING ? "\"" : "",
 			               v->type == JSON_STRING ? v->str : json_type_name(v->type),
 			               v->type == JSON_STRING ? "\"" : "");

@@ -118,17 +118,21 @@ bool rt_engine_random_range(const rt_engine_buf *b, float *a, float *c)
 	return true;
 }
 
-/* RoPE frequencies theta^(-2i/head_dim), i < n (plain RoPE: timing only) */
+/* RoPE frequencies theta^(-2i/head_dim): inv_freq one table of n = head_dim / 2
+ * (plain RoPE, no scaling); rope_freq (Gemma 3's per-layer tables, (layers,
+ * head_dim / 2)) that table in every row, the global base's: the manifest
+ * does not carry the local layers' base */
 static int upload_inv_freq(rt_engine *e, const rt_engine_buf *b, sw_err *err)
 {
 	const bool draft = !strncmp(b->name, "draft.", 6);
 	const rt_engine_shape *sh = draft && e->man->dcfg.head_dim ? &e->man->dcfg : &e->man->tcfg;
-	const int64_t n = b->bytes / 4;
+	const int64_t n = b->bytes / 4, row = b->rank >= 2 && b->shape[b->rank - 1] > 0
+	                                      ? b->shape[b->rank - 1] : n;
 	float *f = malloc(sizeof(*f) * (size_t)(n ? n : 1));
 	if (!f)
 		return sw_errf(err, SW_ENOMEM, "out of memory");
 	for (int64_t i = 0; i < n; i++)
-		f[i] = (float)pow((double)sh->rope_theta, -2.0 * (double)i / (double)(2 * n));
+		f[i] = (float)pow((double)sh->rope_theta, -2.0 * (double)(i % row) / (double)(2 * row));
 	int rc = e->dev->ops->upload(e->dev, e->arena + (rt_dptr)b->offset, f, sizeof(*f) * (size_t)n, err);
 	free(f);
 	return rc;

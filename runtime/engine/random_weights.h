@@ -5,7 +5,8 @@
  * host. Buffer i (engine.json's $.buffers order) is Philox stream i of the
  * seed; values are uniform in (c - a, c + a): norms c = 1, a = 1/16;
  * inv_freq the RoPE frequencies of the shape's theta (uploaded, 64-ish
- * floats); every other weight (embeddings, GEMM matrices, a block
+ * floats; Gemma 3's per-layer rope_freq that table in every layer's row,
+ * the global base's); every other weight (embeddings, GEMM matrices, a block
  * drafter's fc and mask embeddings) c = 0, a = 1/sqrt(its last dimension,
  * the GEMM's in_features), so activations stay O(1) through the layers.
  * Id maps (i32 d2t, t2d: an EAGLE-3 head's or a mapped block drafter's

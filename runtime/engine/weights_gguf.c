@@ -249,6 +249,48 @@ rt_engine_gguf *rt_engine_gguf_open(const char *path, rt_engine_weights *w, sw_e
 	return g;
 }
 
+static int raw_only_get(void *user, const char *field, int layer, const float **data, size_t *n,
+                        sw_err *err)
+{
+	const rt_engine_gguf *g = user;
+	(void)data;
+	(void)n;
+	return sw_errf(err, SW_EINVAL, "%s: weight %s (layer %d): opened for its blocks only (a "
+	               "gguf_a8 engine's GEMM weights); the values come from the loaded model",
+	               g->f->path, field, layer);
+}
+
+rt_engine_gguf *rt_engine_gguf_open_raw(const char *path, const rt_engine_shape *shape,
+                                        rt_engine_weights *w, sw_err *err)
+{
+	rt_engine_gguf *g = calloc(1, sizeof(*g));
+	if (!g) {
+		sw_errf(err, SW_ENOMEM, "out of memory");
+		return NULL;
+	}
+	gguf_str arch;
+	const char *want = rt_manifest_arch_name(shape->arch);
+	if (!(g->f = gguf_open(path, err)) || gguf_get_str(g->f, "general.architecture", &arch, err)) {
+		rt_engine_gguf_close(g);
+		return NULL;
+	}
+	if (arch.n != strlen(want) || memcmp(arch.p, want, arch.n)) {
+		sw_errf(err, SW_EINVAL, "%s: metadata key 'general.architecture': expected \"%s\" (the "
+		        "model whose blocks the engine uploads), found \"%.*s\"", path, want,
+		        (int)(arch.n < 64 ? arch.n : 64), arch.p);
+		rt_engine_gguf_close(g);
+		return NULL;
+	}
+	g->shape = *shape;
+	memset(w, 0, sizeof(*w));
+	w->name = g->f->path;
+	w->shape = g->shape;
+	w->get = raw_only_get;
+	w->get_raw = gguf_get_raw;
+	w->user = g;
+	return g;
+}
+
 void rt_engine_gguf_close(rt_engine_gguf *g)
 {
 	if (!g)

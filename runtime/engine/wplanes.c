@@ -2,7 +2,8 @@
  * Block sizes and the scale fields' places are the format table's
  * (core/wformat.h); where each type keeps its quants is ggml's block_*
  * structs (as core/wformat.c's dequantizers and the host GEMMs read them):
- * Q4_0 {d; qs[16]}, Q4_1 {d, m; qs[16]}, Q8_0 {d; qs[32]}, Q4_K {d, dmin,
+ * Q4_0 {d; qs[16]}, Q4_1 {d, m; qs[16]}, Q5_0 {d; qh[4]; qs[16]} (bit t of
+ * qh: element t's bit 4), Q8_0 {d; qs[32]}, Q4_K {d, dmin,
  * scales[12]; qs[128]: 64 elements a 32 bytes, the first 32 in the low
  * nibbles}, Q6_K {ql[128]; qh[64]; scales[16]; d}. */
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #define CHECK_PARTS 256
 
 _Static_assert((int)REF_WT_Q4_0 == (int)SW_WT_Q4_0 && (int)REF_WT_Q4_1 == (int)SW_WT_Q4_1 &&
+               (int)REF_WT_Q5_0 == (int)SW_WT_Q5_0 &&
                (int)REF_WT_Q8_0 == (int)SW_WT_Q8_0 && (int)REF_WT_Q4_K == (int)SW_WT_Q4_K &&
                (int)REF_WT_Q6_K == (int)SW_WT_Q6_K, "kernels/ref's weight types are ggml's numbers");
 
@@ -56,6 +58,16 @@ int rt_wplanes_repack(void *dst, const void *src, int wtype, int64_t n, int64_t 
 				const int sb = wtype == SW_WT_Q4_0 ? 2 : 4; /* d, or d and m */
 				memcpy(out + 16 * i0, blk + sb, 16);
 				memcpy(out + off[1] + sb * i0, blk + so, (size_t)sb);
+				break;
+			}
+			case SW_WT_Q5_0: { /* the high bits regrouped (ref.h: plane 2) */
+				uint32_t qh, h = 0;
+				memcpy(&qh, blk + 2, 4);
+				for (int e = 0; e < 32; e++)
+					h |= ((qh >> e) & 1u) << (8 * (e % 4) + 4 * (e / 16) + (e % 16) / 4);
+				memcpy(out + 16 * i0, blk + 6, 16);
+				memcpy(out + off[2] + 4 * i0, &h, 4);
+				memcpy(out + off[1] + 2 * i0, blk + so, 2);
 				break;
 			}
 			case SW_WT_Q8_0: {

@@ -12,7 +12,7 @@
 
 #include "core/err.h"
 
-/* W (n, k) of GGUF type wtype (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K) as the file
+/* W (n, k) of GGUF type wtype (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K) as the file
  * stores it at src -> its planes at dst (the same byte count; dst and src
  * do not overlap). 0, or SW_EINVAL for another type or k not whole blocks. */
 int rt_wplanes_repack(void *dst, const void *src, int wtype, int64_t n, int64_t k);

@@ -23,6 +23,19 @@ library only (a GPU machine has python3 and little else).
                                       bandwidth (gen/gpu_model.h's constants)
   check_util.py logprofile LOG ENGINE [LAUNCHES]
                                       one engine's profile table out of a check's log
+  check_util.py shapes DIR...         one engine per distinct target shape (greedy first, then
+                                      by name): the engines the shape check compares
+  check_util.py iteration NAME MODE ENGINE_DIR RUN_JSON PEAK_GBS
+                                      one row of the iteration table: measured us per
+                                      iteration, launches and planned bytes per iteration
+                                      (MODE graph: every phase; target-only: the verify
+                                      forward on), their share of the roofline
+  check_util.py shapecheck CHECK_JSON one line of tests/gpu/random_ref.py check's result
+  check_util.py torchrows CHECK_JSON NAME PEAK_GBS
+                                      its PyTorch timings as rows of the iteration table
+  check_util.py stream HOST:PORT N    one streamed chat completion of N tokens against a
+                                      `specwright serve` (its model from /v1/models): chunks,
+                                      text, [DONE]; exit 1 if not
 """
 import json
 import math
@@ -415,10 +428,132 @@ def cmd_calibrate(log, launches=None, bw_gbs="3350"):
               f"the floor = bytes / (eff * bw) - overlap; {k} ops of >= 4 MB)")
 
 
+# ---- the shape check, the iteration table, the server ---------------------
+
+def target_key(d):
+    t = json.load(open(f"{d}/engine.json"))["shapes"]["target"]
+    return tuple(sorted((k, v) for k, v in t.items()))
+
+
+def cmd_shapes(*dirs):
+    """one engine per distinct target shape: greedy engines first, then by name"""
+    seen = {}
+    for d in sorted(dirs, key=lambda d: (float(json.load(open(f"{d}/engine.json"))["spec"]
+                                               .get("sampling", {}).get("temperature", 0)) > 0,
+                                         d.rstrip("/").split("/")[-1])):
+        seen.setdefault(target_key(d), d)
+    print(" ".join(sorted(seen.values())))
+
+
+def iteration_launches_bytes(d, mode):
+    """launches and planned bytes of one iteration: every phase after the prefill (gated
+    ones counted as run), or target-only's: the phases from verify on plus the draft phases'
+    step ops (engine.c rt_engine_run_phases)"""
+    e = json.load(open(f"{d}/engine.json"))
+    n = b = 0
+    on = False
+    for ph in e["phases"]:
+        if ph["name"] == "prefill":
+            continue
+        on = on or ph["name"] == "verify"
+        for o in ph["ops"]:
+            if mode == "graph" or on or o["op"] == "step":
+                r = int(o.get("repeat", 1))
+                n += r
+                b += r * float(o.get("bytes", 0))
+    return n, b
+
+
+def cmd_iteration(name, mode, d, run_json, peak):
+    j = load_json(run_json)
+    it = int(j.get("iterations") or 0)
+    us = 1e6 * float(j["decode_s"]) / it if it else 0.0
+    n, b = iteration_launches_bytes(d, mode)
+    peak = float(peak or 0)
+    share = f"{100 * b / (peak * 1e9) / (us * 1e-6):.0f}%" if peak and us else "-"
+    print(f"{name:<40} {mode:<12} {us / 1000:9.3f} {float(j.get('tau') or 0):6.2f} "
+          f"{float(j.get('tok_per_s') or 0):9.1f} {n:8d} {b / 1e9:8.2f} {share:>6}")
+
+
+def cmd_shapecheck(path):
+    j = load_json(path)
+    rows = [f"{'target-only' if r.get('target_only') else 'speculative'} "
+            + "/".join(f"{x['rel_err']:.2e}" for x in r["rows"]) for r in j["runs"]]
+    emu = j.get("emulated")
+    line = (f"{j['arch']} {j['dtype']}: rel error (first step/after the last) {'; '.join(rows)}; "
+            f"bound {j['bound']:.2e} ({j['bound_rule']})")
+    if emu:
+        line += "; rounding alone " + "/".join(f"{x['rel_err_vs_fp32']:.2e}" for x in emu)
+    t = j.get("torch_time")
+    if t:
+        line += f"; torch {t['dtype']} eager {t['eager_tok_per_s']} tok/s"
+        if "graph_tok_per_s" in t:
+            line += f", CUDA graphs {t['graph_tok_per_s']} tok/s"
+        if t.get("copy_gbs"):
+            line += f"; device copy {t['copy_gbs']} GB/s"
+    print(line)
+
+
+def cmd_torchrows(path, name, peak):
+    t = load_json(path).get("torch_time") or {}
+    peak = float(peak or 0)
+    for mode in ("eager", "graph"):
+        tps = float(t.get(f"{mode}_tok_per_s") or 0)
+        if not tps:
+            continue
+        us, b = 1e6 / tps, float(t.get("weight_bytes", 0))
+        share = f"{100 * b / (peak * 1e9) / (us * 1e-6):.0f}%" if peak else "-"
+        label = "torch graphs" if mode == "graph" else "torch eager"
+        print(f"{name:<40} {label:<12} {us / 1000:9.3f} {1.0:6.2f} {tps:9.1f} {'-':>8} "
+              f"{b / 1e9:8.2f} {share:>6}")
+
+
+def cmd_stream(hostport, n):
+    """POST /v1/chat/completions with stream: true; reads the server-sent events"""
+    import http.client
+    host, _, port = hostport.rpartition(":")
+    c = http.client.HTTPConnection(host, int(port), timeout=60)
+    c.request("GET", "/v1/models")
+    r = c.getresponse()
+    models = json.loads(r.read() or b"{}").get("data", [])
+    if r.status != 200 or not models:
+        print(f"GET /v1/models: HTTP {r.status}, {len(models)} models")
+        sys.exit(1)
+    engine = models[0]["id"]
+    body = json.dumps({"model": engine, "messages": [{"role": "user", "content": "Say hello."}],
+                       "max_tokens": int(n), "temperature": 0, "stream": True})
+    c.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    r = c.getresponse()
+    ctype = r.getheader("Content-Type", "")
+    chunks, text, done, finish = 0, "", False, None
+    for raw in r:
+        line = raw.decode("utf-8", "replace").strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            done = True
+            break
+        ev = json.loads(data)
+        for ch in ev.get("choices", []):
+            d = ch.get("delta", {})
+            if d.get("content"):
+                chunks += 1
+                text += d["content"]
+            finish = ch.get("finish_reason") or finish
+    ok = r.status == 200 and "text/event-stream" in ctype and done and chunks > 0
+    print(f"{engine}: HTTP {r.status} {ctype}; {chunks} content chunks, finish_reason {finish}, "
+          f"{'[DONE]' if done else 'no [DONE]'}; text {text[:60]!r}")
+    sys.exit(0 if ok else 1)
+
+
 def main():
     cmds = {"engine": (cmd_engine, 1, 1), "field": (cmd_field, 2, 2), "diff": (cmd_diff, 4, 4),
             "roofline": (cmd_roofline, 3, 4), "launches": (cmd_launches, 1, 99),
-            "calibrate": (cmd_calibrate, 1, 3), "logprofile": (cmd_logprofile, 2, 3)}
+            "calibrate": (cmd_calibrate, 1, 3), "logprofile": (cmd_logprofile, 2, 3),
+            "shapes": (cmd_shapes, 1, 99), "iteration": (cmd_iteration, 5, 5),
+            "shapecheck": (cmd_shapecheck, 1, 1), "stream": (cmd_stream, 2, 2),
+            "torchrows": (cmd_torchrows, 3, 3)}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds or \
             not cmds[sys.argv[1]][1] <= len(sys.argv) - 2 <= cmds[sys.argv[1]][2]:
         raise SystemExit(__doc__)

@@ -23,8 +23,25 @@
 #              segments, profile's synchronisation taken out, the error per
 #              kernel, and the graph-replay iteration measured by `run`
 #              against the projected one)
-#   timing:N   each shape-only engine (Llama-3-8B, Qwen2-0.5B shapes) with
-#              weights filled on the device (--random-weights): tok/s, profile
+#   timing:N   each shape-only engine (Llama-3-8B: EAGLE-3 chain:4 and a
+#              64-node tree, layer-skip eagle25, block; Qwen3-8B; Gemma-3-4B)
+#              with weights filled on the device (--random-weights): graph
+#              replay and target-only (--target-only, eager) per iteration,
+#              profile; each a row of the iteration table (summary): ms per
+#              iteration, tau, tok/s, launches and planned GB per iteration,
+#              their share of the roofline (PEAK_GBS)
+#   serve      `specwright serve` on cuda (an engine with weights) answers one
+#              streamed chat completion (server-sent events to [DONE]), and
+#              stops on SIGTERM with exit 0
+#   shape:N    one engine per target shape (check_util.py shapes; SHAPE_ENGINES
+#              overrides): its logits on random weights (run --random-weights
+#              --dump-logits, target-only and speculative, first step and after
+#              SHAPE_N - 1 tokens) against tests/gpu/random_ref.py's fp32 forward
+#              over the same Philox weights and the engine's tokens: relative
+#              error within 4u of the engine's dtype (u = 2^-8 bf16), the
+#              dtype-emulating forward's error beside it; on the Llama-3-8B
+#              shape also PyTorch at the engine's dtype on those weights,
+#              eager and CUDA graphs (rows of the iteration table)
 #   torch      the same weights decoded by PyTorch at batch 1, greedy, eager
 #              and as CUDA graphs, beside the engine's target-only and
 #              speculative tok/s; PyTorch on the CPU in fp32 must give the
@@ -44,7 +61,13 @@
 # SKIP (space-separated step names or prefixes to skip), ONLY_ENGINES (the
 # bundled engines with weights to check, by name; default all),
 # TIMING_ENGINES (the engines timed with random weights, by name; default the
-# shape-only ones), PYTHON (one with torch).
+# shape-only ones), PYTHON (one with torch), SHAPE_ENGINES (engine names or
+# directories the shape step compares), SHAPE_SPECS (the folder of their specs,
+# for Gemma 3's fields engine.json lacks; default models/specs/gpu beside the
+# bundle or in the working directory), SHAPE_N (33), SHAPE_IDS (the prompt),
+# SHAPE_CHECK_OPTS (more random_ref.py check options: the dry run's
+# --mutate lane must fail), TORCH_TIME_SHAPES (a glob of the shape engines
+# PyTorch is timed on; default llama3-8b*), TORCH_N (tokens timed, N).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 B=""
@@ -80,7 +103,9 @@ start=$(date +%s)
 deadline=$((start + BUDGET))
 npass=0 nfail=0 nskip=0
 : >"$W/summary"
+: >"$W/iterations.txt"
 PY=${PYTHON:-python3}
+export PYTHONDONTWRITEBYTECODE=1 # nothing written into the bundle's check/
 util() { "$PY" "$here/check_util.py" "$@"; }
 
 result() { # STATUS NAME DETAIL
@@ -151,6 +176,15 @@ inspect_gpu() {
 INSPECT_GPU=${INSPECT_GPU:-$(inspect_gpu "$gpu_name")}
 [ -n "$INSPECT_GPU" ] || echo "no device description for '$gpu_name': inspect projects onto its default (set INSPECT_GPU)"
 
+# a python with torch (the PyTorch steps; tests/gpu/random_ref.py)
+torch_py=""
+for p in "$PY" python3 /usr/bin/python3 /usr/local/bin/python3; do
+	if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import torch' 2>/dev/null; then torch_py=$p; break; fi
+done
+torch_dev=cpu
+[ -n "$torch_py" ] && "$torch_py" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)' &&
+	torch_dev=cuda
+
 # ---- the device interface tests on the real backend ----
 section "device interface tests (bin/test_device)"
 if skipped device; then
@@ -209,7 +243,7 @@ for d in "${real_engines[@]}"; do
 	name=$(basename "$d")
 	section "engine $name"
 	if skipped "engine:$name" || [ -z "$IDS" ]; then
-		result SKIP "engine:$name" "${IDS:+SKIP}${IDS:-no weights or prompt ids}"
+		result SKIP "engine:$name" "$([ -n "$IDS" ] && echo SKIP || echo 'no weights or prompt ids')"
 		continue
 	fi
 	limit "engine:$name" 150 || continue
@@ -309,16 +343,133 @@ for d in "${timing_engines[@]}"; do
 		continue
 	fi
 	echo "  $(fields "$W/$name.random.json")"
+	util iteration "$name" graph "$d" "$W/$name.random.json" "${PEAK_GBS:-0}" >>"$W/iterations.txt"
+	# target-only: one verify forward a token, launch by launch (the runtime runs it eagerly)
+	if t $lim "$SW" run "$d" --backend cuda --random-weights 1 --target-only -n "${TIMING_N:-64}" \
+		--json >"$W/$name.random-target.json" 2>"$W/$name.random-target.err"; then
+		echo "  target-only: $(util field "$W/$name.random-target.json" tok_per_s) tok/s"
+		util iteration "$name" target-only "$d" "$W/$name.random-target.json" "${PEAK_GBS:-0}" \
+			>>"$W/iterations.txt"
+	else
+		tail -n 10 "$W/$name.random-target.err"
+		result FAIL "timing:$name" "run --random-weights --target-only on cuda failed"
+		continue
+	fi
 	limit "timing:$name" 90 || continue
 	profile_engine "$name" "$d" timing "$W/$name.random.json" --random-weights 1
 done
 
+# ---- the server on cuda: one streamed request ----
+section "server on cuda (one streamed request)"
+serve_engine=""
+for d in "${real_engines[@]}"; do case $(basename "$d") in *ngram*) serve_engine=$d ;; esac; done
+[ -n "$serve_engine" ] || serve_engine=${real_engines[0]:-}
+if skipped serve; then
+	result SKIP serve "SKIP"
+elif [ -z "$serve_engine" ] || [ -z "$WEIGHTS" ]; then
+	result SKIP serve "no engine with weights"
+elif limit serve 120; then
+	sname=$(basename "$serve_engine")
+	"$SW" serve "$serve_engine" --model "$WEIGHTS" --backend cuda --port 0 >"$W/serve.log" 2>&1 &
+	spid=$!
+	port="" ready=0 sdead=0
+	end=$(( $(date +%s) + lim ))
+	while [ "$(date +%s)" -lt "$end" ]; do
+		[ -n "$port" ] || port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$W/serve.log" | head -n 1)
+		if [ -n "$port" ] && "$PY" -c "import sys, urllib.request as u
+sys.exit(0 if b'\"ok\"' in u.urlopen('http://127.0.0.1:$port/health', timeout=2).read() else 1)" 2>/dev/null; then
+			ready=1
+			break
+		fi
+		kill -0 $spid 2>/dev/null || { sdead=1; break; }
+		sleep 0.5
+	done
+	smsg=""
+	if [ $ready = 1 ]; then
+		smsg=$(t 60 "$PY" "$here/check_util.py" stream "127.0.0.1:$port" 16 2>&1)
+		src=$?
+	fi
+	# a graceful stop: SIGTERM, exit 0 (SIGKILL after 40 s, reported)
+	kill -TERM $spid 2>/dev/null
+	for _ in $(seq 1 80); do kill -0 $spid 2>/dev/null || break; sleep 0.5; done
+	kill -0 $spid 2>/dev/null && { echo "  serve did not stop in 40 s: SIGKILL"; kill -KILL $spid; }
+	wait $spid
+	stop_rc=$?
+	tail -n 5 "$W/serve.log"
+	if [ $ready = 0 ]; then
+		result FAIL serve "$sname: $([ $sdead = 1 ] && echo "the server exited" || echo "not ready in ${lim}s") (serve.log)"
+	elif [ $src -ne 0 ] || [ $stop_rc -ne 0 ]; then
+		result FAIL serve "$sname on cuda: $smsg; exit on SIGTERM $stop_rc"
+	else
+		result PASS serve "$sname on cuda: $smsg; stopped by SIGTERM, exit 0"
+	fi
+fi
+
+# ---- correctness at the shapes: the engine's logits against an fp32 forward ----
+SHAPE_IDS=${SHAPE_IDS:-"17 4 250 99 3 180 42 7 299 1 64 128 5 77 200 33"}
+SHAPE_N=${SHAPE_N:-33}
+spec_dir=${SHAPE_SPECS:-}
+if [ -z "$spec_dir" ]; then
+	for c in "$B/../../../models/specs/gpu" "$PWD/models/specs/gpu"; do
+		[ -d "$c" ] && { spec_dir=$(cd "$c" && pwd); break; }
+	done
+fi
+shape_check=()
+if [ -n "${SHAPE_ENGINES:-}" ]; then
+	for n in $SHAPE_ENGINES; do
+		case $n in */*) shape_check+=("$n") ;; *) shape_check+=("$B/engines/$n") ;; esac
+	done
+elif [ ${#shape_engines[@]} -gt 0 ]; then
+	read -ra shape_check < <(util shapes "${shape_engines[@]}")
+fi
+for d in "${shape_check[@]}"; do
+	name=$(basename "$d")
+	section "shape $name: logits against an fp32 forward over the same weights"
+	if skipped "shape:$name"; then
+		result SKIP "shape:$name" "SKIP"
+		continue
+	elif [ -z "$torch_py" ]; then
+		result SKIP "shape:$name" "no python with torch"
+		continue
+	fi
+	limit "shape:$name" 200 || continue
+	spec="$spec_dir/$name.json"
+	[ -n "$spec_dir" ] && [ -f "$spec" ] || spec=""
+	bad=""
+	for m in to sp; do
+		extra=()
+		[ $m = to ] && extra=(--target-only --temperature 0)
+		t $lim "$SW" run "$d" --backend cuda --random-weights 1 --ids "$SHAPE_IDS" -n "$SHAPE_N" \
+			"${extra[@]}" --dump-logits "$W/$name.shape-$m.npy" --json >"$W/$name.shape-$m.json" \
+			2>"$W/$name.shape-$m.err" || { bad="$bad run-$m(exit $?)"; tail -n 8 "$W/$name.shape-$m.err"; }
+	done
+	if [ -n "$bad" ]; then
+		result FAIL "shape:$name" "${bad# }"
+		continue
+	fi
+	timeopt=()
+	# shellcheck disable=SC2254
+	case $name in ${TORCH_TIME_SHAPES:-llama3-8b*}) timeopt=(--time "${TORCH_N:-$N}") ;; esac
+	# shellcheck disable=SC2086
+	t $lim "$torch_py" "$here/random_ref.py" check "$d" --seed 1 ${spec:+--spec "$spec"} \
+		--run "$W/$name.shape-to.json:$W/$name.shape-to.npy" \
+		--run "$W/$name.shape-sp.json:$W/$name.shape-sp.npy" --device "$torch_dev" --emulate \
+		"${timeopt[@]}" ${SHAPE_CHECK_OPTS:-} >"$W/$name.shape.json" 2>"$W/$name.shape.err"
+	rc=$?
+	tail -n 5 "$W/$name.shape.err"
+	if { [ $rc -eq 0 ] || [ $rc -eq 1 ]; } && [ -s "$W/$name.shape.json" ]; then
+		msg=$(util shapecheck "$W/$name.shape.json")
+		echo "  $msg"
+		[ ${#timeopt[@]} -gt 0 ] && util torchrows "$W/$name.shape.json" "$name" "${PEAK_GBS:-0}" \
+			>>"$W/iterations.txt"
+		if [ $rc -eq 0 ]; then result PASS "shape:$name" "$msg"; else result FAIL "shape:$name" "$msg"; fi
+	else
+		result FAIL "shape:$name" "random_ref.py check exit $rc (2: an error; 124: past ${lim}s): $(tail -n 1 "$W/$name.shape.err" | cut -c1-200)"
+	fi
+done
+
 # ---- PyTorch, the same weights ----
 section "PyTorch side-by-side"
-torch_py=""
-for p in "$PY" python3 /usr/bin/python3 /usr/local/bin/python3; do
-	if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import torch' 2>/dev/null; then torch_py=$p; break; fi
-done
 if skipped torch; then
 	result SKIP torch "SKIP"
 elif [ -z "$torch_py" ] || [ -z "$IDS" ]; then
@@ -326,8 +477,7 @@ elif [ -z "$torch_py" ] || [ -z "$IDS" ]; then
 elif limit torch 180; then
 	ref=""
 	for d in "${real_engines[@]}"; do [ -f "$W/$(basename "$d").target.json" ] && { ref=$(basename "$d"); break; }; done
-	dev=cuda
-	"$torch_py" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)' || dev=cpu
+	dev=$torch_dev
 	t $lim "$torch_py" "$here/torch_ref.py" "$WEIGHTS" --ids "$IDS" -n "$N" --device $dev \
 		>"$W/torch.$dev.json" 2>"$W/torch.$dev.err"
 	rc1=$?
@@ -427,6 +577,15 @@ fi
 
 # ---- summary ----
 section "summary"
+if [ -s "$W/iterations.txt" ]; then
+	echo "iterations on random weights (graph: the engine's replayed iteration; target-only: one"
+	echo "verify forward a token, eager; torch: PyTorch a token; share: planned bytes / ${PEAK_GBS:-?} GB/s"
+	echo "over the measured time):"
+	printf '%-40s %-12s %9s %6s %9s %8s %8s %6s\n' engine mode ms/iter tau tok/s launches GB/iter share |
+		tee "$W/iterations.table"
+	tee -a "$W/iterations.table" <"$W/iterations.txt"
+	echo
+fi
 cat "$W/summary"
 echo "gpu check: passed $npass, failed $nfail, skipped $nskip; $(( $(date +%s) - start ))s of ${BUDGET}s"
 tar -czf "$OUT/gpu-check.tar.gz" -C "$OUT" gpu-check 2>/dev/null

@@ -40,7 +40,8 @@ static int wtype(int t, int g, int l)
 int main(void)
 {
 	static const int n[8] = {D, KV, KV, D, F, F, D, V}, k[8] = {D, D, D, D, D, D, F, D};
-	static const int types[] = {SW_WT_Q4_0, SW_WT_Q4_1, SW_WT_Q8_0, SW_WT_Q4_K, SW_WT_Q6_K, -1};
+	static const int types[] = {SW_WT_Q4_0, SW_WT_Q4_1, SW_WT_Q5_0, SW_WT_Q8_0, SW_WT_Q4_K,
+	                            SW_WT_Q6_K, -1};
 	static const int ms[] = {1, 4, 8, 16};
 	printf("Llama-3-8B GEMMs (32 layers + LM head 128256 x 4096), one forward of M rows; H200 "
 	       "HBM %.1f TB/s, integer issue %.1f T/s (assumed)\n", HBM / 1e12, INT_OPS / 1e12);
@@ -69,8 +70,11 @@ int main(void)
 			const double bytes = w + act, tb = bytes / HBM, tw = w / HBM;
 			/* per weight element and A row: 8 dp4a + ~4 (scale products, fmaf, a8
 			 * loads) a 32-element sub-block; per element: ~3 ops a word of 8 to
-			 * unpack the quants, shared by the rows */
-			const double ta = elems * (M * 12.0 / 32 + 3.0 / 8) / INT_OPS;
+			 * unpack the quants, shared by the rows (Q5_0: 4 more a word of 4,
+			 * the fifth bit's shift, mask, shift and or; other mixes' types
+			 * counted as Q4's) */
+			const double unpack = t == SW_WT_Q5_0 ? 3.0 / 8 + 1.0 : 3.0 / 8;
+			const double ta = elems * (M * 12.0 / 32 + unpack) / INT_OPS;
 			printf("  M %2.0f: %6.3f %7.1f %7.1f %3.0f%%/%3.0f%%", M, bytes / 1e9, tb * 1e6,
 			       ta * 1e6, 100 * tw / tb, 100 * tw / (tb > ta ? tb : ta));
 		}

@@ -106,6 +106,29 @@ void kq_quantize_q6_k(const float *x, int64_t n, void *out)
 	}
 }
 
+void kq_quantize_q5_0(const float *x, int64_t n, void *out)
+{
+	uint8_t *o = out;
+	for (int64_t b = 0; b < n / 32; b++, x += 32, o += 22) {
+		float amax = 0, mx = 0;
+		for (int j = 0; j < 32; j++)
+			if (amax < fabsf(x[j])) {
+				amax = fabsf(x[j]);
+				mx = x[j];
+			}
+		const float d = mx / -16, id = d != 0 ? 1.0f / d : 0.0f;
+		uint32_t qh = 0;
+		st16(o, gguf_f32_to_f16(d));
+		for (int j = 0; j < 16; j++) {
+			const int x0 = clampi((int8_t)(x[j] * id + 16.5f), -128, 31);
+			const int x1 = clampi((int8_t)(x[16 + j] * id + 16.5f), -128, 31);
+			o[6 + j] = (uint8_t)((x0 & 15) | (x1 & 15) << 4);
+			qh |= (uint32_t)((x0 & 16) >> 4) << j | (uint32_t)((x1 & 16) >> 4) << (j + 16);
+		}
+		memcpy(o + 2, &qh, 4);
+	}
+}
+
 int kq_more_bits(int layer, int n_layers)
 {
 	return layer < n_layers / 8 || layer >= 7 * n_layers / 8 ||
@@ -150,6 +173,11 @@ void kq_write_mixed(const char *src, const char *dst, kq_type_fn pick)
 			bufs[i] = x;
 			x = NULL;
 			nb = n * 4;
+		} else if (type == GGML_T_Q5_0) {
+			if (n % 32)
+				fail_msg("%s: %llu values, not whole 32-blocks", name, (unsigned long long)n);
+			kq_quantize_q5_0(x, (int64_t)n, bufs[i]);
+			nb = n / 32 * 22;
 		} else if (type == GGML_T_Q4_K || type == GGML_T_Q6_K) {
 			if (n % 256)
 				fail_msg("%s: %llu values, not whole 256-blocks", name, (unsigned long long)n);

@@ -107,6 +107,79 @@ static rt_model *tiny_model(int arch, int vocab, int dim, int n_layers, int n_he
 	return rt_model_from_weights(&c, &w, arch == RT_ARCH_LLAMA ? "tiny-llama" : rt_arch_name(arch), &err);
 }
 
+/* One random F32 tensor (ne0 in, ne1 out; ne1 0: a vector) of bias +
+ * scale U(-1, 1) into w. */
+static int gemma_tensor(gguf_writer *w, const char *name, uint64_t ne0, uint64_t ne1, double scale,
+                        double bias, uint64_t *s)
+{
+	const uint64_t n = ne0 * (ne1 ? ne1 : 1), ne[2] = {ne0, ne1};
+	float *x = malloc(sizeof(*x) * n);
+	if (!x)
+		return -1;
+	for (uint64_t i = 0; i < n; i++)
+		x[i] = (float)(bias + scale * (2 * tu_uniform(s) - 1));
+	gguf_w_tensor(w, name, GGML_T_F32, ne1 ? 2 : 1, ne, x, n * sizeof(*x)); /* copied */
+	free(x);
+	return 0;
+}
+
+int tu_tiny_gemma_gguf(const char *path, int vocab, int dim, int n_layers, int n_heads,
+                       int n_kv_heads, int head_dim, int ffn, int window, uint64_t seed,
+                       sw_err *err)
+{
+	gguf_writer *w = gguf_writer_new(3, 32);
+	if (!w)
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	gguf_w_str(w, "general.architecture", "gemma3");
+	gguf_w_str(w, "general.name", "tiny-gemma3");
+	gguf_w_u32(w, "gemma3.context_length", 4096);
+	gguf_w_u32(w, "gemma3.embedding_length", (uint32_t)dim);
+	gguf_w_u32(w, "gemma3.block_count", (uint32_t)n_layers);
+	gguf_w_u32(w, "gemma3.feed_forward_length", (uint32_t)ffn);
+	gguf_w_u32(w, "gemma3.attention.head_count", (uint32_t)n_heads);
+	gguf_w_u32(w, "gemma3.attention.head_count_kv", (uint32_t)n_kv_heads);
+	gguf_w_u32(w, "gemma3.attention.key_length", (uint32_t)head_dim);
+	gguf_w_u32(w, "gemma3.attention.value_length", (uint32_t)head_dim);
+	gguf_w_f32(w, "gemma3.attention.layer_norm_rms_epsilon", 1e-6f);
+	gguf_w_f32(w, "gemma3.rope.freq_base", 1000000.0f);
+	gguf_w_u32(w, "gemma3.attention.sliding_window", (uint32_t)window);
+	const uint64_t D = (uint64_t)dim, Q = (uint64_t)n_heads * head_dim,
+	               K = (uint64_t)n_kv_heads * head_dim, F = (uint64_t)ffn;
+	const double ws = 1.0 / sqrt((double)dim);
+	uint64_t s = seed;
+	char nm[64];
+	/* the embedding times sqrt(dim) in the forward: rows of O(1) after it */
+	int rc = gemma_tensor(w, "token_embd.weight", D, (uint64_t)vocab, 1.5 * ws, 0.0, &s);
+	for (int l = 0; l < n_layers && !rc; l++) {
+		static const struct { const char *name; char in, out; double scale, bias; } T[] = {
+			{"attn_norm", 'D', 0, 0.2, 1.0}, {"attn_q", 'D', 'Q', 2.0, 0.0},
+			{"attn_k", 'D', 'K', 2.0, 0.0}, {"attn_v", 'D', 'K', 1.0, 0.0},
+			{"attn_q_norm", 'H', 0, 0.2, 1.0}, {"attn_k_norm", 'H', 0, 0.2, 1.0},
+			{"attn_output", 'Q', 'D', 1.0, 0.0}, {"post_attention_norm", 'D', 0, 0.2, 1.0},
+			{"ffn_norm", 'D', 0, 0.2, 1.0}, {"ffn_gate", 'D', 'F', 1.0, 0.0},
+			{"ffn_up", 'D', 'F', 1.0, 0.0}, {"ffn_down", 'F', 'D', 1.0, 0.0},
+			{"post_ffw_norm", 'D', 0, 0.2, 1.0}};
+		for (size_t i = 0; i < sizeof(T) / sizeof(T[0]) && !rc; i++) {
+#define SZ(c) ((c) == 'D' ? D : (c) == 'Q' ? Q : (c) == 'K' ? K : (c) == 'F' ? F : (c) == 'H' ? (uint64_t)head_dim : 0)
+			const uint64_t in = SZ(T[i].in), out = SZ(T[i].out);
+#undef SZ
+			snprintf(nm, sizeof(nm), "blk.%d.%s.weight", l, T[i].name);
+			/* a GEMM weight scaled by 1 / sqrt(its k); a norm 1 + w */
+			const double sc = out ? T[i].scale / sqrt((double)in) : T[i].scale;
+			rc = gemma_tensor(w, nm, in, out, sc, T[i].bias, &s);
+		}
+	}
+	if (!rc)
+		rc = gemma_tensor(w, "output_norm.weight", D, 0, 0.2, 1.0, &s);
+	if (rc) {
+		gguf_writer_free(w);
+		return sw_errf(err, SW_ENOMEM, "out of memory");
+	}
+	rc = gguf_writer_save(w, path, err);
+	gguf_writer_free(w);
+	return rc;
+}
+
 rt_model *tu_tiny_llama(int vocab, int dim, int n_layers, int n_heads, int n_kv_heads, int ffn,
                         uint64_t seed)
 {

@@ -35,6 +35,17 @@ rt_model *tu_tiny_llama(int vocab, int dim, int n_layers, int n_heads, int n_kv_
 rt_model *tu_tiny_qwen(int arch, int vocab, int dim, int n_layers, int n_heads, int n_kv_heads,
                        int head_dim, int ffn, uint64_t seed);
 
+/* A tiny Gemma 3 GGUF at path, F32, written as llama.cpp's gemma3 files
+ * are (general.architecture "gemma3", its keys and tensor names, every
+ * norm weight stored as 1 + w, per-head q/k norms, the sandwich norms, a
+ * tied embedding, rope base 1e6): sliding_window `window` (llama.cpp's
+ * fixed pattern: every sixth layer global, the rest sliding with base
+ * 10000). Random weights, deterministic in seed, scaled so that the
+ * logits are O(1..3). 0, or non-zero with err set. */
+int tu_tiny_gemma_gguf(const char *path, int vocab, int dim, int n_layers, int n_heads,
+                       int n_kv_heads, int head_dim, int ffn, int window, uint64_t seed,
+                       sw_err *err);
+
 /* Exact distribution of the next n tokens after prompt under model m with
  * sampling s: probs over V^n sequences, index = sum tok_i * V^(n-1-i). */
 void tu_seq_dist(const rt_model *m, const int32_t *prompt, int n_prompt, int n, const rt_sampling *s,
