@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/digest.h"
+#include "core/wparts.h"
 #include "core/fileio.h"
 #include "core/output.h"
 #include "core/sha256.h"
@@ -330,15 +331,25 @@ static int weights_digest(const gen_plan *p, const char *tag, const gen_weights_
 		                     strcmp(field, "mask_embd") && strcmp(field, "fc") &&
 		                     strcmp(field, "fc_norm") && strcmp(field, "d2t") &&
 		                     strcmp(field, "t2d");
-		for (int l = 0; l < (layered ? (int)b->shape[0] : 1) && !rc; l++) {
-			size_t k = 0;
-			const float *x = w->get(w->h, field, layered ? l : -1, &k);
-			if (!x)
-				rc = sw_errf(err, SW_EINVAL, "%s: no weight %s (layer %d) for buffer %s",
-				             w->path, field, layered ? l : -1, b->name);
-			else
-				sw_digest_weight(&d, field, layered ? l : -1, x, k);
+		/* a fused buffer (core/wparts.h): each part over the layers, as
+		 * the unfused engine's buffers would be */
+		const char *parts[SW_WPARTS_MAX];
+		int np = sw_wparts(field, parts);
+		if (!np) {
+			parts[0] = field;
+			np = 1;
 		}
+		for (int q = 0; q < np && !rc; q++)
+			for (int l = 0; l < (layered ? (int)b->shape[0] : 1) && !rc; l++) {
+				const char *f = parts[q];
+				size_t k = 0;
+				const float *x = w->get(w->h, f, layered ? l : -1, &k);
+				if (!x)
+					rc = sw_errf(err, SW_EINVAL, "%s: no weight %s (layer %d) for buffer %s",
+					             w->path, f, layered ? l : -1, b->name);
+				else
+					sw_digest_weight(&d, f, layered ? l : -1, x, k);
+			}
 	}
 	if (!rc)
 		sw_digest_format(&d, out, n);

@@ -638,9 +638,179 @@ void gp_op_step(ctx *c, const char *name, int mode, bool has_hist)
 }
 
 
-/* Layers layer0 .. layer0 + L - 1 of the per-layer block (c->layer0 set by
- * the caller): each op repeated L times, a layer's slice each. */
-static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
+/* gguf_a8: whether the GEMM on weight buffer w (a per-layer run's, from
+ * c->layer0, or the LM head's) reads int8 blocks (gemv_gguf), so that the
+ * op writing its input writes them too. */
+static bool gemm_a8(const ctx *c, int w, const char *layers)
+{
+	return c->s->dtype == GEN_DTYPE_GGUF_A8 && w >= 0 && gp_gemm_wtype(c, w, layers, c->layer0) >= 0;
+}
+
+/* After an op that wrote rows x width of x16's 16-bit rows as int8 blocks
+ * into a8: the next GEMM on them quantizes nothing (op_gemv). */
+static void a8_written(ctx *c, int64_t rows, int64_t width)
+{
+	c->a8_op = c->p->n_ops;
+	c->a8_src = A(c->a.x16, 0);
+	c->a8_m = rows;
+	c->a8_k = width;
+}
+
+/* The residual add + RMSNorm of the rows (h += delta, then its norm times
+ * w) into the next GEMM's 16-bit input x16 (templates/rmsnorm_cast: the
+ * norm and the cast of the unfused layer in one launch); a8: also its int8
+ * blocks (gguf_a8: no quant_a8 before that GEMM). */
+static void op_norm_cast(ctx *c, const char *name, const rt_config *cfg, int64_t rows, gen_arg w,
+                         bool a8, int repeat, const char *layers)
+{
+	const act_ix *a = &c->a;
+	const int64_t D = cfg->dim;
+	gen_param prm[] = {PNAME, PI("DIM", D), PI("BLOCK", BLK_RMS),
+	                   PF("EPS", cfg->norm_eps), PI("IS_F16", c->cast_mode), PI("A8", a8)};
+	op_desc d = {.name = name, .op = "rmsnorm_cast", .exec = GEN_EXEC_KERNEL,
+	             .kernel = gp_kernel(c, "rmsnorm_cast", "rmsnorm_cast.cu.tmpl", prm, 6),
+	             .gx = (int)rows, .block = BLK_RMS, .repeat = repeat, .layers = layers,
+	             .n_args = 6,
+	             .args = {A(a->x16, 0), A(a->h, 0), A(a->h, 0), A(a->delta, 0), w,
+	                      a8 ? A(a->a8, 0) : A(a->x16, 0)},
+	             .bytes = (double)rows * D * (3 * 4 + c->dt16 + (a8 ? 1.25 : 0)) + D * 4.0,
+	             .flops = 5.0 * rows * D};
+	gp_emit(c, &d);
+	if (a8)
+		a8_written(c, rows, D);
+}
+
+/* SwiGLU (the family's GeGLU: ACT 1) of the rows of gate and up (ld floats
+ * a row: F, or 2F where one GEMM wrote both) into w_down's 16-bit input
+ * (templates/swiglu_cast: the activation and the cast in one launch); a8
+ * as op_norm_cast's. */
+static void op_swiglu_cast(ctx *c, const model_ix *m, int64_t rows, gen_arg gate, gen_arg up,
+                           int64_t ld, bool a8, int repeat, const char *layers)
+{
+	const int64_t F = m->cfg->ffn_dim;
+	gen_param prm[] = {PNAME, PI("FFN", F), PI("LD", ld), PI("ACT", m->blk.act),
+	                   PI("IS_F16", c->cast_mode), PI("A8", a8), PI("BLOCK", BLK_SWIGLU)};
+	const int v = F % 4 == 0 ? 4 : 1;
+	op_desc d = {.name = "swiglu", .op = "swiglu_cast", .exec = GEN_EXEC_KERNEL,
+	             .kernel = gp_kernel(c, "swiglu_cast", "swiglu_cast.cu.tmpl", prm, 7),
+	             .gx = (int)((F + BLK_SWIGLU * v - 1) / (BLK_SWIGLU * v)), .gy = (int)rows,
+	             .block = BLK_SWIGLU, .repeat = repeat, .layers = layers, .n_args = 4,
+	             .args = {A(c->a.x16, 0), gate, up, a8 ? A(c->a.a8, 0) : A(c->a.x16, 0)},
+	             .bytes = (double)rows * F * (2 * 4 + c->dt16 + (a8 ? 1.25 : 0)),
+	             .flops = 4.0 * rows * F};
+	gp_emit(c, &d);
+	if (a8)
+		a8_written(c, rows, F);
+}
+
+static int64_t arch_param(const gen_arch_op *o, const char *name, int64_t def)
+{
+	for (int i = 0; i < o->n_params; i++)
+		if (o->params[i].name && !strcmp(o->params[i].name, name))
+			return o->params[i].i;
+	return def;
+}
+
+static float arch_paramf(const gen_arch_op *o, const char *name, float def)
+{
+	for (int i = 0; i < o->n_params; i++)
+		if (o->params[i].name && !strcmp(o->params[i].name, name))
+			return o->params[i].f;
+	return def;
+}
+
+/* The q/k/v rows (q, k, v: one GEMM's rows with fused, else their own
+ * buffers) into attention's inputs, one templates/qkv_rope launch: the
+ * family's in-place ops of gen_arch.qkv_ops (Llama's rope on q and k;
+ * Qwen's and Gemma's head_prep on q, k and v) read as that kernel's steps,
+ * q into q16, k and v into the cache at slots ctx + row0 .. (ctx = this
+ * cache's device-side length: the tree's K/V follow the context, where
+ * attention reads them and KV commit compacts them). A family op the
+ * kernel cannot state is the planner's error (c->rc). */
+static void op_qkv_rope(ctx *c, const model_ix *m, const fwd_opt *o, gen_arg q, gen_arg k,
+                        gen_arg v, bool fused, int L)
+{
+	const act_ix *a = &c->a;
+	const rt_config *cfg = m->cfg;
+	const int64_t rows = o->rows, row0 = o->row0, hd = cfg->head_dim;
+	const int64_t qd = (int64_t)cfg->n_heads * hd, kvd = (int64_t)cfg->n_kv_heads * hd;
+	const int dt = c->dt16;
+	const gen_arg pos = o->mode == FWD_BLOCK ? A(o->pos_buf, 0) : A(a->pos, row0 * 4);
+	gen_arch_op xo[GEN_ARCH_MAX_OPS];
+	const int nxo = m->arch->qkv_ops(cfg, rows, xo);
+	/* per projection (q, k, v): bias and norm weights (family weight
+	 * indices), rope (0, 1 adjacent, 2 NeoX); the frequencies; q's scale */
+	int bias[3] = {-1, -1, -1}, norm[3] = {-1, -1, -1}, rope[3] = {0, 0, 0}, freq = -2;
+	float scale = 1.0f;
+	double flops = 0;
+	bool ok = true;
+	for (int i = 0; i < nxo; i++) {
+		const int x = xo[i].x;
+		int f = -1;
+		if (!strcmp(xo[i].op, "rope")) {
+			rope[x] = 1;
+			ok = ok && arch_param(&xo[i], "ROT_DIM", hd) == hd;
+		} else if (!strcmp(xo[i].op, "head_prep")) {
+			if (arch_param(&xo[i], "BIAS", 0))
+				bias[x] = xo[i].w[0];
+			if (arch_param(&xo[i], "NORM", 0))
+				norm[x] = xo[i].w[1];
+			rope[x] = arch_param(&xo[i], "ROPE", 0) ? 2 : 0;
+			if (x == GEN_QKV_Q)
+				scale = arch_paramf(&xo[i], "SCALE", 1.0f);
+			else
+				ok = ok && arch_paramf(&xo[i], "SCALE", 1.0f) == 1.0f;
+		} else {
+			ok = false;
+		}
+		if (rope[x])
+			f = xo[i].freq;
+		ok = ok && (!rope[x] || freq == -2 || freq == f);
+		if (rope[x])
+			freq = f;
+		flops += xo[i].flops;
+	}
+	/* the kernel's steps: one bias flag for q, k and v, one norm and one
+	 * rope kind for q and k, none on v but its bias */
+	ok = ok && rope[0] == rope[1] && rope[2] == 0 && (norm[0] >= 0) == (norm[1] >= 0) &&
+	     norm[2] < 0 && (bias[0] >= 0) == (bias[1] >= 0) && (bias[0] >= 0) == (bias[2] >= 0) &&
+	     !(rope[0] == 1 && (bias[0] >= 0 || norm[0] >= 0 || scale != 1.0f)) &&
+	     !(bias[0] >= 0 && norm[0] >= 0); /* one weight argument a projection */
+	if (!ok && !c->rc) {
+		c->rc = SW_EINVAL;
+		snprintf(c->why, sizeof(c->why), "the %s family's q/k/v ops are not steps qkv_rope "
+		         "takes (templates/qkv_rope.cu.tmpl)", m->arch->name);
+		return;
+	}
+	const gen_arg inv = A(freq >= 0 ? m->xw[freq] : m->inv_freq, 0);
+	gen_arg w[3];
+	for (int x = 0; x < 3; x++)
+		w[x] = A(bias[x] >= 0 ? m->xw[bias[x]] : norm[x] >= 0 ? m->xw[norm[x]] : m->inv_freq, 0);
+	gen_param prm[] = {PNAME, PI("N_HEADS", cfg->n_heads), PI("N_KV_HEADS", cfg->n_kv_heads),
+	                   PI("HEAD_DIM", hd), PI("FUSED", fused), PI("ROWS", rows), PI("ROW0", row0),
+	                   PI("MAX_CTX", m->ctx_rows), PI("IS_F16", c->cast_mode),
+	                   PI("BIAS", bias[0] >= 0), PI("NORM", norm[0] >= 0), PI("ROPE", rope[0]),
+	                   PF("EPS", cfg->norm_eps), PF("SCALE", scale), PI("BLOCK", BLK_QKV)};
+	op_desc d = {.name = "qkv_rope", .op = "qkv_rope", .exec = GEN_EXEC_KERNEL,
+	             .kernel = gp_kernel(c, "qkv_rope", "qkv_rope.cu.tmpl", prm, 15),
+	             .gx = (int)rows, .block = BLK_QKV, .repeat = L, .layers = o->layers,
+	             .n_args = 12,
+	             .args = {A(a->q16, 0), A(m->k_cache, row0 * kvd * dt),
+	                      A(m->v_cache, row0 * kvd * dt), q, k, v, pos, inv,
+	                      A(a->state, m->len_word * 4), w[0], w[1], w[2]},
+	             /* the rows read once, q and the new K/V written once, the
+	              * positions and the small tables */
+	             .bytes = (double)rows * (qd + 2 * kvd) * (4 + dt) + rows * 4.0 + hd / 2 * 4.0 +
+	                      (bias[0] >= 0 ? (qd + 2 * kvd) * 4.0 : 0) + (norm[0] >= 0 ? 2 * hd * 4.0 : 0),
+	             .flops = flops};
+	gp_emit(c, &d);
+}
+
+/* The layer as separate launches (spec "fuse": false): the norm, its cast,
+ * q, k and v GEMMs, the family's in-place q/k/v ops, kv_store, q's cast,
+ * gate and up GEMMs, SwiGLU and its cast, each a launch of its own. The
+ * fused layer (layer_ops) must give these bits (tests/test_engine_fuse.c). */
+static void layer_ops_unfused(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 {
 	const gen_spec *s = c->s;
 	const act_ix *a = &c->a;
@@ -722,6 +892,68 @@ static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
 		op_post_norm(c, "post_ffn_norm", cfg, rows, A(m->xw[m->blk.post_ffn], 0), L, layers);
 }
 
+/* Layers layer0 .. layer0 + L - 1 of the per-layer block (c->layer0 set by
+ * the caller): each op repeated L times, a layer's slice each. The norms
+ * write the GEMMs' 16-bit inputs (rmsnorm_cast), q/k/v and gate/up are one
+ * GEMM each where the weights are fused (gp_model_layers), the family's
+ * q/k/v steps, the K/V store and q's cast one launch (qkv_rope), SwiGLU
+ * writes w_down's input (swiglu_cast): 10 launches a layer where both
+ * pairs are fused (12 with Gemma 3's post-norms), 13 where neither is;
+ * spec "fuse": false, layer_ops_unfused's 16 (18). */
+static void layer_ops(ctx *c, const model_ix *m, const fwd_opt *o, int L)
+{
+	const gen_spec *s = c->s;
+	const act_ix *a = &c->a;
+	const rt_config *cfg = m->cfg;
+	const int64_t D = cfg->dim, F = cfg->ffn_dim, hd = cfg->head_dim, rows = o->rows, row0 = o->row0;
+	const int64_t qd = (int64_t)cfg->n_heads * hd, kvd = (int64_t)cfg->n_kv_heads * hd;
+	const int dt = c->dt16;
+	const char *layers = o->layers;
+
+	if (!s->fuse) {
+		layer_ops_unfused(c, m, o, L);
+		return;
+	}
+	op_norm_cast(c, "attn_norm", cfg, rows, A(m->attn_norm, 0),
+	             gemm_a8(c, m->wqkv >= 0 ? m->wqkv : m->wq, layers), L, layers);
+	if (m->wqkv >= 0) {
+		gp_op_gemm(c, "wqkv", rows, qd + 2 * kvd, D, A(a->qkv, 0), A(a->x16, 0), A(m->wqkv, 0), L,
+		           layers);
+		op_qkv_rope(c, m, o, A(a->qkv, 0), A(a->qkv, qd * 4), A(a->qkv, (qd + kvd) * 4), true, L);
+	} else {
+		gp_op_gemm(c, "wq", rows, qd, D, A(a->q, 0), A(a->x16, 0), A(m->wq, 0), L, layers);
+		gp_op_gemm(c, "wk", rows, kvd, D, A(a->k, 0), A(a->x16, 0), A(m->wk, 0), L, layers);
+		gp_op_gemm(c, "wv", rows, kvd, D, A(a->v, 0), A(a->x16, 0), A(m->wv, 0), L, layers);
+		op_qkv_rope(c, m, o, A(a->q, 0), A(a->k, 0), A(a->v, 0), false, L);
+	}
+	/* attention: cached context + the block's rows (causal chunk, the staged
+	 * tree levels under the baked ancestor mask, or a drafter block under
+	 * its visibility table); q in 16 bits */
+	attn_shape sh = gp_attn_choose(cfg, (int)rows, (int)(o->mode == FWD_TREE ? row0 + rows : rows),
+	                               s, dt, o->mode != FWD_PREFILL, m->ctx_rows);
+	gp_op_attention(c, m, &sh, L, layers, o->mode == FWD_BLOCK ? o->mask_kind : GEN_MASK_TREE);
+	gp_op_gemm(c, "wo", rows, D, qd, A(a->delta, 0), A(a->attn, 0), A(m->wo, 0), L, layers);
+	if (m->blk.post_attn >= 0)
+		op_post_norm(c, "post_attn_norm", cfg, rows, A(m->xw[m->blk.post_attn], 0), L, layers);
+	op_norm_cast(c, "ffn_norm", cfg, rows, A(m->ffn_norm, 0),
+	             gemm_a8(c, m->w_gate_up >= 0 ? m->w_gate_up : m->w_gate, layers), L, layers);
+	if (m->w_gate_up >= 0) {
+		gp_op_gemm(c, "w_gate_up", rows, 2 * F, D, A(a->gu, 0), A(a->x16, 0), A(m->w_gate_up, 0),
+		           L, layers);
+		op_swiglu_cast(c, m, rows, A(a->gu, 0), A(a->gu, F * 4), 2 * F,
+		               gemm_a8(c, m->w_down, layers), L, layers);
+	} else {
+		gp_op_gemm(c, "w_gate", rows, F, D, A(a->gate, 0), A(a->x16, 0), A(m->w_gate, 0), L,
+		           layers);
+		gp_op_gemm(c, "w_up", rows, F, D, A(a->up, 0), A(a->x16, 0), A(m->w_up, 0), L, layers);
+		op_swiglu_cast(c, m, rows, A(a->gate, 0), A(a->up, 0), F, gemm_a8(c, m->w_down, layers),
+		               L, layers);
+	}
+	gp_op_gemm(c, "w_down", rows, D, F, A(a->delta, 0), A(a->x16, 0), A(m->w_down, 0), L, layers);
+	if (m->blk.post_ffn >= 0)
+		op_post_norm(c, "post_ffn_norm", cfg, rows, A(m->xw[m->blk.post_ffn], 0), L, layers);
+}
+
 /* The attention window of layer l: the family's sliding window on its
  * sliding layers (Gemma 3's local ones, rt_config_layer_sliding), 0 on the
  * rest and where the window covers every position the cache holds (it
@@ -734,14 +966,16 @@ static int layer_window(const model_ix *m, int l)
 	return cfg->swa_window;
 }
 
-/* gguf_a8: the GGUF types of layer l's GEMM weights (5 bits a field), so
+/* gguf_a8: the GGUF types of layer l's GEMM weights (5 bits a field: 9
+ * fields, 45 bits), so
  * that a run of layers shares each GEMM's kernel (a Q4_K_M file's Q6_K and
  * Q4_K layers of attn_v and ffn_down are runs of their own); 0 else. */
 static uint64_t layer_wtypes(const ctx *c, const model_ix *m, const fwd_opt *o, int l)
 {
 	if (c->s->dtype != GEN_DTYPE_GGUF_A8)
 		return 0;
-	const int f[] = {m->wq, m->wk, m->wv, m->wo, m->w_gate, m->w_up, m->w_down};
+	const int f[] = {m->wq, m->wk, m->wv, m->wqkv, m->wo, m->w_gate, m->w_up, m->w_gate_up,
+	                 m->w_down};
 	uint64_t sig = 0;
 	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
 		sig = sig << 5 | (uint64_t)(f[i] >= 0 ? gp_gemm_wtype(c, f[i], o->layers, l) + 1 : 0);
@@ -829,13 +1063,26 @@ void gp_forward(ctx *c, const model_ix *m, const fwd_opt *o)
 
 	/* head: the final norm over all rows completes the residual; the LM head
 	 * runs on the last lm_rows rows only. */
-	gp_op_rmsnorm(c, "output_norm", cfg, rows, A(m->out_norm, 0), 1, NULL);
-	if (o->lm_rows > 0) {
-		int64_t first = rows - o->lm_rows;
-		gp_op_cast(c, "head_cast", o->lm_rows, D, A(a->x16, 0), A(a->xn, first * D * 4), 1, NULL);
-		gp_op_gemm(c, "lm_head", o->lm_rows, m->vocab_out, D, A(o->logits_buf, o->logits_off),
-		           A(a->x16, 0), A(m->lm_head, 0), 1, NULL);
+	if (!c->s->fuse) {
+		gp_op_rmsnorm(c, "output_norm", cfg, rows, A(m->out_norm, 0), 1, NULL);
+		if (o->lm_rows > 0) {
+			int64_t first = rows - o->lm_rows;
+			gp_op_cast(c, "head_cast", o->lm_rows, D, A(a->x16, 0), A(a->xn, first * D * 4), 1,
+			           NULL);
+			gp_op_gemm(c, "lm_head", o->lm_rows, m->vocab_out, D, A(o->logits_buf, o->logits_off),
+			           A(a->x16, 0), A(m->lm_head, 0), 1, NULL);
+		}
+		return;
 	}
+	const int64_t first = rows - (o->lm_rows > 0 ? o->lm_rows : 0);
+	c->layer0 = 0;
+	/* into the LM head's 16-bit input (its int8 blocks where it reads every
+	 * row of them: quant_a8's layout depends on the rows) */
+	op_norm_cast(c, "output_norm", cfg, rows, A(m->out_norm, 0),
+	             o->lm_rows == rows && gemm_a8(c, m->lm_head, NULL), 1, NULL);
+	if (o->lm_rows > 0)
+		gp_op_gemm(c, "lm_head", o->lm_rows, m->vocab_out, D, A(o->logits_buf, o->logits_off),
+		           A(a->x16, first * D * dt), A(m->lm_head, 0), 1, NULL);
 }
 
 /* m's fields for a model of cfg running n_layers layers as tag ("target",
@@ -853,6 +1100,8 @@ int gp_model_init(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, in
 	m->embd_rows = own_weights ? cfg->vocab : shared->embd_rows;
 	m->ctx_rows = c->s->max_context;
 	m->mask_embd = m->fc = m->fc_norm = m->d2t = m->t2d = -1;
+	m->wqkv = m->w_gate_up = -1;
+	m->fusable = own_weights;
 	m->arch = gen_arch_of(arch);
 	if (!m->arch)
 		return SW_ENOTSUP;
@@ -883,7 +1132,32 @@ static const char *weight_dtype(const gen_spec *s, int f)
 	                                     : gen_dtype_name(gen_dtype_weights(s->dtype));
 }
 
-/* The per-layer weights (norms, attention, MLP) and the final norm. */
+/* Whether m's GEMM weight fields f0 .. f0 + n - 1 (enum gen_wfield) go
+ * into one fused buffer (core/wparts.h): a model with weights of its own
+ * (a block drafter's fuse_wk / fuse_wv read its wk and wv alone), and
+ * under gguf_a8 the target only, where every layer has the fields in one
+ * GGUF type (a fused buffer is one type a layer: a Q4_K_M file's Q6_K
+ * attn_v beside Q4_K attn_q keeps them apart). */
+static bool fuse_ok(const ctx *c, const model_ix *m, int f0, int n)
+{
+	const gen_model_src *t = &c->s->target;
+	if (!m->fusable || !c->s->fuse)
+		return false;
+	if (c->s->dtype != GEN_DTYPE_GGUF_A8)
+		return true;
+	if (strcmp(m->tag, "target"))
+		return false;
+	for (int l = 0; l < m->n_layers; l++)
+		for (int f = f0 + 1; f < f0 + n; f++)
+			if ((t->wmixed[f] ? t->wtype_l[f][l] : t->wtype[f]) !=
+			    (t->wmixed[f0] ? t->wtype_l[f0][l] : t->wtype[f0]))
+				return false;
+	return true;
+}
+
+/* The per-layer weights (norms, attention, MLP) and the final norm; q/k/v
+ * and gate/up as one buffer each where fuse_ok (in the fields' order, so
+ * that the weights digest reads them as it reads the unfused buffers). */
 int gp_model_layers(ctx *c, model_ix *m)
 {
 	const gen_spec *s = c->s;
@@ -891,13 +1165,23 @@ int gp_model_layers(ctx *c, model_ix *m)
 	const int64_t D = cfg->dim, F = cfg->ffn_dim, hd = cfg->head_dim, L = m->n_layers;
 	const int64_t qd = (int64_t)cfg->n_heads * hd, kvd = (int64_t)cfg->n_kv_heads * hd;
 	B(attn_norm, "weight", "f32", 2, L, D, 0);
-	B(wq, "weight", weight_dtype(s, GEN_WT_WQ), 3, L, qd, D);
-	B(wk, "weight", weight_dtype(s, GEN_WT_WK), 3, L, kvd, D);
-	B(wv, "weight", weight_dtype(s, GEN_WT_WV), 3, L, kvd, D);
+	if (fuse_ok(c, m, GEN_WT_WQ, 3)) {
+		B(wqkv, "weight", weight_dtype(s, GEN_WT_WQ), 3, L, qd + 2 * kvd, D);
+		m->wq = m->wk = m->wv = -1;
+	} else {
+		B(wq, "weight", weight_dtype(s, GEN_WT_WQ), 3, L, qd, D);
+		B(wk, "weight", weight_dtype(s, GEN_WT_WK), 3, L, kvd, D);
+		B(wv, "weight", weight_dtype(s, GEN_WT_WV), 3, L, kvd, D);
+	}
 	B(wo, "weight", weight_dtype(s, GEN_WT_WO), 3, L, D, qd);
 	B(ffn_norm, "weight", "f32", 2, L, D, 0);
-	B(w_gate, "weight", weight_dtype(s, GEN_WT_GATE), 3, L, F, D);
-	B(w_up, "weight", weight_dtype(s, GEN_WT_UP), 3, L, F, D);
+	if (fuse_ok(c, m, GEN_WT_GATE, 2)) {
+		B(w_gate_up, "weight", weight_dtype(s, GEN_WT_GATE), 3, L, 2 * F, D);
+		m->w_gate = m->w_up = -1;
+	} else {
+		B(w_gate, "weight", weight_dtype(s, GEN_WT_GATE), 3, L, F, D);
+		B(w_up, "weight", weight_dtype(s, GEN_WT_UP), 3, L, F, D);
+	}
 	B(w_down, "weight", weight_dtype(s, GEN_WT_DOWN), 3, L, D, F);
 	B(out_norm, "weight", "f32", 1, D, 0, 0);
 	return 0;
@@ -948,8 +1232,9 @@ int gp_model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, in
 			B(lm_head, "weight", weight_dtype(c->s, GEN_WT_LM_HEAD), 2, cfg->vocab, cfg->dim, 0);
 		if ((rc = gp_model_extra(c, m)))
 			return rc;
-		if (!shared) {
-			const int wb[GEN_WT_LM_HEAD] = {m->wq, m->wk, m->wv, m->wo, m->w_gate,
+		if (!shared) { /* a fused buffer takes its first part's types (fuse_ok) */
+			const int wb[GEN_WT_LM_HEAD] = {m->wqkv >= 0 ? m->wqkv : m->wq, m->wk, m->wv,
+			                                m->wo, m->w_gate_up >= 0 ? m->w_gate_up : m->w_gate,
 			                                m->w_up, m->w_down};
 			gen_plan_gguf_layers(c->p, c->s, wb);
 		}
@@ -959,10 +1244,12 @@ int gp_model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, in
 		m->wq = shared->wq;
 		m->wk = shared->wk;
 		m->wv = shared->wv;
+		m->wqkv = shared->wqkv;
 		m->wo = shared->wo;
 		m->ffn_norm = shared->ffn_norm;
 		m->w_gate = shared->w_gate;
 		m->w_up = shared->w_up;
+		m->w_gate_up = shared->w_gate_up;
 		m->w_down = shared->w_down;
 		m->out_norm = shared->out_norm;
 		m->lm_head = shared->lm_head;
@@ -1198,8 +1485,9 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 	        s->max_context, s->prefill_chunk, gen_dtype_name(s->dtype));
 	for (int i = 0; i < s->n_archs; i++)
 		fprintf(f, "%s\"%s\"", i ? ", " : "", s->archs[i]);
-	fprintf(f, "], \"allow_spills\": %s,\n    \"roofline\": {\"tau\": ",
-	        s->allow_spills ? "true" : "false");
+	/* "fuse" echoed only when off: the default's echo is unchanged */
+	fprintf(f, "], \"allow_spills\": %s,%s\n    \"roofline\": {\"tau\": ",
+	        s->allow_spills ? "true" : "false", s->fuse ? "" : " \"fuse\": false,");
 	if (s->tau > 0)
 		jnum(f, s->tau);
 	else

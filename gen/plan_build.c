@@ -67,6 +67,11 @@ static int plan_buffers(ctx *c, const gen_drafter *dr, model_ix *tm)
 	ACT(part_ml, "activation", "f32", 1, e.part_ml, 0);
 	ACT(gate, "activation", "f32", 2, rows, F);
 	ACT(up, "activation", "f32", 2, rows, F);
+	/* one GEMM's q|k|v rows, gate|up rows (fused weights: gp_model_layers) */
+	if (tm->wqkv >= 0)
+		ACT(qkv, "activation", "f32", 2, rows, QD + 2 * KVD);
+	if (tm->w_gate_up >= 0)
+		ACT(gu, "activation", "f32", 2, rows, 2 * F);
 	if (s->dtype == GEN_DTYPE_GGUF_A8) /* quant_a8's (rows, width) int8 + 8 bytes a 32 */
 		ACT(a8, "activation", "i32", 1,
 		    rows * gp_max64(gp_max64(D, gp_max64(F, QD)), e.x16) * 5 / 16, 0);
@@ -119,7 +124,7 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 	p->drafter = dr;
 	a->draft_logits = a->draft_probs = a->taps = a->q_tgt = -1;
 	a->ngram_hist = a->ngram_info = a->ctrl = a->ctrl_cost = -1;
-	a->a8 = -1;
+	a->a8 = a->qkv = a->gu = -1;
 	/* The engine serves a verification family, not one temperature (the
 	 * sampling values are run-time words): greedy verification drafts by
 	 * top-k (T = 0 only); RRS, RRSW and SpecHub draw the children by their

@@ -15,7 +15,7 @@
 
 /* Block sizes: the ones test_kern_nvrtc checks for zero spills. */
 enum { BLK_EMB = 128, BLK_RMS = 256, BLK_ROPE = 128, BLK_SWIGLU = 256, BLK_ARGMAX = 512,
-       BLK_CAST = 256 };
+       BLK_CAST = 256, BLK_QKV = 256 };
 /* The hot kernels' block sizes: the ones their tests compile without spills
  * (test_kern_logits_process, _tree_expand, _verify, _kv_commit, _tree_attention). */
 enum { BLK_LOGITS = 256, BLK_EXPAND = 256, BLK_VERIFY = 256, BLK_COMMIT = 128 };
@@ -31,6 +31,11 @@ typedef struct model_ix {
 	int vocab_out;       /* LM head rows used */
 	int embd_rows;       /* rows of tok_embd (a layer-skip draft reads the target's) */
 	int tok_embd, attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down, out_norm, lm_head;
+	/* fused GEMM weights (core/wparts.h), else -1: wqkv the rows of wq, wk
+	 * and wv one after another (then wq = wk = wv = -1), w_gate_up those
+	 * of w_gate and w_up (then w_gate = w_up = -1): one GEMM each */
+	int wqkv, w_gate_up;
+	bool fusable;        /* its own weights (gp_model_init), so q/k/v and gate/up may fuse */
 	int k_cache, v_cache, inv_freq;
 	int mask_embd, fc, fc_norm; /* a drafter's own input weights (block, EAGLE-3), else -1 */
 	int d2t, t2d;        /* a mapped draft vocabulary (i32: draft id -> target id, target
@@ -54,6 +59,8 @@ typedef struct act_ix {
 	int q_tgt;           /* q over the target's ids (a mapped draft vocabulary) */
 	int ngram_hist, ngram_info, ctrl, ctrl_cost; /* the n-gram lookup and its controller */
 	int a8;              /* gguf_a8: the GEMM inputs as int8 blocks (quant_a8), else -1 */
+	int qkv, gu;         /* a fused GEMM's rows (q|k|v; gate|up) where the target has one,
+	                      * else -1 */
 } act_ix;
 
 /* Tree attention launch shape: the one of least projected _part + _merge

@@ -555,7 +555,8 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 {
 	static const char *const keys[] = {"name", "target", "draft", "tree", "verify", "sampling",
 	                                   "max_context", "prefill_chunk", "dtype", "archs",
-	                                   "allow_spills", "roofline", "adaptive", "control", NULL};
+	                                   "allow_spills", "fuse", "roofline", "adaptive", "control",
+	                                   NULL};
 	json_value *root;
 	const json_value *o, *v;
 	const char *s;
@@ -774,6 +775,9 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	}
 	if (json_get(root, "allow_spills") &&
 	    (rc = json_get_bool(root, "allow_spills", "$", &sp->allow_spills, err)))
+		goto out_free;
+	sp->fuse = true;
+	if (json_get(root, "fuse") && (rc = json_get_bool(root, "fuse", "$", &sp->fuse, err)))
 		goto out_free;
 
 	if ((o = json_get(root, "adaptive"))) {

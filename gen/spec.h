@@ -43,6 +43,10 @@
  *                                                 cuda (the gemv_gguf kernels)
  *     "archs": ["sm_80", "sm_90"],                optional, this default
  *     "allow_spills": false,                      optional
+ *     "fuse": true,                               optional: a layer's small ops fused with
+ *                                                 their neighbours, q/k/v and gate/up one
+ *                                                 GEMM each (weights concatenated at load);
+ *                                                 false: one launch an op (the same tokens)
  *     "adaptive": {"h": 0.3, "min": 1, "max": 6}  optional, chain trees with a draft
  *                                                 model: SpecDec++ stop rule on the
  *                                                 device, later levels as graph IFs
@@ -140,6 +144,8 @@ typedef struct gen_spec {
 	int n_archs;
 	char archs[GEN_SPEC_MAX_ARCHS][16];
 	bool allow_spills;
+	bool fuse;                 /* a layer's fused launches (gen/plan.c layer_ops); false: the
+	                            * separate ones, the same bits (a check, and a baseline) */
 	bool adaptive;             /* SpecDec++: stop drafting a chain early (device-side) */
 	float adapt_h;             /* stop once P(a rejection) > h, the draft's q(Y) as predictor */
 	int adapt_min, adapt_max;  /* draft at least / at most this many tokens */

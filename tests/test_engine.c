@@ -553,7 +553,7 @@ static void test_errors(void **state)
 		{"\"specwright-engine/1\"", "\"specwright-engine/9\"", "$.format"},
 		{"\"max_context\": 192", "\"max_context\": -4", "max_context"},
 		{"\"exec\": \"cublaslt\"", "\"exec\": \"magic\"", "exec \"magic\""},
-		{"\"buf\": \"xn\"", "\"buf\": \"nosuch\"", "no buffer \"nosuch\""},
+		{"\"buf\": \"x16\"", "\"buf\": \"nosuch\"", "no buffer \"nosuch\""},
 		{"\"dtype\": \"fp16\", \"archs\"", "\"dtype\": \"int4\", \"archs\"",
 		 "$.spec.dtype: expected \"bf16\", \"fp16\", \"q8_0\", \"q8_0_a8\" or \"gguf_a8\", found "
 		 "\"int4\""},

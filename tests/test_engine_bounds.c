@@ -26,7 +26,9 @@
 #include "gen/spec.h"
 #include "testutil.h"
 
-static char g_dir[256], g_tiny_path[300], g_ngram[400], g_tree[400];
+/* g_ngram: the n-gram engine with "fuse": false (the tables below edit its
+ * separate ops); g_fused: the same spec as planned by default */
+static char g_dir[256], g_tiny_path[300], g_ngram[400], g_tree[400], g_fused[400];
 static rt_model *g_tiny;
 
 static int setup(void **state)
@@ -74,6 +76,7 @@ static void test_planned_engines_load(void **state)
 		{"biseq8", "layerskip:0-1", "biseq8", "rrsw", "sample-wor", NULL, 0.8},
 		{"adaptive", "layerskip:1", "chain:3", "rrs", "sample",
 		 "\"adaptive\": {\"h\": 0.5, \"min\": 1}", 0.8},
+		{"ngram_unfused", "ngram:1:3", "chain:4", "greedy", "topk", "\"fuse\": false", 0},
 	};
 	for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
 		char dir[400];
@@ -87,6 +90,8 @@ static void test_planned_engines_load(void **state)
 		              cfg[c].name, m->n_ops, m->n_bufs);
 		rt_manifest_free(m);
 		if (!c)
+			snprintf(g_fused, sizeof(g_fused), "%s", dir);
+		if (c == 4)
 			snprintf(g_ngram, sizeof(g_ngram), "%s", dir);
 		if (c == 1)
 			snprintf(g_tree, sizeof(g_tree), "%s", dir);
@@ -122,8 +127,8 @@ static void test_planned_engines_load(void **state)
 		rt_manifest_free(m);
 	}
 	/* and the tiny engines still run on the host backend */
-	const char *dirs[] = {g_ngram, g_tree};
-	for (int i = 0; i < 2; i++) {
+	const char *dirs[] = {g_ngram, g_tree, g_fused};
+	for (int i = 0; i < 3; i++) {
 		sw_err err = {0};
 		int32_t prompt[29], out[16];
 		rt_engine_stats st;
@@ -307,12 +312,13 @@ static void test_tamperings_refused(void **state)
 	};
 	for (size_t i = 0; i < sizeof(T) / sizeof(T[0]); i++)
 		refused(g_ngram, text, &T[i]);
-	/* a q8_0 engine: its weight buffers are blocks, its GEMMs read them */
+	/* a q8_0 engine: its weight buffers are blocks, its GEMMs read them
+	 * (unfused, as g_ngram: the tables name target.wq) */
 	{
 		char spec[2048], qdir[400];
 		snprintf(qdir, sizeof(qdir), "%s/q8_0", g_dir);
 		eu_tiny_spec(spec, sizeof(spec), g_tiny_path, "ngram:1:3", "chain:4", "greedy", "topk", 0,
-		             "q8_0", NULL);
+		             "q8_0", "\"fuse\": false");
 		eu_build(spec, qdir, NULL, false);
 		size_t ql;
 		char *qtext = read_json(qdir, &ql);
@@ -337,7 +343,7 @@ static void test_tamperings_refused(void **state)
 		/* q8_0_a8 (int8 GEMM inputs): the same q8_0 weights and fp16 inputs */
 		snprintf(qdir, sizeof(qdir), "%s/q8_0_a8", g_dir);
 		eu_tiny_spec(spec, sizeof(spec), g_tiny_path, "ngram:1:3", "chain:4", "greedy", "topk", 0,
-		             "q8_0_a8", NULL);
+		             "q8_0_a8", "\"fuse\": false");
 		eu_build(spec, qdir, NULL, false);
 		qtext = read_json(qdir, &ql);
 		const tamper A8[] = {
@@ -353,6 +359,34 @@ static void test_tamperings_refused(void **state)
 		for (size_t i = 0; i < sizeof(A8) / sizeof(A8[0]); i++)
 			refused(qdir, qtext, &A8[i]);
 		free(qtext);
+	}
+	/* the fused layer's ops (extent.c ext_rmsnorm_cast, ext_swiglu_cast,
+	 * ext_qkv_rope) on the default engine */
+	{
+		char *ftext = read_json(g_fused, &len);
+		const tamper F[] = {
+			{"grid raised (rmsnorm_cast)", "\"op\": \"rmsnorm_cast\"", "\"grid\": ",
+			 "[640000, 1, 1]", NULL, NULL, NULL,
+			 "(grid.x 640000 rows x DIM 256 x 2 bytes) past the end"},
+			{"grid.y raised (swiglu_cast)", "\"op\": \"swiglu_cast\"", "\"grid\": ",
+			 "[2, 4096, 1]", NULL, NULL, NULL, "(grid.y 4096 rows x FFN 384 x 2 bytes)"},
+			{"qkv_rope grid not a block a row", "\"op\": \"qkv_rope\"", "\"grid\": ",
+			 "[64, 1, 1]", NULL, NULL, NULL, "(a block per row)"},
+			{"swiglu_cast LD below FFN", "{\"uri\": \"swiglu_cast", "\"LD\": ", "100", NULL,
+			 NULL, NULL, "expected LD >= FFN", "_ld768_", "_ld100_"},
+			{"rmsnorm_cast A8 on bf16 rows", "{\"uri\": \"rmsnorm_cast", "\"A8\": ", "1", NULL,
+			 NULL, NULL, "and with A8 fp16 rows of whole blocks of 32", "_is_f160_a80\"",
+			 "_is_f160_a81\""},
+			{"qkv_rope bias with norm", "{\"uri\": \"qkv_rope", "\"BIAS\": ", "1",
+			 "{\"uri\": \"qkv_rope", "\"NORM\": ", "1", "BIAS 1 and NORM 1, expected at most one",
+			 "_rows16_row00_max_ctx192_is_f160_bias0_norm0_",
+			 "_rows16_row00_max_ctx192_is_f160_bias1_norm1_"},
+			{"fused gemm n raised", "\"name\": \"wqkv\"", "\"n\": ", "4096", NULL, NULL, NULL,
+			 "expected k = its row length and n <= its rows"},
+		};
+		for (size_t i = 0; i < sizeof(F) / sizeof(F[0]); i++)
+			refused(g_fused, ftext, &F[i]);
+		free(ftext);
 	}
 	/* the layer-skip draft's slices go through its layer map */
 	const tamper L = {"draft op past the skip list", "\"repeat\": 1, \"layers\": \"draft\"",
@@ -470,6 +504,14 @@ static void test_disagreeing_parts_refused(void **state)
 	for (size_t i = 0; i < sizeof(T) / sizeof(T[0]); i++)
 		refused(g_ngram, text, &T[i]);
 	free(text);
+	/* a fused GEMM reads every row of its concatenated weight */
+	text = read_json(g_fused, &len);
+	const tamper F = {"fused gemm n halved with its uri", "\"name\": \"wqkv\"", "\"n\": ", "256",
+	                  NULL, NULL, NULL, "gemm.n (op wqkv): 256, expected 512 (every row of weight "
+	                  "target.wqkv)", "gemm_bf16_f32acc_m16_n512_k256",
+	                  "gemm_bf16_f32acc_m16_n256_k256"};
+	refused(g_fused, text, &F);
+	free(text);
 }
 
 /* Every host<->device copy is bounded by its buffer whatever a field says
@@ -520,25 +562,34 @@ static int bind_gguf(const char *dir, const char *gguf, sw_err *err)
  * one weight changed is refused at bind with both digests and the file,
  * through the GGUF reader and through a loaded model; a copy elsewhere of
  * the same file binds. */
-static void test_weights_digest(void **state)
+/* The digest of dir's target weights recomputed from the tiny GGUF: each
+ * buffer's field over its layers, a fused buffer (wqkv, w_gate_up) as its
+ * parts one after another (the unfused engine's buffers: the same digest). */
+static void recompute_digest(const char *dir, char *want, size_t n_want)
 {
-	if (!g_ngram[0])
-		skip();
 	sw_err err = {0};
-	rt_manifest *m = rt_manifest_load(g_ngram, &err);
+	rt_manifest *m = rt_manifest_load(dir, &err);
 	if (!m)
 		fail_msg("%s", err.msg);
 	gguf_file *f = gguf_open(g_tiny_path, &err);
 	if (!f)
 		fail_msg("%s", err.msg);
 	uint64_t h = 0xcbf29ce484222325ull;
+	static const char *const fused[][4] = {{"wqkv", "wq", "wk", "wv"},
+	                                       {"w_gate_up", "w_gate", "w_up", NULL}};
 	for (int i = 0; i < m->n_bufs; i++) {
 		const rt_engine_buf *b = &m->bufs[i];
 		if (strcmp(b->kind, "weight") || strncmp(b->name, "target.", 7))
 			continue;
-		const char *field = b->name + 7;
-		const bool layered = rt_manifest_field_layered(field);
+		const char *parts[3] = {b->name + 7, NULL, NULL};
+		const bool layered = rt_manifest_field_layered(parts[0]);
+		for (int k = 0; k < 2; k++)
+			if (!strcmp(parts[0], fused[k][0]))
+				for (int j = 0; j < 3; j++)
+					parts[j] = fused[k][j + 1];
+		for (int pi = 0; pi < 3 && parts[pi]; pi++)
 		for (int l = 0; l < (layered ? (int)b->shape[0] : 1); l++) {
+			const char *field = parts[pi];
 			const unsigned char *x;
 			uint64_t n;
 			if (!strcmp(field, "inv_freq")) { /* computed, not stored: the model's */
@@ -563,12 +614,22 @@ static void test_weights_digest(void **state)
 		}
 	}
 	gguf_close(f);
-	char want[40];
-	snprintf(want, sizeof(want), "fnv1a64xs:%016llx", (unsigned long long)h);
+	snprintf(want, n_want, "fnv1a64xs:%016llx", (unsigned long long)h);
 	assert_string_equal(m->target_digest, want);
-	print_message("  engine.json $.spec.target.digest %s = the recomputation from %s\n", want,
-	              g_tiny_path);
+	print_message("  %s: engine.json $.spec.target.digest %s = the recomputation from %s\n",
+	              strrchr(dir, '/') + 1, want, g_tiny_path);
 	rt_manifest_free(m);
+}
+
+static void test_weights_digest(void **state)
+{
+	if (!g_ngram[0])
+		skip();
+	sw_err err = {0};
+	char want[40], want_f[40];
+	recompute_digest(g_ngram, want, sizeof(want));
+	recompute_digest(g_fused, want_f, sizeof(want_f));
+	assert_string_equal(want, want_f); /* fused buffers: the same weights, the same digest */
 
 	/* one weight changed (in the last tensor's data), same shapes */
 	char bad[400], moved[440], sub[400];
@@ -637,7 +698,7 @@ static void test_weights_digest(void **state)
 static void test_fuzz_seeds_accepted(void **state)
 {
 	static const char *const seeds[] = { "tiny_ngram", "tiny_q8a8", "tiny_layerskip_rrsw", "tiny_adaptive",
-		                             "tiny_block", "tiny_vocab_prefix" };
+		                             "tiny_block", "tiny_vocab_prefix", "tiny_fused" };
 	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
 		char path[256];
 		snprintf(path, sizeof(path), "tests/fuzz/seeds/fuzz_engine/%s.json", seeds[i]);
@@ -654,6 +715,13 @@ static void test_fuzz_seeds_accepted(void **state)
 			assert_int_equal(m->dtype, RT_Q8_0_A8);
 		if (!strcmp(seeds[i], "tiny_block"))
 			assert_int_equal(m->draft_kind, RT_ENGINE_DRAFT_BLOCK);
+		if (!strcmp(seeds[i], "tiny_fused")) { /* the fused layer's ops (issue 37) */
+			int fused = 0;
+			for (int j = 0; j < m->n_ops; j++)
+				fused += !strcmp(m->ops[j].op, "qkv_rope") || !strcmp(m->ops[j].op, "rmsnorm_cast") ||
+				         !strcmp(m->ops[j].op, "swiglu_cast");
+			assert_true(fused > 0);
+		}
 		rt_manifest_free(m);
 		free(text);
 	}

@@ -971,7 +971,8 @@ static void test_q8_0_refused(void **state)
 		if (!e)
 			fail_msg("%s", err.msg);
 		assert_int_equal(cli_engine_bind(e, d, g_tiny, NULL, 1, &err), SW_ENOTSUP);
-		if (!strstr(err.msg, "cannot run op wq (gemm)") || !strstr(err.msg, why[t]))
+		/* the first GEMM: the fused q/k/v one */
+		if (!strstr(err.msg, "cannot run op wqkv (gemm)") || !strstr(err.msg, why[t]))
 			fail_msg("unexpected message: %s", err.msg);
 		print_message("  refused: %s\n", err.msg);
 		rt_engine_free(e);

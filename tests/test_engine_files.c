@@ -136,16 +136,15 @@ static void test_engine_json_covered(void **state)
 	static const struct {
 		const char *what, *py;
 	} E[] = {
-		{"gemm n halved", "o = [o for o in d['phases'][0]['ops'] if o['name'] == 'wq'][0]; "
+		{"gemm n halved", "o = [o for o in d['phases'][0]['ops'] if o['name'] == 'wqkv'][0]; "
 		                  "o['gemm']['n'] //= 2"},
 		{"per-layer op one layer short", "o = [o for o in d['phases'][0]['ops'] if o.get('layers')][0]; "
 		                                 "o['repeat'] -= 1"},
-		{"two weights of one shape swapped",
-		 "ops = d['phases'][0]['ops']; g = [o for o in ops if o['name'] == 'w_gate'][0]; "
-		 "u = [o for o in ops if o['name'] == 'w_up'][0]; "
-		 "g['args'][2], u['args'][2] = u['args'][2], g['args'][2]"},
+		{"k and v rows swapped",
+		 "o = [o for o in d['phases'][0]['ops'] if o['name'] == 'qkv_rope'][0]; "
+		 "o['args'][4], o['args'][5] = o['args'][5], o['args'][4]"},
 		{"an op removed from a phase", "ops = d['phases'][2]['ops']; "
-		                               "ops.remove([o for o in ops if o['name'] == 'rope_k'][0])"},
+		                               "ops.remove([o for o in ops if o['name'] == 'qkv_rope'][0])"},
 		{"prefill chunk doubled", "d['spec']['prefill_chunk'] *= 2"},
 	};
 	char e[600], c[700], p[800];

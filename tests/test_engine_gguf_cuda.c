@@ -412,7 +412,9 @@ static void test_eagle3_head(void **state)
 /* The kernels read the planes: the tiny model in Q4_0 on host-emulate (the
  * same gemv_gguf kernels), its tokens with the planes bind uploaded, then
  * with attn_q's layers overwritten by the file's blocks as the file lays
- * them out (what an upload without the repack would leave): other tokens. */
+ * them out (what an upload without the repack would leave; the first part
+ * of each layer of the fused q/k/v buffer, whose layers are the three
+ * tensors' bytes): other tokens. */
 static void test_planes_read(void **state)
 {
 	(void)state;
@@ -440,17 +442,25 @@ static void test_planes_read(void **state)
 	for (int v = 0; v < 2; v++) {
 		rt_dev *h = eu_open_host(RT_HOST_EMULATE, eu_cache_dir());
 		rt_engine *e = eu_bind(dir, h, m, 1);
-		const int bi = rt_manifest_buf_find(e->man, "target.wq");
+		/* q/k/v one buffer (fused: wq's rows, then wk's, wv's, a layer) */
+		const int bi = rt_manifest_buf_find(e->man, "target.wqkv");
 		assert_true(bi >= 0);
 		const rt_engine_buf *wb = &e->man->bufs[bi];
+		const int64_t slice = wb->bytes / wb->shape[0];
 		for (int l = 0; v == 1 && l < (int)wb->shape[0]; l++) {
-			char name[64];
-			snprintf(name, sizeof(name), "blk.%d.attn_q.weight", l);
-			const gguf_tensor *gt = gguf_tensor_find(f, name);
-			assert_non_null(gt);
-			assert_int_equal((int64_t)gt->nbytes, wb->bytes / wb->shape[0]);
-			memcpy((char *)(uintptr_t)rt_engine_buf_addr(e, "target.wq") + l * gt->nbytes,
-			       gt->data, gt->nbytes);
+			static const char *const part[3] = {"attn_q", "attn_k", "attn_v"};
+			const gguf_tensor *gt[3];
+			uint64_t sum = 0;
+			for (int j = 0; j < 3; j++) {
+				char name[64];
+				snprintf(name, sizeof(name), "blk.%d.%s.weight", l, part[j]);
+				gt[j] = gguf_tensor_find(f, name);
+				assert_non_null(gt[j]);
+				sum += gt[j]->nbytes;
+			}
+			assert_int_equal((int64_t)sum, slice);
+			memcpy((char *)(uintptr_t)rt_engine_buf_addr(e, "target.wqkv") + l * slice,
+			       gt[0]->data, gt[0]->nbytes);
 		}
 		assert_int_equal(eu_generate(e, v ? "q4_0 wq as the file's blocks" : "q4_0 planes", prompt,
 		                             20, 24, false, v ? b : a, &st), 24);

@@ -2,8 +2,10 @@
  * engine.json, but an edit that recomputes it (and $.files) as an attacker
  * would ran with wrong output and exit 0: 32 such edits (GEMM shapes,
  * swapped arguments, kernel constants with their uris renamed, reordered,
- * removed and duplicated ops and phases, a memset, a dtype, a grid) are
- * each refused by `run`, naming the first differing JSON path, which the
+ * removed and duplicated ops and phases, a memset, a dtype, a grid) on an
+ * engine built with "fuse": false, and 8 on the fused layer of the default
+ * engine (its GEMMs' m, k/v and gate/up rows swapped, its kernels'
+ * constants, an op moved), are each refused by `run`, naming the first differing JSON path, which the
  * edit itself computes (python, an independent writer); `profile`, `serve`
  * and `bundle` refuse such an engine too. kernels.cu edited and an image
  * for an arch the spec has not are refused. An engine's drafter files (an
@@ -38,6 +40,9 @@
 static char g_out[1 << 16];
 #define sh(...) tu_sh(g_out, sizeof(g_out), __VA_ARGS__)
 static char g_dir[300], g_bin[400], g_src[300], g_base[320];
+/* the same spec with "fuse": false (a launch an op): the 32 edits name its
+ * separate ops (wq, wk, rope_q, kv_store, the casts) */
+static char g_unfused[320];
 
 static const char *model(void)
 {
@@ -87,9 +92,9 @@ static const char POST[] =
 	"json.dump(s, open(D + '/engine.sum', 'w'))\n"
 	"print(at)\n";
 
-/* A copy of g_base at dir with py applied; *at: the JSON path the edit
+/* A copy of base at dir with py applied; *at: the JSON path the edit
  * says differs first. */
-static void tamper(const char *dir, const char *py, char *at, size_t n)
+static void tamper_from(const char *base, const char *dir, const char *py, char *at, size_t n)
 {
 	char script[360];
 	snprintf(script, sizeof(script), "%s/edit.py", g_dir);
@@ -97,9 +102,14 @@ static void tamper(const char *dir, const char *py, char *at, size_t n)
 	assert_non_null(f);
 	fprintf(f, "%s%s\n%s", PRE, py, POST);
 	assert_int_equal(fclose(f), 0);
-	if (sh("rm -rf %s && cp -r %s %s && python3 %s %s", dir, g_base, dir, script, dir))
+	if (sh("rm -rf %s && cp -r %s %s && python3 %s %s", dir, base, dir, script, dir))
 		fail_msg("the edit failed: %s\n%s", py, g_out);
 	snprintf(at, n, "%.*s", (int)strcspn(g_out, "\n"), g_out);
+}
+
+static void tamper(const char *dir, const char *py, char *at, size_t n)
+{
+	tamper_from(g_base, dir, py, at, n);
 }
 
 static int run_engine(const char *dir, const char *extra)
@@ -120,7 +130,13 @@ static int setup(void **state)
 	memcpy(g_src, cwd, strlen(cwd) + 1);
 	snprintf(g_bin, sizeof(g_bin), b[0] == '/' ? "%.0s%s/specwright" : "%s/%s/specwright", cwd, b);
 	snprintf(g_base, sizeof(g_base), "%s/base", g_dir);
-	return sh("%s build models/specs/smollm2-ngram.json -o %s --no-compile 2>&1", g_bin, g_base) ? -1 : 0;
+	snprintf(g_unfused, sizeof(g_unfused), "%s/unfused", g_dir);
+	return sh("%s build models/specs/smollm2-ngram.json -o %s --no-compile 2>&1 && python3 -c \""
+	          "import json, os; s = json.load(open('models/specs/smollm2-ngram.json')); "
+	          "s['fuse'] = False; s['target']['path'] = os.path.abspath(s['target']['path']); "
+	          "json.dump(s, open('%s/unfused.json', 'w'))\" && "
+	          "%s build %s/unfused.json -o %s --no-compile 2>&1", g_bin, g_base, g_dir, g_bin,
+	          g_dir, g_unfused) ? -1 : 0;
 }
 
 static int teardown(void **state)
@@ -200,21 +216,51 @@ static const struct {
 	{"a member the plan has not", "d['phases'][0]['gate'] = 1; at = '$.phases[0].gate'"},
 };
 
+/* The fused layer's own (the default engine's, issue 37): its GEMMs' rows,
+ * the fused kernels' constants, their arguments and order. */
+static const struct {
+	const char *what, *py;
+} FUSED[] = {
+	{"q/k/v GEMM m 1", "o = op('verify', 'wqkv'); o['gemm']['m'] = 1; "
+	 "o['uri'] = o['uri'].replace('_m7_', '_m1_'); at = path('verify', 'wqkv') + '.uri'"},
+	{"prefill gate/up GEMM m halved", "o = op('prefill', 'w_gate_up'); o['gemm']['m'] //= 2; "
+	 "o['uri'] = o['uri'].replace('_m64_', '_m32_'); at = path('prefill', 'w_gate_up') + '.uri'"},
+	{"k and v rows swapped", "o = op('verify', 'qkv_rope'); o['args'][4], o['args'][5] = "
+	 "o['args'][5], o['args'][4]; at = path('verify', 'qkv_rope') + '.args[4].offset'"},
+	{"gate and up rows swapped", "o = op('verify', 'swiglu'); o['args'][1], o['args'][2] = "
+	 "o['args'][2], o['args'][1]; at = path('verify', 'swiglu') + '.args[1].offset'"},
+	{"q/k/v NeoX pairs", "u = op('verify', 'qkv_rope')['uri']; i = ki(u); "
+	 "d['kernels'][i]['params']['ROPE'] = 2; rename(u, '_rope1_', '_rope2_'); at = '$.kernels[%d].uri' % i"},
+	{"SwiGLU rows at FFN", "u = op('verify', 'swiglu')['uri']; i = ki(u); "
+	 "d['kernels'][i]['params']['LD'] = 1536; rename(u, '_ld3072_', '_ld1536_'); at = '$.kernels[%d].uri' % i"},
+	{"rmsnorm_cast eps 0.1", "k = [k for k in d['kernels'] if k['template'].endswith('rmsnorm_cast.cu.tmpl')][0]; "
+	 "i = ki(k['uri']); e = k['params']['EPS']; k['params']['EPS'] = 0.1; "
+	 "rename(k['uri'], '_eps' + fhex(e), '_eps' + fhex(0.1)); at = '$.kernels[%d].uri' % i"},
+	{"qkv_rope before its GEMM", "v = ops('verify'); a, b = oi('verify', 'wqkv'), oi('verify', 'qkv_rope'); "
+	 "v.insert(a, v.pop(b)); at = '$.phases[%d].ops[%d].name' % (pi('verify'), a)"},
+};
+
+/* CASES on the unfused engine, then FUSED on the default one */
 static void test_tampered_refused(void **state)
 {
 	(void)state;
-	const int n = (int)(sizeof(CASES) / sizeof(CASES[0]));
+	const int nc = (int)(sizeof(CASES) / sizeof(CASES[0]));
+	const int n = nc + (int)(sizeof(FUSED) / sizeof(FUSED[0]));
 	int bad = 0;
 	char dir[360], at[256];
-	assert_int_equal(n, 32);
+	assert_int_equal(nc, 32);
 	if (run_engine(g_base, ""))
 		fail_msg("the engine as built: %s", g_out);
+	if (run_engine(g_unfused, ""))
+		fail_msg("the unfused engine as built: %s", g_out);
 	for (int i = 0; i < n; i++) {
+		const char *what = i < nc ? CASES[i].what : FUSED[i - nc].what;
 		snprintf(dir, sizeof(dir), "%s/t%d", g_dir, i);
-		tamper(dir, CASES[i].py, at, sizeof(at));
+		tamper_from(i < nc ? g_unfused : g_base, dir, i < nc ? CASES[i].py : FUSED[i - nc].py, at,
+		            sizeof(at));
 		const int rc = run_engine(dir, "");
 		const bool ok = rc == 1 && strstr(g_out, at) && strstr(g_out, "re-planned from its own $.spec");
-		print_message("  %-38s %s: exit %d, %.200s\n", CASES[i].what, ok ? "refused" : "NOT REFUSED", rc,
+		print_message("  %-38s %s: exit %d, %.200s\n", what, ok ? "refused" : "NOT REFUSED", rc,
 		              rc == 1 ? strstr(g_out, "$.") ? strstr(g_out, "$.") : g_out : "(ran)");
 		if (!ok)
 			print_message("    expected exit 1 naming %s; output:\n%s\n", at, g_out);
@@ -230,7 +276,7 @@ static void test_other_commands(void **state)
 	(void)state;
 	char dir[360], at[256], out[360];
 	snprintf(dir, sizeof(dir), "%s/cmd", g_dir);
-	tamper(dir, CASES[0].py, at, sizeof(at));
+	tamper_from(g_unfused, dir, CASES[0].py, at, sizeof(at));
 	int rc = sh("%s profile %s --backend host -n 2 -p hi 2>&1", g_bin, dir);
 	if (rc != 1 || !strstr(g_out, at))
 		fail_msg("profile: exit %d, expected 1 naming %s:\n%s", rc, at, g_out);

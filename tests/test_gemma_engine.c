@@ -241,7 +241,8 @@ static const gen_param *kparam(const gen_plan *p, const char *tmpl, const char *
 
 /* The plan of the untied free checkpoint: per layer (one op record with
  * repeat L) the attention norm, the post-attention norm, the MLP norm and
- * the post-MLP norm (plus the final norm), two head_prep launches and no
+ * the post-MLP norm (plus the final norm); fused, one qkv_rope (the norms,
+ * NeoX pairs, q's scale), with "fuse": false two head_prep launches; no
  * rope; GeGLU; the embedding's SCALE sqrt(64) = 8; q's SCALE sqrt(32/24);
  * rope_freq (L, 16) and the per-layer weights of transformers' names; the
  * rope_freq rows as the host model holds them: layer 1 (global) the
@@ -262,6 +263,34 @@ static void test_plan(void **state)
 	memset(s, 0, sizeof(*s));
 	if (gen_spec_parse(spec, strlen(spec), "gemma.json", NULL, s, &err) || gen_plan_build(s, &p, &err))
 		fail_msg("%s", err.msg);
+	/* fused (the default): the two post-norms rmsnorm_residual in place,
+	 * the other norms rmsnorm_cast, one qkv_rope with the norms, NeoX pairs
+	 * and q's scale, GeGLU in swiglu_cast */
+	assert_int_equal(count_ops(&p, "rmsnorm_residual", "prefill"), 2);
+	assert_int_equal(count_ops(&p, "rmsnorm_cast", "prefill"), 3);
+	assert_int_equal(count_ops(&p, "qkv_rope", "prefill"), 1);
+	assert_int_equal(count_ops(&p, "head_prep", "prefill"), 0);
+	assert_int_equal(count_ops(&p, "rope", "prefill"), 0);
+	const gen_param *fa = kparam(&p, "swiglu_cast.cu.tmpl", "ACT"),
+	                *fs = kparam(&p, "qkv_rope.cu.tmpl", "SCALE"),
+	                *fn = kparam(&p, "qkv_rope.cu.tmpl", "NORM"),
+	                *fr = kparam(&p, "qkv_rope.cu.tmpl", "ROPE");
+	assert_true(fa && fs && fn && fr);
+	assert_int_equal(fa->i, 1);
+	assert_true(fs->f == sqrtf(32.0f / 24.0f));
+	assert_int_equal(fn->i, 1);
+	assert_int_equal(fr->i, 2);
+	gen_plan_free(&p);
+	/* "fuse": false: a launch an op */
+	{
+		char sp2[2100];
+		snprintf(sp2, sizeof(sp2), "%.*s, \"fuse\": false}", (int)strlen(spec) - 1, spec);
+		memset(s, 0, sizeof(*s));
+		memset(&p, 0, sizeof(p));
+		if (gen_spec_parse(sp2, strlen(sp2), "gemma.json", NULL, s, &err) ||
+		    gen_plan_build(s, &p, &err))
+			fail_msg("%s", err.msg);
+	}
 	assert_int_equal(count_ops(&p, "rmsnorm_residual", "prefill"), 5);
 	assert_int_equal(count_ops(&p, "head_prep", "prefill"), 2);
 	assert_int_equal(count_ops(&p, "rope", "prefill"), 0);
@@ -424,8 +453,10 @@ static void test_shape(void **state)
 	assert_int_equal(p.bufs[b].shape[0], 34);
 	assert_int_equal(p.bufs[b].shape[1], 128);
 	assert_true(gen_plan_find_buf(&p, "target.lm_head") < 0);
-	assert_int_equal(count_ops(&p, "rmsnorm_residual", "prefill"), 5);
-	const gen_param *act = kparam(&p, "swiglu.cu.tmpl", "ACT");
+	/* the fused layer: the post-norms in place, the rest rmsnorm_cast */
+	assert_int_equal(count_ops(&p, "rmsnorm_residual", "prefill"), 2);
+	assert_int_equal(count_ops(&p, "rmsnorm_cast", "prefill"), 3);
+	const gen_param *act = kparam(&p, "swiglu_cast.cu.tmpl", "ACT");
 	assert_true(act && act->i == 1);
 	gen_plan_free(&p);
 	/* the same shape at max_context 2048: the local layers through WINDOW

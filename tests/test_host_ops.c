@@ -24,7 +24,15 @@
  *  - rmsnorm_residual (hr_rmsnorm_residual, rows as independent chains)
  *    against ref_rmsnorm_residual bit for bit: rows 1-9 and rows regions
  *    (1, 4, 7 of 9 live), dim 576 and 67; nothing past the live rows
- *    written. */
+ *    written;
+ *  - the fused layer ops (issue 37), against their kernels/ref
+ *    compositions bit for bit, rows regions included: rmsnorm_cast
+ *    (ref_rmsnorm_cast; fp16 and bf16; A8's int8 blocks at dim 576 and 64;
+ *    dim 67), swiglu_cast (GeGLU: ref_swiglu_cast; SwiGLU: hr_swiglu then
+ *    ref_cast, as the swiglu op above; LD = FFN and 2 FFN; A8), qkv_rope
+ *    (ref_qkv_rope: Llama's adjacent pairs (the cached angles), Qwen2's
+ *    biases with NeoX pairs, Qwen3's norms, Gemma's scale, none; fused
+ *    q|k|v rows or their own; rows past MAX_CTX; the whole caches). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -289,6 +297,264 @@ static void test_rmsnorm(void **state)
 	print_message("rmsnorm_residual: %d cases identical to ref_rmsnorm_residual\n", n);
 }
 
+/* ---- the fused layer ops ---- */
+
+/* an op record over the constants kps with grid (gx, gy), rows region
+ * (full, live), run natively */
+static void run_op2(const char *type, const kp *kps, int nk, uint64_t *args, int na, int gx,
+                    int gy, int full, int live)
+{
+	static rt_kernel_info ki;
+	memset(&ki, 0, sizeof(ki));
+	snprintf(ki.tmpl, sizeof(ki.tmpl), "%s.cu.tmpl", type);
+	for (int i = 0; i < nk; i++) {
+		snprintf(ki.params[i].name, sizeof(ki.params[i].name), "%s", kps[i].name);
+		ki.params[i].i = kps[i].v;
+		ki.params[i].f = (double)kps[i].v;
+	}
+	ki.n_params = nk;
+	rt_op op = {.kind = RT_OP_KERNEL, .kinfo = &ki, .layer = -1, .n_args = na};
+	snprintf(op.op, sizeof(op.op), "%s", type);
+	snprintf(op.entry, sizeof(op.entry), "%s_test", type);
+	for (int a = 0; a < na; a++)
+		op.argval[a] = args[a];
+	op.grid[0] = (unsigned)gx;
+	op.grid[1] = (unsigned)gy;
+	op.grid[2] = 1;
+	op.rows_full = full;
+	op.rows_live = live;
+	rt_op_fix_argv(&op);
+	sw_err err = {0};
+	assert_non_null(rt_host_native_find(&op));
+	if (rt_host_native_run(&op, &err))
+		fail_msg("%s: %s", type, err.msg);
+}
+
+static size_t a8_bytes(int M, int K)
+{
+	return (size_t)M * K + (size_t)M * (K / 32) * 8;
+}
+
+static void rms_cast_case(int T, int live, int dim, int f16, int a8)
+{
+	const size_t n = (size_t)T * dim, nq = a8 ? a8_bytes(T, dim) : 1;
+	float *x = malloc(4 * n), *r = malloc(4 * n), *w = malloc(4 * (size_t)dim);
+	float *s = malloc(4 * n), *rs_ = malloc(4 * n), *tmp = malloc(4 * (size_t)dim);
+	uint16_t *y = malloc(2 * n), *ry = malloc(2 * n);
+	uint8_t *q = malloc(nq), *rq = malloc(nq);
+	assert_true(x && r && w && s && rs_ && tmp && y && ry && q && rq);
+	for (size_t i = 0; i < n; i++) {
+		x[i] = ((float)(rnd() % 200001) - 100000.0f) / 997.0f;
+		r[i] = ((float)(rnd() % 2001) - 1000.0f) / 333.0f;
+		s[i] = rs_[i] = -7.0f;
+		y[i] = ry[i] = 0x5555;
+	}
+	memset(q, 0xa5, nq);
+	memset(rq, 0xa5, nq);
+	for (int i = 0; i < dim; i++)
+		w[i] = ((float)(rnd() % 2001) - 1000.0f) / 500.0f;
+	const int rows = live ? live : T;
+	const kp kps[] = {{"DIM", dim}, {"IS_F16", f16}, {"A8", a8}};
+	uint64_t args[] = {(uintptr_t)y, (uintptr_t)s, (uintptr_t)x, (uintptr_t)r, (uintptr_t)w,
+	                   (uintptr_t)(a8 ? (void *)q : (void *)y)};
+	run_op2("rmsnorm_cast", kps, 3, args, 6, T, 1, live ? T : 0, live);
+	assert_int_equal(ref_rmsnorm_cast(ry, rs_, x, r, w, a8 ? rq : NULL, rows, dim, 1e-5f, f16,
+	                                  tmp), 0);
+	/* a8: the live rows' blocks (quant_a8 of M = live rows) */
+	if (memcmp(y, ry, 2 * n) || memcmp(s, rs_, 4 * n) ||
+	    (a8 && memcmp(q, rq, a8_bytes(rows, dim))))
+		fail_msg("rmsnorm_cast T %d live %d dim %d f16 %d a8 %d: differs from ref_rmsnorm_cast",
+		         T, live, dim, f16, a8);
+	free(x), free(r), free(w), free(s), free(rs_), free(tmp), free(y), free(ry), free(q), free(rq);
+}
+
+static void test_rmsnorm_cast(void **state)
+{
+	(void)state;
+	int n = 0;
+	for (int f16 = 0; f16 < 2; f16++) {
+		rms_cast_case(1, 0, 576, f16, 0);
+		rms_cast_case(5, 0, 67, f16, 0);
+		rms_cast_case(9, 4, 576, f16, 0);
+		n += 3;
+	}
+	rms_cast_case(3, 0, 576, 1, 1);
+	rms_cast_case(7, 2, 64, 1, 1);
+	print_message("rmsnorm_cast: %d cases identical to ref_rmsnorm_cast\n", n + 2);
+}
+
+static void swiglu_cast_case(int ffn, int rows, int live, int act, int fused, int f16, int a8)
+{
+	const int ld = fused ? 2 * ffn : ffn;
+	const size_t n = (size_t)ld * rows, ny = (size_t)ffn * rows, nq = a8 ? a8_bytes(rows, ffn) : 1;
+	float *g = malloc(4 * n), *u = malloc(4 * n), *tmp = malloc(4 * (size_t)ffn);
+	uint16_t *y = malloc(2 * ny), *ry = malloc(2 * ny);
+	uint8_t *q = malloc(nq), *rq = malloc(nq);
+	assert_true(g && u && tmp && y && ry && q && rq);
+	for (size_t i = 0; i < n; i++) {
+		g[i] = ((float)(rnd() % 40001) - 20000.0f) / 997.0f;
+		u[i] = ((float)(rnd() % 2001) - 1000.0f) / 333.0f;
+	}
+	for (size_t i = 0; i < ny; i++)
+		y[i] = ry[i] = 0x5555;
+	memset(q, 0xa5, nq);
+	memset(rq, 0xa5, nq);
+	/* one GEMM's rows: up follows gate in each row */
+	const float *up = fused ? g + ffn : u;
+	const int lr = live ? live : rows;
+	const kp kps[] = {{"FFN", ffn}, {"LD", ld}, {"ACT", act}, {"IS_F16", f16}, {"A8", a8}};
+	uint64_t args[] = {(uintptr_t)y, (uintptr_t)g, (uintptr_t)up,
+	                   (uintptr_t)(a8 ? (void *)q : (void *)y)};
+	run_op2("swiglu_cast", kps, 5, args, 4, 1, rows, live ? rows : 0, live);
+	if (act) {
+		assert_int_equal(ref_swiglu_cast(ry, g, up, a8 ? rq : NULL, lr, ffn, ld, act, f16, tmp),
+		                 0);
+	} else {
+		/* the swiglu op's SwiGLU (hr_swiglu, test_swiglu above), then
+		 * ref_cast and ref_quant_a8: ref_swiglu_cast's steps */
+		for (int t = 0; t < lr; t++) {
+			hr_swiglu(tmp, g + (size_t)t * ld, up + (size_t)t * ld, (size_t)ffn, HG_PATH_AUTO);
+			ref_cast(ry + (size_t)t * ffn, tmp, (size_t)ffn, f16);
+		}
+		if (a8)
+			assert_int_equal(ref_quant_a8(rq, ry, lr, ffn), 0);
+	}
+	if (memcmp(y, ry, 2 * ny) || (a8 && memcmp(q, rq, a8_bytes(lr, ffn))))
+		fail_msg("swiglu_cast ffn %d rows %d live %d act %d fused %d f16 %d a8 %d: differs from "
+		         "kernels/ref", ffn, rows, live, act, fused, f16, a8);
+	free(g), free(u), free(tmp), free(y), free(ry), free(q), free(rq);
+}
+
+static void test_swiglu_cast(void **state)
+{
+	(void)state;
+	int n = 0;
+	for (int act = 0; act < 2; act++)
+		for (int fused = 0; fused < 2; fused++) {
+			swiglu_cast_case(1536, 1, 0, act, fused, 1, 0);
+			swiglu_cast_case(263, 3, 0, act, fused, 0, 0);
+			swiglu_cast_case(1536, 7, 3, act, fused, 1, 1);
+			swiglu_cast_case(64, 2, 0, act, fused, 1, 1);
+			n += 4;
+		}
+	print_message("swiglu_cast: %d cases identical to kernels/ref\n", n);
+}
+
+/* A q/k/v case: family steps (rope 0/1/2, bias, norm, scale as 1000ths) */
+static void qkv_case(int T, int live, int H, int KH, int hd, int fused, int rope, int bias,
+                     int norm, int scale_milli, int row0, int max_ctx, int len, int f16)
+{
+	const int64_t qd = (int64_t)H * hd, kvd = (int64_t)KH * hd, wd = qd + 2 * kvd;
+	const size_t cache = (size_t)max_ctx * kvd + 64;
+	const size_t nin = (size_t)T * (size_t)(fused ? wd : qd > kvd ? qd : kvd);
+	float *q = malloc(4 * nin), *k = malloc(4 * nin), *v = malloc(4 * nin);
+	float *inv = malloc(4 * (size_t)hd), *bq = malloc(4 * (size_t)qd), *bk = malloc(4 * (size_t)kvd);
+	float *bv = malloc(4 * (size_t)kvd), *tmp = malloc(4 * (size_t)(qd + kvd));
+	uint16_t *q16 = malloc(2 * (size_t)(T * qd)), *rq16 = malloc(2 * (size_t)(T * qd));
+	uint16_t *kc = malloc(2 * cache), *vc = malloc(2 * cache), *rk = malloc(2 * cache),
+	         *rv = malloc(2 * cache);
+	int32_t *pos = malloc(4 * (size_t)T);
+	int32_t lenv = len;
+	assert_true(q && k && v && inv && bq && bk && bv && tmp && q16 && rq16 && kc && vc && rk &&
+	            rv && pos);
+	for (size_t i = 0; i < nin; i++) {
+		q[i] = ((float)(rnd() % 2001) - 1000.0f) / 333.0f;
+		k[i] = ((float)(rnd() % 2001) - 1000.0f) / 333.0f;
+		v[i] = ((float)(rnd() % 2001) - 1000.0f) / 333.0f;
+	}
+	for (int i = 0; i < hd; i++)
+		inv[i] = powf(10000.0f, -2.0f * (float)(i % (hd / 2 ? hd / 2 : 1)) / (float)hd);
+	for (int64_t i = 0; i < qd; i++)
+		bq[i] = ((float)(rnd() % 2001) - 1000.0f) / 1000.0f;
+	for (int64_t i = 0; i < kvd; i++)
+		bk[i] = ((float)(rnd() % 2001) - 1000.0f) / 1000.0f,
+		bv[i] = ((float)(rnd() % 2001) - 1000.0f) / 1000.0f;
+	for (int t = 0; t < T; t++)
+		pos[t] = len + row0 + t + (int)(rnd() % 3);
+	for (size_t i = 0; i < cache; i++)
+		kc[i] = rk[i] = (uint16_t)rnd(), vc[i] = rv[i] = (uint16_t)rnd();
+	for (int64_t i = 0; i < T * qd; i++)
+		q16[i] = rq16[i] = 0x5555;
+	/* fused: one GEMM's rows, k and v after q in each */
+	const float *kk = fused ? q + qd : k, *vv = fused ? q + qd + kvd : v;
+	/* the weights: norm weights (head_dim each) in the bias buffers' room */
+	const float *wq = bias || norm ? bq : inv, *wk = bias || norm ? bk : inv, *wv = bias ? bv : inv;
+	const float scale = (float)scale_milli / 1000.0f;
+	const int rows = live ? live : T;
+	const kp kps[] = {{"N_HEADS", H}, {"N_KV_HEADS", KH}, {"HEAD_DIM", hd}, {"FUSED", fused},
+	                  {"ROWS", T}, {"ROW0", row0}, {"MAX_CTX", max_ctx}, {"IS_F16", f16},
+	                  {"BIAS", bias}, {"NORM", norm}, {"ROPE", rope}};
+	/* SCALE (a float constant) and EPS: kp carries integers, so the
+	 * record's floats are set below */
+	static rt_kernel_info ki;
+	memset(&ki, 0, sizeof(ki));
+	snprintf(ki.tmpl, sizeof(ki.tmpl), "qkv_rope.cu.tmpl");
+	const int nk = (int)(sizeof(kps) / sizeof(kps[0]));
+	for (int i = 0; i < nk; i++) {
+		snprintf(ki.params[i].name, sizeof(ki.params[i].name), "%s", kps[i].name);
+		ki.params[i].i = kps[i].v;
+		ki.params[i].f = (double)kps[i].v;
+	}
+	snprintf(ki.params[nk].name, sizeof(ki.params[nk].name), "SCALE");
+	ki.params[nk].f = (double)scale;
+	snprintf(ki.params[nk + 1].name, sizeof(ki.params[nk + 1].name), "EPS");
+	ki.params[nk + 1].f = 1e-6;
+	ki.n_params = nk + 2;
+	uint64_t args[] = {(uintptr_t)q16, (uintptr_t)(kc + (size_t)row0 * kvd),
+	                   (uintptr_t)(vc + (size_t)row0 * kvd), (uintptr_t)q, (uintptr_t)kk,
+	                   (uintptr_t)vv, (uintptr_t)pos, (uintptr_t)inv, (uintptr_t)&lenv,
+	                   (uintptr_t)wq, (uintptr_t)wk, (uintptr_t)wv};
+	rt_op op = {.kind = RT_OP_KERNEL, .kinfo = &ki, .layer = -1, .n_args = 12};
+	snprintf(op.op, sizeof(op.op), "qkv_rope");
+	snprintf(op.entry, sizeof(op.entry), "qkv_rope_test");
+	for (int a = 0; a < 12; a++)
+		op.argval[a] = args[a];
+	op.grid[0] = (unsigned)T;
+	op.grid[1] = op.grid[2] = 1;
+	op.rows_full = live ? T : 0;
+	op.rows_live = live;
+	rt_op_fix_argv(&op);
+	sw_err err = {0};
+	assert_non_null(rt_host_native_find(&op));
+	if (rt_host_native_run(&op, &err))
+		fail_msg("qkv_rope: %s", err.msg);
+	const ref_qkv_shape sh = {.T = rows, .n_heads = H, .n_kv_heads = KH, .head_dim = hd,
+	                          .ldq = fused ? wd : qd, .ldkv = fused ? wd : kvd, .row0 = row0,
+	                          .max_ctx = max_ctx, .is_f16 = f16, .bias = bias, .norm = norm,
+	                          .rope = rope, .eps = 1e-6f, .scale = scale};
+	assert_int_equal(ref_qkv_rope(&sh, rq16, rk + (size_t)row0 * kvd, rv + (size_t)row0 * kvd,
+	                              q, kk, vv, pos, inv, len, bq, bk, bv, bq, bk, tmp), 0);
+	if (memcmp(q16, rq16, 2 * (size_t)(T * qd)) || memcmp(kc, rk, 2 * cache) ||
+	    memcmp(vc, rv, 2 * cache))
+		fail_msg("qkv_rope T %d live %d H %d KH %d hd %d fused %d rope %d bias %d norm %d scale "
+		         "%g row0 %d max_ctx %d len %d f16 %d: differs from ref_qkv_rope", T, live, H, KH,
+		         hd, fused, rope, bias, norm, (double)scale, row0, max_ctx, len, f16);
+	free(q), free(k), free(v), free(inv), free(bq), free(bk), free(bv), free(tmp), free(q16);
+	free(rq16), free(kc), free(vc), free(rk), free(rv), free(pos);
+}
+
+static void test_qkv_rope(void **state)
+{
+	(void)state;
+	int n = 0;
+	for (int fused = 0; fused < 2; fused++) {
+		/* Llama (adjacent pairs; the cached angles), SmolLM2's heads */
+		qkv_case(7, 0, 9, 3, 64, fused, 1, 0, 0, 1000, 0, 64, 5, 1);
+		qkv_case(7, 3, 9, 3, 64, fused, 1, 0, 0, 1000, 2, 64, 5, 0);
+		/* Qwen2: biases, NeoX pairs; Qwen3: norms; Gemma 3: norms and scale */
+		qkv_case(3, 0, 14, 2, 64, fused, 2, 1, 0, 1000, 0, 32, 3, 0);
+		qkv_case(3, 0, 4, 2, 10, fused, 2, 0, 1, 1000, 0, 32, 3, 1);
+		qkv_case(2, 0, 4, 1, 6, fused, 2, 0, 1, 62, 1, 32, 0, 0);
+		/* no steps (v and k copied, q cast); odd head_dim */
+		qkv_case(3, 0, 3, 1, 7, fused, 0, 0, 0, 1000, 0, 16, 2, 1);
+		/* rows past MAX_CTX: not stored */
+		qkv_case(6, 0, 4, 2, 16, fused, 1, 0, 0, 1000, 1, 12, 8, 1);
+		qkv_case(6, 0, 4, 2, 16, fused, 2, 1, 0, 1000, 1, 12, 8, 0);
+		n += 8;
+	}
+	print_message("qkv_rope: %d cases identical to ref_qkv_rope\n", n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -296,6 +562,9 @@ int main(void)
 		cmocka_unit_test(test_rope),
 		cmocka_unit_test(test_swiglu),
 		cmocka_unit_test(test_rmsnorm),
+		cmocka_unit_test(test_rmsnorm_cast),
+		cmocka_unit_test(test_swiglu_cast),
+		cmocka_unit_test(test_qkv_rope),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,18 +21,24 @@ static const char SMALL[] =
 	"\"n_kv_heads\": 2, \"ffn_dim\": 260, \"vocab\": 111, \"max_ctx\": 512}}, "
 	"\"draft\": \"layerskip:0,2@101\", \"tree\": \"%s\", "
 	"\"verify\": {\"method\": \"greedy\", \"expand\": \"topk\"}, \"max_context\": 256, "
-	"\"prefill_chunk\": 33, \"dtype\": \"bf16\", \"roofline\": {\"context\": 100}}";
+	"\"prefill_chunk\": 33, \"dtype\": \"bf16\", \"roofline\": {\"context\": 100}%s}";
 
-static gen_spec *spec_of(const char *tree)
+/* SMALL with tree; fuse false: "fuse": false (a launch an op) */
+static gen_spec *spec_fuse(const char *tree, bool fuse)
 {
 	char text[2048];
 	sw_err err = {0};
 	gen_spec *s = malloc(sizeof(*s));
 	assert_non_null(s);
-	snprintf(text, sizeof(text), SMALL, tree);
+	snprintf(text, sizeof(text), SMALL, tree, fuse ? "" : ", \"fuse\": false");
 	if (gen_spec_parse(text, strlen(text), "small.json", NULL, s, &err))
 		fail_msg("%s", err.msg);
 	return s;
+}
+
+static gen_spec *spec_of(const char *tree)
+{
+	return spec_fuse(tree, true);
 }
 
 static void check_invariants(const gen_plan *p)
@@ -137,11 +143,12 @@ static void test_plan_invariants(void **state)
 
 /* Closed form of the verify phase's GEMMs for T tree nodes: per layer the
  * weights (q, k, v, o, gate, up, down) in bf16, the bf16 inputs and the fp32
- * outputs; then the LM head. Computed from the shapes, not from the plan. */
-static void test_plan_gemm_closed_form(void **state)
+ * outputs; then the LM head. Computed from the shapes, not from the plan.
+ * Fused (the default): q/k/v one GEMM and gate/up one, each reading its
+ * input once; "fuse": false: each of the seven reads it. */
+static void closed_form(bool fuse)
 {
-	(void)state;
-	gen_spec *s = spec_of("eagle25");
+	gen_spec *s = spec_fuse("eagle25", fuse);
 	gen_plan p;
 	sw_err err = {0};
 	if (gen_plan_build(s, &p, &err))
@@ -149,7 +156,7 @@ static void test_plan_gemm_closed_form(void **state)
 	const double L = 3, D = 96, H = 6, KV = 2, hd = 16, F = 260, V = 111, T = 26;
 	const double qd = H * hd, kvd = KV * hd;
 	double w_elems = qd * D + 2 * kvd * D + D * qd + 2 * F * D + D * F;
-	double in_elems = T * (3 * D + qd + 2 * D + F);
+	double in_elems = fuse ? T * (D + qd + D + F) : T * (3 * D + qd + 2 * D + F);
 	double out_elems = T * (qd + 2 * kvd + D + 2 * F + D);
 	double want_bytes = L * (2 * w_elems + 2 * in_elems + 4 * out_elems) +
 	                    (2 * V * D + 2 * T * D + 4 * T * V);
@@ -175,8 +182,14 @@ static void test_plan_gemm_closed_form(void **state)
 			wb += (double)p.bufs[i].bytes;
 	double want_w = 2 * (L * w_elems + 2 * V * D) + 4 * (2 * L * D + D) + 4 * hd / 2;
 	assert_true(wb == want_w);
+	/* the fused weights, else the separate ones */
+	assert_true((gen_plan_find_buf(&p, "target.wqkv") >= 0) == fuse);
+	assert_true((gen_plan_find_buf(&p, "target.w_gate_up") >= 0) == fuse);
+	assert_true((gen_plan_find_buf(&p, "target.wq") >= 0) == !fuse);
+	assert_true((gen_plan_find_buf(&p, "target.w_up") >= 0) == !fuse);
 	/* layerskip: no draft weights, a draft cache of 2 layers x max_context */
 	assert_int_equal(gen_plan_find_buf(&p, "draft.wq"), -1);
+	assert_int_equal(gen_plan_find_buf(&p, "draft.wqkv"), -1);
 	int kc = gen_plan_find_buf(&p, "draft.k_cache");
 	assert_true(kc >= 0);
 	assert_int_equal(p.bufs[kc].bytes, 2 * 256 * 2 * 16 * 2);
@@ -187,6 +200,13 @@ static void test_plan_gemm_closed_form(void **state)
 			assert_int_equal(p.ops[i].n, 101);
 	gen_plan_free(&p);
 	free(s);
+}
+
+static void test_plan_gemm_closed_form(void **state)
+{
+	(void)state;
+	closed_form(true);
+	closed_form(false);
 }
 
 static char *plan_json(const gen_spec *s, size_t *len)
@@ -225,7 +245,7 @@ static void test_plan_deterministic(void **state)
 }
 
 /* gen_plan_check_restrict: every planned launch passes (rmsnorm_residual's
- * in-place s/x and swiglu's y/gate alias parameters that are not
+ * and rmsnorm_cast's in-place s/x and swiglu's y/gate alias parameters that are not
  * restrict-marked; greedy verification's q = p aliases two read-only ones);
  * a launch made to pass one buffer to two restrict-marked parameters, one
  * written, is refused naming both; two read-only ones stay accepted. */
@@ -245,7 +265,8 @@ static void test_plan_restrict(void **state)
 		for (int i = 0; i < p.n_ops; i++) {
 			if (!strcmp(p.ops[i].op, "verify"))
 				v = i;
-			if (!strcmp(p.ops[i].op, "rmsnorm_residual") && p.ops[i].args[1].buf == p.ops[i].args[2].buf)
+			if ((!strcmp(p.ops[i].op, "rmsnorm_residual") || !strcmp(p.ops[i].op, "rmsnorm_cast")) &&
+			    p.ops[i].args[1].buf == p.ops[i].args[2].buf)
 				in_place++;
 		}
 		assert_true(v >= 0 && in_place > 0);

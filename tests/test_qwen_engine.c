@@ -22,9 +22,11 @@
  *   - n-gram (chain) and layer-skip (eagle25 tree) engines: the
  *     speculative run's tokens equal the same engine's target-only run's
  *     (rt_engine_run.target_only) exactly on the native host backend.
- * Plus the planner itself: a Qwen2 engine has bq/bk/bv and three head_prep
- * ops a layer, a Qwen3 engine q_norm/k_norm and two, a Llama one rope ops
- * only; a shape spec with an unknown "arch" is refused naming it. */
+ * Plus the planner itself: a Qwen2 engine has bq/bk/bv, a Qwen3 engine
+ * q_norm/k_norm; fused (the default), one qkv_rope a layer whose steps are
+ * the family's (Qwen2 its biases, Qwen3 its norms, both NeoX pairs, Llama
+ * adjacent ones); with "fuse": false three head_prep ops a layer (Qwen2),
+ * two (Qwen3), or rope ops only (Llama); a shape spec with an unknown "arch" is refused naming it. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -393,7 +395,8 @@ static int count_ops(const gen_plan *p, const char *op, const char *phase)
 	return n;
 }
 
-static void plan_shape(const char *arch, gen_plan *p, gen_spec *s)
+/* fuse false: "fuse": false, the family's ops a launch each */
+static void plan_shape(const char *arch, bool fuse, gen_plan *p, gen_spec *s)
 {
 	char spec[1024];
 	sw_err err = {0};
@@ -402,7 +405,7 @@ static void plan_shape(const char *arch, gen_plan *p, gen_spec *s)
 	         "\"n_heads\": 4, \"n_kv_heads\": 2, \"head_dim\": 24, \"ffn_dim\": 96, \"vocab\": 300, "
 	         "\"rope_theta\": 1000000}}, \"draft\": \"ngram\", \"tree\": \"chain:4\", "
 	         "\"verify\": {\"method\": \"greedy\", \"expand\": \"topk\"}, \"max_context\": 64, "
-	         "\"dtype\": \"bf16\"}", arch);
+	         "\"dtype\": \"bf16\"%s}", arch, fuse ? "" : ", \"fuse\": false");
 	memset(s, 0, sizeof(*s));
 	if (gen_spec_parse(spec, strlen(spec), "spec.json", NULL, s, &err))
 		fail_msg("%s: %s", arch, err.msg);
@@ -419,15 +422,37 @@ static void test_plan_families(void **state)
 	static const char *const bufs[][3] = {{NULL, NULL, NULL}, {"target.bq", "target.bk", "target.bv"},
 	                                      {"target.q_norm", "target.k_norm", NULL}};
 	static const int64_t per[][3] = {{0, 0, 0}, {96, 48, 48}, {24, 24, 0}};
-	for (int a = 0; a < 3; a++) {
+	for (int k = 0; k < 6; k++) {
+		/* fused (the default): one qkv_rope op whose steps are the
+		 * family's (BIAS Qwen2, NORM Qwen3, ROPE 1 adjacent / 2 NeoX) */
+		const int a = k % 3;
+		const bool fuse = k < 3;
 		gen_spec *s = malloc(sizeof(*s));
 		gen_plan p;
 		memset(&p, 0, sizeof(p));
 		assert_non_null(s);
-		plan_shape(archs[a], &p, s);
+		plan_shape(archs[a], fuse, &p, s);
 		assert_int_equal(s->target.cfg.arch, a);
-		assert_int_equal(count_ops(&p, "head_prep", "prefill"), head_prep[a]);
-		assert_int_equal(count_ops(&p, "rope", "prefill"), rope[a]);
+		assert_int_equal(count_ops(&p, "head_prep", "prefill"), fuse ? 0 : head_prep[a]);
+		assert_int_equal(count_ops(&p, "rope", "prefill"), fuse ? 0 : rope[a]);
+		assert_int_equal(count_ops(&p, "qkv_rope", "prefill"), fuse ? 1 : 0);
+		for (int i = 0; fuse && i < p.n_kernels; i++) {
+			if (strcmp(p.kernels[i].tmpl, "qkv_rope.cu.tmpl"))
+				continue;
+			static const char *const ks[] = {"BIAS", "NORM", "ROPE"};
+			const int64_t want[] = {a == 1, a == 2, a ? 2 : 1};
+			for (int j = 0; j < 3; j++) {
+				bool found = false;
+				for (int q = 0; q < p.kernels[i].n_params; q++)
+					if (!strcmp(p.kernels[i].params[q].name, ks[j])) {
+						found = true;
+						if (p.kernels[i].params[q].i != want[j])
+							fail_msg("%s: qkv_rope %s %lld, expected %lld", archs[a], ks[j],
+							         (long long)p.kernels[i].params[q].i, (long long)want[j]);
+					}
+				assert_true(found);
+			}
+		}
 		for (int b = 0; b < 3; b++) {
 			if (!bufs[a][b])
 				continue;

@@ -65,6 +65,7 @@ static void test_good_defaults(void **state)
 	assert_string_equal(g_spec.archs[0], "sm_80");
 	assert_string_equal(g_spec.archs[1], "sm_90");
 	assert_false(g_spec.allow_spills);
+	assert_true(g_spec.fuse); /* the fused layer unless "fuse": false */
 	assert_int_equal(g_spec.prefill_chunk, 128);
 	assert_int_equal(g_spec.est_context, 1024);
 	assert_true(g_spec.top_p == 1.0f);
@@ -207,6 +208,8 @@ static void test_bad_specs(void **state)
 	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"archs\": []"), "$.archs");
 	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"allow_spills\": 1"),
 	           "$.allow_spills: expected");
+	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"fuse\": \"no\""),
+	           "$.fuse: expected");
 	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"roofline\": {\"tau\": 9}"),
 	           "$.roofline.tau");
 	expect_err(mk(GOOD_T, GOOD_D, "chain:4", GOOD_V, TAIL ", \"name\": \"a b\""),

@@ -548,6 +548,55 @@ int ref_verify_q(int32_t *out_path, int32_t *out_tok, int32_t *counts, const int
 #define REF_A8_QK 32
 int ref_quant_a8(void *a8, const uint16_t *A, int M, int K);
 
+/* ---- a layer's small ops fused with their neighbours (issue 37): each is
+ * the composition of the references above that the unfused ops run, so an
+ * engine's numbers do not depend on the fusion. */
+
+/* Residual add + RMSNorm into the next GEMM's 16-bit input
+ * (templates/rmsnorm_cast.cu.tmpl): s = x + r, y = rmsnorm(s) * w rounded to
+ * bf16 (is_f16 0) or fp16 (is_f16 1), row by row (ref_rmsnorm_residual,
+ * then ref_cast); with a8 non-NULL also ref_quant_a8 of the fp16 rows (T,
+ * dim) into a8 (dim a multiple of 32, else REF_EINVAL, nothing written).
+ * tmp: dim floats. s may alias x or r. */
+int ref_rmsnorm_cast(uint16_t *y, float *s, const float *x, const float *r, const float *w,
+                     void *a8, int T, int dim, float eps, int is_f16, float *tmp);
+
+/* SwiGLU (act 0) or GeGLU (act 1) into the next GEMM's 16-bit input
+ * (templates/swiglu_cast.cu.tmpl): y (T, ffn) = act(gate) * up rounded to
+ * bf16 / fp16 (ref_swiglu or ref_geglu_tanh, then ref_cast); row t of
+ * gate and of up at t * ld floats (ld = ffn, or 2 ffn where one GEMM wrote
+ * both: up = gate + ffn); with a8 non-NULL also ref_quant_a8 of y (ffn a
+ * multiple of 32, else REF_EINVAL, nothing written). tmp: ffn floats. */
+int ref_swiglu_cast(uint16_t *y, const float *gate, const float *up, void *a8, int T, int ffn,
+                    int ld, int act, int is_f16, float *tmp);
+
+/* The q/k/v rows of a forward into attention's inputs
+ * (templates/qkv_rope.cu.tmpl): the family's per-head steps on q and k
+ * (bias, per-head RMSNorm, RoPE: ref_head_prep; or Llama's adjacent-pair
+ * ref_rope), q times scale, then q rounded to 16 bits into q16 (T,
+ * n_heads * head_dim) and k, v (v: + its bias) stored as ref_kv_store
+ * stores them (kc, vc at slot row0; rows at len + row0 + t >= max_ctx
+ * skipped). q, k, v: row t at t * ldq, t * ldkv floats (one GEMM's q|k|v
+ * rows: ldq = ldkv = (n_heads + 2 n_kv_heads) head_dim). */
+enum { REF_ROPE_NONE = 0, REF_ROPE_ADJACENT = 1, REF_ROPE_NEOX = 2 };
+typedef struct ref_qkv_shape {
+	int T, n_heads, n_kv_heads, head_dim;
+	int64_t ldq, ldkv;
+	int row0, max_ctx, is_f16;
+	int bias;    /* bq, bk, bv added (Qwen2) */
+	int norm;    /* q and k heads RMS-normalized with qn, kn (head_dim each) and eps */
+	int rope;    /* REF_ROPE_*: adjacent needs bias 0, norm 0, scale 1 */
+	float eps, scale;
+} ref_qkv_shape;
+/* tmp: (n_heads + n_kv_heads) head_dim floats. REF_EINVAL (nothing
+ * written) for a shape the steps do not take (an odd head_dim with rope,
+ * adjacent pairs with a bias, norm or scale, a bias with a norm: the
+ * kernel takes one weight argument a projection). */
+int ref_qkv_rope(const ref_qkv_shape *sh, uint16_t *q16, uint16_t *kc, uint16_t *vc, const float *q,
+                 const float *k, const float *v, const int32_t *pos, const float *inv_freq, int len,
+                 const float *bq, const float *bk, const float *bv, const float *qn,
+                 const float *kn, float *tmp);
+
 /* Weight types, ggml's numbers (runtime/core/wformat.h SW_WT_*). */
 enum { REF_WT_Q4_0 = 2, REF_WT_Q4_1 = 3, REF_WT_Q5_0 = 6, REF_WT_Q8_0 = 8, REF_WT_Q4_K = 12,
        REF_WT_Q6_K = 14 };

@@ -25,6 +25,7 @@
 
 #include "cli.h"
 #include "core/digest.h"
+#include "core/wparts.h"
 #include "core/fileio.h"
 #include "core/json.h"
 #include "core/output.h"
@@ -291,16 +292,25 @@ static int manifest_digest(const rt_manifest *m, const char *tag, const rt_model
 			continue;
 		const char *field = bf->name + tl + 1;
 		const bool layered = rt_manifest_field_layered(field);
-		for (int l = 0; l < (layered ? (int)bf->shape[0] : 1); l++) {
-			size_t n = 0;
-			const float *x = bd   ? rt_bd_weight(bd, field, layered ? l : -1, &n)
-			                 : e3 ? rt_e3_weight(e3, field, &n)
-			                      : rt_model_weight(model, field, layered ? l : -1, &n);
-			if (!x)
-				return sw_errf(err, SW_EINVAL, "no weight %s (layer %d) for the engine's buffer %s",
-				               field, layered ? l : -1, bf->name);
-			sw_digest_weight(&d, field, layered ? l : -1, x, n);
+		/* a fused buffer (core/wparts.h): each part over the layers */
+		const char *parts[SW_WPARTS_MAX];
+		int np = sw_wparts(field, parts);
+		if (!np) {
+			parts[0] = field;
+			np = 1;
 		}
+		for (int p = 0; p < np; p++)
+			for (int l = 0; l < (layered ? (int)bf->shape[0] : 1); l++) {
+				size_t n = 0;
+				const char *f = parts[p];
+				const float *x = bd   ? rt_bd_weight(bd, f, layered ? l : -1, &n)
+				                 : e3 ? rt_e3_weight(e3, f, &n)
+				                      : rt_model_weight(model, f, layered ? l : -1, &n);
+				if (!x)
+					return sw_errf(err, SW_EINVAL, "no weight %s (layer %d) for the engine's "
+					               "buffer %s", f, layered ? l : -1, bf->name);
+				sw_digest_weight(&d, f, layered ? l : -1, x, n);
+			}
 	}
 	sw_digest_format(&d, out, 32);
 	return 0;

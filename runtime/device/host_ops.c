@@ -166,6 +166,52 @@ static int op_rope(const rt_op *op, sw_err *err)
 	return 0;
 }
 
+/* (y16, s, x, r, w, a8); rows = grid.x: the unfused ops' host code one
+ * after another (op_rmsnorm_residual's hr_rmsnorm_residual, op_cast's
+ * hg_from_f32), so the same bits; A8: ref_quant_a8 of the 16-bit rows (read
+ * by no host GEMM: they round their fp16 input themselves) */
+static int op_rmsnorm_cast(const rt_op *op, sw_err *err)
+{
+	const int T = (int)live_rows(op, op->grid[0]), D = (int)PI_("DIM");
+	float *tmp = hg_thread_scratch(sizeof(*tmp) * (size_t)T * (size_t)D);
+	if (!tmp && T > 0)
+		return sw_errf(err, SW_ENOMEM, "%s: out of memory", op->entry);
+	uint16_t *y = ARG(op, 0, uint16_t *);
+	hr_rmsnorm_residual(tmp, ARG(op, 1, float *), ARG(op, 2, const float *),
+	                    ARG(op, 3, const float *), ARG(op, 4, const float *), T, D,
+	                    (float)PF_("EPS", 1e-5), HG_PATH_AUTO);
+	hg_from_f32(y, tmp, (int64_t)T * D, !PI_("IS_F16"));
+	if (PI_("A8") && ref_quant_a8(ARG(op, 5, void *), y, T, D))
+		return refused(op, "rmsnorm_cast: A8 with DIM not a multiple of 32", err);
+	return 0;
+}
+
+/* (y16, gate, up, a8); rows = grid.y: op_swiglu's host code (hr_swiglu, or
+ * ref_geglu_tanh for ACT 1) row by row over the LD-strided rows, then
+ * op_cast's hg_from_f32: the unfused ops' bits; A8 as op_rmsnorm_cast */
+static int op_swiglu_cast(const rt_op *op, sw_err *err)
+{
+	const int T = (int)live_rows(op, op->grid[1]), F = (int)PI_("FFN");
+	const long long ld = PI_("LD"), act = PI_("ACT");
+	if (act < 0 || act > 1 || ld < F)
+		return refused(op, "swiglu_cast: ACT outside 0..1 or LD below FFN", err);
+	float *tmp = hg_thread_scratch(sizeof(*tmp) * (size_t)F);
+	if (!tmp)
+		return sw_errf(err, SW_ENOMEM, "%s: out of memory", op->entry);
+	uint16_t *y = ARG(op, 0, uint16_t *);
+	const float *g = ARG(op, 1, const float *), *u = ARG(op, 2, const float *);
+	for (int t = 0; t < T; t++) {
+		if (act)
+			ref_geglu_tanh(tmp, g + t * ld, u + t * ld, (size_t)F);
+		else
+			hr_swiglu(tmp, g + t * ld, u + t * ld, (size_t)F, HG_PATH_AUTO);
+		hg_from_f32(y + (int64_t)t * F, tmp, F, !PI_("IS_F16"));
+	}
+	if (PI_("A8") && ref_quant_a8(ARG(op, 3, void *), y, T, F))
+		return refused(op, "swiglu_cast: A8 with FFN not a multiple of 32", err);
+	return 0;
+}
+
 /* (x, pos, inv_freq, b, w); rows = grid.x; b, w, inv_freq read only when
  * BIAS, NORM, ROPE say so; SCALE (Gemma 3's q; 1 when absent) */
 static int op_head_prep(const rt_op *op, sw_err *err)
@@ -176,6 +222,66 @@ static int op_head_prep(const rt_op *op, sw_err *err)
 	              PI_("BIAS") ? ARG(op, 3, const float *) : NULL,
 	              PI_("NORM") ? ARG(op, 4, const float *) : NULL, (float)PF_("EPS", 1e-6),
 	              (int)PI_("ROPE"), ARG(op, 2, const float *), (float)PF_("SCALE", 1.0));
+	return 0;
+}
+
+/* (q16, kc, vc, q, k, v, pos, inv_freq, len, wq, wk, wv); rows = grid.x:
+ * on a copy of each row, the unfused ops' host code (op_rope's cached
+ * angles and hr_rope_rotate for ROPE 1, ref_head_prep for the rest; v's
+ * bias by ref_add, as ref_head_prep adds it), then op_cast's and
+ * op_kv_store's hg_from_f32: the unfused ops' bits (ref_qkv_rope's) */
+static int op_qkv_rope(const rt_op *op, sw_err *err)
+{
+	static _Thread_local rope_cs cache[ROPE_CACHE_POS];
+	const int T = (int)live_rows(op, op->grid[0]), H = (int)PI_("N_HEADS");
+	const int KH = (int)PI_("N_KV_HEADS"), hd = (int)PI_("HEAD_DIM"), half = hd / 2;
+	const int bias = (int)PI_("BIAS"), norm = (int)PI_("NORM"), rope = (int)PI_("ROPE");
+	const float eps = (float)PF_("EPS", 1e-6), scale = (float)PF_("SCALE", 1.0);
+	const int64_t qd = (int64_t)H * hd, kvd = (int64_t)KH * hd;
+	const int64_t ldq = PI_("FUSED") ? qd + 2 * kvd : qd, ldkv = PI_("FUSED") ? qd + 2 * kvd : kvd;
+	const int bf16 = !PI_("IS_F16");
+	if (rope < 0 || rope > 2 || (rope && hd % 2) || (rope == 1 && (bias || norm || scale != 1.0f)) ||
+	    (bias && norm))
+		return refused(op, "qkv_rope: ROPE outside 0..2, or steps it does not take together", err);
+	uint16_t *q16 = ARG(op, 0, uint16_t *), *kc = ARG(op, 1, uint16_t *);
+	uint16_t *vc = ARG(op, 2, uint16_t *);
+	const float *q = ARG(op, 3, const float *), *k = ARG(op, 4, const float *);
+	const float *v = ARG(op, 5, const float *), *inv_freq = ARG(op, 7, const float *);
+	const float *wq = ARG(op, 9, const float *), *wk = ARG(op, 10, const float *);
+	const float *wv = ARG(op, 11, const float *);
+	const int32_t *pos = ARG(op, 6, const int32_t *);
+	const long long len = *ARG(op, 8, const int32_t *);
+	const long long room = PI_("MAX_CTX") - len - PI_("ROW0");
+	float *tq = hg_thread_scratch(sizeof(*tq) * (size_t)(qd + kvd));
+	if (!tq)
+		return sw_errf(err, SW_ENOMEM, "%s: out of memory", op->entry);
+	float *tk = tq + qd;
+	for (int t = 0; t < T; t++) {
+		memcpy(tq, q + t * ldq, sizeof(*tq) * (size_t)qd);
+		memcpy(tk, k + t * ldkv, sizeof(*tk) * (size_t)kvd);
+		if (rope == 1 && half <= ROPE_CACHE_HALF) {
+			const rope_cs *cs = rope_angles(&cache[(uint32_t)pos[t] % ROPE_CACHE_POS], pos[t],
+			                                inv_freq, half);
+			hr_rope_rotate(tq, H, hd, half, cs->c, cs->s, HG_PATH_AUTO);
+			hr_rope_rotate(tk, KH, hd, half, cs->c, cs->s, HG_PATH_AUTO);
+		} else if (rope == 1) {
+			ref_rope(tq, pos + t, 1, H, hd, hd, inv_freq);
+			ref_rope(tk, pos + t, 1, KH, hd, hd, inv_freq);
+		} else {
+			ref_head_prep(tq, pos + t, 1, H, hd, bias ? wq : NULL, norm ? wq : NULL, eps,
+			              rope == 2, inv_freq, scale);
+			ref_head_prep(tk, pos + t, 1, KH, hd, bias ? wk : NULL, norm ? wk : NULL, eps,
+			              rope == 2, inv_freq, 1.0f);
+		}
+		hg_from_f32(q16 + t * qd, tq, qd, bf16);
+		if (t >= room)
+			continue; /* past the cache: as kv_store, never written */
+		memcpy(tq, v + t * ldkv, sizeof(*tq) * (size_t)kvd);
+		if (bias)
+			ref_add(tq, tq, wv, (size_t)kvd);
+		hg_from_f32(kc + (len + t) * kvd, tk, kvd, bf16);
+		hg_from_f32(vc + (len + t) * kvd, tq, kvd, bf16);
+	}
 	return 0;
 }
 

@@ -18,6 +18,7 @@
 #include "core/timing.h"
 #include "formats/gguf.h"
 #include "core/digest.h"
+#include "core/wparts.h"
 
 rt_engine *rt_engine_load(const char *dir, sw_err *err)
 {
@@ -289,67 +290,113 @@ static int stage_planes(rt_engine *e, const rt_engine_buf *b, int layer, int64_t
 	return rc;
 }
 
+/* src (n floats of field, layer) in b's dtype into stage (room bytes);
+ * *wrote: the bytes. raw (gguf_a8): the file's blocks instead, checked to
+ * be those floats (upload_raw, which zeroes the rest of the room). */
+static int stage_part(rt_engine *e, const rt_engine_buf *b, const rt_engine_weights *m,
+                      const rt_engine_weights *raw, const char *field, int layer, const float *src,
+                      size_t n, void *stage, int64_t room, int64_t *wrote, sw_err *err)
+{
+	const int64_t es = el_bytes(b->dtype);
+	int rc;
+	*wrote = n_bytes(b->dtype, (int64_t)n);
+	if (raw && rt_manifest_wtype(b->dtype) >= 0) {
+		if ((rc = upload_raw(e, b, raw, field, layer, src, n, stage, room, err)))
+			return rc;
+		const int t = rt_manifest_buf_wtype(b, layer);
+		*wrote = (int64_t)n / sw_wformat_block(t) * sw_wformat_block_bytes(t);
+	} else if (!strcmp(b->dtype, "i32")) {
+		/* an id map (a mapped draft vocabulary's d2t, t2d): ids in
+		 * floats, exact below 2^24; -1 marks an unmapped id */
+		int32_t *d = stage;
+		for (size_t i = 0; i < n; i++)
+			if (!(src[i] >= -1.0f && src[i] < 16777216.0f) || src[i] != (float)(int32_t)src[i])
+				return sw_errf(err, SW_EINVAL, "%s: %s[%zu]: expected an id (an integer in [-1, "
+				               "2^24)), found %g", m->name, b->name, i, (double)src[i]);
+			else
+				d[i] = (int32_t)src[i];
+	} else if (es == 4) {
+		memcpy(stage, src, sizeof(*src) * n);
+	} else if (!strcmp(b->dtype, "q8_0")) { /* GGUF Q8_0, as ggml's reference quantizer */
+		gguf_quantize(GGML_T_Q8_0, src, n, stage);
+	} else {
+		uint16_t *h = stage;
+		const bool f16 = !strcmp(b->dtype, "fp16");
+		for (size_t i = 0; i < n; i++)
+			h[i] = f16 ? gguf_f32_to_f16(src[i]) : gguf_f32_to_bf16(src[i]);
+	}
+	return 0;
+}
+
 /* raw: where a gguf_a8 engine takes its GGUF-typed buffers' blocks (m
  * itself, or the GGUF file m names), NULL for other engines; planes: the
  * buffer goes to the device as the gemv_gguf kernels' planes (pc: their
- * cost), else as the file's blocks. */
+ * cost), else as the file's blocks. A fused buffer (core/wparts.h) is its
+ * parts' rows one after another in each layer, each part taken and checked
+ * as a buffer of its own would be; the digest reads each part over every
+ * layer in turn, as the build did (gen/build.c), so it is the unfused
+ * engine's. */
 static int upload_weights(rt_engine *e, const rt_engine_buf *b, const rt_engine_weights *m,
                           const rt_engine_weights *raw, bool planes, planes_cost *pc,
                           sw_digest *dg, sw_err *err)
 {
 	const char *field = strchr(b->name, '.') + 1;
+	const char *parts[SW_WPARTS_MAX];
+	int np = sw_wparts(field, parts);
+	if (!np) {
+		parts[0] = field;
+		np = 1;
+	}
 	const bool layered = rt_manifest_field_layered(field);
 	const int nl = layered ? (int)b->shape[0] : 1;
-	const int64_t es = el_bytes(b->dtype);
-	const int64_t per = b->bytes / nl;
-	void *stage = malloc((size_t)per);
+	const int64_t per = b->bytes / nl, k = b->rank ? b->shape[b->rank - 1] : 1;
 	int rc = 0;
-	if (!stage)
+	/* a fused buffer's digest first: part by part (get's floats stay valid
+	 * only until the next call) */
+	for (int p = 0; p < np && np > 1 && !rc; p++)
+		for (int l = 0; l < nl && !rc; l++) {
+			size_t n = 0;
+			const float *src = NULL;
+			if (!(rc = m->get(m->user, parts[p], layered ? l : -1, &src, &n, err)))
+				sw_digest_weight(dg, parts[p], layered ? l : -1, src, n);
+		}
+	void *stage = rc ? NULL : malloc((size_t)per);
+	if (!rc && !stage)
 		return sw_errf(err, SW_ENOMEM, "out of memory staging %s", b->name);
 	for (int l = 0; l < nl && !rc; l++) {
-		size_t n = 0;
-		const float *src = NULL;
-		if ((rc = m->get(m->user, field, layered ? l : -1, &src, &n, err)))
-			break;
-		if (!src || n_bytes(b->dtype, (int64_t)n) != per) {
-			rc = sw_errf(err, SW_EINVAL, "%s/engine.json: buffer %s (%lld bytes per %s) does not "
-			             "match %s (%zu elements)", e->man->dir, b->name, (long long)per,
-			             layered ? "layer" : "buffer", m->name, n);
-			break;
-		}
-		/* what is uploaded is what the build digested (gen/build.c) */
-		sw_digest_weight(dg, field, layered ? l : -1, src, n);
-		if (raw && rt_manifest_wtype(b->dtype) >= 0) {
-			rc = upload_raw(e, b, raw, field, layered ? l : -1, src, n, stage, per, err);
-			if (rc)
+		int64_t off = 0, planned = 0;
+		for (int p = 0; p < np && !rc; p++) {
+			size_t n = 0;
+			const float *src = NULL;
+			if ((rc = m->get(m->user, parts[p], layered ? l : -1, &src, &n, err)))
 				break;
-		} else if (!strcmp(b->dtype, "i32")) {
-			/* an id map (a mapped draft vocabulary's d2t, t2d): ids in
-			 * floats, exact below 2^24; -1 marks an unmapped id */
-			int32_t *d = stage;
-			for (size_t i = 0; i < n && !rc; i++) {
-				if (!(src[i] >= -1.0f && src[i] < 16777216.0f) || src[i] != (float)(int32_t)src[i])
-					rc = sw_errf(err, SW_EINVAL, "%s: %s[%zu]: expected an id (an integer in [-1, "
-					             "2^24)), found %g", m->name, b->name, i, (double)src[i]);
-				else
-					d[i] = (int32_t)src[i];
+			const int64_t nb = src ? n_bytes(b->dtype, (int64_t)n) : -1;
+			if (!src || nb < 0 || (np > 1 && (int64_t)n % k) || planned + nb > per) {
+				rc = sw_errf(err, SW_EINVAL, "%s/engine.json: buffer %s (%lld bytes per %s) does "
+				             "not match %s (%s%s: %zu elements)", e->man->dir, b->name,
+				             (long long)per, layered ? "layer" : "buffer", m->name,
+				             np > 1 ? "its part " : "", parts[p], n);
+				break;
 			}
-			if (rc)
-				break;
-		} else if (es == 4) {
-			memcpy(stage, src, (size_t)per);
-		} else if (!strcmp(b->dtype, "q8_0")) { /* GGUF Q8_0, as ggml's reference quantizer */
-			gguf_quantize(GGML_T_Q8_0, src, n, stage);
-		} else {
-			uint16_t *h = stage;
-			const bool f16 = !strcmp(b->dtype, "fp16");
-			for (size_t i = 0; i < n; i++)
-				h[i] = f16 ? gguf_f32_to_f16(src[i]) : gguf_f32_to_bf16(src[i]);
+			planned += nb;
+			/* what is uploaded is what the build digested (gen/build.c) */
+			if (np == 1)
+				sw_digest_weight(dg, field, layered ? l : -1, src, n);
+			int64_t wrote = 0;
+			rc = stage_part(e, b, m, raw, parts[p], layered ? l : -1, src, n, (char *)stage + off,
+			                per - off, &wrote, err);
+			off += wrote;
 		}
-		if (planes && (rc = stage_planes(e, b, layered ? l : -1, per, stage, pc, err)))
-			break;
-		rc = e->dev->ops->upload(e->dev, e->arena + (rt_dptr)(b->offset + l * per), stage,
-		                         (size_t)per, err);
+		if (!rc && planned != per)
+			rc = sw_errf(err, SW_EINVAL, "%s/engine.json: buffer %s (%lld bytes per %s) does not "
+			             "match %s (%lld bytes of its %s)", e->man->dir, b->name, (long long)per,
+			             layered ? "layer" : "buffer", m->name, (long long)planned,
+			             np > 1 ? "parts" : "weight");
+		if (!rc && planes)
+			rc = stage_planes(e, b, layered ? l : -1, per, stage, pc, err);
+		if (!rc)
+			rc = e->dev->ops->upload(e->dev, e->arena + (rt_dptr)(b->offset + l * per), stage,
+			                         (size_t)per, err);
 	}
 	free(stage);
 	return rc;

@@ -329,6 +329,54 @@ static void ext_rmsnorm_residual(ectx *c)
 	c->e->alias_any |= 0xfu; /* y, s, x, r */
 }
 
+/* rmsnorm_cast.cu.tmpl: row t = BID_X < grid.x: y (T, DIM) 16-bit, s, x, r
+ * (T, DIM) f32, w (DIM); with A8 (IS_F16 1, DIM whole blocks of 32) a8 as
+ * quant_a8 of (M = T, K = DIM) writes it, without it nothing of a8. s may
+ * overlap x and r (rmsnorm_residual's rule). */
+static void ext_rmsnorm_cast(ectx *c)
+{
+	const int64_t D = P(c, "DIM", 1, MAXI), T = c->x->grid[0], es = el16(c);
+	const int64_t a8 = P(c, "A8", 0, 1), B = P(c, "BLOCK", 32, 1024);
+	block_is(c, B);
+	if (!c->rc && (B % 32 || (a8 && (D % 32 || P(c, "IS_F16", 0, 1) != 1))))
+		refuse(c, "kernel %s: BLOCK %lld, DIM %lld, A8 %lld: expected a BLOCK of whole warps, "
+		       "and with A8 fp16 rows of whole blocks of 32", c->k->uri, (long long)B,
+		       (long long)D, (long long)a8);
+	set(c, 0, mul3(T, D, es), true, "grid.x %lld rows x DIM %lld x 2 bytes", (long long)T,
+	    (long long)D);
+	for (int a = 1; a < 4; a++)
+		set(c, a, mul3(T, D, 4), a == 1, "grid.x %lld rows x DIM %lld f32", (long long)T,
+		    (long long)D);
+	set(c, 4, mul(D, 4), false, "DIM %lld f32", (long long)D);
+	set(c, 5, a8 ? mul(T, D) + mul(T, D / 32) * 8 : 0, a8 != 0,
+	    "A8: grid.x %lld x DIM %lld int8 + DIM / 32 x 8 bytes a row", (long long)T, (long long)D);
+	c->e->alias_any |= 0xeu; /* s, x, r */
+}
+
+/* swiglu_cast.cu.tmpl: row t = BID_Y < grid.y, columns < FFN (guarded): y
+ * (T, FFN) 16-bit; gate and up rows at t * LD (LD >= FFN) f32; with A8
+ * (IS_F16 1, FFN whole blocks of 32) a8 as quant_a8 of (M = T, K = FFN). */
+static void ext_swiglu_cast(ectx *c)
+{
+	const int64_t F = P(c, "FFN", 1, MAXI), LD = P(c, "LD", 1, MAXI), T = c->x->grid[1];
+	const int64_t es = el16(c), a8 = P(c, "A8", 0, 1);
+	(void)P(c, "ACT", 0, 1);
+	const int64_t B = P(c, "BLOCK", 32, 1024);
+	block_is(c, B);
+	if (!c->rc && (LD < F || B % 32 || (a8 && (F % 32 || P(c, "IS_F16", 0, 1) != 1))))
+		refuse(c, "kernel %s: FFN %lld, LD %lld, BLOCK %lld, A8 %lld: expected LD >= FFN, a "
+		       "BLOCK of whole warps, and with A8 fp16 rows of whole blocks of 32", c->k->uri,
+		       (long long)F, (long long)LD, (long long)B, (long long)a8);
+	set(c, 0, mul3(T, F, es), true, "grid.y %lld rows x FFN %lld x 2 bytes", (long long)T,
+	    (long long)F);
+	for (int a = 1; a < 3; a++)
+		set(c, a, T ? mul(mul(T - 1, LD) + F, 4) : 0, false,
+		    "(grid.y %lld - 1) x LD %lld + FFN %lld f32", (long long)T, (long long)LD,
+		    (long long)F);
+	set(c, 3, a8 ? mul(T, F) + mul(T, F / 32) * 8 : 0, a8 != 0,
+	    "A8: grid.y %lld x FFN %lld int8 + FFN / 32 x 8 bytes a row", (long long)T, (long long)F);
+}
+
 /* cast.cu.tmpl:22-47: element i < N (any grid: guarded); MODE <= 1 reads
  * f32 and writes 16-bit, MODE 2/3 the reverse. */
 static void ext_cast(ectx *c)
@@ -461,6 +509,55 @@ static void ext_kv_store(ectx *c)
 		set(c, a, mul3(R, KVD, 4), false, "ROWS %lld x KVD %lld f32", (long long)R,
 		    (long long)KVD);
 	set(c, 4, 4, false, "one length word");
+}
+
+/* qkv_rope.cu.tmpl: row t = BID_X < grid.x = ROWS: q16 (ROWS, N_HEADS HD)
+ * 16-bit; kc, vc as kv_store's (rows len + t < MAX_CTX - ROW0 from the
+ * arg's offset); q, k, v rows at t * LDQ, t * LDKV (FUSED 1: both (N_HEADS +
+ * 2 N_KV_HEADS) HD, else their own widths) f32; pos ROWS words; inv_freq
+ * HD / 2 f32 when ROPE; the weights: q's and k's bias (BIAS, their widths)
+ * or norm (NORM, HD each), v's bias (BIAS); len one word. */
+static void ext_qkv_rope(ectx *c)
+{
+	const int64_t H = P(c, "N_HEADS", 1, 4096), KH = P(c, "N_KV_HEADS", 1, 4096);
+	const int64_t HD = P(c, "HEAD_DIM", 2, 512), R = P(c, "ROWS", 1, MAXI);
+	const int64_t R0 = P(c, "ROW0", 0, MAXI), fused = P(c, "FUSED", 0, 1), es = el16(c);
+	const int64_t bias = P(c, "BIAS", 0, 1), norm = P(c, "NORM", 0, 1), rope = P(c, "ROPE", 0, 2);
+	const int64_t MC = P_ctx(c), B = P(c, "BLOCK", 32, 1024);
+	block_is(c, B);
+	const unsigned *g = c->x->grid;
+	if (!c->rc && bias && norm)
+		refuse(c, "kernel %s: BIAS 1 and NORM 1, expected at most one of them (one weight "
+		       "argument a projection)", c->k->uri);
+	if (!c->rc && (HD % 2 || B % 32 || R0 >= MC || (rope == 1 && (bias || norm))))
+		refuse(c, "kernel %s: HEAD_DIM %lld, BLOCK %lld, ROW0 %lld, ROPE %lld, BIAS %lld, NORM "
+		       "%lld: expected an even HEAD_DIM, a BLOCK of whole warps, ROW0 below MAX_CTX "
+		       "%lld, and adjacent pairs (ROPE 1) with neither bias nor norm", c->k->uri,
+		       (long long)HD, (long long)B, (long long)R0, (long long)rope, (long long)bias,
+		       (long long)norm, (long long)MC);
+	if (!c->rc && ((int64_t)g[0] != R || g[1] != 1 || g[2] != 1))
+		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, 1] (a block per row)", g[0], g[1], g[2],
+		       (long long)R);
+	const int64_t qd = mul(H, HD), kvd = mul(KH, HD);
+	const int64_t ldq = fused ? qd + 2 * kvd : qd, ldkv = fused ? qd + 2 * kvd : kvd;
+	set(c, 0, mul3(R, qd, es), true, "ROWS %lld x N_HEADS %lld x HEAD_DIM %lld x 2 bytes",
+	    (long long)R, (long long)H, (long long)HD);
+	for (int a = 1; a < 3; a++)
+		set(c, a, mul3(MC - R0, kvd, es), true, "(MAX_CTX %lld - ROW0 %lld) rows x N_KV_HEADS "
+		    "HEAD_DIM %lld x 2 bytes", (long long)MC, (long long)R0, (long long)kvd);
+	set(c, 3, mul(mul(R - 1, ldq) + qd, 4), false, "(ROWS %lld - 1) x %lld + %lld f32",
+	    (long long)R, (long long)ldq, (long long)qd);
+	for (int a = 4; a < 6; a++)
+		set(c, a, mul(mul(R - 1, ldkv) + kvd, 4), false, "(ROWS %lld - 1) x %lld + %lld f32",
+		    (long long)R, (long long)ldkv, (long long)kvd);
+	set(c, 6, mul(R, 4), false, "ROWS %lld positions", (long long)R);
+	set(c, 7, rope ? mul(HD / 2, 4) : 0, false, "HEAD_DIM / 2 = %lld f32", (long long)(HD / 2));
+	set(c, 8, 4, false, "one length word");
+	set(c, 9, bias ? mul(qd, 4) : norm ? mul(HD, 4) : 0, false, "q's bias (N_HEADS HEAD_DIM) or "
+	    "norm (HEAD_DIM) f32");
+	set(c, 10, bias ? mul(kvd, 4) : norm ? mul(HD, 4) : 0, false, "k's bias (N_KV_HEADS "
+	    "HEAD_DIM) or norm (HEAD_DIM) f32");
+	set(c, 11, bias ? mul(kvd, 4) : 0, false, "v's bias (N_KV_HEADS HEAD_DIM) f32");
 }
 
 /* kv_commit.cu.tmpl:37-64: id < 2 N_LAYERS ROW_VEC (any grid): every

@@ -46,6 +46,29 @@ static long long touched(const rt_manifest *e, const rt_engine_pop *x, int a)
 		       : a == 1 ? g0 * 4 : prm(k, "ROT_DIM") / 2 * 4;
 	if (!strcmp(op, "swiglu"))
 		return prm(k, "FFN") * g1 * 4;
+	if (!strcmp(op, "rmsnorm_cast")) { /* y 16-bit; s, x, r; w; A8: quant_a8's blocks */
+		const long long D = prm(k, "DIM");
+		return a == 0 ? g0 * D * 2 : a < 4 ? g0 * D * 4 : a == 4 ? D * 4
+		       : prm(k, "A8") ? g0 * D + g0 * (D / 32) * 8 : -1;
+	}
+	if (!strcmp(op, "swiglu_cast")) { /* y 16-bit; gate, up rows LD apart; A8 */
+		const long long F = prm(k, "FFN"), LD = prm(k, "LD");
+		return a == 0 ? g1 * F * 2 : a < 3 ? (g1 ? ((g1 - 1) * LD + F) * 4 : 0)
+		       : prm(k, "A8") ? g1 * F + g1 * (F / 32) * 8 : -1;
+	}
+	if (!strcmp(op, "qkv_rope")) { /* q16; the caches from slot ROW0; q, k, v rows LDQ / LDKV
+	                                * apart; pos; inv_freq; len; the weights its steps read */
+		const long long H = prm(k, "N_HEADS"), KH = prm(k, "N_KV_HEADS"), hd = prm(k, "HEAD_DIM");
+		const long long qd = H * hd, kvd = KH * hd, fused = prm(k, "FUSED");
+		const long long bias = prm(k, "BIAS"), norm = prm(k, "NORM");
+		const long long ldq = fused ? qd + 2 * kvd : qd, ldkv = fused ? qd + 2 * kvd : kvd;
+		return a == 0 ? g0 * qd * 2 : a < 3 ? (MC - prm(k, "ROW0")) * kvd * 2
+		       : a == 3 ? (g0 ? ((g0 - 1) * ldq + qd) * 4 : 0)
+		       : a < 6 ? (g0 ? ((g0 - 1) * ldkv + kvd) * 4 : 0) : a == 6 ? g0 * 4
+		       : a == 7 ? (prm(k, "ROPE") ? hd / 2 * 4 : -1) : a == 8 ? 4
+		       : a == 9 ? (bias ? qd * 4 : norm ? hd * 4 : -1)
+		       : a == 10 ? (bias ? kvd * 4 : norm ? hd * 4 : -1) : bias ? kvd * 4 : -1;
+	}
 	if (!strcmp(op, "tree_attention")) {
 		const long long T = prm(k, "T"), H = prm(k, "N_HEADS"), hd = prm(k, "HEAD_DIM");
 		if (strstr(x->entry, "_merge"))

@@ -323,8 +323,14 @@ def expected_shape(e, f):
               "w_up": [L, F, D], "w_down": [L, D, F], "out_norm": [D], "lm_head": [V, D],
               "inv_freq": None, "q_norm": [L, hd], "k_norm": [L, hd], "bq": [L, qd],
               "bk": [L, kvd], "bv": [L, kvd], "post_attn_norm": [L, D], "post_ffn_norm": [L, D],
-              "rope_freq": [L, hd // 2]}
+              "rope_freq": [L, hd // 2],
+              # fused GEMM weights (runtime/core/wparts.h): the parts' rows one after another
+              "wqkv": [L, qd + 2 * kvd, D], "w_gate_up": [L, 2 * F, D]}
     return shapes.get(f, "unknown")
+
+
+# a fused buffer's parts, in row order (runtime/core/wparts.h)
+FUSED = {"wqkv": ("wq", "wk", "wv"), "w_gate_up": ("w_gate", "w_up")}
 
 
 def load_weights(e, seed, device, mutate=None):
@@ -359,6 +365,20 @@ def load_weights(e, seed, device, mutate=None):
             if b["dtype"] != "f32":
                 w16.add(fl)
         w[fl] = t.reshape(b["shape"])
+    for fl, parts in FUSED.items():  # a fused buffer: its parts' rows, as the unfused buffers
+        if fl not in w:
+            continue
+        s = e.shape
+        hd, F = s["head_dim"], s["ffn_dim"]
+        rows = {"wq": s["n_heads"] * hd, "wk": s["n_kv_heads"] * hd, "wv": s["n_kv_heads"] * hd,
+                "w_gate": F, "w_up": F}
+        r0 = 0
+        for p in parts:
+            w[p] = w[fl][:, r0:r0 + rows[p], :].contiguous()
+            r0 += rows[p]
+            if fl in w16:
+                w16.add(p)
+        del w[fl]
     if mutate == "transpose":
         q = w["wq"]
         if q.shape[1] != q.shape[2]:
