@@ -1028,8 +1028,25 @@ void gp_forward(ctx *c, const model_ix *m, const fwd_opt *o)
 	const int L = m->n_layers, dt = c->dt16;
 	const int tok_buf = o->mode == FWD_PREFILL ? a->tokens : a->tree_tokens;
 
+	const int et = gp_gemm_wtype(c, m->tok_embd, NULL, 0);
 	if (o->mode == FWD_BLOCK) {
 		o->embed(c, m, o);
+	} else if (et >= 0) {
+		/* the table in its file's own type (gguf_a8; gp_model_bufs): the
+		 * token's row dequantized from the planes, times the scale, into
+		 * the fp32 residual stream, the ids as embedding16's */
+		int bb;
+		const int blk = gen_wtype_block(et, &bb);
+		gen_param prm[] = {PNAME, PI("WTYPE", et), PI("DIM", D), PI("N_ROWS", m->embd_rows),
+		                   PI("N_IDS", c->s->target.cfg.vocab),
+		                   {.name = "SCALE", .type = GEN_PARAM_FLOAT, .f = m->blk.embd_scale},
+		                   PI("BLOCK", BLK_EMB)};
+		op_desc emb = {.name = "embedding", .op = "embedding_gguf", .exec = GEN_EXEC_KERNEL,
+		               .kernel = gp_kernel(c, "embedding_gguf", "embedding_gguf.cu.tmpl", prm, 7),
+		               .gx = (int)rows, .block = BLK_EMB, .n_args = 4,
+		               .args = {A(a->h, 0), A(m->tok_embd, 0), A(tok_buf, row0 * 4), A(a->err, 0)},
+		               .bytes = rows * 4.0 + (double)rows * D / blk * bb + (double)rows * D * 4};
+		gp_emit(c, &emb);
 	} else {
 		/* embedding: a 16-bit table gather into the fp32 residual stream.
 		 * Every id the target can commit is embedded: a draft model whose
@@ -1132,6 +1149,19 @@ static const char *weight_dtype(const gen_spec *s, int f)
 	                                     : gen_dtype_name(gen_dtype_weights(s->dtype));
 }
 
+/* The target's embedding table: under gguf_a8 in its file's own type
+ * where that has planes (gen_model_src.embd_wtype), gathered by
+ * embedding_gguf (gp_forward), unless a drafter reads the target's table
+ * as 16-bit rows (a block drafter's block_embed, an EAGLE-3 head without
+ * an embedding of its own: eagle3_in), which then keeps it 16-bit. */
+static const char *embd_dtype(const gen_spec *s, const char *wdt)
+{
+	const bool rows16 = s->draft_kind == GEN_DRAFT_BLOCK ||
+	                    (s->draft_kind == GEN_DRAFT_EAGLE3 && !s->eagle3.own_embd);
+	const char *q = s->dtype == GEN_DTYPE_GGUF_A8 ? gen_wtype_name(s->target.embd_wtype) : NULL;
+	return q && !rows16 ? q : wdt;
+}
+
 /* Whether m's GEMM weight fields f0 .. f0 + n - 1 (enum gen_wfield) go
  * into one fused buffer (core/wparts.h): a model with weights of its own
  * (a block drafter's fuse_wk / fuse_wv read its wk and wv alone), and
@@ -1221,12 +1251,14 @@ int gp_model_bufs(ctx *c, model_ix *m, const char *tag, const rt_config *cfg, in
 	if ((rc = gp_model_init(c, m, tag, cfg, n_layers, cfg->arch, own_weights, shared)))
 		return rc;
 	if (own_weights) {
-		B(tok_embd, "weight", wdt, 2, cfg->vocab, cfg->dim, 0);
+		const char *edt = shared ? wdt : embd_dtype(c->s, wdt);
+		B(tok_embd, "weight", edt, 2, cfg->vocab, cfg->dim, 0);
 		if ((rc = gp_model_layers(c, m)))
 			return rc;
-		/* tied: the LM head is the embedding, but a q8_0 GEMM needs its own
-		 * copy in q8_0 (the embedding lookup reads fp16) */
-		if (cfg->tied_embd && !strcmp(weight_dtype(c->s, GEN_WT_LM_HEAD), wdt))
+		/* tied: the LM head is the embedding, one buffer where both read
+		 * one type (16-bit; gguf_a8: the file's, the gather's and the
+		 * head's planes); a q8_0 GEMM beside a 16-bit table its own copy */
+		if (cfg->tied_embd && !strcmp(weight_dtype(c->s, GEN_WT_LM_HEAD), edt))
 			m->lm_head = m->tok_embd;
 		else
 			B(lm_head, "weight", weight_dtype(c->s, GEN_WT_LM_HEAD), 2, cfg->vocab, cfg->dim, 0);

@@ -112,6 +112,12 @@ static int gguf_wtypes(gen_model_src *src, const json_value *v, sw_err *err)
 			}
 		}
 	}
+	/* the embedding gathered in its own type where it has planes; else a
+	 * 16-bit table (gen/plan.c embd_dtype) */
+	const gguf_tensor *te = rc ? NULL : gguf_tensor_find(f, "token_embd.weight");
+	int eb;
+	const int eblk = te ? gen_wtype_block((int)te->type, &eb) : 0;
+	src->embd_wtype = eblk && c->dim % eblk == 0 ? (int)te->type : 0;
 	gguf_close(f);
 	return rc;
 }

@@ -110,6 +110,8 @@ typedef struct gen_model_src {
 	                      * element (the buffer's layer stride) */
 	bool wmixed[GEN_WT_N];                          /* GGUF_A8: the field's layers differ */
 	unsigned char wtype_l[GEN_WT_N][GEN_SPEC_MAX_LAYERS]; /* GGUF_A8: layer l's type */
+	int embd_wtype;   /* GGUF_A8: token_embd's type where it has planes (a type above,
+	                   * dim whole blocks of it): the table stays in it; else 0 (16-bit) */
 } gen_model_src;
 
 typedef struct gen_spec {

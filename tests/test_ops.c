@@ -1612,6 +1612,7 @@ static const op_test TESTS[] = {
 	[SW_OP_eagle3_in] = {.file = "test_kern_eagle3_in.c"},
 	[SW_OP_embedding] = {embedding_shape, embedding_cases, NULL, NULL},
 	[SW_OP_embedding16] = {embedding16_shape, embedding16_cases, embedding16_nvrtc, NULL},
+	[SW_OP_embedding_gguf] = {.file = "test_kern_embedding_gguf.c"},
 	[SW_OP_feature_tap] = {feature_tap_shape, feature_tap_cases, feature_tap_nvrtc, NULL},
 	[SW_OP_fill_random] = {fill_random_shape, fill_random_cases, fill_random_nvrtc, NULL},
 	[SW_OP_gemv_gguf] = {.file = "test_kern_gemv_gguf.c"},

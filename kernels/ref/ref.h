@@ -657,6 +657,17 @@ int ref_gemv_gguf(float *C, const void *a8, const void *W, int M, int N, int NW,
 int ref_gemv_gguf_mag(float *C, double *mag, const void *a8, const void *W, int M, int N, int NW,
                       int K, int wtype);
 
+/* The token embedding from a GGUF-typed table (templates/embedding_gguf):
+ * y (T, dim) fp32 = row tok[t] of W (n_rows, dim) in wtype's planes,
+ * dequantized as ref_wplanes_dequant_row (the file's values), then times
+ * scale when scale != 1 (Gemma 3: sqrt(dim); one fp32 multiply). Ids in
+ * [n_rows, n_ids) give a zero row and an id outside [0, n_ids) leaves its
+ * row untouched, as ref_embedding16. REF_EINVAL (nothing written) for a
+ * type without planes, dim not whole blocks or n_ids < n_rows; 1 when
+ * some id was outside [0, n_ids) (the other rows written); else 0. */
+int ref_embedding_gguf(float *y, const void *W, const int32_t *tok, int T, int dim, int n_rows,
+                       int n_ids, int wtype, float scale);
+
 /* Each row of kernels/ops.def names the function above that specifies its
  * op: a row whose ref is not declared here does not compile. */
 #define SW_OP(name, n_args, philox, ref, planned) \

@@ -83,7 +83,9 @@ typedef struct rt_op {
 	int dtype;                /* GEMM: enum rt_dtype of A and W (Q8_0, Q8_0_A8: of W, A fp16) */
 	int wtype;                /* GEMM under RT_GGUF_A8: W's GGUF type (enum ggml_dtype);
 	                           * the host backend's repack (host_repack.h) may set it
-	                           * on an RT_Q8_0_A8 GEMM too (HG_GGUF_Q8_0R) */
+	                           * on an RT_Q8_0_A8 GEMM too (HG_GGUF_Q8_0R); KERNEL
+	                           * embedding_gguf on a gguf_blocks device: its table's
+	                           * type, the file's blocks there (else -1: planes) */
 	int64_t bytes;            /* MEMSET */
 	unsigned dyn_smem;        /* KERNEL: dynamic shared memory bytes the launch provides */
 	int layer;                /* -1, or the layer this launch serves (diagnostics) */

@@ -21,6 +21,7 @@
 #include "host_ops.h"
 #include "host_rowops.h"
 #include "host_verify.h"
+#include "core/wformat.h"
 #include "kernels/engine_state.h"
 #include "kernels/ops.h"
 #include "kernels/ref/ref.h"
@@ -460,6 +461,57 @@ static int op_embedding16(const rt_op *op, sw_err *err)
 	                    ARG(op, 2, const int32_t *), (int)live_rows(op, op->grid[0]),
 	                    (int)PI_("DIM"), n_rows, (int)rt_op_param_i(op, "N_IDS", n_rows),
 	                    (int)PI_("IS_F16"), (float)PF_("SCALE", 1.0))) {
+		int32_t *e = ARG(op, 3, int32_t *);
+		*e = *e > 1 ? *e : 1; /* as the kernel's atomic max */
+	}
+	return 0;
+}
+
+/* (y, table, tok, err): the token rows of a GGUF-typed table, rows times
+ * SCALE, ids in [N_ROWS, N_IDS) as zero rows, an id out of range sets *err
+ * to 1 (ref_embedding_gguf). The table is the gemv_gguf kernels' planes,
+ * or where the device keeps the file's blocks (rt_dev.gguf_blocks: the
+ * engine sets op->wtype, runtime/engine/engine.c resolve_one) those
+ * blocks, each row dequantized by the format table (core/wformat.h), whose
+ * values the planes' dequantization equals bit for bit (the check at bind,
+ * runtime/engine/wplanes.h), then scaled as the reference does. */
+static int op_embedding_gguf(const rt_op *op, sw_err *err)
+{
+	float *y = ARG(op, 0, float *);
+	const int32_t *tok = ARG(op, 2, const int32_t *);
+	const int T = (int)live_rows(op, op->grid[0]), dim = (int)PI_("DIM");
+	const int n_rows = (int)PI_("N_ROWS"), n_ids = (int)PI_("N_IDS"), wt = (int)PI_("WTYPE");
+	const float scale = (float)PF_("SCALE", 1.0);
+	int bad = 0;
+	if (op->wtype < 0) {
+		bad = ref_embedding_gguf(y, ARG(op, 1, const void *), tok, T, dim, n_rows, n_ids, wt, scale);
+		if (bad < 0)
+			return refused(op, "embedding_gguf: WTYPE, DIM, N_ROWS or N_IDS outside what the op "
+			               "accepts", err);
+	} else {
+		const uint64_t row_bytes = sw_wformat_nbytes((uint32_t)wt, (uint64_t)dim);
+		if (wt != op->wtype || !row_bytes || n_ids < n_rows || !ref_wplanes_block(wt))
+			return refused(op, "embedding_gguf: WTYPE, DIM, N_ROWS or N_IDS outside what the op "
+			               "accepts", err);
+		const char *W = ARG(op, 1, const char *);
+		for (int t = 0; t < T; t++) {
+			float *dst = y + (size_t)t * dim;
+			if (tok[t] < 0 || tok[t] >= n_ids) {
+				bad = 1;
+				continue;
+			}
+			if (tok[t] >= n_rows) {
+				memset(dst, 0, (size_t)dim * sizeof(*dst));
+				continue;
+			}
+			if (sw_wformat_dequant((uint32_t)wt, W + (size_t)tok[t] * row_bytes, (uint64_t)dim, dst))
+				return refused(op, "embedding_gguf: a table type without a dequantizer", err);
+			if (scale != 1.0f)
+				for (int i = 0; i < dim; i++)
+					dst[i] *= scale;
+		}
+	}
+	if (bad) {
 		int32_t *e = ARG(op, 3, int32_t *);
 		*e = *e > 1 ? *e : 1; /* as the kernel's atomic max */
 	}

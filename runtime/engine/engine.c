@@ -472,6 +472,13 @@ static int resolve_one(rt_engine *e, const rt_engine_pop *x, int l, int n, sw_er
 		o->kinfo = NULL;
 		o->entry[0] = 0;
 	}
+	if (e->dev->gguf_blocks && o->kind == RT_OP_KERNEL && !strcmp(x->op, "embedding_gguf")) {
+		/* the table stays in the file's blocks there (upload_weights): the
+		 * host adapter reads them so when wtype says their type */
+		for (int i = 0; o->kinfo && i < o->kinfo->n_params; i++)
+			if (!strcmp(o->kinfo->params[i].name, "WTYPE"))
+				o->wtype = (int)o->kinfo->params[i].i;
+	}
 	return 0;
 }
 
@@ -579,9 +586,10 @@ static int bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 			                     "target GGUF's own blocks", e->man->dir);
 		}
 	}
-	/* the weights the generated gemv_gguf kernels read (W of those ops) go
-	 * up as their planes, unless the device runs those GEMMs itself on the
-	 * file's blocks (host native: resolve_one) */
+	/* the weights the generated gemv_gguf and embedding_gguf kernels read
+	 * (W, the table: one buffer for a tied head) go up as their planes,
+	 * unless the device runs those ops itself on the file's blocks (host
+	 * native: resolve_one) */
 	bool *planes = calloc((size_t)e->man->n_bufs + 1, sizeof(*planes));
 	planes_cost pc = {0};
 	if (!planes) {
@@ -592,6 +600,9 @@ static int bind(rt_engine *e, rt_dev *dev, const rt_engine_weights *target,
 		if (!strcmp(e->man->ops[i].op, "gemv_gguf") && e->man->ops[i].n_args == 4 &&
 		    e->man->ops[i].arg_buf[3] >= 0)
 			planes[e->man->ops[i].arg_buf[3]] = true;
+		else if (!strcmp(e->man->ops[i].op, "embedding_gguf") && e->man->ops[i].n_args == 4 &&
+		         e->man->ops[i].arg_buf[1] >= 0)
+			planes[e->man->ops[i].arg_buf[1]] = true;
 	for (int i = 0; i < e->man->n_bufs && !wseed; i++) {
 		const rt_engine_buf *b = &e->man->bufs[i];
 		if (strcmp(b->kind, "weight"))

@@ -150,6 +150,43 @@ static void ext_embedding16(ectx *c)
 	set(c, 3, 4, true, "one error word");
 }
 
+/* embedding_gguf.cu.tmpl: row t = BID_X reads tok[t] and (id < N_ROWS)
+ * one row of the table's planes, laid out for N_ROWS rows of DIM in WTYPE
+ * (kernels/ref/ref.h: the planes' extent is the file's bytes, N_ROWS x DIM
+ * of the type; the offsets of a row's planes follow N_ROWS, so the table
+ * must be a weight of exactly that shape and type); writes y[t * D .. +
+ * D); err one word. N_IDS >= N_ROWS bounds no address. */
+static void ext_embedding_gguf(ectx *c)
+{
+	const rt_engine_pop *x = c->x;
+	const int64_t WT = P(c, "WTYPE", 0, 255), D = P(c, "DIM", 1, MAXI);
+	const int64_t NR = P(c, "N_ROWS", 1, MAXI), T = x->grid[0];
+	(void)P(c, "N_IDS", NR, MAXI);
+	block_is(c, P(c, "BLOCK", 1, 1024));
+	if (c->rc)
+		return;
+	const int64_t blk = ref_wplanes_block((int)WT);
+	const char *tn = sw_wformat_gemm_name((int)WT) ? sw_wformat_gemm_name((int)WT) : "?";
+	if (!blk || D % blk)
+		refuse(c, "kernel %s: WTYPE %lld, DIM %lld: expected a GGUF type with planes (2, 3, 6, "
+		       "8, 12, 14) whose blocks divide DIM", c->k->uri, (long long)WT, (long long)D);
+	const rt_engine_buf *b = x->arg_buf[1] >= 0 ? &c->m->bufs[x->arg_buf[1]] : NULL;
+	if (!c->rc && b && !strcmp(b->kind, "weight")) {
+		if (b->rank != 2 || b->shape[0] != NR || b->shape[1] != D)
+			refuse(c, "table buffer %s of shape [%lld, %lld], expected [N_ROWS %lld, DIM %lld]",
+			       b->name, (long long)b->shape[0], (long long)(b->rank > 1 ? b->shape[1] : 0),
+			       (long long)NR, (long long)D);
+		else if (rt_manifest_buf_wtype(b, -1) != WT)
+			refuse(c, "table buffer %s is %s, expected the kernel's WTYPE %lld (%s)", b->name,
+			       b->dtype, (long long)WT, tn);
+	}
+	set(c, 0, mul3(T, D, 4), true, "grid.x %lld rows x DIM %lld f32", (long long)T, (long long)D);
+	set(c, 1, (int64_t)sw_wformat_nbytes((uint32_t)WT, (uint64_t)mul(NR, D)), false,
+	    "N_ROWS %lld x DIM %lld %s planes", (long long)NR, (long long)D, tn);
+	set(c, 2, mul(T, 4), false, "grid.x %lld tokens", (long long)T);
+	set(c, 3, 4, true, "one error word");
+}
+
 /* block_embed.cu.tmpl:22-63: row j = BID_X < B (grid.x = B): y[j * D ..
  * + D), blk_tok[j] and (FIRST, block B - 1) blk_tok[B]: B + 1 words; a
  * token row t < N_ROWS or mask row j - 1 < B - 1; blk_pos[j]; root, len
