@@ -538,6 +538,12 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 	return dr->parse(&in, sp, err);
 }
 
+const char *gen_gemm_choice_name(int c)
+{
+	static const char *const names[] = {"auto", "cublaslt", "gemv16"};
+	return c >= 0 && c <= GEN_GEMM_GEMV16 ? names[c] : "?";
+}
+
 static int arch_ok(const char *a)
 {
 	size_t n = strlen(a);
@@ -554,7 +560,8 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 {
 	static const char *const keys[] = {"name", "target", "draft", "tree", "verify", "sampling",
 	                                   "max_context", "prefill_chunk", "dtype", "archs",
-	                                   "allow_spills", "roofline", "adaptive", "control", NULL};
+	                                   "allow_spills", "gemm", "roofline", "adaptive", "control",
+	                                   NULL};
 	json_value *root;
 	const json_value *o, *v;
 	const char *s;
@@ -774,6 +781,25 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	if (json_get(root, "allow_spills") &&
 	    (rc = json_get_bool(root, "allow_spills", "$", &sp->allow_spills, err)))
 		goto out_free;
+	if ((v = json_get(root, "gemm"))) {
+		if ((rc = json_get_string(root, "gemm", "$", &s, err)))
+			goto out_free;
+		sp->gemm = -1;
+		for (int g = GEN_GEMM_AUTO; g <= GEN_GEMM_GEMV16; g++)
+			if (!strcmp(s, gen_gemm_choice_name(g)))
+				sp->gemm = g;
+		if (sp->gemm < 0) {
+			rc = json_refuse(err, v, "$.gemm", "\"auto\", \"cublaslt\" or \"gemv16\"", "\"%s\"",
+			                 s);
+			goto out_free;
+		}
+		if (sp->gemm == GEN_GEMM_GEMV16 && sp->dtype != GEN_DTYPE_BF16 &&
+		    sp->dtype != GEN_DTYPE_FP16) {
+			rc = json_refuse(err, v, "$.gemm", "\"auto\" or \"cublaslt\" (gemv16 reads bf16 or fp16 "
+			                 "weights)", "\"%s\" with dtype \"%s\"", s, gen_dtype_name(sp->dtype));
+			goto out_free;
+		}
+	}
 
 	if ((o = json_get(root, "adaptive"))) {
 		static const char *const akeys[] = {"h", "min", "max", NULL};

@@ -43,6 +43,12 @@
  *                                                 cuda (the gemv_gguf kernels)
  *     "archs": ["sm_80", "sm_90"],                optional, this default
  *     "allow_spills": false,                      optional
+ *     "gemm": "auto" | "cublaslt" | "gemv16",     optional, default auto: the 16-bit
+ *                                                 GEMMs through the generated GEMV
+ *                                                 (templates/gemv16) or cuBLASLt,
+ *                                                 per shape by the cost model
+ *                                                 (gen/gpu_model.h); the others
+ *                                                 force one where it applies
  *     "adaptive": {"h": 0.3, "min": 1, "max": 6}  optional, chain trees with a draft
  *                                                 model: SpecDec++ stop rule on the
  *                                                 device, later levels as graph IFs
@@ -94,6 +100,10 @@ enum gen_dtype { GEN_DTYPE_BF16 = 0, GEN_DTYPE_FP16, GEN_DTYPE_Q8_0, GEN_DTYPE_Q
                  GEN_DTYPE_GGUF_A8 };
 
 /* The GEMM weight fields, in gen_model_src.wtype's order. */
+/* "gemm": how the 16-bit GEMMs run (gen/plan.c gp_op_gemm) */
+enum gen_gemm_choice { GEN_GEMM_AUTO = 0, GEN_GEMM_CUBLASLT, GEN_GEMM_GEMV16 };
+const char *gen_gemm_choice_name(int c);
+
 enum gen_wfield { GEN_WT_WQ = 0, GEN_WT_WK, GEN_WT_WV, GEN_WT_WO, GEN_WT_GATE, GEN_WT_UP,
                   GEN_WT_DOWN, GEN_WT_LM_HEAD, GEN_WT_N };
 
@@ -140,6 +150,7 @@ typedef struct gen_spec {
 	int n_archs;
 	char archs[GEN_SPEC_MAX_ARCHS][16];
 	bool allow_spills;
+	int gemm;                  /* enum gen_gemm_choice ("gemm") */
 	bool adaptive;             /* SpecDec++: stop drafting a chain early (device-side) */
 	float adapt_h;             /* stop once P(a rejection) > h, the draft's q(Y) as predictor */
 	int adapt_min, adapt_max;  /* draft at least / at most this many tokens */
