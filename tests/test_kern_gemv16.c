@@ -7,7 +7,10 @@
  *    16-bit inputs: every product is exact in fp32 and each fmaf or
  *    addition one rounding, so |C - exact| <= gamma_d sum |a w| with depth
  *    d = 8 ceil(K / (256 KS)) + 32 KS (Higham 3.1; u = 2^-24);
- *  - the reference refuses K not a multiple of 8, KS outside 1..32;
+ *  - the host backend's hg_gemv16 (vectorised across slots) equals
+ *    ref_gemv16 bit for bit;
+ *  - the reference and hg_gemv16 refuse K not a multiple of 8, KS outside
+ *    1..32;
  * on awkward shapes: N = 1, 3, 37 (row groups past N), odd M and M one past
  * the M tile, M = 64 (a verify tree's rows, four M tiles), K of one chunk,
  * 33 chunks, 97 chunks (a lane's last chunk partial against 32 KS slots),
@@ -23,6 +26,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "device/host_gemm.h"
 #include "kernels/half.h"
 #include "kernels/ref/ref.h"
 
@@ -78,6 +82,13 @@ static void gemv_case(const gcase *g)
 	float *plain = oh_host(&c, sizeof(float) * (size_t)M * N);
 	assert_int_equal(ref_gemv16(plain, A, W, M, N, K, g->f16, g->KS), 0);
 	assert_memory_equal(plain, ref, sizeof(float) * (size_t)M * N);
+	/* the host backend's fast equivalent: the same bits (NaN rows NaN) */
+	float *host = oh_host(&c, sizeof(float) * (size_t)M * N);
+	assert_int_equal(hg_gemv16(host, A, W, M, N, K, g->f16, g->KS, 0), 0);
+	for (size_t i = 0; i < (size_t)M * N; i++)
+		if (memcmp(&host[i], &ref[i], 4) && !(isnan(host[i]) && isnan(ref[i])))
+			fail_msg("%s: C[%zu] ref %a, hg_gemv16 %a", c.what, i, (double)ref[i],
+			         (double)host[i]);
 
 	/* the reference against double precision: the order's bound */
 	const int depth = 8 * ceil_div(K, 256 * g->KS) + 32 * g->KS;
@@ -158,6 +169,9 @@ static void test_gemv16_refusals(void **state)
 	assert_int_equal(ref_gemv16(C, A, W, 0, 1, 8, 1, 1), REF_EINVAL);
 	assert_int_equal(ref_gemv16(C, A, W, 1, 1, 8, 2, 1), REF_EINVAL);  /* IS_F16 2 */
 	assert_int_equal(ref_gemv16(C, A, W, 1, 1, 8, 1, 1), 0);
+	assert_int_equal(hg_gemv16(C, A, W, 1, 1, 12, true, 1, 0), SW_EINVAL);
+	assert_int_equal(hg_gemv16(C, A, W, 1, 1, 8, true, 33, 0), SW_EINVAL);
+	assert_int_equal(hg_gemv16(C, A, W, 1, 1, 8, true, 1, 0), 0);
 }
 
 /* Llama-3-8B's GEMMs (wq/wo 4096 x 4096, wk/wv 1024 x 4096, gate/up 14336
