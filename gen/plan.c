@@ -410,7 +410,7 @@ void gp_op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_a
 			return;
 		}
 	} else if (c->s->gemm == GEN_GEMM_GEMV16 && !c->rc) {
-		c->rc = SW_EINVAL;
+		c->rc = SW_ENOTSUP; /* the spec's request, not a planner bug (plan_build.c) */
 		snprintf(c->why, sizeof(c->why), "op %s: $.gemm \"gemv16\" cannot take this GEMM (m %"
 		         PRId64 ", n %" PRId64 ", k %" PRId64 "): %s; \"auto\" runs it through cuBLASLt",
 		         name, m, n, k, unfit);
