@@ -117,12 +117,38 @@ int gen_gpu_parse(const char *arg, gen_gpu *out, sw_err *err)
 	return 0;
 }
 
+void gen_gpu_gemm_terms(const gen_gpu *g, double bytes, double flops, double *tm, double *tc)
+{
+	const double fit = bytes / (g->gemm_eff * g->bw) - g->gemm_overlap_s, floor = bytes / g->bw;
+	if (tm)
+		*tm = fit > floor ? fit : floor;
+	if (tc)
+		*tc = flops / g->bf16_flops;
+}
+
 double gen_gpu_gemm_s(const gen_gpu *g, double bytes, double flops)
 {
-	double t = bytes / (g->gemm_eff * g->bw) - g->gemm_overlap_s;
-	const double tc = flops / g->bf16_flops;
-	t = t > 0 ? t : 0;
-	return t > tc ? t : tc;
+	double tm, tc;
+	gen_gpu_gemm_terms(g, bytes, flops, &tm, &tc);
+	return tm > tc ? tm : tc;
+}
+
+double gen_gpu_gemv16_s(const gen_gpu *g, double bytes, double m, double n, double k, int r,
+                        double blocks, double *tm, double *tc)
+{
+	const double want = (double)GEN_GEMV16_BLOCKS_SM * g->sms;
+	const double fill = blocks >= want ? 1.0 : blocks > 0 ? blocks / want : 1.0;
+	const double sm = blocks >= g->sms ? 1.0 : blocks > 0 ? blocks / g->sms : 1.0;
+	double t = bytes / (GEN_GEMV16_EFF * g->bw * fill) - g->gemm_overlap_s;
+	const double floor = bytes / (g->bw * fill);
+	t = t > floor ? t : floor;
+	const double instr = n * k * (m * (1.0 + 1.0 / (r > 0 ? r : 1)) + 1.0);
+	const double c = instr / (g->fp32_flops / 2 * GEN_GEMV16_ISSUE * sm);
+	if (tm)
+		*tm = t;
+	if (tc)
+		*tc = c;
+	return t > c ? t : c;
 }
 
 double gen_gpu_clk(const gen_gpu *g)

@@ -47,6 +47,20 @@
  * share of the device's bandwidth figure (on the H200, of its measured copy
  * rate: if the H100's 85% partly is its own copy rate's gap to paper, this
  * is pessimistic by up to ~10%). */
+/* Skinny cuBLASLt GEMMs (issue 37 item 2): the log's 12-13% of the
+ * bandwidth for wk/wv (34-38% wq/wo, 60-65% gate/up/down) are profile's
+ * raw times, each with its ~15 us of synchronisation. Their own times
+ * (the raw time less the 17.77 us floor, per launch, over the two 8B
+ * engines' phases, `calibrate`'s rows): 8.4 MB (wk 2.65-4.02 us, wv
+ * 1.57-3.07, median of both ~2.3), 33.6 MB 8.3-15.1 (median ~10.2), 117 MB
+ * 36.3-41.8 (~38): at or near the bytes over 3.35 TB/s (2.50, 10.0, 35.1
+ * us), so the fit's 1.34 us for 8.4 MB streams faster than the device
+ * can. The model therefore never lets a GEMM beat its bytes at bw (the
+ * floor in gen_gpu_gemm_s): wk/wv at 2.50 us on the H100, the larger GEMMs
+ * where the fit puts them. The log shows no skinny GEMM far below the
+ * roofline once the synchronisation is taken out; it cannot resolve a
+ * few tenths of a us at 8 MB (wv after wk shares nothing but reads faster
+ * than the bandwidth: L2 or the floor's spread). */
 #define GEN_CAL_FLOOR_KERNEL_S 10.56e-6
 #define GEN_CAL_FLOOR_GEMM_S 17.77e-6
 #define GEN_CAL_FLOOR_MEMSET_S 10.35e-6
@@ -80,8 +94,34 @@ extern const gen_gpu gen_gpu_h100, gen_gpu_h200;
 int gen_gpu_parse(const char *arg, gen_gpu *out, sw_err *err);
 
 /* Seconds of a cuBLASLt GEMM beyond its launch: its bytes at gemm_eff of
- * bw less the overlap (at least 0), or its flops at the tensor-core peak. */
+ * bw less the overlap, at least its bytes at bw (the floor above), or its
+ * flops at the tensor-core peak. *tm and *tc (may be NULL): the memory
+ * and compute terms. */
 double gen_gpu_gemm_s(const gen_gpu *g, double bytes, double flops);
+void gen_gpu_gemm_terms(const gen_gpu *g, double bytes, double flops, double *tm, double *tc);
+
+/* The generated 16-bit GEMV (templates/gemv16.cu.tmpl). Uncalibrated: no
+ * hardware run yet; these are assumptions, stated so the first run can
+ * correct them.
+ *  - its weight stream reaches GEN_GEMV16_EFF of bw once the grid holds
+ *    GEN_GEMV16_BLOCKS_SM blocks an SM (16-byte loads, R rows of W a warp:
+ *    the loads a block keeps in flight); a smaller grid gets its share;
+ *  - like cuBLASLt's, its first GEN_CAL_GEMM_OVERLAP_S hides under the
+ *    launch (the same graph node launch), and nothing beats bytes / bw;
+ *  - its instructions: per weight element M FMAs, M / R conversions of A
+ *    and one of W, at GEN_GEMV16_ISSUE of the fp32 lane issue rate
+ *    (fp32_flops / 2), no tensor cores: at M ~ 8 and beyond the FMAs, not
+ *    the bytes, decide, and cuBLASLt's tensor cores win. */
+#define GEN_GEMV16_EFF 0.90
+#define GEN_GEMV16_BLOCKS_SM 4
+#define GEN_GEMV16_ISSUE 0.70
+#define GEN_GEMV16_NOTE "uncalibrated: no hardware run yet"
+
+/* Seconds of a gemv16 launch beyond its launch: bytes it reads and writes
+ * (W once per M tile), M rows of A, N x K weights, R rows a warp, blocks
+ * its grid; *tm, *tc (may be NULL) the memory and instruction terms. */
+double gen_gpu_gemv16_s(const gen_gpu *g, double bytes, double m, double n, double k, int r,
+                        double blocks, double *tm, double *tc);
 
 /* The SM clock the tree attention model counts in: the tensor-core peak
  * over 4096 flop per clock per SM (Hopper's dense 16-bit rate). */

@@ -297,6 +297,27 @@ static void layer_launches(const json_value *shapes, const json_value *ops, char
 	}
 }
 
+/* A gemv16 op's terms in us (gen/gpu_model.h gen_gpu_gemv16_s) from its
+ * kernel's M, N, K, R and its grid; false without them. */
+static bool gemv16_time(const json_value *eng, const json_value *o, const gen_gpu *dev, double *tm,
+                        double *tc)
+{
+	const json_value *ks = json_get(eng, "kernels"), *prm = NULL, *g = json_get(o, "grid");
+	for (size_t i = 0; ks && ks->type == JSON_ARRAY && i < ks->n && !prm; i++)
+		if (!strcmp(str(ks->items[i], "uri"), str(o, "uri")))
+			prm = json_get(ks->items[i], "params");
+	if (!prm || !g || g->type != JSON_ARRAY || g->n != 3)
+		return false;
+	double blocks = 1;
+	for (size_t i = 0; i < 3; i++)
+		blocks *= g->items[i]->type == JSON_NUMBER ? g->items[i]->number : 1;
+	gen_gpu_gemv16_s(dev, num(o, "bytes"), num(prm, "M"), num(prm, "N"), num(prm, "K"),
+	                 (int)num(prm, "R"), blocks, tm, tc);
+	*tm *= 1e6;
+	*tc *= 1e6;
+	return true;
+}
+
 /* One op's projected time in us on dev: its launch, and the longer of its
  * memory and compute terms (*tm, *tc, per launch, for the table). */
 static double op_time(const json_value *eng, const json_value *o, const gen_gpu *dev, double ctx,
@@ -305,9 +326,11 @@ static double op_time(const json_value *eng, const json_value *o, const gen_gpu 
 	const double b = num(o, "bytes"), fl = num(o, "flops");
 	const char *ex = str(o, "exec");
 	if (!strcmp(ex, "cublaslt")) { /* the calibrated stream, or the tensor cores */
-		*tm = b / (dev->gemm_eff * dev->bw) - dev->gemm_overlap_s;
-		*tm = (*tm > 0 ? *tm : 0) * 1e6;
-		*tc = fl / dev->bf16_flops * 1e6;
+		gen_gpu_gemm_terms(dev, b, fl, tm, tc);
+		*tm *= 1e6;
+		*tc *= 1e6;
+	} else if (!strcmp(str(o, "op"), "gemv16") && gemv16_time(eng, o, dev, tm, tc)) {
+		/* the generated GEMV's own (uncalibrated) model, as the planner saw it */
 	} else if (!strcmp(ex, "memset")) {
 		*tm = b / dev->bw * 1e6;
 		*tc = 0;
@@ -348,7 +371,10 @@ static void device_note(FILE *out, const gen_inspect_opts *o, const gen_gpu *dev
 	        "%.2f us of it under the launch; %s\n", GEN_CAL_SOURCE, dev->launch_s * 1e6,
 	        100 * dev->gemm_eff, dev->gemm_overlap_s * 1e6, dev->note);
 	fprintf(out, "  per op and launch: t = launch + max(t_mem, t_flop); GEMMs: t_mem = "
-	        "max(0, bytes / (%.1f%% x HBM) - %.2f us), t_flop at the bf16 peak; rendered kernels: "
+	        "max(bytes / (%.1f%% x HBM) - %.2f us, bytes / HBM), t_flop at the bf16 peak; gemv16 "
+	        "(the generated 16-bit GEMV, %s): t_mem = max(bytes / (%.0f%% x HBM x fill) - the same "
+	        "overlap, bytes / (HBM x fill)), fill = min(1, blocks / (%d x SMs)), t_flop = N K (M "
+	        "(1 + 1/R) + 1) instructions at %.0f%% of the fp32 issue rate; rendered kernels: "
 	        "max(bytes / HBM, flops / fp32 peak) / min(1, blocks / SMs) (a grid of fewer blocks "
 	        "than SMs gets that share of the chip); tree attention _part: t_mem = max(t_hbm, "
 	        "t_l2) / sh_m, t_flop = max(t_smem, t_mma, t_exp) / sh_sm; verify: t_mem at least "
@@ -356,7 +382,8 @@ static void device_note(FILE *out, const gen_inspect_opts *o, const gen_gpu *dev
 	        "each waiting for its parent's and earlier siblings'), then the walk's tables and "
 	        "final chunk, at HBM / SMs; logits_process: the blocks of one of its %d phases; x = launches (one per layer of a segment; layers: the "
 	        "segment, '-' for ops outside the layers)\n", 100 * dev->gemm_eff,
-	        dev->gemm_overlap_s * 1e6, SW_LOGITS_PHASES);
+	        dev->gemm_overlap_s * 1e6, GEN_GEMV16_NOTE, 100 * GEN_GEMV16_EFF, GEN_GEMV16_BLOCKS_SM,
+	        100 * GEN_GEMV16_ISSUE, SW_LOGITS_PHASES);
 	fprintf(out, "  not modelled: kernels slower than their bytes at their share of the chip "
 	        "(a block's own latency-bound rate: the sampling and tree kernels that scan a "
 	        "vocabulary in one block per row), L2 reuse across ops; `profile` on a GPU and "
@@ -389,11 +416,16 @@ static void wtype_bytes_note(FILE *out, const json_value *eng, const json_value 
 				b16 += 2.0 * num(g, "n") * num(g, "k") * rep;
 				continue;
 			}
-			if (strcmp(str(o, "op"), "gemv_gguf"))
+			const bool g16 = !strcmp(str(o, "op"), "gemv16");
+			if (strcmp(str(o, "op"), "gemv_gguf") && !g16)
 				continue;
 			for (size_t k = 0; ks && ks->type == JSON_ARRAY && k < ks->n && !prm; k++)
 				if (!strcmp(str(ks->items[k], "uri"), str(o, "uri")))
 					prm = json_get(ks->items[k], "params");
+			if (g16) { /* the engine's 16-bit weights, through the generated GEMV */
+				b16 += 2.0 * num(prm, "N") * num(prm, "K") * rep;
+				continue;
+			}
 			const int t = (int)num(prm, "WTYPE");
 			const uint64_t b = sw_wformat_nbytes((uint32_t)t, (uint64_t)(num(prm, "N") * num(prm, "K")));
 			if (t >= 0 && t < 32)

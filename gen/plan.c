@@ -30,6 +30,7 @@
 
 #include "arch.h"
 #include "attn_cost.h"
+#include "gpu_model.h"
 #include "plan_gguf.h"
 #include "core/fileio.h"
 #include "core/hash.h"
@@ -331,6 +332,37 @@ static void op_gemv(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, g
 	c->a8_k = k;
 }
 
+gp_gemv_shape gp_gemv16_choose(int64_t m, int64_t n, int64_t k)
+{
+	gp_gemv_shape g = {.r = 2, .warps = 4, .ks = 1, .mt = m < 16 ? (int)m : 16};
+	const int64_t groups = (k / 8 + 31) / 32; /* a warp's steps over K, unsplit */
+	g.grid_z = (int)((m + g.mt - 1) / g.mt);
+	for (;;) {
+		const int64_t rows = (int64_t)g.r * g.warps / g.ks;
+		g.grid_x = (int)((n + rows - 1) / rows);
+		if (g.ks >= g.warps || 2 * g.ks > groups || (int64_t)g.grid_x * g.grid_z >= 4 * GEMV_SMS)
+			break;
+		g.ks *= 2;
+	}
+	return g;
+}
+
+/* Why gemv16 cannot take this GEMM (NULL: it can): it reads 16-byte
+ * chunks of 16-bit rows of A and W from the engine's own dtype */
+static const char *gemv16_unfit(const ctx *c, int64_t k, gen_arg a, gen_arg w)
+{
+	if (c->s->dtype != GEN_DTYPE_BF16 && c->s->dtype != GEN_DTYPE_FP16)
+		return "the engine's dtype is not bf16 or fp16";
+	if (k % 8)
+		return "k is not a multiple of 8 (16-byte rows)";
+	if (a.scalar || w.scalar || a.offset % 16 || w.offset % 16)
+		return "A or W does not start on 16 bytes";
+	if (strcmp(c->p->bufs[w.buf].dtype, gen_dtype_name(c->s->dtype)) ||
+	    strcmp(c->p->bufs[a.buf].dtype, gen_dtype_name(c->s->dtype)))
+		return "A or W is not in the engine's 16-bit dtype";
+	return NULL;
+}
+
 void gp_op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_arg out,
                 gen_arg a, gen_arg w, int repeat, const char *layers)
 {
@@ -349,6 +381,42 @@ void gp_op_gemm(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, gen_a
 	             .args = {out, a, w},
 	             .bytes = (double)n * k * wb + (double)m * k * c->dt16 + (double)m * n * 4,
 	             .flops = 2.0 * m * n * k};
+	/* the generated GEMV where the cost model (gen/gpu_model.h) projects it
+	 * faster than cuBLASLt on both devices the engines are shaped for (the
+	 * H100 the calibration is from, the H200 the project has now: the
+	 * faster memory moves a shape's FMAs onto the critical path sooner),
+	 * or where the spec forces it ("gemm") */
+	const char *unfit = c->s->gemm == GEN_GEMM_CUBLASLT ? "" : gemv16_unfit(c, k, a, w);
+	if (!unfit) {
+		const gp_gemv_shape g = gp_gemv16_choose(m, n, k);
+		const double bytes = (double)g.grid_z * n * k * 2 + (double)m * k * 2 + (double)m * n * 4;
+		bool faster = true;
+		for (int i = 0; i < 2; i++) {
+			const gen_gpu *dev = i ? &gen_gpu_h200 : &gen_gpu_h100;
+			faster = faster && gen_gpu_gemv16_s(dev, bytes, (double)m, (double)n, (double)k, g.r,
+			                                    (double)g.grid_x * g.grid_z, NULL, NULL) <
+			                   gen_gpu_gemm_s(dev, d.bytes, d.flops);
+		}
+		if (c->s->gemm == GEN_GEMM_GEMV16 || faster) {
+			gen_param prm[] = {PNAME, PI("IS_F16", c->s->dtype == GEN_DTYPE_FP16), PI("M", m),
+			                   PI("N", n), PI("K", k), PI("MT", g.mt), PI("R", g.r),
+			                   PI("WARPS", g.warps), PI("KS", g.ks)};
+			op_desc v = {.name = name, .op = "gemv16", .exec = GEN_EXEC_KERNEL,
+			             .kernel = gp_kernel(c, "gemv16", "gemv16.cu.tmpl", prm, 9),
+			             .gx = g.grid_x, .gz = g.grid_z, .block = 32 * g.warps,
+			             .repeat = repeat, .layers = layers, .m = m, .n = n, .k = k,
+			             .n_args = 3, .args = {out, a, w}, .bytes = bytes,
+			             .flops = 2.0 * m * n * k};
+			gp_emit(c, &v);
+			return;
+		}
+	} else if (c->s->gemm == GEN_GEMM_GEMV16 && !c->rc) {
+		c->rc = SW_ENOTSUP; /* the spec's request, not a planner bug (plan_build.c) */
+		snprintf(c->why, sizeof(c->why), "op %s: $.gemm \"gemv16\" cannot take this GEMM (m %"
+		         PRId64 ", n %" PRId64 ", k %" PRId64 "): %s; \"auto\" runs it through cuBLASLt",
+		         name, m, n, k, unfit);
+		return;
+	}
 	gp_emit(c, &d);
 }
 
@@ -1517,9 +1585,13 @@ int gen_plan_write_json(const gen_plan *p, FILE *f)
 	        s->max_context, s->prefill_chunk, gen_dtype_name(s->dtype));
 	for (int i = 0; i < s->n_archs; i++)
 		fprintf(f, "%s\"%s\"", i ? ", " : "", s->archs[i]);
-	/* "fuse" echoed only when off: the default's echo is unchanged */
-	fprintf(f, "], \"allow_spills\": %s,%s\n    \"roofline\": {\"tau\": ",
-	        s->allow_spills ? "true" : "false", s->fuse ? "" : " \"fuse\": false,");
+	/* "fuse" and "gemm" echoed only when not the default: the default's
+	 * echo is unchanged, so engines built before them re-plan alike */
+	fprintf(f, "], \"allow_spills\": %s,%s", s->allow_spills ? "true" : "false",
+	        s->fuse ? "" : " \"fuse\": false,");
+	if (s->gemm != GEN_GEMM_DEFAULT)
+		fprintf(f, " \"gemm\": \"%s\",", gen_gemm_choice_name(s->gemm));
+	fprintf(f, "\n    \"roofline\": {\"tau\": ");
 	if (s->tau > 0)
 		jnum(f, s->tau);
 	else

@@ -221,6 +221,8 @@ int gen_plan_build(const gen_spec *s, gen_plan *p, sw_err *err)
 out_nomem:
 	free(c.draft);
 	gen_plan_free(p);
+	if (c.rc == SW_ENOTSUP) /* the spec asks for what the plan cannot do ($.gemm) */
+		return sw_errf(err, SW_EINVAL, "%s: %s", s->file, c.why);
 	if (c.rc == SW_EINVAL) /* the planner's own mistake: a bug, said as one */
 		return sw_errf(err, SW_EINVAL, "%s: the planner emitted an invalid op: %s", s->file, c.why);
 	return sw_errf(err, SW_ENOMEM, "%s: out of memory planning", s->file);

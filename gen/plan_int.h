@@ -175,6 +175,9 @@ typedef struct gp_gemv_shape {
 	int r, warps, ks, mt, grid_x, grid_z;
 } gp_gemv_shape;
 gp_gemv_shape gp_gemv_choose(int64_t m, int64_t n, int64_t k);
+/* The gemv16 launch shape: 2 rows of W a warp, 4 warps, M tiles of up to
+ * 16 rows, K split over the warps while the grid is under 4 blocks an SM. */
+gp_gemv_shape gp_gemv16_choose(int64_t m, int64_t n, int64_t k);
 void gp_op_rmsnorm(ctx *c, const char *name, const rt_config *cfg, int64_t rows, gen_arg w,
                    int repeat, const char *layers);
 void gp_op_attention(ctx *c, const model_ix *m, const attn_shape *sh, int L, const char *layers,

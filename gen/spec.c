@@ -545,6 +545,12 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 	return dr->parse(&in, sp, err);
 }
 
+const char *gen_gemm_choice_name(int c)
+{
+	static const char *const names[] = {"auto", "cublaslt", "gemv16"};
+	return c >= 0 && c <= GEN_GEMM_GEMV16 ? names[c] : "?";
+}
+
 static int arch_ok(const char *a)
 {
 	size_t n = strlen(a);
@@ -561,7 +567,8 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 {
 	static const char *const keys[] = {"name", "target", "draft", "tree", "verify", "sampling",
 	                                   "max_context", "prefill_chunk", "dtype", "archs",
-	                                   "allow_spills", "fuse", "roofline", "adaptive", "control",
+	                                   "allow_spills", "fuse", "gemm", "roofline", "adaptive",
+	                                   "control",
 	                                   NULL};
 	json_value *root;
 	const json_value *o, *v;
@@ -785,6 +792,26 @@ int gen_spec_parse(const char *text, size_t n, const char *file, const char *tre
 	sp->fuse = true;
 	if (json_get(root, "fuse") && (rc = json_get_bool(root, "fuse", "$", &sp->fuse, err)))
 		goto out_free;
+	sp->gemm = GEN_GEMM_DEFAULT;
+	if ((v = json_get(root, "gemm"))) {
+		if ((rc = json_get_string(root, "gemm", "$", &s, err)))
+			goto out_free;
+		sp->gemm = -1;
+		for (int g = GEN_GEMM_AUTO; g <= GEN_GEMM_GEMV16; g++)
+			if (!strcmp(s, gen_gemm_choice_name(g)))
+				sp->gemm = g;
+		if (sp->gemm < 0) {
+			rc = json_refuse(err, v, "$.gemm", "\"auto\", \"cublaslt\" or \"gemv16\"", "\"%s\"",
+			                 s);
+			goto out_free;
+		}
+		if (sp->gemm == GEN_GEMM_GEMV16 && sp->dtype != GEN_DTYPE_BF16 &&
+		    sp->dtype != GEN_DTYPE_FP16) {
+			rc = json_refuse(err, v, "$.gemm", "\"auto\" or \"cublaslt\" (gemv16 reads bf16 or fp16 "
+			                 "weights)", "\"%s\" with dtype \"%s\"", s, gen_dtype_name(sp->dtype));
+			goto out_free;
+		}
+	}
 
 	if ((o = json_get(root, "adaptive"))) {
 		static const char *const akeys[] = {"h", "min", "max", NULL};

@@ -47,6 +47,13 @@
  *                                                 their neighbours, q/k/v and gate/up one
  *                                                 GEMM each (weights concatenated at load);
  *                                                 false: one launch an op (the same tokens)
+ *     "gemm": "auto" | "cublaslt" | "gemv16",     optional, default cublaslt (until a
+ *                                                 hardware run calibrates the GEMV):
+ *                                                 auto, the 16-bit GEMMs through the
+ *                                                 generated GEMV (templates/gemv16) or
+ *                                                 cuBLASLt per shape by the cost model
+ *                                                 (gen/gpu_model.h); the others force
+ *                                                 one where it applies
  *     "adaptive": {"h": 0.3, "min": 1, "max": 6}  optional, chain trees with a draft
  *                                                 model: SpecDec++ stop rule on the
  *                                                 device, later levels as graph IFs
@@ -98,6 +105,15 @@ enum gen_dtype { GEN_DTYPE_BF16 = 0, GEN_DTYPE_FP16, GEN_DTYPE_Q8_0, GEN_DTYPE_Q
                  GEN_DTYPE_GGUF_A8 };
 
 /* The GEMM weight fields, in gen_model_src.wtype's order. */
+/* "gemm": how the 16-bit GEMMs run (gen/plan.c gp_op_gemm). The default
+ * is cuBLASLt until a hardware run calibrates the generated GEMV: "auto"'s
+ * choice rests on its assumed efficiency (gen/gpu_model.h), and on the
+ * host backend a gemv16 op costs more than the host's own GEMM (it keeps
+ * the kernel's summation order, runtime/device/host_gemv16.c). */
+enum gen_gemm_choice { GEN_GEMM_AUTO = 0, GEN_GEMM_CUBLASLT, GEN_GEMM_GEMV16,
+                       GEN_GEMM_DEFAULT = GEN_GEMM_CUBLASLT };
+const char *gen_gemm_choice_name(int c);
+
 enum gen_wfield { GEN_WT_WQ = 0, GEN_WT_WK, GEN_WT_WV, GEN_WT_WO, GEN_WT_GATE, GEN_WT_UP,
                   GEN_WT_DOWN, GEN_WT_LM_HEAD, GEN_WT_N };
 
@@ -148,6 +164,7 @@ typedef struct gen_spec {
 	bool allow_spills;
 	bool fuse;                 /* a layer's fused launches (gen/plan.c layer_ops); false: the
 	                            * separate ones, the same bits (a check, and a baseline) */
+	int gemm;                  /* enum gen_gemm_choice ("gemm") */
 	bool adaptive;             /* SpecDec++: stop drafting a chain early (device-side) */
 	float adapt_h;             /* stop once P(a rejection) > h, the draft's q(Y) as predictor */
 	int adapt_min, adapt_max;  /* draft at least / at most this many tokens */

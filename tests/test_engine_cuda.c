@@ -949,6 +949,41 @@ static void test_ngram_chain(void **state)
 	assert_int_equal(run_case(&c), 0);
 }
 
+/* Every GEMM through the generated gemv16 ("gemm": "gemv16", fp16, a
+ * layer-skip tree): the emulated kernels on host-emulate and on cuda over
+ * the fake, and the host backend's own hg_gemv16 (native), the same
+ * tokens; the engine really runs gemv16 ops, no cuBLASLt. */
+static void test_gemv16_engine(void **state)
+{
+	const ecase c = {"gemv16_tree", "layerskip:1", "eagle25", "greedy", "topk", 0, "fp16",
+	                 "\"gemm\": \"gemv16\"", 37, 24, 1, false, false, NULL, 0, 0, false, false};
+	assert_int_equal(run_case(&c), 0);
+	char dir[400], path[500];
+	snprintf(dir, sizeof(dir), "%s/%s", g_dir, c.name);
+	snprintf(path, sizeof(path), "%s/engine.json", dir);
+	char *t = sw_read_file(path, SW_CAP_IMAGE, NULL);
+	assert_non_null(t);
+	assert_non_null(strstr(t, "\"op\": \"gemv16\""));
+	assert_null(strstr(t, "\"exec\": \"cublaslt\""));
+	free(t);
+	int32_t prompt[64], a[64], b[64];
+	rt_engine_stats st;
+	eu_tiny_prompt(prompt, c.n_prompt);
+	rt_dev *h = open_emulate();
+	rt_engine *e = eu_bind(dir, h, g_tiny, c.seed);
+	const int na = eu_generate(e, "gemv16_tree host-emulate", prompt, c.n_prompt, c.max_new, false,
+	                           a, &st);
+	rt_engine_free(e);
+	rt_dev_free(h);
+	h = open_native();
+	e = eu_bind(dir, h, g_tiny, c.seed);
+	const int nb = eu_generate(e, "gemv16_tree host-native", prompt, c.n_prompt, c.max_new, false,
+	                           b, &st);
+	rt_engine_free(e);
+	rt_dev_free(h);
+	expect_same("host native (hg_gemv16)", b, nb, a, na);
+}
+
 /* A q8_0 engine (8-bit weights: the host GEMM's) and a q8_0_a8 engine
  * (int8 GEMM inputs too) on the cuda backend are refused at bind, naming
  * the engine's dtype and the backend that runs it; the same engines bind
@@ -1244,6 +1279,7 @@ int main(void)
 		cmocka_unit_test(test_greedy_eagle25),
 		cmocka_unit_test(test_stochastic_biseq8),
 		cmocka_unit_test(test_ngram_chain),
+		cmocka_unit_test(test_gemv16_engine),
 		cmocka_unit_test(test_block_tree),
 		cmocka_unit_test(test_eagle3),
 		cmocka_unit_test(test_q8_0_refused),

@@ -1615,6 +1615,7 @@ static const op_test TESTS[] = {
 	[SW_OP_embedding_gguf] = {.file = "test_kern_embedding_gguf.c"},
 	[SW_OP_feature_tap] = {feature_tap_shape, feature_tap_cases, feature_tap_nvrtc, NULL},
 	[SW_OP_fill_random] = {fill_random_shape, fill_random_cases, fill_random_nvrtc, NULL},
+	[SW_OP_gemv16] = {.file = "test_kern_gemv16.c"},
 	[SW_OP_gemv_gguf] = {.file = "test_kern_gemv_gguf.c"},
 	[SW_OP_head_prep] = {NULL, head_prep_cases, head_prep_nvrtc, NULL},
 	[SW_OP_kv_commit] = {.file = "test_kern_kv_commit.c"},

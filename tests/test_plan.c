@@ -4,6 +4,7 @@
  * shapes alone (weights + activations); same spec, same engine.json bytes;
  * no launch aliases two restrict-marked parameters. */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -361,6 +362,131 @@ static void test_plan_block(void **state)
 	gen_plan_free(&p);
 }
 
+/* Llama-3-8B's widths on two layers (the GEMM shapes the planner chooses
+ * by), "gemm" as given (%s: the member or nothing). */
+static const char BIG[] =
+	"{\"name\": \"big\", \"target\": {\"shape\": {\"n_layers\": 2, \"dim\": 4096, \"n_heads\": 32, "
+	"\"n_kv_heads\": 8, \"ffn_dim\": 14336, \"vocab\": 4096, \"max_ctx\": 512}}, "
+	"\"draft\": \"layerskip:1@1000\", \"tree\": \"chain:3\", "
+	"\"verify\": {\"method\": \"greedy\", \"expand\": \"topk\"}, \"max_context\": 256, "
+	"\"prefill_chunk\": 64, \"dtype\": \"%s\"%s}";
+
+static int plan_of(const char *fmt, const char *dtype, const char *gemm, gen_plan *p, sw_err *err)
+{
+	char text[2048];
+	gen_spec s;
+	snprintf(text, sizeof(text), fmt, dtype, gemm);
+	int rc = gen_spec_parse(text, strlen(text), "big.json", NULL, &s, err);
+	return rc ? rc : gen_plan_build(&s, p, err);
+}
+
+static const gen_op *find_op(const gen_plan *p, const char *phase, const char *name)
+{
+	for (int i = 0; i < p->n_phases; i++)
+		if (!strcmp(p->phases[i].name, phase))
+			for (int j = p->phases[i].first_op; j < p->phases[i].first_op + p->phases[i].n_ops; j++)
+				if (!strcmp(p->ops[j].name, name))
+					return &p->ops[j];
+	return NULL;
+}
+
+static bool is_gemm(const gen_op *o)
+{
+	return o->exec == GEN_EXEC_CUBLASLT || !strcmp(o->op, "gemv16");
+}
+
+/* gp_op_gemm's choice (gen/gpu_model.h): the generated GEMV where it
+ * streams the weights faster on both devices (the 117 MB FFN weights at
+ * 1 and 4 rows), cuBLASLt where nothing is gained (wk/wv: both at their
+ * bytes over the bandwidth) or the FMAs decide (the 64-row prefill); the
+ * spec's "gemm" forces either, refuses what gemv16 cannot take and any
+ * other value. */
+static void test_plan_gemm_choice(void **state)
+{
+	(void)state;
+	gen_plan p;
+	sw_err err = {0};
+	/* the default is cuBLASLt for every GEMM (gen/spec.h: until a hardware
+	 * run calibrates the GEMV) */
+	if (plan_of(BIG, "bf16", "", &p, &err))
+		fail_msg("%s", err.msg);
+	for (int i = 0; i < p.n_ops; i++)
+		if (is_gemm(&p.ops[i]) && p.ops[i].exec != GEN_EXEC_CUBLASLT)
+			fail_msg("default: op %s is %s", p.ops[i].name, p.ops[i].op);
+	gen_plan_free(&p);
+	/* auto, on the unfused layer (each GEMM its own shape) */
+	if (plan_of(BIG, "bf16", ", \"gemm\": \"auto\", \"fuse\": false", &p, &err))
+		fail_msg("%s", err.msg);
+	check_invariants(&p);
+	static const char *const ffn[] = {"w_gate", "w_up", "w_down"};
+	for (int f = 0; f < 3; f++) {
+		const gen_op *d = find_op(&p, "draft_0", ffn[f]), *v = find_op(&p, "verify", ffn[f]);
+		const gen_op *pre = find_op(&p, "prefill", ffn[f]);
+		assert_non_null(d);
+		assert_non_null(v);
+		assert_non_null(pre);
+		assert_int_equal(d->m, 1);
+		assert_int_equal(v->m, 4);
+		assert_int_equal(pre->m, 64);
+		assert_string_equal(d->op, "gemv16");
+		assert_string_equal(v->op, "gemv16");
+		assert_true(pre->exec == GEN_EXEC_CUBLASLT);
+		assert_string_equal(p.kernels[d->kernel].tmpl, "gemv16.cu.tmpl");
+	}
+	assert_true(find_op(&p, "draft_0", "wk")->exec == GEN_EXEC_CUBLASLT);
+	assert_true(find_op(&p, "verify", "wv")->exec == GEN_EXEC_CUBLASLT);
+	gen_plan_free(&p);
+
+	/* forced: every GEMM one way */
+	for (int g = 0; g < 2; g++) {
+		if (plan_of(BIG, g ? "fp16" : "bf16", g ? ", \"gemm\": \"gemv16\"" : ", \"gemm\": \"cublaslt\"",
+		            &p, &err))
+			fail_msg("%s", err.msg);
+		check_invariants(&p);
+		int n = 0;
+		for (int i = 0; i < p.n_ops; i++)
+			if (is_gemm(&p.ops[i])) {
+				n++;
+				if ((p.ops[i].exec == GEN_EXEC_CUBLASLT) != !g)
+					fail_msg("gemm %s: op %s is %s", g ? "gemv16" : "cublaslt", p.ops[i].name,
+					         p.ops[i].op);
+			}
+		assert_true(n > 10);
+		gen_plan_free(&p);
+	}
+	/* refused: an unknown value; gemv16 on q8_0 weights; gemv16 where k is
+	 * not a multiple of 8 (SMALL's ffn_dim 260: w_down), which auto leaves
+	 * to cuBLASLt */
+	assert_int_not_equal(plan_of(BIG, "bf16", ", \"gemm\": \"gemv\"", &p, &err), 0);
+	if (!strstr(err.msg, "$.gemm") || !strstr(err.msg, "\"gemv\"") || !strstr(err.msg, "gemv16"))
+		fail_msg("%s", err.msg);
+	memset(&err, 0, sizeof(err));
+	assert_int_not_equal(plan_of(BIG, "q8_0", ", \"gemm\": \"gemv16\"", &p, &err), 0);
+	if (!strstr(err.msg, "$.gemm") || !strstr(err.msg, "q8_0"))
+		fail_msg("%s", err.msg);
+	char small[1024];
+	snprintf(small, sizeof(small), "%s", SMALL);
+	char *dt = strstr(small, "\"dtype\": \"bf16\"");
+	assert_non_null(dt);
+	snprintf(dt, sizeof(small) - (size_t)(dt - small), "\"dtype\": \"%%s\"%%s, \"tree\": \"chain:2\"}");
+	/* the tree's %s became chain:2 above: SMALL's own tree member is dropped */
+	char *tr = strstr(small, "\"tree\": \"%s\", ");
+	assert_non_null(tr);
+	memmove(tr, tr + strlen("\"tree\": \"%s\", "), strlen(tr + strlen("\"tree\": \"%s\", ")) + 1);
+	memset(&err, 0, sizeof(err));
+	assert_int_not_equal(plan_of(small, "bf16", ", \"gemm\": \"gemv16\"", &p, &err), 0);
+	if (!strstr(err.msg, "w_down") || !strstr(err.msg, "k 260") || !strstr(err.msg, "multiple of 8") ||
+	    strstr(err.msg, "planner emitted")) /* the spec's request, not a planner bug */
+		fail_msg("%s", err.msg);
+	memset(&err, 0, sizeof(err));
+	if (plan_of(small, "bf16", ", \"gemm\": \"auto\"", &p, &err))
+		fail_msg("%s", err.msg);
+	for (int i = 0; i < p.n_ops; i++)
+		if (!strcmp(p.ops[i].name, "w_down"))
+			assert_true(p.ops[i].exec == GEN_EXEC_CUBLASLT);
+	gen_plan_free(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -369,6 +495,7 @@ int main(void)
 		cmocka_unit_test(test_plan_deterministic),
 		cmocka_unit_test(test_plan_restrict),
 		cmocka_unit_test(test_plan_block),
+		cmocka_unit_test(test_plan_gemm_choice),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -668,6 +668,22 @@ int ref_gemv_gguf_mag(float *C, double *mag, const void *a8, const void *W, int 
 int ref_embedding_gguf(float *y, const void *W, const int32_t *tok, int T, int dim, int n_rows,
                        int n_ids, int wtype, float scale);
 
+/* ---- 16-bit GEMM weights on the GPU (template gemv16): C (M, N) fp32 =
+ * A (M, K) W (N, K)^T, A and W fp16 (is_f16 1) or bf16 (0) bits, K a
+ * multiple of 8, in the kernel's fixed order: chunk c is elements 8c ..
+ * 8c+7; slot s of the 32 ks slots (lane s % 32 of warp s / 32 of the K
+ * split) sums chunks s, s + 32 ks, ... in order, each element one
+ * acc = fmaf(a, w, acc) from +0; the output is +0 plus the slots in order
+ * (fp32 additions). Every product is exact in fp32 (two 11- or 8-bit
+ * significands), so each step is one rounding: depth ceil(K / (256 ks)) 8
+ * + 32 ks against sum |a w|. REF_EINVAL for M, N < 1, K not a positive
+ * multiple of 8, ks outside 1..32. */
+int ref_gemv16(float *C, const uint16_t *A, const uint16_t *W, int M, int N, int K, int is_f16,
+               int ks);
+/* The same, and mag (M, N): sum |a w| of each output in double. */
+int ref_gemv16_mag(float *C, double *mag, const uint16_t *A, const uint16_t *W, int M, int N, int K,
+                   int is_f16, int ks);
+
 /* Each row of kernels/ops.def names the function above that specifies its
  * op: a row whose ref is not declared here does not compile. */
 #define SW_OP(name, n_args, philox, ref, planned) \

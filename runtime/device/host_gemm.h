@@ -42,6 +42,14 @@ const char *hg_path_name(int path);
 int hg_gemm16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t n, int64_t k,
               bool bf16, int path, int threads);
 
+/* The generated gemv16's result on the host: C = A W^T in
+ * kernels/ref/gemv16.c's order for a K split over ks warps (its bits: the
+ * same fmaf chains per slot, the slots added in order; vectorised across
+ * slots, split over W's rows on the pool). f16: fp16, else bf16; k a
+ * multiple of 8, ks 1..32 (else SW_EINVAL); SW_ENOMEM. */
+int hg_gemv16(float *C, const uint16_t *A, const uint16_t *W, int64_t m, int64_t n, int64_t k,
+              bool f16, int ks, int threads);
+
 /* q8_0 weights (GGUF's Q8_0 block layout): each row of W is k / 32 blocks
  * of 34 bytes, an fp16 scale d then 32 int8 q; the weight is q * d, which
  * fp32 holds exactly (8 + 11 significand bits). */

@@ -674,6 +674,21 @@ static int op_quant_a8(const rt_op *op, sw_err *err)
 	return 0;
 }
 
+/* (C, A, W): the 16-bit GEMV in the kernel's order (ref_gemv16's bits
+ * through hg_gemv16, tests/test_kern_gemv16.c), so the host backend's
+ * engines give the generated kernel's results */
+static int op_gemv16(const rt_op *op, sw_err *err)
+{
+	const int rc = hg_gemv16(ARG(op, 0, float *), ARG(op, 1, const uint16_t *),
+	                         ARG(op, 2, const uint16_t *), live_rows(op, PI_("M")), PI_("N"),
+	                         PI_("K"), PI_("IS_F16") == 1, (int)PI_("KS"), 0);
+	if (rc == SW_ENOMEM)
+		return sw_errf(err, SW_ENOMEM, "%s: out of memory", op->entry);
+	if (rc || (PI_("IS_F16") != 0 && PI_("IS_F16") != 1))
+		return refused(op, "gemv16: M, N, K, IS_F16 or KS outside what the op accepts", err);
+	return 0;
+}
+
 /* (C, a16, a8, W): C = a8's rows times W's planes (ref_gemv_gguf), where
  * the engine uploaded planes. The host backend's native mode takes the
  * file's blocks instead and runs these ops as its own GEMM on a16

@@ -292,6 +292,42 @@ static void ext_quant_a8(ectx *c)
 	set(c, 1, mul3(M, K, 2), false, "M %lld x K %lld fp16", (long long)M, (long long)K);
 }
 
+/* gemv16.cu.tmpl: C (M, N) f32 written, A (M, K) and W (N, K) 16-bit read
+ * (rows past N read as row N - 1, inside); the grid the template's header
+ * states. The W buffer, where it is a weight, is the engine's 16-bit dtype
+ * of rows of K (its first N rows read: a fused weight's leading part). */
+static void ext_gemv16(ectx *c)
+{
+	const int64_t F16 = P(c, "IS_F16", 0, 1), M = P(c, "M", 1, MAXI), N = P(c, "N", 1, MAXI);
+	const int64_t K = P(c, "K", 8, MAXI), MT = P(c, "MT", 1, 64), R = P(c, "R", 1, 8);
+	const int64_t WA = P(c, "WARPS", 1, 32), KS = P(c, "KS", 1, 32);
+	if (c->rc)
+		return;
+	if (K % 8 || WA % KS)
+		refuse(c, "kernel %s: K %lld, WARPS %lld, KS %lld: expected K a multiple of 8 and KS "
+		       "dividing WARPS", c->k->uri, (long long)K, (long long)WA, (long long)KS);
+	block_is(c, 32 * WA);
+	const int64_t rows = R * (WA / KS);
+	const unsigned *g = c->x->grid;
+	if (!c->rc && ((int64_t)g[0] != (N + rows - 1) / rows || g[1] != 1 ||
+	               (int64_t)g[2] != (M + MT - 1) / MT))
+		refuse(c, "grid [%u, %u, %u], expected [%lld, 1, %lld] (ceil(N / (R WARPS / KS)), 1, "
+		       "ceil(M / MT))", g[0], g[1], g[2], (long long)((N + rows - 1) / rows),
+		       (long long)((M + MT - 1) / MT));
+	const rt_engine_buf *b = c->x->arg_buf[2] >= 0 ? &c->m->bufs[c->x->arg_buf[2]] : NULL;
+	if (!c->rc && b && !strcmp(b->kind, "weight") &&
+	    (strcmp(b->dtype, F16 ? "fp16" : "bf16") || b->rank < 2 || b->shape[b->rank - 1] != K ||
+	     b->shape[b->rank - 2] < N))
+		refuse(c, "W buffer %s (%s, last dims [%lld, %lld]), expected %s of at least N %lld "
+		       "rows of K %lld", b->name, b->dtype,
+		       (long long)(b->rank > 1 ? b->shape[b->rank - 2] : 0),
+		       (long long)(b->rank ? b->shape[b->rank - 1] : 0), F16 ? "fp16" : "bf16",
+		       (long long)N, (long long)K);
+	set(c, 0, mul3(M, N, 4), true, "M %lld x N %lld f32", (long long)M, (long long)N);
+	set(c, 1, mul3(M, K, 2), false, "M %lld x K %lld 16-bit", (long long)M, (long long)K);
+	set(c, 2, mul3(N, K, 2), false, "N %lld x K %lld 16-bit", (long long)N, (long long)K);
+}
+
 /* gemv_gguf.cu.tmpl: block (BID_X, 0, BID_Z) writes C rows m0 .. m0 + MT -
  * 1 < M (m0 = BID_Z MT) of columns < N; reads a8 as quant_a8 of (M, K)
  * wrote it (a16 is the GEMM's fp16 input, not read by the kernel, M x K x
