@@ -1519,8 +1519,19 @@ static void write_cfg(FILE *f, const rt_config *c, const char *ind)
 	        ind, rt_arch_name(c->arch), c->n_layers, c->dim, c->n_heads, c->n_kv_heads, c->head_dim, ind, c->ffn_dim,
 	        c->vocab);
 	jnum(f, c->rope_theta);
-	fprintf(f, ", \"norm_eps\": %.9g, \"tied_embd\": %s\n%s}", (double)c->norm_eps,
-	        c->tied_embd ? "true" : "false", ind);
+	fprintf(f, ", \"norm_eps\": %.9g, \"tied_embd\": %s", (double)c->norm_eps,
+	        c->tied_embd ? "true" : "false");
+	/* Gemma 3's own fields (gen/spec.c gemma_shape's keys), so that an
+	 * engine built from a shape re-plans to itself (gen/replan.c): the
+	 * window and the query scalar are baked into its kernels */
+	if (c->arch == RT_ARCH_GEMMA3) {
+		fprintf(f, ",\n%s  \"sliding_window\": %d, \"sliding_window_pattern\": %d, "
+		        "\"rope_local_base_freq\": ", ind, c->swa_window, c->swa_pattern);
+		jnum(f, c->rope_theta_local);
+		fputs(", \"query_pre_attn_scalar\": ", f);
+		jnum(f, c->query_scalar);
+	}
+	fprintf(f, "\n%s}", ind);
 }
 
 static void write_params(FILE *f, const gen_kernel *k)

@@ -112,7 +112,8 @@ void gen_put_shape(FILE *f, const json_value *cfg)
 {
 	static const char *const keys[] = {"arch", "n_layers", "dim", "n_heads", "n_kv_heads",
 	                                   "head_dim", "ffn_dim", "vocab", "rope_theta", "norm_eps",
-	                                   "tied_embd", NULL};
+	                                   "tied_embd", "sliding_window", "sliding_window_pattern",
+	                                   "rope_local_base_freq", "query_pre_attn_scalar", NULL};
 	fputc('{', f);
 	gen_put_members(f, cfg, keys, "");
 	fputc('}', f);
