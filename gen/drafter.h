@@ -2,8 +2,9 @@
  * "$.draft" methods and keys, their parse, the trees, dtypes and prefill
  * chunks it takes: gen/spec.c asks), what it adds to the static iteration
  * whose phases gen_plan_build lays out (gen/plan_build.c, the skeleton:
- * prefill, the draft phases, verify, accept, commit), and the weights and
- * files the engine binds (gen/build.c). One file per kind: drafter_ngram.c,
+ * prefill, the draft phases, verify, accept, commit), the weights and
+ * files the engine binds (gen/build.c), and its "$.draft" written back
+ * from engine.json's echo (gen/replan.c). One file per kind: drafter_ngram.c,
  * drafter_model.c (a draft model and a layer-skip draft), drafter_block.c,
  * drafter_eagle3.c; the registry (drafters.h) maps the spec's draft kind
  * (gen_spec.draft_kind) to its gen_drafter. A slot left NULL adds nothing;
@@ -34,6 +35,14 @@ typedef struct gen_draft_in {
 	const json_value *d, *mv;
 	const char *method, *mp;
 } gen_draft_in;
+
+/* The spec echo's "$.spec.draft" as the re-plan reads it (gen/replan.c):
+ * d the object, dshape $.shapes.draft where d gives a "shape" (else NULL),
+ * dpath the drafter's weights this run binds ("" for none). */
+typedef struct gen_echo_in {
+	const json_value *d, *dshape;
+	const char *dpath;
+} gen_echo_in;
 
 /* Weights opened for build's digest (gen/build.c, engine.json's
  * $.spec.draft.digest), read by field and layer (-1: not layered) as the
@@ -114,9 +123,22 @@ typedef struct gen_drafter {
 	gp_q (*accept_q)(ctx *c);
 	/* phase "commit", after the target's cache: its own */
 	void (*commit)(ctx *c);
+	/* its forward runs the target's layers s->skip_layers (a layer-skip
+	 * draft): its "draft" layers' weight types are those layers' */
+	bool target_layers;
+	/* it reads the target's embedding table as 16-bit rows (a block
+	 * drafter's block_embed, an EAGLE-3 head without an embedding of its
+	 * own: eagle3_in), which gguf_a8 then keeps 16-bit (plan.c
+	 * embd_dtype); NULL: never */
+	bool (*embd16)(const gen_spec *s);
 	/* its members of engine.json's $.spec.draft after "method" (what the
 	 * runtime binds its weights by: path and digest, taps, vocabulary) */
 	void (*echo)(const gen_plan *p, FILE *f);
+
+	/* -- the re-plan (gen/replan.c) -- */
+	/* the spec's "$.draft" `build` read, written back from the spec echo's
+	 * (in) to f; NULL: {"method": M}, the method alone */
+	void (*echo_spec)(const gen_echo_in *in, FILE *f);
 
 	/* -- build (gen/build.c) -- */
 	/* the files of its directory (s->draft.path) engine.json's
@@ -145,6 +167,19 @@ int gen_spec_model_parse(const json_value *m, const char *path, gen_model_src *s
 int gen_spec_draft_dir(const json_value *d, gen_spec *s, const char *what, const char **dir,
                        const json_value **pv, sw_err *err);
 int gen_spec_gguf_a8_refuse(const json_value *v, const char *what, sw_err *err);
+
+/* Whether dr answers to method (drafters.c): a form of its methods without
+ * ':' is the whole method, one with ':' a prefix through it. */
+bool gen_drafter_takes(const gen_drafter *dr, const char *method);
+
+/* replan.c's writers for a drafter's echo_spec: s (n bytes) as a JSON
+ * string; v as JSON (a number exactly as parsed); `"key": value` of o's
+ * members named in keys (NULL-ended; those present), after sep; a model's
+ * shape from $.shapes.<role> (the planner's) in the spec's shape keys. */
+void gen_put_str(FILE *f, const char *s, size_t n);
+void gen_put_value(FILE *f, const json_value *v);
+void gen_put_members(FILE *f, const json_value *o, const char *const *keys, const char *sep);
+void gen_put_shape(FILE *f, const json_value *cfg);
 
 /* drafter_ngram.c: the n-gram lookup, which an EAGLE-3 head with "ngram"
  * runs in front of itself. Its lengths "MIN:MAX" (1 <= MIN <= MAX <= 16,

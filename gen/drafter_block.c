@@ -276,6 +276,13 @@ static void block_commit(ctx *c)
 	gp_op_kv_commit(c, &x->dm, 1);
 }
 
+/* block_embed reads the target's table as 16-bit rows */
+static bool block_embd16(const gen_spec *s)
+{
+	(void)s;
+	return true;
+}
+
 /* the drafter's directory and its baked-in config (B, S, taps, pattern, Vd) */
 static void block_echo(const gen_plan *p, FILE *f)
 {
@@ -288,6 +295,33 @@ static void block_echo(const gen_plan *p, FILE *f)
 		fprintf(f, "%s%d", i ? ", " : "", bk->taps[i]);
 	fprintf(f, "], \"block_attention\": \"%s\", \"vocab\": %d",
 	        bk->block_attn == RT_BD_CAUSAL ? "causal" : "bidirectional", bk->draft_vocab);
+}
+
+/* {"method": "block", "steps": S, "path": DIR} back from the echo; a
+ * drafter by shape: config.json's keys, from the echo */
+static void block_echo_spec(const gen_echo_in *in, FILE *f)
+{
+	static const char *const steps[] = {"steps", NULL};
+	const json_value *d = in->d;
+	fputs("{\"method\": \"block\"", f);
+	gen_put_members(f, d, steps, ", ");
+	if (!in->dshape) {
+		fputs(", \"path\": ", f);
+		gen_put_str(f, in->dpath, strlen(in->dpath));
+	} else {
+		static const char *const bk[] = {"block", "taps", "block_attention", NULL};
+		static const char *const sk[] = {"n_layers", "n_heads", "n_kv_heads", "head_dim",
+		                                 "ffn_dim", "norm_eps", "rope_theta", NULL};
+		fputs(", \"shape\": {\"conditioning\": \"features\"", f);
+		gen_put_members(f, d, bk, ", ");
+		if (json_get(d, "vocab")) {
+			fputs(", \"draft_vocab\": ", f);
+			gen_put_value(f, json_get(d, "vocab"));
+		}
+		gen_put_members(f, in->dshape, sk, ", ");
+		fputc('}', f);
+	}
+	fputc('}', f);
 }
 
 /* -- the spec -- */
@@ -450,7 +484,10 @@ const gen_drafter gen_drafter_block = {
 	.verify = block_verify,
 	.accept_q = block_accept_q,
 	.commit = block_commit,
+	.target_layers = false,
+	.embd16 = block_embd16,
 	.echo = block_echo,
+	.echo_spec = block_echo_spec,
 	.files = block_files,
 	.weights_open = block_weights_open,
 };

@@ -499,6 +499,13 @@ static void e3_commit(ctx *c)
 	gp_op_kv_commit(c, &x->hm, 1);
 }
 
+/* a head without an embedding of its own: eagle3_in reads the target's
+ * table as 16-bit rows */
+static bool e3_embd16(const gen_spec *s)
+{
+	return !s->eagle3.own_embd;
+}
+
 /* the head's directory, taps and Vd; n-gram first, the head's levels where
  * it drafts none */
 static void e3_echo(const gen_plan *p, FILE *f)
@@ -511,6 +518,16 @@ static void e3_echo(const gen_plan *p, FILE *f)
 	if (s->e3_ngram)
 		fprintf(f, ", \"ngram\": \"%d:%d\", \"levels\": %d", s->ngram_min, s->ngram_max,
 		        s->e3_levels);
+}
+
+/* {"method": "eagle3", "path": DIR, "ngram", "levels"} back from the echo */
+static void e3_echo_spec(const gen_echo_in *in, FILE *f)
+{
+	static const char *const ng[] = {"ngram", "levels", NULL};
+	fputs("{\"method\": \"eagle3\", \"path\": ", f);
+	gen_put_str(f, in->dpath, strlen(in->dpath));
+	gen_put_members(f, in->d, ng, ", ");
+	fputc('}', f);
 }
 
 /* -- the spec -- */
@@ -700,7 +717,10 @@ const gen_drafter gen_drafter_eagle3 = {
 	.verify = e3_verify,
 	.accept_q = e3_accept_q,
 	.commit = e3_commit,
+	.target_layers = false,
+	.embd16 = e3_embd16,
 	.echo = e3_echo,
+	.echo_spec = e3_echo_spec,
 	.files = e3_files,
 	.weights_open = e3_weights_open,
 };

@@ -191,6 +191,21 @@ static void model_echo(const gen_plan *p, FILE *f)
 	gp_write_src(f, p->spec->draft.from_shape, p->spec->draft.path, p->draft_digest);
 }
 
+/* {"method": "model", "path": FILE | "shape": {...}} back from the echo
+ * (a "model:PATH" method too) */
+static void model_echo_spec(const gen_echo_in *in, FILE *f)
+{
+	fputs("{\"method\": \"model\", ", f);
+	if (in->dshape) {
+		fputs("\"shape\": ", f);
+		gen_put_shape(f, in->dshape);
+	} else {
+		fputs("\"path\": ", f);
+		gen_put_str(f, in->dpath, strlen(in->dpath));
+	}
+	fputc('}', f);
+}
+
 static void layerskip_echo(const gen_plan *p, FILE *f)
 {
 	const gen_spec *s = p->spec;
@@ -404,7 +419,10 @@ const gen_drafter gen_drafter_model = {
 	.verify = NULL,
 	.accept_q = model_accept_q,
 	.commit = model_commit,
+	.target_layers = false,
+	.embd16 = NULL,
 	.echo = model_echo,
+	.echo_spec = model_echo_spec,
 	.files = model_files,
 	.weights_open = model_weights_open,
 };
@@ -436,7 +454,10 @@ const gen_drafter gen_drafter_layerskip = {
 	.verify = NULL,
 	.accept_q = model_accept_q,
 	.commit = model_commit,
+	.target_layers = true,
+	.embd16 = NULL,
 	.echo = layerskip_echo,
+	.echo_spec = NULL,
 	.files = NULL,
 	.weights_open = NULL,
 };

@@ -154,7 +154,10 @@ const gen_drafter gen_drafter_ngram = {
 	.verify = NULL,
 	.accept_q = NULL,
 	.commit = NULL,
+	.target_layers = false,
+	.embd16 = NULL,
 	.echo = NULL,
+	.echo_spec = NULL,
 	.files = NULL,
 	.weights_open = NULL,
 };

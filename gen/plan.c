@@ -258,7 +258,8 @@ int gp_gemm_wtype(const ctx *c, int buf, const char *layers, int layer)
 		return -1;
 	if (b->ltypes && layers) {
 		/* a layer-skip draft runs the target's layers through its map */
-		const int id = !strcmp(layers, "draft") && c->s->draft_kind == GEN_DRAFT_LAYERSKIP
+		const gen_drafter *dr = gen_drafter_of(c->s->draft_kind);
+		const int id = !strcmp(layers, "draft") && dr && dr->target_layers
 		               ? c->s->skip_layers[layer] : layer;
 		if (id >= 0 && id < b->n_ltypes)
 			return b->ltypes[id];
@@ -1219,13 +1220,14 @@ static const char *weight_dtype(const gen_spec *s, int f)
 
 /* The target's embedding table: under gguf_a8 in its file's own type
  * where that has planes (gen_model_src.embd_wtype), gathered by
- * embedding_gguf (gp_forward), unless a drafter reads the target's table
- * as 16-bit rows (a block drafter's block_embed, an EAGLE-3 head without
- * an embedding of its own: eagle3_in), which then keeps it 16-bit. */
+ * embedding_gguf (gp_forward), unless the drafter reads the target's
+ * table as 16-bit rows (gen_drafter.embd16: a block drafter's block_embed,
+ * an EAGLE-3 head without an embedding of its own), which then keeps it
+ * 16-bit. */
 static const char *embd_dtype(const gen_spec *s, const char *wdt)
 {
-	const bool rows16 = s->draft_kind == GEN_DRAFT_BLOCK ||
-	                    (s->draft_kind == GEN_DRAFT_EAGLE3 && !s->eagle3.own_embd);
+	const gen_drafter *dr = gen_drafter_of(s->draft_kind);
+	const bool rows16 = dr && dr->embd16 && dr->embd16(s);
 	const char *q = s->dtype == GEN_DTYPE_GGUF_A8 ? gen_wtype_name(s->target.embd_wtype) : NULL;
 	return q && !rows16 ? q : wdt;
 }
@@ -1517,8 +1519,19 @@ static void write_cfg(FILE *f, const rt_config *c, const char *ind)
 	        ind, rt_arch_name(c->arch), c->n_layers, c->dim, c->n_heads, c->n_kv_heads, c->head_dim, ind, c->ffn_dim,
 	        c->vocab);
 	jnum(f, c->rope_theta);
-	fprintf(f, ", \"norm_eps\": %.9g, \"tied_embd\": %s\n%s}", (double)c->norm_eps,
-	        c->tied_embd ? "true" : "false", ind);
+	fprintf(f, ", \"norm_eps\": %.9g, \"tied_embd\": %s", (double)c->norm_eps,
+	        c->tied_embd ? "true" : "false");
+	/* Gemma 3's own fields (gen/spec.c gemma_shape's keys), so that an
+	 * engine built from a shape re-plans to itself (gen/replan.c): the
+	 * window and the query scalar are baked into its kernels */
+	if (c->arch == RT_ARCH_GEMMA3) {
+		fprintf(f, ",\n%s  \"sliding_window\": %d, \"sliding_window_pattern\": %d, "
+		        "\"rope_local_base_freq\": ", ind, c->swa_window, c->swa_pattern);
+		jnum(f, c->rope_theta_local);
+		fputs(", \"query_pre_attn_scalar\": ", f);
+		jnum(f, c->query_scalar);
+	}
+	fprintf(f, "\n%s}", ind);
 }
 
 static void write_params(FILE *f, const gen_kernel *k)

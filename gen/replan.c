@@ -19,13 +19,14 @@
 #include "core/timing.h"
 #include "formats/engine_files.h"
 #include "build.h"
+#include "drafter.h"
 #include "plan.h"
 #include "replan.h"
 #include "spec.h"
 
 /* ---- writing JSON back ---------------------------------------------------- */
 
-static void put_str(FILE *f, const char *s, size_t n)
+void gen_put_str(FILE *f, const char *s, size_t n)
 {
 	fputc('"', f);
 	for (size_t i = 0; i < n; i++) {
@@ -42,7 +43,7 @@ static void put_str(FILE *f, const char *s, size_t n)
 
 /* v as JSON; a number exactly as parsed (an integer literal, else the
  * double in 17 digits). */
-static void put_value(FILE *f, const json_value *v)
+void gen_put_value(FILE *f, const json_value *v)
 {
 	switch (v->type) {
 	case JSON_NULL:
@@ -58,14 +59,14 @@ static void put_value(FILE *f, const json_value *v)
 			fprintf(f, "%.17g", v->number);
 		break;
 	case JSON_STRING:
-		put_str(f, v->str, v->str_len);
+		gen_put_str(f, v->str, v->str_len);
 		break;
 	case JSON_ARRAY:
 		fputc('[', f);
 		for (size_t i = 0; i < v->n; i++) {
 			if (i)
 				fputs(", ", f);
-			put_value(f, v->items[i]);
+			gen_put_value(f, v->items[i]);
 		}
 		fputc(']', f);
 		break;
@@ -74,9 +75,9 @@ static void put_value(FILE *f, const json_value *v)
 		for (size_t i = 0; i < v->n; i++) {
 			if (i)
 				fputs(", ", f);
-			put_str(f, v->members[i].key, v->members[i].key_len);
+			gen_put_str(f, v->members[i].key, v->members[i].key_len);
 			fputs(": ", f);
-			put_value(f, v->members[i].value);
+			gen_put_value(f, v->members[i].value);
 		}
 		fputc('}', f);
 		break;
@@ -84,14 +85,14 @@ static void put_value(FILE *f, const json_value *v)
 }
 
 /* `"key": value` of o's members named in keys (those present), after sep. */
-static void put_members(FILE *f, const json_value *o, const char *const *keys, const char *sep)
+void gen_put_members(FILE *f, const json_value *o, const char *const *keys, const char *sep)
 {
 	for (const char *const *k = keys; *k; k++) {
 		const json_value *v = json_get(o, *k);
 		if (!v)
 			continue;
 		fprintf(f, "%s\"%s\": ", sep, *k);
-		put_value(f, v);
+		gen_put_value(f, v);
 		sep = ", ";
 	}
 }
@@ -107,13 +108,14 @@ typedef struct echo {
 
 /* A model's shape from $.shapes.<role> (the planner's write_cfg) in the
  * spec's shape keys. */
-static void put_shape(FILE *f, const json_value *cfg)
+void gen_put_shape(FILE *f, const json_value *cfg)
 {
 	static const char *const keys[] = {"arch", "n_layers", "dim", "n_heads", "n_kv_heads",
 	                                   "head_dim", "ffn_dim", "vocab", "rope_theta", "norm_eps",
-	                                   "tied_embd", NULL};
+	                                   "tied_embd", "sliding_window", "sliding_window_pattern",
+	                                   "rope_local_base_freq", "query_pre_attn_scalar", NULL};
 	fputc('{', f);
-	put_members(f, cfg, keys, "");
+	gen_put_members(f, cfg, keys, "");
 	fputc('}', f);
 }
 
@@ -128,6 +130,8 @@ static const json_value *echo_obj(const echo *e, const json_value *o, const char
 	return v;
 }
 
+/* The spec's "$.draft" from the echo's: the drafter its method names
+ * writes its own (gen_drafter.echo_spec); any other method, alone. */
 static int put_draft(FILE *f, const echo *e, const json_value *d, sw_err *err)
 {
 	const char *m;
@@ -138,47 +142,13 @@ static int put_draft(FILE *f, const echo *e, const json_value *d, sw_err *err)
 	if (shape && (!dshape || dshape->type != JSON_OBJECT))
 		return sw_errf(err, SW_EINVAL, "%s: $.shapes.draft: expected the draft's shape (the spec "
 		               "echo's draft is a shape)", e->file);
-	if (!strcmp(m, "block")) {
-		static const char *const steps[] = {"steps", NULL};
-		fputs("{\"method\": \"block\"", f);
-		put_members(f, d, steps, ", ");
-		if (!shape) {
-			fputs(", \"path\": ", f);
-			put_str(f, e->dpath, strlen(e->dpath));
-		} else {
-			/* a drafter by shape: config.json's keys, from the echo */
-			static const char *const bk[] = {"block", "taps", "block_attention", NULL};
-			static const char *const sk[] = {"n_layers", "n_heads", "n_kv_heads", "head_dim",
-			                                 "ffn_dim", "norm_eps", "rope_theta", NULL};
-			fputs(", \"shape\": {\"conditioning\": \"features\"", f);
-			put_members(f, d, bk, ", ");
-			if (json_get(d, "vocab")) {
-				fputs(", \"draft_vocab\": ", f);
-				put_value(f, json_get(d, "vocab"));
-			}
-			put_members(f, dshape, sk, ", ");
-			fputc('}', f);
-		}
-		fputc('}', f);
-	} else if (!strcmp(m, "eagle3")) {
-		static const char *const ng[] = {"ngram", "levels", NULL};
-		fputs("{\"method\": \"eagle3\", \"path\": ", f);
-		put_str(f, e->dpath, strlen(e->dpath));
-		put_members(f, d, ng, ", ");
-		fputc('}', f);
-	} else if (!strcmp(m, "model") || !strncmp(m, "model:", 6)) {
-		fputs("{\"method\": \"model\", ", f);
-		if (shape) {
-			fputs("\"shape\": ", f);
-			put_shape(f, dshape);
-		} else {
-			fputs("\"path\": ", f);
-			put_str(f, e->dpath, strlen(e->dpath));
-		}
-		fputc('}', f);
+	const gen_drafter *dr = gen_drafter_of(gen_draft_kind_of(m));
+	const gen_echo_in in = {.d = d, .dshape = shape ? dshape : NULL, .dpath = e->dpath};
+	if (dr && dr->echo_spec) {
+		dr->echo_spec(&in, f);
 	} else {
 		fputs("{\"method\": ", f);
-		put_str(f, m, strlen(m));
+		gen_put_str(f, m, strlen(m));
 		fputc('}', f);
 	}
 	return 0;
@@ -234,7 +204,7 @@ static int tree_file(echo *e, sw_err *err)
 		return rc;
 	}
 	fputs("{\"name\": ", f);
-	put_str(f, nm->str, nm->str_len);
+	gen_put_str(f, nm->str, nm->str_len);
 	fputs(", \"paths\": [", f);
 	for (size_t i = 1; i < n; i++) {
 		int path[RT_TREE_MAX_NODES], d = 0;
@@ -264,7 +234,7 @@ static int spec_text(echo *e, char **out, size_t *len, sw_err *err)
 		const char *k = e->spec->members[i].key;
 		const json_value *v = e->spec->members[i].value;
 		fprintf(f, "%s\n", i ? "," : "");
-		put_str(f, k, e->spec->members[i].key_len);
+		gen_put_str(f, k, e->spec->members[i].key_len);
 		fputs(": ", f);
 		control |= !strcmp(k, "control");
 		if (!strcmp(k, "target") && v->type == JSON_OBJECT) {
@@ -276,30 +246,30 @@ static int spec_text(echo *e, char **out, size_t *len, sw_err *err)
 					break;
 				}
 				fputs("{\"shape\": ", f);
-				put_shape(f, t);
+				gen_put_shape(f, t);
 				fputc('}', f);
 			} else {
 				fputs("{\"path\": ", f);
-				put_str(f, e->tpath, strlen(e->tpath));
+				gen_put_str(f, e->tpath, strlen(e->tpath));
 				fputc('}', f);
 			}
 		} else if (!strcmp(k, "draft") && v->type == JSON_OBJECT) {
 			rc = put_draft(f, e, v, err);
 		} else if (!strcmp(k, "tree") && e->tree_file[0]) {
-			put_str(f, e->tree_file, strlen(e->tree_file));
+			gen_put_str(f, e->tree_file, strlen(e->tree_file));
 		} else if (!strcmp(k, "roofline") && v->type == JSON_OBJECT) {
 			/* "tau": null is the echo's "not given" */
 			static const char *const rk[] = {"context", NULL};
 			const json_value *tau = json_get(v, "tau");
 			fputc('{', f);
-			put_members(f, v, rk, "");
+			gen_put_members(f, v, rk, "");
 			if (tau && tau->type != JSON_NULL) {
 				fputs(json_get(v, "context") ? ", \"tau\": " : "\"tau\": ", f);
-				put_value(f, tau);
+				gen_put_value(f, tau);
 			}
 			fputc('}', f);
 		} else {
-			put_value(f, v);
+			gen_put_value(f, v);
 		}
 	}
 	/* the echo leaves the controller out when it is off (the default of

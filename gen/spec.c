@@ -389,18 +389,6 @@ int gen_spec_gguf_a8_refuse(const json_value *v, const char *what, sw_err *err)
 	                   "a draft %s", what);
 }
 
-/* Whether a drafter answers to method: a form of its methods without ':'
- * is the whole method, one with ':' a prefix through it. */
-static bool draft_takes(const gen_drafter *dr, const char *method)
-{
-	for (const char *const *m = dr->methods; *m; m++) {
-		const char *colon = strchr(*m, ':');
-		if (colon ? !strncmp(method, *m, (size_t)(colon - *m + 1)) : !strcmp(method, *m))
-			return true;
-	}
-	return false;
-}
-
 static bool draft_reads(const gen_drafter *dr, const char *key)
 {
 	for (const char *const *k = dr->keys; k && *k; k++)
@@ -467,7 +455,7 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 	/* a key one drafter alone reads, with another method */
 	for (int i = 0; i < GEN_DRAFT_N && d->type == JSON_OBJECT; i++) {
 		const gen_drafter *dr = gen_drafter_of(i);
-		if (!dr || draft_takes(dr, method))
+		if (!dr || gen_drafter_takes(dr, method))
 			continue;
 		char own[160] = "", exp[320], kp[64];
 		for (const char *const *k = dr->keys; k && *k; k++)
@@ -488,12 +476,8 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 				                   "it with \"%s\"", method);
 	}
 
-	const gen_drafter *dr = NULL;
-	for (int i = 0; i < GEN_DRAFT_N && !dr; i++)
-		if (gen_drafter_of(i) && draft_takes(gen_drafter_of(i), method)) {
-			dr = gen_drafter_of(i);
-			sp->draft_kind = i;
-		}
+	const int kind = gen_draft_kind_of(method);
+	const gen_drafter *dr = gen_drafter_of(kind);
 	if (!dr) {
 		char forms[512] = "";
 		const char *last = NULL;
@@ -508,6 +492,7 @@ static int draft_parse(const json_value *root, gen_spec *sp, sw_err *err)
 			cat(forms, sizeof(forms), " or ", last);
 		return json_refuse(err, mv, mp, forms, "\"%s\"", method);
 	}
+	sp->draft_kind = kind;
 
 	/* a key its drafter does not read that several others do (another's
 	 * "path" or "shape"; one only another reads was refused above) */
