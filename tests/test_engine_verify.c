@@ -568,7 +568,7 @@ static void test_examples_replan(void **state)
 		/* build/gpu/smollm2-2l.gguf: made by `make gpu-model`, re-planned
 		 * whole by the bundle (tests/test_gpu_check.c) */
 		"gpu/smollm2-2l-adaptive", "gpu/smollm2-2l-eagle25", "gpu/smollm2-2l-ngram",
-		"gpu/smollm2-2l-sequoia63-rrsw",
+		"gpu/smollm2-2l-ngram-gguf", "gpu/smollm2-2l-sequoia63-rrsw",
 		/* the GPU-trained EAGLE-3 head (models/drafters/README.md) */
 		"smollm2-eagle3-gguf", "smollm2-eagle3-ngram-gguf",
 	};

@@ -46,8 +46,12 @@
 static char g_out[1 << 18];
 #define sh(...) tu_sh(g_out, sizeof(g_out), __VA_ARGS__)
 static char g_src[PATH_MAX], g_build[PATH_MAX], g_bundle[PATH_MAX + 16], g_work[PATH_MAX + 64];
-static char g_fakehome[PATH_MAX + 80], g_mod[2][PATH_MAX + 200];
-static const char *const ENGINES[2] = {"smollm2-2l-ngram", "smollm2-2l-adaptive"};
+/* the engines with weights the dry run runs: fp16 n-gram, SpecDec++ and
+ * gguf_a8 (the file's Q4_1 blocks in the gemv_gguf kernels) */
+enum { N_ENG = 3 };
+static const char *const ENGINES[N_ENG] = {"smollm2-2l-ngram", "smollm2-2l-adaptive",
+                                           "smollm2-2l-ngram-gguf"};
+static char g_fakehome[PATH_MAX + 80], g_mod[N_ENG][PATH_MAX + 200];
 /* the shape check's tiny engines (make gpu-tiny), their emulator modules */
 enum { N_TINY = 3 };
 static const char *const TINY[N_TINY] = {"tiny-llama-fp16", "tiny-qwen3-tree", "tiny-gemma3"};
@@ -82,7 +86,7 @@ static int setup(void **state)
 	       "%s/lib64/", g_fakehome, g_build, g_build, g_fakehome))
 		return -1;
 	/* each engine's kernels as an emulator module (host-emulate's cache) */
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < N_ENG; i++) {
 		char cache[PATH_MAX + 128];
 		snprintf(cache, sizeof(cache), "%s/emu-%s", g_work, ENGINES[i]);
 		if (sh("SPECWRIGHT_CACHE=%s %s/specwright run %s/engines/%s --backend host-emulate --ids '%s' "
@@ -103,7 +107,7 @@ static int setup(void **state)
 		tu_find_emu_module(cache, g_tiny_mod[i], sizeof(g_tiny_mod[i]));
 	}
 	int ne = 0, nm = 0, ns = 0;
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < N_ENG; i++) {
 		ne += snprintf(g_fake_eng + ne, sizeof(g_fake_eng) - (size_t)ne, "%s%s/engines/%s", i ? ":" : "",
 		               g_bundle, ENGINES[i]);
 		nm += snprintf(g_fake_emu + nm, sizeof(g_fake_emu) - (size_t)nm, "%s%s", i ? ":" : "", g_mod[i]);
@@ -126,10 +130,10 @@ static int check_run(const char *out, const char *env)
 {
 	return sh("mkdir -p %s && timeout -k 10 900 env -i PATH=%s/tests/gpu/stub:/usr/bin:/bin CUDA_HOME=%s "
 	          "SW_FAKE_CUDA_ENGINE=%s SW_FAKE_CUDA_EMU=%s OUT=%s N=4 ITERS=2 BUDGET=1500 "
-	          "ONLY_ENGINES='%s %s' TIMING_ENGINES=%s TIMING_N=4 PYTHON=/usr/bin/python3 "
+	          "ONLY_ENGINES='%s %s %s' TIMING_ENGINES=%s TIMING_N=4 PYTHON=/usr/bin/python3 "
 	          "SHAPE_ENGINES='%s' SHAPE_SPECS=%s/models/specs/gpu/tiny TORCH_TIME_SHAPES='tiny-llama*' "
 	          "TORCH_N=4 %s %s/run --check 2>&1", out, g_src, g_fakehome, g_fake_eng, g_fake_emu, out,
-	          ENGINES[0], ENGINES[1], ENGINES[0], g_shape_eng, g_src, env, g_bundle);
+	          ENGINES[0], ENGINES[1], ENGINES[2], ENGINES[0], g_shape_eng, g_src, env, g_bundle);
 }
 
 static int teardown(void **state)
@@ -226,6 +230,7 @@ static void test_check_dry_run(void **state)
 		fail_msg("run --check: exit %d:\n%s", rc, g_out);
 	static const char *const steps[] = {
 		"PASS  probe", "SKIP  device", "PASS  engine:smollm2-2l-ngram", "PASS  engine:smollm2-2l-adaptive",
+		"PASS  engine:smollm2-2l-ngram-gguf",
 		"PASS  profile:smollm2-2l-ngram", "PASS  profile:smollm2-2l-adaptive", "PASS  timing:smollm2-2l-ngram",
 		"PASS  serve", "PASS  shape:tiny-llama-fp16", "PASS  shape:tiny-qwen3-tree", "PASS  shape:tiny-gemma3",
 		"PASS  torch", "PASS  sanitize"};

@@ -475,8 +475,12 @@ if skipped torch; then
 elif [ -z "$torch_py" ] || [ -z "$IDS" ]; then
 	result SKIP torch "${torch_py:+no weights}${torch_py:-no python with torch}"
 elif limit torch 180; then
-	ref=""
-	for d in "${real_engines[@]}"; do [ -f "$W/$(basename "$d").target.json" ] && { ref=$(basename "$d"); break; }; done
+	ref="" # the first 16-bit engine with a target-only run: PyTorch's dtype
+	for d in "${real_engines[@]}"; do
+		read -r _ _ _ edt _ < <(util engine "$d")
+		case $edt in fp16 | bf16) ;; *) continue ;; esac
+		[ -f "$W/$(basename "$d").target.json" ] && { ref=$(basename "$d"); break; }
+	done
 	dev=$torch_dev
 	t $lim "$torch_py" "$here/torch_ref.py" "$WEIGHTS" --ids "$IDS" -n "$N" --device $dev \
 		>"$W/torch.$dev.json" 2>"$W/torch.$dev.err"
