@@ -360,6 +360,36 @@ static void test_tamperings_refused(void **state)
 			refused(qdir, qtext, &A8[i]);
 		free(qtext);
 	}
+	/* the generated 16-bit GEMV (extent.c ext_gemv16) on an fp16 engine
+	 * with every GEMM through it: wq's kernel (M 16, N 256, K 256, 8 rows a
+	 * block) is shared with wo, so each edit's first refusal is wq's */
+	{
+		char spec[2048], gdir[400];
+		snprintf(gdir, sizeof(gdir), "%s/gemv16", g_dir);
+		eu_tiny_spec(spec, sizeof(spec), g_tiny_path, "ngram:1:3", "chain:4", "greedy", "topk", 0,
+		             "fp16", "\"fuse\": false, \"gemm\": \"gemv16\"");
+		eu_build(spec, gdir, NULL, false);
+		size_t gl;
+		char *gtext = read_json(gdir, &gl);
+		const tamper G[] = {
+			{"gemv16 grid short of N", "\"name\": \"wq\", \"op\": \"gemv16\"", "\"grid\": ",
+			 "[16, 1, 1]", NULL, NULL, NULL,
+			 "expected [32, 1, 1] (ceil(N / (R WARPS / KS)), 1, ceil(M / MT))"},
+			{"gemv16 N past its weight's rows", "{\"uri\": \"gemv16_is_f161_m16_n512_k256", "\"N\": ",
+			 "512", "\"name\": \"wq\", \"op\": \"gemv16\"", "\"grid\": ", "[64, 1, 1]",
+			 "W buffer target.wq (fp16, last dims [256, 256]), expected fp16 of at least N 512",
+			 "gemv16_is_f161_m16_n256_k256", "gemv16_is_f161_m16_n512_k256"},
+			{"gemv16 bf16 kernel on fp16 weights", "{\"uri\": \"gemv16_is_f160_m16_n256_k256",
+			 "\"IS_F16\": ", "0", NULL, NULL, NULL, "expected bf16 of at least N 256 rows of K 256",
+			 "gemv16_is_f161_m16_n256_k256", "gemv16_is_f160_m16_n256_k256"},
+			{"gemv16 K not a multiple of 8", "{\"uri\": \"gemv16_is_f161_m16_n256_k252", "\"K\": ",
+			 "252", NULL, NULL, NULL, "expected K a multiple of 8",
+			 "gemv16_is_f161_m16_n256_k256", "gemv16_is_f161_m16_n256_k252"},
+		};
+		for (size_t i = 0; i < sizeof(G) / sizeof(G[0]); i++)
+			refused(gdir, gtext, &G[i]);
+		free(gtext);
+	}
 	/* the fused layer's ops (extent.c ext_rmsnorm_cast, ext_swiglu_cast,
 	 * ext_qkv_rope) on the default engine */
 	{
@@ -698,7 +728,8 @@ static void test_weights_digest(void **state)
 static void test_fuzz_seeds_accepted(void **state)
 {
 	static const char *const seeds[] = { "tiny_ngram", "tiny_q8a8", "tiny_layerskip_rrsw", "tiny_adaptive",
-		                             "tiny_block", "tiny_vocab_prefix", "tiny_fused" };
+		                             "tiny_block", "tiny_vocab_prefix", "tiny_fused", "tiny_gemv16",
+		                             "smollm2_gguf_a8" };
 	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
 		char path[256];
 		snprintf(path, sizeof(path), "tests/fuzz/seeds/fuzz_engine/%s.json", seeds[i]);
@@ -722,6 +753,19 @@ static void test_fuzz_seeds_accepted(void **state)
 				         !strcmp(m->ops[j].op, "swiglu_cast");
 			assert_true(fused > 0);
 		}
+		/* the generated GEMVs' ops (issues 37, 38): the fuzz target's bounds
+		 * check knows them (tests/fuzz/fuzz_engine.c touched) */
+		static const char *const want[][4] = {{"tiny_gemv16", "gemv16", NULL, NULL},
+		                                      {"smollm2_gguf_a8", "gemv_gguf", "quant_a8",
+		                                       "embedding_gguf"}};
+		for (size_t w = 0; w < sizeof(want) / sizeof(want[0]); w++)
+			for (int o = 1; o < 4 && !strcmp(seeds[i], want[w][0]) && want[w][o]; o++) {
+				int n = 0;
+				for (int j = 0; j < m->n_ops; j++)
+					n += !strcmp(m->ops[j].op, want[w][o]);
+				if (!n)
+					fail_msg("fuzz seed %s has no %s op", seeds[i], want[w][o]);
+			}
 		rt_manifest_free(m);
 		free(text);
 	}

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/wformat.h"
 #include "engine/manifest.h"
 #include "kernels/engine_state.h"
 #include "kernels/sample_layout.h"
@@ -108,6 +109,24 @@ static long long touched(const rt_manifest *e, const rt_engine_pop *x, int a)
 	}
 	if (!strcmp(op, "kv_commit")) /* every layer from the base; keep: the path */
 		return a < 2 ? prm(k, "N_LAYERS") * MC * prm(k, "ROW_VEC") * 16 : a == 2 ? N * 4 : 4;
+	if (!strcmp(op, "embedding_gguf")) /* y T rows of DIM f32; the table's N_ROWS x DIM in
+	                                     * WTYPE's bytes (planes or the file's blocks); T ids;
+	                                     * one error word */
+		return a == 0 ? g0 * prm(k, "DIM") * 4
+		       : a == 1 ? (long long)sw_wformat_nbytes((uint32_t)prm(k, "WTYPE"),
+		                                               (uint64_t)(prm(k, "N_ROWS") * prm(k, "DIM")))
+		       : a == 2 ? g0 * 4 : 4;
+	if (!strcmp(op, "quant_a8")) /* int8 rows + 8 bytes a block of 32; fp16 (M, K) */
+		return a == 0 ? prm(k, "M") * prm(k, "K") + prm(k, "M") * (prm(k, "K") / 32) * 8
+		              : prm(k, "M") * prm(k, "K") * 2;
+	if (!strcmp(op, "gemv16")) /* C (M, N) f32, A (M, K), W (N, K) 16-bit */
+		return a == 0 ? prm(k, "M") * prm(k, "N") * 4 : a == 1 ? prm(k, "M") * prm(k, "K") * 2
+		                                               : prm(k, "N") * prm(k, "K") * 2;
+	if (!strcmp(op, "gemv_gguf")) /* C (M, N) f32, a16, a8 (quant_a8's), W NW x K planes */
+		return a == 0 ? prm(k, "M") * prm(k, "N") * 4 : a == 1 ? prm(k, "M") * prm(k, "K") * 2
+		       : a == 2 ? prm(k, "M") * prm(k, "K") + prm(k, "M") * (prm(k, "K") / 32) * 8
+		       : (long long)sw_wformat_nbytes((uint32_t)prm(k, "WTYPE"),
+		                                      (uint64_t)(prm(k, "NW") * prm(k, "K")));
 	if (!strcmp(op, "embedding16"))
 		return a == 0 ? g0 * prm(k, "DIM") * 4 : a == 1 ? prm(k, "N_ROWS") * prm(k, "DIM") * 2
 		       : a == 2 ? g0 * 4 : 4;
