@@ -276,13 +276,15 @@ int gp_gemm_wtype(const ctx *c, int buf, const char *layers, int layer)
  * launches at least four blocks of four warps on each where it can. */
 #define GEMV_SMS 132
 
-gp_gemv_shape gp_gemv_choose(int64_t m, int64_t n, int64_t k)
+/* A skinny GEMM's launch shape, shared by gemv_gguf and gemv16: R 2 rows a
+ * warp, 4 warps, A rows in tiles of up to mt_max, and K split over the
+ * block's warps while N alone gives too few blocks (wk and wv at 8B: 1024
+ * rows, 128 blocks unsplit); a lane's step over K is kstep elements. */
+static gp_gemv_shape gemv_shape(int64_t m, int64_t n, int64_t k, int mt_max, int kstep)
 {
-	gp_gemv_shape g = {.r = 2, .warps = 4, .ks = 1, .mt = m < 8 ? (int)m : 8};
-	const int64_t groups = (k / 32 + 31) / 32; /* a warp's steps over K, unsplit */
+	gp_gemv_shape g = {.r = 2, .warps = 4, .ks = 1, .mt = m < mt_max ? (int)m : mt_max};
+	const int64_t groups = (k / kstep + 31) / 32; /* a warp's steps over K, unsplit */
 	g.grid_z = (int)((m + g.mt - 1) / g.mt);
-	/* split K over the block's warps while N alone gives too few blocks
-	 * (wk and wv at 8B: 1024 rows, 128 blocks unsplit) */
 	for (;;) {
 		const int64_t rows = (int64_t)g.r * g.warps / g.ks;
 		g.grid_x = (int)((n + rows - 1) / rows);
@@ -291,6 +293,12 @@ gp_gemv_shape gp_gemv_choose(int64_t m, int64_t n, int64_t k)
 		g.ks *= 2;
 	}
 	return g;
+}
+
+/* gemv_gguf: a lane takes one 32-element sub-block a step, 8 A rows a tile */
+gp_gemv_shape gp_gemv_choose(int64_t m, int64_t n, int64_t k)
+{
+	return gemv_shape(m, n, k, 8, 32);
 }
 
 /* gguf_a8: C = A W^T with W in its GGUF type's planes (templates/gemv_gguf):
@@ -333,19 +341,10 @@ static void op_gemv(ctx *c, const char *name, int64_t m, int64_t n, int64_t k, g
 	c->a8_k = k;
 }
 
+/* gemv16: a lane takes 8 elements (16 bytes) a step, 16 A rows a tile */
 gp_gemv_shape gp_gemv16_choose(int64_t m, int64_t n, int64_t k)
 {
-	gp_gemv_shape g = {.r = 2, .warps = 4, .ks = 1, .mt = m < 16 ? (int)m : 16};
-	const int64_t groups = (k / 8 + 31) / 32; /* a warp's steps over K, unsplit */
-	g.grid_z = (int)((m + g.mt - 1) / g.mt);
-	for (;;) {
-		const int64_t rows = (int64_t)g.r * g.warps / g.ks;
-		g.grid_x = (int)((n + rows - 1) / rows);
-		if (g.ks >= g.warps || 2 * g.ks > groups || (int64_t)g.grid_x * g.grid_z >= 4 * GEMV_SMS)
-			break;
-		g.ks *= 2;
-	}
-	return g;
+	return gemv_shape(m, n, k, 16, 8);
 }
 
 /* Why gemv16 cannot take this GEMM (NULL: it can): it reads 16-byte
